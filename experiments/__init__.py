@@ -1,0 +1,1 @@
+"""Orchestration: scenarios, runs, ground truth, sweeps, reproductions, reports."""

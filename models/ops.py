@@ -1,0 +1,311 @@
+"""Per-rank operation lists in columnar form, and the cause ledger.
+
+An application model emits, for every rank, the ordered list of activities it
+performs (region markers, compute, MPI operations).  Perturbation models insert
+more (noise, overhead, flush, swap).  Everything is kept as numpy columns, one
+row per operation, sorted by ``(rank, seq)``; no per-operation Python objects.
+
+Action codes are the contract with the native replay extension
+(``simulator/native/waitlab_replay.cpp``): the order of :data:`ACTIONS` must
+match its ``kActions`` table.
+
+Examples
+--------
+>>> b = OpBuilder(n_ranks=2)
+>>> b.add("compute", ranks=[0, 1], value=[2.0, 1.0], region="solve")
+>>> b.add("send", ranks=0, peer=1, value=8)
+>>> b.add("recv", ranks=1, peer=0, value=8)
+>>> ops = b.build()
+>>> ops.per_rank_counts().tolist()
+[2, 2]
+>>> [ACTIONS[c] for c in ops.code[ops.rank == 1]]
+['compute', 'recv']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+#: TI action names; index = action code (must match the C++ table).
+ACTIONS: tuple[str, ...] = (
+    "init", "finalize", "comm_size", "comm_split", "comm_dup", "send", "isend",
+    "recv", "irecv", "test", "sendRecv", "wait", "waitall", "barrier",
+    "bcast", "reduce", "allreduce", "alltoall", "alltoallv", "gather", "scatter",
+    "gatherv", "scatterv", "allgather", "allgatherv", "reducescatter", "scan", "exscan",
+    "compute", "sleep", "location",
+    "enter", "leave", "overhead", "noise", "delay", "flush", "swap",
+)  # fmt: skip
+CODE: dict[str, int] = {name: i for i, name in enumerate(ACTIONS)}
+
+#: MPI operations (everything the event table calls kind "mpi").
+MPI_ACTIONS = frozenset(ACTIONS[5:28])
+#: Point-to-point operations.
+P2P_ACTIONS = frozenset({"send", "isend", "recv", "irecv", "sendRecv", "wait", "waitall", "test"})
+#: Collective operations.
+COLLECTIVE_ACTIONS = frozenset(ACTIONS[13:28])
+#: Actions that take simulated time without communicating.
+LOCAL_ACTIONS = frozenset({"compute", "sleep", "overhead", "noise", "delay", "flush", "swap"})
+
+#: Kinds of cause in the ledger (DESIGN.md section 8).
+CAUSE_KINDS: tuple[str, ...] = ("imbalance", "noise", "overhead", "swap", "flush")
+
+
+def _code_mask(codes: npt.NDArray[np.int8], names: Sequence[str] | frozenset[str]) -> npt.NDArray[np.bool_]:
+    return np.isin(codes, np.array([CODE[n] for n in names], dtype=np.int8))
+
+
+@dataclass(frozen=True)
+class Ledger:
+    """Every injected excess: who, where, when, how much and why (DESIGN.md section 8).
+
+    Columns are parallel numpy arrays; ``region`` and ``kind`` index into
+    ``OpTable.names`` and :data:`CAUSE_KINDS` respectively.
+    """
+
+    rank: npt.NDArray[np.int32]
+    region: npt.NDArray[np.int32]
+    step: npt.NDArray[np.int32]
+    seconds: npt.NDArray[np.float64]
+    kind: npt.NDArray[np.int8]
+
+    def __len__(self) -> int:
+        return int(self.rank.size)
+
+    def total(self, kind: str | None = None) -> float:
+        """Total injected seconds, optionally of one cause kind."""
+        if kind is None:
+            return float(self.seconds.sum())
+        return float(self.seconds[self.kind == CAUSE_KINDS.index(kind)].sum())
+
+
+@dataclass(frozen=True)
+class OpTable:
+    """All operations of all ranks, sorted by (rank, seq).
+
+    Attributes
+    ----------
+    n_ranks : int
+    rank, seq : int32 arrays
+        Owner rank and position within that rank's list.
+    code : int8 array
+        Index into :data:`ACTIONS`.
+    step : int32 array
+        BSP step (iteration) the operation belongs to, -1 outside steps.
+    name : int32 array
+        Index into ``names``: the region of enter/leave and of compute; -1 if none.
+    value : float64 array
+        Seconds for compute/overhead/noise/delay/swap/sleep; bytes for messages
+        and collectives (send count of alltoall); bytes for flush.
+    value2 : float64 array
+        Second numeric argument: receive bytes (alltoall, sendRecv), flops of
+        reductions, flush rate (bytes/s).
+    peer : int32 array
+        Destination (send), source (recv), root (rooted collectives), else -1.
+    tag : int32 array
+    cause : int64 array
+        Row of ``ledger`` this operation's excess belongs to, -1 if none.
+    excess : float64 array
+        Seconds of ``value`` that were injected as a cause (removed by counterfactuals).
+    names : tuple of str
+        String table for ``name`` and ``ledger.region``.
+    ledger : Ledger
+    """
+
+    n_ranks: int
+    rank: npt.NDArray[np.int32]
+    seq: npt.NDArray[np.int32]
+    code: npt.NDArray[np.int8]
+    step: npt.NDArray[np.int32]
+    name: npt.NDArray[np.int32]
+    value: npt.NDArray[np.float64]
+    value2: npt.NDArray[np.float64]
+    peer: npt.NDArray[np.int32]
+    tag: npt.NDArray[np.int32]
+    cause: npt.NDArray[np.int64]
+    excess: npt.NDArray[np.float64]
+    names: tuple[str, ...]
+    ledger: Ledger
+
+    COLUMNS = ("rank", "seq", "code", "step", "name", "value", "value2", "peer", "tag", "cause", "excess")
+
+    def __len__(self) -> int:
+        return int(self.rank.size)
+
+    def per_rank_counts(self) -> npt.NDArray[np.int64]:
+        """Number of operations of each rank."""
+        return np.bincount(self.rank, minlength=self.n_ranks)
+
+    def mask(self, actions: Sequence[str] | frozenset[str]) -> npt.NDArray[np.bool_]:
+        """Boolean mask of rows whose action is one of ``actions``."""
+        return _code_mask(self.code, actions)
+
+    def columns(self) -> dict[str, npt.NDArray[Any]]:
+        return {c: getattr(self, c) for c in self.COLUMNS}
+
+    def replace_columns(self, **cols: npt.NDArray[Any]) -> OpTable:
+        """A copy with some columns replaced (same rows)."""
+        data: dict[str, Any] = self.columns()
+        data.update(cols)
+        return OpTable(n_ranks=self.n_ranks, names=self.names, ledger=self.ledger, **data)
+
+    def take(self, index: npt.NDArray[np.int64]) -> OpTable:
+        """Rows ``index`` (a selection or reordering); ``seq`` is renumbered per rank."""
+        data = {c: a[index] for c, a in self.columns().items()}
+        out = OpTable(n_ranks=self.n_ranks, names=self.names, ledger=self.ledger, **data)
+        return out.renumbered()
+
+    def renumbered(self) -> OpTable:
+        """Sort stably by (rank, seq) and renumber ``seq`` as 0..n-1 within each rank."""
+        order = np.lexsort((self.seq, self.rank))
+        data = {c: a[order] for c, a in self.columns().items()}
+        counts = np.bincount(data["rank"], minlength=self.n_ranks)
+        starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+        data["seq"] = (np.arange(order.size) - np.repeat(starts, counts)).astype(np.int32)
+        return OpTable(n_ranks=self.n_ranks, names=self.names, ledger=self.ledger, **data)
+
+    def without_causes(self, cause_mask: npt.NDArray[np.bool_]) -> OpTable:
+        """The same operations with the excess of the selected ledger rows removed.
+
+        ``cause_mask`` is a boolean array over ledger rows.  Operations whose
+        whole value was the excess (noise, overhead, ...) keep a zero duration,
+        so the operation structure (and message matching) is unchanged.
+        """
+        hit = (self.cause >= 0) & cause_mask[np.maximum(self.cause, 0)]
+        value = np.where(hit, np.maximum(self.value - self.excess, 0.0), self.value)
+        excess = np.where(hit, 0.0, self.excess)
+        return self.replace_columns(value=value, excess=excess)
+
+    def with_inserted(self, rows: dict[str, npt.NDArray[Any]], before_seq: npt.NDArray[np.int64],
+                      names: tuple[str, ...] | None = None, ledger: Ledger | None = None) -> OpTable:
+        """Insert new operations, each before operation ``before_seq`` of its rank.
+
+        ``rows`` holds columns of the new operations (``rank`` required, missing
+        columns get defaults).  Several rows inserted before the same operation
+        keep their given order.  ``before_seq`` equal to the rank's length appends.
+        """
+        n = int(np.asarray(rows["rank"]).size)
+        new = _defaults(n)
+        new.update({k: np.asarray(v) for k, v in rows.items()})
+        # Sort key: existing op i of a rank -> 2*i+1; inserted before op i -> 2*i, stable by input order.
+        old_key = 2 * self.seq.astype(np.int64) + 1
+        new_key = 2 * np.asarray(before_seq, dtype=np.int64)
+        data = {c: np.concatenate((getattr(self, c), new[c].astype(getattr(self, c).dtype)))
+                for c in self.COLUMNS}
+        key = np.concatenate((old_key, new_key))
+        tie = np.concatenate((np.ones(len(self), dtype=np.int64), np.zeros(n, dtype=np.int64)))
+        order = np.lexsort((np.arange(key.size), tie, key, data["rank"]))
+        data = {c: a[order] for c, a in data.items()}
+        counts = np.bincount(data["rank"], minlength=self.n_ranks)
+        starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+        data["seq"] = (np.arange(order.size) - np.repeat(starts, counts)).astype(np.int32)
+        return OpTable(n_ranks=self.n_ranks, names=names or self.names, ledger=ledger or self.ledger, **data)
+
+
+def _defaults(n: int) -> dict[str, npt.NDArray[Any]]:
+    return {
+        "rank": np.zeros(n, np.int32), "seq": np.zeros(n, np.int32), "code": np.zeros(n, np.int8),
+        "step": np.full(n, -1, np.int32), "name": np.full(n, -1, np.int32),
+        "value": np.zeros(n, np.float64), "value2": np.zeros(n, np.float64),
+        "peer": np.full(n, -1, np.int32), "tag": np.zeros(n, np.int32),
+        "cause": np.full(n, -1, np.int64), "excess": np.zeros(n, np.float64),
+    }  # fmt: skip
+
+
+@dataclass
+class OpBuilder:
+    """Accumulates vectorised blocks of operations, then sorts them into an :class:`OpTable`.
+
+    Each :meth:`add` call is one *slot*: it emits one operation for each rank in
+    ``ranks`` (scalars broadcast).  A rank's operations are ordered by the order
+    of the ``add`` calls, so a BSP step is written as a sequence of ``add`` calls
+    over all ranks.  Excess seconds passed with ``excess=`` and ``cause_kind=``
+    are recorded in the cause ledger.
+    """
+
+    n_ranks: int
+    _blocks: list[dict[str, npt.NDArray[Any]]] = field(default_factory=list)
+    _names: dict[str, int] = field(default_factory=dict)
+    _ledger: list[dict[str, npt.NDArray[Any]]] = field(default_factory=list)
+    _n_ledger: int = 0
+
+    def name_id(self, name: str) -> int:
+        """Index of ``name`` in the string table (added if new)."""
+        if name not in self._names:
+            self._names[name] = len(self._names)
+        return self._names[name]
+
+    def add(
+        self,
+        action: str,
+        ranks: npt.ArrayLike,
+        *,
+        step: npt.ArrayLike = -1,
+        value: npt.ArrayLike = 0.0,
+        value2: npt.ArrayLike = 0.0,
+        peer: npt.ArrayLike = -1,
+        tag: npt.ArrayLike = 0,
+        region: str | None = None,
+        excess: npt.ArrayLike | None = None,
+        cause_kind: str = "imbalance",
+    ) -> None:
+        """Emit ``action`` once for each rank in ``ranks`` (in rank order of the block)."""
+        if action not in CODE:
+            raise ValueError(f"unknown action {action!r}")
+        r = np.atleast_1d(np.asarray(ranks, dtype=np.int32))
+        n = r.size
+        if n == 0:
+            return
+        if r.min() < 0 or r.max() >= self.n_ranks:
+            raise ValueError(f"rank out of range 0..{self.n_ranks - 1} in {action}")
+        block = _defaults(n)
+        block["rank"] = r
+        block["code"] = np.full(n, CODE[action], np.int8)
+        block["step"] = np.broadcast_to(np.asarray(step, np.int32), (n,)).copy()
+        block["value"] = np.broadcast_to(np.asarray(value, np.float64), (n,)).copy()
+        block["value2"] = np.broadcast_to(np.asarray(value2, np.float64), (n,)).copy()
+        block["peer"] = np.broadcast_to(np.asarray(peer, np.int32), (n,)).copy()
+        block["tag"] = np.broadcast_to(np.asarray(tag, np.int32), (n,)).copy()
+        rid = self.name_id(region) if region is not None else -1
+        block["name"] = np.full(n, rid, np.int32)
+        if excess is not None:
+            ex = np.broadcast_to(np.asarray(excess, np.float64), (n,)).copy()
+            if (ex < 0).any():
+                raise ValueError(f"negative excess in {action} of region {region}")
+            hit = np.flatnonzero(ex > 0)
+            block["excess"] = ex
+            ids = np.full(n, -1, np.int64)
+            ids[hit] = self._n_ledger + np.arange(hit.size)
+            block["cause"] = ids
+            if hit.size:
+                self._ledger.append({
+                    "rank": r[hit], "region": np.full(hit.size, rid, np.int32),
+                    "step": block["step"][hit], "seconds": ex[hit],
+                    "kind": np.full(hit.size, CAUSE_KINDS.index(cause_kind), np.int8),
+                })  # fmt: skip
+                self._n_ledger += hit.size
+        self._blocks.append(block)
+
+    def build(self) -> OpTable:
+        """Sort all blocks into one table ordered by (rank, slot)."""
+        if not self._blocks:
+            cols = _defaults(0)
+        else:
+            cols = {c: np.concatenate([b[c] for b in self._blocks]) for c in OpTable.COLUMNS}
+            slot = np.concatenate([np.full(b["rank"].size, i, np.int64) for i, b in enumerate(self._blocks)])
+            order = np.lexsort((slot, cols["rank"]))
+            cols = {c: a[order] for c, a in cols.items()}
+            counts = np.bincount(cols["rank"], minlength=self.n_ranks)
+            starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+            cols["seq"] = (np.arange(order.size) - np.repeat(starts, counts)).astype(np.int32)
+        if self._ledger:
+            led = {k: np.concatenate([x[k] for x in self._ledger]) for k in self._ledger[0]}
+        else:
+            led = {"rank": np.zeros(0, np.int32), "region": np.zeros(0, np.int32), "step": np.zeros(0, np.int32),
+                   "seconds": np.zeros(0), "kind": np.zeros(0, np.int8)}  # fmt: skip
+        names = tuple(sorted(self._names, key=self._names.__getitem__))
+        return OpTable(n_ranks=self.n_ranks, names=names, ledger=Ledger(**led), **cols)

@@ -1,0 +1,1 @@
+"""Machine descriptions (data files) and their rendering to SimGrid XML."""

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs everything waitlab needs on a fresh Debian bookworm machine:
+# SimGrid (Debian packages), a venv made from the system Python (for the
+# python3-simgrid bindings), waitlab in editable mode, and the native replay
+# extension.  Idempotent: a second run only checks.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=${VENV:-.venv}
+
+need_apt=()
+for pkg in libsimgrid-dev python3-simgrid python3-venv python3-dev; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
+done
+if [ ${#need_apt[@]} -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  echo "bootstrap: installing Debian packages: ${need_apt[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "bootstrap: creating $VENV from /usr/bin/python3 (system site packages, for python3-simgrid)"
+  /usr/bin/python3 -m venv --system-site-packages "$VENV"
+fi
+stamp="$VENV/.waitlab-installed"
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ]; then
+  echo "bootstrap: installing waitlab and its Python dependencies into $VENV"
+  "$VENV/bin/python" -m pip install -q --upgrade pip
+  "$VENV/bin/python" -m pip install -q -e ".[dev]"
+  touch "$stamp"
+fi
+# Build (or verify) the native replay extension; rebuilt when its source changes.
+"$VENV/bin/python" -m waitlab.simulator.build

@@ -1,0 +1,1 @@
+"""The only part of waitlab that talks to SimGrid: trace writing, the replay extension, timelines."""

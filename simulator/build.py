@@ -1,0 +1,97 @@
+"""Build the native replay extension with ``smpicxx``, cached by source hash.
+
+The binary lives in ``$WAITLAB_CACHE`` (default ``~/.cache/waitlab``) under a
+name that includes the hash of the C++ source and of the ``smpicxx`` version,
+so a changed source or SimGrid is rebuilt automatically and a stale binary is
+never used.  ``python -m waitlab.simulator.build`` builds it from the set-up step.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+from waitlab.errors import EnvironmentProblem, SimulationError
+
+NATIVE_DIR = Path(__file__).resolve().parent / "native"
+REPLAY_SOURCE = NATIVE_DIR / "waitlab_replay.cpp"
+INSTALL_HINT = "sudo apt-get install -y libsimgrid-dev python3-simgrid   (or run: make setup)"
+
+
+def cache_dir() -> Path:
+    """Folder for built native parts and compiled programs."""
+    root = os.environ.get("WAITLAB_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "waitlab")
+    return Path(root)
+
+
+def require_tool(name: str) -> str:
+    """Absolute path of a SimGrid tool, or an :class:`EnvironmentProblem` with the install command."""
+    path = shutil.which(name)
+    if path is None:
+        raise EnvironmentProblem(f"{name} was not found on PATH; SimGrid SMPI is not installed. Install it with: "
+                                 f"{INSTALL_HINT}")
+    return path
+
+
+@lru_cache(maxsize=1)
+def simgrid_version() -> str:
+    """SimGrid version as reported by ``smpirun -version`` (e.g. ``3.32``)."""
+    smpirun = require_tool("smpirun")
+    out = subprocess.run([smpirun, "-version"], capture_output=True, text=True, timeout=60)
+    text = (out.stdout + out.stderr).strip()
+    for token in text.replace("v", " ").split():
+        if token[:1].isdigit() and "." in token:
+            return token.strip(".,")
+    return text.splitlines()[0] if text else "unknown"
+
+
+def _digest(*parts: bytes) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p)
+    return h.hexdigest()[:16]
+
+
+def build_native(source: Path, output_name: str, compiler: str = "smpicxx",
+                 flags: tuple[str, ...] = ("-O2", "-std=c++17")) -> Path:
+    """Compile one native source with a SimGrid compiler wrapper, reusing a cached build.
+
+    Raises :class:`SimulationError` with the compiler's own words when it fails.
+    """
+    cc = require_tool(compiler)
+    key = _digest(source.read_bytes(), simgrid_version().encode(), " ".join(flags).encode())
+    target = cache_dir() / f"{output_name}-{key}"
+    if target.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.name + f".tmp{os.getpid()}")
+    proc = subprocess.run([cc, *flags, "-o", str(tmp), str(source)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        tmp.unlink(missing_ok=True)
+        raise SimulationError(f"{compiler} failed to build {source}:\n{proc.stdout}{proc.stderr}".rstrip())
+    os.replace(tmp, target)  # atomic: concurrent builders never see a half-written binary
+    return target
+
+
+def replay_binary() -> Path:
+    """Path of the (built, up-to-date) waitlab replay program."""
+    return build_native(REPLAY_SOURCE, "waitlab-replay")
+
+
+def main() -> int:
+    try:
+        path = replay_binary()
+    except (EnvironmentProblem, SimulationError) as exc:
+        print(f"waitlab: {exc}", file=sys.stderr)
+        return 1
+    print(f"waitlab: replay extension ready: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

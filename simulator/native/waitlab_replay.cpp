@@ -1,0 +1,175 @@
+// waitlab replay extension for SimGrid SMPI time-independent (TI) traces.
+//
+// Keeps every stock TI action, adds waitlab's own actions and logs the
+// simulated enter/exit time of every action of every rank.
+//
+// Extra actions (one per trace line, "<rank> <action> <args>"):
+//   enter <region>          zero-duration region entry marker
+//   leave <region>          zero-duration region exit marker
+//   overhead <seconds>      CPU-bound instrumentation cost (execute seconds * host speed)
+//   noise <seconds>         CPU-bound system-noise detour
+//   delay <seconds>         non-CPU-bound delay (sleep_for)
+//   flush <bytes> <bytes_per_s> [latency_s]   trace-buffer flush to disk (sleep_for)
+//   swap <seconds>          trace-buffer swap penalty (sleep_for: the rank is stalled on paging I/O)
+//
+// Log: one binary record per action, appended to the file named by the
+// WAITLAB_LOG environment variable: {int32 rank, int32 action_code,
+// float64 t_enter, float64 t_exit}, little endian, 24 bytes.  Ranks run one
+// at a time inside the single SMPI process (-no-privatize), so one shared
+// buffered FILE is safe and keeps the descriptor count at one.
+#include "simgrid/s4u.hpp"
+#include "smpi/smpi.h"
+#include "xbt/replay.hpp"
+#include "xbt/str.h"
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Record {
+  int32_t rank;
+  int32_t code;
+  double t_enter;
+  double t_exit;
+};
+static_assert(sizeof(Record) == 24, "log record must be 24 bytes");
+
+// The order of this table is the action-code contract with waitlab.simulator.timeline.
+const char* const kActions[] = {
+    "init",      "finalize",   "comm_size", "comm_split", "comm_dup",  "send",     "isend",
+    "recv",      "irecv",      "test",      "sendRecv",   "wait",      "waitall",  "barrier",
+    "bcast",     "reduce",     "allreduce", "alltoall",   "alltoallv", "gather",   "scatter",
+    "gatherv",   "scatterv",   "allgather", "allgatherv", "reducescatter", "scan", "exscan",
+    "compute",   "sleep",      "location",
+    // waitlab actions
+    "enter",     "leave",      "overhead",  "noise",      "delay",     "flush",    "swap",
+};
+constexpr int kNumStock = 31;
+constexpr int kNumActions = sizeof(kActions) / sizeof(kActions[0]);
+
+FILE* g_log = nullptr;
+bool g_registered = false;
+
+void log_record(int32_t code, double t0, double t1)
+{
+  Record r{static_cast<int32_t>(simgrid::s4u::this_actor::get_pid() - 1), code, t0, t1};
+  if (fwrite(&r, sizeof r, 1, g_log) != 1) {
+    fprintf(stderr, "waitlab-replay: cannot write the event log: %s\n", strerror(errno));
+    abort();
+  }
+}
+
+double parse_seconds(const simgrid::xbt::ReplayAction& action, size_t idx)
+{
+  if (action.size() <= idx) {
+    fprintf(stderr, "waitlab-replay: action '%s' of rank %s needs %zu argument(s)\n", action[1].c_str(),
+            action[0].c_str(), idx - 1);
+    abort();
+  }
+  return xbt_str_parse_double(action[idx].c_str(), "waitlab-replay: bad numeric argument");
+}
+
+void register_actions()
+{
+  // The action table is process-global: register the wrappers exactly once.
+  if (g_registered)
+    return;
+  g_registered = true;
+  for (int code = 0; code < kNumStock; code++) {
+    action_fun stock = xbt_replay_action_get(kActions[code]);
+    if (!stock) {
+      fprintf(stderr, "waitlab-replay: SimGrid has no stock TI action '%s'\n", kActions[code]);
+      abort();
+    }
+    xbt_replay_action_register(kActions[code], [stock, code](simgrid::xbt::ReplayAction& action) {
+      double t0 = simgrid::s4u::Engine::get_clock();
+      stock(action);
+      log_record(code, t0, simgrid::s4u::Engine::get_clock());
+    });
+  }
+  auto marker = [](int code) {
+    return [code](simgrid::xbt::ReplayAction&) {
+      double t = simgrid::s4u::Engine::get_clock();
+      log_record(code, t, t);
+    };
+  };
+  auto cpu_bound = [](int code) {
+    return [code](simgrid::xbt::ReplayAction& action) {
+      double seconds = parse_seconds(action, 2);
+      double t0 = simgrid::s4u::Engine::get_clock();
+      if (seconds > 0)
+        simgrid::s4u::this_actor::execute(seconds * simgrid::s4u::this_actor::get_host()->get_speed());
+      log_record(code, t0, simgrid::s4u::Engine::get_clock());
+    };
+  };
+  auto sleeping = [](int code) {
+    return [code](simgrid::xbt::ReplayAction& action) {
+      double seconds = parse_seconds(action, 2);
+      double t0 = simgrid::s4u::Engine::get_clock();
+      if (seconds > 0)
+        simgrid::s4u::this_actor::sleep_for(seconds);
+      log_record(code, t0, simgrid::s4u::Engine::get_clock());
+    };
+  };
+  xbt_replay_action_register("enter", marker(kNumStock + 0));
+  xbt_replay_action_register("leave", marker(kNumStock + 1));
+  xbt_replay_action_register("overhead", cpu_bound(kNumStock + 2));
+  xbt_replay_action_register("noise", cpu_bound(kNumStock + 3));
+  xbt_replay_action_register("delay", sleeping(kNumStock + 4));
+  xbt_replay_action_register("flush", [](simgrid::xbt::ReplayAction& action) {
+    double bytes = parse_seconds(action, 2);
+    double rate = parse_seconds(action, 3);
+    double latency = action.size() > 4 ? parse_seconds(action, 4) : 0.0;
+    if (rate <= 0) {
+      fprintf(stderr, "waitlab-replay: flush rate must be > 0 (rank %s)\n", action[0].c_str());
+      abort();
+    }
+    double t0 = simgrid::s4u::Engine::get_clock();
+    double seconds = latency + bytes / rate;
+    if (seconds > 0)
+      simgrid::s4u::this_actor::sleep_for(seconds);
+    log_record(kNumStock + 5, t0, simgrid::s4u::Engine::get_clock());
+  });
+  xbt_replay_action_register("swap", sleeping(kNumStock + 6));
+  static_assert(kNumActions == kNumStock + 7, "action table and registrations disagree");
+}
+
+} // namespace
+
+int main(int argc, char* argv[])
+{
+  auto* self = simgrid::s4u::Actor::self();
+  if (self == nullptr || self->get_property("smpi_replay") == nullptr) {
+    fprintf(stderr, "waitlab-replay must be started by 'smpirun -replay INDEX waitlab-replay'\n");
+    return 1;
+  }
+  const char* instance_id = self->get_property("instance_id");
+  const int rank = xbt_str_parse_int(self->get_property("rank"), "waitlab-replay: cannot parse rank");
+  const char* trace_filename = argc > 1 ? argv[1] : nullptr;
+
+  if (g_log == nullptr) {
+    const char* path = getenv("WAITLAB_LOG");
+    if (path == nullptr || *path == '\0') {
+      fprintf(stderr, "waitlab-replay: set WAITLAB_LOG to the path of the event log\n");
+      return 1;
+    }
+    g_log = fopen(path, "wb");
+    if (g_log == nullptr) {
+      fprintf(stderr, "waitlab-replay: cannot open event log %s: %s\n", path, strerror(errno));
+      return 1;
+    }
+    setvbuf(g_log, nullptr, _IOFBF, 1 << 22);
+  }
+
+  smpi_replay_init(instance_id, rank, 0.0);
+  register_actions();
+  smpi_replay_main(rank, trace_filename);
+  // Every rank flushes: the last one to finish leaves a complete file.
+  fflush(g_log);
+  return 0;
+}
