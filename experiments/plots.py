@@ -1,0 +1,63 @@
+"""Timeline pictures: Gantt chart with wait states coloured (<= 64 ranks), rank x step heatmap beyond."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+GANTT_MAX_RANKS = 64
+KIND_COLOURS = {"compute": "#4c9be8", "mpi": "#f2c14e", "overhead": "#9b59b6", "noise": "#7f8c8d",
+                "flush": "#16a085", "swap": "#d35400", "delay": "#bdc3c7", "sleep": "#bdc3c7"}
+WAIT_COLOUR = "#e74c3c"
+
+
+def timeline_png(events: pd.DataFrame, waits: pd.DataFrame, path: Path, title: str = "") -> None:
+    """Write a timeline picture of the run to ``path``."""
+    n_ranks = int(events["rank"].max()) + 1 if len(events) else 0
+    if n_ranks <= GANTT_MAX_RANKS:
+        _gantt(events, waits, n_ranks, path, title)
+    else:
+        _heatmap(events, waits, n_ranks, path, title)
+
+
+def _gantt(events: pd.DataFrame, waits: pd.DataFrame, n_ranks: int, path: Path, title: str) -> None:
+    fig, ax = plt.subplots(figsize=(12, max(2.5, 0.3 * n_ranks + 1.5)))
+    leaf = events[events["kind"] != "region"]
+    for kind, colour in KIND_COLOURS.items():
+        sel = leaf[leaf["kind"] == kind]
+        if len(sel):
+            ax.barh(sel["rank"], sel["exit"] - sel["enter"], left=sel["enter"], height=0.6, color=colour,
+                    label=kind, linewidth=0)
+    if len(waits):
+        enter = events["enter"].to_numpy()[waits["event"].to_numpy()]
+        ax.barh(waits["rank"], waits["wait"], left=enter, height=0.6, color=WAIT_COLOUR, label="wait", linewidth=0)
+    ax.set_ylim(n_ranks - 0.5, -0.5)
+    ax.set_xlabel("simulated time (s)")
+    ax.set_ylabel("rank")
+    ax.set_title(title or "timeline")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=8, frameon=False, fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, metadata={"Software": None})
+    plt.close(fig)
+
+
+def _heatmap(events: pd.DataFrame, waits: pd.DataFrame, n_ranks: int, path: Path, title: str) -> None:
+    steps = int(events["step"].max()) + 1 if len(events) else 0
+    grid = np.zeros((n_ranks, max(steps, 1)))
+    ok = waits["step"].to_numpy() >= 0
+    np.add.at(grid, (waits["rank"].to_numpy()[ok], waits["step"].to_numpy()[ok]), waits["wait"].to_numpy()[ok])
+    fig, ax = plt.subplots(figsize=(10, 6))
+    im = ax.imshow(grid, aspect="auto", interpolation="nearest", cmap="Reds", origin="upper")
+    ax.set_xlabel("step")
+    ax.set_ylabel("rank")
+    ax.set_title(title or "wait time per rank and step (s)")
+    fig.colorbar(im, ax=ax, label="wait (s)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, metadata={"Software": None})
+    plt.close(fig)

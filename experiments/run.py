@@ -1,0 +1,174 @@
+"""Simulate one scenario: application model -> TI trace -> SMPI replay -> event table -> wait states.
+
+:func:`simulate` keeps everything in memory (its scratch folder is temporary)
+and is what counterfactual re-runs use.  :func:`run_scenario` also writes the
+results folder, atomically: results are assembled in a hidden sibling folder
+and renamed into place only when complete, so an interrupted or failed run
+never leaves a folder that looks finished.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from waitlab import __version__
+from waitlab.errors import InputError
+from waitlab.experiments.scenario import Scenario
+from waitlab.models.ops import CAUSE_KINDS, OpTable
+from waitlab.models.summary import summarize
+from waitlab.models.waitstates import wait_states
+from waitlab.simulator.build import replay_binary, simgrid_version
+from waitlab.simulator.smpi import run_smpirun
+from waitlab.simulator.timeline import SCHEMA_VERSION, build_events, read_log
+from waitlab.simulator.trace import write_trace
+
+#: Optional hook that perturbs the operations (noise, instrumentation, tracing); set by the perturbation layer.
+Perturb = Callable[[Scenario, OpTable, Any], OpTable]
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """Everything one simulation produced."""
+
+    scenario: Scenario
+    ops: OpTable
+    events: pd.DataFrame
+    waits: pd.DataFrame
+    summary: dict[str, Any]
+    metadata: dict[str, Any]
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+    smpi_output: str = ""
+
+    def ledger(self) -> pd.DataFrame:
+        """The cause ledger as a table (rank, region, step, seconds, kind)."""
+        led = self.ops.ledger
+        names = [*self.ops.names, ""]
+        return pd.DataFrame({
+            "rank": led.rank, "region": [names[i] for i in led.region.tolist()], "step": led.step,
+            "seconds": led.seconds, "kind": [CAUSE_KINDS[k] for k in led.kind.tolist()],
+        })  # fmt: skip
+
+
+def generate_ops(scenario: Scenario) -> OpTable:
+    """The application model's operations for a scenario (before perturbation)."""
+    from waitlab.models.applications import generate
+
+    return generate(scenario.application, scenario.ranks, scenario.seed)
+
+
+def render(scenario: Scenario) -> Any:
+    """Render the scenario's platform (a :class:`waitlab.platforms.RenderedPlatform`)."""
+    from waitlab.platforms import load_platform, render_platform
+
+    model = load_platform(scenario.platform.name)
+    return render_platform(model, scenario.ranks, ranks_per_node=scenario.platform.ranks_per_node,
+                           nodes=scenario.platform.nodes, split_cores=scenario.platform.split_cores)
+
+
+def smpi_config(scenario: Scenario) -> dict[str, str]:
+    """SimGrid ``--cfg`` settings for the scenario."""
+    cfg: dict[str, str] = {}
+    if scenario.simulation.alltoall != "default":
+        cfg["smpi/alltoall"] = scenario.simulation.alltoall
+    cfg.update(dict(scenario.simulation.config))
+    return cfg
+
+
+def simulate(scenario: Scenario, ops: OpTable | None = None, *, perturb: Perturb | None = None,
+             paje_file: Path | None = None, keep_dir: Path | None = None) -> RunResult:
+    """Simulate ``scenario`` (or the given operations on its platform) with SMPI.
+
+    Parameters
+    ----------
+    scenario : Scenario
+    ops : OpTable, optional
+        Operations to replay instead of the application model's (counterfactual re-runs).
+    perturb : callable, optional
+        Applied to the operations before writing the trace.
+    paje_file : Path, optional
+        Also record SMPI's own Paje trace there.
+    keep_dir : Path, optional
+        Write the trace and platform files there instead of a temporary folder.
+    """
+    stages: dict[str, float] = {}
+    t = time.perf_counter()
+    platform = render(scenario)
+    if ops is None:
+        ops = generate_ops(scenario)
+    if perturb is not None:
+        ops = perturb(scenario, ops, platform)
+    stages["generate"] = time.perf_counter() - t
+    binary = replay_binary()
+    with tempfile.TemporaryDirectory(prefix="waitlab-") as tmp:
+        work = keep_dir or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        t = time.perf_counter()
+        xml, hostfile = platform.write(work)
+        index = write_trace(ops, platform.core_speed, work / "trace")
+        stages["write_trace"] = time.perf_counter() - t
+        log = work / "events.bin"
+        flags: list[str] = []
+        if paje_file is not None:
+            flags = ["-trace", "-trace-file", str(paje_file)]
+        t = time.perf_counter()
+        res = run_smpirun(binary, scenario.ranks, xml, hostfile, replay_index=index, config=smpi_config(scenario),
+                          extra_flags=flags, env={"WAITLAB_LOG": str(log)}, timeout=scenario.simulation.timeout,
+                          what=f"SMPI replay of scenario '{scenario.name}' ({scenario.source})", cwd=work)
+        stages["smpi"] = time.perf_counter() - t
+        t = time.perf_counter()
+        t_enter, t_exit = read_log(log, ops)
+        events = build_events(ops, t_enter, t_exit)
+        stages["parse"] = time.perf_counter() - t
+    t = time.perf_counter()
+    waits = wait_states(events)
+    stages["wait_states"] = time.perf_counter() - t
+    summary = summarize(events, waits)
+    metadata = {
+        "schema_version": SCHEMA_VERSION,
+        "waitlab_version": __version__,
+        "simgrid_version": simgrid_version(),
+        "platform": platform.name,
+        "nodes": platform.n_nodes,
+        "ranks_per_node": platform.ranks_per_node,
+        "ranks": scenario.ranks,
+        "seed": scenario.seed,
+        "scenario": scenario.name,
+        "scenario_hash": scenario.hash(),
+        "smpi_config": smpi_config(scenario),
+    }
+    return RunResult(scenario, ops, events, waits, summary, metadata, stages, res.output)
+
+
+def run_scenario(scenario: Scenario, out: Path, *, force: bool = False, png: bool = True,
+                 perturb: Perturb | None = None) -> RunResult:
+    """Simulate and write the results folder ``out`` (see docs/outputs.md)."""
+    from waitlab.experiments.outputs import write_outputs
+
+    out = Path(out)
+    if out.exists() and not force:
+        raise InputError(str(out), "(output folder)", "already exists", "pass --force to replace it, or use -o NEW")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = out.parent / f".{out.name}.partial-{os.getpid()}"
+    if partial.exists():
+        shutil.rmtree(partial)
+    partial.mkdir()
+    try:
+        paje = partial / "smpi.paje" if scenario.simulation.paje else None
+        result = simulate(scenario, perturb=perturb, paje_file=paje)
+        write_outputs(result, partial, png=png)
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(partial, out)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    return result

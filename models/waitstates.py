@@ -1,0 +1,228 @@
+"""Wait states of an event table (seed 000 formula 1, Scalasca's pattern rules).
+
+A wait state is a synchronization point S = ((p,i),(q,k)): activity i of rank p
+could not complete before activity k of rank q started.  Its wait time is
+``w(p,i) = Enter(q,k) - Enter(p,i)`` (seed 000, formula 1), clipped to the time
+(p,i) spent inside the operation.  Patterns (DESIGN.md section 5):
+
+* late sender: a receive (``recv``, or the ``wait``/``waitall`` completing an
+  ``irecv``) entered before its matching send: ``min(E_send, X_recv) - E_recv``;
+* late receiver: a send that could not complete (rendezvous) until the receive
+  was posted: ``min(E_recv, X_send) - E_send`` when the send ended after E_recv;
+* wait at barrier / wait at NxN: ``min(max_E, X_own) - E_own``;
+* late broadcast (bcast, scatter): non-roots wait ``min(E_root, X_own) - E_own``;
+* early reduce (reduce, gather): the root waits ``min(max_{senders} E, X_root) - E_root``;
+* early scan: ``w_n = min(max_{m<=n} E_m, X_n) - E_n``.
+
+Pure function over the columns of the event table; numpy only, no row loops.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+PATTERNS: tuple[str, ...] = ("late_sender", "late_receiver", "wait_at_barrier", "wait_at_nxn", "late_broadcast",
+                             "early_reduce", "early_scan")
+
+NXN_OPS = ("allreduce", "allgather", "allgatherv", "alltoall", "alltoallv", "reducescatter")
+ONE_TO_N_OPS = ("bcast", "scatter", "scatterv")
+N_TO_ONE_OPS = ("reduce", "gather", "gatherv")
+SCAN_OPS = ("scan", "exscan")
+
+#: SMPI sends messages up to this many bytes eagerly (``smpi/send-is-detached-thresh``): they never wait
+#: for the receiver, so only larger (rendezvous) messages can cause a late-receiver wait.
+EAGER_THRESHOLD = 65536
+
+#: Waits shorter than this (seconds) are numerical noise of the simulated clock and are dropped.
+EPSILON = 1e-12
+
+
+def _empty() -> dict[str, list[npt.NDArray[Any]]]:
+    return {"event": [], "pattern": [], "wait": [], "peer_event": []}
+
+
+def _add(acc: dict[str, list[npt.NDArray[Any]]], pattern: str, event: npt.NDArray[np.int64],
+         wait: npt.NDArray[np.float64], peer_event: npt.NDArray[np.int64]) -> None:
+    keep = wait > EPSILON
+    acc["event"].append(event[keep])
+    acc["pattern"].append(np.full(int(keep.sum()), PATTERNS.index(pattern), np.int8))
+    acc["wait"].append(wait[keep])
+    acc["peer_event"].append(peer_event[keep])
+
+
+def _p2p(ev: pd.DataFrame, acc: dict[str, list[npt.NDArray[Any]]], eager_threshold: int) -> None:
+    op = ev["op"].cat.codes.to_numpy()
+    cats = list(ev["op"].cat.categories)
+    code = {name: cats.index(name) for name in ("send", "isend", "recv", "irecv") if name in cats}
+    enter, exit_ = ev["enter"].to_numpy(), ev["exit"].to_numpy()
+    match, done = ev["match"].to_numpy(), ev["done"].to_numpy()
+    is_send = np.isin(op, [code[c] for c in ("send", "isend") if c in code])
+    is_recv = np.isin(op, [code[c] for c in ("recv", "irecv") if c in code])
+    s_rows, r_rows = np.flatnonzero(is_send), np.flatnonzero(is_recv)
+    if s_rows.size == 0:
+        return
+    send_of = np.full(int(match.max()) + 1, -1, np.int64)
+    send_of[match[s_rows]] = s_rows
+    recv_of = np.full(int(match.max()) + 1, -1, np.int64)
+    recv_of[match[r_rows]] = r_rows
+    # Late sender: the receiver blocks in done[r] (recv itself, wait or waitall).
+    blk = done[r_rows]
+    ok = blk >= 0
+    r_rows, blk = r_rows[ok], blk[ok]
+    snd = send_of[match[r_rows]]
+    w = np.minimum(enter[snd], exit_[blk]) - enter[blk]
+    _add_max_per_blocker(acc, "late_sender", blk, w, snd)
+    # Late receiver: the sender blocks in done[s] until the receive is posted.
+    blk = done[s_rows]
+    ok = blk >= 0
+    s_rows, blk = s_rows[ok], blk[ok]
+    rcv = recv_of[match[s_rows]]
+    rendezvous = (exit_[blk] > enter[rcv]) & (ev["bytes"].to_numpy()[s_rows] > eager_threshold)
+    w = np.where(rendezvous, np.minimum(enter[rcv], exit_[blk]) - enter[blk], 0.0)
+    _add_max_per_blocker(acc, "late_receiver", blk, w, rcv)
+
+
+def _add_max_per_blocker(acc: dict[str, list[npt.NDArray[Any]]], pattern: str, blocker: npt.NDArray[np.int64],
+                         wait: npt.NDArray[np.float64], partner: npt.NDArray[np.int64]) -> None:
+    """One wait per blocking operation: a ``waitall`` waits for its latest partner, not the sum."""
+    if blocker.size == 0:
+        return
+    order = np.lexsort((-wait, blocker))
+    b, w, p = blocker[order], wait[order], partner[order]
+    first = np.ones(b.size, bool)
+    first[1:] = b[1:] != b[:-1]
+    _add(acc, pattern, b[first], w[first], p[first])
+
+
+def _collectives(ev: pd.DataFrame, acc: dict[str, list[npt.NDArray[Any]]]) -> None:
+    kind = ev["kind"].to_numpy()
+    ops = ev["op"].to_numpy()
+    match = ev["match"].to_numpy()
+    n_ranks = int(ev["rank"].max()) + 1 if len(ev) else 0
+    groups = {"wait_at_barrier": ("barrier",), "wait_at_nxn": NXN_OPS, "late_broadcast": ONE_TO_N_OPS,
+              "early_reduce": N_TO_ONE_OPS, "early_scan": SCAN_OPS}
+    is_mpi = kind == "mpi"
+    for pattern, names in groups.items():
+        rows = np.flatnonzero(is_mpi & np.isin(ops, names) & (match >= 0))
+        if rows.size == 0:
+            continue
+        # Every rank takes part in every instance: sort by (instance, rank) -> matrix [instance, rank].
+        order = np.lexsort((ev["rank"].to_numpy()[rows], match[rows]))
+        rows = rows[order]
+        if rows.size % n_ranks:
+            raise ValueError(f"{pattern}: collective instances do not include every rank")
+        m = rows.reshape(-1, n_ranks)
+        enter = ev["enter"].to_numpy()[m]
+        exit_ = ev["exit"].to_numpy()[m]
+        if pattern in ("wait_at_barrier", "wait_at_nxn"):
+            last = np.argmax(enter, axis=1)
+            target = enter[np.arange(m.shape[0]), last][:, None]
+            w = np.minimum(target, exit_) - enter
+            peer = np.broadcast_to(m[np.arange(m.shape[0]), last][:, None], m.shape)
+        elif pattern == "late_broadcast":
+            root = ev["peer"].to_numpy()[m[:, 0]].clip(0, n_ranks - 1)
+            target = enter[np.arange(m.shape[0]), root][:, None]
+            w = np.minimum(target, exit_) - enter
+            w[np.arange(m.shape[0]), root] = 0.0
+            peer = np.broadcast_to(m[np.arange(m.shape[0]), root][:, None], m.shape)
+        elif pattern == "early_reduce":
+            root = ev["peer"].to_numpy()[m[:, 0]].clip(0, n_ranks - 1)
+            masked = enter.copy()
+            masked[np.arange(m.shape[0]), root] = -np.inf
+            last = np.argmax(masked, axis=1)
+            w = np.zeros_like(enter)
+            ii = np.arange(m.shape[0])
+            w[ii, root] = np.minimum(masked[ii, last], exit_[ii, root]) - enter[ii, root]
+            peer = np.broadcast_to(m[ii, last][:, None], m.shape)
+        else:  # early scan: prefix maximum over lower ranks
+            prefix = np.maximum.accumulate(enter, axis=1)
+            arg = _prefix_argmax(enter)
+            w = np.minimum(prefix, exit_) - enter
+            peer = np.take_along_axis(m, arg, axis=1)
+        _add(acc, pattern, m.ravel(), w.ravel(), np.ascontiguousarray(peer).ravel())
+
+
+def _prefix_argmax(a: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
+    """Column index of the running maximum along axis 1 (first occurrence)."""
+    idx = np.broadcast_to(np.arange(a.shape[1]), a.shape)
+    is_new_max = a >= np.maximum.accumulate(a, axis=1)
+    return np.maximum.accumulate(np.where(is_new_max, idx, 0), axis=1).astype(np.int64)
+
+
+def wait_states(events: pd.DataFrame, eager_threshold: int = EAGER_THRESHOLD) -> pd.DataFrame:
+    """All wait states of an event table (docs/event_table.md), one row per waiting activity.
+
+    Parameters
+    ----------
+    events : DataFrame
+        The event table (columns ``rank, kind, op, enter, exit, peer, bytes, match, done, region, path, step``).
+    eager_threshold : int
+        Messages of at most this many bytes are sent eagerly and cannot wait for their receiver.
+
+    Returns
+    -------
+    DataFrame
+        Columns ``event, rank, pattern, op, wait, peer_rank, peer_event, region, path, step``.
+
+    Examples
+    --------
+    A barrier where rank 1 arrives 2 s after rank 0: rank 0 waits 2 s.
+
+    >>> ev = make_events(rank=[0, 1], op=["barrier", "barrier"], enter=[1.0, 3.0], exit=[3.0, 3.0], match=[0, 0])
+    >>> ws = wait_states(ev)
+    >>> ws[["rank", "pattern", "wait", "peer_rank"]].to_dict("records")
+    [{'rank': 0, 'pattern': 'wait_at_barrier', 'wait': 2.0, 'peer_rank': 1}]
+    """
+    acc = _empty()
+    _p2p(events, acc, eager_threshold)
+    _collectives(events, acc)
+    if acc["event"]:
+        event = np.concatenate(acc["event"])
+        pattern = np.concatenate(acc["pattern"])
+        wait = np.concatenate(acc["wait"])
+        peer_event = np.concatenate(acc["peer_event"])
+    else:
+        event = peer_event = np.zeros(0, np.int64)
+        pattern, wait = np.zeros(0, np.int8), np.zeros(0)
+    order = np.argsort(event, kind="stable")
+    event, pattern, wait, peer_event = event[order], pattern[order], wait[order], peer_event[order]
+    rank = events["rank"].to_numpy()
+    return pd.DataFrame({
+        "event": event.astype(np.int64),
+        "rank": rank[event].astype(np.int32),
+        "pattern": pd.Categorical.from_codes(pattern, categories=list(PATTERNS)),
+        "op": events["op"].to_numpy()[event] if len(event) else np.array([], dtype=object),
+        "wait": wait,
+        "peer_rank": rank[peer_event].astype(np.int32),
+        "peer_event": peer_event.astype(np.int64),
+        "region": events["region"].to_numpy()[event] if len(event) else np.array([], dtype=object),
+        "path": events["path"].to_numpy()[event] if len(event) else np.array([], dtype=object),
+        "step": events["step"].to_numpy()[event].astype(np.int32),
+    })  # fmt: skip
+
+
+def make_events(*, rank: list[int], op: list[str], enter: list[float], exit: list[float],
+                match: list[int] | None = None, done: list[int] | None = None, peer: list[int] | None = None,
+                kind: list[str] | None = None, nbytes: list[int] | None = None) -> pd.DataFrame:
+    """A minimal event table for examples and hand-computed tests (no regions)."""
+    n = len(rank)
+    mpi = {"send", "isend", "recv", "irecv", "wait", "waitall", "barrier", *NXN_OPS, *ONE_TO_N_OPS,
+           *N_TO_ONE_OPS, *SCAN_OPS}
+    return pd.DataFrame({
+        "rank": np.asarray(rank, np.int32),
+        "kind": pd.Categorical(kind or ["mpi" if o in mpi else o for o in op]),
+        "op": pd.Categorical(op),
+        "enter": np.asarray(enter, float),
+        "exit": np.asarray(exit, float),
+        "peer": np.asarray(peer if peer is not None else [-1] * n, np.int32),
+        "bytes": np.asarray(nbytes if nbytes is not None else [0] * n, np.int64),
+        "match": np.asarray(match if match is not None else [-1] * n, np.int64),
+        "done": np.asarray(done if done is not None else [-1] * n, np.int64),
+        "region": pd.Categorical([""] * n),
+        "path": pd.Categorical([""] * n),
+        "step": np.zeros(n, np.int32),
+    })  # fmt: skip

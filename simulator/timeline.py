@@ -1,0 +1,347 @@
+"""Turn the replay extension's binary log into the event table (docs/event_table.md).
+
+The log holds one 24-byte record per replayed action: ``(rank, action code,
+enter, exit)``.  Because waitlab wrote the trace itself, the n-th record of a
+rank belongs to the n-th operation of that rank in the :class:`OpTable`; the
+action codes are checked to prove it.  All work is vectorised with numpy.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from waitlab.errors import SimulationError
+from waitlab.models.ops import ACTIONS, CODE, COLLECTIVE_ACTIONS, MPI_ACTIONS, OpTable
+
+SCHEMA_VERSION = 1
+
+LOG_DTYPE = np.dtype([("rank", "<i4"), ("code", "<i4"), ("t_enter", "<f8"), ("t_exit", "<f8")])
+
+#: Event kinds (the ``kind`` column's categories, in this order).
+KINDS: tuple[str, ...] = ("region", "compute", "mpi", "overhead", "noise", "delay", "flush", "swap", "sleep",
+                          "other")
+_KIND_OF_CODE = np.full(len(ACTIONS), KINDS.index("other"), np.int8)
+for _name in MPI_ACTIONS:
+    _KIND_OF_CODE[CODE[_name]] = KINDS.index("mpi")
+for _name in ("compute", "overhead", "noise", "delay", "flush", "swap", "sleep"):
+    _KIND_OF_CODE[CODE[_name]] = KINDS.index(_name)
+
+#: The ``op`` column's categories: every TI action, then "region".
+OPS: tuple[str, ...] = (*ACTIONS, "region")
+REGION_OP = len(ACTIONS)
+
+_COLLECTIVE_CODES = np.array(sorted(CODE[a] for a in COLLECTIVE_ACTIONS), np.int8)
+
+
+def read_log(path: Path, ops: OpTable) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Enter and exit times of every operation of ``ops`` (in its row order).
+
+    Raises :class:`SimulationError` when the log does not cover every operation
+    (a replay that stopped early) or its actions do not match the trace.
+    """
+    if not path.exists():
+        raise SimulationError(f"the replay wrote no event log ({path}); the simulation did not start")
+    log = np.fromfile(path, dtype=LOG_DTYPE)
+    order = np.argsort(log["rank"], kind="stable")
+    log = log[order]
+    per_rank = np.bincount(log["rank"], minlength=ops.n_ranks) if log.size else np.zeros(ops.n_ranks, np.int64)
+    expected = ops.per_rank_counts() + 2  # init and finalize frame every rank
+    if per_rank.size != ops.n_ranks or not np.array_equal(per_rank, expected):
+        bad = int(np.flatnonzero(per_rank[: ops.n_ranks] != expected)[0]) if per_rank.size >= ops.n_ranks else 0
+        raise SimulationError(
+            f"the replay log is incomplete: rank {bad} logged {int(per_rank[bad]) if bad < per_rank.size else 0} "
+            f"of {int(expected[bad])} actions (the simulation stopped early or the log file was truncated)")
+    starts = np.concatenate(([0], np.cumsum(expected)[:-1]))
+    keep = np.ones(log.size, bool)
+    keep[starts] = False
+    keep[starts + expected - 1] = False
+    if not (np.all(log["code"][starts] == CODE["init"]) and np.all(log["code"][starts + expected - 1]
+                                                                     == CODE["finalize"])):
+        raise SimulationError("the replay log is not framed by init/finalize; was it written by this trace?")
+    body = log[keep]
+    if not np.array_equal(body["code"], ops.code.astype(np.int32)):
+        i = int(np.flatnonzero(body["code"] != ops.code)[0])
+        raise SimulationError(f"replay log and trace disagree at rank {ops.rank[i]} operation {ops.seq[i]}: "
+                              f"logged {ACTIONS[body['code'][i]]}, trace has {ACTIONS[ops.code[i]]}")
+    return body["t_enter"].astype(np.float64), body["t_exit"].astype(np.float64)
+
+
+def _group_cumcount(keys: list[npt.NDArray[Any]], order_key: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
+    """For each row, how many earlier rows (by ``order_key``) share all ``keys``."""
+    order = np.lexsort((order_key, *reversed(keys)))
+    n = order.size
+    if n == 0:
+        return np.zeros(0, np.int64)
+    sorted_keys = [k[order] for k in keys]
+    new_group = np.ones(n, bool)
+    new_group[1:] = np.logical_or.reduce([sk[1:] != sk[:-1] for sk in sorted_keys])
+    group_start = np.maximum.accumulate(np.where(new_group, np.arange(n), 0))
+    out = np.empty(n, np.int64)
+    out[order] = np.arange(n) - group_start
+    return out
+
+
+def match_messages(ops: OpTable) -> npt.NDArray[np.int64]:
+    """Message id per operation: sends and receives (and the ``wait`` completing them) share it.
+
+    The k-th send from p to q with tag t matches the k-th receive on q from p
+    with tag t (MPI non-overtaking order).  ``waitall`` gets -1 (it completes
+    several requests; see :func:`completions`).
+    """
+    n = len(ops)
+    match = np.full(n, -1, np.int64)
+    is_send = np.isin(ops.code, [CODE["send"], CODE["isend"]])
+    is_recv = np.isin(ops.code, [CODE["recv"], CODE["irecv"]])
+    s_idx, r_idx = np.flatnonzero(is_send), np.flatnonzero(is_recv)
+    if s_idx.size != r_idx.size:
+        raise SimulationError(f"{s_idx.size} sends but {r_idx.size} receives in the trace: unmatched messages")
+    if s_idx.size == 0:
+        return match
+    src = np.concatenate((ops.rank[s_idx], ops.peer[r_idx])).astype(np.int64)
+    dst = np.concatenate((ops.peer[s_idx], ops.rank[r_idx])).astype(np.int64)
+    tag = np.concatenate((ops.tag[s_idx], ops.tag[r_idx])).astype(np.int64)
+    seq = np.concatenate((ops.seq[s_idx], ops.seq[r_idx])).astype(np.int64)
+    side = np.concatenate((np.zeros(s_idx.size, np.int64), np.ones(r_idx.size, np.int64)))
+    k = _group_cumcount([src, dst, tag, side], seq)
+    rows = np.concatenate((s_idx, r_idx))
+    order = np.lexsort((side, k, tag, dst, src))
+    rows, src, dst, tag, k, side = (a[order] for a in (rows, src, dst, tag, k, side))
+    ok = (side[0::2] == 0) & (side[1::2] == 1) & (src[0::2] == src[1::2]) & (dst[0::2] == dst[1::2]) \
+        & (tag[0::2] == tag[1::2]) & (k[0::2] == k[1::2])
+    if not ok.all():
+        bad = rows[2 * int(np.flatnonzero(~ok)[0])]
+        raise SimulationError(f"message of rank {ops.rank[bad]} operation {ops.seq[bad]} "
+                              f"({ACTIONS[ops.code[bad]]} peer {ops.peer[bad]} tag {ops.tag[bad]}) has no partner")
+    ids = np.arange(rows.size // 2, dtype=np.int64)
+    match[rows[0::2]] = ids
+    match[rows[1::2]] = ids
+    # A `wait` completes the oldest pending request of its (src, dst, tag) on its rank.
+    _assign_waits(ops, match)
+    return match
+
+
+def _assign_waits(ops: OpTable, match: npt.NDArray[np.int64]) -> None:
+    is_nb = np.isin(ops.code, [CODE["isend"], CODE["irecv"]])
+    is_wait = ops.code == CODE["wait"]
+    if not is_wait.any():
+        return
+    nb, wt = np.flatnonzero(is_nb), np.flatnonzero(is_wait)
+    nb_recv = (ops.code[nb] == CODE["irecv"]).astype(np.int64)
+    wt_recv = (ops.value2[wt] != 0).astype(np.int64)
+    keys_nb = [ops.rank[nb].astype(np.int64), nb_recv, ops.peer[nb].astype(np.int64), ops.tag[nb].astype(np.int64)]
+    keys_wt = [ops.rank[wt].astype(np.int64), wt_recv, ops.peer[wt].astype(np.int64), ops.tag[wt].astype(np.int64)]
+    k_nb = _group_cumcount(keys_nb, ops.seq[nb])
+    k_wt = _group_cumcount(keys_wt, ops.seq[wt])
+    # Join waits to requests on (rank, recv?, peer, tag, k).
+    nb_key = np.rec.fromarrays([*keys_nb, k_nb])
+    wt_key = np.rec.fromarrays([*keys_wt, k_wt])
+    order = np.argsort(nb_key, order=list(nb_key.dtype.names or ()))
+    pos = np.searchsorted(nb_key[order], wt_key)
+    pos = np.minimum(pos, max(order.size - 1, 0))
+    found = order.size > 0
+    hit = nb_key[order][pos] == wt_key if found else np.zeros(wt.size, bool)
+    if not np.all(hit):
+        bad = wt[int(np.flatnonzero(~hit)[0])]
+        raise SimulationError(f"wait of rank {ops.rank[bad]} operation {ops.seq[bad]} completes no pending request")
+    match[wt] = match[nb[order[pos]]]
+
+
+def completions(ops: OpTable, match: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Row of the operation that completes each non-blocking request (-1 for other rows).
+
+    A request is completed by its matching ``wait`` or else by the first
+    ``waitall`` after it on the same rank.  Blocking operations complete themselves.
+    """
+    n = len(ops)
+    done = np.full(n, -1, np.int64)
+    blocking = np.isin(ops.code, [CODE["send"], CODE["recv"]])
+    done[blocking] = np.flatnonzero(blocking)
+    nb = np.flatnonzero(np.isin(ops.code, [CODE["isend"], CODE["irecv"]]))
+    if nb.size == 0:
+        return done
+    waits = np.flatnonzero(ops.code == CODE["wait"])
+    if waits.size:
+        # (rank, match) of a wait identifies the request it completes
+        wk = ops.rank[waits].astype(np.int64) * (match.max() + 2) + match[waits]
+        nk = ops.rank[nb].astype(np.int64) * (match.max() + 2) + match[nb]
+        o = np.argsort(wk)
+        p = np.minimum(np.searchsorted(wk[o], nk), o.size - 1)
+        hit = wk[o][p] == nk
+        done[nb[hit]] = waits[o[p[hit]]]
+    pending = nb[done[nb] < 0]
+    if pending.size:
+        wa = np.flatnonzero(ops.code == CODE["waitall"])
+        # next waitall on the same rank: global row order is (rank, seq)
+        p = np.searchsorted(wa, pending)
+        valid = p < wa.size
+        p2 = np.minimum(p, max(wa.size - 1, 0))
+        same_rank = valid & (wa.size > 0) & (ops.rank[wa[p2]] == ops.rank[pending]) if wa.size else valid & False
+        done[pending[same_rank]] = wa[p2[same_rank]]
+    return done
+
+
+def collective_instances(ops: OpTable) -> npt.NDArray[np.int64]:
+    """Instance number of each collective operation (the k-th collective of every rank), else -1."""
+    is_coll = np.isin(ops.code, _COLLECTIVE_CODES)
+    inst = np.full(len(ops), -1, np.int64)
+    idx = np.flatnonzero(is_coll)
+    if idx.size == 0:
+        return inst
+    counts = np.bincount(ops.rank[idx], minlength=ops.n_ranks)
+    if not np.all(counts == counts[0]):
+        r = int(np.argmin(counts))
+        raise SimulationError(f"rank {r} calls {counts[r]} collectives but rank 0 calls {counts[0]}: "
+                              "every rank must call the same collectives")
+    k = np.tile(np.arange(counts[0], dtype=np.int64), ops.n_ranks)
+    codes = ops.code[idx].reshape(ops.n_ranks, counts[0])
+    if counts[0] and not np.all(codes == codes[0]):
+        r, c = (int(x[0]) for x in np.nonzero(codes != codes[0]))
+        raise SimulationError(f"collective #{c}: rank {r} calls {ACTIONS[codes[r, c]]} but rank 0 calls "
+                              f"{ACTIONS[codes[0, c]]}")
+    inst[idx] = k
+    return inst
+
+
+def _regions(ops: OpTable) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Pair enter/leave markers; return (enter rows, leave rows, enclosing-region-enter row per op)."""
+    is_enter = ops.code == CODE["enter"]
+    is_leave = ops.code == CODE["leave"]
+    delta = is_enter.astype(np.int64) - is_leave.astype(np.int64)
+    # depth after each op, restarted per rank
+    csum = np.cumsum(delta)
+    counts = ops.per_rank_counts()
+    rank_start = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    base = np.repeat(np.concatenate(([0], csum))[rank_start], counts)
+    depth_after = csum - base
+    depth_before = depth_after - delta
+    if (depth_after < 0).any():
+        i = int(np.flatnonzero(depth_after < 0)[0])
+        raise SimulationError(f"rank {ops.rank[i]} operation {ops.seq[i]}: leave without a matching enter")
+    last = np.concatenate((rank_start + counts - 1,))
+    open_at_end = depth_after[last[counts > 0]]
+    if (open_at_end != 0).any():
+        r = int(np.flatnonzero(counts > 0)[int(np.flatnonzero(open_at_end != 0)[0])])
+        raise SimulationError(f"rank {r} ends with {int(open_at_end[open_at_end != 0][0])} region(s) still open")
+    e_rows, l_rows = np.flatnonzero(is_enter), np.flatnonzero(is_leave)
+    e_depth, l_depth = depth_after[e_rows], depth_before[l_rows]
+    e_ord = np.lexsort((e_rows, e_depth, ops.rank[e_rows]))
+    l_ord = np.lexsort((l_rows, l_depth, ops.rank[l_rows]))
+    e_rows, l_rows = e_rows[e_ord], l_rows[l_ord]
+    if not np.array_equal(ops.name[e_rows], ops.name[l_rows]):
+        i = int(np.flatnonzero(ops.name[e_rows] != ops.name[l_rows])[0])
+        raise SimulationError(f"rank {ops.rank[l_rows[i]]} operation {ops.seq[l_rows[i]]}: leave "
+                              f"{ops.names[ops.name[l_rows[i]]]} closes region {ops.names[ops.name[e_rows[i]]]}")
+    order = np.argsort(e_rows)
+    e_rows, l_rows = e_rows[order], l_rows[order]
+    # Innermost open region of each op: for an op at depth d (regions open before it), the
+    # last depth-d enter before it on its rank.  Rows are in (rank, seq) order, so a global
+    # row index comparison works once the rank is checked.
+    enclosing = np.full(len(ops), -1, np.int64)
+    e_depth_sorted = depth_after[e_rows]
+    for d in np.unique(depth_before[depth_before > 0]).tolist():
+        cand = e_rows[e_depth_sorted == d]
+        rows = np.flatnonzero(depth_before == d)
+        p = np.searchsorted(cand, rows) - 1
+        enclosing[rows] = cand[p]
+    return e_rows, l_rows, enclosing
+
+
+def build_events(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: npt.NDArray[np.float64]) -> pd.DataFrame:
+    """The event table of docs/event_table.md from operations and their simulated times."""
+    n = len(ops)
+    e_rows, l_rows, enclosing = _regions(ops)
+    match = match_messages(ops)
+    done = completions(ops, match)
+    inst = collective_instances(ops)
+    match = np.where(inst >= 0, inst, match)
+    leaf = np.flatnonzero((ops.code != CODE["enter"]) & (ops.code != CODE["leave"]))
+    # Output rows: region rows (at the enter marker's position) and leaf rows, in (rank, seq) order.
+    src_rows = np.sort(np.concatenate((e_rows, leaf)))
+    out_index = np.full(n, -1, np.int64)
+    out_index[src_rows] = np.arange(src_rows.size)
+    is_region = ops.code[src_rows] == CODE["enter"]
+    leave_of = np.full(n, -1, np.int64)
+    leave_of[e_rows] = l_rows
+    enter = t_enter[src_rows]
+    exit_ = np.where(is_region, t_exit[leave_of[src_rows]], t_exit[src_rows])
+    parent_src = enclosing[src_rows]
+    parent = np.where(parent_src >= 0, out_index[np.maximum(parent_src, 0)], -1)
+    # depth = number of enclosing regions
+    depth = np.zeros(src_rows.size, np.int16)
+    region_id = np.where(is_region, ops.name[src_rows], np.where(parent >= 0, ops.name[np.maximum(parent_src, 0)],
+                                                                 -1))
+    path_id, path_names = _paths(src_rows.size, parent, is_region, ops.name[src_rows], ops.names, depth)
+    kind = np.where(is_region, KINDS.index("region"), _KIND_OF_CODE[ops.code[src_rows]]).astype(np.int8)
+    op = np.where(is_region, REGION_OP, ops.code[src_rows]).astype(np.int16)
+    peer = ops.peer[src_rows]
+    code = ops.code[src_rows]
+    p2p_or_rooted = np.isin(code, [CODE[a] for a in ("send", "isend", "recv", "irecv", "wait", "bcast", "reduce",
+                                                     "gather", "scatter")])
+    is_bytes = np.isin(code, [CODE[a] for a in MPI_ACTIONS if a not in ("wait", "waitall", "barrier", "test")])
+    value2_bytes = np.isin(code, [CODE[a] for a in ("alltoall", "gather", "scatter", "allgather")])
+    names_cat = [*ops.names, ""]
+    region_codes = np.where(region_id >= 0, region_id, len(ops.names))
+    cols: dict[str, Any] = {
+        "rank": ops.rank[src_rows],
+        "seq": ops.seq[src_rows],
+        "kind": pd.Categorical.from_codes(kind, categories=list(KINDS)),
+        "op": pd.Categorical.from_codes(op, categories=list(OPS)),
+        "region": pd.Categorical.from_codes(region_codes, categories=names_cat),
+        "path": pd.Categorical.from_codes(path_id, categories=path_names),
+        "step": ops.step[src_rows],
+        "enter": enter,
+        "exit": exit_,
+        "peer": np.where(p2p_or_rooted & ~is_region, peer, -1).astype(np.int32),
+        "tag": ops.tag[src_rows],
+        "bytes": np.where(is_bytes & ~is_region, np.rint(ops.value[src_rows]), 0).astype(np.int64),
+        "recv_bytes": np.where(value2_bytes & ~is_region, np.rint(ops.value2[src_rows]), 0).astype(np.int64),
+        "match": np.where(is_region, -1, match[src_rows]),
+        "done": np.where(done[src_rows] >= 0, out_index[np.maximum(done[src_rows], 0)], -1),
+        "parent": parent,
+        "depth": depth,
+        "cause": ops.cause[src_rows],
+        "excess": ops.excess[src_rows],
+    }
+    return pd.DataFrame(cols)
+
+
+def _paths(n: int, parent: npt.NDArray[np.int64], is_region: npt.NDArray[np.bool_], name: npt.NDArray[np.int32],
+           names: tuple[str, ...], depth_out: npt.NDArray[np.int16]) -> tuple[npt.NDArray[np.int64], list[str]]:
+    """Call-path ids (categorical codes) and depth per output row, level by level."""
+    path_names: list[str] = [""]
+    path_of_row = np.zeros(n, np.int64)  # 0 = "" (top level)
+    region_rows = np.flatnonzero(is_region)
+    # Region depth (1 = top-level region) by walking parents level by level.
+    level = np.zeros(n, np.int64)
+    todo = region_rows
+    lvl = 1
+    assigned = np.zeros(n, bool)
+    while todo.size:
+        par = parent[todo]
+        ready = (par < 0) | assigned[np.maximum(par, 0)]
+        rows = todo[ready]
+        par_path = np.where(parent[rows] >= 0, path_of_row[np.maximum(parent[rows], 0)], 0)
+        key = par_path * (len(names) + 1) + name[rows]
+        uniq, inv = np.unique(key, return_inverse=True)
+        base = len(path_names)
+        for u in uniq.tolist():
+            pp, nm = divmod(u, len(names) + 1)
+            prefix = path_names[pp]
+            path_names.append(f"{prefix}>{names[nm]}" if prefix else names[nm])
+        path_of_row[rows] = base + inv
+        level[rows] = lvl
+        assigned[rows] = True
+        todo = todo[~ready]
+        lvl += 1
+    leaf = ~is_region
+    path_of_row[leaf] = np.where(parent[leaf] >= 0, path_of_row[np.maximum(parent[leaf], 0)], 0)
+    depth_out[:] = np.where(is_region, level - 1, np.where(parent >= 0, level[np.maximum(parent, 0)], 0))
+    # Names may contain '>' themselves (e.g. LARED-S's "EOS_Match>If_970"), so two call paths can spell
+    # the same string: make the categories unique.
+    uniq_names, canon = np.unique(np.array(path_names, dtype=object), return_inverse=True)
+    return canon[path_of_row].astype(np.int64), [str(x) for x in uniq_names]
