@@ -47,6 +47,6 @@ def write_outputs(result: RunResult, folder: Path, png: bool = True) -> None:
     (folder / "summary.txt").write_text(summary_text(result.summary, meta) + "\n")
     run = dict(meta)
     run["resolved_scenario"] = result.scenario.resolved()
-    run["files"] = sorted(p.name for p in folder.iterdir()) + ["run.json"]
+    run["files"] = sorted([*(p.name for p in folder.iterdir()), "run.json"])
     run["chrome_trace"] = chrome
     (folder / "run.json").write_text(json.dumps(run, indent=2, sort_keys=True) + "\n")

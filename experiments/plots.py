@@ -7,9 +7,9 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
 GANTT_MAX_RANKS = 64
 KIND_COLOURS = {"compute": "#4c9be8", "mpi": "#f2c14e", "overhead": "#9b59b6", "noise": "#7f8c8d",

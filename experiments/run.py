@@ -19,17 +19,16 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-
-from waitlab import __version__
-from waitlab.errors import InputError
 from waitlab.experiments.scenario import Scenario
 from waitlab.models.ops import CAUSE_KINDS, OpTable
 from waitlab.models.summary import summarize
 from waitlab.models.waitstates import wait_states
-from waitlab.simulator.build import replay_binary, simgrid_version
-from waitlab.simulator.smpi import run_smpirun
-from waitlab.simulator.timeline import SCHEMA_VERSION, build_events, read_log
-from waitlab.simulator.trace import write_trace
+from waitlab.simulator.build import simgrid_version
+from waitlab.simulator.replay import replay_ops
+from waitlab.simulator.timeline import SCHEMA_VERSION
+
+from waitlab import __version__
+from waitlab.errors import InputError
 
 #: Optional hook that perturbs the operations (noise, instrumentation, tracing); set by the perturbation layer.
 Perturb = Callable[[Scenario, OpTable, Any], OpTable]
@@ -107,27 +106,16 @@ def simulate(scenario: Scenario, ops: OpTable | None = None, *, perturb: Perturb
     if perturb is not None:
         ops = perturb(scenario, ops, platform)
     stages["generate"] = time.perf_counter() - t
-    binary = replay_binary()
     with tempfile.TemporaryDirectory(prefix="waitlab-") as tmp:
         work = keep_dir or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
-        t = time.perf_counter()
         xml, hostfile = platform.write(work)
-        index = write_trace(ops, platform.core_speed, work / "trace")
-        stages["write_trace"] = time.perf_counter() - t
-        log = work / "events.bin"
-        flags: list[str] = []
-        if paje_file is not None:
-            flags = ["-trace", "-trace-file", str(paje_file)]
-        t = time.perf_counter()
-        res = run_smpirun(binary, scenario.ranks, xml, hostfile, replay_index=index, config=smpi_config(scenario),
-                          extra_flags=flags, env={"WAITLAB_LOG": str(log)}, timeout=scenario.simulation.timeout,
-                          what=f"SMPI replay of scenario '{scenario.name}' ({scenario.source})", cwd=work)
-        stages["smpi"] = time.perf_counter() - t
-        t = time.perf_counter()
-        t_enter, t_exit = read_log(log, ops)
-        events = build_events(ops, t_enter, t_exit)
-        stages["parse"] = time.perf_counter() - t
+        flags = ["-trace", "-trace-file", str(paje_file)] if paje_file is not None else []
+        rep = replay_ops(ops, xml, hostfile, platform.core_speed, config=smpi_config(scenario), extra_flags=flags,
+                         timeout=scenario.simulation.timeout, work=work,
+                         what=f"SMPI replay of scenario '{scenario.name}' ({scenario.source})")
+    events = rep.events
+    stages.update(rep.stage_seconds)
     t = time.perf_counter()
     waits = wait_states(events)
     stages["wait_states"] = time.perf_counter() - t
@@ -145,7 +133,7 @@ def simulate(scenario: Scenario, ops: OpTable | None = None, *, perturb: Perturb
         "scenario_hash": scenario.hash(),
         "smpi_config": smpi_config(scenario),
     }
-    return RunResult(scenario, ops, events, waits, summary, metadata, stages, res.output)
+    return RunResult(scenario, ops, events, waits, summary, metadata, stages, rep.output)
 
 
 def run_scenario(scenario: Scenario, out: Path, *, force: bool = False, png: bool = True,

@@ -63,7 +63,8 @@ class Scenario:
         """The scenario with every default filled in, as plain data (what the hash covers)."""
         from dataclasses import asdict, is_dataclass
 
-        app = asdict(self.application) if is_dataclass(self.application) else dict(self.application)
+        app = asdict(self.application) if is_dataclass(self.application) and not isinstance(self.application, type) \
+            else dict(self.application)
         return _plain({
             "scenario": {"name": self.name, "seed": self.seed, "ranks": self.ranks},
             "platform": asdict(self.platform),

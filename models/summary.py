@@ -54,7 +54,6 @@ def rank_budget(events: pd.DataFrame, waits: pd.DataFrame, n_ranks: int | None =
 def summarize(events: pd.DataFrame, waits: pd.DataFrame) -> dict[str, Any]:
     """Makespan, totals, and wait broken down by pattern, MPI operation and call path."""
     budget = rank_budget(events, waits)
-    total_wait = float(waits["wait"].sum())
 
     def breakdown(col: str) -> dict[str, float]:
         if not len(waits):

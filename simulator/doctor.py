@@ -5,8 +5,9 @@ from __future__ import annotations
 import shutil
 import subprocess
 
-from waitlab.errors import WaitlabError
 from waitlab.simulator.build import INSTALL_HINT, replay_binary, simgrid_version
+
+from waitlab.errors import WaitlabError
 
 
 def doctor() -> int:

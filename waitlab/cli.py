@@ -10,22 +10,22 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from waitlab.errors import WaitlabError
 
 Command = Callable[[argparse.Namespace], int]
-_REGISTRY: list[Callable[[argparse._SubParsersAction], None]] = []  # type: ignore[type-arg]
+_REGISTRY: list[Callable[[Any], None]] = []
 
 
-def subcommand(fn: Callable[[argparse._SubParsersAction], None]) -> Callable[  # type: ignore[type-arg]
-        [argparse._SubParsersAction], None]:  # type: ignore[type-arg]
+def subcommand(fn: Callable[[Any], None]) -> Callable[[Any], None]:
     """Register a function that adds one sub-command to the parser."""
     _REGISTRY.append(fn)
     return fn
 
 
 @subcommand
-def _run(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def _run(sub: Any) -> None:
     p = sub.add_parser("run", help="simulate one scenario and write its results folder")
     p.add_argument("scenario", type=Path, help="scenario TOML file")
     p.add_argument("-o", "--output", type=Path, default=None, help="results folder (default: results/<name>)")
@@ -48,7 +48,7 @@ def _run(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 @subcommand
-def _platforms(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def _platforms(sub: Any) -> None:
     p = sub.add_parser("platforms", help="list the platform models, or show one")
     p.add_argument("name", nargs="?", help="platform to show (built-in name or .toml path)")
     p.add_argument("--xml", type=int, metavar="RANKS", help="print the SimGrid XML rendered for RANKS ranks")
@@ -71,7 +71,7 @@ def _platforms(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 
 @subcommand
-def _doctor(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def _doctor(sub: Any) -> None:
     p = sub.add_parser("doctor", help="check that SimGrid, smpirun, the replay extension and the bindings work")
 
     def go(args: argparse.Namespace) -> int:

@@ -1,0 +1,133 @@
+"""Alltoall algorithms: SMPI's built-in ones, and LAM/MPI's "simple" one as point-to-point operations.
+
+SMPI 3.32 chooses the algorithm of an ``alltoall`` action with
+``--cfg=smpi/alltoall:NAME`` (:data:`SMPI_ALLTOALL_ALGORITHMS`, read from the
+selector table of ``libsimgrid.so.3.32``).  LAM/MPI's simple algorithm is not
+among them (DESIGN.md section 4), so :func:`emit_alltoall` writes it out as
+point-to-point operations.  Seed 001 (section 3) describes it: it is like
+MPICH's basic algorithm (each rank posts ``MPI_Irecv``, then ``MPI_Isend``,
+then ``MPI_Waitall``), and "with i -> j meaning that process i sends a message
+to process j, the communication order of process i is i -> 0, i -> 1, ...,
+i -> p-1" -- every rank starts with rank 0, which is what causes the node
+contention the paper measured.  MPICH's basic_linear instead staggers the
+order (``(rank + i) % p``).
+
+Constraints checked by :func:`check_alltoall_algorithm`, as in the SMPI 3.32
+sources (``src/smpi/colls/alltoall/``): the ``pair`` family throws for rank
+counts that are not powers of two; ``2dmesh`` and ``3dmesh`` return
+``MPI_ERR_OTHER`` (silently doing nothing in a replay) when the rank count has
+no 2-D / 3-D mesh shape.
+
+Examples
+--------
+>>> lam_simple_peers(3).tolist()
+[[1, 2], [0, 2], [0, 1]]
+>>> from waitlab.models.ops import ACTIONS, OpBuilder
+>>> b = OpBuilder(n_ranks=3)
+>>> emit_alltoall(b, "lam_simple", 3, send_bytes=64, recv_bytes=64, step=0)
+>>> ops = b.build()
+>>> [ACTIONS[c] for c in ops.code[ops.rank == 2]]
+['irecv', 'irecv', 'isend', 'isend', 'waitall']
+>>> smpi_config("ring")
+'smpi/alltoall:ring'
+>>> check_alltoall_algorithm("pair", 12)
+Traceback (most recent call last):
+...
+ValueError: alltoall algorithm 'pair' needs a power-of-two number of ranks, got 12 (use 8 or 16 ranks, or another algorithm such as 'ring')
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import numpy.typing as npt
+
+from waitlab.models.ops import OpBuilder
+
+#: Alltoall algorithms built into SMPI 3.32 (values of ``--cfg=smpi/alltoall``).
+SMPI_ALLTOALL_ALGORITHMS: tuple[str, ...] = (
+    "default", "2dmesh", "3dmesh", "basic_linear", "bruck", "pair", "pair_rma",
+    "pair_light_barrier", "pair_mpi_barrier", "pair_one_barrier", "rdb", "ring",
+    "ring_light_barrier", "ring_mpi_barrier", "ring_one_barrier", "mvapich2",
+    "mvapich2_scatter_dest", "ompi", "mpich", "impi", "automatic",
+)  # fmt: skip
+#: Algorithms waitlab expands into point-to-point operations itself.
+P2P_ALLTOALL_ALGORITHMS: tuple[str, ...] = ("lam_simple",)
+#: Every accepted value of an application's ``alltoall_algorithm``.
+ALLTOALL_ALGORITHMS: tuple[str, ...] = SMPI_ALLTOALL_ALGORITHMS + P2P_ALLTOALL_ALGORITHMS
+
+#: Tag of the point-to-point messages of an expanded alltoall (apart from application tags).
+LAM_SIMPLE_TAG = 7001
+
+_POW2_ONLY = frozenset({"pair", "pair_rma", "pair_light_barrier", "pair_mpi_barrier", "pair_one_barrier"})
+
+
+def _is_2dmesh(n: int) -> bool:
+    # alltoall_check_is_2dmesh of SMPI 3.32: some x in [floor(sqrt n), n / 2] divides n.
+    x, top = math.isqrt(n), n // 2
+    return any(n % v == 0 for v in range(max(x, 1), top + 1))
+
+
+def _is_3dmesh(n: int) -> bool:
+    # alltoall_check_is_3dmesh of SMPI 3.32: some x in [floor(cbrt n), n / 3] with x * x dividing n.
+    x = int(round(n ** (1.0 / 3.0)))
+    while x > 0 and x**3 > n:
+        x -= 1
+    top = n // 3
+    return any(n % (v * v) == 0 for v in range(max(x, 1), top + 1))
+
+
+def check_alltoall_algorithm(name: str, n_ranks: int) -> None:
+    """Raise ValueError if ``name`` is unknown or cannot run on ``n_ranks`` ranks."""
+    if name not in ALLTOALL_ALGORITHMS:
+        raise ValueError(f"unknown alltoall algorithm {name!r}; use one of: {', '.join(ALLTOALL_ALGORITHMS)}")
+    if name in _POW2_ONLY and (n_ranks < 1 or n_ranks & (n_ranks - 1)):
+        lo = 1 << (max(n_ranks, 1).bit_length() - 1)
+        raise ValueError(f"alltoall algorithm {name!r} needs a power-of-two number of ranks, got {n_ranks} "
+                         f"(use {lo} or {lo * 2} ranks, or another algorithm such as 'ring')")
+    if name == "2dmesh" and not _is_2dmesh(n_ranks):
+        raise ValueError(f"alltoall algorithm '2dmesh' cannot arrange {n_ranks} ranks as a 2-D mesh "
+                         "(SMPI returns an error); use another rank count or algorithm")
+    if name == "3dmesh" and not _is_3dmesh(n_ranks):
+        raise ValueError(f"alltoall algorithm '3dmesh' cannot arrange {n_ranks} ranks as a 3-D mesh "
+                         "(SMPI returns an error); use another rank count or algorithm")
+
+
+def smpi_config(name: str) -> str | None:
+    """The ``--cfg`` value selecting ``name`` in SMPI, or None for algorithms expanded by waitlab."""
+    if name not in ALLTOALL_ALGORITHMS:
+        raise ValueError(f"unknown alltoall algorithm {name!r}; use one of: {', '.join(ALLTOALL_ALGORITHMS)}")
+    return None if name in P2P_ALLTOALL_ALGORITHMS else f"smpi/alltoall:{name}"
+
+
+def lam_simple_peers(n_ranks: int) -> npt.NDArray[np.int32]:
+    """``[n_ranks, n_ranks - 1]`` array: row i lists i's peers in LAM's order 0, 1, ..., p-1 (without i)."""
+    if n_ranks < 1:
+        raise ValueError(f"n_ranks must be >= 1, got {n_ranks}")
+    full = np.broadcast_to(np.arange(n_ranks, dtype=np.int32), (n_ranks, n_ranks))
+    keep = ~np.eye(n_ranks, dtype=bool)
+    return full[keep].reshape(n_ranks, n_ranks - 1)
+
+
+def emit_alltoall(builder: OpBuilder, algorithm: str, n_ranks: int, send_bytes: float, recv_bytes: float,
+                  *, step: int = -1, tag: int = LAM_SIMPLE_TAG) -> None:
+    """Append one alltoall over all ``n_ranks`` ranks to ``builder``.
+
+    SMPI algorithms become a single ``alltoall`` action per rank (the
+    algorithm is chosen by SMPI's configuration); ``lam_simple`` becomes, per
+    rank i, ``irecv`` from 0..p-1 then ``isend`` to 0..p-1 (skipping i) and one
+    ``waitall``.  ``send_bytes``/``recv_bytes`` are per peer.
+    """
+    check_alltoall_algorithm(algorithm, n_ranks)
+    ranks = np.arange(n_ranks, dtype=np.int32)
+    if algorithm in SMPI_ALLTOALL_ALGORITHMS:
+        builder.add("alltoall", ranks, step=step, value=send_bytes, value2=recv_bytes)
+        return
+    if n_ranks == 1:
+        return
+    peers = lam_simple_peers(n_ranks).ravel()
+    owners = np.repeat(ranks, n_ranks - 1)
+    builder.add("irecv", owners, step=step, value=recv_bytes, peer=peers, tag=tag)
+    builder.add("isend", owners, step=step, value=send_bytes, peer=peers, tag=tag)
+    builder.add("waitall", ranks, step=step)

@@ -1,0 +1,54 @@
+"""Replay an :class:`~waitlab.models.ops.OpTable` with SMPI and return its event table."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+from waitlab.models.ops import OpTable
+from waitlab.simulator.build import replay_binary
+from waitlab.simulator.smpi import run_smpirun
+from waitlab.simulator.timeline import build_events, read_log
+from waitlab.simulator.trace import write_trace
+
+
+@dataclass(frozen=True)
+class Replay:
+    """Result of one replay: the event table, SimGrid's output and stage timings."""
+
+    events: pd.DataFrame
+    output: str
+    stage_seconds: dict[str, float]
+
+
+def replay_ops(ops: OpTable, platform_xml: Path, hostfile: Path, core_speed: float, *,
+               config: Mapping[str, str] | None = None, extra_flags: Sequence[str] = (),
+               timeout: float | None = None, what: str = "SMPI replay", work: Path | None = None) -> Replay:
+    """Write the trace, replay it with waitlab's replay extension and parse the timelines.
+
+    ``work`` keeps the trace and log files (a temporary folder otherwise).
+    """
+    stages: dict[str, float] = {}
+    binary = replay_binary()
+    with tempfile.TemporaryDirectory(prefix="waitlab-replay-") as tmp:
+        folder = work or Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        t = time.perf_counter()
+        index = write_trace(ops, core_speed, folder / "trace")
+        stages["write_trace"] = time.perf_counter() - t
+        log = folder / "events.bin"
+        log.unlink(missing_ok=True)
+        t = time.perf_counter()
+        res = run_smpirun(binary, ops.n_ranks, platform_xml, hostfile, replay_index=index, config=config,
+                          extra_flags=extra_flags, env={"WAITLAB_LOG": str(log)}, timeout=timeout, what=what,
+                          cwd=folder)
+        stages["smpi"] = time.perf_counter() - t
+        t = time.perf_counter()
+        t_enter, t_exit = read_log(log, ops)
+        events = build_events(ops, t_enter, t_exit)
+        stages["parse"] = time.perf_counter() - t
+    return Replay(events, res.output, stages)

@@ -1,0 +1,48 @@
+"""Shared fixtures: a tiny hand-written SimGrid platform with exactly known speeds and links."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from waitlab.models.ops import OpTable
+from waitlab.models.waitstates import wait_states
+from waitlab.simulator.replay import replay_ops
+
+#: Host speed of the test platform: 1 Gflop/s, so `compute` seconds are exact.
+SPEED = 1e9
+
+
+def star_platform(folder: Path, n_hosts: int, bw: str = "1GBps", lat: str = "1us") -> tuple[Path, Path]:
+    """A flat cluster of single-core hosts n0..n{k-1}; one rank per host."""
+    xml = folder / "platform.xml"
+    xml.write_text(
+        "<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
+        '<platform version="4.1">\n'
+        f'  <cluster id="c" prefix="n" suffix="" radical="0-{n_hosts - 1}" speed="1Gf" bw="{bw}" lat="{lat}"/>\n'
+        "</platform>\n"
+    )
+    hostfile = folder / "hostfile"
+    hostfile.write_text("".join(f"n{i}\n" for i in range(n_hosts)))
+    return xml, hostfile
+
+
+Replayer = Callable[..., tuple[pd.DataFrame, pd.DataFrame]]
+
+
+@pytest.fixture
+def replay(tmp_path: Path) -> Replayer:
+    """Replay an OpTable on the star platform; return (events, waits)."""
+    if shutil.which("smpirun") is None:
+        pytest.skip("SimGrid SMPI is not installed (run: make setup)")
+
+    def run(ops: OpTable, **config: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+        xml, hostfile = star_platform(tmp_path, ops.n_ranks)
+        rep = replay_ops(ops, xml, hostfile, SPEED, config=config or None, timeout=300, work=tmp_path / "work")
+        return rep.events, wait_states(rep.events)
+
+    return run

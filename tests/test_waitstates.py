@@ -1,0 +1,116 @@
+"""Wait-state rules on hand-built event tables, and invariants with hypothesis."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from waitlab.models.summary import rank_budget
+from waitlab.models.waitstates import make_events, wait_states
+
+
+def test_late_sender_clipped_to_time_in_receive():
+    # recv enters at 1, send enters at 4, but recv left at 3 (cannot happen in reality): clip to 2
+    ev = make_events(rank=[0, 1], op=["send", "recv"], enter=[4.0, 1.0], exit=[4.0, 3.0], match=[0, 0],
+                     done=[0, 1], peer=[1, 0])
+    ws = wait_states(ev)
+    assert ws["wait"].tolist() == [2.0]
+    assert ws["pattern"].tolist() == ["late_sender"]
+
+
+def test_late_receiver_only_for_rendezvous_messages():
+    kw = dict(rank=[0, 1], op=["send", "recv"], enter=[1.0, 3.0], exit=[3.5, 3.5], match=[0, 0], done=[0, 1],
+              peer=[1, 0])
+    big = wait_states(make_events(**kw, nbytes=[1 << 20, 1 << 20]))
+    assert big[["rank", "pattern", "wait"]].values.tolist() == [[0, "late_receiver", 2.0]]
+    small = wait_states(make_events(**kw, nbytes=[8, 8]))
+    assert len(small) == 0
+
+
+def test_late_broadcast_and_early_reduce():
+    # bcast rooted at 2 entered at t=5; others at 1 and 3
+    ev = make_events(rank=[0, 1, 2, 0, 1, 2], op=["bcast"] * 3 + ["reduce"] * 3,
+                     enter=[1.0, 3.0, 5.0, 6.0, 9.0, 7.0], exit=[5.5, 5.5, 5.5, 9.5, 9.5, 9.5],
+                     match=[0, 0, 0, 1, 1, 1], peer=[2, 2, 2, 0, 0, 0])
+    ws = wait_states(ev)
+    got = {(r, p): w for r, p, w in ws[["rank", "pattern", "wait"]].itertuples(index=False)}
+    assert got == {(0, "late_broadcast"): 4.0, (1, "late_broadcast"): 2.0, (0, "early_reduce"): 3.0}
+
+
+def test_early_scan_uses_prefix_maximum():
+    ev = make_events(rank=[0, 1, 2, 3], op=["scan"] * 4, enter=[2.0, 1.0, 4.0, 3.0], exit=[5.0] * 4,
+                     match=[0] * 4)
+    ws = wait_states(ev)
+    got = dict(zip(ws["rank"], ws["wait"], strict=True))
+    assert got == {1: 1.0, 3: 1.0}  # rank 1 waits for rank 0 (2-1), rank 3 for rank 2 (4-3)
+    assert dict(zip(ws["rank"], ws["peer_rank"], strict=True)) == {1: 0, 3: 2}
+
+
+def _bsp_events(compute: np.ndarray, latency: float) -> tuple[list[int], list[str], list[float], list[float],
+                                                              list[int]]:
+    """Timelines of steps of compute + allreduce, built the way a BSP program behaves."""
+    n_steps, n_ranks = compute.shape
+    rank, op, enter, exit_, match = [], [], [], [], []
+    t = np.zeros(n_ranks)
+    for s in range(n_steps):
+        e = t + compute[s]
+        x = np.full(n_ranks, e.max() + latency)
+        for r in range(n_ranks):
+            rank += [r, r]
+            op += ["compute", "allreduce"]
+            enter += [t[r], e[r]]
+            exit_ += [e[r], x[r]]
+            match += [-1, s]
+        t = x
+    return rank, op, enter, exit_, match
+
+
+compute_matrix = st.integers(1, 4).flatmap(lambda steps: st.integers(2, 6).flatmap(
+    lambda ranks: st.lists(st.floats(0.0, 2.0, allow_nan=False), min_size=steps * ranks, max_size=steps * ranks)
+    .map(lambda v: np.array(v).reshape(steps, ranks))))
+
+
+@settings(max_examples=60, deadline=None)
+@given(compute_matrix, st.floats(0.0, 1e-3))
+def test_invariants_nonnegative_budget_and_expected_wait(compute, latency):
+    rank, op, enter, exit_, match = _bsp_events(compute, latency)
+    ev = make_events(rank=rank, op=op, enter=enter, exit=exit_, match=match)
+    ws = wait_states(ev)
+    assert (ws["wait"] > 0).all()
+    # independent expectation: each rank waits max(compute of the step) - its own compute
+    expected = (compute.max(axis=1, keepdims=True) - compute).sum(axis=0)
+    got = np.bincount(ws["rank"], weights=ws["wait"], minlength=compute.shape[1])
+    np.testing.assert_allclose(got, expected, atol=1e-9)
+    budget = rank_budget(ev, ws)
+    total = budget[["compute", "perturbation", "communication", "wait", "idle"]].sum(axis=1)
+    np.testing.assert_allclose(total, max(exit_), atol=1e-9)
+
+
+@settings(max_examples=40, deadline=None)
+@given(compute_matrix, st.randoms(use_true_random=False))
+def test_relabelling_ranks_relabels_waits(compute, rnd):
+    n = compute.shape[1]
+    perm = list(range(n))
+    rnd.shuffle(perm)
+    base = _bsp_events(compute, 1e-6)
+    inv = np.argsort(perm)
+    relabelled = _bsp_events(compute[:, inv], 1e-6)  # new rank perm[r] does old rank r's work
+    w1 = wait_states(make_events(rank=base[0], op=base[1], enter=base[2], exit=base[3], match=base[4]))
+    w2 = wait_states(make_events(rank=relabelled[0], op=relabelled[1], enter=relabelled[2], exit=relabelled[3],
+                                 match=relabelled[4]))
+    a = np.bincount(w1["rank"], weights=w1["wait"], minlength=n)
+    b = np.bincount(w2["rank"], weights=w2["wait"], minlength=n)
+    np.testing.assert_allclose(b[perm], a, atol=1e-12)
+
+
+def test_zero_imbalance_zero_wait():
+    rank, op, enter, exit_, match = _bsp_events(np.full((3, 4), 0.7), 0.0)
+    assert len(wait_states(make_events(rank=rank, op=op, enter=enter, exit=exit_, match=match))) == 0
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_no_events(n):
+    ev = make_events(rank=list(range(n)), op=["compute"] * n, enter=[0.0] * n, exit=[1.0] * n)
+    assert len(wait_states(ev)) == 0
