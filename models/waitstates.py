@@ -98,20 +98,29 @@ def _add_max_per_blocker(acc: dict[str, list[npt.NDArray[Any]]], pattern: str, b
     _add(acc, pattern, b[first], w[first], p[first])
 
 
+def _codes_of(col: pd.Series, names: tuple[str, ...] | list[str]) -> list[int]:
+    """Category codes of ``names`` present in a categorical column."""
+    cats = {c: i for i, c in enumerate(col.cat.categories)}
+    return [cats[n] for n in names if n in cats]
+
+
 def _collectives(ev: pd.DataFrame, acc: dict[str, list[npt.NDArray[Any]]]) -> None:
-    kind = ev["kind"].to_numpy()
-    ops = ev["op"].to_numpy()
+    op_col = ev["op"]
+    ops = op_col.cat.codes.to_numpy()
     match = ev["match"].to_numpy()
     n_ranks = int(ev["rank"].max()) + 1 if len(ev) else 0
     groups = {"wait_at_barrier": ("barrier",), "wait_at_nxn": NXN_OPS, "late_broadcast": ONE_TO_N_OPS,
               "early_reduce": N_TO_ONE_OPS, "early_scan": SCAN_OPS}
-    is_mpi = kind == "mpi"
+    rank_col = ev["rank"].to_numpy()
     for pattern, names in groups.items():
-        rows = np.flatnonzero(is_mpi & np.isin(ops, names) & (match >= 0))
+        codes = _codes_of(op_col, names)
+        if not codes:
+            continue
+        rows = np.flatnonzero(np.isin(ops, codes) & (match >= 0))
         if rows.size == 0:
             continue
         # Every rank takes part in every instance: sort by (instance, rank) -> matrix [instance, rank].
-        order = np.lexsort((ev["rank"].to_numpy()[rows], match[rows]))
+        order = np.lexsort((rank_col[rows], match[rows]))
         rows = rows[order]
         if rows.size % n_ranks:
             raise ValueError(f"{pattern}: collective instances do not include every rank")
@@ -191,16 +200,23 @@ def wait_states(events: pd.DataFrame, eager_threshold: int = EAGER_THRESHOLD) ->
     order = np.argsort(event, kind="stable")
     event, pattern, wait, peer_event = event[order], pattern[order], wait[order], peer_event[order]
     rank = events["rank"].to_numpy()
+
+    def take(col: str) -> pd.Categorical:
+        c = events[col]
+        if isinstance(c.dtype, pd.CategoricalDtype):
+            return pd.Categorical.from_codes(c.cat.codes.to_numpy()[event], dtype=c.dtype)
+        return pd.Categorical(c.to_numpy()[event])
+
     return pd.DataFrame({
         "event": event.astype(np.int64),
         "rank": rank[event].astype(np.int32),
         "pattern": pd.Categorical.from_codes(pattern, categories=list(PATTERNS)),
-        "op": events["op"].to_numpy()[event] if len(event) else np.array([], dtype=object),
+        "op": take("op"),
         "wait": wait,
         "peer_rank": rank[peer_event].astype(np.int32),
         "peer_event": peer_event.astype(np.int64),
-        "region": events["region"].to_numpy()[event] if len(event) else np.array([], dtype=object),
-        "path": events["path"].to_numpy()[event] if len(event) else np.array([], dtype=object),
+        "region": take("region"),
+        "path": take("path"),
         "step": events["step"].to_numpy()[event].astype(np.int32),
     })  # fmt: skip
 

@@ -38,6 +38,18 @@ REGION_OP = len(ACTIONS)
 _COLLECTIVE_CODES = np.array(sorted(CODE[a] for a in COLLECTIVE_ACTIONS), np.int8)
 
 
+def _lut(names: object) -> npt.NDArray[np.bool_]:
+    """Boolean lookup table over action codes: ``_lut(names)[code]`` is a fast ``isin``."""
+    table = np.zeros(len(ACTIONS), bool)
+    table[[CODE[n] for n in names]] = True  # type: ignore[attr-defined]
+    return table
+
+
+_IS_P2P_OR_ROOTED = _lut(("send", "isend", "recv", "irecv", "wait", "bcast", "reduce", "gather", "scatter"))
+_IS_BYTES = _lut([a for a in MPI_ACTIONS if a not in ("wait", "waitall", "barrier", "test")])
+_HAS_RECV_BYTES = _lut(("alltoall", "gather", "scatter", "allgather"))
+
+
 def read_log(path: Path, ops: OpTable) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """Enter and exit times of every operation of ``ops`` (in its row order).
 
@@ -259,9 +271,8 @@ def build_events(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: npt.NDA
     done = completions(ops, match)
     inst = collective_instances(ops)
     match = np.where(inst >= 0, inst, match)
-    leaf = np.flatnonzero((ops.code != CODE["enter"]) & (ops.code != CODE["leave"]))
     # Output rows: region rows (at the enter marker's position) and leaf rows, in (rank, seq) order.
-    src_rows = np.sort(np.concatenate((e_rows, leaf)))
+    src_rows = np.flatnonzero(ops.code != CODE["leave"])
     out_index = np.full(n, -1, np.int64)
     out_index[src_rows] = np.arange(src_rows.size)
     is_region = ops.code[src_rows] == CODE["enter"]
@@ -280,10 +291,9 @@ def build_events(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: npt.NDA
     op = np.where(is_region, REGION_OP, ops.code[src_rows]).astype(np.int16)
     peer = ops.peer[src_rows]
     code = ops.code[src_rows]
-    p2p_or_rooted = np.isin(code, [CODE[a] for a in ("send", "isend", "recv", "irecv", "wait", "bcast", "reduce",
-                                                     "gather", "scatter")])
-    is_bytes = np.isin(code, [CODE[a] for a in MPI_ACTIONS if a not in ("wait", "waitall", "barrier", "test")])
-    value2_bytes = np.isin(code, [CODE[a] for a in ("alltoall", "gather", "scatter", "allgather")])
+    p2p_or_rooted = _IS_P2P_OR_ROOTED[code]
+    is_bytes = _IS_BYTES[code]
+    value2_bytes = _HAS_RECV_BYTES[code]
     names_cat = [*ops.names, ""]
     region_codes = np.where(region_id >= 0, region_id, len(ops.names))
     cols: dict[str, Any] = {

@@ -1,0 +1,341 @@
+"""Render a :class:`~waitlab.platforms.model.PlatformModel` to SimGrid 3.32 XML and an smpirun hostfile.
+
+Structure of the rendered platform
+----------------------------------
+Nodes are grouped into leaf switches of ``topology.leaf_size`` nodes; leaves
+hang under one spine (only rendered when there is more than one leaf).
+
+Default (``split_cores=False``): each leaf is one flat SimGrid ``<cluster>``
+whose hosts are the nodes (``core`` = rank slots per node, ``speed`` = one
+slot's flop/s).  A node's private split-duplex link is its network link
+(``inter_node.bandwidth``, half of ``inter_node.latency``, so two nodes of one
+leaf are ``inter_node.latency`` apart); ranks of one node talk over the
+cluster loopback (``intra_node``; a FATPIPE link, so on-node messages do not
+share bandwidth).  No backbone (``bb_*``) is ever rendered: SimGrid 3.32's
+solver crashes on clusters with both loopback and backbone under heavy
+alltoall traffic.
+
+``split_cores=True``: each node is a cluster of single-core hosts (one per
+rank slot) joined by split-duplex links of ``intra_node.bandwidth`` and half
+the ``intra_node.latency``; its gateway reaches the leaf switch through the
+node's network link, whose latency is reduced by the core-link latency so that
+uncontended on-node and off-node message times equal the default rendering
+(clamped at 0 if ``intra_node.latency > inter_node.latency``).  Use it to put
+a different speed profile (noise) on every core.
+
+Leaves connect to the spine through one split-duplex uplink each, of
+``leaf_size * inter_node.bandwidth / taper`` bytes/s and ``hop_latency``
+seconds: a leaf-to-leaf message crosses two more links than a message inside
+a leaf.  This is the "two-level cluster with a narrower uplink" model of the
+Sunway supernodes (taper 4.7); it balances load perfectly over the uplink
+capacity (no static-routing collisions).
+
+Host names: ``node-<i>`` (default) or ``node-<i>-core-<j>`` (split).  The
+hostfile has one line per rank (smpirun maps rank ``r`` to line
+``r mod lines``), so ranks land exactly on :attr:`RenderedPlatform.host_of_rank`.
+
+Examples
+--------
+>>> from waitlab.platforms import load_platform
+>>> rp = render_platform(load_platform("dawning_5000a"), 20)
+>>> rp.n_nodes, rp.ranks_per_node, rp.host_of_rank[15], rp.host_of_rank[16]
+(2, 16, 'node-0', 'node-1')
+>>> rp.hostfile.splitlines()[16]
+'node-1'
+>>> render_platform(load_platform("dawning_5000a"), 20).xml == rp.xml
+True
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from xml.sax.saxutils import escape, quoteattr
+
+from waitlab.errors import InputError
+from waitlab.platforms.model import PlatformModel
+
+__all__ = ["RenderedPlatform", "render_platform"]
+
+_HEADER = """<?xml version='1.0'?>
+<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">
+<platform version="4.1">
+"""
+
+
+@dataclass(frozen=True)
+class RenderedPlatform:
+    """A platform ready for ``smpirun -platform platform.xml -hostfile hostfile``.
+
+    Attributes
+    ----------
+    name : str
+        The platform model's name.
+    xml : str
+        SimGrid platform XML (deterministic: same inputs, same bytes).
+    hostfile : str
+        One host name per line, line ``r`` for rank ``r``.
+    core_speed : float
+        flop/s one rank gets alone on its core (``compute F`` takes ``F / core_speed`` s).
+    n_nodes : int
+        Nodes in the platform.
+    ranks_per_node : int
+        Rank slots per node (ranks are placed block-wise: ranks ``0..rpn-1`` on node 0, ...).
+    host_of_rank : tuple of str
+        SimGrid host of every rank.
+    node_of_rank : tuple of int
+        Node index of every rank.
+    hosts : tuple of str
+        Every host of the platform, in XML order (valid keys for ``speed_profiles``).
+    split_cores : bool
+        Whether every rank slot is its own single-core host.
+    """
+
+    name: str
+    xml: str
+    hostfile: str
+    core_speed: float
+    n_nodes: int
+    ranks_per_node: int
+    host_of_rank: tuple[str, ...]
+    node_of_rank: tuple[int, ...]
+    hosts: tuple[str, ...]
+    split_cores: bool
+
+    @property
+    def n_ranks(self) -> int:
+        """Number of MPI ranks."""
+        return len(self.host_of_rank)
+
+    def write(self, folder: str | os.PathLike[str]) -> tuple[Path, Path]:
+        """Write ``platform.xml`` and ``hostfile`` into ``folder`` (created if needed).
+
+        Returns
+        -------
+        tuple of Path
+            ``(platform_xml_path, hostfile_path)``.
+        """
+        out = Path(folder)
+        out.mkdir(parents=True, exist_ok=True)
+        xml_path = out / "platform.xml"
+        host_path = out / "hostfile"
+        xml_path.write_text(self.xml, encoding="utf-8")
+        host_path.write_text(self.hostfile, encoding="utf-8")
+        return xml_path, host_path
+
+
+def _n(x: float) -> str:
+    """Shortest round-trip decimal text of a float (deterministic, parsed exactly by strtod)."""
+    return repr(float(x))
+
+
+def _int_arg(model: PlatformModel, field: str, value: object, fix: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InputError(model.name, field, f"must be a whole number, got {value!r}", fix)
+    if value < 1:
+        raise InputError(model.name, field, f"must be >= 1, got {value}", fix)
+    return value
+
+
+def _layout(model: PlatformModel, n_ranks: int, ranks_per_node: int | None, nodes: int | None) -> tuple[int, int]:
+    n_ranks = _int_arg(model, "n_ranks", n_ranks, "ask for at least one rank")
+    cores = model.node.cores
+    if ranks_per_node is None:
+        rpn = cores
+    else:
+        rpn = _int_arg(model, "ranks_per_node", ranks_per_node, f"use 1..{cores}")
+        if rpn > cores:
+            raise InputError(model.name, "ranks_per_node",
+                             f"{rpn} ranks per node, but a {model.name} node has {cores} rank slots (node.cores)",
+                             f"use ranks_per_node <= {cores}, or more nodes")
+    if nodes is None:
+        n_nodes = math.ceil(n_ranks / rpn)
+    else:
+        n_nodes = _int_arg(model, "nodes", nodes, "ask for at least one node")
+    if n_nodes > model.max_nodes:
+        raise InputError(model.name, "nodes",
+                         f"{n_ranks} ranks at {rpn} per node need {n_nodes} nodes, but {model.name} has only "
+                         f"{model.max_nodes} (machine.max_nodes)" if nodes is None else
+                         f"{n_nodes} nodes requested, but {model.name} has only {model.max_nodes} "
+                         "(machine.max_nodes)",
+                         f"use at most {model.max_nodes * rpn} ranks at {rpn} per node "
+                         f"(at most {model.max_nodes * cores} with {cores} per node)")
+    if n_nodes * rpn < n_ranks:
+        raise InputError(model.name, "n_ranks",
+                         f"{n_ranks} ranks do not fit on {n_nodes} nodes x {rpn} ranks per node",
+                         f"use nodes >= {math.ceil(n_ranks / rpn)} or ranks_per_node >= "
+                         f"{math.ceil(n_ranks / n_nodes)} (at most {cores})")
+    return rpn, n_nodes
+
+
+def _check_profile(host: str, text: str) -> list[str]:
+    """Validate a deterministic SimGrid speed profile body; return its cleaned lines."""
+    field = f"speed_profiles[{host!r}]"
+    fix = "write lines 'TIME SCALE' (seconds, fraction of peak speed, times non-decreasing), optionally " \
+          "'PERIODICITY P' to repeat every P seconds or 'LOOPAFTER D'"
+    if not isinstance(text, str):
+        raise InputError("speed_profiles", field, f"must be a string, got {type(text).__name__}", fix)
+    lines: list[str] = []
+    last = 0.0
+    period: float | None = None
+    loop_after: float | None = None
+    n_points = 0
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#%":
+            continue
+        parts = line.split()
+        try:
+            if parts[0] in ("PERIODICITY", "LOOPAFTER"):
+                if len(parts) != 2:
+                    raise ValueError(line)
+                v = float(parts[1])
+                if not v >= 0 or (parts[0] == "PERIODICITY" and v == 0):
+                    raise InputError("speed_profiles", field, f"{parts[0]} must be > 0, got {parts[1]}", fix)
+                if parts[0] == "PERIODICITY":
+                    period = v
+                else:
+                    loop_after = v
+            else:
+                if len(parts) != 2:
+                    raise ValueError(line)
+                t, s = float(parts[0]), float(parts[1])
+                if not (math.isfinite(t) and math.isfinite(s)) or t < 0 or s < 0:
+                    raise InputError("speed_profiles", field,
+                                     f"time and scale must be finite and >= 0 in {line!r}", fix)
+                if t < last:
+                    raise InputError("speed_profiles", field, f"times must not decrease: {line!r} after {last}",
+                                     fix)
+                last = t
+                n_points += 1
+        except ValueError:
+            raise InputError("speed_profiles", field, f"cannot read line {line!r}", fix) from None
+        lines.append(" ".join(parts))
+    if n_points == 0:
+        raise InputError("speed_profiles", field, "has no 'TIME SCALE' line", fix)
+    if period is not None and loop_after is not None:
+        raise InputError("speed_profiles", field, "has both PERIODICITY and LOOPAFTER",
+                         "keep one of them (SimGrid 3.32 rejects the combination)")
+    if period is not None and period < last:
+        raise InputError("speed_profiles", field, f"PERIODICITY {period:g} is shorter than the last time {last:g}",
+                         "make the period at least the last time of the pattern")
+    return lines
+
+
+def render_platform(model: PlatformModel, n_ranks: int, ranks_per_node: int | None = None,
+                    nodes: int | None = None, split_cores: bool = False,
+                    speed_profiles: Mapping[str, str] | None = None) -> RenderedPlatform:
+    """Render ``n_ranks`` MPI ranks on a scaled-down copy of ``model``.
+
+    Parameters
+    ----------
+    model : PlatformModel
+        From :func:`~waitlab.platforms.load_platform`.
+    n_ranks : int
+        Number of MPI ranks.
+    ranks_per_node : int, optional
+        Rank slots used per node; default ``model.node.cores``.  At most ``model.node.cores``.
+    nodes : int, optional
+        Nodes to render; default ``ceil(n_ranks / ranks_per_node)``.  At most
+        ``model.max_nodes``; extra nodes stay idle (ranks are placed block-wise).
+    split_cores : bool
+        Render one single-core host per rank slot instead of one multi-core host per node.
+    speed_profiles : Mapping of str to str, optional
+        Host name -> SimGrid speed profile body (lines ``TIME SCALE``; SCALE is a
+        fraction of the host's peak speed; a ``PERIODICITY P`` line repeats the
+        pattern every P seconds).  Each profile becomes its own ``<trace>`` (id
+        ``speed-<host>``) attached with ``<trace_connect kind="SPEED">``.  With
+        ``split_cores=False`` a profile slows every rank of that node.
+
+    Returns
+    -------
+    RenderedPlatform
+
+    Raises
+    ------
+    waitlab.errors.InputError
+        Too many nodes, ranks that do not fit, ranks per node above the core
+        count, an unknown host or a malformed profile.
+    """
+    rpn, n_nodes = _layout(model, n_ranks, ranks_per_node, nodes)
+    split = bool(split_cores)
+    leaf_size = model.topology.leaf_size
+    n_leaves = math.ceil(n_nodes / leaf_size)
+    intra, inter, node = model.intra_node, model.inter_node, model.node
+
+    if split:
+        hosts = tuple(f"node-{i}-core-{j}" for i in range(n_nodes) for j in range(rpn))
+        host_of_rank = tuple(f"node-{r // rpn}-core-{r % rpn}" for r in range(n_ranks))
+    else:
+        hosts = tuple(f"node-{i}" for i in range(n_nodes))
+        host_of_rank = tuple(f"node-{r // rpn}" for r in range(n_ranks))
+    node_of_rank = tuple(r // rpn for r in range(n_ranks))
+
+    out = [_HEADER]
+    out.append(f"  <!-- waitlab platform {escape(model.name)}: {n_ranks} ranks on {n_nodes} nodes x {rpn} rank slots"
+               f", {n_leaves} leaf switch{'es' if n_leaves > 1 else ''}, split_cores={split} -->\n")
+    out.append('  <zone id="world" routing="Floyd">\n')
+    leaf_gateways: list[str] = []
+    for leaf in range(n_leaves):
+        first = leaf * leaf_size
+        last = min(n_nodes, first + leaf_size) - 1
+        if not split:
+            gw = f"leaf-{leaf}-switch"
+            out.append(
+                f'    <cluster id="leaf-{leaf}" prefix="node-" suffix="" radical="{first}-{last}" '
+                f'speed="{_n(node.core_speed)}f" core="{node.cores}" '
+                f'bw="{_n(inter.bandwidth)}Bps" lat="{_n(inter.latency / 2)}s" sharing_policy="SPLITDUPLEX" '
+                f'loopback_bw="{_n(intra.bandwidth)}Bps" loopback_lat="{_n(intra.latency)}s" router_id="{gw}"/>\n')
+        else:
+            gw = f"leaf-{leaf}-switch"
+            nic_lat = max(0.0, inter.latency / 2 - intra.latency / 2)
+            out.append(f'    <zone id="leaf-{leaf}" routing="Floyd">\n')
+            out.append(f'      <zone id="leaf-{leaf}-sw" routing="Full">\n        <router id="{gw}"/>\n'
+                       "      </zone>\n")
+            for i in range(first, last + 1):
+                out.append(
+                    f'      <cluster id="node-{i}" prefix="node-{i}-core-" suffix="" radical="0-{rpn - 1}" '
+                    f'speed="{_n(node.core_speed)}f" core="1" bw="{_n(intra.bandwidth)}Bps" '
+                    f'lat="{_n(intra.latency / 2)}s" sharing_policy="SPLITDUPLEX" router_id="node-{i}-router"/>\n')
+            for i in range(first, last + 1):
+                out.append(f'      <link id="node-{i}-nic" bandwidth="{_n(inter.bandwidth)}Bps" '
+                           f'latency="{_n(nic_lat)}s" sharing_policy="SPLITDUPLEX"/>\n')
+            for i in range(first, last + 1):
+                out.append(f'      <zoneRoute src="node-{i}" dst="leaf-{leaf}-sw" gw_src="node-{i}-router" '
+                           f'gw_dst="{gw}"><link_ctn id="node-{i}-nic" direction="UP"/></zoneRoute>\n')
+            out.append("    </zone>\n")
+        leaf_gateways.append(gw)
+    if n_leaves > 1:
+        uplink_bw = leaf_size * inter.bandwidth / model.topology.taper
+        out.append('    <zone id="spine" routing="Full">\n      <router id="spine-switch"/>\n    </zone>\n')
+        for leaf in range(n_leaves):
+            out.append(f'    <link id="leaf-{leaf}-uplink" bandwidth="{_n(uplink_bw)}Bps" '
+                       f'latency="{_n(model.topology.hop_latency)}s" sharing_policy="SPLITDUPLEX"/>\n')
+        for leaf, gw in enumerate(leaf_gateways):
+            out.append(f'    <zoneRoute src="leaf-{leaf}" dst="spine" gw_src="{gw}" gw_dst="spine-switch">'
+                       f'<link_ctn id="leaf-{leaf}-uplink" direction="UP"/></zoneRoute>\n')
+    out.append("  </zone>\n")
+
+    if speed_profiles:
+        index = {h: k for k, h in enumerate(hosts)}
+        unknown = sorted(h for h in speed_profiles if h not in index)
+        if unknown:
+            raise InputError("speed_profiles", f"speed_profiles[{unknown[0]!r}]", "no such host in the platform",
+                             f"use host names like {hosts[0]!r} .. {hosts[-1]!r} (RenderedPlatform.hosts)")
+        # One <trace> per host: SimGrid 3.32 keys trace_connect by trace id, so a trace attached to
+        # several hosts silently reaches only the first of them.
+        for host in sorted(speed_profiles, key=index.__getitem__):
+            body = "\n".join(escape(line) for line in _check_profile(host, speed_profiles[host]))
+            tid = f"speed-{host}"
+            out.append(f'  <trace id={quoteattr(tid)} periodicity="-1">\n{body}\n  </trace>\n')
+            out.append(f'  <trace_connect kind="SPEED" trace={quoteattr(tid)} element={quoteattr(host)}/>\n')
+    out.append("</platform>\n")
+
+    return RenderedPlatform(
+        name=model.name, xml="".join(out), hostfile="".join(h + "\n" for h in host_of_rank),
+        core_speed=node.core_speed, n_nodes=n_nodes, ranks_per_node=rpn, host_of_rank=host_of_rank,
+        node_of_rank=node_of_rank, hosts=hosts, split_cores=split,
+    )
