@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
@@ -56,7 +57,8 @@ def _heatmap(events: pd.DataFrame, waits: pd.DataFrame, n_ranks: int, path: Path
     im = ax.imshow(grid, aspect="auto", interpolation="nearest", cmap="Reds", origin="upper")
     ax.set_xlabel("step")
     ax.set_ylabel("rank")
-    ax.set_title(title or "wait time per rank and step (s)")
+    ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+    ax.set_title(f"{title}: wait time per rank and step" if title else "wait time per rank and step")
     fig.colorbar(im, ax=ax, label="wait (s)")
     fig.tight_layout()
     fig.savefig(path, dpi=110, metadata={"Software": None})

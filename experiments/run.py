@@ -13,13 +13,14 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 from waitlab.experiments.scenario import Scenario
+from waitlab.models.alltoall import smpi_config as smpi_alltoall_setting
 from waitlab.models.ops import CAUSE_KINDS, OpTable
 from waitlab.models.summary import summarize
 from waitlab.models.waitstates import wait_states
@@ -59,31 +60,45 @@ class RunResult:
 
 def generate_ops(scenario: Scenario) -> OpTable:
     """The application model's operations for a scenario (before perturbation)."""
+    if scenario.application_kind in ("program", "trace"):  # real MPI applications
+        from waitlab.experiments.programs import real_ops
+
+        return real_ops(scenario)
     from waitlab.models.applications import generate
 
     return generate(scenario.application, scenario.ranks, scenario.seed)
 
 
-def render(scenario: Scenario) -> Any:
-    """Render the scenario's platform (a :class:`waitlab.platforms.RenderedPlatform`)."""
+def render(scenario: Scenario, speed_profiles: Mapping[str, str] | None = None) -> Any:
+    """Render the scenario's platform (a :class:`waitlab.platforms.RenderedPlatform`).
+
+    ``speed_profiles`` (host -> SimGrid speed profile body) attaches noise to hosts.
+    """
     from waitlab.platforms import load_platform, render_platform
 
     model = load_platform(scenario.platform.name)
     return render_platform(model, scenario.ranks, ranks_per_node=scenario.platform.ranks_per_node,
-                           nodes=scenario.platform.nodes, split_cores=scenario.platform.split_cores)
+                           nodes=scenario.platform.nodes, split_cores=scenario.platform.split_cores,
+                           speed_profiles=speed_profiles)
 
 
 def smpi_config(scenario: Scenario) -> dict[str, str]:
     """SimGrid ``--cfg`` settings for the scenario."""
     cfg: dict[str, str] = {}
-    if scenario.simulation.alltoall != "default":
-        cfg["smpi/alltoall"] = scenario.simulation.alltoall
+    algorithm = scenario.simulation.alltoall
+    if algorithm == "default":  # the application may name an SMPI algorithm itself (fft's alltoall_algorithm)
+        algorithm = getattr(scenario.application, "alltoall_algorithm", "default")
+    setting = smpi_alltoall_setting(algorithm) if algorithm != "default" else None
+    if setting is not None:
+        key, value = setting.split(":", 1)
+        cfg[key] = value
     cfg.update(dict(scenario.simulation.config))
     return cfg
 
 
 def simulate(scenario: Scenario, ops: OpTable | None = None, *, perturb: Perturb | None = None,
-             paje_file: Path | None = None, keep_dir: Path | None = None) -> RunResult:
+             paje_file: Path | None = None, keep_dir: Path | None = None,
+             speed_profiles: Mapping[str, str] | None = None) -> RunResult:
     """Simulate ``scenario`` (or the given operations on its platform) with SMPI.
 
     Parameters
@@ -97,10 +112,17 @@ def simulate(scenario: Scenario, ops: OpTable | None = None, *, perturb: Perturb
         Also record SMPI's own Paje trace there.
     keep_dir : Path, optional
         Write the trace and platform files there instead of a temporary folder.
+    speed_profiles : mapping of str to str, optional
+        SimGrid speed profiles per host (system noise, see :mod:`waitlab.models.noise`).
     """
+    if scenario.application_kind in ("program", "trace"):  # real MPI applications
+        from waitlab.experiments.programs import simulate_real
+
+        return simulate_real(scenario, ops, perturb=perturb, paje_file=paje_file, keep_dir=keep_dir,
+                             speed_profiles=speed_profiles)
     stages: dict[str, float] = {}
     t = time.perf_counter()
-    platform = render(scenario)
+    platform = render(scenario, speed_profiles)
     if ops is None:
         ops = generate_ops(scenario)
     if perturb is not None:

@@ -17,10 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from waitlab.errors import InputError
+from waitlab.models.alltoall import SMPI_ALLTOALL_ALGORITHMS, check_alltoall_algorithm
 
-#: SMPI alltoall implementations of SimGrid 3.32 (``--cfg=smpi/alltoall:NAME``).
-SMPI_ALLTOALL = ("default", "2dmesh", "3dmesh", "basic_linear", "bruck", "pair", "rdb", "ring", "mvapich2",
-                 "ompi", "mpich", "impi")
 
 SECTIONS = ("scenario", "platform", "application", "simulation", "noise", "instrumentation", "tracing")
 
@@ -159,17 +157,29 @@ def from_mapping(data: Mapping[str, Any], file: str = "<scenario>") -> Scenario:
     app = dict(data["application"])
     kind = _get(app, "kind", str, file, "application", fix='e.g. kind = "lared_s"')
     app.pop("kind")
-    params = params_from_mapping(kind, app, file)
+    if kind in ("program", "trace"):  # real MPI applications (waitlab.experiments.programs)
+        from waitlab.experiments.programs import params_from_mapping as real_params
+
+        params: Any = real_params(kind, app, file)
+    else:
+        params = params_from_mapping(kind, app, file)
 
     sim = data.get("simulation", {})
     _no_unknown(sim, ("alltoall", "timeout", "paje", "config"), file, "simulation")
     alltoall = _get(sim, "alltoall", str, file, "simulation", default="default")
-    if alltoall not in SMPI_ALLTOALL:
-        raise InputError(file, "simulation.alltoall", f"unknown SMPI alltoall algorithm {alltoall!r}",
-                         f"one of: {', '.join(SMPI_ALLTOALL)} (LAM's simple order: application.alltoall_algorithm)")
-    if alltoall == "pair" and ranks & (ranks - 1):
-        raise InputError(file, "simulation.alltoall", f"'pair' needs a power-of-two number of ranks, got {ranks}",
-                         "use ring or bruck, or a power-of-two ranks")
+    if alltoall != "default":
+        if alltoall not in SMPI_ALLTOALL_ALGORITHMS:
+            raise InputError(file, "simulation.alltoall", f"unknown SMPI alltoall algorithm {alltoall!r}",
+                             f"one of: {', '.join(SMPI_ALLTOALL_ALGORITHMS)} (LAM's simple order is "
+                             "application.alltoall_algorithm = \"lam_simple\")")
+        try:
+            check_alltoall_algorithm(alltoall, ranks)
+        except ValueError as exc:
+            raise InputError(file, "simulation.alltoall", str(exc), "pick another algorithm or rank count") from None
+        app_alg = getattr(params, "alltoall_algorithm", "default")
+        if app_alg not in ("default", alltoall):
+            raise InputError(file, "simulation.alltoall", f"conflicts with application.alltoall_algorithm = "
+                             f"{app_alg!r}", "set the algorithm in one place only")
     cfg = _get(sim, "config", dict, file, "simulation", default={})
     for k, v in cfg.items():
         if not isinstance(v, str | int | float | bool):

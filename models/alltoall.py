@@ -30,10 +30,10 @@ Examples
 ['irecv', 'irecv', 'isend', 'isend', 'waitall']
 >>> smpi_config("ring")
 'smpi/alltoall:ring'
->>> check_alltoall_algorithm("pair", 12)
+>>> check_alltoall_algorithm("pair", 12)  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-ValueError: alltoall algorithm 'pair' needs a power-of-two number of ranks, got 12 (use 8 or 16 ranks, or another algorithm such as 'ring')
+ValueError: alltoall algorithm 'pair' needs a power-of-two number of ranks, got 12 (use 8 or 16 ranks, ...)
 """
 
 from __future__ import annotations
@@ -42,7 +42,6 @@ import math
 
 import numpy as np
 import numpy.typing as npt
-
 from waitlab.models.ops import OpBuilder
 
 #: Alltoall algorithms built into SMPI 3.32 (values of ``--cfg=smpi/alltoall``).
@@ -71,7 +70,7 @@ def _is_2dmesh(n: int) -> bool:
 
 def _is_3dmesh(n: int) -> bool:
     # alltoall_check_is_3dmesh of SMPI 3.32: some x in [floor(cbrt n), n / 3] with x * x dividing n.
-    x = int(round(n ** (1.0 / 3.0)))
+    x = round(n ** (1.0 / 3.0))
     while x > 0 and x**3 > n:
         x -= 1
     top = n // 3

@@ -36,7 +36,6 @@ from typing import ClassVar
 
 import numpy as np
 import numpy.typing as npt
-
 from waitlab.models.imbalance import Imbalance, excess_matrix
 from waitlab.models.ops import OpBuilder
 from waitlab.models.validation import ParamError, check_bounds, num

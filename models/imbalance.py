@@ -41,7 +41,6 @@ from typing import Any, Literal, get_args
 
 import numpy as np
 import numpy.typing as npt
-
 from waitlab.models.validation import ParamError, check_bounds, num
 
 Distribution = Literal["constant", "uniform", "normal", "exponential", "linear"]
@@ -97,7 +96,8 @@ class RankSelection:
                 raise ParamError(f"ranks.{key}", f"expected a number, got {value!r}", _RANKS_FIX)
             if key == "fraction":
                 if not (0.0 < float(value) <= 1.0):
-                    raise ParamError("ranks.fraction", f"must be in (0, 1], got {value}", "e.g. ranks = {fraction = 0.1}")
+                    raise ParamError("ranks.fraction", f"must be in (0, 1], got {value}",
+                                     "e.g. ranks = {fraction = 0.1}")
                 return cls("fraction", fraction=float(value))
             if not float(value).is_integer() or value < 1:
                 raise ParamError(f"ranks.{key}", f"must be a whole number >= 1, got {value}",

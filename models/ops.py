@@ -175,7 +175,8 @@ class OpTable:
         whole value was the excess (noise, overhead, ...) keep a zero duration,
         so the operation structure (and message matching) is unchanged.
         """
-        hit = (self.cause >= 0) & cause_mask[np.maximum(self.cause, 0)]
+        hit = self.cause >= 0
+        hit[hit] = np.asarray(cause_mask, dtype=bool)[self.cause[hit]]  # (an empty ledger has no rows to index)
         value = np.where(hit, np.maximum(self.value - self.excess, 0.0), self.value)
         excess = np.where(hit, 0.0, self.excess)
         return self.replace_columns(value=value, excess=excess)

@@ -59,7 +59,7 @@ def summarize(events: pd.DataFrame, waits: pd.DataFrame) -> dict[str, Any]:
         if not len(waits):
             return {}
         s = waits.groupby(col, observed=True)["wait"].sum().sort_values(ascending=False)
-        return {str(k): float(v) for k, v in s.items() if v > 0}
+        return {(str(k) or "(top level)"): float(v) for k, v in s.items() if v > 0}
 
     return {
         "makespan": float(events["exit"].max()) if len(events) else 0.0,

@@ -540,13 +540,14 @@ def describe_platform(model: PlatformModel, short: bool = False) -> str:
 
     Examples
     --------
-    >>> print(describe_platform(load_platform("seed003_myrinet"), short=True))  # doctest: +ELLIPSIS
-    seed003_myrinet: 16 nodes x 1 cores @ 1 Gflop/s, 2 GiB; net 103.1 MB/s, 10 us; crossbar
+    >>> print(describe_platform(load_platform("seed003_myrinet"), short=True))
+    seed003_myrinet: 16 nodes x 1 core @ 1 Gflop/s, 2 GiB; net 103.1 MB/s, 10 us; crossbar
     """
     n = model.node
     topo = model.topology.kind if model.topology.kind == "crossbar" else (
         f"fat tree, {model.topology.leaf_size} nodes/leaf, taper {model.topology.taper:g}:1")
-    line = (f"{model.name}: {model.max_nodes:,} nodes x {n.cores} cores @ {_si(n.core_speed, 'flop/s')}, "
+    line = (f"{model.name}: {model.max_nodes:,} nodes x {n.cores} core{'s' if n.cores != 1 else ''} @ "
+            f"{_si(n.core_speed, 'flop/s')}, "
             f"{n.memory / 2**30:.4g} GiB; net {_si(model.inter_node.bandwidth, 'B/s')}, "
             f"{_si(model.inter_node.latency, 's')}; {topo}")
     if short:

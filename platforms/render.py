@@ -55,8 +55,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
-from waitlab.errors import InputError
 from waitlab.platforms.model import PlatformModel
+
+from waitlab.errors import InputError
 
 __all__ = ["RenderedPlatform", "render_platform"]
 

@@ -43,17 +43,22 @@ def run_smpirun(
     cwd: Path | None = None,
     timeout: float | None = None,
     what: str = "simulation",
+    privatize: bool = False,
+    accept_returncodes: Sequence[int] = (0,),
 ) -> SmpiResult:
     """Run ``smpirun -no-privatize`` on ``binary`` and return its output.
 
     A non-zero exit, a crash or a time-out raises :class:`SimulationError`
     quoting the last lines SimGrid printed.  On time-out the whole process group
-    is killed (smpirun starts children of its own).
+    is killed (smpirun starts children of its own).  ``privatize=True`` omits
+    ``-no-privatize`` (real programs with global variables need SMPI's
+    privatization); ``accept_returncodes`` lists exit statuses that are not failures.
     """
     import time
 
     smpirun = require_tool("smpirun")
-    cmd = [smpirun, "-no-privatize", "-np", str(n_ranks), "-platform", str(platform_xml), "-hostfile", str(hostfile)]
+    cmd = [smpirun, *([] if privatize else ["-no-privatize"]), "-np", str(n_ranks), "-platform", str(platform_xml),
+           "-hostfile", str(hostfile)]
     cmd += list(extra_flags)
     if replay_index is not None:
         cmd += ["-replay", str(replay_index)]
@@ -79,7 +84,7 @@ def run_smpirun(
         proc.communicate()
         raise
     wall = time.perf_counter() - t0
-    if proc.returncode != 0:
+    if proc.returncode not in accept_returncodes:
         reason = f"exit status {proc.returncode}"
         if proc.returncode < 0:
             reason = f"killed by signal {signal.Signals(-proc.returncode).name}"

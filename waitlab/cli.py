@@ -1,6 +1,6 @@
 """waitlab command line: simulate MPI wait propagation with SimGrid SMPI.
 
-Sub-commands: run, platforms, doctor (and more as they are added).  Errors in
+Sub-commands: run, platforms, doctor, capture (and more as they are added).  Errors in
 input files or in SimGrid are printed as one message, without a traceback.
 """
 
@@ -39,6 +39,15 @@ def _run(sub: Any) -> None:
 
         scenario = load_scenario(args.scenario)
         out = args.output or Path("results") / scenario.name
+        from waitlab.experiments.perturbation import has_perturbation, report_text, run_perturbed_scenario
+
+        if has_perturbation(scenario):  # [noise]/[instrumentation]/[tracing]: unperturbed and measured runs
+            pres = run_perturbed_scenario(scenario, out, force=args.force, png=not args.no_png)
+            print(summary_text(pres.measured.summary, pres.measured.metadata))
+            print(report_text(pres.report))
+            print(f"results written to {out}/ (unperturbed run in {out}/unperturbed/, report in "
+                  f"{out}/perturbation.txt)")
+            return 0
         result = run_scenario(scenario, out, force=args.force, png=not args.no_png)
         print(summary_text(result.summary, result.metadata))
         print(f"results written to {out}/")
@@ -78,6 +87,110 @@ def _doctor(sub: Any) -> None:
         from waitlab.simulator.doctor import doctor
 
         return doctor()
+
+    p.set_defaults(func=go)
+
+
+@subcommand
+def _capture(sub: Any) -> None:
+    p = sub.add_parser("capture", help="record a real MPI program (kind = \"program\") once as a time-independent "
+                       "trace that replays with kind = \"trace\"")
+    p.add_argument("scenario", type=Path, help="scenario TOML file of the program")
+    p.add_argument("-o", "--output", type=Path, default=None, help="trace folder (default: traces/<name>)")
+    p.add_argument("--via", choices=("layer", "smpi"), default="layer",
+                   help="waitlab's measurement layer (regions, call sites; default) or SMPI's own -trace-ti")
+    p.add_argument("--force", action="store_true", help="replace an existing trace folder")
+
+    def go(args: argparse.Namespace) -> int:
+        from waitlab.experiments.programs import capture, trace_scenario_text
+        from waitlab.experiments.scenario import load_scenario
+
+        scenario = load_scenario(args.scenario)
+        out = args.output or Path("traces") / scenario.name
+        index = capture(scenario, out, via=args.via, force=args.force)
+        print(f"trace of {scenario.ranks} ranks written to {out}/ (index {index.name})")
+        print("replay it with a scenario such as:\n")
+        print(trace_scenario_text(index.resolve(), scenario))
+        return 0
+
+    p.set_defaults(func=go)
+
+
+@subcommand
+def _check_c(sub: Any) -> None:
+    p = sub.add_parser("check-c", help="check an event table with per-event overheads against condition C "
+                       "(seed 003, formula 3)")
+    p.add_argument("events", type=Path, help="events.parquet or events.csv (or a results folder)")
+    p.add_argument("--kinds", default="overhead,swap,flush,delay",
+                   help="event kinds that count as overhead (comma-separated; default: %(default)s)")
+    p.add_argument("--atol", type=float, default=1e-9, help="prefix sums closer than this are equal (s)")
+    p.add_argument("--show", type=int, default=10, metavar="N", help="print the first N violations")
+    p.add_argument("--strict", action="store_true", help="exit with status 1 when condition C is violated")
+
+    def go(args: argparse.Namespace) -> int:
+        from waitlab.experiments.perturbation import load_events
+        from waitlab.models.condition_c import check_condition_c
+
+        events = load_events(args.events)
+        kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
+        rep = check_condition_c(events, atol=args.atol, kinds=kinds)
+        print(rep.text())
+        if len(rep.violations) and args.show > 0:
+            print(rep.violations.head(args.show).to_string(index=False))
+        return 1 if args.strict and not rep.holds else 0
+
+    p.set_defaults(func=go)
+
+
+#: Paper reproductions of ``waitlab reproduce``: name -> (help, function(args) -> exit status).
+REPRODUCTIONS: dict[str, tuple[str, Callable[[argparse.Namespace], int]]] = {}
+
+
+def _reproduce_seed003(args: argparse.Namespace) -> int:
+    from waitlab.experiments import seed003
+
+    curve = range(128, 2304 + 1, 128) if args.curve else ()
+    res = seed003.reproduce(curve=curve)
+    out = args.output or Path("results") / "seed003"
+    seed003.write(res, out, png=not args.no_png)
+    print(res.markdown())
+    print("checks: " + ", ".join(f"{k} {'ok' if v else 'FAILED'}" for k, v in res.checks.items()))
+    print(f"written to {out}/ in {res.seconds:.1f} s")
+    return 0 if all(res.checks.values()) else 1
+
+
+def _reproduce_policies(args: argparse.Namespace) -> int:
+    from waitlab.experiments import policies
+
+    setup = policies.ComparisonSetup(steps=args.steps)
+    table = policies.compare(ranks=args.ranks or [256, 1024], setup=setup)
+    out = args.output or Path("results") / "policies"
+    policies.write(table, out, setup, png=not args.no_png)
+    print(policies.markdown(table))
+    print(f"written to {out}/")
+    return 0
+
+
+REPRODUCTIONS["seed003"] = ("seed 003 table 1 and figure 3: pingpong traced in memory, swapping, or spilled by f",
+                            _reproduce_seed003)
+REPRODUCTIONS["policies"] = ("spilling-policy comparison on a BSP stencil (overhead, condition C, distortion)",
+                             _reproduce_policies)
+
+
+@subcommand
+def _reproduce(sub: Any) -> None:
+    p = sub.add_parser("reproduce", help="reproduce a paper's table or an experiment: "
+                       + ", ".join(REPRODUCTIONS))
+    p.add_argument("target", choices=sorted(REPRODUCTIONS), help="; ".join(f"{k}: {v[0]}"
+                                                                   for k, v in REPRODUCTIONS.items()))
+    p.add_argument("-o", "--output", type=Path, default=None, help="output folder (default: results/<target>)")
+    p.add_argument("--no-png", action="store_true", help="skip the plots")
+    p.add_argument("--curve", action="store_true", help="seed003: also simulate R = 128, 256, ..., 2304 MB")
+    p.add_argument("--ranks", type=int, nargs="+", default=None, help="policies: rank counts (default 256 1024)")
+    p.add_argument("--steps", type=int, default=50, help="policies: BSP steps (default %(default)s)")
+
+    def go(args: argparse.Namespace) -> int:
+        return REPRODUCTIONS[args.target][1](args)
 
     p.set_defaults(func=go)
 

@@ -1,0 +1,668 @@
+"""System noise: detour patterns per host, their SimGrid speed profiles, jitter, and the noise ledger.
+
+A *detour* is an interval during which the operating system (or a daemon)
+takes the CPU away from the application.  waitlab makes detours hit whatever
+a rank is doing at that simulated time by turning every host's pattern into
+a SimGrid *speed profile*: during a detour the host runs at
+:data:`DETOUR_SCALE` (1e-12) of its peak speed, so a ``compute`` or
+``overhead`` action in progress is stalled for exactly the detour, while a
+rank that is waiting in MPI (not using the CPU) loses nothing.  SimGrid 3.32
+ignores a speed scale of exactly 0, hence the tiny positive value; the
+resulting error is 1e-12 of the detour length.
+
+After the simulation, :func:`noise_hits` intersects the detours with the
+intervals in which every rank was using the CPU and returns one ledger row
+per (detour, operation) pair that delayed work -- the noise part of the cause
+ledger (DESIGN.md section 8).
+
+Every pattern is *periodic* (it repeats after ``period`` seconds), which lets
+SimGrid replay it forever with two profile lines per detour:
+
+* :class:`PeriodicNoise` -- one detour of ``duration`` every ``1/frequency``
+  seconds, at a phase drawn per host (``"random"``), drawn once for all hosts
+  (``"shared"``), or given in seconds;
+* :class:`PoissonNoise` -- arrivals at ``rate`` per second with constant,
+  exponential or Pareto durations; a detour arriving during another one waits
+  for it (detours queue, so no noise is lost).  The arrivals are drawn over a
+  ``horizon`` that is chosen longer than the run, then repeated;
+* :class:`SignatureNoise` -- a measured noise signature (lines of start and
+  duration, as LogGOPSim reads them), repeated with its period and shifted by
+  a per-host offset.
+
+Gaussian jitter on compute (:class:`GaussianJitter`) does not depend on time:
+each ``compute`` is lengthened by ``max(0, N(mean, std))`` times its duration,
+inserted as a CPU-bound ``noise`` operation right after it.
+
+Everything is seeded and deterministic; the models are pure (no files, no SMPI).
+
+Examples
+--------
+>>> pat = PeriodicNoise(frequency=4.0, duration=0.125, phase=0.0625).pattern(2, np.random.default_rng(0))
+>>> pat.period.tolist(), pat.start.tolist(), pat.duration.tolist()
+([0.25, 0.25], [0.0625, 0.0625], [0.125, 0.125])
+>>> print(profile_text(pat, 0))
+PERIODICITY 0.25
+0.0625 1e-12
+0.1875 1.0
+>>> float(detour_measure(pat, np.array([0]), np.array([0.0]), np.array([0.5]))[0])
+0.25
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from waitlab.models.ops import CAUSE_KINDS, CODE, Ledger, OpTable
+
+#: Speed scale of a host during a detour (SimGrid 3.32 ignores a scale of exactly 0).
+DETOUR_SCALE = 1e-12
+
+#: Duration laws of :class:`PoissonNoise`.
+DURATION_LAWS = ("constant", "exponential", "pareto")
+
+_F = npt.NDArray[np.float64]
+_I = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class NoisePattern:
+    """Detours of every host, repeating with a per-host period.
+
+    Attributes
+    ----------
+    n_hosts : int
+    period : float64 array, one per host
+        The pattern of host ``h`` repeats every ``period[h]`` seconds (``inf``: no detours).
+    host : int64 array, one per detour
+        Host of each detour; rows are sorted by ``(host, start)``.
+    start, duration : float64 arrays
+        Detour start in ``[0, period)`` and length; detours of one host do not
+        overlap and do not cross the period boundary (a detour that would is
+        split in two).
+    """
+
+    n_hosts: int
+    period: _F
+    host: _I
+    start: _F
+    duration: _F
+
+    def __len__(self) -> int:
+        return int(self.host.size)
+
+    @property
+    def is_empty(self) -> bool:
+        """True when no host has any detour of positive length."""
+        return not bool((self.duration > 0).any())
+
+    def bounds(self) -> tuple[_I, _I]:
+        """Row range ``[lo[h], hi[h])`` of every host's detours."""
+        edges = np.searchsorted(self.host, np.arange(self.n_hosts + 1))
+        return edges[:-1].astype(np.int64), edges[1:].astype(np.int64)
+
+    def per_period(self) -> _F:
+        """Detour seconds per period of every host."""
+        return np.bincount(self.host, weights=self.duration, minlength=self.n_hosts).astype(np.float64)
+
+    def fraction(self) -> _F:
+        """Fraction of time every host is in a detour."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(np.isfinite(self.period), self.per_period() / self.period, 0.0)
+
+
+def empty_pattern(n_hosts: int) -> NoisePattern:
+    """A pattern without detours."""
+    return NoisePattern(n_hosts, np.full(n_hosts, np.inf), np.zeros(0, np.int64), np.zeros(0), np.zeros(0))
+
+
+def normalize(n_hosts: int, period: npt.ArrayLike, host: npt.ArrayLike, start: npt.ArrayLike,
+              duration: npt.ArrayLike) -> NoisePattern:
+    """Build a valid :class:`NoisePattern` from raw detours of any order.
+
+    Starts are taken modulo the period, detours crossing the period boundary
+    are split, overlapping or touching detours of one host are merged, and
+    zero-length ones dropped.
+
+    Examples
+    --------
+    >>> p = normalize(1, [1.0], [0, 0], [0.9, 0.2], [0.2, 0.1])
+    >>> p.start.tolist(), [round(d, 12) for d in p.duration.tolist()]
+    ([0.0, 0.2, 0.9], [0.1, 0.1, 0.1])
+    """
+    per = np.broadcast_to(np.asarray(period, np.float64), (n_hosts,)).copy()
+    h = np.asarray(host, np.int64)
+    s = np.asarray(start, np.float64)
+    d = np.asarray(duration, np.float64)
+    if h.size == 0:
+        return NoisePattern(n_hosts, per, h, s, d)
+    if (d < 0).any() or not np.isfinite(d).all():
+        raise ValueError("detour durations must be finite and >= 0")
+    p = per[h]
+    if (d >= p).any():
+        raise ValueError("a detour at least as long as its period would stop the host for ever")
+    s = np.mod(s, p)
+    end = s + d
+    cross = end > p
+    # split detours that cross the period boundary: [s, p) and [0, end - p)
+    n_cross = int(cross.sum())
+    h = np.concatenate((h, h[cross]))
+    s2 = np.concatenate((s, np.zeros(n_cross)))
+    e2 = np.concatenate((np.where(cross, p, end), end[cross] - p[cross]))
+    # exact length of unsplit detours (end - start can lose the last bit)
+    d2 = np.concatenate((np.where(cross, p - s, d), end[cross] - p[cross]))
+    keep = e2 > s2
+    h, s2, e2, d2 = h[keep], s2[keep], e2[keep], d2[keep]
+    order = np.lexsort((s2, h))
+    h, s2, e2, d2 = h[order], s2[order], e2[order], d2[order]
+    # merge overlapping/touching intervals per host: running max of ends within the host
+    run_end = _group_running_max(e2, h)
+    new = np.ones(h.size, bool)
+    new[1:] = (h[1:] != h[:-1]) | (s2[1:] > run_end[:-1])
+    heads = np.flatnonzero(new)
+    starts = s2[new]
+    ends = np.maximum.reduceat(e2, heads)
+    single = np.diff(np.append(heads, h.size)) == 1
+    hosts = h[new]
+    dur = np.where(single, d2[heads], ends - starts)
+    return NoisePattern(n_hosts, per, hosts.astype(np.int64), starts, dur)
+
+
+def _group_running_max(x: _F, group: _I) -> _F:
+    """Running maximum of ``x`` restarted at every change of ``group`` (rows sorted by group); exact."""
+    if x.size == 0:
+        return x.copy()
+    first = np.ones(x.size, bool)
+    first[1:] = group[1:] != group[:-1]
+    heads = np.flatnonzero(first)
+    sizes = np.diff(np.append(heads, x.size))
+    col = np.arange(x.size) - np.repeat(heads, sizes)
+    grid = np.full((heads.size, int(sizes.max())), -np.inf)
+    gid = np.cumsum(first) - 1
+    grid[gid, col] = x
+    return np.maximum.accumulate(grid, axis=1)[gid, col]
+
+
+@dataclass(frozen=True)
+class NoNoise:
+    """No detours."""
+
+    def pattern(self, n_hosts: int, rng: np.random.Generator, horizon: float = 1.0) -> NoisePattern:
+        """An empty pattern."""
+        return empty_pattern(n_hosts)
+
+
+@dataclass(frozen=True)
+class PeriodicNoise:
+    """One detour of ``duration`` seconds every ``1/frequency`` seconds.
+
+    Parameters
+    ----------
+    frequency : float
+        Detours per second (Hz), >= 0; 0 means no noise.
+    duration : float
+        Seconds per detour, >= 0 and shorter than the period.
+    phase : "random", "shared" or float
+        Start of the first detour: drawn uniformly in ``[0, period)`` for every
+        host, drawn once for all hosts, or this many seconds for all hosts.
+    """
+
+    frequency: float
+    duration: float
+    phase: str | float = "random"
+
+    def __post_init__(self) -> None:
+        if not self.frequency >= 0 or not np.isfinite(self.frequency):
+            raise ValueError(f"frequency must be >= 0, got {self.frequency}")
+        if not self.duration >= 0 or not np.isfinite(self.duration):
+            raise ValueError(f"duration must be >= 0, got {self.duration}")
+        if self.frequency > 0 and self.duration * self.frequency >= 1:
+            raise ValueError(f"a detour of {self.duration} s every {1 / self.frequency} s leaves no time to compute")
+        if isinstance(self.phase, str) and self.phase not in ("random", "shared"):
+            raise ValueError(f"phase must be 'random', 'shared' or seconds, got {self.phase!r}")
+        if not isinstance(self.phase, str) and not self.phase >= 0:
+            raise ValueError(f"phase must be >= 0 seconds, got {self.phase}")
+
+    def pattern(self, n_hosts: int, rng: np.random.Generator, horizon: float = 1.0) -> NoisePattern:
+        """The detours of ``n_hosts`` hosts (``horizon`` is not needed: the pattern is exactly periodic)."""
+        if self.frequency == 0 or self.duration == 0:
+            return empty_pattern(n_hosts)
+        period = 1.0 / self.frequency
+        if self.phase == "random":
+            phase = rng.uniform(0.0, period, n_hosts)
+        elif self.phase == "shared":
+            phase = np.full(n_hosts, rng.uniform(0.0, period))
+        else:
+            phase = np.full(n_hosts, float(self.phase))
+        return normalize(n_hosts, period, np.arange(n_hosts), phase, np.full(n_hosts, self.duration))
+
+
+@dataclass(frozen=True)
+class PoissonNoise:
+    """Detours arriving as a Poisson process of ``rate`` per second on every host.
+
+    Parameters
+    ----------
+    rate : float
+        Arrivals per second, >= 0; 0 means no noise.
+    duration : float
+        Mean detour length in seconds (``"constant"``: every detour).
+    law : {"constant", "exponential", "pareto"}
+        Distribution of the durations.
+    pareto_shape : float
+        Shape alpha > 1 of the Pareto law (scale ``duration * (alpha - 1) / alpha``
+        so the mean is ``duration``).
+    """
+
+    rate: float
+    duration: float
+    law: str = "constant"
+    pareto_shape: float = 2.5
+
+    def __post_init__(self) -> None:
+        if not self.rate >= 0 or not np.isfinite(self.rate):
+            raise ValueError(f"rate must be >= 0, got {self.rate}")
+        if not self.duration >= 0 or not np.isfinite(self.duration):
+            raise ValueError(f"duration must be >= 0, got {self.duration}")
+        if self.law not in DURATION_LAWS:
+            raise ValueError(f"unknown duration law {self.law!r}; use one of {', '.join(DURATION_LAWS)}")
+        if not self.pareto_shape > 1:
+            raise ValueError(f"pareto_shape must be > 1 (finite mean), got {self.pareto_shape}")
+        if self.rate * self.duration >= 1:
+            raise ValueError(f"rate x duration = {self.rate * self.duration:g}: the host would be in a detour "
+                             "all the time (must be < 1)")
+
+    def durations(self, n: int, rng: np.random.Generator) -> _F:
+        """``n`` detour lengths drawn from the law."""
+        if self.law == "constant":
+            return np.full(n, self.duration)
+        if self.law == "exponential":
+            return rng.exponential(self.duration, n)
+        a = self.pareto_shape
+        xm = self.duration * (a - 1) / a
+        return xm * (1.0 + rng.pareto(a, n))
+
+    def pattern(self, n_hosts: int, rng: np.random.Generator, horizon: float = 1.0) -> NoisePattern:
+        """Arrivals over ``[0, horizon)`` on every host (the pattern then repeats every ``horizon``)."""
+        if self.rate == 0 or self.duration == 0:
+            return empty_pattern(n_hosts)
+        if not horizon > 0:
+            raise ValueError(f"horizon must be > 0, got {horizon}")
+        counts = rng.poisson(self.rate * horizon, n_hosts)
+        host = np.repeat(np.arange(n_hosts), counts)
+        arrival = rng.uniform(0.0, horizon, host.size)
+        order = np.lexsort((arrival, host))
+        host, arrival = host[order], arrival[order]
+        dur = self.durations(host.size, rng)
+        start = queue_detours(host, arrival, dur)
+        # a single very long draw (Pareto tail) is capped below the period
+        dur = np.minimum(dur, 0.999 * horizon)
+        return normalize(n_hosts, horizon, host, start, dur)
+
+
+def queue_detours(host: _I, arrival: _F, duration: _F) -> _F:
+    """Start times when a detour arriving during another one waits for it (Lindley's recursion).
+
+    Rows must be sorted by ``(host, arrival)``.  ``end_i = max(arrival_i, end_{i-1}) + d_i``
+    is computed without a loop: ``end_i = C_i + max_{j<=i} (a_j - C_{j-1})`` with ``C`` the
+    running sum of durations within the host.
+
+    Examples
+    --------
+    >>> queue_detours(np.array([0, 0, 0, 1]), np.array([0.0, 0.5, 3.0, 0.2]), np.array([1.0, 1.0, 1.0, 1.0]))
+    array([0. , 1. , 3. , 0.2])
+    """
+    if host.size == 0:
+        return arrival.copy()
+    first = np.ones(host.size, bool)
+    first[1:] = host[1:] != host[:-1]
+    csum = np.cumsum(duration)
+    base = np.repeat(np.concatenate(([0.0], csum))[np.flatnonzero(first)], np.diff(np.append(
+        np.flatnonzero(first), host.size)))
+    c = csum - base  # running sum within host, inclusive
+    c_prev = c - duration
+    key = arrival - c_prev
+    run = _group_running_max(key, host)
+    end = c + run
+    return end - duration
+
+
+@dataclass(frozen=True)
+class SignatureNoise:
+    """A recorded noise signature, repeated with ``period`` and shifted per host.
+
+    Parameters
+    ----------
+    start, duration : tuple of float
+        Detour starts (seconds from the beginning of the signature) and lengths.
+    period : float
+        The signature repeats every ``period`` seconds (at least its last end).
+    offset : "random", "shared" or float
+        Shift of the signature on each host: uniform in ``[0, period)`` per host
+        (LogGOPSim's per-process offset), one draw for all hosts, or given seconds.
+    """
+
+    start: tuple[float, ...]
+    duration: tuple[float, ...]
+    period: float
+    offset: str | float = "random"
+
+    def __post_init__(self) -> None:
+        s = np.asarray(self.start, float)
+        d = np.asarray(self.duration, float)
+        if s.shape != d.shape:
+            raise ValueError("start and duration must have the same length")
+        if (s < 0).any() or (d < 0).any() or not (np.isfinite(s).all() and np.isfinite(d).all()):
+            raise ValueError("signature starts and durations must be finite and >= 0")
+        if not self.period > 0:
+            raise ValueError(f"period must be > 0, got {self.period}")
+        if s.size and float((s + d).max()) > self.period:
+            raise ValueError(f"the signature ends at {float((s + d).max())} s, after its period {self.period} s")
+        if isinstance(self.offset, str) and self.offset not in ("random", "shared"):
+            raise ValueError(f"offset must be 'random', 'shared' or seconds, got {self.offset!r}")
+
+    def pattern(self, n_hosts: int, rng: np.random.Generator, horizon: float = 1.0) -> NoisePattern:
+        """The signature on every host, shifted by the host's offset."""
+        s = np.asarray(self.start, float)
+        d = np.asarray(self.duration, float)
+        if s.size == 0 or not (d > 0).any():
+            return empty_pattern(n_hosts)
+        if self.offset == "random":
+            off = rng.uniform(0.0, self.period, n_hosts)
+        elif self.offset == "shared":
+            off = np.full(n_hosts, rng.uniform(0.0, self.period))
+        else:
+            off = np.full(n_hosts, float(self.offset))
+        host = np.repeat(np.arange(n_hosts), s.size)
+        # an offset o means the host starts o seconds into the signature: detours move to s - o
+        start = np.tile(s, n_hosts) - np.repeat(off, s.size)
+        return normalize(n_hosts, self.period, host, start, np.tile(d, n_hosts))
+
+
+def parse_signature(text: str, source: str = "<signature>") -> tuple[_F, _F]:
+    """Read a noise signature: one detour per line, ``START DURATION`` in seconds.
+
+    ``#`` starts a comment; blank lines are skipped.  Raises :class:`ValueError`
+    naming the line for anything else (the caller turns it into an input error).
+
+    Examples
+    --------
+    >>> parse_signature("# t d\\n0.0 0.001\\n0.5 0.002\\n")
+    (array([0. , 0.5]), array([0.001, 0.002]))
+    >>> parse_signature("0.1 -1")
+    Traceback (most recent call last):
+    ...
+    ValueError: <signature> line 1: duration must be >= 0, got '0.1 -1'
+    """
+    starts: list[float] = []
+    durs: list[float] = []
+    for no, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        parts = line.split()
+        if len(parts) != 2:
+            raise ValueError(f"{source} line {no}: expected 'START DURATION', got {raw.strip()!r}")
+        try:
+            s, d = float(parts[0]), float(parts[1])
+        except ValueError:
+            raise ValueError(f"{source} line {no}: not numbers: {raw.strip()!r}") from None
+        if not (np.isfinite(s) and np.isfinite(d)):
+            raise ValueError(f"{source} line {no}: values must be finite, got {raw.strip()!r}")
+        if s < 0:
+            raise ValueError(f"{source} line {no}: start must be >= 0, got {raw.strip()!r}")
+        if d < 0:
+            raise ValueError(f"{source} line {no}: duration must be >= 0, got {raw.strip()!r}")
+        if starts and s < starts[-1]:
+            raise ValueError(f"{source} line {no}: starts must not decrease ({s} after {starts[-1]})")
+        if starts and s < starts[-1] + durs[-1]:
+            raise ValueError(f"{source} line {no}: detour starts at {s} before the previous one ends at "
+                             f"{starts[-1] + durs[-1]}")
+        starts.append(s)
+        durs.append(d)
+    if not starts:
+        raise ValueError(f"{source}: no detour lines (expected 'START DURATION' per line)")
+    return np.asarray(starts), np.asarray(durs)
+
+
+def profile_text(pattern: NoisePattern, host: int, scale: float = DETOUR_SCALE) -> str:
+    """The SimGrid speed profile body of one host (``""`` when it has no detours).
+
+    Lines are ``TIME SCALE``: the speed drops to ``scale`` at each detour start
+    and returns to 1 at its end; ``PERIODICITY`` repeats the pattern.
+    """
+    lo, hi = np.searchsorted(pattern.host, [host, host + 1])
+    if hi == lo:
+        return ""
+    s = pattern.start[lo:hi]
+    e = s + pattern.duration[lo:hi]
+    lines = [f"PERIODICITY {float(pattern.period[host])!r}"]
+    for a, b in zip(s.tolist(), e.tolist(), strict=True):
+        lines.append(f"{a!r} {scale!r}")
+        lines.append(f"{b!r} 1.0")
+    return "\n".join(lines)
+
+
+def detour_measure(pattern: NoisePattern, host: _I, t0: _F, t1: _F) -> _F:
+    """Seconds of detour of ``host`` inside ``[t0, t1)``, for every row (vectorised per host).
+
+    Uses the cumulative detour time ``D(t) = k * per_period + partial(t - k * period)``.
+    """
+    out = np.zeros(np.asarray(t0).size)
+    return out if pattern.is_empty else _cum(pattern, host, t1) - _cum(pattern, host, t0)
+
+
+def _cum(pattern: NoisePattern, host: _I, t: _F) -> _F:
+    """Cumulative detour time ``D(t)`` of each row's host since time 0."""
+    t = np.asarray(t, np.float64)
+    host = np.asarray(host, np.int64)
+    out = np.zeros(t.size)
+    lo, hi = pattern.bounds()
+    per_period = pattern.per_period()
+    has = np.flatnonzero(hi > lo)
+    rows_by_host = np.argsort(host, kind="stable")
+    edges = np.searchsorted(host[rows_by_host], np.arange(pattern.n_hosts + 1))
+    for h in has.tolist():
+        rows = rows_by_host[edges[h]:edges[h + 1]]
+        if rows.size == 0:
+            continue
+        p = float(pattern.period[h])
+        s = pattern.start[lo[h]:hi[h]]
+        e = s + pattern.duration[lo[h]:hi[h]]
+        cum_d = np.concatenate(([0.0], np.cumsum(e - s)))
+        k = np.floor(t[rows] / p)
+        x = t[rows] - k * p
+        i = np.searchsorted(s, x, side="right")  # detours starting at or before x
+        partial = cum_d[np.maximum(i - 1, 0)] + np.where(i > 0, np.minimum(x, e[np.maximum(i - 1, 0)])
+                                                          - s[np.maximum(i - 1, 0)], 0.0)
+        out[rows] = k * per_period[h] + partial
+    return out
+
+
+@dataclass(frozen=True)
+class NoiseHits:
+    """Detours that delayed work: one row per (detour occurrence, operation) overlap.
+
+    Attributes
+    ----------
+    row : int64 array
+        Row of the delayed operation in the operation table.
+    rank : int64 array
+    start, seconds : float64 arrays
+        Simulated start of the overlap and the seconds of work it delayed.
+    """
+
+    row: _I
+    rank: _I
+    start: _F
+    seconds: _F
+
+    def __len__(self) -> int:
+        return int(self.row.size)
+
+    def total(self) -> float:
+        """Seconds of work delayed by noise."""
+        return float(self.seconds.sum())
+
+
+#: Operations that use the CPU for their whole duration.
+CPU_ACTIONS = ("compute", "overhead", "noise")
+#: Collective operations whose ``flops`` (``value2``) run on the CPU at the end of the operation.
+FLOP_COLLECTIVES = ("reduce", "allreduce", "scan", "exscan", "reducescatter")
+
+
+def cpu_intervals(ops: OpTable, t_enter: _F, t_exit: _F, core_speed: float, pattern: NoisePattern,
+                  host_of_rank: _I) -> tuple[_I, _F, _F]:
+    """Rows and ``[start, end)`` of the time every operation used the CPU.
+
+    ``compute``, ``overhead`` and ``noise`` use the CPU from enter to exit.
+    A reduction with flops computes at its end: its CPU interval is the tail
+    ``[t_c, exit)`` whose noise-free length is ``flops / core_speed``; ``t_c``
+    is found by fixed-point iteration on the detour measure.
+    """
+    code = ops.code
+    full = np.flatnonzero(np.isin(code, [CODE[a] for a in CPU_ACTIONS]) & (t_exit > t_enter))
+    red = np.flatnonzero(np.isin(code, [CODE[a] for a in FLOP_COLLECTIVES]) & (ops.value2 > 0))
+    rows = [full]
+    starts = [t_enter[full]]
+    ends = [t_exit[full]]
+    if red.size and core_speed > 0:
+        work = ops.value2[red] / core_speed
+        x = t_exit[red]
+        h = host_of_rank[ops.rank[red]]
+        tc = x - work
+        for _ in range(64):
+            new = x - work - detour_measure(pattern, h, np.maximum(tc, t_enter[red]), x)
+            if np.allclose(new, tc, rtol=0, atol=1e-15):
+                tc = new
+                break
+            tc = new
+        rows.append(red)
+        starts.append(np.maximum(tc, t_enter[red]))
+        ends.append(x)
+    return np.concatenate(rows), np.concatenate(starts), np.concatenate(ends)
+
+
+def noise_hits(pattern: NoisePattern, host_of_rank: _I, rank: _I, row: _I, start: _F, end: _F) -> NoiseHits:
+    """Every overlap between a detour and a CPU interval ``[start, end)`` of a rank.
+
+    Parameters
+    ----------
+    pattern : NoisePattern
+    host_of_rank : int64 array
+        Pattern host of every rank.
+    rank, row, start, end : arrays, one per CPU interval
+        Owner rank, operation row, and the simulated interval.
+
+    Examples
+    --------
+    A 1 ms detour every 10 ms at phase 5 ms; a compute stretched over [0, 21 ms) is hit twice.
+
+    >>> pat = PeriodicNoise(100.0, 0.001, phase=0.005).pattern(1, np.random.default_rng(0))
+    >>> hits = noise_hits(pat, np.array([0]), np.array([0]), np.array([7]), np.array([0.0]), np.array([0.021]))
+    >>> hits.row.tolist(), [round(s, 9) for s in hits.start.tolist()], [round(s, 9) for s in hits.seconds.tolist()]
+    ([7, 7], [0.005, 0.015], [0.001, 0.001])
+    """
+    empty = NoiseHits(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0))
+    if pattern.is_empty or np.asarray(row).size == 0:
+        return empty
+    host = host_of_rank[rank]
+    lo, hi = pattern.bounds()
+    out_row, out_rank, out_start, out_sec = [], [], [], []
+    order = np.argsort(host, kind="stable")
+    edges = np.searchsorted(host[order], np.arange(pattern.n_hosts + 1))
+    for h in np.flatnonzero(hi > lo).tolist():
+        sel = order[edges[h]:edges[h + 1]]
+        if sel.size == 0:
+            continue
+        p = float(pattern.period[h])
+        s = pattern.start[lo[h]:hi[h]]
+        e = s + pattern.duration[lo[h]:hi[h]]
+        m = s.size
+        a, b = start[sel], end[sel]
+        # global occurrence index g = k * m + i of the first detour ending after a and the last starting before b
+        ka = np.floor(a / p)
+        ia = np.searchsorted(e, a - ka * p, side="right")  # first detour of period ka ending after a
+        first = (ka * m + ia).astype(np.int64)
+        kb = np.floor(b / p)
+        ib = np.searchsorted(s, b - kb * p, side="left")  # detours of period kb starting before b
+        last = (kb * m + ib - 1).astype(np.int64)
+        n = np.maximum(last - first + 1, 0)
+        if not n.any():
+            continue
+        idx = np.repeat(np.arange(sel.size), n)
+        g = np.repeat(first, n) + (np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n))
+        k, i = np.divmod(g, m)
+        ds, de = k * p + s[i], k * p + e[i]
+        ov0 = np.maximum(ds, a[idx])
+        ov = np.minimum(de, b[idx]) - ov0
+        ok = ov > 0
+        out_row.append(row[sel][idx][ok])
+        out_rank.append(rank[sel][idx][ok])
+        out_start.append(ov0[ok])
+        out_sec.append(ov[ok])
+    if not out_row:
+        return empty
+    r = np.concatenate(out_row)
+    order2 = np.lexsort((np.concatenate(out_start), r))
+    return NoiseHits(r[order2].astype(np.int64), np.concatenate(out_rank)[order2].astype(np.int64),
+                     np.concatenate(out_start)[order2], np.concatenate(out_sec)[order2])
+
+
+def hits_ledger(hits: NoiseHits, ops: OpTable) -> Ledger:
+    """Ledger rows (kind ``noise``) for noise hits: rank, region and step of the delayed operation."""
+    return Ledger(
+        rank=hits.rank.astype(np.int32), region=ops.name[hits.row].astype(np.int32),
+        step=ops.step[hits.row].astype(np.int32), seconds=hits.seconds.astype(np.float64),
+        kind=np.full(len(hits), CAUSE_KINDS.index("noise"), np.int8),
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class GaussianJitter:
+    """Lengthen every ``compute`` by ``max(0, N(mean, std))`` times its duration.
+
+    Parameters
+    ----------
+    std : float
+        Standard deviation of the relative extra time (0.05 = 5 %), >= 0.
+    mean : float
+        Mean of the relative extra time; negative draws are clipped to 0 (a
+        rank never computes faster than its noise-free speed).
+    """
+
+    std: float
+    mean: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not self.std >= 0 or not np.isfinite(self.std):
+            raise ValueError(f"jitter std must be >= 0, got {self.std}")
+        if not np.isfinite(self.mean):
+            raise ValueError(f"jitter mean must be finite, got {self.mean}")
+
+    @property
+    def active(self) -> bool:
+        """Whether the jitter can add any time."""
+        return self.std > 0 or self.mean > 0
+
+    def extra(self, ops: OpTable, rng: np.random.Generator) -> tuple[_I, _F]:
+        """Rows of the compute operations and the extra seconds drawn for each (>= 0)."""
+        rows = np.flatnonzero(ops.code == CODE["compute"])
+        if not self.active or rows.size == 0:
+            return np.zeros(0, np.int64), np.zeros(0)
+        rel = np.maximum(rng.normal(self.mean, self.std, rows.size), 0.0) if self.std > 0 else \
+            np.full(rows.size, max(self.mean, 0.0))
+        return rows.astype(np.int64), rel * ops.value[rows]
+
+
+def describe(model: Any) -> str:
+    """One line describing a noise model (for reports)."""
+    if isinstance(model, PeriodicNoise):
+        return f"periodic {model.frequency:g} Hz x {model.duration:g} s, phase {model.phase}"
+    if isinstance(model, PoissonNoise):
+        return f"poisson {model.rate:g}/s x {model.duration:g} s ({model.law})"
+    if isinstance(model, SignatureNoise):
+        return f"signature of {len(model.start)} detours every {model.period:g} s, offset {model.offset}"
+    return "none"

@@ -1,0 +1,491 @@
+"""Synchronization points and synchronization intervals of an event table (DESIGN.md sections 5-6).
+
+A wait state ``(p,i)`` waiting for ``(q,k)`` is a synchronization point
+``S = ((p,i),(q,k))`` (seed 000, formula 1).  Its synchronization interval is
+``zeta = ((p,i',i),(q,k',k))``, where ``k'`` is the last synchronization
+*delimiter* on ``q`` before ``k`` whose partners include ``p``, and ``i'`` the
+last one on ``p`` before ``i`` whose partners include ``q``.
+
+Delimiters are the operations that complete a communication:
+
+* point-to-point: the blocking ``send``/``recv`` itself, or the ``wait`` /
+  ``waitall`` that completes an ``isend``/``irecv`` (the ``done`` column);
+  the partner is the message's peer (a ``waitall`` has one partner per request);
+* collectives (all on ``MPI_COMM_WORLD``): every collective operation, with
+  every rank as partner.
+
+The interval on a rank ``x`` between delimiters ``a`` and ``b`` holds the leaf
+activities strictly between them in ``x``'s operation order.  The time of call
+path ``c`` there, ``T_x(a,b)[c]``, is the exclusive time of ``c``'s activities
+minus the wait time of the wait states among them (DESIGN.md section 6).
+
+Call paths: a non-MPI activity (compute, noise, overhead, ...) belongs to the
+call path of its enclosing regions (``path``; ``"(top)"`` outside regions); an
+MPI operation has its own call path ``path>MPI_<op>``.  This is what a tracing
+tool sees: injected noise or overhead is time of the region it lands in.
+
+Everything here is vectorised with numpy over the columns of the event table.
+
+Examples
+--------
+Rank 0 computes 3 s, rank 1 computes 1 s, then both enter a barrier: rank 1
+waits 2 s for rank 0, and its interval compares both ranks' compute.
+
+>>> from waitlab.models.waitstates import make_events, wait_states
+>>> ev = make_events(rank=[0, 0, 1, 1], op=["compute", "barrier", "compute", "barrier"],
+...                  enter=[0.0, 3.0, 0.0, 1.0], exit=[3.0, 3.0, 1.0, 3.0], match=[-1, 0, -1, 0])
+>>> sp = sync_points(ev, wait_states(ev))
+>>> sp.wait.tolist(), sp.rank.tolist(), sp.peer_rank.tolist()
+([2.0], [1], [0])
+>>> sp.interval_times(sp.q_interval[0]), sp.interval_times(sp.p_interval[0])
+({'(top)': 3.0}, {'(top)': 1.0})
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+from waitlab.models.waitstates import PATTERNS
+
+#: Wait-state patterns of point-to-point operations (all other patterns are collective).
+P2P_PATTERNS = ("late_sender", "late_receiver")
+_P2P_TABLE = np.array([p in P2P_PATTERNS for p in PATTERNS], bool)
+_COLLECTIVE_OPS = ("barrier", "bcast", "reduce", "allreduce", "alltoall", "alltoallv", "gather", "scatter",
+                   "gatherv", "scatterv", "allgather", "allgatherv", "reducescatter", "scan", "exscan")
+_P2P_OPS = ("send", "isend", "recv", "irecv")
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+
+def _codes(col: pd.Series) -> tuple[npt.NDArray[np.int64], list[str]]:
+    """Integer codes and category names of a column (categorical or not)."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        return col.cat.codes.to_numpy().astype(np.int64), [str(c) for c in col.cat.categories]
+    codes, uniq = pd.factorize(col.astype(str), sort=False)
+    return np.asarray(codes, np.int64), [str(u) for u in uniq]
+
+
+def _lookup(names: list[str], wanted: tuple[str, ...] | list[str]) -> npt.NDArray[np.int64]:
+    pos = {n: i for i, n in enumerate(names)}
+    return np.array([pos[w] for w in wanted if w in pos], np.int64)
+
+
+def _isin(codes: npt.NDArray[np.int64], names: list[str], wanted: tuple[str, ...] | list[str]) -> npt.NDArray[np.bool_]:
+    """``codes`` (of categories ``names``) is one of ``wanted`` -- a table lookup, faster than np.isin."""
+    table = np.zeros(len(names) + 1, bool)
+    table[_lookup(names, wanted)] = True
+    return table[codes]  # code -1 (missing) maps to the last entry, False
+
+
+def unique_inverse(key: IntArray) -> tuple[IntArray, IntArray]:
+    """``np.unique(key, return_inverse=True)`` by one sort (numpy's hash-based unique is slower here).
+
+    >>> [a.tolist() for a in unique_inverse(np.array([5, 3, 5, 9]))]
+    [[3, 5, 9], [1, 0, 1, 2]]
+    """
+    if key.size == 0:
+        return key.astype(np.int64), np.zeros(0, np.int64)
+    order = np.argsort(key)
+    sk = key[order]
+    new = np.empty(sk.size, bool)
+    new[0] = True
+    np.not_equal(sk[1:], sk[:-1], out=new[1:])
+    inv = np.empty(sk.size, np.int64)
+    inv[order] = np.cumsum(new) - 1
+    return sk[new].astype(np.int64), inv
+
+
+def group_codes(key: IntArray, size: int) -> tuple[IntArray, IntArray]:
+    """Sorted distinct values of ``key`` (all in ``[0, size)``) and each key's group number.
+
+    A bincount when ``size`` is moderate, a hash factorisation otherwise.
+
+    >>> [a.tolist() for a in group_codes(np.array([7, 2, 7]), 10)]
+    [[2, 7], [1, 0, 1]]
+    """
+    if size <= max(4 * key.size, 1 << 20):
+        present = np.bincount(key, minlength=size) > 0
+        uniq = np.flatnonzero(present)
+        remap = np.cumsum(present) - 1
+        return uniq.astype(np.int64), remap[key].astype(np.int64)
+    codes, uniq = pd.factorize(key, sort=True)
+    return np.asarray(uniq, np.int64), np.asarray(codes, np.int64)
+
+
+def pattern_codes(waits: pd.DataFrame) -> npt.NDArray[np.int8]:
+    """Index into :data:`~waitlab.models.waitstates.PATTERNS` of each wait state's pattern."""
+    codes, names = _codes(waits["pattern"])
+    table = np.array([PATTERNS.index(n) if n in PATTERNS else -1 for n in names] or [-1], np.int8)
+    return table[codes] if codes.size else np.zeros(0, np.int8)
+
+
+@dataclass(frozen=True)
+class CallPaths:
+    """The call paths of an event table.
+
+    Attributes
+    ----------
+    code : int32 array
+        Call path of each event row; -1 for region rows.
+    names : tuple of str
+        Call path names (``outer>inner``, ``outer>MPI_allreduce``, ``(top)``).
+    region : tuple of str
+        The region each call path is blamed as: the innermost enclosing region for
+        non-MPI activities (``"(top)"`` outside regions), ``MPI_<op>`` for MPI operations.
+    is_mpi : bool array
+        Whether the call path is an MPI operation.
+    """
+
+    code: npt.NDArray[np.int32]
+    names: tuple[str, ...]
+    region: tuple[str, ...]
+    is_mpi: npt.NDArray[np.bool_]
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+
+def call_paths(events: pd.DataFrame) -> CallPaths:
+    """Call path of every leaf activity (see the module docstring).
+
+    Examples
+    --------
+    >>> from waitlab.models.waitstates import make_events
+    >>> ev = make_events(rank=[0, 0], op=["compute", "barrier"], enter=[0.0, 1.0], exit=[1.0, 1.0], match=[-1, 0])
+    >>> cp = call_paths(ev)
+    >>> [cp.names[c] for c in cp.code], [cp.region[c] for c in cp.code]
+    (['(top)', 'MPI_barrier'], ['(top)', 'MPI_barrier'])
+    """
+    n = len(events)
+    kind, kind_names = _codes(events["kind"])
+    op, op_names = _codes(events["op"])
+    path, path_names = _codes(events["path"])
+    region, region_names = _codes(events["region"])
+    is_leaf = ~_isin(kind, kind_names, ("region",))
+    is_mpi = _isin(kind, kind_names, ("mpi",))
+    n_ops = len(op_names) + 1
+    key = path * n_ops + np.where(is_mpi, op, n_ops - 1)
+    present = np.zeros(max(len(path_names), 1) * n_ops, bool)
+    present[key[is_leaf]] = True
+    keys = np.flatnonzero(present)
+    remap = np.full(present.size, -1, np.int64)
+    remap[keys] = np.arange(keys.size)
+    code = np.full(n, -1, np.int32)
+    code[is_leaf] = remap[key[is_leaf]]
+    # Region label of each call path: any row's region (all rows of one non-MPI call path share it).
+    region_of = np.full(keys.size, -1, np.int64)
+    region_of[code[is_leaf]] = region[is_leaf]
+    names: list[str] = []
+    labels: list[str] = []
+    mpi_flags = np.zeros(keys.size, bool)
+    for j, k in enumerate(keys.tolist()):
+        p, o = divmod(k, n_ops)
+        pname = path_names[p] if p < len(path_names) else ""
+        if o == n_ops - 1:
+            names.append(pname or "(top)")
+            r = int(region_of[j])
+            rname = region_names[r] if 0 <= r < len(region_names) else ""
+            labels.append(rname or "(top)")
+        else:
+            mpi = f"MPI_{op_names[o]}"
+            names.append(f"{pname}>{mpi}" if pname else mpi)
+            labels.append(mpi)
+            mpi_flags[j] = True
+    return CallPaths(code=code, names=tuple(names), region=tuple(labels), is_mpi=mpi_flags)
+
+
+def exclusive_times(events: pd.DataFrame, waits: pd.DataFrame) -> FloatArray:
+    """Exclusive seconds of each event row with its own wait removed (region rows: 0).
+
+    Examples
+    --------
+    >>> from waitlab.models.waitstates import make_events, wait_states
+    >>> ev = make_events(rank=[0, 1], op=["barrier", "barrier"], enter=[1.0, 3.0], exit=[3.5, 3.5], match=[0, 0])
+    >>> exclusive_times(ev, wait_states(ev)).tolist()
+    [0.5, 0.5]
+    """
+    kind, kind_names = _codes(events["kind"])
+    t = events["exit"].to_numpy() - events["enter"].to_numpy()
+    t = np.where(_isin(kind, kind_names, ("region",)), 0.0, t)
+    if len(waits):
+        t = t - np.bincount(waits["event"].to_numpy(), weights=waits["wait"].to_numpy(), minlength=len(events))
+    return t
+
+
+@dataclass(frozen=True)
+class Delimiters:
+    """Synchronization delimiters of an event table, indexed for "last one before row r with partner y"."""
+
+    n_rows: int
+    n_ranks: int
+    rank: npt.NDArray[np.int32]
+    first_row: IntArray  # first event row of each rank
+    p2p_key: IntArray  # sorted ((rank * n_ranks + partner) * n_rows + row), may repeat
+    coll_rows: IntArray  # sorted rows of collective operations
+
+    @classmethod
+    def build(cls, events: pd.DataFrame) -> Delimiters:
+        rank = events["rank"].to_numpy().astype(np.int32)
+        n = len(events)
+        n_ranks = int(rank.max()) + 1 if n else 0
+        if n_ranks * n_ranks * (n + 1) >= 2**62:
+            raise ValueError(f"event table too large for delimiter keys ({n_ranks} ranks, {n} rows)")
+        op, op_names = _codes(events["op"])
+        done = events["done"].to_numpy()
+        peer = events["peer"].to_numpy().astype(np.int64)
+        p2p = np.flatnonzero(_isin(op, op_names, _P2P_OPS) & (done >= 0) & (peer >= 0))
+        key = (rank[p2p].astype(np.int64) * n_ranks + peer[p2p]) * n + done[p2p]
+        match = events["match"].to_numpy()
+        coll = np.flatnonzero(_isin(op, op_names, _COLLECTIVE_OPS) & (match >= 0))
+        counts = np.bincount(rank, minlength=n_ranks)
+        first = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
+        return cls(n, n_ranks, rank, first, np.sort(key), coll.astype(np.int64))  # duplicates are harmless
+
+    def last_before(self, x: IntArray, row: IntArray, partner: IntArray) -> IntArray:
+        """Last delimiter row on rank ``x`` strictly before ``row`` with ``partner``; ``first_row[x] - 1`` if none."""
+        out = self.first_row[x] - 1
+        if self.p2p_key.size:
+            group = x * self.n_ranks + partner
+            j = np.searchsorted(self.p2p_key, group * self.n_rows + row, side="left") - 1
+            jc = np.maximum(j, 0)
+            ok = (j >= 0) & (self.p2p_key[jc] // self.n_rows == group)
+            out = np.where(ok, np.maximum(out, self.p2p_key[jc] % self.n_rows), out)
+        if self.coll_rows.size:
+            j = np.searchsorted(self.coll_rows, row, side="left") - 1
+            jc = np.maximum(j, 0)
+            ok = (j >= 0) & (self.rank[self.coll_rows[jc]] == x)
+            out = np.where(ok, np.maximum(out, self.coll_rows[jc]), out)
+        return out
+
+
+@dataclass(frozen=True)
+class SyncPoints:
+    """Synchronization points (wait states) with their synchronization intervals.
+
+    Per wait state (rows sorted by waiting event; ``index`` gives the row of the
+    input ``waits`` table): ``event`` (p,i), ``peer_event`` (q,k), ``rank`` p,
+    ``peer_rank`` q, ``wait`` omega(p,i), ``pattern`` (index into PATTERNS),
+    ``collective``, ``instance`` (collective instance id or -1), ``p_start`` i',
+    ``q_start`` k', ``p_interval`` / ``q_interval`` (index of the unique
+    interval, -1 when not computed), ``inner_lo``/``inner_hi`` (the wait
+    states of q strictly between k' and k are rows ``inner_lo:inner_hi``).
+
+    Per unique interval: ``iv_rank``, ``iv_start`` (delimiter row, exclusive),
+    ``iv_end`` (row, exclusive); its call-path times are the CSR slice
+    ``iv_offsets[j]:iv_offsets[j+1]`` of ``entry_callpath`` / ``entry_time``.
+    """
+
+    index: IntArray
+    event: IntArray
+    peer_event: IntArray
+    rank: IntArray
+    peer_rank: IntArray
+    wait: FloatArray
+    pattern: npt.NDArray[np.int8]
+    collective: npt.NDArray[np.bool_]
+    instance: IntArray
+    p_start: IntArray
+    q_start: IntArray
+    p_interval: IntArray
+    q_interval: IntArray
+    inner_lo: IntArray
+    inner_hi: IntArray
+    iv_rank: IntArray
+    iv_start: IntArray
+    iv_end: IntArray
+    iv_offsets: IntArray
+    entry_callpath: IntArray
+    entry_time: FloatArray
+    callpaths: CallPaths
+    total_time: FloatArray  # raw (wait-inclusive) leaf seconds per call path over all ranks
+    dense: FloatArray | None = None  # [interval, call path] times when small enough (same data as the CSR)
+
+    def __len__(self) -> int:
+        return int(self.event.size)
+
+    def interval_times(self, j: int) -> dict[str, float]:
+        """``{call path: T}`` of interval ``j`` (for inspection and doctests)."""
+        lo, hi = int(self.iv_offsets[j]), int(self.iv_offsets[j + 1])
+        return {self.callpaths.names[c]: float(t) for c, t in
+                zip(self.entry_callpath[lo:hi].tolist(), self.entry_time[lo:hi].tolist(), strict=True)}
+
+    def deltas(self, rows: IntArray) -> tuple[IntArray, IntArray, FloatArray]:
+        """Positive per-call-path excess of q over p in the intervals of wait states ``rows``.
+
+        Returns ``(wait_row, call_path, delta)`` triples with
+        ``delta = T_q(k',k)[c] - T_p(i',i)[c] > 0`` (DESIGN.md section 6; seed 000 formula 4).
+        """
+        iq = self.q_interval[rows]
+        ip = self.p_interval[rows]
+        if self.dense is not None:
+            d = self.dense[iq]
+            d -= self.dense[ip]
+            w, c = np.nonzero(d > 0)
+            return rows[w].astype(np.int64), c.astype(np.int64), d[w, c]
+        lo, hi = self.iv_offsets[iq], self.iv_offsets[iq + 1]
+        lens = hi - lo
+        total = int(lens.sum())
+        w_of = np.repeat(rows, lens)
+        pos = np.repeat(lo - np.concatenate(([0], np.cumsum(lens)[:-1])), lens) + np.arange(total)
+        cp = self.entry_callpath[pos]
+        tq = self.entry_time[pos]
+        del pos
+        # T_p of the same call path: look it up in p's interval slice (sorted by call path).
+        n_cp = max(len(self.callpaths), 1)
+        ip_rep = np.repeat(ip, lens)
+        entry_key = _entry_keys(self.iv_offsets, self.entry_callpath, n_cp)
+        want = ip_rep * n_cp + cp
+        j = np.searchsorted(entry_key, want)
+        jc = np.minimum(j, max(entry_key.size - 1, 0))
+        found = (j < entry_key.size) & (entry_key[jc] == want) if entry_key.size else np.zeros(total, bool)
+        tp = np.where(found, self.entry_time[jc] if entry_key.size else 0.0, 0.0)
+        delta = tq - tp
+        keep = delta > 0
+        return w_of[keep], cp[keep], delta[keep]
+
+
+def _entry_keys(offsets: IntArray, callpath: IntArray, n_cp: int) -> IntArray:
+    lens = np.diff(offsets)
+    return np.repeat(np.arange(lens.size, dtype=np.int64), lens) * n_cp + callpath
+
+
+def sync_points(events: pd.DataFrame, waits: pd.DataFrame, select: npt.NDArray[np.bool_] | None = None,
+                *, callpaths: CallPaths | None = None, dense_limit: int | None = None) -> SyncPoints:
+    """Synchronization points of ``waits`` and their intervals (DESIGN.md section 6).
+
+    Parameters
+    ----------
+    events, waits : DataFrame
+        The event table and its wait states (docs/event_table.md).
+    select : bool array over ``waits`` rows, optional
+        Only compute intervals for these wait states (others get interval -1);
+        all by default.
+    callpaths : CallPaths, optional
+        Precomputed :func:`call_paths` of ``events``.
+    dense_limit : int, optional
+        Keep interval times as a dense [interval, call path] matrix up to this many cells
+        (default ``2 * len(events) + 1e6``, i.e. <= 16 bytes per event); sparse beyond.
+
+    Returns
+    -------
+    SyncPoints
+    """
+    cps = callpaths if callpaths is not None else call_paths(events)
+    order = np.argsort(waits["event"].to_numpy(), kind="stable")
+    event = waits["event"].to_numpy()[order].astype(np.int64)
+    peer_event = waits["peer_event"].to_numpy()[order].astype(np.int64)
+    wait = waits["wait"].to_numpy()[order].astype(np.float64)
+    pattern = pattern_codes(waits)[order]
+    rank_col = events["rank"].to_numpy()
+    rank = rank_col[event].astype(np.int64)
+    peer_rank = rank_col[peer_event].astype(np.int64)
+    collective = ~_P2P_TABLE[pattern]
+    match = events["match"].to_numpy()
+    instance = np.where(collective, match[event], -1).astype(np.int64)
+    n_w = event.size
+    sel = np.ones(n_w, bool) if select is None else np.asarray(select, bool)[order]
+
+    delim = Delimiters.build(events)
+    rows = np.flatnonzero(sel)
+    p_start = np.full(n_w, -1, np.int64)
+    q_start = np.full(n_w, -1, np.int64)
+    p_start[rows] = delim.last_before(rank[rows], event[rows], peer_rank[rows])
+    q_start[rows] = delim.last_before(peer_rank[rows], peer_event[rows], rank[rows])
+
+    # Wait states of q strictly between k' and k (rows of this sorted table).
+    inner_lo = np.zeros(n_w, np.int64)
+    inner_hi = np.zeros(n_w, np.int64)
+    inner_lo[rows] = np.searchsorted(event, q_start[rows], side="right")
+    inner_hi[rows] = np.searchsorted(event, peer_event[rows], side="left")
+    inner_hi = np.maximum(inner_hi, inner_lo)
+
+    # Unique intervals (start delimiter, end row); the end row fixes the rank.
+    n_rows = len(events)
+    starts = np.concatenate((p_start[rows], q_start[rows]))
+    ends = np.concatenate((event[rows], peer_event[rows]))
+    key = (starts + 1) * (n_rows + 1) + ends
+    uniq, inv = unique_inverse(key)
+    iv_start = uniq // (n_rows + 1) - 1
+    iv_end = uniq % (n_rows + 1)
+    p_interval = np.full(n_w, -1, np.int64)
+    q_interval = np.full(n_w, -1, np.int64)
+    p_interval[rows] = inv[: rows.size]
+    q_interval[rows] = inv[rows.size:]
+
+    offsets, entry_cp, entry_t, dense = _interval_times(iv_start, iv_end, cps.code, exclusive_times(events, waits),
+                                                        len(cps), dense_limit=2 * n_rows + 1_000_000 if dense_limit is None else dense_limit)
+    leaf = cps.code >= 0
+    raw = events["exit"].to_numpy() - events["enter"].to_numpy()
+    total_time = np.bincount(cps.code[leaf], weights=raw[leaf], minlength=len(cps))
+    return SyncPoints(
+        index=order.astype(np.int64), event=event, peer_event=peer_event, rank=rank, peer_rank=peer_rank,
+        wait=wait, pattern=pattern, collective=collective, instance=instance, p_start=p_start, q_start=q_start,
+        p_interval=p_interval, q_interval=q_interval, inner_lo=inner_lo, inner_hi=inner_hi,
+        iv_rank=rank_col[np.minimum(iv_end, max(n_rows - 1, 0))].astype(np.int64) if n_rows else iv_end,
+        iv_start=iv_start, iv_end=iv_end, iv_offsets=offsets, entry_callpath=entry_cp, entry_time=entry_t,
+        callpaths=cps, total_time=total_time.astype(np.float64), dense=dense,
+    )  # fmt: skip
+
+
+def _interval_times(iv_start: IntArray, iv_end: IntArray, cp_code: npt.NDArray[np.int32], excl: FloatArray,
+                    n_cp: int, dense_limit: int = 0) -> tuple[IntArray, IntArray, FloatArray, FloatArray | None]:
+    """Sum ``excl`` per (interval, call path) over the leaf rows strictly inside each interval.
+
+    Returns CSR ``offsets`` (per interval), the entries sorted by (interval, call path), and the same
+    data as a dense ``[interval, call path]`` matrix when it has at most ``dense_limit`` cells.
+    Entries that sum to exactly 0 may be left out (they never make a positive delta).
+    """
+    n_iv = iv_start.size
+    n_cp = max(n_cp, 1)
+    lens = np.maximum(iv_end - iv_start - 1, 0)
+    total = int(lens.sum())
+    use_dense = 0 < dense_limit and n_iv * n_cp <= dense_limit
+    if total == 0:
+        dense = np.zeros((n_iv, n_cp)) if use_dense else None
+        return np.zeros(n_iv + 1, np.int64), np.zeros(0, np.int64), np.zeros(0), dense
+    csum = np.concatenate(([0], np.cumsum(lens)[:-1]))
+    rows = np.repeat(iv_start + 1 - csum, lens) + np.arange(total)
+    cp = cp_code[rows].astype(np.int64)
+    t = excl[rows]
+    del rows
+    key = np.repeat(np.arange(n_iv, dtype=np.int64) * n_cp, lens)
+    key += cp
+    leaf = cp >= 0
+    del cp
+    key = key[leaf]
+    t = t[leaf]
+    del leaf
+    if use_dense:
+        flat = np.bincount(key, weights=t, minlength=n_iv * n_cp)
+        del key, t
+        nz = np.flatnonzero(flat)
+        entry_iv = nz // n_cp
+        offsets = np.searchsorted(entry_iv, np.arange(n_iv + 1))
+        return (offsets.astype(np.int64), (nz % n_cp).astype(np.int64), flat[nz].astype(np.float64),
+                flat.reshape(n_iv, n_cp).astype(np.float64, copy=False))
+    codes, uniq = pd.factorize(key, sort=False)
+    sums = np.bincount(codes, weights=t, minlength=uniq.size)
+    del codes, key, t
+    o = np.argsort(uniq, kind="stable")
+    uniq = np.asarray(uniq)[o]
+    sums = sums[o]
+    entry_iv = uniq // n_cp
+    offsets = np.searchsorted(entry_iv, np.arange(n_iv + 1))
+    return offsets.astype(np.int64), (uniq % n_cp).astype(np.int64), sums.astype(np.float64), None
+
+
+def wait_table(sp: SyncPoints, **columns: npt.NDArray[Any]) -> pd.DataFrame:
+    """A per-wait-state table in the row order of the original ``waits`` (for model results)."""
+    out = np.empty(len(sp), np.int64)
+    out[sp.index] = np.arange(len(sp))
+    base = {
+        "event": sp.event, "rank": sp.rank, "pattern": pd.Categorical.from_codes(sp.pattern, list(PATTERNS)),
+        "wait": sp.wait, "peer_rank": sp.peer_rank, "peer_event": sp.peer_event,
+    }  # fmt: skip
+    base.update(columns)
+    return pd.DataFrame({k: v[out] for k, v in base.items()})

@@ -1,0 +1,691 @@
+"""Trace buffers in memory, swapping, disk flushes, and the spilling policies that decide when to flush.
+
+Memory model (seed 003 section 2.3, DESIGN.md section 9)
+--------------------------------------------------------
+Every rank appends its records (:mod:`waitlab.models.instrumentation`) to an
+in-memory buffer.  The ranks of a node share the memory left for trace
+buffers equally: each may keep ``memory`` bytes resident.  A record copied
+while the rank's resident trace exceeds ``memory`` pays ``swap_factor`` times
+the normal per-byte copy cost for the bytes past the limit (seed 003 measured
+the per-MB cost rising 74.8x, from 3.26e-3 to 2.44e-1 s/MB); the extra is a
+``swap`` operation (the rank is stalled on paging I/O) right after the
+record's ``overhead``.  Swapping stops when a flush empties the buffer.
+
+A flush writes the buffer to disk in ``latency + bytes / rate`` seconds
+(``rate`` is the node's disk bandwidth divided among its ranks), as a
+``flush`` operation; policies that equalise flush times add a ``delay`` (the
+pad), and a non-zero ``writeback_cost`` adds CPU time per flushed byte after
+the flush (page-cache write-back; calibrated only for the seed 003
+reproduction).
+
+Spilling policies
+-----------------
+Each policy is a small object with a ``name`` and a :meth:`plan` that returns
+the flushes (:class:`Flushes`).  Policies only use what a real tracer could
+know at that point: its own buffer, or -- at a collective, where every rank
+takes part -- the fill levels of all ranks (piggy-backed on the collective).
+
+============================  =====================================================================
+``keep``                      :class:`KeepInMemory`: never flush; past ``memory`` every record swaps.
+``per_rank``                  :class:`PerRankFlush`: flush when the next record does not fit
+                              (Score-P, Extrae).  Ranks flush at different places: breaks condition C.
+``swapout_f``                 :class:`SwapOutF`: seed 003's function f after every ``every``-th
+                              collective (or step), on every rank, lasting exactly ``tau``
+                              (conditions P1, P2).
+``vampir_sync``               :class:`SynchronizedFlush`: at a collective, all ranks flush when any
+                              buffer passed ``fill_level`` (VampirTrace); a full buffer between
+                              collectives is flushed by its rank alone.  Flush times differ.
+``padded_sync``               :class:`PaddedSyncFlush` (ours): VampirTrace's trigger, but every
+                              rank pads its flush to the slowest rank's write time, learned at the
+                              same collective: keeps C with short, rare flushes.
+``predictive_sync``           :class:`PaddedSyncFlush` (ours) with a predictive trigger: flush at a
+                              collective only if the largest growth seen between collectives would
+                              overflow some buffer before the next one; padded like ``padded_sync``.
+============================  =====================================================================
+
+Examples
+--------
+Two ranks write 4 records of 100 bytes into buffers of 250 bytes: each flushes once,
+before its third record (global record index 2 and 6), just in front of its key 30.
+
+>>> stream = Stream.build(2, rank=[0] * 4 + [1] * 4, pos=[10, 20, 30, 40] * 2, nbytes=[100.0] * 8)
+>>> spec = BufferSpec(memory=1e9, buffer_bytes=250.0, flush_rate=1e3, flush_latency=0.0)
+>>> fl = PerRankFlush().plan(stream, spec, SyncPoints.none(2), SyncPoints.none(2))
+>>> fl.rank.tolist(), fl.boundary.tolist(), fl.pos.tolist()
+([0, 1], [2, 6], [29, 29])
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar, Protocol
+
+import numpy as np
+import numpy.typing as npt
+from waitlab.models.insertion import KEY_SCALE, Insertions, concat, row_of
+from waitlab.models.instrumentation import Instrumentation, Records
+from waitlab.models.ops import OpTable
+
+_F = npt.NDArray[np.float64]
+_I = npt.NDArray[np.int64]
+_B = npt.NDArray[np.bool_]
+
+
+class TauTooShort(ValueError):
+    """The swap-out function's ``tau`` is shorter than one of its flushes (P2 cannot hold)."""
+
+    def __init__(self, tau: float, rank: int, point: int, nbytes: float, seconds: float) -> None:
+        self.tau, self.rank, self.point, self.nbytes, self.seconds = tau, rank, point, nbytes, seconds
+        super().__init__(f"tau = {tau:g} s is shorter than the flush of rank {rank} at sync point {point} "
+                         f"({nbytes:.0f} bytes take {seconds:.6g} s)")
+
+
+@dataclass(frozen=True)
+class BufferSpec:
+    """Memory, buffer and disk of one rank.
+
+    Parameters
+    ----------
+    memory : float
+        Bytes of trace one rank may keep resident before it swaps (the node's
+        memory left to trace buffers divided by its ranks).
+    buffer_bytes : float
+        Size of the tracer's buffer: flushing policies flush before it overflows.
+    flush_rate : float
+        Bytes per second of one rank's flush.
+    flush_latency : float
+        Seconds per flush (system call, seek).
+    swap_factor : float
+        Per-byte copy cost multiplier for bytes past ``memory`` (>= 1).
+    writeback_cost : float
+        CPU seconds per flushed byte spent after the flush (default 0).
+    """
+
+    memory: float
+    buffer_bytes: float
+    flush_rate: float
+    flush_latency: float = 0.0
+    swap_factor: float = 1.0
+    writeback_cost: float = 0.0
+
+    def __post_init__(self) -> None:
+        for key in ("memory", "buffer_bytes", "flush_rate"):
+            if not getattr(self, key) > 0:
+                raise ValueError(f"{key} must be > 0, got {getattr(self, key)!r}")
+        if not self.flush_latency >= 0:
+            raise ValueError(f"flush_latency must be >= 0, got {self.flush_latency!r}")
+        if not self.swap_factor >= 1:
+            raise ValueError(f"swap_factor must be >= 1, got {self.swap_factor!r}")
+        if not self.writeback_cost >= 0:
+            raise ValueError(f"writeback_cost must be >= 0, got {self.writeback_cost!r}")
+
+    def write_seconds(self, nbytes: npt.ArrayLike) -> _F:
+        """Seconds to write ``nbytes`` (0 for an empty buffer)."""
+        b = np.asarray(nbytes, np.float64)
+        return np.where(b > 0, self.flush_latency + b / self.flush_rate, 0.0)
+
+
+@dataclass(frozen=True)
+class Stream:
+    """The records of all ranks in program order, with running byte counts.
+
+    Attributes
+    ----------
+    n_ranks : int
+    rank, pos : int64 arrays
+        Owner and insertion key of every record, sorted by ``(rank, pos)``.
+    bytes : float64 array
+    cum : float64 array, length n+1
+        ``cum[i]`` = bytes of all records before ``i`` (global, over the sorted rows).
+    lo, hi : int64 arrays, one per rank
+        The rank's records are ``lo[r]:hi[r]``.
+    """
+
+    n_ranks: int
+    rank: _I
+    pos: _I
+    bytes: _F
+    cum: _F
+    lo: _I
+    hi: _I
+
+    @staticmethod
+    def build(n_ranks: int, rank: npt.ArrayLike, pos: npt.ArrayLike, nbytes: npt.ArrayLike) -> Stream:
+        """A stream from records sorted by ``(rank, pos)``."""
+        r = np.asarray(rank, np.int64)
+        p = np.asarray(pos, np.int64)
+        b = np.asarray(nbytes, np.float64)
+        if r.size and not np.all((np.diff(r) > 0) | ((np.diff(r) == 0) & (np.diff(p) >= 0))):
+            raise ValueError("records must be sorted by (rank, pos)")
+        edges = np.searchsorted(r, np.arange(n_ranks + 1))
+        return Stream(n_ranks, r, p, b, np.concatenate(([0.0], np.cumsum(b))), edges[:-1].astype(np.int64),
+                      edges[1:].astype(np.int64))
+
+    def __len__(self) -> int:
+        return int(self.rank.size)
+
+    def index_before(self, rank: _I, pos: _I) -> _I:
+        """Global index of the first record of ``rank`` at or after ``pos`` (records before it have pos < pos)."""
+        out = np.empty(np.asarray(rank).size, np.int64)
+        rank = np.asarray(rank, np.int64)
+        pos = np.asarray(pos, np.int64)
+        if rank.size == 0:
+            return out
+        # combined integer key: exact
+        span = int(max(int(self.pos.max()) if len(self) else 0, int(pos.max()))) + 2
+        rec_key = self.rank * span + self.pos
+        q = rank * span + pos
+        return np.searchsorted(rec_key, q, side="left").astype(np.int64)
+
+
+@dataclass(frozen=True)
+class SyncPoints:
+    """Points where every rank is at the same logical place: ``(rank, point, pos)`` sorted by (point, rank)."""
+
+    n_ranks: int
+    rank: _I
+    point: _I
+    pos: _I
+    kind: str = "collectives"
+
+    @staticmethod
+    def none(n_ranks: int, kind: str = "collectives") -> SyncPoints:
+        """No synchronisation points."""
+        z = np.zeros(0, np.int64)
+        return SyncPoints(n_ranks, z, z, z, kind)
+
+    @property
+    def n_points(self) -> int:
+        """Number of points (every rank has each)."""
+        return int(self.point.max()) + 1 if self.point.size else 0
+
+    def matrix(self) -> _I:
+        """``pos`` as a (points, ranks) matrix; requires every rank at every point."""
+        if self.point.size != self.n_points * self.n_ranks:
+            raise ValueError(f"every rank must reach every {self.kind} point")
+        return self.pos.reshape(self.n_points, self.n_ranks)
+
+
+@dataclass(frozen=True)
+class Flushes:
+    """Flushes chosen by a policy, sorted by ``(rank, pos)``.
+
+    Attributes
+    ----------
+    rank : int64 array
+    boundary : int64 array
+        Global record index: the flush writes the rank's records before it.
+    pos : int64 array
+        Insertion key of the flush (an individual flush sits just before the
+        record that did not fit: ``pos`` of that record minus 1).
+    pad : float64 array
+        Seconds to wait after writing (to equalise durations); 0 if none.
+    point : int64 array
+        Sync point of a synchronised flush, -1 for an individual one.
+    """
+
+    rank: _I
+    boundary: _I
+    pos: _I
+    pad: _F
+    point: _I
+
+    def __len__(self) -> int:
+        return int(self.rank.size)
+
+    @staticmethod
+    def empty() -> Flushes:
+        """No flushes."""
+        z = np.zeros(0, np.int64)
+        return Flushes(z, z, z, np.zeros(0), z)
+
+    @staticmethod
+    def concat(parts: list[Flushes]) -> Flushes:
+        """Merge and sort flushes."""
+        parts = [p for p in parts if len(p)]
+        if not parts:
+            return Flushes.empty()
+        rank = np.concatenate([p.rank for p in parts])
+        pos = np.concatenate([p.pos for p in parts])
+        order = np.lexsort((pos, rank))
+        return Flushes(rank[order], np.concatenate([p.boundary for p in parts])[order], pos[order],
+                       np.concatenate([p.pad for p in parts])[order], np.concatenate([p.point for p in parts])[order])
+
+
+@dataclass(frozen=True)
+class BufferState:
+    """Resident trace before every record and the bytes of every flush.
+
+    Attributes
+    ----------
+    resident : float64 array
+        Bytes in the rank's buffer just before each record.
+    over : float64 array
+        Bytes of each record past the rank's ``memory`` (copied at swap speed).
+    flush_bytes, flush_seconds : float64 arrays
+        Bytes written by each flush and its write time.
+    peak : float64 array
+        Largest resident trace of every rank.
+    """
+
+    resident: _F
+    over: _F
+    flush_bytes: _F
+    flush_seconds: _F
+    peak: _F
+
+
+def buffer_state(stream: Stream, flushes: Flushes, spec: BufferSpec) -> BufferState:
+    """Resident bytes before every record, swap bytes, and flush sizes (vectorised).
+
+    Examples
+    --------
+    >>> s = Stream.build(1, rank=[0, 0, 0], pos=[1, 2, 3], nbytes=[60.0, 60.0, 60.0])
+    >>> st = buffer_state(s, Flushes.empty(), BufferSpec(memory=100.0, buffer_bytes=1e9, flush_rate=1.0))
+    >>> st.resident.tolist(), st.over.tolist(), st.peak.tolist()
+    ([0.0, 60.0, 120.0], [0.0, 20.0, 60.0], [180.0])
+    """
+    n = len(stream)
+    idx = np.arange(n, dtype=np.int64)
+    reset = np.zeros(n + 1, bool)
+    reset[stream.lo] = True
+    b = np.clip(flushes.boundary, 0, n)
+    reset[b] = True
+    base_idx = np.maximum.accumulate(np.where(reset[:n], idx, 0)) if n else idx
+    resident = stream.cum[:n] - stream.cum[base_idx]
+    after = resident + stream.bytes
+    over = np.maximum(after - spec.memory, 0.0) - np.maximum(resident - spec.memory, 0.0)
+    # bytes of each flush: records since the previous flush (or the rank's start)
+    if len(flushes):
+        prev = np.concatenate(([-1], flushes.boundary[:-1]))
+        first_of_rank = np.ones(len(flushes), bool)
+        first_of_rank[1:] = flushes.rank[1:] != flushes.rank[:-1]
+        start = np.where(first_of_rank, stream.lo[flushes.rank], np.maximum(prev, stream.lo[flushes.rank]))
+        fb = stream.cum[b] - stream.cum[start]
+    else:
+        fb = np.zeros(0)
+    peak = np.zeros(stream.n_ranks)
+    if n:
+        np.maximum.at(peak, stream.rank, after)
+    return BufferState(resident, over, fb, spec.write_seconds(fb), peak)
+
+
+def _first_overflow(stream: Stream, base: _I, seg_hi: _I, cap: float) -> _I:
+    """For each rank, the first record in ``[base, seg_hi)`` whose end exceeds ``cap`` bytes since ``base``
+    (``seg_hi`` if none)."""
+    target = stream.cum[base] + cap
+    j = np.searchsorted(stream.cum[1:], target, side="right")  # first i with cum[i+1] > target
+    return np.minimum(np.maximum(j, base), seg_hi).astype(np.int64)
+
+
+def greedy_flushes(stream: Stream, base: _I, seg_hi: _I, cap: float) -> tuple[Flushes, _I]:
+    """Per-rank "flush when the next record does not fit" over records ``[base[r], seg_hi[r])``.
+
+    Returns the flushes and the new buffer start of every rank.  A record
+    larger than the buffer is written alone into an empty buffer.
+    """
+    base = base.copy()
+    out_rank: list[_I] = []
+    out_b: list[_I] = []
+    active = np.flatnonzero(base < seg_hi)
+    while active.size:
+        j = _first_overflow(stream, base[active], seg_hi[active], cap)
+        inside = j < seg_hi[active]
+        alone = inside & (j == base[active])
+        j = np.where(alone, j + 1, j)  # oversized record: flush right after it
+        flush = inside & (j < seg_hi[active])
+        r = active[flush]
+        out_rank.append(r)
+        out_b.append(j[flush])
+        # an oversized record at the very end of the segment stays in the buffer (base unchanged)
+        base[r] = j[flush]
+        active = r
+    if not out_rank:
+        return Flushes.empty(), base
+    rank = np.concatenate(out_rank).astype(np.int64)
+    bnd = np.concatenate(out_b).astype(np.int64)
+    order = np.lexsort((bnd, rank))
+    rank, bnd = rank[order], bnd[order]
+    pos = stream.pos[bnd] - 1
+    return Flushes(rank, bnd, pos, np.zeros(rank.size), np.full(rank.size, -1, np.int64)), base
+
+
+class SpillPolicy(Protocol):
+    """What every spilling policy provides."""
+
+    name: ClassVar[str]
+    keeps_c: ClassVar[bool]
+
+    def plan(self, stream: Stream, spec: BufferSpec, collectives: SyncPoints, steps: SyncPoints) -> Flushes:
+        """The flushes of every rank."""
+        ...
+
+
+@dataclass(frozen=True)
+class KeepInMemory:
+    """Keep the whole trace in memory; once it outgrows ``memory`` every record swaps (seed 003's S_i)."""
+
+    name: ClassVar[str] = "keep"
+    keeps_c: ClassVar[bool] = False
+
+    def plan(self, stream: Stream, spec: BufferSpec, collectives: SyncPoints, steps: SyncPoints) -> Flushes:
+        """No flushes."""
+        return Flushes.empty()
+
+
+@dataclass(frozen=True)
+class PerRankFlush:
+    """Flush a rank's buffer when its next record does not fit (Score-P, Extrae).
+
+    Each rank decides alone, so ranks that record at different rates flush at
+    different places and condition C breaks.
+    """
+
+    name: ClassVar[str] = "per_rank"
+    keeps_c: ClassVar[bool] = False
+
+    def plan(self, stream: Stream, spec: BufferSpec, collectives: SyncPoints, steps: SyncPoints) -> Flushes:
+        """Greedy flushes over each rank's whole record stream."""
+        fl, _ = greedy_flushes(stream, stream.lo.copy(), stream.hi.copy(), spec.buffer_bytes)
+        return fl
+
+
+def _boundaries(stream: Stream, pts: SyncPoints) -> _I:
+    """(points, ranks) matrix of the global record index at every sync point."""
+    m = pts.matrix()
+    ranks = np.broadcast_to(np.arange(pts.n_ranks, dtype=np.int64), m.shape)
+    return stream.index_before(ranks.ravel(), m.ravel()).reshape(m.shape)
+
+
+@dataclass(frozen=True)
+class SwapOutF:
+    """Seed 003's swap-out function f: write and clear the buffer, then busy-wait until ``tau`` has passed.
+
+    f is placed statically after every ``every``-th collective (``sync =
+    "collectives"``) or at the end of every ``every``-th step (``sync =
+    "steps"``), so every rank calls it equally often (P2 with a fixed
+    duration) and, with ``every`` small enough, no buffer outgrows memory (P1).
+
+    Raises
+    ------
+    TauTooShort
+        If some flush takes longer than ``tau``.
+    """
+
+    tau: float
+    every: int = 1
+    sync: str = "collectives"
+    name: ClassVar[str] = "swapout_f"
+    keeps_c: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        if not self.tau > 0:
+            raise ValueError(f"tau must be > 0, got {self.tau!r}")
+        if self.every < 1:
+            raise ValueError(f"every must be >= 1, got {self.every!r}")
+        if self.sync not in ("collectives", "steps"):
+            raise ValueError(f"sync must be 'collectives' or 'steps', got {self.sync!r}")
+
+    def plan(self, stream: Stream, spec: BufferSpec, collectives: SyncPoints, steps: SyncPoints) -> Flushes:
+        """f after every ``every``-th point on every rank, padded to ``tau``."""
+        pts = collectives if self.sync == "collectives" else steps
+        if pts.n_points == 0:
+            return Flushes.empty()
+        bnd = _boundaries(stream, pts)
+        m = pts.matrix()
+        chosen = np.arange(self.every - 1, pts.n_points, self.every)
+        if chosen.size == 0:
+            return Flushes.empty()
+        b = bnd[chosen]
+        prev = np.vstack((stream.lo[None, :], b[:-1]))
+        nbytes = stream.cum[b] - stream.cum[prev]
+        secs = spec.write_seconds(nbytes)
+        if (secs > self.tau).any():
+            i, r = np.unravel_index(int(np.argmax(secs)), secs.shape)
+            raise TauTooShort(self.tau, int(r), int(chosen[i]), float(nbytes[i, r]), float(secs[i, r]))
+        rank = np.broadcast_to(np.arange(pts.n_ranks, dtype=np.int64), b.shape)
+        point = np.broadcast_to(chosen[:, None], b.shape)
+        fl = Flushes(rank.ravel().copy(), b.ravel().copy(), m[chosen].ravel().copy(), (self.tau - secs).ravel(),
+                     point.ravel().astype(np.int64))
+        return Flushes.concat([fl])
+
+
+def largest_safe_every(stream: Stream, pts: SyncPoints, cap: float) -> int:
+    """Largest ``every`` for which no rank records more than ``cap`` bytes between two f calls (P1).
+
+    This is the programmer's static choice of seed 003 (it knows how much each
+    step records); 1 if even every point is not enough.
+    """
+    if pts.n_points == 0:
+        return 1
+    bnd = _boundaries(stream, pts)
+    full = np.vstack((stream.lo[None, :], bnd, stream.hi[None, :]))
+    cum = stream.cum[full]  # (points+2, ranks)
+
+    def ok(e: int) -> bool:
+        # f calls at points e-1, 2e-1, ... (rows e, 2e, ... of ``full``): growth between consecutive calls
+        cuts = np.concatenate(([0], np.arange(e, pts.n_points + 1, e), [pts.n_points + 1]))
+        grow = np.diff(cum[np.unique(cuts)], axis=0)
+        return bool((grow <= cap).all())
+
+    lo, hi = 1, pts.n_points
+    if not ok(1):
+        return 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+@dataclass(frozen=True)
+class SynchronizedFlush:
+    """VampirTrace's synchronised flush: at a collective, every rank flushes if any buffer passed ``fill_level``.
+
+    The fill levels travel with the collective (what VampirTrace's
+    ``VT_SYNC_FLUSH`` does).  A buffer that fills up between collectives is
+    flushed by its rank alone.  Every rank writes its own bytes, so flush
+    durations differ: condition C breaks by the difference.
+    """
+
+    fill_level: float = 0.8
+    name: ClassVar[str] = "vampir_sync"
+    keeps_c: ClassVar[bool] = False
+    pad: ClassVar[bool] = False
+    predictive: ClassVar[bool] = False
+    safety: ClassVar[float] = 1.0
+    window: ClassVar[int] = 0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.fill_level <= 1:
+            raise ValueError(f"fill_level must be in (0, 1], got {self.fill_level!r}")
+
+    def plan(self, stream: Stream, spec: BufferSpec, collectives: SyncPoints, steps: SyncPoints) -> Flushes:
+        """Walk the collectives in order; flush all ranks where the trigger fires."""
+        return _sync_plan(stream, spec, collectives, fill_level=self.fill_level, pad=self.pad,
+                          predictive=self.predictive, safety=self.safety, window=self.window)
+
+
+@dataclass(frozen=True)
+class PaddedSyncFlush:
+    """Our policy: synchronised flushes whose durations are padded to the slowest rank's write.
+
+    At every collective each rank learns, with the collective, the fill level
+    of every buffer (and, for the predictive trigger, how much every rank
+    recorded since the previous collective).  All ranks flush together when
+
+    * ``trigger = "fill"``: some buffer passed ``fill_level`` of its size, or
+    * ``trigger = "predict"``: some buffer would overflow before the next
+      collective if it grew by ``safety`` times the largest growth between two
+      collectives seen in the last ``window`` intervals (0 = all so far),
+
+    and every rank then waits until the slowest rank's write has finished
+    (``latency + max fill / rate``, known to all from the same collective), so
+    flushes have equal counts and equal durations: condition C holds.  Compared
+    with f it flushes only when needed and only as long as needed (f needs a
+    conservative ``tau`` and interval).  A buffer that fills up between
+    collectives anyway (a growth burst the trigger did not foresee) is flushed
+    by its rank alone, breaking C there; the report counts these.
+    """
+
+    trigger: str = "predict"
+    fill_level: float = 0.8
+    safety: float = 1.5
+    window: int = 0
+    name: ClassVar[str] = "predictive_sync"
+    keeps_c: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        if self.trigger not in ("fill", "predict"):
+            raise ValueError(f"trigger must be 'fill' or 'predict', got {self.trigger!r}")
+        if not 0 < self.fill_level <= 1:
+            raise ValueError(f"fill_level must be in (0, 1], got {self.fill_level!r}")
+        if not self.safety >= 1:
+            raise ValueError(f"safety must be >= 1, got {self.safety!r}")
+        if self.window < 0:
+            raise ValueError(f"window must be >= 0, got {self.window!r}")
+
+    def plan(self, stream: Stream, spec: BufferSpec, collectives: SyncPoints, steps: SyncPoints) -> Flushes:
+        """Walk the collectives in order; flush all ranks (padded) where the trigger fires."""
+        return _sync_plan(stream, spec, collectives, fill_level=self.fill_level, pad=True,
+                          predictive=self.trigger == "predict", safety=self.safety, window=self.window)
+
+
+def _sync_plan(stream: Stream, spec: BufferSpec, pts: SyncPoints, *, fill_level: float, pad: bool,
+               predictive: bool, safety: float, window: int) -> Flushes:
+    cap = spec.buffer_bytes
+    base = stream.lo.copy()
+    parts: list[Flushes] = []
+    if pts.n_points == 0:
+        fl, _ = greedy_flushes(stream, base, stream.hi.copy(), cap)
+        return fl
+    bnd = _boundaries(stream, pts)
+    m = pts.matrix()
+    ranks = np.arange(pts.n_ranks, dtype=np.int64)
+    growth_hist: list[float] = []
+    prev_b = stream.lo.copy()
+    for k in range(pts.n_points):
+        b = bnd[k]
+        fl, base = greedy_flushes(stream, base, b, cap)
+        parts.append(fl)
+        fill = stream.cum[b] - stream.cum[base]
+        growth_hist.append(float((stream.cum[b] - stream.cum[prev_b]).max()))
+        prev_b = b
+        if predictive:
+            hist = growth_hist[-window:] if window else growth_hist
+            fire = bool((fill + safety * max(hist) > cap).any())
+        else:
+            fire = bool((fill >= fill_level * cap).any())
+        if fire:
+            secs = spec.write_seconds(fill)
+            pads = (secs.max() - secs) if pad else np.zeros(pts.n_ranks)
+            parts.append(Flushes(ranks.copy(), b.copy(), m[k].copy(), pads, np.full(pts.n_ranks, k, np.int64)))
+            base = b.copy()
+    fl, _ = greedy_flushes(stream, base, stream.hi.copy(), cap)
+    parts.append(fl)
+    return Flushes.concat(parts)
+
+
+#: Policy names accepted in ``[tracing] policy``.
+POLICIES: dict[str, str] = {
+    "keep": "keep everything in memory (swaps past the memory limit)",
+    "per_rank": "flush a rank's buffer when full (Score-P / Extrae)",
+    "swapout_f": "seed 003's swap-out function f every N collectives or steps, lasting tau (P1, P2)",
+    "vampir_sync": "all ranks flush at a collective when any buffer passed fill_level (VampirTrace)",
+    "padded_sync": "ours: VampirTrace's trigger, flushes padded to the slowest rank (keeps C)",
+    "predictive_sync": "ours: flush at a collective only when the next interval could overflow, padded (keeps C)",
+}
+
+
+@dataclass(frozen=True)
+class SpillSummary:
+    """What a policy did (for reports and the policy comparison)."""
+
+    policy: str
+    flushes: int
+    synchronized_flushes: int
+    individual_flushes: int
+    flushed_bytes: float
+    flush_seconds: float
+    pad_seconds: float
+    swap_bytes: float
+    peak_resident: float
+    p1_ok: bool
+    per_rank_flushes: list[int] = field(default_factory=list)
+
+
+def make_policy(name: str, *, tau: float = 1.0, every: int = 1, sync: str = "collectives", fill_level: float = 0.8,
+                safety: float = 1.5, window: int = 0) -> SpillPolicy:
+    """The policy called ``name`` with its parameters (unused ones are ignored).
+
+    Raises
+    ------
+    ValueError
+        For an unknown name (the message lists the known ones).
+    """
+    if name == "keep":
+        return KeepInMemory()
+    if name == "per_rank":
+        return PerRankFlush()
+    if name == "swapout_f":
+        return SwapOutF(tau=tau, every=every, sync=sync)
+    if name == "vampir_sync":
+        return SynchronizedFlush(fill_level=fill_level)
+    if name == "padded_sync":
+        return PaddedSyncFlush(trigger="fill", fill_level=fill_level, safety=safety, window=window)
+    if name == "predictive_sync":
+        return PaddedSyncFlush(trigger="predict", fill_level=fill_level, safety=safety, window=window)
+    raise ValueError(f"unknown spilling policy {name!r}; known: {', '.join(POLICIES)}")
+
+
+def summarize_spill(policy: str, stream: Stream, flushes: Flushes, state: BufferState,
+                    spec: BufferSpec) -> SpillSummary:
+    """Counts and totals of what a policy did."""
+    sync = flushes.point >= 0
+    real = state.flush_bytes > 0
+    return SpillSummary(
+        policy=policy,
+        flushes=len(flushes),
+        synchronized_flushes=int(sync.sum()),
+        individual_flushes=int((~sync).sum()),
+        flushed_bytes=float(state.flush_bytes.sum()),
+        flush_seconds=float(state.flush_seconds.sum() + flushes.pad.sum()),
+        pad_seconds=float(flushes.pad.sum()),
+        swap_bytes=float(state.over.sum()),
+        peak_resident=float(state.peak.max()) if state.peak.size else 0.0,
+        p1_ok=bool((state.peak <= spec.memory).all()),
+        per_rank_flushes=np.bincount(flushes.rank[real | sync], minlength=stream.n_ranks).tolist(),
+    )
+
+
+def tracing_insertions(ops: OpTable, records: Records, inst: Instrumentation, spec: BufferSpec, flushes: Flushes,
+                       state: BufferState) -> Insertions:
+    """The operations a tracer adds: record overheads, swap stalls, flushes, pads and write-back.
+
+    * every record: ``overhead`` of ``fixed_cost + bytes * copy_cost`` (kind overhead) and, for
+      bytes past ``memory``, ``swap`` of ``over * copy_cost * (swap_factor - 1)`` (kind swap);
+    * every flush: ``flush`` of its bytes at a rate that makes it last ``latency + bytes / rate``,
+      then ``delay`` of its pad and ``overhead`` of ``writeback_cost * bytes`` (all kind flush).
+    """
+    parts = [
+        Insertions.make(rank=records.rank, key=records.pos, tie=0, action="overhead",
+                        value=inst.cost(records.bytes), kind="overhead", ref_row=records.row),
+        Insertions.make(rank=records.rank, key=records.pos, tie=1, action="swap",
+                        value=state.over * inst.copy_cost * (spec.swap_factor - 1.0), kind="swap",
+                        ref_row=records.row),
+    ]
+    if len(flushes):
+        ref = row_of(ops, flushes.rank, flushes.pos // KEY_SCALE - 1)
+        secs = state.flush_seconds
+        rate = np.where(secs > 0, state.flush_bytes / np.where(secs > 0, secs, 1.0), 1.0)
+        parts += [
+            Insertions.make(rank=flushes.rank, key=flushes.pos, tie=2, action="flush", value=state.flush_bytes,
+                            value2=rate, kind="flush", ref_row=ref),
+            Insertions.make(rank=flushes.rank, key=flushes.pos, tie=3, action="delay", value=flushes.pad,
+                            kind="flush", ref_row=ref),
+            Insertions.make(rank=flushes.rank, key=flushes.pos, tie=4, action="overhead",
+                            value=spec.writeback_cost * state.flush_bytes, kind="flush", ref_row=ref),
+        ]
+    return concat(parts)

@@ -1,0 +1,512 @@
+"""Read and write SMPI time-independent (TI) traces, with per-peer counts of v-collectives.
+
+A TI trace is what ``smpirun -trace-ti`` records and what ``smpirun -replay``
+replays (docs/real_programs.md describes the format for converter writers).
+:func:`parse_ti_trace` turns one into an :class:`~waitlab.models.ops.OpTable`
+so it goes through the synthetic pipeline (perturbations, what-if platforms);
+:func:`write_ti_trace` writes an OpTable back, exactly, including the per-peer
+counts of ``alltoallv``/``gatherv``/``scatterv``/``allgatherv``/``reducescatter``
+that an OpTable row cannot hold (they travel in a :class:`VectorStore`).
+
+Sizes in a TI trace are element counts of an MPI datatype (SMPI's datatype ids;
+without one, ``MPI_BYTE``, or ``MPI_DOUBLE`` when the rank's ``init`` line has
+an argument).  The OpTable holds bytes; :func:`write_ti_trace` writes bytes
+with ``MPI_BYTE`` (id 6), so a trace round-trips to the same byte counts.
+``compute`` amounts are flops; the OpTable holds seconds at a reference speed
+(``flops_per_second``), and the writer multiplies by the target core speed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from waitlab.models.ops import ACTIONS, CODE, Ledger, OpTable
+from waitlab.simulator.trace import format_lines
+
+from waitlab.errors import InputError
+
+#: Byte size of SimGrid 3.32's predefined datatype ids (``src/smpi/mpi/smpi_datatype.cpp``).
+DATATYPE_SIZES: dict[str, int] = {
+    "0": 8, "1": 4, "2": 1, "3": 2, "4": 8, "5": 4, "6": 1, "7": 8, "8": 1, "9": 1, "10": 2, "11": 4, "12": 8,
+    "13": 8, "14": 16, "15": 4, "16": 1, "17": 1, "18": 2, "19": 4, "20": 8, "21": 1, "22": 2, "23": 4, "24": 8,
+    "25": 8, "26": 16, "27": 32, "28": 8, "29": 8, "30": 8, "31": 16, "32": 16, "33": 8, "34": 8, "35": 8,
+    "36": 16, "37": 16, "38": 4, "39": 4, "40": 8, "41": 16, "42": 8, "43": 16, "44": 16, "45": 4, "46": 2,
+    "47": 4, "48": 8, "49": 16, "50": 32, "51": 1, "52": 8, "53": 16, "54": 32, "57": 1, "58": 8, "59": 8,
+}  # fmt: skip
+BYTE_DT = "6"
+
+#: Collectives whose TI line carries one count per rank.
+V_ACTIONS = ("alltoallv", "gatherv", "scatterv", "allgatherv", "reducescatter")
+_V_CODES = frozenset(CODE[a] for a in V_ACTIONS)
+
+#: Point-to-point spellings SMPI's tracer may write, mapped to the action waitlab replays.
+_SEND_ALIASES = {"send": "send", "ssend": "send", "Ssend": "send", "bsend": "send", "rsend": "send",
+                 "isend": "isend", "issend": "isend", "ISsend": "isend", "ibsend": "isend", "irsend": "isend"}
+_IGNORED = frozenset({"location", "comm_size", "comm_split", "comm_dup"})
+_SECONDS = ("sleep", "overhead", "noise", "delay", "swap")
+
+
+@dataclass
+class VectorStore:
+    """Per-peer byte counts of v-collectives, keyed by (rank, action code, occurrence on that rank).
+
+    The key survives perturbations (they insert local operations only) and
+    counterfactual re-runs, unlike a row number.
+    """
+
+    data: dict[tuple[int, int, int], tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = field(
+        default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def put(self, rank: int, code: int, k: int, send: npt.ArrayLike, recv: npt.ArrayLike) -> None:
+        """Store the counts of the ``k``-th ``code`` operation of ``rank``."""
+        self.data[(rank, code, k)] = (np.asarray(send, np.int64), np.asarray(recv, np.int64))
+
+    def get(self, rank: int, code: int, k: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None:
+        return self.data.get((rank, code, k))
+
+
+@dataclass(frozen=True)
+class ParsedTrace:
+    """A TI trace as operations: ``ops`` (compute in seconds at ``flops_per_second``) and ``vectors``."""
+
+    ops: OpTable
+    vectors: VectorStore
+    files: tuple[Path, ...]
+    flops_per_second: float
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Reading
+# ---------------------------------------------------------------------------------------------------------------
+
+def _is_trace_line(line: str) -> bool:
+    parts = line.split()
+    return len(parts) >= 2 and parts[0].lstrip("-").isdigit() and not Path(line.strip()).exists()
+
+
+def trace_files(path: Path) -> list[Path]:
+    """The trace files named by an index (one line per rank, or one line for a shared file).
+
+    ``path`` may also be a trace file itself (its lines start with a rank number).
+    Relative names in an index are relative to the index's folder.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(str(path), "(file)", "trace index does not exist", "give the index written by "
+                         "'waitlab capture' or 'smpirun -trace-ti' (-trace-file NAME)")
+    entries: list[tuple[int, str]] = []
+    with path.open(encoding="utf-8", errors="replace") as fh:
+        for n, raw in enumerate(fh, 1):
+            line = raw.strip()
+            if not line or line.startswith("#"):
+                continue
+            if _is_trace_line(line):
+                return [path]  # a trace file, not an index
+            entries.append((n, line))
+    if not entries:
+        raise InputError(str(path), "(file)", "the trace index lists no trace file", "one path per line")
+    files = []
+    for n, name in entries:
+        p = Path(name)
+        if not p.is_absolute():
+            p = path.parent / p
+        if not p.is_file():
+            raise InputError(str(path), f"line {n}", f"trace file {name} does not exist",
+                             "keep the per-rank files next to the index (paths are relative to it)")
+        files.append(p)
+    return files
+
+
+class _Lines:
+    """Column accumulator for parsed operations."""
+
+    def __init__(self) -> None:
+        self.rank: list[int] = []
+        self.code: list[int] = []
+        self.value: list[float] = []
+        self.value2: list[float] = []
+        self.peer: list[int] = []
+        self.tag: list[int] = []
+        self.name: list[int] = []
+        self.names: dict[str, int] = {}
+
+    def add(self, rank: int, action: str, value: float = 0.0, value2: float = 0.0, peer: int = -1, tag: int = 0,
+            name: str | None = None) -> None:
+        self.rank.append(rank)
+        self.code.append(CODE[action])
+        self.value.append(value)
+        self.value2.append(value2)
+        self.peer.append(peer)
+        self.tag.append(tag)
+        if name is None:
+            self.name.append(-1)
+        else:
+            self.name.append(self.names.setdefault(name, len(self.names)))
+
+
+def _iter_lines(files: list[Path]) -> Iterator[tuple[int, Path, int, list[str]]]:
+    """(file index, file, line number, fields) of every non-blank, non-comment line."""
+    for fi, f in enumerate(files):
+        with f.open(encoding="utf-8", errors="replace") as fh:
+            for n, raw in enumerate(fh, 1):
+                line = raw.strip()
+                if line and not line.startswith("#"):
+                    yield fi, f, n, line.split()
+
+
+def parse_ti_trace(path: Path, *, flops_per_second: float, n_ranks: int | None = None) -> ParsedTrace:
+    """Parse a TI trace (index or single file) into operations.
+
+    Parameters
+    ----------
+    path : Path
+        Index file (one trace file per rank, or one shared file) or a trace file.
+    flops_per_second : float
+        Converts ``compute`` flops into the OpTable's seconds (use the core speed of
+        the platform the trace will be replayed on to keep flops as flops).
+    n_ranks : int, optional
+        Expected number of ranks; checked against the trace.
+
+    Raises
+    ------
+    InputError
+        Naming the file and line of the first malformed or unsupported line.
+    """
+    if not flops_per_second > 0:
+        raise InputError(str(path), "flops_per_second", f"must be > 0, got {flops_per_second}", "")
+    files = trace_files(Path(path))
+    per_rank_files = len(files) > 1
+    out = _Lines()
+    vectors = VectorStore()
+    default_dt: dict[int, int] = {}
+    v_seen: dict[tuple[int, int], int] = {}
+    ranks_seen: set[int] = set()
+    world = n_ranks if n_ranks is not None else (len(files) if per_rank_files else None)
+    if world is None:  # one shared file: count the ranks first
+        ranks: set[int] = set()
+        for _fi, _f, _n, parts in _iter_lines(files):
+            if parts[0].lstrip("-").isdigit():
+                ranks.add(int(parts[0]))
+        world = max(ranks) + 1 if ranks else 0
+    for fi, f, n, parts in _iter_lines(files):
+        def bad(problem: str, fix: str = "see docs/real_programs.md, 'The TI trace format'", _f: Path = f,
+                _n: int = n) -> InputError:
+            return InputError(str(_f), f"line {_n}", problem, fix)
+
+        if len(parts) < 2 or not parts[0].lstrip("-").isdigit():
+            raise bad(f"expected '<rank> <action> <arguments>', got {' '.join(parts)!r}")
+        rank = int(parts[0])
+        if not 0 <= rank < world:
+            raise bad(f"rank {rank} is outside 0..{world - 1}", "the trace and the scenario's ranks must agree")
+        if per_rank_files and rank != fi:
+            raise bad(f"line of rank {rank} in the file of rank {fi} (index order is rank order)")
+        ranks_seen.add(rank)
+        action, args = parts[1], parts[2:]
+        try:
+            _parse_action(out, vectors, v_seen, default_dt, rank, action, args, world, flops_per_second)
+        except _BadLine as exc:
+            raise bad(str(exc), exc.fix) from None
+    if n_ranks is not None and ranks_seen and max(ranks_seen) + 1 != n_ranks:
+        raise InputError(str(path), "(ranks)", f"the trace has {max(ranks_seen) + 1} ranks but the scenario "
+                         f"asks for {n_ranks}", "set [scenario] ranks to the trace's number of ranks")
+    ops = _to_table(out, world)
+    return ParsedTrace(ops, vectors, tuple(files), flops_per_second)
+
+
+class _BadLine(Exception):
+    def __init__(self, problem: str, fix: str = "see docs/real_programs.md, 'The TI trace format'") -> None:
+        super().__init__(problem)
+        self.fix = fix
+
+
+def _num(args: list[str], i: int, what: str, *, integer: bool = True, negative: bool = False) -> float:
+    if i >= len(args):
+        raise _BadLine(f"missing argument {i + 1} ({what})")
+    try:
+        x = float(args[i])
+    except ValueError:
+        raise _BadLine(f"argument {i + 1} ({what}) is not a number: {args[i]!r}") from None
+    if not np.isfinite(x) or (x < 0 and not negative):
+        raise _BadLine(f"argument {i + 1} ({what}) must be a finite number >= 0, got {args[i]!r}")
+    if integer and x != int(x):
+        raise _BadLine(f"argument {i + 1} ({what}) must be an integer, got {args[i]!r}")
+    return x
+
+
+def _dt(args: list[str], i: int, default: int) -> int:
+    if i >= len(args):
+        return default
+    size = DATATYPE_SIZES.get(args[i])
+    if size is None:
+        raise _BadLine(f"unknown datatype id {args[i]!r} (argument {i + 1})",
+                       "only SimGrid's predefined datatype ids 0-59 can be replayed; write sizes in bytes "
+                       "with datatype 6 (MPI_BYTE)")
+    return size
+
+
+def _counts(args: list[str], start: int, n: int, what: str) -> list[float]:
+    if start + n > len(args):
+        raise _BadLine(f"needs {n} {what} (one per rank), got {max(len(args) - start, 0)}")
+    return [_num(args, start + i, what) for i in range(n)]
+
+
+def _parse_action(out: _Lines, vectors: VectorStore, v_seen: dict[tuple[int, int], int], default_dt: dict[int, int],
+                  rank: int, action: str, args: list[str], world: int, fps: float) -> None:
+    dflt = default_dt.get(rank, 1)
+    if action == "init":
+        default_dt[rank] = 8 if args else 1
+        return
+    if action == "finalize" or action in _IGNORED:
+        return
+    if action in _SEND_ALIASES or action in ("recv", "irecv"):
+        kind = _SEND_ALIASES.get(action, action)
+        if args and args[0] in ("-333", "-555"):
+            raise _BadLine(f"{action} from any source (MPI_ANY_SOURCE, written as {args[0]}) cannot be replayed: "
+                           "the trace does not say which rank sent the message",
+                           "capture with waitlab's layer (waitlab capture --via layer), which records the source")
+        peer, tag = _num(args, 0, "partner rank"), _num(args, 1, "tag")
+        count = _num(args, 2, "count")
+        if peer >= world:
+            raise _BadLine(f"partner rank {int(peer)} is outside 0..{world - 1}")
+        out.add(rank, kind, count * _dt(args, 3, dflt), peer=int(peer), tag=int(tag))
+    elif action in ("wait", "test"):
+        src, dst, tag = (int(_num(args, i, w, negative=True)) for i, w in enumerate(("source", "destination",
+                                                                                      "tag")))
+        is_recv = dst == rank
+        out.add(rank, action, 0.0, 1.0 if is_recv else 0.0, peer=src if is_recv else dst, tag=tag)
+    elif action == "waitall":
+        out.add(rank, "waitall")
+    elif action == "sendRecv":
+        scount, fdst, rcount, fsrc = (_num(args, i, w) for i, w in enumerate(("send count", "destination",
+                                                                             "receive count", "source")))
+        out.add(rank, "isend", scount * _dt(args, 4, dflt), peer=int(fdst))
+        out.add(rank, "irecv", rcount * _dt(args, 5, dflt), peer=int(fsrc))
+        out.add(rank, "waitall")
+    elif action == "barrier":
+        out.add(rank, "barrier")
+    elif action == "bcast":
+        out.add(rank, "bcast", _num(args, 0, "count") * _dt(args, 2, dflt),
+                peer=int(_num(args, 1, "root")) if len(args) > 1 else 0)
+    elif action == "reduce":
+        out.add(rank, "reduce", _num(args, 0, "count") * _dt(args, 3, dflt), _num(args, 1, "flops", integer=False),
+                peer=int(_num(args, 2, "root")) if len(args) > 2 else 0)
+    elif action in ("allreduce", "scan", "exscan"):
+        out.add(rank, action, _num(args, 0, "count") * _dt(args, 2, dflt), _num(args, 1, "flops", integer=False))
+    elif action in ("alltoall", "allgather"):
+        out.add(rank, action, _num(args, 0, "send count") * _dt(args, 2, dflt),
+                _num(args, 1, "receive count") * _dt(args, 3, dflt))
+    elif action in ("gather", "scatter"):
+        out.add(rank, action, _num(args, 0, "send count") * _dt(args, 3, dflt),
+                _num(args, 1, "receive count") * _dt(args, 4, dflt),
+                peer=int(_num(args, 2, "root")) if len(args) > 2 else 0)
+    elif action in V_ACTIONS:
+        _parse_v(out, vectors, v_seen, rank, action, args, world, dflt)
+    elif action == "compute":
+        out.add(rank, "compute", _num(args, 0, "flops", integer=False) / fps)
+    elif action in _SECONDS:
+        out.add(rank, action, _num(args, 0, "seconds", integer=False))
+    elif action == "flush":
+        rate = _num(args, 1, "bytes per second", integer=False)
+        if rate <= 0:
+            raise _BadLine("flush rate must be > 0")
+        out.add(rank, "flush", _num(args, 0, "bytes", integer=False), rate)
+    elif action in ("enter", "leave"):
+        if len(args) != 1:
+            raise _BadLine(f"{action} takes one region name without spaces")
+        out.add(rank, action, name=args[0])
+    else:
+        known = sorted({*_SEND_ALIASES, "recv", "irecv", "wait", "test", "waitall", "sendRecv", "barrier", "bcast",
+                        "reduce", "allreduce", "scan", "exscan", "alltoall", "allgather", "gather", "scatter",
+                        *V_ACTIONS, "compute", *_SECONDS, "flush", "enter", "leave", "init", "finalize",
+                        *_IGNORED})
+        raise _BadLine(f"action {action!r} cannot be replayed by waitlab", f"use one of: {', '.join(known)}")
+
+
+def _parse_v(out: _Lines, vectors: VectorStore, v_seen: dict[tuple[int, int], int], rank: int, action: str,
+             args: list[str], world: int, dflt: int) -> None:
+    n = world
+    code = CODE[action]
+    if action == "alltoallv":
+        # sbuf scounts*N rbuf rcounts*N [sdt rdt]
+        s = _counts(args, 1, n, "send counts")
+        r = _counts(args, 2 + n, n, "receive counts")
+        ssz, rsz = _dt(args, 2 + 2 * n, dflt), _dt(args, 3 + 2 * n, dflt)
+        send, recv, root = [c * ssz for c in s], [c * rsz for c in r], -1
+    elif action in ("gatherv", "allgatherv"):
+        # scount rcounts*N [root] [sdt rdt]  (allgatherv has no root)
+        scount = _num(args, 0, "send count")
+        r = _counts(args, 1, n, "receive counts")
+        base = 1 + n
+        root = -1
+        if action == "gatherv":
+            root = int(_num(args, base, "root")) if len(args) > base else 0
+            base += 1
+        ssz, rsz = _dt(args, base, dflt), _dt(args, base + 1, dflt)
+        send, recv = [0.0] * n, [c * rsz for c in r]
+        send[root if root >= 0 else rank] = scount * ssz
+    elif action == "scatterv":
+        # scounts*N rcount [root sdt rdt]
+        s = _counts(args, 0, n, "send counts")
+        rcount = _num(args, n, "receive count")
+        root = int(_num(args, n + 1, "root")) if len(args) > n + 1 else 0
+        ssz, rsz = _dt(args, n + 2, dflt), _dt(args, n + 3, dflt)
+        send, recv = [c * ssz for c in s], [0.0] * n
+        recv[root] = rcount * rsz
+    else:  # reducescatter rcounts*N flops [dt]
+        r = _counts(args, 0, n, "receive counts")
+        flops = _num(args, n, "flops", integer=False)
+        sz = _dt(args, n + 1, dflt)
+        send, recv, root = [0.0] * n, [c * sz for c in r], -1
+        k = v_seen.get((rank, code), 0)
+        v_seen[(rank, code)] = k + 1
+        vectors.put(rank, code, k, send, recv)
+        out.add(rank, action, float(sum(recv)), flops)
+        return
+    k = v_seen.get((rank, code), 0)
+    v_seen[(rank, code)] = k + 1
+    vectors.put(rank, code, k, send, recv)
+    out.add(rank, action, float(sum(send)), float(sum(recv)), peer=root)
+
+
+def _to_table(out: _Lines, n_ranks: int) -> OpTable:
+    rank = np.asarray(out.rank, np.int32)
+    order = np.argsort(rank, kind="stable")
+    n = rank.size
+    cols: dict[str, npt.NDArray[Any]] = {
+        "rank": rank[order],
+        "code": np.asarray(out.code, np.int8)[order],
+        "step": np.full(n, -1, np.int32),
+        "name": np.asarray(out.name, np.int32)[order],
+        "value": np.asarray(out.value, np.float64)[order],
+        "value2": np.asarray(out.value2, np.float64)[order],
+        "peer": np.asarray(out.peer, np.int32)[order],
+        "tag": np.asarray(out.tag, np.int32)[order],
+        "cause": np.full(n, -1, np.int64),
+        "excess": np.zeros(n, np.float64),
+    }
+    counts = np.bincount(cols["rank"], minlength=n_ranks)
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
+    cols["seq"] = (np.arange(n) - np.repeat(starts, counts)).astype(np.int32)
+    names = tuple(sorted(out.names, key=out.names.__getitem__))
+    return OpTable(n_ranks=n_ranks, names=names, ledger=empty_ledger(), **cols)
+
+
+def empty_ledger() -> Ledger:
+    """A ledger with no injected cause."""
+    return Ledger(rank=np.zeros(0, np.int32), region=np.zeros(0, np.int32), step=np.zeros(0, np.int32),
+                  seconds=np.zeros(0), kind=np.zeros(0, np.int8))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Writing
+# ---------------------------------------------------------------------------------------------------------------
+
+def occurrence(ops: OpTable) -> npt.NDArray[np.int64]:
+    """For each row, how many earlier rows of the same rank have the same action code."""
+    key = ops.rank.astype(np.int64) * 256 + ops.code.astype(np.int64)
+    order = np.lexsort((ops.seq, key))
+    k = np.empty(len(ops), np.int64)
+    sk = key[order]
+    start = np.ones(sk.size, bool)
+    start[1:] = sk[1:] != sk[:-1]
+    first = np.maximum.accumulate(np.where(start, np.arange(sk.size), 0))
+    k[order] = np.arange(sk.size) - first
+    return k
+
+
+def _fmt_counts(a: npt.NDArray[np.int64]) -> str:
+    return " ".join(str(int(x)) for x in a)
+
+
+def _uniform(total: float, n: int) -> npt.NDArray[np.int64]:
+    base = round(total) // n if n else 0
+    out = np.full(n, base, np.int64)
+    if n:
+        out[: round(total) - base * n] += 1
+    return out
+
+
+def _v_line(action: str, rank: int, value: float, value2: float, peer: int, n: int,
+            vec: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None) -> str:
+    if vec is None:  # no per-peer counts known: spread the bytes evenly
+        send, recv = _uniform(value, n), _uniform(value2 if action != "reducescatter" else value, n)
+    else:
+        send, recv = vec
+    b = BYTE_DT
+    if action == "alltoallv":
+        return f"alltoallv {int(send.sum())} {_fmt_counts(send)} {int(recv.sum())} {_fmt_counts(recv)} {b} {b}"
+    if action == "gatherv":
+        return f"gatherv {int(send.sum())} {_fmt_counts(recv)} {max(peer, 0)} {b} {b}"
+    if action == "allgatherv":
+        return f"allgatherv {int(send.sum())} {_fmt_counts(recv)} {b} {b}"
+    if action == "scatterv":
+        return f"scatterv {_fmt_counts(send)} {int(recv.sum())} {max(peer, 0)} {b} {b}"
+    return f"reducescatter {_fmt_counts(recv)} {value2!r} {b}"
+
+
+#: Actions formatted here rather than by :func:`waitlab.simulator.trace.format_lines`.
+_OWN_FORMATS: dict[str, Callable[[float, float, int, int], str]] = {
+    # explicit MPI_BYTE: sizes in the OpTable are bytes
+    "bcast": lambda v, v2, p, t: f"bcast {round(v)} {max(p, 0)} {BYTE_DT}",
+    "reduce": lambda v, v2, p, t: f"reduce {round(v)} {v2!r} {max(p, 0)} {BYTE_DT}",
+    "test": lambda v, v2, p, t: "test -1 -1 0",
+}
+
+
+def format_ti_lines(ops: OpTable, core_speed: float, vectors: VectorStore | None = None) -> list[str]:
+    """One TI line (without rank prefix) per operation, v-collectives exact when ``vectors`` has them."""
+    own = ops.mask([*V_ACTIONS, *_OWN_FORMATS])
+    lines: list[str] = [""] * len(ops)
+    rest = np.flatnonzero(~own)
+    if rest.size:
+        sub = ops.take(rest.astype(np.int64)) if rest.size < len(ops) else ops
+        for i, ln in zip(rest.tolist(), format_lines(sub, core_speed), strict=True):
+            lines[i] = ln
+    idx = np.flatnonzero(own)
+    if idx.size:
+        k = occurrence(ops)
+        for i in idx.tolist():
+            action = ACTIONS[ops.code[i]]
+            r, v, v2, p, t = (int(ops.rank[i]), float(ops.value[i]), float(ops.value2[i]), int(ops.peer[i]),
+                              int(ops.tag[i]))
+            if action in _OWN_FORMATS:
+                lines[i] = _OWN_FORMATS[action](v, v2, p, t)
+            else:
+                vec = vectors.get(r, int(ops.code[i]), int(k[i])) if vectors is not None else None
+                lines[i] = _v_line(action, r, v, v2, p, ops.n_ranks, vec)
+    return lines
+
+
+def write_ti_trace(ops: OpTable, core_speed: float, folder: Path, vectors: VectorStore | None = None,
+                   header: str = "", relative: bool = False) -> Path:
+    """Write one trace file per rank and the index (as :func:`waitlab.simulator.trace.write_trace`).
+
+    Unlike ``write_trace`` it writes v-collectives (exactly when ``vectors`` has
+    their counts, else spread evenly), ``test``, and ``bcast``/``reduce`` in bytes.
+    ``header`` lines (``#`` comments) start every file.  The index names the
+    files by absolute path (what ``smpirun -replay`` needs from any folder), or
+    relative to the index with ``relative=True`` (a trace folder that can be moved).
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = format_ti_lines(ops, core_speed, vectors)
+    counts = ops.per_rank_counts()
+    bounds = np.concatenate(([0], np.cumsum(counts))).tolist()
+    head = "".join(f"# {h}\n" for h in header.splitlines()) if header else ""
+    index_lines = []
+    for r in range(ops.n_ranks):
+        path = folder / f"rank{r}.txt"
+        prefix = f"{r} "
+        body = "".join(prefix + ln + "\n" for ln in lines[bounds[r]:bounds[r + 1]])
+        path.write_text(f"{head}{r} init\n{body}{r} finalize\n")
+        index_lines.append(path.name if relative else str(path.resolve()))
+    index = folder / "index.txt"
+    index.write_text("\n".join(index_lines) + "\n")
+    return index

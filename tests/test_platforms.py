@@ -1,0 +1,439 @@
+"""Tests of waitlab.platforms: the data files, their validation, and the SimGrid rendering.
+
+Tests marked ``simgrid`` run tiny real SMPI replays (each well under a second).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shutil
+import signal
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from waitlab.platforms import (
+    PlatformModel,
+    RenderedPlatform,
+    describe_platform,
+    list_platforms,
+    load_platform,
+    render_platform,
+)
+
+from waitlab.errors import InputError
+
+BUILTIN = ["dawning_5000a", "deepcomp_7000", "seed000_cluster", "seed003_myrinet", "sunway_taihulight"]
+REPLAY = "/usr/lib/x86_64-linux-gnu/simgrid/smpireplaymain"
+HAVE_SIMGRID = shutil.which("smpirun") is not None and Path(REPLAY).exists()
+needs_simgrid = pytest.mark.skipif(not HAVE_SIMGRID, reason="SimGrid (smpirun, smpireplaymain) not installed")
+
+# SMPI's default factors for messages > 65472 bytes (3.32 sg_config.cpp), and its 16-byte MPI envelope.
+LAT_FACTOR_BIG = 11.6436
+BW_FACTOR_BIG = 0.940694
+ENVELOPE = 16
+UNIT_FACTORS = ("--cfg=smpi/bw-factor:0:1", "--cfg=smpi/lat-factor:0:1")
+
+
+# ------------------------------------------------------------------------------------------------
+# helpers
+
+
+def replay(rp: RenderedPlatform, lines: Sequence[str], folder: Path, cfg: Sequence[str] = ()) -> dict[int, list[float]]:
+    """Replay a shared TI trace on ``rp``; return, per rank, the end date of each logged action."""
+    xml, hostfile = rp.write(folder)
+    trace = folder / "trace.txt"
+    trace.write_text("".join(line + "\n" for line in lines))  # a last line without newline would be dropped
+    index = folder / "index.txt"
+    index.write_text(f"{trace}\n")
+    cmd = ["smpirun", "-no-privatize", "-np", str(rp.n_ranks), "-platform", str(xml), "-hostfile", str(hostfile),
+           "-replay", str(index), "--log=smpi_replay.thres:verbose", "--log=smpi_replay.fmt:[%.12d]%e%m%n",
+           "--log=xbt_cfg.thres:warning", "--log=smpi_config.thres:warning", *cfg, REPLAY]
+    proc = subprocess.Popen(cmd, cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    assert proc.returncode == 0, f"smpirun failed ({proc.returncode}):\n{err[-3000:]}"
+    ends: dict[int, list[float]] = {}
+    for line in (out + err).splitlines():
+        m = re.match(r"^\[(\d+\.\d+)\] (\d+) (\w+) ", line)
+        if m and m.group(3) != "Simulation":
+            ends.setdefault(int(m.group(2)), []).append(float(m.group(1)))
+    return ends
+
+
+def write_platform(tmp_path: Path, edit: dict[str, str], name: str = "dawning_5000a") -> Path:
+    """Copy a built-in TOML to ``tmp_path`` with regex replacements applied."""
+    text = Path(load_platform(name).file).read_text()
+    for pattern, repl in edit.items():
+        text, n = re.subn(pattern, repl, text, count=1, flags=re.M)
+        assert n == 1, pattern
+    path = tmp_path / "custom.toml"
+    path.write_text(text)
+    return path
+
+
+# ------------------------------------------------------------------------------------------------
+# data files
+
+
+def test_list_platforms_is_the_five_builtins() -> None:
+    assert list_platforms() == BUILTIN
+
+
+@pytest.mark.parametrize("name", BUILTIN)
+def test_builtin_platform_loads_with_provenance(name: str) -> None:
+    m = load_platform(name)
+    assert isinstance(m, PlatformModel)
+    assert m.name == name and m.description
+    assert m.max_nodes >= 16 and m.node.cores >= 1 and m.node.core_speed > 0
+    assert 0 < m.trace_buffer_memory <= m.node.memory
+    keys = {f.key for f in m.figures}
+    for key in ("machine.max_nodes", "node.cores", "node.core_speed", "node.memory", "intra_node.bandwidth",
+                "intra_node.latency", "inter_node.bandwidth", "inter_node.latency", "disk.bandwidth",
+                "disk.latency", "trace.buffer_memory"):
+        assert key in keys
+    for f in m.figures:
+        assert (f.assumed and f.reason and not f.source) or (not f.assumed and f.source and not f.reason), f
+    text = describe_platform(m)
+    assert text.startswith(f"{name}: ") and "ASSUMED" in text
+    assert "\n" not in describe_platform(m, short=True)
+
+
+def test_known_figures() -> None:
+    d = load_platform("dawning_5000a")
+    assert (d.max_nodes, d.node.cores, d.node.core_speed, d.node.memory) == (1920, 16, 7.6e9, 64 * 2**30)
+    assert d.inter_node == type(d.inter_node)(2.5e9, 1.6e-6)
+    assert not d.figure("inter_node.latency").assumed and "1.6 us" in d.figure("inter_node.latency").source
+    assert d.node.speed == pytest.approx(121.6e9)
+    c = load_platform("deepcomp_7000")
+    assert (c.max_nodes, c.node.cores, c.node.speed) == (1240, 8, 96e9)
+    assert c.figure("inter_node.bandwidth").assumed
+    s = load_platform("sunway_taihulight")
+    assert (s.max_nodes, s.node.cores, s.node.hardware_cores) == (40960, 4, 260)
+    assert s.node.speed == pytest.approx(3.06e12)
+    assert (s.topology.kind, s.topology.leaf_size, s.topology.taper) == ("fat_tree", 256, 4.7)
+    assert s.inter_node.bandwidth == 56e9 / 8
+    z = load_platform("seed000_cluster")
+    assert (z.max_nodes, z.node.cores, z.node.memory) == (1050, 32, 64 * 2**30)
+    assert z.figure("node.core_speed").assumed
+    m = load_platform("seed003_myrinet")
+    assert (m.max_nodes, m.node.cores, m.node.memory, m.topology.kind) == (16, 1, 2 * 2**30, "crossbar")
+    assert m.trace_buffer_memory == 1920 * 2**20 and not m.figure("trace.buffer_memory").assumed
+    # table 1: S = 39.06 s for 15,360 round trips of 128 KiB messages
+    assert m.inter_node.bandwidth == pytest.approx(131072 * 30720 / 39.06, rel=1e-3)
+
+
+def test_load_by_path_and_name_default(tmp_path: Path) -> None:
+    path = write_platform(tmp_path, {r'^name = "dawning_5000a"\n': ""})
+    m = load_platform(str(path))
+    assert m.name == "custom" and m.file == str(path)
+    assert m.node == load_platform("dawning_5000a").node
+    assert load_platform(path).name == "custom"
+
+
+# ------------------------------------------------------------------------------------------------
+# validation errors
+
+
+def test_unknown_platform_lists_the_available_ones() -> None:
+    with pytest.raises(InputError) as info:
+        load_platform("tianhe_2")
+    msg = str(info.value)
+    assert "unknown platform 'tianhe_2'" in msg
+    for name in BUILTIN:
+        assert name in msg
+
+
+def test_missing_file() -> None:
+    with pytest.raises(InputError, match=r"nope\.toml: file: platform file not found"):
+        load_platform("nope.toml")
+
+
+def test_negative_speed(tmp_path: Path) -> None:
+    path = write_platform(tmp_path, {r"core_speed = \{ value = 7.6e9": "core_speed = { value = -7.6e9"})
+    with pytest.raises(InputError) as info:
+        load_platform(str(path))
+    assert str(info.value).startswith(f"{path}: node.core_speed.value: must be > 0, got -7600000000.0")
+
+
+def test_missing_key(tmp_path: Path) -> None:
+    path = write_platform(tmp_path, {r"^latency = \{ value = 1.6e-6.*\n": ""})
+    with pytest.raises(InputError) as info:
+        load_platform(str(path))
+    msg = str(info.value)
+    assert msg.startswith(f"{path}: inter_node.latency: is missing")
+    assert "under [inter_node]" in msg
+
+
+def test_missing_section(tmp_path: Path) -> None:
+    path = write_platform(tmp_path, {r"^\[disk\]\n.*\n.*\n": ""})
+    with pytest.raises(InputError, match=r"disk: section is missing \(fix: add \[disk\] with keys: bandwidth, latency"):
+        load_platform(str(path))
+
+
+def test_unsourced_and_malformed_figures(tmp_path: Path) -> None:
+    cases = {
+        r'memory = \{ value = 68719476736, source = "[^"]*" \}': ("memory = 68719476736",
+                                                                 "node.memory: must be a table with value and source"),
+        r', source = "seed 001 §4.1 table 1: 1920 nodes"': ("", "machine.max_nodes: has neither a source nor assumed"),
+        r"cores = \{ value = 16,": ("cores = { value = 16.5,", "node.cores.value: must be a whole number, got 16.5"),
+        r"^\[node\]\n": ('[node]\nspeed = { value = 1, source = "x" }\n',
+                         "node.speed: unknown key (fix: allowed keys in [node]: cores, core_speed, memory"),
+        r'kind = "fat_tree"': ('kind = "torus"', "topology.kind: unknown topology 'torus'"),
+        r"latency = \{ value = 1.6e-6,": ("latency = { value = -1.0,", "inter_node.latency.value: must be >= 0"),
+        r'buffer_memory = \{ value = 34359738368': ("buffer_memory = { value = 99999999999999",
+                                                    "trace.buffer_memory.value: 99999999999999 bytes is more than"),
+        r"^description": ("descripton = 'x'\ndescription", "descripton: unknown key"),
+        r"taper = \{ value = 1.0, assumed = true, reason = \"[^\"]*\"": (
+            'taper = { value = 1.0, assumed = true, reason = ""', "topology.taper.reason: an assumed figure needs"),
+    }
+    for i, (pattern, (repl, expected)) in enumerate(cases.items()):
+        sub = tmp_path / str(i)
+        sub.mkdir()
+        path = write_platform(sub, {pattern: repl})
+        with pytest.raises(InputError) as info:
+            load_platform(str(path))
+        assert expected in str(info.value), (pattern, str(info.value))
+
+
+def test_crossbar_rejects_fat_tree_keys(tmp_path: Path) -> None:
+    path = write_platform(tmp_path, {r"^\[topology\]\n": "[topology]\nleaf_size = { value = 4, source = \"x\" }\n"},
+                          name="seed003_myrinet")
+    with pytest.raises(InputError, match=r'topology.leaf_size: only meaningful for kind = "fat_tree"'):
+        load_platform(str(path))
+
+
+def test_bad_toml_syntax(tmp_path: Path) -> None:
+    path = tmp_path / "broken.toml"
+    path.write_text("[node\ncores = 1\n")
+    with pytest.raises(InputError, match=r"broken\.toml: toml: not valid TOML: .*line 1"):
+        load_platform(str(path))
+
+
+def test_render_errors() -> None:
+    d = load_platform("dawning_5000a")
+    with pytest.raises(InputError) as info:
+        render_platform(d, 1921 * 16)
+    msg = str(info.value)
+    assert msg.startswith("dawning_5000a: nodes: 30736 ranks at 16 per node need 1921 nodes, but dawning_5000a has "
+                          "only 1920 (machine.max_nodes)")
+    assert "use at most 30720 ranks" in msg
+    with pytest.raises(InputError, match=r"nodes: 2000 nodes requested, but dawning_5000a has only 1920"):
+        render_platform(d, 8, nodes=2000)
+    with pytest.raises(InputError, match=r"ranks_per_node: 17 ranks per node, but a dawning_5000a node has 16"):
+        render_platform(d, 34, ranks_per_node=17)
+    with pytest.raises(InputError, match=r"n_ranks: 40 ranks do not fit on 2 nodes x 16 ranks per node"):
+        render_platform(d, 40, nodes=2)
+    with pytest.raises(InputError, match=r"n_ranks: must be >= 1, got 0"):
+        render_platform(d, 0)
+    with pytest.raises(InputError, match=r"n_ranks: must be a whole number, got 2.0"):
+        render_platform(d, 2.0)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match=r"speed_profiles\['node-9'\]: no such host in the platform"):
+        render_platform(d, 4, speed_profiles={"node-9": "0 1\n"})
+    bad = {"0 1\n0.5\n": "cannot read line '0.5'", "1 1\n0 1\n": "times must not decrease",
+           "0 -1\n": "must be finite and >= 0", "PERIODICITY 1\n": "has no 'TIME SCALE' line",
+           "0 1\n2 0.5\nPERIODICITY 1\n": "PERIODICITY 1 is shorter than the last time 2"}
+    for text, expected in bad.items():
+        with pytest.raises(InputError, match=re.escape(expected)):
+            render_platform(d, 4, speed_profiles={"node-0": text})
+
+
+# ------------------------------------------------------------------------------------------------
+# rendering (no SimGrid)
+
+
+def test_render_layout_and_hostfile(tmp_path: Path) -> None:
+    d = load_platform("dawning_5000a")
+    rp = render_platform(d, 40)
+    assert (rp.n_nodes, rp.ranks_per_node, rp.n_ranks, rp.core_speed) == (3, 16, 40, 7.6e9)
+    assert rp.host_of_rank[:17] == ("node-0",) * 16 + ("node-1",)
+    assert rp.node_of_rank == tuple(r // 16 for r in range(40))
+    assert rp.hostfile == "".join(f"node-{r // 16}\n" for r in range(40))
+    assert rp.hosts == ("node-0", "node-1", "node-2")
+    sp = render_platform(d, 6, ranks_per_node=2, nodes=4, split_cores=True)
+    assert sp.host_of_rank == ("node-0-core-0", "node-0-core-1", "node-1-core-0", "node-1-core-1",
+                               "node-2-core-0", "node-2-core-1")
+    assert len(sp.hosts) == 8 and sp.n_nodes == 4 and sp.split_cores
+    xml_path, host_path = sp.write(tmp_path / "out")
+    assert xml_path.read_text() == sp.xml and host_path.read_text() == sp.hostfile
+    assert (xml_path.name, host_path.name) == ("platform.xml", "hostfile")
+
+
+def test_render_is_deterministic() -> None:
+    for name in BUILTIN:
+        m = load_platform(name)
+        for split in (False, True):
+            a = render_platform(m, 16, split_cores=split, speed_profiles={"node-0" + ("-core-0" if split else ""):
+                                                                          "0 1\n0.01 0.5\n"})
+            b = render_platform(load_platform(name), 16, split_cores=split,
+                                speed_profiles={"node-0" + ("-core-0" if split else ""): "0 1\n0.01 0.5\n"})
+            assert a == b
+    # profile order does not matter
+    d = load_platform("dawning_5000a")
+    p1 = render_platform(d, 48, speed_profiles={"node-0": "0 1\n", "node-2": "0 0.5\n"})
+    p2 = render_platform(d, 48, speed_profiles={"node-2": "0 0.5\n", "node-0": "0 1\n"})
+    assert p1.xml == p2.xml
+
+
+def test_render_structure() -> None:
+    s = load_platform("sunway_taihulight")
+    one = render_platform(s, 1024)  # 256 nodes: exactly one supernode
+    assert one.n_nodes == 256 and "spine" not in one.xml and 'core="4"' in one.xml
+    assert 'speed="765000000000.0f"' in one.xml
+    assert 'loopback_bw="10000000000.0Bps" loopback_lat="1e-06s"' in one.xml
+    assert 'bw="7000000000.0Bps" lat="1.37e-06s"' in one.xml  # half the end-to-end latency per link
+    assert "bb_" not in one.xml  # loopback + backbone crashes the 3.32 solver
+    two = render_platform(s, 1028)  # 257 nodes: a second supernode and the tapered uplinks
+    assert two.n_nodes == 257
+    assert two.xml.count("<cluster ") == 2 and '<router id="spine-switch"/>' in two.xml
+    uplink = 256 * 7e9 / 4.7
+    assert f'<link id="leaf-1-uplink" bandwidth="{uplink!r}Bps" latency="1e-07s"' in two.xml
+    split = render_platform(s, 8, split_cores=True)
+    assert split.xml.count("<cluster ") == 2 and 'core="1"' in split.xml
+    assert 'lat="5e-07s"' in split.xml  # intra-node latency split over the two core links
+    assert '<link id="node-0-nic" bandwidth="7000000000.0Bps" latency="8.7e-07s"' in split.xml  # 1.37 us - 0.5 us
+
+
+def test_profiles_get_one_trace_each() -> None:
+    rp = render_platform(load_platform("seed003_myrinet"), 3, speed_profiles={"node-2": "0 1\n0.5 0.5\n",
+                                                                              "node-0": "0 0.5\nPERIODICITY 1\n"})
+    assert rp.xml.index('trace="speed-node-0"') < rp.xml.index('trace="speed-node-2"')
+    assert rp.xml.count("<trace id=") == 2 and rp.xml.count('<trace_connect kind="SPEED"') == 2
+
+
+# ------------------------------------------------------------------------------------------------
+# real SimGrid runs
+
+
+@needs_simgrid
+@pytest.mark.simgrid
+@pytest.mark.parametrize("name", BUILTIN)
+def test_simgrid_accepts_rendered_platforms(name: str, tmp_path: Path) -> None:
+    m = load_platform(name)
+    capacity = m.max_nodes * m.node.cores
+    sizes = [n for n in (4, 32, 256) if n <= capacity] + ([capacity] if capacity < 256 else [])
+    if name == "dawning_5000a":
+        sizes.append(200)  # 13 nodes: two leaf switches under the spine
+    for n in sizes:
+        for split in (False, True):
+            rp = render_platform(m, n, split_cores=split)
+            lines = [f"{r} init" for r in range(n)] + [f"{r} allreduce 8 0" for r in range(n)]
+            ends = replay(rp, lines, tmp_path / f"{n}-{split}")
+            assert sorted(ends) == list(range(n)), (name, n, split)
+            assert all(0 < t[-1] < 1e-3 for t in ends.values())
+
+
+@needs_simgrid
+@pytest.mark.simgrid
+@pytest.mark.parametrize("split", [False, True])
+def test_point_to_point_hand_computed(split: bool, tmp_path: Path) -> None:
+    """Rank 0 sends S bytes to a rank on its node, one on another node, one under another leaf switch."""
+    d = load_platform("dawning_5000a")
+    rp = render_platform(d, 26, ranks_per_node=2, split_cores=split)  # 13 nodes: leaf 0 = nodes 0-11
+    assert rp.node_of_rank[1] == 0 and rp.node_of_rank[2] == 1 and rp.node_of_rank[24] == 12
+    size = 1_000_000
+    lines = [f"{r} init" for r in range(26)]
+    lines += [f"0 send 1 0 {size}", f"0 send 2 0 {size}", f"0 send 24 0 {size}"]
+    lines += [f"1 recv 0 0 {size}", f"2 recv 0 0 {size}", f"24 recv 0 0 {size}"]
+    payload = size + ENVELOPE
+    intra = d.intra_node.latency + payload / d.intra_node.bandwidth
+    inter = d.inter_node.latency + payload / d.inter_node.bandwidth
+    cross = d.inter_node.latency + 2 * d.topology.hop_latency + payload / d.inter_node.bandwidth
+    ends = replay(rp, lines, tmp_path / "unit", UNIT_FACTORS)
+    t1, t2, t3 = ends[0]
+    assert t1 == pytest.approx(intra, abs=1e-9)
+    assert t2 - t1 == pytest.approx(inter, abs=1e-9)
+    assert t3 - t2 == pytest.approx(cross, abs=1e-9)
+    assert intra < inter < cross
+    # SMPI's default piecewise factors (used unless overridden) stretch latency and shrink bandwidth
+    ends = replay(rp, lines, tmp_path / "default")
+    t1, t2, _ = ends[0]
+    assert t1 == pytest.approx(LAT_FACTOR_BIG * d.intra_node.latency
+                               + payload / (BW_FACTOR_BIG * d.intra_node.bandwidth), abs=1e-9)
+    assert t2 - t1 == pytest.approx(LAT_FACTOR_BIG * d.inter_node.latency
+                                    + payload / (BW_FACTOR_BIG * d.inter_node.bandwidth), abs=1e-9)
+
+
+@needs_simgrid
+@pytest.mark.simgrid
+def test_compute_takes_flops_over_core_speed(tmp_path: Path) -> None:
+    for name, flops in (("dawning_5000a", 1.234e9), ("sunway_taihulight", 2.9e11), ("seed003_myrinet", 3.7e7)):
+        m = load_platform(name)
+        for split in (False, True):
+            rp = render_platform(m, 2, split_cores=split)
+            ends = replay(rp, ["0 init", "1 init", f"0 compute {flops:.0f}", f"1 compute {2 * flops:.0f}"],
+                          tmp_path / f"{name}-{split}")
+            assert ends[0][0] == pytest.approx(flops / rp.core_speed, abs=1e-9)
+            assert ends[1][0] == pytest.approx(2 * flops / rp.core_speed, abs=1e-9)
+
+
+@needs_simgrid
+@pytest.mark.simgrid
+def test_speed_profiles_slow_the_right_hosts(tmp_path: Path) -> None:
+    m = load_platform("seed003_myrinet")  # 1 Gflop/s, one core per node
+    profiles = {
+        "node-0": "0 1\n0.009 0.5\nPERIODICITY 0.01\n",  # 1 ms at half speed every 10 ms
+        "node-2": "0 1\n0.05 0.25\n",  # one-shot: quarter speed from 50 ms on
+    }
+    rp = render_platform(m, 3, speed_profiles=profiles)
+    flops = 0.1 * rp.core_speed
+    ends = replay(rp, ["0 init", "1 init", "2 init"] + [f"{r} compute {flops:.0f}" for r in range(3)], tmp_path / "a")
+    assert ends[0][0] == pytest.approx(0.105, abs=1e-9)  # 10 periods give 0.095 s of work, then 5 ms at full speed
+    assert ends[1][0] == pytest.approx(0.1, abs=1e-9)
+    assert ends[2][0] == pytest.approx(0.05 + 0.05 / 0.25, abs=1e-9)
+    # split cores: noise on one core of a node leaves the other core alone
+    d = load_platform("dawning_5000a")
+    sp = render_platform(d, 2, split_cores=True, speed_profiles={"node-0-core-1": "0 0.5\n"})
+    f = 0.01 * sp.core_speed
+    ends = replay(sp, ["0 init", "1 init", f"0 compute {f:.0f}", f"1 compute {f:.0f}"], tmp_path / "b")
+    assert ends[0][0] == pytest.approx(0.01, abs=1e-9)
+    assert ends[1][0] == pytest.approx(0.02, abs=1e-9)
+    assert math.isclose(sum(t[0] for t in ends.values()), 0.03, abs_tol=1e-9)
+
+
+# ------------------------------------------------------------------------------------------------
+# documentation stays in step with the data
+
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "platforms.md"
+
+
+@pytest.mark.skipif(not DOC.exists(), reason="docs/platforms.md not present")
+def test_docs_table_matches_data_files() -> None:
+    from waitlab.platforms.model import format_figure
+
+    rows = [line for line in DOC.read_text().splitlines() if line.startswith("| `")]
+    assert rows, "figure table not found"
+    models = [load_platform(n) for n in BUILTIN]
+    seen = set()
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        key = cells[0].strip("`")
+        seen.add(key)
+        for m, cell in zip(models, cells[1:], strict=True):
+            try:
+                f = m.figure(key)
+            except KeyError:
+                assert cell == "—", (m.name, key, cell)
+                continue
+            assert cell == format_figure(f) + ("*" if f.assumed else ""), (m.name, key, cell)
+    assert seen == {f.key for m in models for f in m.figures}
+
+
+@pytest.mark.skipif(not DOC.exists(), reason="docs/platforms.md not present")
+def test_docs_example_toml_loads(tmp_path: Path) -> None:
+    text = DOC.read_text()
+    block = text.split("```toml\n", 1)[1].split("```", 1)[0]
+    path = tmp_path / "my_cluster.toml"
+    path.write_text(block)
+    m = load_platform(str(path))
+    assert (m.name, m.max_nodes, m.topology.taper, m.node.hardware_cores) == ("my_cluster", 64, 2.0, 16)
+    assert render_platform(m, 64 * 16).n_nodes == 64

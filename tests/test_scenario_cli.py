@@ -1,0 +1,137 @@
+"""Scenario validation, error messages, the CLI, atomic results and determinism."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from waitlab.errors import InputError, SimulationError
+from waitlab.experiments.run import run_scenario
+from waitlab.experiments.scenario import from_mapping, load_scenario
+
+GOOD = """
+[scenario]
+name = "tiny"
+ranks = 4
+seed = 7
+
+[platform]
+name = "dawning_5000a"
+
+[application]
+kind = "stencil"
+steps = 3
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "s.toml") -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "waitlab.cli", *args], capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.parametrize(("edit", "field", "words"), [
+    (("ranks = 4", "ranks = 0"), "scenario.ranks", "must be >= 1"),
+    (("ranks = 4", 'ranks = "four"'), "scenario.ranks", "must be int"),
+    (("seed = 7", "seed = -1"), "scenario.seed", "non-negative"),
+    (('[application]', '[aplication]'), "aplication", "unknown key"),
+    (('name = "dawning_5000a"', 'nodes = 2'), "platform.name", "is required"),
+    (('kind = "stencil"', 'kind = "stencl"'), "application.kind", "unknown application kind 'stencl'"),
+    (("steps = 3", "steps = 3\nsimulation_speed = 2"), "application.simulation_speed", "unknown key"),
+])
+def test_bad_scenarios_name_file_field_and_fix(tmp_path, edit, field, words):
+    p = write(tmp_path, GOOD.replace(*edit))
+    with pytest.raises(InputError) as info:
+        load_scenario(p)
+    err = info.value
+    assert err.file == str(p) and err.field == field and words in err.problem
+    assert str(err).startswith(f"{p}: {field}: ")
+
+
+def test_simulation_section_errors(tmp_path):
+    base = GOOD + "\n[simulation]\n"
+    cases = {
+        'alltoall = "fast"': ("simulation.alltoall", "unknown SMPI alltoall algorithm"),
+        'alltoall = "pair"': ("simulation.alltoall", "power-of-two"),
+        "timeout = -5": ("simulation.timeout", "must be > 0"),
+        'config = { "smpi/simulate-computation" = "no" }': ("simulation.config.smpi/simulate-computation",
+                                                           "skips compute"),
+    }
+    for line, (field, words) in cases.items():
+        text = base + line + "\n"
+        if "pair" in line:
+            text = text.replace("ranks = 4", "ranks = 6")
+        with pytest.raises(InputError) as info:
+            load_scenario(write(tmp_path, text))
+        assert info.value.field == field and words in info.value.problem, line
+
+
+def test_syntax_and_missing_file_errors(tmp_path):
+    with pytest.raises(InputError, match=r"\(syntax\): not valid TOML"):
+        load_scenario(write(tmp_path, "[scenario\nranks = 4\n"))
+    with pytest.raises(InputError, match="does not exist"):
+        load_scenario(tmp_path / "nope.toml")
+    with pytest.raises(InputError, match="platform: section is missing"):
+        from_mapping({"scenario": {"ranks": 2}, "application": {"kind": "stencil"}}, "x.toml")
+
+
+def test_hash_covers_resolved_defaults(tmp_path):
+    a = load_scenario(write(tmp_path, GOOD, "a.toml"))
+    b = load_scenario(write(tmp_path, GOOD.replace("[simulation]", "") + '\n[simulation]\nalltoall = "default"\n',
+                            "b.toml"))
+    c = load_scenario(write(tmp_path, GOOD.replace("seed = 7", "seed = 8"), "c.toml"))
+    assert a.hash() == b.hash() != c.hash()
+
+
+def test_cli_reports_errors_without_traceback(tmp_path):
+    p = write(tmp_path, GOOD.replace("ranks = 4", "ranks = 0"))
+    out = cli("run", str(p), "-o", str(tmp_path / "out"))
+    assert out.returncode == 2
+    assert "Traceback" not in out.stderr
+    assert out.stderr.startswith(f"waitlab: error: {p}: scenario.ranks: must be >= 1")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.simgrid
+def test_run_twice_gives_identical_bytes_and_metadata(tmp_path):
+    p = write(tmp_path, GOOD)
+    for name in ("a", "b"):
+        out = cli("run", str(p), "-o", str(tmp_path / name), "--no-png")
+        assert out.returncode == 0, out.stderr
+    for f in ("events.parquet", "events.csv", "waits.parquet", "ledger.parquet", "summary.json", "trace.json"):
+        assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes(), f
+    from waitlab.simulator.export import read_table
+
+    _, meta = read_table(tmp_path / "a" / "events.parquet")
+    assert meta["seed"] == 7 and meta["platform"] == "dawning_5000a" and meta["simgrid_version"].startswith("3.")
+    assert meta["scenario_hash"] == load_scenario(p).hash()
+    # an existing folder is not overwritten without --force
+    again = cli("run", str(p), "-o", str(tmp_path / "a"))
+    assert again.returncode == 2 and "already exists" in again.stderr
+
+
+@pytest.mark.simgrid
+def test_failed_simulation_leaves_no_results(tmp_path):
+    # cheap to generate, expensive to simulate: all-to-all of 256 KiB blocks among 64 ranks, basic_linear
+    slow = GOOD.replace("ranks = 4", "ranks = 64").replace('kind = "stencil"', 'kind = "fft"')
+    p = write(tmp_path, slow + 'bytes_per_peer = 262144\n[simulation]\ntimeout = 0.5\nalltoall = "basic_linear"\n')
+    with pytest.raises(SimulationError, match="exceeded the time limit of 0.5 s"):
+        run_scenario(load_scenario(p), tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    assert not any(x.name.startswith(".out.partial") for x in tmp_path.iterdir())
+
+
+@pytest.mark.simgrid
+def test_demo_example_validates_and_platform_listing_works():
+    root = Path(__file__).resolve().parents[1]
+    sc = load_scenario(root / "examples" / "lared_s_dawning.toml")
+    assert sc.application_kind == "lared_s" and sc.ranks == 256
+    out = cli("platforms")
+    assert out.returncode == 0 and "dawning_5000a" in out.stdout and "sunway_taihulight" in out.stdout
