@@ -32,6 +32,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
+
+from waitlab.errors import InputError
 from waitlab.experiments.scenario import Scenario
 from waitlab.models import noise as nz
 from waitlab.models.condition_c import (
@@ -66,8 +68,6 @@ from waitlab.models.tracebuffer import (
     summarize_spill,
     tracing_insertions,
 )
-
-from waitlab.errors import InputError
 
 NOISE_MODELS = ("none", "periodic", "poisson", "signature")
 NOISE_SCOPES = ("node", "core")

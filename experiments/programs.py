@@ -29,11 +29,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
+
+from waitlab.errors import InputError, SimulationError
 from waitlab.models.ops import ACTIONS, CODE, MPI_ACTIONS, OpTable
 from waitlab.simulator import programs as prog
 from waitlab.simulator.ti_trace import ParsedTrace, VectorStore, parse_ti_trace, write_ti_trace
-
-from waitlab.errors import InputError, SimulationError
 
 if TYPE_CHECKING:
     from waitlab.experiments.run import Perturb, RunResult
@@ -559,13 +559,12 @@ def _simulate_trace(scenario: Scenario, platform: Any, work: Path, ops: OpTable 
 def _finish(scenario: Scenario, platform: Any, ops: OpTable, t_enter: npt.NDArray[np.float64],
             t_exit: npt.NDArray[np.float64], stages: dict[str, float], output: str,
             extra_meta: dict[str, Any]) -> RunResult:
+    from waitlab import __version__
     from waitlab.experiments.run import RunResult, smpi_config
     from waitlab.models.summary import summarize
     from waitlab.models.waitstates import wait_states
     from waitlab.simulator.build import simgrid_version
     from waitlab.simulator.timeline import SCHEMA_VERSION, build_events
-
-    from waitlab import __version__
 
     t = time.perf_counter()
     events = build_events(ops, t_enter, t_exit)

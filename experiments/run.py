@@ -19,6 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+from waitlab import __version__
+from waitlab.errors import InputError
 from waitlab.experiments.scenario import Scenario
 from waitlab.models.alltoall import smpi_config as smpi_alltoall_setting
 from waitlab.models.ops import CAUSE_KINDS, OpTable
@@ -27,9 +30,6 @@ from waitlab.models.waitstates import wait_states
 from waitlab.simulator.build import simgrid_version
 from waitlab.simulator.replay import replay_ops
 from waitlab.simulator.timeline import SCHEMA_VERSION
-
-from waitlab import __version__
-from waitlab.errors import InputError
 
 #: Optional hook that perturbs the operations (noise, instrumentation, tracing); set by the perturbation layer.
 Perturb = Callable[[Scenario, OpTable, Any], OpTable]
@@ -82,9 +82,16 @@ def render(scenario: Scenario, speed_profiles: Mapping[str, str] | None = None) 
                            speed_profiles=speed_profiles)
 
 
+#: SimGrid settings applied to every replay unless the scenario overrides them.  SimGrid 3.32's LMM solver
+#: aborts ("Cannot saturate more a constraint that has no active element") when rounding error in a heavily
+#: shared link exceeds the default absolute precision 1e-5 (e.g. 256-rank basic_linear alltoall across two
+#: leaf switches); 1e-4 completes those runs with identical times on every case we compared (docs/performance.md).
+DEFAULT_SMPI_CONFIG: dict[str, str] = {"maxmin/precision": "1e-4"}
+
+
 def smpi_config(scenario: Scenario) -> dict[str, str]:
     """SimGrid ``--cfg`` settings for the scenario."""
-    cfg: dict[str, str] = {}
+    cfg: dict[str, str] = dict(DEFAULT_SMPI_CONFIG)
     algorithm = scenario.simulation.alltoall
     if algorithm == "default":  # the application may name an SMPI algorithm itself (fft's alltoall_algorithm)
         algorithm = getattr(scenario.application, "alltoall_algorithm", "default")

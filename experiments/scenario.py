@@ -19,7 +19,6 @@ from typing import Any
 from waitlab.errors import InputError
 from waitlab.models.alltoall import SMPI_ALLTOALL_ALGORITHMS, check_alltoall_algorithm
 
-
 SECTIONS = ("scenario", "platform", "application", "simulation", "noise", "instrumentation", "tracing")
 
 

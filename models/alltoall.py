@@ -42,6 +42,7 @@ import math
 
 import numpy as np
 import numpy.typing as npt
+
 from waitlab.models.ops import OpBuilder
 
 #: Alltoall algorithms built into SMPI 3.32 (values of ``--cfg=smpi/alltoall``).

@@ -121,6 +121,7 @@ from typing import ClassVar, Literal
 
 import numpy as np
 import numpy.typing as npt
+
 from waitlab.models.app_common import (
     AppParams,
     check_imbalance_regions,

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 import numpy as np
+
 from waitlab.models.app_common import (
     AppParams,
     check_imbalance_regions,

@@ -50,6 +50,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from waitlab.errors import InputError
 from waitlab.models import app_fft, app_lared_s, app_matmul, app_pingpong, app_stencil, app_wavefront
 from waitlab.models.app_common import AppParams
 from waitlab.models.app_fft import FftParams
@@ -61,8 +62,6 @@ from waitlab.models.app_wavefront import WavefrontParams
 from waitlab.models.imbalance import Imbalance
 from waitlab.models.ops import OpTable
 from waitlab.models.validation import ParamError, from_mapping
-
-from waitlab.errors import InputError
 
 #: Application kind -> parameter dataclass.
 APPLICATIONS: dict[str, type[AppParams]] = {

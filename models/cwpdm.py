@@ -49,6 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
+
 from waitlab.models.syncpoints import SyncPoints, group_codes, sync_points, wait_table
 from waitlab.models.waitstates import PATTERNS
 

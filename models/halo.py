@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
+
 from waitlab.models.ops import OpBuilder
 
 #: Direction name -> (dx, dy).

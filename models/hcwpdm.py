@@ -41,6 +41,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
+
 from waitlab.models.syncpoints import (
     _P2P_TABLE,
     CallPaths,

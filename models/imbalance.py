@@ -41,6 +41,7 @@ from typing import Any, Literal, get_args
 
 import numpy as np
 import numpy.typing as npt
+
 from waitlab.models.validation import ParamError, check_bounds, num
 
 Distribution = Literal["constant", "uniform", "normal", "exponential", "linear"]

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
 from waitlab.models.ops import CAUSE_KINDS, CODE, Ledger, OpTable
 
 _F = npt.NDArray[np.float64]

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+
 from waitlab.models.insertion import key
 from waitlab.models.ops import CODE, COLLECTIVE_ACTIONS, MPI_ACTIONS, OpTable
 

@@ -55,6 +55,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
 from waitlab.models.ops import CAUSE_KINDS, CODE, Ledger, OpTable
 
 #: Speed scale of a host during a detour (SimGrid 3.32 ignores a scale of exactly 0).

@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
+
 from waitlab.models.waitstates import PATTERNS
 
 #: Wait-state patterns of point-to-point operations (all other patterns are collective).

@@ -62,6 +62,7 @@ from typing import ClassVar, Protocol
 
 import numpy as np
 import numpy.typing as npt
+
 from waitlab.models.insertion import KEY_SCALE, Insertions, concat, row_of
 from waitlab.models.instrumentation import Instrumentation, Records
 from waitlab.models.ops import OpTable

@@ -55,9 +55,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
-from waitlab.platforms.model import PlatformModel
-
 from waitlab.errors import InputError
+from waitlab.platforms.model import PlatformModel
 
 __all__ = ["RenderedPlatform", "render_platform"]
 
@@ -144,7 +143,11 @@ def _int_arg(model: PlatformModel, field: str, value: object, fix: str) -> int:
 def _layout(model: PlatformModel, n_ranks: int, ranks_per_node: int | None, nodes: int | None) -> tuple[int, int]:
     n_ranks = _int_arg(model, "n_ranks", n_ranks, "ask for at least one rank")
     cores = model.node.cores
-    if ranks_per_node is None:
+    if ranks_per_node is None and nodes is not None:
+        # only the node count given: spread the ranks evenly over those nodes
+        n_given = _int_arg(model, "nodes", nodes, "ask for at least one node")
+        rpn = min(cores, math.ceil(n_ranks / n_given))
+    elif ranks_per_node is None:
         rpn = cores
     else:
         rpn = _int_arg(model, "ranks_per_node", ranks_per_node, f"use 1..{cores}")

@@ -5,9 +5,8 @@ from __future__ import annotations
 import shutil
 import subprocess
 
-from waitlab.simulator.build import INSTALL_HINT, replay_binary, simgrid_version
-
 from waitlab.errors import WaitlabError
+from waitlab.simulator.build import INSTALL_HINT, replay_binary, simgrid_version
 
 
 def doctor() -> int:

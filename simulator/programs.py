@@ -32,12 +32,12 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
+
+from waitlab.errors import InputError, SimulationError
 from waitlab.models.ops import ACTIONS, CODE, MPI_ACTIONS, OpTable
 from waitlab.simulator.build import NATIVE_DIR, cache_dir, require_tool, simgrid_version
 from waitlab.simulator.smpi import SmpiResult, run_smpirun
 from waitlab.simulator.ti_trace import V_ACTIONS, VectorStore, empty_ledger
-
-from waitlab.errors import InputError, SimulationError
 
 LAYER_SOURCE = NATIVE_DIR / "waitlab_pmpi.c"
 HEADER = NATIVE_DIR / "waitlab.h"

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+
 from waitlab.models.ops import OpTable
 from waitlab.simulator.build import replay_binary
 from waitlab.simulator.smpi import run_smpirun

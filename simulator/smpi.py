@@ -9,9 +9,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from waitlab.simulator.build import require_tool
-
 from waitlab.errors import SimulationError
+from waitlab.simulator.build import require_tool
 
 
 @dataclass(frozen=True)

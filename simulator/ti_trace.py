@@ -25,10 +25,10 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from waitlab.models.ops import ACTIONS, CODE, Ledger, OpTable
-from waitlab.simulator.trace import format_lines
 
 from waitlab.errors import InputError
+from waitlab.models.ops import ACTIONS, CODE, Ledger, OpTable
+from waitlab.simulator.trace import format_lines
 
 #: Byte size of SimGrid 3.32's predefined datatype ids (``src/smpi/mpi/smpi_datatype.cpp``).
 DATATYPE_SIZES: dict[str, int] = {

@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
-from waitlab.models.ops import ACTIONS, CODE, COLLECTIVE_ACTIONS, MPI_ACTIONS, OpTable
 
 from waitlab.errors import SimulationError
+from waitlab.models.ops import ACTIONS, CODE, COLLECTIVE_ACTIONS, MPI_ACTIONS, OpTable
 
 SCHEMA_VERSION = 1
 

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from waitlab.models.ops import ACTIONS, CODE, OpTable
 
 from waitlab.errors import InputError
+from waitlab.models.ops import ACTIONS, CODE, OpTable
 
 _Row = tuple[int, float, float, int, int, str]
 _Formatter = Callable[[_Row], str]

@@ -12,6 +12,7 @@ from collections import defaultdict
 
 import numpy as np
 import pandas as pd
+
 from waitlab.models.ops import ACTIONS, COLLECTIVE_ACTIONS, LOCAL_ACTIONS, OpBuilder, OpTable
 from waitlab.simulator.timeline import build_events, collective_instances, completions, match_messages
 

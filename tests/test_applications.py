@@ -10,6 +10,8 @@ import numpy.typing as npt
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from waitlab.errors import InputError
 from waitlab.models.alltoall import (
     ALLTOALL_ALGORITHMS,
     LAM_SIMPLE_TAG,
@@ -35,8 +37,6 @@ from waitlab.models.applications import (
 from waitlab.models.imbalance import DISTRIBUTIONS, Imbalance, RankSelection, excess_matrix
 from waitlab.models.ops import ACTIONS, CODE, COLLECTIVE_ACTIONS, OpTable
 from waitlab.models.validation import ParamError
-
-from waitlab.errors import InputError
 
 # ----------------------------------------------------------------------------------------------------------------
 # helpers

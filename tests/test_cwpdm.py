@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ideal_replay import chain_ops, ideal_replay, work
+
 from waitlab.models.cwpdm import cwpdm
 from waitlab.models.hcwpdm import hcwpdm
 from waitlab.models.ops import OpBuilder, OpTable

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from ideal_replay import chain_ops, ideal_replay, work
+
 from waitlab.models.hcwpdm import considered_waits, hcwpdm
 from waitlab.models.ops import OpBuilder
 from waitlab.models.waitstates import wait_states

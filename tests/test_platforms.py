@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+
+from waitlab.errors import InputError
 from waitlab.platforms import (
     PlatformModel,
     RenderedPlatform,
@@ -23,8 +25,6 @@ from waitlab.platforms import (
     load_platform,
     render_platform,
 )
-
-from waitlab.errors import InputError
 
 BUILTIN = ["dawning_5000a", "deepcomp_7000", "seed000_cluster", "seed003_myrinet", "sunway_taihulight"]
 REPLAY = "/usr/lib/x86_64-linux-gnu/simgrid/smpireplaymain"

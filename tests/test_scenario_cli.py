@@ -122,7 +122,7 @@ def test_failed_simulation_leaves_no_results(tmp_path):
     # cheap to generate, expensive to simulate: all-to-all of 256 KiB blocks among 64 ranks, basic_linear
     slow = GOOD.replace("ranks = 4", "ranks = 64").replace('kind = "stencil"', 'kind = "fft"')
     p = write(tmp_path, slow + 'bytes_per_peer = 262144\n[simulation]\ntimeout = 0.5\nalltoall = "basic_linear"\n')
-    with pytest.raises(SimulationError, match="exceeded the time limit of 0.5 s"):
+    with pytest.raises(SimulationError, match=r"exceeded the time limit of 0\.5 s"):
         run_scenario(load_scenario(p), tmp_path / "out")
     assert not (tmp_path / "out").exists()
     assert not any(x.name.startswith(".out.partial") for x in tmp_path.iterdir())

@@ -6,6 +6,7 @@ import math
 
 import pandas as pd
 import pytest
+
 from waitlab.models.scoring import (
     by_rank_region,
     by_region,
