@@ -464,8 +464,13 @@ def real_ops(scenario: Scenario) -> OpTable:
     platform = render(scenario)
     if scenario.application_kind == "trace":
         return load_trace(scenario, platform.core_speed).ops
+    cached = _BASE_OPS.get(_base_key(scenario))
+    if cached is not None:
+        return cached
     with tempfile.TemporaryDirectory(prefix="waitlab-prog-") as tmp:
-        return run_real_program(scenario, platform, Path(tmp)).ops
+        ops = run_real_program(scenario, platform, Path(tmp)).ops
+    _remember_base(scenario, ops)
+    return ops
 
 
 def simulate_real(scenario: Scenario, ops: OpTable | None = None, *, perturb: Perturb | None = None,

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 #: Largest event table exported as a Chrome trace (the JSON grows ~150 bytes per event).
@@ -22,7 +23,10 @@ def write_table(df: pd.DataFrame, path: Path, metadata: dict[str, Any], csv: boo
     meta[b"waitlab"] = json.dumps(metadata, sort_keys=True).encode()
     pq.write_table(table.replace_schema_metadata(meta), path, compression="zstd")
     if csv:
-        df.to_csv(path.with_suffix(".csv"), index=False, float_format="%.9f", lineterminator="\n")
+        # pyarrow's C++ writer: ~10x faster than pandas; categoricals are written as their labels
+        plain = table.cast(pa.schema([pa.field(f.name, f.type.value_type if pa.types.is_dictionary(f.type)
+                                               else f.type) for f in table.schema]))
+        pacsv.write_csv(plain, path.with_suffix(".csv"))
 
 
 def read_table(path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
@@ -32,57 +36,69 @@ def read_table(path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
     return table.to_pandas(), meta
 
 
-def chrome_trace(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, Any]) -> dict[str, Any]:
-    """A Chrome/Perfetto trace: one track per rank, regions nested, messages as flows, waits as slices.
+def _labels(col: pd.Series) -> list[str]:
+    """JSON-quoted label of every row of a categorical column (each distinct label escaped once)."""
+    quoted = np.array([json.dumps(str(c)) for c in col.cat.categories], dtype=object)
+    return quoted[col.cat.codes.to_numpy()].tolist()
 
-    Times are microseconds of simulated time.
+
+def chrome_trace_text(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, Any]) -> str:
+    """A Chrome/Perfetto trace (JSON text): one track per rank, regions nested, messages as flows, waits as slices.
+
+    Times are microseconds of simulated time.  Built as text from numpy columns: the per-row work is one
+    string format, not a dict per event.
     """
-    ts = (events["enter"].to_numpy() * 1e6).tolist()
-    dur = ((events["exit"].to_numpy() - events["enter"].to_numpy()) * 1e6).tolist()
+    enter_us = events["enter"].to_numpy() * 1e6
+    exit_us = events["exit"].to_numpy() * 1e6
+    ts = enter_us.tolist()
+    dur = (exit_us - enter_us).tolist()
     rank = events["rank"].tolist()
-    kind = events["kind"].astype(str).tolist()
-    op = events["op"].astype(str).tolist()
-    region = events["region"].astype(str).tolist()
+    kind = _labels(events["kind"])
+    is_region = (events["kind"] == "region").to_numpy()
+    name = np.where(is_region, np.array(_labels(events["region"]), dtype=object),
+                    np.array(_labels(events["op"]), dtype=object)).tolist()
     step = events["step"].tolist()
-    out: list[dict[str, Any]] = [
-        {"name": "process_name", "ph": "M", "pid": 0, "args": {"name": f"waitlab: {metadata.get('scenario', '')}"}}
-    ]
-    for r in sorted(set(rank)):
-        out.append({"name": "thread_name", "ph": "M", "pid": 0, "tid": r, "args": {"name": f"rank {r}"}})
-    for i in range(len(ts)):
-        name = region[i] if kind[i] == "region" else op[i]
-        out.append({"name": name, "cat": kind[i], "ph": "X", "ts": ts[i], "dur": dur[i], "pid": 0, "tid": rank[i],
-                    "args": {"step": step[i]}})
+    parts = [json.dumps({"name": "process_name", "ph": "M", "pid": 0,
+                         "args": {"name": f"waitlab: {metadata.get('scenario', '')}"}})]
+    parts += [f'{{"name":"thread_name","ph":"M","pid":0,"tid":{r},"args":{{"name":"rank {r}"}}}}'
+              for r in sorted(set(rank))]
+    parts += [f'{{"name":{n},"cat":{k},"ph":"X","ts":{t!r},"dur":{d!r},"pid":0,"tid":{r},"args":{{"step":{s}}}}}'
+              for n, k, t, d, r, s in zip(name, kind, ts, dur, rank, step, strict=True)]
     w_ev = waits["event"].to_numpy()
-    w_ts = (events["enter"].to_numpy()[w_ev] * 1e6).tolist()
-    w_dur = (waits["wait"].to_numpy() * 1e6).tolist()
-    for j, pat in enumerate(waits["pattern"].astype(str).tolist()):
-        out.append({"name": f"wait: {pat}", "cat": "wait", "ph": "X", "ts": w_ts[j], "dur": w_dur[j], "pid": 0,
-                    "tid": int(waits["rank"].iat[j]), "cname": "terrible",
-                    "args": {"peer_rank": int(waits["peer_rank"].iat[j])}})
-    # Messages as flow arrows from the send to the operation that completed the receive.
-    is_send = np.isin(events["op"].astype(str).to_numpy(), ["send", "isend"])
-    is_recv = np.isin(events["op"].astype(str).to_numpy(), ["recv", "irecv"])
+    parts += [f'{{"name":"wait: {p}","cat":"wait","ph":"X","ts":{t!r},"dur":{d!r},"pid":0,"tid":{r},'
+              f'"cname":"terrible","args":{{"peer_rank":{q}}}}}'
+              for p, t, d, r, q in zip(waits["pattern"].astype(str).tolist(), enter_us[w_ev].tolist(),
+                                       (waits["wait"].to_numpy() * 1e6).tolist(), waits["rank"].tolist(),
+                                       waits["peer_rank"].tolist(), strict=True)]
+    # Messages as flow arrows from the send to the end of the operation that completed the receive.
+    op = events["op"]
+    send_codes = [i for i, c in enumerate(op.cat.categories) if c in ("send", "isend")]
+    recv_codes = [i for i, c in enumerate(op.cat.categories) if c in ("recv", "irecv")]
+    codes = op.cat.codes.to_numpy()
     match = events["match"].to_numpy()
     done = events["done"].to_numpy()
-    recv_rows = np.flatnonzero(is_recv)
-    recv_of = dict(zip(match[recv_rows].tolist(), recv_rows.tolist(), strict=True))
-    for s in np.flatnonzero(is_send).tolist():
-        m = int(match[s])
-        rr = recv_of.get(m)
-        if rr is None:
-            continue
-        end = int(done[rr]) if done[rr] >= 0 else rr
-        out.append({"name": "message", "cat": "message", "ph": "s", "id": m, "ts": ts[s], "pid": 0, "tid": rank[s]})
-        out.append({"name": "message", "cat": "message", "ph": "f", "bp": "e", "id": m,
-                    "ts": ts[end] + dur[end], "pid": 0, "tid": rank[end]})
-    return {"traceEvents": out, "displayTimeUnit": "ms", "otherData": metadata}
+    s_rows = np.flatnonzero(np.isin(codes, send_codes))
+    r_rows = np.flatnonzero(np.isin(codes, recv_codes))
+    if s_rows.size and r_rows.size:
+        recv_of = np.full(int(match.max()) + 1, -1, np.int64)
+        recv_of[match[r_rows]] = r_rows
+        rr = recv_of[match[s_rows]]
+        ok = rr >= 0
+        s_rows, rr = s_rows[ok], rr[ok]
+        end = np.where(done[rr] >= 0, done[rr], rr)
+        parts += [f'{{"name":"message","cat":"message","ph":"s","id":{m},"ts":{t!r},"pid":0,"tid":{r}}}'
+                  for m, t, r in zip(match[s_rows].tolist(), enter_us[s_rows].tolist(),
+                                     events["rank"].to_numpy()[s_rows].tolist(), strict=True)]
+        parts += [f'{{"name":"message","cat":"message","ph":"f","bp":"e","id":{m},"ts":{t!r},"pid":0,"tid":{r}}}'
+                  for m, t, r in zip(match[s_rows].tolist(), exit_us[end].tolist(),
+                                     events["rank"].to_numpy()[end].tolist(), strict=True)]
+    other = json.dumps(metadata, sort_keys=True)
+    return '{"traceEvents":[\n' + ",\n".join(parts) + '\n],"displayTimeUnit":"ms","otherData":' + other + "}\n"
 
 
 def write_chrome_trace(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, Any], path: Path) -> bool:
     """Write the Chrome trace unless the table is too large; return whether it was written."""
     if len(events) > CHROME_MAX_EVENTS:
         return False
-    with path.open("w") as fh:
-        json.dump(chrome_trace(events, waits, metadata), fh, separators=(",", ":"))
+    path.write_text(chrome_trace_text(events, waits, metadata))
     return True

@@ -8,9 +8,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
-from waitlab.models.ops import OpTable
+from waitlab.models.ops import CODE, OpTable
 from waitlab.simulator.build import replay_binary
 from waitlab.simulator.smpi import run_smpirun
 from waitlab.simulator.timeline import build_events, read_log
@@ -28,10 +29,12 @@ class Replay:
 
 def replay_ops(ops: OpTable, platform_xml: Path, hostfile: Path, core_speed: float, *,
                config: Mapping[str, str] | None = None, extra_flags: Sequence[str] = (),
-               timeout: float | None = None, what: str = "SMPI replay", work: Path | None = None) -> Replay:
+               timeout: float | None = None, what: str = "SMPI replay", work: Path | None = None,
+               markers_in_trace: bool = False) -> Replay:
     """Write the trace, replay it with waitlab's replay extension and parse the timelines.
 
-    ``work`` keeps the trace and log files (a temporary folder otherwise).
+    ``work`` keeps the trace and log files (a temporary folder otherwise).  Region markers are left
+    out of the trace (their times are the previous action's exit) unless ``markers_in_trace``.
     """
     stages: dict[str, float] = {}
     binary = replay_binary()
@@ -39,12 +42,15 @@ def replay_ops(ops: OpTable, platform_xml: Path, hostfile: Path, core_speed: flo
         folder = work or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
         t = time.perf_counter()
-        index = write_trace(ops, core_speed, folder / "trace")
+        # Region markers take no simulated time: keep them out of SMPI and let read_log fill their times in.
+        markers = np.isin(ops.code, [CODE["enter"], CODE["leave"]]) & (not markers_in_trace)
+        trace_ops = ops.take(np.flatnonzero(~markers)) if markers.any() else ops
+        index = write_trace(trace_ops, core_speed, folder / "trace")
         stages["write_trace"] = time.perf_counter() - t
         log = folder / "events.bin"
         log.unlink(missing_ok=True)
         t = time.perf_counter()
-        res = run_smpirun(binary, ops.n_ranks, platform_xml, hostfile, replay_index=index, config=config,
+        res = run_smpirun(binary, trace_ops.n_ranks, platform_xml, hostfile, replay_index=index, config=config,
                           extra_flags=extra_flags, env={"WAITLAB_LOG": str(log)}, timeout=timeout, what=what,
                           cwd=folder)
         stages["smpi"] = time.perf_counter() - t

@@ -189,6 +189,9 @@ def parse_ti_trace(path: Path, *, flops_per_second: float, n_ranks: int | None =
     default_dt: dict[int, int] = {}
     v_seen: dict[tuple[int, int], int] = {}
     ranks_seen: set[int] = set()
+    if per_rank_files and n_ranks is not None and len(files) != n_ranks:
+        raise InputError(str(path), "(ranks)", f"the trace has {len(files)} ranks (one file each in the index) but "
+                         f"the scenario asks for {n_ranks}", "set [scenario] ranks to the trace's number of ranks")
     world = n_ranks if n_ranks is not None else (len(files) if per_rank_files else None)
     if world is None:  # one shared file: count the ranks first
         ranks: set[int] = set()

@@ -53,12 +53,45 @@ _HAS_RECV_BYTES = _lut(("alltoall", "gather", "scatter", "allgather"))
 def read_log(path: Path, ops: OpTable) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """Enter and exit times of every operation of ``ops`` (in its row order).
 
+    Operations whose action is a region marker (``enter``/``leave``) may be absent from the log: they
+    take no simulated time and a rank's actions run back to back, so a marker's time is exactly the
+    exit time of the rank's previous action (or of its ``init``).  :func:`waitlab.simulator.replay.replay_ops`
+    keeps markers out of the SMPI trace for speed and this function fills their times in.
+
     Raises :class:`SimulationError` when the log does not cover every operation
     (a replay that stopped early) or its actions do not match the trace.
     """
     if not path.exists():
         raise SimulationError(f"the replay wrote no event log ({path}); the simulation did not start")
     log = np.fromfile(path, dtype=LOG_DTYPE)
+    marker = (ops.code == CODE["enter"]) | (ops.code == CODE["leave"])
+    if marker.any() and log.size and not np.isin(log["code"], [CODE["enter"], CODE["leave"]]).any():
+        return _fill_markers(log, ops, marker)
+    te, tx, _ = _read_aligned(log, ops)
+    return te, tx
+
+
+def _fill_markers(log: npt.NDArray[Any], ops: OpTable, marker: npt.NDArray[np.bool_]
+                  ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    keep = np.flatnonzero(~marker)
+    te_k, tx_k, start = _read_aligned(log, ops.take(keep))
+    n = len(ops)
+    t_enter = np.empty(n)
+    t_exit = np.empty(n)
+    t_enter[keep], t_exit[keep] = te_k, tx_k
+    last = np.maximum.accumulate(np.where(~marker, np.arange(n), -1))  # last real action at or before i
+    counts = ops.per_rank_counts()
+    first_row = np.repeat(np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
+    same_rank = last >= first_row
+    m = np.flatnonzero(marker)
+    t = np.where(same_rank[m], t_exit[np.maximum(last[m], 0)], start[ops.rank[m]])
+    t_enter[m] = t_exit[m] = t
+    return t_enter, t_exit
+
+
+def _read_aligned(log: npt.NDArray[Any], ops: OpTable
+                  ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Times of ``ops`` from a log holding exactly their actions, and each rank's start (init exit) time."""
     order = np.argsort(log["rank"], kind="stable")
     log = log[order]
     per_rank = np.bincount(log["rank"], minlength=ops.n_ranks) if log.size else np.zeros(ops.n_ranks, np.int64)
@@ -80,7 +113,8 @@ def read_log(path: Path, ops: OpTable) -> tuple[npt.NDArray[np.float64], npt.NDA
         i = int(np.flatnonzero(body["code"] != ops.code)[0])
         raise SimulationError(f"replay log and trace disagree at rank {ops.rank[i]} operation {ops.seq[i]}: "
                               f"logged {ACTIONS[body['code'][i]]}, trace has {ACTIONS[ops.code[i]]}")
-    return body["t_enter"].astype(np.float64), body["t_exit"].astype(np.float64)
+    start = log["t_exit"][starts].astype(np.float64)
+    return body["t_enter"].astype(np.float64), body["t_exit"].astype(np.float64), start
 
 
 def _group_cumcount(keys: list[npt.NDArray[Any]], order_key: npt.NDArray[Any]) -> npt.NDArray[np.int64]:

@@ -132,3 +132,28 @@ def test_same_ops_give_identical_event_tables(replay):
     e1, w1 = replay(ops)
     e2, w2 = replay(ops)
     assert e1.equals(e2) and w1.equals(w2)
+
+
+def test_region_markers_outside_smpi_give_the_same_timelines(tmp_path):
+    """Markers replayed by SMPI and markers reconstructed from neighbouring actions agree exactly."""
+    from conftest import SPEED, star_platform
+
+    from waitlab.simulator.replay import replay_ops
+
+    rng = np.random.default_rng(5)
+    b = OpBuilder(4)
+    for s in range(3):
+        b.add("enter", range(4), step=s, region="step")
+        b.add("enter", range(4), step=s, region="a")
+        b.add("compute", range(4), step=s, value=rng.uniform(0.1, 0.3, 4), region="a")
+        b.add("leave", range(4), step=s, region="a")
+        b.add("isend", range(4), step=s, peer=[1, 2, 3, 0], value=2048)
+        b.add("irecv", range(4), step=s, peer=[3, 0, 1, 2], value=2048)
+        b.add("waitall", range(4), step=s)
+        b.add("leave", range(4), step=s, region="step")
+        b.add("allreduce", range(4), step=s, value=8, value2=8)
+    ops = b.build()
+    xml, hostfile = star_platform(tmp_path, 4)
+    fast = replay_ops(ops, xml, hostfile, SPEED, work=tmp_path / "a")
+    full = replay_ops(ops, xml, hostfile, SPEED, work=tmp_path / "b", markers_in_trace=True)
+    assert fast.events.equals(full.events)

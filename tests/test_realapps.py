@@ -523,3 +523,52 @@ def test_smpi_collective_test_program_and_smpi_capture_replay(simgrid_sources: P
     rep = simulate(trace_scenario(capture(sc, tmp_path / "is", via="smpi"), 4))
     total = real.waits["wait"].sum()
     assert abs(rep.waits["wait"].sum() - total) <= 0.01 * total
+
+
+@pytest.mark.simgrid
+def test_instrumentation_charged_in_the_program_matches_the_replay(bsp_run: Any, tmp_path: Path) -> None:
+    from waitlab.experiments.perturbation import run_perturbed
+    from waitlab.experiments.programs import capture
+
+    sc0, _ = bsp_run
+    extra = {"instrumentation": {"events": "all", "fixed_cost": 1e-5}}
+    sc = from_mapping({"scenario": {"name": "bsp-instr", "ranks": 4}, "platform": {"name": "dawning_5000a"},
+                       "application": {"kind": "program", "sources": [str(PROGRAMS / "bsp.c")], "args": ["3"]},
+                       **extra}, str(tmp_path / "s.toml"))
+    real = run_perturbed(sc)
+    index = capture(sc0, tmp_path / "cap")
+    tsc = from_mapping({"scenario": {"name": "bsp-instr-replay", "ranks": 4}, "platform": {"name": "dawning_5000a"},
+                        "application": {"kind": "trace", "trace": str(index)}, **extra}, "<test>")
+    rep = run_perturbed(tsc)
+    for key in ("makespan", "total_wait"):
+        assert real.report[key]["measured"] == pytest.approx(rep.report[key]["measured"], rel=0.01)
+    assert real.report["injected_seconds"] == pytest.approx(rep.report["injected_seconds"])
+    assert real.report["makespan"]["measured"] > real.report["makespan"]["unperturbed"]
+    cc, rc = real.report["condition_c"], rep.report["condition_c"]
+    assert (cc["holds"], cc["pairs"], cc["violating_pairs"]) == (rc["holds"], rc["pairs"], rc["violating_pairs"])
+    assert (real.measured.events["kind"] == "overhead").sum() == (rep.measured.events["kind"] == "overhead").sum()
+
+
+@pytest.mark.simgrid
+@needs_smpi
+def test_cxx_program_and_the_capture_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from waitlab.cli import main
+
+    scenario = tmp_path / "ring.toml"
+    scenario.write_text(f'[scenario]\nname = "ring"\nranks = 3\n[platform]\nname = "deepcomp_7000"\n'
+                        f'[application]\nkind = "program"\nsources = ["{PROGRAMS / "ring.cpp"}"]\n')
+    assert main(["run", str(scenario), "-o", str(tmp_path / "res"), "--no-png"]) == 0
+    waits = pd.read_parquet(tmp_path / "res" / "waits.parquet")
+    # rank 1 receives the token from rank 0, which finished its 1 ms of work first: no wait; rank 0 waits for
+    # the token to come back from rank 2 (3 ms of work)
+    ls = waits[waits["pattern"] == "late_sender"].set_index("rank")["wait"]
+    assert ls[0] == pytest.approx(2e-3, abs=1e-4)
+    assert main(["capture", str(scenario), "-o", str(tmp_path / "cap")]) == 0
+    out = capsys.readouterr().out
+    assert 'kind = "trace"' in out and str(tmp_path / "cap" / "index.txt") in out
+    replay = tmp_path / "replay.toml"
+    replay.write_text(out[out.index("[scenario]"):])
+    assert main(["run", str(replay), "-o", str(tmp_path / "rep"), "--no-png"]) == 0
+    rwaits = pd.read_parquet(tmp_path / "rep" / "waits.parquet")
+    assert rwaits["wait"].sum() == pytest.approx(waits["wait"].sum(), rel=0.01)
+    assert main(["capture", str(scenario), "-o", str(tmp_path / "cap")]) == 2  # exists: an InputError

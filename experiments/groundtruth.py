@@ -1,0 +1,375 @@
+"""Ground truth of a run: the cause ledger and counterfactual re-simulation (DESIGN.md section 8).
+
+The true cost of a set X of injected causes is the total wait of the scenario
+minus the total wait of the same scenario re-simulated with X removed (same
+operations, same seeds: :meth:`~waitlab.models.ops.OpTable.without_causes`).
+It is computed per region, per ``(rank, region)`` for a list of candidates, per
+cause kind (imbalance, noise, overhead, swap, flush), for all causes together,
+and for any named set (e.g. "balance the regions model A blamed").
+
+Re-runs go through one :class:`concurrent.futures.Executor` seam (local
+processes by default; pass any executor, e.g. a Dask ``Client.get_executor()``)
+and are cached on disk, keyed by the scenario hash and a digest of the
+counterfactual operations, so a repeated diagnosis does not simulate again.
+
+Besides the total wait each re-run records the makespan, the wait per MPI
+operation and the sum over collective instances of the largest wait (the
+wait H-CWP-DM's "earliest" pairing considers), so every model can be compared
+with the truth in its own terms.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from waitlab.experiments.scenario import Scenario
+from waitlab.models.ops import CAUSE_KINDS, OpTable
+from waitlab.models.syncpoints import pattern_codes
+from waitlab.models.waitstates import PATTERNS
+
+#: Wait metrics recorded for every run (see :func:`wait_metrics`).
+METRICS = ("total_wait", "makespan", "considered_wait", "collective_max_wait")
+_P2P = {PATTERNS.index("late_sender"), PATTERNS.index("late_receiver")}
+
+
+def default_cache_dir() -> Path:
+    """``$WAITLAB_CACHE/counterfactuals``, else ``~/.cache/waitlab/counterfactuals``."""
+    base = os.environ.get("WAITLAB_CACHE") or os.path.join(os.environ.get("XDG_CACHE_HOME")
+                                                           or os.path.expanduser("~/.cache"), "waitlab")
+    return Path(base) / "counterfactuals"
+
+
+def wait_metrics(events: pd.DataFrame, waits: pd.DataFrame) -> dict[str, Any]:
+    """Wait figures of one run (plain JSON data).
+
+    ``total_wait``; ``makespan``; ``collective_max_wait`` = sum over collective
+    instances of their largest wait; ``considered_wait`` = that plus all
+    point-to-point waits (what H-CWP-DM with the "earliest" pairing explains);
+    ``wait_by_op`` and ``max_wait_by_op`` (sum over instances of the largest wait, per collective).
+
+    Examples
+    --------
+    >>> from waitlab.models.waitstates import make_events, wait_states
+    >>> ev = make_events(rank=[0, 1, 2], op=["barrier"] * 3, enter=[0.0, 1.0, 3.0], exit=[3.0] * 3, match=[0] * 3)
+    >>> m = wait_metrics(ev, wait_states(ev))
+    >>> m["total_wait"], m["collective_max_wait"], m["max_wait_by_op"]
+    (5.0, 3.0, {'barrier': 3.0})
+    """
+    w = waits["wait"].to_numpy(float)
+    ops = waits["op"].astype(str).to_numpy() if len(waits) else np.array([], dtype=object)
+    coll = ~np.isin(pattern_codes(waits), list(_P2P)) if len(waits) else np.zeros(0, bool)
+    inst = events["match"].to_numpy()[waits["event"].to_numpy()] if len(waits) else np.zeros(0, np.int64)
+    frame = pd.DataFrame({"op": ops[coll], "inst": inst[coll], "wait": w[coll]})
+    per_inst = frame.groupby(["op", "inst"])["wait"].max() if len(frame) else pd.Series(dtype=float)
+    max_by_op = per_inst.groupby(level=0).sum() if len(per_inst) else pd.Series(dtype=float)
+    by_op = pd.Series(w).groupby(ops).sum() if len(w) else pd.Series(dtype=float)
+    coll_max = float(per_inst.sum()) if len(per_inst) else 0.0
+    return {
+        "total_wait": float(w.sum()),
+        "makespan": float(events["exit"].max()) if len(events) else 0.0,
+        "collective_max_wait": coll_max,
+        "considered_wait": coll_max + float(w[~coll].sum()),
+        "wait_by_op": {str(k): float(v) for k, v in by_op.items()},
+        "max_wait_by_op": {str(k): float(v) for k, v in max_by_op.items()},
+    }
+
+
+def ledger_frame(ops: OpTable) -> pd.DataFrame:
+    """The cause ledger of ``ops`` as a table (``rank, region, step, seconds, kind``)."""
+    led = ops.ledger
+    names = np.array([*ops.names, ""], dtype=object)
+    return pd.DataFrame({
+        "rank": led.rank.astype(int), "region": names[np.where(led.region >= 0, led.region, len(ops.names))],
+        "step": led.step.astype(int), "seconds": led.seconds,
+        "kind": np.array(CAUSE_KINDS, dtype=object)[led.kind] if len(led) else np.array([], dtype=object),
+    })  # fmt: skip
+
+
+@dataclass(frozen=True)
+class CauseSet:
+    """A named set of ledger rows to remove in one counterfactual re-run."""
+
+    label: str
+    group: str  # "region", "rank_region", "kind", "all" or a caller's group (e.g. "balance")
+    key: Any  # region name, (rank, region), kind, or None
+    mask: npt.NDArray[np.bool_] = field(repr=False)
+
+    @property
+    def n_causes(self) -> int:
+        return int(self.mask.sum())
+
+
+def standard_sets(ledger: pd.DataFrame, *, candidates: Iterable[tuple[int, str]] = (), regions: bool = True,
+                  kinds: bool = True) -> list[CauseSet]:
+    """Cause sets per region, per cause kind, all causes, and per candidate ``(rank, region)``.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> led = pd.DataFrame({"rank": [0, 1, 1], "region": ["A", "A", "B"], "step": [0, 0, 0],
+    ...                     "seconds": [1.0, 2.0, 0.5], "kind": ["imbalance", "imbalance", "noise"]})
+    >>> [s.label for s in standard_sets(led, candidates=[(1, "A")])]
+    ['all', 'region:A', 'region:B', 'kind:imbalance', 'kind:noise', 'rank_region:1:A']
+    """
+    pos = ledger["seconds"].to_numpy(float) > 0
+    region = ledger["region"].astype(str).to_numpy()
+    kind = ledger["kind"].astype(str).to_numpy()
+    rank = ledger["rank"].to_numpy()
+    out = [CauseSet("all", "all", None, pos.copy())]
+    if regions:
+        for r in sorted(set(region[pos].tolist())):
+            out.append(CauseSet(f"region:{r}", "region", r, pos & (region == r)))
+    if kinds:
+        for k in [k for k in CAUSE_KINDS if (pos & (kind == k)).any()]:
+            out.append(CauseSet(f"kind:{k}", "kind", k, pos & (kind == k)))
+    seen: set[tuple[int, str]] = set()
+    for rk, rg in candidates:
+        key = (int(rk), str(rg))
+        if key in seen:
+            continue
+        seen.add(key)
+        mask = pos & (rank == key[0]) & (region == key[1])
+        if mask.any():
+            out.append(CauseSet(f"rank_region:{key[0]}:{key[1]}", "rank_region", key, mask))
+    return out
+
+
+def region_set(ledger: pd.DataFrame, regions: Sequence[str], label: str, group: str = "balance") -> CauseSet:
+    """All causes of the given regions (on every rank): "balance these regions"."""
+    mask = (ledger["seconds"].to_numpy(float) > 0) & ledger["region"].astype(str).isin(list(regions)).to_numpy()
+    return CauseSet(label, group, tuple(regions), mask)
+
+
+def top_candidates(ledger: pd.DataFrame, n: int) -> list[tuple[int, str]]:
+    """The ``n`` (rank, region) pairs with the most injected seconds."""
+    if not len(ledger) or n <= 0:
+        return []
+    s = ledger.groupby(["rank", "region"])["seconds"].sum().sort_values(ascending=False, kind="stable")
+    return [(int(r), str(g)) for r, g in s.index[:n]]
+
+
+def ops_digest(ops: OpTable) -> str:
+    """SHA-256 of everything in ``ops`` that the replay sees."""
+    h = hashlib.sha256()
+    h.update(str(ops.n_ranks).encode())
+    for c in ops.COLUMNS:
+        h.update(c.encode())
+        h.update(np.ascontiguousarray(getattr(ops, c)).tobytes())
+    h.update("\0".join(ops.names).encode())
+    return h.hexdigest()
+
+
+def _rerun(scenario: Scenario, ops: OpTable) -> dict[str, Any]:
+    """One counterfactual simulation (runs in a worker process)."""
+    from waitlab.experiments.run import simulate
+
+    result = simulate(scenario, ops=ops)
+    return wait_metrics(result.events, result.waits)
+
+
+def default_executor(max_workers: int = 2) -> Executor:
+    """Local processes (spawned, so worker state never inherits the parent's threads)."""
+    workers = max(1, min(max_workers, os.cpu_count() or 1))
+    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+
+
+@dataclass
+class Counterfactuals:
+    """Re-simulates a scenario without given cause sets, through an executor, with a disk cache.
+
+    Parameters
+    ----------
+    scenario : Scenario
+    ops : OpTable
+        The operations the baseline run replayed (perturbations included).
+    executor : Executor, optional
+        Where re-runs go; default: :func:`default_executor` (created and shut down per batch).
+    cache_dir : Path, optional
+        Default :func:`default_cache_dir`; ``None`` with ``use_cache=False`` disables caching.
+    rerun : callable, optional
+        ``(scenario, ops) -> metrics`` (tests substitute a cheaper simulator); must be picklable
+        for a process executor.
+    """
+
+    scenario: Scenario
+    ops: OpTable
+    executor: Executor | None = None
+    cache_dir: Path | None = None
+    use_cache: bool = True
+    rerun: Callable[[Scenario, OpTable], dict[str, Any]] = _rerun
+    progress: bool = False
+    simulated: int = 0  # re-runs actually simulated (not served from the cache)
+
+    def __post_init__(self) -> None:
+        if self.use_cache and self.cache_dir is None:
+            self.cache_dir = default_cache_dir()
+
+    def _path(self, digest: str) -> Path | None:
+        if not self.use_cache or self.cache_dir is None:
+            return None
+        return Path(self.cache_dir) / f"{self.scenario.hash()}-{digest[:32]}.json"
+
+    def run(self, sets: Sequence[CauseSet]) -> dict[str, dict[str, Any]]:
+        """Metrics of the scenario re-run without each set (label -> metrics)."""
+        jobs: dict[str, OpTable] = {}
+        label_digest: dict[str, str] = {}
+        for cs in sets:
+            cf = self.ops.without_causes(cs.mask)
+            d = ops_digest(cf)
+            label_digest[cs.label] = d
+            jobs.setdefault(d, cf)
+        results: dict[str, dict[str, Any]] = {}
+        todo: dict[str, OpTable] = {}
+        for d, cf in jobs.items():
+            path = self._path(d)
+            if path is not None and path.exists():
+                try:
+                    results[d] = json.loads(path.read_text())["metrics"]
+                    continue
+                except (OSError, ValueError, KeyError):
+                    pass
+            todo[d] = cf
+        if todo:
+            results.update(self._simulate(todo))
+        return {label: results[d] for label, d in label_digest.items()}
+
+    def _simulate(self, todo: Mapping[str, OpTable]) -> dict[str, dict[str, Any]]:
+        from tqdm import tqdm
+
+        own = self.executor is None
+        ex = default_executor() if own else self.executor
+        assert ex is not None
+        out: dict[str, dict[str, Any]] = {}
+        try:
+            futures: dict[Future[dict[str, Any]], str] = {ex.submit(self.rerun, self.scenario, cf): d
+                                                          for d, cf in todo.items()}
+            from concurrent.futures import as_completed
+
+            for fut in tqdm(as_completed(futures), total=len(futures), desc="counterfactual re-runs",
+                            disable=not self.progress):
+                d = futures[fut]
+                out[d] = fut.result()
+                self.simulated += 1
+                path = self._path(d)
+                if path is not None:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    tmp = path.with_suffix(f".tmp{os.getpid()}")
+                    tmp.write_text(json.dumps({"scenario_hash": self.scenario.hash(), "ops_digest": d,
+                                               "metrics": out[d]}, sort_keys=True) + "\n")
+                    os.replace(tmp, path)
+        finally:
+            if own:
+                ex.shutdown(wait=True, cancel_futures=True)
+        return out
+
+
+@dataclass(frozen=True)
+class GroundTruth:
+    """Counterfactual costs of the injected causes.
+
+    Attributes
+    ----------
+    baseline : dict
+        :func:`wait_metrics` of the run itself.
+    ledger : DataFrame
+        The cause ledger (``rank, region, step, seconds, kind``).
+    sets : tuple of CauseSet
+    reruns : dict
+        Label -> :func:`wait_metrics` of the re-run without that set.
+    simulated : int
+        Re-runs that were simulated (the rest came from the cache).
+    """
+
+    baseline: dict[str, Any]
+    ledger: pd.DataFrame
+    sets: tuple[CauseSet, ...]
+    reruns: dict[str, dict[str, Any]]
+    simulated: int = 0
+
+    def cost_of(self, label: str, metric: str = "total_wait") -> float:
+        """True cost of one set: baseline metric minus the re-run's."""
+        return float(self.baseline[metric]) - float(self.reruns[label][metric])
+
+    def cost(self, group: str, metric: str = "total_wait") -> pd.Series:
+        """True cost per key of a group (``region``, ``rank_region``, ``kind``), largest first."""
+        sel = [s for s in self.sets if s.group == group]
+        if group == "rank_region":
+            idx: pd.Index = pd.MultiIndex.from_tuples([s.key for s in sel], names=["rank", "region"]) if sel \
+                else pd.MultiIndex.from_arrays([[], []], names=["rank", "region"])
+        else:
+            idx = pd.Index([s.key for s in sel], name=group)
+        s = pd.Series([self.cost_of(x.label, metric) for x in sel], index=idx, dtype=float)
+        return s.sort_values(ascending=False, kind="stable")
+
+    @property
+    def all_causes(self) -> float:
+        """True cost of every injected cause together (total wait)."""
+        return self.cost_of("all") if "all" in self.reruns else float("nan")
+
+    def injected(self, group: str) -> pd.Series:
+        """Injected seconds per key of a group (from the ledger)."""
+        led = self.ledger[self.ledger["seconds"] > 0]
+        if group == "region":
+            return led.groupby("region")["seconds"].sum().sort_values(ascending=False)
+        if group == "kind":
+            return led.groupby("kind")["seconds"].sum().sort_values(ascending=False)
+        return led.groupby(["rank", "region"])["seconds"].sum().sort_values(ascending=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for the JSON report."""
+        def series(s: pd.Series) -> dict[str, float]:
+            return {(":".join(str(x) for x in k) if isinstance(k, tuple) else str(k)): float(v) for k, v in s.items()}
+
+        return {
+            "baseline": self.baseline,
+            "all_causes": self.all_causes,
+            "by_region": series(self.cost("region")),
+            "by_kind": series(self.cost("kind")),
+            "by_rank_region": series(self.cost("rank_region")),
+            "by_region_considered": series(self.cost("region", "considered_wait")),
+            "injected_by_region": series(self.injected("region")),
+            "injected_by_kind": series(self.injected("kind")),
+            "sets": {s.label: {"group": s.group, "causes": s.n_causes, "rerun": self.reruns.get(s.label)}
+                     for s in self.sets},
+            "simulated_reruns": self.simulated,
+        }
+
+
+def ground_truth(scenario: Scenario, ops: OpTable, baseline: dict[str, Any], *,
+                 candidates: Iterable[tuple[int, str]] = (), n_candidates: int = 8,
+                 extra_sets: Sequence[CauseSet] = (), executor: Executor | None = None,
+                 cache_dir: Path | None = None, use_cache: bool = True, progress: bool = False,
+                 rerun: Callable[[Scenario, OpTable], dict[str, Any]] | None = None) -> GroundTruth:
+    """Counterfactual costs per region, per cause kind, of all causes, and per candidate (rank, region).
+
+    Parameters
+    ----------
+    scenario, ops : the baseline run's scenario and the operations it replayed.
+    baseline : dict
+        :func:`wait_metrics` of the baseline run.
+    candidates : iterable of (rank, region)
+        Pairs to cost individually (e.g. the models' most blamed), in addition to the
+        ``n_candidates`` pairs with the most injected seconds.
+    extra_sets : sequence of CauseSet
+        More sets, e.g. :func:`region_set` of each model's culprits.
+    executor, cache_dir, use_cache, progress, rerun : see :class:`Counterfactuals`.
+    """
+    ledger = ledger_frame(ops)
+    cands = [*top_candidates(ledger, n_candidates), *candidates]
+    sets = [*standard_sets(ledger, candidates=cands), *extra_sets]
+    cf = Counterfactuals(scenario, ops, executor=executor, cache_dir=cache_dir, use_cache=use_cache,
+                         rerun=rerun if rerun is not None else _rerun, progress=progress)
+    reruns = cf.run(sets)
+    return GroundTruth(baseline=baseline, ledger=ledger, sets=tuple(sets), reruns=reruns, simulated=cf.simulated)
