@@ -119,8 +119,8 @@ def test_run_twice_gives_identical_bytes_and_metadata(tmp_path):
 
 @pytest.mark.simgrid
 def test_failed_simulation_leaves_no_results(tmp_path):
-    # cheap to generate, expensive to simulate: all-to-all of 256 KiB blocks among 64 ranks, basic_linear
-    slow = GOOD.replace("ranks = 4", "ranks = 64").replace('kind = "stencil"', 'kind = "fft"')
+    # cheap to generate, expensive to simulate (minutes): all-to-all of 256 KiB blocks among 256 ranks
+    slow = GOOD.replace("ranks = 4", "ranks = 256").replace('kind = "stencil"', 'kind = "fft"')
     p = write(tmp_path, slow + 'bytes_per_peer = 262144\n[simulation]\ntimeout = 0.5\nalltoall = "basic_linear"\n')
     with pytest.raises(SimulationError, match=r"exceeded the time limit of 0\.5 s"):
         run_scenario(load_scenario(p), tmp_path / "out")

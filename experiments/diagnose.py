@@ -1,0 +1,456 @@
+"""``waitlab diagnose``: run CWP-DM and H-CWP-DM on one run, compute the ground truth, score, report.
+
+Input: a results folder of ``waitlab run`` (``run.json``, ``events.parquet``,
+``waits.parquet``) or a scenario TOML (simulated first), or an in-memory
+:class:`~waitlab.experiments.run.RunResult`.
+
+Models: CWP-DM (:func:`~waitlab.models.cwpdm.cwpdm`) and H-CWP-DM with both
+collective pairings (``earliest`` as in seed 000, and ``each``), each timed and
+its peak memory measured (``tracemalloc``, a second run).
+
+Ground truth (:mod:`~waitlab.experiments.groundtruth`): counterfactual re-runs
+per region, per cause kind, of all causes, of candidate (rank, region) pairs
+(the ledger's largest and each model's most blamed) and of "balance the
+regions this model blames" for the predicted-vs-realized comparison.
+
+Report (folder): ``diagnosis.json`` (everything), ``diagnosis.md`` (readable
+report), ``blame_by_region.png`` (models and truth side by side) and
+``culprit_timeline.png`` (a timeline with the culprit regions highlighted).
+Each model is compared with the truth in its own terms: CWP-DM and H-CWP-DM
+"each" explain the total wait; H-CWP-DM "earliest" explains the largest wait of
+each collective instance (plus point-to-point waits), as the paper's 41.6 s.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import tracemalloc
+from collections.abc import Callable, Mapping
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from waitlab.errors import InputError
+from waitlab.experiments.groundtruth import GroundTruth, ground_truth, ledger_frame, region_set, wait_metrics
+from waitlab.experiments.scenario import Scenario, from_mapping
+from waitlab.models.cwpdm import CwpdmResult, cwpdm
+from waitlab.models.hcwpdm import DEFAULT_THRESHOLD, HcwpdmResult, hcwpdm
+from waitlab.models.ops import OpTable
+from waitlab.models.scoring import by_rank_region, by_region, culprits, improvement, score
+from waitlab.models.syncpoints import call_paths
+
+#: The models of a diagnosis: key -> (display name, metric of the truth it is compared with).
+MODELS: dict[str, tuple[str, str]] = {
+    "cwpdm": ("CWP-DM", "total_wait"),
+    "hcwpdm": ("H-CWP-DM (earliest)", "considered_wait"),
+    "hcwpdm_each": ("H-CWP-DM (each)", "total_wait"),
+}
+
+
+@dataclass(frozen=True)
+class ModelRun:
+    """One model's result and what it cost to compute."""
+
+    key: str
+    name: str
+    metric: str
+    result: CwpdmResult | HcwpdmResult
+    seconds: float
+    peak_bytes: int
+
+    @property
+    def denominator(self) -> float:
+        """The wait this model explains (total wait, or the waits it paired)."""
+        if isinstance(self.result, HcwpdmResult):
+            return self.result.considered_wait
+        return self.result.total_wait
+
+    def blame(self) -> pd.DataFrame:
+        return self.result.blame()
+
+
+def _measure(fn: Callable[[], Any], memory: bool) -> tuple[Any, float, int]:
+    t = time.perf_counter()
+    out = fn()
+    seconds = time.perf_counter() - t
+    peak = 0
+    if memory:
+        tracemalloc.start()
+        try:
+            fn()
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    return out, seconds, peak
+
+
+def run_models(events: pd.DataFrame, waits: pd.DataFrame, *, threshold: float = DEFAULT_THRESHOLD,
+               memory: bool = True) -> list[ModelRun]:
+    """CWP-DM and H-CWP-DM (both pairings) on the same timelines, with their time and peak memory."""
+    cps = call_paths(events)
+    runs = []
+    for key, fn in (("cwpdm", lambda: cwpdm(events, waits)),
+                    ("hcwpdm", lambda: hcwpdm(events, waits, threshold=threshold, pairing="earliest",
+                                              callpaths=cps)),
+                    ("hcwpdm_each", lambda: hcwpdm(events, waits, threshold=threshold, pairing="each",
+                                                   callpaths=cps))):
+        res, sec, peak = _measure(fn, memory)
+        name, metric = MODELS[key]
+        runs.append(ModelRun(key, name, metric, res, sec, peak))
+    return runs
+
+
+@dataclass
+class Diagnosis:
+    """Everything ``waitlab diagnose`` reports."""
+
+    scenario: Scenario | None
+    metadata: dict[str, Any]
+    baseline: dict[str, Any]
+    models: list[ModelRun]
+    truth: GroundTruth | None
+    culprits: dict[str, list[str]] = field(default_factory=dict)
+    scores: dict[str, dict[str, float]] = field(default_factory=dict)
+    improvements: dict[str, dict[str, float]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    events: pd.DataFrame | None = field(default=None, repr=False)
+    waits: pd.DataFrame | None = field(default=None, repr=False)
+
+    def model(self, key: str) -> ModelRun:
+        return next(m for m in self.models if m.key == key)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (``diagnosis.json``)."""
+        models: dict[str, Any] = {}
+        for m in self.models:
+            reg = by_region(m.blame())
+            rr = by_rank_region(m.blame())
+            d: dict[str, Any] = {
+                "name": m.name, "compared_with": m.metric, "explains_wait": m.denominator,
+                "attributed": m.result.attributed, "unexplained": m.result.unexplained,
+                "seconds": m.seconds, "peak_bytes": m.peak_bytes,
+                "by_region": {str(k): float(v) for k, v in reg.items()},
+                "top_rank_region": [{"rank": int(r), "region": str(g), "cost": float(v)}
+                                    for (r, g), v in rr.head(20).items()],
+                "culprits": self.culprits.get(m.key, []),
+                "scores": self.scores.get(m.key, {}),
+                "improvement": self.improvements.get(m.key, {}),
+            }
+            if isinstance(m.result, CwpdmResult):
+                w = m.result.waits
+                d.update(short=m.result.short_total, long=m.result.long_total, rounds=m.result.rounds,
+                         direct=float(w["direct"].sum()), indirect=float(w["indirect"].sum()),
+                         propagating=float(w["propagating"].sum()), terminal=float(w["terminal"].sum()),
+                         long_by_wait_type={c[5:]: float(m.result.costs[c].sum())
+                                            for c in m.result.costs.columns if c.startswith("long_")})
+            else:
+                d.update(hotspots=list(m.result.hotspots), threshold=m.result.threshold,
+                         pairing=m.result.pairing)
+            models[m.key] = d
+        return _plain({
+            "scenario": self.scenario.resolved() if self.scenario is not None else None,
+            "metadata": self.metadata, "baseline": self.baseline, "models": models,
+            "truth": self.truth.to_dict() if self.truth is not None else None, "notes": self.notes,
+        })
+
+
+def _plain(x: Any) -> Any:
+    if isinstance(x, Mapping):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_plain(v) for v in x]
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if hasattr(x, "item") and callable(x.item):
+        return _plain(x.item())
+    return x
+
+
+def diagnose(events: pd.DataFrame, waits: pd.DataFrame, *, scenario: Scenario | None = None,
+             ops: OpTable | None = None, metadata: Mapping[str, Any] | None = None, truth: bool = True,
+             threshold: float = DEFAULT_THRESHOLD, top_k: int = 5, n_candidates: int = 8,
+             culprit_share: float = 0.1, executor: Executor | None = None, cache_dir: Path | None = None,
+             use_cache: bool = True, progress: bool = False, memory: bool = True,
+             rerun: Callable[[Scenario, OpTable], dict[str, Any]] | None = None) -> Diagnosis:
+    """Run both models, the ground truth (needs ``scenario`` and ``ops``) and the scores.
+
+    Parameters
+    ----------
+    events, waits : DataFrame
+        The run's event table and wait states.
+    scenario, ops : optional
+        The scenario and the operations it replayed; without them there is no ground truth.
+    truth : bool
+        Compute the counterfactual ground truth.
+    threshold : float
+        H-CWP-DM hotspot threshold.
+    top_k : int
+        k of the top-k precision.
+    n_candidates : int
+        (rank, region) pairs with the most injected seconds costed individually.
+    culprit_share : float
+        A region is a culprit of a model when it holds at least this share of the model's blame.
+    executor, cache_dir, use_cache, progress, rerun
+        See :func:`~waitlab.experiments.groundtruth.ground_truth`.
+    memory : bool
+        Measure each model's peak memory (runs it a second time under tracemalloc).
+    """
+    baseline = wait_metrics(events, waits)
+    models = run_models(events, waits, threshold=threshold, memory=memory)
+    diag = Diagnosis(scenario=scenario, metadata=dict(metadata or {}), baseline=baseline, models=models, truth=None,
+                     events=events, waits=waits)
+    for m in models:
+        diag.culprits[m.key] = [str(c) for c in culprits(by_region(m.blame()), share=culprit_share)]
+    if not truth:
+        return diag
+    if scenario is None or ops is None:
+        diag.notes.append("no scenario or operations: ground truth skipped")
+        return diag
+    ledger = ledger_frame(ops)
+    cands: list[tuple[int, str]] = []
+    for m in models:
+        cands += [(int(r), str(g)) for r, g in by_rank_region(m.blame()).index[:top_k]]
+    extra = [region_set(ledger, diag.culprits[m.key], f"balance:{m.key}") for m in models if diag.culprits[m.key]]
+    gt = ground_truth(scenario, ops, baseline, candidates=cands, n_candidates=n_candidates, extra_sets=extra,
+                      executor=executor, cache_dir=cache_dir, use_cache=use_cache, progress=progress, rerun=rerun)
+    diag.truth = gt
+    causal = set(ledger.loc[ledger["seconds"] > 0, "region"].astype(str))
+    for m in models:
+        blame = m.blame()
+        diag.scores[m.key] = score(
+            by_region(blame), gt.cost("region", m.metric), predicted_rank_region=by_rank_region(blame),
+            true_rank_region=gt.cost("rank_region", m.metric), attributed=m.result.attributed,
+            true_total=gt.cost_of("all", m.metric), causal_regions=causal, k=top_k)
+        label = f"balance:{m.key}"
+        if label in gt.reruns:
+            reg = by_region(blame)
+            predicted = float(reg.reindex(diag.culprits[m.key]).fillna(0.0).sum())
+            imp = improvement(predicted, float(baseline[m.metric]), float(gt.reruns[label][m.metric]))
+            imp["makespan"] = (baseline["makespan"] - gt.reruns[label]["makespan"]) / baseline["makespan"] \
+                if baseline["makespan"] else math.nan
+            diag.improvements[m.key] = imp
+    return diag
+
+
+# ------------------------------------------------------------------------------------------ inputs
+
+
+def scenario_from_resolved(resolved: Mapping[str, Any], source: str = "run.json") -> Scenario:
+    """Rebuild a :class:`Scenario` from the ``resolved_scenario`` of ``run.json``."""
+    data = json.loads(json.dumps(resolved))  # deep copy
+
+    def drop_none(d: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in d.items() if v is not None}
+
+    data["platform"] = drop_none(data.get("platform", {}))
+    sim = data.get("simulation", {})
+    if isinstance(sim.get("config"), list):
+        sim["config"] = {str(k): v for k, v in sim["config"]}
+    app = data.get("application", {})
+    for spec in app.get("imbalance", []) or []:
+        r = spec.get("ranks")
+        if isinstance(r, dict) and "mode" in r:
+            spec["ranks"] = {"all": "all", "list": list(r.get("ranks", [])), "random": {"random": r.get("count")},
+                             "fraction": {"fraction": r.get("fraction")},
+                             "every": {"every": r.get("count")}}.get(r["mode"], r)
+    app_keys = {k: v for k, v in app.items() if v is not None}
+    data["application"] = app_keys
+    return from_mapping(data, source)
+
+
+@dataclass(frozen=True)
+class Source:
+    """What a diagnosis reads: the run's tables, its scenario and operations."""
+
+    events: pd.DataFrame
+    waits: pd.DataFrame
+    scenario: Scenario
+    ops: OpTable | None
+    metadata: dict[str, Any]
+    notes: tuple[str, ...] = ()
+
+
+def _leaf_codes_match(ops: OpTable, events: pd.DataFrame) -> bool:
+    from waitlab.models.ops import CODE
+
+    leaf = ops.code[ops.code != CODE["leave"]]
+    if leaf.size != len(events):
+        return False
+    ev_ops = events["op"].astype(str).to_numpy()
+    from waitlab.models.ops import ACTIONS
+
+    names = np.array([*ACTIONS], dtype=object)[leaf]
+    names = np.where(names == "enter", "region", names)
+    return bool(np.array_equal(names, ev_ops))
+
+
+def load_source(path: Path) -> Source:
+    """A results folder of ``waitlab run`` or a scenario TOML (simulated now)."""
+    from waitlab.experiments.run import generate_ops, simulate
+    from waitlab.experiments.scenario import load_scenario
+    from waitlab.simulator.export import read_table
+
+    path = Path(path)
+    if path.is_dir():
+        run_json = path / "run.json"
+        if not run_json.exists():
+            raise InputError(str(path), "(folder)", "is not a results folder of `waitlab run` (no run.json)",
+                             "pass the folder written by `waitlab run`, or a scenario .toml")
+        meta = json.loads(run_json.read_text())
+        if "resolved_scenario" not in meta:
+            raise InputError(str(run_json), "resolved_scenario", "is missing", "re-run `waitlab run` to rewrite it")
+        scenario = scenario_from_resolved(meta["resolved_scenario"], str(run_json))
+        notes: list[str] = []
+        if meta.get("scenario_hash") and scenario.hash() != meta["scenario_hash"]:
+            notes.append(f"scenario hash {scenario.hash()} differs from run.json's {meta['scenario_hash']}")
+        events, _ = read_table(path / "events.parquet")
+        waits, _ = read_table(path / "waits.parquet")
+        ops: OpTable | None = None
+        if not scenario.extra:
+            try:
+                cand = generate_ops(scenario)
+                if _leaf_codes_match(cand, events):
+                    ops = cand
+            except Exception as exc:
+                notes.append(f"regenerating the operations failed ({exc}); re-simulated instead")
+        if ops is None:
+            result = simulate(scenario)
+            ops = result.ops
+            if not np.allclose(result.events["exit"].to_numpy(), events["exit"].to_numpy(), rtol=0, atol=1e-9) \
+                    if len(result.events) == len(events) else True:
+                notes.append("re-simulating the scenario gave a different timeline than the folder's")
+        return Source(events, waits, scenario, ops, meta, tuple(notes))
+    if path.suffix == ".toml":
+        scenario = load_scenario(path)
+        result = simulate(scenario)
+        return Source(result.events, result.waits, scenario, result.ops, dict(result.metadata))
+    raise InputError(str(path), "(path)", "is neither a results folder nor a .toml scenario",
+                     "pass the folder written by `waitlab run` or a scenario file")
+
+
+def diagnose_path(path: Path, **kwargs: Any) -> Diagnosis:
+    """:func:`diagnose` of a results folder or scenario TOML."""
+    src = load_source(path)
+    diag = diagnose(src.events, src.waits, scenario=src.scenario, ops=src.ops, metadata=src.metadata, **kwargs)
+    diag.notes.extend(src.notes)
+    diag.metadata.setdefault("source", str(path))
+    return diag
+
+
+# ------------------------------------------------------------------------------------------ report
+
+
+def _pct(x: float) -> str:
+    return "n/a" if x is None or not math.isfinite(x) else f"{100 * x:.1f}%"
+
+
+def _num(x: float, unit: str = "") -> str:
+    return "n/a" if x is None or not math.isfinite(x) else f"{x:.4g}{unit}"
+
+
+def to_markdown(diag: Diagnosis) -> str:
+    """The human-readable report."""
+    b = diag.baseline
+    name = diag.scenario.name if diag.scenario is not None else diag.metadata.get("scenario", "?")
+    lines = [f"# Diagnosis of `{name}`", ""]
+    if diag.scenario is not None:
+        sc = diag.scenario
+        lines += [f"{sc.ranks} ranks, platform `{sc.platform.name}`, application `{sc.application_kind}`, "
+                  f"seed {sc.seed}, scenario hash `{sc.hash()}`.", ""]
+    lines += [f"Total wait {b['total_wait']:.4g} s (makespan {b['makespan']:.4g} s); largest wait per collective "
+              f"instance summed: {b['collective_max_wait']:.4g} s. Wait by operation: "
+              + ", ".join(f"{k} {v:.4g} s" for k, v in sorted(b["wait_by_op"].items(), key=lambda kv: -kv[1])), ""]
+    lines += ["## What each model blames", ""]
+    for m in diag.models:
+        reg = by_region(m.blame())
+        what = "total wait" if m.metric == "total_wait" else \
+            "the largest wait of each collective instance + point-to-point waits"
+        lines += [f"### {m.name}", "",
+                  f"Explains {m.denominator:.4g} s of wait ({what}); attributed "
+                  f"{m.result.attributed:.4g} s, unexplained {m.result.unexplained:.4g} s. Diagnosis took "
+                  f"{m.seconds:.3f} s, peak memory {m.peak_bytes / 2**20:.1f} MiB.", ""]
+        if isinstance(m.result, CwpdmResult):
+            w = m.result.waits
+            lines += [f"Short-term cost {m.result.short_total:.4g} s, long-term {m.result.long_total:.4g} s; "
+                      f"direct wait {w['direct'].sum():.4g} s, indirect {w['indirect'].sum():.4g} s; propagating "
+                      f"{w['propagating'].sum():.4g} s, terminal {w['terminal'].sum():.4g} s "
+                      f"({m.result.rounds} propagation rounds).", ""]
+        else:
+            lines += [f"Hotspots (>= {100 * m.result.threshold:g}% of the time): "
+                      + ", ".join(f"`{h}`" for h in m.result.hotspots), ""]
+        lines += ["| region | blamed (s) | share |", "| --- | ---: | ---: |"]
+        total = float(reg.sum()) or 1.0
+        for r, v in reg.head(10).items():
+            lines.append(f"| `{r}` | {v:.4g} | {_pct(v / total)} |")
+        rr = by_rank_region(m.blame()).head(5)
+        lines += ["", "Most blamed (rank, region): " + ", ".join(f"({r}, `{g}`) {v:.4g} s"
+                                                              for (r, g), v in rr.items()), ""]
+    gt = diag.truth
+    if gt is not None:
+        lines += ["## Ground truth (counterfactual re-runs)", "",
+                  f"Removing every injected cause removes {gt.all_causes:.4g} s of the {b['total_wait']:.4g} s "
+                  f"of wait ({gt.simulated} re-runs simulated, the rest from the cache).", "",
+                  "| region | injected (s) | true cost, total wait (s) | true cost, largest waits (s) |",
+                  "| --- | ---: | ---: | ---: |"]
+        inj = gt.injected("region")
+        tc = gt.cost("region")
+        tcc = gt.cost("region", "considered_wait")
+        for r in tc.index:
+            lines.append(f"| `{r}` | {inj.get(r, 0.0):.4g} | {tc[r]:.4g} | {tcc.get(r, float('nan')):.4g} |")
+        kinds = gt.cost("kind")
+        if len(kinds):
+            lines += ["", "By cause kind: " + ", ".join(f"{k} {v:.4g} s" for k, v in kinds.items())]
+        rr_t = gt.cost("rank_region").head(8)
+        if len(rr_t):
+            lines += ["", "Costliest candidate (rank, region): " + ", ".join(f"({r}, `{g}`) {v:.4g} s"
+                                                                            for (r, g), v in rr_t.items())]
+        lines += ["", "## Scores", "",
+                  "| model | top-k region | top-k (rank, region) | Spearman region | Spearman (rank, region) | "
+                  "rel. error of total | false blame |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        for m in diag.models:
+            s = diag.scores.get(m.key, {})
+            lines.append(f"| {m.name} | {_num(s.get('top_k_region', math.nan))} | "
+                         f"{_num(s.get('top_k_rank_region', math.nan))} | {_num(s.get('spearman_region', math.nan))}"
+                         f" | {_num(s.get('spearman_rank_region', math.nan))} | "
+                         f"{_pct(s.get('relative_error_total', math.nan))} | "
+                         f"{_num(s.get('false_blame_seconds', math.nan), ' s')} "
+                         f"({_pct(s.get('false_blame_share', math.nan))}) |")
+        lines += ["", "## Predicted vs realized improvement", "",
+                  "Balancing a model's culprit regions (removing their injected excess on every rank):", "",
+                  "| model | culprits | predicted | realized | makespan |", "| --- | --- | ---: | ---: | ---: |"]
+        for m in diag.models:
+            imp = diag.improvements.get(m.key)
+            if imp:
+                lines.append(f"| {m.name} | {', '.join(f'`{c}`' for c in diag.culprits[m.key])} | "
+                             f"{_pct(imp['predicted'])} | {_pct(imp['realized'])} | {_pct(imp['makespan'])} |")
+    if diag.notes:
+        lines += ["", "## Notes", "", *[f"- {n}" for n in diag.notes]]
+    return "\n".join(lines) + "\n"
+
+
+def write_report(diag: Diagnosis, out: Path, png: bool = True) -> list[Path]:
+    """Write ``diagnosis.json``, ``diagnosis.md`` and the figures into ``out``; return the files."""
+    from waitlab.experiments.diagnosis_plots import blame_figure, culprit_timeline
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    files = [out / "diagnosis.json", out / "diagnosis.md"]
+    files[0].write_text(json.dumps(diag.to_dict(), indent=2, sort_keys=True) + "\n")
+    files[1].write_text(to_markdown(diag))
+    if png:
+        blame_figure(diag, out / "blame_by_region.png")
+        files.append(out / "blame_by_region.png")
+        if diag.events is not None and diag.waits is not None:
+            culprit_timeline(diag.events, diag.waits, diag, out / "culprit_timeline.png")
+            files.append(out / "culprit_timeline.png")
+    return files
+
+
+__all__ = ["MODELS", "Diagnosis", "ModelRun", "Source", "diagnose", "diagnose_path", "load_source",
+           "run_models", "scenario_from_resolved", "to_markdown", "write_report"]

@@ -1,0 +1,121 @@
+"""Figures of a diagnosis: blamed cost per region (models and truth side by side), culprit timeline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from waitlab.models.scoring import by_rank_region, by_region
+
+if TYPE_CHECKING:
+    from waitlab.experiments.diagnose import Diagnosis
+
+CULPRIT_COLOURS = ("#d62728", "#9467bd", "#ff7f0e", "#2ca02c", "#8c564b")
+TIMELINE_MAX_RANKS = 48
+MAX_REGIONS = 10
+
+
+def _bars(ax: plt.Axes, series: dict[str, pd.Series], title: str) -> None:
+    regions: list[str] = []
+    for s in series.values():
+        for r in s.index[:MAX_REGIONS]:
+            if r not in regions:
+                regions.append(str(r))
+    regions = regions[:MAX_REGIONS]
+    x = np.arange(len(regions))
+    width = 0.8 / max(len(series), 1)
+    for i, (label, s) in enumerate(series.items()):
+        ax.bar(x + (i - (len(series) - 1) / 2) * width, s.reindex(regions).fillna(0.0).to_numpy(), width,
+               label=label)
+    ax.set_xticks(x)
+    ax.set_xticklabels(regions, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("seconds of wait")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+
+
+def blame_figure(diag: Diagnosis, path: Path) -> None:
+    """Blamed cost per region: CWP-DM, H-CWP-DM (each) and the truth of the total wait (left);
+    H-CWP-DM (earliest) and the truth of the largest waits per collective instance (right)."""
+    truth = diag.truth
+    left: dict[str, pd.Series] = {}
+    right: dict[str, pd.Series] = {}
+    for m in diag.models:
+        (left if m.metric == "total_wait" else right)[m.name] = by_region(m.blame())
+    if truth is not None:
+        left["ground truth"] = truth.cost("region").clip(lower=0)
+        right["ground truth"] = truth.cost("region", "considered_wait").clip(lower=0)
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.8))
+    _bars(ax1, left, "total wait")
+    _bars(ax2, right, "largest wait of each collective instance (seed 000's measure)")
+    name = diag.scenario.name if diag.scenario is not None else ""
+    fig.suptitle(f"Blamed cost per region {name}".strip())
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, metadata={"Software": None})
+    plt.close(fig)
+
+
+def _pick_ranks(n_ranks: int, diag: Diagnosis) -> np.ndarray:
+    if n_ranks <= TIMELINE_MAX_RANKS:
+        return np.arange(n_ranks)
+    blamed: list[int] = []
+    for m in diag.models:
+        for r, _ in by_rank_region(m.blame()).index[: TIMELINE_MAX_RANKS // 4]:
+            if int(r) not in blamed:
+                blamed.append(int(r))
+    blamed = blamed[: TIMELINE_MAX_RANKS // 2]
+    rest = [int(r) for r in np.linspace(0, n_ranks - 1, TIMELINE_MAX_RANKS - len(blamed)).round()]
+    return np.array(sorted(set(blamed) | set(rest)))
+
+
+def culprit_timeline(events: pd.DataFrame, waits: pd.DataFrame, diag: Diagnosis, path: Path) -> None:
+    """Gantt chart (up to 48 ranks: the most blamed and an even sample) with the culprit regions highlighted."""
+    culprits: list[str] = []
+    for m in diag.models:
+        for c in diag.culprits.get(m.key, []):
+            if c not in culprits and not c.startswith("MPI_"):
+                culprits.append(c)
+    culprits = culprits[: len(CULPRIT_COLOURS)]
+    n_ranks = int(events["rank"].max()) + 1 if len(events) else 0
+    ranks = _pick_ranks(n_ranks, diag)
+    ypos = np.full(max(n_ranks, 1), -1)
+    ypos[ranks] = np.arange(ranks.size)
+    leaf = events[(events["kind"] != "region") & np.isin(events["rank"].to_numpy(), ranks)]
+    y = ypos[leaf["rank"].to_numpy()]
+    start = leaf["enter"].to_numpy()
+    dur = leaf["exit"].to_numpy() - start
+    region = leaf["region"].astype(str).to_numpy()
+    is_mpi = (leaf["kind"] == "mpi").to_numpy()
+    fig, ax = plt.subplots(figsize=(12, max(3.0, 0.22 * ranks.size + 1.6)))
+    other = ~is_mpi & ~np.isin(region, culprits)
+    ax.barh(y[other], dur[other], left=start[other], height=0.7, color="#c8c8c8", label="other regions",
+            linewidth=0)
+    ax.barh(y[is_mpi], dur[is_mpi], left=start[is_mpi], height=0.7, color="#f2e394", label="MPI", linewidth=0)
+    for c, colour in zip(culprits, CULPRIT_COLOURS, strict=False):
+        sel = ~is_mpi & (region == c)
+        ax.barh(y[sel], dur[sel], left=start[sel], height=0.7, color=colour, label=c, linewidth=0)
+    if len(waits):
+        w = waits[np.isin(waits["rank"].to_numpy(), ranks)]
+        enter = events["enter"].to_numpy()[w["event"].to_numpy()]
+        ax.barh(ypos[w["rank"].to_numpy()], w["wait"].to_numpy(), left=enter, height=0.35, color="#444444",
+                label="wait", linewidth=0)
+    ax.set_yticks(np.arange(ranks.size))
+    ax.set_yticklabels([str(r) for r in ranks], fontsize=6 if ranks.size > 24 else 8)
+    ax.set_ylim(ranks.size - 0.5, -0.5)
+    ax.set_xlabel("simulated time (s)")
+    ax.set_ylabel("rank" if ranks.size == n_ranks else f"rank ({ranks.size} of {n_ranks})")
+    name = diag.scenario.name if diag.scenario is not None else ""
+    ax.set_title(f"{name}: culprit regions highlighted".strip(": "))
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=min(8, len(culprits) + 3), frameon=False,
+              fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, metadata={"Software": None})
+    plt.close(fig)
