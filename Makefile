@@ -12,7 +12,7 @@ demo: setup
 
 lint: setup
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy waitlab simulator models platforms experiments
+	VENV=$(VENV) bash scripts/typecheck.sh
 
 docs: setup
 	$(VENV)/bin/sphinx-build -W --keep-going -q -b html docs docs/_build/html
@@ -21,7 +21,7 @@ test: setup lint docs
 	$(VENV)/bin/python -m pytest -q tests
 
 bench: setup
-	$(PY) benchmarks/run_all.py
+	$(PY) benchmarks/bench_core.py
 
 clean:
 	rm -rf docs/_build build *.egg-info results
