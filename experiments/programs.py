@@ -547,7 +547,10 @@ def _simulate_trace(scenario: Scenario, platform: Any, work: Path, ops: OpTable 
     binary = replay_binary()
     t = time.perf_counter()
     xml, hostfile = platform.write(work)
-    index = write_ti_trace(ops, platform.core_speed, work / "trace", parsed.vectors)
+    # region markers take no simulated time: keep them out of SMPI, read_log fills their times in
+    markers = ops.mask(("enter", "leave"))
+    trace_ops = ops.take(np.flatnonzero(~markers).astype(np.int64)) if markers.any() else ops
+    index = write_ti_trace(trace_ops, platform.core_speed, work / "trace", parsed.vectors)
     stages["write_trace"] = time.perf_counter() - t
     log = work / "events.bin"
     t = time.perf_counter()

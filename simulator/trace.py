@@ -12,47 +12,55 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from waitlab.errors import InputError
 from waitlab.models.ops import ACTIONS, CODE, OpTable
 
-_Row = tuple[int, float, float, int, int, str]
-_Formatter = Callable[[_Row], str]
+_Cols = dict[str, list[Any]]
+_Formatter = Callable[[_Cols], list[str]]
 
 
-def _count(x: float) -> str:
-    return str(round(x))
+def _ints(values: npt.NDArray[np.float64]) -> list[int]:
+    return np.rint(values).astype(np.int64).tolist()
 
 
-_FORMATS: dict[str, _Formatter] = {
-    "send": lambda r: f"send {r[3]} {r[4]} {_count(r[1])}",
-    "isend": lambda r: f"isend {r[3]} {r[4]} {_count(r[1])}",
-    "recv": lambda r: f"recv {r[3]} {r[4]} {_count(r[1])}",
-    "irecv": lambda r: f"irecv {r[3]} {r[4]} {_count(r[1])}",
-    # wait src dst tag; value2 = 1 when it completes a receive (peer is then the source)
-    "wait": lambda r: (f"wait {r[3]} {r[0]} {r[4]}" if r[2] else f"wait {r[0]} {r[3]} {r[4]}"),
-    "waitall": lambda r: "waitall",
-    "barrier": lambda r: "barrier",
-    "bcast": lambda r: f"bcast {_count(r[1])} {max(r[3], 0)} 0",
-    "reduce": lambda r: f"reduce {_count(r[1])} {r[2]!r} {max(r[3], 0)} 0",
-    "allreduce": lambda r: f"allreduce {_count(r[1])} {r[2]!r}",
-    "alltoall": lambda r: f"alltoall {_count(r[1])} {_count(r[2])}",
-    "gather": lambda r: f"gather {_count(r[1])} {_count(r[2])} {max(r[3], 0)}",
-    "scatter": lambda r: f"scatter {_count(r[1])} {_count(r[2])} {max(r[3], 0)}",
-    "allgather": lambda r: f"allgather {_count(r[1])} {_count(r[2])}",
-    "scan": lambda r: f"scan {_count(r[1])} {r[2]!r}",
-    "exscan": lambda r: f"exscan {_count(r[1])} {r[2]!r}",
-    "sleep": lambda r: f"sleep {r[1]!r}",
-    "enter": lambda r: f"enter {r[5]}",
-    "leave": lambda r: f"leave {r[5]}",
-    "overhead": lambda r: f"overhead {r[1]!r}",
-    "noise": lambda r: f"noise {r[1]!r}",
-    "delay": lambda r: f"delay {r[1]!r}",
-    "swap": lambda r: f"swap {r[1]!r}",
-    "flush": lambda r: f"flush {_count(r[1])} {r[2]!r}",
-}
+def _fmt(action: str, cols: _Cols) -> list[str]:
+    """Lines of one action for a subset of rows (columns as Python lists)."""
+    v, v2, peer, tag, rank, name = (cols[k] for k in ("count", "value2", "peer", "tag", "rank", "name"))
+    if action in ("send", "isend", "recv", "irecv"):
+        return [f"{action} {p} {t} {c}" for p, t, c in zip(peer, tag, v, strict=True)]
+    if action == "wait":  # wait src dst tag; value2 = 1 when it completes a receive (peer is then the source)
+        return [f"wait {p} {r} {t}" if rc else f"wait {r} {p} {t}"
+                for p, r, t, rc in zip(peer, rank, tag, v2, strict=True)]
+    if action in ("waitall", "barrier"):
+        return [action] * len(rank)
+    root = [max(p, 0) for p in peer]
+    if action == "bcast":
+        return [f"bcast {c} {q} 0" for c, q in zip(v, root, strict=True)]
+    if action == "reduce":
+        return [f"reduce {c} {f!r} {q} 0" for c, f, q in zip(v, v2, root, strict=True)]
+    if action in ("allreduce", "scan", "exscan"):
+        return [f"{action} {c} {f!r}" for c, f in zip(v, v2, strict=True)]
+    if action in ("alltoall", "allgather"):
+        return [f"{action} {c} {c2}" for c, c2 in zip(v, cols["count2"], strict=True)]
+    if action in ("gather", "scatter"):
+        return [f"{action} {c} {c2} {q}" for c, c2, q in zip(v, cols["count2"], root, strict=True)]
+    if action in ("sleep", "overhead", "noise", "delay", "swap"):
+        return [f"{action} {x!r}" for x in cols["value"]]
+    if action == "flush":
+        return [f"flush {c} {f!r}" for c, f in zip(v, v2, strict=True)]
+    if action in ("enter", "leave"):
+        return [f"{action} {n}" for n in name]
+    raise KeyError(action)
+
+
+WRITABLE = ("send", "isend", "recv", "irecv", "wait", "waitall", "barrier", "bcast", "reduce", "allreduce",
+            "scan", "exscan", "alltoall", "allgather", "gather", "scatter", "sleep", "overhead", "noise", "delay",
+            "swap", "flush", "enter", "leave", "compute")
 
 
 def format_lines(ops: OpTable, core_speed: float) -> list[str]:
@@ -78,28 +86,24 @@ def format_lines(ops: OpTable, core_speed: float) -> list[str]:
         raise InputError("scenario", f"rank {ops.rank[bad]} operation {ops.seq[bad]}",
                          f"negative value {ops.value[bad]} for {ACTIONS[ops.code[bad]]}",
                          "durations and sizes must be >= 0")
-    lines: list[str] = [""] * len(ops)
-    ranks = ops.rank.tolist()
-    values = ops.value.tolist()
-    values2 = ops.value2.tolist()
-    peers = ops.peer.tolist()
-    tags = ops.tag.tolist()
-    name_ids = ops.name.tolist()
+    lines = np.empty(len(ops), dtype=object)
+    name_table = np.array([*names, ""], dtype=object)
     for code in np.unique(ops.code).tolist():
         action = ACTIONS[code]
-        idx = np.flatnonzero(ops.code == code).tolist()
+        idx = np.flatnonzero(ops.code == code)
         if action == "compute":
-            for i in idx:
-                lines[i] = f"compute {values[i] * core_speed!r}"
+            lines[idx] = [f"compute {f!r}" for f in (ops.value[idx] * core_speed).tolist()]
             continue
-        fmt = _FORMATS.get(action)
-        if fmt is None:
+        if action not in WRITABLE:
             raise InputError("scenario", f"operation {action}", "this action cannot be written to a trace yet",
-                             f"use one of: {', '.join(sorted([*_FORMATS, 'compute']))}")
-        for i in idx:
-            nid = name_ids[i]
-            lines[i] = fmt((ranks[i], values[i], values2[i], peers[i], tags[i], names[nid] if nid >= 0 else ""))
-    return lines
+                             f"use one of: {', '.join(sorted(WRITABLE))}")
+        cols: _Cols = {
+            "count": _ints(ops.value[idx]), "count2": _ints(ops.value2[idx]), "value": ops.value[idx].tolist(),
+            "value2": ops.value2[idx].tolist(), "peer": ops.peer[idx].tolist(), "tag": ops.tag[idx].tolist(),
+            "rank": ops.rank[idx].tolist(), "name": name_table[ops.name[idx]].tolist(),
+        }  # fmt: skip
+        lines[idx] = _fmt(action, cols)
+    return lines.tolist()
 
 
 def write_trace(ops: OpTable, core_speed: float, folder: Path) -> Path:
@@ -111,9 +115,10 @@ def write_trace(ops: OpTable, core_speed: float, folder: Path) -> Path:
     index_lines = []
     for r in range(ops.n_ranks):
         path = folder / f"rank{r}.txt"
-        prefix = f"{r} "
-        body = "".join(prefix + ln + "\n" for ln in lines[bounds[r]:bounds[r + 1]])
-        path.write_text(f"{r} init\n{body}{r} finalize\n")
+        prefix = f"\n{r} "
+        chunk = lines[bounds[r]:bounds[r + 1]]
+        body = (prefix + prefix.join(chunk)) if chunk else ""
+        path.write_text(f"{r} init{body}\n{r} finalize\n")
         index_lines.append(str(path.resolve()))
     index = folder / "index.txt"
     index.write_text("\n".join(index_lines) + "\n")
