@@ -135,3 +135,12 @@ def test_demo_example_validates_and_platform_listing_works():
     assert sc.application_kind == "lared_s" and sc.ranks == 256
     out = cli("platforms")
     assert out.returncode == 0 and "dawning_5000a" in out.stdout and "sunway_taihulight" in out.stdout
+
+
+@pytest.mark.simgrid
+def test_paje_trace_is_written_on_request(tmp_path):
+    p = write(tmp_path, GOOD + "\n[simulation]\npaje = true\n")
+    run_scenario(load_scenario(p), tmp_path / "out", png=False)
+    paje = (tmp_path / "out" / "smpi.paje").read_text()
+    assert paje.startswith("#This file was generated using SimGrid-3.32")
+    assert "PajeDefineContainerType" in paje
