@@ -33,7 +33,8 @@ import numpy.typing as npt
 from waitlab.errors import InputError, SimulationError
 from waitlab.models.ops import ACTIONS, CODE, MPI_ACTIONS, OpTable
 from waitlab.simulator import programs as prog
-from waitlab.simulator.ti_trace import ParsedTrace, VectorStore, parse_ti_trace, write_ti_trace
+from waitlab.simulator.ti_trace import ParsedTrace, VectorStore, parse_ti_trace
+from waitlab.simulator.trace import write_trace
 
 if TYPE_CHECKING:
     from waitlab.experiments.run import Perturb, RunResult
@@ -550,7 +551,7 @@ def _simulate_trace(scenario: Scenario, platform: Any, work: Path, ops: OpTable 
     # region markers take no simulated time: keep them out of SMPI, read_log fills their times in
     markers = ops.mask(("enter", "leave"))
     trace_ops = ops.take(np.flatnonzero(~markers).astype(np.int64)) if markers.any() else ops
-    index = write_ti_trace(trace_ops, platform.core_speed, work / "trace", parsed.vectors)
+    index = write_trace(trace_ops, platform.core_speed, work / "trace", vectors=parsed.vectors)
     stages["write_trace"] = time.perf_counter() - t
     log = work / "events.bin"
     t = time.perf_counter()
@@ -639,7 +640,7 @@ def capture(scenario: Scenario, out: Path, *, via: str = "layer", force: bool = 
                       f"{platform.name}; compute in flops at {float(platform.core_speed)!r} flop/s")
             if via == "layer":
                 m = run_real_program(scenario, platform, work)
-                index = write_ti_trace(m.ops, platform.core_speed, partial, m.run.vectors, header=header,
+                index = write_trace(m.ops, platform.core_speed, partial, vectors=m.run.vectors, header=header,
                                        relative=True)
                 n_ops = len(m.ops)
             else:

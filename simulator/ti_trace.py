@@ -4,13 +4,13 @@ A TI trace is what ``smpirun -trace-ti`` records and what ``smpirun -replay``
 replays (docs/real_programs.md describes the format for converter writers).
 :func:`parse_ti_trace` turns one into an :class:`~waitlab.models.ops.OpTable`
 so it goes through the synthetic pipeline (perturbations, what-if platforms);
-:func:`write_ti_trace` writes an OpTable back, exactly, including the per-peer
+:func:`waitlab.simulator.trace.write_trace` writes an OpTable back, exactly, including the per-peer
 counts of ``alltoallv``/``gatherv``/``scatterv``/``allgatherv``/``reducescatter``
 that an OpTable row cannot hold (they travel in a :class:`VectorStore`).
 
 Sizes in a TI trace are element counts of an MPI datatype (SMPI's datatype ids;
 without one, ``MPI_BYTE``, or ``MPI_DOUBLE`` when the rank's ``init`` line has
-an argument).  The OpTable holds bytes; :func:`write_ti_trace` writes bytes
+an argument).  The OpTable holds bytes; :func:`waitlab.simulator.trace.write_trace` writes bytes
 with ``MPI_BYTE`` (id 6), so a trace round-trips to the same byte counts.
 ``compute`` amounts are flops; the OpTable holds seconds at a reference speed
 (``flops_per_second``), and the writer multiplies by the target core speed.
@@ -18,7 +18,7 @@ with ``MPI_BYTE`` (id 6), so a trace round-trips to the same byte counts.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -455,18 +455,9 @@ def _v_line(action: str, rank: int, value: float, value2: float, peer: int, n: i
     return f"reducescatter {_fmt_counts(recv)} {value2!r} {b}"
 
 
-#: Actions formatted here rather than by :func:`waitlab.simulator.trace.format_lines`.
-_OWN_FORMATS: dict[str, Callable[[float, float, int, int], str]] = {
-    # explicit MPI_BYTE: sizes in the OpTable are bytes
-    "bcast": lambda v, v2, p, t: f"bcast {round(v)} {max(p, 0)} {BYTE_DT}",
-    "reduce": lambda v, v2, p, t: f"reduce {round(v)} {v2!r} {max(p, 0)} {BYTE_DT}",
-    "test": lambda v, v2, p, t: "test -1 -1 0",
-}
-
-
 def format_ti_lines(ops: OpTable, core_speed: float, vectors: VectorStore | None = None) -> list[str]:
     """One TI line (without rank prefix) per operation, v-collectives exact when ``vectors`` has them."""
-    own = ops.mask([*V_ACTIONS, *_OWN_FORMATS])
+    own = ops.mask(V_ACTIONS)
     lines: list[str] = [""] * len(ops)
     rest = np.flatnonzero(~own)
     if rest.size:
@@ -478,38 +469,7 @@ def format_ti_lines(ops: OpTable, core_speed: float, vectors: VectorStore | None
         k = occurrence(ops)
         for i in idx.tolist():
             action = ACTIONS[ops.code[i]]
-            r, v, v2, p, t = (int(ops.rank[i]), float(ops.value[i]), float(ops.value2[i]), int(ops.peer[i]),
-                              int(ops.tag[i]))
-            if action in _OWN_FORMATS:
-                lines[i] = _OWN_FORMATS[action](v, v2, p, t)
-            else:
-                vec = vectors.get(r, int(ops.code[i]), int(k[i])) if vectors is not None else None
-                lines[i] = _v_line(action, r, v, v2, p, ops.n_ranks, vec)
+            r, v, v2, p = int(ops.rank[i]), float(ops.value[i]), float(ops.value2[i]), int(ops.peer[i])
+            vec = vectors.get(r, int(ops.code[i]), int(k[i])) if vectors is not None else None
+            lines[i] = _v_line(action, r, v, v2, p, ops.n_ranks, vec)
     return lines
-
-
-def write_ti_trace(ops: OpTable, core_speed: float, folder: Path, vectors: VectorStore | None = None,
-                   header: str = "", relative: bool = False) -> Path:
-    """Write one trace file per rank and the index (as :func:`waitlab.simulator.trace.write_trace`).
-
-    Unlike ``write_trace`` it writes v-collectives (exactly when ``vectors`` has
-    their counts, else spread evenly), ``test``, and ``bcast``/``reduce`` in bytes.
-    ``header`` lines (``#`` comments) start every file.  The index names the
-    files by absolute path (what ``smpirun -replay`` needs from any folder), or
-    relative to the index with ``relative=True`` (a trace folder that can be moved).
-    """
-    folder.mkdir(parents=True, exist_ok=True)
-    lines = format_ti_lines(ops, core_speed, vectors)
-    counts = ops.per_rank_counts()
-    bounds = np.concatenate(([0], np.cumsum(counts))).tolist()
-    head = "".join(f"# {h}\n" for h in header.splitlines()) if header else ""
-    index_lines = []
-    for r in range(ops.n_ranks):
-        path = folder / f"rank{r}.txt"
-        prefix = f"{r} "
-        body = "".join(prefix + ln + "\n" for ln in lines[bounds[r]:bounds[r + 1]])
-        path.write_text(f"{head}{r} init\n{body}{r} finalize\n")
-        index_lines.append(path.name if relative else str(path.resolve()))
-    index = folder / "index.txt"
-    index.write_text("\n".join(index_lines) + "\n")
-    return index

@@ -12,13 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
 from waitlab.errors import InputError
 from waitlab.models.ops import ACTIONS, CODE, OpTable
+
+if TYPE_CHECKING:
+    from waitlab.simulator.ti_trace import VectorStore
 
 _Cols = dict[str, list[Any]]
 _Formatter = Callable[[_Cols], list[str]]
@@ -40,9 +43,9 @@ def _fmt(action: str, cols: _Cols) -> list[str]:
         return [action] * len(rank)
     root = [max(p, 0) for p in peer]
     if action == "bcast":
-        return [f"bcast {c} {q} 0" for c, q in zip(v, root, strict=True)]
+        return [f"bcast {c} {q} 6" for c, q in zip(v, root, strict=True)]  # datatype 6 = MPI_BYTE
     if action == "reduce":
-        return [f"reduce {c} {f!r} {q} 0" for c, f, q in zip(v, v2, root, strict=True)]
+        return [f"reduce {c} {f!r} {q} 6" for c, f, q in zip(v, v2, root, strict=True)]
     if action in ("allreduce", "scan", "exscan"):
         return [f"{action} {c} {f!r}" for c, f in zip(v, v2, strict=True)]
     if action in ("alltoall", "allgather"):
@@ -55,12 +58,14 @@ def _fmt(action: str, cols: _Cols) -> list[str]:
         return [f"flush {c} {f!r}" for c, f in zip(v, v2, strict=True)]
     if action in ("enter", "leave"):
         return [f"{action} {n}" for n in name]
+    if action == "test":
+        return ["test -1 -1 0"] * len(rank)
     raise KeyError(action)
 
 
 WRITABLE = ("send", "isend", "recv", "irecv", "wait", "waitall", "barrier", "bcast", "reduce", "allreduce",
             "scan", "exscan", "alltoall", "allgather", "gather", "scatter", "sleep", "overhead", "noise", "delay",
-            "swap", "flush", "enter", "leave", "compute")
+            "swap", "flush", "enter", "leave", "compute", "test")
 
 
 def format_lines(ops: OpTable, core_speed: float) -> list[str]:
@@ -106,20 +111,34 @@ def format_lines(ops: OpTable, core_speed: float) -> list[str]:
     return lines.tolist()
 
 
-def write_trace(ops: OpTable, core_speed: float, folder: Path) -> Path:
-    """Write per-rank trace files and the index; return the index path."""
+def write_trace(ops: OpTable, core_speed: float, folder: Path, *, vectors: VectorStore | None = None,
+                header: str = "", relative: bool = False) -> Path:
+    """Write per-rank trace files and the index; return the index path.
+
+    ``vectors`` holds exact per-peer counts of v-collectives (alltoallv, gatherv, ...; see
+    :mod:`waitlab.simulator.ti_trace`), which are otherwise spread evenly.  ``header`` lines become
+    ``#`` comments at the top of every file.  The index names the files by absolute path (what
+    ``smpirun -replay`` needs from any folder), or relative to the index with ``relative=True``
+    (a trace folder that can be moved).
+    """
+    from waitlab.simulator.ti_trace import V_ACTIONS, format_ti_lines
+
     folder.mkdir(parents=True, exist_ok=True)
-    lines = format_lines(ops, core_speed)
+    if vectors is not None or ops.mask(V_ACTIONS).any():
+        lines = format_ti_lines(ops, core_speed, vectors)
+    else:
+        lines = format_lines(ops, core_speed)
     counts = ops.per_rank_counts()
     bounds = np.concatenate(([0], np.cumsum(counts))).tolist()
+    head = "".join(f"# {h}\n" for h in header.splitlines()) if header else ""
     index_lines = []
     for r in range(ops.n_ranks):
         path = folder / f"rank{r}.txt"
         prefix = f"\n{r} "
         chunk = lines[bounds[r]:bounds[r + 1]]
         body = (prefix + prefix.join(chunk)) if chunk else ""
-        path.write_text(f"{r} init{body}\n{r} finalize\n")
-        index_lines.append(str(path.resolve()))
+        path.write_text(f"{head}{r} init{body}\n{r} finalize\n")
+        index_lines.append(path.name if relative else str(path.resolve()))
     index = folder / "index.txt"
     index.write_text("\n".join(index_lines) + "\n")
     return index

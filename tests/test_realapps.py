@@ -19,7 +19,8 @@ import pytest
 from waitlab.errors import EnvironmentProblem, InputError, SimulationError
 from waitlab.experiments.scenario import Scenario, from_mapping
 from waitlab.models.ops import ACTIONS, CODE, OpBuilder, OpTable
-from waitlab.simulator.ti_trace import VectorStore, format_ti_lines, parse_ti_trace, write_ti_trace
+from waitlab.simulator.ti_trace import VectorStore, format_ti_lines, parse_ti_trace
+from waitlab.simulator.trace import write_trace
 
 PROGRAMS = Path(__file__).resolve().parent / "programs"
 NATIVE = Path(__file__).resolve().parents[1] / "simulator" / "native"
@@ -88,7 +89,7 @@ def _sample_ops() -> tuple[OpTable, VectorStore]:
 
 def test_ti_round_trip_keeps_operations_and_per_peer_counts(tmp_path: Path) -> None:
     ops, vec = _sample_ops()
-    index = write_ti_trace(ops, 2e9, tmp_path / "t", vec, header="test trace", relative=True)
+    index = write_trace(ops, 2e9, tmp_path / "t", vectors=vec, header="test trace", relative=True)
     assert index.read_text().split() == ["rank0.txt", "rank1.txt", "rank2.txt"]
     text = (tmp_path / "t" / "rank1.txt").read_text()
     assert text.startswith("# test trace\n1 init\n1 enter solve\n1 compute 500000000.0\n")
