@@ -21,12 +21,21 @@ def doctor() -> int:
     for tool in ("smpirun", "smpicc", "smpicxx"):
         path = shutil.which(tool)
         report(tool, path is not None, path or f"not found; install with: {INSTALL_HINT}")
+    fortran = shutil.which("smpif90") and shutil.which("gfortran")
+    print(f"[{'ok' if fortran else 'note'}] smpif90 + gfortran: "
+          f"{fortran or 'missing (only needed for Fortran programs): sudo apt-get install -y gfortran'}")
     if shutil.which("smpirun"):
         report("SimGrid version", True, simgrid_version())
     try:
         report("replay extension", True, str(replay_binary()))
     except WaitlabError as exc:
         report("replay extension", False, str(exc))
+    try:
+        from waitlab.simulator.programs import layer_object
+
+        report("measurement layer (real programs)", True, str(layer_object()))
+    except WaitlabError as exc:
+        report("measurement layer (real programs)", False, str(exc))
     proc = subprocess.run(["/usr/bin/python3", "-c", "import simgrid; print(simgrid.__file__)"], capture_output=True,
                           text=True)
     try:

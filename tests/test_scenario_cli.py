@@ -144,3 +144,11 @@ def test_paje_trace_is_written_on_request(tmp_path):
     paje = (tmp_path / "out" / "smpi.paje").read_text()
     assert paje.startswith("#This file was generated using SimGrid-3.32")
     assert "PajeDefineContainerType" in paje
+
+
+@pytest.mark.simgrid
+def test_doctor_reports_every_part():
+    out = cli("doctor")
+    assert out.returncode == 0, out.stdout
+    for part in ("smpirun", "smpicxx", "replay extension", "measurement layer", "python3-simgrid bindings"):
+        assert f"[ok] {part}" in out.stdout
