@@ -34,7 +34,7 @@ def rank_budget(events: pd.DataFrame, waits: pd.DataFrame, n_ranks: int | None =
     makespan = float(events["exit"].max()) if len(events) else 0.0
 
     def per_rank(mask: np.ndarray) -> np.ndarray:
-        return np.bincount(rank[mask], weights=dur[mask], minlength=n)
+        return np.bincount(rank[mask], weights=dur[mask], minlength=n).astype(np.float64)
 
     compute = per_rank(kind == "compute")
     perturb = per_rank(np.isin(kind, PERTURBATION_KINDS))
