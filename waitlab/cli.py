@@ -57,6 +57,34 @@ def _run(sub: Any) -> None:
 
 
 @subcommand
+def _sweep(sub: Any) -> None:
+    p = sub.add_parser("sweep", help="run a what-if grid of scenarios (resumable; local processes or Dask)")
+    p.add_argument("sweep", type=Path, help="sweep TOML file (base scenario + [grid])")
+    p.add_argument("-o", "--output", type=Path, default=None, help="sweep folder (default: results/<name>)")
+    p.add_argument("--executor", choices=("local", "dask"), default=None, help="override [sweep] executor")
+    p.add_argument("--workers", type=int, default=None, help="worker processes (default: cores)")
+    p.add_argument("--scheduler", default=None, help="address of an existing Dask scheduler")
+
+    def go(args: argparse.Namespace) -> int:
+        import dataclasses
+
+        from waitlab.experiments.sweep import load_sweep, run_sweep
+
+        sweep = load_sweep(args.sweep)
+        sweep = dataclasses.replace(
+            sweep, executor=args.executor or ("dask" if args.scheduler else sweep.executor),
+            workers=args.workers or sweep.workers, scheduler=args.scheduler or sweep.scheduler)
+        out = args.output or Path("results") / sweep.name
+        table = run_sweep(sweep, out, progress=print)
+        if len(table):
+            print(table.to_string(index=False, float_format=lambda x: f"{x:.6g}"))
+        print(f"sweep table written to {out}/sweep.csv")
+        return 0 if len(table) == len(sweep.points) else 3
+
+    p.set_defaults(func=go)
+
+
+@subcommand
 def _platforms(sub: Any) -> None:
     p = sub.add_parser("platforms", help="list the platform models, or show one")
     p.add_argument("name", nargs="?", help="platform to show (built-in name or .toml path)")

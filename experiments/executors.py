@@ -1,0 +1,62 @@
+"""The one seam through which waitlab fans out simulations: a ``concurrent.futures.Executor``.
+
+``local`` (default) is a process pool on this machine; ``dask`` is Dask distributed, either a
+``LocalCluster`` started here or an existing scheduler (``tcp://host:8786``) for when one machine is
+not enough.  Both give the same ``submit``/``Future`` interface, so sweeps and counterfactual
+re-runs do not care which one runs them.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Iterator
+from concurrent.futures import Executor, ProcessPoolExecutor
+from contextlib import contextmanager
+
+from waitlab.errors import InputError
+
+EXECUTORS = ("local", "dask")
+
+
+def default_workers() -> int:
+    """Worker processes for a local pool: the machine's cores (each SMPI run is single-threaded)."""
+    return max(1, os.cpu_count() or 1)
+
+
+@contextmanager
+def open_executor(kind: str = "local", workers: int | None = None, scheduler: str | None = None,
+                  source: str = "command line") -> Iterator[Executor]:
+    """Yield an executor of the given kind and shut it down afterwards.
+
+    Parameters
+    ----------
+    kind : {"local", "dask"}
+    workers : int, optional
+        Processes (local) or workers of a new Dask ``LocalCluster``; default: the number of cores.
+    scheduler : str, optional
+        Address of an existing Dask scheduler (``kind = "dask"`` only); no cluster is started then.
+    source : str
+        Where the settings came from, for error messages.
+    """
+    if kind not in EXECUTORS:
+        raise InputError(source, "executor", f"unknown executor {kind!r}", f"use one of: {', '.join(EXECUTORS)}")
+    if workers is not None and workers < 1:
+        raise InputError(source, "workers", f"must be >= 1, got {workers}", "use workers = 2")
+    n = workers or default_workers()
+    if kind == "local":
+        if scheduler:
+            raise InputError(source, "scheduler", "only used with the dask executor", 'set executor = "dask"')
+        # spawn: SMPI runs are subprocesses, and forking a process holding threads is unsafe
+        with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn")) as pool:
+            yield pool
+        return
+    from dask.distributed import Client, LocalCluster
+
+    if scheduler:
+        with Client(scheduler) as client:
+            yield client.get_executor()
+        return
+    with LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        yield client.get_executor()

@@ -1,0 +1,81 @@
+"""Sweeps: grid expansion, errors, resume without redoing finished runs, local and Dask executors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from waitlab.errors import InputError
+from waitlab.experiments.sweep import load_sweep, run_sweep
+
+BASE = """
+[scenario]
+name = "tiny"
+ranks = 4
+seed = 3
+[platform]
+name = "deepcomp_7000"
+[application]
+kind = "stencil"
+steps = 2
+"""
+
+
+def make(tmp_path: Path, grid: str, sweep: str = "") -> Path:
+    (tmp_path / "base.toml").write_text(BASE)
+    p = tmp_path / "sweep.toml"
+    p.write_text(f'base = "base.toml"\n[grid]\n{grid}\n{sweep}')
+    return p
+
+
+def test_grid_expands_to_validated_scenarios(tmp_path):
+    sw = load_sweep(make(tmp_path, '"scenario.ranks" = [4, 8]\n"application.steps" = [1, 2, 3]'))
+    assert len(sw.points) == 6
+    assert sorted({(p.scenario.ranks, p.scenario.application.steps) for p in sw.points}) == \
+        [(r, s) for r in (4, 8) for s in (1, 2, 3)]
+    assert len({p.key for p in sw.points}) == 6
+
+
+def test_bad_sweeps_are_reported(tmp_path):
+    with pytest.raises(InputError, match=r"grid \(scenario.ranks=0\): makes an invalid scenario: .*scenario.ranks"):
+        load_sweep(make(tmp_path, '"scenario.ranks" = [4, 0]'))
+    with pytest.raises(InputError, match="grid.scenario.ranks: must be a non-empty list"):
+        load_sweep(make(tmp_path, '"scenario.ranks" = 4'))
+    with pytest.raises(InputError, match="sweep.executr: unknown key"):
+        load_sweep(make(tmp_path, '"scenario.ranks" = [4]', '[sweep]\nexecutr = "dask"\n'))
+
+
+@pytest.mark.simgrid
+def test_sweep_resumes_without_redoing_finished_runs(tmp_path):
+    sw = load_sweep(make(tmp_path, '"scenario.seed" = [1, 2, 3]', "[sweep]\nworkers = 2\n"))
+    out = tmp_path / "out"
+    # an earlier run was interrupted: one point finished, another left a partial folder behind
+    first = run_sweep(load_sweep(make(tmp_path, '"scenario.seed" = [1]')), out)
+    assert len(first) == 1
+    done = out / "runs" / sw.points[0].key
+    stamp = (done / "events.parquet").stat().st_mtime_ns
+    partial = out / "runs" / f".{sw.points[1].key}.partial-99999"
+    partial.mkdir()
+    (partial / "events.parquet").write_text("half-written")
+    messages: list[str] = []
+    table = run_sweep(sw, out, progress=messages.append)
+    assert messages[0].endswith("3 points, 1 already done, 2 to run")
+    assert (done / "events.parquet").stat().st_mtime_ns == stamp  # not redone
+    assert sorted(table["scenario.seed"]) == [1, 2, 3]
+    assert (out / "sweep.csv").read_text().count("\n") == 4
+    assert all((out / "runs" / p.key / "run.json").exists() for p in sw.points)
+    again: list[str] = []
+    run_sweep(sw, out, progress=again.append)
+    assert again[0].endswith("3 already done, 0 to run")
+
+
+@pytest.mark.simgrid
+def test_sweep_on_dask_local_cluster_matches_local(tmp_path):
+    grid = '"application.steps" = [1, 2]'
+    local = run_sweep(load_sweep(make(tmp_path, grid, "[sweep]\nworkers = 1\n")), tmp_path / "a")
+    dask = run_sweep(load_sweep(make(tmp_path, grid, '[sweep]\nexecutor = "dask"\nworkers = 1\n')), tmp_path / "b")
+    assert local.equals(dask)
+    for key in local["scenario_hash"]:
+        a = (tmp_path / "a" / "runs" / key / "events.parquet").read_bytes()
+        assert a == (tmp_path / "b" / "runs" / key / "events.parquet").read_bytes()
