@@ -67,14 +67,14 @@ def read_log(path: Path, ops: OpTable) -> tuple[npt.NDArray[np.float64], npt.NDA
     marker = (ops.code == CODE["enter"]) | (ops.code == CODE["leave"])
     if marker.any() and log.size and not np.isin(log["code"], [CODE["enter"], CODE["leave"]]).any():
         return _fill_markers(log, ops, marker)
-    te, tx, _ = _read_aligned(log, ops)
+    te, tx, _ = _read_aligned(log, ops.code, ops.rank, ops.seq, ops.n_ranks)
     return te, tx
 
 
 def _fill_markers(log: npt.NDArray[Any], ops: OpTable, marker: npt.NDArray[np.bool_]
                   ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     keep = np.flatnonzero(~marker)
-    te_k, tx_k, start = _read_aligned(log, ops.take(keep))
+    te_k, tx_k, start = _read_aligned(log, ops.code[keep], ops.rank[keep], ops.seq[keep], ops.n_ranks)
     n = len(ops)
     t_enter = np.empty(n)
     t_exit = np.empty(n)
@@ -89,32 +89,36 @@ def _fill_markers(log: npt.NDArray[Any], ops: OpTable, marker: npt.NDArray[np.bo
     return t_enter, t_exit
 
 
-def _read_aligned(log: npt.NDArray[Any], ops: OpTable
+def _read_aligned(log: npt.NDArray[Any], code: npt.NDArray[np.int8], rank: npt.NDArray[np.int32],
+                  seq: npt.NDArray[np.int32], n_ranks: int
                   ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    """Times of ``ops`` from a log holding exactly their actions, and each rank's start (init exit) time."""
+    """Times of the operations (``code``, ``rank``, ``seq`` in (rank, seq) order) from a log holding exactly
+    their actions, and each rank's start (init exit) time."""
     order = np.argsort(log["rank"], kind="stable")
-    log = log[order]
-    per_rank = np.bincount(log["rank"], minlength=ops.n_ranks) if log.size else np.zeros(ops.n_ranks, np.int64)
-    expected = ops.per_rank_counts() + 2  # init and finalize frame every rank
-    if per_rank.size != ops.n_ranks or not np.array_equal(per_rank, expected):
-        bad = int(np.flatnonzero(per_rank[: ops.n_ranks] != expected)[0]) if per_rank.size >= ops.n_ranks else 0
+    log_rank = log["rank"][order]
+    log_code = log["code"][order]
+    per_rank = np.bincount(log_rank, minlength=n_ranks) if log.size else np.zeros(n_ranks, np.int64)
+    expected = np.bincount(rank, minlength=n_ranks) + 2  # init and finalize frame every rank
+    if per_rank.size != n_ranks or not np.array_equal(per_rank, expected):
+        bad = int(np.flatnonzero(per_rank[:n_ranks] != expected)[0]) if per_rank.size >= n_ranks else 0
         raise SimulationError(
             f"the replay log is incomplete: rank {bad} logged {int(per_rank[bad]) if bad < per_rank.size else 0} "
             f"of {int(expected[bad])} actions (the simulation stopped early or the log file was truncated)")
     starts = np.concatenate(([0], np.cumsum(expected)[:-1]))
+    ends = starts + expected - 1
+    if not (np.all(log_code[starts] == CODE["init"]) and np.all(log_code[ends] == CODE["finalize"])):
+        raise SimulationError("the replay log is not framed by init/finalize; was it written by this trace?")
     keep = np.ones(log.size, bool)
     keep[starts] = False
-    keep[starts + expected - 1] = False
-    if not (np.all(log["code"][starts] == CODE["init"]) and np.all(log["code"][starts + expected - 1]
-                                                                     == CODE["finalize"])):
-        raise SimulationError("the replay log is not framed by init/finalize; was it written by this trace?")
-    body = log[keep]
-    if not np.array_equal(body["code"], ops.code.astype(np.int32)):
-        i = int(np.flatnonzero(body["code"] != ops.code)[0])
-        raise SimulationError(f"replay log and trace disagree at rank {ops.rank[i]} operation {ops.seq[i]}: "
-                              f"logged {ACTIONS[body['code'][i]]}, trace has {ACTIONS[ops.code[i]]}")
-    start = log["t_exit"][starts].astype(np.float64)
-    return body["t_enter"].astype(np.float64), body["t_exit"].astype(np.float64), start
+    keep[ends] = False
+    body = order[keep]
+    body_code = log_code[keep]
+    if not np.array_equal(body_code, code.astype(np.int32)):
+        i = int(np.flatnonzero(body_code != code)[0])
+        raise SimulationError(f"replay log and trace disagree at rank {rank[i]} operation {seq[i]}: "
+                              f"logged {ACTIONS[body_code[i]]}, trace has {ACTIONS[code[i]]}")
+    start = log["t_exit"][order[starts]].astype(np.float64)
+    return log["t_enter"][body].astype(np.float64), log["t_exit"][body].astype(np.float64), start
 
 
 def _group_cumcount(keys: list[npt.NDArray[Any]], order_key: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
@@ -351,7 +355,7 @@ def build_events(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: npt.NDA
         "cause": ops.cause[src_rows],
         "excess": ops.excess[src_rows],
     }
-    return pd.DataFrame(cols)
+    return pd.DataFrame(cols, copy=False)
 
 
 def _paths(n: int, parent: npt.NDArray[np.int64], is_region: npt.NDArray[np.bool_], name: npt.NDArray[np.int32],
