@@ -1,0 +1,32 @@
+"""The native build step: cached by source hash, rebuilt when stale, clear errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from waitlab.errors import EnvironmentProblem, SimulationError
+from waitlab.simulator.build import build_native
+
+
+def test_missing_compiler_names_the_install_command(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # nothing on PATH
+    src = tmp_path / "x.cpp"
+    src.write_text("int main() { return 0; }\n")
+    with pytest.raises(EnvironmentProblem, match="smpicxx was not found.*apt-get install -y libsimgrid-dev"):
+        build_native(src, "x")
+
+
+@pytest.mark.simgrid
+def test_changed_source_is_rebuilt_and_errors_are_verbatim(tmp_path, monkeypatch):
+    monkeypatch.setenv("WAITLAB_CACHE", str(tmp_path / "cache"))
+    src = tmp_path / "prog.cpp"
+    src.write_text("int main() { return 0; }\n")
+    first = build_native(src, "prog")
+    assert first.exists() and build_native(src, "prog") == first  # cached
+    src.write_text("int main() { return 1; }\n")
+    second = build_native(src, "prog")
+    assert second != first and second.exists()
+    src.write_text("int main() { return undefined_thing; }\n")
+    with pytest.raises(SimulationError, match=r"smpicxx failed to build .*prog\.cpp.*undefined_thing"):
+        build_native(src, "prog")
+    assert not list((tmp_path / "cache").glob("*.tmp*"))  # no half-built binary left
