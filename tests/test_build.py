@@ -27,6 +27,6 @@ def test_changed_source_is_rebuilt_and_errors_are_verbatim(tmp_path, monkeypatch
     second = build_native(src, "prog")
     assert second != first and second.exists()
     src.write_text("int main() { return undefined_thing; }\n")
-    with pytest.raises(SimulationError, match=r"smpicxx failed to build .*prog\.cpp.*undefined_thing"):
+    with pytest.raises(SimulationError, match=r"(?s)smpicxx failed to build .*prog\.cpp:1:21: error: .*undefined_thing"):
         build_native(src, "prog")
     assert not list((tmp_path / "cache").glob("*.tmp*"))  # no half-built binary left
