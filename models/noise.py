@@ -327,7 +327,10 @@ def queue_detours(host: _I, arrival: _F, duration: _F) -> _F:
     key = arrival - c_prev
     run = _group_running_max(key, host)
     end = c + run
-    return end - duration
+    prev_end = np.concatenate(([-np.inf], end[:-1]))
+    prev_end[first] = -np.inf
+    # exact arrival when the detour does not wait
+    return np.maximum(arrival, prev_end)
 
 
 @dataclass(frozen=True)
