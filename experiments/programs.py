@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -534,10 +532,8 @@ def _remember_base(scenario: Scenario, ops: OpTable) -> None:
 
 def _simulate_trace(scenario: Scenario, platform: Any, work: Path, ops: OpTable | None, perturb: Perturb | None,
                     flags: list[str], stages: dict[str, float], t: float) -> RunResult:
-    from waitlab.experiments.run import smpi_config
-    from waitlab.simulator.build import replay_binary
-    from waitlab.simulator.smpi import run_smpirun
-    from waitlab.simulator.timeline import read_log
+    from waitlab.experiments.run import finish, smpi_config
+    from waitlab.simulator.replay import replay_ops
 
     parsed = load_trace(scenario, platform.core_speed)
     if ops is None:
@@ -545,60 +541,27 @@ def _simulate_trace(scenario: Scenario, platform: Any, work: Path, ops: OpTable 
     if perturb is not None:
         ops = perturb(scenario, ops, platform)
     stages["generate"] = time.perf_counter() - t
-    binary = replay_binary()
-    t = time.perf_counter()
     xml, hostfile = platform.write(work)
-    # region markers take no simulated time: keep them out of SMPI, read_log fills their times in
-    markers = ops.mask(("enter", "leave"))
-    trace_ops = ops.take(np.flatnonzero(~markers).astype(np.int64)) if markers.any() else ops
-    index = write_trace(trace_ops, platform.core_speed, work / "trace", vectors=parsed.vectors)
-    stages["write_trace"] = time.perf_counter() - t
-    log = work / "events.bin"
-    t = time.perf_counter()
-    res = run_smpirun(binary, scenario.ranks, xml, hostfile, replay_index=index, config=smpi_config(scenario),
-                      extra_flags=flags, env={"WAITLAB_LOG": str(log)}, timeout=scenario.simulation.timeout,
-                      what=f"SMPI replay of scenario '{scenario.name}' ({scenario.source})", cwd=work)
-    stages["smpi"] = time.perf_counter() - t
-    t_enter, t_exit = read_log(log, ops)
+    rep = replay_ops(ops, xml, hostfile, platform.core_speed, config=smpi_config(scenario), extra_flags=flags,
+                     timeout=scenario.simulation.timeout, work=work, vectors=parsed.vectors,
+                     what=f"SMPI replay of scenario '{scenario.name}' ({scenario.source})")
+    stages.update(rep.stage_seconds)
     p: TraceParams = scenario.application
-    return _finish(scenario, platform, ops, t_enter, t_exit, stages, res.output,
-                   {"trace": p.trace, "flops_per_second": parsed.flops_per_second})
+    return finish(scenario, platform, ops, rep.events, stages, rep.output,
+                  extra_meta={"trace": p.trace, "flops_per_second": parsed.flops_per_second})
 
 
 def _finish(scenario: Scenario, platform: Any, ops: OpTable, t_enter: npt.NDArray[np.float64],
             t_exit: npt.NDArray[np.float64], stages: dict[str, float], output: str,
             extra_meta: dict[str, Any]) -> RunResult:
-    from waitlab import __version__
-    from waitlab.experiments.run import RunResult, smpi_config
-    from waitlab.models.summary import summarize
-    from waitlab.models.waitstates import wait_states
-    from waitlab.simulator.build import simgrid_version
-    from waitlab.simulator.timeline import SCHEMA_VERSION, build_events
+    from waitlab.experiments.run import finish
+    from waitlab.simulator.timeline import build_events
 
     t = time.perf_counter()
     events = build_events(ops, t_enter, t_exit)
     stages["parse"] = time.perf_counter() - t
-    t = time.perf_counter()
-    waits = wait_states(events)
-    stages["wait_states"] = time.perf_counter() - t
-    summary = summarize(events, waits)
-    cfg = program_config(scenario, platform) if scenario.application_kind == "program" else smpi_config(scenario)
-    metadata = {
-        "schema_version": SCHEMA_VERSION,
-        "waitlab_version": __version__,
-        "simgrid_version": simgrid_version(),
-        "platform": platform.name,
-        "nodes": platform.n_nodes,
-        "ranks_per_node": platform.ranks_per_node,
-        "ranks": scenario.ranks,
-        "seed": scenario.seed,
-        "scenario": scenario.name,
-        "scenario_hash": scenario.hash(),
-        "smpi_config": cfg,
-        "application_kind": scenario.application_kind,
-        **extra_meta,
-    }
-    return RunResult(scenario, ops, events, waits, summary, metadata, stages, output)
+    return finish(scenario, platform, ops, events, stages, output,
+                  smpi_settings=program_config(scenario, platform), extra_meta=extra_meta)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -618,38 +581,30 @@ def capture(scenario: Scenario, out: Path, *, via: str = "layer", force: bool = 
     gets ``capture.json`` (what was recorded, on which platform).  The folder is
     assembled aside and renamed into place only when complete.
     """
-    from waitlab.experiments.run import render
+    from waitlab.experiments.run import render, results_folder
 
     if scenario.application_kind != "program":
         raise InputError(scenario.source, "application.kind", "only a program can be captured",
                          'use kind = "program"')
     if via not in CAPTURE_VIA:
         raise InputError("(command line)", "--via", f"must be one of {', '.join(CAPTURE_VIA)}, got {via!r}", "")
-    out = Path(out)
-    if out.exists() and not force:
-        raise InputError(str(out), "(output folder)", "already exists", "pass --force to replace it")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    partial = out.parent / f".{out.name}.partial-{os.getpid()}"
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir()
     platform = render(scenario)
-    try:
-        with tempfile.TemporaryDirectory(prefix="waitlab-capture-") as tmp:
-            work = Path(tmp)
-            header = (f"waitlab capture of scenario '{scenario.name}' ({scenario.source}), {scenario.ranks} ranks on "
-                      f"{platform.name}; compute in flops at {float(platform.core_speed)!r} flop/s")
-            if via == "layer":
-                m = run_real_program(scenario, platform, work)
-                index = write_trace(m.ops, platform.core_speed, partial, vectors=m.run.vectors, header=header,
-                                       relative=True)
-                n_ops = len(m.ops)
-            else:
-                ti = (partial / "trace.txt").resolve()
-                flags = ["-trace-ti", "-trace-file", str(ti)]
-                m = run_real_program(scenario, platform, work, extra_flags=flags)
-                index = _relativize_index(ti)
-                n_ops = len(parse_ti_trace(index, flops_per_second=float(platform.core_speed),
-                                           n_ranks=scenario.ranks).ops)
+    with results_folder(Path(out), force) as partial, tempfile.TemporaryDirectory(prefix="waitlab-capture-") as tmp:
+        work = Path(tmp)
+        header = (f"waitlab capture of scenario '{scenario.name}' ({scenario.source}), {scenario.ranks} ranks on "
+                  f"{platform.name}; compute in flops at {float(platform.core_speed)!r} flop/s")
+        if via == "layer":
+            m = run_real_program(scenario, platform, work)
+            index = write_trace(m.ops, platform.core_speed, partial, vectors=m.run.vectors, header=header,
+                                relative=True)
+            n_ops = len(m.ops)
+        else:
+            ti = (partial / "trace.txt").resolve()
+            flags = ["-trace-ti", "-trace-file", str(ti)]
+            m = run_real_program(scenario, platform, work, extra_flags=flags)
+            index = _relativize_index(ti)
+            n_ops = len(parse_ti_trace(index, flops_per_second=float(platform.core_speed),
+                                       n_ranks=scenario.ranks).ops)
         meta = {
             "scenario": scenario.name, "scenario_file": scenario.source, "scenario_hash": scenario.hash(),
             "via": via, "ranks": scenario.ranks, "platform": platform.name,
@@ -658,12 +613,7 @@ def capture(scenario: Scenario, out: Path, *, via: str = "layer", force: bool = 
             "makespan": float(m.t_exit.max()) if m.t_exit.size else 0.0, "smpirun_wall_seconds": m.wall_seconds,
         }  # fmt: skip
         (partial / "capture.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(partial, out)
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
+    out = Path(out)
     return out / index.name
 
 

@@ -13,7 +13,8 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -143,8 +144,14 @@ def simulate(scenario: Scenario, ops: OpTable | None = None, *, perturb: Perturb
         rep = replay_ops(ops, xml, hostfile, platform.core_speed, config=smpi_config(scenario), extra_flags=flags,
                          timeout=scenario.simulation.timeout, work=work,
                          what=f"SMPI replay of scenario '{scenario.name}' ({scenario.source})")
-    events = rep.events
     stages.update(rep.stage_seconds)
+    return finish(scenario, platform, ops, rep.events, stages, rep.output)
+
+
+def finish(scenario: Scenario, platform: Any, ops: OpTable, events: pd.DataFrame, stages: dict[str, float],
+           output: str, *, smpi_settings: dict[str, str] | None = None,
+           extra_meta: dict[str, Any] | None = None) -> RunResult:
+    """Wait states, summary and run metadata of a simulated event table: the common end of every run."""
     t = time.perf_counter()
     waits = wait_states(events)
     stages["wait_states"] = time.perf_counter() - t
@@ -160,16 +167,19 @@ def simulate(scenario: Scenario, ops: OpTable | None = None, *, perturb: Perturb
         "seed": scenario.seed,
         "scenario": scenario.name,
         "scenario_hash": scenario.hash(),
-        "smpi_config": smpi_config(scenario),
+        "smpi_config": smpi_settings if smpi_settings is not None else smpi_config(scenario),
+        "application_kind": scenario.application_kind,
+        **(extra_meta or {}),
     }
-    return RunResult(scenario, ops, events, waits, summary, metadata, stages, rep.output)
+    return RunResult(scenario, ops, events, waits, summary, metadata, stages, output)
 
 
-def run_scenario(scenario: Scenario, out: Path, *, force: bool = False, png: bool = True,
-                 perturb: Perturb | None = None) -> RunResult:
-    """Simulate and write the results folder ``out`` (see docs/outputs.md)."""
-    from waitlab.experiments.outputs import write_outputs
+@contextmanager
+def results_folder(out: Path, force: bool = False) -> Iterator[Path]:
+    """Yield a hidden sibling folder to fill; rename it to ``out`` only if the block completes.
 
+    A failure or interruption removes it, so no folder is ever left that looks complete.
+    """
     out = Path(out)
     if out.exists() and not force:
         raise InputError(str(out), "(output folder)", "already exists", "pass --force to replace it, or use -o NEW")
@@ -179,13 +189,22 @@ def run_scenario(scenario: Scenario, out: Path, *, force: bool = False, png: boo
         shutil.rmtree(partial)
     partial.mkdir()
     try:
-        paje = partial / "smpi.paje" if scenario.simulation.paje else None
-        result = simulate(scenario, perturb=perturb, paje_file=paje)
-        write_outputs(result, partial, png=png)
+        yield partial
         if out.exists():
             shutil.rmtree(out)
         os.replace(partial, out)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
+
+
+def run_scenario(scenario: Scenario, out: Path, *, force: bool = False, png: bool = True,
+                 perturb: Perturb | None = None) -> RunResult:
+    """Simulate and write the results folder ``out`` (see docs/outputs.md)."""
+    from waitlab.experiments.outputs import write_outputs
+
+    with results_folder(out, force) as partial:
+        paje = partial / "smpi.paje" if scenario.simulation.paje else None
+        result = simulate(scenario, perturb=perturb, paje_file=paje)
+        write_outputs(result, partial, png=png)
     return result

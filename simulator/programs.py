@@ -29,6 +29,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -493,7 +494,7 @@ def records_to_ops(rec: Records, binary: Path | None, *, callsite_regions: str =
     t_exit = np.select([role == 0, role == 1, role == 2], [t_gap0, t_rec0, t_rec0], t_rec1)
     is_rec = role == 3
     value = np.where(role == 1, t_rec0 - t_gap0, np.where(is_rec, arg["value"][owner], 0.0))
-    cols = {
+    cols: dict[str, npt.NDArray[Any]] = {
         "rank": rank[owner].astype(np.int32),
         "code": row_code,
         "step": arg["step"][owner].astype(np.int32),

@@ -14,6 +14,7 @@ import pandas as pd
 from waitlab.models.ops import CODE, OpTable
 from waitlab.simulator.build import replay_binary
 from waitlab.simulator.smpi import run_smpirun
+from waitlab.simulator.ti_trace import VectorStore
 from waitlab.simulator.timeline import build_events, read_log
 from waitlab.simulator.trace import write_trace
 
@@ -30,11 +31,12 @@ class Replay:
 def replay_ops(ops: OpTable, platform_xml: Path, hostfile: Path, core_speed: float, *,
                config: Mapping[str, str] | None = None, extra_flags: Sequence[str] = (),
                timeout: float | None = None, what: str = "SMPI replay", work: Path | None = None,
-               markers_in_trace: bool = False) -> Replay:
+               markers_in_trace: bool = False, vectors: VectorStore | None = None) -> Replay:
     """Write the trace, replay it with waitlab's replay extension and parse the timelines.
 
     ``work`` keeps the trace and log files (a temporary folder otherwise).  Region markers are left
     out of the trace (their times are the previous action's exit) unless ``markers_in_trace``.
+    ``vectors`` holds exact per-peer counts of v-collectives (see :func:`~waitlab.simulator.trace.write_trace`).
     """
     stages: dict[str, float] = {}
     binary = replay_binary()
@@ -45,7 +47,7 @@ def replay_ops(ops: OpTable, platform_xml: Path, hostfile: Path, core_speed: flo
         # Region markers take no simulated time: keep them out of SMPI and let read_log fill their times in.
         markers = np.isin(ops.code, [CODE["enter"], CODE["leave"]]) & (not markers_in_trace)
         trace_ops = ops.take(np.flatnonzero(~markers)) if markers.any() else ops
-        index = write_trace(trace_ops, core_speed, folder / "trace")
+        index = write_trace(trace_ops, core_speed, folder / "trace", vectors=vectors)
         stages["write_trace"] = time.perf_counter() - t
         log = folder / "events.bin"
         log.unlink(missing_ok=True)
