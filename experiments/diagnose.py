@@ -27,7 +27,7 @@ import json
 import math
 import time
 import tracemalloc
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +37,15 @@ import numpy as np
 import pandas as pd
 
 from waitlab.errors import InputError
-from waitlab.experiments.groundtruth import GroundTruth, ground_truth, ledger_frame, region_set, wait_metrics
+from waitlab.experiments.groundtruth import (
+    CauseSet,
+    GroundTruth,
+    Rerun,
+    ground_truth,
+    ledger_frame,
+    region_set,
+    wait_metrics,
+)
 from waitlab.experiments.scenario import Scenario, from_mapping
 from waitlab.models.cwpdm import CwpdmResult, cwpdm
 from waitlab.models.hcwpdm import DEFAULT_THRESHOLD, HcwpdmResult, hcwpdm
@@ -177,7 +185,8 @@ def diagnose(events: pd.DataFrame, waits: pd.DataFrame, *, scenario: Scenario | 
              threshold: float = DEFAULT_THRESHOLD, top_k: int = 5, n_candidates: int = 8,
              culprit_share: float = 0.1, executor: Executor | None = None, cache_dir: Path | None = None,
              use_cache: bool = True, progress: bool = False, memory: bool = True,
-             rerun: Callable[[Scenario, OpTable], dict[str, Any]] | None = None) -> Diagnosis:
+             speed_profiles: Mapping[str, str] | None = None, rerun: Rerun | None = None,
+             extra_sets: Sequence[CauseSet] = ()) -> Diagnosis:
     """Run both models, the ground truth (needs ``scenario`` and ``ops``) and the scores.
 
     Parameters
@@ -196,7 +205,7 @@ def diagnose(events: pd.DataFrame, waits: pd.DataFrame, *, scenario: Scenario | 
         (rank, region) pairs with the most injected seconds costed individually.
     culprit_share : float
         A region is a culprit of a model when it holds at least this share of the model's blame.
-    executor, cache_dir, use_cache, progress, rerun
+    executor, cache_dir, use_cache, progress, speed_profiles, rerun, extra_sets
         See :func:`~waitlab.experiments.groundtruth.ground_truth`.
     memory : bool
         Measure each model's peak memory (runs it a second time under tracemalloc).
@@ -217,9 +226,14 @@ def diagnose(events: pd.DataFrame, waits: pd.DataFrame, *, scenario: Scenario | 
     for m in models:
         cands += [(int(r), str(g)) for r, g in by_rank_region(m.blame()).index[:top_k]]
     extra = [region_set(ledger, diag.culprits[m.key], f"balance:{m.key}") for m in models if diag.culprits[m.key]]
+    extra += list(extra_sets)
     gt = ground_truth(scenario, ops, baseline, candidates=cands, n_candidates=n_candidates, extra_sets=extra,
-                      executor=executor, cache_dir=cache_dir, use_cache=use_cache, progress=progress, rerun=rerun)
+                      executor=executor, cache_dir=cache_dir, use_cache=use_cache, progress=progress,
+                      speed_profiles=speed_profiles, rerun=rerun)
     diag.truth = gt
+    if gt.partial_noise:
+        diag.notes.append("system noise comes from SimGrid speed profiles and can only be removed as a whole: "
+                          "the per-region and per-rank truths keep it (" + ", ".join(gt.partial_noise) + ")")
     causal = set(ledger.loc[ledger["seconds"] > 0, "region"].astype(str))
     for m in models:
         blame = m.blame()
@@ -274,6 +288,7 @@ class Source:
     ops: OpTable | None
     metadata: dict[str, Any]
     notes: tuple[str, ...] = ()
+    speed_profiles: Mapping[str, str] | None = None
 
 
 def _leaf_codes_match(ops: OpTable, events: pd.DataFrame) -> bool:
@@ -290,9 +305,25 @@ def _leaf_codes_match(ops: OpTable, events: pd.DataFrame) -> bool:
     return bool(np.array_equal(names, ev_ops))
 
 
+def _simulate_source(scenario: Scenario) -> tuple[Any, Mapping[str, str] | None]:
+    """The run of a scenario as ``waitlab run`` makes it (the measured run when it is perturbed)."""
+    from waitlab.experiments.perturbation import has_perturbation, run_perturbed
+    from waitlab.experiments.run import simulate
+
+    if has_perturbation(scenario):
+        res = run_perturbed(scenario)
+        return res.measured, res.noise.speed_profiles
+    return simulate(scenario), None
+
+
 def load_source(path: Path) -> Source:
-    """A results folder of ``waitlab run`` or a scenario TOML (simulated now)."""
-    from waitlab.experiments.run import generate_ops, simulate
+    """A results folder of ``waitlab run`` or a scenario TOML (simulated now).
+
+    The operations a folder's run replayed are regenerated from its scenario when it
+    has no perturbation (checked against the event table), else re-simulated.
+    """
+    from waitlab.experiments.perturbation import has_perturbation
+    from waitlab.experiments.run import generate_ops
     from waitlab.experiments.scenario import load_scenario
     from waitlab.simulator.export import read_table
 
@@ -312,7 +343,8 @@ def load_source(path: Path) -> Source:
         events, _ = read_table(path / "events.parquet")
         waits, _ = read_table(path / "waits.parquet")
         ops: OpTable | None = None
-        if not scenario.extra:
+        profiles: Mapping[str, str] | None = None
+        if not has_perturbation(scenario) and scenario.application_kind not in ("program", "trace"):
             try:
                 cand = generate_ops(scenario)
                 if _leaf_codes_match(cand, events):
@@ -320,16 +352,19 @@ def load_source(path: Path) -> Source:
             except Exception as exc:
                 notes.append(f"regenerating the operations failed ({exc}); re-simulated instead")
         if ops is None:
-            result = simulate(scenario)
+            result, profiles = _simulate_source(scenario)
             ops = result.ops
-            if not np.allclose(result.events["exit"].to_numpy(), events["exit"].to_numpy(), rtol=0, atol=1e-9) \
-                    if len(result.events) == len(events) else True:
-                notes.append("re-simulating the scenario gave a different timeline than the folder's")
-        return Source(events, waits, scenario, ops, meta, tuple(notes))
+            same = len(result.events) == len(events) and np.allclose(
+                result.events["exit"].to_numpy(), events["exit"].to_numpy(), rtol=0, atol=1e-9)
+            if not same:
+                notes.append("re-simulating the scenario gave a different timeline than the folder's; the ground "
+                             "truth refers to the re-simulated run")
+        return Source(events, waits, scenario, ops, meta, tuple(notes), profiles)
     if path.suffix == ".toml":
         scenario = load_scenario(path)
-        result = simulate(scenario)
-        return Source(result.events, result.waits, scenario, result.ops, dict(result.metadata))
+        result, profiles = _simulate_source(scenario)
+        return Source(result.events, result.waits, scenario, result.ops, dict(result.metadata),
+                      speed_profiles=profiles)
     raise InputError(str(path), "(path)", "is neither a results folder nor a .toml scenario",
                      "pass the folder written by `waitlab run` or a scenario file")
 
@@ -337,7 +372,8 @@ def load_source(path: Path) -> Source:
 def diagnose_path(path: Path, **kwargs: Any) -> Diagnosis:
     """:func:`diagnose` of a results folder or scenario TOML."""
     src = load_source(path)
-    diag = diagnose(src.events, src.waits, scenario=src.scenario, ops=src.ops, metadata=src.metadata, **kwargs)
+    diag = diagnose(src.events, src.waits, scenario=src.scenario, ops=src.ops, metadata=src.metadata,
+                    speed_profiles=src.speed_profiles, **kwargs)
     diag.notes.extend(src.notes)
     diag.metadata.setdefault("source", str(path))
     return diag

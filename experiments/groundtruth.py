@@ -24,8 +24,9 @@ import hashlib
 import json
 import multiprocessing
 import os
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -171,17 +172,40 @@ def ops_digest(ops: OpTable) -> str:
     return h.hexdigest()
 
 
-def _rerun(scenario: Scenario, ops: OpTable) -> dict[str, Any]:
+#: A re-run: ``(scenario, ops, speed_profiles) -> wait_metrics``.
+Rerun = Callable[[Scenario, OpTable, Mapping[str, str] | None], dict[str, Any]]
+
+
+def _rerun(scenario: Scenario, ops: OpTable, speed_profiles: Mapping[str, str] | None) -> dict[str, Any]:
     """One counterfactual simulation (runs in a worker process)."""
     from waitlab.experiments.run import simulate
 
-    result = simulate(scenario, ops=ops)
+    result = simulate(scenario, ops=ops, speed_profiles=speed_profiles or None)
     return wait_metrics(result.events, result.waits)
 
 
+def _main_is_guarded() -> bool:
+    """Whether spawned workers can safely re-import ``__main__`` (it is guarded, a module, or interactive)."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if main is None or path is None or getattr(main, "__spec__", None) is not None:
+        return True
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError:
+        return False
+    return "__main__" in text
+
+
 def default_executor(max_workers: int = 2) -> Executor:
-    """Local processes (spawned, so worker state never inherits the parent's threads)."""
+    """Local worker processes (spawned: they never inherit the parent's threads).
+
+    A script without an ``if __name__ == "__main__":`` guard cannot start spawned
+    workers; it then gets threads, each driving its own ``smpirun`` process.
+    """
     workers = max(1, min(max_workers, os.cpu_count() or 1))
+    if not _main_is_guarded():
+        return ThreadPoolExecutor(max_workers=workers)
     return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
 
 
@@ -198,9 +222,14 @@ class Counterfactuals:
         Where re-runs go; default: :func:`default_executor` (created and shut down per batch).
     cache_dir : Path, optional
         Default :func:`default_cache_dir`; ``None`` with ``use_cache=False`` disables caching.
+    speed_profiles : mapping, optional
+        SimGrid speed profiles (system noise) of the baseline run.  Noise injected this way
+        is in the ledger but in no operation: a set holding all of it re-runs without the
+        profiles; a set holding part of it keeps them (that part is not removed, see
+        :meth:`partial_noise`).
     rerun : callable, optional
-        ``(scenario, ops) -> metrics`` (tests substitute a cheaper simulator); must be picklable
-        for a process executor.
+        ``(scenario, ops, speed_profiles) -> metrics`` (tests substitute a cheaper simulator);
+        must be picklable for a process executor.
     """
 
     scenario: Scenario
@@ -208,13 +237,30 @@ class Counterfactuals:
     executor: Executor | None = None
     cache_dir: Path | None = None
     use_cache: bool = True
-    rerun: Callable[[Scenario, OpTable], dict[str, Any]] = _rerun
+    rerun: Rerun = _rerun
     progress: bool = False
+    speed_profiles: Mapping[str, str] | None = None
     simulated: int = 0  # re-runs actually simulated (not served from the cache)
 
     def __post_init__(self) -> None:
         if self.use_cache and self.cache_dir is None:
             self.cache_dir = default_cache_dir()
+        attached = np.zeros(len(self.ops.ledger), bool)
+        attached[self.ops.cause[self.ops.cause >= 0]] = True
+        self._detached_noise = ~attached & (self.ops.ledger.kind == CAUSE_KINDS.index("noise")) \
+            & (self.ops.ledger.seconds > 0)
+
+    def _profiles_for(self, mask: npt.NDArray[np.bool_]) -> Mapping[str, str] | None:
+        if not self.speed_profiles:
+            return None
+        if self._detached_noise.any() and mask[self._detached_noise].all():
+            return None
+        return self.speed_profiles
+
+    def partial_noise(self, mask: npt.NDArray[np.bool_]) -> bool:
+        """Whether ``mask`` holds some, but not all, of the profile noise (which then stays in the re-run)."""
+        sel = mask[self._detached_noise]
+        return bool(self.speed_profiles) and bool(sel.any()) and not bool(sel.all())
 
     def _path(self, digest: str) -> Path | None:
         if not self.use_cache or self.cache_dir is None:
@@ -223,15 +269,16 @@ class Counterfactuals:
 
     def run(self, sets: Sequence[CauseSet]) -> dict[str, dict[str, Any]]:
         """Metrics of the scenario re-run without each set (label -> metrics)."""
-        jobs: dict[str, OpTable] = {}
+        jobs: dict[str, tuple[OpTable, Mapping[str, str] | None]] = {}
         label_digest: dict[str, str] = {}
         for cs in sets:
             cf = self.ops.without_causes(cs.mask)
-            d = ops_digest(cf)
+            prof = self._profiles_for(cs.mask)
+            d = hashlib.sha256((ops_digest(cf) + json.dumps(prof, sort_keys=True)).encode()).hexdigest()
             label_digest[cs.label] = d
-            jobs.setdefault(d, cf)
+            jobs.setdefault(d, (cf, prof))
         results: dict[str, dict[str, Any]] = {}
-        todo: dict[str, OpTable] = {}
+        todo: dict[str, tuple[OpTable, Mapping[str, str] | None]] = {}
         for d, cf in jobs.items():
             path = self._path(d)
             if path is not None and path.exists():
@@ -245,7 +292,7 @@ class Counterfactuals:
             results.update(self._simulate(todo))
         return {label: results[d] for label, d in label_digest.items()}
 
-    def _simulate(self, todo: Mapping[str, OpTable]) -> dict[str, dict[str, Any]]:
+    def _simulate(self, todo: Mapping[str, tuple[OpTable, Mapping[str, str] | None]]) -> dict[str, dict[str, Any]]:
         from tqdm import tqdm
 
         own = self.executor is None
@@ -253,8 +300,8 @@ class Counterfactuals:
         assert ex is not None
         out: dict[str, dict[str, Any]] = {}
         try:
-            futures: dict[Future[dict[str, Any]], str] = {ex.submit(self.rerun, self.scenario, cf): d
-                                                          for d, cf in todo.items()}
+            futures: dict[Future[dict[str, Any]], str] = {ex.submit(self.rerun, self.scenario, cf, prof): d
+                                                          for d, (cf, prof) in todo.items()}
             from concurrent.futures import as_completed
 
             for fut in tqdm(as_completed(futures), total=len(futures), desc="counterfactual re-runs",
@@ -297,6 +344,7 @@ class GroundTruth:
     sets: tuple[CauseSet, ...]
     reruns: dict[str, dict[str, Any]]
     simulated: int = 0
+    partial_noise: tuple[str, ...] = ()  # labels whose profile noise could not be removed
 
     def cost_of(self, label: str, metric: str = "total_wait") -> float:
         """True cost of one set: baseline metric minus the re-run's."""
@@ -341,8 +389,8 @@ class GroundTruth:
             "by_region_considered": series(self.cost("region", "considered_wait")),
             "injected_by_region": series(self.injected("region")),
             "injected_by_kind": series(self.injected("kind")),
-            "sets": {s.label: {"group": s.group, "causes": s.n_causes, "rerun": self.reruns.get(s.label)}
-                     for s in self.sets},
+            "sets": {s.label: {"group": s.group, "causes": s.n_causes, "rerun": self.reruns.get(s.label),
+                               "noise_kept": s.label in self.partial_noise} for s in self.sets},
             "simulated_reruns": self.simulated,
         }
 
@@ -351,7 +399,7 @@ def ground_truth(scenario: Scenario, ops: OpTable, baseline: dict[str, Any], *,
                  candidates: Iterable[tuple[int, str]] = (), n_candidates: int = 8,
                  extra_sets: Sequence[CauseSet] = (), executor: Executor | None = None,
                  cache_dir: Path | None = None, use_cache: bool = True, progress: bool = False,
-                 rerun: Callable[[Scenario, OpTable], dict[str, Any]] | None = None) -> GroundTruth:
+                 speed_profiles: Mapping[str, str] | None = None, rerun: Rerun | None = None) -> GroundTruth:
     """Counterfactual costs per region, per cause kind, of all causes, and per candidate (rank, region).
 
     Parameters
@@ -364,12 +412,15 @@ def ground_truth(scenario: Scenario, ops: OpTable, baseline: dict[str, Any], *,
         ``n_candidates`` pairs with the most injected seconds.
     extra_sets : sequence of CauseSet
         More sets, e.g. :func:`region_set` of each model's culprits.
-    executor, cache_dir, use_cache, progress, rerun : see :class:`Counterfactuals`.
+    executor, cache_dir, use_cache, progress, speed_profiles, rerun : see :class:`Counterfactuals`.
     """
     ledger = ledger_frame(ops)
     cands = [*top_candidates(ledger, n_candidates), *candidates]
     sets = [*standard_sets(ledger, candidates=cands), *extra_sets]
     cf = Counterfactuals(scenario, ops, executor=executor, cache_dir=cache_dir, use_cache=use_cache,
-                         rerun=rerun if rerun is not None else _rerun, progress=progress)
+                         rerun=rerun if rerun is not None else _rerun, progress=progress,
+                         speed_profiles=speed_profiles)
     reruns = cf.run(sets)
-    return GroundTruth(baseline=baseline, ledger=ledger, sets=tuple(sets), reruns=reruns, simulated=cf.simulated)
+    partial = tuple(s.label for s in sets if cf.partial_noise(s.mask))
+    return GroundTruth(baseline=baseline, ledger=ledger, sets=tuple(sets), reruns=reruns, simulated=cf.simulated,
+                       partial_noise=partial)

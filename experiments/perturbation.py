@@ -825,6 +825,43 @@ def report_text(rep: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def buffer_timeline(res: PerturbationResult) -> pd.DataFrame:
+    """Trace-buffer bytes of every rank over simulated time: one row per record and per flush.
+
+    Columns ``rank, time, resident`` (bytes in the rank's buffer right after the record or flush),
+    ``event`` (``record`` or ``flush``) and ``swapped`` (bytes of the record copied past the memory limit).
+    """
+    p = res.perturbed
+    if p.state is None or not len(p.records):
+        return pd.DataFrame({"rank": [], "time": [], "resident": [], "event": [], "swapped": []})
+    ops = res.measured.ops
+    ev = res.measured.events
+    t_exit = np.full(len(ops), np.nan)
+    t_exit[_event_op_rows(ev, ops)] = ev["exit"].to_numpy()
+    new_row_of = np.full(int(p.origin.max()) + 1, -1, np.int64)
+    kept = np.flatnonzero(p.origin >= 0)
+    new_row_of[p.origin[kept]] = kept
+    rec_time = t_exit[new_row_of[p.records.row]]
+    real = p.state.flush_bytes > 0
+    flush_rows = np.flatnonzero((ops.code == CODE["flush"]) & (p.origin < 0))
+    if real.sum() != flush_rows.size:  # (cannot happen: every flush with bytes is one operation)
+        real = np.zeros(len(p.flushes), bool)
+        flush_rows = flush_rows[:0]
+    rank = np.concatenate((p.records.rank, p.flushes.rank[real]))
+    key_ = np.concatenate((p.records.pos, p.flushes.pos[real]))
+    time_ = np.concatenate((rec_time, t_exit[flush_rows]))
+    resident = np.concatenate((p.state.resident + p.records.bytes, np.zeros(int(real.sum()))))
+    swapped = np.concatenate((p.state.over, np.zeros(int(real.sum()))))
+    event = np.concatenate((np.zeros(len(p.records), np.int8), np.ones(int(real.sum()), np.int8)))
+    order = np.lexsort((key_, rank))
+    rank, time_, resident, swapped, event = (a[order] for a in (rank, time_, resident, swapped, event))
+    # a record written after a flush is stamped no earlier than the flush (program order per rank)
+    time_ = nz._group_running_max(np.nan_to_num(time_, nan=0.0), rank.astype(np.int64))
+    return pd.DataFrame({"rank": rank.astype(np.int32), "time": time_, "resident": resident,
+                         "event": pd.Categorical.from_codes(event, categories=["record", "flush"]),
+                         "swapped": swapped})
+
+
 def write_perturbation_outputs(res: PerturbationResult, folder: Path, png: bool = True) -> None:
     """Write the measured run (top level), the unperturbed run (``unperturbed/``) and the report."""
     from waitlab.experiments.outputs import write_outputs
@@ -837,6 +874,9 @@ def write_perturbation_outputs(res: PerturbationResult, folder: Path, png: bool 
     write_table(res.distortion, folder / "distortion.parquet", meta)
     if len(res.condition_c.violations):
         write_table(res.condition_c.violations, folder / "condition_c_violations.parquet", meta)
+    buf = buffer_timeline(res)
+    if len(buf):
+        write_table(buf, folder / "buffer.parquet", meta)
     (folder / "perturbation.json").write_text(json.dumps(_jsonable(res.report), indent=2, sort_keys=True) + "\n")
     (folder / "perturbation.txt").write_text(report_text(res.report) + "\n")
 

@@ -141,11 +141,23 @@ def simulate(scenario: Scenario, ops: OpTable | None = None, *, perturb: Perturb
         work.mkdir(parents=True, exist_ok=True)
         xml, hostfile = platform.write(work)
         flags = ["-trace", "-trace-file", str(paje_file)] if paje_file is not None else []
-        rep = replay_ops(ops, xml, hostfile, platform.core_speed, config=smpi_config(scenario), extra_flags=flags,
+        rep = replay_ops(ops, xml, hostfile, compute_speed(scenario, platform), config=smpi_config(scenario),
+                         extra_flags=flags,
                          timeout=scenario.simulation.timeout, work=work,
                          what=f"SMPI replay of scenario '{scenario.name}' ({scenario.source})")
     stages.update(rep.stage_seconds)
     return finish(scenario, platform, ops, rep.events, stages, rep.output)
+
+
+def compute_speed(scenario: Scenario, platform: Any) -> float:
+    """Flop/s that converts the application's compute seconds into flops.
+
+    By default the platform's own core speed, so a compute of X seconds takes exactly X seconds on any
+    platform.  With ``[simulation] reference_core_speed`` the seconds are those of that reference core,
+    and a faster or slower platform computes proportionally faster or slower (what-if on another machine).
+    """
+    ref = scenario.simulation.reference_core_speed
+    return float(ref) if ref is not None else float(platform.core_speed)
 
 
 def finish(scenario: Scenario, platform: Any, ops: OpTable, events: pd.DataFrame, stages: dict[str, float],

@@ -37,6 +37,7 @@ class SimulationOptions:
     """How SMPI runs the scenario."""
 
     alltoall: str = "default"
+    reference_core_speed: float | None = None
     timeout: float = 3600.0
     paje: bool = False
     config: tuple[tuple[str, str], ...] = ()
@@ -164,7 +165,7 @@ def from_mapping(data: Mapping[str, Any], file: str = "<scenario>") -> Scenario:
         params = params_from_mapping(kind, app, file)
 
     sim = data.get("simulation", {})
-    _no_unknown(sim, ("alltoall", "timeout", "paje", "config"), file, "simulation")
+    _no_unknown(sim, ("alltoall", "reference_core_speed", "timeout", "paje", "config"), file, "simulation")
     alltoall = _get(sim, "alltoall", str, file, "simulation", default="default")
     if alltoall != "default":
         if alltoall not in SMPI_ALLTOALL_ALGORITHMS:
@@ -189,6 +190,8 @@ def from_mapping(data: Mapping[str, Any], file: str = "<scenario>") -> Scenario:
                              "of a replay", "remove this setting")
     simulation = SimulationOptions(
         alltoall=alltoall,
+        reference_core_speed=_get(sim, "reference_core_speed", float, file, "simulation", default=None,
+                                  check=_positive, fix="flop/s of the core the application's seconds refer to"),
         timeout=_get(sim, "timeout", float, file, "simulation", default=3600.0, check=_positive),
         paje=_get(sim, "paje", bool, file, "simulation", default=False),
         config=tuple(sorted((str(k), str(v).lower() if isinstance(v, bool) else str(v)) for k, v in cfg.items())),

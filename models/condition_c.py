@@ -117,22 +117,26 @@ class ConditionCReport:
 
 def event_overheads(events: pd.DataFrame, kinds: tuple[str, ...] = TRACER_KINDS) -> _F:
     """Per-event overhead: the duration of rows whose ``kind`` is in ``kinds``, else 0."""
-    kind = events["kind"]
-    if isinstance(kind.dtype, pd.CategoricalDtype):
-        cats = list(kind.cat.categories)
-        codes = kind.cat.codes.to_numpy()
-        is_tracer = np.isin(codes, [cats.index(k) for k in kinds if k in cats])
-    else:
-        is_tracer = np.isin(kind.to_numpy().astype(str), kinds)
+    is_tracer = _codes(events["kind"], kinds)
     dur = events["exit"].to_numpy() - events["enter"].to_numpy()
     return np.where(is_tracer, dur, 0.0)
 
 
 def _codes(col: pd.Series, names: tuple[str, ...]) -> npt.NDArray[np.bool_]:
+    """Rows of ``col`` whose value is one of ``names`` (a lookup table on categorical codes)."""
     if isinstance(col.dtype, pd.CategoricalDtype):
         cats = list(col.cat.categories)
-        return np.isin(col.cat.codes.to_numpy(), [cats.index(n) for n in names if n in cats])
+        lut = np.zeros(len(cats) + 1, bool)  # code -1 (missing) maps to the last entry
+        lut[[cats.index(n) for n in names if n in cats]] = True
+        return lut[col.cat.codes.to_numpy()]
     return np.isin(col.to_numpy().astype(str), names)
+
+
+def _labels(col: pd.Series, rows: _I) -> pd.Categorical:
+    """The values of ``col`` at ``rows`` as a categorical (cheap for categorical columns)."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        return pd.Categorical.from_codes(col.cat.codes.to_numpy()[rows], categories=col.cat.categories)
+    return pd.Categorical(col.to_numpy()[rows].astype(str))
 
 
 def prefix_sums(rank: _I, overhead: _F, n_ranks: int | None = None) -> _F:
@@ -197,7 +201,7 @@ def check_condition_c(events: pd.DataFrame, overhead: _F | None = None, *, atol:
             # report from the side with the larger prefix (the one delayed more)
             lead = np.where(d >= 0, s, r)
             other = np.where(d >= 0, r, s)
-            viol.append({"kind": np.full(s.size, "p2p"), "row": lead, "peer_row": other, "difference": np.abs(d),
+            viol.append({"kind": np.zeros(s.size, np.int8), "row": lead, "peer_row": other, "difference": np.abs(d),
                          "time": np.minimum(enter[s], enter[r])})
 
     # collectives: rows sharing a match id
@@ -229,23 +233,28 @@ def check_condition_c(events: pd.DataFrame, overhead: _F | None = None, *, atol:
             first_lo[grp[is_lo][::-1]] = idx[is_lo][::-1]
             tmin = np.minimum.reduceat(enter[rows], heads)
             b = np.flatnonzero(bad)
-            viol.append({"kind": np.full(b.size, "collective"), "row": rows[first_hi[b]],
+            viol.append({"kind": np.ones(b.size, np.int8), "row": rows[first_hi[b]],
                          "peer_row": rows[first_lo[b]], "difference": d[b], "time": tmin[b]})
 
     if viol:
         cols = {k: np.concatenate([v[k] for v in viol]) for k in viol[0]}
-        ops_arr = op.to_numpy()
+        row, peer = cols["row"], cols["peer_row"]
+        order = np.lexsort((seq[row], rank[row], cols["time"]))
+        row, peer = row[order], peer[order]
         table = pd.DataFrame({
-            "kind": cols["kind"], "rank": rank[cols["row"]].astype(np.int32), "seq": seq[cols["row"]],
-            "op": ops_arr[cols["row"]].astype(str), "peer_rank": rank[cols["peer_row"]].astype(np.int32),
-            "peer_seq": seq[cols["peer_row"]], "difference": cols["difference"], "time": cols["time"],
-        }).sort_values(["time", "rank", "seq"], kind="stable").reset_index(drop=True)  # fmt: skip
+            "kind": pd.Categorical.from_codes(cols["kind"][order], categories=["p2p", "collective"]),
+            "rank": rank[row].astype(np.int32), "seq": seq[row], "op": _labels(op, row),
+            "peer_rank": rank[peer].astype(np.int32), "peer_seq": seq[peer],
+            "difference": cols["difference"][order], "time": cols["time"][order],
+        })  # fmt: skip
         first = {k: (v.item() if hasattr(v, "item") else v) for k, v in table.iloc[0].to_dict().items()}
+        first["kind"] = str(first["kind"])
+        first["op"] = str(first["op"])
     else:
-        table = pd.DataFrame({"kind": [], "rank": [], "seq": [], "op": [], "peer_rank": [], "peer_seq": [],
-                              "difference": [], "time": []})
+        table = pd.DataFrame({"kind": pd.Categorical([], categories=["p2p", "collective"]), "rank": [],
+                              "seq": [], "op": [], "peer_rank": [], "peer_seq": [], "difference": [], "time": []})
         first = {}
-    n_bad_p2p = int((table["kind"] == "p2p").sum()) if len(table) else 0
+    n_bad_p2p = int((table["kind"].cat.codes == 0).sum()) if len(table) else 0
     return ConditionCReport(pairs=n_pairs, violating_pairs=n_bad_p2p, collectives=n_coll,
                             violating_collectives=len(table) - n_bad_p2p, max_difference=max_diff, first=first,
                             violations=table, total_overhead=float(o.sum()))

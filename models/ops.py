@@ -177,7 +177,9 @@ class OpTable:
         """
         hit = self.cause >= 0
         hit[hit] = np.asarray(cause_mask, dtype=bool)[self.cause[hit]]  # (an empty ledger has no rows to index)
-        value = np.where(hit, np.maximum(self.value - self.excess, 0.0), self.value)
+        # a flush's value is bytes and its excess seconds: removing its cause removes the whole flush
+        removed = np.where(self.code == CODE["flush"], self.value, self.excess)
+        value = np.where(hit, np.maximum(self.value - removed, 0.0), self.value)
         excess = np.where(hit, 0.0, self.excess)
         return self.replace_columns(value=value, excess=excess)
 

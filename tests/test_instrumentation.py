@@ -229,3 +229,19 @@ def test_no_perturbation_leaves_ops_unchanged() -> None:
     p = perturb_ops(ops, parse_perturbation({"noise": {"model": "poisson", "rate": 0.0, "duration": 1e-3}}),
                     facts(), seed=0)
     assert p.ops is ops and p.origin.tolist() == list(range(len(ops)))
+
+
+def test_without_causes_removes_tracer_operations() -> None:
+    ops = imbalanced(4)
+    cfg = parse_perturbation({"instrumentation": {"events": "all", "record_bytes": 100, "fixed_cost": 1e-3},
+                              "tracing": {"policy": "per_rank", "buffer_bytes": 1000, "disk_bandwidth": 1e5}})
+    p = perturb_ops(ops, cfg, facts(), seed=0)
+    kinds = p.ops.ledger.kind
+    flush = p.ops.code == 36
+    assert p.ops.value[flush].tolist() == [1000.0]
+    # removing the flush cause zeroes the flush (its value is bytes) and keeps the records
+    cf = p.ops.without_causes(kinds == CAUSE_KINDS.index("flush"))
+    assert cf.value[flush].tolist() == [0.0] and cf.excess[flush].tolist() == [0.0]
+    assert cf.value[p.ops.code == 33].sum() == pytest.approx(p.ops.value[p.ops.code == 33].sum())
+    everything = p.ops.without_causes(np.ones(len(kinds), bool))
+    assert everything.value[p.origin < 0].sum() == 0.0

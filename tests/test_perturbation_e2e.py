@@ -202,3 +202,64 @@ def test_per_rank_flush_on_imbalanced_growth_breaks_c_at_step_2(platform_file: s
     led = res.measured.ledger()
     assert led[led["kind"] == "flush"]["seconds"].tolist() == pytest.approx([0.01])
     assert set(led["kind"]) <= set(CAUSE_KINDS)
+
+
+def test_seed003_table1_first_row() -> None:
+    """R = 128 MB (1024 round trips): S, S_i, S_f within 10 % of seed 003 table 1 (2.65, 3.11, 3.09 s)."""
+    if shutil.which("smpirun") is None:
+        pytest.skip("SimGrid SMPI is not installed (run: make setup)")
+    from waitlab.experiments import seed003
+
+    res = seed003.reproduce(points=(128,))
+    row = res.table.iloc[0]
+    for v, paper in zip(("S", "S_i", "S_f"), (2.65, 3.11, 3.09), strict=True):
+        assert row[f"{v}_paper"] == paper
+        assert abs(row[f"{v}_ours"] / paper - 1) <= 0.10
+    # no f call yet (the first is after 4096 round trips) and nothing swapped
+    assert row["S_f_flushes"] == 0 and row["S_i_swap_MB"] == 0
+    assert res.checks == {"times_within_10pct": True}
+
+
+def test_cli_run_writes_the_report_and_check_c(platform_file: str, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from waitlab.cli import main
+
+    toml = tmp_path / "s.toml"
+    toml.write_text(f"""
+[scenario]
+name = "cli"
+ranks = 4
+[platform]
+name = "{platform_file}"
+[application]
+kind = "stencil"
+steps = 3
+dims = 1
+compute_seconds = 0.002
+halo_bytes = 512
+[[application.imbalance]]
+region = "Stencil"
+ranks = [1]
+magnitude = 0.001
+[instrumentation]
+events = "mpi"
+record_bytes = 200
+fixed_cost = 1e-5
+[tracing]
+policy = "per_rank"
+buffer_bytes = 1000
+""")
+    out = tmp_path / "out"
+    assert main(["run", str(toml), "-o", str(out), "--no-png"]) == 0
+    for f in ("perturbation.txt", "perturbation.json", "distortion.parquet", "buffer.parquet", "events.parquet",
+              "unperturbed/events.parquet", "condition_c_violations.parquet"):
+        assert (out / f).exists(), f
+    text = capsys.readouterr().out
+    assert "condition C (all tracer overhead): violated" in text
+    assert main(["check-c", str(out), "--strict"]) == 1
+    assert "first break at rank" in capsys.readouterr().out
+    assert main(["check-c", str(out / "unperturbed" / "events.csv"), "--strict"]) == 0
+    toml.write_text(toml.read_text().replace('"per_rank"', '"scorep"'))
+    assert main(["run", str(toml), "-o", str(tmp_path / "bad")]) == 2
+    assert "tracing.policy: unknown spilling policy 'scorep'" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()

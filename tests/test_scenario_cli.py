@@ -152,3 +152,19 @@ def test_doctor_reports_every_part():
     assert out.returncode == 0, out.stdout
     for part in ("smpirun", "smpicxx", "replay extension", "measurement layer", "python3-simgrid bindings"):
         assert f"[ok] {part}" in out.stdout
+
+
+@pytest.mark.simgrid
+def test_reference_core_speed_scales_compute_with_the_platform(tmp_path):
+    from waitlab.experiments.run import simulate
+
+    text = GOOD.replace("ranks = 4", "ranks = 2") + "compute_seconds = 0.5\nallreduce_every = 0\nhalo_bytes = 0\n"
+    exact = simulate(load_scenario(write(tmp_path, text, "a.toml")))
+    # DeepComp 7000 cores run 12 Gflop/s (platform data); seconds given at 6 Gflop/s take half as long there
+    scaled = simulate(load_scenario(write(tmp_path, text.replace("dawning_5000a", "deepcomp_7000")
+                                          + "[simulation]\nreference_core_speed = 6e9\n", "b.toml")))
+    def compute(r):
+        ev = r.events
+        return ev.loc[ev["kind"] == "compute", "exit"].sub(ev.loc[ev["kind"] == "compute", "enter"])
+    assert compute(exact).to_numpy() == pytest.approx(0.5, abs=1e-9)
+    assert compute(scaled).to_numpy() == pytest.approx(0.25, abs=1e-9)

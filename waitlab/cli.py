@@ -170,6 +170,47 @@ def _check_c(sub: Any) -> None:
     p.set_defaults(func=go)
 
 
+@subcommand
+def _diagnose(sub: Any) -> None:
+    p = sub.add_parser("diagnose", help="run CWP-DM and H-CWP-DM on a run, compute the ground truth, score them")
+    p.add_argument("source", type=Path, help="results folder of `waitlab run`, or a scenario TOML (simulated first)")
+    p.add_argument("-o", "--output", type=Path, default=None,
+                   help="report folder (default: SOURCE/diagnosis, or results/<name>-diagnosis for a TOML)")
+    p.add_argument("--threshold", type=float, default=0.01, help="H-CWP-DM hotspot threshold (default 0.01 = 1%%)")
+    p.add_argument("--top-k", type=int, default=5, help="k of the top-k precision (default 5)")
+    p.add_argument("--candidates", type=int, default=8,
+                   help="(rank, region) pairs with the most injected seconds to cost individually (default 8)")
+    p.add_argument("--no-truth", action="store_true", help="skip the counterfactual ground truth")
+    p.add_argument("--no-cache", action="store_true", help="re-simulate counterfactuals even if cached")
+    p.add_argument("--cache", type=Path, default=None,
+                   help="counterfactual cache folder (default $WAITLAB_CACHE or ~/.cache/waitlab/counterfactuals)")
+    p.add_argument("--executor", choices=("local", "dask"), default="local", help="where re-runs go")
+    p.add_argument("--workers", type=int, default=2, help="parallel re-runs (default 2)")
+    p.add_argument("--scheduler", default=None, help="address of an existing Dask scheduler (--executor dask)")
+    p.add_argument("--no-png", action="store_true", help="skip the figures")
+
+    def go(args: argparse.Namespace) -> int:
+        from waitlab.experiments.diagnose import diagnose_path, to_markdown, write_report
+        from waitlab.experiments.executors import open_executor
+
+        with open_executor(args.executor, workers=args.workers, scheduler=args.scheduler) as ex:
+            diag = diagnose_path(args.source, threshold=args.threshold, top_k=args.top_k,
+                                 n_candidates=args.candidates, truth=not args.no_truth, executor=ex,
+                                 cache_dir=args.cache, use_cache=not args.no_cache, progress=True)
+        if args.output is not None:
+            out = args.output
+        elif args.source.is_dir():
+            out = args.source / "diagnosis"
+        else:
+            out = Path("results") / f"{diag.scenario.name if diag.scenario else args.source.stem}-diagnosis"
+        write_report(diag, out, png=not args.no_png)
+        print(to_markdown(diag))
+        print(f"report written to {out}/")
+        return 0
+
+    p.set_defaults(func=go)
+
+
 #: Paper reproductions of ``waitlab reproduce``: name -> (help, function(args) -> exit status).
 REPRODUCTIONS: dict[str, tuple[str, Callable[[argparse.Namespace], int]]] = {}
 
@@ -190,7 +231,7 @@ def _reproduce_seed003(args: argparse.Namespace) -> int:
 def _reproduce_policies(args: argparse.Namespace) -> int:
     from waitlab.experiments import policies
 
-    setup = policies.ComparisonSetup(steps=args.steps)
+    setup = policies.ComparisonSetup(steps=args.steps or 50)
     table = policies.compare(ranks=args.ranks or [256, 1024], setup=setup)
     out = args.output or Path("results") / "policies"
     policies.write(table, out, setup, png=not args.no_png)
@@ -205,6 +246,25 @@ REPRODUCTIONS["policies"] = ("spilling-policy comparison on a BSP stencil (overh
                              _reproduce_policies)
 
 
+def _reproduce_lared_s(args: argparse.Namespace) -> int:
+    from waitlab.experiments import lared_s
+    from waitlab.experiments.executors import open_executor
+
+    ranks = args.ranks[0] if args.ranks else lared_s.PAPER["ranks"]
+    with open_executor("local", workers=args.workers) as ex:
+        rep = lared_s.reproduce(ranks=ranks, steps=args.steps or lared_s.PAPER["steps"], seed=args.seed or 0,
+                                executor=ex, progress=True)
+    out = args.output or Path("results") / f"lared-s-{ranks}"
+    lared_s.write(rep, out, png=not args.no_png)
+    print(rep.markdown())
+    print(f"written to {out}/")
+    return 0
+
+
+REPRODUCTIONS["lared-s"] = ("seed 000 LARED-S case study: H-CWP-DM, CWP-DM and ground truth vs the paper "
+                            "(960 ranks; --ranks to scale down)", _reproduce_lared_s)
+
+
 @subcommand
 def _reproduce(sub: Any) -> None:
     p = sub.add_parser("reproduce", help="reproduce a paper's table or an experiment: "
@@ -214,8 +274,12 @@ def _reproduce(sub: Any) -> None:
     p.add_argument("-o", "--output", type=Path, default=None, help="output folder (default: results/<target>)")
     p.add_argument("--no-png", action="store_true", help="skip the plots")
     p.add_argument("--curve", action="store_true", help="seed003: also simulate R = 128, 256, ..., 2304 MB")
-    p.add_argument("--ranks", type=int, nargs="+", default=None, help="policies: rank counts (default 256 1024)")
-    p.add_argument("--steps", type=int, default=50, help="policies: BSP steps (default %(default)s)")
+    p.add_argument("--ranks", type=int, nargs="+", default=None, help="policies: rank counts (default 256 1024); "
+                   "lared-s: ranks (default 960)")
+    p.add_argument("--steps", type=int, default=None, help="policies: BSP steps (default 50); lared-s: steps "
+                   "(default 3)")
+    p.add_argument("--seed", type=int, default=None, help="lared-s: scenario seed (default 0)")
+    p.add_argument("--workers", type=int, default=2, help="lared-s: parallel counterfactual re-runs (default 2)")
 
     def go(args: argparse.Namespace) -> int:
         return REPRODUCTIONS[args.target][1](args)
