@@ -12,7 +12,7 @@ def test_missing_compiler_names_the_install_command(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))  # nothing on PATH
     src = tmp_path / "x.cpp"
     src.write_text("int main() { return 0; }\n")
-    with pytest.raises(EnvironmentProblem, match="smpicxx was not found.*apt-get install -y libsimgrid-dev"):
+    with pytest.raises(EnvironmentProblem, match=r"smpicxx was not found.*apt-get install -y libsimgrid-dev"):
         build_native(src, "x")
 
 
@@ -27,6 +27,7 @@ def test_changed_source_is_rebuilt_and_errors_are_verbatim(tmp_path, monkeypatch
     second = build_native(src, "prog")
     assert second != first and second.exists()
     src.write_text("int main() { return undefined_thing; }\n")
-    with pytest.raises(SimulationError, match=r"(?s)smpicxx failed to build .*prog\.cpp:1:21: error: .*undefined_thing"):
+    words = r"(?s)smpicxx failed to build .*prog\.cpp:1:21: error: .*undefined_thing"
+    with pytest.raises(SimulationError, match=words):
         build_native(src, "prog")
     assert not list((tmp_path / "cache").glob("*.tmp*"))  # no half-built binary left

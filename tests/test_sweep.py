@@ -40,9 +40,9 @@ def test_grid_expands_to_validated_scenarios(tmp_path):
 def test_bad_sweeps_are_reported(tmp_path):
     with pytest.raises(InputError, match=r"grid \(scenario.ranks=0\): makes an invalid scenario: .*scenario.ranks"):
         load_sweep(make(tmp_path, '"scenario.ranks" = [4, 0]'))
-    with pytest.raises(InputError, match="grid.scenario.ranks: must be a non-empty list"):
+    with pytest.raises(InputError, match=r"grid\.scenario\.ranks: must be a non-empty list"):
         load_sweep(make(tmp_path, '"scenario.ranks" = 4'))
-    with pytest.raises(InputError, match="sweep.executr: unknown key"):
+    with pytest.raises(InputError, match=r"sweep\.executr: unknown key"):
         load_sweep(make(tmp_path, '"scenario.ranks" = [4]', '[sweep]\nexecutr = "dask"\n'))
 
 
