@@ -293,9 +293,11 @@ def _regions(ops: OpTable) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]
     # row index comparison works once the rank is checked.
     enclosing = np.full(len(ops), -1, np.int64)
     e_depth_sorted = depth_after[e_rows]
-    for d in np.unique(depth_before[depth_before > 0]).tolist():
+    for d in range(1, int(depth_before.max(initial=0)) + 1):
         cand = e_rows[e_depth_sorted == d]
         rows = np.flatnonzero(depth_before == d)
+        if rows.size == 0:
+            continue
         p = np.searchsorted(cand, rows) - 1
         enclosing[rows] = cand[p]
     return e_rows, l_rows, enclosing
