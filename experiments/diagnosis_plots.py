@@ -48,14 +48,20 @@ def blame_figure(diag: Diagnosis, path: Path) -> None:
     truth = diag.truth
     left: dict[str, pd.Series] = {}
     right: dict[str, pd.Series] = {}
+    right_metric = "considered_wait"
     for m in diag.models:
-        (left if m.metric == "total_wait" else right)[m.name] = by_region(m.blame())
+        if m.metric == "total_wait":
+            left[m.name] = by_region(m.blame())
+        else:
+            right[m.name] = by_region(m.blame())
+            right_metric = m.metric
     if truth is not None:
         left["ground truth"] = truth.cost("region").clip(lower=0)
-        right["ground truth"] = truth.cost("region", "considered_wait").clip(lower=0)
+        right["ground truth"] = truth.cost("region", right_metric).clip(lower=0)
+    ops = right_metric.split(":", 1)[1].replace("+", ", ") if ":" in right_metric else "every operation"
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.8))
     _bars(ax1, left, "total wait")
-    _bars(ax2, right, "largest wait of each collective instance (seed 000's measure)")
+    _bars(ax2, right, f"largest wait of each instance of {ops} (seed 000's measure)")
     name = diag.scenario.name if diag.scenario is not None else ""
     fig.suptitle(f"Blamed cost per region {name}".strip())
     fig.tight_layout()

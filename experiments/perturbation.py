@@ -461,10 +461,8 @@ def enclosing_region(ops: OpTable) -> npt.NDArray[np.int32]:
     from waitlab.simulator.timeline import _regions
 
     _, _, enclosing = _regions(ops)
-    own = ops.name >= 0
-    markers = np.isin(ops.code, [CODE["enter"], CODE["leave"]])
-    out = np.where(enclosing >= 0, ops.name[np.maximum(enclosing, 0)], -1)
-    return np.where(own & ~markers, ops.name, np.where(markers, ops.name, out)).astype(np.int32)
+    inner = np.where(enclosing >= 0, ops.name[np.maximum(enclosing, 0)], -1)
+    return np.where(ops.name >= 0, ops.name, inner).astype(np.int32)
 
 
 def sync_points(ops: OpTable) -> tuple[SyncPoints, SyncPoints]:

@@ -181,8 +181,8 @@ def plot(table: pd.DataFrame, path: Path) -> None:
         ax.set_xticks(np.arange(len(pols)) + width * (len(ranks) - 1) / 2)
         ax.set_xticklabels(pols, rotation=45, ha="right", fontsize=8)
         ax.set_title(label, fontsize=9)
-        if m != "c_violations_spill":
-            ax.set_yscale("symlog", linthresh=1e-3)
+        if m != "c_violations_spill" and (table[m] > 0).all():
+            ax.set_yscale("log")
     axes[0].legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110, metadata={"Software": None})

@@ -117,6 +117,8 @@ def cwpdm(events: pd.DataFrame, waits: pd.DataFrame, *, sync: SyncPoints | None 
     CwpdmResult
     """
     sp = sync if sync is not None else sync_points(events, waits)
+    if (sp.q_interval < 0).any():
+        raise ValueError("cwpdm needs the synchronization intervals of every wait state (sync_points without select)")
     n = len(sp)
     omega = sp.wait
     rows = np.arange(n, dtype=np.int64)

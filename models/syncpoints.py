@@ -418,8 +418,9 @@ def sync_points(events: pd.DataFrame, waits: pd.DataFrame, select: npt.NDArray[n
     p_interval[rows] = inv[: rows.size]
     q_interval[rows] = inv[rows.size:]
 
+    limit = 2 * n_rows + 1_000_000 if dense_limit is None else dense_limit
     offsets, entry_cp, entry_t, dense = _interval_times(iv_start, iv_end, cps.code, exclusive_times(events, waits),
-                                                        len(cps), dense_limit=2 * n_rows + 1_000_000 if dense_limit is None else dense_limit)
+                                                        len(cps), dense_limit=limit)
     leaf = cps.code >= 0
     raw = events["exit"].to_numpy() - events["enter"].to_numpy()
     total_time = np.bincount(cps.code[leaf], weights=raw[leaf], minlength=len(cps))

@@ -159,7 +159,8 @@ def scenarios(draw: st.DrawFn) -> OpTable:
             b.add("enter", r, step=s, region=reg)
             b.add("compute", r, step=s, value=t, region=reg)
             b.add("leave", r, step=s, region=reg)
-        kind = draw(st.sampled_from(["chain", "ring", "halo", "barrier", "allreduce", "bcast", "reduce", "none"]))
+        kind = draw(st.sampled_from(["chain", "ring", "halo", "barrier", "allreduce", "bcast", "reduce", "alltoall",
+                                     "allgather", "gather", "scatter", "scan", "none"]))
         if kind == "chain":
             for k in range(n - 1):
                 b.add("send", k, step=s, peer=k + 1, value=8)
@@ -177,7 +178,8 @@ def scenarios(draw: st.DrawFn) -> OpTable:
             b.add("waitall", r, step=s)
         elif kind != "none":
             root = draw(st.integers(0, n - 1))
-            b.add(kind, r, step=s, value=8, peer=root if kind in ("bcast", "reduce") else -1)
+            b.add(kind, r, step=s, value=8, value2=8,
+                  peer=root if kind in ("bcast", "reduce", "gather", "scatter") else -1)
     return b.build()
 
 

@@ -195,3 +195,16 @@ def test_noise_setup_scopes() -> None:
         noise_setup(core, _facts(8, 4, split=False), seed=1, horizon=1.0)
     off = parse_perturbation({"noise": {"model": "poisson", "rate": 0.0, "duration": 1e-3}}).noise
     assert noise_setup(off, _facts(8, 4, split=False), seed=1, horizon=1.0).speed_profiles == {}
+
+
+def test_example_scenario_validates() -> None:
+    from waitlab.experiments.scenario import load_scenario
+
+    sc = load_scenario(Path(__file__).resolve().parents[1] / "examples" / "perturbed_stencil.toml")
+    cfg = parse_perturbation(sc.extra, sc.source)
+    sig = cfg.noise.model
+    assert isinstance(sig, nz.SignatureNoise) and len(sig.start) == 11 and sig.period == 0.010
+    # 10 ticks of 25 us and one 200 us wake-up every 10 ms: 4.5 % of the time
+    assert nz.SignatureNoise(sig.start, sig.duration, sig.period, 0.0).pattern(1, rng()).fraction()[0] == \
+        pytest.approx(0.045)
+    assert cfg.tracing is not None and cfg.tracing.policy == "predictive_sync"
