@@ -296,7 +296,7 @@ class Counterfactuals:
             jobs.setdefault(d, (cf, prof))
         results: dict[str, dict[str, Any]] = {}
         todo: dict[str, tuple[OpTable, Mapping[str, str] | None]] = {}
-        for d, cf in jobs.items():
+        for d, job in jobs.items():
             path = self._path(d)
             if path is not None and path.exists():
                 try:
@@ -304,7 +304,7 @@ class Counterfactuals:
                     continue
                 except (OSError, ValueError, KeyError):
                     pass
-            todo[d] = cf
+            todo[d] = job
         if todo:
             results.update(self._simulate(todo))
         return {label: results[d] for label, d in label_digest.items()}
