@@ -852,7 +852,7 @@ def buffer_timeline(res: PerturbationResult) -> pd.DataFrame:
     swapped = np.concatenate((p.state.over, np.zeros(int(real.sum()))))
     event = np.concatenate((np.zeros(len(p.records), np.int8), np.ones(int(real.sum()), np.int8)))
     order = np.lexsort((key_, rank))
-    rank, time_, resident, swapped, event = (a[order] for a in (rank, time_, resident, swapped, event))
+    rank, time_, resident, swapped, event = rank[order], time_[order], resident[order], swapped[order], event[order]
     # a record written after a flush is stamped no earlier than the flush (program order per rank)
     time_ = nz._group_running_max(np.nan_to_num(time_, nan=0.0), rank.astype(np.int64))
     return pd.DataFrame({"rank": rank.astype(np.int32), "time": time_, "resident": resident,

@@ -153,7 +153,7 @@ def apply_insertions(ops: OpTable, ins: Insertions,
         seconds=np.concatenate((led.seconds, seconds)),
         kind=np.concatenate((led.kind, ins.kind)),
     )  # fmt: skip
-    rows = {
+    rows: dict[str, npt.NDArray[Any]] = {
         "rank": ins.rank.astype(np.int32), "code": ins.code, "step": ops.step[ins.ref_row],
         "name": np.full(len(ins), -1, np.int32), "value": ins.value, "value2": ins.value2,
         "cause": n0 + np.arange(len(ins), dtype=np.int64), "excess": seconds,
