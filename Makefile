@@ -18,7 +18,7 @@ docs: setup
 	$(VENV)/bin/sphinx-build -W --keep-going -q -b html docs docs/_build/html
 
 test: setup lint docs
-	$(VENV)/bin/python -m pytest -q tests
+	$(VENV)/bin/python -m pytest -q
 
 bench: setup
 	$(PY) benchmarks/bench_core.py
