@@ -21,8 +21,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
-import shutil
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -925,24 +923,12 @@ def _jsonable(x: Any) -> Any:
 def run_perturbed_scenario(scenario: Scenario, out: Path, *, force: bool = False,
                            png: bool = True) -> PerturbationResult:
     """``waitlab run`` for a perturbed scenario: both runs and the report, written atomically to ``out``."""
-    out = Path(out)
-    if out.exists() and not force:
-        raise InputError(str(out), "(output folder)", "already exists", "pass --force to replace it, or use -o NEW")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    partial = out.parent / f".{out.name}.partial-{os.getpid()}"
-    if partial.exists():
-        shutil.rmtree(partial)
-    partial.mkdir()
-    try:
+    from waitlab.experiments.run import results_folder
+
+    with results_folder(Path(out), force) as partial:
         paje = partial / "smpi.paje" if scenario.simulation.paje else None
         res = run_perturbed(scenario, paje_file=paje)
         write_perturbation_outputs(res, partial, png=png)
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(partial, out)
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
     return res
 
 

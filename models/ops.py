@@ -55,6 +55,17 @@ LOCAL_ACTIONS = frozenset({"compute", "sleep", "overhead", "noise", "delay", "fl
 CAUSE_KINDS: tuple[str, ...] = ("imbalance", "noise", "overhead", "swap", "flush")
 
 
+def seq_within_rank(rank: npt.NDArray[np.int32], n_ranks: int) -> npt.NDArray[np.int32]:
+    """Position of each row within its rank, for rows already sorted by rank.
+
+    >>> seq_within_rank(np.array([0, 0, 1, 1, 1], np.int32), 3).tolist()
+    [0, 1, 0, 1, 2]
+    """
+    counts = np.bincount(rank, minlength=n_ranks)
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    return (np.arange(rank.size) - np.repeat(starts, counts)).astype(np.int32)
+
+
 def _code_mask(codes: npt.NDArray[np.int8], names: Sequence[str] | frozenset[str]) -> npt.NDArray[np.bool_]:
     return np.isin(codes, np.array([CODE[n] for n in names], dtype=np.int8))
 
@@ -163,9 +174,7 @@ class OpTable:
         """Sort stably by (rank, seq) and renumber ``seq`` as 0..n-1 within each rank."""
         order = np.lexsort((self.seq, self.rank))
         data = {c: a[order] for c, a in self.columns().items()}
-        counts = np.bincount(data["rank"], minlength=self.n_ranks)
-        starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-        data["seq"] = (np.arange(order.size) - np.repeat(starts, counts)).astype(np.int32)
+        data["seq"] = seq_within_rank(data["rank"], self.n_ranks)
         return OpTable(n_ranks=self.n_ranks, names=self.names, ledger=self.ledger, **data)
 
     def without_causes(self, cause_mask: npt.NDArray[np.bool_]) -> OpTable:
@@ -203,9 +212,7 @@ class OpTable:
         tie = np.concatenate((np.ones(len(self), dtype=np.int64), np.zeros(n, dtype=np.int64)))
         order = np.lexsort((np.arange(key.size), tie, key, data["rank"]))
         data = {c: a[order] for c, a in data.items()}
-        counts = np.bincount(data["rank"], minlength=self.n_ranks)
-        starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-        data["seq"] = (np.arange(order.size) - np.repeat(starts, counts)).astype(np.int32)
+        data["seq"] = seq_within_rank(data["rank"], self.n_ranks)
         return OpTable(n_ranks=self.n_ranks, names=names or self.names, ledger=ledger or self.ledger, **data)
 
 
@@ -302,9 +309,7 @@ class OpBuilder:
             slot = np.concatenate([np.full(b["rank"].size, i, np.int64) for i, b in enumerate(self._blocks)])
             order = np.lexsort((slot, cols["rank"]))
             cols = {c: a[order] for c, a in cols.items()}
-            counts = np.bincount(cols["rank"], minlength=self.n_ranks)
-            starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-            cols["seq"] = (np.arange(order.size) - np.repeat(starts, counts)).astype(np.int32)
+            cols["seq"] = seq_within_rank(cols["rank"], self.n_ranks)
         if self._ledger:
             led = {k: np.concatenate([x[k] for x in self._ledger]) for k in self._ledger[0]}
         else:

@@ -35,7 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from waitlab.errors import InputError, SimulationError
-from waitlab.models.ops import ACTIONS, CODE, MPI_ACTIONS, OpTable
+from waitlab.models.ops import ACTIONS, CODE, MPI_ACTIONS, OpTable, seq_within_rank
 from waitlab.simulator.build import NATIVE_DIR, cache_dir, require_tool, simgrid_version
 from waitlab.simulator.smpi import SmpiResult, run_smpirun
 from waitlab.simulator.ti_trace import V_ACTIONS, VectorStore, empty_ledger
@@ -506,9 +506,7 @@ def records_to_ops(rec: Records, binary: Path | None, *, callsite_regions: str =
         "cause": np.full(total, -1, np.int64),
         "excess": np.zeros(total, np.float64),
     }
-    counts = np.bincount(cols["rank"], minlength=rec.n_ranks)
-    starts = np.r_[0, np.cumsum(counts)[:-1]]
-    cols["seq"] = (np.arange(total) - np.repeat(starts, counts)).astype(np.int32)
+    cols["seq"] = seq_within_rank(cols["rank"], rec.n_ranks)
     comm = arg["comm"][owner]
     coll = np.isin(row_code, [CODE[a] for a in MPI_ACTIONS if a not in ("send", "isend", "recv", "irecv", "wait",
                                                                         "waitall", "test", "sendRecv")])

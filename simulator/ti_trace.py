@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from waitlab.errors import InputError
-from waitlab.models.ops import ACTIONS, CODE, Ledger, OpTable
+from waitlab.models.ops import ACTIONS, CODE, Ledger, OpTable, seq_within_rank
 from waitlab.simulator.trace import format_lines
 
 #: Byte size of SimGrid 3.32's predefined datatype ids (``src/smpi/mpi/smpi_datatype.cpp``).
@@ -395,9 +395,7 @@ def _to_table(out: _Lines, n_ranks: int) -> OpTable:
         "cause": np.full(n, -1, np.int64),
         "excess": np.zeros(n, np.float64),
     }
-    counts = np.bincount(cols["rank"], minlength=n_ranks)
-    starts = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
-    cols["seq"] = (np.arange(n) - np.repeat(starts, counts)).astype(np.int32)
+    cols["seq"] = seq_within_rank(cols["rank"], n_ranks)
     names = tuple(sorted(out.names, key=out.names.__getitem__))
     return OpTable(n_ranks=n_ranks, names=names, ledger=empty_ledger(), **cols)
 
