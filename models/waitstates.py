@@ -89,6 +89,8 @@ def _p2p(ev: pd.DataFrame, acc: dict[str, list[npt.NDArray[Any]]], eager_thresho
 def _add_max_per_blocker(acc: dict[str, list[npt.NDArray[Any]]], pattern: str, blocker: npt.NDArray[np.int64],
                          wait: npt.NDArray[np.float64], partner: npt.NDArray[np.int64]) -> None:
     """One wait per blocking operation: a ``waitall`` waits for its latest partner, not the sum."""
+    positive = wait > EPSILON  # most partners arrived in time: sort only the real waits
+    blocker, wait, partner = blocker[positive], wait[positive], partner[positive]
     if blocker.size == 0:
         return
     order = np.lexsort((-wait, blocker))

@@ -94,9 +94,13 @@ def _read_aligned(log: npt.NDArray[Any], code: npt.NDArray[np.int8], rank: npt.N
                   ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """Times of the operations (``code``, ``rank``, ``seq`` in (rank, seq) order) from a log holding exactly
     their actions, and each rank's start (init exit) time."""
-    order = np.argsort(log["rank"], kind="stable")
-    log_rank = log["rank"][order]
-    log_code = log["code"][order]
+    ranks = log["rank"]
+    if ranks.size < 2 or bool(np.all(ranks[1:] >= ranks[:-1])):
+        order = np.arange(ranks.size)  # the replay extension writes rank after rank: nothing to sort
+        log_rank, log_code = ranks, log["code"]
+    else:  # interleaved logs (other writers): numpy's stable sort is a radix sort for 16-bit integers
+        order = np.argsort(ranks.astype(np.int16) if n_ranks <= np.iinfo(np.int16).max else ranks, kind="stable")
+        log_rank, log_code = ranks[order], log["code"][order]
     per_rank = np.bincount(log_rank, minlength=n_ranks) if log.size else np.zeros(n_ranks, np.int64)
     expected = np.bincount(rank, minlength=n_ranks) + 2  # init and finalize frame every rank
     if per_rank.size != n_ranks or not np.array_equal(per_rank, expected):
@@ -118,7 +122,8 @@ def _read_aligned(log: npt.NDArray[Any], code: npt.NDArray[np.int8], rank: npt.N
         raise SimulationError(f"replay log and trace disagree at rank {rank[i]} operation {seq[i]}: "
                               f"logged {ACTIONS[body_code[i]]}, trace has {ACTIONS[code[i]]}")
     start = log["t_exit"][order[starts]].astype(np.float64)
-    return log["t_enter"][body].astype(np.float64), log["t_exit"][body].astype(np.float64), start
+    times = log[body]  # one gather of whole 24-byte records, then contiguous field copies
+    return times["t_enter"].astype(np.float64), times["t_exit"].astype(np.float64), start
 
 
 def _group_cumcount(keys: list[npt.NDArray[Any]], order_key: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
@@ -134,6 +139,16 @@ def _group_cumcount(keys: list[npt.NDArray[Any]], order_key: npt.NDArray[Any]) -
     out = np.empty(n, np.int64)
     out[order] = np.arange(n) - group_start
     return out
+
+
+def _channel_keys(src: npt.NDArray[np.int64], dst: npt.NDArray[np.int64], tag: npt.NDArray[np.int64],
+                  n_ranks: int) -> npt.NDArray[np.int64]:
+    """One sortable integer per (source, destination, tag) channel, comparable across all given rows."""
+    t0 = int(tag.min())
+    span = int(tag.max()) - t0 + 1
+    if n_ranks * n_ranks * span < (1 << 62):
+        return (src * n_ranks + dst) * span + (tag - t0)
+    return np.unique(np.stack([src, dst, tag], axis=1), axis=0, return_inverse=True)[1].ravel().astype(np.int64)
 
 
 def match_messages(ops: OpTable) -> npt.NDArray[np.int64]:
@@ -152,21 +167,23 @@ def match_messages(ops: OpTable) -> npt.NDArray[np.int64]:
         raise SimulationError(f"{s_idx.size} sends but {r_idx.size} receives in the trace: unmatched messages")
     if s_idx.size == 0:
         return match
-    src = np.concatenate((ops.rank[s_idx], ops.peer[r_idx])).astype(np.int64)
-    dst = np.concatenate((ops.peer[s_idx], ops.rank[r_idx])).astype(np.int64)
-    tag = np.concatenate((ops.tag[s_idx], ops.tag[r_idx])).astype(np.int64)
-    seq = np.concatenate((ops.seq[s_idx], ops.seq[r_idx])).astype(np.int64)
-    side = np.concatenate((np.zeros(s_idx.size, np.int64), np.ones(r_idx.size, np.int64)))
-    k = _group_cumcount([src, dst, tag, side], seq)
-    rows = np.concatenate((s_idx, r_idx))
-    order = np.lexsort((side, k, tag, dst, src))
-    rows, src, dst, tag, k, side = (a[order] for a in (rows, src, dst, tag, k, side))
-    ok = (side[0::2] == 0) & (side[1::2] == 1) & (src[0::2] == src[1::2]) & (dst[0::2] == dst[1::2]) \
-        & (tag[0::2] == tag[1::2]) & (k[0::2] == k[1::2])
+    keys = _channel_keys(np.concatenate((ops.rank[s_idx], ops.peer[r_idx])).astype(np.int64),
+                         np.concatenate((ops.peer[s_idx], ops.rank[r_idx])).astype(np.int64),
+                         np.concatenate((ops.tag[s_idx], ops.tag[r_idx])).astype(np.int64), ops.n_ranks)
+    s_key, r_key = keys[: s_idx.size], keys[s_idx.size:]
+    # Rows are in (rank, seq) order, so a stable sort by (src, dst, tag) keeps each channel's messages in
+    # program order on both sides: the k-th send of a channel meets the k-th receive of the same channel.
+    s_ord = np.argsort(s_key, kind="stable")
+    r_ord = np.argsort(r_key, kind="stable")
+    ok = s_key[s_ord] == r_key[r_ord]
     if not ok.all():
-        bad = rows[2 * int(np.flatnonzero(~ok)[0])]
+        j = int(np.flatnonzero(~ok)[0])
+        bad = int(s_idx[s_ord[j]]) if s_key[s_ord[j]] < r_key[r_ord[j]] else int(r_idx[r_ord[j]])
         raise SimulationError(f"message of rank {ops.rank[bad]} operation {ops.seq[bad]} "
                               f"({ACTIONS[ops.code[bad]]} peer {ops.peer[bad]} tag {ops.tag[bad]}) has no partner")
+    rows = np.empty(2 * s_idx.size, np.int64)
+    rows[0::2] = s_idx[s_ord]
+    rows[1::2] = r_idx[r_ord]
     ids = np.arange(rows.size // 2, dtype=np.int64)
     match[rows[0::2]] = ids
     match[rows[1::2]] = ids
@@ -279,8 +296,11 @@ def _regions(ops: OpTable) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]
         raise SimulationError(f"rank {r} ends with {int(open_at_end[open_at_end != 0][0])} region(s) still open")
     e_rows, l_rows = np.flatnonzero(is_enter), np.flatnonzero(is_leave)
     e_depth, l_depth = depth_after[e_rows], depth_before[l_rows]
-    e_ord = np.lexsort((e_rows, e_depth, ops.rank[e_rows]))
-    l_ord = np.lexsort((l_rows, l_depth, ops.rank[l_rows]))
+    # Rows are in (rank, seq) order: a stable sort by (rank, depth) keeps program order within each level,
+    # where enters and the leaves closing them alternate, so the i-th enter pairs with the i-th leave.
+    levels = int(depth_after.max(initial=0)) + 1
+    e_ord = np.argsort(ops.rank[e_rows].astype(np.int64) * levels + e_depth, kind="stable")
+    l_ord = np.argsort(ops.rank[l_rows].astype(np.int64) * levels + l_depth, kind="stable")
     e_rows, l_rows = e_rows[e_ord], l_rows[l_ord]
     if not np.array_equal(ops.name[e_rows], ops.name[l_rows]):
         i = int(np.flatnonzero(ops.name[e_rows] != ops.name[l_rows])[0])

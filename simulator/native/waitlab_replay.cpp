@@ -12,11 +12,12 @@
 //   flush <bytes> <bytes_per_s> [latency_s]   trace-buffer flush to disk (sleep_for)
 //   swap <seconds>          trace-buffer swap penalty (sleep_for: the rank is stalled on paging I/O)
 //
-// Log: one binary record per action, appended to the file named by the
+// Log: one binary record per action, written to the file named by the
 // WAITLAB_LOG environment variable: {int32 rank, int32 action_code,
 // float64 t_enter, float64 t_exit}, little endian, 24 bytes.  Ranks run one
-// at a time inside the single SMPI process (-no-privatize), so one shared
-// buffered FILE is safe and keeps the descriptor count at one.
+// at a time inside the single SMPI process (-no-privatize), so records are
+// kept in per-rank vectors in memory and written once, rank after rank, when
+// the process exits: the reader then needs no sort (24 bytes per action).
 #include "simgrid/s4u.hpp"
 #include "smpi/smpi.h"
 #include "xbt/replay.hpp"
@@ -26,6 +27,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <unistd.h>
 #include <string>
 #include <vector>
 
@@ -54,13 +56,26 @@ constexpr int kNumActions = sizeof(kActions) / sizeof(kActions[0]);
 
 FILE* g_log = nullptr;
 bool g_registered = false;
+std::vector<std::vector<Record>> g_records; // per rank, in action order
 
 void log_record(int32_t code, double t0, double t1)
 {
-  Record r{static_cast<int32_t>(simgrid::s4u::this_actor::get_pid() - 1), code, t0, t1};
-  if (fwrite(&r, sizeof r, 1, g_log) != 1) {
+  auto rank = static_cast<int32_t>(simgrid::s4u::this_actor::get_pid() - 1);
+  if (static_cast<size_t>(rank) >= g_records.size())
+    g_records.resize(rank + 1);
+  g_records[rank].push_back(Record{rank, code, t0, t1});
+}
+
+void write_log()
+{
+  for (auto const& records : g_records)
+    if (!records.empty() && fwrite(records.data(), sizeof(Record), records.size(), g_log) != records.size()) {
+      fprintf(stderr, "waitlab-replay: cannot write the event log: %s\n", strerror(errno));
+      _exit(1);
+    }
+  if (fclose(g_log) != 0) {
     fprintf(stderr, "waitlab-replay: cannot write the event log: %s\n", strerror(errno));
-    abort();
+    _exit(1);
   }
 }
 
@@ -164,12 +179,11 @@ int main(int argc, char* argv[])
       return 1;
     }
     setvbuf(g_log, nullptr, _IOFBF, 1 << 22);
+    std::atexit(write_log); // after the simulation: every rank's records, in rank order
   }
 
   smpi_replay_init(instance_id, rank, 0.0);
   register_actions();
   smpi_replay_main(rank, trace_filename);
-  // Every rank flushes: the last one to finish leaves a complete file.
-  fflush(g_log);
   return 0;
 }
