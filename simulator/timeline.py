@@ -35,7 +35,6 @@ for _name in ("compute", "overhead", "noise", "delay", "flush", "swap", "sleep")
 OPS: tuple[str, ...] = (*ACTIONS, "region")
 REGION_OP = len(ACTIONS)
 
-_COLLECTIVE_CODES = np.array(sorted(CODE[a] for a in COLLECTIVE_ACTIONS), np.int8)
 
 
 def _lut(names: object) -> npt.NDArray[np.bool_]:
@@ -48,6 +47,11 @@ def _lut(names: object) -> npt.NDArray[np.bool_]:
 _IS_P2P_OR_ROOTED = _lut(("send", "isend", "recv", "irecv", "wait", "bcast", "reduce", "gather", "scatter"))
 _IS_BYTES = _lut([a for a in MPI_ACTIONS if a not in ("wait", "waitall", "barrier", "test")])
 _HAS_RECV_BYTES = _lut(("alltoall", "gather", "scatter", "allgather"))
+_IS_SEND = _lut(("send", "isend"))
+_IS_RECV = _lut(("recv", "irecv"))
+_IS_NONBLOCKING = _lut(("isend", "irecv"))
+_IS_BLOCKING_P2P = _lut(("send", "recv"))
+_IS_COLLECTIVE = _lut(COLLECTIVE_ACTIONS)
 
 
 def read_log(path: Path, ops: OpTable) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
@@ -65,7 +69,7 @@ def read_log(path: Path, ops: OpTable) -> tuple[npt.NDArray[np.float64], npt.NDA
         raise SimulationError(f"the replay wrote no event log ({path}); the simulation did not start")
     log = np.fromfile(path, dtype=LOG_DTYPE)
     marker = (ops.code == CODE["enter"]) | (ops.code == CODE["leave"])
-    if marker.any() and log.size and not np.isin(log["code"], [CODE["enter"], CODE["leave"]]).any():
+    if marker.any() and log.size and not _lut(("enter", "leave"))[log["code"]].any():
         return _fill_markers(log, ops, marker)
     te, tx, _ = _read_aligned(log, ops.code, ops.rank, ops.seq, ops.n_ranks)
     return te, tx
@@ -160,8 +164,8 @@ def match_messages(ops: OpTable) -> npt.NDArray[np.int64]:
     """
     n = len(ops)
     match = np.full(n, -1, np.int64)
-    is_send = np.isin(ops.code, [CODE["send"], CODE["isend"]])
-    is_recv = np.isin(ops.code, [CODE["recv"], CODE["irecv"]])
+    is_send = _IS_SEND[ops.code]
+    is_recv = _IS_RECV[ops.code]
     s_idx, r_idx = np.flatnonzero(is_send), np.flatnonzero(is_recv)
     if s_idx.size != r_idx.size:
         raise SimulationError(f"{s_idx.size} sends but {r_idx.size} receives in the trace: unmatched messages")
@@ -193,7 +197,7 @@ def match_messages(ops: OpTable) -> npt.NDArray[np.int64]:
 
 
 def _assign_waits(ops: OpTable, match: npt.NDArray[np.int64]) -> None:
-    is_nb = np.isin(ops.code, [CODE["isend"], CODE["irecv"]])
+    is_nb = _IS_NONBLOCKING[ops.code]
     is_wait = ops.code == CODE["wait"]
     if not is_wait.any():
         return
@@ -226,9 +230,9 @@ def completions(ops: OpTable, match: npt.NDArray[np.int64]) -> npt.NDArray[np.in
     """
     n = len(ops)
     done = np.full(n, -1, np.int64)
-    blocking = np.isin(ops.code, [CODE["send"], CODE["recv"]])
+    blocking = _IS_BLOCKING_P2P[ops.code]
     done[blocking] = np.flatnonzero(blocking)
-    nb = np.flatnonzero(np.isin(ops.code, [CODE["isend"], CODE["irecv"]]))
+    nb = np.flatnonzero(_IS_NONBLOCKING[ops.code])
     if nb.size == 0:
         return done
     waits = np.flatnonzero(ops.code == CODE["wait"])
@@ -254,7 +258,7 @@ def completions(ops: OpTable, match: npt.NDArray[np.int64]) -> npt.NDArray[np.in
 
 def collective_instances(ops: OpTable) -> npt.NDArray[np.int64]:
     """Instance number of each collective operation (the k-th collective of every rank), else -1."""
-    is_coll = np.isin(ops.code, _COLLECTIVE_CODES)
+    is_coll = _IS_COLLECTIVE[ops.code]
     inst = np.full(len(ops), -1, np.int64)
     idx = np.flatnonzero(is_coll)
     if idx.size == 0:
@@ -326,7 +330,7 @@ def _regions(ops: OpTable) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]
 def build_events(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: npt.NDArray[np.float64]) -> pd.DataFrame:
     """The event table of docs/event_table.md from operations and their simulated times."""
     n = len(ops)
-    e_rows, l_rows, enclosing = _regions(ops)
+    _, l_rows, enclosing = _regions(ops)
     match = match_messages(ops)
     done = completions(ops, match)
     inst = collective_instances(ops)
@@ -336,10 +340,9 @@ def build_events(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: npt.NDA
     out_index = np.full(n, -1, np.int64)
     out_index[src_rows] = np.arange(src_rows.size)
     is_region = ops.code[src_rows] == CODE["enter"]
-    leave_of = np.full(n, -1, np.int64)
-    leave_of[e_rows] = l_rows
     enter = t_enter[src_rows]
-    exit_ = np.where(is_region, t_exit[leave_of[src_rows]], t_exit[src_rows])
+    exit_ = t_exit[src_rows]
+    exit_[is_region] = t_exit[l_rows]  # region rows appear in e_rows order, and l_rows is aligned with it
     parent_src = enclosing[src_rows]
     parent = np.where(parent_src >= 0, out_index[np.maximum(parent_src, 0)], -1)
     # depth = number of enclosing regions
