@@ -50,7 +50,8 @@ def _run(sub: Any) -> None:
             return 0
         result = run_scenario(scenario, out, force=args.force, png=not args.no_png)
         print(summary_text(result.summary, result.metadata))
-        print(f"results written to {out}/")
+        print(f"results written to {out}/ (timeline.png, trace.json for ui.perfetto.dev, events.parquet)")
+        print(f"next: waitlab diagnose {out}   # who caused the waits, scored against the injected truth")
         return 0
 
     p.set_defaults(func=go)
