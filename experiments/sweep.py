@@ -24,7 +24,7 @@ import copy
 import itertools
 import json
 import tomllib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -182,8 +182,3 @@ def run_sweep(sweep: Sweep, out: Path, *, executor: Executor | None = None,
     if failures:
         say(f"{len(failures)} point(s) failed; run the sweep again to retry them")
     return table
-
-
-def grid_keys(points: Sequence[SweepPoint]) -> list[str]:
-    """The grid's keys, in file order."""
-    return [k for k, _ in points[0].values] if points else []

@@ -44,8 +44,6 @@ CODE: dict[str, int] = {name: i for i, name in enumerate(ACTIONS)}
 
 #: MPI operations (everything the event table calls kind "mpi").
 MPI_ACTIONS = frozenset(ACTIONS[5:28])
-#: Point-to-point operations.
-P2P_ACTIONS = frozenset({"send", "isend", "recv", "irecv", "sendRecv", "wait", "waitall", "test"})
 #: Collective operations.
 COLLECTIVE_ACTIONS = frozenset(ACTIONS[13:28])
 #: Actions that take simulated time without communicating.

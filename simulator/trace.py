@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from waitlab.errors import InputError
-from waitlab.models.ops import ACTIONS, CODE, OpTable
+from waitlab.models.ops import ACTIONS, OpTable
 
 if TYPE_CHECKING:
     from waitlab.simulator.ti_trace import VectorStore
@@ -142,7 +142,3 @@ def write_trace(ops: OpTable, core_speed: float, folder: Path, *, vectors: Vecto
     index = folder / "index.txt"
     index.write_text("\n".join(index_lines) + "\n")
     return index
-
-
-#: Codes of the actions the writer adds around every rank's operations.
-FRAME_CODES = (CODE["init"], CODE["finalize"])
