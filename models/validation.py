@@ -37,6 +37,8 @@ import typing
 from collections.abc import Mapping
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
+from waitlab.errors import problem_text
+
 T = TypeVar("T")
 
 
@@ -63,10 +65,7 @@ class ParamError(ValueError):
         self.key = key
         self.problem = problem
         self.fix = fix
-        text = f"{key}: {problem}"
-        if fix:
-            text += f" (fix: {fix})"
-        super().__init__(text)
+        super().__init__(problem_text(key, problem, fix))
 
     def within(self, prefix: str) -> ParamError:
         """The same error with ``prefix.`` in front of its key."""

@@ -8,6 +8,15 @@ The CLI prints ``str(error)`` and exits with status 2 (bad input) or 3
 from __future__ import annotations
 
 
+def problem_text(where: str, problem: str, fix: str = "") -> str:
+    """The one spelling of every input problem: ``WHERE: PROBLEM (fix: FIX)``.
+
+    >>> problem_text("steps", "must be >= 1, got 0", "set steps = 1")
+    'steps: must be >= 1, got 0 (fix: set steps = 1)'
+    """
+    return f"{where}: {problem}" + (f" (fix: {fix})" if fix else "")
+
+
 class WaitlabError(Exception):
     """Base class of every error waitlab reports to the user."""
 
@@ -39,10 +48,7 @@ class InputError(WaitlabError):
         self.field = field
         self.problem = problem
         self.fix = fix
-        text = f"{self.file}: {field}: {problem}"
-        if fix:
-            text += f" (fix: {fix})"
-        super().__init__(text)
+        super().__init__(problem_text(f"{self.file}: {field}", problem, fix))
 
 
 class SimulationError(WaitlabError):
