@@ -9,6 +9,10 @@ setup(
         "waitlab.models",
         "waitlab.platforms",
         "waitlab.experiments",
+        "waitlab.models.apps",
+        "waitlab.models.perturb",
+        "waitlab.models.analysis",
+        "waitlab.experiments.reproduce",
     ],
     package_dir={
         "waitlab": "waitlab",
@@ -16,6 +20,10 @@ setup(
         "waitlab.models": "models",
         "waitlab.platforms": "platforms",
         "waitlab.experiments": "experiments",
+        "waitlab.models.apps": "models/apps",
+        "waitlab.models.perturb": "models/perturb",
+        "waitlab.models.analysis": "models/analysis",
+        "waitlab.experiments.reproduce": "experiments/reproduce",
     },
     package_data={
         "waitlab.simulator": ["native/*.cpp", "native/*.c", "native/*.h"],

@@ -70,7 +70,7 @@ def one(ranks: int, steps: int) -> dict:
     st = result.stage_seconds
     n_events = len(result.events)
     # Steady-state throughput of parsing + wait states on the same log (pyperf style: 1 warm-up, best of 5).
-    from waitlab.models.waitstates import wait_states
+    from waitlab.models.analysis.waitstates import wait_states
     from waitlab.simulator.timeline import build_events, read_log
 
     warm = []

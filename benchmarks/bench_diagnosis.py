@@ -116,9 +116,9 @@ def _peak() -> int:
 
 def measure(stage: str, ranks: int, steps: int) -> dict[str, Any]:
     """Build the table, then time one stage and measure its peak memory (run in a fresh process)."""
-    from waitlab.models.cwpdm import cwpdm
-    from waitlab.models.hcwpdm import hcwpdm
-    from waitlab.models.waitstates import wait_states
+    from waitlab.models.analysis.cwpdm import cwpdm
+    from waitlab.models.analysis.hcwpdm import hcwpdm
+    from waitlab.models.analysis.waitstates import wait_states
 
     t = time.perf_counter()
     events = bsp_table(ranks, steps)

@@ -64,8 +64,8 @@ def synthetic_times(ops: Any) -> tuple[np.ndarray, np.ndarray]:
 def stages(ranks: int, steps: int) -> dict[str, Any]:
     from waitlab.experiments.perturbation import PlatformFacts, noise_setup, parse_perturbation, perturb_ops
     from waitlab.experiments.scenario import from_mapping
-    from waitlab.models import noise as nz
-    from waitlab.models.condition_c import check_condition_c, original_keys, wait_distortion
+    from waitlab.models.perturb import noise as nz
+    from waitlab.models.perturb.condition_c import check_condition_c, original_keys, wait_distortion
     from waitlab.simulator.timeline import build_events
 
     sc = from_mapping({"scenario": {"ranks": ranks, "seed": 1}, "platform": {"name": "dawning_5000a"},
@@ -140,7 +140,7 @@ def synthetic_waits(ev: pd.DataFrame, seed: int) -> pd.DataFrame:
 
 
 def _cpu(ops: Any, te: np.ndarray, tx: np.ndarray, setup: Any, speed: float) -> tuple[Any, ...]:
-    from waitlab.models import noise as nz
+    from waitlab.models.perturb import noise as nz
 
     rows, a, b = nz.cpu_intervals(ops, te, tx, speed, setup.pattern, setup.pattern_host_of_rank)
     return ops.rank[rows].astype(np.int64), rows, a, b
@@ -148,7 +148,7 @@ def _cpu(ops: Any, te: np.ndarray, tx: np.ndarray, setup: Any, speed: float) -> 
 
 def checker_scaling(n_events: int) -> dict[str, float]:
     """The checker on a bigger synthetic table (ring exchange + allreduce), for the events/s figure."""
-    from waitlab.models.condition_c import check_condition_c
+    from waitlab.models.perturb.condition_c import check_condition_c
 
     ranks = 1024
     steps = max(1, n_events // (ranks * 4))

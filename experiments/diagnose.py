@@ -4,7 +4,7 @@ Input: a results folder of ``waitlab run`` (``run.json``, ``events.parquet``,
 ``waits.parquet``) or a scenario TOML (simulated first), or an in-memory
 :class:`~waitlab.experiments.run.RunResult`.
 
-Models: CWP-DM (:func:`~waitlab.models.cwpdm.cwpdm`) and H-CWP-DM with both
+Models: CWP-DM (:func:`~waitlab.models.analysis.cwpdm.cwpdm`) and H-CWP-DM with both
 collective pairings (``earliest`` as in seed 000, and ``each``), each timed and
 its peak memory measured (``tracemalloc``, a second run).
 
@@ -48,11 +48,11 @@ from waitlab.experiments.groundtruth import (
     wait_metrics,
 )
 from waitlab.experiments.scenario import Scenario, from_mapping
-from waitlab.models.cwpdm import CwpdmResult, cwpdm
-from waitlab.models.hcwpdm import DEFAULT_THRESHOLD, HcwpdmResult, hcwpdm
+from waitlab.models.analysis.cwpdm import CwpdmResult, cwpdm
+from waitlab.models.analysis.hcwpdm import DEFAULT_THRESHOLD, HcwpdmResult, hcwpdm
+from waitlab.models.analysis.scoring import by_rank_region, by_region, culprits, improvement, score
+from waitlab.models.analysis.syncpoints import call_paths
 from waitlab.models.ops import OpTable
-from waitlab.models.scoring import by_rank_region, by_region, culprits, improvement, score
-from waitlab.models.syncpoints import call_paths
 
 #: The models of a diagnosis: key -> (display name, metric of the truth it is compared with).
 MODELS: dict[str, tuple[str, str]] = {

@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from waitlab.models.scoring import by_rank_region, by_region
+from waitlab.models.analysis.scoring import by_rank_region, by_region
 
 if TYPE_CHECKING:
     from waitlab.experiments.diagnose import Diagnosis

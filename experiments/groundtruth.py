@@ -36,9 +36,9 @@ import numpy.typing as npt
 import pandas as pd
 
 from waitlab.experiments.scenario import Scenario
+from waitlab.models.analysis.syncpoints import pattern_codes
+from waitlab.models.analysis.waitstates import PATTERNS
 from waitlab.models.ops import CAUSE_KINDS, OpTable
-from waitlab.models.syncpoints import pattern_codes
-from waitlab.models.waitstates import PATTERNS
 
 #: Wait metrics recorded for every run (see :func:`wait_metrics`).
 METRICS = ("total_wait", "makespan", "considered_wait", "collective_max_wait")
@@ -62,7 +62,7 @@ def wait_metrics(events: pd.DataFrame, waits: pd.DataFrame) -> dict[str, Any]:
 
     Examples
     --------
-    >>> from waitlab.models.waitstates import make_events, wait_states
+    >>> from waitlab.models.analysis.waitstates import make_events, wait_states
     >>> ev = make_events(rank=[0, 1, 2], op=["barrier"] * 3, enter=[0.0, 1.0, 3.0], exit=[3.0] * 3, match=[0] * 3)
     >>> m = wait_metrics(ev, wait_states(ev))
     >>> m["total_wait"], m["collective_max_wait"], m["max_wait_by_op"]

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from waitlab.experiments.plots import timeline_png
-from waitlab.models.summary import rank_budget
+from waitlab.models.analysis.summary import rank_budget
 from waitlab.simulator.export import write_chrome_trace, write_table
 
 if TYPE_CHECKING:

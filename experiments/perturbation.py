@@ -33,16 +33,17 @@ import pandas as pd
 
 from waitlab.errors import InputError
 from waitlab.experiments.scenario import Scenario
-from waitlab.models import noise as nz
-from waitlab.models.condition_c import (
+from waitlab.models.ops import CAUSE_KINDS, CODE, Ledger, OpTable
+from waitlab.models.perturb import noise as nz
+from waitlab.models.perturb.condition_c import (
     ConditionCReport,
     check_condition_c,
     distortion_summary,
     original_keys,
     wait_distortion,
 )
-from waitlab.models.insertion import Insertions, apply_insertions, concat, key
-from waitlab.models.instrumentation import (
+from waitlab.models.perturb.insertion import Insertions, apply_insertions, concat, key
+from waitlab.models.perturb.instrumentation import (
     SUB_JITTER,
     Instrumentation,
     Records,
@@ -50,8 +51,7 @@ from waitlab.models.instrumentation import (
     select_records,
     step_points,
 )
-from waitlab.models.ops import CAUSE_KINDS, CODE, Ledger, OpTable
-from waitlab.models.tracebuffer import (
+from waitlab.models.perturb.tracebuffer import (
     POLICIES,
     BufferSpec,
     BufferState,

@@ -24,10 +24,10 @@ import pandas as pd
 from waitlab import __version__
 from waitlab.errors import InputError
 from waitlab.experiments.scenario import Scenario
-from waitlab.models.alltoall import smpi_config as smpi_alltoall_setting
+from waitlab.models.analysis.summary import summarize
+from waitlab.models.analysis.waitstates import wait_states
+from waitlab.models.apps.alltoall import smpi_config as smpi_alltoall_setting
 from waitlab.models.ops import CAUSE_KINDS, OpTable
-from waitlab.models.summary import summarize
-from waitlab.models.waitstates import wait_states
 from waitlab.simulator.build import simgrid_version
 from waitlab.simulator.replay import replay_ops
 from waitlab.simulator.timeline import SCHEMA_VERSION
@@ -65,7 +65,7 @@ def generate_ops(scenario: Scenario) -> OpTable:
         from waitlab.experiments.programs import real_ops
 
         return real_ops(scenario)
-    from waitlab.models.applications import generate
+    from waitlab.models.apps.registry import generate
 
     return generate(scenario.application, scenario.ranks, scenario.seed)
 
@@ -121,7 +121,7 @@ def simulate(scenario: Scenario, ops: OpTable | None = None, *, perturb: Perturb
     keep_dir : Path, optional
         Write the trace and platform files there instead of a temporary folder.
     speed_profiles : mapping of str to str, optional
-        SimGrid speed profiles per host (system noise, see :mod:`waitlab.models.noise`).
+        SimGrid speed profiles per host (system noise, see :mod:`waitlab.models.perturb.noise`).
     """
     if scenario.application_kind in ("program", "trace"):  # real MPI applications
         from waitlab.experiments.programs import simulate_real

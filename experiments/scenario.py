@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from waitlab.errors import InputError
-from waitlab.models.alltoall import SMPI_ALLTOALL_ALGORITHMS, check_alltoall_algorithm
+from waitlab.models.apps.alltoall import SMPI_ALLTOALL_ALGORITHMS, check_alltoall_algorithm
 
 SECTIONS = ("scenario", "platform", "application", "simulation", "noise", "instrumentation", "tracing")
 
@@ -123,7 +123,7 @@ def _positive(v: float) -> str:
 
 def from_mapping(data: Mapping[str, Any], file: str = "<scenario>") -> Scenario:
     """Validate parsed TOML into a :class:`Scenario`."""
-    from waitlab.models.applications import params_from_mapping
+    from waitlab.models.apps.registry import params_from_mapping
 
     _no_unknown(data, SECTIONS, file, "")
     for sec in SECTIONS:

@@ -9,8 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from waitlab.models.analysis.waitstates import wait_states
 from waitlab.models.ops import OpTable
-from waitlab.models.waitstates import wait_states
 from waitlab.simulator.replay import replay_ops
 
 #: Host speed of the test platform: 1 Gflop/s, so `compute` seconds are exact.

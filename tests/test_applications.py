@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from waitlab.errors import InputError
-from waitlab.models.alltoall import (
+from waitlab.models.apps.alltoall import (
     ALLTOALL_ALGORITHMS,
     LAM_SIMPLE_TAG,
     SMPI_ALLTOALL_ALGORITHMS,
@@ -20,9 +20,10 @@ from waitlab.models.alltoall import (
     lam_simple_peers,
     smpi_config,
 )
-from waitlab.models.app_common import AppParams, process_grid
-from waitlab.models.app_lared_s import IF_946, IF_970, eos_visits
-from waitlab.models.applications import (
+from waitlab.models.apps.common import AppParams, process_grid
+from waitlab.models.apps.imbalance import DISTRIBUTIONS, Imbalance, RankSelection, excess_matrix
+from waitlab.models.apps.lared_s import IF_946, IF_970, eos_visits
+from waitlab.models.apps.registry import (
     APPLICATIONS,
     FftParams,
     LaredSParams,
@@ -34,7 +35,6 @@ from waitlab.models.applications import (
     params_from_mapping,
     regions,
 )
-from waitlab.models.imbalance import DISTRIBUTIONS, Imbalance, RankSelection, excess_matrix
 from waitlab.models.ops import ACTIONS, CODE, COLLECTIVE_ACTIONS, OpTable
 from waitlab.models.validation import ParamError
 

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from waitlab.models.condition_c import (
+from waitlab.models.analysis.waitstates import make_events
+from waitlab.models.perturb.condition_c import (
     check_condition_c,
     distortion_summary,
     event_overheads,
@@ -16,7 +17,6 @@ from waitlab.models.condition_c import (
     prefix_sums,
     wait_distortion,
 )
-from waitlab.models.waitstates import make_events
 
 
 def table(rank: list[int], op: list[str], enter: list[float], exit_: list[float], match: list[int]) -> pd.DataFrame:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from waitlab.models.analysis.summary import rank_budget
 from waitlab.models.ops import OpBuilder
-from waitlab.models.summary import rank_budget
 
 pytestmark = pytest.mark.simgrid
 

@@ -11,11 +11,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ideal_replay import chain_ops, ideal_replay, work
 
-from waitlab.models.cwpdm import cwpdm
-from waitlab.models.hcwpdm import hcwpdm
+from waitlab.models.analysis.cwpdm import cwpdm
+from waitlab.models.analysis.hcwpdm import hcwpdm
+from waitlab.models.analysis.syncpoints import sync_points
+from waitlab.models.analysis.waitstates import wait_states
 from waitlab.models.ops import OpBuilder, OpTable
-from waitlab.models.syncpoints import sync_points
-from waitlab.models.waitstates import wait_states
 
 EXAMPLES = int(os.environ.get("WAITLAB_HYPOTHESIS_EXAMPLES", "60"))
 

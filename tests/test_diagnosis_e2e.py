@@ -11,13 +11,13 @@ import pytest
 from ideal_replay import chain_ops
 
 from waitlab.cli import main
-from waitlab.experiments import lared_s
 from waitlab.experiments.groundtruth import wait_metrics
+from waitlab.experiments.reproduce import wu_lared_s as lared_s
 from waitlab.experiments.run import simulate
-from waitlab.models.cwpdm import cwpdm
-from waitlab.models.hcwpdm import hcwpdm
+from waitlab.models.analysis.cwpdm import cwpdm
+from waitlab.models.analysis.hcwpdm import hcwpdm
+from waitlab.models.analysis.scoring import by_region
 from waitlab.models.ops import CODE, OpTable
-from waitlab.models.scoring import by_region
 
 pytestmark = pytest.mark.simgrid
 

@@ -13,11 +13,11 @@ from ideal_replay import chain_ops, ideal_replay, ideal_rerun
 
 from waitlab.experiments.groundtruth import ground_truth, wait_metrics
 from waitlab.experiments.scenario import Scenario, from_mapping
-from waitlab.models.cwpdm import cwpdm
-from waitlab.models.hcwpdm import hcwpdm
+from waitlab.models.analysis.cwpdm import cwpdm
+from waitlab.models.analysis.hcwpdm import hcwpdm
+from waitlab.models.analysis.scoring import by_rank_region, by_region
+from waitlab.models.analysis.waitstates import wait_states
 from waitlab.models.ops import OpBuilder, OpTable
-from waitlab.models.scoring import by_rank_region, by_region
-from waitlab.models.waitstates import wait_states
 
 
 @pytest.fixture

@@ -25,8 +25,8 @@ from waitlab.experiments.groundtruth import (
     wait_metrics,
 )
 from waitlab.experiments.scenario import Scenario, from_mapping
+from waitlab.models.analysis.waitstates import wait_states
 from waitlab.models.ops import OpBuilder, OpTable
-from waitlab.models.waitstates import wait_states
 
 CALLS: list[int] = []
 

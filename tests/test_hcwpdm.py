@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from ideal_replay import chain_ops, ideal_replay, work
 
-from waitlab.models.hcwpdm import considered_waits, hcwpdm
+from waitlab.models.analysis.hcwpdm import considered_waits, hcwpdm
+from waitlab.models.analysis.waitstates import wait_states
 from waitlab.models.ops import OpBuilder
-from waitlab.models.waitstates import wait_states
 
 
 def test_three_hop_chain_blames_rank0_for_the_direct_wait_only():

@@ -10,10 +10,10 @@ import pytest
 
 from waitlab.errors import InputError
 from waitlab.experiments.perturbation import PlatformFacts, parse_perturbation, perturb_ops
-from waitlab.models.insertion import Insertions, apply_insertions, key
-from waitlab.models.instrumentation import Instrumentation, collective_points, select_records, step_points
 from waitlab.models.ops import ACTIONS, CAUSE_KINDS, OpBuilder, OpTable
-from waitlab.models.tracebuffer import (
+from waitlab.models.perturb.insertion import Insertions, apply_insertions, key
+from waitlab.models.perturb.instrumentation import Instrumentation, collective_points, select_records, step_points
+from waitlab.models.perturb.tracebuffer import (
     BufferSpec,
     Flushes,
     KeepInMemory,

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from waitlab.errors import InputError
 from waitlab.experiments.perturbation import PlatformFacts, noise_setup, parse_perturbation
-from waitlab.models import noise as nz
+from waitlab.models.perturb import noise as nz
 
 
 def rng(seed: int = 0) -> np.random.Generator:

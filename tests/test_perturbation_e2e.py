@@ -208,7 +208,7 @@ def test_seed003_table1_first_row() -> None:
     """R = 128 MB (1024 round trips): S, S_i, S_f within 10 % of seed 003 table 1 (2.65, 3.11, 3.09 s)."""
     if shutil.which("smpirun") is None:
         pytest.skip("SimGrid SMPI is not installed (run: make setup)")
-    from waitlab.experiments import seed003
+    from waitlab.experiments.reproduce import okita_spilling as seed003
 
     res = seed003.reproduce(points=(128,))
     row = res.table.iloc[0]

@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from waitlab.models.scoring import (
+from waitlab.models.analysis.scoring import (
     by_rank_region,
     by_region,
     culprits,

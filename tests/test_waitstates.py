@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from waitlab.models.summary import rank_budget
-from waitlab.models.waitstates import make_events, wait_states
+from waitlab.models.analysis.summary import rank_budget
+from waitlab.models.analysis.waitstates import make_events, wait_states
 
 
 def test_late_sender_clipped_to_time_in_receive():

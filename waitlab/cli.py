@@ -158,7 +158,7 @@ def _check_c(sub: Any) -> None:
 
     def go(args: argparse.Namespace) -> int:
         from waitlab.experiments.perturbation import load_events
-        from waitlab.models.condition_c import check_condition_c
+        from waitlab.models.perturb.condition_c import check_condition_c
 
         events = load_events(args.events)
         kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
@@ -217,7 +217,7 @@ REPRODUCTIONS: dict[str, tuple[str, Callable[[argparse.Namespace], int]]] = {}
 
 
 def _reproduce_seed003(args: argparse.Namespace) -> int:
-    from waitlab.experiments import seed003
+    from waitlab.experiments.reproduce import okita_spilling as seed003
 
     curve = range(128, 2304 + 1, 128) if args.curve else ()
     res = seed003.reproduce(curve=curve)
@@ -230,7 +230,7 @@ def _reproduce_seed003(args: argparse.Namespace) -> int:
 
 
 def _reproduce_policies(args: argparse.Namespace) -> int:
-    from waitlab.experiments import policies
+    from waitlab.experiments.reproduce import spill_policies as policies
 
     setup = policies.ComparisonSetup(steps=args.steps or 50)
     table = policies.compare(ranks=args.ranks or [256, 1024], setup=setup)
@@ -248,8 +248,8 @@ REPRODUCTIONS["policies"] = ("spilling-policy comparison on a BSP stencil (overh
 
 
 def _reproduce_lared_s(args: argparse.Namespace) -> int:
-    from waitlab.experiments import lared_s
     from waitlab.experiments.executors import open_executor
+    from waitlab.experiments.reproduce import wu_lared_s as lared_s
 
     ranks = args.ranks[0] if args.ranks else lared_s.PAPER["ranks"]
     with open_executor("local", workers=args.workers) as ex:

@@ -29,7 +29,7 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
-from waitlab.models.app_common import (
+from waitlab.models.apps.common import (
     AppParams,
     check_imbalance_regions,
     check_ranks,
@@ -37,7 +37,7 @@ from waitlab.models.app_common import (
     process_grid,
     region_excess,
 )
-from waitlab.models.halo import neighbours
+from waitlab.models.apps.halo import neighbours
 from waitlab.models.ops import OpBuilder, OpTable
 from waitlab.models.validation import ParamError, num
 

@@ -25,7 +25,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from waitlab.models.app_common import (
+from waitlab.models.apps.common import (
     AppParams,
     check_imbalance_regions,
     check_ranks,
@@ -33,7 +33,7 @@ from waitlab.models.app_common import (
     process_grid,
     region_excess,
 )
-from waitlab.models.halo import emit_halo_exchange
+from waitlab.models.apps.halo import emit_halo_exchange
 from waitlab.models.ops import OpBuilder, OpTable
 from waitlab.models.validation import ParamError, num
 

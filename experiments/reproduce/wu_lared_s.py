@@ -1,7 +1,7 @@
 """The LARED-S case study of seed 000 (section 3.3), side by side with H-CWP-DM, CWP-DM and the ground truth.
 
 ``waitlab reproduce lared-s`` simulates the LARED-S-like application
-(:mod:`waitlab.models.app_lared_s`, calibrated to the paper's figures) on the
+(:mod:`waitlab.models.apps.lared_s`, calibrated to the paper's figures) on the
 seed 000 cluster model at 960 ranks for 3 steps, runs both diagnosis models,
 computes the counterfactual ground truth (including "balance the two EOS_Match
 segments", the paper's optimisation), and writes a table of the paper's figures
@@ -31,10 +31,10 @@ import pandas as pd
 from waitlab.experiments.diagnose import Diagnosis, diagnose, to_markdown, write_report
 from waitlab.experiments.groundtruth import ledger_frame, region_set
 from waitlab.experiments.scenario import Scenario, from_mapping
-from waitlab.models.app_lared_s import IF_946, IF_970
-from waitlab.models.hcwpdm import hcwpdm
-from waitlab.models.scoring import by_region
-from waitlab.models.summary import rank_budget
+from waitlab.models.analysis.hcwpdm import hcwpdm
+from waitlab.models.analysis.scoring import by_region
+from waitlab.models.analysis.summary import rank_budget
+from waitlab.models.apps.lared_s import IF_946, IF_970
 
 EOS_REGIONS = (IF_970, IF_946)
 EOS_SET = "balance:EOS_Match"

@@ -37,7 +37,7 @@ from typing import ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from waitlab.models.imbalance import Imbalance, excess_matrix
+from waitlab.models.apps.imbalance import Imbalance, excess_matrix
 from waitlab.models.ops import OpBuilder
 from waitlab.models.validation import ParamError, check_bounds, num
 

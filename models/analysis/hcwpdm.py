@@ -1,7 +1,7 @@
 """H-CWP-DM: hotspot-based diagnosis of communication waits (seed 000, formulas 3-5).
 
 Within the synchronization interval of a wait state (p,i) that waited for (q,k)
-(:mod:`waitlab.models.syncpoints`):
+(:mod:`waitlab.models.analysis.syncpoints`):
 
 * ``t(x,c)`` = time of call path ``c`` on rank ``x`` in the interval, waits removed (formula 3);
 * ``sigma(q,c) = max(0, t(q,c) - t(p,c))`` -- the excess of ``c`` on ``q`` (formula 4);
@@ -23,7 +23,7 @@ Rank 0 is late at a barrier because of two regions with excesses 3:1; the
 wait of rank 1 (4 s) is split 3:1.
 
 >>> import pandas as pd
->>> from waitlab.models.waitstates import make_events, wait_states
+>>> from waitlab.models.analysis.waitstates import make_events, wait_states
 >>> ev = make_events(rank=[0, 0, 0, 1, 1, 1], op=["compute", "compute", "barrier"] * 2,
 ...                  enter=[0, 4, 6, 0, 1, 2], exit=[4, 6, 6, 1, 2, 6], match=[-1, -1, 0] * 2)
 >>> ev["path"] = pd.Categorical(["A", "B", ""] * 2)
@@ -42,7 +42,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from waitlab.models.syncpoints import (
+from waitlab.models.analysis.syncpoints import (
     _P2P_TABLE,
     CallPaths,
     call_paths,
@@ -104,7 +104,7 @@ def considered_waits(events: pd.DataFrame, waits: pd.DataFrame, pairing: str = "
 
     Examples
     --------
-    >>> from waitlab.models.waitstates import make_events, wait_states
+    >>> from waitlab.models.analysis.waitstates import make_events, wait_states
     >>> ev = make_events(rank=[0, 1, 2], op=["barrier"] * 3, enter=[0.0, 1.0, 3.0], exit=[3.0] * 3,
     ...                  match=[0, 0, 0])
     >>> considered_waits(ev, wait_states(ev)).tolist()
@@ -152,7 +152,7 @@ def hcwpdm(events: pd.DataFrame, waits: pd.DataFrame, *, threshold: float = DEFA
     pairing : {"earliest", "each"}
         Collective pairing (see the module docstring).
     callpaths : CallPaths, optional
-        Precomputed :func:`~waitlab.models.syncpoints.call_paths`.
+        Precomputed :func:`~waitlab.models.analysis.syncpoints.call_paths`.
 
     Returns
     -------

@@ -1,7 +1,7 @@
 """CWP-DM: delay costs of call paths with wait propagation (Boehme et al.; seed 000 formula 2).
 
 For every synchronization interval ``zeta = ((p,i',i),(q,k',k))`` of a wait state
-(:mod:`waitlab.models.syncpoints`):
+(:mod:`waitlab.models.analysis.syncpoints`):
 
 * ``delta(q,c) = max(0, T_q(k',k)[c] - T_p(i',i)[c])`` -- the delay of call path ``c`` on ``q``;
   ``delta_hat = sum_c delta(q,c)``; ``omega_hat`` = the waits of ``q`` strictly inside ``(k',k)``;
@@ -28,7 +28,7 @@ A 3-hop chain 0 -> 1 -> 2 -> 3 where only rank 0 computes X = 2 s more: rank 0's
 compute gets short-term cost X (rank 1's wait) and long-term cost 2X (the waits of
 ranks 2 and 3 it caused through the chain).
 
->>> from waitlab.models.waitstates import make_events, wait_states
+>>> from waitlab.models.analysis.waitstates import make_events, wait_states
 >>> ev = make_events(
 ...     rank=[0, 0, 1, 1, 1, 2, 2, 2, 3, 3],
 ...     op=["compute", "send", "compute", "recv", "send", "compute", "recv", "send", "compute", "recv"],
@@ -50,8 +50,8 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from waitlab.models.syncpoints import SyncPoints, group_codes, sync_points, wait_table
-from waitlab.models.waitstates import PATTERNS
+from waitlab.models.analysis.syncpoints import SyncPoints, group_codes, sync_points, wait_table
+from waitlab.models.analysis.waitstates import PATTERNS
 
 
 @dataclass(frozen=True)
@@ -108,9 +108,9 @@ def cwpdm(events: pd.DataFrame, waits: pd.DataFrame, *, sync: SyncPoints | None 
     Parameters
     ----------
     events, waits : DataFrame
-        The event table and :func:`~waitlab.models.waitstates.wait_states` of it.
+        The event table and :func:`~waitlab.models.analysis.waitstates.wait_states` of it.
     sync : SyncPoints, optional
-        Precomputed :func:`~waitlab.models.syncpoints.sync_points` for all wait states.
+        Precomputed :func:`~waitlab.models.analysis.syncpoints.sync_points` for all wait states.
 
     Returns
     -------

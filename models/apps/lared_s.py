@@ -27,7 +27,7 @@ One step of every rank::
 * ``Hydro``, ``Diffusion``, ``EOS_Match`` (exclusive part) and ``Update`` have
   balanced times ``*_seconds``.  ``Hydro``, ``Diffusion`` and ``Update`` also
   get a small noise-like imbalance: a uniform per-rank, per-step excess of
-  mean ``*_jitter`` seconds (an :class:`~waitlab.models.imbalance.Imbalance`
+  mean ``*_jitter`` seconds (an :class:`~waitlab.models.apps.imbalance.Imbalance`
   with ``distribution="uniform", redraw=True``), recorded in the ledger.
 * Visit counts of the two EOS segments are drawn once per rank: a fraction
   ``zero_visit_fraction`` of ranks hold no material interface and never
@@ -43,7 +43,7 @@ One step of every rank::
   it caps every rank at the mean, like a repartition that moves work away
   from the overloaded ranks) or the minimum (``"min"``: removing it leaves
   every rank with the least-loaded rank's visits).
-* User :class:`~waitlab.models.imbalance.Imbalance` specs add to any region.
+* User :class:`~waitlab.models.apps.imbalance.Imbalance` specs add to any region.
 
 **Calibration** (defaults, 960 ranks).
 SMPI is not run for this; the defaults come from the analytic expectation
@@ -122,7 +122,7 @@ from typing import ClassVar, Literal
 import numpy as np
 import numpy.typing as npt
 
-from waitlab.models.app_common import (
+from waitlab.models.apps.common import (
     AppParams,
     check_imbalance_regions,
     check_ranks,
@@ -131,8 +131,8 @@ from waitlab.models.app_common import (
     region_excess,
     stream_rng,
 )
-from waitlab.models.halo import emit_halo_exchange
-from waitlab.models.imbalance import Imbalance
+from waitlab.models.apps.halo import emit_halo_exchange
+from waitlab.models.apps.imbalance import Imbalance
 from waitlab.models.ops import OpBuilder, OpTable
 from waitlab.models.validation import ParamError, num
 

@@ -31,7 +31,7 @@ Examples
 Rank 0 computes 3 s, rank 1 computes 1 s, then both enter a barrier: rank 1
 waits 2 s for rank 0, and its interval compares both ranks' compute.
 
->>> from waitlab.models.waitstates import make_events, wait_states
+>>> from waitlab.models.analysis.waitstates import make_events, wait_states
 >>> ev = make_events(rank=[0, 0, 1, 1], op=["compute", "barrier", "compute", "barrier"],
 ...                  enter=[0.0, 3.0, 0.0, 1.0], exit=[3.0, 3.0, 1.0, 3.0], match=[-1, 0, -1, 0])
 >>> sp = sync_points(ev, wait_states(ev))
@@ -50,7 +50,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from waitlab.models.waitstates import PATTERNS
+from waitlab.models.analysis.waitstates import PATTERNS
 
 #: Wait-state patterns of point-to-point operations (all other patterns are collective).
 P2P_PATTERNS = ("late_sender", "late_receiver")
@@ -119,7 +119,7 @@ def group_codes(key: IntArray, size: int) -> tuple[IntArray, IntArray]:
 
 
 def pattern_codes(waits: pd.DataFrame) -> npt.NDArray[np.int8]:
-    """Index into :data:`~waitlab.models.waitstates.PATTERNS` of each wait state's pattern."""
+    """Index into :data:`~waitlab.models.analysis.waitstates.PATTERNS` of each wait state's pattern."""
     codes, names = _codes(waits["pattern"])
     table = np.array([PATTERNS.index(n) if n in PATTERNS else -1 for n in names] or [-1], np.int8)
     return table[codes] if codes.size else np.zeros(0, np.int8)
@@ -156,7 +156,7 @@ def call_paths(events: pd.DataFrame) -> CallPaths:
 
     Examples
     --------
-    >>> from waitlab.models.waitstates import make_events
+    >>> from waitlab.models.analysis.waitstates import make_events
     >>> ev = make_events(rank=[0, 0], op=["compute", "barrier"], enter=[0.0, 1.0], exit=[1.0, 1.0], match=[-1, 0])
     >>> cp = call_paths(ev)
     >>> [cp.names[c] for c in cp.code], [cp.region[c] for c in cp.code]
@@ -205,7 +205,7 @@ def exclusive_times(events: pd.DataFrame, waits: pd.DataFrame) -> FloatArray:
 
     Examples
     --------
-    >>> from waitlab.models.waitstates import make_events, wait_states
+    >>> from waitlab.models.analysis.waitstates import make_events, wait_states
     >>> ev = make_events(rank=[0, 1], op=["barrier", "barrier"], enter=[1.0, 3.0], exit=[3.5, 3.5], match=[0, 0])
     >>> exclusive_times(ev, wait_states(ev)).tolist()
     [0.5, 0.5]

@@ -13,7 +13,7 @@ the buffer), injected as an ``overhead`` operation next to the event:
 A record is ``record_bytes`` of header plus ``payload`` times the bytes the
 MPI call moves (seed 003 copies the message contents: ``payload = 1``).
 
-Positions are integer *insertion keys* (:func:`waitlab.models.insertion.key`):
+Positions are integer *insertion keys* (:func:`waitlab.models.perturb.insertion.key`):
 ``8 * before_seq + 2 * sub`` where ``before_seq`` is the operation the new
 rows go in front of and ``sub`` orders the rows inserted at one place:
 :data:`SUB_JITTER` (noise of the preceding compute), :data:`SUB_AFTER`
@@ -46,8 +46,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from waitlab.models.insertion import key
 from waitlab.models.ops import CODE, COLLECTIVE_ACTIONS, MPI_ACTIONS, OpTable
+from waitlab.models.perturb.insertion import key
 
 #: What a tracer can record.
 EVENT_SETS = ("none", "mpi", "regions", "all")

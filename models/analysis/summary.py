@@ -21,7 +21,7 @@ def rank_budget(events: pd.DataFrame, waits: pd.DataFrame, n_ranks: int | None =
 
     Examples
     --------
-    >>> from waitlab.models.waitstates import make_events, wait_states
+    >>> from waitlab.models.analysis.waitstates import make_events, wait_states
     >>> ev = make_events(rank=[0, 0, 1, 1], op=["compute", "barrier", "compute", "barrier"],
     ...                  enter=[0.0, 1.0, 0.0, 3.0], exit=[1.0, 3.0, 3.0, 3.0], match=[-1, 0, -1, 0])
     >>> rank_budget(ev, wait_states(ev)).round(6).to_dict("records")[0]

@@ -51,15 +51,20 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from waitlab.errors import InputError
-from waitlab.models import app_fft, app_lared_s, app_matmul, app_pingpong, app_stencil, app_wavefront
-from waitlab.models.app_common import AppParams
-from waitlab.models.app_fft import FftParams
-from waitlab.models.app_lared_s import LaredSParams
-from waitlab.models.app_matmul import MatmulParams
-from waitlab.models.app_pingpong import PingpongParams
-from waitlab.models.app_stencil import StencilParams
-from waitlab.models.app_wavefront import WavefrontParams
-from waitlab.models.imbalance import Imbalance
+from waitlab.models.apps import fft as app_fft
+from waitlab.models.apps import lared_s as app_lared_s
+from waitlab.models.apps import matmul as app_matmul
+from waitlab.models.apps import pingpong as app_pingpong
+from waitlab.models.apps import stencil as app_stencil
+from waitlab.models.apps import wavefront as app_wavefront
+from waitlab.models.apps.common import AppParams
+from waitlab.models.apps.fft import FftParams
+from waitlab.models.apps.imbalance import Imbalance
+from waitlab.models.apps.lared_s import LaredSParams
+from waitlab.models.apps.matmul import MatmulParams
+from waitlab.models.apps.pingpong import PingpongParams
+from waitlab.models.apps.stencil import StencilParams
+from waitlab.models.apps.wavefront import WavefrontParams
 from waitlab.models.ops import OpTable
 from waitlab.models.validation import ParamError, from_mapping
 

@@ -8,9 +8,9 @@ One step of every rank::
 
 ``alltoall_algorithm`` is any SMPI 3.32 built-in name (the op stays one
 ``alltoall`` action and the simulator passes ``--cfg=smpi/alltoall:NAME``,
-see :func:`waitlab.models.alltoall.smpi_config`) or ``"lam_simple"``, LAM/MPI's
+see :func:`waitlab.models.apps.alltoall.smpi_config`) or ``"lam_simple"``, LAM/MPI's
 simple algorithm written out as point-to-point operations
-(:func:`waitlab.models.alltoall.emit_alltoall`, seed 001 section 3).
+(:func:`waitlab.models.apps.alltoall.emit_alltoall`, seed 001 section 3).
 
 Examples
 --------
@@ -26,8 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from waitlab.models.alltoall import ALLTOALL_ALGORITHMS, check_alltoall_algorithm, emit_alltoall
-from waitlab.models.app_common import AppParams, check_imbalance_regions, check_ranks, emit_region, region_excess
+from waitlab.models.apps.alltoall import ALLTOALL_ALGORITHMS, check_alltoall_algorithm, emit_alltoall
+from waitlab.models.apps.common import AppParams, check_imbalance_regions, check_ranks, emit_region, region_excess
 from waitlab.models.ops import OpBuilder, OpTable
 from waitlab.models.validation import ParamError, num
 

@@ -27,7 +27,7 @@ Examples
 --------
 Rank 0 pays 0.5 s of overhead before its send; rank 1 receives.
 
->>> from waitlab.models.waitstates import make_events
+>>> from waitlab.models.analysis.waitstates import make_events
 >>> ev = make_events(rank=[0, 0, 1], op=["overhead", "send", "recv"], enter=[0.0, 0.5, 0.0],
 ...                  exit=[0.5, 0.5, 0.5], match=[-1, 0, 0], kind=["overhead", "mpi", "mpi"])
 >>> rep = check_condition_c(ev)

@@ -2,7 +2,7 @@
 
 Memory model (seed 003 section 2.3, DESIGN.md section 9)
 --------------------------------------------------------
-Every rank appends its records (:mod:`waitlab.models.instrumentation`) to an
+Every rank appends its records (:mod:`waitlab.models.perturb.instrumentation`) to an
 in-memory buffer.  The ranks of a node share the memory left for trace
 buffers equally: each may keep ``memory`` bytes resident.  A record copied
 while the rank's resident trace exceeds ``memory`` pays ``swap_factor`` times
@@ -63,9 +63,9 @@ from typing import ClassVar, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from waitlab.models.insertion import KEY_SCALE, Insertions, concat, row_of
-from waitlab.models.instrumentation import Instrumentation, Records
 from waitlab.models.ops import OpTable
+from waitlab.models.perturb.insertion import KEY_SCALE, Insertions, concat, row_of
+from waitlab.models.perturb.instrumentation import Instrumentation, Records
 
 _F = npt.NDArray[np.float64]
 _I = npt.NDArray[np.int64]

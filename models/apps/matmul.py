@@ -34,7 +34,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from waitlab.models.app_common import AppParams, check_imbalance_regions, check_ranks, emit_region, region_excess
+from waitlab.models.apps.common import AppParams, check_imbalance_regions, check_ranks, emit_region, region_excess
 from waitlab.models.ops import OpBuilder, OpTable
 from waitlab.models.validation import ParamError, num
 

@@ -1,0 +1,1 @@
+"""Perturbation models: system noise, instrumentation overhead, trace buffers, spilling policies, condition C."""
