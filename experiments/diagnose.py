@@ -47,7 +47,10 @@ from waitlab.experiments.groundtruth import (
     region_set,
     wait_metrics,
 )
-from waitlab.experiments.scenario import Scenario, from_mapping
+from waitlab.experiments.pipeline import noise_for, prepare
+from waitlab.experiments.pipeline import run as run_pipeline
+from waitlab.experiments.results import load_run
+from waitlab.experiments.scenario import Scenario, load_scenario
 from waitlab.models.analysis.cwpdm import CwpdmResult, cwpdm
 from waitlab.models.analysis.hcwpdm import DEFAULT_THRESHOLD, HcwpdmResult, hcwpdm
 from waitlab.models.analysis.scoring import by_rank_region, by_region, culprits, improvement, score
@@ -212,7 +215,7 @@ def diagnose(events: pd.DataFrame, waits: pd.DataFrame, *, scenario: Scenario | 
              ops: OpTable | None = None, metadata: Mapping[str, Any] | None = None, truth: bool = True,
              threshold: float = DEFAULT_THRESHOLD, top_k: int = 5, n_candidates: int = 8,
              culprit_share: float = 0.1, executor: Executor | None = None, cache_dir: Path | None = None,
-             use_cache: bool = True, progress: bool = False, memory: bool = True,
+             use_cache: bool = True, progress: bool = False, memory: bool = False,
              speed_profiles: Mapping[str, str] | None = None, rerun: Rerun | None = None,
              extra_sets: Sequence[CauseSet] = (), focus_share: float = 0.9) -> Diagnosis:
     """Run both models, the ground truth (needs ``scenario`` and ``ops``) and the scores.
@@ -252,6 +255,10 @@ def diagnose(events: pd.DataFrame, waits: pd.DataFrame, *, scenario: Scenario | 
         diag.notes.append("no scenario or operations: ground truth skipped")
         return diag
     ledger = ledger_frame(ops)
+    if not (ledger["seconds"] > 0).any():
+        diag.notes.append("nothing was injected into this run (the cause ledger is empty): there is no ground "
+                          "truth to score the models against, so only the models are reported")
+        return diag
     cands: list[tuple[int, str]] = []
     for m in models:
         cands += [(int(r), str(g)) for r, g in by_rank_region(m.blame()).index[:top_k]]
@@ -285,117 +292,39 @@ def diagnose(events: pd.DataFrame, waits: pd.DataFrame, *, scenario: Scenario | 
 # ------------------------------------------------------------------------------------------ inputs
 
 
-def scenario_from_resolved(resolved: Mapping[str, Any], source: str = "run.json") -> Scenario:
-    """Rebuild a :class:`Scenario` from the ``resolved_scenario`` of ``run.json``."""
-    data = json.loads(json.dumps(resolved))  # deep copy
-
-    def drop_none(x: Any) -> Any:  # TOML has no null: a missing key means "default"
-        if isinstance(x, dict):
-            return {k: drop_none(v) for k, v in x.items() if v is not None}
-        if isinstance(x, list):
-            return [drop_none(v) for v in x]
-        return x
-
-    data = drop_none(data)
-    sim = data.get("simulation", {})
-    if isinstance(sim.get("config"), list):
-        sim["config"] = {str(k): v for k, v in sim["config"]}
-    for spec in data.get("application", {}).get("imbalance", []) or []:
-        r = spec.get("ranks")
-        if isinstance(r, dict) and "mode" in r:
-            spec["ranks"] = {"all": "all", "list": list(r.get("ranks", [])), "random": {"random": r.get("count")},
-                             "fraction": {"fraction": r.get("fraction")},
-                             "every": {"every": r.get("count")}}.get(r["mode"], r)
-    return from_mapping(data, source)
-
-
 @dataclass(frozen=True)
 class Source:
-    """What a diagnosis reads: the run's tables, its scenario and operations."""
+    """What a diagnosis reads: the run's tables, its scenario and operations, and its noise profiles."""
 
     events: pd.DataFrame
     waits: pd.DataFrame
     scenario: Scenario
-    ops: OpTable | None
+    ops: OpTable
     metadata: dict[str, Any]
-    notes: tuple[str, ...] = ()
     speed_profiles: Mapping[str, str] | None = None
 
 
-def _leaf_codes_match(ops: OpTable, events: pd.DataFrame) -> bool:
-    from waitlab.models.ops import CODE
-
-    leaf = ops.code[ops.code != CODE["leave"]]
-    if leaf.size != len(events):
-        return False
-    ev_ops = events["op"].astype(str).to_numpy()
-    from waitlab.models.ops import ACTIONS
-
-    names = np.array([*ACTIONS], dtype=object)[leaf]
-    names = np.where(names == "enter", "region", names)
-    return bool(np.array_equal(names, ev_ops))
-
-
-def _simulate_source(scenario: Scenario) -> tuple[Any, Mapping[str, str] | None]:
-    """The run of a scenario as ``waitlab run`` makes it (the measured run when it is perturbed)."""
-    from waitlab.experiments.perturbation import has_perturbation, run_perturbed
-    from waitlab.experiments.run import simulate
-
-    if has_perturbation(scenario):
-        res = run_perturbed(scenario)
-        return res.measured, res.noise.speed_profiles
-    return simulate(scenario), None
+def noise_profiles(scenario: Scenario, horizon: float | None) -> Mapping[str, str] | None:
+    """The speed profiles (system noise) a perturbed run used, redrawn from its seed and horizon."""
+    prep = prepare(scenario)
+    if prep.perturbation is None or horizon is None or not prep.perturbation.noise.has_detours:
+        return None
+    return noise_for(prep, float(horizon)).speed_profiles or None
 
 
 def load_source(path: Path) -> Source:
-    """A results folder of ``waitlab run`` or a scenario TOML (simulated now).
-
-    The operations a folder's run replayed are regenerated from its scenario when it
-    has no perturbation (checked against the event table), else re-simulated.
-    """
-    from waitlab.experiments.perturbation import has_perturbation
-    from waitlab.experiments.run import generate_ops
-    from waitlab.experiments.scenario import load_scenario
-    from waitlab.simulator.export import read_table
-
+    """A results folder of ``waitlab run`` (read back, nothing re-simulated) or a scenario TOML (run now)."""
     path = Path(path)
     if path.is_dir():
-        run_json = path / "run.json"
-        if not run_json.exists():
-            raise InputError(str(path), "(folder)", "is not a results folder of `waitlab run` (no run.json)",
-                             "pass the folder written by `waitlab run`, or a scenario .toml")
-        meta = json.loads(run_json.read_text())
-        if "resolved_scenario" not in meta:
-            raise InputError(str(run_json), "resolved_scenario", "is missing", "re-run `waitlab run` to rewrite it")
-        scenario = scenario_from_resolved(meta["resolved_scenario"], str(run_json))
-        notes: list[str] = []
-        if meta.get("scenario_hash") and scenario.hash() != meta["scenario_hash"]:
-            notes.append(f"scenario hash {scenario.hash()} differs from run.json's {meta['scenario_hash']}")
-        events, _ = read_table(path / "events.parquet")
-        waits, _ = read_table(path / "waits.parquet")
-        ops: OpTable | None = None
-        profiles: Mapping[str, str] | None = None
-        if not has_perturbation(scenario) and scenario.application_kind not in ("program", "trace"):
-            try:
-                cand = generate_ops(scenario)
-                if _leaf_codes_match(cand, events):
-                    ops = cand
-            except Exception as exc:
-                notes.append(f"regenerating the operations failed ({exc}); re-simulated instead")
-        if ops is None:
-            result, profiles = _simulate_source(scenario)
-            ops = result.ops
-            same = len(result.events) == len(events) and np.allclose(
-                result.events["exit"].to_numpy(), events["exit"].to_numpy(), rtol=0, atol=1e-9)
-            if not same:
-                notes.append("re-simulating the scenario gave a different timeline than the folder's; the ground "
-                             "truth refers to the re-simulated run")
-        return Source(events, waits, scenario, ops, meta, tuple(notes), profiles)
+        run = load_run(path)
+        return Source(run.events, run.waits, run.scenario, run.ops, dict(run.metadata),
+                      noise_profiles(run.scenario, run.metadata.get("noise_horizon")))
     if path.suffix == ".toml":
         scenario = load_scenario(path)
-        result, profiles = _simulate_source(scenario)
-        return Source(result.events, result.waits, scenario, result.ops, dict(result.metadata),
-                      speed_profiles=profiles)
+        r = run_pipeline(scenario)
+        profiles = r.perturbation.noise.speed_profiles if r.perturbation is not None else None
+        return Source(r.result.events, r.result.waits, scenario, r.result.ops, dict(r.result.metadata),
+                      profiles or None)
     raise InputError(str(path), "(path)", "is neither a results folder nor a .toml scenario",
                      "pass the folder written by `waitlab run` or a scenario file")
 
@@ -405,7 +334,6 @@ def diagnose_path(path: Path, **kwargs: Any) -> Diagnosis:
     src = load_source(path)
     diag = diagnose(src.events, src.waits, scenario=src.scenario, ops=src.ops, metadata=src.metadata,
                     speed_profiles=src.speed_profiles, **kwargs)
-    diag.notes.extend(src.notes)
     diag.metadata.setdefault("source", str(path))
     return diag
 
@@ -529,8 +457,8 @@ __all__ = [
     "diagnose_path",
     "focus_ops",
     "load_source",
+    "noise_profiles",
     "run_models",
-    "scenario_from_resolved",
     "to_markdown",
     "write_report",
 ]

@@ -26,7 +26,7 @@ import multiprocessing
 import os
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,15 +34,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
+from tqdm import tqdm
 
+from waitlab.experiments.pipeline import rerun as pipeline_rerun
 from waitlab.experiments.scenario import Scenario
-from waitlab.models.analysis.syncpoints import pattern_codes
-from waitlab.models.analysis.waitstates import PATTERNS
+from waitlab.models.analysis.metrics import METRICS, ledger_frame, metric_value, wait_metrics
 from waitlab.models.ops import CAUSE_KINDS, OpTable
 
-#: Wait metrics recorded for every run (see :func:`wait_metrics`).
-METRICS = ("total_wait", "makespan", "considered_wait", "collective_max_wait")
-_P2P = {PATTERNS.index("late_sender"), PATTERNS.index("late_receiver")}
+__all__ = ["METRICS", "CauseSet", "Counterfactuals", "GroundTruth", "ledger_frame", "metric_value", "wait_metrics"]
 
 
 def default_cache_dir() -> Path:
@@ -50,69 +49,6 @@ def default_cache_dir() -> Path:
     base = os.environ.get("WAITLAB_CACHE") or os.path.join(os.environ.get("XDG_CACHE_HOME")
                                                            or os.path.expanduser("~/.cache"), "waitlab")
     return Path(base) / "counterfactuals"
-
-
-def wait_metrics(events: pd.DataFrame, waits: pd.DataFrame) -> dict[str, Any]:
-    """Wait figures of one run (plain JSON data).
-
-    ``total_wait``; ``makespan``; ``collective_max_wait`` = sum over collective
-    instances of their largest wait; ``considered_wait`` = that plus all
-    point-to-point waits (what H-CWP-DM with the "earliest" pairing explains);
-    ``wait_by_op`` and ``max_wait_by_op`` (sum over instances of the largest wait, per collective).
-
-    Examples
-    --------
-    >>> from waitlab.models.analysis.waitstates import make_events, wait_states
-    >>> ev = make_events(rank=[0, 1, 2], op=["barrier"] * 3, enter=[0.0, 1.0, 3.0], exit=[3.0] * 3, match=[0] * 3)
-    >>> m = wait_metrics(ev, wait_states(ev))
-    >>> m["total_wait"], m["collective_max_wait"], m["max_wait_by_op"]
-    (5.0, 3.0, {'barrier': 3.0})
-    """
-    w = waits["wait"].to_numpy(float)
-    ops = waits["op"].astype(str).to_numpy() if len(waits) else np.array([], dtype=object)
-    coll = ~np.isin(pattern_codes(waits), list(_P2P)) if len(waits) else np.zeros(0, bool)
-    inst = events["match"].to_numpy()[waits["event"].to_numpy()] if len(waits) else np.zeros(0, np.int64)
-    frame = pd.DataFrame({"op": ops[coll], "inst": inst[coll], "wait": w[coll]})
-    per_inst = frame.groupby(["op", "inst"])["wait"].max() if len(frame) else pd.Series(dtype=float)
-    max_by_op = per_inst.groupby(level=0).sum() if len(per_inst) else pd.Series(dtype=float)
-    by_op = pd.Series(w).groupby(ops).sum() if len(w) else pd.Series(dtype=float)
-    coll_max = float(per_inst.sum()) if len(per_inst) else 0.0
-    return {
-        "total_wait": float(w.sum()),
-        "makespan": float(events["exit"].max()) if len(events) else 0.0,
-        "collective_max_wait": coll_max,
-        "considered_wait": coll_max + float(w[~coll].sum()),
-        "wait_by_op": {str(k): float(v) for k, v in by_op.items()},
-        "max_wait_by_op": {str(k): float(v) for k, v in max_by_op.items()},
-    }
-
-
-def metric_value(metrics: Mapping[str, Any], metric: str) -> float:
-    """One figure of :func:`wait_metrics`: a key (``total_wait``, ``makespan``, ...), or
-    ``considered_wait:OP+OP`` -- what H-CWP-DM's "earliest" pairing explains when it looks at the waits of
-    those MPI operations only: the largest wait of each instance of a collective, every point-to-point wait.
-
-    >>> m = {"total_wait": 9.0, "wait_by_op": {"allreduce": 8.0, "waitall": 1.0},
-    ...      "max_wait_by_op": {"allreduce": 2.0}}
-    >>> metric_value(m, "considered_wait:allreduce"), metric_value(m, "considered_wait:allreduce+waitall")
-    (2.0, 3.0)
-    """
-    if metric.startswith("considered_wait:"):
-        ops = [o for o in metric.split(":", 1)[1].split("+") if o]
-        by_op, max_by_op = metrics.get("wait_by_op", {}), metrics.get("max_wait_by_op", {})
-        return float(sum(max_by_op[o] if o in max_by_op else by_op.get(o, 0.0) for o in ops))
-    return float(metrics[metric])
-
-
-def ledger_frame(ops: OpTable) -> pd.DataFrame:
-    """The cause ledger of ``ops`` as a table (``rank, region, step, seconds, kind``); ``(top)`` = no region."""
-    led = ops.ledger
-    names = np.array([*ops.names, "(top)"], dtype=object)  # outside regions: "(top)", as the models say
-    return pd.DataFrame({
-        "rank": led.rank.astype(int), "region": names[np.where(led.region >= 0, led.region, len(ops.names))],
-        "step": led.step.astype(int), "seconds": led.seconds,
-        "kind": np.array(CAUSE_KINDS, dtype=object)[led.kind] if len(led) else np.array([], dtype=object),
-    })  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -193,14 +129,6 @@ def ops_digest(ops: OpTable) -> str:
 Rerun = Callable[[Scenario, OpTable, Mapping[str, str] | None], dict[str, Any]]
 
 
-def _rerun(scenario: Scenario, ops: OpTable, speed_profiles: Mapping[str, str] | None) -> dict[str, Any]:
-    """One counterfactual simulation (runs in a worker process)."""
-    from waitlab.experiments.run import simulate
-
-    result = simulate(scenario, ops=ops, speed_profiles=speed_profiles or None)
-    return wait_metrics(result.events, result.waits)
-
-
 def _main_is_guarded() -> bool:
     """Whether spawned workers can safely re-import ``__main__`` (it is guarded, a module, or interactive)."""
     main = sys.modules.get("__main__")
@@ -254,7 +182,7 @@ class Counterfactuals:
     executor: Executor | None = None
     cache_dir: Path | None = None
     use_cache: bool = True
-    rerun: Rerun = _rerun
+    rerun: Rerun = pipeline_rerun
     progress: bool = False
     speed_profiles: Mapping[str, str] | None = None
     simulated: int = 0  # re-runs actually simulated (not served from the cache)
@@ -310,8 +238,6 @@ class Counterfactuals:
         return {label: results[d] for label, d in label_digest.items()}
 
     def _simulate(self, todo: Mapping[str, tuple[OpTable, Mapping[str, str] | None]]) -> dict[str, dict[str, Any]]:
-        from tqdm import tqdm
-
         own = self.executor is None
         ex = default_executor() if own else self.executor
         assert ex is not None
@@ -319,8 +245,6 @@ class Counterfactuals:
         try:
             futures: dict[Future[dict[str, Any]], str] = {ex.submit(self.rerun, self.scenario, cf, prof): d
                                                           for d, (cf, prof) in todo.items()}
-            from concurrent.futures import as_completed
-
             for fut in tqdm(as_completed(futures), total=len(futures), desc="counterfactual re-runs",
                             disable=not self.progress):
                 d = futures[fut]
@@ -435,7 +359,7 @@ def ground_truth(scenario: Scenario, ops: OpTable, baseline: dict[str, Any], *,
     cands = [*top_candidates(ledger, n_candidates), *candidates]
     sets = [*standard_sets(ledger, candidates=cands), *extra_sets]
     cf = Counterfactuals(scenario, ops, executor=executor, cache_dir=cache_dir, use_cache=use_cache,
-                         rerun=rerun if rerun is not None else _rerun, progress=progress,
+                         rerun=rerun if rerun is not None else pipeline_rerun, progress=progress,
                          speed_profiles=speed_profiles)
     reruns = cf.run(sets)
     partial = tuple(s.label for s in sets if cf.partial_noise(s.mask))

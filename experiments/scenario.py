@@ -1,85 +1,137 @@
-"""Scenario files (TOML) validated into typed, frozen objects.
+"""Scenarios: a TOML file validated by the schema into one typed, frozen :class:`Scenario`.
 
-A scenario names a platform model, an application model and how to simulate
-it.  Every problem is reported as one :class:`~waitlab.errors.InputError`
-naming the file, the key and what is allowed.  The *resolved* scenario (all
-defaults filled in) has a stable hash that keys results and caches.
+Every problem is one :class:`~waitlab.errors.InputError` naming the file, the
+key and the fix.  :meth:`Scenario.resolved` is the scenario with every default
+filled in as plain TOML data: it is valid input again (``waitlab run
+RUNDIR/scenario.toml`` reproduces the run), and its hash keys results and caches.
+
+Examples
+--------
+>>> sc = from_mapping({"scenario": {"name": "demo", "ranks": 4}, "platform": {"name": "dawning_5000a"},
+...                    "application": {"kind": "stencil", "steps": 2}})
+>>> sc.name, sc.ranks, sc.application.steps, sc.noise is None
+('demo', 4, 2, True)
+>>> from_mapping(sc.resolved()).hash() == sc.hash()
+True
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import tomli_w
+
 from waitlab.errors import InputError
-from waitlab.models.apps.alltoall import SMPI_ALLTOALL_ALGORITHMS, check_alltoall_algorithm
+from waitlab.experiments.real_params import REAL_KINDS, real_params, real_params_to_toml
+from waitlab.experiments.schema import (
+    SECTIONS,
+    InstrumentationSection,
+    NoiseSection,
+    PlatformSection,
+    ScenarioSection,
+    SimulationSection,
+    TracingSection,
+    check_name,
+    validate_section,
+)
+from waitlab.models.apps.alltoall import check_alltoall_algorithm
+from waitlab.models.apps.imbalance import RankSelection
+from waitlab.models.apps.registry import params_from_mapping
 
-SECTIONS = ("scenario", "platform", "application", "simulation", "noise", "instrumentation", "tracing")
-
-
-@dataclass(frozen=True)
-class PlatformChoice:
-    """Which platform model, and how much of it."""
-
-    name: str
-    nodes: int | None = None
-    ranks_per_node: int | None = None
-    split_cores: bool = False
-
-
-@dataclass(frozen=True)
-class SimulationOptions:
-    """How SMPI runs the scenario."""
-
-    alltoall: str = "default"
-    reference_core_speed: float | None = None
-    timeout: float = 3600.0
-    paje: bool = False
-    config: tuple[tuple[str, str], ...] = ()
+#: Maximum size of a scenario or sweep file read (bytes): larger files are refused before parsing.
+MAX_FILE_BYTES = 16 << 20
 
 
 @dataclass(frozen=True)
 class Scenario:
-    """A validated scenario.  ``sections`` keeps the raw optional sections (noise, ...)."""
+    """A validated scenario: its sections, its application parameters, and the file it came from."""
 
-    name: str
-    seed: int
-    ranks: int
-    platform: PlatformChoice
+    meta: ScenarioSection
+    platform: PlatformSection
     application_kind: str
     application: Any  # the application's frozen parameter dataclass
-    simulation: SimulationOptions
+    simulation: SimulationSection
+    noise: NoiseSection | None = None
+    instrumentation: InstrumentationSection | None = None
+    tracing: TracingSection | None = None
     source: str = "<memory>"
-    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.meta.name
+
+    @property
+    def seed(self) -> int:
+        return self.meta.seed
+
+    @property
+    def ranks(self) -> int:
+        return self.meta.ranks
+
+    @property
+    def base_dir(self) -> Path:
+        """Folder relative paths of the scenario are read from."""
+        return Path(self.source).parent if not self.source.startswith("<") else Path.cwd()
+
+    @property
+    def perturbed(self) -> bool:
+        """Whether any perturbation section (noise, instrumentation, tracing) is present."""
+        return any(s is not None for s in (self.noise, self.instrumentation, self.tracing))
 
     def resolved(self) -> dict[str, Any]:
-        """The scenario with every default filled in, as plain data (what the hash covers)."""
-        from dataclasses import asdict, is_dataclass
+        """The scenario with every default filled in, as TOML-ready plain data (valid input again)."""
+        out: dict[str, Any] = {
+            "scenario": _dump(self.meta), "platform": _dump(self.platform),
+            "application": {"kind": self.application_kind, **params_to_toml(self.application)},
+            "simulation": _dump(self.simulation),
+        }
+        for sec in ("noise", "instrumentation", "tracing"):
+            value = getattr(self, sec)
+            if value is not None:
+                out[sec] = _dump(value)
+        return out
 
-        app = asdict(self.application) if is_dataclass(self.application) and not isinstance(self.application, type) \
-            else dict(self.application)
-        return _plain({
-            "scenario": {"name": self.name, "seed": self.seed, "ranks": self.ranks},
-            "platform": asdict(self.platform),
-            "application": {"kind": self.application_kind, **app},
-            "simulation": asdict(self.simulation),
-            **{k: v for k, v in sorted(self.extra.items())},
-        })  # fmt: skip
+    def fingerprint(self) -> str:
+        """Digest of what the scenario reads besides itself (program sources, trace files)."""
+        return str(getattr(self.application, "digest", ""))
 
     def hash(self) -> str:
-        """SHA-256 (first 16 hex digits) of the canonical JSON of :meth:`resolved`."""
-        text = json.dumps(self.resolved(), sort_keys=True, separators=(",", ":"))
+        """SHA-256 (first 16 hex digits) of the resolved scenario and its input files' digest."""
+        text = json.dumps([self.resolved(), self.fingerprint()], sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def to_toml(self) -> str:
+        """The resolved scenario as TOML text."""
+        return tomli_w.dumps(self.resolved())
+
+    def with_values(self, changes: Mapping[str, Any]) -> Scenario:
+        """A new scenario with dotted keys changed (``"noise.duration"``, ``"application.imbalance[0].magnitude"``)."""
+        data = self.resolved()
+        for key, value in changes.items():
+            set_dotted(data, key, value, self.source)
+        return from_mapping(data, self.source)
+
+
+def _dump(model: Any) -> dict[str, Any]:
+    return {k: _plain(v) for k, v in model.model_dump().items() if v is not None}
 
 
 def _plain(x: Any) -> Any:
+    if isinstance(x, RankSelection):
+        return x.as_spec()
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return {f.name: _plain(getattr(x, f.name)) for f in dataclasses.fields(x)
+                if getattr(x, f.name) is not None and not f.metadata.get("derived")}
     if isinstance(x, Mapping):
-        return {str(k): _plain(v) for k, v in x.items()}
+        return {str(k): _plain(v) for k, v in x.items() if v is not None}
     if isinstance(x, list | tuple):
         return [_plain(v) for v in x]
     if hasattr(x, "item") and callable(x.item):  # numpy scalar
@@ -87,130 +139,159 @@ def _plain(x: Any) -> Any:
     return x
 
 
-def _get(table: Mapping[str, Any], key: str, kind: type | tuple[type, ...], file: str, where: str,
-         default: Any = ..., check: Any = None, fix: str = "") -> Any:
-    if key not in table:
-        if default is ...:
-            raise InputError(file, f"{where}.{key}", "is required", fix or f"add {key} = ... to [{where}]")
-        return default
-    value = table[key]
-    kinds = kind if isinstance(kind, tuple) else (kind,)
-    if isinstance(value, bool) and bool not in kinds:
-        raise InputError(file, f"{where}.{key}", f"must be {'/'.join(k.__name__ for k in kinds)}, got {value!r}",
-                         fix)
-    if float in kinds and isinstance(value, int) and not isinstance(value, bool):
-        value = float(value)
-    if not isinstance(value, kinds):
-        raise InputError(file, f"{where}.{key}",
-                         f"must be {'/'.join(k.__name__ for k in kinds)}, got {type(value).__name__} {value!r}", fix)
-    if check is not None:
-        problem = check(value)
-        if problem:
-            raise InputError(file, f"{where}.{key}", f"{problem}, got {value!r}", fix)
-    return value
+def params_to_toml(params: Any) -> dict[str, Any]:
+    """An application's parameters as the ``[application]`` table (without ``kind``)."""
+    if type(params).__name__ in ("ProgramParams", "TraceParams"):
+        return real_params_to_toml(params)
+    out = _plain(params)
+    assert isinstance(out, dict)
+    return out
 
 
-def _no_unknown(table: Mapping[str, Any], allowed: tuple[str, ...], file: str, where: str) -> None:
-    for key in table:
-        if key not in allowed:
-            raise InputError(file, f"{where}.{key}" if where else key, "unknown key",
-                             f"allowed keys: {', '.join(allowed)}")
+_INDEX = re.compile(r"^(?P<key>[A-Za-z_][A-Za-z0-9_]*)(?:\[(?P<i>\d+)\])?$")
 
 
-def _positive(v: float) -> str:
-    return "" if v > 0 else "must be > 0"
+def set_dotted(data: dict[str, Any], key: str, value: Any, file: str) -> None:
+    """Set ``data[a][b][c] = value`` for ``key = "a.b.c"``; ``name[i]`` indexes a list of tables.
+
+    >>> d = {"application": {"imbalance": [{"magnitude": 0.1}]}}
+    >>> set_dotted(d, "application.imbalance[0].magnitude", 0.5, "s.toml"); d["application"]["imbalance"][0]
+    {'magnitude': 0.5}
+    """
+    node: Any = data
+    parts = key.split(".")
+    if parts[0] not in SECTIONS:
+        raise InputError(file, key, f"{parts[0]!r} is not a scenario section",
+                         f"start the key with one of: {', '.join(SECTIONS)}")
+    for n, part in enumerate(parts):
+        m = _INDEX.match(part)
+        if m is None:
+            raise InputError(file, key, f"cannot read key part {part!r}", 'write keys like "noise.duration" or '
+                             '"application.imbalance[0].magnitude"')
+        last = n == len(parts) - 1
+        name, idx = m.group("key"), m.group("i")
+        if idx is None:
+            if last:
+                node[name] = value
+            else:
+                node = node.setdefault(name, {})
+                if not isinstance(node, dict):
+                    raise InputError(file, key, f"{name} is not a table", "check the key")
+            continue
+        seq = node.get(name)
+        if not isinstance(seq, list) or int(idx) >= len(seq):
+            raise InputError(file, key, f"{name}[{idx}] does not exist in the base scenario",
+                             f"the base scenario has {len(seq) if isinstance(seq, list) else 0} entries")
+        if last:
+            seq[int(idx)] = value
+        else:
+            node = seq[int(idx)]
 
 
 def from_mapping(data: Mapping[str, Any], file: str = "<scenario>") -> Scenario:
     """Validate parsed TOML into a :class:`Scenario`."""
-    from waitlab.models.apps.registry import params_from_mapping
+    if not isinstance(data, Mapping):
+        raise InputError(file, "(content)", "is not a table of sections", "start with [scenario]")
+    for key in data:
+        if key not in SECTIONS:
+            raise InputError(file, key, "unknown section", f"allowed sections: {', '.join(SECTIONS)}")
+    for sec in ("platform", "application"):
+        if sec not in data:
+            example = 'name = "dawning_5000a"' if sec == "platform" else 'kind = "stencil"'
+            raise InputError(file, sec, "section is missing", f"add [{sec}] with {example}")
+    sc = dict(data.get("scenario", {})) if isinstance(data.get("scenario", {}), Mapping) else data["scenario"]
+    if isinstance(sc, dict) and "name" not in sc:
+        stem = Path(file).stem if not file.startswith("<") else "scenario"
+        if check_name(stem):
+            raise InputError(file, "scenario.name", f"is missing and the file name {stem!r} is not a plain name",
+                             'add name = "my-run" to [scenario]')
+        sc["name"] = stem
+    if isinstance(sc, dict) and "ranks" not in sc:
+        raise InputError(file, "scenario.ranks", "is required", "set ranks = 64 (the number of MPI processes)")
+    meta = validate_section("scenario", sc, file)
+    platform = validate_section("platform", data["platform"], file)
+    assert isinstance(meta, ScenarioSection) and isinstance(platform, PlatformSection)
+    if platform.name.endswith(".toml") and not Path(platform.name).is_absolute() and not file.startswith("<"):
+        platform = platform.model_copy(update={"name": str((Path(file).parent / platform.name).resolve())})
+    app = data["application"]
+    if not isinstance(app, Mapping):
+        raise InputError(file, "application", "must be a table", 'write [application] with kind = "stencil"')
+    kind = app.get("kind")
+    if not isinstance(kind, str):
+        raise InputError(file, "application.kind", "is required (a string)", 'e.g. kind = "lared_s"')
+    table = {k: v for k, v in app.items() if k != "kind"}
+    base = Path(file).parent if not file.startswith("<") else Path.cwd()
+    params: Any = real_params(kind, table, file, base) if kind in REAL_KINDS else \
+        params_from_mapping(kind, table, file)
+    simulation = validate_section("simulation", data.get("simulation", {}), file)
+    assert isinstance(simulation, SimulationSection)
+    _check_alltoall(simulation, params, meta.ranks, file)
+    sections: dict[str, Any] = {}
+    for sec in ("noise", "instrumentation", "tracing"):
+        if sec in data:
+            sections[sec] = validate_section(sec, data[sec], file)
+    noise = sections.get("noise")
+    if isinstance(noise, NoiseSection) and noise.file is not None and not Path(noise.file).is_absolute() \
+            and not file.startswith("<"):
+        sections["noise"] = noise.model_copy(update={"file": str((Path(file).parent / noise.file).resolve())})
+    _check_imbalance_ranks(params, meta.ranks, file)
+    return Scenario(meta=meta, platform=platform, application_kind=kind, application=params,
+                    simulation=simulation, source=file, **sections)
 
-    _no_unknown(data, SECTIONS, file, "")
-    for sec in SECTIONS:
-        if sec in data and not isinstance(data[sec], Mapping):
-            raise InputError(file, sec, "must be a table", f"write it as [{sec}]")
-    sc = data.get("scenario", {})
-    _no_unknown(sc, ("name", "seed", "ranks", "description"), file, "scenario")
-    name = _get(sc, "name", str, file, "scenario", default=Path(file).stem)
-    seed = _get(sc, "seed", int, file, "scenario", default=0,
-                check=lambda v: "" if 0 <= v < 2**63 else "must be a non-negative integer")
-    ranks = _get(sc, "ranks", int, file, "scenario", check=lambda v: "" if v >= 1 else "must be >= 1",
-                 fix="set ranks = 64 (the number of MPI processes) in [scenario]")
 
-    if "platform" not in data:
-        raise InputError(file, "platform", "section is missing", 'add [platform] with name = "dawning_5000a"')
-    pl = data["platform"]
-    _no_unknown(pl, ("name", "nodes", "ranks_per_node", "split_cores"), file, "platform")
-    platform = PlatformChoice(
-        name=_get(pl, "name", str, file, "platform", fix="use a built-in name (waitlab platforms) or a .toml path"),
-        nodes=_get(pl, "nodes", int, file, "platform", default=None, check=lambda v: "" if v >= 1 else "must be >= 1"),
-        ranks_per_node=_get(pl, "ranks_per_node", int, file, "platform", default=None,
-                            check=lambda v: "" if v >= 1 else "must be >= 1"),
-        split_cores=_get(pl, "split_cores", bool, file, "platform", default=False),
-    )
-    if platform.name.endswith(".toml") and not Path(platform.name).is_absolute():
-        platform = PlatformChoice(str((Path(file).parent / platform.name).resolve()), platform.nodes,
-                                  platform.ranks_per_node, platform.split_cores)
+def _check_alltoall(sim: SimulationSection, params: Any, ranks: int, file: str) -> None:
+    if sim.alltoall == "default":
+        return
+    try:
+        check_alltoall_algorithm(sim.alltoall, ranks)
+    except ValueError as exc:
+        raise InputError(file, "simulation.alltoall", str(exc), "pick another algorithm or rank count") from None
+    app_alg = getattr(params, "alltoall_algorithm", "default")
+    if app_alg not in ("default", sim.alltoall):
+        raise InputError(file, "simulation.alltoall", f"conflicts with application.alltoall_algorithm = {app_alg!r}",
+                         "set the algorithm in one place only")
 
-    if "application" not in data:
-        raise InputError(file, "application", "section is missing", 'add [application] with kind = "stencil"')
-    app = dict(data["application"])
-    kind = _get(app, "kind", str, file, "application", fix='e.g. kind = "lared_s"')
-    app.pop("kind")
-    if kind in ("program", "trace"):  # real MPI applications (waitlab.experiments.programs)
-        from waitlab.experiments.programs import params_from_mapping as real_params
 
-        params: Any = real_params(kind, app, file)
-    else:
-        params = params_from_mapping(kind, app, file)
+def _check_imbalance_ranks(params: Any, ranks: int, file: str) -> None:
+    for i, spec in enumerate(getattr(params, "imbalance", ())):
+        sel = spec.selection
+        if sel.mode == "list" and sel.ranks and max(sel.ranks) >= ranks:
+            raise InputError(file, f"application.imbalance[{i}].ranks", f"rank {max(sel.ranks)} does not exist "
+                             f"with {ranks} ranks", f"use ranks 0..{ranks - 1}")
+        if sel.mode == "random" and sel.count > ranks:
+            raise InputError(file, f"application.imbalance[{i}].ranks.random", f"cannot choose {sel.count} of "
+                             f"{ranks} ranks", f"use at most {ranks}")
 
-    sim = data.get("simulation", {})
-    _no_unknown(sim, ("alltoall", "reference_core_speed", "timeout", "paje", "config"), file, "simulation")
-    alltoall = _get(sim, "alltoall", str, file, "simulation", default="default")
-    if alltoall != "default":
-        if alltoall not in SMPI_ALLTOALL_ALGORITHMS:
-            raise InputError(file, "simulation.alltoall", f"unknown SMPI alltoall algorithm {alltoall!r}",
-                             f"one of: {', '.join(SMPI_ALLTOALL_ALGORITHMS)} (LAM's simple order is "
-                             "application.alltoall_algorithm = \"lam_simple\")")
-        try:
-            check_alltoall_algorithm(alltoall, ranks)
-        except ValueError as exc:
-            raise InputError(file, "simulation.alltoall", str(exc), "pick another algorithm or rank count") from None
-        app_alg = getattr(params, "alltoall_algorithm", "default")
-        if app_alg not in ("default", alltoall):
-            raise InputError(file, "simulation.alltoall", f"conflicts with application.alltoall_algorithm = "
-                             f"{app_alg!r}", "set the algorithm in one place only")
-    cfg = _get(sim, "config", dict, file, "simulation", default={})
-    for k, v in cfg.items():
-        if not isinstance(v, str | int | float | bool):
-            raise InputError(file, f"simulation.config.{k}", "SimGrid settings must be strings or numbers",
-                             f'write "{k}" = "VALUE"')
-        if k.strip() == "smpi/simulate-computation":
-            raise InputError(file, f"simulation.config.{k}", "disabling computation also skips compute actions "
-                             "of a replay", "remove this setting")
-    simulation = SimulationOptions(
-        alltoall=alltoall,
-        reference_core_speed=_get(sim, "reference_core_speed", float, file, "simulation", default=None,
-                                  check=_positive, fix="flop/s of the core the application's seconds refer to"),
-        timeout=_get(sim, "timeout", float, file, "simulation", default=3600.0, check=_positive),
-        paje=_get(sim, "paje", bool, file, "simulation", default=False),
-        config=tuple(sorted((str(k), str(v).lower() if isinstance(v, bool) else str(v)) for k, v in cfg.items())),
-    )
-    extra = {k: data[k] for k in ("noise", "instrumentation", "tracing") if k in data}
-    return Scenario(name=name, seed=seed, ranks=ranks, platform=platform, application_kind=kind,
-                    application=params, simulation=simulation, source=file, extra=extra)
+
+def read_toml(path: str | Path, what: str = "scenario") -> dict[str, Any]:
+    """Parse a TOML file; every way the file can be bad is one :class:`InputError`."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError(str(p), "(file)", "does not exist", "check the path")
+    if p.is_dir():
+        raise InputError(str(p), "(file)", "is a folder", f"give the path of a {what} .toml file")
+    try:
+        size = p.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise InputError(str(p), "(file)", f"is {size} bytes; a {what} file is at most {MAX_FILE_BYTES}",
+                             "check that this is the right file")
+        raw = p.read_bytes()
+    except PermissionError:
+        raise InputError(str(p), "(file)", "cannot be read (permission denied)", "make it readable") from None
+    except OSError as exc:
+        raise InputError(str(p), "(file)", f"cannot be read: {exc.strerror}", "check the file") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError(str(p), "(encoding)", "not UTF-8 text", "save the file as UTF-8") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(str(p), "(syntax)", f"not valid TOML: {exc}", "fix the TOML syntax at that line") from None
+    except RecursionError:
+        raise InputError(str(p), "(syntax)", "nested too deeply", "flatten the arrays") from None
 
 
 def load_scenario(path: str | Path) -> Scenario:
     """Read and validate a scenario TOML file."""
-    p = Path(path)
-    if not p.exists():
-        raise InputError(str(p), "(file)", "does not exist", "check the path")
-    try:
-        with p.open("rb") as fh:
-            data = tomllib.load(fh)
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(str(p), "(syntax)", f"not valid TOML: {exc}", "fix the TOML syntax at that line") from None
-    except UnicodeDecodeError:
-        raise InputError(str(p), "(encoding)", "not UTF-8 text", "save the file as UTF-8") from None
-    return from_mapping(data, str(p))
+    return from_mapping(read_toml(path), str(path))

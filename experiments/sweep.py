@@ -10,12 +10,15 @@ A sweep file names a base scenario and a grid of dotted keys::
     name = "alltoall-whatif"                 # optional
     executor = "local"                       # or "dask"
     workers = 2
-    scheduler = "tcp://10.0.0.5:8786"       # dask only: use an existing cluster
+    scheduler = "tcp://scheduler-host:8786"  # dask only: use an existing cluster
 
-Every point is a full scenario; its results go to ``OUT/runs/<scenario hash>/`` through
-:func:`~waitlab.experiments.run.run_scenario`, which only renames a folder into place once it is
-complete.  A sweep that is interrupted therefore resumes by skipping the points whose folder exists,
-without redoing or corrupting them; ``OUT/sweep.csv`` is rebuilt from the finished folders.
+Every point is a full scenario (any key of the schema can vary, perturbation sections and
+``application.imbalance[i].*`` included; a key the base scenario cannot take is an error); its
+results go to ``OUT/runs/<scenario hash>/`` through the one pipeline
+(:func:`waitlab.experiments.pipeline.run`, :func:`waitlab.experiments.results.write_run`), which only
+renames a folder into place once it is complete.  A sweep that is interrupted therefore resumes by
+skipping the points whose folder exists, without redoing or corrupting them; ``OUT/sweep.csv`` is
+rebuilt from the finished folders.
 """
 
 from __future__ import annotations
@@ -23,18 +26,39 @@ from __future__ import annotations
 import copy
 import itertools
 import json
-import tomllib
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pandas as pd
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from waitlab.errors import InputError, WaitlabError
 from waitlab.experiments.executors import open_executor
-from waitlab.experiments.scenario import Scenario, from_mapping
+from waitlab.experiments.pipeline import run
+from waitlab.experiments.results import results_folder, write_run
+from waitlab.experiments.scenario import Scenario, from_mapping, load_scenario, read_toml, set_dotted
+from waitlab.experiments.schema import STRICT, check_name, freeze, raise_validation
+
+
+class SweepSection(BaseModel):
+    """``[sweep]``: the sweep's name and where its points run."""
+
+    model_config = STRICT
+    name: str = Field(description="plain name; names the sweep folder (default: the file's stem)")
+    executor: Literal["local", "dask"] = Field("local", description="local processes or Dask distributed")
+    workers: int | None = Field(None, ge=1, le=1024, description="parallel points (default: cores)")
+    scheduler: str | None = Field(None, min_length=1, description="address of an existing Dask scheduler")
+
+    @field_validator("name")
+    @classmethod
+    def _plain(cls, v: str) -> str:
+        problem = check_name(v)
+        if problem:
+            raise ValueError(problem)
+        return v
 
 
 @dataclass(frozen=True)
@@ -59,37 +83,21 @@ class Sweep:
     scheduler: str | None = None
 
 
-def _set_dotted(data: dict[str, Any], key: str, value: Any, file: str) -> None:
-    parts = key.split(".")
-    node = data
-    for part in parts[:-1]:
-        node = node.setdefault(part, {})
-        if not isinstance(node, dict):
-            raise InputError(file, f"grid.{key}", f"{part} is not a table in the base scenario", "check the key")
-    node[parts[-1]] = value
-
-
 def load_sweep(path: str | Path) -> Sweep:
     """Read a sweep file and expand its grid into validated scenarios."""
     p = Path(path)
     file = str(p)
-    try:
-        with p.open("rb") as fh:
-            data = tomllib.load(fh)
-    except FileNotFoundError:
-        raise InputError(file, "(file)", "does not exist", "check the path") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(file, "(syntax)", f"not valid TOML: {exc}", "fix the TOML syntax at that line") from None
+    data = read_toml(p, "sweep")
     for key in data:
         if key not in ("base", "grid", "sweep"):
             raise InputError(file, key, "unknown key", "allowed: base, [grid], [sweep]")
     if not isinstance(data.get("base"), str):
         raise InputError(file, "base", "is required: the path of the base scenario", 'base = "scenario.toml"')
     base_path = (p.parent / data["base"]).resolve()
-    if not base_path.exists():
+    if not base_path.is_file():
         raise InputError(file, "base", f"{base_path} does not exist", "give a path relative to the sweep file")
-    with base_path.open("rb") as fh:
-        base = tomllib.load(fh)
+    base_scenario = load_scenario(base_path)
+    base = base_scenario.resolved()
     grid = data.get("grid", {})
     if not isinstance(grid, dict) or not grid:
         raise InputError(file, "grid", "must be a table with at least one key", '"scenario.ranks" = [16, 64]')
@@ -105,26 +113,33 @@ def load_sweep(path: str | Path) -> Sweep:
     for combo in itertools.product(*(grid[k] for k in keys)):
         scen = copy.deepcopy(base)
         for k, v in zip(keys, combo, strict=True):
-            _set_dotted(scen, k, v, file)
+            set_dotted(scen, k, v, file)
         values = tuple(zip(keys, combo, strict=True))
         label = ", ".join(f"{k}={v}" for k, v in values)
         try:
-            sc = from_mapping(scen, f"{base_path} [{label}]")
+            sc = from_mapping(scen, str(base_path))
         except InputError as exc:
             raise InputError(file, f"grid ({label})", f"makes an invalid scenario: {exc}",
                              "change that grid value") from None
         points.append(SweepPoint(values, sc, scen))
-    workers = opts.get("workers")
-    return Sweep(name=str(opts.get("name", p.stem)), points=tuple(points), executor=str(opts.get("executor", "local")),
-                 workers=int(workers) if workers is not None else None, scheduler=opts.get("scheduler"))
+    if len({pt.key for pt in points}) < len(points):
+        raise InputError(file, "grid", "two grid points make the same scenario (a value repeats, or a key does not "
+                         "change the scenario)", "list each value once")
+    try:
+        opts_model = SweepSection.model_validate({"name": p.stem, **freeze(opts)})
+    except ValidationError as exc:
+        raise_validation(exc, file, "sweep", SweepSection)
+        raise
+    return Sweep(name=opts_model.name, points=tuple(points), executor=opts_model.executor,
+                 workers=opts_model.workers, scheduler=opts_model.scheduler)
 
 
 def _run_point(data: dict[str, Any], source: str, out: str) -> dict[str, Any]:
-    """Worker: simulate one point into ``out`` (atomically) and return its summary."""
-    from waitlab.experiments.run import run_scenario
-
-    result = run_scenario(from_mapping(data, source), Path(out), png=False)
-    return result.summary
+    """Worker: simulate one point through the pipeline into ``out`` (atomically) and return its summary."""
+    result = run(from_mapping(data, source))
+    with results_folder(Path(out), force=False) as partial:
+        write_run(result, partial, png=False)
+    return result.result.summary
 
 
 def _row(point: SweepPoint, summary: Mapping[str, Any]) -> dict[str, Any]:

@@ -12,7 +12,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from waitlab.errors import WaitlabError
+from waitlab import api
+from waitlab.errors import InputError, WaitlabError
+from waitlab.version import __version__
 
 Command = Callable[[argparse.Namespace], int]
 _REGISTRY: list[Callable[[Any], None]] = []
@@ -33,24 +35,17 @@ def _run(sub: Any) -> None:
     p.add_argument("--no-png", action="store_true", help="skip the timeline picture")
 
     def go(args: argparse.Namespace) -> int:
-        from waitlab.experiments.outputs import summary_text
-        from waitlab.experiments.run import run_scenario
-        from waitlab.experiments.scenario import load_scenario
-
-        scenario = load_scenario(args.scenario)
-        out = args.output or Path("results") / scenario.name
-        from waitlab.experiments.perturbation import has_perturbation, report_text, run_perturbed_scenario
-
-        if has_perturbation(scenario):  # [noise]/[instrumentation]/[tracing]: unperturbed and measured runs
-            pres = run_perturbed_scenario(scenario, out, force=args.force, png=not args.no_png)
-            print(summary_text(pres.measured.summary, pres.measured.metadata))
-            print(report_text(pres.report))
+        scenario = api.load_scenario(args.scenario)
+        out = args.output or api.default_output(scenario.name)
+        result = api.run(scenario, out, force=args.force, png=not args.no_png)
+        print(api.summary_text(result.result.summary, result.result.metadata))
+        if result.perturbation is not None:
+            print(api.report_text(result.perturbation.report))
             print(f"results written to {out}/ (unperturbed run in {out}/unperturbed/, report in "
                   f"{out}/perturbation.txt)")
-            return 0
-        result = run_scenario(scenario, out, force=args.force, png=not args.no_png)
-        print(summary_text(result.summary, result.metadata))
-        print(f"results written to {out}/ (timeline.png, trace.json for ui.perfetto.dev, events.parquet)")
+        else:
+            written = [f for f in ("timeline.png", "trace.json", "events.parquet") if (out / f).exists()]
+            print(f"results written to {out}/ ({', '.join(written)})")
         print(f"next: waitlab diagnose {out}   # who caused the waits, scored against the injected truth")
         return 0
 
@@ -67,20 +62,16 @@ def _sweep(sub: Any) -> None:
     p.add_argument("--scheduler", default=None, help="address of an existing Dask scheduler")
 
     def go(args: argparse.Namespace) -> int:
-        import dataclasses
-
-        from waitlab.experiments.sweep import load_sweep, run_sweep
-
-        sweep = load_sweep(args.sweep)
-        sweep = dataclasses.replace(
-            sweep, executor=args.executor or ("dask" if args.scheduler else sweep.executor),
-            workers=args.workers or sweep.workers, scheduler=args.scheduler or sweep.scheduler)
-        out = args.output or Path("results") / sweep.name
-        table = run_sweep(sweep, out, progress=print)
+        if args.workers is not None and args.workers < 1:
+            raise InputError("(command line)", "--workers", f"must be >= 1, got {args.workers}", "e.g. --workers 2")
+        sw = api.load_sweep(args.sweep)
+        out = args.output or api.default_output(sw.name)
+        table = api.sweep(sw, out, executor=args.executor, workers=args.workers, scheduler=args.scheduler,
+                          progress=print)
         if len(table):
             print(table.to_string(index=False, float_format=lambda x: f"{x:.6g}"))
         print(f"sweep table written to {out}/sweep.csv")
-        return 0 if len(table) == len(sweep.points) else 3
+        return 0 if len(table) == len(sw.points) else 3
 
     p.set_defaults(func=go)
 
@@ -92,17 +83,11 @@ def _platforms(sub: Any) -> None:
     p.add_argument("--xml", type=int, metavar="RANKS", help="print the SimGrid XML rendered for RANKS ranks")
 
     def go(args: argparse.Namespace) -> int:
-        from waitlab.platforms import describe_platform, list_platforms, load_platform, render_platform
-
         if args.name is None:
-            for name in list_platforms():
-                print(describe_platform(load_platform(name), short=True))
+            for name in api.platforms():
+                print(api.describe(name, short=True))
             return 0
-        model = load_platform(args.name)
-        if args.xml:
-            print(render_platform(model, args.xml).xml)
-        else:
-            print(describe_platform(model))
+        print(api.describe(args.name, xml_ranks=args.xml))
         return 0
 
     p.set_defaults(func=go)
@@ -113,9 +98,7 @@ def _doctor(sub: Any) -> None:
     p = sub.add_parser("doctor", help="check that SimGrid, smpirun, the replay extension and the bindings work")
 
     def go(args: argparse.Namespace) -> int:
-        from waitlab.simulator.doctor import doctor
-
-        return doctor()
+        return api.doctor()
 
     p.set_defaults(func=go)
 
@@ -131,15 +114,12 @@ def _capture(sub: Any) -> None:
     p.add_argument("--force", action="store_true", help="replace an existing trace folder")
 
     def go(args: argparse.Namespace) -> int:
-        from waitlab.experiments.programs import capture, trace_scenario_text
-        from waitlab.experiments.scenario import load_scenario
-
-        scenario = load_scenario(args.scenario)
-        out = args.output or Path("traces") / scenario.name
-        index = capture(scenario, out, via=args.via, force=args.force)
+        scenario = api.load_scenario(args.scenario)
+        out = args.output or api.default_output(scenario.name, root=Path("traces"))
+        index = api.capture(scenario, out, via=args.via, force=args.force)
         print(f"trace of {scenario.ranks} ranks written to {out}/ (index {index.name})")
         print("replay it with a scenario such as:\n")
-        print(trace_scenario_text(index.resolve(), scenario))
+        print(api.trace_scenario_text(index.resolve(), scenario))
         return 0
 
     p.set_defaults(func=go)
@@ -148,7 +128,7 @@ def _capture(sub: Any) -> None:
 @subcommand
 def _check_c(sub: Any) -> None:
     p = sub.add_parser("check-c", help="check an event table with per-event overheads against condition C "
-                       "(seed 003, formula 3)")
+                       "(Okita et al., formula 3)")
     p.add_argument("events", type=Path, help="events.parquet or events.csv (or a results folder)")
     p.add_argument("--kinds", default="overhead,swap,flush,delay",
                    help="event kinds that count as overhead (comma-separated; default: %(default)s)")
@@ -157,12 +137,8 @@ def _check_c(sub: Any) -> None:
     p.add_argument("--strict", action="store_true", help="exit with status 1 when condition C is violated")
 
     def go(args: argparse.Namespace) -> int:
-        from waitlab.experiments.perturbation import load_events
-        from waitlab.models.perturb.condition_c import check_condition_c
-
-        events = load_events(args.events)
         kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
-        rep = check_condition_c(events, atol=args.atol, kinds=kinds)
+        rep = api.check_c(args.events, atol=args.atol, kinds=kinds)
         print(rep.text())
         if len(rep.violations) and args.show > 0:
             print(rep.violations.head(args.show).to_string(index=False))
@@ -191,38 +167,32 @@ def _diagnose(sub: Any) -> None:
     p.add_argument("--no-png", action="store_true", help="skip the figures")
 
     def go(args: argparse.Namespace) -> int:
-        from waitlab.experiments.diagnose import diagnose_path, to_markdown, write_report
-        from waitlab.experiments.executors import open_executor
-
-        with open_executor(args.executor, workers=args.workers, scheduler=args.scheduler) as ex:
-            diag = diagnose_path(args.source, threshold=args.threshold, top_k=args.top_k,
-                                 n_candidates=args.candidates, truth=not args.no_truth, executor=ex,
-                                 cache_dir=args.cache, use_cache=not args.no_cache, progress=True)
+        if args.workers < 1:
+            raise InputError("(command line)", "--workers", f"must be >= 1, got {args.workers}", "e.g. --workers 2")
+        with api.open_executor(args.executor, workers=args.workers, scheduler=args.scheduler) as ex:
+            diag = api.diagnose(args.source, threshold=args.threshold, top_k=args.top_k,
+                                n_candidates=args.candidates, truth=not args.no_truth, executor=ex,
+                                cache_dir=args.cache, use_cache=not args.no_cache, progress=True)
         if args.output is not None:
             out = args.output
         elif args.source.is_dir():
             out = args.source / "diagnosis"
         else:
-            out = Path("results") / f"{diag.scenario.name if diag.scenario else args.source.stem}-diagnosis"
-        write_report(diag, out, png=not args.no_png)
-        print(to_markdown(diag))
+            out = api.default_output(diag.scenario.name if diag.scenario else args.source.stem, "-diagnosis")
+        api.write_report(diag, out, png=not args.no_png)
+        print(api.to_markdown(diag))
         print(f"report written to {out}/")
         return 0
 
     p.set_defaults(func=go)
 
 
-#: Paper reproductions of ``waitlab reproduce``: name -> (help, function(args) -> exit status).
-REPRODUCTIONS: dict[str, tuple[str, Callable[[argparse.Namespace], int]]] = {}
-
-
-def _reproduce_seed003(args: argparse.Namespace) -> int:
-    from waitlab.experiments.reproduce import okita_spilling as seed003
-
+def _reproduce_okita(args: argparse.Namespace) -> int:
+    mod = api.REPRODUCTIONS["okita-spilling"]
     curve = range(128, 2304 + 1, 128) if args.curve else ()
-    res = seed003.reproduce(curve=curve)
-    out = args.output or Path("results") / "seed003"
-    seed003.write(res, out, png=not args.no_png)
+    res = mod.reproduce(curve=curve)
+    out = args.output or api.default_output("okita-spilling")
+    mod.write(res, out, png=not args.no_png)
     print(res.markdown())
     print("checks: " + ", ".join(f"{k} {'ok' if v else 'FAILED'}" for k, v in res.checks.items()))
     print(f"written to {out}/ in {res.seconds:.1f} s")
@@ -230,60 +200,60 @@ def _reproduce_seed003(args: argparse.Namespace) -> int:
 
 
 def _reproduce_policies(args: argparse.Namespace) -> int:
-    from waitlab.experiments.reproduce import spill_policies as policies
-
-    setup = policies.ComparisonSetup(steps=args.steps or 50)
-    table = policies.compare(ranks=args.ranks or [256, 1024], setup=setup)
-    out = args.output or Path("results") / "policies"
-    policies.write(table, out, setup, png=not args.no_png)
-    print(policies.markdown(table))
+    mod = api.REPRODUCTIONS["spill-policies"]
+    setup = mod.ComparisonSetup(steps=args.steps or 50)
+    table = mod.compare(ranks=args.ranks or [256, 1024], setup=setup)
+    out = args.output or api.default_output("spill-policies")
+    mod.write(table, out, setup, png=not args.no_png)
+    print(mod.markdown(table))
     print(f"written to {out}/")
     return 0
 
 
-REPRODUCTIONS["seed003"] = ("seed 003 table 1 and figure 3: pingpong traced in memory, swapping, or spilled by f",
-                            _reproduce_seed003)
-REPRODUCTIONS["policies"] = ("spilling-policy comparison on a BSP stencil (overhead, condition C, distortion)",
-                             _reproduce_policies)
-
-
-def _reproduce_lared_s(args: argparse.Namespace) -> int:
-    from waitlab.experiments.executors import open_executor
-    from waitlab.experiments.reproduce import wu_lared_s as lared_s
-
-    ranks = args.ranks[0] if args.ranks else lared_s.PAPER["ranks"]
-    with open_executor("local", workers=args.workers) as ex:
-        rep = lared_s.reproduce(ranks=ranks, steps=args.steps or lared_s.PAPER["steps"], seed=args.seed or 0,
-                                executor=ex, progress=True)
-    out = args.output or Path("results") / f"lared-s-{ranks}"
-    lared_s.write(rep, out, png=not args.no_png)
+def _reproduce_wu(args: argparse.Namespace) -> int:
+    mod = api.REPRODUCTIONS["wu-lared-s"]
+    ranks = args.ranks[0] if args.ranks else mod.PAPER["ranks"]
+    with api.open_executor("local", workers=args.workers) as ex:
+        rep = mod.reproduce(ranks=ranks, steps=args.steps or mod.PAPER["steps"], seed=args.seed or 0,
+                            executor=ex, progress=True)
+    out = args.output or api.default_output(f"wu-lared-s-{ranks}")
+    mod.write(rep, out, png=not args.no_png)
     print(rep.markdown())
     print(f"written to {out}/")
     return 0
 
 
-REPRODUCTIONS["lared-s"] = ("seed 000 LARED-S case study: H-CWP-DM, CWP-DM and ground truth vs the paper "
-                            "(960 ranks; --ranks to scale down)", _reproduce_lared_s)
+#: ``waitlab reproduce`` targets, named after the papers: name -> (help, function(args) -> exit status).
+REPRODUCTIONS: dict[str, tuple[str, Callable[[argparse.Namespace], int]]] = {
+    "wu-lared-s": ("Wu et al.'s LARED-S case study: H-CWP-DM, CWP-DM and ground truth vs the paper (960 ranks; "
+                   "--ranks to scale down)", _reproduce_wu),
+    "okita-spilling": ("Okita et al.'s table 1 and figure 3: pingpong traced in memory, swapping, or spilled by "
+                       "the swap-out function f", _reproduce_okita),
+    "spill-policies": ("spilling-policy comparison on a BSP stencil (overhead, condition C, distortion)",
+                       _reproduce_policies),
+}
+#: Former target names, still accepted.
+ALIASES = {"lared-s": "wu-lared-s", "seed003": "okita-spilling", "policies": "spill-policies"}
 
 
 @subcommand
 def _reproduce(sub: Any) -> None:
     p = sub.add_parser("reproduce", help="reproduce a paper's table or an experiment: "
                        + ", ".join(REPRODUCTIONS))
-    p.add_argument("target", choices=sorted(REPRODUCTIONS), help="; ".join(f"{k}: {v[0]}"
-                                                                   for k, v in REPRODUCTIONS.items()))
+    p.add_argument("target", choices=sorted([*REPRODUCTIONS, *ALIASES]),
+                   help="; ".join(f"{k}: {v[0]}" for k, v in REPRODUCTIONS.items()))
     p.add_argument("-o", "--output", type=Path, default=None, help="output folder (default: results/<target>)")
     p.add_argument("--no-png", action="store_true", help="skip the plots")
-    p.add_argument("--curve", action="store_true", help="seed003: also simulate R = 128, 256, ..., 2304 MB")
-    p.add_argument("--ranks", type=int, nargs="+", default=None, help="policies: rank counts (default 256 1024); "
-                   "lared-s: ranks (default 960)")
-    p.add_argument("--steps", type=int, default=None, help="policies: BSP steps (default 50); lared-s: steps "
+    p.add_argument("--curve", action="store_true", help="okita-spilling: also simulate R = 128, 256, ..., 2304 MB")
+    p.add_argument("--ranks", type=int, nargs="+", default=None, help="spill-policies: rank counts (default 256 1024); "
+                   "wu-lared-s: ranks (default 960)")
+    p.add_argument("--steps", type=int, default=None, help="spill-policies: BSP steps (default 50); wu-lared-s: steps "
                    "(default 3)")
-    p.add_argument("--seed", type=int, default=None, help="lared-s: scenario seed (default 0)")
-    p.add_argument("--workers", type=int, default=2, help="lared-s: parallel counterfactual re-runs (default 2)")
+    p.add_argument("--seed", type=int, default=None, help="wu-lared-s: scenario seed (default 0)")
+    p.add_argument("--workers", type=int, default=2, help="wu-lared-s: parallel counterfactual re-runs (default 2)")
 
     def go(args: argparse.Namespace) -> int:
-        return REPRODUCTIONS[args.target][1](args)
+        return REPRODUCTIONS[ALIASES.get(args.target, args.target)][1](args)
 
     p.set_defaults(func=go)
 
@@ -292,8 +262,6 @@ def build_parser() -> argparse.ArgumentParser:
     """The argparse parser with every registered sub-command."""
     parser = argparse.ArgumentParser(prog="waitlab", description="Simulate wait propagation in BSP MPI programs "
                                      "with SimGrid SMPI.")
-    from waitlab import __version__
-
     parser.add_argument("--version", action="version", version=f"waitlab {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in _REGISTRY:

@@ -39,9 +39,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from waitlab.experiments.perturbation import PlatformFacts, parse_perturbation, perturb_ops
+from waitlab.experiments.pipeline import prepare, simulate_ops
 from waitlab.experiments.scenario import Scenario, from_mapping
+from waitlab.models.apps.registry import generate
 from waitlab.models.ops import OpTable
+from waitlab.models.perturb.stage import perturb_ops
 
 MIB = 2**20
 RECORD = 131072  # 128 KB messages and records
@@ -123,18 +125,16 @@ def _ops_for(full: OpTable, round_trips: int) -> OpTable:
 
 def run_cell(full: OpTable, round_trips: int, variant: str) -> tuple[float, dict[str, Any]]:
     """Simulated time of one variant at one R, and facts about its tracing."""
-    from waitlab.experiments.run import render, simulate
-
     sc = scenario(round_trips, variant)
+    prep = prepare(sc)
     ops = _ops_for(full, round_trips)
     info: dict[str, Any] = {}
     if variant == "S":
-        res = simulate(sc, ops=ops)
+        res = simulate_ops(prep, ops)
     else:
-        cfg = parse_perturbation(sc.extra, sc.source)
-        facts = PlatformFacts.of(sc, render(sc))
-        p = perturb_ops(ops, cfg, facts, sc.seed)
-        res = simulate(sc, ops=p.ops)
+        assert prep.perturbation is not None
+        p = perturb_ops(ops, prep.perturbation, prep.facts(), sc.seed)
+        res = simulate_ops(prep, p.ops)
         if p.spill is not None:
             info = {"flushes": p.spill.flushes, "swap_MB": p.spill.swap_bytes / MIB,
                     "peak_MB": p.spill.peak_resident / MIB}
@@ -144,11 +144,10 @@ def run_cell(full: OpTable, round_trips: int, variant: str) -> tuple[float, dict
 def reproduce(points: Sequence[int] = (128, 1920, 2304), curve: Sequence[int] = ()) -> Seed003Result:
     """Simulate S, S_i and S_f at the table-1 points (and, optionally, at more R for the curve)."""
     t0 = time.perf_counter()
-    from waitlab.experiments.run import generate_ops
-
     all_r = sorted(set(points) | set(curve))
     steps = [r * ROUND_TRIPS_PER_MB for r in all_r]
-    full = generate_ops(scenario(max(steps), "S"))
+    full_sc = scenario(max(steps), "S")
+    full = generate(full_sc.application, full_sc.ranks, full_sc.seed)
     rows = []
     for r, n in zip(all_r, steps, strict=True):
         row: dict[str, Any] = {"R_MB": r, "round_trips": n}

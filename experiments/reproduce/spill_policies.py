@@ -28,7 +28,8 @@ from typing import Any
 
 import pandas as pd
 
-from waitlab.experiments.perturbation import PerturbationResult, run_perturbed
+from waitlab.experiments.perturbation_report import PerturbationResult
+from waitlab.experiments.pipeline import prepare, run, simulate_ops
 from waitlab.experiments.scenario import Scenario, from_mapping
 
 #: The policies compared, with their ``[tracing]`` keys.
@@ -83,12 +84,8 @@ def scenario(ranks: int, policy: str, setup: ComparisonSetup) -> Scenario:
 
 def _tau(ranks: int, setup: ComparisonSetup) -> float:
     """f's tau: ``tau_margin`` times the longest possible flush (a full buffer), as a programmer would choose."""
-    from waitlab.experiments.run import render
-    from waitlab.platforms import load_platform
-
-    sc = scenario(ranks, "keep", setup)
-    rp = render(sc)
-    model = load_platform(sc.platform.name)
+    prep = prepare(scenario(ranks, "keep", setup))
+    rp, model = prep.platform, prep.model
     rate = model.disk.bandwidth / rp.ranks_per_node
     return setup.tau_margin * (model.disk.latency + setup.buffer_bytes / rate)
 
@@ -120,23 +117,20 @@ def row(res: PerturbationResult, policy: str, ranks: int) -> dict[str, Any]:
 def compare(ranks: Sequence[int] = (256, 1024), policies: Sequence[str] = tuple(POLICY_SETTINGS),
             setup: ComparisonSetup | None = None, progress: bool = True) -> pd.DataFrame:
     """Simulate every policy at every rank count; one row per (ranks, policy)."""
-    from waitlab.experiments.run import generate_ops, simulate
-
     setup = setup or ComparisonSetup()
     rows = []
     for n in ranks:
         t = time.perf_counter()
         tau = _tau(n, setup)
         base_sc = scenario(n, "keep", setup)
-        ops = generate_ops(base_sc)
-        base = simulate(base_sc, ops=ops)
+        base = simulate_ops(prepare(base_sc))
         for pol in policies:
             sc = scenario(n, pol, setup)
             if pol == "swapout_f":
-                extra = dict(sc.extra)
-                extra["tracing"] = {**extra["tracing"], "tau": tau}
-                sc = dataclasses.replace(sc, extra=extra)
-            res = run_perturbed(sc, base=base)
+                sc = sc.with_values({"tracing.tau": tau})
+            pres = run(sc, base=base).perturbation
+            assert pres is not None
+            res = pres
             rows.append(row(res, pol, n))
             if progress:
                 r = rows[-1]

@@ -30,6 +30,7 @@ import pandas as pd
 
 from waitlab.experiments.diagnose import Diagnosis, diagnose, to_markdown, write_report
 from waitlab.experiments.groundtruth import ledger_frame, region_set
+from waitlab.experiments.pipeline import prepare, simulate_ops
 from waitlab.experiments.scenario import Scenario, from_mapping
 from waitlab.models.analysis.hcwpdm import hcwpdm
 from waitlab.models.analysis.scoring import by_region
@@ -135,12 +136,10 @@ def reproduce(ranks: int = 960, steps: int = 3, seed: int = 0, *, executor: Exec
               cache_dir: Path | None = None, use_cache: bool = True, progress: bool = False,
               scenario: Scenario | None = None) -> LaredS:
     """Simulate, diagnose and compare with the paper (see the module docstring)."""
-    from waitlab.experiments.run import simulate
-
     t0 = time.perf_counter()
     sc = scenario or lared_s_scenario(ranks, steps, seed)
     steps = int(sc.application.steps)
-    run = simulate(sc)
+    run = simulate_ops(prepare(sc))
     ledger = ledger_frame(run.ops)
     diag = diagnose(run.events, run.waits, scenario=sc, ops=run.ops, metadata=dict(run.metadata), executor=executor,
                     cache_dir=cache_dir, use_cache=use_cache, progress=progress,

@@ -1,0 +1,165 @@
+"""The perturbation report: unperturbed vs measured run, condition C, wait distortion, buffer timeline."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from waitlab.models.ops import CAUSE_KINDS, CODE, OpTable
+from waitlab.models.perturb import noise as nz
+from waitlab.models.perturb.condition_c import ConditionCReport, distortion_summary
+from waitlab.models.perturb.stage import NoiseSetup, PerturbationConfig, PerturbedOps
+
+
+@dataclass(frozen=True)
+class PerturbationResult:
+    """Unperturbed and measured runs of one scenario, and how they differ."""
+
+    config: PerturbationConfig
+    unperturbed: Any  # RunResult
+    measured: Any  # RunResult
+    perturbed: PerturbedOps
+    noise: NoiseSetup
+    noise_hits: nz.NoiseHits
+    condition_c: ConditionCReport
+    condition_c_spill: ConditionCReport
+    distortion: pd.DataFrame
+    report: dict[str, Any]
+
+
+def event_op_rows(events: pd.DataFrame, ops: OpTable) -> npt.NDArray[np.int64]:
+    """Row of the operation table behind every event row ((rank, seq) -> row)."""
+    counts = ops.per_rank_counts()
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    return (starts[events["rank"].to_numpy()] + events["seq"].to_numpy()).astype(np.int64)
+
+
+def perturbation_report(name: str, cfg: PerturbationConfig, base: Any, measured: Any, p: PerturbedOps,
+            setup: NoiseSetup, hits: nz.NoiseHits, cc: ConditionCReport, cc_spill: ConditionCReport,
+            dist: pd.DataFrame) -> dict[str, Any]:
+    m0, m1 = float(base.summary["makespan"]), float(measured.summary["makespan"])
+    led = measured.ops.ledger
+    injected = {k: float(led.seconds[(led.kind == i)].sum()) for i, k in enumerate(CAUSE_KINDS)
+                if k != "imbalance"}
+    pattern = setup.pattern
+    per_host = pattern.fraction()
+    return {
+        "scenario": name,
+        "config": cfg.describe(),
+        "makespan": {"unperturbed": m0, "measured": m1, "difference": m1 - m0,
+                     "slowdown": (m1 / m0) if m0 > 0 else float("nan")},
+        "total_wait": {"unperturbed": float(base.waits["wait"].sum()), "measured": float(measured.waits["wait"].sum())},
+        "injected_seconds": injected,
+        "noise": {
+            "model": nz.describe(cfg.noise.model), "scope": cfg.noise.scope,
+            "hosts_with_profiles": len(setup.speed_profiles),
+            "detour_fraction": float(per_host.mean()) if per_host.size else 0.0,
+            "hits": len(hits), "delayed_work_seconds": hits.total(),
+            "jitter_std": cfg.noise.jitter.std, "jitter_mean": cfg.noise.jitter.mean,
+        },
+        "instrumentation": {"records": len(p.records), "record_bytes": float(p.records.bytes.sum())},
+        "spill": dataclasses.asdict(p.spill) if p.spill is not None else None,
+        "buffer": dataclasses.asdict(p.spec) if p.spec is not None else None,
+        "condition_c": cc.as_dict(),
+        "condition_c_spill": cc_spill.as_dict(),
+        "distortion": distortion_summary(dist),
+    }  # fmt: skip
+
+
+def report_text(rep: dict[str, Any]) -> str:
+    """The perturbation report for humans (``perturbation.txt``)."""
+    mk = rep["makespan"]
+    lines = [
+        f"perturbation report for scenario {rep['scenario']}",
+        f"makespan: unperturbed {mk['unperturbed']:.6f} s, measured {mk['measured']:.6f} s "
+        f"(+{mk['difference']:.6f} s, x{mk['slowdown']:.4f})",
+        f"total wait: unperturbed {rep['total_wait']['unperturbed']:.6f} s, measured "
+        f"{rep['total_wait']['measured']:.6f} s",
+        "injected: " + ", ".join(f"{k} {v:.6f} s" for k, v in rep["injected_seconds"].items()),
+    ]
+    nzr = rep["noise"]
+    if nzr["hosts_with_profiles"] or nzr["jitter_std"] or nzr["jitter_mean"]:
+        lines.append(f"noise: {nzr['model']} per {nzr['scope']}, {nzr['hits']} detour hits delayed "
+                     f"{nzr['delayed_work_seconds']:.6f} s of work (detours take {100 * nzr['detour_fraction']:.3f}% "
+                     "of the time)")
+    if rep["instrumentation"]["records"]:
+        lines.append(f"instrumentation: {rep['instrumentation']['records']} records, "
+                     f"{rep['instrumentation']['record_bytes'] / 2**20:.3f} MiB")
+    sp = rep["spill"]
+    if sp:
+        lines.append(f"spilling policy {sp['policy']}: {sp['flushes']} flushes ({sp['synchronized_flushes']} "
+                     f"synchronised, {sp['individual_flushes']} individual), {sp['flushed_bytes'] / 2**20:.3f} MiB "
+                     f"written in {sp['flush_seconds']:.6f} s (pads {sp['pad_seconds']:.6f} s), "
+                     f"{sp['swap_bytes'] / 2**20:.3f} MiB swapped; P1 (no swapping) "
+                     f"{'holds' if sp['p1_ok'] else 'violated'}")
+    cc = rep["condition_c"]
+    lines.append("condition C (all tracer overhead): " + ("holds" if cc["holds"] else
+                 f"violated by {cc['violating_pairs']}/{cc['pairs']} pairs and {cc['violating_collectives']}/"
+                 f"{cc['collectives']} collectives, max difference {cc['max_difference']:.6g} s, first at rank "
+                 f"{cc['first'].get('rank')} event {cc['first'].get('seq')} ({cc['first'].get('op')})"))
+    cs = rep["condition_c_spill"]
+    lines.append("condition C (spilling only: swap, flush, pads): " + ("holds" if cs["holds"] else
+                 f"violated by {cs['violating_pairs']}/{cs['pairs']} pairs and {cs['violating_collectives']}/"
+                 f"{cs['collectives']} collectives, max difference {cs['max_difference']:.6g} s"))
+    d = rep["distortion"]
+    lines.append(f"wait distortion: {d['wait_states']} wait states, total {d['total_distortion']:+.6f} s, "
+                 f"mean |d| {d['mean_abs_distortion']:.6g} s, max |d| {d['max_abs_distortion']:.6g} s")
+    for pat, v in d["by_pattern"].items():
+        lines.append(f"  {pat}: unperturbed {v['unperturbed']:.6f} s -> measured {v['measured']:.6f} s "
+                     f"({v['distortion']:+.6f} s)")
+    return "\n".join(lines)
+
+
+def buffer_timeline(res: PerturbationResult) -> pd.DataFrame:
+    """Trace-buffer bytes of every rank over simulated time: one row per record and per flush.
+
+    Columns ``rank, time, resident`` (bytes in the rank's buffer right after the record or flush),
+    ``event`` (``record`` or ``flush``) and ``swapped`` (bytes of the record copied past the memory limit).
+    """
+    p = res.perturbed
+    if p.state is None or not len(p.records):
+        return pd.DataFrame({"rank": [], "time": [], "resident": [], "event": [], "swapped": []})
+    ops = res.measured.ops
+    ev = res.measured.events
+    t_exit = np.full(len(ops), np.nan)
+    t_exit[event_op_rows(ev, ops)] = ev["exit"].to_numpy()
+    new_row_of = np.full(int(p.origin.max()) + 1, -1, np.int64)
+    kept = np.flatnonzero(p.origin >= 0)
+    new_row_of[p.origin[kept]] = kept
+    rec_time = t_exit[new_row_of[p.records.row]]
+    real = p.state.flush_bytes > 0
+    flush_rows = np.flatnonzero((ops.code == CODE["flush"]) & (p.origin < 0))
+    if real.sum() != flush_rows.size:  # (cannot happen: every flush with bytes is one operation)
+        real = np.zeros(len(p.flushes), bool)
+        flush_rows = flush_rows[:0]
+    rank = np.concatenate((p.records.rank, p.flushes.rank[real]))
+    key_ = np.concatenate((p.records.pos, p.flushes.pos[real]))
+    time_ = np.concatenate((rec_time, t_exit[flush_rows]))
+    resident = np.concatenate((p.state.resident + p.records.bytes, np.zeros(int(real.sum()))))
+    swapped = np.concatenate((p.state.over, np.zeros(int(real.sum()))))
+    event = np.concatenate((np.zeros(len(p.records), np.int8), np.ones(int(real.sum()), np.int8)))
+    order = np.lexsort((key_, rank))
+    rank, time_, resident, swapped, event = rank[order], time_[order], resident[order], swapped[order], event[order]
+    # a record written after a flush is stamped no earlier than the flush (program order per rank)
+    time_ = nz._group_running_max(np.nan_to_num(time_, nan=0.0), rank.astype(np.int64))
+    return pd.DataFrame({"rank": rank.astype(np.int32), "time": time_, "resident": resident,
+                         "event": pd.Categorical.from_codes(event, categories=["record", "flush"]),
+                         "swapped": swapped})
+
+
+def jsonable(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {str(k): jsonable(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [jsonable(v) for v in x]
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        return None if math.isnan(x) else ("inf" if x > 0 else "-inf")
+    return x

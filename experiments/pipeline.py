@@ -1,0 +1,237 @@
+"""THE run pipeline: scenario -> source -> perturbation stage -> platform -> SMPI -> events -> wait states.
+
+Every command (run, sweep, diagnose and its counterfactual re-runs, check-c,
+capture, reproduce) goes through :func:`prepare` and :func:`simulate_ops`; none
+assembles its own path.  :func:`run` is what ``waitlab run`` does: one SMPI run
+for an unperturbed scenario; for a perturbed one, the unperturbed run, the
+perturbation stage (jitter, instrumentation, buffers, spilling) on its
+operations, the measured run with the noise's speed profiles, the noise that
+delayed work booked into the ledger, condition C and the wait distortion.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from waitlab.version import __version__
+from waitlab.experiments.perturbation import perturbation_config, platform_facts
+from waitlab.experiments.perturbation_report import PerturbationResult, event_op_rows, perturbation_report
+from waitlab.experiments.scenario import Scenario
+from waitlab.experiments.sources import Execution, Source, source_for
+from waitlab.models.analysis.metrics import ledger_frame, wait_metrics
+from waitlab.models.analysis.summary import summarize
+from waitlab.models.analysis.waitstates import wait_states
+from waitlab.models.apps.alltoall import smpi_config as smpi_alltoall_setting
+from waitlab.models.ops import CODE, OpTable
+from waitlab.models.perturb import noise as nz
+from waitlab.models.perturb.condition_c import check_condition_c, original_keys, wait_distortion
+from waitlab.models.perturb.stage import (
+    SPILL_KINDS,
+    NoiseSetup,
+    PerturbationConfig,
+    PlatformFacts,
+    noise_ledger,
+    noise_setup,
+    perturb_ops,
+    with_ledger_rows,
+)
+from waitlab.platforms import PlatformModel, RenderedPlatform, load_platform, render_platform
+from waitlab.simulator.build import simgrid_version
+from waitlab.simulator.timeline import SCHEMA_VERSION
+
+#: SimGrid settings applied to every SMPI run unless the scenario overrides them.  SimGrid 3.32's LMM solver
+#: aborts ("Cannot saturate more a constraint that has no active element") when rounding error in a heavily
+#: shared link exceeds the default absolute precision 1e-5 (e.g. 256-rank basic_linear alltoall across two
+#: leaf switches); 1e-4 completes those runs with identical times on every case we compared (docs/performance.md).
+DEFAULT_SMPI_CONFIG: dict[str, str] = {"maxmin/precision": "1e-4"}
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """Everything one SMPI run produced."""
+
+    scenario: Scenario
+    ops: OpTable
+    events: pd.DataFrame
+    waits: pd.DataFrame
+    summary: dict[str, Any]
+    metadata: dict[str, Any]
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+    smpi_output: str = ""
+
+    def ledger(self) -> pd.DataFrame:
+        """The cause ledger as a table (rank, region, step, seconds, kind)."""
+        return ledger_frame(self.ops)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A scenario ready to simulate: its platform model and rendering (once), source and perturbation stage."""
+
+    scenario: Scenario
+    model: PlatformModel
+    platform: RenderedPlatform
+    source: Source
+    perturbation: PerturbationConfig | None
+
+    def smpi_config(self) -> dict[str, str]:
+        """SimGrid ``--cfg`` settings: waitlab's defaults, the alltoall choice, then the scenario's own."""
+        return smpi_config(self.scenario)
+
+    def facts(self) -> PlatformFacts:
+        """What the perturbation models need to know about the platform."""
+        return platform_facts(self.model, self.platform)
+
+    def with_profiles(self, speed_profiles: Mapping[str, str] | None) -> RenderedPlatform:
+        """The platform with SimGrid speed profiles (system noise) attached to hosts."""
+        if not speed_profiles:
+            return self.platform
+        return _render(self.scenario, self.model, speed_profiles)
+
+
+def smpi_config(scenario: Scenario) -> dict[str, str]:
+    """SimGrid ``--cfg`` settings of a scenario."""
+    cfg: dict[str, str] = dict(DEFAULT_SMPI_CONFIG)
+    algorithm = scenario.simulation.alltoall
+    if algorithm == "default":  # the application may name an SMPI algorithm itself (fft's alltoall_algorithm)
+        algorithm = getattr(scenario.application, "alltoall_algorithm", "default")
+    setting = smpi_alltoall_setting(algorithm) if algorithm != "default" else None
+    if setting is not None:
+        key, value = setting.split(":", 1)
+        cfg[key] = value
+    cfg.update(dict(scenario.simulation.config_pairs()))
+    return cfg
+
+
+def _render(scenario: Scenario, model: PlatformModel,
+            speed_profiles: Mapping[str, str] | None = None) -> RenderedPlatform:
+    pl = scenario.platform
+    return render_platform(model, scenario.ranks, ranks_per_node=pl.ranks_per_node, nodes=pl.nodes,
+                           split_cores=pl.split_cores, speed_profiles=speed_profiles)
+
+
+def prepare(scenario: Scenario) -> Prepared:
+    """Load and render the platform once, pick the source, build the perturbation stage."""
+    model = load_platform(scenario.platform.name)
+    return Prepared(scenario, model, _render(scenario, model), source_for(scenario), perturbation_config(scenario))
+
+
+def simulate_ops(prep: Prepared, ops: OpTable | None = None, *, speed_profiles: Mapping[str, str] | None = None,
+                 paje_file: Path | None = None, keep_dir: Path | None = None) -> RunResult:
+    """Simulate ``ops`` (``None``: the source's own operations) with SMPI; the one path to SimGrid.
+
+    Parameters
+    ----------
+    prep : Prepared
+    ops : OpTable, optional
+        Operations to simulate instead of the source's (perturbed or counterfactual).
+    speed_profiles : mapping of str to str, optional
+        SimGrid speed profiles per host (system noise).
+    paje_file : Path, optional
+        Also record SMPI's own Paje trace there.
+    keep_dir : Path, optional
+        Keep the trace, platform and log files there instead of a temporary folder.
+    """
+    platform = prep.with_profiles(speed_profiles)
+    flags = ["-trace", "-trace-file", str(Path(paje_file).resolve())] if paje_file is not None else []
+    with tempfile.TemporaryDirectory(prefix="waitlab-") as tmp:
+        work = keep_dir or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        ex = prep.source.execute(ops, platform, prep.smpi_config(), work, flags)
+    return finish(prep, ex)
+
+
+def finish(prep: Prepared, ex: Execution) -> RunResult:
+    """Wait states, summary and run metadata of a simulated event table: the common end of every run."""
+    stages = dict(ex.stage_seconds)
+    t = time.perf_counter()
+    waits = wait_states(ex.events)
+    stages["wait_states"] = time.perf_counter() - t
+    summary = summarize(ex.events, waits)
+    sc = prep.scenario
+    metadata = {
+        "schema_version": SCHEMA_VERSION, "waitlab_version": __version__, "simgrid_version": simgrid_version(),
+        "platform": prep.platform.name, "nodes": prep.platform.n_nodes,
+        "ranks_per_node": prep.platform.ranks_per_node, "ranks": sc.ranks, "seed": sc.seed, "scenario": sc.name,
+        "scenario_hash": sc.hash(), "smpi_config": ex.smpi_config, "application_kind": sc.application_kind,
+        "source": prep.source.kind, **ex.metadata,
+    }  # fmt: skip
+    return RunResult(sc, ex.ops, ex.events, waits, summary, metadata, stages, ex.output)
+
+
+@dataclass(frozen=True)
+class Run:
+    """What ``waitlab run`` produced: the run (the measured one when perturbed) and the perturbation study."""
+
+    result: RunResult
+    perturbation: PerturbationResult | None = None
+
+    @property
+    def noise_horizon(self) -> float | None:
+        """Horizon the noise detours were drawn up to (needed to redraw them for counterfactuals)."""
+        return self.perturbation.noise.horizon if self.perturbation is not None else None
+
+
+def noise_for(prep: Prepared, horizon: float) -> NoiseSetup:
+    """The noise detours of a perturbed scenario, drawn deterministically from its seed up to ``horizon``."""
+    assert prep.perturbation is not None
+    sc = prep.scenario
+    return noise_setup(prep.perturbation.noise, prep.facts(), sc.seed, horizon, sc.source)
+
+
+def run(scenario: Scenario, *, paje_file: Path | None = None, base: RunResult | None = None) -> Run:
+    """Simulate a scenario as ``waitlab run`` does (see the module doc).
+
+    ``base`` is the unperturbed run of the same operations when already simulated (studies that compare
+    several perturbations of one run pass it to save the unperturbed SMPI run).
+    """
+    prep = prepare(scenario)
+    cfg = prep.perturbation
+    if cfg is None:
+        return Run(simulate_ops(prep, paje_file=paje_file))
+    stages: dict[str, float] = {}
+    t = time.perf_counter()
+    base = base if base is not None else simulate_ops(prep)
+    stages["unperturbed_run"] = time.perf_counter() - t
+    horizon = max(cfg.noise.horizon_factor * max(float(base.summary["makespan"]), 1e-3), 1e-3)
+    setup = noise_for(prep, horizon)
+    p = perturb_ops(base.ops, cfg, prep.facts(), scenario.seed)
+    t = time.perf_counter()
+    measured = simulate_ops(prep, p.ops, speed_profiles=setup.speed_profiles or None, paje_file=paje_file)
+    stages["measured_run"] = time.perf_counter() - t
+    ev = measured.events
+    hits = nz.NoiseHits(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0))
+    if setup.active:  # noise that delayed work -> ledger
+        rows = event_op_rows(ev, measured.ops)
+        t_enter = np.zeros(len(measured.ops))
+        t_exit = np.zeros(len(measured.ops))
+        t_enter[rows] = ev["enter"].to_numpy()
+        t_exit[rows] = ev["exit"].to_numpy()
+        leaves = measured.ops.code == CODE["leave"]
+        t_enter[leaves] = t_exit[leaves] = np.nan
+        led, hits = noise_ledger(measured.ops, t_enter, t_exit, setup, prep.facts().core_speed)
+        measured = replace(measured, ops=with_ledger_rows(measured.ops, led))
+    cc = check_condition_c(ev)
+    cc_spill = check_condition_c(ev, kinds=SPILL_KINDS)
+    mkeys = original_keys(ev, p.origin_seq(base.ops)[event_op_rows(ev, measured.ops)])
+    dist = wait_distortion(measured.waits, mkeys, base.waits, original_keys(base.events))
+    report = perturbation_report(scenario.name, cfg, base, measured, p, setup, hits, cc, cc_spill, dist)
+    measured = replace(measured, stage_seconds={**measured.stage_seconds, **stages,
+                                                **{f"perturb_{k}": v for k, v in p.seconds.items()}},
+                       metadata={**measured.metadata, "noise_horizon": horizon})
+    pres = PerturbationResult(cfg, base, measured, p, setup, hits, cc, cc_spill, dist, report)
+    return Run(measured, pres)
+
+
+def rerun(scenario: Scenario, ops: OpTable, speed_profiles: Mapping[str, str] | None) -> dict[str, Any]:
+    """Wait metrics of ``scenario`` with operations ``ops`` (a counterfactual re-run; picklable for executors)."""
+    res = simulate_ops(prepare(scenario), ops, speed_profiles=speed_profiles)
+    return wait_metrics(res.events, res.waits)

@@ -1,0 +1,155 @@
+"""``[application]`` of real MPI applications: a program (C/C++/Fortran) or a captured TI trace.
+
+The input keys are declared once as pydantic models (:class:`ProgramSection`,
+:class:`TraceSection`); validation resolves paths against the scenario's folder
+and adds a digest of the input files (``derived``: part of the scenario hash,
+never written back as input).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError, model_validator
+
+from waitlab.errors import InputError
+from waitlab.experiments.schema import STRICT, freeze, raise_validation
+from waitlab.simulator.programs import COMPILERS, language_of, sources_digest
+from waitlab.simulator.ti_trace import trace_files
+
+REAL_KINDS = ("program", "trace")
+
+
+class ProgramSection(BaseModel):
+    """``[application] kind = "program"``: a real MPI program built with SMPI's compilers."""
+
+    model_config = STRICT
+    sources: tuple[str, ...] = Field((), description="C/C++/Fortran sources (relative to the scenario file)")
+    binary: str | None = Field(None, min_length=1, description="an executable linked with waitlab's layer, "
+                               "instead of sources")
+    language: Literal["c", "c++", "fortran"] | None = Field(None, description="language of every source "
+                                                             "(default: from the suffixes)")
+    args: tuple[str, ...] = Field((), description="program arguments; {ranks} is replaced by the rank count")
+    compile_flags: tuple[str, ...] = Field((), description="extra compiler flags")
+    link_flags: tuple[str, ...] = Field((), description="extra linker flags")
+    computation: Literal["none", "measured"] = Field("none", description="none: deterministic; measured: SMPI "
+                                                     "benchmarks the real CPU time between MPI calls")
+    callsite_regions: Literal["auto", "always", "never"] = Field("auto", description="name compute between MPI "
+                                                                 "calls after the call sites")
+    exit_codes: tuple[int, ...] = Field((0,), min_length=1, description="exit statuses of main that are not "
+                                        "failures")
+    description: str = Field("", description="free text")
+
+    @model_validator(mode="after")
+    def _one_input(self) -> ProgramSection:
+        if bool(self.sources) == (self.binary is not None):
+            raise ValueError("give exactly one of sources or binary: sources = [\"main.c\"] (or binary = "
+                             "\"path/to/program\" linked with waitlab's layer)")
+        if any(not 0 <= c < 256 for c in self.exit_codes):
+            raise ValueError("exit_codes are statuses 0..255")
+        return self
+
+
+class TraceSection(BaseModel):
+    """``[application] kind = "trace"``: a time-independent trace (index file) to replay."""
+
+    model_config = STRICT
+    trace: str = Field(min_length=1, description="index file of the trace (written by waitlab capture)")
+    flops_per_second: float | None = Field(None, gt=0, le=1e18, description="speed that turns the trace's flops "
+                                           "into seconds (default: the platform's core speed)")
+    description: str = Field("", description="free text")
+
+
+@dataclass(frozen=True)
+class ProgramParams:
+    """A validated program: absolute source paths and the digest of the sources (see :class:`ProgramSection`)."""
+
+    sources: tuple[str, ...] = ()
+    binary: str | None = None
+    language: str | None = None
+    args: tuple[str, ...] = ()
+    compile_flags: tuple[str, ...] = ()
+    link_flags: tuple[str, ...] = ()
+    computation: str = "none"
+    callsite_regions: str = "auto"
+    exit_codes: tuple[int, ...] = (0,)
+    description: str = ""
+    digest: str = field(default="", metadata={"derived": True})
+
+
+@dataclass(frozen=True)
+class TraceParams:
+    """A validated trace: the absolute index path and a digest of the trace files."""
+
+    trace: str
+    flops_per_second: float | None = None
+    description: str = ""
+    digest: str = field(default="", metadata={"derived": True})
+
+
+def file_digest(paths: Sequence[Path]) -> str:
+    """Digest of the paths, sizes and modification times of files."""
+    h = hashlib.sha256()
+    for p in paths:
+        st = p.stat()
+        h.update(f"{p}:{st.st_size}:{st.st_mtime_ns}".encode())
+    return h.hexdigest()[:16]
+
+
+def real_params(kind: str, table: Mapping[str, Any], file: str, base: Path) -> ProgramParams | TraceParams:
+    """Validate ``[application]`` of a program or trace (``kind`` removed); paths relative to ``base``."""
+    model: type[BaseModel] = TraceSection if kind == "trace" else ProgramSection
+    try:
+        sec = model.model_validate(freeze(dict(table)))
+    except ValidationError as exc:
+        raise_validation(exc, file, "application", model)
+        raise
+    if isinstance(sec, TraceSection):
+        path = (base / sec.trace).resolve()
+        if not path.is_file():
+            raise InputError(file, "application.trace", f"{path} does not exist",
+                             "record one with 'waitlab capture SCENARIO -o DIR'")
+        files = trace_files(path)
+        return TraceParams(str(path), sec.flops_per_second, sec.description, file_digest([path, *files]))
+    assert isinstance(sec, ProgramSection)
+    src_paths = [(base / s).resolve() for s in sec.sources]
+    for s in src_paths:
+        if not s.is_file():
+            raise InputError(file, "application.sources", f"{s} does not exist",
+                             "paths are relative to the scenario file")
+        if sec.language is None:
+            language_of(s)
+    bin_path = (base / sec.binary).resolve() if sec.binary is not None else None
+    if bin_path is not None and not bin_path.is_file():
+        raise InputError(file, "application.binary", f"{bin_path} does not exist", "build it with smpicc first")
+    assert sec.language is None or sec.language in COMPILERS
+    digest = sources_digest(src_paths) if src_paths else file_digest([bin_path]) if bin_path else ""
+    return ProgramParams(
+        sources=tuple(str(s) for s in src_paths), binary=str(bin_path) if bin_path is not None else None,
+        language=sec.language, args=sec.args, compile_flags=sec.compile_flags, link_flags=sec.link_flags,
+        computation=sec.computation, callsite_regions=sec.callsite_regions,
+        exit_codes=tuple(sorted(set(sec.exit_codes))), description=sec.description, digest=digest,
+    )  # fmt: skip
+
+
+def real_params_to_toml(p: ProgramParams | TraceParams) -> dict[str, Any]:
+    """The ``[application]`` table (without kind) that validates back into ``p``."""
+    if isinstance(p, TraceParams):
+        out: dict[str, Any] = {"trace": p.trace, "description": p.description}
+        if p.flops_per_second is not None:
+            out["flops_per_second"] = p.flops_per_second
+        return out
+    out = {"args": list(p.args), "compile_flags": list(p.compile_flags), "link_flags": list(p.link_flags),
+           "computation": p.computation, "callsite_regions": p.callsite_regions, "exit_codes": list(p.exit_codes),
+           "description": p.description}
+    if p.sources:
+        out["sources"] = list(p.sources)
+    if p.binary is not None:
+        out["binary"] = p.binary
+    if p.language is not None:
+        out["language"] = p.language
+    return out

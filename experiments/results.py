@@ -1,0 +1,311 @@
+"""Results folders: written atomically, complete, reloadable, and never replacing what waitlab did not write.
+
+A run folder holds the resolved scenario (``scenario.toml``, valid input), the
+operations (``ops.parquet``, with the cause ledger), events, waits, ledger,
+per-rank budget, summary, metadata (``run.json``, with ``schema_version``) and
+for a perturbed run the unperturbed run (``unperturbed/``) and the perturbation
+report.  Wall-clock timings go to ``timing.json`` only, so reruns are
+byte-identical elsewhere.  ``.waitlab`` marks a folder as waitlab's and lists
+what it wrote: ``--force`` replaces only such a folder with nothing foreign inside.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from waitlab.errors import InputError
+from waitlab.experiments.perturbation_report import buffer_timeline, jsonable, report_text
+from waitlab.experiments.pipeline import Run, RunResult
+from waitlab.experiments.plots import timeline_png
+from waitlab.experiments.scenario import Scenario, from_mapping, read_toml
+from waitlab.models.analysis.metrics import ledger_frame
+from waitlab.models.analysis.summary import rank_budget
+from waitlab.models.ops import CAUSE_KINDS, Ledger, OpTable
+from waitlab.simulator.export import read_table, write_chrome_trace, write_table
+from waitlab.simulator.timeline import SCHEMA_VERSION
+
+MARKER = ".waitlab"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clean_stale_partials(parent: Path) -> list[Path]:
+    """Remove ``.NAME.partial-PID`` folders of processes that no longer run; return what was removed."""
+    removed = []
+    if not parent.is_dir():
+        return removed
+    for p in parent.glob(".*.partial-*"):
+        pid = p.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not _pid_alive(int(pid)) and p.is_dir():
+            shutil.rmtree(p, ignore_errors=True)
+            removed.append(p)
+    return removed
+
+
+def foreign_entries(folder: Path) -> list[str]:
+    """Entries of ``folder`` that waitlab's marker does not list (all of them when there is no marker)."""
+    entries = sorted(p.name for p in folder.iterdir())
+    marker = folder / MARKER
+    if not marker.is_file():
+        return entries
+    try:
+        listed = set(json.loads(marker.read_text())["files"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return entries
+    return [e for e in entries if e != MARKER and e not in listed]
+
+
+def check_replaceable(out: Path, force: bool) -> None:
+    """Refuse to overwrite ``out`` unless it is waitlab's own folder (or empty) and ``force`` is given."""
+    if not out.exists() and not out.is_symlink():
+        return
+    if out.is_symlink() or not out.is_dir():
+        raise InputError(str(out), "(output folder)", "exists and is not a folder", "choose another -o")
+    if not force:
+        raise InputError(str(out), "(output folder)", "already exists", "pass --force to replace it, or use -o NEW")
+    home = Path.home().resolve()
+    real = out.resolve()
+    if real in (Path("/"), home) or Path.cwd().resolve().is_relative_to(real):
+        raise InputError(str(out), "(output folder)", "is the current, home or root folder (or holds the "
+                         "current folder)", "write results into a folder of their own")
+    foreign = foreign_entries(out)
+    if foreign:
+        raise InputError(str(out), "(output folder)", f"holds {len(foreign)} entr{'y' if len(foreign) == 1 else 'ies'}"
+                         f" waitlab did not write (e.g. {foreign[0]!r}); --force replaces only a waitlab results "
+                         "folder", "choose another -o, or move those files away")
+
+
+@contextmanager
+def results_folder(out: Path, force: bool = False, kind: str = "run") -> Iterator[Path]:
+    """Yield a hidden sibling folder to fill; rename it to ``out`` only if the block completes.
+
+    A failure or interruption removes it, so no folder is ever left that looks complete.
+    """
+    out = Path(out)
+    check_replaceable(out, force)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(str(out.parent), "(output folder)", f"cannot be created: {exc.strerror}",
+                         "choose a writable location") from None
+    clean_stale_partials(out.parent)
+    partial = out.parent / f".{out.name}.partial-{os.getpid()}"
+    if partial.exists():
+        shutil.rmtree(partial)
+    try:
+        partial.mkdir()
+    except OSError as exc:
+        raise InputError(str(out.parent), "(output folder)", f"is not writable: {exc.strerror}",
+                         "choose a writable location") from None
+    try:
+        yield partial
+        files = sorted(p.name for p in partial.iterdir())
+        (partial / MARKER).write_text(json.dumps({"kind": kind, "files": files}, indent=1) + "\n")
+        if out.exists():
+            check_replaceable(out, force)
+            shutil.rmtree(out)
+        os.replace(partial, out)
+    except OSError as exc:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise InputError(str(out), "(output folder)", f"writing failed: {exc.strerror or exc}",
+                         "free disk space or choose another location") from None
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+
+
+def summary_text(summary: dict[str, Any], metadata: dict[str, Any]) -> str:
+    """Human-readable summary printed by ``waitlab run``."""
+    t = summary["totals"]
+    lines = [
+        f"scenario {metadata['scenario']} ({metadata['scenario_hash']}): {metadata['ranks']} ranks on "
+        f"{metadata['platform']} ({metadata['nodes']} nodes x {metadata['ranks_per_node']}), seed {metadata['seed']}, "
+        f"SimGrid {metadata['simgrid_version']}",
+        f"makespan {summary['makespan']:.6f} s, {summary['events']} events, {summary['wait_states']} wait states",
+        "rank-seconds: " + ", ".join(f"{k} {v:.4f}" for k, v in t.items()),
+    ]
+    for title, key in (("wait by pattern", "wait_by_pattern"), ("wait by MPI operation", "wait_by_op"),
+                       ("wait by call path", "wait_by_path")):
+        items = list(summary[key].items())[:8]
+        if items:
+            total = sum(summary[key].values())
+            lines.append(f"{title}: " + ", ".join(f"{k} {v:.4f} s ({100 * v / total:.1f}%)" for k, v in items))
+    return "\n".join(lines)
+
+
+def write_ops(ops: OpTable, path: Path, metadata: dict[str, Any]) -> None:
+    """The operation table as Parquet; names and rank count in the file's metadata."""
+    table = pa.table({c: getattr(ops, c) for c in OpTable.COLUMNS})
+    meta = {b"waitlab": json.dumps({**metadata, "n_ranks": ops.n_ranks, "names": list(ops.names)},
+                                   sort_keys=True).encode()}
+    pq.write_table(table.replace_schema_metadata(meta), path)
+
+
+def write_result(result: RunResult, folder: Path, *, png: bool = True, scenario_file: bool = True) -> None:
+    """Write every output file of one SMPI run into ``folder``."""
+    meta = result.metadata
+    write_ops(result.ops, folder / "ops.parquet", meta)
+    write_table(result.events, folder / "events.parquet", meta)
+    write_table(result.waits, folder / "waits.parquet", meta)
+    write_table(ledger_frame(result.ops), folder / "ledger.parquet", meta)
+    write_table(rank_budget(result.events, result.waits, result.scenario.ranks), folder / "ranks.parquet", meta)
+    chrome = write_chrome_trace(result.events, result.waits, meta, folder / "trace.json")
+    if png:
+        timeline_png(result.events, result.waits, folder / "timeline.png", title=result.scenario.name)
+    if scenario_file:
+        (folder / "scenario.toml").write_text(f"# resolved scenario of a waitlab run: valid input\n"
+                                              f"{result.scenario.to_toml()}")
+    (folder / "summary.json").write_text(json.dumps(jsonable(result.summary), indent=2, sort_keys=True) + "\n")
+    (folder / "summary.txt").write_text(summary_text(result.summary, meta) + "\n")
+    run = {**meta, "resolved_scenario": result.scenario.resolved(), "chrome_trace": chrome}
+    run["files"] = sorted([*(p.name for p in folder.iterdir()), "run.json"])
+    (folder / "run.json").write_text(json.dumps(jsonable(run), indent=2, sort_keys=True) + "\n")
+
+
+def write_run(run: Run, folder: Path, *, png: bool = True) -> None:
+    """The whole results folder of ``waitlab run`` (perturbed runs: the unperturbed run and the report too)."""
+    res = run.result
+    timing: dict[str, Any] = {"stage_seconds": res.stage_seconds}
+    pres = run.perturbation
+    if pres is not None:
+        sub = folder / "unperturbed"
+        sub.mkdir()
+        write_result(pres.unperturbed, sub, png=False, scenario_file=False)
+        meta = res.metadata
+        write_table(pres.distortion, folder / "distortion.parquet", meta)
+        if len(pres.condition_c.violations):
+            write_table(pres.condition_c.violations, folder / "condition_c_violations.parquet", meta)
+        buf = buffer_timeline(pres)
+        if len(buf):
+            write_table(buf, folder / "buffer.parquet", meta)
+        (folder / "perturbation.json").write_text(json.dumps(jsonable(pres.report), indent=2, sort_keys=True) + "\n")
+        (folder / "perturbation.txt").write_text(report_text(pres.report) + "\n")
+        timing["perturbation_stage_seconds"] = pres.perturbed.seconds
+    (folder / "timing.json").write_text(json.dumps(jsonable(timing), indent=2, sort_keys=True) + "\n")
+    write_result(res, folder, png=png)
+
+
+@dataclass(frozen=True)
+class LoadedRun:
+    """A results folder read back: its scenario, operations, events, waits and metadata."""
+
+    folder: Path
+    scenario: Scenario
+    ops: OpTable
+    events: pd.DataFrame
+    waits: pd.DataFrame
+    metadata: dict[str, Any]
+
+    @property
+    def perturbed(self) -> bool:
+        return (self.folder / "perturbation.json").is_file()
+
+    def ledger(self) -> pd.DataFrame:
+        """The cause ledger (rank, region, step, seconds, kind)."""
+        return ledger_frame(self.ops)
+
+
+def _read_parquet(path: Path, what: str) -> pd.DataFrame:
+    if not path.is_file():
+        raise InputError(str(path), "(file)", "is missing", f"the results folder needs its {what}; re-run "
+                         "`waitlab run` to rewrite it")
+    try:
+        df, _ = read_table(path)
+    except Exception as exc:  # pyarrow raises many kinds for truncated or foreign files
+        raise InputError(str(path), "(file)", f"cannot be read as Parquet ({type(exc).__name__}: {exc})",
+                         "the file is damaged; re-run `waitlab run` to rewrite it") from None
+    return df
+
+
+def read_ops(path: Path) -> OpTable:
+    """The operation table of ``ops.parquet`` (with the ledger of the ``ledger.parquet`` beside it)."""
+    if not path.is_file():
+        raise InputError(str(path), "(file)", "is missing", "re-run `waitlab run` to rewrite the folder")
+    try:
+        table = pq.read_table(path)
+        meta = json.loads(table.schema.metadata[b"waitlab"])
+        cols = {c: table.column(c).to_numpy() for c in OpTable.COLUMNS}
+    except Exception as exc:
+        raise InputError(str(path), "(file)", f"is not an operation table ({type(exc).__name__}: {exc})",
+                         "re-run `waitlab run` to rewrite the folder") from None
+    names = tuple(meta["names"])
+    led = _read_parquet(path.parent / "ledger.parquet", "cause ledger")
+    lookup = {n: i for i, n in enumerate(names)}
+    region = np.array([lookup.get(r, -1) for r in led["region"].astype(str)], np.int32)
+    kind = np.array([CAUSE_KINDS.index(k) for k in led["kind"].astype(str)], np.int8)
+    ledger = Ledger(rank=led["rank"].to_numpy(np.int32), region=region, step=led["step"].to_numpy(np.int32),
+                    seconds=led["seconds"].to_numpy(np.float64), kind=kind)
+    dtypes = {"rank": np.int32, "seq": np.int32, "code": np.int8, "step": np.int32, "name": np.int32,
+              "value": np.float64, "value2": np.float64, "peer": np.int32, "tag": np.int32, "cause": np.int64,
+              "excess": np.float64}
+    return OpTable(n_ranks=int(meta["n_ranks"]), names=names, ledger=ledger,
+                   **{c: np.asarray(cols[c], dtypes[c]) for c in OpTable.COLUMNS})
+
+
+def load_run(folder: str | Path) -> LoadedRun:
+    """Read a results folder of ``waitlab run`` (any kind of run) back, checking its schema version."""
+    folder = Path(folder)
+    run_json = folder / "run.json"
+    if not folder.is_dir() or not run_json.is_file():
+        raise InputError(str(folder), "(folder)", "is not a results folder of `waitlab run` (no run.json)",
+                         "pass the folder written by `waitlab run`")
+    try:
+        meta = json.loads(run_json.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(str(run_json), "(file)", f"cannot be read as JSON: {exc}", "re-run `waitlab run`") from None
+    version = meta.get("schema_version") if isinstance(meta, dict) else None
+    if version != SCHEMA_VERSION:
+        raise InputError(str(run_json), "schema_version", f"is {version!r}; this waitlab reads version "
+                         f"{SCHEMA_VERSION}", "re-run the scenario with this version of waitlab")
+    scenario_path = folder / "scenario.toml"
+    if not scenario_path.is_file():
+        raise InputError(str(scenario_path), "(file)", "is missing", "re-run `waitlab run` to rewrite the folder")
+    scenario = from_mapping(read_toml(scenario_path), str(scenario_path))
+    ops = read_ops(folder / "ops.parquet")
+    events = _read_parquet(folder / "events.parquet", "event table")
+    waits = _read_parquet(folder / "waits.parquet", "wait states")
+    return LoadedRun(folder, scenario, ops, events, waits, meta)
+
+
+def load_events(path: Path) -> pd.DataFrame:
+    """An event table from ``events.parquet``, ``events.csv`` or a results folder holding one."""
+    path = Path(path)
+    if path.is_dir():
+        found = [c for c in (path / "events.parquet", path / "events.csv") if c.exists()]
+        if not found:
+            raise InputError(str(path), "(folder)", "holds no events.parquet or events.csv",
+                             "pass a results folder written by waitlab run, or the event file itself")
+        path = found[0]
+    if not path.exists():
+        raise InputError(str(path), "(file)", "does not exist", "check the path")
+    try:
+        ev = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+    except Exception as exc:  # pyarrow/pandas raise many kinds
+        raise InputError(str(path), "(file)", f"cannot be read as an event table: {exc}",
+                         "use events.parquet or events.csv from a waitlab results folder") from None
+    need = ("rank", "seq", "kind", "op", "enter", "exit", "match")
+    missing = [c for c in need if c not in ev.columns]
+    if missing:
+        raise InputError(str(path), f"column {missing[0]}", "is missing",
+                         f"an event table needs the columns {', '.join(need)} (docs/event_table.md)")
+    return ev.sort_values(["rank", "seq"], kind="stable").reset_index(drop=True)

@@ -1,0 +1,303 @@
+"""The scenario schema: every section of a scenario file declared once, with pydantic v2.
+
+Validation, the error messages (file, field, what is allowed), the scenario
+reference page of the docs (:func:`reference_markdown`) and the list of keys a
+sweep may vary (:func:`sweepable_keys`) all come from the section models below.
+The ``[application]`` table is validated by the application's own parameter
+class (:mod:`waitlab.models.apps.registry` for synthetic models,
+:mod:`waitlab.experiments.real_params` for programs and traces).
+
+Examples
+--------
+>>> from waitlab.experiments.schema import SECTION_MODELS
+>>> sorted(SECTION_MODELS)
+['instrumentation', 'noise', 'platform', 'scenario', 'simulation', 'tracing']
+>>> try:
+...     SimulationSection.model_validate({"timeout": -1.0})
+... except Exception as e:
+...     print(type(e).__name__)
+ValidationError
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from waitlab.errors import InputError
+from waitlab.models.apps.alltoall import SMPI_ALLTOALL_ALGORITHMS
+from waitlab.models.perturb.noise import DURATION_LAWS
+from waitlab.models.perturb.tracebuffer import POLICIES
+
+STRICT = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
+
+#: A scenario name becomes a folder name: letters, digits and ``._+-``, no separators, not ``.`` or ``..``.
+NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9._+-]{0,99}$"
+_NAME_RE = re.compile(NAME_PATTERN)
+
+#: Largest rank count waitlab accepts (the full Sunway TaihuLight model has 163,840 core groups).
+MAX_RANKS = 1 << 20
+#: Longest simulation time-out accepted (one week).
+MAX_TIMEOUT = 7 * 86400.0
+
+
+def check_name(name: str) -> str:
+    """The problem with a scenario or sweep name ('' when it is a plain folder name).
+
+    >>> check_name("late-rank_2"), check_name("../victim") != "", check_name("..") != ""
+    ('', True, True)
+    """
+    if not isinstance(name, str) or not _NAME_RE.match(name) or name in (".", ".."):
+        return (f"{name!r} is not a plain name: use 1-100 letters, digits, '.', '_', '+' or '-', starting with a "
+                "letter, digit or '_' (it names the results folder)")
+    return ""
+
+
+class ScenarioSection(BaseModel):
+    """``[scenario]``: what the run is called, its seed and its number of MPI ranks."""
+
+    model_config = STRICT
+    name: str = Field(description="plain name of the run; names the results folder (default: the file's stem)")
+    seed: int = Field(0, ge=0, lt=2**63, description="seed of every random draw (imbalance, noise, jitter)")
+    ranks: int = Field(ge=1, le=MAX_RANKS, description="number of MPI processes")
+    description: str = Field("", description="free text")
+
+    @field_validator("name")
+    @classmethod
+    def _plain_name(cls, v: str) -> str:
+        problem = check_name(v)
+        if problem:
+            raise ValueError(problem)
+        return v
+
+
+class PlatformSection(BaseModel):
+    """``[platform]``: which machine model, and how much of it."""
+
+    model_config = STRICT
+    name: str = Field(description="built-in platform (waitlab platforms) or a platform .toml path")
+    nodes: int | None = Field(None, ge=1, le=MAX_RANKS, description="nodes to model (default: as the ranks need)")
+    ranks_per_node: int | None = Field(None, ge=1, le=4096, description="ranks placed on each node")
+    split_cores: bool = Field(False, description="one SimGrid host per core instead of one multi-core host")
+
+
+class SimulationSection(BaseModel):
+    """``[simulation]``: how SMPI runs the scenario."""
+
+    model_config = STRICT
+    alltoall: str = Field("default", description="SMPI alltoall algorithm (" + ", ".join(SMPI_ALLTOALL_ALGORITHMS)
+                          + ")")
+    reference_core_speed: float | None = Field(None, gt=0, le=1e18, description="flop/s of the core the "
+                                               "application's seconds refer to (machine what-ifs)")
+    timeout: float = Field(3600.0, gt=0, le=MAX_TIMEOUT, description="wall-clock limit of one SMPI run (s)")
+    paje: bool = Field(False, description="also record SMPI's Paje trace")
+    config: dict[str, str | int | float | bool] = Field(default_factory=dict,
+                                                        description="extra SimGrid --cfg settings")
+
+    @field_validator("alltoall")
+    @classmethod
+    def _known_algorithm(cls, v: str) -> str:
+        if v != "default" and v not in SMPI_ALLTOALL_ALGORITHMS:
+            raise ValueError(f"unknown SMPI alltoall algorithm {v!r}; use one of: "
+                             f"{', '.join(SMPI_ALLTOALL_ALGORITHMS)} (LAM's simple order is "
+                             "application.alltoall_algorithm = \"lam_simple\")")
+        return v
+
+    @field_validator("config")
+    @classmethod
+    def _no_skip_compute(cls, v: dict[str, Any]) -> dict[str, Any]:
+        for k, val in v.items():
+            if k.strip() == "smpi/simulate-computation":
+                raise ValueError("smpi/simulate-computation would also skip the compute actions of a replay: "
+                                 "remove this setting")
+            if isinstance(val, float) and not math.isfinite(val):
+                raise ValueError(f"{k} must be finite")
+        return v
+
+    def config_pairs(self) -> tuple[tuple[str, str], ...]:
+        """The settings as sorted ``(key, value)`` strings, as SimGrid reads them."""
+        return tuple(sorted((str(k), str(v).lower() if isinstance(v, bool) else str(v))
+                            for k, v in self.config.items()))
+
+
+Phase = float | Literal["random", "shared"]
+
+
+class NoiseSection(BaseModel):
+    """``[noise]``: system noise as detours of the CPU (per node or per core) and compute jitter."""
+
+    model_config = STRICT
+    model: Literal["none", "periodic", "poisson", "signature"] = Field("none", description="detour model")
+    scope: Literal["node", "core"] = Field("node", description="one detour pattern per node or per core")
+    frequency: float | None = Field(None, ge=0, le=1e9, description="periodic: detours per second")
+    duration: float | None = Field(None, ge=0, le=1e6, description="periodic/poisson: seconds per detour (mean)")
+    phase: Phase = Field("random", description="periodic: offset in s, \"random\" per host or \"shared\"")
+    rate: float | None = Field(None, ge=0, le=1e9, description="poisson: arrivals per second")
+    law: Literal[DURATION_LAWS] = Field("constant", description="poisson: law of the detour durations")  # type: ignore[valid-type]
+    pareto_shape: float = Field(2.5, gt=1, le=1e3, description="poisson, law = pareto: shape (> 1)")
+    file: str | None = Field(None, min_length=1, description="signature: noise file of START DURATION lines "
+                             "(relative to the scenario file)")
+    period: float | None = Field(None, gt=0, le=1e9, description="signature: repeat period (s)")
+    offset: Phase = Field("random", description="signature: offset in s, \"random\" or \"shared\"")
+    jitter_std: float = Field(0.0, ge=0, le=10, description="relative standard deviation of compute jitter")
+    jitter_mean: float = Field(0.0, ge=-1, le=10, description="relative mean of compute jitter")
+    horizon_factor: float = Field(4.0, ge=1, le=1e3, description="detours are drawn up to this x the makespan")
+
+    _USES = {"none": set(), "periodic": {"frequency", "duration", "phase"},
+             "poisson": {"rate", "duration", "law", "pareto_shape"}, "signature": {"file", "period", "offset"}}
+    _COMMON = {"model", "scope", "jitter_std", "jitter_mean", "horizon_factor"}
+
+    @model_validator(mode="after")
+    def _model_keys(self) -> NoiseSection:
+        uses = self._USES[self.model]
+        for key in sorted(self.model_fields_set - uses - self._COMMON):
+            raise ValueError(f"{key} is not used by model = {self.model!r}: remove it, or choose the model that "
+                             "uses it")
+        need = {"periodic": ("frequency", "duration"), "poisson": ("rate", "duration"),
+                "signature": ("file",)}.get(self.model, ())
+        for key in need:
+            if getattr(self, key) is None:
+                raise ValueError(f"{key} is required for model = {self.model!r}: add {key} = ... to [noise]")
+        if self.model == "periodic" and self.frequency and self.duration and self.duration * self.frequency >= 1:
+            raise ValueError(f"a {self.duration:g} s detour every {1 / self.frequency:g} s leaves no time to "
+                             "compute: make duration shorter than 1 / frequency")
+        if self.model == "poisson" and self.rate and self.duration and self.rate * self.duration >= 1:
+            raise ValueError(f"rate x duration = {self.rate * self.duration:g}: the host would always be in a "
+                             "detour; make rate x duration < 1")
+        return self
+
+
+class InstrumentationSection(BaseModel):
+    """``[instrumentation]``: what a tracer records and what each record costs."""
+
+    model_config = STRICT
+    events: Literal["none", "mpi", "regions", "all"] = Field("mpi", description="which events are recorded")
+    only: tuple[str, ...] = Field((), description="record only these actions or regions")
+    record_bytes: int = Field(64, ge=0, le=1 << 30, description="bytes per record")
+    payload: float = Field(0.0, ge=0, le=1, description="fraction of the message bytes recorded too")
+    fixed_cost: float = Field(0.0, ge=0, le=10, description="seconds per record")
+    copy_cost: float = Field(0.0, ge=0, le=1, description="seconds per byte copied")
+    where: Literal["after", "before", "both"] = Field("after", description="where the overhead is paid")
+
+
+class TracingSection(BaseModel):
+    """``[tracing]``: the trace buffer, the disk, and the spilling policy."""
+
+    model_config = STRICT
+    policy: Literal[tuple(POLICIES)] = Field("keep", description="spilling policy")  # type: ignore[valid-type]
+    memory: float | None = Field(None, gt=0, le=1e15, description="bytes per node left for trace buffers")
+    buffer_bytes: float | None = Field(None, gt=0, le=1e15, description="bytes per rank of the trace buffer")
+    swap_factor: float = Field(74.8, ge=1, le=1e6, description="per-MB cost factor past memory (Okita et al.: 74.8)")
+    disk_bandwidth: float | None = Field(None, gt=0, le=1e13, description="bytes per second per node")
+    disk_latency: float | None = Field(None, ge=0, le=1e3, description="seconds per flush")
+    writeback_cost: float = Field(0.0, ge=0, le=1, description="seconds per flushed byte")
+    tau: float = Field(1.0, gt=0, le=1e5, description="fixed duration of the swap-out function f (s)")
+    every: int | Literal["auto"] = Field(1, description="f after every N-th synchronisation point, or \"auto\"")
+    sync: Literal["collectives", "steps"] = Field("collectives", description="synchronisation points of f")
+    fill_level: float = Field(0.8, gt=0, le=1, description="fill level that triggers a synchronised flush")
+    safety: float = Field(1.5, ge=1, le=1e3, description="safety factor of predictive flushes")
+    window: int = Field(0, ge=0, le=1 << 30, description="intervals a predictive policy looks back (0 = all)")
+
+    @field_validator("every")
+    @classmethod
+    def _every(cls, v: int | str) -> int | str:
+        if isinstance(v, int) and v < 1:
+            raise ValueError("must be an integer >= 1 or \"auto\"")
+        return v
+
+
+#: Every section of a scenario file except ``[application]`` (validated by the application's class).
+SECTION_MODELS: dict[str, type[BaseModel]] = {
+    "scenario": ScenarioSection, "platform": PlatformSection, "simulation": SimulationSection,
+    "noise": NoiseSection, "instrumentation": InstrumentationSection, "tracing": TracingSection,
+}
+SECTIONS = ("scenario", "platform", "application", "simulation", "noise", "instrumentation", "tracing")
+OPTIONAL_SECTIONS = ("simulation", "noise", "instrumentation", "tracing")
+PERTURBATION_SECTIONS = ("noise", "instrumentation", "tracing")
+
+
+def _loc(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _fix_for(model: type[BaseModel] | None, field: str, err: dict[str, Any]) -> str:
+    ctx = err.get("ctx") or {}
+    if err["type"] == "extra_forbidden" and model is not None:
+        return f"allowed keys: {', '.join(model.model_fields)}"
+    if err["type"] == "literal_error":
+        return f"use one of: {ctx.get('expected', '')}"
+    if model is not None and field in model.model_fields:
+        desc = model.model_fields[field].description or ""
+        if err["type"] == "missing":
+            return f"add {field} = ... ({desc})"
+        return desc
+    return ""
+
+
+def raise_validation(exc: ValidationError, file: str, section: str, model: type[BaseModel] | None) -> None:
+    """Turn the first error of a pydantic :class:`ValidationError` into one :class:`InputError`."""
+    err = exc.errors(include_url=False)[0]
+    loc = tuple(err["loc"])
+    field = str(loc[0]) if loc else ""
+    where = f"{section}.{_loc(loc)}" if loc else section
+    msg = err["msg"].removeprefix("Value error, ")
+    if "input" in err and err["type"] not in ("missing", "extra_forbidden") and not isinstance(err["input"], dict):
+        got = repr(err["input"])
+        msg = f"{msg}, got {got[:80]}"
+    raise InputError(file, where, msg, _fix_for(model, field, err)) from None
+
+
+def validate_section(name: str, table: Any, file: str) -> BaseModel:
+    """Validate one section table with its model (``InputError`` naming the file and key on failure)."""
+    model = SECTION_MODELS[name]
+    if not isinstance(table, dict):
+        raise InputError(file, name, "must be a table", f"write it as [{name}]")
+    try:
+        return model.model_validate(freeze(table))
+    except ValidationError as exc:
+        raise_validation(exc, file, name, model)
+        raise  # (unreachable)
+
+
+def freeze(x: Any) -> Any:
+    """TOML data with lists as tuples (the schema's sequences are tuples)."""
+    if isinstance(x, dict):
+        return {k: freeze(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return tuple(freeze(v) for v in x)
+    return x
+
+
+def section_defaults(name: str) -> dict[str, Any]:
+    """The plain-data default values of a section (used for resolved scenarios)."""
+    model = SECTION_MODELS[name]
+    return {k: f.get_default(call_default_factory=True) for k, f in model.model_fields.items()}
+
+
+def sweepable_keys() -> list[str]:
+    """Dotted keys of every section a sweep may vary (``application.*`` keys depend on the kind).
+
+    >>> "instrumentation.fixed_cost" in sweepable_keys(), "scenario.ranks" in sweepable_keys()
+    (True, True)
+    """
+    return [f"{s}.{k}" for s, m in SECTION_MODELS.items() for k in m.model_fields]
+
+
+def reference_markdown() -> str:
+    """The scenario reference (a Markdown table per section), generated from the schema."""
+    lines = []
+    for name, model in SECTION_MODELS.items():
+        lines += [f"### `[{name}]`", "", (model.__doc__ or "").strip().split("\n")[0], "",
+                  "| key | type | default | meaning |", "| --- | --- | --- | --- |"]
+        for key, f in model.model_fields.items():
+            default = "required" if f.is_required() else repr(f.get_default(call_default_factory=True))
+            ann = str(f.annotation).replace("typing.", "").replace("|", "or")
+            lines.append(f"| `{key}` | {ann} | `{default}` | {f.description or ''} |")
+        lines.append("")
+    return "\n".join(lines)

@@ -1,0 +1,184 @@
+"""Where a run's operations come from: a synthetic model, a captured TI trace, or a real MPI program.
+
+Every source answers two questions the pipeline asks (:class:`Source`):
+
+* :meth:`Source.operations`: the unperturbed operation table, with region names,
+  call paths (nested regions) and the cause ledger;
+* :meth:`Source.execute`: simulate an operation table (its own, perturbed, or
+  with causes removed) on the rendered platform with SMPI, and return the event
+  table.
+
+A synthetic model and a trace are replayed by waitlab's replay extension; a
+program runs under SMPI with waitlab's measurement layer, which executes the
+local operations of the target table that the program itself does not contain
+(perturbations, counterfactual changes).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Protocol
+
+import pandas as pd
+
+from waitlab.experiments.programs import program_binary, program_config, run_real_program
+from waitlab.experiments.real_params import ProgramParams, TraceParams
+from waitlab.experiments.scenario import Scenario
+from waitlab.models.apps.registry import generate
+from waitlab.models.ops import OpTable
+from waitlab.platforms import RenderedPlatform
+from waitlab.simulator.replay import replay_ops
+from waitlab.simulator.ti_trace import ParsedTrace, parse_ti_trace
+from waitlab.simulator.timeline import build_events
+
+
+@dataclass(frozen=True)
+class Execution:
+    """One SMPI run of an operation table: the operations as run, their event table, and what SMPI said."""
+
+    ops: OpTable
+    events: pd.DataFrame
+    output: str
+    smpi_config: dict[str, str]
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+class Source(Protocol):
+    """What the pipeline needs from the origin of a run's operations."""
+
+    kind: str
+
+    def operations(self, platform: RenderedPlatform, settings: Mapping[str, str], work: Path) -> OpTable:
+        """The unperturbed operations (regions, call paths and ledger included)."""
+        ...
+
+    def execute(self, ops: OpTable | None, platform: RenderedPlatform, settings: Mapping[str, str], work: Path,
+                flags: Sequence[str]) -> Execution:
+        """Simulate ``ops`` (``None``: the source's own operations) on ``platform`` with SMPI."""
+        ...
+
+
+def compute_speed(scenario: Scenario, platform: RenderedPlatform) -> float:
+    """Flop/s that converts the application's compute seconds into flops.
+
+    By default the platform's own core speed, so a compute of X seconds takes exactly X seconds on any
+    platform.  With ``[simulation] reference_core_speed`` the seconds are those of that reference core,
+    and a faster or slower platform computes proportionally faster or slower (what-if on another machine).
+    """
+    ref = scenario.simulation.reference_core_speed
+    return float(ref) if ref is not None else float(platform.core_speed)
+
+
+def _what(scenario: Scenario) -> str:
+    return f"SMPI replay of scenario '{scenario.name}' ({scenario.source})"
+
+
+@dataclass(frozen=True)
+class SyntheticSource:
+    """An application model of :mod:`waitlab.models.apps` (pure: operations in, no SMPI needed to make them)."""
+
+    scenario: Scenario
+    kind: str = "synthetic"
+
+    def operations(self, platform: RenderedPlatform, settings: Mapping[str, str], work: Path) -> OpTable:
+        return generate(self.scenario.application, self.scenario.ranks, self.scenario.seed)
+
+    def execute(self, ops: OpTable | None, platform: RenderedPlatform, settings: Mapping[str, str], work: Path,
+                flags: Sequence[str]) -> Execution:
+        sc = self.scenario
+        t = time.perf_counter()
+        if ops is None:
+            ops = self.operations(platform, settings, work)
+        gen = time.perf_counter() - t
+        xml, hostfile = platform.write(work)
+        rep = replay_ops(ops, xml, hostfile, compute_speed(sc, platform), config=dict(settings),
+                         extra_flags=list(flags), timeout=sc.simulation.timeout, work=work, what=_what(sc))
+        return Execution(ops, rep.events, rep.output, dict(settings), {"generate": gen, **rep.stage_seconds})
+
+
+@lru_cache(maxsize=8)
+def _parse_cached(path: str, digest: str, fps: float, n_ranks: int) -> ParsedTrace:
+    return parse_ti_trace(Path(path), flops_per_second=fps, n_ranks=n_ranks)
+
+
+@dataclass(frozen=True)
+class TraceSource:
+    """A time-independent trace (captured by ``waitlab capture``, ``smpirun -trace-ti`` or converted)."""
+
+    scenario: Scenario
+    kind: str = "trace"
+
+    def parsed(self, platform: RenderedPlatform) -> ParsedTrace:
+        """The trace as operations (cached by path, file digest and speed)."""
+        p: TraceParams = self.scenario.application
+        fps = p.flops_per_second or platform.core_speed
+        return _parse_cached(p.trace, p.digest, float(fps), self.scenario.ranks)
+
+    def operations(self, platform: RenderedPlatform, settings: Mapping[str, str], work: Path) -> OpTable:
+        return self.parsed(platform).ops
+
+    def execute(self, ops: OpTable | None, platform: RenderedPlatform, settings: Mapping[str, str], work: Path,
+                flags: Sequence[str]) -> Execution:
+        sc = self.scenario
+        t = time.perf_counter()
+        parsed = self.parsed(platform)
+        ops = parsed.ops if ops is None else ops
+        gen = time.perf_counter() - t
+        xml, hostfile = platform.write(work)
+        rep = replay_ops(ops, xml, hostfile, platform.core_speed, config=dict(settings), extra_flags=list(flags),
+                         timeout=sc.simulation.timeout, work=work, vectors=parsed.vectors, what=_what(sc))
+        meta = {"trace": sc.application.trace, "flops_per_second": parsed.flops_per_second}
+        return Execution(ops, rep.events, rep.output, dict(settings), {"generate": gen, **rep.stage_seconds}, meta)
+
+
+#: Measured operations of the last unperturbed program runs, by scenario hash (a perturbed run starts from them).
+_PROGRAM_OPS: dict[str, OpTable] = {}
+
+
+@dataclass(frozen=True)
+class ProgramSource:
+    """A real C/C++/Fortran MPI program, run under SMPI with waitlab's measurement layer."""
+
+    scenario: Scenario
+    kind: str = "program"
+
+    def operations(self, platform: RenderedPlatform, settings: Mapping[str, str], work: Path) -> OpTable:
+        cached = _PROGRAM_OPS.get(self.scenario.hash())
+        if cached is not None:
+            return cached
+        return self.execute(None, platform, settings, work / "base", ()).ops
+
+    def execute(self, ops: OpTable | None, platform: RenderedPlatform, settings: Mapping[str, str], work: Path,
+                flags: Sequence[str]) -> Execution:
+        sc = self.scenario
+        t = time.perf_counter()
+        binary = program_binary(sc)
+        built = time.perf_counter() - t
+        t = time.perf_counter()
+        m = run_real_program(sc, platform, work, settings, target=ops, extra_flags=flags)
+        smpi = time.perf_counter() - t
+        t = time.perf_counter()
+        events = build_events(m.ops, m.t_enter, m.t_exit)
+        parse = time.perf_counter() - t
+        if ops is None:
+            while len(_PROGRAM_OPS) >= 4:
+                _PROGRAM_OPS.pop(next(iter(_PROGRAM_OPS)))
+            _PROGRAM_OPS[sc.hash()] = m.ops
+        p: ProgramParams = sc.application
+        return Execution(m.ops, events, m.output, program_config(sc, platform, settings),
+                         {"build": built, "smpi": smpi, "parse": parse},
+                         {"program": str(binary), "computation": p.computation})
+
+
+def source_for(scenario: Scenario) -> Source:
+    """The source of a scenario's operations, by its application kind."""
+    if scenario.application_kind == "program":
+        return ProgramSource(scenario)
+    if scenario.application_kind == "trace":
+        return TraceSource(scenario)
+    return SyntheticSource(scenario)

@@ -1,0 +1,137 @@
+"""The Python API: what the command line does, as functions (the CLI is a thin layer over these).
+
+>>> import waitlab
+>>> sorted(waitlab.__all__)[:4]
+['EnvironmentProblem', 'InputError', 'LoadedRun', 'Run']
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Executor
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from waitlab.errors import InputError
+from waitlab.experiments.capture import capture as _capture
+from waitlab.experiments.capture import trace_scenario_text
+from waitlab.experiments.diagnose import Diagnosis, diagnose_path, to_markdown, write_report
+from waitlab.experiments.executors import open_executor
+from waitlab.experiments.perturbation_report import report_text
+from waitlab.experiments.pipeline import Run, RunResult
+from waitlab.experiments.pipeline import run as _run
+from waitlab.experiments.reproduce import okita_spilling, spill_policies, wu_lared_s
+from waitlab.experiments.results import LoadedRun, load_events, load_run, results_folder, summary_text, write_run
+from waitlab.experiments.scenario import Scenario, load_scenario
+from waitlab.experiments.sweep import Sweep, load_sweep, run_sweep
+from waitlab.models.perturb.condition_c import ConditionCReport, check_condition_c
+from waitlab.platforms import describe_platform, list_platforms, load_platform, render_platform
+from waitlab.simulator.doctor import doctor
+
+__all__ = [
+    "REPRODUCTIONS",
+    "Diagnosis",
+    "LoadedRun",
+    "Run",
+    "RunResult",
+    "Scenario",
+    "Sweep",
+    "capture",
+    "check_c",
+    "default_output",
+    "describe",
+    "diagnose",
+    "doctor",
+    "load_events",
+    "load_run",
+    "load_scenario",
+    "load_sweep",
+    "open_executor",
+    "platforms",
+    "report_text",
+    "run",
+    "summary_text",
+    "sweep",
+    "to_markdown",
+    "trace_scenario_text",
+    "write_report",
+]
+
+#: Folder default outputs go under (``results/<scenario name>``).
+RESULTS_ROOT = Path("results")
+
+
+def _scenario(scenario: Scenario | str | Path) -> Scenario:
+    return scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
+
+
+def default_output(name: str, suffix: str = "", root: Path = RESULTS_ROOT) -> Path:
+    """``results/<name><suffix>``; names are checked plain by the schema, so this never leaves ``root``."""
+    out = root / f"{name}{suffix}"
+    if out.resolve().parent != root.resolve():
+        raise InputError("(command line)", "-o", f"the default output for {name!r} would leave {root}/",
+                         "pass -o FOLDER")
+    return out
+
+
+def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, force: bool = False,
+        png: bool = True) -> Run:
+    """Simulate a scenario (a :class:`Scenario` or a TOML path); with ``out``, write its results folder.
+
+    Returns the :class:`~waitlab.experiments.pipeline.Run` (``.result`` has the event table, wait
+    states, summary and metadata; ``.perturbation`` the perturbation study of a perturbed scenario).
+    """
+    sc = _scenario(scenario)
+    if out is None:
+        return _run(sc)
+    with results_folder(Path(out), force) as partial:
+        paje = partial / "smpi.paje" if sc.simulation.paje else None
+        result = _run(sc, paje_file=paje)
+        write_run(result, partial, png=png)
+    return result
+
+
+def sweep(sweep_file: str | Path | Sweep, out: str | Path | None = None, *, executor: str | None = None,
+          workers: int | None = None, scheduler: str | None = None, progress: Any = None) -> pd.DataFrame:
+    """Run a what-if grid (resumable): one results folder per point and ``OUT/sweep.csv``."""
+    sw = sweep_file if isinstance(sweep_file, Sweep) else load_sweep(sweep_file)
+    target = Path(out) if out is not None else default_output(sw.name)
+    kind = executor or ("dask" if scheduler else sw.executor)
+    with open_executor(kind, workers or sw.workers, scheduler or sw.scheduler, source=f"sweep {sw.name}") as ex:
+        return run_sweep(sw, target, executor=ex, progress=progress)
+
+
+def diagnose(source: str | Path, *, executor: Executor | None = None, **kwargs: Any) -> Diagnosis:
+    """CWP-DM, H-CWP-DM, the counterfactual ground truth and the scores of a results folder or scenario.
+
+    A results folder is read back as it is (only counterfactuals are simulated); see
+    :func:`waitlab.experiments.diagnose.diagnose` for the keyword arguments.
+    """
+    return diagnose_path(Path(source), executor=executor, **kwargs)
+
+
+def capture(scenario: Scenario | str | Path, out: str | Path, *, via: str = "layer", force: bool = False) -> Path:
+    """Record a program scenario once as a TI trace; returns the index file."""
+    return _capture(_scenario(scenario), Path(out), via=via, force=force)
+
+
+def check_c(events: str | Path, *, atol: float = 1e-9,
+            kinds: tuple[str, ...] = ("overhead", "swap", "flush", "delay")) -> ConditionCReport:
+    """Check condition C (Okita et al., formula 3) on an event table or results folder."""
+    return check_condition_c(load_events(Path(events)), atol=atol, kinds=kinds)
+
+
+def platforms() -> list[str]:
+    """Names of the built-in platform models."""
+    return list_platforms()
+
+
+def describe(name: str, short: bool = False, xml_ranks: int | None = None) -> str:
+    """A platform model with the source of every figure (or its SimGrid XML for ``xml_ranks`` ranks)."""
+    model = load_platform(name)
+    return render_platform(model, xml_ranks).xml if xml_ranks else describe_platform(model, short=short)
+
+
+#: Paper reproductions of ``waitlab reproduce``: target name -> module (``reproduce``, ``write``, ``markdown``).
+REPRODUCTIONS = {"wu-lared-s": wu_lared_s, "okita-spilling": okita_spilling, "spill-policies": spill_policies}

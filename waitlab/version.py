@@ -1,0 +1,3 @@
+"""The version of waitlab (one place)."""
+
+__version__ = "0.2.0"
