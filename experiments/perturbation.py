@@ -19,6 +19,7 @@ False
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ import numpy as np
 
 from waitlab.errors import InputError
 from waitlab.experiments.scenario import Scenario
-from waitlab.experiments.schema import NoiseSection, TracingSection
+from waitlab.experiments.schema import InstrumentationSection, NoiseSection, TracingSection, validate_section
 from waitlab.models.perturb import noise as nz
 from waitlab.models.perturb.instrumentation import Instrumentation
 from waitlab.models.perturb.stage import NoiseConfig, PerturbationConfig, PlatformFacts, TracingConfig
@@ -95,22 +96,44 @@ def tracing_config(sec: TracingSection) -> TracingConfig:
     return TracingConfig(**sec.model_dump())
 
 
+def build_config(noise: NoiseSection | None, instrumentation: InstrumentationSection | None,
+                 tracing: TracingSection | None, file: str) -> PerturbationConfig:
+    """The perturbation stage of validated sections (``None`` = section absent)."""
+    noise_cfg = noise_config(noise, file) if noise is not None else NoiseConfig()
+    if instrumentation is not None:
+        inst = Instrumentation(**instrumentation.model_dump())
+    elif tracing is not None:
+        inst = Instrumentation()
+    else:
+        inst = Instrumentation(events="none")
+    tracing_cfg = tracing_config(tracing) if tracing is not None else None
+    if tracing_cfg is None and inst.active:
+        tracing_cfg = TracingConfig()
+    return PerturbationConfig(noise=noise_cfg, instrumentation=inst, tracing=tracing_cfg, source=file)
+
+
 def perturbation_config(scenario: Scenario) -> PerturbationConfig | None:
     """The perturbation stage of a scenario, or ``None`` when it has no perturbation section."""
     if not scenario.perturbed:
         return None
-    file = scenario.source
-    noise = noise_config(scenario.noise, file) if scenario.noise is not None else NoiseConfig()
-    if scenario.instrumentation is not None:
-        inst = Instrumentation(**scenario.instrumentation.model_dump())
-    elif scenario.tracing is not None:
-        inst = Instrumentation()
-    else:
-        inst = Instrumentation(events="none")
-    tracing = tracing_config(scenario.tracing) if scenario.tracing is not None else None
-    if tracing is None and inst.active:
-        tracing = TracingConfig()
-    return PerturbationConfig(noise=noise, instrumentation=inst, tracing=tracing, source=file)
+    return build_config(scenario.noise, scenario.instrumentation, scenario.tracing, scenario.source)
+
+
+def parse_perturbation(tables: Mapping[str, Any], file: str = "<scenario>") -> PerturbationConfig:
+    """Validate ``[noise]``, ``[instrumentation]`` and ``[tracing]`` tables (as in a scenario) into the stage.
+
+    >>> parse_perturbation({"tracing": {"policy": "per_rank"}}).tracing.policy
+    'per_rank'
+    """
+    secs: dict[str, Any] = {}
+    for name in ("noise", "instrumentation", "tracing"):
+        if name in tables:
+            secs[name] = validate_section(name, tables[name], file)
+    noise = secs.get("noise")
+    if isinstance(noise, NoiseSection) and noise.file is not None and not Path(noise.file).is_absolute():
+        base = Path(file).parent if not file.startswith("<") else Path.cwd()
+        secs["noise"] = noise.model_copy(update={"file": str(base / noise.file)})
+    return build_config(secs.get("noise"), secs.get("instrumentation"), secs.get("tracing"), file)
 
 
 def platform_facts(model: PlatformModel, platform: Any) -> PlatformFacts:

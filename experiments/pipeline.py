@@ -187,19 +187,27 @@ def noise_for(prep: Prepared, horizon: float) -> NoiseSetup:
     return noise_setup(prep.perturbation.noise, prep.facts(), sc.seed, horizon, sc.source)
 
 
-def run(scenario: Scenario, *, paje_file: Path | None = None, base: RunResult | None = None) -> Run:
+def simulate(scenario: Scenario, ops: OpTable | None = None, *,
+             speed_profiles: Mapping[str, str] | None = None) -> RunResult:
+    """One SMPI run of ``scenario`` (or of ``ops`` on its platform): :func:`prepare` + :func:`simulate_ops`."""
+    return simulate_ops(prepare(scenario), ops, speed_profiles=speed_profiles)
+
+
+def run(scenario: Scenario, *, paje_file: Path | None = None, base: RunResult | None = None,
+        ops: OpTable | None = None) -> Run:
     """Simulate a scenario as ``waitlab run`` does (see the module doc).
 
     ``base`` is the unperturbed run of the same operations when already simulated (studies that compare
-    several perturbations of one run pass it to save the unperturbed SMPI run).
+    several perturbations of one run pass it to save the unperturbed SMPI run); ``ops`` replaces the
+    source's operations (a hand-built case).
     """
     prep = prepare(scenario)
     cfg = prep.perturbation
     if cfg is None:
-        return Run(simulate_ops(prep, paje_file=paje_file))
+        return Run(simulate_ops(prep, ops, paje_file=paje_file))
     stages: dict[str, float] = {}
     t = time.perf_counter()
-    base = base if base is not None else simulate_ops(prep)
+    base = base if base is not None else simulate_ops(prep, ops)
     stages["unperturbed_run"] = time.perf_counter() - t
     horizon = max(cfg.noise.horizon_factor * max(float(base.summary["makespan"]), 1e-3), 1e-3)
     setup = noise_for(prep, horizon)

@@ -44,6 +44,14 @@ MAX_RANKS = 1 << 20
 MAX_TIMEOUT = 7 * 86400.0
 
 
+class FieldProblem(ValueError):
+    """A cross-field rule broken by one key: raised in model validators so the error names that key."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(message)
+
+
 def check_name(name: str) -> str:
     """The problem with a scenario or sweep name ('' when it is a plain folder name).
 
@@ -111,10 +119,10 @@ class SimulationSection(BaseModel):
     def _no_skip_compute(cls, v: dict[str, Any]) -> dict[str, Any]:
         for k, val in v.items():
             if k.strip() == "smpi/simulate-computation":
-                raise ValueError("smpi/simulate-computation would also skip the compute actions of a replay: "
-                                 "remove this setting")
+                raise FieldProblem(k, "disabling computation also skips compute actions of a replay: remove this "
+                                   "setting")
             if isinstance(val, float) and not math.isfinite(val):
-                raise ValueError(f"{k} must be finite")
+                raise FieldProblem(k, "must be finite")
         return v
 
     def config_pairs(self) -> tuple[tuple[str, str], ...]:
@@ -154,18 +162,18 @@ class NoiseSection(BaseModel):
     def _model_keys(self) -> NoiseSection:
         uses = self._USES[self.model]
         for key in sorted(self.model_fields_set - uses - self._COMMON):
-            raise ValueError(f"{key} is not used by model = {self.model!r}: remove it, or choose the model that "
+            raise FieldProblem(key, f"{key} is not used by model = {self.model!r}: remove it, or choose the model that "
                              "uses it")
         need = {"periodic": ("frequency", "duration"), "poisson": ("rate", "duration"),
                 "signature": ("file",)}.get(self.model, ())
         for key in need:
             if getattr(self, key) is None:
-                raise ValueError(f"{key} is required for model = {self.model!r}: add {key} = ... to [noise]")
+                raise FieldProblem(key, f"{key} is required for model = {self.model!r}: add {key} = ... to [noise]")
         if self.model == "periodic" and self.frequency and self.duration and self.duration * self.frequency >= 1:
-            raise ValueError(f"a {self.duration:g} s detour every {1 / self.frequency:g} s leaves no time to "
+            raise FieldProblem("duration", f"a {self.duration:g} s detour every {1 / self.frequency:g} s leaves no time to "
                              "compute: make duration shorter than 1 / frequency")
         if self.model == "poisson" and self.rate and self.duration and self.rate * self.duration >= 1:
-            raise ValueError(f"rate x duration = {self.rate * self.duration:g}: the host would always be in a "
+            raise FieldProblem("rate", f"rate x duration = {self.rate * self.duration:g}: the host would always be in a "
                              "detour; make rate x duration < 1")
         return self
 
@@ -240,13 +248,29 @@ def _fix_for(model: type[BaseModel] | None, field: str, err: dict[str, Any]) -> 
     return ""
 
 
+_MESSAGES = {
+    "greater_than": "must be > {gt}", "greater_than_equal": "must be >= {ge}", "less_than": "must be < {lt}",
+    "less_than_equal": "must be <= {le}", "int_type": "must be an integer", "int_from_float": "must be an integer",
+    "float_type": "must be a number", "bool_type": "must be true or false", "string_type": "must be a string",
+    "finite_number": "must be a finite number", "literal_error": "unknown value (allowed: {expected})",
+    "extra_forbidden": "unknown key", "missing": "is required", "dict_type": "must be a table",
+    "tuple_type": "must be a list", "string_too_short": "must not be empty", "string_pattern_mismatch":
+    "has characters that are not allowed", "too_short": "must have at least {min_length} entries",
+}
+
+
 def raise_validation(exc: ValidationError, file: str, section: str, model: type[BaseModel] | None) -> None:
     """Turn the first error of a pydantic :class:`ValidationError` into one :class:`InputError`."""
     err = exc.errors(include_url=False)[0]
     loc = tuple(err["loc"])
+    cause = (err.get("ctx") or {}).get("error")
+    if isinstance(cause, FieldProblem):
+        loc = (*loc, cause.field)
     field = str(loc[0]) if loc else ""
     where = f"{section}.{_loc(loc)}" if loc else section
-    msg = err["msg"].removeprefix("Value error, ")
+    ctx = err.get("ctx") or {}
+    template = _MESSAGES.get(err["type"])
+    msg = template.format(**ctx) if template is not None else err["msg"].removeprefix("Value error, ")
     if "input" in err and err["type"] not in ("missing", "extra_forbidden") and not isinstance(err["input"], dict):
         got = repr(err["input"])
         msg = f"{msg}, got {got[:80]}"

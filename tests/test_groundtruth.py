@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from ideal_replay import chain_ops, ideal_replay, work
 
-from waitlab.experiments.diagnose import diagnose, scenario_from_resolved, to_markdown, write_report
+from waitlab.experiments.diagnose import diagnose, to_markdown, write_report
 from waitlab.experiments.groundtruth import (
     Counterfactuals,
     ground_truth,
@@ -165,6 +165,6 @@ def test_scenario_round_trips_through_run_json(ranks):
                        "application": {"kind": "lared_s", "steps": 2,
                                        "imbalance": [{"region": "Hydro", "ranks": ranks, "magnitude": 0.5}]},
                        "simulation": {"config": {"smpi/async-small-thresh": 0}}}, "rt.toml")
-    back = scenario_from_resolved(json.loads(json.dumps(sc.resolved())))
+    back = from_mapping(json.loads(json.dumps(sc.resolved())))
     assert back.hash() == sc.hash()
     assert np.array_equal(back.application.imbalance[0].selection.ranks, sc.application.imbalance[0].selection.ranks)

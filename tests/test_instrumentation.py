@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from waitlab.errors import InputError
-from waitlab.experiments.perturbation import PlatformFacts, parse_perturbation, perturb_ops
+from waitlab.experiments.perturbation import parse_perturbation
+from waitlab.models.perturb.stage import PlatformFacts, perturb_ops
 from waitlab.models.ops import ACTIONS, CAUSE_KINDS, OpBuilder, OpTable
 from waitlab.models.perturb.insertion import Insertions, apply_insertions, key
 from waitlab.models.perturb.instrumentation import Instrumentation, collective_points, select_records, step_points

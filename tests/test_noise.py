@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from waitlab.errors import InputError
-from waitlab.experiments.perturbation import PlatformFacts, noise_setup, parse_perturbation
+from waitlab.experiments.perturbation import parse_perturbation, perturbation_config
+from waitlab.models.perturb.stage import PlatformFacts, noise_setup
 from waitlab.models.perturb import noise as nz
 
 
@@ -201,7 +202,8 @@ def test_example_scenario_validates() -> None:
     from waitlab.experiments.scenario import load_scenario
 
     sc = load_scenario(Path(__file__).resolve().parents[1] / "examples" / "perturbed_stencil.toml")
-    cfg = parse_perturbation(sc.extra, sc.source)
+    cfg = perturbation_config(sc)
+    assert cfg is not None
     sig = cfg.noise.model
     assert isinstance(sig, nz.SignatureNoise) and len(sig.start) == 11 and sig.period == 0.010
     # 10 ticks of 25 us and one 200 us wake-up every 10 ms: 4.5 % of the time

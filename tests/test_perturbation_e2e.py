@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from waitlab.experiments.perturbation import run_perturbed
+from waitlab.experiments.pipeline import run as run_pipeline
 from waitlab.experiments.scenario import Scenario, from_mapping
 from waitlab.models.ops import CAUSE_KINDS, OpBuilder, OpTable
 
@@ -89,7 +89,7 @@ def test_periodic_detour_lands_only_on_compute(platform_file: str) -> None:
     # rank 1: waits in recv during its detour at 0.5 (costs nothing), receives at 1.1 + ~1 us (8 B message),
     #         then computes 0.5 s from ~1.100001: hits [1.5, 1.6) too -> lasts 0.6 s
     sc = scenario(platform_file, 2, noise={"model": "periodic", "frequency": 1.0, "duration": 0.1, "phase": 0.5})
-    res = run_perturbed(sc, ops=late_sender_ops())
+    res = run_pipeline(sc, ops=late_sender_ops()).perturbation
     ev = res.measured.events
     c0 = rows(ev, 0, "compute")
     assert c0["exit"].tolist() == pytest.approx([1.1, 1.7], abs=EPS)
@@ -113,7 +113,7 @@ def test_detour_stretch_equals_ledger_per_operation(platform_file: str) -> None:
     sc = scenario(platform_file, 4, application={"kind": "stencil", "steps": 3, "dims": 1, "compute_seconds": 0.003,
                                                  "halo_bytes": 1024},
                   noise={"model": "periodic", "frequency": 1000.0, "duration": 2e-5, "phase": "random"})
-    res = run_perturbed(sc)
+    res = run_pipeline(sc).perturbation
     ev = res.measured.events
     comp = ev[ev["kind"].astype(str) == "compute"]
     stretch = (comp["exit"] - comp["enter"]).to_numpy() - 0.003
@@ -127,10 +127,10 @@ def test_detour_stretch_equals_ledger_per_operation(platform_file: str) -> None:
 
 def test_zero_rate_noise_gives_identical_event_tables(platform_file: str) -> None:
     app = {"kind": "stencil", "steps": 2, "dims": 1, "compute_seconds": 0.002, "halo_bytes": 512}
-    quiet = run_perturbed(scenario(platform_file, 4, application=app,
-                                   noise={"model": "poisson", "rate": 0.0, "duration": 1e-3}))
-    zero_f = run_perturbed(scenario(platform_file, 4, application=app,
-                                    noise={"model": "periodic", "frequency": 0.0, "duration": 1e-3}))
+    quiet = run_pipeline(scenario(platform_file, 4, application=app,
+                                   noise={"model": "poisson", "rate": 0.0, "duration": 1e-3})).perturbation
+    zero_f = run_pipeline(scenario(platform_file, 4, application=app,
+                                    noise={"model": "periodic", "frequency": 0.0, "duration": 1e-3})).perturbation
     pd.testing.assert_frame_equal(quiet.measured.events, quiet.unperturbed.events)
     pd.testing.assert_frame_equal(zero_f.measured.events, quiet.unperturbed.events)
     assert quiet.report["makespan"]["difference"] == 0.0 and quiet.noise_hits.total() == 0.0
@@ -146,7 +146,7 @@ def test_equal_overhead_on_both_sides_keeps_waits(platform_file: str) -> None:
     b.add("send", 0, step=0, peer=1, value=8)
     b.add("recv", 1, step=0, peer=0, value=8)
     sc = scenario(platform_file, 2, instrumentation={"events": "regions", "record_bytes": 0, "fixed_cost": 0.25})
-    res = run_perturbed(sc, ops=b.build())
+    res = run_pipeline(sc, ops=b.build()).perturbation
     assert res.condition_c.holds and res.condition_c.pairs == 1
     # late sender: unperturbed 1.0 - 0.5 = 0.5; measured (1.0 + 0.5) - (0.5 + 0.5) = 0.5: no distortion
     d = res.distortion
@@ -158,7 +158,7 @@ def test_equal_overhead_on_both_sides_keeps_waits(platform_file: str) -> None:
 def test_overhead_before_one_send_grows_the_late_sender_wait(platform_file: str) -> None:
     sc = scenario(platform_file, 2, instrumentation={"events": "mpi", "only": ["send"], "where": "before",
                                                      "record_bytes": 0, "fixed_cost": 0.25})
-    res = run_perturbed(sc, ops=late_sender_ops())
+    res = run_pipeline(sc, ops=late_sender_ops()).perturbation
     d = res.distortion
     ls = d[d["pattern"] == "late_sender"].iloc[0]
     assert (ls["rank"], ls["unperturbed"]) == (1, pytest.approx(1.0, abs=EPS))
@@ -187,7 +187,7 @@ def test_per_rank_flush_on_imbalanced_growth_breaks_c_at_step_2(platform_file: s
     sc = scenario(platform_file, 2, instrumentation={"events": "all", "only": ["A", "send", "recv", "barrier"],
                                                      "record_bytes": 100},
                   tracing={"policy": "per_rank", "buffer_bytes": 1000})
-    res = run_perturbed(sc, ops=b.build())
+    res = run_pipeline(sc, ops=b.build()).perturbation
     cc = res.condition_c
     assert not cc.holds
     first = cc.first

@@ -192,11 +192,11 @@ def test_injection_schedule_places_operations_around_the_programs_computation() 
 @pytest.mark.parametrize(("app", "message"), [
     ({"kind": "program"}, "give exactly one of sources or binary"),
     ({"kind": "program", "sources": ["missing.c"]}, "missing.c does not exist"),
-    ({"kind": "program", "sources": "late_sender.c"}, "must be a list of strings"),
-    ({"kind": "program", "sources": ["late_sender.c"], "computation": "fast"}, "must be one of none, measured"),
+    ({"kind": "program", "sources": "late_sender.c"}, "must be a list"),
+    ({"kind": "program", "sources": ["late_sender.c"], "computation": "fast"}, "allowed: 'none' or 'measured'"),
     ({"kind": "program", "sources": ["late_sender.c"], "exit_codes": [-1]}, "statuses 0..255"),
     ({"kind": "program", "sources": ["late_sender.c"], "colour": 1}, "unknown key"),
-    ({"kind": "program", "sources": ["late_sender.c"], "language": "cobol"}, "must be one of c, c++, fortran"),
+    ({"kind": "program", "sources": ["late_sender.c"], "language": "cobol"}, "allowed: 'c', 'c++' or 'fortran'"),
     ({"kind": "trace"}, "application.trace: is required"),
     ({"kind": "trace", "trace": "none/index.txt"}, "does not exist"),
 ])
@@ -224,7 +224,7 @@ def test_program_scenario_hash_follows_the_source(tmp_path: Path) -> None:
 @needs_smpi
 @pytest.mark.parametrize("x", [0.25, 0.0125])
 def test_execute_benched_before_send_gives_exact_late_sender_wait(tmp_path: Path, x: float) -> None:
-    from waitlab.experiments.run import simulate
+    from waitlab.experiments.pipeline import simulate
 
     sc = program_scenario(tmp_path, "late_sender.c", args=[repr(x)])
     real = simulate(sc)
@@ -255,7 +255,7 @@ def test_execute_benched_before_send_gives_exact_late_sender_wait(tmp_path: Path
 def bsp_run(tmp_path_factory: pytest.TempPathFactory) -> Any:
     if not HAVE_SMPI:
         pytest.skip("SimGrid SMPI is not installed")
-    from waitlab.experiments.run import simulate
+    from waitlab.experiments.pipeline import simulate
 
     tmp = tmp_path_factory.mktemp("bsp")
     sc = program_scenario(tmp, "bsp.c", ranks=4, args=["3"])
@@ -311,7 +311,7 @@ def test_unannotated_code_gets_call_site_regions(bsp_run: Any) -> None:
 
 @pytest.mark.simgrid
 def test_layer_injects_perturbations_into_the_running_program(bsp_run: Any) -> None:
-    from waitlab.experiments.run import simulate
+    from waitlab.experiments.pipeline import simulate
     from waitlab.models.ops import CAUSE_KINDS, Ledger
 
     sc, base = bsp_run
@@ -328,7 +328,7 @@ def test_layer_injects_perturbations_into_the_running_program(bsp_run: Any) -> N
                                  ops.seq[rows].astype(np.int64), ledger=led)
 
     target = perturb(sc, base.ops, None)
-    res = simulate(sc, perturb=perturb)
+    res = simulate(sc, target)
     assert len(res.ops) == len(target) and np.array_equal(res.ops.code, target.code)
     assert np.array_equal(res.ops.cause, target.cause) and len(res.ops.ledger) == 3
     ev, ev0 = res.events, base.events
@@ -347,8 +347,8 @@ def test_layer_injects_perturbations_into_the_running_program(bsp_run: Any) -> N
 
 @pytest.mark.simgrid
 def test_capture_then_replay_gives_the_same_waits(bsp_run: Any, tmp_path: Path) -> None:
-    from waitlab.experiments.programs import capture
-    from waitlab.experiments.run import simulate
+    from waitlab.experiments.capture import capture
+    from waitlab.experiments.pipeline import simulate
 
     sc, real = bsp_run
     index = capture(sc, tmp_path / "cap")
@@ -372,7 +372,7 @@ def test_capture_then_replay_gives_the_same_waits(bsp_run: Any, tmp_path: Path) 
 
 @pytest.mark.simgrid
 def test_smpi_capture_of_wildcard_receives_is_refused_clearly(bsp_run: Any, tmp_path: Path) -> None:
-    from waitlab.experiments.programs import capture
+    from waitlab.experiments.capture import capture
 
     sc, _ = bsp_run
     with pytest.raises(InputError, match="from any source"):
@@ -385,7 +385,7 @@ def test_smpi_capture_of_wildcard_receives_is_refused_clearly(bsp_run: Any, tmp_
 def test_fortran_program_is_measured(tmp_path: Path) -> None:
     if shutil.which("smpif90") is None or shutil.which("gfortran") is None:
         pytest.skip("smpif90/gfortran not installed (apt-get install gfortran)")
-    from waitlab.experiments.run import simulate
+    from waitlab.experiments.pipeline import simulate
 
     res = simulate(program_scenario(tmp_path, "ring.f90", ranks=2))
     ev = res.events
@@ -403,7 +403,7 @@ def test_fortran_program_is_measured(tmp_path: Path) -> None:
 @pytest.mark.simgrid
 @needs_smpi
 def test_compile_error_is_shown_verbatim_with_the_file(tmp_path: Path) -> None:
-    from waitlab.experiments.run import simulate
+    from waitlab.experiments.pipeline import simulate
 
     bad = tmp_path / "broken.c"
     bad.write_text("#include <mpi.h>\nint main(int argc, char** argv) {\n  MPI_Init(&argc, &argv)\n"
@@ -424,7 +424,7 @@ def test_compile_error_is_shown_verbatim_with_the_file(tmp_path: Path) -> None:
     ("exit", ["did not reach MPI_Finalize", "did not return 0"]),
 ])
 def test_program_failures_quote_simgrid_and_the_output(tmp_path: Path, mode: str, words: list[str]) -> None:
-    from waitlab.experiments.run import run_scenario
+    from waitlab.api import run as run_scenario
 
     sc = program_scenario(tmp_path, "fail.c", ranks=2, args=[mode])
     with pytest.raises(SimulationError) as err:
@@ -439,7 +439,7 @@ def test_program_failures_quote_simgrid_and_the_output(tmp_path: Path, mode: str
 @pytest.mark.simgrid
 @needs_smpi
 def test_program_time_limit(tmp_path: Path) -> None:
-    from waitlab.experiments.run import simulate
+    from waitlab.experiments.pipeline import simulate
 
     sc = program_scenario(tmp_path, "fail.c", ranks=2, args=["loop"], simulation={"timeout": 3})
     with pytest.raises(SimulationError, match="exceeded the time limit of 3 s"):
@@ -455,7 +455,7 @@ def test_binary_without_the_layer_is_refused(tmp_path: Path) -> None:
     subprocess.run(["smpicc", str(PROGRAMS / "late_sender.c"), "-o", str(exe)], check=True, capture_output=True)
     data = {"scenario": {"ranks": 2}, "platform": {"name": "dawning_5000a"},
             "application": {"kind": "program", "binary": str(exe)}}
-    from waitlab.experiments.run import simulate
+    from waitlab.experiments.pipeline import simulate
 
     with pytest.raises(InputError, match="was not linked with waitlab's measurement layer"):
         simulate(from_mapping(data, str(tmp_path / "s.toml")))
@@ -487,13 +487,13 @@ def _mpi_counts(ev: pd.DataFrame) -> pd.DataFrame:
 @pytest.mark.parametrize(("bench", "ranks"), [("ep", 4), ("is", 4), ("dt", 5)])
 def test_nas_runs_on_two_platforms(simgrid_sources: Path, tmp_path: Path, bench: str, ranks: int) -> None:
     from waitlab.experiments.nas import nas_scenario
-    from waitlab.experiments.programs import capture
-    from waitlab.experiments.run import run_scenario
+    from waitlab.experiments.capture import capture
+    from waitlab.api import run as run_scenario
 
     counts = {}
     for platform in ("dawning_5000a", "deepcomp_7000"):
         sc = nas_scenario(bench, ranks=ranks, platform=platform)
-        res = run_scenario(sc, tmp_path / platform, png=False)
+        res = run_scenario(sc, tmp_path / platform, png=False).result
         assert (tmp_path / platform / "waits.parquet").is_file()
         w = res.waits
         assert (w["wait"] >= 0).all() and len(w) > 0
@@ -522,8 +522,8 @@ def test_nas_runs_on_two_platforms(simgrid_sources: Path, tmp_path: Path, bench:
 @pytest.mark.slow
 def test_smpi_collective_test_program_and_smpi_capture_replay(simgrid_sources: Path, tmp_path: Path) -> None:
     from waitlab.experiments.nas import nas_scenario, smpi_test_scenario
-    from waitlab.experiments.programs import capture
-    from waitlab.experiments.run import simulate
+    from waitlab.experiments.capture import capture
+    from waitlab.experiments.pipeline import simulate
 
     res = simulate(smpi_test_scenario("coll-allreduce", ranks=4))
     c = _mpi_counts(res.events)
@@ -539,19 +539,19 @@ def test_smpi_collective_test_program_and_smpi_capture_replay(simgrid_sources: P
 
 @pytest.mark.simgrid
 def test_instrumentation_charged_in_the_program_matches_the_replay(bsp_run: Any, tmp_path: Path) -> None:
-    from waitlab.experiments.perturbation import run_perturbed
-    from waitlab.experiments.programs import capture
+    from waitlab.experiments.pipeline import run as run_pipeline
+    from waitlab.experiments.capture import capture
 
     sc0, _ = bsp_run
     extra = {"instrumentation": {"events": "all", "fixed_cost": 1e-5}}
     sc = from_mapping({"scenario": {"name": "bsp-instr", "ranks": 4}, "platform": {"name": "dawning_5000a"},
                        "application": {"kind": "program", "sources": [str(PROGRAMS / "bsp.c")], "args": ["3"]},
                        **extra}, str(tmp_path / "s.toml"))
-    real = run_perturbed(sc)
+    real = run_pipeline(sc).perturbation
     index = capture(sc0, tmp_path / "cap")
     tsc = from_mapping({"scenario": {"name": "bsp-instr-replay", "ranks": 4}, "platform": {"name": "dawning_5000a"},
                         "application": {"kind": "trace", "trace": str(index)}, **extra}, "<test>")
-    rep = run_perturbed(tsc)
+    rep = run_pipeline(tsc).perturbation
     for key in ("makespan", "total_wait"):
         assert real.report[key]["measured"] == pytest.approx(rep.report[key]["measured"], rel=0.01)
     assert real.report["injected_seconds"] == pytest.approx(rep.report["injected_seconds"])

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from waitlab.errors import InputError, SimulationError
-from waitlab.experiments.run import run_scenario
+from waitlab.api import run as run_scenario
 from waitlab.experiments.scenario import from_mapping, load_scenario
 
 GOOD = """
@@ -39,9 +39,9 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.parametrize(("edit", "field", "words"), [
     (("ranks = 4", "ranks = 0"), "scenario.ranks", "must be >= 1"),
-    (("ranks = 4", 'ranks = "four"'), "scenario.ranks", "must be int"),
-    (("seed = 7", "seed = -1"), "scenario.seed", "non-negative"),
-    (('[application]', '[aplication]'), "aplication", "unknown key"),
+    (("ranks = 4", 'ranks = "four"'), "scenario.ranks", "must be an integer"),
+    (("seed = 7", "seed = -1"), "scenario.seed", "must be >= 0"),
+    (('[application]', '[aplication]'), "aplication", "unknown section"),
     (('name = "dawning_5000a"', 'nodes = 2'), "platform.name", "is required"),
     (('kind = "stencil"', 'kind = "stencl"'), "application.kind", "unknown application kind 'stencl'"),
     (("steps = 3", "steps = 3\nsimulation_speed = 2"), "application.simulation_speed", "unknown key"),
@@ -156,7 +156,7 @@ def test_doctor_reports_every_part():
 
 @pytest.mark.simgrid
 def test_reference_core_speed_scales_compute_with_the_platform(tmp_path):
-    from waitlab.experiments.run import simulate
+    from waitlab.experiments.pipeline import simulate
 
     text = GOOD.replace("ranks = 4", "ranks = 2") + "compute_seconds = 0.5\nallreduce_every = 0\nhalo_bytes = 0\n"
     exact = simulate(load_scenario(write(tmp_path, text, "a.toml")))
