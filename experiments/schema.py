@@ -259,9 +259,17 @@ _MESSAGES = {
 }
 
 
+_TYPE_TAGS = {"float", "int", "str", "bool", "tuple", "dict", "none"}
+
+
 def raise_validation(exc: ValidationError, file: str, section: str, model: type[BaseModel] | None) -> None:
     """Turn the first error of a pydantic :class:`ValidationError` into one :class:`InputError`."""
-    err = exc.errors(include_url=False)[0]
+    errors = exc.errors(include_url=False)
+    for e in errors:  # union members tag the location with their type: drop the tags
+        e["loc"] = tuple(p for p in e["loc"] if not (isinstance(p, str) and (p in _TYPE_TAGS or "[" in p)))
+    err = errors[0]
+    same = [e for e in errors if e["loc"] == err["loc"]]
+    err = next((e for e in same if e["type"] == "literal_error"), err)
     loc = tuple(err["loc"])
     cause = (err.get("ctx") or {}).get("error")
     if isinstance(cause, FieldProblem):
