@@ -97,6 +97,9 @@ class Scenario:
             value = getattr(self, sec)
             if value is not None:
                 out[sec] = _dump(value)
+        if self.noise is not None:  # only the keys the noise model uses (the others are errors as input)
+            keep = self.noise.used_keys()
+            out["noise"] = {k: v for k, v in out["noise"].items() if k in keep}
         return out
 
     def fingerprint(self) -> str:

@@ -158,6 +158,10 @@ class NoiseSection(BaseModel):
              "poisson": {"rate", "duration", "law", "pareto_shape"}, "signature": {"file", "period", "offset"}}
     _COMMON = {"model", "scope", "jitter_std", "jitter_mean", "horizon_factor"}
 
+    def used_keys(self) -> set[str]:
+        """The keys this section's model reads (the others must not be given)."""
+        return set(self._USES[self.model]) | set(self._COMMON)
+
     @model_validator(mode="after")
     def _model_keys(self) -> NoiseSection:
         uses = self._USES[self.model]

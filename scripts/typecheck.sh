@@ -7,4 +7,6 @@ tree=.typecheck
 rm -rf "$tree" && mkdir -p "$tree/waitlab"
 for f in waitlab/*.py; do ln -s "../../$f" "$tree/waitlab/$(basename "$f")"; done
 for d in simulator models platforms experiments; do ln -s "../../$d" "$tree/waitlab/$d"; done
-exec "${VENV:-.venv}/bin/mypy" --config-file pyproject.toml "$tree/waitlab"
+"${VENV:-.venv}/bin/mypy" --config-file pyproject.toml "$tree/waitlab"
+# The layer contract (import-linter) over the same mirror: models pure, simulator below experiments, CLI on the API.
+(cd "$tree" && PYTHONPATH=. "../${VENV:-.venv}/bin/lint-imports" --config ../pyproject.toml)
