@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from waitlab.version import __version__
 from waitlab.experiments.perturbation import perturbation_config, platform_facts
 from waitlab.experiments.perturbation_report import PerturbationResult, event_op_rows, perturbation_report
 from waitlab.experiments.scenario import Scenario
@@ -46,6 +45,7 @@ from waitlab.models.perturb.stage import (
 from waitlab.platforms import PlatformModel, RenderedPlatform, load_platform, render_platform
 from waitlab.simulator.build import simgrid_version
 from waitlab.simulator.timeline import SCHEMA_VERSION
+from waitlab.version import __version__
 
 #: SimGrid settings applied to every SMPI run unless the scenario overrides them.  SimGrid 3.32's LMM solver
 #: aborts ("Cannot saturate more a constraint that has no active element") when rounding error in a heavily

@@ -51,7 +51,7 @@ def _pid_alive(pid: int) -> bool:
 
 def clean_stale_partials(parent: Path) -> list[Path]:
     """Remove ``.NAME.partial-PID`` folders of processes that no longer run; return what was removed."""
-    removed = []
+    removed: list[Path] = []
     if not parent.is_dir():
         return removed
     for p in parent.glob(".*.partial-*"):

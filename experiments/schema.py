@@ -174,11 +174,11 @@ class NoiseSection(BaseModel):
             if getattr(self, key) is None:
                 raise FieldProblem(key, f"{key} is required for model = {self.model!r}: add {key} = ... to [noise]")
         if self.model == "periodic" and self.frequency and self.duration and self.duration * self.frequency >= 1:
-            raise FieldProblem("duration", f"a {self.duration:g} s detour every {1 / self.frequency:g} s leaves no time to "
-                             "compute: make duration shorter than 1 / frequency")
+            raise FieldProblem("duration", f"a {self.duration:g} s detour every {1 / self.frequency:g} s leaves "
+                               "no time to compute: make duration shorter than 1 / frequency")
         if self.model == "poisson" and self.rate and self.duration and self.rate * self.duration >= 1:
-            raise FieldProblem("rate", f"rate x duration = {self.rate * self.duration:g}: the host would always be in a "
-                             "detour; make rate x duration < 1")
+            raise FieldProblem("rate", f"rate x duration = {self.rate * self.duration:g}: the host would always "
+                               "be in a detour; make rate x duration < 1")
         return self
 
 
@@ -238,7 +238,7 @@ def _loc(loc: tuple[int | str, ...]) -> str:
     return out
 
 
-def _fix_for(model: type[BaseModel] | None, field: str, err: dict[str, Any]) -> str:
+def _fix_for(model: type[BaseModel] | None, field: str, err: Any) -> str:
     ctx = err.get("ctx") or {}
     if err["type"] == "extra_forbidden" and model is not None:
         return f"allowed keys: {', '.join(model.model_fields)}"

@@ -51,7 +51,10 @@ class Execution:
 class Source(Protocol):
     """What the pipeline needs from the origin of a run's operations."""
 
-    kind: str
+    @property
+    def kind(self) -> str:
+        """``synthetic``, ``trace`` or ``program``."""
+        ...
 
     def operations(self, platform: RenderedPlatform, settings: Mapping[str, str], work: Path) -> OpTable:
         """The unperturbed operations (regions, call paths and ledger included)."""

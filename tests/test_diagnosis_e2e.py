@@ -12,8 +12,8 @@ from ideal_replay import chain_ops
 
 from waitlab.cli import main
 from waitlab.experiments.groundtruth import wait_metrics
-from waitlab.experiments.reproduce import wu_lared_s as lared_s
 from waitlab.experiments.pipeline import simulate
+from waitlab.experiments.reproduce import wu_lared_s as lared_s
 from waitlab.models.analysis.cwpdm import cwpdm
 from waitlab.models.analysis.hcwpdm import hcwpdm
 from waitlab.models.analysis.scoring import by_region

@@ -10,10 +10,10 @@ import pytest
 
 from waitlab.errors import InputError
 from waitlab.experiments.perturbation import parse_perturbation
-from waitlab.models.perturb.stage import PlatformFacts, perturb_ops
 from waitlab.models.ops import ACTIONS, CAUSE_KINDS, OpBuilder, OpTable
 from waitlab.models.perturb.insertion import Insertions, apply_insertions, key
 from waitlab.models.perturb.instrumentation import Instrumentation, collective_points, select_records, step_points
+from waitlab.models.perturb.stage import PlatformFacts, perturb_ops
 from waitlab.models.perturb.tracebuffer import (
     BufferSpec,
     Flushes,

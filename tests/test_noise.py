@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from waitlab.errors import InputError
 from waitlab.experiments.perturbation import parse_perturbation, perturbation_config
-from waitlab.models.perturb.stage import PlatformFacts, noise_setup
 from waitlab.models.perturb import noise as nz
+from waitlab.models.perturb.stage import PlatformFacts, noise_setup
 
 
 def rng(seed: int = 0) -> np.random.Generator:

@@ -486,9 +486,9 @@ def _mpi_counts(ev: pd.DataFrame) -> pd.DataFrame:
 @pytest.mark.slow
 @pytest.mark.parametrize(("bench", "ranks"), [("ep", 4), ("is", 4), ("dt", 5)])
 def test_nas_runs_on_two_platforms(simgrid_sources: Path, tmp_path: Path, bench: str, ranks: int) -> None:
-    from waitlab.experiments.nas import nas_scenario
-    from waitlab.experiments.capture import capture
     from waitlab.api import run as run_scenario
+    from waitlab.experiments.capture import capture
+    from waitlab.experiments.nas import nas_scenario
 
     counts = {}
     for platform in ("dawning_5000a", "deepcomp_7000"):
@@ -521,8 +521,8 @@ def test_nas_runs_on_two_platforms(simgrid_sources: Path, tmp_path: Path, bench:
 @pytest.mark.simgrid
 @pytest.mark.slow
 def test_smpi_collective_test_program_and_smpi_capture_replay(simgrid_sources: Path, tmp_path: Path) -> None:
-    from waitlab.experiments.nas import nas_scenario, smpi_test_scenario
     from waitlab.experiments.capture import capture
+    from waitlab.experiments.nas import nas_scenario, smpi_test_scenario
     from waitlab.experiments.pipeline import simulate
 
     res = simulate(smpi_test_scenario("coll-allreduce", ranks=4))
@@ -539,8 +539,8 @@ def test_smpi_collective_test_program_and_smpi_capture_replay(simgrid_sources: P
 
 @pytest.mark.simgrid
 def test_instrumentation_charged_in_the_program_matches_the_replay(bsp_run: Any, tmp_path: Path) -> None:
-    from waitlab.experiments.pipeline import run as run_pipeline
     from waitlab.experiments.capture import capture
+    from waitlab.experiments.pipeline import run as run_pipeline
 
     sc0, _ = bsp_run
     extra = {"instrumentation": {"events": "all", "fixed_cost": 1e-5}}

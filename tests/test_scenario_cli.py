@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from waitlab.errors import InputError, SimulationError
 from waitlab.api import run as run_scenario
+from waitlab.errors import InputError, SimulationError
 from waitlab.experiments.scenario import from_mapping, load_scenario
 
 GOOD = """
