@@ -12,7 +12,8 @@ the "direct" cause).  The graph has
   ``indirect``;
 * one node ``d<interval>`` per synchronization interval of ``q`` in which ``q`` did more work than a
   waiting partner: ``kind="delay"``, ``rank`` (q), ``delay`` (largest ``delta_hat`` over the waits it
-  caused), ``callpath`` (the call path with the largest ``delta``), ``time`` (enter of ``(q,k)``);
+  caused), ``callpath`` (the call path with the largest ``delta``),
+  ``time`` (enter of ``(q,k)`` minus half the delay: the middle of the excess work);
 * edges from a wait to each of its causes, ``relation="caused_by"``, ``seconds`` = the inner wait
   ``omega(q,l)`` or ``delta_hat``.
 
@@ -82,10 +83,12 @@ def propagation_graph(events: pd.DataFrame, waits: pd.DataFrame, *, sync: SyncPo
         top_cp = np.full(len(sp), -1)
         top_cp[w_of[first]] = cp[first]
         for j in np.flatnonzero(total > 0).tolist():
-            node = f"d{int(sp.q_interval[j])}"
+            iq = int(sp.q_interval[j])
+            node = f"d{iq}"
             if node not in g:
                 g.add_node(node, kind="delay", rank=int(sp.peer_rank[j]), delay=0.0,
-                           callpath=sp.callpaths.names[int(top_cp[j])], time=float(enter[sp.peer_event[j]]))
+                           callpath=sp.callpaths.names[int(top_cp[j])],
+                           time=float(enter[sp.peer_event[j]] - 0.5 * total[j]))
             g.nodes[node]["delay"] = max(g.nodes[node]["delay"], float(total[j]))
             g.add_edge(f"w{int(row[j])}", node, relation="caused_by", seconds=float(total[j]))
     return g
