@@ -12,12 +12,13 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from waitlab.experiments.palette import KIND_COLOURS, OTHER, SERIES, WAIT
 from waitlab.models.analysis.scoring import by_rank_region, by_region
 
 if TYPE_CHECKING:
     from waitlab.experiments.diagnose import Diagnosis
 
-CULPRIT_COLOURS = ("#d62728", "#9467bd", "#ff7f0e", "#2ca02c", "#8c564b")
+CULPRIT_COLOURS = SERIES
 TIMELINE_MAX_RANKS = 48
 MAX_REGIONS = 10
 
@@ -102,16 +103,16 @@ def culprit_timeline(events: pd.DataFrame, waits: pd.DataFrame, diag: Diagnosis,
     is_mpi = (leaf["kind"] == "mpi").to_numpy()
     fig, ax = plt.subplots(figsize=(12, max(3.0, 0.22 * ranks.size + 1.6)))
     other = ~is_mpi & ~np.isin(region, culprits)
-    ax.barh(y[other], dur[other], left=start[other], height=0.7, color="#c8c8c8", label="other regions",
+    ax.barh(y[other], dur[other], left=start[other], height=0.7, color=OTHER, label="other regions",
             linewidth=0)
-    ax.barh(y[is_mpi], dur[is_mpi], left=start[is_mpi], height=0.7, color="#f2e394", label="MPI", linewidth=0)
+    ax.barh(y[is_mpi], dur[is_mpi], left=start[is_mpi], height=0.7, color=KIND_COLOURS["mpi"], label="MPI", linewidth=0)
     for c, colour in zip(culprits, CULPRIT_COLOURS, strict=False):
         sel = ~is_mpi & (region == c)
         ax.barh(y[sel], dur[sel], left=start[sel], height=0.7, color=colour, label=c, linewidth=0)
     if len(waits):
         w = waits[np.isin(waits["rank"].to_numpy(), ranks)]
         enter = events["enter"].to_numpy()[w["event"].to_numpy()]
-        ax.barh(ypos[w["rank"].to_numpy()], w["wait"].to_numpy(), left=enter, height=0.35, color="#444444",
+        ax.barh(ypos[w["rank"].to_numpy()], w["wait"].to_numpy(), left=enter, height=0.35, color=WAIT,
                 label="wait", linewidth=0)
     ax.set_yticks(np.arange(ranks.size))
     ax.set_yticklabels([str(r) for r in ranks], fontsize=6 if ranks.size > 24 else 8)

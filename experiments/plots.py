@@ -12,10 +12,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from waitlab.experiments.palette import KIND_COLOURS
+from waitlab.experiments.palette import WAIT as WAIT_COLOUR
+
 GANTT_MAX_RANKS = 64
-KIND_COLOURS = {"compute": "#4c9be8", "mpi": "#f2c14e", "overhead": "#9b59b6", "noise": "#7f8c8d",
-                "flush": "#16a085", "swap": "#d35400", "delay": "#bdc3c7", "sleep": "#bdc3c7"}
-WAIT_COLOUR = "#e74c3c"
 
 
 def timeline_png(events: pd.DataFrame, waits: pd.DataFrame, path: Path, title: str = "") -> None:

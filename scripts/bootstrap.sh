@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 
 need_apt=()
-for pkg in libsimgrid-dev python3-simgrid python3-venv python3-dev gfortran; do
+for pkg in libsimgrid-dev python3-simgrid python3-venv python3-dev gfortran python3-otf2 otf2-tools libjs-mathjax; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 if [ ${#need_apt[@]} -gt 0 ]; then

@@ -42,16 +42,35 @@ def _labels(col: pd.Series) -> list[str]:
     return quoted[col.cat.codes.to_numpy()].tolist()
 
 
+def to_ns(seconds: np.ndarray) -> np.ndarray:
+    """Seconds -> integer nanoseconds, rounded to nearest (monotone, so order and nesting are kept)."""
+    return np.rint(np.asarray(seconds, dtype=np.float64) * 1e9).astype(np.int64)
+
+
+def us_text(ns: np.ndarray) -> list[str]:
+    """Integer nanoseconds as JSON microsecond numbers that every reader turns back into exactly ``ns``.
+
+    The Chrome trace format counts ``ts``/``dur`` in microseconds (``displayTimeUnit`` only changes the
+    display; Perfetto ignores it).  Perfetto parses a number to a double and *truncates* ``value * 1000``
+    to integer nanoseconds, so an exact ``"1.234"`` can come back as 1233 ns.  Each value is therefore
+    written as its exact microseconds plus 0.2 ns (``"1.2342"``): truncating or rounding ``ts``, ``dur``
+    or ``ts + dur`` to ns gives the exact integers (0.2 ns margin against double rounding up to ~10^15 ns).
+    """
+    q, r = np.divmod(np.asarray(ns, dtype=np.int64), 1000)
+    return [f"{a}.{b:03d}2" for a, b in zip(q.tolist(), r.tolist(), strict=True)]
+
+
 def chrome_trace_text(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, Any]) -> str:
     """A Chrome/Perfetto trace (JSON text): one track per rank, regions nested, messages as flows, waits as slices.
 
-    Times are microseconds of simulated time.  Built as text from numpy columns: the per-row work is one
-    string format, not a dict per event.
+    Times are integer nanoseconds of simulated time (enter and exit rounded once, so slices that touch
+    or nest in the event table touch or nest exactly), written as microseconds by :func:`us_text`.
+    Built as text from numpy columns: the per-row work is one string format, not a dict per event.
     """
-    enter_us = events["enter"].to_numpy() * 1e6
-    exit_us = events["exit"].to_numpy() * 1e6
-    ts = enter_us.tolist()
-    dur = (exit_us - enter_us).tolist()
+    enter_ns = to_ns(events["enter"].to_numpy())
+    exit_ns = np.maximum(to_ns(events["exit"].to_numpy()), enter_ns)
+    ts = us_text(enter_ns)
+    dur = us_text(exit_ns - enter_ns)
     rank = events["rank"].tolist()
     kind = _labels(events["kind"])
     is_region = (events["kind"] == "region").to_numpy()
@@ -62,13 +81,16 @@ def chrome_trace_text(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[
                          "args": {"name": f"waitlab: {metadata.get('scenario', '')}"}})]
     parts += [f'{{"name":"thread_name","ph":"M","pid":0,"tid":{r},"args":{{"name":"rank {r}"}}}}'
               for r in sorted(set(rank))]
-    parts += [f'{{"name":{n},"cat":{k},"ph":"X","ts":{t!r},"dur":{d!r},"pid":0,"tid":{r},"args":{{"step":{s}}}}}'
+    parts += [f'{{"name":{n},"cat":{k},"ph":"X","ts":{t},"dur":{d},"pid":0,"tid":{r},"args":{{"step":{s}}}}}'
               for n, k, t, d, r, s in zip(name, kind, ts, dur, rank, step, strict=True)]
+    # A wait is a child of its operation: it starts at the operation's enter and ends inside it.
     w_ev = waits["event"].to_numpy()
-    parts += [f'{{"name":"wait: {p}","cat":"wait","ph":"X","ts":{t!r},"dur":{d!r},"pid":0,"tid":{r},'
+    w_end = np.minimum(to_ns(events["enter"].to_numpy()[w_ev] + waits["wait"].to_numpy()), exit_ns[w_ev])
+    w_end = np.maximum(w_end, enter_ns[w_ev])
+    parts += [f'{{"name":"wait: {p}","cat":"wait","ph":"X","ts":{t},"dur":{d},"pid":0,"tid":{r},'
               f'"cname":"terrible","args":{{"peer_rank":{q}}}}}'
-              for p, t, d, r, q in zip(waits["pattern"].astype(str).tolist(), enter_us[w_ev].tolist(),
-                                       (waits["wait"].to_numpy() * 1e6).tolist(), waits["rank"].tolist(),
+              for p, t, d, r, q in zip(waits["pattern"].astype(str).tolist(), us_text(enter_ns[w_ev]),
+                                       us_text(w_end - enter_ns[w_ev]), waits["rank"].tolist(),
                                        waits["peer_rank"].tolist(), strict=True)]
     # Messages as flow arrows from the send to the end of the operation that completed the receive.
     op = events["op"]
@@ -86,14 +108,14 @@ def chrome_trace_text(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[
         ok = rr >= 0
         s_rows, rr = s_rows[ok], rr[ok]
         end = np.where(done[rr] >= 0, done[rr], rr)
-        parts += [f'{{"name":"message","cat":"message","ph":"s","id":{m},"ts":{t!r},"pid":0,"tid":{r}}}'
-                  for m, t, r in zip(match[s_rows].tolist(), enter_us[s_rows].tolist(),
+        parts += [f'{{"name":"message","cat":"message","ph":"s","id":{m},"ts":{t},"pid":0,"tid":{r}}}'
+                  for m, t, r in zip(match[s_rows].tolist(), us_text(enter_ns[s_rows]),
                                      events["rank"].to_numpy()[s_rows].tolist(), strict=True)]
-        parts += [f'{{"name":"message","cat":"message","ph":"f","bp":"e","id":{m},"ts":{t!r},"pid":0,"tid":{r}}}'
-                  for m, t, r in zip(match[s_rows].tolist(), exit_us[end].tolist(),
+        parts += [f'{{"name":"message","cat":"message","ph":"f","bp":"e","id":{m},"ts":{t},"pid":0,"tid":{r}}}'
+                  for m, t, r in zip(match[s_rows].tolist(), us_text(exit_ns[end]),
                                      events["rank"].to_numpy()[end].tolist(), strict=True)]
     other = json.dumps(metadata, sort_keys=True)
-    return '{"traceEvents":[\n' + ",\n".join(parts) + '\n],"displayTimeUnit":"ms","otherData":' + other + "}\n"
+    return '{"traceEvents":[\n' + ",\n".join(parts) + '\n],"displayTimeUnit":"ns","otherData":' + other + "}\n"
 
 
 def write_chrome_trace(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, Any], path: Path) -> bool:

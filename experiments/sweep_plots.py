@@ -1,0 +1,59 @@
+"""What-if pictures of a sweep table: each result against each swept key, one line per value of the others."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from waitlab.errors import InputError
+from waitlab.experiments.palette import SERIES
+
+
+def plot_sweep(table: pd.DataFrame, swept_keys: Sequence[str], out_png: Path,
+               results: Sequence[str] | None = None) -> Path:
+    """Draw a grid: rows = results (numeric columns that are not swept keys), columns = swept keys.
+
+    In panel (result, key) the x axis is ``key`` and each line is one combination of the *other* swept
+    keys (mean over repeated rows, e.g. seeds).  Non-numeric keys are placed at evenly spaced ticks.
+    """
+    missing = [k for k in swept_keys if k not in table.columns]
+    if missing:
+        raise InputError("sweep table", ", ".join(missing), "swept key is not a column of the table",
+                         f"use one of: {', '.join(map(str, table.columns))}")
+    keys = list(swept_keys)
+    res = list(results) if results is not None else [
+        c for c in table.columns if c not in keys and pd.api.types.is_numeric_dtype(table[c])]
+    fig, axes = plt.subplots(len(res), len(keys), figsize=(4.2 * len(keys), 3.0 * len(res)), squeeze=False)
+    for j, key in enumerate(keys):
+        others = [k for k in keys if k != key]
+        xs = list(pd.unique(table[key]))
+        numeric = pd.api.types.is_numeric_dtype(table[key])
+        xpos = {x: (x if numeric else i) for i, x in enumerate(sorted(xs) if numeric else xs)}
+        groups = table.groupby(others, sort=True, dropna=False) if others else [((), table)]
+        for i, r in enumerate(res):
+            ax = axes[i, j]
+            for n, (label, sub) in enumerate(groups):
+                m = sub.groupby(key, sort=False)[r].mean()
+                x = np.array([xpos[v] for v in m.index], float)
+                o = np.argsort(x)
+                lab = ", ".join(f"{k}={v}" for k, v in zip(others, label if isinstance(label, tuple) else (label,),
+                                                           strict=True)) or r
+                ax.plot(x[o], m.to_numpy()[o], marker="o", color=SERIES[n % len(SERIES)], label=lab)
+            if not numeric:
+                ax.set_xticks(list(xpos.values()), [str(v) for v in xpos], rotation=20)
+            ax.set_xlabel(key)
+            ax.set_ylabel(r)
+            ax.grid(alpha=0.3)
+            if i == 0 and others:
+                ax.legend(fontsize=7, frameon=False)
+    fig.tight_layout()
+    fig.savefig(out_png, dpi=100)
+    plt.close(fig)
+    return Path(out_png)

@@ -1,0 +1,33 @@
+"""Figures of issue 14: sweep plot and wait-propagation graph write real PNGs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from waitlab.errors import InputError
+from waitlab.experiments.graph_plots import draw_propagation
+from waitlab.experiments.sweep_plots import plot_sweep
+from waitlab.models.analysis.propagation import propagation_graph
+from waitlab.models.analysis.waitstates import make_events, wait_states
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_sweep_writes_a_png(tmp_path: Path):
+    rows = [{"ranks": r, "alltoall": a, "seed": s, "makespan": r * (2 if a == "ring" else 1) + s * 0.1,
+             "total_wait": r / 10} for r in (16, 32, 64) for a in ("ring", "bruck") for s in (1, 2)]
+    out = plot_sweep(pd.DataFrame(rows), ["ranks", "alltoall"], tmp_path / "sweep.png", ["makespan", "total_wait"])
+    assert out.read_bytes()[:8] == PNG and out.stat().st_size > 10_000
+    with pytest.raises(InputError, match="nodes"):
+        plot_sweep(pd.DataFrame(rows), ["nodes"], tmp_path / "x.png")
+
+
+def test_draw_propagation_writes_a_png(tmp_path: Path):
+    ev = make_events(rank=[0, 0, 1, 1, 1, 2, 2], op=["compute", "send", "compute", "recv", "send", "compute", "recv"],
+                     enter=[0, 3, 0, 1, 3, 0, 1], exit=[3, 3, 1, 3, 3, 1, 3], match=[-1, 0, -1, 0, 1, -1, 1],
+                     done=[-1, 1, -1, 3, 4, -1, 6], peer=[-1, 1, -1, 0, 2, -1, 1])
+    assert draw_propagation(propagation_graph(ev, wait_states(ev)), tmp_path / "g.png")
+    assert (tmp_path / "g.png").read_bytes()[:8] == PNG
