@@ -158,6 +158,12 @@ def _bare(arg: str) -> str:
     return arg.rstrip("?").removesuffix("*N")
 
 
+#: TI argument shapes shared by several actions (the trace writer and reader handle each shape once).
+REDUCTION_ARGS = ("count", "flops", "dt?")
+EXCHANGE_ARGS = ("scount", "rcount", "sdt?", "rdt?")
+ROOTED_EXCHANGE_ARGS = ("scount", "rcount", "root?", "sdt?", "rdt?")
+REGION_ARGS = ("region",)
+
 _B = "bytes"
 _CB = "bytes (TI count, MPI_BYTE)"
 
@@ -195,32 +201,32 @@ VOCABULARY: tuple[Action, ...] = (
     _coll("bcast", 14, ("count", "root?", "dt?"), _B, "", "one_to_all", "1xn", root=True),
     _coll("reduce", 15, ("count", "flops", "root?", "dt?"), _B, "flops", "all_to_one", "nx1", root=True,
           flops=True),
-    _coll("allreduce", 16, ("count", "flops", "dt?"), _B, "flops", "all_to_all", "nxn", flops=True),
-    _coll("alltoall", 17, ("scount", "rcount", "sdt?", "rdt?"), "send bytes per rank", "receive bytes per rank",
+    _coll("allreduce", 16, REDUCTION_ARGS, _B, "flops", "all_to_all", "nxn", flops=True),
+    _coll("alltoall", 17, EXCHANGE_ARGS, "send bytes per rank", "receive bytes per rank",
           "all_to_all", "nxn"),
     _coll("alltoallv", 18, ("sbufsize", "scounts*N", "rbufsize", "rcounts*N", "sdt?", "rdt?"), "send bytes (sum)",
           "receive bytes (sum)", "all_to_all_v", "nxn", vector=True),
-    _coll("gather", 19, ("scount", "rcount", "root?", "sdt?", "rdt?"), "send bytes",
+    _coll("gather", 19, ROOTED_EXCHANGE_ARGS, "send bytes",
           "receive bytes per rank (root)", "all_to_one", "nx1", root=True),
-    _coll("scatter", 20, ("scount", "rcount", "root?", "sdt?", "rdt?"), "send bytes per rank (root)",
+    _coll("scatter", 20, ROOTED_EXCHANGE_ARGS, "send bytes per rank (root)",
           "receive bytes", "one_to_all", "1xn", root=True),
     _coll("gatherv", 21, ("scount", "rcounts*N", "root?", "sdt?", "rdt?"), "send bytes",
           "receive bytes (sum, root)", "all_to_one_v", "nx1", root=True, vector=True),
     _coll("scatterv", 22, ("scounts*N", "rcount", "root?", "sdt?", "rdt?"), "send bytes (sum, root)",
           "receive bytes", "one_to_all_v", "1xn", root=True, vector=True),
-    _coll("allgather", 23, ("scount", "rcount", "sdt?", "rdt?"), "send bytes", "receive bytes per rank",
+    _coll("allgather", 23, EXCHANGE_ARGS, "send bytes", "receive bytes per rank",
           "all_to_all", "nxn"),
     _coll("allgatherv", 24, ("scount", "rcounts*N", "sdt?", "rdt?"), "send bytes", "receive bytes (sum)",
           "all_to_all_v", "nxn", vector=True),
     _coll("reducescatter", 25, ("rcounts*N", "flops", "dt?"), "bytes of the reduced vector (sum)", "flops",
           "reduce_scatter", "nxn", vector=True, flops=True),
-    _coll("scan", 26, ("count", "flops", "dt?"), _B, "flops", "scan", "scan", flops=True),
-    _coll("exscan", 27, ("count", "flops", "dt?"), _B, "flops", "exscan", "scan", flops=True),
+    _coll("scan", 26, REDUCTION_ARGS, _B, "flops", "scan", "scan", flops=True),
+    _coll("exscan", 27, REDUCTION_ARGS, _B, "flops", "exscan", "scan", flops=True),
     Action("compute", 28, "local", ("flops",), value="seconds at the reference speed", cpu_bound=True),
     Action("sleep", 29, "local", ("seconds",), value="seconds"),
     Action("location", 30, "marker", ("file", "line")),
-    Action("enter", 31, "marker", ("region",), stock=False),
-    Action("leave", 32, "marker", ("region",), stock=False),
+    Action("enter", 31, "marker", REGION_ARGS, stock=False),
+    Action("leave", 32, "marker", REGION_ARGS, stock=False),
     Action("overhead", 33, "local", ("seconds",), value="seconds", cpu_bound=True, stock=False),
     Action("noise", 34, "local", ("seconds",), value="seconds", cpu_bound=True, stock=False),
     Action("delay", 35, "local", ("seconds",), value="seconds", stock=False),
@@ -258,6 +264,8 @@ LOCAL_ACTIONS: frozenset[str] = frozenset(names_where(kind="local"))
 SEND_ACTIONS = names_where(kind="send")
 RECV_ACTIONS = names_where(kind="recv")
 P2P_ACTIONS = SEND_ACTIONS + RECV_ACTIONS
+#: Region markers (waitlab's own, zero duration).
+REGION_MARKERS = names_where(kind="marker", stock=False)
 #: v-collectives: their TI line carries one count per rank.
 V_ACTIONS = names_where(vector=True)
 #: Actions whose ``value`` moves payload bytes (what a tracer may copy).

@@ -28,7 +28,19 @@ import numpy.typing as npt
 
 from waitlab.errors import InputError
 from waitlab.models.ops import Ledger, OpTable, seq_within_rank
-from waitlab.models.vocabulary import ACTION, ACTIONS, CODE, SECONDS_ACTIONS, TI_ALIASES, VOCABULARY
+from waitlab.models.vocabulary import (
+    ACTION,
+    ACTIONS,
+    CODE,
+    EXCHANGE_ARGS,
+    RECV_ACTIONS,
+    REDUCTION_ARGS,
+    REGION_ARGS,
+    ROOTED_EXCHANGE_ARGS,
+    SECONDS_ACTIONS,
+    TI_ALIASES,
+    VOCABULARY,
+)
 from waitlab.models.vocabulary import V_ACTIONS as V_ACTIONS
 from waitlab.simulator.trace import format_lines
 
@@ -272,7 +284,8 @@ def _parse_action(out: _Lines, vectors: VectorStore, v_seen: dict[tuple[int, int
         return
     if action == "finalize" or action in _IGNORED:
         return
-    if action in _SEND_ALIASES or action in ("recv", "irecv"):
+    shape = ACTION[action].ti_args if action in ACTION else None  # actions of one TI argument shape read alike
+    if action in _SEND_ALIASES or action in RECV_ACTIONS:
         kind = _SEND_ALIASES.get(action, action)
         if args and args[0] in ("-333", "-555"):
             raise _BadLine(f"{action} from any source (MPI_ANY_SOURCE, written as {args[0]}) cannot be replayed: "
@@ -283,7 +296,7 @@ def _parse_action(out: _Lines, vectors: VectorStore, v_seen: dict[tuple[int, int
         if peer >= world:
             raise _BadLine(f"partner rank {int(peer)} is outside 0..{world - 1}")
         out.add(rank, kind, count * _dt(args, 3, dflt), peer=int(peer), tag=int(tag))
-    elif action in ("wait", "test"):
+    elif action in ACTIONS and ACTION[action].kind == "completion" and shape:
         src, dst, tag = (int(_num(args, i, w, negative=True)) for i, w in enumerate(("source", "destination",
                                                                                       "tag")))
         is_recv = dst == rank
@@ -305,13 +318,13 @@ def _parse_action(out: _Lines, vectors: VectorStore, v_seen: dict[tuple[int, int
         out.add(rank, "reduce", _num(args, 0, "count") * _dt(args, _pos(action, "dt"), dflt),
                 _num(args, _pos(action, "flops"), "flops", integer=False),
                 peer=_root(args, _pos(action, "root"), world))
-    elif action in ("allreduce", "scan", "exscan"):
+    elif shape == REDUCTION_ARGS:
         out.add(rank, action, _num(args, 0, "count") * _dt(args, _pos(action, "dt"), dflt),
                 _num(args, _pos(action, "flops"), "flops", integer=False))
-    elif action in ("alltoall", "allgather"):
+    elif shape == EXCHANGE_ARGS:
         out.add(rank, action, _num(args, 0, "send count") * _dt(args, _pos(action, "sdt"), dflt),
                 _num(args, _pos(action, "rcount"), "receive count") * _dt(args, _pos(action, "rdt"), dflt))
-    elif action in ("gather", "scatter"):
+    elif shape == ROOTED_EXCHANGE_ARGS:
         out.add(rank, action, _num(args, 0, "send count") * _dt(args, _pos(action, "sdt"), dflt),
                 _num(args, _pos(action, "rcount"), "receive count") * _dt(args, _pos(action, "rdt"), dflt),
                 peer=_root(args, _pos(action, "root"), world))
@@ -326,7 +339,7 @@ def _parse_action(out: _Lines, vectors: VectorStore, v_seen: dict[tuple[int, int
         if rate <= 0:
             raise _BadLine("flush rate must be > 0")
         out.add(rank, "flush", _num(args, 0, "bytes", integer=False), rate)
-    elif action in ("enter", "leave"):
+    elif shape == REGION_ARGS:
         if len(args) != 1:
             raise _BadLine(f"{action} takes one region name without spaces")
         out.add(rank, action, name=args[0])

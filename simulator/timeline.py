@@ -22,6 +22,7 @@ from waitlab.models.vocabulary import (
     CODE,
     COLLECTIVE_ACTIONS,
     RECV_ACTIONS,
+    REGION_MARKERS,
     SEND_ACTIONS,
     VOCABULARY,
     bytes_moved,
@@ -48,7 +49,7 @@ _IS_RECV = lut(RECV_ACTIONS)
 _IS_NONBLOCKING = lut(a.name for a in VOCABULARY if a.kind in ("send", "recv") and not a.blocking)
 _IS_BLOCKING_P2P = lut(names_where(blocking=True))
 _IS_COLLECTIVE = lut(COLLECTIVE_ACTIONS)
-_IS_MARKER = lut(("enter", "leave"))
+_IS_MARKER = lut(REGION_MARKERS)
 
 
 def read_log(path: Path, ops: OpTable) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:

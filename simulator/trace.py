@@ -19,7 +19,17 @@ import numpy.typing as npt
 
 from waitlab.errors import InputError
 from waitlab.models.ops import OpTable
-from waitlab.models.vocabulary import ACTION, ACTIONS, SECONDS_ACTIONS, V_ACTIONS, VOCABULARY
+from waitlab.models.vocabulary import (
+    ACTION,
+    ACTIONS,
+    EXCHANGE_ARGS,
+    REDUCTION_ARGS,
+    REGION_ARGS,
+    ROOTED_EXCHANGE_ARGS,
+    SECONDS_ACTIONS,
+    V_ACTIONS,
+    VOCABULARY,
+)
 
 if TYPE_CHECKING:
     from waitlab.simulator.ti_trace import VectorStore
@@ -35,12 +45,13 @@ def _ints(values: npt.NDArray[np.float64]) -> list[int]:
 def _fmt(action: str, cols: _Cols) -> list[str]:
     """Lines of one action for a subset of rows (columns as Python lists)."""
     v, v2, peer, tag, rank, name = (cols[k] for k in ("count", "value2", "peer", "tag", "rank", "name"))
+    shape = ACTION[action].ti_args  # actions of one TI argument shape are written alike
     if ACTION[action].kind in ("send", "recv"):
         return [f"{action} {p} {t} {c}" for p, t, c in zip(peer, tag, v, strict=True)]
     if action == "wait":  # wait src dst tag; value2 = 1 when it completes a receive (peer is then the source)
         return [f"wait {p} {r} {t}" if rc else f"wait {r} {p} {t}"
                 for p, r, t, rc in zip(peer, rank, tag, v2, strict=True)]
-    if action in ("waitall", "barrier"):
+    if not shape:
         return [action] * len(rank)
     root = peer
     if ACTION[action].is_rooted and any(p < 0 for p in peer):
@@ -51,17 +62,17 @@ def _fmt(action: str, cols: _Cols) -> list[str]:
         return [f"bcast {c} {q} 6" for c, q in zip(v, root, strict=True)]  # datatype 6 = MPI_BYTE
     if action == "reduce":
         return [f"reduce {c} {f!r} {q} 6" for c, f, q in zip(v, v2, root, strict=True)]
-    if action in ("allreduce", "scan", "exscan"):
+    if shape == REDUCTION_ARGS:
         return [f"{action} {c} {f!r}" for c, f in zip(v, v2, strict=True)]
-    if action in ("alltoall", "allgather"):
+    if shape == EXCHANGE_ARGS:
         return [f"{action} {c} {c2}" for c, c2 in zip(v, cols["count2"], strict=True)]
-    if action in ("gather", "scatter"):
+    if shape == ROOTED_EXCHANGE_ARGS:
         return [f"{action} {c} {c2} {q}" for c, c2, q in zip(v, cols["count2"], root, strict=True)]
     if action in SECONDS_ACTIONS:
         return [f"{action} {x!r}" for x in cols["value"]]
     if action == "flush":
         return [f"flush {c} {f!r}" for c, f in zip(v, v2, strict=True)]
-    if action in ("enter", "leave"):
+    if shape == REGION_ARGS:
         return [f"{action} {n}" for n in name]
     if action == "test":
         return ["test -1 -1 0"] * len(rank)
