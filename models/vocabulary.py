@@ -16,21 +16,21 @@ collectives (``scorep_mpi_coll_bytes_*``, non in-place): a collective is a set
 of logical messages, the rank's message to itself included.  With ``N`` ranks,
 ``v``/``v2`` the ``value``/``value2`` columns and ``me`` the rank:
 
-=============  ==========================  ==========================
-rule           sent                        received
-=============  ==========================  ==========================
-p2p_send       v                           0
-p2p_recv       0                           v
-one_to_all     root: N*v, else 0           v2 (bcast: v)
-all_to_one     v                           root: N*v2 (reduce: N*v), else 0
-one_to_all_v   root: v, else 0             v2
-all_to_one_v   v                           root: v2, else 0
-all_to_all     N*v                         N*v2 (allreduce: N*v)
-all_to_all_v   v (allgatherv: N*v)         v2
-reduce_scatter v                           v (exact for equal counts)
-scan           (N-me)*v                    (me+1)*v
-exscan         (N-me-1)*v                  me*v
-=============  ==========================  ==========================
+================  ========================  ==================================
+rule              sent                      received
+================  ========================  ==================================
+p2p_send          v                         0
+p2p_recv          0                         v
+one_to_all        root: N*v, else 0         v2 (bcast: v)
+all_to_one        v                         root: N*v2 (reduce: N*v), else 0
+one_to_all_v      root: v, else 0           v2
+all_to_one_v      v                         root: v2, else 0
+all_to_all        N*v                       N*v2 (allreduce: N*v)
+all_to_all_v      v (allgatherv: N*v)       v2
+reduce_scatter    v                         v (exact for equal counts)
+scan              (N-me)*v                  (me+1)*v
+exscan            (N-me-1)*v                me*v
+================  ========================  ==================================
 
 Examples
 --------
