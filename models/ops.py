@@ -5,9 +5,8 @@ performs (region markers, compute, MPI operations).  Perturbation models insert
 more (noise, overhead, flush, swap).  Everything is kept as numpy columns, one
 row per operation, sorted by ``(rank, seq)``; no per-operation Python objects.
 
-Action codes are the contract with the native replay extension
-(``simulator/native/waitlab_replay.cpp``): the order of :data:`ACTIONS` must
-match its ``kActions`` table.
+Actions and their codes come from :mod:`waitlab.models.vocabulary` (declared
+once; the native parts include the header generated from it).
 
 Examples
 --------
@@ -31,23 +30,20 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-#: TI action names; index = action code (must match the C++ table).
-ACTIONS: tuple[str, ...] = (
-    "init", "finalize", "comm_size", "comm_split", "comm_dup", "send", "isend",
-    "recv", "irecv", "test", "sendRecv", "wait", "waitall", "barrier",
-    "bcast", "reduce", "allreduce", "alltoall", "alltoallv", "gather", "scatter",
-    "gatherv", "scatterv", "allgather", "allgatherv", "reducescatter", "scan", "exscan",
-    "compute", "sleep", "location",
-    "enter", "leave", "overhead", "noise", "delay", "flush", "swap",
-)  # fmt: skip
-CODE: dict[str, int] = {name: i for i, name in enumerate(ACTIONS)}
+from waitlab.models.vocabulary import ACTIONS, CODE, COLLECTIVE_ACTIONS, LOCAL_ACTIONS, MPI_ACTIONS
 
-#: MPI operations (everything the event table calls kind "mpi").
-MPI_ACTIONS = frozenset(ACTIONS[5:28])
-#: Collective operations.
-COLLECTIVE_ACTIONS = frozenset(ACTIONS[13:28])
-#: Actions that take simulated time without communicating.
-LOCAL_ACTIONS = frozenset({"compute", "sleep", "overhead", "noise", "delay", "flush", "swap"})
+__all__ = [
+    "ACTIONS",
+    "CAUSE_KINDS",
+    "CODE",
+    "COLLECTIVE_ACTIONS",
+    "LOCAL_ACTIONS",
+    "MPI_ACTIONS",
+    "Ledger",
+    "OpBuilder",
+    "OpTable",
+    "seq_within_rank",
+]
 
 #: Kinds of cause in the ledger (DESIGN.md section 8).
 CAUSE_KINDS: tuple[str, ...] = ("imbalance", "noise", "overhead", "swap", "flush")

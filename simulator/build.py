@@ -17,9 +17,12 @@ from functools import lru_cache
 from pathlib import Path
 
 from waitlab.errors import EnvironmentProblem, SimulationError
+from waitlab.models.vocabulary import c_header
 
 NATIVE_DIR = Path(__file__).resolve().parent / "native"
 REPLAY_SOURCE = NATIVE_DIR / "waitlab_replay.cpp"
+#: Action codes and names for the native parts, generated from :mod:`waitlab.models.vocabulary`.
+ACTIONS_HEADER = NATIVE_DIR / "waitlab_actions.h"
 INSTALL_HINT = "sudo apt-get install -y libsimgrid-dev python3-simgrid   (or run: make setup)"
 
 
@@ -57,6 +60,20 @@ def _digest(*parts: bytes) -> str:
     return h.hexdigest()[:16]
 
 
+def checked_actions_header() -> str:
+    """Text of ``native/waitlab_actions.h``, checked to equal what the action vocabulary generates.
+
+    The header is checked in (so the native sources build on their own); a stale one would give the
+    native parts other action codes than Python's, so it is refused before anything is compiled.
+    """
+    expected = c_header()
+    found = ACTIONS_HEADER.read_text() if ACTIONS_HEADER.exists() else ""
+    if found != expected:
+        raise SimulationError(f"{ACTIONS_HEADER} does not match waitlab.models.vocabulary; regenerate it with: "
+                              f"python -m waitlab.models.vocabulary > {ACTIONS_HEADER}")
+    return expected
+
+
 def build_native(source: Path, output_name: str, compiler: str = "smpicxx",
                  flags: tuple[str, ...] = ("-O2", "-std=c++17")) -> Path:
     """Compile one native source with a SimGrid compiler wrapper, reusing a cached build.
@@ -64,7 +81,8 @@ def build_native(source: Path, output_name: str, compiler: str = "smpicxx",
     Raises :class:`SimulationError` with the compiler's own words when it fails.
     """
     cc = require_tool(compiler)
-    key = _digest(source.read_bytes(), simgrid_version().encode(), " ".join(flags).encode())
+    key = _digest(source.read_bytes(), checked_actions_header().encode(), simgrid_version().encode(),
+                  " ".join(flags).encode())
     target = cache_dir() / f"{output_name}-{key}"
     if target.exists():
         return target

@@ -12,6 +12,8 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from waitlab.models.vocabulary import RECV_ACTIONS, SEND_ACTIONS
+
 #: Largest event table exported as a Chrome trace (the JSON grows ~150 bytes per event).
 CHROME_MAX_EVENTS = 1_000_000
 
@@ -94,8 +96,8 @@ def chrome_trace_text(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[
                                        waits["peer_rank"].tolist(), strict=True)]
     # Messages as flow arrows from the send to the end of the operation that completed the receive.
     op = events["op"]
-    send_codes = [i for i, c in enumerate(op.cat.categories) if c in ("send", "isend")]
-    recv_codes = [i for i, c in enumerate(op.cat.categories) if c in ("recv", "irecv")]
+    send_codes = [i for i, c in enumerate(op.cat.categories) if c in SEND_ACTIONS]
+    recv_codes = [i for i, c in enumerate(op.cat.categories) if c in RECV_ACTIONS]
     codes = op.cat.codes.to_numpy()
     match = events["match"].to_numpy()
     done = events["done"].to_numpy()

@@ -35,13 +35,15 @@ import numpy as np
 import numpy.typing as npt
 
 from waitlab.errors import InputError, SimulationError
-from waitlab.models.ops import ACTIONS, CODE, MPI_ACTIONS, OpTable, seq_within_rank
-from waitlab.simulator.build import NATIVE_DIR, cache_dir, require_tool, simgrid_version
+from waitlab.models.ops import OpTable, seq_within_rank
+from waitlab.models.vocabulary import ACTIONS, CODE, COLLECTIVE_ACTIONS, LOCAL_ACTIONS, V_ACTIONS, codes_of
+from waitlab.simulator.build import NATIVE_DIR, cache_dir, checked_actions_header, require_tool, simgrid_version
 from waitlab.simulator.smpi import SmpiResult, run_smpirun
-from waitlab.simulator.ti_trace import V_ACTIONS, VectorStore, empty_ledger
+from waitlab.simulator.ti_trace import VectorStore, empty_ledger, occurrence
 
 LAYER_SOURCE = NATIVE_DIR / "waitlab_pmpi.c"
 HEADER = NATIVE_DIR / "waitlab.h"
+ACTIONS_HEADER = NATIVE_DIR / "waitlab_actions.h"
 
 #: Compiler wrapper of each language.
 COMPILERS: dict[str, str] = {"c": "smpicc", "c++": "smpicxx", "fortran": "smpif90"}
@@ -60,7 +62,7 @@ ITEM_DTYPE = np.dtype([("anchor", "<i8"), ("code", "<i4"), ("phase", "<i4"), ("v
 FLAG_INJECTED = 1
 
 #: Actions the layer can inject (``WAITLAB_SCHEDULE``).
-INJECTABLE = ("overhead", "noise", "delay", "flush", "swap", "sleep", "compute")
+INJECTABLE = tuple(sorted(a for a in ACTIONS if a in LOCAL_ACTIONS))
 #: Prefix of call-site region names (user region names never start with it).
 SITE_PREFIX = "@"
 
@@ -107,7 +109,8 @@ def _run(cmd: Sequence[str], cwd: Path) -> subprocess.CompletedProcess[str]:
 def layer_object() -> Path:
     """The measurement layer compiled by ``smpicc`` into an object (cached by source hash)."""
     cc = require_tool("smpicc")
-    key = _digest(LAYER_SOURCE.read_bytes(), HEADER.read_bytes(), simgrid_version().encode())
+    key = _digest(LAYER_SOURCE.read_bytes(), HEADER.read_bytes(), checked_actions_header().encode(),
+                  simgrid_version().encode())
     target = cache_dir() / f"waitlab-pmpi-{key}.o"
     if target.exists():
         return target
@@ -508,8 +511,7 @@ def records_to_ops(rec: Records, binary: Path | None, *, callsite_regions: str =
     }
     cols["seq"] = seq_within_rank(cols["rank"], rec.n_ranks)
     comm = arg["comm"][owner]
-    coll = np.isin(row_code, [CODE[a] for a in MPI_ACTIONS if a not in ("send", "isend", "recv", "irecv", "wait",
-                                                                        "waitall", "test", "sendRecv")])
+    coll = np.isin(row_code, codes_of(COLLECTIVE_ACTIONS))
     bad = np.flatnonzero(is_rec & coll & (comm != 0))
     if bad.size:
         i = int(bad[0])
@@ -523,10 +525,8 @@ def records_to_ops(rec: Records, binary: Path | None, *, callsite_regions: str =
     injected = is_rec & ((arg["flags"][owner] & FLAG_INJECTED) != 0)
     # v-collective counts: keyed by (rank, code, occurrence)
     vectors = VectorStore()
-    vrows = np.flatnonzero(is_rec & np.isin(row_code, [CODE[a] for a in V_ACTIONS]))
+    vrows = np.flatnonzero(is_rec & np.isin(row_code, codes_of(V_ACTIONS)))
     if vrows.size:
-        from waitlab.simulator.ti_trace import occurrence
-
         occ = occurrence(ops)
         rec_start = np.r_[0, np.cumsum(np.bincount(rank, minlength=rec.n_ranks))[:-1]]
         for i in vrows.tolist():

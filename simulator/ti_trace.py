@@ -27,7 +27,21 @@ import numpy as np
 import numpy.typing as npt
 
 from waitlab.errors import InputError
-from waitlab.models.ops import ACTIONS, CODE, Ledger, OpTable, seq_within_rank
+from waitlab.models.ops import Ledger, OpTable, seq_within_rank
+from waitlab.models.vocabulary import (
+    ACTION,
+    ACTIONS,
+    CODE,
+    EXCHANGE_ARGS,
+    RECV_ACTIONS,
+    REDUCTION_ARGS,
+    REGION_ARGS,
+    ROOTED_EXCHANGE_ARGS,
+    SECONDS_ACTIONS,
+    TI_ALIASES,
+    VOCABULARY,
+)
+from waitlab.models.vocabulary import V_ACTIONS as V_ACTIONS
 from waitlab.simulator.trace import format_lines
 
 #: Byte size of SimGrid 3.32's predefined datatype ids (``src/smpi/mpi/smpi_datatype.cpp``).
@@ -40,15 +54,16 @@ DATATYPE_SIZES: dict[str, int] = {
 }  # fmt: skip
 BYTE_DT = "6"
 
-#: Collectives whose TI line carries one count per rank.
-V_ACTIONS = ("alltoallv", "gatherv", "scatterv", "allgatherv", "reducescatter")
-_V_CODES = frozenset(CODE[a] for a in V_ACTIONS)
+#: Point-to-point send spellings SMPI's tracer may write, mapped to the action waitlab replays.
+_SEND_ALIASES = {**{a: a for a in ACTIONS if ACTION[a].kind == "send"}, **TI_ALIASES}
+#: Stock actions that take no time and need no row (communicator set-up, source locations).
+_IGNORED = frozenset(a.name for a in VOCABULARY if a.stock and a.kind in ("setup", "marker")) - {"init", "finalize"}
+_SECONDS = SECONDS_ACTIONS
 
-#: Point-to-point spellings SMPI's tracer may write, mapped to the action waitlab replays.
-_SEND_ALIASES = {"send": "send", "ssend": "send", "Ssend": "send", "bsend": "send", "rsend": "send",
-                 "isend": "isend", "issend": "isend", "ISsend": "isend", "ibsend": "isend", "irsend": "isend"}
-_IGNORED = frozenset({"location", "comm_size", "comm_split", "comm_dup"})
-_SECONDS = ("sleep", "overhead", "noise", "delay", "swap")
+
+def _pos(action: str, arg: str, n: int = 1) -> int:
+    """Position of TI argument ``arg`` of ``action`` in a line of ``n`` ranks (SimGrid 3.32 order)."""
+    return ACTION[action].arg_position(arg, n)
 
 
 @dataclass
@@ -269,7 +284,8 @@ def _parse_action(out: _Lines, vectors: VectorStore, v_seen: dict[tuple[int, int
         return
     if action == "finalize" or action in _IGNORED:
         return
-    if action in _SEND_ALIASES or action in ("recv", "irecv"):
+    shape = ACTION[action].ti_args if action in ACTION else None  # actions of one TI argument shape read alike
+    if action in _SEND_ALIASES or action in RECV_ACTIONS:
         kind = _SEND_ALIASES.get(action, action)
         if args and args[0] in ("-333", "-555"):
             raise _BadLine(f"{action} from any source (MPI_ANY_SOURCE, written as {args[0]}) cannot be replayed: "
@@ -280,7 +296,7 @@ def _parse_action(out: _Lines, vectors: VectorStore, v_seen: dict[tuple[int, int
         if peer >= world:
             raise _BadLine(f"partner rank {int(peer)} is outside 0..{world - 1}")
         out.add(rank, kind, count * _dt(args, 3, dflt), peer=int(peer), tag=int(tag))
-    elif action in ("wait", "test"):
+    elif action in ACTIONS and ACTION[action].kind == "completion" and shape:
         src, dst, tag = (int(_num(args, i, w, negative=True)) for i, w in enumerate(("source", "destination",
                                                                                       "tag")))
         is_recv = dst == rank
@@ -296,20 +312,22 @@ def _parse_action(out: _Lines, vectors: VectorStore, v_seen: dict[tuple[int, int
     elif action == "barrier":
         out.add(rank, "barrier")
     elif action == "bcast":
-        out.add(rank, "bcast", _num(args, 0, "count") * _dt(args, 2, dflt),
-                peer=int(_num(args, 1, "root")) if len(args) > 1 else 0)
+        out.add(rank, "bcast", _num(args, 0, "count") * _dt(args, _pos(action, "dt"), dflt),
+                peer=_root(args, _pos(action, "root"), world))
     elif action == "reduce":
-        out.add(rank, "reduce", _num(args, 0, "count") * _dt(args, 3, dflt), _num(args, 1, "flops", integer=False),
-                peer=int(_num(args, 2, "root")) if len(args) > 2 else 0)
-    elif action in ("allreduce", "scan", "exscan"):
-        out.add(rank, action, _num(args, 0, "count") * _dt(args, 2, dflt), _num(args, 1, "flops", integer=False))
-    elif action in ("alltoall", "allgather"):
-        out.add(rank, action, _num(args, 0, "send count") * _dt(args, 2, dflt),
-                _num(args, 1, "receive count") * _dt(args, 3, dflt))
-    elif action in ("gather", "scatter"):
-        out.add(rank, action, _num(args, 0, "send count") * _dt(args, 3, dflt),
-                _num(args, 1, "receive count") * _dt(args, 4, dflt),
-                peer=int(_num(args, 2, "root")) if len(args) > 2 else 0)
+        out.add(rank, "reduce", _num(args, 0, "count") * _dt(args, _pos(action, "dt"), dflt),
+                _num(args, _pos(action, "flops"), "flops", integer=False),
+                peer=_root(args, _pos(action, "root"), world))
+    elif shape == REDUCTION_ARGS:
+        out.add(rank, action, _num(args, 0, "count") * _dt(args, _pos(action, "dt"), dflt),
+                _num(args, _pos(action, "flops"), "flops", integer=False))
+    elif shape == EXCHANGE_ARGS:
+        out.add(rank, action, _num(args, 0, "send count") * _dt(args, _pos(action, "sdt"), dflt),
+                _num(args, _pos(action, "rcount"), "receive count") * _dt(args, _pos(action, "rdt"), dflt))
+    elif shape == ROOTED_EXCHANGE_ARGS:
+        out.add(rank, action, _num(args, 0, "send count") * _dt(args, _pos(action, "sdt"), dflt),
+                _num(args, _pos(action, "rcount"), "receive count") * _dt(args, _pos(action, "rdt"), dflt),
+                peer=_root(args, _pos(action, "root"), world))
     elif action in V_ACTIONS:
         _parse_v(out, vectors, v_seen, rank, action, args, world, dflt)
     elif action == "compute":
@@ -321,62 +339,63 @@ def _parse_action(out: _Lines, vectors: VectorStore, v_seen: dict[tuple[int, int
         if rate <= 0:
             raise _BadLine("flush rate must be > 0")
         out.add(rank, "flush", _num(args, 0, "bytes", integer=False), rate)
-    elif action in ("enter", "leave"):
+    elif shape == REGION_ARGS:
         if len(args) != 1:
             raise _BadLine(f"{action} takes one region name without spaces")
         out.add(rank, action, name=args[0])
     else:
-        known = sorted({*_SEND_ALIASES, "recv", "irecv", "wait", "test", "waitall", "sendRecv", "barrier", "bcast",
-                        "reduce", "allreduce", "scan", "exscan", "alltoall", "allgather", "gather", "scatter",
-                        *V_ACTIONS, "compute", *_SECONDS, "flush", "enter", "leave", "init", "finalize",
-                        *_IGNORED})
+        known = sorted({*ACTIONS, *TI_ALIASES})
         raise _BadLine(f"action {action!r} cannot be replayed by waitlab", f"use one of: {', '.join(known)}")
+
+
+def _root(args: list[str], i: int, world: int) -> int:
+    """Root rank at argument ``i`` (0 when absent, as SimGrid's ``parse_root``), checked against the world."""
+    root = int(_num(args, i, "root")) if len(args) > i else 0
+    if root >= world:
+        raise _BadLine(f"root {root} is outside 0..{world - 1}")
+    return root
 
 
 def _parse_v(out: _Lines, vectors: VectorStore, v_seen: dict[tuple[int, int], int], rank: int, action: str,
              args: list[str], world: int, dflt: int) -> None:
+    """A v-collective line; argument positions come from the vocabulary's TI arguments (SimGrid 3.32 order)."""
     n = world
     code = CODE[action]
+
+    def at(arg: str) -> int:
+        return _pos(action, arg, n)
+
+    value2: float | None = None
     if action == "alltoallv":
-        # sbuf scounts*N rbuf rcounts*N [sdt rdt]
-        s = _counts(args, 1, n, "send counts")
-        r = _counts(args, 2 + n, n, "receive counts")
-        ssz, rsz = _dt(args, 2 + 2 * n, dflt), _dt(args, 3 + 2 * n, dflt)
-        send, recv, root = [c * ssz for c in s], [c * rsz for c in r], -1
-    elif action in ("gatherv", "allgatherv"):
-        # scount rcounts*N [root] [sdt rdt]  (allgatherv has no root)
-        scount = _num(args, 0, "send count")
-        r = _counts(args, 1, n, "receive counts")
-        base = 1 + n
+        ssz, rsz = _dt(args, at("sdt"), dflt), _dt(args, at("rdt"), dflt)
+        send = [c * ssz for c in _counts(args, at("scounts"), n, "send counts")]
+        recv = [c * rsz for c in _counts(args, at("rcounts"), n, "receive counts")]
         root = -1
-        if action == "gatherv":
-            root = int(_num(args, base, "root")) if len(args) > base else 0
-            base += 1
-        ssz, rsz = _dt(args, base, dflt), _dt(args, base + 1, dflt)
+    elif action in ("gatherv", "allgatherv"):  # allgatherv has no root
+        scount = _num(args, at("scount"), "send count")
+        r = _counts(args, at("rcounts"), n, "receive counts")
+        root = _root(args, at("root"), world) if action == "gatherv" else -1
+        ssz, rsz = _dt(args, at("sdt"), dflt), _dt(args, at("rdt"), dflt)
         send, recv = [0.0] * n, [c * rsz for c in r]
         send[root if root >= 0 else rank] = scount * ssz
     elif action == "scatterv":
-        # scounts*N rcount [root sdt rdt]
-        s = _counts(args, 0, n, "send counts")
-        rcount = _num(args, n, "receive count")
-        root = int(_num(args, n + 1, "root")) if len(args) > n + 1 else 0
-        ssz, rsz = _dt(args, n + 2, dflt), _dt(args, n + 3, dflt)
+        s = _counts(args, at("scounts"), n, "send counts")
+        rcount = _num(args, at("rcount"), "receive count")
+        root = _root(args, at("root"), world)
+        ssz, rsz = _dt(args, at("sdt"), dflt), _dt(args, at("rdt"), dflt)
         send, recv = [c * ssz for c in s], [0.0] * n
         recv[root] = rcount * rsz
-    else:  # reducescatter rcounts*N flops [dt]
-        r = _counts(args, 0, n, "receive counts")
-        flops = _num(args, n, "flops", integer=False)
-        sz = _dt(args, n + 1, dflt)
-        send, recv, root = [0.0] * n, [c * sz for c in r], -1
-        k = v_seen.get((rank, code), 0)
-        v_seen[(rank, code)] = k + 1
-        vectors.put(rank, code, k, send, recv)
-        out.add(rank, action, float(sum(recv)), flops)
-        return
+    else:  # reducescatter: value = bytes of the whole reduced vector, value2 = flops
+        sz = _dt(args, at("dt"), dflt)
+        send, recv, root = [0.0] * n, [c * sz for c in _counts(args, at("rcounts"), n, "receive counts")], -1
+        value2 = _num(args, at("flops"), "flops", integer=False)
     k = v_seen.get((rank, code), 0)
     v_seen[(rank, code)] = k + 1
     vectors.put(rank, code, k, send, recv)
-    out.add(rank, action, float(sum(send)), float(sum(recv)), peer=root)
+    if value2 is not None:
+        out.add(rank, action, float(sum(recv)), value2)
+    else:
+        out.add(rank, action, float(sum(send)), float(sum(recv)), peer=root)
 
 
 def _to_table(out: _Lines, n_ranks: int) -> OpTable:
@@ -442,15 +461,24 @@ def _v_line(action: str, rank: int, value: float, value2: float, peer: int, n: i
     else:
         send, recv = vec
     b = BYTE_DT
+    # Scalar counts (a rank's own send count, its receive count) come from the row: the per-peer vectors
+    # of a non-root rank may be all zero (MPI reads them at the root only).
     if action == "alltoallv":
         return f"alltoallv {int(send.sum())} {_fmt_counts(send)} {int(recv.sum())} {_fmt_counts(recv)} {b} {b}"
     if action == "gatherv":
-        return f"gatherv {int(send.sum())} {_fmt_counts(recv)} {max(peer, 0)} {b} {b}"
+        return f"gatherv {round(value)} {_fmt_counts(recv)} {_check_root(action, rank, peer, n)} {b} {b}"
     if action == "allgatherv":
-        return f"allgatherv {int(send.sum())} {_fmt_counts(recv)} {b} {b}"
+        return f"allgatherv {round(value)} {_fmt_counts(recv)} {b} {b}"
     if action == "scatterv":
-        return f"scatterv {_fmt_counts(send)} {int(recv.sum())} {max(peer, 0)} {b} {b}"
+        return f"scatterv {_fmt_counts(send)} {round(value2)} {_check_root(action, rank, peer, n)} {b} {b}"
     return f"reducescatter {_fmt_counts(recv)} {value2!r} {b}"
+
+
+def _check_root(action: str, rank: int, root: int, n: int) -> int:
+    if not 0 <= root < n:
+        raise InputError("operations", f"rank {rank} {action}", f"root {root} is outside 0..{n - 1}",
+                         "give the root rank as the operation's peer")
+    return root
 
 
 def format_ti_lines(ops: OpTable, core_speed: float, vectors: VectorStore | None = None) -> list[str]:

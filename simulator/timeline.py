@@ -16,43 +16,41 @@ import numpy.typing as npt
 import pandas as pd
 
 from waitlab.errors import SimulationError
-from waitlab.models.ops import ACTIONS, CODE, COLLECTIVE_ACTIONS, MPI_ACTIONS, OpTable
+from waitlab.models.ops import OpTable
 from waitlab.models.regions import region_structure as _regions
+from waitlab.models.vocabulary import (
+    ACTIONS,
+    CODE,
+    COLLECTIVE_ACTIONS,
+    RECV_ACTIONS,
+    REGION_MARKERS,
+    SEND_ACTIONS,
+    VOCABULARY,
+    bytes_moved,
+    lut,
+    names_where,
+)
 
 SCHEMA_VERSION = 1
 
 LOG_DTYPE = np.dtype([("rank", "<i4"), ("code", "<i4"), ("t_enter", "<f8"), ("t_exit", "<f8")])
 
-#: Event kinds (the ``kind`` column's categories, in this order).
+#: Event kinds (the ``kind`` column's categories, in this order): regions, each local action, MPI, other.
 KINDS: tuple[str, ...] = ("region", "compute", "mpi", "overhead", "noise", "delay", "flush", "swap", "sleep",
                           "other")
-_KIND_OF_CODE = np.full(len(ACTIONS), KINDS.index("other"), np.int8)
-for _name in MPI_ACTIONS:
-    _KIND_OF_CODE[CODE[_name]] = KINDS.index("mpi")
-for _name in ("compute", "overhead", "noise", "delay", "flush", "swap", "sleep"):
-    _KIND_OF_CODE[CODE[_name]] = KINDS.index(_name)
+_KIND_OF_CODE = np.array([KINDS.index(a.event_kind) for a in VOCABULARY], np.int8)
 
 #: The ``op`` column's categories: every TI action, then "region".
 OPS: tuple[str, ...] = (*ACTIONS, "region")
 REGION_OP = len(ACTIONS)
 
-
-
-def _lut(names: object) -> npt.NDArray[np.bool_]:
-    """Boolean lookup table over action codes: ``_lut(names)[code]`` is a fast ``isin``."""
-    table = np.zeros(len(ACTIONS), bool)
-    table[[CODE[n] for n in names]] = True  # type: ignore[attr-defined]
-    return table
-
-
-_IS_P2P_OR_ROOTED = _lut(("send", "isend", "recv", "irecv", "wait", "bcast", "reduce", "gather", "scatter"))
-_IS_BYTES = _lut([a for a in MPI_ACTIONS if a not in ("wait", "waitall", "barrier", "test")])
-_HAS_RECV_BYTES = _lut(("alltoall", "gather", "scatter", "allgather"))
-_IS_SEND = _lut(("send", "isend"))
-_IS_RECV = _lut(("recv", "irecv"))
-_IS_NONBLOCKING = _lut(("isend", "irecv"))
-_IS_BLOCKING_P2P = _lut(("send", "recv"))
-_IS_COLLECTIVE = _lut(COLLECTIVE_ACTIONS)
+_HAS_PEER = lut(a.name for a in VOCABULARY if a.peer_role is not None)
+_IS_SEND = lut(SEND_ACTIONS)
+_IS_RECV = lut(RECV_ACTIONS)
+_IS_NONBLOCKING = lut(a.name for a in VOCABULARY if a.kind in ("send", "recv") and not a.blocking)
+_IS_BLOCKING_P2P = lut(names_where(blocking=True))
+_IS_COLLECTIVE = lut(COLLECTIVE_ACTIONS)
+_IS_MARKER = lut(REGION_MARKERS)
 
 
 def read_log(path: Path, ops: OpTable) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
@@ -70,7 +68,7 @@ def read_log(path: Path, ops: OpTable) -> tuple[npt.NDArray[np.float64], npt.NDA
         raise SimulationError(f"the replay wrote no event log ({path}); the simulation did not start")
     log = np.fromfile(path, dtype=LOG_DTYPE)
     marker = (ops.code == CODE["enter"]) | (ops.code == CODE["leave"])
-    if marker.any() and log.size and not _lut(("enter", "leave"))[log["code"]].any():
+    if marker.any() and log.size and not _IS_MARKER[log["code"]].any():
         return _fill_markers(log, ops, marker)
     te, tx, _ = _read_aligned(log, ops.code, ops.rank, ops.seq, ops.n_ranks)
     return te, tx
@@ -306,9 +304,9 @@ def build_events(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: npt.NDA
     op = np.where(is_region, REGION_OP, ops.code[src_rows]).astype(np.int16)
     peer = ops.peer[src_rows]
     code = ops.code[src_rows]
-    p2p_or_rooted = _IS_P2P_OR_ROOTED[code]
-    is_bytes = _IS_BYTES[code]
-    value2_bytes = _HAS_RECV_BYTES[code]
+    has_peer = _HAS_PEER[code] & ~is_region
+    sent, received = bytes_moved(code, ops.value[src_rows], ops.value2[src_rows], ops.rank[src_rows], peer,
+                                 ops.n_ranks)
     names_cat = [*ops.names, ""]
     region_codes = np.where(region_id >= 0, region_id, len(ops.names))
     cols: dict[str, Any] = {
@@ -321,10 +319,10 @@ def build_events(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: npt.NDA
         "step": ops.step[src_rows],
         "enter": enter,
         "exit": exit_,
-        "peer": np.where(p2p_or_rooted & ~is_region, peer, -1).astype(np.int32),
+        "peer": np.where(has_peer, peer, -1).astype(np.int32),
         "tag": ops.tag[src_rows],
-        "bytes": np.where(is_bytes & ~is_region, np.rint(ops.value[src_rows]), 0).astype(np.int64),
-        "recv_bytes": np.where(value2_bytes & ~is_region, np.rint(ops.value2[src_rows]), 0).astype(np.int64),
+        "bytes": np.where(is_region, 0, sent),
+        "recv_bytes": np.where(is_region, 0, received),
         "match": np.where(is_region, -1, match[src_rows]),
         "done": np.where(done[src_rows] >= 0, out_index[np.maximum(done[src_rows], 0)], -1),
         "parent": parent,

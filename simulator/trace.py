@@ -18,7 +18,18 @@ import numpy as np
 import numpy.typing as npt
 
 from waitlab.errors import InputError
-from waitlab.models.ops import ACTIONS, OpTable
+from waitlab.models.ops import OpTable
+from waitlab.models.vocabulary import (
+    ACTION,
+    ACTIONS,
+    EXCHANGE_ARGS,
+    REDUCTION_ARGS,
+    REGION_ARGS,
+    ROOTED_EXCHANGE_ARGS,
+    SECONDS_ACTIONS,
+    V_ACTIONS,
+    VOCABULARY,
+)
 
 if TYPE_CHECKING:
     from waitlab.simulator.ti_trace import VectorStore
@@ -34,38 +45,44 @@ def _ints(values: npt.NDArray[np.float64]) -> list[int]:
 def _fmt(action: str, cols: _Cols) -> list[str]:
     """Lines of one action for a subset of rows (columns as Python lists)."""
     v, v2, peer, tag, rank, name = (cols[k] for k in ("count", "value2", "peer", "tag", "rank", "name"))
-    if action in ("send", "isend", "recv", "irecv"):
+    shape = ACTION[action].ti_args  # actions of one TI argument shape are written alike
+    if ACTION[action].kind in ("send", "recv"):
         return [f"{action} {p} {t} {c}" for p, t, c in zip(peer, tag, v, strict=True)]
     if action == "wait":  # wait src dst tag; value2 = 1 when it completes a receive (peer is then the source)
         return [f"wait {p} {r} {t}" if rc else f"wait {r} {p} {t}"
                 for p, r, t, rc in zip(peer, rank, tag, v2, strict=True)]
-    if action in ("waitall", "barrier"):
+    if not shape:
         return [action] * len(rank)
-    root = [max(p, 0) for p in peer]
+    root = peer
+    if ACTION[action].is_rooted and any(p < 0 for p in peer):
+        i = next(j for j, p in enumerate(peer) if p < 0)
+        raise InputError("operations", f"rank {rank[i]} {action}", "a rooted collective without a root (peer -1)",
+                         "give the root rank as the operation's peer")
     if action == "bcast":
         return [f"bcast {c} {q} 6" for c, q in zip(v, root, strict=True)]  # datatype 6 = MPI_BYTE
     if action == "reduce":
         return [f"reduce {c} {f!r} {q} 6" for c, f, q in zip(v, v2, root, strict=True)]
-    if action in ("allreduce", "scan", "exscan"):
+    if shape == REDUCTION_ARGS:
         return [f"{action} {c} {f!r}" for c, f in zip(v, v2, strict=True)]
-    if action in ("alltoall", "allgather"):
+    if shape == EXCHANGE_ARGS:
         return [f"{action} {c} {c2}" for c, c2 in zip(v, cols["count2"], strict=True)]
-    if action in ("gather", "scatter"):
+    if shape == ROOTED_EXCHANGE_ARGS:
         return [f"{action} {c} {c2} {q}" for c, c2, q in zip(v, cols["count2"], root, strict=True)]
-    if action in ("sleep", "overhead", "noise", "delay", "swap"):
+    if action in SECONDS_ACTIONS:
         return [f"{action} {x!r}" for x in cols["value"]]
     if action == "flush":
         return [f"flush {c} {f!r}" for c, f in zip(v, v2, strict=True)]
-    if action in ("enter", "leave"):
+    if shape == REGION_ARGS:
         return [f"{action} {n}" for n in name]
     if action == "test":
         return ["test -1 -1 0"] * len(rank)
     raise KeyError(action)
 
 
-WRITABLE = ("send", "isend", "recv", "irecv", "wait", "waitall", "barrier", "bcast", "reduce", "allreduce",
-            "scan", "exscan", "alltoall", "allgather", "gather", "scatter", "sleep", "overhead", "noise", "delay",
-            "swap", "flush", "enter", "leave", "compute", "test")
+#: Actions :func:`format_lines` writes (v-collectives: :func:`waitlab.simulator.ti_trace.format_ti_lines`;
+#: communicator set-up and ``sendRecv`` never appear in an operation table: the reader splits ``sendRecv``).
+WRITABLE = tuple(a.name for a in VOCABULARY
+                 if a.kind not in ("setup", "sendrecv") and not a.vector and a.name != "location")
 
 
 def format_lines(ops: OpTable, core_speed: float) -> list[str]:
@@ -121,7 +138,7 @@ def write_trace(ops: OpTable, core_speed: float, folder: Path, *, vectors: Vecto
     ``smpirun -replay`` needs from any folder), or relative to the index with ``relative=True``
     (a trace folder that can be moved).
     """
-    from waitlab.simulator.ti_trace import V_ACTIONS, format_ti_lines
+    from waitlab.simulator.ti_trace import format_ti_lines  # (ti_trace imports this module)
 
     folder.mkdir(parents=True, exist_ok=True)
     if vectors is not None or ops.mask(V_ACTIONS).any():

@@ -12,6 +12,7 @@ import pytest
 from waitlab.models.analysis.waitstates import wait_states
 from waitlab.models.ops import OpTable
 from waitlab.simulator.replay import replay_ops
+from waitlab.simulator.ti_trace import VectorStore
 
 #: Host speed of the test platform: 1 Gflop/s, so `compute` seconds are exact.
 SPEED = 1e9
@@ -40,9 +41,10 @@ def replay(tmp_path: Path) -> Replayer:
     if shutil.which("smpirun") is None:
         pytest.skip("SimGrid SMPI is not installed (run: make setup)")
 
-    def run(ops: OpTable, **config: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    def run(ops: OpTable, vectors: VectorStore | None = None, **config: str) -> tuple[pd.DataFrame, pd.DataFrame]:
         xml, hostfile = star_platform(tmp_path, ops.n_ranks)
-        rep = replay_ops(ops, xml, hostfile, SPEED, config=config or None, timeout=300, work=tmp_path / "work")
+        rep = replay_ops(ops, xml, hostfile, SPEED, config=config or None, timeout=300, work=tmp_path / "work",
+                         vectors=vectors)
         return rep.events, wait_states(rep.events)
 
     return run

@@ -51,13 +51,13 @@ import numpy.typing as npt
 import pandas as pd
 
 from waitlab.models.analysis.waitstates import PATTERNS
+from waitlab.models.vocabulary import COLLECTIVE_ACTIONS, P2P_ACTIONS
 
 #: Wait-state patterns of point-to-point operations (all other patterns are collective).
 P2P_PATTERNS = ("late_sender", "late_receiver")
 _P2P_TABLE = np.array([p in P2P_PATTERNS for p in PATTERNS], bool)
-_COLLECTIVE_OPS = ("barrier", "bcast", "reduce", "allreduce", "alltoall", "alltoallv", "gather", "scatter",
-                   "gatherv", "scatterv", "allgather", "allgatherv", "reducescatter", "scan", "exscan")
-_P2P_OPS = ("send", "isend", "recv", "irecv")
+_COLLECTIVE_OPS = tuple(sorted(COLLECTIVE_ACTIONS))
+_P2P_OPS = P2P_ACTIONS
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]

@@ -25,13 +25,17 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from waitlab.models.vocabulary import MPI_ACTIONS, RECV_ACTIONS, SEND_ACTIONS, names_where
+
 PATTERNS: tuple[str, ...] = ("late_sender", "late_receiver", "wait_at_barrier", "wait_at_nxn", "late_broadcast",
                              "early_reduce", "early_scan")
 
-NXN_OPS = ("allreduce", "allgather", "allgatherv", "alltoall", "alltoallv", "reducescatter")
-ONE_TO_N_OPS = ("bcast", "scatter", "scatterv")
-N_TO_ONE_OPS = ("reduce", "gather", "gatherv")
-SCAN_OPS = ("scan", "exscan")
+#: Collectives of each pattern family (from the action vocabulary).
+BARRIER_OPS = names_where(pattern="barrier")
+NXN_OPS = names_where(pattern="nxn")
+ONE_TO_N_OPS = names_where(pattern="1xn")
+N_TO_ONE_OPS = names_where(pattern="nx1")
+SCAN_OPS = names_where(pattern="scan")
 
 #: SMPI sends messages up to this many bytes eagerly (``smpi/send-is-detached-thresh``): they never wait
 #: for the receiver, so only larger (rendezvous) messages can cause a late-receiver wait.
@@ -57,11 +61,10 @@ def _add(acc: dict[str, list[npt.NDArray[Any]]], pattern: str, event: npt.NDArra
 def _p2p(ev: pd.DataFrame, acc: dict[str, list[npt.NDArray[Any]]], eager_threshold: int) -> None:
     op = ev["op"].cat.codes.to_numpy()
     cats = list(ev["op"].cat.categories)
-    code = {name: cats.index(name) for name in ("send", "isend", "recv", "irecv") if name in cats}
     enter, exit_ = ev["enter"].to_numpy(), ev["exit"].to_numpy()
     match, done = ev["match"].to_numpy(), ev["done"].to_numpy()
-    is_send = _member(op, [code[c] for c in ("send", "isend") if c in code], len(cats))
-    is_recv = _member(op, [code[c] for c in ("recv", "irecv") if c in code], len(cats))
+    is_send = _member(op, [cats.index(c) for c in SEND_ACTIONS if c in cats], len(cats))
+    is_recv = _member(op, [cats.index(c) for c in RECV_ACTIONS if c in cats], len(cats))
     s_rows, r_rows = np.flatnonzero(is_send), np.flatnonzero(is_recv)
     if s_rows.size == 0:
         return
@@ -118,7 +121,7 @@ def _collectives(ev: pd.DataFrame, acc: dict[str, list[npt.NDArray[Any]]]) -> No
     ops = op_col.cat.codes.to_numpy()
     match = ev["match"].to_numpy()
     n_ranks = int(ev["rank"].max()) + 1 if len(ev) else 0
-    groups = {"wait_at_barrier": ("barrier",), "wait_at_nxn": NXN_OPS, "late_broadcast": ONE_TO_N_OPS,
+    groups = {"wait_at_barrier": BARRIER_OPS, "wait_at_nxn": NXN_OPS, "late_broadcast": ONE_TO_N_OPS,
               "early_reduce": N_TO_ONE_OPS, "early_scan": SCAN_OPS}
     rank_col = ev["rank"].to_numpy()
     for pattern, names in groups.items():
@@ -142,13 +145,13 @@ def _collectives(ev: pd.DataFrame, acc: dict[str, list[npt.NDArray[Any]]]) -> No
             w = np.minimum(target, exit_) - enter
             peer = np.broadcast_to(m[np.arange(m.shape[0]), last][:, None], m.shape)
         elif pattern == "late_broadcast":
-            root = ev["peer"].to_numpy()[m[:, 0]].clip(0, n_ranks - 1)
+            root = _roots(ev, m, n_ranks, pattern)
             target = enter[np.arange(m.shape[0]), root][:, None]
             w = np.minimum(target, exit_) - enter
             w[np.arange(m.shape[0]), root] = 0.0
             peer = np.broadcast_to(m[np.arange(m.shape[0]), root][:, None], m.shape)
         elif pattern == "early_reduce":
-            root = ev["peer"].to_numpy()[m[:, 0]].clip(0, n_ranks - 1)
+            root = _roots(ev, m, n_ranks, pattern)
             masked = enter.copy()
             masked[np.arange(m.shape[0]), root] = -np.inf
             last = np.argmax(masked, axis=1)
@@ -162,6 +165,19 @@ def _collectives(ev: pd.DataFrame, acc: dict[str, list[npt.NDArray[Any]]]) -> No
             w = np.minimum(prefix, exit_) - enter
             peer = np.take_along_axis(m, arg, axis=1)
         _add(acc, pattern, m.ravel(), w.ravel(), np.ascontiguousarray(peer).ravel())
+
+
+def _roots(ev: pd.DataFrame, m: npt.NDArray[np.int64], n_ranks: int, pattern: str) -> npt.NDArray[np.int64]:
+    """Root rank of every instance (rows of ``m``); every participant must name the same, valid root."""
+    peer = ev["peer"].to_numpy()[m]
+    bad = (peer < 0) | (peer >= n_ranks) | (peer != peer[:, :1])
+    if bad.any():
+        i, j = (int(x[0]) for x in np.nonzero(bad))
+        raise ValueError(f"{pattern}: rank {int(ev['rank'].to_numpy()[m[i, j]])} gives root {int(peer[i, j])} in "
+                         f"collective instance {int(ev['match'].to_numpy()[m[i, 0]])} (rank "
+                         f"{int(ev['rank'].to_numpy()[m[i, 0]])} gives {int(peer[i, 0])}): a rooted collective "
+                         f"needs the same root 0..{n_ranks - 1} on every rank")
+    return peer[:, 0].astype(np.int64)
 
 
 def _prefix_argmax(a: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
@@ -235,11 +251,9 @@ def make_events(*, rank: list[int], op: list[str], enter: list[float], exit: lis
                 kind: list[str] | None = None, nbytes: list[int] | None = None) -> pd.DataFrame:
     """A minimal event table for examples and hand-computed tests (no regions)."""
     n = len(rank)
-    mpi = {"send", "isend", "recv", "irecv", "wait", "waitall", "barrier", *NXN_OPS, *ONE_TO_N_OPS,
-           *N_TO_ONE_OPS, *SCAN_OPS}
     return pd.DataFrame({
         "rank": np.asarray(rank, np.int32),
-        "kind": pd.Categorical(kind or ["mpi" if o in mpi else o for o in op]),
+        "kind": pd.Categorical(kind or ["mpi" if o in MPI_ACTIONS else o for o in op]),
         "op": pd.Categorical(op),
         "enter": np.asarray(enter, float),
         "exit": np.asarray(exit, float),

@@ -44,13 +44,14 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from waitlab.models.vocabulary import COLLECTIVE_ACTIONS, RECV_ACTIONS, SEND_ACTIONS
+
 #: Event kinds counted as instrumentation overhead by default.
 TRACER_KINDS: tuple[str, ...] = ("overhead", "swap", "flush", "delay")
 
-SEND_OPS = ("send", "isend")
-RECV_OPS = ("recv", "irecv")
-COLLECTIVE_OPS = ("barrier", "bcast", "reduce", "allreduce", "alltoall", "alltoallv", "gather", "scatter",
-                  "gatherv", "scatterv", "allgather", "allgatherv", "reducescatter", "scan", "exscan")
+SEND_OPS = SEND_ACTIONS
+RECV_OPS = RECV_ACTIONS
+COLLECTIVE_OPS = tuple(sorted(COLLECTIVE_ACTIONS))
 
 #: Default tolerance (s): SimGrid's clock is exact to about 1e-9 s.
 ATOL = 1e-9

@@ -46,8 +46,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from waitlab.models.ops import CODE, COLLECTIVE_ACTIONS, MPI_ACTIONS, OpTable
+from waitlab.models.ops import OpTable
 from waitlab.models.perturb.insertion import key
+from waitlab.models.vocabulary import BYTES_ACTIONS, CODE, COLLECTIVE_ACTIONS, MPI_ACTIONS, codes_of
 
 #: What a tracer can record.
 EVENT_SETS = ("none", "mpi", "regions", "all")
@@ -57,7 +58,7 @@ PLACEMENTS = ("after", "before", "both")
 SUB_JITTER, SUB_AFTER, SUB_FLUSH, SUB_BEFORE = 0, 1, 2, 3
 
 #: MPI actions whose ``value`` is bytes moved (the payload a tracer may copy).
-_BYTES_ACTIONS = frozenset(MPI_ACTIONS) - {"wait", "waitall", "barrier", "test"}
+_BYTES_ACTIONS = BYTES_ACTIONS
 
 _F = npt.NDArray[np.float64]
 _I = npt.NDArray[np.int64]
@@ -143,7 +144,7 @@ class Records:
 
 
 def _action_codes(names: frozenset[str] | set[str] | tuple[str, ...]) -> npt.NDArray[np.int8]:
-    return np.array(sorted(CODE[n] for n in names if n in CODE), np.int8)
+    return codes_of(names)
 
 
 def select_records(ops: OpTable, inst: Instrumentation) -> Records:

@@ -57,6 +57,7 @@ import numpy as np
 import numpy.typing as npt
 
 from waitlab.models.ops import CAUSE_KINDS, CODE, Ledger, OpTable
+from waitlab.models.vocabulary import names_where
 
 #: Speed scale of a host during a detour (SimGrid 3.32 ignores a scale of exactly 0).
 DETOUR_SCALE = 1e-12
@@ -512,9 +513,9 @@ class NoiseHits:
 
 
 #: Operations that use the CPU for their whole duration.
-CPU_ACTIONS = ("compute", "overhead", "noise")
+CPU_ACTIONS = names_where(cpu_bound=True)
 #: Collective operations whose ``flops`` (``value2``) run on the CPU at the end of the operation.
-FLOP_COLLECTIVES = ("reduce", "allreduce", "scan", "exscan", "reducescatter")
+FLOP_COLLECTIVES = names_where(flops_in_value2=True)
 
 
 def cpu_intervals(ops: OpTable, t_enter: _F, t_exit: _F, core_speed: float, pattern: NoisePattern,

@@ -11,8 +11,8 @@
  * {int32 peer, tag, name, comm, step, flags; float64 value, value2; uint64 site}:
  * peer/root as MPI_COMM_WORLD ranks, bytes, region name id, communicator id,
  * and the call site (return address relative to the program's load address).
- * Region markers (waitlab.h) are records too.  Action codes are the indexes of
- * waitlab.models.ops.ACTIONS (checked by the tests against the WL_* constants).
+ * Region markers (waitlab.h) are records too.  Action codes are the WL_*
+ * constants of waitlab_actions.h, generated from waitlab.models.vocabulary.
  *
  * Injection schedule (WAITLAB_SCHEDULE=<dir>, file s<rank>.bin, 32-byte records
  * {int64 anchor, int32 code, int32 phase, float64 value, float64 value2}, in
@@ -41,15 +41,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Action codes: indexes into waitlab.models.ops.ACTIONS. */
-enum {
-  WL_INIT = 0, WL_FINALIZE = 1, WL_SEND = 5, WL_ISEND = 6, WL_RECV = 7, WL_IRECV = 8, WL_TEST = 9,
-  WL_WAIT = 11, WL_WAITALL = 12, WL_BARRIER = 13, WL_BCAST = 14, WL_REDUCE = 15, WL_ALLREDUCE = 16,
-  WL_ALLTOALL = 17, WL_ALLTOALLV = 18, WL_GATHER = 19, WL_SCATTER = 20, WL_GATHERV = 21, WL_SCATTERV = 22,
-  WL_ALLGATHER = 23, WL_ALLGATHERV = 24, WL_REDUCESCATTER = 25, WL_SCAN = 26, WL_EXSCAN = 27,
-  WL_COMPUTE = 28, WL_SLEEP = 29, WL_ENTER = 31, WL_LEAVE = 32, WL_OVERHEAD = 33, WL_NOISE = 34,
-  WL_DELAY = 35, WL_FLUSH = 36, WL_SWAP = 37
-};
+/* Action codes (WL_*): generated from waitlab.models.vocabulary. */
+#include "waitlab_actions.h"
 
 #define WL_FLAG_INJECTED 1
 
@@ -953,8 +946,12 @@ int MPI_Reduce_scatter(const void* sbuf, void* rbuf, const int* rcounts, MPI_Dat
 {
   WL_BEGIN();
   int rc = PMPI_Reduce_scatter(sbuf, rbuf, rcounts, dt, op, comm);
-  if (wl_on && rc == MPI_SUCCESS)
-    wl_vcoll(WL_REDUCESCATTER, t0_, ra_, -1, comm, NULL, dt, rcounts, dt, 0.0, 0.0);
+  if (wl_on && rc == MPI_SUCCESS) {
+    /* vocabulary: value = bytes of the whole reduced vector (sum of rcounts), value2 = flops (not measured) */
+    int64_t op = wl_vcoll(WL_REDUCESCATTER, t0_, ra_, -1, comm, NULL, dt, rcounts, dt, 0.0, 0.0);
+    wl_args[op].value = wl_args[op].value2;
+    wl_args[op].value2 = 0.0;
+  }
   return rc;
 }
 

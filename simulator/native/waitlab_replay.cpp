@@ -23,6 +23,8 @@
 #include "xbt/replay.hpp"
 #include "xbt/str.h"
 
+#include "waitlab_actions.h"
+
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -41,18 +43,9 @@ struct Record {
 };
 static_assert(sizeof(Record) == 24, "log record must be 24 bytes");
 
-// The order of this table is the action-code contract with waitlab.simulator.timeline.
-const char* const kActions[] = {
-    "init",      "finalize",   "comm_size", "comm_split", "comm_dup",  "send",     "isend",
-    "recv",      "irecv",      "test",      "sendRecv",   "wait",      "waitall",  "barrier",
-    "bcast",     "reduce",     "allreduce", "alltoall",   "alltoallv", "gather",   "scatter",
-    "gatherv",   "scatterv",   "allgather", "allgatherv", "reducescatter", "scan", "exscan",
-    "compute",   "sleep",      "location",
-    // waitlab actions
-    "enter",     "leave",      "overhead",  "noise",      "delay",     "flush",    "swap",
-};
-constexpr int kNumStock = 31;
-constexpr int kNumActions = sizeof(kActions) / sizeof(kActions[0]);
+// Action codes and names (WL_*, WL_ACTION_NAMES) are generated from waitlab.models.vocabulary.
+constexpr int kNumStock = WL_NUM_STOCK;
+const char* const* const kActions = WL_ACTION_NAMES;
 
 FILE* g_log = nullptr;
 bool g_registered = false;
@@ -131,12 +124,12 @@ void register_actions()
       log_record(code, t0, simgrid::s4u::Engine::get_clock());
     };
   };
-  xbt_replay_action_register("enter", marker(kNumStock + 0));
-  xbt_replay_action_register("leave", marker(kNumStock + 1));
-  xbt_replay_action_register("overhead", cpu_bound(kNumStock + 2));
-  xbt_replay_action_register("noise", cpu_bound(kNumStock + 3));
-  xbt_replay_action_register("delay", sleeping(kNumStock + 4));
-  xbt_replay_action_register("flush", [](simgrid::xbt::ReplayAction& action) {
+  xbt_replay_action_register(kActions[WL_ENTER], marker(WL_ENTER));
+  xbt_replay_action_register(kActions[WL_LEAVE], marker(WL_LEAVE));
+  xbt_replay_action_register(kActions[WL_OVERHEAD], cpu_bound(WL_OVERHEAD));
+  xbt_replay_action_register(kActions[WL_NOISE], cpu_bound(WL_NOISE));
+  xbt_replay_action_register(kActions[WL_DELAY], sleeping(WL_DELAY));
+  xbt_replay_action_register(kActions[WL_FLUSH], [](simgrid::xbt::ReplayAction& action) {
     double bytes = parse_seconds(action, 2);
     double rate = parse_seconds(action, 3);
     double latency = action.size() > 4 ? parse_seconds(action, 4) : 0.0;
@@ -148,10 +141,10 @@ void register_actions()
     double seconds = latency + bytes / rate;
     if (seconds > 0)
       simgrid::s4u::this_actor::sleep_for(seconds);
-    log_record(kNumStock + 5, t0, simgrid::s4u::Engine::get_clock());
+    log_record(WL_FLUSH, t0, simgrid::s4u::Engine::get_clock());
   });
-  xbt_replay_action_register("swap", sleeping(kNumStock + 6));
-  static_assert(kNumActions == kNumStock + 7, "action table and registrations disagree");
+  xbt_replay_action_register(kActions[WL_SWAP], sleeping(WL_SWAP));
+  static_assert(WL_NUM_ACTIONS == WL_NUM_STOCK + 7, "the vocabulary has waitlab actions this file does not register");
 }
 
 } // namespace

@@ -1,0 +1,93 @@
+/* waitlab_actions.h: GENERATED from waitlab.models.vocabulary by c_header(); do not edit.
+ * Regenerate: python -m waitlab.models.vocabulary > simulator/native/waitlab_actions.h
+ * (tests/test_vocabulary.py checks that this file equals the generated text). */
+#ifndef WAITLAB_ACTIONS_H
+#define WAITLAB_ACTIONS_H
+
+enum wl_action {
+  WL_INIT = 0,
+  WL_FINALIZE = 1,
+  WL_COMM_SIZE = 2,
+  WL_COMM_SPLIT = 3,
+  WL_COMM_DUP = 4,
+  WL_SEND = 5,
+  WL_ISEND = 6,
+  WL_RECV = 7,
+  WL_IRECV = 8,
+  WL_TEST = 9,
+  WL_SENDRECV = 10,
+  WL_WAIT = 11,
+  WL_WAITALL = 12,
+  WL_BARRIER = 13,
+  WL_BCAST = 14,
+  WL_REDUCE = 15,
+  WL_ALLREDUCE = 16,
+  WL_ALLTOALL = 17,
+  WL_ALLTOALLV = 18,
+  WL_GATHER = 19,
+  WL_SCATTER = 20,
+  WL_GATHERV = 21,
+  WL_SCATTERV = 22,
+  WL_ALLGATHER = 23,
+  WL_ALLGATHERV = 24,
+  WL_REDUCESCATTER = 25,
+  WL_SCAN = 26,
+  WL_EXSCAN = 27,
+  WL_COMPUTE = 28,
+  WL_SLEEP = 29,
+  WL_LOCATION = 30,
+  WL_ENTER = 31,
+  WL_LEAVE = 32,
+  WL_OVERHEAD = 33,
+  WL_NOISE = 34,
+  WL_DELAY = 35,
+  WL_FLUSH = 36,
+  WL_SWAP = 37,
+};
+
+#define WL_NUM_ACTIONS 38
+#define WL_NUM_STOCK 31
+
+/* TI action names, indexed by code; the first WL_NUM_STOCK are SimGrid's stock replay actions. */
+static const char* const WL_ACTION_NAMES[WL_NUM_ACTIONS] = {
+  "init",
+  "finalize",
+  "comm_size",
+  "comm_split",
+  "comm_dup",
+  "send",
+  "isend",
+  "recv",
+  "irecv",
+  "test",
+  "sendRecv",
+  "wait",
+  "waitall",
+  "barrier",
+  "bcast",
+  "reduce",
+  "allreduce",
+  "alltoall",
+  "alltoallv",
+  "gather",
+  "scatter",
+  "gatherv",
+  "scatterv",
+  "allgather",
+  "allgatherv",
+  "reducescatter",
+  "scan",
+  "exscan",
+  "compute",
+  "sleep",
+  "location",
+  "enter",
+  "leave",
+  "overhead",
+  "noise",
+  "delay",
+  "flush",
+  "swap",
+};
+
+#endif /* WAITLAB_ACTIONS_H */
