@@ -141,8 +141,8 @@ def simulate(scenario: Scenario, ops: OpTable | None = None, *, perturb: Perturb
         work.mkdir(parents=True, exist_ok=True)
         xml, hostfile = platform.write(work)
         flags = ["-trace", "-trace-file", str(paje_file)] if paje_file is not None else []
-        rep = replay_ops(ops, xml, hostfile, compute_speed(scenario, platform), config=smpi_config(scenario),
-                         extra_flags=flags,
+        rep = replay_ops(ops, xml, hostfile, compute_speed(scenario, platform),
+                         config={**platform.smpi_config, **smpi_config(scenario)}, extra_flags=flags,
                          timeout=scenario.simulation.timeout, work=work,
                          what=f"SMPI replay of scenario '{scenario.name}' ({scenario.source})")
     stages.update(rep.stage_seconds)

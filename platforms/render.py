@@ -51,12 +51,13 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
 from waitlab.errors import InputError
 from waitlab.platforms.model import PlatformModel
+from waitlab.platforms.smpi_factors import calibrate
 
 __all__ = ["RenderedPlatform", "render_platform"]
 
@@ -92,6 +93,9 @@ class RenderedPlatform:
         Every host of the platform, in XML order (valid keys for ``speed_profiles``).
     split_cores : bool
         Whether every rank slot is its own single-core host.
+    smpi_config : dict of str to str
+        SimGrid ``--cfg`` settings that calibrate SMPI to the platform's MPI-level figures
+        (:func:`waitlab.platforms.smpi_factors.calibrate`); merge them under a scenario's own settings.
     """
 
     name: str
@@ -104,6 +108,7 @@ class RenderedPlatform:
     node_of_rank: tuple[int, ...]
     hosts: tuple[str, ...]
     split_cores: bool
+    smpi_config: dict[str, str] = field(default_factory=dict)
 
     @property
     def n_ranks(self) -> int:
@@ -268,7 +273,9 @@ def render_platform(model: PlatformModel, n_ranks: int, ranks_per_node: int | No
     split = bool(split_cores)
     leaf_size = model.topology.leaf_size
     n_leaves = math.ceil(n_nodes / leaf_size)
-    intra, inter, node = model.intra_node, model.inter_node, model.node
+    calibration = calibrate(model)
+    # links as calibrated: the loopback may be chosen to meet intra-node MPI figures (smpi_factors.py)
+    intra, inter, node = calibration.intra_node, calibration.inter_node, model.node
 
     if split:
         hosts = tuple(f"node-{i}-core-{j}" for i in range(n_nodes) for j in range(rpn))
@@ -341,5 +348,5 @@ def render_platform(model: PlatformModel, n_ranks: int, ranks_per_node: int | No
     return RenderedPlatform(
         name=model.name, xml="".join(out), hostfile="".join(h + "\n" for h in host_of_rank),
         core_speed=node.core_speed, n_nodes=n_nodes, ranks_per_node=rpn, host_of_rank=host_of_rank,
-        node_of_rank=node_of_rank, hosts=hosts, split_cores=split,
+        node_of_rank=node_of_rank, hosts=hosts, split_cores=split, smpi_config=dict(calibration.smpi_config),
     )
