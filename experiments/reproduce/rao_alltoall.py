@@ -44,10 +44,11 @@ FULL_GRID: dict[str, Any] = {"platforms": PLATFORMS, "algorithms": ALGORITHMS, "
 #: 128 ranks on (benchmarks/bench_alltoall.py).
 STEPWISE: tuple[str, ...] = ("2dmesh", "3dmesh", "bruck", "pair", "rdb", "ring")
 #: What runs on a shared 2-core machine in about ten minutes: every algorithm and size at 64 ranks on both
-#: machines, and the step-wise algorithms at 128 ranks on Dawning.  Statements that need MPICH native or LAM
-#: simple at 128 ranks, or anything at 256 ranks, are "not run" unless the full grid is asked for.
+#: machines, the step-wise algorithms at 128 ranks and pair and ring at 256 ranks on Dawning.  Statements
+#: that need MPICH native or LAM simple at 128 or 256 ranks are "not run" unless the full grid is asked for.
 DEFAULT_SUBSET: dict[str, Any] = {"platforms": PLATFORMS, "algorithms": ALGORITHMS, "sizes": SIZES,
-                                  "ranks": (64,), "extra": (("dawning_5000a", 128, STEPWISE),)}
+                                  "ranks": (64,), "extra": (("dawning_5000a", 128, STEPWISE),
+                                                            ("dawning_5000a", 256, ("pair", "ring")))}
 
 
 @dataclass
