@@ -214,6 +214,9 @@ class PlatformModel:
     mpi : MpiSpec or None
         MPI-level pingpong figures and per-message overheads (section ``[mpi]``, optional); what
         :mod:`waitlab.platforms.calibration` calibrates SMPI against.  None: the link figures are used as they are.
+    memory_bandwidth : float or None
+        ``intra_node.memory_bandwidth`` (optional): B/s all messages of one node share (its memory system);
+        rendered with ``split_cores=True`` only (see :mod:`waitlab.platforms.render`).
     """
 
     name: str
@@ -228,6 +231,7 @@ class PlatformModel:
     trace_buffer_memory: int
     figures: tuple[Figure, ...]
     mpi: MpiSpec | None = None
+    memory_bandwidth: float | None = None
 
     def figure(self, key: str) -> Figure:
         """The :class:`Figure` for a dotted key such as ``"node.core_speed"``.
@@ -315,7 +319,7 @@ def load_platform(name_or_path: str | Path) -> PlatformModel:
 _SECTIONS: dict[str, tuple[str, ...]] = {
     "machine": ("max_nodes",),
     "node": ("cores", "core_speed", "memory", "hardware_cores"),
-    "intra_node": ("bandwidth", "latency"),
+    "intra_node": ("bandwidth", "latency", "memory_bandwidth"),
     "inter_node": ("bandwidth", "latency"),
     "topology": ("kind", "note", "leaf_size", "taper", "hop_latency"),
     "disk": ("bandwidth", "latency"),
@@ -478,6 +482,7 @@ def from_mapping(data: Mapping[str, Any], file: str = "<platform>", default_name
     hw = r.number("node", "hardware_cores", integer=True, required=False)
     node = NodeSpec(cores, core_speed, memory, cores if hw is None else int(hw))
     intra = LinkSpec(num("intra_node", "bandwidth"), num("intra_node", "latency", _non_negative))
+    mem = r.number("intra_node", "memory_bandwidth", required=False)
     inter = LinkSpec(num("inter_node", "bandwidth"), num("inter_node", "latency", _non_negative))
 
     kind = r.string("topology", "kind")
@@ -504,7 +509,8 @@ def from_mapping(data: Mapping[str, Any], file: str = "<platform>", default_name
     mpi = read_mpi(r, file, r.section("mpi")) if "mpi" in data else None
     return PlatformModel(name=name, description=description.strip(), file=file, max_nodes=max_nodes, node=node,
                          intra_node=intra, inter_node=inter, topology=topology, disk=disk,
-                         trace_buffer_memory=buffer, figures=tuple(r.figures), mpi=mpi)
+                         trace_buffer_memory=buffer, figures=tuple(r.figures), mpi=mpi,
+                         memory_bandwidth=None if mem is None else float(mem))
 
 
 # --------------------------------------------------------------------------------------------------

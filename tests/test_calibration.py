@@ -88,3 +88,39 @@ def test_calibrated_curve_between_figures_is_the_line_through_them() -> None:
     b = (1048576 / 1.5e9 - 1.6e-6) / (1048576 - 8)
     a = 1.6e-6 - 8 * b
     assert pingpong_time(m, 65536) == pytest.approx(a + b * 65536, rel=1e-9)
+
+
+def _ring_of_messages(rp, n_msgs: int, size: int) -> float:  # type: ignore[no-untyped-def]
+    """Every rank of ``rp`` sends ``n_msgs`` concurrent ``size``-byte messages to the next rank; makespan."""
+    import tempfile
+
+    import numpy as np
+
+    from waitlab.models.ops import OpBuilder
+    from waitlab.simulator.replay import replay_ops
+
+    n = rp.n_ranks
+    ranks = np.arange(n, dtype=np.int32)
+    b = OpBuilder(n_ranks=n)
+    for k in range(n_msgs):
+        b.add("irecv", ranks, value=size, peer=(ranks - 1) % n, tag=k)
+    for k in range(n_msgs):
+        b.add("isend", ranks, value=size, peer=(ranks + 1) % n, tag=k)
+    b.add("waitall", ranks)
+    with tempfile.TemporaryDirectory() as tmp:
+        xml, hostfile = rp.write(Path(tmp))
+        rep = replay_ops(b.build(), xml, hostfile, rp.core_speed, config=rp.smpi_config, timeout=60)
+    return float(rep.events["exit"].max())
+
+
+@needs_simgrid
+@pytest.mark.simgrid
+def test_split_cores_share_the_node_memory_bandwidth() -> None:
+    m = load_platform("sunway_taihulight")
+    assert m.memory_bandwidth == 2.0e10
+    size = 4 * 2**20
+    split = _ring_of_messages(render_platform(m, 4, split_cores=True), 8, size)  # 32 messages in one node
+    assert 32 * size / split <= m.memory_bandwidth * 1.0001  # aggregate never above the node's memory
+    assert 32 * size / split > 0.9 * m.memory_bandwidth  # and the bus is the bottleneck (core links: 4 x 9.7 GB/s)
+    flat = _ring_of_messages(render_platform(m, 4), 8, size)  # default rendering: FATPIPE loopback (known gap)
+    assert 32 * size / flat > 2 * m.memory_bandwidth
