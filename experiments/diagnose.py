@@ -2,7 +2,7 @@
 
 Input: a results folder of ``waitlab run`` (``run.json``, ``events.parquet``,
 ``waits.parquet``) or a scenario TOML (simulated first), or an in-memory
-:class:`~waitlab.experiments.run.RunResult`.
+:class:`~waitlab.experiments.pipeline.RunResult`.
 
 Models: CWP-DM (:func:`~waitlab.models.analysis.cwpdm.cwpdm`) and H-CWP-DM with both
 collective pairings (``earliest`` as in seed 000, and ``each``), each timed and

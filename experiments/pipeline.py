@@ -83,8 +83,9 @@ class Prepared:
     perturbation: PerturbationConfig | None
 
     def smpi_config(self) -> dict[str, str]:
-        """SimGrid ``--cfg`` settings: waitlab's defaults, the alltoall choice, then the scenario's own."""
-        return smpi_config(self.scenario)
+        """SimGrid ``--cfg`` settings: the platform's calibration, waitlab's defaults, the alltoall choice,
+        then the scenario's own (later ones win)."""
+        return {**self.platform.smpi_config, **smpi_config(self.scenario)}
 
     def facts(self) -> PlatformFacts:
         """What the perturbation models need to know about the platform."""

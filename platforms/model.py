@@ -70,6 +70,7 @@ from pathlib import Path
 from typing import Any
 
 from waitlab.errors import InputError
+from waitlab.platforms.mpi_spec import MPI_KEYS, MpiSpec, read_mpi
 
 __all__ = [
     "DiskSpec",
@@ -210,6 +211,12 @@ class PlatformModel:
         Bytes per node available for trace buffers.
     figures : tuple of Figure
         Provenance of every number, in file order.
+    mpi : MpiSpec or None
+        MPI-level pingpong figures and per-message overheads (section ``[mpi]``, optional); what
+        :mod:`waitlab.platforms.calibration` calibrates SMPI against.  None: the link figures are used as they are.
+    memory_bandwidth : float or None
+        ``intra_node.memory_bandwidth`` (optional): B/s all messages of one node share (its memory system);
+        rendered with ``split_cores=True`` only (see :mod:`waitlab.platforms.render`).
     """
 
     name: str
@@ -223,6 +230,8 @@ class PlatformModel:
     disk: DiskSpec
     trace_buffer_memory: int
     figures: tuple[Figure, ...]
+    mpi: MpiSpec | None = None
+    memory_bandwidth: float | None = None
 
     def figure(self, key: str) -> Figure:
         """The :class:`Figure` for a dotted key such as ``"node.core_speed"``.
@@ -310,11 +319,12 @@ def load_platform(name_or_path: str | Path) -> PlatformModel:
 _SECTIONS: dict[str, tuple[str, ...]] = {
     "machine": ("max_nodes",),
     "node": ("cores", "core_speed", "memory", "hardware_cores"),
-    "intra_node": ("bandwidth", "latency"),
+    "intra_node": ("bandwidth", "latency", "memory_bandwidth"),
     "inter_node": ("bandwidth", "latency"),
     "topology": ("kind", "note", "leaf_size", "taper", "hop_latency"),
     "disk": ("bandwidth", "latency"),
     "trace": ("buffer_memory",),
+    "mpi": MPI_KEYS,
 }
 _TOP_KEYS = ("name", "description", *_SECTIONS)
 
@@ -359,7 +369,13 @@ class _Reader:
                 return None
             raise InputError(self.file, dotted, "is missing",
                              f"add {example} (or assumed = true, reason = \"...\") under [{section}]")
-        entry = sec[key]
+        return self.figure(dotted, sec[key], integer=integer, check=check)
+
+    def figure(self, dotted: str, entry: Any, *, integer: bool = False,
+               check: Callable[[float], str] = _positive) -> float:
+        """Validate one ``{ value, source | assumed + reason }`` table found at ``dotted``; record its provenance."""
+        key = dotted.rsplit(".", 1)[-1]
+        example = f'{key} = {{ value = ..., source = "seed NNN §x table y" }}'
         if not isinstance(entry, Mapping):
             raise InputError(self.file, dotted, f"must be a table with value and source, got {entry!r}",
                              f"write {key} = {{ value = {entry!r}, source = \"...\" }} "
@@ -407,7 +423,7 @@ class _Reader:
             raise InputError(self.file, f"{dotted}.reason", "reason is only for assumed figures",
                              "rename it to source, or add assumed = true")
         self.figures.append(Figure(dotted, float(value), source.strip(), assumed, reason.strip()))
-        return value
+        return float(value)
 
     def string(self, section: str | None, key: str, default: str | None = None) -> str:
         sec = self.data if section is None else self.section(section)
@@ -466,6 +482,7 @@ def from_mapping(data: Mapping[str, Any], file: str = "<platform>", default_name
     hw = r.number("node", "hardware_cores", integer=True, required=False)
     node = NodeSpec(cores, core_speed, memory, cores if hw is None else int(hw))
     intra = LinkSpec(num("intra_node", "bandwidth"), num("intra_node", "latency", _non_negative))
+    mem = r.number("intra_node", "memory_bandwidth", required=False)
     inter = LinkSpec(num("inter_node", "bandwidth"), num("inter_node", "latency", _non_negative))
 
     kind = r.string("topology", "kind")
@@ -489,9 +506,11 @@ def from_mapping(data: Mapping[str, Any], file: str = "<platform>", default_name
         raise InputError(file, "trace.buffer_memory.value",
                          f"{buffer} bytes is more than the node memory ({memory} bytes, node.memory)",
                          "give at most node.memory bytes")
+    mpi = read_mpi(r, file, r.section("mpi")) if "mpi" in data else None
     return PlatformModel(name=name, description=description.strip(), file=file, max_nodes=max_nodes, node=node,
                          intra_node=intra, inter_node=inter, topology=topology, disk=disk,
-                         trace_buffer_memory=buffer, figures=tuple(r.figures))
+                         trace_buffer_memory=buffer, figures=tuple(r.figures), mpi=mpi,
+                         memory_bandwidth=None if mem is None else float(mem))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -512,6 +531,7 @@ def _si(value: float, unit: str) -> str:
 _UNITS = {
     "machine.max_nodes": "", "node.cores": "", "node.hardware_cores": "", "topology.leaf_size": "",
     "topology.taper": ":1", "node.core_speed": "flop/s", "node.memory": "B", "trace.buffer_memory": "B",
+    "mpi.eager_threshold": "bytes",
 }
 
 
@@ -522,6 +542,8 @@ def format_figure(f: Figure) -> str:
         unit = "B/s" if f.key.endswith("bandwidth") else "s"
     if unit == "":
         return f"{int(f.value):,}"
+    if unit == "bytes":
+        return f"{int(f.value):,} B"
     if unit == ":1":
         return f"{f.value:g}:1"
     if unit == "B":

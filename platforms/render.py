@@ -21,7 +21,9 @@ the ``intra_node.latency``; its gateway reaches the leaf switch through the
 node's network link, whose latency is reduced by the core-link latency so that
 uncontended on-node and off-node message times equal the default rendering
 (clamped at 0 if ``intra_node.latency > inter_node.latency``).  Use it to put
-a different speed profile (noise) on every core.
+a different speed profile (noise) on every core.  With an ``intra_node.memory_bandwidth`` figure,
+the node cluster gets a shared backbone of that bandwidth: all messages of the node's cores share
+the node's memory bandwidth (the default rendering cannot: its loopback is a FATPIPE).
 
 Leaves connect to the spine through one split-duplex uplink each, of
 ``leaf_size * inter_node.bandwidth / taper`` bytes/s and ``hop_latency``
@@ -51,12 +53,13 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
 from waitlab.errors import InputError
 from waitlab.platforms.model import PlatformModel
+from waitlab.platforms.smpi_factors import calibrate
 
 __all__ = ["RenderedPlatform", "render_platform"]
 
@@ -92,6 +95,9 @@ class RenderedPlatform:
         Every host of the platform, in XML order (valid keys for ``speed_profiles``).
     split_cores : bool
         Whether every rank slot is its own single-core host.
+    smpi_config : dict of str to str
+        SimGrid ``--cfg`` settings that calibrate SMPI to the platform's MPI-level figures
+        (:func:`waitlab.platforms.smpi_factors.calibrate`); merge them under a scenario's own settings.
     """
 
     name: str
@@ -104,6 +110,7 @@ class RenderedPlatform:
     node_of_rank: tuple[int, ...]
     hosts: tuple[str, ...]
     split_cores: bool
+    smpi_config: dict[str, str] = field(default_factory=dict)
 
     @property
     def n_ranks(self) -> int:
@@ -268,8 +275,17 @@ def render_platform(model: PlatformModel, n_ranks: int, ranks_per_node: int | No
     split = bool(split_cores)
     leaf_size = model.topology.leaf_size
     n_leaves = math.ceil(n_nodes / leaf_size)
-    intra, inter, node = model.intra_node, model.inter_node, model.node
+    calibration = calibrate(model)
+    # links as calibrated: the loopback may be chosen to meet intra-node MPI figures (smpi_factors.py)
+    intra, inter, node = calibration.intra_node, calibration.inter_node, model.node
 
+    # the node's memory system, shared by all its messages: a backbone of the per-node cluster (split_cores only;
+    # the default rendering's loopback is a FATPIPE, and SimGrid 3.32 crashes on a loopback with a backbone)
+    # The figure is MPI-level (what the messages get), the backbone network-level: divide by the large-message
+    # bandwidth factor, which SMPI applies to every flow crossing it.
+    bus = ("" if model.memory_bandwidth is None else
+           f' bb_bw="{_n(model.memory_bandwidth / calibration.bw_factor[-1])}Bps" bb_lat="0.0s"'
+           ' bb_sharing_policy="SHARED"')
     if split:
         hosts = tuple(f"node-{i}-core-{j}" for i in range(n_nodes) for j in range(rpn))
         host_of_rank = tuple(f"node-{r // rpn}-core-{r % rpn}" for r in range(n_ranks))
@@ -303,7 +319,7 @@ def render_platform(model: PlatformModel, n_ranks: int, ranks_per_node: int | No
                 out.append(
                     f'      <cluster id="node-{i}" prefix="node-{i}-core-" suffix="" radical="0-{rpn - 1}" '
                     f'speed="{_n(node.core_speed)}f" core="1" bw="{_n(intra.bandwidth)}Bps" '
-                    f'lat="{_n(intra.latency / 2)}s" sharing_policy="SPLITDUPLEX" router_id="node-{i}-router"/>\n')
+                    f'lat="{_n(intra.latency / 2)}s" sharing_policy="SPLITDUPLEX" router_id="node-{i}-router"{bus}/>\n')
             for i in range(first, last + 1):
                 out.append(f'      <link id="node-{i}-nic" bandwidth="{_n(inter.bandwidth)}Bps" '
                            f'latency="{_n(nic_lat)}s" sharing_policy="SPLITDUPLEX"/>\n')
@@ -341,5 +357,5 @@ def render_platform(model: PlatformModel, n_ranks: int, ranks_per_node: int | No
     return RenderedPlatform(
         name=model.name, xml="".join(out), hostfile="".join(h + "\n" for h in host_of_rank),
         core_speed=node.core_speed, n_nodes=n_nodes, ranks_per_node=rpn, host_of_rank=host_of_rank,
-        node_of_rank=node_of_rank, hosts=hosts, split_cores=split,
+        node_of_rank=node_of_rank, hosts=hosts, split_cores=split, smpi_config=dict(calibration.smpi_config),
     )

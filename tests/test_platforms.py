@@ -20,6 +20,7 @@ from waitlab.errors import InputError
 from waitlab.platforms import (
     PlatformModel,
     RenderedPlatform,
+    calibrate,
     describe_platform,
     list_platforms,
     load_platform,
@@ -288,7 +289,8 @@ def test_render_structure() -> None:
     one = render_platform(s, 1024)  # 256 nodes: exactly one supernode
     assert one.n_nodes == 256 and "spine" not in one.xml and 'core="4"' in one.xml
     assert 'speed="765000000000.0f"' in one.xml
-    assert 'loopback_bw="10000000000.0Bps" loopback_lat="1e-06s"' in one.xml
+    loop = calibrate(s).intra_node  # the loopback is chosen so that intra-node pingpongs meet the [mpi] figures
+    assert f'loopback_bw="{loop.bandwidth!r}Bps" loopback_lat="{loop.latency!r}s"' in one.xml
     assert 'bw="7000000000.0Bps" lat="1.37e-06s"' in one.xml  # half the end-to-end latency per link
     assert "bb_" not in one.xml  # loopback + backbone crashes the 3.32 solver
     two = render_platform(s, 1028)  # 257 nodes: a second supernode and the tapered uplinks
@@ -298,8 +300,9 @@ def test_render_structure() -> None:
     assert f'<link id="leaf-1-uplink" bandwidth="{uplink!r}Bps" latency="1e-07s"' in two.xml
     split = render_platform(s, 8, split_cores=True)
     assert split.xml.count("<cluster ") == 2 and 'core="1"' in split.xml
-    assert 'lat="5e-07s"' in split.xml  # intra-node latency split over the two core links
-    assert '<link id="node-0-nic" bandwidth="7000000000.0Bps" latency="8.7e-07s"' in split.xml  # 1.37 us - 0.5 us
+    assert f'lat="{loop.latency / 2!r}s"' in split.xml  # intra-node latency split over the two core links
+    nic = 2.74e-6 / 2 - loop.latency / 2  # half the end-to-end latency minus one core link
+    assert f'<link id="node-0-nic" bandwidth="7000000000.0Bps" latency="{nic!r}s"' in split.xml
 
 
 def test_profiles_get_one_trace_each() -> None:
@@ -344,7 +347,8 @@ def test_point_to_point_hand_computed(split: bool, tmp_path: Path) -> None:
     lines += [f"0 send 1 0 {size}", f"0 send 2 0 {size}", f"0 send 24 0 {size}"]
     lines += [f"1 recv 0 0 {size}", f"2 recv 0 0 {size}", f"24 recv 0 0 {size}"]
     payload = size + ENVELOPE
-    intra = d.intra_node.latency + payload / d.intra_node.bandwidth
+    loop = calibrate(d).intra_node  # rendered loopback (calibrated to the intra-node [mpi] figures)
+    intra = loop.latency + payload / loop.bandwidth
     inter = d.inter_node.latency + payload / d.inter_node.bandwidth
     cross = d.inter_node.latency + 2 * d.topology.hop_latency + payload / d.inter_node.bandwidth
     ends = replay(rp, lines, tmp_path / "unit", UNIT_FACTORS)
@@ -356,8 +360,7 @@ def test_point_to_point_hand_computed(split: bool, tmp_path: Path) -> None:
     # SMPI's default piecewise factors (used unless overridden) stretch latency and shrink bandwidth
     ends = replay(rp, lines, tmp_path / "default")
     t1, t2, _ = ends[0]
-    assert t1 == pytest.approx(LAT_FACTOR_BIG * d.intra_node.latency
-                               + payload / (BW_FACTOR_BIG * d.intra_node.bandwidth), abs=1e-9)
+    assert t1 == pytest.approx(LAT_FACTOR_BIG * loop.latency + payload / (BW_FACTOR_BIG * loop.bandwidth), abs=1e-9)
     assert t2 - t1 == pytest.approx(LAT_FACTOR_BIG * d.inter_node.latency
                                     + payload / (BW_FACTOR_BIG * d.inter_node.bandwidth), abs=1e-9)
 

@@ -94,6 +94,19 @@ def _platforms(sub: Any) -> None:
 
 
 @subcommand
+def _calibrate(sub: Any) -> None:
+    p = sub.add_parser("calibrate", help="simulated pingpong vs every MPI-level figure of a platform")
+    p.add_argument("platform", help="built-in platform name or a platform .toml")
+
+    def go(args: argparse.Namespace) -> int:
+        table = api.calibrate(args.platform)
+        print(table.to_string(index=False, float_format=lambda x: f"{x:.6g}"))
+        return 0
+
+    p.set_defaults(func=go)
+
+
+@subcommand
 def _doctor(sub: Any) -> None:
     p = sub.add_parser("doctor", help="check that SimGrid, smpirun, the replay extension and the bindings work")
 
@@ -223,6 +236,16 @@ def _reproduce_wu(args: argparse.Namespace) -> int:
     return 0
 
 
+def _reproduce_rao(args: argparse.Namespace) -> int:
+    mod = api.REPRODUCTIONS["rao-alltoall"]
+    res = mod.reproduce(mod.FULL_GRID if args.full else None, progress=print)
+    out = args.output or api.default_output("rao-alltoall")
+    mod.write(res, out, png=not args.no_png)
+    print(mod.markdown(res))
+    print(f"written to {out}/")
+    return 0
+
+
 #: ``waitlab reproduce`` targets, named after the papers: name -> (help, function(args) -> exit status).
 REPRODUCTIONS: dict[str, tuple[str, Callable[[argparse.Namespace], int]]] = {
     "wu-lared-s": ("Wu et al.'s LARED-S case study: H-CWP-DM, CWP-DM and ground truth vs the paper (960 ranks; "
@@ -231,6 +254,8 @@ REPRODUCTIONS: dict[str, tuple[str, Callable[[argparse.Namespace], int]]] = {
                        "the swap-out function f", _reproduce_okita),
     "spill-policies": ("spilling-policy comparison on a BSP stencil (overhead, condition C, distortion)",
                        _reproduce_policies),
+    "rao-alltoall": ("Rao et al.'s alltoall study on Dawning 5000A and DeepComp 7000: times and the agreement "
+                     "table (a subset by default; --full for every rank count)", _reproduce_rao),
 }
 #: Former target names, still accepted.
 ALIASES = {"lared-s": "wu-lared-s", "seed003": "okita-spilling", "policies": "spill-policies"}
@@ -244,6 +269,7 @@ def _reproduce(sub: Any) -> None:
                    help="; ".join(f"{k}: {v[0]}" for k, v in REPRODUCTIONS.items()))
     p.add_argument("-o", "--output", type=Path, default=None, help="output folder (default: results/<target>)")
     p.add_argument("--no-png", action="store_true", help="skip the plots")
+    p.add_argument("--full", action="store_true", help="rao-alltoall: the full grid (hours on 2 cores)")
     p.add_argument("--curve", action="store_true", help="okita-spilling: also simulate R = 128, 256, ..., 2304 MB")
     p.add_argument("--ranks", type=int, nargs="+", default=None, help="spill-policies: rank counts (default 256 1024); "
                    "wu-lared-s: ranks (default 960)")

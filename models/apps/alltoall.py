@@ -43,6 +43,7 @@ import math
 import numpy as np
 import numpy.typing as npt
 
+from waitlab.errors import InputError
 from waitlab.models.ops import OpBuilder
 
 #: Alltoall algorithms built into SMPI 3.32 (values of ``--cfg=smpi/alltoall``).
@@ -92,6 +93,99 @@ def check_alltoall_algorithm(name: str, n_ranks: int) -> None:
     if name == "3dmesh" and not _is_3dmesh(n_ranks):
         raise ValueError(f"alltoall algorithm '3dmesh' cannot arrange {n_ranks} ranks as a 3-D mesh "
                          "(SMPI returns an error); use another rank count or algorithm")
+
+
+#: Largest value of a C ``int`` (SimGrid 3.32 keeps buffer sizes and offsets of some algorithms in ``int``).
+INT_MAX = 2**31 - 1
+
+
+def mesh_shape(name: str, n_ranks: int) -> tuple[int, ...]:
+    """The mesh SMPI 3.32 arranges ``n_ranks`` ranks in: (X, Y) for 2dmesh, (X, Y, Z) for 3dmesh.
+
+    ``alltoall_check_is_2dmesh``: the first x from floor(sqrt p) up to p/2 dividing p, then X <= Y.
+    ``alltoall_check_is_3dmesh``: the first x from floor(cbrt p) up to p/3 with x^2 dividing p, X = Y = x.
+
+    >>> mesh_shape("2dmesh", 128), mesh_shape("3dmesh", 128), mesh_shape("3dmesh", 256)
+    ((8, 16), (8, 8, 2), (8, 8, 4))
+    """
+    if name == "2dmesh":
+        for x in range(max(math.isqrt(n_ranks), 1), n_ranks // 2 + 1):
+            if n_ranks % x == 0:
+                return (min(x, n_ranks // x), max(x, n_ranks // x))
+        raise ValueError(f"{n_ranks} ranks have no 2-D mesh shape")
+    x = round(n_ranks ** (1.0 / 3.0))
+    while x > 0 and x**3 > n_ranks:
+        x -= 1
+    for v in range(max(x, 1), n_ranks // 3 + 1):
+        if n_ranks % (v * v) == 0:
+            return (v, v, n_ranks // (v * v))
+    raise ValueError(f"{n_ranks} ranks have no 3-D mesh shape")
+
+
+def overflow_product(algorithm: str, n_ranks: int, nbytes: int) -> int:
+    """The largest ``int`` product SimGrid 3.32's ``algorithm`` forms for one alltoall (0: none known).
+
+    From ``src/smpi/colls/alltoall/`` of SimGrid 3.32, with ``n`` bytes per rank pair and ``p`` ranks:
+
+    - ``rdb``: ``int max_size = p * (n * p)`` sizes its temporary buffer: ``p^2 n``.
+    - ``2dmesh``: ``smpi_get_tmp_sendbuffer(block_size * num_procs * Y)`` with ``int`` operands: ``n p Y``.
+    - ``3dmesh``: ``block_size * num_procs * two_dsize`` (``two_dsize = X Y``): ``n p X Y``.
+    - ``bruck``: ``num_procs * recv_count`` (``int``) before the ``MPI_Aint`` extent: ``p n``.
+
+    >>> overflow_product("rdb", 64, 512 * 1024) > INT_MAX
+    True
+    """
+    if algorithm == "rdb":
+        return n_ranks * n_ranks * nbytes
+    if algorithm == "2dmesh":
+        return nbytes * n_ranks * mesh_shape("2dmesh", n_ranks)[1]
+    if algorithm == "3dmesh":
+        x, y, _ = mesh_shape("3dmesh", n_ranks)
+        return nbytes * n_ranks * x * y
+    if algorithm == "bruck":
+        return n_ranks * nbytes
+    return 0
+
+
+def check_alltoall_point(algorithm: str, n_ranks: int, nbytes: int) -> None:
+    """Refuse a point SimGrid 3.32 cannot simulate correctly.
+
+    On top of :func:`check_alltoall_algorithm`, refuses the sizes where the algorithm's ``int``
+    arithmetic overflows (:func:`overflow_product` >= 2^31): SimGrid then aborts with
+    ``std::length_error`` or returns times like 6.6e10 s.  The bound per algorithm, in bytes per rank pair:
+    ``rdb`` p^2 n < 2^31; ``2dmesh`` n p Y < 2^31; ``3dmesh`` n p X Y < 2^31; ``bruck`` p n < 2^31.
+
+    Raises
+    ------
+    waitlab.errors.InputError
+        Naming the algorithm, the bound and what to use instead.
+
+    Examples
+    --------
+    >>> check_alltoall_point("ring", 256, 512 * 1024)
+    >>> check_alltoall_point("rdb", 256, 32 * 1024)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    waitlab.errors.InputError: ...
+    """
+    try:
+        check_alltoall_algorithm(algorithm, n_ranks)
+    except ValueError as exc:
+        raise InputError("alltoall", "algorithm", str(exc), "choose another algorithm or rank count") from None
+    if isinstance(nbytes, bool) or not isinstance(nbytes, int | np.integer) or nbytes < 0:
+        raise InputError("alltoall", "bytes", f"must be a whole number of bytes >= 0, got {nbytes!r}",
+                         "give the bytes each rank sends to each other rank")
+    product = overflow_product(algorithm, n_ranks, int(nbytes))
+    if product > INT_MAX:
+        formula = {"rdb": "ranks^2 x bytes", "2dmesh": "bytes x ranks x Y (mesh X x Y)",
+                   "3dmesh": "bytes x ranks x X x Y (mesh X x Y x Z)", "bruck": "ranks x bytes"}[algorithm]
+        limit = nbytes * INT_MAX // product
+        raise InputError("alltoall", "bytes",
+                         f"SimGrid 3.32's {algorithm!r} alltoall overflows 32-bit int arithmetic at {n_ranks} ranks "
+                         f"and {nbytes} B per pair ({formula} = {product} >= 2^31): it would crash or report a "
+                         "time like 6.6e10 s",
+                         f"use at most {limit} B per pair at {n_ranks} ranks, fewer ranks, or another algorithm "
+                         "(ring, pair, bruck, basic_linear, lam_simple)")
 
 
 def smpi_config(name: str) -> str | None:

@@ -1,0 +1,114 @@
+"""One alltoall point simulated with SMPI: (platform, algorithm, ranks, bytes) -> simulated and wall time.
+
+Shared by the Rao et al. reproduction (:mod:`waitlab.experiments.reproduce.rao_alltoall`) and
+``benchmarks/bench_alltoall.py``.  A point is one ``MPI_Alltoall`` of ``size`` bytes per rank pair on
+``ranks`` ranks, ``ranks_per_node`` per node (Rao et al. ran 8 per node, section 4.2), after a barrier, as
+the paper timed it (``MPI_Wtime`` around one call); the time is the latest exit minus the latest barrier exit.
+
+``model`` chooses the machine model: ``"calibrated"`` (the platform's calibrated SMPI settings, see
+:mod:`waitlab.platforms.smpi_factors`, plus the contention settings of :data:`CONTENTION_CONFIG`) or
+``"smpi-default"`` (the same links with SMPI's default factors and no per-message costs: what waitlab did
+before).
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from waitlab.errors import SimulationError
+from waitlab.models.apps.alltoall import check_alltoall_point, emit_alltoall, smpi_config
+from waitlab.models.ops import OpBuilder
+from waitlab.platforms import load_platform, render_platform
+from waitlab.simulator.replay import replay_ops
+
+__all__ = ["MODELS", "SOLVER_CONFIG", "AlltoallPoint", "alltoall_point", "contention_config"]
+
+#: Machine models a point can be simulated with.
+MODELS: tuple[str, ...] = ("calibrated", "smpi-default")
+
+#: Solver setting for every point.  SimGrid 3.32 aborts the all-concurrent algorithms (basic_linear,
+#: LAM simple) at 256 ranks with the default absolute precision ("Cannot saturate more a constraint that has
+#: no active element", or a segfault); 1e-3 completes them.  docs/calibration.md shows it leaves the times
+#: unchanged where both precisions finish.
+SOLVER_CONFIG: dict[str, str] = {"maxmin/precision": "1e-3"}
+
+
+def contention_config(platform: str) -> dict[str, str]:
+    """Per-message costs that serialize a rank's sends (see docs/calibration.md, "send order").
+
+    ``smpi/ois`` (the CPU time of one ``MPI_Isend``) gets a per-byte part equal to the platform's
+    MPI-level inverse bandwidth: a rank hands its non-blocking sends to the NIC one after the other, at
+    the rate one message gets alone, instead of SMPI starting all of them at once.  This is what makes
+    LAM/MPI's send order (every rank starts with rank 0) contend on one node at a time.
+    """
+    model = load_platform(platform)
+    if model.mpi is None:
+        return {}
+    last = model.mpi.inter_node[-1]
+    per_byte = last.seconds / last.size  # seconds per byte of the largest-message figure
+    return {"smpi/ois": f"0:{model.mpi.send_overhead!r}:{per_byte!r}"}
+
+
+@dataclass(frozen=True)
+class AlltoallPoint:
+    """Result of one point: ``seconds`` simulated (one alltoall), ``wall`` seconds of simulation."""
+
+    platform: str
+    algorithm: str
+    ranks: int
+    size: int
+    model: str
+    seconds: float
+    wall: float
+
+
+def alltoall_point(platform: str, algorithm: str, ranks: int, size: int, *, ranks_per_node: int = 8,
+                   model: str = "calibrated", contention: bool = True, extra_config: dict[str, str] | None = None,
+                   timeout: float = 600.0) -> AlltoallPoint:
+    """Simulate one alltoall point (see the module docstring).
+
+    Raises
+    ------
+    waitlab.errors.InputError
+        A point SimGrid 3.32 cannot simulate (:func:`~waitlab.models.apps.alltoall.check_alltoall_point`).
+    waitlab.errors.SimulationError
+        SimGrid failed or ran past ``timeout``.
+    """
+    check_alltoall_point(algorithm, ranks, size)
+    if model not in MODELS:
+        raise ValueError(f"unknown model {model!r}; use one of {MODELS}")
+    rp = render_platform(load_platform(platform), ranks, ranks_per_node=ranks_per_node)
+    b = OpBuilder(n_ranks=ranks)
+    all_ranks = np.arange(ranks, dtype=np.int32)
+    b.add("barrier", all_ranks, step=0)
+    emit_alltoall(b, algorithm, ranks, send_bytes=size, recv_bytes=size, step=1)
+    ops = b.build()
+    config: dict[str, str] = {}
+    if model == "calibrated":
+        config.update(rp.smpi_config)
+        if contention:
+            config.update(contention_config(platform))
+    config.update(SOLVER_CONFIG)
+    setting = smpi_config(algorithm)
+    if setting is not None:
+        key, value = setting.split(":", 1)
+        config[key] = value
+    config.update(extra_config or {})
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="waitlab-a2a-") as tmp:
+        xml, hostfile = rp.write(Path(tmp))
+        rep = replay_ops(ops, xml, hostfile, rp.core_speed, config=config, timeout=timeout,
+                         what=f"{algorithm} alltoall of {size} B on {ranks} ranks of {platform}")
+    wall = time.perf_counter() - t0
+    ev = rep.events
+    start = float(ev.loc[ev["op"] == "barrier", "exit"].max()) if "op" in ev else 0.0
+    seconds = float(ev["exit"].max()) - start
+    if not np.isfinite(seconds) or seconds <= 0 or seconds > 1e4:
+        raise SimulationError(f"{algorithm} alltoall of {size} B on {ranks} ranks of {platform} returned an "
+                              f"impossible time ({seconds!r} s): SimGrid arithmetic overflow; point refused")
+    return AlltoallPoint(platform, algorithm, ranks, size, model, seconds, wall)

@@ -1,0 +1,145 @@
+"""The ``[mpi]`` section of a platform file: MPI-level pingpong figures and per-message overheads.
+
+Published latencies and bandwidths are MPI-level, end-to-end figures (DESIGN.md section 10): what a
+pingpong between two ranks measures, not what a link is rated.  This section states them, each with a
+source or marked assumed, and :mod:`waitlab.platforms.calibration` derives SMPI's factors from them::
+
+    [mpi]
+    eager_threshold = { value = 12288, assumed = true, reason = "..." }   # bytes; rendezvous from here on
+    send_overhead = { value = 4.0e-7, assumed = true, reason = "..." }    # o_s: CPU time of one send call, s
+    recv_overhead = { value = 4.0e-7, assumed = true, reason = "..." }    # o_r: CPU time of one receive, s
+    inter_node = [   # pingpong between two nodes of one leaf switch
+      { size = 8, latency = { value = 1.6e-6, source = "seed 001 §4.1 (1)" } },
+      { size = 1048576, bandwidth = { value = 1.4e9, assumed = true, reason = "..." } },
+    ]
+    intra_node = [   # pingpong between two ranks of one node
+      { size = 8, latency = { value = 5.0e-7, assumed = true, reason = "..." } },
+    ]
+
+A point gives either ``latency`` (the one-way time of a ``size``-byte message: half a round trip) or
+``bandwidth`` (``size`` divided by that one-way time).  Sizes are bytes, at least 1, all different
+within a list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from waitlab.errors import InputError
+
+__all__ = ["MPI_KEYS", "MpiPoint", "MpiSpec", "read_mpi"]
+
+MPI_KEYS: tuple[str, ...] = ("eager_threshold", "send_overhead", "recv_overhead", "inter_node", "intra_node")
+PATHS: tuple[str, ...] = ("inter_node", "intra_node")
+
+
+@dataclass(frozen=True)
+class MpiPoint:
+    """One MPI-level pingpong figure.
+
+    Attributes
+    ----------
+    size : int
+        Message size in bytes.
+    seconds : float
+        One-way time of one message (half a round trip) the figure implies.
+    key : str
+        Dotted key of the figure, e.g. ``"mpi.inter_node[0].latency"``.
+    kind : str
+        ``"latency"`` or ``"bandwidth"`` (how the file states it).
+    value : float
+        The figure as the file states it (s or B/s).
+    """
+
+    size: int
+    seconds: float
+    key: str
+    kind: str
+    value: float
+
+
+@dataclass(frozen=True)
+class MpiSpec:
+    """MPI-level figures of a platform (see the module docstring).
+
+    Attributes
+    ----------
+    eager_threshold : int
+        Messages of this many bytes and more use the rendezvous protocol (the sender waits for the receiver).
+    send_overhead, recv_overhead : float
+        CPU seconds one send / one receive call costs its rank (LogGP's o).
+    inter_node, intra_node : tuple of MpiPoint
+        Pingpong figures, sorted by size.
+    """
+
+    eager_threshold: int
+    send_overhead: float
+    recv_overhead: float
+    inter_node: tuple[MpiPoint, ...]
+    intra_node: tuple[MpiPoint, ...]
+
+    def points(self, path: str) -> tuple[MpiPoint, ...]:
+        """The points of ``"inter_node"`` or ``"intra_node"``."""
+        return self.inter_node if path == "inter_node" else self.intra_node
+
+
+class _FigureReader(Protocol):
+    def figure(self, dotted: str, entry: Any, *, integer: bool = ...,
+               check: Callable[[float], str] = ...) -> float: ...
+
+
+def _non_negative(v: float) -> str:
+    return "" if v >= 0 else f"must be >= 0, got {v!r}"
+
+
+def _points(reader: _FigureReader, file: str, sec: Mapping[str, Any], path: str) -> tuple[MpiPoint, ...]:
+    fix = ("write e.g. inter_node = [ { size = 8, latency = { value = 1.6e-6, source = \"...\" } }, "
+           "{ size = 1048576, bandwidth = { value = 1.4e9, assumed = true, reason = \"...\" } } ]")
+    raw = sec.get(path, [])
+    if not isinstance(raw, list):
+        raise InputError(file, f"mpi.{path}", f"must be a list of points, got {type(raw).__name__}", fix)
+    out: list[MpiPoint] = []
+    for i, entry in enumerate(raw):
+        where = f"mpi.{path}[{i}]"
+        if not isinstance(entry, Mapping):
+            raise InputError(file, where, f"must be a table with size and latency or bandwidth, got {entry!r}", fix)
+        extra = sorted(set(entry) - {"size", "latency", "bandwidth"})
+        if extra:
+            raise InputError(file, f"{where}.{extra[0]}", "unknown key", "a point has only: size, latency or bandwidth")
+        size = entry.get("size")
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise InputError(file, f"{where}.size", f"must be a whole number of bytes >= 1, got {size!r}",
+                             "write size = 8 (bytes, no quotes)")
+        kinds = [k for k in ("latency", "bandwidth") if k in entry]
+        if len(kinds) != 1:
+            raise InputError(file, where, "needs exactly one of latency or bandwidth",
+                             "give latency = { ... } (one-way seconds) or bandwidth = { ... } (B/s), not both")
+        kind = kinds[0]
+        value = reader.figure(f"{where}.{kind}", entry[kind])
+        seconds = value if kind == "latency" else size / value
+        out.append(MpiPoint(size, seconds, f"{where}.{kind}", kind, value))
+    sizes = [p.size for p in out]
+    if len(set(sizes)) != len(sizes):
+        raise InputError(file, f"mpi.{path}", f"two points have the same size ({sizes})",
+                         "keep one figure per message size")
+    return tuple(sorted(out, key=lambda p: p.size))
+
+
+def read_mpi(reader: _FigureReader, file: str, sec: Mapping[str, Any]) -> MpiSpec:
+    """Validate the ``[mpi]`` table ``sec`` of ``file`` (keys already checked against :data:`MPI_KEYS`)."""
+
+    def need(key: str, integer: bool = False) -> float:
+        if key not in sec:
+            raise InputError(file, f"mpi.{key}", "is missing",
+                             f'add {key} = {{ value = ..., source = "..." }} (or assumed = true, reason = "...") '
+                             "under [mpi]")
+        return reader.figure(f"mpi.{key}", sec[key], integer=integer, check=_non_negative)
+
+    eager = int(need("eager_threshold", integer=True))
+    o_s, o_r = need("send_overhead"), need("recv_overhead")
+    inter, intra = _points(reader, file, sec, "inter_node"), _points(reader, file, sec, "intra_node")
+    if not inter:
+        raise InputError(file, "mpi.inter_node", "has no point", "give at least the MPI latency between two nodes")
+    return MpiSpec(eager, o_s, o_r, inter, intra)

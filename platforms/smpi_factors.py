@@ -1,0 +1,164 @@
+"""Calibrate SMPI against a platform's MPI-level figures (SMPI's own calibration method).
+
+SMPI predicts the one-way time of an ``S``-byte message over a route of latency ``L`` and bandwidth ``B``
+as (Degomme et al., "Simulating MPI applications: the SMPI approach", IEEE TPDS 2017, section 4)::
+
+    T(S) = o_s + o_r + lat_factor(S) * L + (S + 16) / (bw_factor(S) * B)        (S < eager threshold)
+    T(S) =             lat_factor(S) * L + (S + 16) / (bw_factor(S) * B)        (rendezvous)
+
+where 16 B is SMPI's message envelope, the factors are piecewise constant in ``S`` and the overheads
+apply only to buffered (eager) sends in SMPI 3.32 (``Request::start``/``finish_wait``: ``osend``/``orecv``
+run for detached messages, ``oisend`` for every ``MPI_Isend``).  SMPI's method fits a piecewise-linear
+``T(S) = a_k + b_k S`` to
+measured pingpongs, one segment per protocol range, and sets ``lat_factor_k = (a_k - o) / L`` and
+``bw_factor_k = 1 / (b_k B)``.  Here the "measurements" are the figures of the platform file's ``[mpi]``
+section: the segments join consecutive figures (and break at the eager threshold), so a simulated
+pingpong reproduces every figure exactly, not SMPI's default factors (fitted on a 2009 Ethernet
+cluster) stacked on top of them.
+
+The factors are global in SMPI, so they are fitted to the inter-node figures on the rendered node links;
+intra-node figures are then met by choosing the loopback's latency and bandwidth (a linear least-squares
+problem, exact for two figures).
+
+Everything here is pure; :func:`waitlab.platforms.calibration.calibration_table` checks the result
+with real SMPI pingpongs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from waitlab.platforms.model import LinkSpec, PlatformModel
+from waitlab.platforms.mpi_spec import MpiPoint, MpiSpec
+
+__all__ = ["ENVELOPE", "Calibration", "calibrate"]
+
+#: Bytes SMPI adds to every message on the wire ("MPI enveloppe size (tag+dest+communicator)",
+#: ``payload_size_ = size_ + 16`` in smpi_request.cpp of SimGrid 3.32); factors are looked up by this payload.
+ENVELOPE = 16
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """SMPI settings and rendered link figures that reproduce a platform's MPI-level figures.
+
+    Attributes
+    ----------
+    smpi_config : dict of str to str
+        ``--cfg`` settings (``smpi/lat-factor``, ``smpi/bw-factor``, ``smpi/os``, ``smpi/ois``, ``smpi/or``,
+        ``smpi/send-is-detached-thresh``).  Empty when the platform has no ``[mpi]`` section (then SMPI's
+        factors are switched off: ``lat-factor`` and ``bw-factor`` 1, so the links are the MPI figures).
+    intra_node : LinkSpec
+        Loopback latency and bandwidth to render.
+    inter_node : LinkSpec
+        Node link latency (end to end, split over the two private links) and bandwidth to render.
+    breakpoints : tuple of int
+        Threshold of each factor section (it covers sizes above it).
+    lat_factor, bw_factor : tuple of float
+        Factor of each segment.
+    notes : tuple of str
+        Figures the model cannot meet exactly (clamped factors), in words.
+    """
+
+    smpi_config: dict[str, str]
+    intra_node: LinkSpec
+    inter_node: LinkSpec
+    breakpoints: tuple[int, ...]
+    lat_factor: tuple[float, ...]
+    bw_factor: tuple[float, ...]
+    notes: tuple[str, ...]
+
+
+def _n(x: float) -> str:
+    return repr(float(x))
+
+
+def _lines(points: tuple[MpiPoint, ...], fallback_bw: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Piecewise-linear T(S) through the points: (interior figure sizes, intercepts a, slopes b).
+
+    Line ``k`` joins figures ``k`` and ``k + 1`` and serves sizes in ``(S_k, S_{k+1}]`` (the first line also
+    serves smaller sizes, the last one larger sizes), so every figure lies on the line that serves it.
+    """
+    s = np.array([p.size for p in points], dtype=float)
+    t = np.array([p.seconds for p in points], dtype=float)
+    if len(s) == 1:  # one figure: the link bandwidth gives the slope
+        b = np.array([1.0 / fallback_bw])
+        return np.array([], dtype=float), t - b * s, b
+    b = np.diff(t) / np.diff(s)  # slope between consecutive figures
+    return s[1:-1], t[:-1] - b * s[:-1], b
+
+
+def calibrate(model: PlatformModel) -> Calibration:
+    """Derive SMPI's factors and overheads from ``model.mpi`` (see the module docstring).
+
+    Examples
+    --------
+    >>> from waitlab.platforms.model import load_platform
+    >>> c = calibrate(load_platform("dawning_5000a"))
+    >>> sorted(c.smpi_config)[:3]
+    ['smpi/bw-factor', 'smpi/lat-factor', 'smpi/ois']
+    """
+    mpi = model.mpi
+    if mpi is None:
+        return Calibration({"smpi/lat-factor": "0:1", "smpi/bw-factor": "0:1"}, model.intra_node, model.inter_node,
+                           (0,), (1.0,), (1.0,), ())
+    link = model.inter_node
+    interior, a, b = _lines(mpi.inter_node, link.bandwidth)
+    eager = mpi.eager_threshold
+    o = mpi.send_overhead + mpi.recv_overhead
+    # A factor section "t:f" covers sizes > t (network_smpi.cpp of SimGrid 3.32): one section per line of
+    # figures, split where the eager protocol (and with it o_s + o_r, smpi_request.cpp) stops.
+    thresholds = np.unique(np.concatenate([[0.0], interior, [float(eager - 1)] if eager > 1 else []]))
+    first = thresholds + 1  # smallest size of each section
+    line = np.searchsorted(interior, first, side="left")  # figures strictly below the section's sizes
+    overhead = np.where(first < eager, o, 0.0)
+    lat_part = a[line] - overhead - ENVELOPE * b[line]  # a_k - o - 16 b_k = lat_factor_k * L
+    notes: list[str] = []
+    if np.any(lat_part < 0):
+        bad = first[lat_part < 0].astype(int).tolist()
+        notes.append(f"{model.name}: the line through the figures has less than the overheads ({o:.3g} s eager, "
+                     f"0 rendezvous) of latency for sizes from {bad} B on; latency factor clamped at 0 there")
+    lat_f = np.maximum(lat_part, 0.0) / link.latency if link.latency > 0 else np.ones_like(lat_part)
+    if np.any(b[line] <= 0):
+        notes.append(f"{model.name}: a larger message has a shorter time; bandwidth factor capped")
+    bw_f = 1.0 / (np.maximum(b[line], 1e-30) * link.bandwidth)
+    intra = _fit_intra(model, mpi, thresholds, lat_f, bw_f, notes)
+    # SimGrid looks the factors up by the network payload, message + envelope; the first section takes all sizes
+    on_wire = np.where(thresholds > 0, thresholds + ENVELOPE, 0).astype(int)
+    cfg = {
+        "smpi/lat-factor": ";".join(f"{t}:{_n(f)}" for t, f in zip(on_wire, lat_f, strict=True)),
+        "smpi/bw-factor": ";".join(f"{t}:{_n(f)}" for t, f in zip(on_wire, bw_f, strict=True)),
+        "smpi/os": f"0:{_n(mpi.send_overhead)}:0",
+        "smpi/ois": f"0:{_n(mpi.send_overhead)}:0",
+        "smpi/or": f"0:{_n(mpi.recv_overhead)}:0",
+        "smpi/send-is-detached-thresh": str(eager),
+    }
+    return Calibration(cfg, intra, link, tuple(int(t) for t in thresholds), tuple(float(x) for x in lat_f),
+                       tuple(float(x) for x in bw_f), tuple(notes))
+
+
+def _fit_intra(model: PlatformModel, mpi: MpiSpec, thresholds: np.ndarray, lat_f: np.ndarray, bw_f: np.ndarray,
+               notes: list[str]) -> LinkSpec:
+    """Loopback (latency, bandwidth) meeting the intra-node figures under the inter-node factors."""
+    pts = mpi.intra_node
+    if not pts:
+        return model.intra_node
+    size = np.array([p.size for p in pts], dtype=float)
+    target = np.array([p.seconds for p in pts], dtype=float)
+    k = np.searchsorted(thresholds, size, side="left") - 1  # section with threshold < size
+    o = np.where(size < mpi.eager_threshold, mpi.send_overhead + mpi.recv_overhead, 0.0)
+    wire = size + ENVELOPE
+    # target - o = lat_f * L + (wire / bw_f) * (1 / B): linear in (L, 1/B)
+    if len(pts) == 1:
+        lat = (target[0] - o[0] - wire[0] / (bw_f[k[0]] * model.intra_node.bandwidth)) / lat_f[k[0]]
+        sol = np.array([lat, 1.0 / model.intra_node.bandwidth])
+    else:
+        design = np.column_stack([lat_f[k], wire / bw_f[k]])
+        sol = np.linalg.lstsq(design, target - o, rcond=None)[0]
+    if sol[0] < 0 or sol[1] <= 0:
+        notes.append(f"{model.name}: the intra-node figures cannot be met with the inter-node factors "
+                     f"(latency {sol[0]:.3g} s, 1/bandwidth {sol[1]:.3g}); the file's intra_node link is used")
+        return model.intra_node
+    return LinkSpec(bandwidth=float(1.0 / sol[1]), latency=float(sol[0]))

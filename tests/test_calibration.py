@@ -1,0 +1,126 @@
+"""Calibration of SMPI against the platforms' MPI-level figures (platforms/smpi_factors.py, calibration.py)."""
+
+from __future__ import annotations
+
+import shutil
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from waitlab.errors import InputError
+from waitlab.platforms import calibrate, list_platforms, load_platform, render_platform
+from waitlab.platforms.calibration import calibration_table, pingpong_time
+from waitlab.platforms.model import from_mapping
+
+DATA = Path(__file__).resolve().parents[1] / "platforms" / "data"
+needs_simgrid = pytest.mark.skipif(shutil.which("smpirun") is None, reason="SimGrid not installed")
+
+
+def test_every_builtin_platform_states_mpi_figures_with_provenance() -> None:
+    for name in list_platforms():
+        m = load_platform(name)
+        assert m.mpi is not None, name
+        assert m.mpi.inter_node, name
+        for p in (*m.mpi.inter_node, *m.mpi.intra_node):
+            f = m.figure(p.key)
+            assert f.source or (f.assumed and f.reason), (name, p.key)
+
+
+def test_dawning_factors_by_hand() -> None:
+    # Dawning: 1.6 us at 8 B, 1.5 GB/s at 1 MiB, o_s = o_r = 0.25 us below 12288 B, links 1.6 us / 2.5 GB/s.
+    c = calibrate(load_platform("dawning_5000a"))
+    b = (1048576 / 1.5e9 - 1.6e-6) / (1048576 - 8)  # s per byte of the line through the two figures
+    a = 1.6e-6 - 8 * b
+    assert c.breakpoints == (0, 12287)
+    assert c.bw_factor[0] == pytest.approx(1 / (b * 2.5e9), rel=1e-12)
+    assert c.lat_factor[0] == pytest.approx((a - 0.5e-6 - 16 * b) / 1.6e-6, rel=1e-12)  # eager: overheads
+    assert c.lat_factor[1] == pytest.approx((a - 16 * b) / 1.6e-6, rel=1e-12)  # rendezvous: no overheads
+    cfg = render_platform(load_platform("dawning_5000a"), 16).smpi_config
+    assert cfg == c.smpi_config
+    assert cfg["smpi/send-is-detached-thresh"] == "12288" and cfg["smpi/os"] == "0:2.5e-07:0"
+    assert cfg["smpi/lat-factor"].startswith("0:") and ";12303:" in cfg["smpi/lat-factor"]  # 12287 + envelope
+
+
+def test_platform_without_mpi_section_switches_factors_off() -> None:
+    data = tomllib.loads((DATA / "dawning_5000a.toml").read_text())
+    del data["mpi"]
+    m = from_mapping(data, "x.toml")
+    assert m.mpi is None
+    assert render_platform(m, 4).smpi_config == {"smpi/lat-factor": "0:1", "smpi/bw-factor": "0:1"}
+
+
+@pytest.mark.parametrize(("edit", "field", "words"), [
+    (lambda p: p.update(bandwidth={"value": 1e9, "source": "x"}), "mpi.inter_node[0]", "exactly one of"),
+    (lambda p: p.update(size=0), "mpi.inter_node[0].size", "whole number of bytes"),
+    (lambda p: p["latency"].pop("source"), "mpi.inter_node[0].latency", "neither a source"),
+    (lambda p: p.update(colour=1), "mpi.inter_node[0].colour", "unknown key"),
+])
+def test_bad_mpi_points_are_named(edit, field: str, words: str) -> None:  # type: ignore[no-untyped-def]
+    data = tomllib.loads((DATA / "dawning_5000a.toml").read_text())
+    edit(data["mpi"]["inter_node"][0])
+    with pytest.raises(InputError) as exc:
+        from_mapping(data, "bad.toml")
+    text = str(exc.value)
+    assert field in text and words in text, text
+
+
+@needs_simgrid
+@pytest.mark.simgrid
+@pytest.mark.parametrize("name", list_platforms())
+def test_pingpong_meets_every_figure_within_5_percent(name: str) -> None:
+    table = calibration_table(name)
+    model = load_platform(name)
+    assert model.mpi is not None
+    assert len(table) == len(model.mpi.inter_node) + len(model.mpi.intra_node)
+    assert (table["rel_error"].abs() < 0.05).all(), table[["path", "size", "source_s", "simulated_s", "rel_error"]]
+    # the problem this fixes: SMPI's default factors on top of the MPI figures double small-message latency
+    small = table[(table["path"] == "inter_node")].iloc[0]
+    assert small["default_rel_error"] > 0.9
+
+
+@needs_simgrid
+@pytest.mark.simgrid
+def test_calibrated_curve_between_figures_is_the_line_through_them() -> None:
+    # between the two Dawning figures the one-way time follows T = a + b S (a hand-computed check, 64 KiB,
+    # rendezvous, so no per-message overheads)
+    m = load_platform("dawning_5000a")
+    b = (1048576 / 1.5e9 - 1.6e-6) / (1048576 - 8)
+    a = 1.6e-6 - 8 * b
+    assert pingpong_time(m, 65536) == pytest.approx(a + b * 65536, rel=1e-9)
+
+
+def _ring_of_messages(rp, n_msgs: int, size: int) -> float:  # type: ignore[no-untyped-def]
+    """Every rank of ``rp`` sends ``n_msgs`` concurrent ``size``-byte messages to the next rank; makespan."""
+    import tempfile
+
+    import numpy as np
+
+    from waitlab.models.ops import OpBuilder
+    from waitlab.simulator.replay import replay_ops
+
+    n = rp.n_ranks
+    ranks = np.arange(n, dtype=np.int32)
+    b = OpBuilder(n_ranks=n)
+    for k in range(n_msgs):
+        b.add("irecv", ranks, value=size, peer=(ranks - 1) % n, tag=k)
+    for k in range(n_msgs):
+        b.add("isend", ranks, value=size, peer=(ranks + 1) % n, tag=k)
+    b.add("waitall", ranks)
+    with tempfile.TemporaryDirectory() as tmp:
+        xml, hostfile = rp.write(Path(tmp))
+        rep = replay_ops(b.build(), xml, hostfile, rp.core_speed, config=rp.smpi_config, timeout=60)
+    return float(rep.events["exit"].max())
+
+
+@needs_simgrid
+@pytest.mark.simgrid
+def test_split_cores_share_the_node_memory_bandwidth() -> None:
+    m = load_platform("sunway_taihulight")
+    assert m.memory_bandwidth == 2.0e10
+    size = 4 * 2**20
+    split = _ring_of_messages(render_platform(m, 4, split_cores=True), 8, size)  # 32 messages in one node
+    assert 32 * size / split <= m.memory_bandwidth * 1.0001  # aggregate never above the node's memory
+    assert 32 * size / split > 0.9 * m.memory_bandwidth  # and the bus is the bottleneck (core links: 4 x 9.7 GB/s)
+    flat = _ring_of_messages(render_platform(m, 4), 8, size)  # default rendering: FATPIPE loopback (known gap)
+    assert 32 * size / flat > 2 * m.memory_bandwidth

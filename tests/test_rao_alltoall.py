@@ -1,0 +1,74 @@
+"""Alltoall guards, send-order contention and the Rao et al. reproduction helpers."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+import waitlab.experiments.reproduce.alltoall_points as points
+from waitlab.errors import InputError, SimulationError
+from waitlab.experiments.reproduce.alltoall_points import alltoall_point
+from waitlab.experiments.reproduce.rao_statements import STATEMENTS, judge
+from waitlab.models.apps.alltoall import check_alltoall_point, mesh_shape
+
+needs_simgrid = pytest.mark.skipif(shutil.which("smpirun") is None, reason="SimGrid not installed")
+
+
+@pytest.mark.parametrize(("algorithm", "ranks", "largest_ok"), [
+    ("rdb", 64, 2**31 // 64**2 - 1),  # p^2 n < 2^31
+    ("rdb", 256, 2**31 // 256**2 - 1),
+    ("2dmesh", 256, 2**31 // (256 * 16) - 1),  # mesh 16 x 16: n p Y < 2^31
+    ("3dmesh", 128, 2**31 // (128 * 8 * 8) - 1),  # mesh 8 x 8 x 2: n p X Y < 2^31
+    ("bruck", 1024, 2**31 // 1024 - 1),  # p n < 2^31
+])
+def test_overflow_bounds_by_hand(algorithm: str, ranks: int, largest_ok: int) -> None:
+    check_alltoall_point(algorithm, ranks, largest_ok)
+    with pytest.raises(InputError) as exc:
+        check_alltoall_point(algorithm, ranks, largest_ok + 1)
+    assert algorithm in str(exc.value) and "2^31" in str(exc.value)
+
+
+def test_mesh_shapes_follow_simgrid() -> None:
+    assert mesh_shape("2dmesh", 64) == (8, 8) and mesh_shape("2dmesh", 128) == (8, 16)
+    assert mesh_shape("3dmesh", 64) == (4, 4, 4) and mesh_shape("3dmesh", 256) == (8, 8, 4)
+
+
+def test_other_algorithms_are_never_refused_at_paper_sizes() -> None:
+    for algorithm in ("ring", "pair", "basic_linear", "lam_simple"):
+        check_alltoall_point(algorithm, 1024, 512 * 1024)
+    with pytest.raises(InputError):
+        check_alltoall_point("pair", 96, 512)  # not a power of two
+
+
+@needs_simgrid
+@pytest.mark.simgrid
+def test_guarded_point_really_overflows_in_simgrid(monkeypatch: pytest.MonkeyPatch) -> None:
+    # without the guard, rdb at 64 ranks and 512 KiB (64^2 x 2^19 = 2^31) aborts SimGrid 3.32
+    monkeypatch.setattr(points, "check_alltoall_point", lambda *a: None)
+    with pytest.raises(SimulationError):
+        alltoall_point("dawning_5000a", "rdb", 64, 512 * 1024, model="smpi-default", timeout=120)
+
+
+@needs_simgrid
+@pytest.mark.simgrid
+def test_lam_simple_differs_from_native_only_with_send_order_costs() -> None:
+    args = ("deepcomp_7000", 32, 4096)
+    before = [alltoall_point(args[0], a, args[1], args[2], model="smpi-default").seconds
+              for a in ("basic_linear", "lam_simple")]
+    assert before[0] == pytest.approx(before[1], rel=1e-9)  # the old model: bit-identical
+    native, lam = (alltoall_point(args[0], a, args[1], args[2]).seconds for a in ("basic_linear", "lam_simple"))
+    assert lam > 1.05 * native  # every rank starting with rank 0 makes one node's NIC the bottleneck
+
+
+def test_statements_are_judged_from_the_table() -> None:
+    assert 16 <= len(STATEMENTS) <= 20
+    # a table where nothing differs cannot make an ordering statement hold
+    import pandas as pd
+
+    rows = [{"platform": p, "algorithm": a, "ranks": r, "size": s, "seconds": 1.0}
+            for p in ("dawning_5000a", "deepcomp_7000")
+            for a in ("2dmesh", "3dmesh", "bruck", "basic_linear", "pair", "rdb", "ring", "lam_simple")
+            for r in (64, 128, 256) for s in (512, 2048, 4096, 16384, 65536, 131072, 262144, 524288)]
+    verdicts = judge(pd.DataFrame(rows))
+    assert (verdicts["verdict"] != "holds").all()
