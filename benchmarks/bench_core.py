@@ -24,6 +24,17 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
+from waitlab.experiments.pipeline import Run, prepare, simulate_ops
+from waitlab.experiments.results import write_run
+from waitlab.experiments.scenario import from_mapping
+from waitlab.models.analysis.waitstates import wait_states
+from waitlab.models.ops import CODE
+from waitlab.simulator.smpi import run_smpirun
+from waitlab.simulator.timeline import build_events, read_log
+from waitlab.simulator.trace import write_trace
+
 STOCK = "/usr/lib/x86_64-linux-gnu/simgrid/smpireplaymain"
 
 
@@ -36,22 +47,14 @@ def scenario_dict(ranks: int, steps: int) -> dict:
 
 
 def one(ranks: int, steps: int) -> dict:
-    import numpy as np
-
-    from waitlab.experiments.outputs import write_outputs
-    from waitlab.experiments.run import render, simulate
-    from waitlab.experiments.scenario import from_mapping
-    from waitlab.models.ops import CODE
-    from waitlab.simulator.smpi import run_smpirun
-    from waitlab.simulator.trace import write_trace
-
     sc = from_mapping(scenario_dict(ranks, steps), "bench")
     workdir = Path(tempfile.mkdtemp(prefix="bench-core-"))
     t0 = time.perf_counter()
-    result = simulate(sc, keep_dir=workdir)
+    prep = prepare(sc)
+    result = simulate_ops(prep, keep_dir=workdir)
     with tempfile.TemporaryDirectory() as tmp:
         t = time.perf_counter()
-        write_outputs(result, Path(tmp), png=True)
+        write_run(Run(result), Path(tmp), png=True)
         outputs = time.perf_counter() - t
     total = time.perf_counter() - t0
     py_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -60,19 +63,18 @@ def one(ranks: int, steps: int) -> dict:
     ops = result.ops
     keep = np.flatnonzero(~np.isin(ops.code, [CODE["enter"], CODE["leave"]]))
     stock_ops = ops.take(keep)
-    platform = render(sc)
+    platform = prep.platform
     with tempfile.TemporaryDirectory() as tmp:
         xml, hostfile = platform.write(Path(tmp))
         index = write_trace(stock_ops, platform.core_speed, Path(tmp) / "trace")
         t = time.perf_counter()
-        run_smpirun(Path(STOCK), ranks, xml, hostfile, replay_index=index, timeout=3600, what="stock replay")
+        # the same SimGrid settings as waitlab's run (platform calibration, solver precision)
+        run_smpirun(Path(STOCK), ranks, xml, hostfile, replay_index=index, config=prep.smpi_config(), timeout=3600,
+                    what="stock replay")
         stock = time.perf_counter() - t
     st = result.stage_seconds
     n_events = len(result.events)
     # Steady-state throughput of parsing + wait states on the same log (pyperf style: 1 warm-up, best of 5).
-    from waitlab.models.analysis.waitstates import wait_states
-    from waitlab.simulator.timeline import build_events, read_log
-
     warm = []
     for _ in range(6):
         t = time.perf_counter()

@@ -35,6 +35,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from waitlab.models.analysis.cwpdm import cwpdm
+from waitlab.models.analysis.hcwpdm import hcwpdm
+from waitlab.models.analysis.waitstates import wait_states
+from waitlab.models.ops import OpBuilder
+from waitlab.simulator.timeline import build_events
+
 EVENTS_PER_RANK_STEP = 13
 STAGES = ("wait_states", "hcwpdm", "cwpdm")
 TARGET_EVENTS_PER_S = {"wait_states": 5e6, "hcwpdm": 2e6, "cwpdm": 0.5e6}
@@ -43,9 +49,6 @@ TARGET_BYTES_PER_EVENT = 200
 
 def bsp_table(ranks: int, steps: int, seed: int = 0) -> pd.DataFrame:
     """The synthetic LARED-S-like event table (see the module docstring)."""
-    from waitlab.models.ops import OpBuilder
-    from waitlab.simulator.timeline import build_events
-
     rng = np.random.default_rng(seed)
     r = np.arange(ranks, dtype=np.int32)
     left, right = (r - 1) % ranks, (r + 1) % ranks
@@ -116,10 +119,6 @@ def _peak() -> int:
 
 def measure(stage: str, ranks: int, steps: int) -> dict[str, Any]:
     """Build the table, then time one stage and measure its peak memory (run in a fresh process)."""
-    from waitlab.models.analysis.cwpdm import cwpdm
-    from waitlab.models.analysis.hcwpdm import hcwpdm
-    from waitlab.models.analysis.waitstates import wait_states
-
     t = time.perf_counter()
     events = bsp_table(ranks, steps)
     build_s = time.perf_counter() - t

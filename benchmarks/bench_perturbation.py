@@ -28,6 +28,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from waitlab.experiments.perturbation import parse_perturbation
+from waitlab.experiments.pipeline import prepare, simulate
+from waitlab.experiments.scenario import from_mapping
+from waitlab.models.apps.registry import generate
+from waitlab.models.ops import CODE
+from waitlab.models.perturb import noise as nz
+from waitlab.models.perturb.condition_c import check_condition_c, original_keys, wait_distortion
+from waitlab.models.perturb.stage import PlatformFacts, noise_setup, perturb_ops
+from waitlab.simulator.timeline import build_events
+
 TARGET_CHECKER_EVENTS_PER_S = 2e6
 TARGET_SMPI_RATIO = 3.0
 
@@ -45,8 +55,6 @@ def timed(fn: Callable[[], Any], repeat: int = 1) -> tuple[float, Any]:
 
 def synthetic_times(ops: Any) -> tuple[np.ndarray, np.ndarray]:
     """Enter/exit of every operation if each took its nominal duration back to back on its rank."""
-    from waitlab.models.ops import CODE
-
     dur = np.zeros(len(ops))
     for a in ("compute", "overhead", "noise", "delay", "swap"):
         m = ops.code == CODE[a]
@@ -62,18 +70,10 @@ def synthetic_times(ops: Any) -> tuple[np.ndarray, np.ndarray]:
 
 
 def stages(ranks: int, steps: int) -> dict[str, Any]:
-    from waitlab.experiments.perturbation import PlatformFacts, noise_setup, parse_perturbation, perturb_ops
-    from waitlab.experiments.scenario import from_mapping
-    from waitlab.models.perturb import noise as nz
-    from waitlab.models.perturb.condition_c import check_condition_c, original_keys, wait_distortion
-    from waitlab.simulator.timeline import build_events
-
     sc = from_mapping({"scenario": {"ranks": ranks, "seed": 1}, "platform": {"name": "dawning_5000a"},
                        "application": {"kind": "stencil", "steps": steps, "dims": 2}}, "<bench>")
-    from waitlab.experiments.run import generate_ops
-
     out: dict[str, Any] = {"ranks": ranks, "steps": steps}
-    t, ops = timed(lambda: generate_ops(sc))
+    t, ops = timed(lambda: generate(sc.application, sc.ranks, sc.seed))
     out["application_ops"] = len(ops)
     out["generate_s"] = t
     rpn = 16
@@ -140,16 +140,12 @@ def synthetic_waits(ev: pd.DataFrame, seed: int) -> pd.DataFrame:
 
 
 def _cpu(ops: Any, te: np.ndarray, tx: np.ndarray, setup: Any, speed: float) -> tuple[Any, ...]:
-    from waitlab.models.perturb import noise as nz
-
     rows, a, b = nz.cpu_intervals(ops, te, tx, speed, setup.pattern, setup.pattern_host_of_rank)
     return ops.rank[rows].astype(np.int64), rows, a, b
 
 
 def checker_scaling(n_events: int) -> dict[str, float]:
     """The checker on a bigger synthetic table (ring exchange + allreduce), for the events/s figure."""
-    from waitlab.models.perturb.condition_c import check_condition_c
-
     ranks = 1024
     steps = max(1, n_events // (ranks * 4))
     r = np.repeat(np.arange(ranks), steps * 4)
@@ -168,22 +164,18 @@ def checker_scaling(n_events: int) -> dict[str, float]:
 
 
 def smpi_ratio(ranks: int, steps: int, scope: str) -> dict[str, Any]:
-    from waitlab.experiments.perturbation import PlatformFacts, noise_setup, parse_perturbation
-    from waitlab.experiments.run import generate_ops, render, simulate
-    from waitlab.experiments.scenario import from_mapping
-
     sc = from_mapping({"scenario": {"ranks": ranks, "seed": 1},
                        "platform": {"name": "dawning_5000a", "split_cores": scope == "core"},
                        "application": {"kind": "stencil", "steps": steps, "dims": 2, "halo_bytes": 4096,
                                        "imbalance": [{"region": "Stencil", "ranks": "all",
                                                       "distribution": "exponential", "magnitude": 0.002}]},
                        "simulation": {"timeout": 3600.0}}, "<bench>")
-    ops = generate_ops(sc)
-    quiet = simulate(sc, ops=ops)
+    ops = generate(sc.application, sc.ranks, sc.seed)
+    quiet = simulate(sc, ops)
     cfg = parse_perturbation({"noise": {"model": "periodic", "frequency": 1000.0, "duration": 2.5e-5,
                                         "scope": scope}}).noise
-    setup = noise_setup(cfg, PlatformFacts.of(sc, render(sc)), seed=1, horizon=10.0)
-    noisy = simulate(sc, ops=ops, speed_profiles=setup.speed_profiles)
+    setup = noise_setup(cfg, prepare(sc).facts(), seed=1, horizon=10.0)
+    noisy = simulate(sc, ops, speed_profiles=setup.speed_profiles)
     return {"ranks": ranks, "steps": steps, "scope": scope, "profiles": len(setup.speed_profiles),
             "smpi_quiet_s": quiet.stage_seconds["smpi"], "smpi_noise_s": noisy.stage_seconds["smpi"],
             "ratio": noisy.stage_seconds["smpi"] / quiet.stage_seconds["smpi"],

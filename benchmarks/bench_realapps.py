@@ -29,14 +29,28 @@ import time
 from pathlib import Path
 from typing import Any
 
+from waitlab.errors import EnvironmentProblem
+from waitlab.experiments.nas import NAS, fetch_simgrid_sources
+from waitlab.experiments.pipeline import prepare
+from waitlab.experiments.scenario import from_mapping
+from waitlab.simulator.build import cache_dir
+from waitlab.simulator.programs import (
+    DETERMINISTIC_CONFIG,
+    build_program,
+    read_records,
+    records_to_ops,
+    run_program,
+    sources_digest,
+)
+from waitlab.simulator.smpi import run_smpirun
+from waitlab.simulator.timeline import build_events
+
 ROOT = Path(__file__).resolve().parents[1]
 BSP = ROOT / "tests" / "programs" / "bsp.c"
 
 
 def plain_build(sources: list[Path], name: str) -> Path:
     """The program built by smpicc without waitlab's layer (cached next to the layered build)."""
-    from waitlab.simulator.build import cache_dir
-    from waitlab.simulator.programs import sources_digest
 
     target = cache_dir() / "programs" / f"{name}-plain-{sources_digest(sources)}"
     if not target.exists():
@@ -48,14 +62,10 @@ def plain_build(sources: list[Path], name: str) -> Path:
 
 def timed_runs(binary: Path, ranks: int, args: list[str], repeat: int, layer: bool) -> tuple[float, int, float]:
     """Median wall seconds of ``repeat`` runs; records and the parse seconds of the last layered run."""
-    from waitlab.experiments.run import render
-    from waitlab.experiments.scenario import from_mapping
-    from waitlab.simulator.programs import read_records, records_to_ops, run_program
-    from waitlab.simulator.timeline import build_events
 
     sc = from_mapping({"scenario": {"name": "bench", "ranks": ranks}, "platform": {"name": "dawning_5000a"},
                        "application": {"kind": "pingpong", "steps": 1}}, "<bench>")
-    platform = render(sc)
+    platform = prepare(sc).platform
     walls: list[float] = []
     records = 0
     parse = 0.0
@@ -68,9 +78,6 @@ def timed_runs(binary: Path, ranks: int, args: list[str], repeat: int, layer: bo
                 res = run_program(binary, ranks, xml, hostfile, out, args=args, cwd=work)
                 walls.append(res.wall_seconds)
             else:
-                from waitlab.simulator.programs import DETERMINISTIC_CONFIG
-                from waitlab.simulator.smpi import run_smpirun
-
                 res = run_smpirun(binary, ranks, xml, hostfile, args=args, config=DETERMINISTIC_CONFIG, cwd=work,
                                   privatize=True)
                 walls.append(res.wall_seconds)
@@ -85,8 +92,6 @@ def timed_runs(binary: Path, ranks: int, args: list[str], repeat: int, layer: bo
 
 
 def measure(name: str, sources: list[Path], ranks: int, args: list[str], repeat: int) -> dict[str, Any]:
-    from waitlab.simulator.programs import build_program
-
     layered = build_program(sources, name=f"bench-{name}")
     plain = plain_build(sources, f"bench-{name}")
     w0, _, _ = timed_runs(plain, ranks, args, repeat, layer=False)
@@ -110,9 +115,6 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     results = [measure("bsp", [BSP], a.ranks, [str(a.steps)], a.repeat)]
     if a.nas:
-        from waitlab.errors import EnvironmentProblem
-        from waitlab.experiments.nas import NAS, fetch_simgrid_sources
-
         try:
             nas = fetch_simgrid_sources() / "examples" / "smpi" / "NAS"
             results.append(measure("nas-is-S", [nas / s for s in NAS["is"]["sources"]], a.ranks,

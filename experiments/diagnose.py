@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from waitlab.errors import InputError
+from waitlab.experiments.diagnosis_plots import blame_figure, culprit_timeline
 from waitlab.experiments.groundtruth import (
     CauseSet,
     GroundTruth,
@@ -432,8 +433,6 @@ def to_markdown(diag: Diagnosis) -> str:
 
 def write_report(diag: Diagnosis, out: Path, png: bool = True) -> list[Path]:
     """Write ``diagnosis.json``, ``diagnosis.md`` and the figures into ``out``; return the files."""
-    from waitlab.experiments.diagnosis_plots import blame_figure, culprit_timeline
-
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     files = [out / "diagnosis.json", out / "diagnosis.md"]

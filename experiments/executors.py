@@ -51,7 +51,7 @@ def open_executor(kind: str = "local", workers: int | None = None, scheduler: st
         with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn")) as pool:
             yield pool
         return
-    from dask.distributed import Client, LocalCluster
+    from dask.distributed import Client, LocalCluster  # only when chosen: importing it costs about a second
 
     if scheduler:
         with Client(scheduler) as client:

@@ -7,6 +7,7 @@ import subprocess
 
 from waitlab.errors import WaitlabError
 from waitlab.simulator.build import INSTALL_HINT, replay_binary, simgrid_version
+from waitlab.simulator.programs import layer_object
 
 
 def doctor() -> int:
@@ -31,8 +32,6 @@ def doctor() -> int:
     except WaitlabError as exc:
         report("replay extension", False, str(exc))
     try:
-        from waitlab.simulator.programs import layer_object
-
         report("measurement layer (real programs)", True, str(layer_object()))
     except WaitlabError as exc:
         report("measurement layer (real programs)", False, str(exc))

@@ -39,7 +39,8 @@ from waitlab.models.ops import OpTable, seq_within_rank
 from waitlab.models.vocabulary import ACTIONS, CODE, COLLECTIVE_ACTIONS, LOCAL_ACTIONS, V_ACTIONS, codes_of
 from waitlab.simulator.build import NATIVE_DIR, cache_dir, checked_actions_header, require_tool, simgrid_version
 from waitlab.simulator.smpi import SmpiResult, run_smpirun
-from waitlab.simulator.ti_trace import VectorStore, empty_ledger, occurrence
+from waitlab.simulator.ti_trace import empty_ledger
+from waitlab.simulator.trace import VectorStore, occurrence
 
 LAYER_SOURCE = NATIVE_DIR / "waitlab_pmpi.c"
 HEADER = NATIVE_DIR / "waitlab.h"

@@ -14,9 +14,8 @@ import pandas as pd
 from waitlab.models.ops import CODE, OpTable
 from waitlab.simulator.build import replay_binary
 from waitlab.simulator.smpi import run_smpirun
-from waitlab.simulator.ti_trace import VectorStore
 from waitlab.simulator.timeline import build_events, read_log
-from waitlab.simulator.trace import write_trace
+from waitlab.simulator.trace import VectorStore, write_trace
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,8 +54,6 @@ def run_smpirun(
     ``-no-privatize`` (real programs with global variables need SMPI's
     privatization); ``accept_returncodes`` lists exit statuses that are not failures.
     """
-    import time
-
     smpirun = require_tool("smpirun")
     cmd = [smpirun, *([] if privatize else ["-no-privatize"]), "-np", str(n_ranks), "-platform", str(platform_xml),
            "-hostfile", str(hostfile)]

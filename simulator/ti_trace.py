@@ -19,7 +19,7 @@ with ``MPI_BYTE`` (id 6), so a trace round-trips to the same byte counts.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,7 @@ from waitlab.models.vocabulary import (
     VOCABULARY,
 )
 from waitlab.models.vocabulary import V_ACTIONS as V_ACTIONS
-from waitlab.simulator.trace import format_lines
+from waitlab.simulator.trace import VectorStore
 
 #: Byte size of SimGrid 3.32's predefined datatype ids (``src/smpi/mpi/smpi_datatype.cpp``).
 DATATYPE_SIZES: dict[str, int] = {
@@ -52,7 +52,7 @@ DATATYPE_SIZES: dict[str, int] = {
     "36": 16, "37": 16, "38": 4, "39": 4, "40": 8, "41": 16, "42": 8, "43": 16, "44": 16, "45": 4, "46": 2,
     "47": 4, "48": 8, "49": 16, "50": 32, "51": 1, "52": 8, "53": 16, "54": 32, "57": 1, "58": 8, "59": 8,
 }  # fmt: skip
-BYTE_DT = "6"
+
 
 #: Point-to-point send spellings SMPI's tracer may write, mapped to the action waitlab replays.
 _SEND_ALIASES = {**{a: a for a in ACTIONS if ACTION[a].kind == "send"}, **TI_ALIASES}
@@ -64,28 +64,6 @@ _SECONDS = SECONDS_ACTIONS
 def _pos(action: str, arg: str, n: int = 1) -> int:
     """Position of TI argument ``arg`` of ``action`` in a line of ``n`` ranks (SimGrid 3.32 order)."""
     return ACTION[action].arg_position(arg, n)
-
-
-@dataclass
-class VectorStore:
-    """Per-peer byte counts of v-collectives, keyed by (rank, action code, occurrence on that rank).
-
-    The key survives perturbations (they insert local operations only) and
-    counterfactual re-runs, unlike a row number.
-    """
-
-    data: dict[tuple[int, int, int], tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = field(
-        default_factory=dict)
-
-    def __len__(self) -> int:
-        return len(self.data)
-
-    def put(self, rank: int, code: int, k: int, send: npt.ArrayLike, recv: npt.ArrayLike) -> None:
-        """Store the counts of the ``k``-th ``code`` operation of ``rank``."""
-        self.data[(rank, code, k)] = (np.asarray(send, np.int64), np.asarray(recv, np.int64))
-
-    def get(self, rank: int, code: int, k: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None:
-        return self.data.get((rank, code, k))
 
 
 @dataclass(frozen=True)
@@ -423,79 +401,3 @@ def empty_ledger() -> Ledger:
     """A ledger with no injected cause."""
     return Ledger(rank=np.zeros(0, np.int32), region=np.zeros(0, np.int32), step=np.zeros(0, np.int32),
                   seconds=np.zeros(0), kind=np.zeros(0, np.int8))
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Writing
-# ---------------------------------------------------------------------------------------------------------------
-
-def occurrence(ops: OpTable) -> npt.NDArray[np.int64]:
-    """For each row, how many earlier rows of the same rank have the same action code."""
-    key = ops.rank.astype(np.int64) * 256 + ops.code.astype(np.int64)
-    order = np.lexsort((ops.seq, key))
-    k = np.empty(len(ops), np.int64)
-    sk = key[order]
-    start = np.ones(sk.size, bool)
-    start[1:] = sk[1:] != sk[:-1]
-    first = np.maximum.accumulate(np.where(start, np.arange(sk.size), 0))
-    k[order] = np.arange(sk.size) - first
-    return k
-
-
-def _fmt_counts(a: npt.NDArray[np.int64]) -> str:
-    return " ".join(str(int(x)) for x in a)
-
-
-def _uniform(total: float, n: int) -> npt.NDArray[np.int64]:
-    base = round(total) // n if n else 0
-    out = np.full(n, base, np.int64)
-    if n:
-        out[: round(total) - base * n] += 1
-    return out
-
-
-def _v_line(action: str, rank: int, value: float, value2: float, peer: int, n: int,
-            vec: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None) -> str:
-    if vec is None:  # no per-peer counts known: spread the bytes evenly
-        send, recv = _uniform(value, n), _uniform(value2 if action != "reducescatter" else value, n)
-    else:
-        send, recv = vec
-    b = BYTE_DT
-    # Scalar counts (a rank's own send count, its receive count) come from the row: the per-peer vectors
-    # of a non-root rank may be all zero (MPI reads them at the root only).
-    if action == "alltoallv":
-        return f"alltoallv {int(send.sum())} {_fmt_counts(send)} {int(recv.sum())} {_fmt_counts(recv)} {b} {b}"
-    if action == "gatherv":
-        return f"gatherv {round(value)} {_fmt_counts(recv)} {_check_root(action, rank, peer, n)} {b} {b}"
-    if action == "allgatherv":
-        return f"allgatherv {round(value)} {_fmt_counts(recv)} {b} {b}"
-    if action == "scatterv":
-        return f"scatterv {_fmt_counts(send)} {round(value2)} {_check_root(action, rank, peer, n)} {b} {b}"
-    return f"reducescatter {_fmt_counts(recv)} {value2!r} {b}"
-
-
-def _check_root(action: str, rank: int, root: int, n: int) -> int:
-    if not 0 <= root < n:
-        raise InputError("operations", f"rank {rank} {action}", f"root {root} is outside 0..{n - 1}",
-                         "give the root rank as the operation's peer")
-    return root
-
-
-def format_ti_lines(ops: OpTable, core_speed: float, vectors: VectorStore | None = None) -> list[str]:
-    """One TI line (without rank prefix) per operation, v-collectives exact when ``vectors`` has them."""
-    own = ops.mask(V_ACTIONS)
-    lines: list[str] = [""] * len(ops)
-    rest = np.flatnonzero(~own)
-    if rest.size:
-        sub = ops.take(rest.astype(np.int64)) if rest.size < len(ops) else ops
-        for i, ln in zip(rest.tolist(), format_lines(sub, core_speed), strict=True):
-            lines[i] = ln
-    idx = np.flatnonzero(own)
-    if idx.size:
-        k = occurrence(ops)
-        for i in idx.tolist():
-            action = ACTIONS[ops.code[i]]
-            r, v, v2, p = int(ops.rank[i]), float(ops.value[i]), float(ops.value2[i]), int(ops.peer[i])
-            vec = vectors.get(r, int(ops.code[i]), int(k[i])) if vectors is not None else None
-            lines[i] = _v_line(action, r, v, v2, p, ops.n_ranks, vec)
-    return lines

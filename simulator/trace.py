@@ -11,8 +11,9 @@ seconds to flops with the core speed of the rendered platform, printed with
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -30,9 +31,6 @@ from waitlab.models.vocabulary import (
     V_ACTIONS,
     VOCABULARY,
 )
-
-if TYPE_CHECKING:
-    from waitlab.simulator.ti_trace import VectorStore
 
 _Cols = dict[str, list[Any]]
 _Formatter = Callable[[_Cols], list[str]]
@@ -79,7 +77,7 @@ def _fmt(action: str, cols: _Cols) -> list[str]:
     raise KeyError(action)
 
 
-#: Actions :func:`format_lines` writes (v-collectives: :func:`waitlab.simulator.ti_trace.format_ti_lines`;
+#: Actions :func:`format_lines` writes (v-collectives: :func:`format_ti_lines`;
 #: communicator set-up and ``sendRecv`` never appear in an operation table: the reader splits ``sendRecv``).
 WRITABLE = tuple(a.name for a in VOCABULARY
                  if a.kind not in ("setup", "sendrecv") and not a.vector and a.name != "location")
@@ -128,6 +126,105 @@ def format_lines(ops: OpTable, core_speed: float) -> list[str]:
     return lines.tolist()
 
 
+#: Datatype id of MPI_BYTE in SimGrid 3.32 traces (v-collective counts are bytes).
+BYTE_DT = "6"
+
+
+@dataclass
+class VectorStore:
+    """Per-peer byte counts of v-collectives, keyed by (rank, action code, occurrence on that rank).
+
+    The key survives perturbations (they insert local operations only) and
+    counterfactual re-runs, unlike a row number.
+    """
+
+    data: dict[tuple[int, int, int], tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = field(
+        default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def put(self, rank: int, code: int, k: int, send: npt.ArrayLike, recv: npt.ArrayLike) -> None:
+        """Store the counts of the ``k``-th ``code`` operation of ``rank``."""
+        self.data[(rank, code, k)] = (np.asarray(send, np.int64), np.asarray(recv, np.int64))
+
+    def get(self, rank: int, code: int, k: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None:
+        return self.data.get((rank, code, k))
+
+
+
+def occurrence(ops: OpTable) -> npt.NDArray[np.int64]:
+    """For each row, how many earlier rows of the same rank have the same action code."""
+    key = ops.rank.astype(np.int64) * 256 + ops.code.astype(np.int64)
+    order = np.lexsort((ops.seq, key))
+    k = np.empty(len(ops), np.int64)
+    sk = key[order]
+    start = np.ones(sk.size, bool)
+    start[1:] = sk[1:] != sk[:-1]
+    first = np.maximum.accumulate(np.where(start, np.arange(sk.size), 0))
+    k[order] = np.arange(sk.size) - first
+    return k
+
+
+def _fmt_counts(a: npt.NDArray[np.int64]) -> str:
+    return " ".join(str(int(x)) for x in a)
+
+
+def _uniform(total: float, n: int) -> npt.NDArray[np.int64]:
+    base = round(total) // n if n else 0
+    out = np.full(n, base, np.int64)
+    if n:
+        out[: round(total) - base * n] += 1
+    return out
+
+
+def _v_line(action: str, rank: int, value: float, value2: float, peer: int, n: int,
+            vec: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None) -> str:
+    if vec is None:  # no per-peer counts known: spread the bytes evenly
+        send, recv = _uniform(value, n), _uniform(value2 if action != "reducescatter" else value, n)
+    else:
+        send, recv = vec
+    b = BYTE_DT
+    # Scalar counts (a rank's own send count, its receive count) come from the row: the per-peer vectors
+    # of a non-root rank may be all zero (MPI reads them at the root only).
+    if action == "alltoallv":
+        return f"alltoallv {int(send.sum())} {_fmt_counts(send)} {int(recv.sum())} {_fmt_counts(recv)} {b} {b}"
+    if action == "gatherv":
+        return f"gatherv {round(value)} {_fmt_counts(recv)} {_check_root(action, rank, peer, n)} {b} {b}"
+    if action == "allgatherv":
+        return f"allgatherv {round(value)} {_fmt_counts(recv)} {b} {b}"
+    if action == "scatterv":
+        return f"scatterv {_fmt_counts(send)} {round(value2)} {_check_root(action, rank, peer, n)} {b} {b}"
+    return f"reducescatter {_fmt_counts(recv)} {value2!r} {b}"
+
+
+def _check_root(action: str, rank: int, root: int, n: int) -> int:
+    if not 0 <= root < n:
+        raise InputError("operations", f"rank {rank} {action}", f"root {root} is outside 0..{n - 1}",
+                         "give the root rank as the operation's peer")
+    return root
+
+
+def format_ti_lines(ops: OpTable, core_speed: float, vectors: VectorStore | None = None) -> list[str]:
+    """One TI line (without rank prefix) per operation, v-collectives exact when ``vectors`` has them."""
+    own = ops.mask(V_ACTIONS)
+    lines: list[str] = [""] * len(ops)
+    rest = np.flatnonzero(~own)
+    if rest.size:
+        sub = ops.take(rest.astype(np.int64)) if rest.size < len(ops) else ops
+        for i, ln in zip(rest.tolist(), format_lines(sub, core_speed), strict=True):
+            lines[i] = ln
+    idx = np.flatnonzero(own)
+    if idx.size:
+        k = occurrence(ops)
+        for i in idx.tolist():
+            action = ACTIONS[ops.code[i]]
+            r, v, v2, p = int(ops.rank[i]), float(ops.value[i]), float(ops.value2[i]), int(ops.peer[i])
+            vec = vectors.get(r, int(ops.code[i]), int(k[i])) if vectors is not None else None
+            lines[i] = _v_line(action, r, v, v2, p, ops.n_ranks, vec)
+    return lines
+
+
 def write_trace(ops: OpTable, core_speed: float, folder: Path, *, vectors: VectorStore | None = None,
                 header: str = "", relative: bool = False) -> Path:
     """Write per-rank trace files and the index; return the index path.
@@ -138,8 +235,6 @@ def write_trace(ops: OpTable, core_speed: float, folder: Path, *, vectors: Vecto
     ``smpirun -replay`` needs from any folder), or relative to the index with ``relative=True``
     (a trace folder that can be moved).
     """
-    from waitlab.simulator.ti_trace import format_ti_lines  # (ti_trace imports this module)
-
     folder.mkdir(parents=True, exist_ok=True)
     if vectors is not None or ops.mask(V_ACTIONS).any():
         lines = format_ti_lines(ops, core_speed, vectors)

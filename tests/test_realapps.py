@@ -19,8 +19,8 @@ import pytest
 from waitlab.errors import EnvironmentProblem, InputError, SimulationError
 from waitlab.experiments.scenario import Scenario, from_mapping
 from waitlab.models.ops import ACTIONS, CODE, OpBuilder, OpTable
-from waitlab.simulator.ti_trace import VectorStore, format_ti_lines, parse_ti_trace
-from waitlab.simulator.trace import write_trace
+from waitlab.simulator.ti_trace import parse_ti_trace
+from waitlab.simulator.trace import VectorStore, format_ti_lines, write_trace
 
 PROGRAMS = Path(__file__).resolve().parent / "programs"
 NATIVE = Path(__file__).resolve().parents[1] / "simulator" / "native"

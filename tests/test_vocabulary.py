@@ -24,8 +24,9 @@ from waitlab.models.vocabulary import (
     c_header,
 )
 from waitlab.simulator.build import ACTIONS_HEADER, checked_actions_header
-from waitlab.simulator.ti_trace import format_ti_lines, parse_ti_trace
+from waitlab.simulator.ti_trace import parse_ti_trace
 from waitlab.simulator.timeline import build_events
+from waitlab.simulator.trace import format_ti_lines
 
 NATIVE = Path(__file__).resolve().parents[1] / "simulator" / "native"
 

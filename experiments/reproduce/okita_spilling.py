@@ -36,14 +36,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import matplotlib
 import numpy as np
 import pandas as pd
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
 
 from waitlab.experiments.pipeline import prepare, simulate_ops
 from waitlab.experiments.scenario import Scenario, from_mapping
 from waitlab.models.apps.registry import generate
 from waitlab.models.ops import OpTable
 from waitlab.models.perturb.stage import perturb_ops
+from waitlab.platforms import load_platform
 
 MIB = 2**20
 RECORD = 131072  # 128 KB messages and records
@@ -188,8 +193,6 @@ def _ratios(cur: pd.DataFrame) -> dict[str, float]:
     si_above = (ovh("S_i", 2304) - ovh("S_i", 1920)) / (2304 - 1920)
     sf = (ovh("S_f", 2304) - ovh("S_f", 128)) / (2304 - 128)
     # where swapping starts: the R at which a rank's resident trace first exceeds its memory (buffer model)
-    from waitlab.platforms import load_platform
-
     mem = load_platform("seed003_myrinet").trace_buffer_memory
     kink = mem / (RECORD + RECORD_HEADER) * RECORD / MIB
     return {"si_per_mb_below": si_below, "si_per_mb_above": si_above, "swap_ratio": si_above / si_below,
@@ -198,11 +201,6 @@ def _ratios(cur: pd.DataFrame) -> dict[str, float]:
 
 def plot(res: Seed003Result, path: Path) -> None:
     """Figure 3 of seed 003: execution time of S, S_i, S_f against R, with the paper's table 1."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     fig, ax = plt.subplots(figsize=(7, 4.5))
     c = res.curve
     for v, colour in (("S", "#2c3e50"), ("S_i", "#c0392b"), ("S_f", "#27ae60")):

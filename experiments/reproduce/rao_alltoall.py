@@ -23,7 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import matplotlib
 import pandas as pd
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
 
 from waitlab.errors import InputError, SimulationError
 from waitlab.experiments.reproduce.alltoall_points import SOLVER_CONFIG, alltoall_point, contention_config
@@ -169,11 +173,6 @@ def markdown(result: RaoResult) -> str:
 
 def plot(result: RaoResult, folder: Path) -> list[Path]:
     """Figures in the paper's style: time vs size per (platform, ranks); time vs ranks per size (Dawning)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     tab = result.table[result.table["status"] == "ok"]
     paths: list[Path] = []
     for (plat, ranks), g in tab.groupby(["platform", "ranks"], sort=True):

@@ -26,7 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import matplotlib
 import pandas as pd
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
 
 from waitlab.experiments.perturbation_report import PerturbationResult
 from waitlab.experiments.pipeline import prepare, run, simulate_ops
@@ -156,12 +161,6 @@ def markdown(table: pd.DataFrame) -> str:
 
 def plot(table: pd.DataFrame, path: Path) -> None:
     """Bars of tracer overhead, makespan increase and wait distortion per policy and rank count."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
     metrics = [("tracer_overhead", "tracer overhead (rank-s)"), ("makespan_increase", "makespan increase (s)"),
                ("wait_distortion_abs", "sum |wait distortion| (s)"), ("c_violations_spill", "C violations (spill)")]
     ranks = sorted(table["ranks"].unique())
