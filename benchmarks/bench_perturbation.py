@@ -174,7 +174,7 @@ def smpi_ratio(ranks: int, steps: int, scope: str) -> dict[str, Any]:
     quiet = simulate(sc, ops)
     cfg = parse_perturbation({"noise": {"model": "periodic", "frequency": 1000.0, "duration": 2.5e-5,
                                         "scope": scope}}).noise
-    setup = noise_setup(cfg, prepare(sc).facts(), seed=1, horizon=10.0)
+    setup = noise_setup(cfg, prepare(sc).facts, seed=1, horizon=10.0)
     noisy = simulate(sc, ops, speed_profiles=setup.speed_profiles)
     return {"ranks": ranks, "steps": steps, "scope": scope, "profiles": len(setup.speed_profiles),
             "smpi_quiet_s": quiet.stage_seconds["smpi"], "smpi_noise_s": noisy.stage_seconds["smpi"],

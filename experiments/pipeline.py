@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import tempfile
 import time
+from functools import cached_property
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -87,8 +88,9 @@ class Prepared:
         then the scenario's own (later ones win)."""
         return {**self.platform.smpi_config, **smpi_config(self.scenario)}
 
+    @cached_property
     def facts(self) -> PlatformFacts:
-        """What the perturbation models need to know about the platform."""
+        """What the perturbation models need to know about the platform (built once)."""
         return platform_facts(self.model, self.platform)
 
     def with_profiles(self, speed_profiles: Mapping[str, str] | None) -> RenderedPlatform:
@@ -185,7 +187,7 @@ def noise_for(prep: Prepared, horizon: float) -> NoiseSetup:
     """The noise detours of a perturbed scenario, drawn deterministically from its seed up to ``horizon``."""
     assert prep.perturbation is not None
     sc = prep.scenario
-    return noise_setup(prep.perturbation.noise, prep.facts(), sc.seed, horizon, sc.source)
+    return noise_setup(prep.perturbation.noise, prep.facts, sc.seed, horizon, sc.source)
 
 
 def simulate(scenario: Scenario, ops: OpTable | None = None, *,
@@ -212,7 +214,7 @@ def run(scenario: Scenario, *, paje_file: Path | None = None, base: RunResult | 
     stages["unperturbed_run"] = time.perf_counter() - t
     horizon = max(cfg.noise.horizon_factor * max(float(base.summary["makespan"]), 1e-3), 1e-3)
     setup = noise_for(prep, horizon)
-    p = perturb_ops(base.ops, cfg, prep.facts(), scenario.seed)
+    p = perturb_ops(base.ops, cfg, prep.facts, scenario.seed)
     t = time.perf_counter()
     measured = simulate_ops(prep, p.ops, speed_profiles=setup.speed_profiles or None, paje_file=paje_file)
     stages["measured_run"] = time.perf_counter() - t
@@ -226,7 +228,7 @@ def run(scenario: Scenario, *, paje_file: Path | None = None, base: RunResult | 
         t_exit[rows] = ev["exit"].to_numpy()
         leaves = measured.ops.code == CODE["leave"]
         t_enter[leaves] = t_exit[leaves] = np.nan
-        led, hits = noise_ledger(measured.ops, t_enter, t_exit, setup, prep.facts().core_speed)
+        led, hits = noise_ledger(measured.ops, t_enter, t_exit, setup, prep.facts.core_speed)
         measured = replace(measured, ops=with_ledger_rows(measured.ops, led))
     cc = check_condition_c(ev)
     cc_spill = check_condition_c(ev, kinds=SPILL_KINDS)

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from waitlab.errors import InputError
 from waitlab.models.apps.alltoall import SMPI_ALLTOALL_ALGORITHMS
@@ -64,22 +64,26 @@ def check_name(name: str) -> str:
     return ""
 
 
+def _plain(name: str) -> str:
+    problem = check_name(name)
+    if problem:
+        raise ValueError(problem)
+    return name
+
+
+#: A plain folder name (scenario and sweep names): see :func:`check_name`.
+PlainName = Annotated[str, AfterValidator(_plain)]
+
+
 class ScenarioSection(BaseModel):
     """``[scenario]``: what the run is called, its seed and its number of MPI ranks."""
 
     model_config = STRICT
-    name: str = Field(description="plain name of the run; names the results folder (default: the file's stem)")
+    name: PlainName = Field(description="plain name of the run; names the results folder (default: the file's "
+                            "stem)")
     seed: int = Field(0, ge=0, lt=2**63, description="seed of every random draw (imbalance, noise, jitter)")
     ranks: int = Field(ge=1, le=MAX_RANKS, description="number of MPI processes")
     description: str = Field("", description="free text")
-
-    @field_validator("name")
-    @classmethod
-    def _plain_name(cls, v: str) -> str:
-        problem = check_name(v)
-        if problem:
-            raise ValueError(problem)
-        return v
 
 
 class PlatformSection(BaseModel):

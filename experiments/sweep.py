@@ -33,32 +33,24 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pandas as pd
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, ValidationError
 
 from waitlab.errors import InputError, WaitlabError
 from waitlab.experiments.executors import open_executor
 from waitlab.experiments.pipeline import run
 from waitlab.experiments.results import results_folder, write_run
 from waitlab.experiments.scenario import Scenario, from_mapping, load_scenario, read_toml, set_dotted
-from waitlab.experiments.schema import STRICT, check_name, freeze, raise_validation
+from waitlab.experiments.schema import STRICT, PlainName, freeze, raise_validation
 
 
 class SweepSection(BaseModel):
     """``[sweep]``: the sweep's name and where its points run."""
 
     model_config = STRICT
-    name: str = Field(description="plain name; names the sweep folder (default: the file's stem)")
+    name: PlainName = Field(description="plain name; names the sweep folder (default: the file's stem)")
     executor: Literal["local", "dask"] = Field("local", description="local processes or Dask distributed")
     workers: int | None = Field(None, ge=1, le=1024, description="parallel points (default: cores)")
     scheduler: str | None = Field(None, min_length=1, description="address of an existing Dask scheduler")
-
-    @field_validator("name")
-    @classmethod
-    def _plain(cls, v: str) -> str:
-        problem = check_name(v)
-        if problem:
-            raise ValueError(problem)
-        return v
 
 
 @dataclass(frozen=True)

@@ -138,7 +138,7 @@ def run_cell(full: OpTable, round_trips: int, variant: str) -> tuple[float, dict
         res = simulate_ops(prep, ops)
     else:
         assert prep.perturbation is not None
-        p = perturb_ops(ops, prep.perturbation, prep.facts(), sc.seed)
+        p = perturb_ops(ops, prep.perturbation, prep.facts, sc.seed)
         res = simulate_ops(prep, p.ops)
         if p.spill is not None:
             info = {"flushes": p.spill.flushes, "swap_MB": p.spill.swap_bytes / MIB,

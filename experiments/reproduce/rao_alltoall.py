@@ -171,6 +171,14 @@ def markdown(result: RaoResult) -> str:
     return "\n".join(out)
 
 
+def _save(fig: Any, ax: Any, path: Path) -> Path:
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
 def plot(result: RaoResult, folder: Path) -> list[Path]:
     """Figures in the paper's style: time vs size per (platform, ranks); time vs ranks per size (Dawning)."""
     tab = result.table[result.table["status"] == "ok"]
@@ -183,12 +191,7 @@ def plot(result: RaoResult, folder: Path) -> list[Path]:
                 ax.plot(s["size"], s["seconds"] * 1e3, marker="o", label=LABELS[alg])
         ax.set(xscale="log", yscale="log", xlabel="message size (B)", ylabel="time (ms)",
                title=f"{plat}, {ranks} ranks")
-        ax.legend(fontsize=7)
-        p = folder / f"{plat}_{ranks}_ranks.png"
-        fig.tight_layout()
-        fig.savefig(p, dpi=100)
-        plt.close(fig)
-        paths.append(p)
+        paths.append(_save(fig, ax, folder / f"{plat}_{ranks}_ranks.png"))
     d = tab[tab["platform"] == "dawning_5000a"]
     if d["ranks"].nunique() > 1:
         for size in (512, 4096, 262144):
@@ -199,12 +202,7 @@ def plot(result: RaoResult, folder: Path) -> list[Path]:
                 if len(s) > 1:
                     ax.plot(s["ranks"], s["seconds"] * 1e3, marker="o", label=LABELS[alg])
             ax.set(yscale="log", xlabel="ranks", ylabel="time (ms)", title=f"dawning_5000a, {_fmt_size(size)}")
-            ax.legend(fontsize=7)
-            p = folder / f"dawning_5000a_{size}_B_vs_ranks.png"
-            fig.tight_layout()
-            fig.savefig(p, dpi=100)
-            plt.close(fig)
-            paths.append(p)
+            paths.append(_save(fig, ax, folder / f"dawning_5000a_{size}_B_vs_ranks.png"))
     return paths
 
 
