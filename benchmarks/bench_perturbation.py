@@ -33,7 +33,7 @@ from waitlab.experiments.pipeline import prepare, simulate
 from waitlab.experiments.scenario import from_mapping
 from waitlab.models.apps.registry import generate
 from waitlab.models.ops import CODE
-from waitlab.models.perturb import noise as nz
+from waitlab.models.perturb import noise_hits as nh
 from waitlab.models.perturb.condition_c import check_condition_c, original_keys, wait_distortion
 from waitlab.models.perturb.stage import PlatformFacts, noise_setup, perturb_ops
 from waitlab.simulator.timeline import build_events
@@ -110,7 +110,7 @@ def stages(ranks: int, steps: int) -> dict[str, Any]:
     t, ev = timed(lambda: build_events(pops, te, tx))
     out["events"] = len(ev)
     out["build_events_s"] = t
-    t, (led_rows) = timed(lambda: nz.noise_hits(setup.pattern, setup.pattern_host_of_rank,
+    t, (led_rows) = timed(lambda: nh.noise_hits(setup.pattern, setup.pattern_host_of_rank,
                                                 *_cpu(pops, te, tx, setup, facts.core_speed)))
     out["noise_ledger_s"] = t
     out["noise_hits"] = len(led_rows)
@@ -140,7 +140,7 @@ def synthetic_waits(ev: pd.DataFrame, seed: int) -> pd.DataFrame:
 
 
 def _cpu(ops: Any, te: np.ndarray, tx: np.ndarray, setup: Any, speed: float) -> tuple[Any, ...]:
-    rows, a, b = nz.cpu_intervals(ops, te, tx, speed, setup.pattern, setup.pattern_host_of_rank)
+    rows, a, b = nh.cpu_intervals(ops, te, tx, speed, setup.pattern, setup.pattern_host_of_rank)
     return ops.rank[rows].astype(np.int64), rows, a, b
 
 

@@ -13,6 +13,7 @@ import pandas as pd
 
 from waitlab.models.ops import CAUSE_KINDS, CODE, OpTable
 from waitlab.models.perturb import noise as nz
+from waitlab.models.perturb import noise_hits as nh
 from waitlab.models.perturb.condition_c import ConditionCReport, distortion_summary
 from waitlab.models.perturb.stage import NoiseSetup, PerturbationConfig, PerturbedOps
 
@@ -26,7 +27,7 @@ class PerturbationResult:
     measured: Any  # RunResult
     perturbed: PerturbedOps
     noise: NoiseSetup
-    noise_hits: nz.NoiseHits
+    noise_hits: nh.NoiseHits
     condition_c: ConditionCReport
     condition_c_spill: ConditionCReport
     distortion: pd.DataFrame
@@ -41,7 +42,7 @@ def event_op_rows(events: pd.DataFrame, ops: OpTable) -> npt.NDArray[np.int64]:
 
 
 def perturbation_report(name: str, cfg: PerturbationConfig, base: Any, measured: Any, p: PerturbedOps,
-            setup: NoiseSetup, hits: nz.NoiseHits, cc: ConditionCReport, cc_spill: ConditionCReport,
+            setup: NoiseSetup, hits: nh.NoiseHits, cc: ConditionCReport, cc_spill: ConditionCReport,
             dist: pd.DataFrame) -> dict[str, Any]:
     m0, m1 = float(base.summary["makespan"]), float(measured.summary["makespan"])
     led = measured.ops.ledger
@@ -147,7 +148,7 @@ def buffer_timeline(res: PerturbationResult) -> pd.DataFrame:
     order = np.lexsort((key_, rank))
     rank, time_, resident, swapped, event = rank[order], time_[order], resident[order], swapped[order], event[order]
     # a record written after a flush is stamped no earlier than the flush (program order per rank)
-    time_ = nz._group_running_max(np.nan_to_num(time_, nan=0.0), rank.astype(np.int64))
+    time_ = nz.group_running_max(np.nan_to_num(time_, nan=0.0), rank.astype(np.int64))
     return pd.DataFrame({"rank": rank.astype(np.int32), "time": time_, "resident": resident,
                          "event": pd.Categorical.from_codes(event, categories=["record", "flush"]),
                          "swapped": swapped})

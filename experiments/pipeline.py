@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import tempfile
 import time
-from functools import cached_property
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ from waitlab.models.analysis.summary import summarize
 from waitlab.models.analysis.waitstates import wait_states
 from waitlab.models.apps.alltoall import smpi_config as smpi_alltoall_setting
 from waitlab.models.ops import CODE, OpTable
-from waitlab.models.perturb import noise as nz
+from waitlab.models.perturb import noise_hits as nh
 from waitlab.models.perturb.condition_c import check_condition_c, original_keys, wait_distortion
 from waitlab.models.perturb.stage import (
     SPILL_KINDS,
@@ -219,7 +219,7 @@ def run(scenario: Scenario, *, paje_file: Path | None = None, base: RunResult | 
     measured = simulate_ops(prep, p.ops, speed_profiles=setup.speed_profiles or None, paje_file=paje_file)
     stages["measured_run"] = time.perf_counter() - t
     ev = measured.events
-    hits = nz.NoiseHits(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0))
+    hits = nh.NoiseHits(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0))
     if setup.active:  # noise that delayed work -> ledger
         rows = event_op_rows(ev, measured.ops)
         t_enter = np.zeros(len(measured.ops))

@@ -30,7 +30,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from waitlab.errors import InputError
 from waitlab.models.apps.alltoall import SMPI_ALLTOALL_ALGORITHMS
 from waitlab.models.perturb.noise import DURATION_LAWS
-from waitlab.models.perturb.tracebuffer import POLICIES
+from waitlab.models.perturb.spill_policies import POLICIES
 
 STRICT = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 from ideal_replay import chain_ops, ideal_replay, work
 
-from waitlab.experiments.diagnose import diagnose, to_markdown, write_report
+from waitlab.experiments.diagnose import diagnose
+from waitlab.experiments.diagnosis_report import to_markdown, write_report
 from waitlab.experiments.groundtruth import (
     Counterfactuals,
     ground_truth,

@@ -13,22 +13,17 @@ from waitlab.experiments.perturbation import parse_perturbation
 from waitlab.models.ops import ACTIONS, CAUSE_KINDS, OpBuilder, OpTable
 from waitlab.models.perturb.insertion import Insertions, apply_insertions, key
 from waitlab.models.perturb.instrumentation import Instrumentation, collective_points, select_records, step_points
-from waitlab.models.perturb.stage import PlatformFacts, perturb_ops
-from waitlab.models.perturb.tracebuffer import (
-    BufferSpec,
-    Flushes,
+from waitlab.models.perturb.spill_policies import (
     KeepInMemory,
     PaddedSyncFlush,
     PerRankFlush,
-    Stream,
     SwapOutF,
     SynchronizedFlush,
-    SyncPoints,
-    TauTooShort,
-    buffer_state,
     largest_safe_every,
     make_policy,
 )
+from waitlab.models.perturb.stage import PlatformFacts, perturb_ops
+from waitlab.models.perturb.tracebuffer import BufferSpec, Flushes, Stream, SyncPoints, TauTooShort, buffer_state
 
 
 def facts(n: int = 2, rpn: int = 1, memory: float = 1e12, bw: float = 1e6, lat: float = 0.0) -> PlatformFacts:

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from waitlab.errors import InputError
 from waitlab.experiments.perturbation import parse_perturbation, perturbation_config
 from waitlab.models.perturb import noise as nz
+from waitlab.models.perturb import noise_hits as nh
 from waitlab.models.perturb.stage import PlatformFacts, noise_setup
 
 
@@ -82,14 +83,14 @@ def test_profile_text_is_simgrid_syntax() -> None:
 def test_detour_measure_by_hand() -> None:
     # 0.1 s detour every 1 s at 0.5: in [0.55, 2.55) -> 0.05 + 0.1 + 0.05 = 0.2
     p = nz.PeriodicNoise(1.0, 0.1, phase=0.5).pattern(1, rng())
-    got = nz.detour_measure(p, np.array([0]), np.array([0.55, 0.0]), np.array([2.55, 0.5]))
+    got = nh.detour_measure(p, np.array([0]), np.array([0.55, 0.0]), np.array([2.55, 0.5]))
     assert got.tolist() == pytest.approx([0.2, 0.0], abs=1e-15)
 
 
 def test_noise_hits_only_inside_cpu_intervals() -> None:
     # detours [0.5, 0.6) + k; interval A [0, 1.1) hit once (0.1 s); B [1.2, 1.45) not hit; C [2.55, 2.65) 0.05 s
     p = nz.PeriodicNoise(1.0, 0.1, phase=0.5).pattern(1, rng())
-    h = nz.noise_hits(p, np.array([0]), np.array([0, 0, 0]), np.array([10, 11, 12]), np.array([0.0, 1.2, 2.55]),
+    h = nh.noise_hits(p, np.array([0]), np.array([0, 0, 0]), np.array([10, 11, 12]), np.array([0.0, 1.2, 2.55]),
                       np.array([1.1, 1.45, 2.65]))
     assert h.row.tolist() == [10, 12]
     assert h.seconds.tolist() == pytest.approx([0.1, 0.05])
@@ -101,8 +102,8 @@ def test_noise_hits_only_inside_cpu_intervals() -> None:
 def test_hits_sum_to_the_measure(freq: float, frac: float, a: float, length: float) -> None:
     """The per-detour hits of an interval add up to the detour measure of that interval."""
     p = nz.PeriodicNoise(freq, frac / freq, phase="random").pattern(1, rng(5))
-    h = nz.noise_hits(p, np.array([0]), np.array([0]), np.array([0]), np.array([a]), np.array([a + length]))
-    m = nz.detour_measure(p, np.array([0]), np.array([a]), np.array([a + length]))[0]
+    h = nh.noise_hits(p, np.array([0]), np.array([0]), np.array([0]), np.array([a]), np.array([a + length]))
+    m = nh.detour_measure(p, np.array([0]), np.array([a]), np.array([a + length]))[0]
     assert h.total() == pytest.approx(m, abs=1e-12)
 
 

@@ -16,7 +16,8 @@ import pandas as pd
 from waitlab.errors import InputError
 from waitlab.experiments.capture import capture as _capture
 from waitlab.experiments.capture import trace_scenario_text
-from waitlab.experiments.diagnose import Diagnosis, diagnose_path, to_markdown, write_report
+from waitlab.experiments.diagnose import Diagnosis, diagnose_path
+from waitlab.experiments.diagnosis_report import to_markdown, write_report
 from waitlab.experiments.executors import open_executor
 from waitlab.experiments.perturbation_report import report_text
 from waitlab.experiments.pipeline import Run, RunResult

@@ -24,6 +24,7 @@ import numpy.typing as npt
 from waitlab.errors import InputError
 from waitlab.models.ops import CAUSE_KINDS, Ledger, OpTable
 from waitlab.models.perturb import noise as nz
+from waitlab.models.perturb import noise_hits as nh
 from waitlab.models.perturb.insertion import Insertions, apply_insertions, concat, key
 from waitlab.models.perturb.instrumentation import (
     SUB_JITTER,
@@ -33,6 +34,7 @@ from waitlab.models.perturb.instrumentation import (
     select_records,
     step_points,
 )
+from waitlab.models.perturb.spill_policies import largest_safe_every, make_policy
 from waitlab.models.perturb.tracebuffer import (
     BufferSpec,
     BufferState,
@@ -42,8 +44,6 @@ from waitlab.models.perturb.tracebuffer import (
     SyncPoints,
     TauTooShort,
     buffer_state,
-    largest_safe_every,
-    make_policy,
     summarize_spill,
     tracing_insertions,
 )
@@ -326,10 +326,10 @@ def noise_setup(cfg: NoiseConfig, facts: PlatformFacts, seed: int, horizon: floa
 
 
 def noise_ledger(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: npt.NDArray[np.float64],
-                 setup: NoiseSetup, core_speed: float) -> tuple[Ledger, nz.NoiseHits]:
+                 setup: NoiseSetup, core_speed: float) -> tuple[Ledger, nh.NoiseHits]:
     """Ledger rows (kind noise) for every detour that delayed work in a finished run."""
-    rows, a, b = nz.cpu_intervals(ops, t_enter, t_exit, core_speed, setup.pattern, setup.pattern_host_of_rank)
-    hits = nz.noise_hits(setup.pattern, setup.pattern_host_of_rank, ops.rank[rows].astype(np.int64), rows, a, b)
+    rows, a, b = nh.cpu_intervals(ops, t_enter, t_exit, core_speed, setup.pattern, setup.pattern_host_of_rank)
+    hits = nh.noise_hits(setup.pattern, setup.pattern_host_of_rank, ops.rank[rows].astype(np.int64), rows, a, b)
     region = enclosing_region(ops)
     led = Ledger(rank=hits.rank.astype(np.int32), region=region[hits.row].astype(np.int32),
                  step=ops.step[hits.row].astype(np.int32), seconds=hits.seconds,

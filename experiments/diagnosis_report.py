@@ -1,0 +1,117 @@
+"""The diagnosis report: ``diagnosis.md`` (tables of blame, scores and improvements), ``diagnosis.json``, figures."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from waitlab.experiments.diagnose import Diagnosis
+from waitlab.experiments.diagnosis_plots import blame_figure, culprit_timeline
+from waitlab.models.analysis.cwpdm import CwpdmResult
+from waitlab.models.analysis.scoring import by_rank_region, by_region
+
+
+def _pct(x: float) -> str:
+    return "n/a" if x is None or not math.isfinite(x) else f"{100 * x:.1f}%"
+
+
+def _num(x: float, unit: str = "") -> str:
+    return "n/a" if x is None or not math.isfinite(x) else f"{x:.4g}{unit}"
+
+
+def to_markdown(diag: Diagnosis) -> str:
+    """The human-readable report."""
+    b = diag.baseline
+    name = diag.scenario.name if diag.scenario is not None else diag.metadata.get("scenario", "?")
+    lines = [f"# Diagnosis of `{name}`", ""]
+    if diag.scenario is not None:
+        sc = diag.scenario
+        lines += [f"{sc.ranks} ranks, platform `{sc.platform.name}`, application `{sc.application_kind}`, "
+                  f"seed {sc.seed}, scenario hash `{sc.hash()}`.", ""]
+    lines += [f"Total wait {b['total_wait']:.4g} s (makespan {b['makespan']:.4g} s); largest wait per collective "
+              f"instance summed: {b['collective_max_wait']:.4g} s. Wait by operation: "
+              + ", ".join(f"{k} {v:.4g} s" for k, v in sorted(b["wait_by_op"].items(), key=lambda kv: -kv[1])), ""]
+    lines += ["## What each model blames", ""]
+    for m in diag.models:
+        reg = by_region(m.blame())
+        what = "total wait" if m.metric == "total_wait" else \
+            f"the largest wait of each instance of {', '.join(m.metric.split(':', 1)[1].split('+'))}"
+        lines += [f"### {m.name}", "",
+                  f"Explains {m.denominator:.4g} s of wait ({what}); attributed "
+                  f"{m.result.attributed:.4g} s, unexplained {m.result.unexplained:.4g} s. Diagnosis took "
+                  f"{m.seconds:.3f} s, peak memory {m.peak_bytes / 2**20:.1f} MiB.", ""]
+        if isinstance(m.result, CwpdmResult):
+            w = m.result.waits
+            lines += [f"Short-term cost {m.result.short_total:.4g} s, long-term {m.result.long_total:.4g} s; "
+                      f"direct wait {w['direct'].sum():.4g} s, indirect {w['indirect'].sum():.4g} s; propagating "
+                      f"{w['propagating'].sum():.4g} s, terminal {w['terminal'].sum():.4g} s "
+                      f"({m.result.rounds} propagation rounds).", ""]
+        else:
+            lines += [f"Hotspots (>= {100 * m.result.threshold:g}% of the time): "
+                      + ", ".join(f"`{h}`" for h in m.result.hotspots), ""]
+        lines += ["| region | blamed (s) | share |", "| --- | ---: | ---: |"]
+        total = float(reg.sum()) or 1.0
+        for r, v in reg.head(10).items():
+            lines.append(f"| `{r}` | {v:.4g} | {_pct(v / total)} |")
+        rr = by_rank_region(m.blame()).head(5)
+        lines += ["", "Most blamed (rank, region): " + ", ".join(f"({r}, `{g}`) {v:.4g} s"
+                                                              for (r, g), v in rr.items()), ""]
+    gt = diag.truth
+    if gt is not None:
+        lines += ["## Ground truth (counterfactual re-runs)", "",
+                  f"Removing every injected cause removes {gt.all_causes:.4g} s of the {b['total_wait']:.4g} s "
+                  f"of wait ({gt.simulated} re-runs simulated, the rest from the cache).", "",
+                  "| region | injected (s) | true cost, total wait (s) | true cost, H-CWP-DM (earliest)'s "
+                  "measure (s) |", "| --- | ---: | ---: | ---: |"]
+        inj = gt.injected("region")
+        tc = gt.cost("region")
+        h_metric = next((m.metric for m in diag.models if m.key == "hcwpdm"), "considered_wait")
+        tcc = gt.cost("region", h_metric)
+        for r in tc.index:
+            lines.append(f"| `{r}` | {inj.get(r, 0.0):.4g} | {tc[r]:.4g} | {tcc.get(r, float('nan')):.4g} |")
+        kinds = gt.cost("kind")
+        if len(kinds):
+            lines += ["", "By cause kind: " + ", ".join(f"{k} {v:.4g} s" for k, v in kinds.items())]
+        rr_t = gt.cost("rank_region").head(8)
+        if len(rr_t):
+            lines += ["", "Costliest candidate (rank, region): " + ", ".join(f"({r}, `{g}`) {v:.4g} s"
+                                                                            for (r, g), v in rr_t.items())]
+        lines += ["", "## Scores", "",
+                  "| model | top-k region | top-k (rank, region) | Spearman region | Spearman (rank, region) | "
+                  "rel. error of total | false blame |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        for m in diag.models:
+            s = diag.scores.get(m.key, {})
+            lines.append(f"| {m.name} | {_num(s.get('top_k_region', math.nan))} | "
+                         f"{_num(s.get('top_k_rank_region', math.nan))} | {_num(s.get('spearman_region', math.nan))}"
+                         f" | {_num(s.get('spearman_rank_region', math.nan))} | "
+                         f"{_pct(s.get('relative_error_total', math.nan))} | "
+                         f"{_num(s.get('false_blame_seconds', math.nan), ' s')} "
+                         f"({_pct(s.get('false_blame_share', math.nan))}) |")
+        lines += ["", "## Predicted vs realized improvement", "",
+                  "Balancing a model's culprit regions (removing their injected excess on every rank):", "",
+                  "| model | culprits | predicted | realized | makespan |", "| --- | --- | ---: | ---: | ---: |"]
+        for m in diag.models:
+            imp = diag.improvements.get(m.key)
+            if imp:
+                lines.append(f"| {m.name} | {', '.join(f'`{c}`' for c in diag.culprits[m.key])} | "
+                             f"{_pct(imp['predicted'])} | {_pct(imp['realized'])} | {_pct(imp['makespan'])} |")
+    if diag.notes:
+        lines += ["", "## Notes", "", *[f"- {n}" for n in diag.notes]]
+    return "\n".join(lines) + "\n"
+
+
+def write_report(diag: Diagnosis, out: Path, png: bool = True) -> list[Path]:
+    """Write ``diagnosis.json``, ``diagnosis.md`` and the figures into ``out``; return the files."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    files = [out / "diagnosis.json", out / "diagnosis.md"]
+    files[0].write_text(json.dumps(diag.to_dict(), indent=2, sort_keys=True) + "\n")
+    files[1].write_text(to_markdown(diag))
+    if png:
+        blame_figure(diag, out / "blame_by_region.png")
+        files.append(out / "blame_by_region.png")
+        if diag.events is not None and diag.waits is not None:
+            culprit_timeline(diag.events, diag.waits, diag, out / "culprit_timeline.png")
+            files.append(out / "culprit_timeline.png")
+    return files
