@@ -50,10 +50,10 @@ from waitlab.experiments.pipeline import noise_for, prepare
 from waitlab.experiments.pipeline import run as run_pipeline
 from waitlab.experiments.results import load_run
 from waitlab.experiments.scenario import Scenario, load_scenario
+from waitlab.models.analysis.callpaths import call_paths
 from waitlab.models.analysis.cwpdm import CwpdmResult, cwpdm
 from waitlab.models.analysis.hcwpdm import DEFAULT_THRESHOLD, HcwpdmResult, hcwpdm
 from waitlab.models.analysis.scoring import by_rank_region, by_region, culprits, improvement, score
-from waitlab.models.analysis.syncpoints import call_paths
 from waitlab.models.ops import OpTable
 
 #: The models of a diagnosis: key -> (display name, metric of the truth it is compared with).

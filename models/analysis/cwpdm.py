@@ -50,7 +50,8 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from waitlab.models.analysis.syncpoints import SyncPoints, group_codes, sync_points, wait_table
+from waitlab.models.analysis.callpaths import group_codes
+from waitlab.models.analysis.syncpoints import SyncPoints, sync_points, wait_table
 from waitlab.models.analysis.waitstates import PATTERNS
 
 

@@ -42,15 +42,8 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from waitlab.models.analysis.syncpoints import (
-    _P2P_TABLE,
-    CallPaths,
-    call_paths,
-    group_codes,
-    pattern_codes,
-    sync_points,
-    wait_table,
-)
+from waitlab.models.analysis.callpaths import CallPaths, call_paths, group_codes, pattern_codes
+from waitlab.models.analysis.syncpoints import _P2P_TABLE, sync_points, wait_table
 
 Pairing = Literal["earliest", "each"]
 PAIRINGS: tuple[str, ...] = ("earliest", "each")

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from waitlab.models.analysis.syncpoints import pattern_codes
+from waitlab.models.analysis.callpaths import pattern_codes
 from waitlab.models.analysis.waitstates import PATTERNS
 from waitlab.models.ops import CAUSE_KINDS, OpTable
 

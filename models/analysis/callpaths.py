@@ -1,0 +1,170 @@
+"""Event-table helpers shared by the analyses: categorical codes, grouping, call paths and exclusive times."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from waitlab.models.analysis.waitstates import PATTERNS
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+
+def category_codes(col: pd.Series) -> tuple[npt.NDArray[np.int64], list[str]]:
+    """Integer codes and category names of a column (categorical or not)."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        return col.cat.codes.to_numpy().astype(np.int64), [str(c) for c in col.cat.categories]
+    codes, uniq = pd.factorize(col.astype(str), sort=False)
+    return np.asarray(codes, np.int64), [str(u) for u in uniq]
+
+
+def lookup_codes(names: list[str], wanted: tuple[str, ...] | list[str]) -> npt.NDArray[np.int64]:
+    pos = {n: i for i, n in enumerate(names)}
+    return np.array([pos[w] for w in wanted if w in pos], np.int64)
+
+
+def isin_names(codes: npt.NDArray[np.int64], names: list[str],
+               wanted: tuple[str, ...] | list[str]) -> npt.NDArray[np.bool_]:
+    """``codes`` (of categories ``names``) is one of ``wanted`` -- a table lookup, faster than np.isin."""
+    table = np.zeros(len(names) + 1, bool)
+    table[lookup_codes(names, wanted)] = True
+    return table[codes]  # code -1 (missing) maps to the last entry, False
+
+
+def unique_inverse(key: IntArray) -> tuple[IntArray, IntArray]:
+    """``np.unique(key, return_inverse=True)`` by one sort (numpy's hash-based unique is slower here).
+
+    >>> [a.tolist() for a in unique_inverse(np.array([5, 3, 5, 9]))]
+    [[3, 5, 9], [1, 0, 1, 2]]
+    """
+    if key.size == 0:
+        return key.astype(np.int64), np.zeros(0, np.int64)
+    order = np.argsort(key)
+    sk = key[order]
+    new = np.empty(sk.size, bool)
+    new[0] = True
+    np.not_equal(sk[1:], sk[:-1], out=new[1:])
+    inv = np.empty(sk.size, np.int64)
+    inv[order] = np.cumsum(new) - 1
+    return sk[new].astype(np.int64), inv
+
+
+def group_codes(key: IntArray, size: int) -> tuple[IntArray, IntArray]:
+    """Sorted distinct values of ``key`` (all in ``[0, size)``) and each key's group number.
+
+    A bincount when ``size`` is moderate, a hash factorisation otherwise.
+
+    >>> [a.tolist() for a in group_codes(np.array([7, 2, 7]), 10)]
+    [[2, 7], [1, 0, 1]]
+    """
+    if size <= max(4 * key.size, 1 << 20):
+        present = np.bincount(key, minlength=size) > 0
+        uniq = np.flatnonzero(present)
+        remap = np.cumsum(present) - 1
+        return uniq.astype(np.int64), remap[key].astype(np.int64)
+    codes, uniq = pd.factorize(key, sort=True)
+    return np.asarray(uniq, np.int64), np.asarray(codes, np.int64)
+
+
+def pattern_codes(waits: pd.DataFrame) -> npt.NDArray[np.int8]:
+    """Index into :data:`~waitlab.models.analysis.waitstates.PATTERNS` of each wait state's pattern."""
+    codes, names = category_codes(waits["pattern"])
+    table = np.array([PATTERNS.index(n) if n in PATTERNS else -1 for n in names] or [-1], np.int8)
+    return table[codes] if codes.size else np.zeros(0, np.int8)
+
+
+@dataclass(frozen=True)
+class CallPaths:
+    """The call paths of an event table.
+
+    Attributes
+    ----------
+    code : int32 array
+        Call path of each event row; -1 for region rows.
+    names : tuple of str
+        Call path names (``outer>inner``, ``outer>MPI_allreduce``, ``(top)``).
+    region : tuple of str
+        The region each call path is blamed as: the innermost enclosing region for
+        non-MPI activities (``"(top)"`` outside regions), ``MPI_<op>`` for MPI operations.
+    is_mpi : bool array
+        Whether the call path is an MPI operation.
+    """
+
+    code: npt.NDArray[np.int32]
+    names: tuple[str, ...]
+    region: tuple[str, ...]
+    is_mpi: npt.NDArray[np.bool_]
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+
+def call_paths(events: pd.DataFrame) -> CallPaths:
+    """Call path of every leaf activity (see the module docstring).
+
+    Examples
+    --------
+    >>> from waitlab.models.analysis.waitstates import make_events
+    >>> ev = make_events(rank=[0, 0], op=["compute", "barrier"], enter=[0.0, 1.0], exit=[1.0, 1.0], match=[-1, 0])
+    >>> cp = call_paths(ev)
+    >>> [cp.names[c] for c in cp.code], [cp.region[c] for c in cp.code]
+    (['(top)', 'MPI_barrier'], ['(top)', 'MPI_barrier'])
+    """
+    n = len(events)
+    kind, kind_names = category_codes(events["kind"])
+    op, op_names = category_codes(events["op"])
+    path, path_names = category_codes(events["path"])
+    region, region_names = category_codes(events["region"])
+    is_leaf = ~isin_names(kind, kind_names, ("region",))
+    is_mpi = isin_names(kind, kind_names, ("mpi",))
+    n_ops = len(op_names) + 1
+    key = path * n_ops + np.where(is_mpi, op, n_ops - 1)
+    present = np.zeros(max(len(path_names), 1) * n_ops, bool)
+    present[key[is_leaf]] = True
+    keys = np.flatnonzero(present)
+    remap = np.full(present.size, -1, np.int64)
+    remap[keys] = np.arange(keys.size)
+    code = np.full(n, -1, np.int32)
+    code[is_leaf] = remap[key[is_leaf]]
+    # Region label of each call path: any row's region (all rows of one non-MPI call path share it).
+    region_of = np.full(keys.size, -1, np.int64)
+    region_of[code[is_leaf]] = region[is_leaf]
+    names: list[str] = []
+    labels: list[str] = []
+    mpi_flags = np.zeros(keys.size, bool)
+    for j, k in enumerate(keys.tolist()):
+        p, o = divmod(k, n_ops)
+        pname = path_names[p] if p < len(path_names) else ""
+        if o == n_ops - 1:
+            names.append(pname or "(top)")
+            r = int(region_of[j])
+            rname = region_names[r] if 0 <= r < len(region_names) else ""
+            labels.append(rname or "(top)")
+        else:
+            mpi = f"MPI_{op_names[o]}"
+            names.append(f"{pname}>{mpi}" if pname else mpi)
+            labels.append(mpi)
+            mpi_flags[j] = True
+    return CallPaths(code=code, names=tuple(names), region=tuple(labels), is_mpi=mpi_flags)
+
+
+def exclusive_times(events: pd.DataFrame, waits: pd.DataFrame) -> FloatArray:
+    """Exclusive seconds of each event row with its own wait removed (region rows: 0).
+
+    Examples
+    --------
+    >>> from waitlab.models.analysis.waitstates import make_events, wait_states
+    >>> ev = make_events(rank=[0, 1], op=["barrier", "barrier"], enter=[1.0, 3.0], exit=[3.5, 3.5], match=[0, 0])
+    >>> exclusive_times(ev, wait_states(ev)).tolist()
+    [0.5, 0.5]
+    """
+    kind, kind_names = category_codes(events["kind"])
+    t = events["exit"].to_numpy() - events["enter"].to_numpy()
+    t = np.where(isin_names(kind, kind_names, ("region",)), 0.0, t)
+    if len(waits):
+        t = t - np.bincount(waits["event"].to_numpy(), weights=waits["wait"].to_numpy(), minlength=len(events))
+    return t
