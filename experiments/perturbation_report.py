@@ -12,6 +12,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from waitlab.models.ops import CAUSE_KINDS, CODE, OpTable
+from waitlab.models.perturb import detours as dt
 from waitlab.models.perturb import noise as nz
 from waitlab.models.perturb import noise_hits as nh
 from waitlab.models.perturb.condition_c import ConditionCReport, distortion_summary
@@ -148,7 +149,7 @@ def buffer_timeline(res: PerturbationResult) -> pd.DataFrame:
     order = np.lexsort((key_, rank))
     rank, time_, resident, swapped, event = rank[order], time_[order], resident[order], swapped[order], event[order]
     # a record written after a flush is stamped no earlier than the flush (program order per rank)
-    time_ = nz.group_running_max(np.nan_to_num(time_, nan=0.0), rank.astype(np.int64))
+    time_ = dt.group_running_max(np.nan_to_num(time_, nan=0.0), rank.astype(np.int64))
     return pd.DataFrame({"rank": rank.astype(np.int32), "time": time_, "resident": resident,
                          "event": pd.Categorical.from_codes(event, categories=["record", "flush"]),
                          "swapped": swapped})

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from waitlab.errors import InputError
 from waitlab.experiments.perturbation import parse_perturbation, perturbation_config
+from waitlab.models.perturb import detours as dt
 from waitlab.models.perturb import noise as nz
 from waitlab.models.perturb import noise_hits as nh
 from waitlab.models.perturb.stage import PlatformFacts, noise_setup
@@ -40,19 +41,19 @@ def test_zero_rate_or_duration_is_no_noise() -> None:
     assert nz.PeriodicNoise(0.0, 0.001).pattern(4, rng()).is_empty
     assert nz.PeriodicNoise(1000.0, 0.0).pattern(4, rng()).is_empty
     assert nz.PoissonNoise(0.0, 0.001).pattern(4, rng(), 10.0).is_empty
-    assert nz.profile_text(nz.PoissonNoise(0.0, 0.001).pattern(4, rng(), 10.0), 0) == ""
+    assert dt.profile_text(nz.PoissonNoise(0.0, 0.001).pattern(4, rng(), 10.0), 0) == ""
 
 
 def test_normalize_splits_at_the_period_and_merges_overlaps() -> None:
     # period 1: [0.9, 1.1) wraps into [0.9, 1.0) and [0.0, 0.1); [0.05, 0.15) overlaps the latter -> [0.0, 0.15)
-    p = nz.normalize(1, 1.0, [0, 0], [0.9, 0.05], [0.2, 0.1])
+    p = dt.normalize(1, 1.0, [0, 0], [0.9, 0.05], [0.2, 0.1])
     assert p.start.tolist() == pytest.approx([0.0, 0.9])
     assert p.duration.tolist() == pytest.approx([0.15, 0.1])
 
 
 def test_queue_detours_lindley() -> None:
     # arrivals 0, 0.5, 3.0 of 1 s each on host 0: starts 0, 1 (waits for the first), 3; host 1 independent
-    out = nz.queue_detours(np.array([0, 0, 0, 1]), np.array([0.0, 0.5, 3.0, 0.2]), np.ones(4))
+    out = dt.queue_detours(np.array([0, 0, 0, 1]), np.array([0.0, 0.5, 3.0, 0.2]), np.ones(4))
     assert out.tolist() == [0.0, 1.0, 3.0, 0.2]
 
 
@@ -77,7 +78,7 @@ def test_signature_offset_shifts_the_pattern() -> None:
 
 def test_profile_text_is_simgrid_syntax() -> None:
     p = nz.PeriodicNoise(4.0, 0.125, phase=0.0625).pattern(1, rng())
-    assert nz.profile_text(p, 0).splitlines() == ["PERIODICITY 0.25", "0.0625 1e-12", "0.1875 1.0"]
+    assert dt.profile_text(p, 0).splitlines() == ["PERIODICITY 0.25", "0.0625 1e-12", "0.1875 1.0"]
 
 
 def test_detour_measure_by_hand() -> None:

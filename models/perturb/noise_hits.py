@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from waitlab.models.ops import CAUSE_KINDS, CODE, Ledger, OpTable
-from waitlab.models.perturb.noise import NoisePattern
+from waitlab.models.perturb.detours import NoisePattern
 from waitlab.models.vocabulary import names_where
 
 _F = npt.NDArray[np.float64]

@@ -8,7 +8,7 @@ collectives), and our ``padded_sync`` / ``predictive_sync`` (synchronised, padde
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
 import numpy as np
@@ -16,6 +16,7 @@ import numpy.typing as npt
 
 from waitlab.models.perturb.tracebuffer import (
     BufferSpec,
+    BufferState,
     Flushes,
     Stream,
     SyncPoints,
@@ -299,3 +300,40 @@ def make_policy(name: str, *, tau: float = 1.0, every: int = 1, sync: str = "col
     if name == "predictive_sync":
         return PaddedSyncFlush(trigger="predict", fill_level=fill_level, safety=safety, window=window)
     raise ValueError(f"unknown spilling policy {name!r}; known: {', '.join(POLICIES)}")
+
+
+@dataclass(frozen=True)
+class SpillSummary:
+    """What a policy did (for reports and the policy comparison)."""
+
+    policy: str
+    flushes: int
+    synchronized_flushes: int
+    individual_flushes: int
+    flushed_bytes: float
+    flush_seconds: float
+    pad_seconds: float
+    swap_bytes: float
+    peak_resident: float
+    p1_ok: bool
+    per_rank_flushes: list[int] = field(default_factory=list)
+
+
+def summarize_spill(policy: str, stream: Stream, flushes: Flushes, state: BufferState,
+                    spec: BufferSpec) -> SpillSummary:
+    """Counts and totals of what a policy did."""
+    sync = flushes.point >= 0
+    real = state.flush_bytes > 0
+    return SpillSummary(
+        policy=policy,
+        flushes=len(flushes),
+        synchronized_flushes=int(sync.sum()),
+        individual_flushes=int((~sync).sum()),
+        flushed_bytes=float(state.flush_bytes.sum()),
+        flush_seconds=float(state.flush_seconds.sum() + flushes.pad.sum()),
+        pad_seconds=float(flushes.pad.sum()),
+        swap_bytes=float(state.over.sum()),
+        peak_resident=float(state.peak.max()) if state.peak.size else 0.0,
+        p1_ok=bool((state.peak <= spec.memory).all()),
+        per_rank_flushes=np.bincount(flushes.rank[real | sync], minlength=stream.n_ranks).tolist(),
+    )

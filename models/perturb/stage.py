@@ -23,6 +23,7 @@ import numpy.typing as npt
 
 from waitlab.errors import InputError
 from waitlab.models.ops import CAUSE_KINDS, Ledger, OpTable
+from waitlab.models.perturb import detours as dt
 from waitlab.models.perturb import noise as nz
 from waitlab.models.perturb import noise_hits as nh
 from waitlab.models.perturb.insertion import Insertions, apply_insertions, concat, key
@@ -34,17 +35,15 @@ from waitlab.models.perturb.instrumentation import (
     select_records,
     step_points,
 )
-from waitlab.models.perturb.spill_policies import largest_safe_every, make_policy
+from waitlab.models.perturb.spill_policies import SpillSummary, largest_safe_every, make_policy, summarize_spill
 from waitlab.models.perturb.tracebuffer import (
     BufferSpec,
     BufferState,
     Flushes,
-    SpillSummary,
     Stream,
     SyncPoints,
     TauTooShort,
     buffer_state,
-    summarize_spill,
     tracing_insertions,
 )
 from waitlab.models.regions import enclosing_region
@@ -278,7 +277,7 @@ def perturb_ops(ops: OpTable, cfg: PerturbationConfig, facts: PlatformFacts, see
 class NoiseSetup:
     """Detour pattern, its hosts and the SimGrid speed profiles of one run."""
 
-    pattern: nz.NoisePattern
+    pattern: dt.NoisePattern
     pattern_host_of_rank: npt.NDArray[np.int64]
     speed_profiles: dict[str, str]
     horizon: float
@@ -309,7 +308,7 @@ def noise_setup(cfg: NoiseConfig, facts: PlatformFacts, seed: int, horizon: floa
         phost = facts.node_of_rank.astype(np.int64)
         n_hosts = int(phost.max()) + 1 if n else 0
     if not cfg.has_detours:
-        return NoiseSetup(nz.empty_pattern(n_hosts), phost, {}, horizon)
+        return NoiseSetup(dt.empty_pattern(n_hosts), phost, {}, horizon)
     rng = np.random.default_rng([seed, _NOISE_STREAM])
     pattern = cfg.model.pattern(n_hosts, rng, horizon)
     profiles: dict[str, str] = {}
@@ -319,7 +318,7 @@ def noise_setup(cfg: NoiseConfig, facts: PlatformFacts, seed: int, horizon: floa
     texts: dict[int, str] = {}
     for host, ph in host_pattern.items():
         if ph not in texts:
-            texts[ph] = nz.profile_text(pattern, ph)
+            texts[ph] = dt.profile_text(pattern, ph)
         if texts[ph]:
             profiles[host] = texts[ph]
     return NoiseSetup(pattern, phost, profiles, horizon)

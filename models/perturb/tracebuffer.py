@@ -58,7 +58,7 @@ before its third record (global record index 2 and 6), just in front of its key 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -349,43 +349,6 @@ def greedy_flushes(stream: Stream, base: _I, seg_hi: _I, cap: float) -> tuple[Fl
     rank, bnd = rank[order], bnd[order]
     pos = stream.pos[bnd] - 1
     return Flushes(rank, bnd, pos, np.zeros(rank.size), np.full(rank.size, -1, np.int64)), base
-
-
-@dataclass(frozen=True)
-class SpillSummary:
-    """What a policy did (for reports and the policy comparison)."""
-
-    policy: str
-    flushes: int
-    synchronized_flushes: int
-    individual_flushes: int
-    flushed_bytes: float
-    flush_seconds: float
-    pad_seconds: float
-    swap_bytes: float
-    peak_resident: float
-    p1_ok: bool
-    per_rank_flushes: list[int] = field(default_factory=list)
-
-
-def summarize_spill(policy: str, stream: Stream, flushes: Flushes, state: BufferState,
-                    spec: BufferSpec) -> SpillSummary:
-    """Counts and totals of what a policy did."""
-    sync = flushes.point >= 0
-    real = state.flush_bytes > 0
-    return SpillSummary(
-        policy=policy,
-        flushes=len(flushes),
-        synchronized_flushes=int(sync.sum()),
-        individual_flushes=int((~sync).sum()),
-        flushed_bytes=float(state.flush_bytes.sum()),
-        flush_seconds=float(state.flush_seconds.sum() + flushes.pad.sum()),
-        pad_seconds=float(flushes.pad.sum()),
-        swap_bytes=float(state.over.sum()),
-        peak_resident=float(state.peak.max()) if state.peak.size else 0.0,
-        p1_ok=bool((state.peak <= spec.memory).all()),
-        per_rank_flushes=np.bincount(flushes.rank[real | sync], minlength=stream.n_ranks).tolist(),
-    )
 
 
 def tracing_insertions(ops: OpTable, records: Records, inst: Instrumentation, spec: BufferSpec, flushes: Flushes,
