@@ -1,24 +1,21 @@
-"""Frozen parameter dataclasses built from TOML-derived mappings, with field-path errors.
+"""Application parameters as pydantic dataclasses, and their errors as (key, problem, fix).
 
-Model parameters are frozen dataclasses whose numeric fields carry their
-bounds in the field metadata (see :func:`num`).  :func:`check_bounds` enforces
-them in ``__post_init__``, so a bad value is rejected however the object was
-made.  :func:`from_mapping` turns a TOML table into such a dataclass: it
-rejects unknown keys, checks each value against the field's annotation,
-converts lists to tuples and nested tables to nested dataclasses.  Every
-problem is a :class:`ParamError` naming the offending key (``steps``,
-``imbalance[2].magnitude``), which the caller turns into a
-:class:`waitlab.errors.InputError` with the file name.
+Model parameters are frozen pydantic dataclasses (:func:`params`): pydantic
+checks every field against its annotation whether the object comes from a TOML
+table (:func:`from_mapping`) or from Python code.  Numeric fields declared with
+:func:`num` carry their bounds and are strict (``true`` is not ``1``, ``"3"``
+is not ``3``); infinities and NaN are refused everywhere.  Cross-field rules
+live in ``__post_init__`` and raise :class:`ParamError` naming their key.
+:func:`param_error` turns pydantic's first error into one :class:`ParamError`
+with a dotted key (``steps``, ``imbalance[2].magnitude``), which the caller
+turns into a :class:`waitlab.errors.InputError` with the file name.
 
 Examples
 --------
->>> from dataclasses import dataclass
->>> @dataclass(frozen=True, kw_only=True)
+>>> @params
 ... class P:
 ...     steps: int = num(10, ge=1)
-...     sizes: tuple[int, ...] = ()
-...     def __post_init__(self) -> None:
-...         check_bounds(self)
+...     sizes: tuple[StrictInt, ...] = ()
 >>> from_mapping(P, {"steps": 3, "sizes": [1, 2]})
 P(steps=3, sizes=(1, 2))
 >>> try:
@@ -31,15 +28,24 @@ steps: must be >= 1, got 0 (fix: set steps to 1 or more)
 from __future__ import annotations
 
 import dataclasses
-import math
-import types
-import typing
-from collections.abc import Mapping
-from typing import Any, Literal, TypeVar, Union, get_args, get_origin
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, TypeVar, cast, dataclass_transform, get_args, get_origin
+
+from pydantic import ConfigDict, Field, Strict, TypeAdapter, ValidationError
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from waitlab.errors import problem_text
 
 T = TypeVar("T")
+
+#: pydantic configuration of every parameter dataclass: no unknown keys, no inf/NaN.
+PARAMS_CONFIG = ConfigDict(extra="forbid", allow_inf_nan=False)
+#: An integer that is not a bool, a float or a string.
+StrictInt = Annotated[int, Strict()]
+#: A number (int or float) that is not a bool or a string.
+StrictFloat = Annotated[float, Strict()]
+#: ``true`` or ``false``, not ``1`` or ``"yes"``.
+StrictBool = Annotated[bool, Strict()]
 
 
 class ParamError(ValueError):
@@ -69,168 +75,160 @@ class ParamError(ValueError):
 
     def within(self, prefix: str) -> ParamError:
         """The same error with ``prefix.`` in front of its key."""
-        return ParamError(f"{prefix}.{self.key}" if self.key else prefix, self.problem, self.fix)
+        if not prefix:
+            return self
+        key = self.key
+        sep = "" if not key or key.startswith("[") else "."
+        return ParamError(f"{prefix}{sep}{key}", self.problem, self.fix)
+
+
+@dataclass_transform(kw_only_default=True, frozen_default=True, field_specifiers=(Field, dataclasses.field))
+def params(cls: type[T]) -> type[T]:
+    """Make ``cls`` a frozen, keyword-only pydantic dataclass of model parameters."""
+    return cast("type[T]", pydantic_dataclass(frozen=True, kw_only=True, config=PARAMS_CONFIG)(cls))
+
+
+@dataclass_transform(frozen_default=True, field_specifiers=(Field, dataclasses.field))
+def positional_params(cls: type[T]) -> type[T]:
+    """Like :func:`params`, with positional arguments allowed (``Imbalance("Hydro", magnitude=1.0)``)."""
+    return cast("type[T]", pydantic_dataclass(frozen=True, config=PARAMS_CONFIG)(cls))
 
 
 def num(default: Any, *, ge: float | None = None, gt: float | None = None, le: float | None = None,
         doc: str = "") -> Any:
-    """A dataclass field with numeric bounds in its metadata (checked by :func:`check_bounds`)."""
-    meta = {"ge": ge, "gt": gt, "le": le, "doc": doc}
-    return dataclasses.field(default=default, metadata=meta)
+    """A strict numeric field with bounds (a pydantic ``Field``)."""
+    return Field(default, ge=ge, gt=gt, le=le, strict=True, description=doc or None)
 
 
-def check_bounds(obj: Any) -> None:
-    """Raise :class:`ParamError` for the first field of ``obj`` outside its bounds.
+_ADAPTERS: dict[type, TypeAdapter[Any]] = {}
 
-    Non-finite floats (nan, inf) are always rejected for bounded fields.
+
+def _adapter(cls: type) -> TypeAdapter[Any]:
+    if cls not in _ADAPTERS:
+        _ADAPTERS[cls] = TypeAdapter(cls)
+    return _ADAPTERS[cls]
+
+
+def from_mapping(cls: type[T], data: Mapping[str, Any], *, skip: tuple[str, ...] = ()) -> T:
+    """Build parameter dataclass ``cls`` from ``data`` (a TOML table).
+
+    Raises
+    ------
+    ParamError
+        Unknown key, wrong type, or a value the dataclass rejects, with its dotted key.
     """
-    for f in dataclasses.fields(obj):
-        meta = f.metadata
-        if not meta or all(meta.get(k) is None for k in ("ge", "gt", "le")):
+    if not isinstance(data, Mapping):
+        raise ParamError("", f"expected a table, got {_show(data)}", "write a TOML table [..] or {key = value}")
+    table = {k: v for k, v in data.items() if k not in skip}
+    try:
+        return cast(T, _adapter(cls).validate_python(table))
+    except ValidationError as exc:
+        raise param_error(exc, cls) from None
+
+
+def param_error(exc: ValidationError, cls: type | None = None) -> ParamError:
+    """The first error of a pydantic :class:`ValidationError` as one :class:`ParamError`.
+
+    Union members tag pydantic's locations with their type (``str``, ``tuple[int, ...]``); the tags are
+    dropped, the most specific error is kept, and a plain type mismatch of a union lists the choices.
+    """
+    errors = exc.errors(include_url=False)
+    for e in errors:
+        e["loc"] = tuple(p for p in e["loc"] if isinstance(p, int) or _is_field_name(p))
+    errors = [e for e in errors if e["type"] != "none_required"] or errors
+    deepest = max(len(e["loc"]) for e in errors)
+    same = [e for e in errors if len(e["loc"]) == deepest]
+    err = same[0]
+    loc = tuple(err["loc"])
+    key = _dotted(loc)
+    cause = (err.get("ctx") or {}).get("error")
+    if isinstance(cause, ParamError):
+        # a validator of field ``f`` names ``f...``: anchor its key at the field's parent
+        head = cause.key.split(".")[0].split("[")[0]
+        parent = loc[:-1] if loc and head and loc[-1] == head else loc
+        return cause.within(_dotted(parent))
+    leaf = str(next((p for p in reversed(loc) if isinstance(p, str)), key or "value"))
+    if len(same) > 1 and all(e["type"] in _KINDS for e in same) and len({e["type"] for e in same}) > 1:
+        kinds = " or ".join(dict.fromkeys(_KINDS[e["type"]] for e in same))
+        return ParamError(key, f"expected {kinds}, got {_show(err.get('input'))}", f"see the documentation of {leaf}")
+    return ParamError(key, *_problem(err, leaf, cls, loc))
+
+
+_KINDS = {"int_type": "an integer", "int_parsing": "an integer", "int_from_float": "an integer",
+          "float_type": "a number", "float_parsing": "a number", "bool_type": "true or false",
+          "bool_parsing": "true or false", "string_type": "a string", "tuple_type": "a list",
+          "list_type": "a list", "dict_type": "a table", "dataclass_type": "a table", "model_type": "a table",
+          "dataclass_args_type": "a table"}
+
+
+def _problem(err: Any, leaf: str, cls: type | None, loc: tuple[Any, ...]) -> tuple[str, str]:
+    kind, ctx, given = err["type"], err.get("ctx") or {}, err.get("input")
+    got = f", got {given!r}" if "input" in err else ""
+    if kind == "greater_than_equal":
+        return f"must be >= {_fmt(ctx['ge'])}{got}", f"set {leaf} to {_fmt(ctx['ge'])} or more"
+    if kind == "greater_than":
+        return f"must be > {_fmt(ctx['gt'])}{got}", f"set {leaf} to more than {_fmt(ctx['gt'])}"
+    if kind == "less_than_equal":
+        return f"must be <= {_fmt(ctx['le'])}{got}", f"set {leaf} to {_fmt(ctx['le'])} or less"
+    if kind == "finite_number":
+        return f"must be a finite number{got}", f"set {leaf} to a finite value"
+    if kind in ("unexpected_keyword_argument", "extra_forbidden"):
+        names = _fields_at(cls, loc[:-1])
+        return "unknown key", f"allowed keys: {', '.join(names)}" if names else ""
+    if kind == "missing":
+        return "is required", f"add {leaf} = ..."
+    if kind == "literal_error":
+        return f"must be one of {ctx.get('expected', '')}{got}", f"use one of: {ctx.get('expected', '')}"
+    if kind in ("too_short", "too_long"):
+        return f"expected a list of {ctx.get('max_length', ctx.get('min_length'))} items{got}", \
+            f"write {leaf} = [1, 2]"
+    if kind in _KINDS:
+        text = _KINDS[kind]
+        example = {"an integer": f"write a whole number, e.g. {leaf} = 4",
+                   "a number": f"write a number, e.g. {leaf} = 0.5", "true or false": f"write {leaf} = true",
+                   "a string": f'write {leaf} = "..."', "a list": f"write {leaf} = [1, 2]",
+                   "a table": f"write {leaf} as a table {{key = value}}"}[text]
+        return f"expected {text}, got {_show(given)}", example
+    return str(err["msg"]).removeprefix("Value error, "), ""
+
+
+def _fields_at(cls: type | None, loc: tuple[Any, ...]) -> list[str]:
+    """Field names of the parameter dataclass found by walking ``loc`` from ``cls`` (best effort)."""
+    tp: Any = cls
+    for part in loc:
+        if isinstance(part, int):
+            args = [a for a in get_args(tp) if a is not Ellipsis]
+            tp = args[0] if args else None
             continue
-        value = getattr(obj, f.name)
-        if value is None or isinstance(value, bool) or not isinstance(value, int | float):
-            continue
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ParamError(f.name, f"must be a finite number, got {value}", f"set {f.name} to a finite value")
-        ge, gt, le = meta.get("ge"), meta.get("gt"), meta.get("le")
-        if ge is not None and value < ge:
-            raise ParamError(f.name, f"must be >= {_fmt(ge)}, got {value}", f"set {f.name} to {_fmt(ge)} or more")
-        if gt is not None and value <= gt:
-            raise ParamError(f.name, f"must be > {_fmt(gt)}, got {value}", f"set {f.name} to more than {_fmt(gt)}")
-        if le is not None and value > le:
-            raise ParamError(f.name, f"must be <= {_fmt(le)}, got {value}", f"set {f.name} to {_fmt(le)} or less")
+        fields = getattr(tp, "__pydantic_fields__", None)
+        if not fields or part not in fields:
+            return []
+        tp = fields[part].annotation
+        while get_origin(tp) is not None and get_origin(tp) is not tuple:
+            tp = next((a for a in get_args(tp) if hasattr(a, "__pydantic_fields__") or get_origin(a) is tuple),
+                      None)
+    fields = getattr(tp, "__pydantic_fields__", None)
+    return [n for n in fields if not n.startswith("_")] if fields else []
+
+
+_TYPE_TAGS = {"str", "int", "float", "bool", "none", "tuple", "list", "dict"}
+
+
+def _is_field_name(part: Any) -> bool:
+    """A location part that names a field (not a union member's type tag such as ``str`` or ``tuple[int, ...]``)."""
+    return isinstance(part, str) and part.isidentifier() and part not in _TYPE_TAGS and not part[0].isupper()
+
+
+def _dotted(loc: Sequence[Any]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
 
 
 def _fmt(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else str(x)
 
 
-def describe_fields(cls: type) -> list[str]:
-    """``name (type, default)`` strings of a dataclass's fields, for error messages."""
-    return [f.name for f in dataclasses.fields(cls) if not f.name.startswith("_")]
-
-
-def from_mapping(cls: type[T], data: Mapping[str, Any], *, skip: tuple[str, ...] = ()) -> T:
-    """Build dataclass ``cls`` from ``data`` (a TOML table), validating keys and types.
-
-    Parameters
-    ----------
-    cls : dataclass type
-    data : mapping
-        Keys are field names; values as :mod:`tomllib` produces them.
-    skip : tuple of str
-        Keys to ignore (e.g. ``kind``, which selects ``cls``).
-
-    Raises
-    ------
-    ParamError
-        Unknown key, wrong type, or a value the dataclass rejects.
-    """
-    if not isinstance(data, Mapping):
-        raise ParamError("", f"expected a table, got {_show(data)}", "write a TOML table [..] or {key = value}")
-    names = describe_fields(cls)
-    hints = typing.get_type_hints(cls)
-    kwargs: dict[str, Any] = {}
-    for key, value in data.items():
-        if key in skip:
-            continue
-        if key not in names:
-            raise ParamError(str(key), "unknown key", f"allowed keys: {', '.join(names)}")
-        kwargs[key] = convert(value, hints[key], str(key))
-    try:
-        return cls(**kwargs)
-    except ParamError:
-        raise
-    except (TypeError, ValueError) as exc:  # a check without a field path
-        raise ParamError("", str(exc)) from exc
-
-
-def convert(value: Any, tp: Any, key: str) -> Any:
-    """Check ``value`` against annotation ``tp`` and convert it (lists -> tuples, tables -> dataclasses)."""
-    origin = get_origin(tp)
-    if tp is Any:
-        return _freeze(value)
-    if origin is Union or origin is types.UnionType:
-        options = [a for a in get_args(tp) if a is not type(None)]
-        errors = []
-        for opt in options:
-            try:
-                return convert(value, opt, key)
-            except ParamError as exc:
-                errors.append(exc.problem)
-        raise ParamError(key, f"expected {' or '.join(_type_name(o) for o in options)}, got {_show(value)}",
-                         _example(options[0], key))
-    if origin is Literal:
-        allowed = get_args(tp)
-        if value not in allowed or isinstance(value, bool) != isinstance(allowed[0], bool):
-            raise ParamError(key, f"must be one of {', '.join(map(repr, allowed))}, got {_show(value)}",
-                             f"write {key} = {allowed[0]!r}".replace("'", '"'))
-        return value
-    if origin is tuple:
-        args = get_args(tp)
-        if not isinstance(value, list | tuple):
-            raise ParamError(key, f"expected a list, got {_show(value)}", _example(tp, key))
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(convert(v, args[0], f"{key}[{i}]") for i, v in enumerate(value))
-        if len(value) != len(args):
-            raise ParamError(key, f"expected a list of {len(args)} items, got {len(value)}", _example(tp, key))
-        return tuple(convert(v, a, f"{key}[{i}]") for i, (v, a) in enumerate(zip(value, args, strict=True)))
-    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
-        if not isinstance(value, Mapping):
-            raise ParamError(key, f"expected a table, got {_show(value)}", f"write [[...{key}]] entries as tables")
-        try:
-            return from_mapping(tp, value)
-        except ParamError as exc:
-            raise exc.within(key) from None
-    if tp is bool:
-        if not isinstance(value, bool):
-            raise ParamError(key, f"expected true or false, got {_show(value)}", f"write {key} = true")
-        return value
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ParamError(key, f"expected an integer, got {_show(value)}", _example(int, key))
-        return value
-    if tp is float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ParamError(key, f"expected a number, got {_show(value)}", _example(float, key))
-        return float(value)
-    if tp is str:
-        if not isinstance(value, str):
-            raise ParamError(key, f"expected a string, got {_show(value)}", f'write {key} = "..."')
-        return value
-    return _freeze(value)
-
-
-def _freeze(value: Any) -> Any:
-    if isinstance(value, list):
-        return tuple(_freeze(v) for v in value)
-    if isinstance(value, Mapping):
-        return {k: _freeze(v) for k, v in value.items()}
-    return value
-
-
 def _show(value: Any) -> str:
     return f"{value!r} ({type(value).__name__})"
-
-
-def _type_name(tp: Any) -> str:
-    origin = get_origin(tp)
-    if origin is tuple:
-        return "a list"
-    if origin is Literal:
-        return " or ".join(repr(a) for a in get_args(tp))
-    if dataclasses.is_dataclass(tp):
-        return "a table"
-    return {int: "an integer", float: "a number", str: "a string", bool: "true/false"}.get(tp, str(tp))
-
-
-def _example(tp: Any, key: str) -> str:
-    leaf = key.rsplit(".", 1)[-1]
-    if get_origin(tp) is tuple:
-        return f"write {leaf} = [1, 2]"
-    if tp is int:
-        return f"write a whole number, e.g. {leaf} = 4"
-    if tp is float:
-        return f"write a number, e.g. {leaf} = 0.5"
-    return f"see the documentation of {leaf}"

@@ -31,7 +31,6 @@ from __future__ import annotations
 import math
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
@@ -39,10 +38,10 @@ import numpy.typing as npt
 
 from waitlab.models.apps.imbalance import Imbalance, excess_matrix
 from waitlab.models.ops import OpBuilder
-from waitlab.models.validation import ParamError, check_bounds, num
+from waitlab.models.validation import ParamError, num, params
 
 
-@dataclass(frozen=True, kw_only=True)
+@params
 class AppParams:
     """Parameters every application has.
 
@@ -68,7 +67,6 @@ class AppParams:
             if not isinstance(spec, Imbalance):
                 raise ParamError(f"imbalance[{i}]", f"expected an Imbalance, got {spec!r}",
                                  "write [[application.imbalance]] tables")
-        check_bounds(self)
         self._check_imbalance()
 
     def regions(self) -> tuple[str, ...]:

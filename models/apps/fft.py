@@ -23,16 +23,15 @@ Examples
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from waitlab.models.apps.alltoall import ALLTOALL_ALGORITHMS, check_alltoall_algorithm, emit_alltoall
 from waitlab.models.apps.common import AppParams, check_imbalance_regions, check_ranks, emit_region, region_excess
 from waitlab.models.ops import OpBuilder, OpTable
-from waitlab.models.validation import ParamError, num
+from waitlab.models.validation import ParamError, num, params
 
 
-@dataclass(frozen=True, kw_only=True)
+@params
 class FftParams(AppParams):
     """Parameters of :func:`generate` (kind ``"fft"``).
 

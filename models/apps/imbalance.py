@@ -37,12 +37,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 import numpy as np
 import numpy.typing as npt
+from pydantic import PlainValidator
 
-from waitlab.models.validation import ParamError, check_bounds, num
+from waitlab.models.validation import ParamError, StrictBool, StrictInt, num, positional_params
 
 Distribution = Literal["constant", "uniform", "normal", "exponential", "linear"]
 #: Allowed values of :attr:`Imbalance.distribution`.
@@ -153,7 +154,7 @@ class RankSelection:
 RankSpec = str | Sequence[int] | Mapping[str, Any] | RankSelection
 
 
-@dataclass(frozen=True)
+@positional_params
 class Imbalance:
     """Extra seconds of compute injected into one region (a cause of kind ``"imbalance"``).
 
@@ -176,11 +177,11 @@ class Imbalance:
     """
 
     region: str
-    ranks: RankSpec = "all"
+    ranks: Annotated[RankSpec, PlainValidator(lambda spec: RankSelection.parse(spec))] = "all"
     distribution: Distribution = "constant"
     magnitude: float = num(0.0, ge=0.0)
-    steps: str | tuple[int, ...] = "all"
-    redraw: bool = False
+    steps: str | tuple[StrictInt, ...] = "all"
+    redraw: StrictBool = False
     spread: float = num(0.25, ge=0.0)
 
     def __post_init__(self) -> None:
@@ -194,7 +195,6 @@ class Imbalance:
             raise ParamError("magnitude", f"expected a number of seconds, got {self.magnitude!r}",
                              "write magnitude = 0.5")
         object.__setattr__(self, "magnitude", float(self.magnitude))
-        check_bounds(self)
         steps = self.steps
         if isinstance(steps, str):
             if steps != "all":

@@ -116,7 +116,6 @@ Examples
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 import numpy as np
@@ -134,13 +133,13 @@ from waitlab.models.apps.common import (
 from waitlab.models.apps.halo import emit_halo_exchange
 from waitlab.models.apps.imbalance import Imbalance
 from waitlab.models.ops import OpBuilder, OpTable
-from waitlab.models.validation import ParamError, num
+from waitlab.models.validation import ParamError, StrictInt, num, params
 
 IF_970 = "EOS_Match>If_970"
 IF_946 = "EOS_Match>If_946"
 
 
-@dataclass(frozen=True, kw_only=True)
+@params
 class LaredSParams(AppParams):
     """Parameters of :func:`generate` (kind ``"lared_s"``); defaults calibrated as in the module doc.
 
@@ -195,7 +194,7 @@ class LaredSParams(AppParams):
     region_sigma: float = num(0.1, ge=0.0)
     eos_baseline: Literal["mean", "min"] = "mean"
     halo_bytes: int = num(65536, ge=0)
-    grid: tuple[int, ...] = ()
+    grid: tuple[StrictInt, ...] = ()
     allreduce_bytes: int = num(8, ge=0)
     allreduce_flops: float = num(1.0, ge=0.0)
 

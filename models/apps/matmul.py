@@ -29,20 +29,19 @@ Examples
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
 from waitlab.models.apps.common import AppParams, check_imbalance_regions, check_ranks, emit_region, region_excess
 from waitlab.models.ops import OpBuilder, OpTable
-from waitlab.models.validation import ParamError, num
+from waitlab.models.validation import ParamError, num, params
 
 #: Bytes of one matrix element (double precision).
 ELEMENT_BYTES = 8
 
 
-@dataclass(frozen=True, kw_only=True)
+@params
 class MatmulParams(AppParams):
     """Parameters of :func:`generate` (kind ``"matmul"``).
 

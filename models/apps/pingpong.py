@@ -22,19 +22,18 @@ Examples
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
 from waitlab.models.apps.common import AppParams, check_imbalance_regions, check_ranks, emit_region, region_excess
 from waitlab.models.ops import OpBuilder, OpTable
-from waitlab.models.validation import num
+from waitlab.models.validation import num, params
 
 PINGPONG_TAG = 0
 
 
-@dataclass(frozen=True, kw_only=True)
+@params
 class PingpongParams(AppParams):
     """Parameters of :func:`generate` (kind ``"pingpong"``).
 

@@ -20,7 +20,6 @@ Examples
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
@@ -35,10 +34,10 @@ from waitlab.models.apps.common import (
 )
 from waitlab.models.apps.halo import emit_halo_exchange
 from waitlab.models.ops import OpBuilder, OpTable
-from waitlab.models.validation import ParamError, num
+from waitlab.models.validation import ParamError, StrictBool, StrictInt, num, params
 
 
-@dataclass(frozen=True, kw_only=True)
+@params
 class StencilParams(AppParams):
     """Parameters of :func:`generate` (kind ``"stencil"``).
 
@@ -67,8 +66,8 @@ class StencilParams(AppParams):
     REGIONS: ClassVar[tuple[str, ...]] = ("Stencil",)
 
     dims: int = num(2, ge=1, le=2)
-    grid: tuple[int, ...] = ()
-    periodic: bool = False
+    grid: tuple[StrictInt, ...] = ()
+    periodic: StrictBool = False
     halo_bytes: int = num(65536, ge=0)
     compute_seconds: float = num(0.01, ge=0.0)
     allreduce_bytes: int = num(8, ge=0)

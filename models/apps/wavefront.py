@@ -24,7 +24,6 @@ Examples
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 import numpy as np
@@ -39,7 +38,7 @@ from waitlab.models.apps.common import (
 )
 from waitlab.models.apps.halo import neighbours
 from waitlab.models.ops import OpBuilder, OpTable
-from waitlab.models.validation import ParamError, num
+from waitlab.models.validation import ParamError, StrictBool, StrictInt, num, params
 
 Corner = Literal["nw", "ne", "sw", "se"]
 #: Corner -> (upstream x direction, upstream y direction).
@@ -49,7 +48,7 @@ _DOWN = {"W": "E", "E": "W", "N": "S", "S": "N"}
 TAG_X, TAG_Y = 200, 201
 
 
-@dataclass(frozen=True, kw_only=True)
+@params
 class WavefrontParams(AppParams):
     """Parameters of :func:`generate` (kind ``"wavefront"``).
 
@@ -75,12 +74,12 @@ class WavefrontParams(AppParams):
     REGIONS: ClassVar[tuple[str, ...]] = ("Sweep",)
 
     steps: int = num(4, ge=1)
-    grid: tuple[int, ...] = ()
+    grid: tuple[StrictInt, ...] = ()
     blocks: int = num(4, ge=1)
     message_bytes: int = num(8192, ge=0)
     compute_seconds: float = num(0.001, ge=0.0)
     corners: tuple[Corner, ...] = ("nw",)
-    allreduce: bool = False
+    allreduce: StrictBool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
