@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from waitlab.experiments.schema import reference_markdown
+from waitlab.experiments.schema_reference import reference_markdown
 
 # The scenario reference is generated from the one schema declaration (docs/scenarios.md includes it).
 _generated = Path(__file__).parent / "_generated"

@@ -1,7 +1,7 @@
 """The scenario schema: every section of a scenario file declared once, with pydantic v2.
 
 Validation, the error messages (file, field, what is allowed), the scenario
-reference page of the docs (:func:`reference_markdown`) and the list of keys a
+reference page of the docs (:func:`waitlab.experiments.schema_reference.reference_markdown`) and the list of keys a
 sweep may vary (:func:`sweepable_keys`) all come from the section models below.
 The ``[application]`` table is validated by the application's own parameter
 class (:mod:`waitlab.models.apps.registry` for synthetic models,
@@ -29,6 +29,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from waitlab.errors import InputError
 from waitlab.models.apps.alltoall import SMPI_ALLTOALL_ALGORITHMS
+from waitlab.models.apps.registry import APPLICATIONS
 from waitlab.models.perturb.noise import DURATION_LAWS
 from waitlab.models.perturb.spill_policies import POLICIES
 
@@ -320,24 +321,15 @@ def section_defaults(name: str) -> dict[str, Any]:
     return {k: f.get_default(call_default_factory=True) for k, f in model.model_fields.items()}
 
 
-def sweepable_keys() -> list[str]:
-    """Dotted keys of every section a sweep may vary (``application.*`` keys depend on the kind).
+def sweepable_keys(kind: str | None = None) -> list[str]:
+    """Dotted keys a sweep may vary: every key of every section, plus the keys of application ``kind``.
 
     >>> "instrumentation.fixed_cost" in sweepable_keys(), "scenario.ranks" in sweepable_keys()
     (True, True)
+    >>> "application.halo_bytes" in sweepable_keys("stencil")
+    True
     """
-    return [f"{s}.{k}" for s, m in SECTION_MODELS.items() for k in m.model_fields]
-
-
-def reference_markdown() -> str:
-    """The scenario reference (a Markdown table per section), generated from the schema."""
-    lines = []
-    for name, model in SECTION_MODELS.items():
-        lines += [f"### `[{name}]`", "", (model.__doc__ or "").strip().split("\n")[0], "",
-                  "| key | type | default | meaning |", "| --- | --- | --- | --- |"]
-        for key, f in model.model_fields.items():
-            default = "required" if f.is_required() else repr(f.get_default(call_default_factory=True))
-            ann = str(f.annotation).replace("typing.", "").replace("|", "or")
-            lines.append(f"| `{key}` | {ann} | `{default}` | {f.description or ''} |")
-        lines.append("")
-    return "\n".join(lines)
+    keys = [f"{s}.{k}" for s, m in SECTION_MODELS.items() for k in m.model_fields]
+    if kind in APPLICATIONS:
+        keys += [f"application.{k}" for k in APPLICATIONS[kind].__pydantic_fields__]  # type: ignore[attr-defined]
+    return keys
