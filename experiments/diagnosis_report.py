@@ -37,10 +37,12 @@ def to_markdown(diag: Diagnosis) -> str:
         reg = by_region(m.blame())
         what = "total wait" if m.metric == "total_wait" else \
             f"the largest wait of each instance of {', '.join(m.metric.split(':', 1)[1].split('+'))}"
+        memory = f", peak memory {m.peak_bytes / 2**20:.1f} MiB" if m.peak_bytes else \
+            " (peak memory measured only on request: a second, traced run of the model)"
         lines += [f"### {m.name}", "",
                   f"Explains {m.denominator:.4g} s of wait ({what}); attributed "
                   f"{m.result.attributed:.4g} s, unexplained {m.result.unexplained:.4g} s. Diagnosis took "
-                  f"{m.seconds:.3f} s, peak memory {m.peak_bytes / 2**20:.1f} MiB.", ""]
+                  f"{m.seconds:.3f} s{memory}.", ""]
         if isinstance(m.result, CwpdmResult):
             w = m.result.waits
             lines += [f"Short-term cost {m.result.short_total:.4g} s, long-term {m.result.long_total:.4g} s; "
