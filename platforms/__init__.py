@@ -1,5 +1,6 @@
 """Machine descriptions (data files) and their rendering to SimGrid XML."""
 
+from waitlab.platforms.describe import describe_platform
 from waitlab.platforms.model import (
     DiskSpec,
     Figure,
@@ -7,7 +8,6 @@ from waitlab.platforms.model import (
     NodeSpec,
     PlatformModel,
     TopologySpec,
-    describe_platform,
     list_platforms,
     load_platform,
 )
