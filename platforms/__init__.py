@@ -12,10 +12,12 @@ from waitlab.platforms.model import (
     load_platform,
 )
 from waitlab.platforms.mpi_spec import MpiPoint, MpiSpec
+from waitlab.platforms.placement import PLACEMENTS, Placement, place_ranks, placement_table
 from waitlab.platforms.render import RenderedPlatform, render_platform
 from waitlab.platforms.smpi_factors import Calibration, calibrate
 
 __all__ = [
+    "PLACEMENTS",
     "Calibration",
     "DiskSpec",
     "Figure",
@@ -23,6 +25,7 @@ __all__ = [
     "MpiPoint",
     "MpiSpec",
     "NodeSpec",
+    "Placement",
     "PlatformModel",
     "RenderedPlatform",
     "TopologySpec",
@@ -30,5 +33,7 @@ __all__ = [
     "describe_platform",
     "list_platforms",
     "load_platform",
+    "place_ranks",
+    "placement_table",
     "render_platform",
 ]
