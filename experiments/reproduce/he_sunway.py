@@ -73,7 +73,12 @@ def reproduce(ranks: int = 128, ranks_per_node: int = 1, *, labels: tuple[str, .
 
 
 def _md(df: pd.DataFrame) -> str:
-    return str(df.to_markdown(index=False, floatfmt=".4g"))
+    """A Markdown table (numbers to 4 significant digits)."""
+    def cell(v: object) -> str:
+        return f"{v:.4g}" if isinstance(v, float) else str(v)
+    lines = ["| " + " | ".join(map(str, df.columns)) + " |", "|" + " --- |" * len(df.columns)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    return "\n".join(lines)
 
 
 def markdown(res: HeSunway) -> str:

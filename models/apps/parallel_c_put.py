@@ -23,7 +23,7 @@ with reply words, one header per put that cannot overlap its own RDMA: ``k T(hea
 Examples
 --------
 >>> round(put_seconds(4, latency=2.74e-6, bandwidth=5.78e9, threshold=2048) * 1e6, 3)
-2.751
+2.752
 """
 
 from __future__ import annotations
