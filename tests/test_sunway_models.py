@@ -72,6 +72,9 @@ def test_put_model_by_hand() -> None:
     assert put_seconds(1e6, **kw) == pytest.approx(2e-6 + 1e-3 + 2e-6 + 100e-9)  # RDMA + header
     assert put_seconds(1e6, reply=False, **kw) == pytest.approx(2e-6 + 1e-3)
     assert stream_seconds(1e6, 32, reply=False, **kw) == pytest.approx(2e-6 + 32e-3)
+    # small messages: one latency of gap each (500 B at 1e9 B/s is shorter than the 2 us latency)
+    assert stream_seconds(400, 32, **kw) == pytest.approx(2e-6 + 32 * 2e-6)
+    assert stream_seconds(1e6, 2, **kw) == pytest.approx(2e-6 + 2 * 1e-3 + 2 * 2e-6)
     b = OpBuilder(n_ranks=2)
     emit_put(b, 0, 1, 1e6, threshold=1000.0)
     emit_put(b, 0, 1, 10, threshold=1000.0, reply=False)

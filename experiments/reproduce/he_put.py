@@ -33,8 +33,9 @@ __all__ = ["PAPER_TABLE2", "PAPER_TABLE3", "PUT_THRESHOLD", "SIZES", "mpi_put_se
 PLATFORM = "sunway_taihulight"
 SIZES = (4, 1024, 65536, 4 * 1024 * 1024)
 PUTS = 32
-#: L_m of the Parallel C put protocol: assumed 2 KB (one send/recv packet of an FDR HCA's 2 KB MTU).
-PUT_THRESHOLD = 2048
+#: L_m of the Parallel C put protocol (assumed): below 1 KB, because He et al.'s table 3 shows the reply word
+#: costing bandwidth at 1 KB (202.94 vs 339.49 MB/s), which happens only above L_m; 512 B taken.
+PUT_THRESHOLD = 512
 
 #: He et al. table 2, microseconds: size -> (Parallel C, MPI active target, MPI passive target).
 PAPER_TABLE2 = {4: (2.74, 11.63, 8.56), 1024: (3.62, 13.06, 11.07), 65536: (9.83, 23.83, 37.91),

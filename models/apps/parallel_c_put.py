@@ -16,9 +16,11 @@ network's one-way time ``T(n) = latency + n / bandwidth`` (MPI-level figures of 
   them, the header follows the data);
 - ``n > L_m``, without reply: ``T(n)``.
 
-A stream of ``k`` puts (table 3: 32 in a row) pipelines the data: ``latency + k n / bandwidth`` plus,
-with reply words, one header per put that cannot overlap its own RDMA: ``k T(header)``
-(:func:`stream_seconds`).
+A stream of ``k`` puts (table 3: 32 in a row, :func:`stream_seconds`): the target's polling thread
+handles the messages one at a time (He et al. figure 16), so every message of the stream occupies the
+path for ``g(m) = max(latency, m / bandwidth)`` (a gap of one latency for small messages, the wire time
+for large ones): ``latency + k g(n + header)`` below ``L_m``; above it ``latency + k g(n)`` plus, with
+reply words, ``k g(header)``.
 
 Examples
 --------
@@ -57,10 +59,12 @@ def put_seconds(nbytes: float, *, latency: float, bandwidth: float, threshold: f
 def stream_seconds(nbytes: float, count: int, *, latency: float, bandwidth: float, threshold: float,
                    reply: bool = True, header: float = HEADER_BYTES) -> float:
     """Time of ``count`` back-to-back puts of ``nbytes`` to one target, until the last is delivered."""
+    def gap(m: float) -> float:
+        return max(latency, m / bandwidth)
+
     if nbytes <= threshold:
-        return latency + count * (nbytes + header) / bandwidth
-    extra = count * _t(header, latency, bandwidth) if reply else 0.0
-    return latency + count * nbytes / bandwidth + extra
+        return latency + count * gap(nbytes + header)
+    return latency + count * gap(nbytes) + (count * gap(header) if reply else 0.0)
 
 
 def emit_put(builder: OpBuilder, origin: int, target: int, nbytes: float, *, threshold: float,
