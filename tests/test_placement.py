@@ -94,3 +94,11 @@ def test_run_writes_placement_csv(tmp_path: Path) -> None:
     assert table["node"].tolist() == [3, 300, 4, 301]
     assert table["supernode"].tolist() == [0, 1, 0, 1]
     assert res.metadata["supernodes_used"] == 2
+
+
+def test_sweep_point_changes_the_placement() -> None:
+    sc = _scenario({})
+    pts = [sc.with_values({"platform.placement": "supernodes", "platform.supernodes": k})  # type: ignore[attr-defined]
+           for k in (1, 2, 4)]
+    assert [prepare(p).platform.node_of_rank for p in pts] == [(0, 1, 2, 3), (0, 1, 256, 257), (0, 256, 512, 768)]
+    assert len({p.hash() for p in pts}) == 3
