@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from waitlab.errors import InputError
 from waitlab.experiments.perturbation import perturbation_config, platform_facts
 from waitlab.experiments.perturbation_report import PerturbationResult, event_op_rows, perturbation_report
 from waitlab.experiments.scenario import Scenario
@@ -118,8 +119,14 @@ def smpi_config(scenario: Scenario) -> dict[str, str]:
 def _render(scenario: Scenario, model: PlatformModel,
             speed_profiles: Mapping[str, str] | None = None) -> RenderedPlatform:
     pl = scenario.platform
-    return render_platform(model, scenario.ranks, ranks_per_node=pl.ranks_per_node, nodes=pl.nodes,
-                           split_cores=pl.split_cores, speed_profiles=speed_profiles, placement=pl.placement_rule())
+    try:
+        return render_platform(model, scenario.ranks, ranks_per_node=pl.ranks_per_node, nodes=pl.nodes,
+                               split_cores=pl.split_cores, speed_profiles=speed_profiles,
+                               placement=pl.placement_rule())
+    except InputError as exc:  # a placement that does not fit: name the scenario file
+        if exc.field.startswith("platform.") and exc.file == "platform":
+            raise InputError(scenario.source, exc.field, exc.problem, exc.fix) from None
+        raise
 
 
 def prepare(scenario: Scenario) -> Prepared:
