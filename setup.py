@@ -29,5 +29,6 @@ setup(
         "waitlab.simulator": ["native/*.cpp", "native/*.c", "native/*.h"],
         "waitlab.platforms": ["data/*.toml"],
         "waitlab.experiments": ["scenarios/*.toml"],
+        "waitlab.experiments.reproduce": ["*.c"],
     },
 )

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from waitlab.errors import InputError
 from waitlab.experiments.perturbation import perturbation_config, platform_facts
 from waitlab.experiments.perturbation_report import PerturbationResult, event_op_rows, perturbation_report
 from waitlab.experiments.scenario import Scenario
@@ -43,7 +44,7 @@ from waitlab.models.perturb.stage import (
     perturb_ops,
     with_ledger_rows,
 )
-from waitlab.platforms import PlatformModel, RenderedPlatform, load_platform, render_platform
+from waitlab.platforms import PlatformModel, RenderedPlatform, load_platform, placement_table, render_platform
 from waitlab.simulator.build import simgrid_version
 from waitlab.simulator.timeline import SCHEMA_VERSION
 from waitlab.version import __version__
@@ -67,6 +68,7 @@ class RunResult:
     metadata: dict[str, Any]
     stage_seconds: dict[str, float] = field(default_factory=dict)
     smpi_output: str = ""
+    placement: pd.DataFrame | None = None  # rank -> node, supernode, host (platforms.placement.placement_table)
 
     def ledger(self) -> pd.DataFrame:
         """The cause ledger as a table (rank, region, step, seconds, kind)."""
@@ -117,8 +119,14 @@ def smpi_config(scenario: Scenario) -> dict[str, str]:
 def _render(scenario: Scenario, model: PlatformModel,
             speed_profiles: Mapping[str, str] | None = None) -> RenderedPlatform:
     pl = scenario.platform
-    return render_platform(model, scenario.ranks, ranks_per_node=pl.ranks_per_node, nodes=pl.nodes,
-                           split_cores=pl.split_cores, speed_profiles=speed_profiles)
+    try:
+        return render_platform(model, scenario.ranks, ranks_per_node=pl.ranks_per_node, nodes=pl.nodes,
+                               split_cores=pl.split_cores, speed_profiles=speed_profiles,
+                               placement=pl.placement_rule())
+    except InputError as exc:  # a placement that does not fit: name the scenario file
+        if exc.field.startswith("platform.") and exc.file == "platform":
+            raise InputError(scenario.source, exc.field, exc.problem, exc.fix) from None
+        raise
 
 
 def prepare(scenario: Scenario) -> Prepared:
@@ -165,9 +173,11 @@ def finish(prep: Prepared, ex: Execution) -> RunResult:
         "platform": prep.platform.name, "nodes": prep.platform.n_nodes,
         "ranks_per_node": prep.platform.ranks_per_node, "ranks": sc.ranks, "seed": sc.seed, "scenario": sc.name,
         "scenario_hash": sc.hash(), "smpi_config": ex.smpi_config, "application_kind": sc.application_kind,
-        "source": prep.source.kind, **ex.metadata,
+        "source": prep.source.kind, "placement": sc.platform.placement,
+        "supernodes_used": len(set(n // prep.platform.leaf_size for n in prep.platform.node_of_rank)), **ex.metadata,
     }  # fmt: skip
-    return RunResult(sc, ex.ops, ex.events, waits, summary, metadata, stages, ex.output)
+    placement = placement_table(prep.platform.node_of_rank, prep.platform.host_of_rank, prep.platform.leaf_size)
+    return RunResult(sc, ex.ops, ex.events, waits, summary, metadata, stages, ex.output, placement)
 
 
 @dataclass(frozen=True)

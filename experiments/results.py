@@ -169,6 +169,8 @@ def write_result(result: RunResult, folder: Path, *, png: bool = True, scenario_
     write_table(result.waits, folder / "waits.parquet", meta)
     write_table(ledger_frame(result.ops), folder / "ledger.parquet", meta)
     write_table(rank_budget(result.events, result.waits, result.scenario.ranks), folder / "ranks.parquet", meta)
+    if result.placement is not None:  # rank -> node, supernode (platform.placement)
+        result.placement.to_csv(folder / "placement.csv", index=False)
     chrome = write_chrome_trace(result.events, result.waits, meta, folder / "trace.json")
     if png:
         timeline_png(result.events, result.waits, folder / "timeline.png", title=result.scenario.name)

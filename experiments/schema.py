@@ -32,6 +32,7 @@ from waitlab.models.apps.alltoall import SMPI_ALLTOALL_ALGORITHMS
 from waitlab.models.apps.registry import APPLICATIONS
 from waitlab.models.perturb.noise import DURATION_LAWS
 from waitlab.models.perturb.spill_policies import POLICIES
+from waitlab.platforms.placement import PLACEMENTS, Placement
 
 STRICT = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
@@ -95,6 +96,27 @@ class PlatformSection(BaseModel):
     nodes: int | None = Field(None, ge=1, le=MAX_RANKS, description="nodes to model (default: as the ranks need)")
     ranks_per_node: int | None = Field(None, ge=1, le=4096, description="ranks placed on each node")
     split_cores: bool = Field(False, description="one SimGrid host per core instead of one multi-core host")
+    placement: Literal[PLACEMENTS] = Field("block", description="how ranks map to nodes: block, cyclic, "  # type: ignore[valid-type]
+                                           "random, nodes (placement_nodes) or supernodes (spread over k)")
+    placement_seed: int = Field(0, ge=0, lt=2**63, description="placement = \"random\": seed of the draw")
+    placement_nodes: tuple[int, ...] = Field((), description="placement = \"nodes\": node list (one per rank, "
+                                             "or nodes filled ranks_per_node each)")
+    supernodes: int = Field(1, ge=1, le=MAX_RANKS, description="placement = \"supernodes\": supernodes the "
+                            "nodes are spread over")
+
+    @model_validator(mode="after")
+    def _placement_keys(self) -> PlatformSection:
+        if self.placement_nodes and self.placement != "nodes":
+            raise FieldProblem("placement_nodes", "is only used with placement = \"nodes\": remove it or set "
+                               "placement = \"nodes\"")
+        if self.placement == "nodes" and not self.placement_nodes:
+            raise FieldProblem("placement_nodes", "placement = \"nodes\" needs a node list: add placement_nodes = "
+                               "[0, 1, ...]")
+        return self
+
+    def placement_rule(self) -> Placement:
+        """The :class:`~waitlab.platforms.placement.Placement` of this section."""
+        return Placement(self.placement, self.placement_seed, self.placement_nodes, self.supernodes)
 
 
 class SimulationSection(BaseModel):

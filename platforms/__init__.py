@@ -1,5 +1,6 @@
 """Machine descriptions (data files) and their rendering to SimGrid XML."""
 
+from waitlab.platforms.describe import describe_platform
 from waitlab.platforms.model import (
     DiskSpec,
     Figure,
@@ -7,15 +8,16 @@ from waitlab.platforms.model import (
     NodeSpec,
     PlatformModel,
     TopologySpec,
-    describe_platform,
     list_platforms,
     load_platform,
 )
 from waitlab.platforms.mpi_spec import MpiPoint, MpiSpec
+from waitlab.platforms.placement import PLACEMENTS, Placement, place_ranks, placement_table
 from waitlab.platforms.render import RenderedPlatform, render_platform
 from waitlab.platforms.smpi_factors import Calibration, calibrate
 
 __all__ = [
+    "PLACEMENTS",
     "Calibration",
     "DiskSpec",
     "Figure",
@@ -23,6 +25,7 @@ __all__ = [
     "MpiPoint",
     "MpiSpec",
     "NodeSpec",
+    "Placement",
     "PlatformModel",
     "RenderedPlatform",
     "TopologySpec",
@@ -30,5 +33,7 @@ __all__ = [
     "describe_platform",
     "list_platforms",
     "load_platform",
+    "place_ranks",
+    "placement_table",
     "render_platform",
 ]

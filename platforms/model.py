@@ -61,7 +61,6 @@ True
 
 from __future__ import annotations
 
-import math
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -70,6 +69,7 @@ from pathlib import Path
 from typing import Any
 
 from waitlab.errors import InputError
+from waitlab.platforms.figures import Figure, FigureReader, non_negative, positive
 from waitlab.platforms.mpi_spec import MPI_KEYS, MpiSpec, read_mpi
 
 __all__ = [
@@ -79,42 +79,11 @@ __all__ = [
     "NodeSpec",
     "PlatformModel",
     "TopologySpec",
-    "describe_platform",
     "list_platforms",
     "load_platform",
 ]
 
 TOPOLOGY_KINDS = ("fat_tree", "crossbar")
-
-
-@dataclass(frozen=True)
-class Figure:
-    """One number of a platform file and where it comes from.
-
-    Attributes
-    ----------
-    key : str
-        Dotted key in the file, e.g. ``"node.core_speed"``.
-    value : float
-        The number (SI units).
-    source : str
-        Where it comes from; ``""`` when assumed.
-    assumed : bool
-        True when the number is an assumption.
-    reason : str
-        Why the assumption is reasonable; ``""`` when sourced.
-    """
-
-    key: str
-    value: float
-    source: str
-    assumed: bool
-    reason: str
-
-    @property
-    def provenance(self) -> str:
-        """``source`` or ``"assumed: <reason>"``."""
-        return f"assumed: {self.reason}" if self.assumed else self.source
 
 
 @dataclass(frozen=True)
@@ -329,115 +298,6 @@ _SECTIONS: dict[str, tuple[str, ...]] = {
 _TOP_KEYS = ("name", "description", *_SECTIONS)
 
 
-def _positive(v: float) -> str:
-    return "" if v > 0 else f"must be > 0, got {v!r}"
-
-
-def _non_negative(v: float) -> str:
-    return "" if v >= 0 else f"must be >= 0, got {v!r}"
-
-
-class _Reader:
-    """Reads sourced figures out of parsed TOML, collecting their provenance."""
-
-    def __init__(self, data: Mapping[str, Any], file: str) -> None:
-        self.data = data
-        self.file = file
-        self.figures: list[Figure] = []
-
-    def section(self, name: str) -> Mapping[str, Any]:
-        if name not in self.data:
-            raise InputError(self.file, name, "section is missing",
-                             f"add [{name}] with keys: {', '.join(_SECTIONS[name])}")
-        sec = self.data[name]
-        if not isinstance(sec, Mapping):
-            raise InputError(self.file, name, f"must be a table, got {type(sec).__name__}", f"write it as [{name}]")
-        allowed = _SECTIONS[name]
-        for key in sec:
-            if key not in allowed:
-                raise InputError(self.file, f"{name}.{key}", "unknown key",
-                                 f"allowed keys in [{name}]: {', '.join(allowed)}")
-        return sec
-
-    def number(self, section: str, key: str, *, integer: bool = False,
-               check: Callable[[float], str] = _positive, required: bool = True) -> float | None:
-        sec = self.section(section)
-        dotted = f"{section}.{key}"
-        example = f'{key} = {{ value = ..., source = "seed NNN §x table y" }}'
-        if key not in sec:
-            if not required:
-                return None
-            raise InputError(self.file, dotted, "is missing",
-                             f"add {example} (or assumed = true, reason = \"...\") under [{section}]")
-        return self.figure(dotted, sec[key], integer=integer, check=check)
-
-    def figure(self, dotted: str, entry: Any, *, integer: bool = False,
-               check: Callable[[float], str] = _positive) -> float:
-        """Validate one ``{ value, source | assumed + reason }`` table found at ``dotted``; record its provenance."""
-        key = dotted.rsplit(".", 1)[-1]
-        example = f'{key} = {{ value = ..., source = "seed NNN §x table y" }}'
-        if not isinstance(entry, Mapping):
-            raise InputError(self.file, dotted, f"must be a table with value and source, got {entry!r}",
-                             f"write {key} = {{ value = {entry!r}, source = \"...\" }} "
-                             f"or {{ value = {entry!r}, assumed = true, reason = \"...\" }}")
-        for k in entry:
-            if k not in ("value", "source", "assumed", "reason"):
-                raise InputError(self.file, f"{dotted}.{k}", "unknown key",
-                                 "a figure has only: value, source, assumed, reason")
-        if "value" not in entry:
-            raise InputError(self.file, f"{dotted}.value", "is missing", f"write {example}")
-        value = entry["value"]
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise InputError(self.file, f"{dotted}.value", f"must be a number, got {value!r}",
-                             "write a plain TOML number in SI units, e.g. 7.6e9")
-        if not math.isfinite(value):
-            raise InputError(self.file, f"{dotted}.value", f"must be finite, got {value!r}", "write a finite number")
-        if integer:
-            if float(value) != int(value):
-                raise InputError(self.file, f"{dotted}.value", f"must be a whole number, got {value!r}",
-                                 f"write e.g. {int(value)}")
-            value = int(value)
-        else:
-            value = float(value)
-        problem = check(value)
-        if problem:
-            raise InputError(self.file, f"{dotted}.value", problem, "write a value in the allowed range")
-        source = entry.get("source", "")
-        assumed = entry.get("assumed", False)
-        reason = entry.get("reason", "")
-        if not isinstance(source, str) or not isinstance(reason, str):
-            raise InputError(self.file, dotted, "source and reason must be strings", 'write source = "..."')
-        if not isinstance(assumed, bool):
-            raise InputError(self.file, f"{dotted}.assumed", f"must be true or false, got {assumed!r}",
-                             "write assumed = true")
-        if assumed and source.strip():
-            raise InputError(self.file, dotted, "has both a source and assumed = true",
-                             "keep source (a sourced figure) or assumed = true with a reason, not both")
-        if assumed and not reason.strip():
-            raise InputError(self.file, f"{dotted}.reason", "an assumed figure needs a reason",
-                             'add reason = "why this value is plausible"')
-        if not assumed and not source.strip():
-            raise InputError(self.file, dotted, "has neither a source nor assumed = true",
-                             'add source = "seed NNN §x table y" or assumed = true, reason = "..."')
-        if not assumed and reason.strip():
-            raise InputError(self.file, f"{dotted}.reason", "reason is only for assumed figures",
-                             "rename it to source, or add assumed = true")
-        self.figures.append(Figure(dotted, float(value), source.strip(), assumed, reason.strip()))
-        return float(value)
-
-    def string(self, section: str | None, key: str, default: str | None = None) -> str:
-        sec = self.data if section is None else self.section(section)
-        dotted = key if section is None else f"{section}.{key}"
-        if key not in sec:
-            if default is None:
-                raise InputError(self.file, dotted, "is missing", f'add {key} = "..."')
-            return default
-        v = sec[key]
-        if not isinstance(v, str):
-            raise InputError(self.file, dotted, f"must be a string, got {v!r}", f'write {key} = "..."')
-        return v
-
-
 def from_mapping(data: Mapping[str, Any], file: str = "<platform>", default_name: str = "platform") -> PlatformModel:
     """Validate parsed TOML into a :class:`PlatformModel`.
 
@@ -458,19 +318,19 @@ def from_mapping(data: Mapping[str, Any], file: str = "<platform>", default_name
     for key in data:
         if key not in _TOP_KEYS:
             raise InputError(file, key, "unknown key", f"allowed top-level keys: {', '.join(_TOP_KEYS)}")
-    r = _Reader(data, file)
+    r = FigureReader(data, file, _SECTIONS)
     name = r.string(None, "name", default=default_name)
     if not name.strip() or any(c.isspace() for c in name):
         raise InputError(file, "name", f"must be a non-empty word without spaces, got {name!r}",
                          'write e.g. name = "my_cluster"')
     description = r.string(None, "description", default="")
 
-    def num(section: str, key: str, check: Callable[[float], str] = _positive) -> float:
+    def num(section: str, key: str, check: Callable[[float], str] = positive) -> float:
         v = r.number(section, key, check=check)
         assert v is not None
         return float(v)
 
-    def whole(section: str, key: str, check: Callable[[float], str] = _positive) -> int:
+    def whole(section: str, key: str, check: Callable[[float], str] = positive) -> int:
         v = r.number(section, key, integer=True, check=check)
         assert v is not None
         return int(v)
@@ -481,9 +341,9 @@ def from_mapping(data: Mapping[str, Any], file: str = "<platform>", default_name
     memory = whole("node", "memory")
     hw = r.number("node", "hardware_cores", integer=True, required=False)
     node = NodeSpec(cores, core_speed, memory, cores if hw is None else int(hw))
-    intra = LinkSpec(num("intra_node", "bandwidth"), num("intra_node", "latency", _non_negative))
+    intra = LinkSpec(num("intra_node", "bandwidth"), num("intra_node", "latency", non_negative))
     mem = r.number("intra_node", "memory_bandwidth", required=False)
-    inter = LinkSpec(num("inter_node", "bandwidth"), num("inter_node", "latency", _non_negative))
+    inter = LinkSpec(num("inter_node", "bandwidth"), num("inter_node", "latency", non_negative))
 
     kind = r.string("topology", "kind")
     note = r.string("topology", "note", default="")
@@ -492,7 +352,7 @@ def from_mapping(data: Mapping[str, Any], file: str = "<platform>", default_name
                          f"use one of: {', '.join(repr(k) for k in TOPOLOGY_KINDS)}")
     if kind == "fat_tree":
         topology = TopologySpec(kind, whole("topology", "leaf_size"), num("topology", "taper"),
-                                num("topology", "hop_latency", _non_negative), note)
+                                num("topology", "hop_latency", non_negative), note)
     else:
         extra = [k for k in ("leaf_size", "taper", "hop_latency") if k in r.section("topology")]
         if extra:
@@ -500,7 +360,7 @@ def from_mapping(data: Mapping[str, Any], file: str = "<platform>", default_name
                              'remove it, or set kind = "fat_tree"')
         topology = TopologySpec(kind, max_nodes, 1.0, 0.0, note)
 
-    disk = DiskSpec(num("disk", "bandwidth"), num("disk", "latency", _non_negative))
+    disk = DiskSpec(num("disk", "bandwidth"), num("disk", "latency", non_negative))
     buffer = whole("trace", "buffer_memory")
     if buffer > memory:
         raise InputError(file, "trace.buffer_memory.value",
@@ -511,72 +371,3 @@ def from_mapping(data: Mapping[str, Any], file: str = "<platform>", default_name
                          intra_node=intra, inter_node=inter, topology=topology, disk=disk,
                          trace_buffer_memory=buffer, figures=tuple(r.figures), mpi=mpi,
                          memory_bandwidth=None if mem is None else float(mem))
-
-
-# --------------------------------------------------------------------------------------------------
-# human-readable summaries
-
-
-def _si(value: float, unit: str) -> str:
-    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= factor:
-            return f"{value / factor:.4g} {prefix}{unit}"
-    if unit == "s" and 0 < abs(value) < 1e-3:
-        return f"{value * 1e6:.4g} us"
-    if unit == "s" and 0 < abs(value) < 1:
-        return f"{value * 1e3:.4g} ms"
-    return f"{value:.4g} {unit}"
-
-
-_UNITS = {
-    "machine.max_nodes": "", "node.cores": "", "node.hardware_cores": "", "topology.leaf_size": "",
-    "topology.taper": ":1", "node.core_speed": "flop/s", "node.memory": "B", "trace.buffer_memory": "B",
-    "mpi.eager_threshold": "bytes",
-}
-
-
-def format_figure(f: Figure) -> str:
-    """The figure's value with its unit, e.g. ``'7.6 Gflop/s'``."""
-    unit = _UNITS.get(f.key)
-    if unit is None:
-        unit = "B/s" if f.key.endswith("bandwidth") else "s"
-    if unit == "":
-        return f"{int(f.value):,}"
-    if unit == "bytes":
-        return f"{int(f.value):,} B"
-    if unit == ":1":
-        return f"{f.value:g}:1"
-    if unit == "B":
-        return f"{f.value / 2**30:.4g} GiB"
-    return _si(f.value, unit)
-
-
-def describe_platform(model: PlatformModel, short: bool = False) -> str:
-    """A human-readable summary of a platform.
-
-    Parameters
-    ----------
-    model : PlatformModel
-    short : bool
-        One line instead of the full figure table.
-
-    Examples
-    --------
-    >>> print(describe_platform(load_platform("seed003_myrinet"), short=True))
-    seed003_myrinet: 16 nodes x 1 core @ 1 Gflop/s, 2 GiB; net 103.1 MB/s, 10 us; crossbar
-    """
-    n = model.node
-    topo = model.topology.kind if model.topology.kind == "crossbar" else (
-        f"fat tree, {model.topology.leaf_size} nodes/leaf, taper {model.topology.taper:g}:1")
-    line = (f"{model.name}: {model.max_nodes:,} nodes x {n.cores} core{'s' if n.cores != 1 else ''} @ "
-            f"{_si(n.core_speed, 'flop/s')}, "
-            f"{n.memory / 2**30:.4g} GiB; net {_si(model.inter_node.bandwidth, 'B/s')}, "
-            f"{_si(model.inter_node.latency, 's')}; {topo}")
-    if short:
-        return line
-    out = [line, "", model.description, "", f"file: {model.file}", ""]
-    width = max(len(f.key) for f in model.figures)
-    for f in model.figures:
-        tag = "ASSUMED" if f.assumed else "source "
-        out.append(f"  {f.key:<{width}}  {format_figure(f):>14}  {tag}  {f.reason if f.assumed else f.source}")
-    return "\n".join(out)

@@ -59,6 +59,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 from waitlab.errors import InputError
 from waitlab.platforms.model import PlatformModel
+from waitlab.platforms.placement import Placement, place_ranks, slot_of_rank
 from waitlab.platforms.smpi_factors import calibrate
 
 __all__ = ["RenderedPlatform", "render_platform"]
@@ -86,7 +87,7 @@ class RenderedPlatform:
     n_nodes : int
         Nodes in the platform.
     ranks_per_node : int
-        Rank slots per node (ranks are placed block-wise: ranks ``0..rpn-1`` on node 0, ...).
+        Rank slots per node (at most this many ranks share a node; where they go: ``placement``).
     host_of_rank : tuple of str
         SimGrid host of every rank.
     node_of_rank : tuple of int
@@ -95,6 +96,10 @@ class RenderedPlatform:
         Every host of the platform, in XML order (valid keys for ``speed_profiles``).
     split_cores : bool
         Whether every rank slot is its own single-core host.
+    placement : Placement
+        The placement rule that gave ``node_of_rank``.
+    leaf_size : int
+        Nodes per leaf switch (supernode): rank ``r`` is in supernode ``node_of_rank[r] // leaf_size``.
     smpi_config : dict of str to str
         SimGrid ``--cfg`` settings that calibrate SMPI to the platform's MPI-level figures
         (:func:`waitlab.platforms.smpi_factors.calibrate`); merge them under a scenario's own settings.
@@ -111,6 +116,8 @@ class RenderedPlatform:
     hosts: tuple[str, ...]
     split_cores: bool
     smpi_config: dict[str, str] = field(default_factory=dict)
+    placement: Placement = field(default_factory=Placement)
+    leaf_size: int = 1
 
     @property
     def n_ranks(self) -> int:
@@ -238,7 +245,8 @@ def _check_profile(host: str, text: str) -> list[str]:
 
 def render_platform(model: PlatformModel, n_ranks: int, ranks_per_node: int | None = None,
                     nodes: int | None = None, split_cores: bool = False,
-                    speed_profiles: Mapping[str, str] | None = None) -> RenderedPlatform:
+                    speed_profiles: Mapping[str, str] | None = None,
+                    placement: Placement | None = None) -> RenderedPlatform:
     """Render ``n_ranks`` MPI ranks on a scaled-down copy of ``model``.
 
     Parameters
@@ -260,6 +268,10 @@ def render_platform(model: PlatformModel, n_ranks: int, ranks_per_node: int | No
         pattern every P seconds).  Each profile becomes its own ``<trace>`` (id
         ``speed-<host>``) attached with ``<trace_connect kind="SPEED">``.  With
         ``split_cores=False`` a profile slows every rank of that node.
+    placement : Placement, optional
+        Which node each rank runs on (:mod:`waitlab.platforms.placement`); default block-wise.  The
+        platform is rendered up to the highest node used, so a rank on node ``i`` sits in leaf switch
+        ``i // leaf_size`` (idle nodes are rendered too: they share nothing with the job but the uplink).
 
     Returns
     -------
@@ -274,6 +286,10 @@ def render_platform(model: PlatformModel, n_ranks: int, ranks_per_node: int | No
     rpn, n_nodes = _layout(model, n_ranks, ranks_per_node, nodes)
     split = bool(split_cores)
     leaf_size = model.topology.leaf_size
+    place = placement or Placement()
+    node_arr = place_ranks(place, n_ranks, rpn, n_nodes, leaf_size, model.max_nodes)
+    n_nodes = max(n_nodes, int(node_arr.max()) + 1)
+    slot_arr = slot_of_rank(node_arr)
     n_leaves = math.ceil(n_nodes / leaf_size)
     calibration = calibrate(model)
     # links as calibrated: the loopback may be chosen to meet intra-node MPI figures (smpi_factors.py)
@@ -288,11 +304,11 @@ def render_platform(model: PlatformModel, n_ranks: int, ranks_per_node: int | No
            ' bb_sharing_policy="SHARED"')
     if split:
         hosts = tuple(f"node-{i}-core-{j}" for i in range(n_nodes) for j in range(rpn))
-        host_of_rank = tuple(f"node-{r // rpn}-core-{r % rpn}" for r in range(n_ranks))
+        host_of_rank = tuple(f"node-{i}-core-{j}" for i, j in zip(node_arr.tolist(), slot_arr.tolist(), strict=True))
     else:
         hosts = tuple(f"node-{i}" for i in range(n_nodes))
-        host_of_rank = tuple(f"node-{r // rpn}" for r in range(n_ranks))
-    node_of_rank = tuple(r // rpn for r in range(n_ranks))
+        host_of_rank = tuple(f"node-{i}" for i in node_arr.tolist())
+    node_of_rank = tuple(node_arr.tolist())
 
     out = [_HEADER]
     out.append(f"  <!-- waitlab platform {escape(model.name)}: {n_ranks} ranks on {n_nodes} nodes x {rpn} rank slots"
@@ -358,4 +374,5 @@ def render_platform(model: PlatformModel, n_ranks: int, ranks_per_node: int | No
         name=model.name, xml="".join(out), hostfile="".join(h + "\n" for h in host_of_rank),
         core_speed=node.core_speed, n_nodes=n_nodes, ranks_per_node=rpn, host_of_rank=host_of_rank,
         node_of_rank=node_of_rank, hosts=hosts, split_cores=split, smpi_config=dict(calibration.smpi_config),
+        placement=place, leaf_size=leaf_size,
     )

@@ -411,7 +411,7 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "platforms.md"
 
 @pytest.mark.skipif(not DOC.exists(), reason="docs/platforms.md not present")
 def test_docs_table_matches_data_files() -> None:
-    from waitlab.platforms.model import format_figure
+    from waitlab.platforms.describe import format_figure
 
     rows = [line for line in DOC.read_text().splitlines() if line.startswith("| `")]
     assert rows, "figure table not found"

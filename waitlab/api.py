@@ -22,7 +22,7 @@ from waitlab.experiments.executors import open_executor
 from waitlab.experiments.perturbation_report import report_text
 from waitlab.experiments.pipeline import Run, RunResult
 from waitlab.experiments.pipeline import run as _run
-from waitlab.experiments.reproduce import okita_spilling, rao_alltoall, spill_policies, wu_lared_s
+from waitlab.experiments.reproduce import he_sunway, okita_spilling, rao_alltoall, spill_policies, wu_lared_s
 from waitlab.experiments.results import LoadedRun, load_events, load_run, results_folder, summary_text, write_run
 from waitlab.experiments.scenario import Scenario, load_scenario
 from waitlab.experiments.sweep import Sweep, load_sweep, run_sweep
@@ -137,7 +137,7 @@ def describe(name: str, short: bool = False, xml_ranks: int | None = None) -> st
 
 #: Paper reproductions of ``waitlab reproduce``: target name -> module (``reproduce``, ``write``, ``markdown``).
 REPRODUCTIONS = {"wu-lared-s": wu_lared_s, "okita-spilling": okita_spilling, "spill-policies": spill_policies,
-                 "rao-alltoall": rao_alltoall}
+                 "rao-alltoall": rao_alltoall, "he-sunway": he_sunway}
 
 
 def calibrate(platform: str, *, timeout: float = 60.0) -> pd.DataFrame:

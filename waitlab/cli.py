@@ -246,6 +246,17 @@ def _reproduce_rao(args: argparse.Namespace) -> int:
     return 0
 
 
+def _reproduce_he(args: argparse.Namespace) -> int:
+    mod = api.REPRODUCTIONS["he-sunway"]
+    ranks = args.ranks[0] if args.ranks else 128
+    res = mod.reproduce(ranks=ranks, ranks_per_node=args.ranks_per_node or 1, progress=print)
+    out = args.output or api.default_output("he-sunway")
+    mod.write(res, out)
+    print(mod.markdown(res))
+    print(f"written to {out}/")
+    return 0
+
+
 #: ``waitlab reproduce`` targets, named after the papers: name -> (help, function(args) -> exit status).
 REPRODUCTIONS: dict[str, tuple[str, Callable[[argparse.Namespace], int]]] = {
     "wu-lared-s": ("Wu et al.'s LARED-S case study: H-CWP-DM, CWP-DM and ground truth vs the paper (960 ranks; "
@@ -256,6 +267,8 @@ REPRODUCTIONS: dict[str, tuple[str, Callable[[argparse.Namespace], int]]] = {
                        _reproduce_policies),
     "rao-alltoall": ("Rao et al.'s alltoall study on Dawning 5000A and DeepComp 7000: times and the agreement "
                      "table (a subset by default; --full for every rank count)", _reproduce_rao),
+    "he-sunway": ("He et al.'s Sunway TaihuLight tables 2-4 and the topology-aware alltoall over 12 placements "
+                  "(--ranks, default 128, one per node)", _reproduce_he),
 }
 #: Former target names, still accepted.
 ALIASES = {"lared-s": "wu-lared-s", "seed003": "okita-spilling", "policies": "spill-policies"}
@@ -276,6 +289,8 @@ def _reproduce(sub: Any) -> None:
     p.add_argument("--steps", type=int, default=None, help="spill-policies: BSP steps (default 50); wu-lared-s: steps "
                    "(default 3)")
     p.add_argument("--seed", type=int, default=None, help="wu-lared-s: scenario seed (default 0)")
+    p.add_argument("--ranks-per-node", type=int, default=None, help="he-sunway: ranks per node of the alltoall "
+                   "study (default 1)")
     p.add_argument("--workers", type=int, default=2, help="wu-lared-s: parallel counterfactual re-runs (default 2)")
 
     def go(args: argparse.Namespace) -> int:

@@ -1,0 +1,104 @@
+"""Rank placement: hand-computed mappings, errors, rendering, the scenario keys and the recorded table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from waitlab.errors import InputError
+from waitlab.experiments.pipeline import prepare, run
+from waitlab.experiments.results import write_result
+from waitlab.experiments.scenario import from_mapping
+from waitlab.experiments.schema import sweepable_keys
+from waitlab.platforms import Placement, load_platform, place_ranks, render_platform
+
+
+def test_block_cyclic_by_hand() -> None:
+    assert place_ranks(Placement("block"), 6, 4, 2, 256).tolist() == [0, 0, 0, 0, 1, 1]
+    assert place_ranks(Placement("cyclic"), 6, 4, 2, 256).tolist() == [0, 1, 0, 1, 0, 1]
+
+
+def test_supernodes_uneven_split_by_hand() -> None:
+    # 5 nodes over 2 supernodes of 4 nodes: 3 in supernode 0 (nodes 0..2), 2 in supernode 1 (nodes 4, 5)
+    node = place_ranks(Placement("supernodes", supernodes=2), 10, 2, 5, 4)
+    assert node.tolist() == [0, 0, 1, 1, 2, 2, 4, 4, 5, 5]
+
+
+def test_explicit_nodes_both_forms() -> None:
+    assert place_ranks(Placement("nodes", nodes=(7, 2)), 3, 2, 2, 4).tolist() == [7, 7, 2]
+    assert place_ranks(Placement("nodes", nodes=(3, 1, 3)), 3, 2, 2, 4).tolist() == [3, 1, 3]
+
+
+def test_random_is_seeded_and_respects_slots() -> None:
+    a = place_ranks(Placement("random", seed=5), 40, 4, 16, 4)
+    b = place_ranks(Placement("random", seed=5), 40, 4, 16, 4)
+    c = place_ranks(Placement("random", seed=6), 40, 4, 16, 4)
+    assert a.tolist() == b.tolist() and a.tolist() != c.tolist()
+    assert np.bincount(a).max() <= 4 and a.max() < 16
+
+
+@pytest.mark.parametrize(("placement", "n_ranks", "field"), [
+    (Placement("nodes", nodes=(1, 1, 1)), 3, "placement_nodes"),  # 3 ranks on node 1 with 2 slots
+    (Placement("nodes", nodes=(99, 98)), 4, "placement_nodes"),   # outside a 50-node machine
+    (Placement("supernodes", supernodes=4), 4, "supernodes"),     # 2 nodes cannot fill 4 supernodes
+    (Placement("diagonal"), 4, "placement"),
+])
+def test_bad_placements_name_the_key(placement: Placement, n_ranks: int, field: str) -> None:
+    with pytest.raises(InputError) as err:
+        place_ranks(placement, n_ranks, 2, 2, 4, max_nodes=50)
+    assert f"platform.{field}" in str(err.value)
+
+
+def test_render_follows_the_placement() -> None:
+    model = load_platform("sunway_taihulight")
+    rp = render_platform(model, 6, ranks_per_node=2, placement=Placement("supernodes", supernodes=3))
+    assert rp.node_of_rank == (0, 0, 256, 256, 512, 512)
+    assert rp.hostfile.splitlines() == ["node-0", "node-0", "node-256", "node-256", "node-512", "node-512"]
+    assert rp.n_nodes == 513 and rp.xml.count('<link id="leaf-') == 3
+    split = render_platform(model, 3, ranks_per_node=2, split_cores=True, placement=Placement("cyclic"))
+    assert split.host_of_rank == ("node-0-core-0", "node-1-core-0", "node-0-core-1")
+
+
+def _scenario(platform: dict[str, object]) -> object:
+    return from_mapping({"scenario": {"name": "pl", "ranks": 4},
+                         "platform": {"name": "sunway_taihulight", "ranks_per_node": 1, **platform},
+                         "application": {"kind": "fft", "steps": 1, "bytes_per_peer": 64,
+                                         "compute_seconds": 0.001}})
+
+
+def test_scenario_keys_are_sweepable_and_checked() -> None:
+    keys = sweepable_keys()
+    assert {"platform.placement", "platform.placement_seed", "platform.placement_nodes",
+            "platform.supernodes"} <= set(keys)
+    with pytest.raises(InputError, match="placement_nodes"):
+        _scenario({"placement_nodes": [0, 1, 2, 3]})
+    with pytest.raises(InputError, match="placement_nodes"):
+        _scenario({"placement": "nodes"})
+    prep = prepare(_scenario({"placement": "supernodes", "supernodes": 2}))  # type: ignore[arg-type]
+    assert prep.platform.node_of_rank == (0, 1, 256, 257)
+
+
+def test_double_listed_node_with_one_slot_is_refused() -> None:
+    with pytest.raises(InputError, match="rank slots"):
+        prepare(_scenario({"placement": "nodes", "placement_nodes": [3, 300, 3, 301]}))  # type: ignore[arg-type]
+
+
+@pytest.mark.simgrid
+def test_run_writes_placement_csv(tmp_path: Path) -> None:
+    res = run(_scenario({"placement": "nodes", "placement_nodes": [3, 300, 4, 301]})).result  # type: ignore[arg-type]
+    write_result(res, tmp_path, png=False)
+    table = pd.read_csv(tmp_path / "placement.csv")
+    assert table["node"].tolist() == [3, 300, 4, 301]
+    assert table["supernode"].tolist() == [0, 1, 0, 1]
+    assert res.metadata["supernodes_used"] == 2
+
+
+def test_sweep_point_changes_the_placement() -> None:
+    sc = _scenario({})
+    pts = [sc.with_values({"platform.placement": "supernodes", "platform.supernodes": k})  # type: ignore[attr-defined]
+           for k in (1, 2, 4)]
+    assert [prepare(p).platform.node_of_rank for p in pts] == [(0, 1, 2, 3), (0, 1, 256, 257), (0, 256, 512, 768)]
+    assert len({p.hash() for p in pts}) == 3
