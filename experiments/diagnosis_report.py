@@ -8,6 +8,7 @@ from pathlib import Path
 
 from waitlab.experiments.diagnose import Diagnosis
 from waitlab.experiments.diagnosis_plots import blame_figure, culprit_timeline
+from waitlab.experiments.groundtruth import cache_use
 from waitlab.models.analysis.cwpdm import CwpdmResult
 from waitlab.models.analysis.scoring import by_rank_region, by_region
 
@@ -61,7 +62,7 @@ def to_markdown(diag: Diagnosis) -> str:
     if gt is not None:
         lines += ["## Ground truth (counterfactual re-runs)", "",
                   f"Removing every injected cause removes {gt.all_causes:.4g} s of the {b['total_wait']:.4g} s "
-                  f"of wait ({gt.simulated} re-runs simulated, the rest from the cache).", "",
+                  f"of wait ({cache_use(gt)}).", "",
                   "| region | injected (s) | true cost, total wait (s) | true cost, H-CWP-DM (earliest)'s "
                   "measure (s) |", "| --- | ---: | ---: | ---: |"]
         inj = gt.injected("region")

@@ -57,3 +57,22 @@ def plot_sweep(table: pd.DataFrame, swept_keys: Sequence[str], out_png: Path,
     fig.savefig(out_png, dpi=100)
     plt.close(fig)
     return Path(out_png)
+
+
+def plot_sweep_folder(folder: Path, out_png: Path | None = None, results: Sequence[str] | None = None) -> Path:
+    """Draw ``folder/sweep.csv`` (written by ``waitlab sweep``) into ``out_png`` (default ``folder/sweep.png``).
+
+    The swept keys are the columns before ``scenario_hash`` (the sweep table lists the grid keys first).
+    """
+    csv = Path(folder) / "sweep.csv"
+    if not csv.is_file():
+        raise InputError(str(folder), "sweep.csv", "is missing: not a sweep folder",
+                         "pass the folder written by `waitlab sweep` (it holds sweep.csv)")
+    table = pd.read_csv(csv)
+    if "scenario_hash" not in table.columns or not len(table):
+        raise InputError(str(csv), "scenario_hash", "is missing or the table is empty",
+                         "re-run `waitlab sweep` to rewrite the table")
+    keys = list(table.columns[: list(table.columns).index("scenario_hash")])
+    default = ["makespan", "total_wait", "max_rank_wait"]
+    res = list(results) if results else [c for c in default if c in table.columns]
+    return plot_sweep(table, keys, Path(out_png) if out_png else Path(folder) / "sweep.png", res)

@@ -1,0 +1,93 @@
+"""`waitlab compare`: two runs whose difference is known by construction (one injected delay)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from waitlab import api, cli
+
+BASE = """[scenario]
+name = "{name}"
+ranks = 4
+seed = 1
+[platform]
+name = "dawning_5000a"
+[application]
+kind = "stencil"
+dims = 2
+steps = 6
+compute_seconds = 0.01
+"""
+#: Rank 2 computes 0.05 s more in step 3 only.
+DELAY, LATE_RANK, LATE_STEP = 0.05, 2, 3
+EXTRA = f"""[[application.imbalance]]
+region = "Stencil"
+ranks = [{LATE_RANK}]
+distribution = "constant"
+magnitude = {DELAY}
+steps = [{LATE_STEP}]
+"""
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    if shutil.which("smpirun") is None:
+        pytest.skip("SimGrid SMPI is not installed")
+    d = tmp_path_factory.mktemp("compare")
+    (d / "a.toml").write_text(BASE.format(name="cmp-a"))
+    (d / "b.toml").write_text(BASE.format(name="cmp-b") + EXTRA)
+    for x in ("a", "b"):
+        api.run(d / f"{x}.toml", d / x.upper(), png=False)
+    return d / "A", d / "B"
+
+
+@pytest.mark.simgrid
+def test_compare_finds_the_injected_delay(two_runs, tmp_path, capsys):
+    a, b = two_runs
+    cmp = api.compare(a, b)
+    # the allreduce of every step makes the delay the makespan's and step 3's growth (hand calculation)
+    assert cmp.makespan_delta == pytest.approx(DELAY, abs=1e-6)
+    step = cmp.steps.set_index("step")["delta"]
+    assert step[LATE_STEP] == pytest.approx(DELAY, abs=1e-6)
+    assert step.drop(LATE_STEP).abs().max() < 1e-6
+    # the 3 other ranks each wait DELAY more at the allreduce: 3 * DELAY of wait_at_nxn
+    pat = cmp.by_pattern.set_index("pattern")["delta"]
+    assert pat["wait_at_nxn"] == pytest.approx(3 * DELAY, abs=1e-5)
+    assert cmp.ranks_by("own_work_delta", 1)["rank"].tolist() == [LATE_RANK]
+    assert cmp.ranks_by("own_work_delta", 1)["own_work_delta"].iloc[0] == pytest.approx(DELAY, abs=1e-9)
+    waited = cmp.ranks.set_index("rank")["wait_delta"]
+    assert waited.drop(LATE_RANK).to_numpy() == pytest.approx([DELAY] * 3, abs=1e-5)
+    # A against itself: nothing moved
+    same = api.compare(a, a)
+    assert same.makespan_delta == 0 and not same.steps["delta"].any()
+    assert cli.main(["compare", str(a), str(b), "--png", str(tmp_path / "c.png")]) == 0
+    text = capsys.readouterr().out
+    assert f"rank {LATE_RANK} +0.05 s" in text and f"step {LATE_STEP} " in text
+    assert (tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"
+    assert cli.main(["compare", str(a), str(b), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["makespan"]["delta"] == pytest.approx(DELAY, abs=1e-6)
+    assert data["steps_moved"][0]["step"] == LATE_STEP
+    assert data["ranks_own_work_moved"][0]["rank"] == LATE_RANK
+
+
+@pytest.mark.simgrid
+def test_export_and_check_c_exit_status(two_runs, tmp_path, capsys):
+    a, _ = two_runs
+    out = tmp_path / "x"
+    assert cli.main(["export", str(a), "--chrome", "--graphml", "-o", str(out), "--json"]) == 0
+    written = json.loads(capsys.readouterr().out)
+    assert set(written) >= {"chrome", "graphml"} and Path(written["graphml"]).is_file()
+    # exports into the run folder are listed as waitlab's own: --force may still replace the folder
+    assert cli.main(["export", str(a), "--graphml", "-q"]) == 0
+    assert "propagation.graphml" in json.loads((a / ".waitlab").read_text())["files"]
+
+
+def test_compare_names_a_missing_folder(tmp_path, capsys):
+    assert cli.main(["compare", str(tmp_path / "nope"), str(tmp_path / "nope")]) != 0
+    err = capsys.readouterr().err
+    assert "nope" in err and "Traceback" not in err
