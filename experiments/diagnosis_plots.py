@@ -62,7 +62,7 @@ def blame_figure(diag: Diagnosis, path: Path) -> None:
     ops = right_metric.split(":", 1)[1].replace("+", ", ") if ":" in right_metric else "every operation"
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.8))
     _bars(ax1, left, "total wait")
-    _bars(ax2, right, f"largest wait of each instance of {ops} (seed 000's measure)")
+    _bars(ax2, right, f"largest wait of each instance of {ops} (Wu et al.'s measure)")
     name = diag.scenario.name if diag.scenario is not None else ""
     fig.suptitle(f"Blamed cost per region {name}".strip())
     fig.tight_layout()

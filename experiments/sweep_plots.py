@@ -49,7 +49,7 @@ def plot_sweep(table: pd.DataFrame, swept_keys: Sequence[str], out_png: Path,
             if not numeric:
                 ax.set_xticks(list(xpos.values()), [str(v) for v in xpos], rotation=20)
             ax.set_xlabel(key)
-            ax.set_ylabel(r)
+            ax.set_ylabel(f"{r} (s)" if r == "makespan" or r.startswith("total_") or r.endswith("_wait") else r)
             ax.grid(alpha=0.3)
             if i == 0 and others:
                 ax.legend(fontsize=7, frameon=False)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from waitlab import api, cli
+from waitlab.models.analysis.waitstates import make_events
 
 BASE = """[scenario]
 name = "{name}"
@@ -76,7 +77,7 @@ def test_compare_finds_the_injected_delay(two_runs, tmp_path, capsys):
 
 
 @pytest.mark.simgrid
-def test_export_and_check_c_exit_status(two_runs, tmp_path, capsys):
+def test_export_writes_and_registers(two_runs, tmp_path, capsys):
     a, _ = two_runs
     out = tmp_path / "x"
     assert cli.main(["export", str(a), "--chrome", "--graphml", "-o", str(out), "--json"]) == 0
@@ -91,3 +92,18 @@ def test_compare_names_a_missing_folder(tmp_path, capsys):
     assert cli.main(["compare", str(tmp_path / "nope"), str(tmp_path / "nope")]) != 0
     err = capsys.readouterr().err
     assert "nope" in err and "Traceback" not in err
+
+
+def test_check_c_exit_status_follows_condition_c(tmp_path, capsys):
+    # hand-built: rank 0 has 0.25 s of overhead before its send, rank 1 none before the recv -> C breaks
+    ops = ["compute", "overhead", "send", "recv"]
+    ev = make_events(rank=[0, 0, 0, 1], op=ops, enter=[0, 1, 1.25, 0], exit=[1, 1.25, 1.25, 1.25],
+                     match=[-1, -1, 0, 0], kind=["compute", "overhead", "mpi", "mpi"])
+    ev["seq"] = ev.groupby("rank").cumcount()
+    ev.to_csv(tmp_path / "bad.csv", index=False)
+    assert cli.main(["check-c", str(tmp_path / "bad.csv"), "-q"]) == 1
+    assert cli.main(["check-c", str(tmp_path / "bad.csv"), "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["holds"] is False
+    ev.loc[ev["op"] == "overhead", "kind"] = "compute"  # no overhead at all: C holds
+    ev.to_csv(tmp_path / "ok.csv", index=False)
+    assert cli.main(["check-c", str(tmp_path / "ok.csv"), "-q"]) == 0

@@ -385,7 +385,7 @@ REPRODUCTIONS: dict[str, tuple[str, Callable[[argparse.Namespace], int]]] = {
                      "table (a subset by default; --full for every rank count)", _reproduce_rao),
 }
 #: Former target names, still accepted.
-ALIASES = {"lared-s": "wu-lared-s", "seed003": "okita-spilling", "policies": "spill-policies"}
+ALIASES = {"lared-s": "wu-lared-s", "policies": "spill-policies"}
 
 
 @subcommand
