@@ -198,7 +198,8 @@ def compare_png(cmp: Comparison, path: Path) -> Path:
     ax.set_xlabel("step")
     ax.set_ylabel("B - A (s)")
     ax.set_title("per step: change of the step's duration", fontsize=10)
-    fig.suptitle(f"B - A: makespan {cmp.makespan_delta:+.4g} s\nA = {cmp.a}   B = {cmp.b}", fontsize=10)
+    fig.suptitle(f"B - A: makespan {cmp.makespan_delta:+.4g} s   (A = {Path(cmp.a).name}, B = {Path(cmp.b).name})",
+                 fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=100, metadata={"Software": None})
     plt.close(fig)

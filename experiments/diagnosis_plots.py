@@ -103,8 +103,9 @@ def culprit_timeline(events: pd.DataFrame, waits: pd.DataFrame, diag: Diagnosis,
     is_mpi = (leaf["kind"] == "mpi").to_numpy()
     fig, ax = plt.subplots(figsize=(12, max(3.0, 0.22 * ranks.size + 1.6)))
     other = ~is_mpi & ~np.isin(region, culprits)
-    ax.barh(y[other], dur[other], left=start[other], height=0.7, color=OTHER, label="other regions",
-            linewidth=0)
+    if other.any():  # an empty barh would still put a (wrongly coloured) entry in the legend
+        ax.barh(y[other], dur[other], left=start[other], height=0.7, color=OTHER, label="other regions",
+                linewidth=0)
     ax.barh(y[is_mpi], dur[is_mpi], left=start[is_mpi], height=0.7, color=KIND_COLOURS["mpi"], label="MPI", linewidth=0)
     for c, colour in zip(culprits, CULPRIT_COLOURS, strict=False):
         sel = ~is_mpi & (region == c)

@@ -53,7 +53,8 @@ def default_cache_dir() -> Path:
 
 def cache_use(gt: GroundTruth) -> str:
     """How the counterfactual re-runs were obtained, e.g. ``3 counterfactual runs: 1 simulated, 2 from cache``."""
-    return f"{gt.distinct} counterfactual runs: {gt.simulated} simulated, {gt.distinct - gt.simulated} from cache"
+    runs = "run" if gt.distinct == 1 else "runs"
+    return f"{gt.distinct} counterfactual {runs}: {gt.simulated} simulated, {gt.distinct - gt.simulated} from cache"
 
 
 @dataclass(frozen=True)
