@@ -186,7 +186,9 @@ def compare_png(cmp: Comparison, path: Path) -> Path:
                label="own work (compute + perturbation)")
         ax.bar(r + 0.2, cmp.ranks["wait_delta"], 0.4, color=WAIT, label="wait")
         ax.axhline(0, color="#333333", lw=0.6)
-        ax.legend(fontsize=8, frameon=False, loc="best")
+        lo, hi = ax.get_ylim()
+        ax.set_ylim(lo, hi + 0.3 * (hi - lo))  # room for the legend above the bars
+        ax.legend(fontsize=8, frameon=False, loc="upper right", ncol=2)
         ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     ax.set_xlabel("rank")
     ax.set_ylabel("B - A (s)")
