@@ -107,3 +107,17 @@ def test_check_c_exit_status_follows_condition_c(tmp_path, capsys):
     ev.loc[ev["op"] == "overhead", "kind"] = "compute"  # no overhead at all: C holds
     ev.to_csv(tmp_path / "ok.csv", index=False)
     assert cli.main(["check-c", str(tmp_path / "ok.csv"), "-q"]) == 0
+
+
+@pytest.mark.simgrid
+def test_diagnose_reports_the_critical_path(two_runs, tmp_path, capsys):
+    _, b = two_runs
+    assert cli.main(["diagnose", str(b), "--no-truth", "--no-png", "-o", str(tmp_path / "d"), "--json"]) == 0
+    cp = json.loads(capsys.readouterr().out)["critical_path"]
+    # by hand: 6 steps of 0.01 s compute + the 0.05 s delay of rank 2 in step 3 = 0.11 s of Stencil on the path,
+    # mean per rank (4 * 0.06 + 0.05) / 4; rank 2 carries the delay
+    stencil = next(r for r in cp["by_region"] if r["region"] == "Stencil")
+    assert stencil["seconds"] == pytest.approx(0.11, abs=1e-6)
+    assert stencil["mean_per_rank"] == pytest.approx((4 * 0.06 + 0.05) / 4, abs=1e-9)
+    assert cp["by_rank"][str(LATE_RANK)] >= DELAY
+    assert "## Critical path" in (tmp_path / "d" / "diagnosis.md").read_text()

@@ -18,7 +18,7 @@ from waitlab.experiments.capture import capture as _capture
 from waitlab.experiments.capture import trace_scenario_text
 from waitlab.experiments.compare import Comparison, compare_png, compare_runs
 from waitlab.experiments.diagnose import Diagnosis, diagnose_path
-from waitlab.experiments.diagnosis_report import to_markdown, write_report
+from waitlab.experiments.diagnosis_report import report_dict, to_markdown, write_report
 from waitlab.experiments.executors import open_executor
 from waitlab.experiments.exports import FORMATS as EXPORT_FORMATS
 from waitlab.experiments.exports import export_run
@@ -63,6 +63,7 @@ __all__ = [
     "open_executor",
     "platforms",
     "plot",
+    "report_dict",
     "report_text",
     "run",
     "summary_text",

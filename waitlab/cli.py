@@ -250,7 +250,7 @@ def _diagnose(sub: Any) -> None:
             out = api.default_output(diag.scenario.name if diag.scenario else args.source.stem, "-diagnosis")
         api.write_report(diag, out, png=not args.no_png)
         if args.json:
-            _dump({"output": str(out), **diag.to_dict()})
+            _dump({"output": str(out), **api.report_dict(diag)})
         _say(args, api.to_markdown(diag))
         if diag.truth is not None:
             _say(args, api.cache_use(diag.truth))
