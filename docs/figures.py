@@ -2,7 +2,7 @@
 
 The pattern pictures are drawn from hand-built event tables whose waits waitlab's own pattern
 rules compute (no SimGrid needed); the run figures come from the tutorial's two small examples
-simulated with SMPI (about 30 s) and diagnosed.  Colours are waitlab's palette: compute blue,
+simulated with SMPI and diagnosed, and the alltoall sweep (about a minute in all).  Colours are waitlab's palette: compute blue,
 MPI yellow, wait red, root cause blue dots, as in every figure waitlab draws.
 """
 
@@ -98,6 +98,8 @@ def run_figures(work: Path) -> None:
     waitlab.run(work / "balanced.toml", work / "balanced", png=False)
     cmp = waitlab.api.compare(work / "balanced", work / "late")
     waitlab.api.compare_png(cmp, IMG / "tutorial_compare.png")
+    waitlab.sweep(ROOT / "examples" / "alltoall_sweep.toml", work / "sweep", workers=1)
+    waitlab.api.plot(work / "sweep", IMG / "sweep_alltoall.png")
 
 
 def main() -> int:
