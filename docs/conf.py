@@ -43,3 +43,10 @@ for part in MATHJAX_PARTS:
         shutil.copy2(src, dst)
 html_static_path = [str(_static)]
 mathjax_path = "mathjax/MathJax.js?config=TeX-AMS_CHTML-full"
+# MathJax 2 reads its own configuration: typeset the spans Sphinx marks "math" even inside the sections MyST
+# marks tex2jax_ignore (MyST's MathJax 3 setting would not reach MathJax 2).
+myst_update_mathjax = False
+mathjax2_config = {"tex2jax": {"processClass": "math|tex2jax_process|mathjax_process",
+                               "ignoreClass": "tex2jax_ignore|mathjax_ignore"}}
+# A wider column: code blocks of the README and the tutorial fit without horizontal scrolling.
+html_theme_options = {"page_width": "1240px", "body_max_width": "none"}
