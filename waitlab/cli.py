@@ -9,47 +9,20 @@ Progress bars go to stderr, and only to a terminal.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from waitlab import api
+from waitlab import api, cli_outputs
+from waitlab.cli_common import _REGISTRY, subcommand
+from waitlab.cli_common import bar as _bar
+from waitlab.cli_common import dump as _dump
+from waitlab.cli_common import frame as _frame
+from waitlab.cli_common import json_flag as _json_flag
+from waitlab.cli_common import say as _say
 from waitlab.errors import InputError, WaitlabError
 from waitlab.version import __version__
-
-Command = Callable[[argparse.Namespace], int]
-_REGISTRY: list[Callable[[Any], None]] = []
-
-
-def subcommand(fn: Callable[[Any], None]) -> Callable[[Any], None]:
-    """Register a function that adds one sub-command to the parser."""
-    _REGISTRY.append(fn)
-    return fn
-
-
-def _json_flag(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", action="store_true", help="print the summary as JSON on stdout (nothing else)")
-
-
-def _bar(args: argparse.Namespace) -> bool:
-    """Progress bars: on stderr, only when it is a terminal and neither --quiet nor --json is given."""
-    return not args.quiet and not getattr(args, "json", False) and sys.stderr.isatty()
-
-
-def _say(args: argparse.Namespace, text: str) -> None:
-    """Print human-readable text unless --quiet or --json."""
-    if not args.quiet and not getattr(args, "json", False):
-        print(text)
-
-
-def _dump(data: Any) -> None:
-    print(json.dumps(data, indent=2, sort_keys=True, default=lambda o: o.item() if hasattr(o, "item") else str(o)))
-
-
-def _frame(table: Any) -> list[dict[str, Any]]:
-    return list(table.to_dict("records"))
 
 
 @subcommand
@@ -260,71 +233,8 @@ def _diagnose(sub: Any) -> None:
     p.set_defaults(func=go)
 
 
-@subcommand
-def _compare(sub: Any) -> None:
-    p = sub.add_parser("compare", help="what changed from run A to run B: makespan, waits by pattern and region, "
-                       "the ranks and steps that moved most")
-    p.add_argument("run_a", type=Path, help="results folder of the reference run (A)")
-    p.add_argument("run_b", type=Path, help="results folder of the changed run (B)")
-    p.add_argument("--top", type=int, default=5, help="ranks and steps listed (default 5)")
-    p.add_argument("--png", type=Path, default=None, metavar="FILE", help="also draw the comparison into FILE")
-    _json_flag(p)
-
-    def go(args: argparse.Namespace) -> int:
-        cmp = api.compare(args.run_a, args.run_b)
-        if args.png is not None:
-            api.compare_png(cmp, args.png)
-        if args.json:
-            _dump(cmp.to_dict(args.top))
-        _say(args, cmp.text(args.top))
-        if args.png is not None:
-            _say(args, f"picture written to {args.png}")
-        return 0
-
-    p.set_defaults(func=go)
-
-
-@subcommand
-def _export(sub: Any) -> None:
-    p = sub.add_parser("export", help="export a results folder for other tools: OTF2 (Vampir, Scalasca, pipit), "
-                       "Chrome/Perfetto trace, wait-propagation graph (GraphML)")
-    p.add_argument("run", type=Path, help="results folder of `waitlab run`")
-    for fmt, what in (("otf2", "OTF2 archive otf2/traces.otf2 (otf2-print, Vampir, Scalasca, pipit)"),
-                      ("chrome", "Chrome trace trace.json, exact to the ns (ui.perfetto.dev, chrome://tracing)"),
-                      ("graphml", "wait-propagation graph propagation.graphml (+ .png when small)")):
-        p.add_argument(f"--{fmt}", action="store_true", help=what)
-    p.add_argument("-o", "--output", type=Path, default=None, help="folder to write into (default: the run folder)")
-    _json_flag(p)
-
-    def go(args: argparse.Namespace) -> int:
-        formats = tuple(f for f in api.EXPORT_FORMATS if getattr(args, f))
-        written = api.export(args.run, formats or ("otf2",), args.output)
-        if args.json:
-            _dump({k: str(v) for k, v in written.items()})
-        for fmt, path in written.items():
-            _say(args, f"{fmt}: {path}")
-        if "otf2" in written:
-            _say(args, f"read it: otf2-print {written['otf2']} | less")
-        return 0
-
-    p.set_defaults(func=go)
-
-
-@subcommand
-def _plot(sub: Any) -> None:
-    p = sub.add_parser("plot", help="draw a sweep: each result against each swept key, one line per value of the "
-                       "other keys")
-    p.add_argument("sweep", type=Path, help="sweep folder written by `waitlab sweep` (holds sweep.csv)")
-    p.add_argument("-o", "--output", type=Path, default=None, help="PNG file (default: SWEEP/sweep.png)")
-    p.add_argument("--results", default=None,
-                   help="comma-separated columns to draw (default: makespan,total_wait,max_rank_wait)")
-
-    def go(args: argparse.Namespace) -> int:
-        res = tuple(r.strip() for r in args.results.split(",") if r.strip()) if args.results else None
-        _say(args, f"sweep picture written to {api.plot(args.sweep, args.output, res)}")
-        return 0
-
-    p.set_defaults(func=go)
+for _add in cli_outputs.COMMANDS:  # compare, export, plot
+    subcommand(_add)
 
 
 def _reproduce_okita(args: argparse.Namespace) -> int:
