@@ -2,8 +2,8 @@
 
 The pattern pictures are drawn from hand-built event tables whose waits waitlab's own pattern
 rules compute (no SimGrid needed); the run figures come from the tutorial's two small examples
-simulated with SMPI and diagnosed, and the alltoall sweep (about a minute in all).  Colours are waitlab's palette: compute blue,
-MPI yellow, wait red, root cause blue dots, as in every figure waitlab draws.
+simulated with SMPI and diagnosed, and the alltoall sweep (about a minute in all).  Colours are
+waitlab's palette: compute blue, MPI yellow, wait red, root cause blue dots, as in every figure.
 """
 
 from __future__ import annotations

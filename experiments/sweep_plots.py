@@ -28,6 +28,11 @@ def plot_sweep(table: pd.DataFrame, swept_keys: Sequence[str], out_png: Path,
         raise InputError("sweep table", ", ".join(missing), "swept key is not a column of the table",
                          f"use one of: {', '.join(map(str, table.columns))}")
     keys = list(swept_keys)
+    bad = [r for r in (results or ()) if r not in table.columns or not pd.api.types.is_numeric_dtype(table[r])]
+    if bad:
+        numeric = [c for c in table.columns if c not in keys and pd.api.types.is_numeric_dtype(table[c])]
+        raise InputError("sweep table", ", ".join(bad), "is not a numeric column of the table",
+                         f"use one of: {', '.join(map(str, numeric))}")
     res = list(results) if results is not None else [
         c for c in table.columns if c not in keys and pd.api.types.is_numeric_dtype(table[c])]
     fig, axes = plt.subplots(len(res), len(keys), figsize=(4.2 * len(keys), 3.0 * len(res)), squeeze=False)
