@@ -121,3 +121,15 @@ def test_diagnose_reports_the_critical_path(two_runs, tmp_path, capsys):
     assert stencil["mean_per_rank"] == pytest.approx((4 * 0.06 + 0.05) / 4, abs=1e-9)
     assert cp["by_rank"][str(LATE_RANK)] >= DELAY
     assert "## Critical path" in (tmp_path / "d" / "diagnosis.md").read_text()
+
+
+@pytest.mark.simgrid
+def test_run_json_and_quiet(two_runs, tmp_path, capsys):
+    a, _ = two_runs
+    scenario = a.parent / "a.toml"
+    assert cli.main(["run", str(scenario), "-o", str(tmp_path / "j"), "--json", "--no-png"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["summary"]["makespan"] == pytest.approx(json.loads((a / "summary.json").read_text())["makespan"])
+    assert cli.main(["run", str(scenario), "-o", str(tmp_path / "q"), "--quiet", "--no-png"]) == 0
+    out = capsys.readouterr()
+    assert out.out == "" and out.err == ""
