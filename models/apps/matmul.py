@@ -12,7 +12,7 @@ broadcast round::
 ``steps = 0`` (default) gives one full product, ``M / L`` rounds; a larger
 ``steps`` repeats the product (round ``s`` broadcasts block ``s mod (M / L)``).
 Compute is in seconds at ``flops_per_second`` (an assumption standing for the
-seed's 1 GHz Pentium III; the trace writer converts seconds to flops with the
+paper's 1 GHz Pentium III; the trace writer converts seconds to flops with the
 platform's host speed).  When ``M`` is not a multiple of ``N`` the ranks with
 an extra row do extra work; that excess over the smallest share is recorded
 in the ledger as imbalance like any injected one.
