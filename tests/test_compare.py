@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -133,3 +135,12 @@ def test_run_json_and_quiet(two_runs, tmp_path, capsys):
     assert cli.main(["run", str(scenario), "-o", str(tmp_path / "q"), "--quiet", "--no-png"]) == 0
     out = capsys.readouterr()
     assert out.out == "" and out.err == ""
+
+
+@pytest.mark.simgrid
+def test_doctor_prints_only_its_own_lines():
+    proc = subprocess.run([str(Path(sys.executable).parent / "waitlab"), "doctor"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stderr == ""  # importing SimGrid's bindings prints an INFO line: done in a child process
+    assert all(line.startswith("[") or line == "all checks passed" for line in proc.stdout.splitlines())
