@@ -1,5 +1,6 @@
 """Sphinx configuration for waitlab (built with -W: warnings are errors)."""
 
+import shutil
 from pathlib import Path
 
 from waitlab.experiments.schema_reference import reference_markdown
@@ -22,3 +23,30 @@ numpydoc_show_class_members = False
 numpydoc_validation_checks: set[str] = set()
 autodoc_typehints = "none"
 suppress_warnings = ["myst.header"]
+
+# MathJax served from the built docs (offline): the part of Debian's libjs-mathjax (MathJax 2, installed by
+# scripts/bootstrap.sh) that TeX input with CommonHTML output needs, about 1.5 MB.
+MATHJAX = Path("/usr/share/javascript/mathjax")
+MATHJAX_PARTS = ("MathJax.js", "config/TeX-AMS_CHTML-full.js", "extensions", "jax/input/TeX", "jax/element",
+                 "jax/output/CommonHTML", "fonts/HTML-CSS/TeX/woff", "localization/en")
+if not (MATHJAX / "MathJax.js").is_file():
+    raise RuntimeError(f"{MATHJAX}/MathJax.js is missing: apt-get install libjs-mathjax (scripts/bootstrap.sh does)")
+_static = _generated / "static"
+for part in MATHJAX_PARTS:
+    src, dst = MATHJAX / part, _static / "mathjax" / part
+    if dst.exists():
+        continue
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    if src.is_dir():
+        shutil.copytree(src, dst)
+    else:
+        shutil.copy2(src, dst)
+html_static_path = [str(_static)]
+mathjax_path = "mathjax/MathJax.js?config=TeX-AMS_CHTML-full"
+# MathJax 2 reads its own configuration: typeset the spans Sphinx marks "math" even inside the sections MyST
+# marks tex2jax_ignore (MyST's MathJax 3 setting would not reach MathJax 2).
+myst_update_mathjax = False
+mathjax2_config = {"tex2jax": {"processClass": "math|tex2jax_process|mathjax_process",
+                               "ignoreClass": "tex2jax_ignore|mathjax_ignore"}}
+# A wider column: code blocks of the README and the tutorial fit without horizontal scrolling.
+html_theme_options = {"page_width": "1240px", "body_max_width": "none"}

@@ -5,7 +5,7 @@ Input: a results folder of ``waitlab run`` (``run.json``, ``events.parquet``,
 :class:`~waitlab.experiments.pipeline.RunResult`.
 
 Models: CWP-DM (:func:`~waitlab.models.analysis.cwpdm.cwpdm`) and H-CWP-DM with both
-collective pairings (``earliest`` as in seed 000, and ``each``), each timed and
+collective pairings (``earliest`` as in Wu et al., and ``each``), each timed and
 its peak memory measured (``tracemalloc``, a second run).
 
 Ground truth (:mod:`~waitlab.experiments.groundtruth`): counterfactual re-runs
@@ -103,7 +103,7 @@ def _measure(fn: Callable[[], Any], memory: bool) -> tuple[Any, float, int]:
 
 def focus_ops(waits: pd.DataFrame, share: float = 0.9) -> list[str]:
     """The MPI operations holding the most wait, fewest first that together hold ``share`` of it
-    (seed 000's step 2: find where the wait is, e.g. MPI_Allreduce with 99%).  ``share >= 1``: all.
+    (Wu et al.'s step 2: find where the wait is, e.g. MPI_Allreduce with 99%).  ``share >= 1``: all.
 
     >>> import pandas as pd
     >>> focus_ops(pd.DataFrame({"op": ["allreduce", "waitall", "allreduce"], "wait": [5.0, 1.0, 4.0]}))
@@ -125,7 +125,7 @@ def run_models(events: pd.DataFrame, waits: pd.DataFrame, *, threshold: float = 
     """CWP-DM and H-CWP-DM (both pairings) on the same timelines, with their time and peak memory.
 
     H-CWP-DM with the paper's "earliest" pairing looks at the waits of the dominant MPI operations
-    (:func:`focus_ops`), as seed 000 does for MPI_Allreduce; the other two models at every wait.
+    (:func:`focus_ops`), as Wu et al. does for MPI_Allreduce; the other two models at every wait.
     """
     cps = call_paths(events)
     focus = focus_ops(waits, focus_share)

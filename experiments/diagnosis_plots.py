@@ -62,7 +62,7 @@ def blame_figure(diag: Diagnosis, path: Path) -> None:
     ops = right_metric.split(":", 1)[1].replace("+", ", ") if ":" in right_metric else "every operation"
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.8))
     _bars(ax1, left, "total wait")
-    _bars(ax2, right, f"largest wait of each instance of {ops} (seed 000's measure)")
+    _bars(ax2, right, f"largest wait of each instance of {ops} (Wu et al.'s measure)")
     name = diag.scenario.name if diag.scenario is not None else ""
     fig.suptitle(f"Blamed cost per region {name}".strip())
     fig.tight_layout()
@@ -103,8 +103,9 @@ def culprit_timeline(events: pd.DataFrame, waits: pd.DataFrame, diag: Diagnosis,
     is_mpi = (leaf["kind"] == "mpi").to_numpy()
     fig, ax = plt.subplots(figsize=(12, max(3.0, 0.22 * ranks.size + 1.6)))
     other = ~is_mpi & ~np.isin(region, culprits)
-    ax.barh(y[other], dur[other], left=start[other], height=0.7, color=OTHER, label="other regions",
-            linewidth=0)
+    if other.any():  # an empty barh would still put a (wrongly coloured) entry in the legend
+        ax.barh(y[other], dur[other], left=start[other], height=0.7, color=OTHER, label="other regions",
+                linewidth=0)
     ax.barh(y[is_mpi], dur[is_mpi], left=start[is_mpi], height=0.7, color=KIND_COLOURS["mpi"], label="MPI", linewidth=0)
     for c, colour in zip(culprits, CULPRIT_COLOURS, strict=False):
         sel = ~is_mpi & (region == c)

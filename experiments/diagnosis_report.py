@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
+from waitlab.experiments.critical_report import critical_path_dict, critical_path_markdown, run_critical_path
 from waitlab.experiments.diagnose import Diagnosis
 from waitlab.experiments.diagnosis_plots import blame_figure, culprit_timeline
+from waitlab.experiments.groundtruth import cache_use
 from waitlab.models.analysis.cwpdm import CwpdmResult
 from waitlab.models.analysis.scoring import by_rank_region, by_region
 
@@ -59,11 +62,14 @@ def to_markdown(diag: Diagnosis) -> str:
         rr = by_rank_region(m.blame()).head(5)
         lines += ["", "Most blamed (rank, region): " + ", ".join(f"({r}, `{g}`) {v:.4g} s"
                                                               for (r, g), v in rr.items()), ""]
+    cp = run_critical_path(diag.events, diag.waits)
+    if cp is not None:
+        lines += critical_path_markdown(cp)
     gt = diag.truth
     if gt is not None:
         lines += ["## Ground truth (counterfactual re-runs)", "",
                   f"Removing every injected cause removes {gt.all_causes:.4g} s of the {b['total_wait']:.4g} s "
-                  f"of wait ({gt.simulated} re-runs simulated, the rest from the cache).", "",
+                  f"of wait ({cache_use(gt)}).", "",
                   "| region | injected (s) | true cost, total wait (s) | true cost, H-CWP-DM (earliest)'s "
                   "measure (s) |", "| --- | ---: | ---: | ---: |"]
         inj = gt.injected("region")
@@ -103,12 +109,18 @@ def to_markdown(diag: Diagnosis) -> str:
     return "\n".join(lines) + "\n"
 
 
+def report_dict(diag: Diagnosis) -> dict[str, Any]:
+    """``diagnosis.json``: the diagnosis as plain data, with the critical path of the run."""
+    cp = run_critical_path(diag.events, diag.waits)
+    return {**diag.to_dict(), "critical_path": critical_path_dict(cp) if cp is not None else None}
+
+
 def write_report(diag: Diagnosis, out: Path, png: bool = True) -> list[Path]:
     """Write ``diagnosis.json``, ``diagnosis.md`` and the figures into ``out``; return the files."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     files = [out / "diagnosis.json", out / "diagnosis.md"]
-    files[0].write_text(json.dumps(diag.to_dict(), indent=2, sort_keys=True) + "\n")
+    files[0].write_text(json.dumps(report_dict(diag), indent=2, sort_keys=True) + "\n")
     files[1].write_text(to_markdown(diag))
     if png:
         blame_figure(diag, out / "blame_by_region.png")

@@ -37,6 +37,9 @@ def draw_propagation(graph: nx.DiGraph, out_png: Path, title: str = "") -> bool:
                            connectionstyle="arc3,rad=0.08")
     nx.draw_networkx_nodes(graph, pos, ax=ax, node_color=colour, node_size=size, linewidths=0.5,
                            edgecolors="#333333")
+    xs = np.array([p[0] for p in pos.values()], float)
+    pad = 0.03 * float(xs.max() - xs.min()) if xs.size and xs.max() > xs.min() else 1.0
+    ax.set_xlim(float(xs.min()) - pad, float(xs.max()) + pad)
     ax.set_yticks(ranks)
     ax.set_ylim(max(ranks, default=0) + 0.7, min(ranks, default=0) - 0.7)
     ax.tick_params(left=True, bottom=True, labelleft=True, labelbottom=True)

@@ -40,15 +40,21 @@ from waitlab.experiments.pipeline import rerun as pipeline_rerun
 from waitlab.experiments.scenario import Scenario
 from waitlab.models.analysis.metrics import METRICS, ledger_frame, metric_value, wait_metrics
 from waitlab.models.ops import CAUSE_KINDS, OpTable
+from waitlab.simulator.build import cache_dir
 
-__all__ = ["METRICS", "CauseSet", "Counterfactuals", "GroundTruth", "ledger_frame", "metric_value", "wait_metrics"]
+__all__ = ["METRICS", "CauseSet", "Counterfactuals", "GroundTruth", "cache_use", "ledger_frame", "metric_value",
+           "wait_metrics"]
 
 
 def default_cache_dir() -> Path:
-    """``$WAITLAB_CACHE/counterfactuals``, else ``~/.cache/waitlab/counterfactuals``."""
-    base = os.environ.get("WAITLAB_CACHE") or os.path.join(os.environ.get("XDG_CACHE_HOME")
-                                                           or os.path.expanduser("~/.cache"), "waitlab")
-    return Path(base) / "counterfactuals"
+    """``counterfactuals/`` in waitlab's one cache (:func:`waitlab.simulator.build.cache_dir`)."""
+    return cache_dir() / "counterfactuals"
+
+
+def cache_use(gt: GroundTruth) -> str:
+    """How the counterfactual re-runs were obtained, e.g. ``3 counterfactual runs: 1 simulated, 2 from cache``."""
+    runs = "run" if gt.distinct == 1 else "runs"
+    return f"{gt.distinct} counterfactual {runs}: {gt.simulated} simulated, {gt.distinct - gt.simulated} from cache"
 
 
 @dataclass(frozen=True)
@@ -186,6 +192,7 @@ class Counterfactuals:
     progress: bool = False
     speed_profiles: Mapping[str, str] | None = None
     simulated: int = 0  # re-runs actually simulated (not served from the cache)
+    distinct: int = 0  # distinct re-runs asked for (sets that remove the same causes count once)
 
     def __post_init__(self) -> None:
         if self.use_cache and self.cache_dir is None:
@@ -222,6 +229,7 @@ class Counterfactuals:
             d = hashlib.sha256((ops_digest(cf) + json.dumps(prof, sort_keys=True)).encode()).hexdigest()
             label_digest[cs.label] = d
             jobs.setdefault(d, (cf, prof))
+        self.distinct += len(jobs)
         results: dict[str, dict[str, Any]] = {}
         todo: dict[str, tuple[OpTable, Mapping[str, str] | None]] = {}
         for d, job in jobs.items():
@@ -246,7 +254,7 @@ class Counterfactuals:
             futures: dict[Future[dict[str, Any]], str] = {ex.submit(self.rerun, self.scenario, cf, prof): d
                                                           for d, (cf, prof) in todo.items()}
             for fut in tqdm(as_completed(futures), total=len(futures), desc="counterfactual re-runs",
-                            disable=not self.progress):
+                            unit="run", disable=not self.progress, file=sys.stderr):
                 d = futures[fut]
                 out[d] = fut.result()
                 self.simulated += 1
@@ -278,6 +286,8 @@ class GroundTruth:
         Label -> :func:`wait_metrics` of the re-run without that set.
     simulated : int
         Re-runs that were simulated (the rest came from the cache).
+    distinct : int
+        Distinct re-runs (sets that remove the same causes are run once).
     """
 
     baseline: dict[str, Any]
@@ -285,6 +295,7 @@ class GroundTruth:
     sets: tuple[CauseSet, ...]
     reruns: dict[str, dict[str, Any]]
     simulated: int = 0
+    distinct: int = 0
     partial_noise: tuple[str, ...] = ()  # labels whose profile noise could not be removed
 
     def cost_of(self, label: str, metric: str = "total_wait") -> float:
@@ -364,4 +375,4 @@ def ground_truth(scenario: Scenario, ops: OpTable, baseline: dict[str, Any], *,
     reruns = cf.run(sets)
     partial = tuple(s.label for s in sets if cf.partial_noise(s.mask))
     return GroundTruth(baseline=baseline, ledger=ledger, sets=tuple(sets), reruns=reruns, simulated=cf.simulated,
-                       partial_noise=partial)
+                       distinct=cf.distinct, partial_noise=partial)

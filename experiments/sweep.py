@@ -26,6 +26,7 @@ from __future__ import annotations
 import copy
 import itertools
 import json
+import sys
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, as_completed
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ from typing import Any, Literal
 
 import pandas as pd
 from pydantic import BaseModel, Field, ValidationError
+from tqdm import tqdm
 
 from waitlab.errors import InputError, WaitlabError
 from waitlab.experiments.executors import open_executor
@@ -146,10 +148,11 @@ def _row(point: SweepPoint, summary: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def run_sweep(sweep: Sweep, out: Path, *, executor: Executor | None = None,
-              progress: Callable[[str], None] | None = None) -> pd.DataFrame:
+              progress: Callable[[str], None] | None = None, bar: bool = False) -> pd.DataFrame:
     """Run every point not finished yet; return the table of all finished points (also ``out/sweep.csv``).
 
     Points that fail are reported through ``progress`` and left out; rerunning the sweep retries them.
+    ``bar`` shows a tqdm progress bar (k/N points, ETA) on stderr.
     """
     out = Path(out)
     runs = out / "runs"
@@ -162,7 +165,8 @@ def run_sweep(sweep: Sweep, out: Path, *, executor: Executor | None = None,
     if todo:
         def submit_all(ex: Executor) -> None:
             futures = {ex.submit(_run_point, pt.data, pt.scenario.source, str(runs / pt.key)): pt for pt in todo}
-            for fut in as_completed(futures):
+            for fut in tqdm(as_completed(futures), total=len(futures), desc=f"sweep {sweep.name}", unit="point",
+                            disable=not bar, file=sys.stderr):
                 pt = futures[fut]
                 label = ", ".join(f"{k}={v}" for k, v in pt.values)
                 try:

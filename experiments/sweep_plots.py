@@ -28,6 +28,11 @@ def plot_sweep(table: pd.DataFrame, swept_keys: Sequence[str], out_png: Path,
         raise InputError("sweep table", ", ".join(missing), "swept key is not a column of the table",
                          f"use one of: {', '.join(map(str, table.columns))}")
     keys = list(swept_keys)
+    bad = [r for r in (results or ()) if r not in table.columns or not pd.api.types.is_numeric_dtype(table[r])]
+    if bad:
+        numeric = [c for c in table.columns if c not in keys and pd.api.types.is_numeric_dtype(table[c])]
+        raise InputError("sweep table", ", ".join(bad), "is not a numeric column of the table",
+                         f"use one of: {', '.join(map(str, numeric))}")
     res = list(results) if results is not None else [
         c for c in table.columns if c not in keys and pd.api.types.is_numeric_dtype(table[c])]
     fig, axes = plt.subplots(len(res), len(keys), figsize=(4.2 * len(keys), 3.0 * len(res)), squeeze=False)
@@ -49,7 +54,7 @@ def plot_sweep(table: pd.DataFrame, swept_keys: Sequence[str], out_png: Path,
             if not numeric:
                 ax.set_xticks(list(xpos.values()), [str(v) for v in xpos], rotation=20)
             ax.set_xlabel(key)
-            ax.set_ylabel(r)
+            ax.set_ylabel(f"{r} (s)" if r == "makespan" or r.startswith("total_") or r.endswith("_wait") else r)
             ax.grid(alpha=0.3)
             if i == 0 and others:
                 ax.legend(fontsize=7, frameon=False)
@@ -57,3 +62,22 @@ def plot_sweep(table: pd.DataFrame, swept_keys: Sequence[str], out_png: Path,
     fig.savefig(out_png, dpi=100)
     plt.close(fig)
     return Path(out_png)
+
+
+def plot_sweep_folder(folder: Path, out_png: Path | None = None, results: Sequence[str] | None = None) -> Path:
+    """Draw ``folder/sweep.csv`` (written by ``waitlab sweep``) into ``out_png`` (default ``folder/sweep.png``).
+
+    The swept keys are the columns before ``scenario_hash`` (the sweep table lists the grid keys first).
+    """
+    csv = Path(folder) / "sweep.csv"
+    if not csv.is_file():
+        raise InputError(str(folder), "sweep.csv", "is missing: not a sweep folder",
+                         "pass the folder written by `waitlab sweep` (it holds sweep.csv)")
+    table = pd.read_csv(csv)
+    if "scenario_hash" not in table.columns or not len(table):
+        raise InputError(str(csv), "scenario_hash", "is missing or the table is empty",
+                         "re-run `waitlab sweep` to rewrite the table")
+    keys = list(table.columns[: list(table.columns).index("scenario_hash")])
+    default = ["makespan", "total_wait", "max_rank_wait"]
+    res = list(results) if results else [c for c in default if c in table.columns]
+    return plot_sweep(table, keys, Path(out_png) if out_png else Path(folder) / "sweep.png", res)

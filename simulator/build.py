@@ -27,8 +27,12 @@ INSTALL_HINT = "sudo apt-get install -y libsimgrid-dev python3-simgrid   (or run
 
 
 def cache_dir() -> Path:
-    """Folder for built native parts and compiled programs."""
-    root = os.environ.get("WAITLAB_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "waitlab")
+    """waitlab's one cache: ``$WAITLAB_CACHE``, else ``$XDG_CACHE_HOME/waitlab``, else ``~/.cache/waitlab``.
+
+    It holds built native parts, compiled programs and ``counterfactuals/`` (diagnosis re-runs).
+    """
+    root = os.environ.get("WAITLAB_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "waitlab")
     return Path(root)
 
 

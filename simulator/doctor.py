@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 
 from waitlab.errors import WaitlabError
 from waitlab.simulator.build import INSTALL_HINT, replay_binary, simgrid_version
@@ -35,13 +36,13 @@ def doctor() -> int:
         report("measurement layer (real programs)", True, str(layer_object()))
     except WaitlabError as exc:
         report("measurement layer (real programs)", False, str(exc))
-    proc = subprocess.run(["/usr/bin/python3", "-c", "import simgrid; print(simgrid.__file__)"], capture_output=True,
-                          text=True)
-    try:
-        import simgrid  # noqa: F401
-
+    # in a child process: importing simgrid prints SimGrid's own INFO line on stderr
+    here = subprocess.run([sys.executable, "-c", "import simgrid"], capture_output=True, text=True)
+    if here.returncode == 0:
         report("python3-simgrid bindings", True, "importable from this Python")
-    except ImportError:
+    else:
+        proc = subprocess.run(["/usr/bin/python3", "-c", "import simgrid; print(simgrid.__file__)"],
+                              capture_output=True, text=True)
         detail = proc.stdout.strip() if proc.returncode == 0 else "not installed"
         report("python3-simgrid bindings", False, f"{detail}; install with: {INSTALL_HINT} and use a venv made by "
                "'/usr/bin/python3 -m venv --system-site-packages'")

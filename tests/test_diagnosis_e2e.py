@@ -106,5 +106,5 @@ def test_cli_run_then_diagnose_folder(tmp_path, monkeypatch, capsys):
     capsys.readouterr()
     again = ["diagnose", str(tmp_path / "out"), "-o", str(tmp_path / "again"), "--no-png", "--candidates", "2"]
     assert main(again) == 0
-    assert "(0 re-runs simulated" in capsys.readouterr().out
+    assert "counterfactual runs: 0 simulated," in capsys.readouterr().out
     assert Path(tmp_path / "again" / "diagnosis.md").exists()

@@ -23,6 +23,8 @@ def test_plot_sweep_writes_a_png(tmp_path: Path):
     assert out.read_bytes()[:8] == PNG and out.stat().st_size > 10_000
     with pytest.raises(InputError, match="nodes"):
         plot_sweep(pd.DataFrame(rows), ["nodes"], tmp_path / "x.png")
+    with pytest.raises(InputError, match="nonexist"):
+        plot_sweep(pd.DataFrame(rows), ["ranks"], tmp_path / "x.png", ["nonexist"])
 
 
 def test_draw_propagation_writes_a_png(tmp_path: Path):
@@ -31,3 +33,16 @@ def test_draw_propagation_writes_a_png(tmp_path: Path):
                      done=[-1, 1, -1, 3, 4, -1, 6], peer=[-1, 1, -1, 0, 2, -1, 1])
     assert draw_propagation(propagation_graph(ev, wait_states(ev)), tmp_path / "g.png")
     assert (tmp_path / "g.png").read_bytes()[:8] == PNG
+
+
+def test_waitlab_plot_reads_a_sweep_folder(tmp_path: Path, capsys):
+    from waitlab import cli
+
+    rows = [{"simulation.alltoall": a, "scenario.ranks": r, "scenario_hash": f"h{a}{r}", "makespan": r * 0.1,
+             "total_wait": 0.0, "max_rank_wait": 0.0} for a in ("ring", "bruck") for r in (16, 64)]
+    pd.DataFrame(rows).to_csv(tmp_path / "sweep.csv", index=False)
+    assert cli.main(["plot", str(tmp_path)]) == 0
+    assert (tmp_path / "sweep.png").read_bytes()[:8] == PNG
+    assert "sweep.png" in capsys.readouterr().out
+    assert cli.main(["plot", str(tmp_path / "nope")]) == 2
+    assert "not a sweep folder" in capsys.readouterr().err

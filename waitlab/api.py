@@ -16,9 +16,13 @@ import pandas as pd
 from waitlab.errors import InputError
 from waitlab.experiments.capture import capture as _capture
 from waitlab.experiments.capture import trace_scenario_text
+from waitlab.experiments.compare import Comparison, compare_png, compare_runs
 from waitlab.experiments.diagnose import Diagnosis, diagnose_path
-from waitlab.experiments.diagnosis_report import to_markdown, write_report
+from waitlab.experiments.diagnosis_report import report_dict, to_markdown, write_report
 from waitlab.experiments.executors import open_executor
+from waitlab.experiments.exports import FORMATS as EXPORT_FORMATS
+from waitlab.experiments.exports import export_run
+from waitlab.experiments.groundtruth import cache_use
 from waitlab.experiments.perturbation_report import report_text
 from waitlab.experiments.pipeline import Run, RunResult
 from waitlab.experiments.pipeline import run as _run
@@ -26,31 +30,40 @@ from waitlab.experiments.reproduce import he_sunway, okita_spilling, rao_alltoal
 from waitlab.experiments.results import LoadedRun, load_events, load_run, results_folder, summary_text, write_run
 from waitlab.experiments.scenario import Scenario, load_scenario
 from waitlab.experiments.sweep import Sweep, load_sweep, run_sweep
+from waitlab.experiments.sweep_plots import plot_sweep_folder
 from waitlab.models.perturb.condition_c import ConditionCReport, check_condition_c
 from waitlab.platforms import describe_platform, list_platforms, load_platform, render_platform
 from waitlab.platforms.calibration import calibration_table
 from waitlab.simulator.doctor import doctor
 
 __all__ = [
+    "EXPORT_FORMATS",
     "REPRODUCTIONS",
+    "Comparison",
     "Diagnosis",
     "LoadedRun",
     "Run",
     "RunResult",
     "Scenario",
     "Sweep",
+    "cache_use",
     "capture",
     "check_c",
+    "compare",
+    "compare_png",
     "default_output",
     "describe",
     "diagnose",
     "doctor",
+    "export",
     "load_events",
     "load_run",
     "load_scenario",
     "load_sweep",
     "open_executor",
     "platforms",
+    "plot",
+    "report_dict",
     "report_text",
     "run",
     "summary_text",
@@ -95,13 +108,17 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, force
 
 
 def sweep(sweep_file: str | Path | Sweep, out: str | Path | None = None, *, executor: str | None = None,
-          workers: int | None = None, scheduler: str | None = None, progress: Any = None) -> pd.DataFrame:
-    """Run a what-if grid (resumable): one results folder per point and ``OUT/sweep.csv``."""
+          workers: int | None = None, scheduler: str | None = None, progress: Any = None,
+          bar: bool = False) -> pd.DataFrame:
+    """Run a what-if grid (resumable): one results folder per point and ``OUT/sweep.csv``.
+
+    ``progress`` receives one message per point; ``bar`` shows a progress bar (k/N, ETA) on stderr.
+    """
     sw = sweep_file if isinstance(sweep_file, Sweep) else load_sweep(sweep_file)
     target = Path(out) if out is not None else default_output(sw.name)
     kind = executor or ("dask" if scheduler else sw.executor)
     with open_executor(kind, workers or sw.workers, scheduler or sw.scheduler, source=f"sweep {sw.name}") as ex:
-        return run_sweep(sw, target, executor=ex, progress=progress)
+        return run_sweep(sw, target, executor=ex, progress=progress, bar=bar)
 
 
 def diagnose(source: str | Path, *, executor: Executor | None = None, **kwargs: Any) -> Diagnosis:
@@ -143,3 +160,27 @@ REPRODUCTIONS = {"wu-lared-s": wu_lared_s, "okita-spilling": okita_spilling, "sp
 def calibrate(platform: str, *, timeout: float = 60.0) -> pd.DataFrame:
     """Every MPI-level figure of a platform against a simulated SMPI pingpong (size, source, simulated, error)."""
     return calibration_table(platform, timeout=timeout)
+
+
+def compare(run_a: str | Path | LoadedRun, run_b: str | Path | LoadedRun) -> Comparison:
+    """What changed from run A to run B (two results folders): makespan, waits, ranks and steps that moved.
+
+    ``.text()`` is what ``waitlab compare`` prints, ``.to_dict()`` its ``--json``; draw it with :func:`compare_png`.
+    """
+    a = run_a if isinstance(run_a, LoadedRun) else load_run(run_a)
+    b = run_b if isinstance(run_b, LoadedRun) else load_run(run_b)
+    return compare_runs(a, b)
+
+
+def export(run_folder: str | Path, formats: tuple[str, ...] = ("otf2",),
+           out: str | Path | None = None) -> dict[str, Path]:
+    """Export a results folder as OTF2, a Chrome/Perfetto trace and/or the wait-propagation graph (GraphML).
+
+    ``formats`` are names of :data:`EXPORT_FORMATS`; returns ``format -> written path``.
+    """
+    return export_run(run_folder, formats, out)
+
+
+def plot(sweep_folder: str | Path, out: str | Path | None = None, results: tuple[str, ...] | None = None) -> Path:
+    """Draw each result of a sweep against each swept key, one line per value of the other keys."""
+    return plot_sweep_folder(Path(sweep_folder), Path(out) if out else None, results)

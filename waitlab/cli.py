@@ -1,7 +1,9 @@
 """waitlab command line: simulate MPI wait propagation with SimGrid SMPI.
 
-Sub-commands: run, platforms, doctor, capture (and more as they are added).  Errors in
-input files or in SimGrid are printed as one message, without a traceback.
+Sub-commands: run, sweep, diagnose, compare, export, plot, check-c, reproduce, platforms, calibrate, doctor,
+capture.  Errors in input files or in SimGrid are printed as one message, without a traceback.  Every
+command takes ``--quiet`` (no progress, no text summary); commands that print a summary take ``--json``.
+Progress bars go to stderr, and only to a terminal.
 """
 
 from __future__ import annotations
@@ -12,18 +14,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from waitlab import api
+from waitlab import api, cli_outputs
+from waitlab.cli_common import _REGISTRY, subcommand
+from waitlab.cli_common import bar as _bar
+from waitlab.cli_common import dump as _dump
+from waitlab.cli_common import frame as _frame
+from waitlab.cli_common import json_flag as _json_flag
+from waitlab.cli_common import say as _say
 from waitlab.errors import InputError, WaitlabError
 from waitlab.version import __version__
-
-Command = Callable[[argparse.Namespace], int]
-_REGISTRY: list[Callable[[Any], None]] = []
-
-
-def subcommand(fn: Callable[[Any], None]) -> Callable[[Any], None]:
-    """Register a function that adds one sub-command to the parser."""
-    _REGISTRY.append(fn)
-    return fn
 
 
 @subcommand
@@ -33,20 +32,26 @@ def _run(sub: Any) -> None:
     p.add_argument("-o", "--output", type=Path, default=None, help="results folder (default: results/<name>)")
     p.add_argument("--force", action="store_true", help="replace an existing results folder")
     p.add_argument("--no-png", action="store_true", help="skip the timeline picture")
+    _json_flag(p)
 
     def go(args: argparse.Namespace) -> int:
         scenario = api.load_scenario(args.scenario)
         out = args.output or api.default_output(scenario.name)
         result = api.run(scenario, out, force=args.force, png=not args.no_png)
-        print(api.summary_text(result.result.summary, result.result.metadata))
+        if args.json:
+            pert = result.perturbation.report if result.perturbation is not None else None
+            _dump({"output": str(out), "metadata": result.result.metadata, "summary": result.result.summary,
+                   "perturbation": pert})
+            return 0
+        _say(args, api.summary_text(result.result.summary, result.result.metadata))
         if result.perturbation is not None:
-            print(api.report_text(result.perturbation.report))
-            print(f"results written to {out}/ (unperturbed run in {out}/unperturbed/, report in "
-                  f"{out}/perturbation.txt)")
+            _say(args, api.report_text(result.perturbation.report))
+            _say(args, f"results written to {out}/ (unperturbed run in {out}/unperturbed/, report in "
+                 f"{out}/perturbation.txt)")
         else:
             written = [f for f in ("timeline.png", "trace.json", "events.parquet") if (out / f).exists()]
-            print(f"results written to {out}/ ({', '.join(written)})")
-        print(f"next: waitlab diagnose {out}   # who caused the waits, scored against the injected truth")
+            _say(args, f"results written to {out}/ ({', '.join(written)})")
+        _say(args, f"next: waitlab diagnose {out}   # who caused the waits, scored against the injected truth")
         return 0
 
     p.set_defaults(func=go)
@@ -60,17 +65,30 @@ def _sweep(sub: Any) -> None:
     p.add_argument("--executor", choices=("local", "dask"), default=None, help="override [sweep] executor")
     p.add_argument("--workers", type=int, default=None, help="worker processes (default: cores)")
     p.add_argument("--scheduler", default=None, help="address of an existing Dask scheduler")
+    _json_flag(p)
 
     def go(args: argparse.Namespace) -> int:
         if args.workers is not None and args.workers < 1:
             raise InputError("(command line)", "--workers", f"must be >= 1, got {args.workers}", "e.g. --workers 2")
         sw = api.load_sweep(args.sweep)
         out = args.output or api.default_output(sw.name)
+        bar = _bar(args)
+
+        def say(msg: str) -> None:  # with a bar, only failures; without, every line (unless --quiet/--json)
+            if msg.startswith("FAILED") or "failed" in msg:
+                print(msg, file=sys.stderr)
+            elif not bar:
+                _say(args, msg)
+
         table = api.sweep(sw, out, executor=args.executor, workers=args.workers, scheduler=args.scheduler,
-                          progress=print)
-        if len(table):
-            print(table.to_string(index=False, float_format=lambda x: f"{x:.6g}"))
-        print(f"sweep table written to {out}/sweep.csv")
+                          progress=say, bar=bar)
+        if args.json:
+            _dump({"output": str(out), "points": len(sw.points), "rows": _frame(table)})
+        else:
+            if len(table):
+                _say(args, table.to_string(index=False, float_format=lambda x: f"{x:.6g}"))
+            _say(args, f"sweep table written to {out}/sweep.csv\nnext: waitlab plot {out}   # each result "
+                 "against each swept key")
         return 0 if len(table) == len(sw.points) else 3
 
     p.set_defaults(func=go)
@@ -97,10 +115,13 @@ def _platforms(sub: Any) -> None:
 def _calibrate(sub: Any) -> None:
     p = sub.add_parser("calibrate", help="simulated pingpong vs every MPI-level figure of a platform")
     p.add_argument("platform", help="built-in platform name or a platform .toml")
+    _json_flag(p)
 
     def go(args: argparse.Namespace) -> int:
         table = api.calibrate(args.platform)
-        print(table.to_string(index=False, float_format=lambda x: f"{x:.6g}"))
+        if args.json:
+            _dump(_frame(table))
+        _say(args, table.to_string(index=False, float_format=lambda x: f"{x:.6g}"))
         return 0
 
     p.set_defaults(func=go)
@@ -130,9 +151,9 @@ def _capture(sub: Any) -> None:
         scenario = api.load_scenario(args.scenario)
         out = args.output or api.default_output(scenario.name, root=Path("traces"))
         index = api.capture(scenario, out, via=args.via, force=args.force)
-        print(f"trace of {scenario.ranks} ranks written to {out}/ (index {index.name})")
-        print("replay it with a scenario such as:\n")
-        print(api.trace_scenario_text(index.resolve(), scenario))
+        _say(args, f"trace of {scenario.ranks} ranks written to {out}/ (index {index.name})")
+        _say(args, "replay it with a scenario such as:\n")
+        _say(args, api.trace_scenario_text(index.resolve(), scenario))
         return 0
 
     p.set_defaults(func=go)
@@ -141,21 +162,27 @@ def _capture(sub: Any) -> None:
 @subcommand
 def _check_c(sub: Any) -> None:
     p = sub.add_parser("check-c", help="check an event table with per-event overheads against condition C "
-                       "(Okita et al., formula 3)")
+                       "(Okita et al., formula 3); exit status 1 when it is violated")
     p.add_argument("events", type=Path, help="events.parquet or events.csv (or a results folder)")
     p.add_argument("--kinds", default="overhead,swap,flush,delay",
                    help="event kinds that count as overhead (comma-separated; default: %(default)s)")
     p.add_argument("--atol", type=float, default=1e-9, help="prefix sums closer than this are equal (s)")
     p.add_argument("--show", type=int, default=10, metavar="N", help="print the first N violations")
-    p.add_argument("--strict", action="store_true", help="exit with status 1 when condition C is violated")
+    p.add_argument("--strict", action="store_true", help=argparse.SUPPRESS)  # the default now; kept for scripts
+    _json_flag(p)
 
     def go(args: argparse.Namespace) -> int:
         kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
         rep = api.check_c(args.events, atol=args.atol, kinds=kinds)
-        print(rep.text())
+        if args.json:
+            _dump({"holds": rep.holds, "pairs": rep.pairs, "violating_pairs": rep.violating_pairs,
+                   "collectives": rep.collectives, "violating_collectives": rep.violating_collectives,
+                   "max_difference": rep.max_difference, "first": rep.first, "total_overhead": rep.total_overhead,
+                   "violations": _frame(rep.violations.head(args.show))})
+        _say(args, rep.text())
         if len(rep.violations) and args.show > 0:
-            print(rep.violations.head(args.show).to_string(index=False))
-        return 1 if args.strict and not rep.holds else 0
+            _say(args, rep.violations.head(args.show).to_string(index=False))
+        return 0 if rep.holds else 1
 
     p.set_defaults(func=go)
 
@@ -173,11 +200,13 @@ def _diagnose(sub: Any) -> None:
     p.add_argument("--no-truth", action="store_true", help="skip the counterfactual ground truth")
     p.add_argument("--no-cache", action="store_true", help="re-simulate counterfactuals even if cached")
     p.add_argument("--cache", type=Path, default=None,
-                   help="counterfactual cache folder (default $WAITLAB_CACHE or ~/.cache/waitlab/counterfactuals)")
+                   help="counterfactual cache folder (default: counterfactuals/ in $WAITLAB_CACHE, else "
+                   "$XDG_CACHE_HOME/waitlab, else ~/.cache/waitlab)")
     p.add_argument("--executor", choices=("local", "dask"), default="local", help="where re-runs go")
     p.add_argument("--workers", type=int, default=2, help="parallel re-runs (default 2)")
     p.add_argument("--scheduler", default=None, help="address of an existing Dask scheduler (--executor dask)")
     p.add_argument("--no-png", action="store_true", help="skip the figures")
+    _json_flag(p)
 
     def go(args: argparse.Namespace) -> int:
         if args.workers < 1:
@@ -185,7 +214,7 @@ def _diagnose(sub: Any) -> None:
         with api.open_executor(args.executor, workers=args.workers, scheduler=args.scheduler) as ex:
             diag = api.diagnose(args.source, threshold=args.threshold, top_k=args.top_k,
                                 n_candidates=args.candidates, truth=not args.no_truth, executor=ex,
-                                cache_dir=args.cache, use_cache=not args.no_cache, progress=True)
+                                cache_dir=args.cache, use_cache=not args.no_cache, progress=_bar(args))
         if args.output is not None:
             out = args.output
         elif args.source.is_dir():
@@ -193,11 +222,19 @@ def _diagnose(sub: Any) -> None:
         else:
             out = api.default_output(diag.scenario.name if diag.scenario else args.source.stem, "-diagnosis")
         api.write_report(diag, out, png=not args.no_png)
-        print(api.to_markdown(diag))
-        print(f"report written to {out}/")
+        if args.json:
+            _dump({"output": str(out), **api.report_dict(diag)})
+        _say(args, api.to_markdown(diag))
+        if diag.truth is not None:
+            _say(args, api.cache_use(diag.truth))
+        _say(args, f"report written to {out}/")
         return 0
 
     p.set_defaults(func=go)
+
+
+for _add in cli_outputs.COMMANDS:  # compare, export, plot
+    subcommand(_add)
 
 
 def _reproduce_okita(args: argparse.Namespace) -> int:
@@ -206,20 +243,20 @@ def _reproduce_okita(args: argparse.Namespace) -> int:
     res = mod.reproduce(curve=curve)
     out = args.output or api.default_output("okita-spilling")
     mod.write(res, out, png=not args.no_png)
-    print(res.markdown())
-    print("checks: " + ", ".join(f"{k} {'ok' if v else 'FAILED'}" for k, v in res.checks.items()))
-    print(f"written to {out}/ in {res.seconds:.1f} s")
+    _say(args, res.markdown())
+    _say(args, "checks: " + ", ".join(f"{k} {'ok' if v else 'FAILED'}" for k, v in res.checks.items()))
+    _say(args, f"written to {out}/ in {res.seconds:.1f} s")
     return 0 if all(res.checks.values()) else 1
 
 
 def _reproduce_policies(args: argparse.Namespace) -> int:
     mod = api.REPRODUCTIONS["spill-policies"]
     setup = mod.ComparisonSetup(steps=args.steps or 50)
-    table = mod.compare(ranks=args.ranks or [256, 1024], setup=setup)
+    table = mod.compare(ranks=args.ranks or [256, 1024], setup=setup, progress=not args.quiet)
     out = args.output or api.default_output("spill-policies")
     mod.write(table, out, setup, png=not args.no_png)
-    print(mod.markdown(table))
-    print(f"written to {out}/")
+    _say(args, mod.markdown(table))
+    _say(args, f"written to {out}/")
     return 0
 
 
@@ -228,21 +265,21 @@ def _reproduce_wu(args: argparse.Namespace) -> int:
     ranks = args.ranks[0] if args.ranks else mod.PAPER["ranks"]
     with api.open_executor("local", workers=args.workers) as ex:
         rep = mod.reproduce(ranks=ranks, steps=args.steps or mod.PAPER["steps"], seed=args.seed or 0,
-                            executor=ex, progress=True)
+                            executor=ex, progress=_bar(args))
     out = args.output or api.default_output(f"wu-lared-s-{ranks}")
     mod.write(rep, out, png=not args.no_png)
-    print(rep.markdown())
-    print(f"written to {out}/")
+    _say(args, rep.markdown())
+    _say(args, f"written to {out}/")
     return 0
 
 
 def _reproduce_rao(args: argparse.Namespace) -> int:
     mod = api.REPRODUCTIONS["rao-alltoall"]
-    res = mod.reproduce(mod.FULL_GRID if args.full else None, progress=print)
+    res = mod.reproduce(mod.FULL_GRID if args.full else None, progress=lambda msg: _say(args, msg))
     out = args.output or api.default_output("rao-alltoall")
     mod.write(res, out, png=not args.no_png)
-    print(mod.markdown(res))
-    print(f"written to {out}/")
+    _say(args, mod.markdown(res))
+    _say(args, f"written to {out}/")
     return 0
 
 
@@ -271,7 +308,7 @@ REPRODUCTIONS: dict[str, tuple[str, Callable[[argparse.Namespace], int]]] = {
                   "(--ranks, default 128, one per node)", _reproduce_he),
 }
 #: Former target names, still accepted.
-ALIASES = {"lared-s": "wu-lared-s", "seed003": "okita-spilling", "policies": "spill-policies"}
+ALIASES = {"lared-s": "wu-lared-s", "policies": "spill-policies"}
 
 
 @subcommand
@@ -307,6 +344,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in _REGISTRY:
         add(sub)
+    for p in sub.choices.values():
+        p.add_argument("-q", "--quiet", action="store_true", help="no progress and no text summary (errors only)")
     return parser
 
 

@@ -1,6 +1,6 @@
-"""Reproduction of seed 003, table 1 and figure 3: a pingpong traced into memory, swapping, or spilled by f.
+"""Reproduction of Okita et al., table 1 and figure 3: a pingpong traced into memory, swapping, or spilled by f.
 
-Setup (seed 003 section 4.1): two processes p and q on two PCs of the
+Setup (Okita et al. section 4.1): two processes p and q on two PCs of the
 ``seed003_myrinet`` cluster exchange 128 KB messages; the instrumented program
 S_i records the time and the received data after every ``MPI_Recv`` (one
 128 KB record per round trip and rank, so R = round trips x 128 KB); S_f also
@@ -54,13 +54,13 @@ MIB = 2**20
 RECORD = 131072  # 128 KB messages and records
 ROUND_TRIPS_PER_MB = MIB // RECORD  # 8 round trips per MB of R
 
-#: Seed 003 table 1: R (MB) -> (S, S_i, S_f) in seconds.
+#: Okita et al. table 1: R (MB) -> (S, S_i, S_f) in seconds.
 PAPER_TABLE1: dict[int, tuple[float, float, float]] = {
     128: (2.65, 3.11, 3.09),
     1920: (39.06, 45.36, 49.41),
     2304: (46.94, 146.99, 60.77),
 }
-#: Per-MB overhead ratios quoted by seed 003 section 4.1.
+#: Per-MB overhead ratios quoted by Okita et al. section 4.1.
 PAPER_SWAP_RATIO = 74.8
 PAPER_SI_SF_RATIO = 36.9
 
@@ -76,7 +76,7 @@ SMPI_CONFIG = {"smpi/bw-factor": "0:1", "smpi/lat-factor": "0:1"}
 def scenario(round_trips: int, variant: str = "S") -> Scenario:
     """The pingpong scenario of one table-1 cell: ``variant`` is ``S``, ``S_i`` or ``S_f``."""
     data: dict[str, Any] = {
-        "scenario": {"name": f"seed003-{variant}-{round_trips}", "ranks": 2, "seed": 0},
+        "scenario": {"name": f"okita-{variant}-{round_trips}", "ranks": 2, "seed": 0},
         "platform": {"name": "seed003_myrinet"},
         "application": {"kind": "pingpong", "steps": round_trips, "message_bytes": RECORD},
         "simulation": {"config": dict(SMPI_CONFIG)},
@@ -89,11 +89,11 @@ def scenario(round_trips: int, variant: str = "S") -> Scenario:
         data["tracing"] = {"policy": "swapout_f", "tau": TAU, "every": F_EVERY, "sync": "steps",
                            "swap_factor": SWAP_FACTOR, "disk_bandwidth": 1.0 / COPY_COST,
                            "writeback_cost": COPY_COST}
-    return from_mapping(data, "<seed003>")
+    return from_mapping(data, "<okita-spilling>")
 
 
 @dataclass(frozen=True)
-class Seed003Result:
+class OkitaResult:
     """The reproduction: per-R times, ratios and checks against the paper."""
 
     table: pd.DataFrame
@@ -146,7 +146,7 @@ def run_cell(full: OpTable, round_trips: int, variant: str) -> tuple[float, dict
     return float(res.summary["makespan"]), info
 
 
-def reproduce(points: Sequence[int] = (128, 1920, 2304), curve: Sequence[int] = ()) -> Seed003Result:
+def reproduce(points: Sequence[int] = (128, 1920, 2304), curve: Sequence[int] = ()) -> OkitaResult:
     """Simulate S, S_i and S_f at the table-1 points (and, optionally, at more R for the curve)."""
     t0 = time.perf_counter()
     all_r = sorted(set(points) | set(curve))
@@ -178,7 +178,7 @@ def reproduce(points: Sequence[int] = (128, 1920, 2304), curve: Sequence[int] = 
         })
     cols = ["R_MB", "round_trips"] + [f"{v}_{k}" for v in ("S", "S_i", "S_f") for k in ("paper", "ours", "error")]
     extra = [c for c in tab.columns if c not in cols]
-    return Seed003Result(tab[cols + extra].reset_index(drop=True), cur.reset_index(drop=True), ratios, checks,
+    return OkitaResult(tab[cols + extra].reset_index(drop=True), cur.reset_index(drop=True), ratios, checks,
                          time.perf_counter() - t0)
 
 
@@ -199,31 +199,31 @@ def _ratios(cur: pd.DataFrame) -> dict[str, float]:
             "sf_per_mb": sf, "si_sf_ratio": si_above / sf, "kink_R_MB": kink}
 
 
-def plot(res: Seed003Result, path: Path) -> None:
-    """Figure 3 of seed 003: execution time of S, S_i, S_f against R, with the paper's table 1."""
+def plot(res: OkitaResult, path: Path) -> None:
+    """Figure 3 of Okita et al.: execution time of S, S_i, S_f against R, with the paper's table 1."""
     fig, ax = plt.subplots(figsize=(7, 4.5))
     c = res.curve
     for v, colour in (("S", "#2c3e50"), ("S_i", "#c0392b"), ("S_f", "#27ae60")):
         ax.plot(c["R_MB"], c[f"{v}_ours"], "-o", color=colour, ms=3, label=f"{v} (waitlab)")
         ax.plot(list(PAPER_TABLE1), [PAPER_TABLE1[r][("S", "S_i", "S_f").index(v)] for r in PAPER_TABLE1], "x",
-                color=colour, ms=9, mew=2, label=f"{v} (seed 003 table 1)")
+                color=colour, ms=9, mew=2, label=f"{v} (Okita et al. table 1)")
     ax.axvline(1920, color="#7f8c8d", ls=":", lw=1)
     ax.set_xlabel("trace size R per process (MB)")
     ax.set_ylabel("execution time (s)")
-    ax.set_title("seed 003 pingpong: in-memory tracing (S_i) vs swap-out function f (S_f)")
+    ax.set_title("Okita et al. pingpong: in-memory tracing (S_i) vs swap-out function f (S_f)")
     ax.legend(fontsize=8, ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=110, metadata={"Software": None})
     plt.close(fig)
 
 
-def write(res: Seed003Result, folder: Path, png: bool = True) -> None:
-    """``table1.csv``, ``table1.md``, ``curve.csv``, ``seed003.json`` and ``figure3.png`` in ``folder``."""
+def write(res: OkitaResult, folder: Path, png: bool = True) -> None:
+    """``table1.csv``, ``table1.md``, ``curve.csv``, ``okita_spilling.json`` and ``figure3.png`` in ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
     res.table.to_csv(folder / "table1.csv", index=False)
     res.curve.to_csv(folder / "curve.csv", index=False)
     (folder / "table1.md").write_text(res.markdown() + "\n")
-    (folder / "seed003.json").write_text(json.dumps({"ratios": res.ratios, "checks": res.checks,
+    (folder / "okita_spilling.json").write_text(json.dumps({"ratios": res.ratios, "checks": res.checks,
                                                      "seconds": res.seconds, "calibration": calibration()},
                                                     indent=2, sort_keys=True) + "\n")
     if png:
@@ -236,14 +236,14 @@ def calibration() -> dict[str, Any]:
         "copy_cost_s_per_byte": {"value": COPY_COST, "calibrated": "table 1: (6.30 - 0.46) / (1920 - 128) = "
                                  "3.26e-3 s per MB of R, two records (p and q) per 128 KB of R"},
         "swap_factor": {"value": SWAP_FACTOR, "calibrated": "table 1: 2.44e-1 / 3.26e-3"},
-        "trace_memory_MiB": {"value": 1920, "source": "seed 003 4.1: swapping starts past R = 1920 MB"},
+        "trace_memory_MiB": {"value": 1920, "source": "Okita et al. 4.1: swapping starts past R = 1920 MB"},
         "smpi_factors": {"value": SMPI_CONFIG, "calibration": "off: the Myrinet bandwidth was derived from S "
                          "without SMPI's correction factors"},
         "disk_bandwidth": {"value": 1.0 / COPY_COST, "assumed": "f writes to the page cache at memcpy speed"},
         "writeback_cost": {"value": COPY_COST, "assumed": "write-back of the flushed pages costs one more copy"},
-        "tau_s": {"value": TAU, "source": "seed 003 4.1"},
-        "f_every_round_trips": {"value": F_EVERY, "source": "seed 003 4.1"},
+        "tau_s": {"value": TAU, "source": "Okita et al. 4.1"},
+        "f_every_round_trips": {"value": F_EVERY, "source": "Okita et al. 4.1"},
     }
 
 
-__all__ = ["PAPER_TABLE1", "Seed003Result", "calibration", "plot", "reproduce", "scenario", "write"]
+__all__ = ["PAPER_TABLE1", "OkitaResult", "calibration", "plot", "reproduce", "scenario", "write"]

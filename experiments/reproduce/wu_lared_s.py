@@ -1,13 +1,13 @@
-"""The LARED-S case study of seed 000 (section 3.3), side by side with H-CWP-DM, CWP-DM and the ground truth.
+"""The LARED-S case study of Wu et al. (section 3.3), side by side with H-CWP-DM, CWP-DM and the ground truth.
 
 ``waitlab reproduce lared-s`` simulates the LARED-S-like application
 (:mod:`waitlab.models.apps.lared_s`, calibrated to the paper's figures) on the
-seed 000 cluster model at 960 ranks for 3 steps, runs both diagnosis models,
+Wu et al. cluster model (`seed000_cluster`) at 960 ranks for 3 steps, runs both diagnosis models,
 computes the counterfactual ground truth (including "balance the two EOS_Match
 segments", the paper's optimisation), and writes a table of the paper's figures
 next to ours.  ``--ranks`` scales it down (tests use 16-64 ranks).
 
-Paper (seed 000): communication 49.4 % and computation 42.6 % of the run time;
+Paper (Wu et al.): communication 49.4 % and computation 42.6 % of the run time;
 MPI_Allreduce holds 99 % of the wait; the largest allreduce wait is 41.6 s per
 step; H-CWP-DM blames 30 s of it (72 %) on ``EOS_Match>If_970`` and
 ``EOS_Match>If_946``; after rebalancing them the allreduce wait fell by 44 %
@@ -41,7 +41,7 @@ from waitlab.models.apps.lared_s import IF_946, IF_970
 EOS_REGIONS = (IF_970, IF_946)
 EOS_SET = "balance:EOS_Match"
 
-#: Seed 000's figures (section 3.3 and table 2).
+#: Wu et al.'s figures (section 3.3 and table 2).
 PAPER: dict[str, Any] = {
     "ranks": 960,
     "steps": 3,
@@ -66,7 +66,7 @@ def lared_s_scenario(ranks: int = 960, steps: int = 3, seed: int = 0, platform: 
         "scenario": {"name": f"lared-s-{ranks}", "ranks": ranks, "seed": seed},
         "platform": {"name": platform},
         "application": {"kind": "lared_s", "steps": steps, **app},
-    }, "lared-s (seed 000 case study)")  # fmt: skip
+    }, "lared-s (Wu et al. case study)")  # fmt: skip
 
 
 @dataclass
@@ -117,8 +117,8 @@ class LaredS:
 
     def markdown(self) -> str:
         rows = self.table()
-        head = ("quantity", "paper (seed 000)", "simulated run", "H-CWP-DM", "CWP-DM", "ground truth")
-        lines = [f"# LARED-S case study (seed 000 section 3.3): {self.scenario.ranks} ranks, "
+        head = ("quantity", "paper (Wu et al.)", "simulated run", "H-CWP-DM", "CWP-DM", "ground truth")
+        lines = [f"# LARED-S case study (Wu et al. section 3.3): {self.scenario.ranks} ranks, "
                  f"{self.figures['steps']} steps, platform `{self.scenario.platform.name}`, seed {self.scenario.seed}",
                  "", "| " + " | ".join(head) + " |", "| " + " | ".join("---" for _ in head) + " |"]
         lines += ["| " + " | ".join(r) + " |" for r in rows]

@@ -1,4 +1,4 @@
-"""CWP-DM: delay costs of call paths with wait propagation (Boehme et al.; seed 000 formula 2).
+"""CWP-DM: delay costs of call paths with wait propagation (Boehme et al.; Wu et al. formula 2).
 
 For every synchronization interval ``zeta = ((p,i',i),(q,k',k))`` of a wait state
 (:mod:`waitlab.models.analysis.syncpoints`):

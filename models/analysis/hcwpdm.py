@@ -1,4 +1,4 @@
-"""H-CWP-DM: hotspot-based diagnosis of communication waits (seed 000, formulas 3-5).
+"""H-CWP-DM: hotspot-based diagnosis of communication waits (Wu et al., formulas 3-5).
 
 Within the synchronization interval of a wait state (p,i) that waited for (q,k)
 (:mod:`waitlab.models.analysis.syncpoints`):

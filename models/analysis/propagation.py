@@ -3,7 +3,7 @@
 Every wait state ``(p,i)`` waiting for ``(q,k)`` has a synchronization interval
 ``zeta = ((p,i',i),(q,k',k))`` (:mod:`waitlab.models.analysis.syncpoints`).  What made ``q`` arrive
 late is what CWP-DM walks: the waits ``omega(q,l)`` of ``q`` strictly inside ``(k',k)`` (propagated,
-"indirect" wait) and ``q``'s excess time ``delta_hat`` over ``p`` in the interval (seed 000, formula 2;
+"indirect" wait) and ``q``'s excess time ``delta_hat`` over ``p`` in the interval (Wu et al., formula 2;
 the "direct" cause).  The graph has
 
 * one node ``w<row>`` per wait state (row of the ``waits`` table): ``kind="wait"``, ``rank``,
@@ -74,7 +74,7 @@ def propagation_graph(events: pd.DataFrame, waits: pd.DataFrame, *, sync: SyncPo
     dst = np.repeat(sp.inner_lo, lens) + (np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens))
     g.add_edges_from((f"w{a}", f"w{b}", {"relation": "caused_by", "seconds": float(s)}) for a, b, s in
                      zip(row[src].tolist(), row[dst].tolist(), sp.wait[dst].tolist(), strict=True))
-    # direct causes: q's excess work over p in the interval (delta_hat, seed 000 formula 2)
+    # direct causes: q's excess work over p in the interval (delta_hat, Wu et al. formula 2)
     w_of, cp, delta = sp.deltas(np.flatnonzero(has))
     if w_of.size:
         total = np.bincount(w_of, weights=delta, minlength=len(sp))

@@ -122,7 +122,7 @@ def culprits(region_costs: pd.Series, share: float = 0.1, max_items: int = 5) ->
 def improvement(predicted_seconds: float, baseline: float, after: float) -> dict[str, float]:
     """Predicted vs realized improvement (fractions of ``baseline``) when the blamed items are balanced.
 
-    Seed 000's LARED-S: 30 s of 41.6 s predicted (72%), 18.1 s realized (44%).
+    Wu et al.'s LARED-S: 30 s of 41.6 s predicted (72%), 18.1 s realized (44%).
 
     >>> {k: round(v, 3) for k, v in improvement(30.0, 41.6, 41.6 - 18.1).items()}
     {'predicted': 0.721, 'realized': 0.435, 'ratio': 0.603}

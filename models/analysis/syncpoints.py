@@ -1,7 +1,7 @@
 """Synchronization points and synchronization intervals of an event table (DESIGN.md sections 5-6).
 
 A wait state ``(p,i)`` waiting for ``(q,k)`` is a synchronization point
-``S = ((p,i),(q,k))`` (seed 000, formula 1).  Its synchronization interval is
+``S = ((p,i),(q,k))`` (Wu et al., formula 1).  Its synchronization interval is
 ``zeta = ((p,i',i),(q,k',k))``, where ``k'`` is the last synchronization
 *delimiter* on ``q`` before ``k`` whose partners include ``p``, and ``i'`` the
 last one on ``p`` before ``i`` whose partners include ``q``.
@@ -172,7 +172,7 @@ class SyncPoints:
         """Positive per-call-path excess of q over p in the intervals of wait states ``rows``.
 
         Returns ``(wait_row, call_path, delta)`` triples with
-        ``delta = T_q(k',k)[c] - T_p(i',i)[c] > 0`` (DESIGN.md section 6; seed 000 formula 4).
+        ``delta = T_q(k',k)[c] - T_p(i',i)[c] > 0`` (DESIGN.md section 6; Wu et al. formula 4).
         """
         iq = self.q_interval[rows]
         ip = self.p_interval[rows]

@@ -1,8 +1,8 @@
-"""Wait states of an event table (seed 000 formula 1, Scalasca's pattern rules).
+"""Wait states of an event table (Wu et al. formula 1, Scalasca's pattern rules).
 
 A wait state is a synchronization point S = ((p,i),(q,k)): activity i of rank p
 could not complete before activity k of rank q started.  Its wait time is
-``w(p,i) = Enter(q,k) - Enter(p,i)`` (seed 000, formula 1), clipped to the time
+``w(p,i) = Enter(q,k) - Enter(p,i)`` (Wu et al., formula 1), clipped to the time
 (p,i) spent inside the operation.  Patterns (DESIGN.md section 5):
 
 * late sender: a receive (``recv``, or the ``wait``/``waitall`` completing an

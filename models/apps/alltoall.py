@@ -4,7 +4,7 @@ SMPI 3.32 chooses the algorithm of an ``alltoall`` action with
 ``--cfg=smpi/alltoall:NAME`` (:data:`SMPI_ALLTOALL_ALGORITHMS`, read from the
 selector table of ``libsimgrid.so.3.32``).  LAM/MPI's simple algorithm is not
 among them (DESIGN.md section 4), so :func:`emit_alltoall` writes it out as
-point-to-point operations.  Seed 001 (section 3) describes it: it is like
+point-to-point operations.  Rao et al. (section 3) describes it: it is like
 MPICH's basic algorithm (each rank posts ``MPI_Irecv``, then ``MPI_Isend``,
 then ``MPI_Waitall``), and "with i -> j meaning that process i sends a message
 to process j, the communication order of process i is i -> 0, i -> 1, ...,

@@ -1,4 +1,4 @@
-"""FFT: a distributed transform whose data transpose is an alltoall (seed 001's HFFT bottleneck).
+"""FFT: a distributed transform whose data transpose is an alltoall (Rao et al.'s HFFT bottleneck).
 
 One step of every rank::
 
@@ -10,7 +10,7 @@ One step of every rank::
 ``alltoall`` action and the simulator passes ``--cfg=smpi/alltoall:NAME``,
 see :func:`waitlab.models.apps.alltoall.smpi_config`) or ``"lam_simple"``, LAM/MPI's
 simple algorithm written out as point-to-point operations
-(:func:`waitlab.models.apps.alltoall.emit_alltoall`, seed 001 section 3).
+(:func:`waitlab.models.apps.alltoall.emit_alltoall`, Rao et al. section 3).
 
 Examples
 --------
@@ -40,7 +40,7 @@ class FftParams(AppParams):
     steps : int
         Transforms.
     bytes_per_peer : int
-        Alltoall message size to each peer (seed 001 measured 512 B .. 512 KB).
+        Alltoall message size to each peer (Rao et al. measured 512 B .. 512 KB).
     compute_seconds : float
         Balanced time of each of ``FFT_x`` and ``FFT_y`` per rank and step.
     alltoall_algorithm : str

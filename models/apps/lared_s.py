@@ -1,7 +1,7 @@
-"""LARED-S-like application: the case study of seed 000 (section 3.3).
+"""LARED-S-like application: the case study of Wu et al. (section 3.3).
 
 LARED-S is a 2-D/3-D Eulerian multi-material radiation hydrodynamics code.
-At 960 processes seed 000 measured: communication 49.4 % and computation
+At 960 processes Wu et al. measured: communication 49.4 % and computation
 42.6 % of the run time; 99 % of the wait inside ``MPI_Allreduce``; the
 per-step maximum allreduce wait 41.6 s (125 s over 3 steps); H-CWP-DM blamed
 30 s of it (72 %) on two code segments, ``EOS_Match>If_970`` and
@@ -31,11 +31,11 @@ One step of every rank::
   with ``distribution="uniform", redraw=True``), recorded in the ledger.
 * Visit counts of the two EOS segments are drawn once per rank: a fraction
   ``zero_visit_fraction`` of ranks hold no material interface and never
-  enter the branches (visits 0, as the seed's minimum); the others get a
+  enter the branches (visits 0, as the paper's minimum); the others get a
   heavy-tailed log-normal load (shape ``visit_sigma``), normalised to mean 1
   over all ranks and capped at ``max_load`` times that mean (0: no cap).
   Each step multiplies the load by a per-rank log-normal factor
-  (``step_sigma``: the seed's figure 9 shows the distribution drift between
+  (``step_sigma``: the paper's figure 9 shows the distribution drift between
   steps) and each segment by another (``region_sigma``); visits =
   round(mean visits x load x factors).  Time = visits x ``visit_seconds``.
 * The imbalance recorded for a segment is the time of its visits above the
@@ -56,11 +56,11 @@ Hence per step:
 * communication share of run time = mean w / max C = 1 - mean C / max C;
 * H-CWP-DM pairs the latest rank q with p: sigma(q, c) = max(0, t(q, c) -
   t(p, c)) and the two EOS segments get sigma_EOS / sum_c sigma(q, c) of the
-  wait (seed 000, formulas 4-5);
+  wait (Wu et al., formulas 4-5);
 * the true cost of the EOS imbalance (DESIGN.md section 8) is the wait
   removed by subtracting the ledger's EOS excess and recomputing ``w``.
 
-Targets from seed 000: max wait ~41.6 s, communication ~49.4 %, EOS share of
+Targets from Wu et al.: max wait ~41.6 s, communication ~49.4 %, EOS share of
 H-CWP-DM ~72 %, If_970 mean time 2 s and maximum ~11 s, minimum 0.  Since
 sigma_EOS / (sigma_EOS + sigma_other) = 0.72 and the wait is at most
 sigma_EOS + sigma_other, the EOS segments must differ by >= 0.72 x 41.6 = 30 s
@@ -70,7 +70,7 @@ at ``max_load`` = 4x the mean load (the cap keeps single seeds close to the
 mean: without it the per-step maximum wait varies by +-5 s between seeds),
 give an If_970 maximum of ~11 s over 960 ranks and 3 steps.  If_970 thus
 contributes at most ~11 s, so If_946 must carry the rest of the 30 s:
-7.2e5 visits on average, 2.2x If_970 (an assumption: the seed only says it
+7.2e5 visits on average, 2.2x If_970 (an assumption: the paper only says it
 behaves "similarly").  The other regions must then explain
 sigma_other ~= 0.39 sigma_EOS ~= 12 s between q and p; q's noise sits near its
 mean and p's near its minimum, so uniform noise of mean 0.4 + 4.3 + 4.3 s
@@ -83,7 +83,7 @@ Check: an ideal-network replay of the generated tables (zero-cost messages,
 (mean +- standard deviation over seeds):
 
 =============================== ============= ================
-quantity                        model         seed 000
+quantity                        model         Wu et al.
 =============================== ============= ================
 max wait (max C - min C)        41.3 +- 1.7 s 41.6 s
 communication / run time        0.49 +- 0.02  0.494
@@ -100,8 +100,8 @@ allreduce 0.991, true cost 0.49 / 0.65; seed 0 is the most skewed of the five).
 The scenario thus also reproduces the paper's gap between the diagnosed
 (72 %) and the realised (44 %) improvement: capping the overloaded ranks at
 the mean does not give work to the idle ones.  The maximum visit count comes
-out above the seed's 1.3e6 (~1.9e6) because the model fits the times, which
-the diagnosis sees, rather than the visits (1.3e6 visits at the seed's mean
+out above the paper's 1.3e6 (~1.9e6) because the model fits the times, which
+the diagnosis sees, rather than the visits (1.3e6 visits at the paper's mean
 cost would take 7.9 s, not the 11 s it reports).
 
 Examples
@@ -146,7 +146,7 @@ class LaredSParams(AppParams):
     Attributes
     ----------
     steps : int
-        Time steps (seed 000 measured 3).
+        Time steps (Wu et al. measured 3).
     hydro_seconds, diffusion_seconds, eos_seconds, update_seconds : float
         Balanced time per rank and step of ``Hydro``, ``Diffusion``,
         ``EOS_Match`` (exclusive part) and ``Update``.

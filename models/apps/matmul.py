@@ -1,10 +1,10 @@
-"""Matrix multiply by broadcast column blocks: seed 003, figure 4.
+"""Matrix multiply by broadcast column blocks: Okita et al., figure 4.
 
 C = A B with M x M matrices; A is split by rows and B by columns over the N
 ranks (block partition, ``numpy.array_split`` sizes).  For every group of L
 columns, the owner of those columns of B broadcasts them (``MPI_Bcast`` of
 ``M * L`` doubles), then every rank multiplies its rows of A by them
-(``2 * rows * M * L`` flops; seed 003 figure 4, lines 2-9).  One step is one
+(``2 * rows * M * L`` flops; Okita et al. figure 4, lines 2-9).  One step is one
 broadcast round::
 
     bcast(root = owner of columns j .. j+L-1); enter Multiply; compute; leave Multiply
@@ -12,7 +12,7 @@ broadcast round::
 ``steps = 0`` (default) gives one full product, ``M / L`` rounds; a larger
 ``steps`` repeats the product (round ``s`` broadcasts block ``s mod (M / L)``).
 Compute is in seconds at ``flops_per_second`` (an assumption standing for the
-seed's 1 GHz Pentium III; the trace writer converts seconds to flops with the
+paper's 1 GHz Pentium III; the trace writer converts seconds to flops with the
 platform's host speed).  When ``M`` is not a multiple of ``N`` the ranks with
 an extra row do extra work; that excess over the smallest share is recorded
 in the ledger as imbalance like any injected one.
@@ -50,7 +50,7 @@ class MatmulParams(AppParams):
     steps : int
         Broadcast rounds; 0 = one full product (``matrix_size / block_columns``).
     matrix_size : int
-        M (seed 003 figure 5: 64 .. 256 and more).
+        M (Okita et al. figure 5: 64 .. 256 and more).
     block_columns : int
         L, columns broadcast at once; must divide M.
     flops_per_second : float

@@ -1,14 +1,14 @@
-"""Pingpong: seed 003, section 4.1 -- two processes sending a message back and forth.
+"""Pingpong: Okita et al., section 4.1 -- two processes sending a message back and forth.
 
 "Process p sends the data with MPI_Send and q receives it with MPI_Recv; q
 then immediately sends the received data back to p, which receives it; this
-is one pingpong, repeated" (seed 003 4.1).  The seed used 128 KB messages and
+is one pingpong, repeated" (Okita et al. 4.1).  The paper used 128 KB messages and
 1024 to 18432 round trips; 1024 round trips is its smallest point
 (R = 128 MB of recorded message data per process).
 
 Ranks are paired (0, 1), (2, 3), ...; the even rank of a pair is ``p``.  One
 step is one round trip, preceded on both ranks by the ``Work`` region
-(``compute_seconds``, 0 in the seed's program; imbalance goes there)::
+(``compute_seconds``, 0 in the paper's program; imbalance goes there)::
 
     p: enter Work; compute; leave Work; send(q); recv(q)
     q: enter Work; compute; leave Work; recv(p); send(p)
@@ -40,9 +40,9 @@ class PingpongParams(AppParams):
     Attributes
     ----------
     steps : int
-        Round trips (seed 003: 1024 .. 18432).
+        Round trips (Okita et al.: 1024 .. 18432).
     message_bytes : int
-        Message size (seed 003: 128 KB).
+        Message size (Okita et al.: 128 KB).
     compute_seconds : float
         Balanced ``Work`` time per rank before each round trip.
     """

@@ -7,10 +7,10 @@ Each kind maps to a frozen parameter dataclass and a pure
 kind         model                                        module
 ============ ============================================ =========================
 stencil      1-D/2-D halo exchange + allreduce             ``app_stencil``
-lared_s      seed 000's LARED-S case study                 ``app_lared_s``
-pingpong     seed 003 section 4.1                          ``app_pingpong``
-matmul       seed 003 figure 4 (bcast of column blocks)    ``app_matmul``
-fft          compute, alltoall, compute (seed 001)         ``app_fft``
+lared_s      Wu et al.'s LARED-S case study                 ``app_lared_s``
+pingpong     Okita et al. section 4.1                          ``app_pingpong``
+matmul       Okita et al. figure 4 (bcast of column blocks)    ``app_matmul``
+fft          compute, alltoall, compute (Rao et al.)         ``app_fft``
 wavefront    Sweep3D-like pipeline on a 2-D grid           ``app_wavefront``
 ============ ============================================ =========================
 

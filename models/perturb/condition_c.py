@@ -1,4 +1,4 @@
-"""Condition C of seed 003 (formula 3) and the wait distortion caused by instrumentation.
+"""Condition C of Okita et al. (formula 3) and the wait distortion caused by instrumentation.
 
 Condition C
 -----------
@@ -8,7 +8,7 @@ event table; they sit in front of the events whose records they write).  The
 measured run keeps the waits of the unperturbed run when, for every pair of
 communicating events ``e(p, j)``, ``e(q, k)``::
 
-    sum_{l < j} o(p, l) = sum_{l < k} o(q, l)                      (seed 003, formula 3)
+    sum_{l < j} o(p, l) = sum_{l < k} o(q, l)                      (Okita et al., formula 3)
 
 and, for a collective, the prefix sums of all participants are equal.  The
 checker compares the prefix sums of every matched point-to-point pair (the
@@ -154,7 +154,7 @@ def prefix_sums(rank: _I, overhead: _F, n_ranks: int | None = None) -> _F:
 
 def check_condition_c(events: pd.DataFrame, overhead: _F | None = None, *, atol: float = ATOL,
                       kinds: tuple[str, ...] = TRACER_KINDS) -> ConditionCReport:
-    """Check condition C (seed 003 formula 3) on an event table.
+    """Check condition C (Okita et al. formula 3) on an event table.
 
     Parameters
     ----------

@@ -2,16 +2,16 @@
 
 A tracer hooks into events (MPI calls, region enter/leave) and writes one
 *record* per event into its in-memory trace buffer.  The record costs the rank
-``fixed_cost + bytes * copy_cost`` seconds of CPU (seed 003: a ``memcpy`` into
+``fixed_cost + bytes * copy_cost`` seconds of CPU (Okita et al.: a ``memcpy`` into
 the buffer), injected as an ``overhead`` operation next to the event:
 
-* MPI calls: after the call (``where = "after"``, seed 003 records right after
+* MPI calls: after the call (``where = "after"``, Okita et al. records right after
   ``MPI_Recv``), before it, or both (an enter and an exit record);
 * regions: after the ``enter`` marker and before the ``leave`` marker (inside
   the region, as Score-P's enter/exit hooks run).
 
 A record is ``record_bytes`` of header plus ``payload`` times the bytes the
-MPI call moves (seed 003 copies the message contents: ``payload = 1``).
+MPI call moves (Okita et al. copies the message contents: ``payload = 1``).
 
 Positions are integer *insertion keys* (:func:`waitlab.models.perturb.insertion.key`):
 ``8 * before_seq + 2 * sub`` where ``before_seq`` is the operation the new

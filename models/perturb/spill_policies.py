@@ -42,7 +42,7 @@ class SpillPolicy(Protocol):
 
 @dataclass(frozen=True)
 class KeepInMemory:
-    """Keep the whole trace in memory; once it outgrows ``memory`` every record swaps (seed 003's S_i)."""
+    """Keep the whole trace in memory; once it outgrows ``memory`` every record swaps (Okita et al.'s S_i)."""
 
     name: ClassVar[str] = "keep"
     keeps_c: ClassVar[bool] = False
@@ -78,7 +78,7 @@ def _boundaries(stream: Stream, pts: SyncPoints) -> _I:
 
 @dataclass(frozen=True)
 class SwapOutF:
-    """Seed 003's swap-out function f: write and clear the buffer, then busy-wait until ``tau`` has passed.
+    """Okita et al.'s swap-out function f: write and clear the buffer, then busy-wait until ``tau`` has passed.
 
     f is placed statically after every ``every``-th collective (``sync =
     "collectives"``) or at the end of every ``every``-th step (``sync =
@@ -132,7 +132,7 @@ class SwapOutF:
 def largest_safe_every(stream: Stream, pts: SyncPoints, cap: float) -> int:
     """Largest ``every`` for which no rank records more than ``cap`` bytes between two f calls (P1).
 
-    This is the programmer's static choice of seed 003 (it knows how much each
+    This is the programmer's static choice of Okita et al. (it knows how much each
     step records); 1 if even every point is not enough.
     """
     if pts.n_points == 0:
@@ -271,7 +271,7 @@ def _sync_plan(stream: Stream, spec: BufferSpec, pts: SyncPoints, *, fill_level:
 POLICIES: dict[str, str] = {
     "keep": "keep everything in memory (swaps past the memory limit)",
     "per_rank": "flush a rank's buffer when full (Score-P / Extrae)",
-    "swapout_f": "seed 003's swap-out function f every N collectives or steps, lasting tau (P1, P2)",
+    "swapout_f": "Okita et al.'s swap-out function f every N collectives or steps, lasting tau (P1, P2)",
     "vampir_sync": "all ranks flush at a collective when any buffer passed fill_level (VampirTrace)",
     "padded_sync": "ours: VampirTrace's trigger, flushes padded to the slowest rank (keeps C)",
     "predictive_sync": "ours: flush at a collective only when the next interval could overflow, padded (keeps C)",

@@ -1,0 +1,81 @@
+"""Exports of a results folder for the tools users already have: OTF2, Chrome/Perfetto, GraphML.
+
+* OTF2 (Vampir, Scalasca, Score-P's tools, pipit) through Debian's ``python3-otf2``;
+* the Chrome trace (Perfetto UI, ``chrome://tracing``), exact to the nanosecond;
+* the wait-propagation graph (GraphML for Gephi, yEd, Cytoscape, networkx) and its picture for small runs.
+
+Files written into a results folder are added to its ``.waitlab`` list, so ``--force`` can still
+replace the folder later.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from waitlab.errors import InputError
+from waitlab.experiments.graph_plots import draw_propagation
+from waitlab.experiments.results import MARKER, load_run
+from waitlab.models.analysis.propagation import propagation_graph, write_graphml
+from waitlab.simulator.export import CHROME_MAX_EVENTS, write_chrome_trace
+from waitlab.simulator.otf2_export import write_otf2
+
+FORMATS = ("otf2", "chrome", "graphml")
+
+
+def _register(folder: Path, written: Path) -> None:
+    """List ``written`` (if it is inside ``folder``) in the folder's marker, as waitlab's own."""
+    marker = folder / MARKER
+    try:
+        rel = written.resolve().relative_to(folder.resolve())
+    except ValueError:
+        return
+    if not marker.is_file() or not rel.parts:
+        return
+    data = json.loads(marker.read_text())
+    files = set(data.get("files", []))
+    files.add(rel.parts[0])
+    data["files"] = sorted(files)
+    marker.write_text(json.dumps(data, indent=1) + "\n")
+
+
+def export_run(folder: str | Path, formats: tuple[str, ...], out: str | Path | None = None) -> dict[str, Path]:
+    """Write the requested ``formats`` of a results folder; return ``format -> path``.
+
+    Parameters
+    ----------
+    folder : path
+        Results folder of ``waitlab run``.
+    formats : tuple of str
+        Any of :data:`FORMATS`.
+    out : path, optional
+        Folder the exports go to (default: the results folder itself): ``otf2/traces.otf2``,
+        ``trace.json``, ``propagation.graphml`` (and ``propagation.png`` for graphs small enough to draw).
+    """
+    unknown = [f for f in formats if f not in FORMATS]
+    if unknown or not formats:
+        raise InputError("(command line)", "format", f"unknown or missing export format {unknown or formats}",
+                         f"choose among: {', '.join('--' + f for f in FORMATS)}")
+    run = load_run(folder)
+    target = Path(out) if out is not None else run.folder
+    target.mkdir(parents=True, exist_ok=True)
+    meta = run.metadata
+    written: dict[str, Path] = {}
+    if "otf2" in formats:
+        written["otf2"] = write_otf2(run.events, run.waits, meta, target / "otf2")
+    if "chrome" in formats:
+        path = target / "trace.json"
+        if not write_chrome_trace(run.events, run.waits, meta, path):
+            raise InputError(str(run.folder), "events", f"has {len(run.events)} events, more than the "
+                             f"{CHROME_MAX_EVENTS} a Chrome trace holds", "use --otf2 for large runs")
+        written["chrome"] = path
+    if "graphml" in formats:
+        graph = propagation_graph(run.events, run.waits)
+        written["graphml"] = target / "propagation.graphml"
+        write_graphml(graph, written["graphml"])
+        png = target / "propagation.png"
+        if draw_propagation(graph, png, title=f"{run.scenario.name}: wait propagation (arrow: caused by)"):
+            written["graph picture"] = png
+    for path in written.values():
+        _register(run.folder, path)
+    return written

@@ -1,0 +1,44 @@
+"""Shared parts of the command line: the sub-command registry and the output helpers.
+
+Progress bars go to stderr, only to a terminal, and never with ``--quiet`` or ``--json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+Command = Callable[[argparse.Namespace], int]
+_REGISTRY: list[Callable[[Any], None]] = []
+
+
+def subcommand(fn: Callable[[Any], None]) -> Callable[[Any], None]:
+    """Register a function that adds one sub-command to the parser."""
+    _REGISTRY.append(fn)
+    return fn
+
+
+def json_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print the summary as JSON on stdout (nothing else)")
+
+
+def bar(args: argparse.Namespace) -> bool:
+    """Progress bars: on stderr, only when it is a terminal and neither --quiet nor --json is given."""
+    return not args.quiet and not getattr(args, "json", False) and sys.stderr.isatty()
+
+
+def say(args: argparse.Namespace, text: str) -> None:
+    """Print human-readable text unless --quiet or --json."""
+    if not args.quiet and not getattr(args, "json", False):
+        print(text)
+
+
+def dump(data: Any) -> None:
+    print(json.dumps(data, indent=2, sort_keys=True, default=lambda o: o.item() if hasattr(o, "item") else str(o)))
+
+
+def frame(table: Any) -> list[dict[str, Any]]:
+    return list(table.to_dict("records"))

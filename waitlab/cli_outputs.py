@@ -1,0 +1,78 @@
+"""Sub-commands about outputs: compare two runs, export a run for other tools, plot a sweep."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from waitlab import api
+from waitlab.cli_common import dump, json_flag, say
+
+
+def _compare(sub: Any) -> None:
+    p = sub.add_parser("compare", help="what changed from run A to run B: makespan, waits by pattern and region, "
+                       "the ranks and steps that moved most")
+    p.add_argument("run_a", type=Path, help="results folder of the reference run (A)")
+    p.add_argument("run_b", type=Path, help="results folder of the changed run (B)")
+    p.add_argument("--top", type=int, default=5, help="ranks and steps listed (default 5)")
+    p.add_argument("--png", type=Path, default=None, metavar="FILE", help="also draw the comparison into FILE")
+    json_flag(p)
+
+    def go(args: argparse.Namespace) -> int:
+        cmp = api.compare(args.run_a, args.run_b)
+        if args.png is not None:
+            api.compare_png(cmp, args.png)
+        if args.json:
+            dump(cmp.to_dict(args.top))
+        say(args, cmp.text(args.top))
+        if args.png is not None:
+            say(args, f"picture written to {args.png}")
+        return 0
+
+    p.set_defaults(func=go)
+
+
+def _export(sub: Any) -> None:
+    p = sub.add_parser("export", help="export a results folder for other tools: OTF2 (Vampir, Scalasca, pipit), "
+                       "Chrome/Perfetto trace, wait-propagation graph (GraphML)")
+    p.add_argument("run", type=Path, help="results folder of `waitlab run`")
+    for fmt, what in (("otf2", "OTF2 archive otf2/traces.otf2 (otf2-print, Vampir, Scalasca, pipit)"),
+                      ("chrome", "Chrome trace trace.json, exact to the ns (ui.perfetto.dev, chrome://tracing)"),
+                      ("graphml", "wait-propagation graph propagation.graphml (+ .png when small)")):
+        p.add_argument(f"--{fmt}", action="store_true", help=what)
+    p.add_argument("-o", "--output", type=Path, default=None, help="folder to write into (default: the run folder)")
+    json_flag(p)
+
+    def go(args: argparse.Namespace) -> int:
+        formats = tuple(f for f in api.EXPORT_FORMATS if getattr(args, f))
+        written = api.export(args.run, formats or ("otf2",), args.output)
+        if args.json:
+            dump({k: str(v) for k, v in written.items()})
+        for fmt, path in written.items():
+            say(args, f"{fmt}: {path}")
+        if "otf2" in written:
+            say(args, f"read it: otf2-print {written['otf2']} | less")
+        return 0
+
+    p.set_defaults(func=go)
+
+
+def _plot(sub: Any) -> None:
+    p = sub.add_parser("plot", help="draw a sweep: each result against each swept key, one line per value of the "
+                       "other keys")
+    p.add_argument("sweep", type=Path, help="sweep folder written by `waitlab sweep` (holds sweep.csv)")
+    p.add_argument("-o", "--output", type=Path, default=None, help="PNG file (default: SWEEP/sweep.png)")
+    p.add_argument("--results", default=None,
+                   help="comma-separated columns to draw (default: makespan,total_wait,max_rank_wait)")
+
+    def go(args: argparse.Namespace) -> int:
+        res = tuple(r.strip() for r in args.results.split(",") if r.strip()) if args.results else None
+        say(args, f"sweep picture written to {api.plot(args.sweep, args.output, res)}")
+        return 0
+
+    p.set_defaults(func=go)
+
+
+#: Registered by :mod:`waitlab.cli` after ``diagnose`` (keeps the order of ``waitlab --help``).
+COMMANDS = (_compare, _export, _plot)
