@@ -7,8 +7,9 @@ could not complete before activity k of rank q started.  Its wait time is
 
 * late sender: a receive (``recv``, or the ``wait``/``waitall`` completing an
   ``irecv``) entered before its matching send: ``min(E_send, X_recv) - E_recv``;
-* late receiver: a send that could not complete (rendezvous) until the receive
-  was posted: ``min(E_recv, X_send) - E_send`` when the send ended after E_recv;
+* late receiver: a send that could not complete (rendezvous, or a synchronous
+  ``ssend``/``issend`` of any size) until the receive was posted:
+  ``min(E_recv, X_send) - E_send`` when the send ended after E_recv;
 * wait at barrier / wait at NxN: ``min(max_E, X_own) - E_own``;
 * late broadcast (bcast, scatter): non-roots wait ``min(E_root, X_own) - E_own``;
 * early reduce (reduce, gather): the root waits ``min(max_{senders} E, X_root) - E_root``;
@@ -25,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from waitlab.models.vocabulary import MPI_ACTIONS, RECV_ACTIONS, SEND_ACTIONS, names_where
+from waitlab.models.vocabulary import MPI_ACTIONS, RECV_ACTIONS, SEND_ACTIONS, SYNC_SEND_ACTIONS, names_where
 
 PATTERNS: tuple[str, ...] = ("late_sender", "late_receiver", "wait_at_barrier", "wait_at_nxn", "late_broadcast",
                              "early_reduce", "early_scan")
@@ -84,7 +85,9 @@ def _p2p(ev: pd.DataFrame, acc: dict[str, list[npt.NDArray[Any]]], eager_thresho
     ok = blk >= 0
     s_rows, blk = s_rows[ok], blk[ok]
     rcv = recv_of[match[s_rows]]
-    rendezvous = (exit_[blk] > enter[rcv]) & (ev["bytes"].to_numpy()[s_rows] > eager_threshold)
+    # a synchronous send (ssend/issend) waits for its receive at any size; others only above the eager threshold
+    sync = _member(op, [cats.index(c) for c in SYNC_SEND_ACTIONS if c in cats], len(cats))[s_rows]
+    rendezvous = (exit_[blk] > enter[rcv]) & ((ev["bytes"].to_numpy()[s_rows] > eager_threshold) | sync)
     w = np.where(rendezvous, np.minimum(enter[rcv], exit_[blk]) - enter[blk], 0.0)
     _add_max_per_blocker(acc, "late_receiver", blk, w, rcv)
 
