@@ -36,7 +36,7 @@ import numpy.typing as npt
 
 from waitlab.errors import InputError, SimulationError
 from waitlab.models.ops import OpTable, seq_within_rank
-from waitlab.models.vocabulary import ACTIONS, CODE, COLLECTIVE_ACTIONS, LOCAL_ACTIONS, V_ACTIONS, codes_of
+from waitlab.models.vocabulary import ACTIONS, CODE, LOCAL_ACTIONS, V_ACTIONS, codes_of
 from waitlab.simulator.build import NATIVE_DIR, cache_dir, checked_actions_header, require_tool, simgrid_version
 from waitlab.simulator.smpi import SmpiResult, run_smpirun
 from waitlab.simulator.ti_trace import empty_ledger
@@ -324,7 +324,8 @@ class Records:
     arg: npt.NDArray[np.void]
     names: tuple[str, ...]
     vectors: dict[tuple[int, int], tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]]
-    comms: dict[tuple[int, int], tuple[int, ...]]
+    #: members (world ranks, in communicator-rank order) of communicators 1, 2, ... (``arg["comm"]`` is global)
+    comms: tuple[tuple[int, ...], ...]
 
     def __len__(self) -> int:
         return int(self.log.size)
@@ -335,7 +336,7 @@ def read_records(out_dir: Path, n_ranks: int) -> Records:
     logs, args = [], []
     names: dict[str, int] = {}
     vectors: dict[tuple[int, int], tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = {}
-    comms: dict[tuple[int, int], tuple[int, ...]] = {}
+    comms: dict[tuple[int, ...], int] = {}
     for r in range(n_ranks):
         log = np.fromfile(out_dir / f"r{r}.log", LOG_DTYPE)
         arg = np.fromfile(out_dir / f"r{r}.arg", ARG_DTYPE)
@@ -355,13 +356,20 @@ def read_records(out_dir: Path, n_ranks: int) -> Records:
             op, n = int(words[0]), int(words[1])
             nums = np.array(words[2:], np.int64)
             vectors[(r, op)] = (nums[:n], nums[n:2 * n])
+        # the layer numbers communicators per rank: one global id per member list (MPI_COMM_WORLD's is 0)
+        comm_lut = {0: 0}
         for line in (out_dir / f"r{r}.comms").read_text().splitlines():
             ids = [int(x) for x in line.split()]
-            comms[(r, ids[0])] = tuple(ids[1:])
+            comm_lut[ids[0]] = comms.setdefault(tuple(ids[1:]), len(comms) + 1)
+        if len(comm_lut) > 1:
+            table = np.zeros(max(comm_lut) + 1, np.int32)
+            for local_id, global_id in comm_lut.items():
+                table[local_id] = global_id
+            arg["comm"] = table[arg["comm"]]
         logs.append(log)
         args.append(arg)
     return Records(n_ranks, np.concatenate(logs), np.concatenate(args),
-                   tuple(sorted(names, key=names.__getitem__)), vectors, comms)
+                   tuple(sorted(names, key=names.__getitem__)), vectors, tuple(sorted(comms, key=comms.__getitem__)))
 
 
 def resolve_sites(binary: Path, offsets: npt.NDArray[np.uint64]) -> dict[int, str]:
@@ -511,17 +519,8 @@ def records_to_ops(rec: Records, binary: Path | None, *, callsite_regions: str =
         "excess": np.zeros(total, np.float64),
     }
     cols["seq"] = seq_within_rank(cols["rank"], rec.n_ranks)
-    comm = arg["comm"][owner]
-    coll = np.isin(row_code, codes_of(COLLECTIVE_ACTIONS))
-    bad = np.flatnonzero(is_rec & coll & (comm != 0))
-    if bad.size:
-        i = int(bad[0])
-        members = rec.comms.get((int(cols["rank"][i]), int(comm[i])), ())
-        raise SimulationError(
-            f"rank {cols['rank'][i]} calls {ACTIONS[row_code[i]]} on a sub-communicator (world ranks "
-            f"{', '.join(map(str, members[:16]))}{' ...' if len(members) > 16 else ''}); waitlab's event table "
-            "supports collectives on MPI_COMM_WORLD (or a duplicate of it) only")
-    ops = OpTable(n_ranks=rec.n_ranks, names=tuple(names), ledger=empty_ledger(), **cols)
+    cols["comm"] = np.where(is_rec, arg["comm"][owner], 0).astype(np.int32)
+    ops = OpTable(n_ranks=rec.n_ranks, names=tuple(names), ledger=empty_ledger(), comms=rec.comms, **cols)
     record = np.where(is_rec, owner, -1).astype(np.int64)
     injected = is_rec & ((arg["flags"][owner] & FLAG_INJECTED) != 0)
     # v-collective counts: keyed by (rank, code, occurrence)
