@@ -18,8 +18,8 @@ from waitlab.experiments.results import results_folder
 from waitlab.experiments.scenario import Scenario, from_mapping
 from waitlab.models.analysis.waitstates import wait_states
 from waitlab.simulator.replayable import check_replayable, replayable_ops
-from waitlab.simulator.timeline import build_events
 from waitlab.simulator.ti_trace import parse_ti_trace
+from waitlab.simulator.timeline import build_events
 from waitlab.simulator.trace import write_trace
 
 CAPTURE_VIA = ("layer", "smpi")

@@ -164,3 +164,62 @@ def test_replayable_ops_splits_only_a_waitall_that_leaves_requests_pending() -> 
     r0 = np.flatnonzero(out.rank == 0)
     assert (out.peer[r0[2]], out.tag[r0[2]], out.value2[r0[2]]) == (1, 2, 0.0)  # the isend's completion
     assert out.seq[r0].tolist() == [0, 1, 2, 3]
+
+
+def test_injected_delays_give_a_program_ground_truth(tmp_path: Path) -> None:
+    # barrier enters 0, 0.05 (io on rank 1), 0.1 (solve on rank 2), 0: waits 0.1 + 0.05 + 0.1 = 0.25 s;
+    # then ranks 1 and 3 inject 0.2 s of solve before the allreduce: ranks 0 and 2 wait 0.2 s each.
+    # Counterfactuals by hand: without every solve, rank 1's io is last at the barrier: 3 x 0.05 = 0.15 s
+    # (cost 0.65 - 0.15 = 0.5); without io, rank 2 is last: 3 x 0.1 = 0.3 s (cost -0.05); without rank 1's
+    # solve, rank 3 alone is late at the allreduce: 3 x 0.2 = 0.6 s instead of 0.4 (cost -0.2).
+    import waitlab
+
+    sc, res = run(tmp_path, "inject", 4)
+    led = res.ledger().sort_values(["rank", "region"]).reset_index(drop=True)
+    assert list(zip(led["rank"], led["region"], led["seconds"], led["kind"], strict=True)) == [
+        (1, "io", 0.05, "imbalance"), (1, "solve", 0.2, "imbalance"), (2, "solve", 0.1, "imbalance"),
+        (3, "solve", 0.2, "imbalance")]
+    assert float(res.waits["wait"].sum()) == pytest.approx(0.65, abs=TOL)
+    (tmp_path / "scenario.toml").write_text(sc.to_toml())
+    d = waitlab.diagnose(tmp_path / "scenario.toml")
+    assert d.truth is not None and not any("nothing was injected" in n for n in d.notes)
+    region = d.truth.cost("region", "total_wait")
+    assert region["solve"] == pytest.approx(0.5, abs=TOL) and region["io"] == pytest.approx(-0.05, abs=TOL)
+    rr = d.truth.cost("rank_region", "total_wait")
+    assert rr[(2, "solve")] == pytest.approx(0.1, abs=TOL)
+    assert rr[(1, "solve")] == pytest.approx(-0.2, abs=TOL)
+    assert set(d.scores) >= {"cwpdm", "hcwpdm"}
+
+
+def test_a_program_without_injections_has_no_truth_to_score(tmp_path: Path) -> None:
+    import waitlab
+
+    sc = program_scenario(tmp_path, "features.c", ranks=2, args=["ssend"])
+    (tmp_path / "scenario.toml").write_text(sc.to_toml())
+    d = waitlab.diagnose(tmp_path / "scenario.toml")
+    assert d.truth is None and not d.scores
+    assert any("nothing was injected" in n and "no ground truth" in n for n in d.notes)
+
+
+def test_measured_computation_is_booked_where_it_happened(tmp_path: Path) -> None:
+    # rank 1 spins on the CPU (40 M additions) before the barrier; SMPI charges it as measured computation
+    from waitlab.experiments.pipeline import simulate
+
+    res = simulate(program_scenario(tmp_path, "features.c", ranks=2, args=["spin"], computation="measured"))
+    ev = res.events
+    spin = ev[(ev["rank"] == 1) & (ev["kind"] == "compute")]
+    work = float((spin["exit"] - spin["enter"]).sum())
+    assert work > 1e-3  # the loop took real time, charged as compute of rank 1
+    bar = ev[(ev["op"] == "barrier")].set_index("rank")
+    assert float(bar.loc[1, "exit"] - bar.loc[1, "enter"]) < 1e-4  # not inside rank 1's barrier
+    w = res.waits.set_index("rank")["wait"]
+    assert float(w[0]) == pytest.approx(float(bar.loc[1, "enter"] - bar.loc[0, "enter"]), abs=1e-9)
+
+
+def test_a_program_spinning_on_mpi_wtime_stops_with_a_clear_message(tmp_path: Path) -> None:
+    from waitlab.errors import SimulationError
+    from waitlab.experiments.pipeline import simulate
+
+    with pytest.raises(SimulationError, match=r"MPI_Wtime returned the same time.*computation = \"measured\""):
+        simulate(program_scenario(tmp_path, "features.c", ranks=2, args=["wtime"],
+                                  simulation={"timeout": 120}))

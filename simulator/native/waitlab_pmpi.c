@@ -44,7 +44,8 @@
 /* Action codes (WL_*): generated from waitlab.models.vocabulary. */
 #include "waitlab_actions.h"
 
-#define WL_FLAG_INJECTED 1
+#define WL_FLAG_INJECTED 1 /* executed from the injection schedule */
+#define WL_FLAG_CAUSE 2    /* a known delay the program injected itself (WAITLAB_INJECT): a row of the cause ledger */
 
 typedef struct {
   int32_t rank, code;
@@ -93,6 +94,7 @@ static int wl_on = 0;
 static int wl_rank = -1;
 static int wl_size = 0;
 static int wl_step = -1;
+static int wl_rerun = 0; /* run with an injection schedule: WAITLAB_INJECT's delays come from the schedule */
 static char* wl_base = NULL;
 static wl_log_t* wl_logs = NULL;
 static wl_arg_t* wl_args = NULL;
@@ -204,7 +206,7 @@ static int64_t wl_push(int code, double t0, double t1, int peer, int tag, int co
   a->site = site;
   int64_t idx = wl_n++;
   wl_wtime_spin = 0;
-  if (!(flags & WL_FLAG_INJECTED) && code != WL_INIT && code != WL_FINALIZE) {
+  if (!(flags & (WL_FLAG_INJECTED | WL_FLAG_CAUSE)) && code != WL_INIT && code != WL_FINALIZE) {
     wl_anchor++;
     wl_post_hook();
   }
@@ -270,6 +272,7 @@ static void wl_load_schedule(void)
   const char* dir = getenv("WAITLAB_SCHEDULE");
   if (dir == NULL || *dir == '\0')
     return;
+  wl_rerun = 1;
   char path[4096];
   if (snprintf(path, sizeof path, "%s/s%d.bin", dir, wl_rank) >= (int)sizeof path)
     wl_die("the path of WAITLAB_SCHEDULE is too long (over 4095 bytes)");
@@ -569,6 +572,8 @@ void waitlab_region_begin(const char* name)
 {
   if (!wl_on)
     return;
+  smpi_bench_end(); /* computation = "measured": book the computation before the marker */
+  smpi_bench_begin();
   WL_PRE();
   double t = wl_now();
   wl_push(WL_ENTER, t, t, -1, 0, 0, 0.0, 0.0, wl_name_id(name ? name : ""), wl_site(__builtin_return_address(0)), 0);
@@ -578,12 +583,32 @@ void waitlab_region_end(const char* name)
 {
   if (!wl_on)
     return;
+  smpi_bench_end();
+  smpi_bench_begin();
   WL_PRE();
   double t = wl_now();
   wl_push(WL_LEAVE, t, t, -1, 0, 0, 0.0, 0.0, wl_name_id(name ? name : ""), wl_site(__builtin_return_address(0)), 0);
 }
 
 void waitlab_set_step(int step) { wl_step = step; }
+
+/* WAITLAB_INJECT(region, seconds): `seconds` of CPU-bound work inside user region `region`, recorded as a cause
+ * (imbalance) of the ground-truth ledger.  In a re-run with an injection schedule (a counterfactual, a perturbed
+ * run) the schedule executes what the target operations say instead (the cause may have been removed). */
+void waitlab_inject(const char* name, double seconds)
+{
+  if (!wl_on || !(seconds > 0))
+    return;
+  waitlab_region_begin(name);
+  if (!wl_rerun) {
+    int id = wl_name_id(name ? name : "");
+    double t0 = wl_now();
+    smpi_execute_benched(seconds);
+    wl_push(WL_COMPUTE, t0, wl_now(), -1, 0, 0, seconds, 0.0, id, wl_site(__builtin_return_address(0)),
+            WL_FLAG_CAUSE);
+  }
+  waitlab_region_end(name);
+}
 
 static char* wl_fstring(const char* s, size_t len)
 {
@@ -612,6 +637,13 @@ void waitlab_region_end_(const char* name, size_t len)
 }
 
 void waitlab_set_step_(const int* step) { wl_step = *step; }
+
+void waitlab_inject_(const char* name, const double* seconds, size_t len)
+{
+  char* c = wl_fstring(name, len);
+  waitlab_inject(c, *seconds);
+  free(c);
+}
 
 /* ---- C bindings ----------------------------------------------------------------------------------------------- */
 
@@ -951,7 +983,7 @@ int MPI_Request_free(MPI_Request* req)
 
 /* ---- MPI_Wtime: a program that spins on it under computation = "none" never advances the clock ----------------- */
 
-#define WL_SPIN_LIMIT 20000000LL
+#define WL_SPIN_LIMIT 1000000LL
 
 double MPI_Wtime(void)
 {
@@ -959,7 +991,7 @@ double MPI_Wtime(void)
   if (wl_on) {
     if (t == wl_wtime_last) {
       if (++wl_wtime_spin == WL_SPIN_LIMIT)
-        wl_die("MPI_Wtime returned the same time 20,000,000 times in a row with no MPI call in between: the program "
+        wl_die("MPI_Wtime returned the same time 1,000,000 times in a row with no MPI call in between: the program "
                "waits for time to pass, but under application.computation = \"none\" its own computation takes no "
                "simulated time, so it would spin forever. Set application.computation = \"measured\" (or give "
                "simulation.smpi = {\"smpi/wtime\" = \"1e-7\"}) for programs that loop on MPI_Wtime");

@@ -11,7 +11,13 @@
  *   persistent  2 ranks: MPI_Send_init / MPI_Recv_init; rank 0 computes 0.25 s before MPI_Start + MPI_Wait
  *   mixed       4 ranks on a ring (LULESH's pattern): MPI_Irecv from both neighbours, compute 0.01*(r+1) s,
  *               MPI_Isend to both, MPI_Waitall on the sends, then MPI_Wait on each receive; twice
+ *   spin        2 ranks: rank 1 spins on the CPU (no smpi_execute) before MPI_Barrier: computation = "measured"
+ *               must book that time as compute, not inside the barrier
+ *   wtime       2 ranks: rank 0 waits for one second to pass on MPI_Wtime (OSU's nonblocking benchmarks do)
+ *   inject      4 ranks: WAITLAB_INJECT("solve", 0.1 * (r == 2)) + WAITLAB_INJECT("io", 0.05 * (r == 1)) before
+ *               MPI_Barrier; then 0.2 s injected on ranks 1 and 3 (an exact tie) before MPI_Allreduce
  */
+#include "waitlab.h"
 #include <mpi.h>
 #include <stdio.h>
 #include <string.h>
@@ -90,6 +96,25 @@ int main(int argc, char** argv)
       MPI_Wait(&rr[0], MPI_STATUS_IGNORE);
       MPI_Wait(&rr[1], MPI_STATUS_IGNORE);
     }
+  } else if (strcmp(mode, "spin") == 0) {
+    volatile double acc = 0;
+    if (rank == 1)
+      for (long i = 0; i < 40000000L; i++)
+        acc += (double)i * 1e-9;
+    MPI_Barrier(MPI_COMM_WORLD);
+  } else if (strcmp(mode, "wtime") == 0) {
+    double t0 = MPI_Wtime();
+    if (rank == 0)
+      while (MPI_Wtime() - t0 < 1.0) {
+      }
+    MPI_Barrier(MPI_COMM_WORLD);
+  } else if (strcmp(mode, "inject") == 0) {
+    WAITLAB_INJECT("solve", rank == 2 ? 0.1 : 0.0);
+    WAITLAB_INJECT("io", rank == 1 ? 0.05 : 0.0);
+    MPI_Barrier(MPI_COMM_WORLD);
+    WAITLAB_INJECT("solve", rank % 2 == 1 ? 0.2 : 0.0);
+    double x = rank, y = 0;
+    MPI_Allreduce(&x, &y, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
   } else {
     if (rank == 0)
       fprintf(stderr, "unknown mode '%s'\n", mode);
