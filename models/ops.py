@@ -323,4 +323,5 @@ class OpBuilder:
             led = {"rank": np.zeros(0, np.int32), "region": np.zeros(0, np.int32), "step": np.zeros(0, np.int32),
                    "seconds": np.zeros(0), "kind": np.zeros(0, np.int8)}  # fmt: skip
         names = tuple(sorted(self._names, key=self._names.__getitem__))
-        return OpTable(n_ranks=self.n_ranks, names=names, ledger=Ledger(**led), **cols)
+        data: dict[str, Any] = cols  # numpy columns (Any: OpTable also takes comms)
+        return OpTable(n_ranks=self.n_ranks, names=names, ledger=Ledger(**led), **data)
