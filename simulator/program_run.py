@@ -89,6 +89,8 @@ def run_program(binary: Path, n_ranks: int, platform_xml: Path, hostfile: Path, 
         env["WAITLAB_SCHEDULE"] = str(schedule_dir.resolve())
     cfg = dict(DETERMINISTIC_CONFIG)
     cfg.update(config or {})
+    if cfg.get("smpi/simulate-computation") == "yes":  # the layer books measured computation before each call
+        env["WAITLAB_MEASURED"] = "1"
     try:
         res = run_smpirun(binary, n_ranks, platform_xml, hostfile, args=[*args, "--log=ker_engine.thres:info"],
                           config=cfg, extra_flags=extra_flags, env=env, cwd=cwd, timeout=timeout, what=what,

@@ -24,6 +24,9 @@
  * (smpi_execute_benched), delay/swap/sleep sleep, flush sleeps value/value2 s.
  * Each executed item is recorded with flags bit 0 set.
  *
+ * With WAITLAB_MEASURED=1 (computation = "measured") every wrapper first lets SMPI charge the program's computation
+ * since the last call (smpi_bench_end/begin), so the clock read at entry books it as compute, not inside the call.
+ *
  * Output (WAITLAB_OUT=<dir>), written at MPI_Finalize: r<rank>.log, r<rank>.arg,
  * r<rank>.names ("id<TAB>name"), r<rank>.vec (per-peer byte counts of v-collectives:
  * "op_index n s_0..s_n-1 r_0..r_n-1"), r<rank>.fix (ANY_SOURCE/ANY_TAG receives
@@ -94,6 +97,7 @@ static int wl_on = 0;
 static int wl_rank = -1;
 static int wl_size = 0;
 static int wl_step = -1;
+static int wl_measured = 0; /* WAITLAB_MEASURED=1: SMPI benchmarks the program's computation */
 static int wl_rerun = 0; /* run with an injection schedule: WAITLAB_INJECT's delays come from the schedule */
 static char* wl_base = NULL;
 static wl_log_t* wl_logs = NULL;
@@ -525,6 +529,8 @@ static void wl_start(double t0, double t1, const void* ra)
   if (dladdr((void*)&wl_start, &info) && info.dli_fbase)
     wl_base = (char*)info.dli_fbase;
   wl_load_schedule();
+  const char* measured = getenv("WAITLAB_MEASURED");
+  wl_measured = measured != NULL && strcmp(measured, "1") == 0;
   wl_on = 1;
   wl_push(WL_INIT, t0, t1, -1, 0, 0, 0.0, 0.0, -1, wl_site(ra), 0);
   wl_post_hook();
@@ -572,8 +578,10 @@ void waitlab_region_begin(const char* name)
 {
   if (!wl_on)
     return;
-  smpi_bench_end(); /* computation = "measured": book the computation before the marker */
-  smpi_bench_begin();
+  if (wl_measured) { /* computation = "measured": book the computation before the marker */
+    smpi_bench_end();
+    smpi_bench_begin();
+  }
   WL_PRE();
   double t = wl_now();
   wl_push(WL_ENTER, t, t, -1, 0, 0, 0.0, 0.0, wl_name_id(name ? name : ""), wl_site(__builtin_return_address(0)), 0);
@@ -583,8 +591,10 @@ void waitlab_region_end(const char* name)
 {
   if (!wl_on)
     return;
-  smpi_bench_end();
-  smpi_bench_begin();
+  if (wl_measured) {
+    smpi_bench_end();
+    smpi_bench_begin();
+  }
   WL_PRE();
   double t = wl_now();
   wl_push(WL_LEAVE, t, t, -1, 0, 0, 0.0, 0.0, wl_name_id(name ? name : ""), wl_site(__builtin_return_address(0)), 0);
@@ -652,8 +662,10 @@ void waitlab_inject_(const char* name, const double* seconds, size_t len)
 #define WL_BEGIN()                                                                                                     \
   const void* ra_ = __builtin_return_address(0);                                                                       \
   if (wl_on) {                                                                                                         \
-    smpi_bench_end();                                                                                                  \
-    smpi_bench_begin();                                                                                                \
+    if (wl_measured) {                                                                                                 \
+      smpi_bench_end();                                                                                                \
+      smpi_bench_begin();                                                                                              \
+    }                                                                                                                  \
     WL_PRE();                                                                                                          \
   }                                                                                                                    \
   double t0_ = wl_now()
