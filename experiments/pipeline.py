@@ -67,6 +67,8 @@ class RunResult:
     metadata: dict[str, Any]
     stage_seconds: dict[str, float] = field(default_factory=dict)
     smpi_output: str = ""
+    #: files a real program wrote into its working folder (relative path -> content)
+    files: dict[str, bytes] = field(default_factory=dict)
 
     def ledger(self) -> pd.DataFrame:
         """The cause ledger as a table (rank, region, step, seconds, kind)."""
@@ -167,7 +169,7 @@ def finish(prep: Prepared, ex: Execution) -> RunResult:
         "scenario_hash": sc.hash(), "smpi_config": ex.smpi_config, "application_kind": sc.application_kind,
         "source": prep.source.kind, **ex.metadata,
     }  # fmt: skip
-    return RunResult(sc, ex.ops, ex.events, waits, summary, metadata, stages, ex.output)
+    return RunResult(sc, ex.ops, ex.events, waits, summary, metadata, stages, ex.output, ex.files)
 
 
 @dataclass(frozen=True)

@@ -175,11 +175,24 @@ def write_result(result: RunResult, folder: Path, *, png: bool = True, scenario_
     if scenario_file:
         (folder / "scenario.toml").write_text(f"# resolved scenario of a waitlab run: valid input\n"
                                               f"{result.scenario.to_toml()}")
+    if result.metadata.get("application_kind") == "program":
+        write_program_output(result, folder / "program")
     (folder / "summary.json").write_text(json.dumps(jsonable(result.summary), indent=2, sort_keys=True) + "\n")
     (folder / "summary.txt").write_text(summary_text(result.summary, meta) + "\n")
     run = {**meta, "resolved_scenario": result.scenario.resolved(), "chrome_trace": chrome}
     run["files"] = sorted([*(p.name for p in folder.iterdir()), "run.json"])
     (folder / "run.json").write_text(json.dumps(jsonable(run), indent=2, sort_keys=True) + "\n")
+
+
+def write_program_output(result: RunResult, folder: Path) -> None:
+    """A real program's output: ``output.txt`` (its stdout and stderr, interleaved with SimGrid's messages, as
+    smpirun printed them) and ``workdir/`` (the files it wrote into its working folder)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "output.txt").write_text(result.smpi_output)
+    for rel, data in result.files.items():
+        path = folder / "workdir" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
 
 
 def write_run(run: Run, folder: Path, *, png: bool = True) -> None:

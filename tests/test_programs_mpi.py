@@ -223,3 +223,20 @@ def test_a_program_spinning_on_mpi_wtime_stops_with_a_clear_message(tmp_path: Pa
     with pytest.raises(SimulationError, match=r"MPI_Wtime returned the same time.*computation = \"measured\""):
         simulate(program_scenario(tmp_path, "features.c", ranks=2, args=["wtime"],
                                   simulation={"timeout": 120}))
+
+
+def test_program_output_and_files_are_kept_in_the_results_folder(tmp_path: Path) -> None:
+    import waitlab
+
+    (tmp_path / "in.txt").write_text("hello waitlab\n")
+    sc = program_scenario(tmp_path, "features.c", ranks=2, args=["io"], inputs=["in.txt"])
+    (tmp_path / "scenario.toml").write_text(sc.to_toml())
+    out = tmp_path / "run"
+    waitlab.run(tmp_path / "scenario.toml", out, png=False)
+    text = (out / "program" / "output.txt").read_text()
+    assert "rank 0 read 'hello waitlab'" in text and "rank 1 on stderr" in text
+    work = out / "program" / "workdir"
+    assert sorted(p.name for p in work.iterdir()) == ["out0.txt", "out1.txt"]  # the unchanged input is not copied
+    assert (work / "out1.txt").read_text() == "hello waitlab from 1\n"
+    with pytest.raises(InputError, match="application.inputs"):
+        program_scenario(tmp_path, "features.c", ranks=2, args=["io"], inputs=["missing.txt"])

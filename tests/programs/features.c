@@ -14,6 +14,7 @@
  *   spin        2 ranks: rank 1 spins on the CPU (no smpi_execute) before MPI_Barrier: computation = "measured"
  *               must book that time as compute, not inside the barrier
  *   wtime       2 ranks: rank 0 waits for one second to pass on MPI_Wtime (OSU's nonblocking benchmarks do)
+ *   io          2 ranks: read the first line of in.txt (an input file), print it and write it to out<rank>.txt
  *   inject      4 ranks: WAITLAB_INJECT("solve", 0.1 * (r == 2)) + WAITLAB_INJECT("io", 0.05 * (r == 1)) before
  *               MPI_Barrier; then 0.2 s injected on ranks 1 and 3 (an exact tie) before MPI_Allreduce
  */
@@ -107,6 +108,21 @@ int main(int argc, char** argv)
     if (rank == 0)
       while (MPI_Wtime() - t0 < 1.0) {
       }
+    MPI_Barrier(MPI_COMM_WORLD);
+  } else if (strcmp(mode, "io") == 0) {
+    char line[128] = "";
+    FILE* in = fopen("in.txt", "r");
+    if (in == NULL || fgets(line, sizeof line, in) == NULL)
+      MPI_Abort(MPI_COMM_WORLD, 3);
+    fclose(in);
+    line[strcspn(line, "\n")] = '\0';
+    printf("rank %d read '%s'\n", rank, line);
+    fprintf(stderr, "rank %d on stderr\n", rank);
+    char name[32];
+    snprintf(name, sizeof name, "out%d.txt", rank);
+    FILE* out_file = fopen(name, "w");
+    fprintf(out_file, "%s from %d\n", line, rank);
+    fclose(out_file);
     MPI_Barrier(MPI_COMM_WORLD);
   } else if (strcmp(mode, "inject") == 0) {
     WAITLAB_INJECT("solve", rank == 2 ? 0.1 : 0.0);
