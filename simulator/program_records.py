@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -93,6 +94,20 @@ def read_records(out_dir: Path, n_ranks: int) -> Records:
                    tuple(sorted(names, key=names.__getitem__)), vectors, tuple(sorted(comms, key=comms.__getitem__)))
 
 
+#: smpif90/smpicc compile a rewritten copy named ``<source>_XXXXXXXXXX<suffix>`` (mktemp in the wrapper script)
+_TEMP_COPY = re.compile(r"^(?P<orig>.+\.[A-Za-z0-9]+)_[A-Za-z0-9]{10}\.[A-Za-z0-9]+$")
+
+
+def original_name(base: str) -> str:
+    """The user's source file name behind SMPI's temporary copy (``jac.f90_nQzo6dgxMW.f90`` -> ``jac.f90``).
+
+    >>> original_name("jac.f90_nQzo6dgxMW.f90"), original_name("main.c")
+    ('jac.f90', 'main.c')
+    """
+    m = _TEMP_COPY.match(base)
+    return m.group("orig") if m else base
+
+
 def resolve_sites(binary: Path, offsets: npt.NDArray[np.uint64]) -> dict[int, str]:
     """``file:line`` (or ``function+0xoff`` without debug information) of call-site offsets."""
     uniq = sorted({int(x) for x in offsets.tolist() if x})
@@ -108,7 +123,7 @@ def resolve_sites(binary: Path, offsets: npt.NDArray[np.uint64]) -> dict[int, st
                 file, _, line = loc.partition(":")
                 line = line.split()[0] if line else "0"
                 if file not in ("??", "") and line not in ("0", "?"):
-                    out[off] = f"{os.path.basename(file)}:{line}"
+                    out[off] = f"{original_name(os.path.basename(file))}:{line}"
                 elif func not in ("??", ""):
                     out[off] = f"{func}+{hex(off)}"
     for off in uniq:

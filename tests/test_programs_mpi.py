@@ -238,5 +238,24 @@ def test_program_output_and_files_are_kept_in_the_results_folder(tmp_path: Path)
     work = out / "program" / "workdir"
     assert sorted(p.name for p in work.iterdir()) == ["out0.txt", "out1.txt"]  # the unchanged input is not copied
     assert (work / "out1.txt").read_text() == "hello waitlab from 1\n"
-    with pytest.raises(InputError, match="application.inputs"):
+    with pytest.raises(InputError, match=r"application\.inputs"):
         program_scenario(tmp_path, "features.c", ranks=2, args=["io"], inputs=["missing.txt"])
+
+
+def test_fortran_ssend_and_sendrecv(tmp_path: Path) -> None:
+    if shutil.which("smpif90") is None or shutil.which("gfortran") is None:
+        pytest.skip("smpif90/gfortran not installed")
+    from waitlab.experiments.pipeline import simulate
+
+    sc = program_scenario(tmp_path, "ssend.f90", ranks=2)
+    res = simulate(sc)
+    # the 4-byte MPI_Ssend waits 0.2 s for rank 1's receive; then rank 0 waits 0.1 s in its MPI_Sendrecv
+    got = {(int(r), str(o)): (str(p), float(x)) for r, o, p, x in
+           res.waits[["rank", "op", "pattern", "wait"]].itertuples(index=False)}
+    assert got == {(0, "ssend"): ("late_receiver", pytest.approx(0.2, abs=TOL)),
+                   (0, "waitall"): ("late_sender", pytest.approx(0.1, abs=TOL))}
+    # call sites are named after the user's file, not SMPI's temporary copy of it
+    sites = {str(r) for r in res.events["region"].unique() if str(r).startswith("@")}
+    assert sites and all(s.startswith("@ssend.f90:") for s in sites)
+    rep = capture_and_replay(sc, tmp_path)
+    assert float(rep.waits["wait"].sum()) == pytest.approx(0.3, abs=TOL)

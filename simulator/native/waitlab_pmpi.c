@@ -763,6 +763,25 @@ int MPI_Irecv(void* buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm 
   return rc;
 }
 
+/* A sendrecv, recorded as isend + irecv + waitall (which is how SMPI runs it); the receive's bytes as received. */
+static void wl_sendrecv(double t0, const void* ra, int scount, MPI_Datatype stype, int dst, int stag, int rcount,
+                        MPI_Datatype rtype, int src, MPI_Comm comm, MPI_Status* st)
+{
+  double t1 = wl_now();
+  int cid = wl_comm_id(comm);
+  uint64_t site = wl_site(ra);
+  if (dst != MPI_PROC_NULL)
+    wl_push(WL_ISEND, t0, t0, wl_world(comm, dst), stag, cid, wl_bytes(scount, stype), 0.0, -1, site, 0);
+  if (src != MPI_PROC_NULL) {
+    int got = 0;
+    double bytes = PMPI_Get_count(st, MPI_BYTE, &got) == MPI_SUCCESS && got != MPI_UNDEFINED && got >= 0
+                       ? (double)got
+                       : wl_bytes(rcount, rtype);
+    wl_push(WL_IRECV, t0, t0, wl_world(comm, st->MPI_SOURCE), st->MPI_TAG, cid, bytes, 0.0, -1, site, 0);
+  }
+  wl_push(WL_WAITALL, t0, t1, -1, 0, cid, 0.0, 0.0, -1, site, 0);
+}
+
 int MPI_Sendrecv(const void* sbuf, int scount, MPI_Datatype stype, int dst, int stag, void* rbuf, int rcount,
                  MPI_Datatype rtype, int src, int rtag, MPI_Comm comm, MPI_Status* status)
 {
@@ -770,18 +789,8 @@ int MPI_Sendrecv(const void* sbuf, int scount, MPI_Datatype stype, int dst, int 
   MPI_Status own;
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &own : status;
   int rc = PMPI_Sendrecv(sbuf, scount, stype, dst, stag, rbuf, rcount, rtype, src, rtag, comm, st);
-  if (wl_on && rc == MPI_SUCCESS) {
-    /* recorded as isend + irecv + waitall, which is how SMPI runs it */
-    double t1 = wl_now();
-    int cid = wl_comm_id(comm);
-    uint64_t site = wl_site(ra_);
-    if (dst != MPI_PROC_NULL)
-      wl_push(WL_ISEND, t0_, t0_, wl_world(comm, dst), stag, cid, wl_bytes(scount, stype), 0.0, -1, site, 0);
-    if (src != MPI_PROC_NULL)
-      wl_push(WL_IRECV, t0_, t0_, wl_world(comm, st->MPI_SOURCE), st->MPI_TAG, cid, wl_bytes(rcount, rtype), 0.0,
-              -1, site, 0);
-    wl_push(WL_WAITALL, t0_, t1, -1, 0, cid, 0.0, 0.0, -1, site, 0);
-  }
+  if (wl_on && rc == MPI_SUCCESS)
+    wl_sendrecv(t0_, ra_, scount, stype, dst, stag, rcount, rtype, src, comm, st);
   return rc;
 }
 
@@ -1432,6 +1441,22 @@ void mpi_irecv_(void* buf, int* count, int* dt, int* src, int* tag, int* comm, i
                          0.0, -1, wl_site(ra_), 0);
     wl_req_add(wl_fkey(*req), op, peer, *tag, 1, *src == MPI_ANY_SOURCE || *tag == MPI_ANY_TAG, c);
   }
+}
+
+typedef void (*wl_f_sendrecv_t)(void*, int*, int*, int*, int*, void*, int*, int*, int*, int*, int*, MPI_Status*,
+                                int*);
+
+void mpi_sendrecv_(void* sbuf, int* scount, int* stype, int* dst, int* stag, void* rbuf, int* rcount, int* rtype,
+                   int* src, int* rtag, int* comm, MPI_Status* status, int* ierr)
+{
+  WL_REAL(real, wl_f_sendrecv_t, "mpi_sendrecv_");
+  WL_BEGIN();
+  MPI_Status own;
+  MPI_Status* st = wl_fstatus_ignored(status) ? &own : status;
+  real(sbuf, scount, stype, dst, stag, rbuf, rcount, rtype, src, rtag, comm, st, ierr);
+  if (wl_on && *ierr == MPI_SUCCESS)
+    wl_sendrecv(t0_, ra_, *scount, PMPI_Type_f2c(*stype), *dst, *stag, *rcount, PMPI_Type_f2c(*rtype), *src,
+                PMPI_Comm_f2c(*comm), st);
 }
 
 typedef void (*wl_f_wait_t)(int*, MPI_Status*, int*);
