@@ -62,6 +62,8 @@ __all__ = [
 LAYER_SOURCE = NATIVE_DIR / "waitlab_pmpi.c"
 HEADER = NATIVE_DIR / "waitlab.h"
 ACTIONS_HEADER = NATIVE_DIR / "waitlab_actions.h"
+#: The generated wrappers (:mod:`waitlab.simulator.layer_wrappers`), included by the layer.
+WRAPPERS_INC = NATIVE_DIR / "waitlab_wrappers.inc"
 
 #: Compiler wrapper of each language.
 COMPILERS: dict[str, str] = {"c": "smpicc", "c++": "smpicxx", "fortran": "smpif90"}
@@ -112,7 +114,7 @@ def layer_object() -> Path:
     """The measurement layer compiled by ``smpicc`` into an object (cached by source hash)."""
     cc = require_tool("smpicc")
     key = _digest(LAYER_SOURCE.read_bytes(), HEADER.read_bytes(), checked_actions_header().encode(),
-                  simgrid_version().encode())
+                  WRAPPERS_INC.read_bytes(), simgrid_version().encode())
     target = cache_dir() / f"waitlab-pmpi-{key}.o"
     if target.exists():
         return target

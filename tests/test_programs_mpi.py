@@ -21,7 +21,7 @@ from waitlab.models.ops import OpBuilder
 from waitlab.simulator.replayable import replayable_ops
 
 HAVE_SMPI = shutil.which("smpirun") is not None and shutil.which("smpicc") is not None
-pytestmark = [pytest.mark.simgrid, pytest.mark.skipif(not HAVE_SMPI, reason="SimGrid SMPI is not installed")]
+needs_smpi = pytest.mark.skipif(not HAVE_SMPI, reason="SimGrid SMPI is not installed")
 TOL = 1e-4
 
 
@@ -48,6 +48,8 @@ def capture_and_replay(sc: Any, tmp: Path) -> Any:
     return simulate(trace_scenario(index, sc.ranks))
 
 
+@pytest.mark.simgrid
+@needs_smpi
 def test_gatherv_rooted_at_2_in_a_program_and_its_capture(tmp_path: Path) -> None:
     # enter times 0.5, 4, 1 (root), 2: the root waits 4 - 1 = 3 s for rank 1 (early reduce)
     sc, res = run(tmp_path, "gatherv", 4)
@@ -62,6 +64,8 @@ def test_gatherv_rooted_at_2_in_a_program_and_its_capture(tmp_path: Path) -> Non
     assert "2 gatherv 24 8 16 24 32 2 6 6\n" in text  # the root's real per-peer counts and root
 
 
+@pytest.mark.simgrid
+@needs_smpi
 def test_scatterv_rooted_at_2_in_a_program_and_its_capture(tmp_path: Path) -> None:
     # enter times 1, 0.5, 3 (root), 2: non-roots wait 3-1 = 2, 3-0.5 = 2.5, 3-2 = 1 s (late broadcast)
     sc, res = run(tmp_path, "scatterv", 4)
@@ -75,6 +79,8 @@ def test_scatterv_rooted_at_2_in_a_program_and_its_capture(tmp_path: Path) -> No
             assert got[rank] == ("late_broadcast", pytest.approx(w, abs=TOL), 2)
 
 
+@pytest.mark.simgrid
+@needs_smpi
 def test_small_synchronous_send_waits_for_a_late_receiver(tmp_path: Path) -> None:
     # rank 0 MPI_Ssend of 4 bytes at t=0; rank 1 posts the receive at 0.2 s: late receiver 0.2 s on rank 0
     sc, res = run(tmp_path, "ssend", 2)
@@ -86,6 +92,8 @@ def test_small_synchronous_send_waits_for_a_late_receiver(tmp_path: Path) -> Non
     assert waits_by_rank(rep, "ssend") == {0: ("late_receiver", pytest.approx(0.2, abs=TOL), 1)}
 
 
+@pytest.mark.simgrid
+@needs_smpi
 def test_barrier_and_allreduce_on_row_communicators_of_a_2d_split(tmp_path: Path) -> None:
     # rows {0,1} and {2,3} (key -rank: reversed order inside a row).  Barrier enter 0.1, 0.3 | 0.2, 0.5:
     # rank 0 waits 0.2 for rank 1, rank 2 waits 0.3 for rank 3.  Allreduce enter 0.3+0.4 = 0.7, 0.3 | 0.5, 0.6:
@@ -115,6 +123,8 @@ def test_barrier_and_allreduce_on_row_communicators_of_a_2d_split(tmp_path: Path
     assert not (tmp_path / "cap").exists()
 
 
+@pytest.mark.simgrid
+@needs_smpi
 def test_nonblocking_alltoall_waits_in_its_completion_call(tmp_path: Path) -> None:
     # rank 3 computes 0.3 s before MPI_Ialltoall; the others wait 0.3 s in MPI_Wait, booked as Wait at NxN
     _sc, res = run(tmp_path, "ialltoall", 4)
@@ -124,6 +134,8 @@ def test_nonblocking_alltoall_waits_in_its_completion_call(tmp_path: Path) -> No
     assert a2a["bytes"].tolist() == [32] * 4 and a2a["match"].nunique() == 1
 
 
+@pytest.mark.simgrid
+@needs_smpi
 def test_persistent_send_and_receive_pair(tmp_path: Path) -> None:
     # rank 0 computes 0.25 s before each MPI_Start of its MPI_Send_init request: rank 1 waits 0.25 s twice
     _sc, res = run(tmp_path, "persistent", 2)
@@ -135,6 +147,8 @@ def test_persistent_send_and_receive_pair(tmp_path: Path) -> None:
     assert w["wait"].tolist() == pytest.approx([0.25, 0.25], abs=TOL)
 
 
+@pytest.mark.simgrid
+@needs_smpi
 def test_sends_completed_by_waitall_and_receives_by_wait_capture_and_replay(tmp_path: Path) -> None:
     # LULESH's pattern: the trace must not write a bare waitall that would also complete the pending receives
     sc, res = run(tmp_path, "mixed", 4)
@@ -166,6 +180,8 @@ def test_replayable_ops_splits_only_a_waitall_that_leaves_requests_pending() -> 
     assert out.seq[r0].tolist() == [0, 1, 2, 3]
 
 
+@pytest.mark.simgrid
+@needs_smpi
 def test_injected_delays_give_a_program_ground_truth(tmp_path: Path) -> None:
     # barrier enters 0, 0.05 (io on rank 1), 0.1 (solve on rank 2), 0: waits 0.1 + 0.05 + 0.1 = 0.25 s;
     # then ranks 1 and 3 inject 0.2 s of solve before the allreduce: ranks 0 and 2 wait 0.2 s each.
@@ -191,6 +207,8 @@ def test_injected_delays_give_a_program_ground_truth(tmp_path: Path) -> None:
     assert set(d.scores) >= {"cwpdm", "hcwpdm"}
 
 
+@pytest.mark.simgrid
+@needs_smpi
 def test_a_program_without_injections_has_no_truth_to_score(tmp_path: Path) -> None:
     import waitlab
 
@@ -201,6 +219,8 @@ def test_a_program_without_injections_has_no_truth_to_score(tmp_path: Path) -> N
     assert any("nothing was injected" in n and "no ground truth" in n for n in d.notes)
 
 
+@pytest.mark.simgrid
+@needs_smpi
 def test_measured_computation_is_booked_where_it_happened(tmp_path: Path) -> None:
     # rank 1 spins on the CPU (40 M additions) before the barrier; SMPI charges it as measured computation
     from waitlab.experiments.pipeline import simulate
@@ -216,6 +236,8 @@ def test_measured_computation_is_booked_where_it_happened(tmp_path: Path) -> Non
     assert float(w[0]) == pytest.approx(float(bar.loc[1, "enter"] - bar.loc[0, "enter"]), abs=1e-9)
 
 
+@pytest.mark.simgrid
+@needs_smpi
 def test_a_program_spinning_on_mpi_wtime_stops_with_a_clear_message(tmp_path: Path) -> None:
     from waitlab.errors import SimulationError
     from waitlab.experiments.pipeline import simulate
@@ -225,6 +247,8 @@ def test_a_program_spinning_on_mpi_wtime_stops_with_a_clear_message(tmp_path: Pa
                                   simulation={"timeout": 120}))
 
 
+@pytest.mark.simgrid
+@needs_smpi
 def test_program_output_and_files_are_kept_in_the_results_folder(tmp_path: Path) -> None:
     import waitlab
 
@@ -242,6 +266,8 @@ def test_program_output_and_files_are_kept_in_the_results_folder(tmp_path: Path)
         program_scenario(tmp_path, "features.c", ranks=2, args=["io"], inputs=["missing.txt"])
 
 
+@pytest.mark.simgrid
+@needs_smpi
 def test_fortran_ssend_and_sendrecv(tmp_path: Path) -> None:
     if shutil.which("smpif90") is None or shutil.which("gfortran") is None:
         pytest.skip("smpif90/gfortran not installed")
@@ -259,3 +285,16 @@ def test_fortran_ssend_and_sendrecv(tmp_path: Path) -> None:
     assert sites and all(s.startswith("@ssend.f90:") for s in sites)
     rep = capture_and_replay(sc, tmp_path)
     assert float(rep.waits["wait"].sum()) == pytest.approx(0.3, abs=TOL)
+
+
+def test_generated_wrappers_are_fresh() -> None:
+    # the C and Fortran wrapper tables come from one declaration (layer_wrappers.WRAPPERS) and the vocabulary
+    from waitlab.simulator.layer_wrappers import WRAPPERS, wrappers_source
+
+    native = Path(__file__).resolve().parents[1] / "simulator" / "native"
+    assert (native / "waitlab_wrappers.inc").read_text() == wrappers_source(), \
+        "regenerate: python -m waitlab.simulator.layer_wrappers > simulator/native/waitlab_wrappers.inc"
+    text = wrappers_source()
+    for w in WRAPPERS:  # every row has its C and its Fortran wrapper
+        assert f"int MPI_{w.name}(" in text and f"void mpi_{w.name.lower()}_(" in text
+    assert "wl_p2p_send(WL_SSEND," in text and "wl_coll_add((uintptr_t)*req, WL_ALLTOALL," in text

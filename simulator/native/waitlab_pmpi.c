@@ -704,36 +704,6 @@ static int wl_p2p_send(int code, const void* ra, double t0, int count, MPI_Datat
                       wl_site(ra), 0);
 }
 
-#define WL_SEND_LIKE(NAME, PNAME, CODE)                                                                                \
-  int NAME(const void* buf, int count, MPI_Datatype dt, int dst, int tag, MPI_Comm comm)                               \
-  {                                                                                                                    \
-    WL_BEGIN();                                                                                                        \
-    int rc = PNAME(buf, count, dt, dst, tag, comm);                                                                    \
-    if (wl_on && rc == MPI_SUCCESS && dst != MPI_PROC_NULL)                                                             \
-      wl_p2p_send(CODE, ra_, t0_, count, dt, dst, tag, comm);                                                          \
-    return rc;                                                                                                         \
-  }
-WL_SEND_LIKE(MPI_Send, PMPI_Send, WL_SEND)
-WL_SEND_LIKE(MPI_Ssend, PMPI_Ssend, WL_SSEND)
-WL_SEND_LIKE(MPI_Rsend, PMPI_Rsend, WL_SEND)
-WL_SEND_LIKE(MPI_Bsend, PMPI_Bsend, WL_SEND)
-
-#define WL_ISEND_LIKE(NAME, PNAME, CODE)                                                                               \
-  int NAME(const void* buf, int count, MPI_Datatype dt, int dst, int tag, MPI_Comm comm, MPI_Request* req)             \
-  {                                                                                                                    \
-    WL_BEGIN();                                                                                                        \
-    int rc = PNAME(buf, count, dt, dst, tag, comm, req);                                                               \
-    if (wl_on && rc == MPI_SUCCESS && dst != MPI_PROC_NULL) {                                                           \
-      int64_t op = wl_p2p_send(CODE, ra_, t0_, count, dt, dst, tag, comm);                                            \
-      wl_req_add((uintptr_t)*req, op, wl_args[op].peer, tag, 0, 0, comm);                                              \
-    }                                                                                                                  \
-    return rc;                                                                                                         \
-  }
-WL_ISEND_LIKE(MPI_Isend, PMPI_Isend, WL_ISEND)
-WL_ISEND_LIKE(MPI_Issend, PMPI_Issend, WL_ISSEND)
-WL_ISEND_LIKE(MPI_Irsend, PMPI_Irsend, WL_ISEND)
-WL_ISEND_LIKE(MPI_Ibsend, PMPI_Ibsend, WL_ISEND)
-
 int MPI_Recv(void* buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm comm, MPI_Status* status)
 {
   WL_BEGIN();
@@ -1065,70 +1035,6 @@ static int64_t wl_vcoll(int code, double t0, const void* ra, int peer, MPI_Comm 
   return op;
 }
 
-int MPI_Barrier(MPI_Comm comm)
-{
-  WL_BEGIN();
-  int rc = PMPI_Barrier(comm);
-  if (wl_on && rc == MPI_SUCCESS)
-    WL_COLL(WL_BARRIER, -1, comm, 0.0, 0.0);
-  return rc;
-}
-
-int MPI_Bcast(void* buf, int count, MPI_Datatype dt, int root, MPI_Comm comm)
-{
-  WL_BEGIN();
-  int rc = PMPI_Bcast(buf, count, dt, root, comm);
-  if (wl_on && rc == MPI_SUCCESS)
-    WL_COLL(WL_BCAST, wl_root(comm, root), comm, wl_bytes(count, dt), 0.0);
-  return rc;
-}
-
-int MPI_Reduce(const void* sbuf, void* rbuf, int count, MPI_Datatype dt, MPI_Op op, int root, MPI_Comm comm)
-{
-  WL_BEGIN();
-  int rc = PMPI_Reduce(sbuf, rbuf, count, dt, op, root, comm);
-  if (wl_on && rc == MPI_SUCCESS)
-    WL_COLL(WL_REDUCE, wl_root(comm, root), comm, wl_bytes(count, dt), 0.0);
-  return rc;
-}
-
-int MPI_Allreduce(const void* sbuf, void* rbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm)
-{
-  WL_BEGIN();
-  int rc = PMPI_Allreduce(sbuf, rbuf, count, dt, op, comm);
-  if (wl_on && rc == MPI_SUCCESS)
-    WL_COLL(WL_ALLREDUCE, -1, comm, wl_bytes(count, dt), 0.0);
-  return rc;
-}
-
-int MPI_Scan(const void* sbuf, void* rbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm)
-{
-  WL_BEGIN();
-  int rc = PMPI_Scan(sbuf, rbuf, count, dt, op, comm);
-  if (wl_on && rc == MPI_SUCCESS)
-    WL_COLL(WL_SCAN, -1, comm, wl_bytes(count, dt), 0.0);
-  return rc;
-}
-
-int MPI_Exscan(const void* sbuf, void* rbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm)
-{
-  WL_BEGIN();
-  int rc = PMPI_Exscan(sbuf, rbuf, count, dt, op, comm);
-  if (wl_on && rc == MPI_SUCCESS)
-    WL_COLL(WL_EXSCAN, -1, comm, wl_bytes(count, dt), 0.0);
-  return rc;
-}
-
-int MPI_Alltoall(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount, MPI_Datatype rtype,
-                 MPI_Comm comm)
-{
-  WL_BEGIN();
-  int rc = PMPI_Alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm);
-  if (wl_on && rc == MPI_SUCCESS)
-    WL_COLL(WL_ALLTOALL, -1, comm, wl_bytes(scount, stype), wl_bytes(rcount, rtype));
-  return rc;
-}
-
 int MPI_Alltoallv(const void* sbuf, const int* scounts, const int* sdispls, MPI_Datatype stype, void* rbuf,
                   const int* rcounts, const int* rdispls, MPI_Datatype rtype, MPI_Comm comm)
 {
@@ -1136,36 +1042,6 @@ int MPI_Alltoallv(const void* sbuf, const int* scounts, const int* sdispls, MPI_
   int rc = PMPI_Alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm);
   if (wl_on && rc == MPI_SUCCESS)
     wl_vcoll(WL_ALLTOALLV, t0_, ra_, -1, comm, scounts, stype, rcounts, rtype, 0.0, 0.0);
-  return rc;
-}
-
-int MPI_Gather(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount, MPI_Datatype rtype,
-               int root, MPI_Comm comm)
-{
-  WL_BEGIN();
-  int rc = PMPI_Gather(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
-  if (wl_on && rc == MPI_SUCCESS)
-    WL_COLL(WL_GATHER, wl_root(comm, root), comm, wl_bytes(scount, stype), wl_bytes(rcount, rtype));
-  return rc;
-}
-
-int MPI_Scatter(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount, MPI_Datatype rtype,
-                int root, MPI_Comm comm)
-{
-  WL_BEGIN();
-  int rc = PMPI_Scatter(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
-  if (wl_on && rc == MPI_SUCCESS)
-    WL_COLL(WL_SCATTER, wl_root(comm, root), comm, wl_bytes(scount, stype), wl_bytes(rcount, rtype));
-  return rc;
-}
-
-int MPI_Allgather(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount, MPI_Datatype rtype,
-                  MPI_Comm comm)
-{
-  WL_BEGIN();
-  int rc = PMPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm);
-  if (wl_on && rc == MPI_SUCCESS)
-    WL_COLL(WL_ALLGATHER, -1, comm, wl_bytes(scount, stype), wl_bytes(rcount, rtype));
   return rc;
 }
 
@@ -1220,89 +1096,8 @@ int MPI_Reduce_scatter(const void* sbuf, void* rbuf, const int* rcounts, MPI_Dat
   return rc;
 }
 
-/* ---- nonblocking collectives: recorded as their blocking twin in the call that completes them ------------------ */
-
-#define WL_ICOLL(code, root, comm, v, v2)                                                                              \
-  do {                                                                                                                 \
-    if (wl_on && rc == MPI_SUCCESS)                                                                                    \
-      wl_coll_add((uintptr_t)*req, (code), (root), wl_comm_id(comm), (v), (v2));                                       \
-  } while (0)
-
-int MPI_Ibarrier(MPI_Comm comm, MPI_Request* req)
-{
-  int rc = PMPI_Ibarrier(comm, req);
-  WL_ICOLL(WL_BARRIER, -1, comm, 0.0, 0.0);
-  return rc;
-}
-
-int MPI_Ibcast(void* buf, int count, MPI_Datatype dt, int root, MPI_Comm comm, MPI_Request* req)
-{
-  int rc = PMPI_Ibcast(buf, count, dt, root, comm, req);
-  WL_ICOLL(WL_BCAST, wl_root(comm, root), comm, wl_bytes(count, dt), 0.0);
-  return rc;
-}
-
-int MPI_Ireduce(const void* sbuf, void* rbuf, int count, MPI_Datatype dt, MPI_Op op, int root, MPI_Comm comm,
-                MPI_Request* req)
-{
-  int rc = PMPI_Ireduce(sbuf, rbuf, count, dt, op, root, comm, req);
-  WL_ICOLL(WL_REDUCE, wl_root(comm, root), comm, wl_bytes(count, dt), 0.0);
-  return rc;
-}
-
-int MPI_Iallreduce(const void* sbuf, void* rbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
-                   MPI_Request* req)
-{
-  int rc = PMPI_Iallreduce(sbuf, rbuf, count, dt, op, comm, req);
-  WL_ICOLL(WL_ALLREDUCE, -1, comm, wl_bytes(count, dt), 0.0);
-  return rc;
-}
-
-int MPI_Iscan(const void* sbuf, void* rbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm, MPI_Request* req)
-{
-  int rc = PMPI_Iscan(sbuf, rbuf, count, dt, op, comm, req);
-  WL_ICOLL(WL_SCAN, -1, comm, wl_bytes(count, dt), 0.0);
-  return rc;
-}
-
-int MPI_Iexscan(const void* sbuf, void* rbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm, MPI_Request* req)
-{
-  int rc = PMPI_Iexscan(sbuf, rbuf, count, dt, op, comm, req);
-  WL_ICOLL(WL_EXSCAN, -1, comm, wl_bytes(count, dt), 0.0);
-  return rc;
-}
-
-int MPI_Ialltoall(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount, MPI_Datatype rtype,
-                  MPI_Comm comm, MPI_Request* req)
-{
-  int rc = PMPI_Ialltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm, req);
-  WL_ICOLL(WL_ALLTOALL, -1, comm, wl_bytes(scount, stype), wl_bytes(rcount, rtype));
-  return rc;
-}
-
-int MPI_Iallgather(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount, MPI_Datatype rtype,
-                   MPI_Comm comm, MPI_Request* req)
-{
-  int rc = PMPI_Iallgather(sbuf, scount, stype, rbuf, rcount, rtype, comm, req);
-  WL_ICOLL(WL_ALLGATHER, -1, comm, wl_bytes(scount, stype), wl_bytes(rcount, rtype));
-  return rc;
-}
-
-int MPI_Igather(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount, MPI_Datatype rtype, int root,
-                MPI_Comm comm, MPI_Request* req)
-{
-  int rc = PMPI_Igather(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req);
-  WL_ICOLL(WL_GATHER, wl_root(comm, root), comm, wl_bytes(scount, stype), wl_bytes(rcount, rtype));
-  return rc;
-}
-
-int MPI_Iscatter(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount, MPI_Datatype rtype,
-                 int root, MPI_Comm comm, MPI_Request* req)
-{
-  int rc = PMPI_Iscatter(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req);
-  WL_ICOLL(WL_SCATTER, wl_root(comm, root), comm, wl_bytes(scount, stype), wl_bytes(rcount, rtype));
-  return rc;
-}
+/* ---- nonblocking collectives: the generated wrappers record them as their blocking twin in the call that completes
+ * them (wl_coll_add, wl_record_completion); nonblocking v-collectives are refused ---------------------------------- */
 
 /* Nonblocking v-collectives are refused: their per-peer counts would have to be kept until completion. */
 #define WL_REFUSE(NAME)                                                                                                \
@@ -1388,32 +1183,8 @@ void mpi_finalize_(int* ierr)
     wl_finish(t0_, wl_now(), ra_);
 }
 
-typedef void (*wl_f_send_t)(void*, int*, int*, int*, int*, int*, int*);
 typedef void (*wl_f_isend_t)(void*, int*, int*, int*, int*, int*, int*, int*);
 typedef void (*wl_f_recv_t)(void*, int*, int*, int*, int*, int*, MPI_Status*, int*);
-
-#define WL_F_SEND(fname, sym, code)                                                                                    \
-  void fname(void* buf, int* count, int* dt, int* dst, int* tag, int* comm, int* ierr)                                 \
-  {                                                                                                                    \
-    WL_REAL(real, wl_f_send_t, sym);                                                                                   \
-    WL_BEGIN();                                                                                                        \
-    real(buf, count, dt, dst, tag, comm, ierr);                                                                        \
-    if (wl_on && *ierr == MPI_SUCCESS && *dst != MPI_PROC_NULL)                                                         \
-      wl_p2p_send(code, ra_, t0_, *count, PMPI_Type_f2c(*dt), *dst, *tag, PMPI_Comm_f2c(*comm));                        \
-  }
-WL_F_SEND(mpi_send_, "mpi_send_", WL_SEND)
-WL_F_SEND(mpi_ssend_, "mpi_ssend_", WL_SSEND)
-
-void mpi_isend_(void* buf, int* count, int* dt, int* dst, int* tag, int* comm, int* req, int* ierr)
-{
-  WL_REAL(real, wl_f_isend_t, "mpi_isend_");
-  WL_BEGIN();
-  real(buf, count, dt, dst, tag, comm, req, ierr);
-  if (wl_on && *ierr == MPI_SUCCESS && *dst != MPI_PROC_NULL) {
-    int64_t op = wl_p2p_send(WL_ISEND, ra_, t0_, *count, PMPI_Type_f2c(*dt), *dst, *tag, PMPI_Comm_f2c(*comm));
-    wl_req_add(wl_fkey(*req), op, wl_args[op].peer, *tag, 0, 0, PMPI_Comm_f2c(*comm));
-  }
-}
 
 void mpi_recv_(void* buf, int* count, int* dt, int* src, int* tag, int* comm, MPI_Status* status, int* ierr)
 {
@@ -1496,82 +1267,7 @@ void mpi_waitall_(int* count, int* reqs, MPI_Status* statuses, int* ierr)
   free(own);
 }
 
-typedef void (*wl_f_barrier_t)(int*, int*);
-typedef void (*wl_f_bcast_t)(void*, int*, int*, int*, int*, int*);
-typedef void (*wl_f_reduce_t)(void*, void*, int*, int*, int*, int*, int*, int*);
-typedef void (*wl_f_allreduce_t)(void*, void*, int*, int*, int*, int*, int*);
-typedef void (*wl_f_a2a_t)(void*, int*, int*, void*, int*, int*, int*, int*);
 typedef void (*wl_f_a2av_t)(void*, int*, int*, int*, void*, int*, int*, int*, int*, int*);
-typedef void (*wl_f_rooted_t)(void*, int*, int*, void*, int*, int*, int*, int*, int*);
-
-void mpi_barrier_(int* comm, int* ierr)
-{
-  WL_REAL(real, wl_f_barrier_t, "mpi_barrier_");
-  WL_BEGIN();
-  real(comm, ierr);
-  if (wl_on && *ierr == MPI_SUCCESS)
-    WL_COLL(WL_BARRIER, -1, PMPI_Comm_f2c(*comm), 0.0, 0.0);
-}
-
-void mpi_bcast_(void* buf, int* count, int* dt, int* root, int* comm, int* ierr)
-{
-  WL_REAL(real, wl_f_bcast_t, "mpi_bcast_");
-  WL_BEGIN();
-  real(buf, count, dt, root, comm, ierr);
-  if (wl_on && *ierr == MPI_SUCCESS) {
-    MPI_Comm c = PMPI_Comm_f2c(*comm);
-    WL_COLL(WL_BCAST, wl_root(c, *root), c, wl_bytes(*count, PMPI_Type_f2c(*dt)), 0.0);
-  }
-}
-
-void mpi_reduce_(void* sbuf, void* rbuf, int* count, int* dt, int* op, int* root, int* comm, int* ierr)
-{
-  WL_REAL(real, wl_f_reduce_t, "mpi_reduce_");
-  WL_BEGIN();
-  real(sbuf, rbuf, count, dt, op, root, comm, ierr);
-  if (wl_on && *ierr == MPI_SUCCESS) {
-    MPI_Comm c = PMPI_Comm_f2c(*comm);
-    WL_COLL(WL_REDUCE, wl_root(c, *root), c, wl_bytes(*count, PMPI_Type_f2c(*dt)), 0.0);
-  }
-}
-
-void mpi_allreduce_(void* sbuf, void* rbuf, int* count, int* dt, int* op, int* comm, int* ierr)
-{
-  WL_REAL(real, wl_f_allreduce_t, "mpi_allreduce_");
-  WL_BEGIN();
-  real(sbuf, rbuf, count, dt, op, comm, ierr);
-  if (wl_on && *ierr == MPI_SUCCESS)
-    WL_COLL(WL_ALLREDUCE, -1, PMPI_Comm_f2c(*comm), wl_bytes(*count, PMPI_Type_f2c(*dt)), 0.0);
-}
-
-#define WL_F_A2A(fname, sym, code)                                                                                     \
-  void fname(void* sbuf, int* scount, int* stype, void* rbuf, int* rcount, int* rtype, int* comm, int* ierr)           \
-  {                                                                                                                    \
-    WL_REAL(real, wl_f_a2a_t, sym);                                                                                    \
-    WL_BEGIN();                                                                                                        \
-    real(sbuf, scount, stype, rbuf, rcount, rtype, comm, ierr);                                                        \
-    if (wl_on && *ierr == MPI_SUCCESS)                                                                                  \
-      WL_COLL(code, -1, PMPI_Comm_f2c(*comm), wl_bytes(*scount, PMPI_Type_f2c(*stype)),                                 \
-              wl_bytes(*rcount, PMPI_Type_f2c(*rtype)));                                                                \
-  }
-WL_F_A2A(mpi_alltoall_, "mpi_alltoall_", WL_ALLTOALL)
-WL_F_A2A(mpi_allgather_, "mpi_allgather_", WL_ALLGATHER)
-
-#define WL_F_ROOTED(fname, sym, code)                                                                                  \
-  void fname(void* sbuf, int* scount, int* stype, void* rbuf, int* rcount, int* rtype, int* root, int* comm,           \
-             int* ierr)                                                                                                \
-  {                                                                                                                    \
-    WL_REAL(real, wl_f_rooted_t, sym);                                                                                 \
-    WL_BEGIN();                                                                                                        \
-    real(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, ierr);                                                  \
-    if (wl_on && *ierr == MPI_SUCCESS) {                                                                                \
-      MPI_Comm c = PMPI_Comm_f2c(*comm);                                                                                \
-      WL_COLL(code, wl_root(c, *root), c, wl_bytes(*scount, PMPI_Type_f2c(*stype)),                                     \
-              wl_bytes(*rcount, PMPI_Type_f2c(*rtype)));                                                                \
-    }                                                                                                                  \
-  }
-WL_F_ROOTED(mpi_gather_, "mpi_gather_", WL_GATHER)
-WL_F_ROOTED(mpi_scatter_, "mpi_scatter_", WL_SCATTER)
 
 void mpi_alltoallv_(void* sbuf, int* scounts, int* sdispls, int* stype, void* rbuf, int* rcounts, int* rdispls,
                     int* rtype, int* comm, int* ierr)
@@ -1583,3 +1279,7 @@ void mpi_alltoallv_(void* sbuf, int* scounts, int* sdispls, int* stype, void* rb
     wl_vcoll(WL_ALLTOALLV, t0_, ra_, -1, PMPI_Comm_f2c(*comm), scounts, PMPI_Type_f2c(*stype), rcounts,
              PMPI_Type_f2c(*rtype), 0.0, 0.0);
 }
+
+/* ---- generated wrappers: sends, scalar collectives (blocking and nonblocking), C and Fortran ------------------ */
+
+#include "waitlab_wrappers.inc"
