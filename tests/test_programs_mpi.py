@@ -115,7 +115,20 @@ def test_barrier_and_allreduce_on_row_communicators_of_a_2d_split(tmp_path: Path
     }
     # an allreduce of one double on 2 ranks: 2 x 8 bytes each way (Score-P accounting within the communicator)
     assert ev[ev["op"] == "allreduce"]["bytes"].tolist() == [16] * 4
+    # CWP-DM and H-CWP-DM on the row communicators: rank 1 delays row 0's barrier by 0.2 s of extra work, rank 3
+    # row 1's by 0.3 s; rank 0 delays row 0's allreduce by 0.4 s, rank 3 row 1's by 0.1 s
+    import waitlab
+
+    (tmp_path / "scenario.toml").write_text(sc.to_toml())
+    d = waitlab.diagnose(tmp_path / "scenario.toml")
+    for m in d.models:
+        if m.key in ("cwpdm", "hcwpdm"):
+            blame = m.blame().groupby("rank")["cost"].sum()
+            blame = blame[blame > 1e-3]
+            assert blame.to_dict() == {0: pytest.approx(0.4, abs=TOL), 1: pytest.approx(0.2, abs=TOL),
+                                       3: pytest.approx(0.4, abs=TOL)}, m.key
     # SimGrid 3.32's TI replay runs every collective on MPI_COMM_WORLD: the capture refuses, naming the members
+
     from waitlab.experiments.capture import capture
 
     with pytest.raises(InputError, match=r"sub-communicator \(world ranks 1, 0\).*MPI_COMM_WORLD"):
