@@ -311,3 +311,21 @@ def test_generated_wrappers_are_fresh() -> None:
     for w in WRAPPERS:  # every row has its C and its Fortran wrapper
         assert f"int MPI_{w.name}(" in text and f"void mpi_{w.name.lower()}_(" in text
     assert "wl_p2p_send(WL_SSEND," in text and "wl_coll_add((uintptr_t)*req, WL_ALLTOALL," in text
+
+
+@pytest.mark.simgrid
+@needs_smpi
+def test_waitsome_completes_each_request_it_reports(tmp_path: Path) -> None:
+    # rank 1 waits in its first MPI_Waitsome until 0.1 s (tag 1), in the second from then until 0.3 s (tag 2)
+    _sc, res = run(tmp_path, "waitsome", 2)
+    ev = res.events
+    assert [str(o) for o in ev[(ev["rank"] == 1) & (ev["kind"] == "mpi")]["op"]] == ["irecv", "irecv", "wait", "wait"]
+    w = res.waits
+    assert w["rank"].tolist() == [1, 1] and set(w["pattern"]) == {"late_sender"}
+    # the second Waitsome starts once the first message has arrived (0.1 s + its transfer) and waits for the
+    # second send (entered at 0.3 s)
+    waits = ev[(ev["rank"] == 1) & (ev["op"] == "wait")]
+    assert float(w["wait"].iloc[0]) == pytest.approx(0.1, abs=1e-9)
+    send2 = float(ev[(ev["rank"] == 0) & (ev["op"] == "send")]["enter"].iloc[1])  # 0.3 s + the first send's cost
+    assert float(w["wait"].iloc[1]) == pytest.approx(send2 - float(waits["enter"].iloc[1]), abs=1e-9)
+    assert float(w["wait"].iloc[1]) == pytest.approx(0.2, abs=3e-4)

@@ -830,6 +830,26 @@ static void wl_completed(int n, const uintptr_t* keys, const int* idx, MPI_Statu
   free(coll);
 }
 
+/* Requests completed by a call that may complete only some of them (Waitsome): one completion record per request,
+ * the first with the call's times, the others at its exit, so each is matched to its own request. */
+static void wl_completed_each(int n, const uintptr_t* keys, const int* idx, MPI_Status* st, double t0, const void* ra)
+{
+  double t1 = wl_now();
+  uint64_t site = wl_site(ra);
+  int first = 1;
+  for (int j = 0; j < n; j++) {
+    wl_req_t r;
+    if (!wl_req_take(keys[idx[j]], &r))
+      continue;
+    if (r.coll < 0)
+      wl_resolve(&r, st ? &st[j] : NULL, MPI_COMM_WORLD);
+    wl_record_completion(1, &r, first ? t0 : t1, t1, site);
+    first = 0;
+  }
+  if (first) /* only requests waitlab does not track */
+    wl_push(WL_TEST, t0, t1, -1, 0, 0, 0.0, 0.0, -1, site, 0);
+}
+
 int MPI_Waitall(int count, MPI_Request reqs[], MPI_Status statuses[])
 {
   WL_BEGIN();
@@ -857,7 +877,7 @@ int MPI_Waitsome(int incount, MPI_Request reqs[], int* outcount, int indices[], 
   MPI_Status* st = own ? own : statuses;
   int rc = PMPI_Waitsome(incount, reqs, outcount, indices, st);
   if (wl_on && rc == MPI_SUCCESS && *outcount != MPI_UNDEFINED)
-    wl_completed(*outcount, keys, indices, st, t0_, ra_);
+    wl_completed_each(*outcount, keys, indices, st, t0_, ra_);
   free(keys);
   free(own);
   return rc;

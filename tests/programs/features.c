@@ -14,6 +14,8 @@
  *   spin        2 ranks: rank 1 spins on the CPU (no smpi_execute) before MPI_Barrier: computation = "measured"
  *               must book that time as compute, not inside the barrier
  *   wtime       2 ranks: rank 0 waits for one second to pass on MPI_Wtime (OSU's nonblocking benchmarks do)
+ *   waitsome    2 ranks: rank 1 posts receives of tags 1 and 2 and completes them with MPI_Waitsome; rank 0 sends
+ *               tag 1 after 0.1 s and tag 2 after 0.3 s
  *   io          2 ranks: read the first line of in.txt (an input file), print it and write it to out<rank>.txt
  *   inject      4 ranks: WAITLAB_INJECT("solve", 0.1 * (r == 2)) + WAITLAB_INJECT("io", 0.05 * (r == 1)) before
  *               MPI_Barrier; then 0.2 s injected on ranks 1 and 3 (an exact tie) before MPI_Allreduce
@@ -109,6 +111,22 @@ int main(int argc, char** argv)
       while (MPI_Wtime() - t0 < 1.0) {
       }
     MPI_Barrier(MPI_COMM_WORLD);
+  } else if (strcmp(mode, "waitsome") == 0) {
+    if (rank == 0) {
+      compute(0.1);
+      MPI_Send(buf, 2, MPI_INT, 1, 1, MPI_COMM_WORLD);
+      compute(0.2);
+      MPI_Send(buf, 2, MPI_INT, 1, 2, MPI_COMM_WORLD);
+    } else if (rank == 1) {
+      MPI_Request rr[2];
+      int done = 0, n, idx[2];
+      MPI_Irecv(out, 2, MPI_INT, 0, 1, MPI_COMM_WORLD, &rr[0]);
+      MPI_Irecv(out + 2, 2, MPI_INT, 0, 2, MPI_COMM_WORLD, &rr[1]);
+      while (done < 2) {
+        MPI_Waitsome(2, rr, &n, idx, MPI_STATUSES_IGNORE);
+        done += n;
+      }
+    }
   } else if (strcmp(mode, "io") == 0) {
     char line[128] = "";
     FILE* in = fopen("in.txt", "r");
