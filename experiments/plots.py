@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 import matplotlib.ticker
@@ -29,8 +30,9 @@ def timeline_png(events: pd.DataFrame, waits: pd.DataFrame, path: Path, title: s
         _heatmap(events, waits, n_ranks, path, title)
 
 
-def _bars(rank: np.ndarray, start: np.ndarray, width: np.ndarray, height: float = 0.6) -> np.ndarray:
-    """Rectangles (n, 4, 2) for one PolyCollection: one bar per row at y = rank."""
+def _bars(rank: np.ndarray, start: np.ndarray, width: np.ndarray, height: float = 0.6) -> Any:
+    """Rectangles (n, 4, 2) for one PolyCollection: one bar per row at y = rank (an array: matplotlib's fast path;
+    typed Any because its stubs ask for a sequence)."""
     x0, x1 = start.astype(float), (start + width).astype(float)
     y0, y1 = rank - height / 2, rank + height / 2
     return np.stack([np.stack([x0, y0], 1), np.stack([x1, y0], 1), np.stack([x1, y1], 1), np.stack([x0, y1], 1)], 1)
