@@ -259,7 +259,7 @@ def names_where(**fields: object) -> tuple[str, ...]:
     """Names of the actions (in code order) whose attributes equal all ``fields``.
 
     >>> names_where(kind="send")
-    ('send', 'isend')
+    ('send', 'isend', 'ssend', 'issend')
     """
     return tuple(a.name for a in VOCABULARY if all(getattr(a, k) == v for k, v in fields.items()))
 
