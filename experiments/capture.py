@@ -9,19 +9,23 @@ from __future__ import annotations
 import json
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from waitlab.errors import InputError, SimulationError
-from waitlab.experiments.pipeline import prepare
-from waitlab.experiments.programs import program_args, program_binary, run_real_program
+from waitlab.experiments.pipeline import prepare, simulate
+from waitlab.experiments.programs import Measured, program_args, program_binary, run_real_program
 from waitlab.experiments.results import results_folder
-from waitlab.experiments.scenario import Scenario
+from waitlab.experiments.scenario import Scenario, from_mapping
+from waitlab.models.analysis.waitstates import wait_states
+from waitlab.simulator.replayable import check_replayable, replayable_ops
 from waitlab.simulator.ti_trace import parse_ti_trace
+from waitlab.simulator.timeline import build_events
 from waitlab.simulator.trace import write_trace
 
 CAPTURE_VIA = ("layer", "smpi")
 
 
-def capture(scenario: Scenario, out: Path, *, via: str = "layer", force: bool = False) -> Path:
+def capture(scenario: Scenario, out: Path, *, via: str = "layer", force: bool = False, check: bool = True) -> Path:
     """Record the scenario's program once as a time-independent trace; return the index path.
 
     ``via="layer"`` writes waitlab's measurement as a TI trace (user and call-site
@@ -30,6 +34,11 @@ def capture(scenario: Scenario, out: Path, *, via: str = "layer", force: bool = 
     (``smpirun -trace-ti``): stock TI actions only, no regions.  The folder also
     gets ``capture.json`` (what was recorded, on which platform).  The folder is
     assembled aside and renamed into place only when complete.
+
+    With ``check`` (the default, ``via="layer"``), the trace is replayed at once and compared with the live run
+    (:func:`replay_check`): the end time and the waits of every pattern must agree within
+    :data:`CHECK_TOLERANCE`, else :class:`~waitlab.errors.SimulationError` says where they differ and no folder is
+    left.  A trace that SimGrid cannot replay is never reported as a capture.
     """
     if scenario.application_kind != "program":
         raise InputError(scenario.source, "application.kind", "only a program can be captured",
@@ -45,9 +54,11 @@ def capture(scenario: Scenario, out: Path, *, via: str = "layer", force: bool = 
                   f"{platform.name}; compute in flops at {float(platform.core_speed)!r} flop/s")
         if via == "layer":
             m = run_real_program(scenario, platform, work, settings)
-            index = write_trace(m.ops, platform.core_speed, partial, vectors=m.run.vectors, header=header,
-                                relative=True)
+            check_replayable(m.ops, scenario.source)
+            index = write_trace(replayable_ops(m.ops), platform.core_speed, partial, vectors=m.run.vectors,
+                                header=header, relative=True)
             n_ops = len(m.ops)
+            verdict = replay_check(scenario, index, m) if check else None
         else:
             ti = (partial / "trace.txt").resolve()
             flags = ["-trace-ti", "-trace-file", str(ti)]
@@ -55,16 +66,57 @@ def capture(scenario: Scenario, out: Path, *, via: str = "layer", force: bool = 
             index = _relativize_index(ti)
             n_ops = len(parse_ti_trace(index, flops_per_second=float(platform.core_speed),
                                        n_ranks=scenario.ranks).ops)
+            verdict = None
         meta = {
             "scenario": scenario.name, "scenario_file": scenario.source, "scenario_hash": scenario.hash(),
             "via": via, "ranks": scenario.ranks, "platform": platform.name,
             "flops_per_second": float(platform.core_speed), "index": index.name, "operations": n_ops,
             "program": str(program_binary(scenario)), "args": program_args(scenario),
             "makespan": float(m.t_exit.max()) if m.t_exit.size else 0.0, "smpirun_wall_seconds": m.wall_seconds,
+            "replay_check": verdict,
         }  # fmt: skip
         (partial / "capture.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
     out = Path(out)
     return out / index.name
+
+
+#: Relative difference (end time, total wait of each pattern) a capture's replay may show against the live run.
+CHECK_TOLERANCE = 1e-3
+
+
+def replay_check(scenario: Scenario, index: Path, live: Measured) -> dict[str, Any]:
+    """Replay a captured trace through the pipeline and compare it with the live run ``live``.
+
+    Returns the figures compared (``makespan`` and per-pattern ``waits``, live and replayed); raises
+    :class:`~waitlab.errors.SimulationError` naming every figure that differs by more than
+    :data:`CHECK_TOLERANCE` (relative, or 1e-9 s absolute), or when SimGrid cannot replay the trace.
+    """
+    data = scenario.resolved()
+    data["application"] = {"kind": "trace", "trace": str(Path(index).resolve())}
+    data["scenario"] = {**data["scenario"], "name": f"{scenario.name}-replay"}
+    for sec in ("noise", "instrumentation", "tracing"):
+        data.pop(sec, None)
+    try:
+        rep = simulate(from_mapping(data, scenario.source))
+    except SimulationError as exc:
+        raise SimulationError(f"the capture of scenario '{scenario.name}' was not kept: SimGrid cannot replay it. "
+                              f"{exc}") from None
+    events = build_events(live.ops, live.t_enter, live.t_exit)
+    waits = wait_states(events)
+    got = {"makespan": (float(live.t_exit.max()) if live.t_exit.size else 0.0,
+                        float(rep.events["exit"].max()) if len(rep.events) else 0.0)}
+    live_w = waits.groupby("pattern", observed=True)["wait"].sum()
+    rep_w = rep.waits.groupby("pattern", observed=True)["wait"].sum()
+    for pattern in sorted(set(live_w.index.astype(str)) | set(rep_w.index.astype(str))):
+        got[f"wait {pattern}"] = (float(live_w.get(pattern, 0.0)), float(rep_w.get(pattern, 0.0)))
+    bad = [f"{k}: live {a:.9g} s, replay {b:.9g} s" for k, (a, b) in got.items()
+           if abs(a - b) > max(CHECK_TOLERANCE * max(abs(a), abs(b)), 1e-9)]
+    if bad:
+        raise SimulationError(f"the capture of scenario '{scenario.name}' was not kept: its replay differs from the "
+                              f"live run ({'; '.join(bad)}). Run the program itself (kind = \"program\") for exact "
+                              "figures, or capture with check=False (--no-check) to keep the trace anyway")
+    return {"tolerance": CHECK_TOLERANCE, "live": {k: a for k, (a, _) in got.items()},
+            "replay": {k: b for k, (_, b) in got.items()}}
 
 
 def _relativize_index(index: Path) -> Path:

@@ -69,6 +69,8 @@ class RunResult:
     stage_seconds: dict[str, float] = field(default_factory=dict)
     smpi_output: str = ""
     placement: pd.DataFrame | None = None  # rank -> node, supernode, host (platforms.placement.placement_table)
+    #: files a real program wrote into its working folder (relative path -> content)
+    files: dict[str, bytes] = field(default_factory=dict)
 
     def ledger(self) -> pd.DataFrame:
         """The cause ledger as a table (rank, region, step, seconds, kind)."""
@@ -177,7 +179,7 @@ def finish(prep: Prepared, ex: Execution) -> RunResult:
         "supernodes_used": len(set(n // prep.platform.leaf_size for n in prep.platform.node_of_rank)), **ex.metadata,
     }  # fmt: skip
     placement = placement_table(prep.platform.node_of_rank, prep.platform.host_of_rank, prep.platform.leaf_size)
-    return RunResult(sc, ex.ops, ex.events, waits, summary, metadata, stages, ex.output, placement)
+    return RunResult(sc, ex.ops, ex.events, waits, summary, metadata, stages, ex.output, placement, ex.files)
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,9 @@ The sources of :mod:`waitlab.experiments.sources` call :func:`run_real_program`.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -227,6 +228,8 @@ class Measured:
     t_exit: npt.NDArray[np.float64]
     output: str
     wall_seconds: float
+    #: files the program wrote into its working folder (relative path -> content), inputs excluded
+    files: dict[str, bytes] = field(default_factory=dict)
 
 
 def run_real_program(scenario: Scenario, platform: Any, work: Path, settings: Mapping[str, str],
@@ -251,15 +254,47 @@ def run_real_program(scenario: Scenario, platform: Any, work: Path, settings: Ma
         prog.write_schedule(schedule_dir, scenario.ranks, sched.anchor, target.rank[sched.rows],
                             sched.code, sched.value, sched.value2, sched.phase)
     out_dir = work / "records"
+    cwd = program_workdir(work / "program", p.inputs)
     res = prog.run_program(binary, scenario.ranks, xml, hostfile, out_dir, args=program_args(scenario),
                            config=program_config(scenario, platform, settings), schedule_dir=schedule_dir,
                            extra_flags=extra_flags, timeout=scenario.simulation.timeout, exit_codes=p.exit_codes,
-                           cwd=work, what=f"program of scenario '{scenario.name}' ({scenario.source})")
+                           cwd=cwd, what=f"program of scenario '{scenario.name}' ({scenario.source})")
     records = prog.read_records(out_dir, scenario.ranks)
     run = prog.records_to_ops(records, binary, callsite_regions=p.callsite_regions)
     ops, t_enter, t_exit = run.ops, run.t_enter, run.t_exit
     if target is not None and sched is not None:
         ops, t_enter, t_exit = merge_measured(target, run, sched)
-    return Measured(run, ops, t_enter, t_exit, res.output, res.wall_seconds)
+    return Measured(run, ops, t_enter, t_exit, res.output, res.wall_seconds, written_files(cwd, p.inputs))
+
+
+#: Largest total size of the files a program writes that are kept in the results folder.
+MAX_KEPT_BYTES = 64 << 20
+
+
+def program_workdir(folder: Path, inputs: Sequence[str]) -> Path:
+    """A fresh working folder for the program, with its input files copied in."""
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    for f in inputs:
+        shutil.copy2(f, folder / Path(f).name)
+    return folder
+
+
+def written_files(folder: Path, inputs: Sequence[str]) -> dict[str, bytes]:
+    """What the program left in its working folder (input files it did not change excluded), in name order;
+    beyond :data:`MAX_KEPT_BYTES` in all, a file is replaced by a note."""
+    given = {Path(f).name: Path(f) for f in inputs}
+    out: dict[str, bytes] = {}
+    total = 0
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        rel = path.relative_to(folder).as_posix()
+        data = path.read_bytes()
+        if rel in given and given[rel].read_bytes() == data:
+            continue
+        total += len(data)
+        out[rel] = data if total <= MAX_KEPT_BYTES else (f"not kept: {len(data)} bytes, over the "
+                                                         f"{MAX_KEPT_BYTES >> 20} MiB waitlab keeps\n").encode()
+    return out
 
 

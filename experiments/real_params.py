@@ -42,6 +42,9 @@ class ProgramSection(BaseModel):
                                                                  "calls after the call sites")
     exit_codes: tuple[int, ...] = Field((0,), min_length=1, description="exit statuses of main that are not "
                                         "failures")
+    inputs: tuple[str, ...] = Field((), description="input files copied into the program's working folder before "
+                                    "it runs (relative to the scenario file); what it writes there is kept in "
+                                    "RUNDIR/program/workdir")
     description: str = Field("", description="free text")
 
     @model_validator(mode="after")
@@ -77,6 +80,7 @@ class ProgramParams:
     computation: str = "none"
     callsite_regions: str = "auto"
     exit_codes: tuple[int, ...] = (0,)
+    inputs: tuple[str, ...] = ()
     description: str = ""
     digest: str = field(default="", metadata={"derived": True})
 
@@ -127,12 +131,24 @@ def real_params(kind: str, table: Mapping[str, Any], file: str, base: Path) -> P
     if bin_path is not None and not bin_path.is_file():
         raise InputError(file, "application.binary", f"{bin_path} does not exist", "build it with smpicc first")
     assert sec.language is None or sec.language in COMPILERS
+    inputs = [(base / f).resolve() for f in sec.inputs]
+    for f in inputs:
+        if not f.is_file():
+            raise InputError(file, "application.inputs", f"{f} does not exist or is not a file",
+                             "paths are relative to the scenario file")
+    names = [f.name for f in inputs]
+    if len(set(names)) != len(names):
+        raise InputError(file, "application.inputs", "two input files have the same name",
+                         "the files are copied side by side into the working folder: rename one")
     digest = sources_digest(src_paths) if src_paths else file_digest([bin_path]) if bin_path else ""
+    if inputs:
+        digest = f"{digest}:{file_digest(inputs)}"
     return ProgramParams(
         sources=tuple(str(s) for s in src_paths), binary=str(bin_path) if bin_path is not None else None,
         language=sec.language, args=sec.args, compile_flags=sec.compile_flags, link_flags=sec.link_flags,
         computation=sec.computation, callsite_regions=sec.callsite_regions,
-        exit_codes=tuple(sorted(set(sec.exit_codes))), description=sec.description, digest=digest,
+        exit_codes=tuple(sorted(set(sec.exit_codes))), inputs=tuple(str(f) for f in inputs),
+        description=sec.description, digest=digest,
     )  # fmt: skip
 
 
@@ -152,4 +168,6 @@ def real_params_to_toml(p: ProgramParams | TraceParams) -> dict[str, Any]:
         out["binary"] = p.binary
     if p.language is not None:
         out["language"] = p.language
+    if p.inputs:
+        out["inputs"] = list(p.inputs)
     return out

@@ -156,8 +156,8 @@ def summary_text(summary: dict[str, Any], metadata: dict[str, Any]) -> str:
 def write_ops(ops: OpTable, path: Path, metadata: dict[str, Any]) -> None:
     """The operation table as Parquet; names and rank count in the file's metadata."""
     table = pa.table({c: getattr(ops, c) for c in OpTable.COLUMNS})
-    meta = {b"waitlab": json.dumps({**metadata, "n_ranks": ops.n_ranks, "names": list(ops.names)},
-                                   sort_keys=True).encode()}
+    meta = {b"waitlab": json.dumps({**metadata, "n_ranks": ops.n_ranks, "names": list(ops.names),
+                                    "comms": [list(c) for c in ops.comms]}, sort_keys=True).encode()}
     pq.write_table(table.replace_schema_metadata(meta), path)
 
 
@@ -177,11 +177,24 @@ def write_result(result: RunResult, folder: Path, *, png: bool = True, scenario_
     if scenario_file:
         (folder / "scenario.toml").write_text(f"# resolved scenario of a waitlab run: valid input\n"
                                               f"{result.scenario.to_toml()}")
+    if result.metadata.get("application_kind") == "program":
+        write_program_output(result, folder / "program")
     (folder / "summary.json").write_text(json.dumps(jsonable(result.summary), indent=2, sort_keys=True) + "\n")
     (folder / "summary.txt").write_text(summary_text(result.summary, meta) + "\n")
     run = {**meta, "resolved_scenario": result.scenario.resolved(), "chrome_trace": chrome}
     run["files"] = sorted([*(p.name for p in folder.iterdir()), "run.json"])
     (folder / "run.json").write_text(json.dumps(jsonable(run), indent=2, sort_keys=True) + "\n")
+
+
+def write_program_output(result: RunResult, folder: Path) -> None:
+    """A real program's output: ``output.txt`` (its stdout and stderr, interleaved with SimGrid's messages, as
+    smpirun printed them) and ``workdir/`` (the files it wrote into its working folder)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "output.txt").write_text(result.smpi_output)
+    for rel, data in result.files.items():
+        path = folder / "workdir" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
 
 
 def write_run(run: Run, folder: Path, *, png: bool = True) -> None:
@@ -246,7 +259,8 @@ def read_ops(path: Path) -> OpTable:
     try:
         table = pq.read_table(path)
         meta = json.loads(table.schema.metadata[b"waitlab"])
-        cols = {c: table.column(c).to_numpy() for c in OpTable.COLUMNS}
+        cols = {c: table.column(c).to_numpy() if c in table.column_names else np.zeros(table.num_rows, np.int32)
+                for c in OpTable.COLUMNS}  # folders written before the comm column: MPI_COMM_WORLD
     except Exception as exc:
         raise InputError(str(path), "(file)", f"is not an operation table ({type(exc).__name__}: {exc})",
                          "re-run `waitlab run` to rewrite the folder") from None
@@ -259,8 +273,9 @@ def read_ops(path: Path) -> OpTable:
                     seconds=led["seconds"].to_numpy(np.float64), kind=kind)
     dtypes = {"rank": np.int32, "seq": np.int32, "code": np.int8, "step": np.int32, "name": np.int32,
               "value": np.float64, "value2": np.float64, "peer": np.int32, "tag": np.int32, "cause": np.int64,
-              "excess": np.float64}
+              "excess": np.float64, "comm": np.int32}
     return OpTable(n_ranks=int(meta["n_ranks"]), names=names, ledger=ledger,
+                   comms=tuple(tuple(int(r) for r in c) for c in meta.get("comms", [])),
                    **{c: np.asarray(cols[c], dtypes[c]) for c in OpTable.COLUMNS})
 
 

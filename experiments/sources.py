@@ -46,6 +46,8 @@ class Execution:
     smpi_config: dict[str, str]
     stage_seconds: dict[str, float] = field(default_factory=dict)
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: files a real program wrote into its working folder (relative path -> content)
+    files: dict[str, bytes] = field(default_factory=dict)
 
 
 class Source(Protocol):
@@ -175,7 +177,7 @@ class ProgramSource:
         p: ProgramParams = sc.application
         return Execution(m.ops, events, m.output, program_config(sc, platform, settings),
                          {"build": built, "smpi": smpi, "parse": parse},
-                         {"program": str(binary), "computation": p.computation})
+                         {"program": str(binary), "computation": p.computation}, m.files)
 
 
 def source_for(scenario: Scenario) -> Source:

@@ -119,6 +119,12 @@ class OpTable:
     names : tuple of str
         String table for ``name`` and ``ledger.region``.
     ledger : Ledger
+    comm : int32 array
+        Communicator of MPI operations: 0 is MPI_COMM_WORLD (or a communicator with its ranks in its order),
+        ``k >= 1`` the communicator whose world ranks, in communicator-rank order, are ``comms[k - 1]``.
+        Defaults to all zeros.
+    comms : tuple of tuple of int
+        Members (world ranks) of communicators 1, 2, ...
     """
 
     n_ranks: int
@@ -135,8 +141,14 @@ class OpTable:
     excess: npt.NDArray[np.float64]
     names: tuple[str, ...]
     ledger: Ledger
+    comm: npt.NDArray[np.int32] = None  # type: ignore[assignment]  # filled with zeros by __post_init__
+    comms: tuple[tuple[int, ...], ...] = ()
 
-    COLUMNS = ("rank", "seq", "code", "step", "name", "value", "value2", "peer", "tag", "cause", "excess")
+    COLUMNS = ("rank", "seq", "code", "step", "name", "value", "value2", "peer", "tag", "cause", "excess", "comm")
+
+    def __post_init__(self) -> None:
+        if self.comm is None:
+            object.__setattr__(self, "comm", np.zeros(self.rank.size, np.int32))
 
     def __len__(self) -> int:
         return int(self.rank.size)
@@ -156,12 +168,12 @@ class OpTable:
         """A copy with some columns replaced (same rows)."""
         data: dict[str, Any] = self.columns()
         data.update(cols)
-        return OpTable(n_ranks=self.n_ranks, names=self.names, ledger=self.ledger, **data)
+        return OpTable(n_ranks=self.n_ranks, names=self.names, ledger=self.ledger, comms=self.comms, **data)
 
     def take(self, index: npt.NDArray[np.int64]) -> OpTable:
         """Rows ``index`` (a selection or reordering); ``seq`` is renumbered per rank."""
         data = {c: a[index] for c, a in self.columns().items()}
-        out = OpTable(n_ranks=self.n_ranks, names=self.names, ledger=self.ledger, **data)
+        out = OpTable(n_ranks=self.n_ranks, names=self.names, ledger=self.ledger, comms=self.comms, **data)
         return out.renumbered()
 
     def renumbered(self) -> OpTable:
@@ -169,7 +181,7 @@ class OpTable:
         order = np.lexsort((self.seq, self.rank))
         data = {c: a[order] for c, a in self.columns().items()}
         data["seq"] = seq_within_rank(data["rank"], self.n_ranks)
-        return OpTable(n_ranks=self.n_ranks, names=self.names, ledger=self.ledger, **data)
+        return OpTable(n_ranks=self.n_ranks, names=self.names, ledger=self.ledger, comms=self.comms, **data)
 
     def without_causes(self, cause_mask: npt.NDArray[np.bool_]) -> OpTable:
         """The same operations with the excess of the selected ledger rows removed.
@@ -207,7 +219,8 @@ class OpTable:
         order = np.lexsort((np.arange(key.size), tie, key, data["rank"]))
         data = {c: a[order] for c, a in data.items()}
         data["seq"] = seq_within_rank(data["rank"], self.n_ranks)
-        return OpTable(n_ranks=self.n_ranks, names=names or self.names, ledger=ledger or self.ledger, **data)
+        return OpTable(n_ranks=self.n_ranks, names=names or self.names, ledger=ledger or self.ledger,
+                       comms=self.comms, **data)
 
 
 def _defaults(n: int) -> dict[str, npt.NDArray[Any]]:
@@ -216,7 +229,7 @@ def _defaults(n: int) -> dict[str, npt.NDArray[Any]]:
         "step": np.full(n, -1, np.int32), "name": np.full(n, -1, np.int32),
         "value": np.zeros(n, np.float64), "value2": np.zeros(n, np.float64),
         "peer": np.full(n, -1, np.int32), "tag": np.zeros(n, np.int32),
-        "cause": np.full(n, -1, np.int64), "excess": np.zeros(n, np.float64),
+        "cause": np.full(n, -1, np.int64), "excess": np.zeros(n, np.float64), "comm": np.zeros(n, np.int32),
     }  # fmt: skip
 
 
@@ -310,4 +323,5 @@ class OpBuilder:
             led = {"rank": np.zeros(0, np.int32), "region": np.zeros(0, np.int32), "step": np.zeros(0, np.int32),
                    "seconds": np.zeros(0), "kind": np.zeros(0, np.int8)}  # fmt: skip
         names = tuple(sorted(self._names, key=self._names.__getitem__))
-        return OpTable(n_ranks=self.n_ranks, names=names, ledger=Ledger(**led), **cols)
+        data: dict[str, Any] = cols  # numpy columns (Any: OpTable also takes comms)
+        return OpTable(n_ranks=self.n_ranks, names=names, ledger=Ledger(**led), **data)

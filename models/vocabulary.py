@@ -181,7 +181,7 @@ def _coll(name: str, code: int, ti_args: tuple[str, ...], value: str, value2: st
                   vector=vector, flops_in_value2=flops)
 
 
-#: Every action, in code order.  Codes 0-30 are SimGrid's stock TI actions, 31-37 waitlab's own.
+#: Every action, in code order.  Codes 0-30 are SimGrid's stock TI actions, 31-39 waitlab's own.
 VOCABULARY: tuple[Action, ...] = (
     Action("init", 0, "setup", ("default_dt?",)),
     Action("finalize", 1, "setup"),
@@ -233,6 +233,13 @@ VOCABULARY: tuple[Action, ...] = (
     Action("flush", 36, "local", ("bytes", "rate", "latency?"), value="bytes", value2="bytes per second",
            stock=False),
     Action("swap", 37, "local", ("seconds",), value="seconds", stock=False),
+    # Synchronous sends (MPI_Ssend, MPI_Issend): they complete only once the receive is posted, at any size, so
+    # every one is a late-receiver candidate.  SimGrid 3.32's TI replay has no such action: waitlab's replay
+    # extension runs them as MPI_Ssend/MPI_Issend.
+    Action("ssend", 38, "send", ("dst", "tag", "count", "dt?"), "dst", _B, "", "p2p_send", "late_receiver",
+           blocking=True, stock=False),
+    Action("issend", 39, "send", ("dst", "tag", "count", "dt?"), "dst", _B, "", "p2p_send", "late_receiver",
+           stock=False),
 )  # fmt: skip
 
 #: TI action names; index = action code.
@@ -242,15 +249,17 @@ CODE: dict[str, int] = {a.name: a.code for a in VOCABULARY}
 #: Every action by name.
 ACTION: dict[str, Action] = {a.name: a for a in VOCABULARY}
 #: Point-to-point spellings SMPI's tracer may write, mapped to the action waitlab replays.
-TI_ALIASES: dict[str, str] = {"ssend": "send", "Ssend": "send", "bsend": "send", "rsend": "send",
-                              "issend": "isend", "ISsend": "isend", "ibsend": "isend", "irsend": "isend"}
+TI_ALIASES: dict[str, str] = {"Ssend": "ssend", "bsend": "send", "rsend": "send",
+                              "ISsend": "issend", "ibsend": "isend", "irsend": "isend"}
+#: Synchronous sends: late-receiver candidates at any message size.
+SYNC_SEND_ACTIONS = ("ssend", "issend")
 
 
 def names_where(**fields: object) -> tuple[str, ...]:
     """Names of the actions (in code order) whose attributes equal all ``fields``.
 
     >>> names_where(kind="send")
-    ('send', 'isend')
+    ('send', 'isend', 'ssend', 'issend')
     """
     return tuple(a.name for a in VOCABULARY if all(getattr(a, k) == v for k, v in fields.items()))
 

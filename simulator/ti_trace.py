@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from waitlab.errors import InputError
 from waitlab.models.ops import Ledger, OpTable, seq_within_rank
@@ -380,7 +379,7 @@ def _to_table(out: _Lines, n_ranks: int) -> OpTable:
     rank = np.asarray(out.rank, np.int32)
     order = np.argsort(rank, kind="stable")
     n = rank.size
-    cols: dict[str, npt.NDArray[Any]] = {
+    cols: dict[str, Any] = {  # numpy columns (Any: OpTable also takes comms)
         "rank": rank[order],
         "code": np.asarray(out.code, np.int8)[order],
         "step": np.full(n, -1, np.int32),

@@ -255,25 +255,62 @@ def completions(ops: OpTable, match: npt.NDArray[np.int64]) -> npt.NDArray[np.in
     return done
 
 
+def comm_members(ops: OpTable) -> list[npt.NDArray[np.int64]]:
+    """World ranks of every communicator of ``ops``, by id (0 = MPI_COMM_WORLD)."""
+    return [np.arange(ops.n_ranks, dtype=np.int64), *(np.asarray(c, np.int64) for c in ops.comms)]
+
+
+def local_ranks(ops: OpTable) -> npt.NDArray[np.int64]:
+    """Table ``[comm id, world rank] -> rank within the communicator`` (-1 for non-members)."""
+    members = comm_members(ops)
+    table = np.full((len(members), ops.n_ranks), -1, np.int64)
+    for c, m in enumerate(members):
+        table[c, m] = np.arange(m.size)
+    return table
+
+
 def collective_instances(ops: OpTable) -> npt.NDArray[np.int64]:
-    """Instance number of each collective operation (the k-th collective of every rank), else -1."""
+    """Instance number of each collective operation, else -1.
+
+    The k-th collective of every member of a communicator is one instance (MPI's rule: the members of a
+    communicator call its collectives in the same order).  Instances of MPI_COMM_WORLD are numbered 0, 1, ...
+    (the k-th collective of every rank); those of other communicators follow, communicator after communicator.
+    """
     is_coll = _IS_COLLECTIVE[ops.code]
     inst = np.full(len(ops), -1, np.int64)
     idx = np.flatnonzero(is_coll)
     if idx.size == 0:
         return inst
-    counts = np.bincount(ops.rank[idx], minlength=ops.n_ranks)
-    if not np.all(counts == counts[0]):
-        r = int(np.argmin(counts))
-        raise SimulationError(f"rank {r} calls {counts[r]} collectives but rank 0 calls {counts[0]}: "
-                              "every rank must call the same collectives")
-    k = np.tile(np.arange(counts[0], dtype=np.int64), ops.n_ranks)
-    codes = ops.code[idx].reshape(ops.n_ranks, counts[0])
-    if counts[0] and not np.all(codes == codes[0]):
-        r, c = (int(x[0]) for x in np.nonzero(codes != codes[0]))
-        raise SimulationError(f"collective #{c}: rank {r} calls {ACTIONS[codes[r, c]]} but rank 0 calls "
-                              f"{ACTIONS[codes[0, c]]}")
-    inst[idx] = k
+    members = comm_members(ops)
+    comm = ops.comm[idx].astype(np.int64)
+    if comm.max() >= len(members) or comm.min() < 0:
+        raise SimulationError(f"a collective names communicator {int(comm.max())}, but the operations know "
+                              f"{len(members) - 1} besides MPI_COMM_WORLD")
+    rank = ops.rank[idx].astype(np.int64)
+    counts = np.bincount(comm * ops.n_ranks + rank, minlength=len(members) * ops.n_ranks).reshape(len(members), -1)
+    per_comm = np.zeros(len(members), np.int64)
+    for c, m in enumerate(members):
+        got = counts[c]
+        if not np.all(got[m] == got[m[0]]) or got.sum() != got[m[0]] * m.size:
+            r = int(m[np.argmin(got[m])]) if np.any(got[m] != got[m[0]]) else int(np.flatnonzero(got)[0])
+            where = "MPI_COMM_WORLD" if c == 0 else f"the communicator of world ranks {m.tolist()[:16]}"
+            raise SimulationError(f"rank {r} calls {got[r]} collectives on {where} but rank {int(m[0])} calls "
+                                  f"{got[m[0]]}: every member must call the same collectives")
+        per_comm[c] = got[m[0]]
+    k = _group_cumcount([comm, rank], ops.seq[idx])
+    offset = np.concatenate(([0], np.cumsum(per_comm)[:-1]))
+    inst_id = offset[comm] + k
+    # every member of an instance calls the same collective
+    order = np.argsort(inst_id, kind="stable")
+    sid, scode = inst_id[order], ops.code[idx][order]
+    first = np.r_[True, sid[1:] != sid[:-1]]
+    lead = np.maximum.accumulate(np.where(first, np.arange(sid.size), 0))
+    bad = np.flatnonzero(scode != scode[lead])
+    if bad.size:
+        b, a = idx[order[bad[0]]], idx[order[lead[bad[0]]]]
+        raise SimulationError(f"collective #{int(k[order[bad[0]]])}: rank {ops.rank[b]} calls {ACTIONS[ops.code[b]]} "
+                              f"but rank {ops.rank[a]} calls {ACTIONS[ops.code[a]]}")
+    inst[idx] = inst_id
     return inst
 
 
@@ -305,8 +342,16 @@ def build_events(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: npt.NDA
     peer = ops.peer[src_rows]
     code = ops.code[src_rows]
     has_peer = _HAS_PEER[code] & ~is_region
-    sent, received = bytes_moved(code, ops.value[src_rows], ops.value2[src_rows], ops.rank[src_rows], peer,
-                                 ops.n_ranks)
+    comm = ops.comm[src_rows]
+    if ops.comms:  # ranks, roots and sizes within each operation's communicator
+        local = local_ranks(ops)
+        size = np.array([ops.n_ranks, *(len(c) for c in ops.comms)], np.int64)[comm]
+        me = local[comm, ops.rank[src_rows]]
+        root = np.where(peer >= 0, local[comm, np.maximum(peer, 0)], -1)
+        sent, received = bytes_moved(code, ops.value[src_rows], ops.value2[src_rows], me, root, size)
+    else:
+        sent, received = bytes_moved(code, ops.value[src_rows], ops.value2[src_rows], ops.rank[src_rows], peer,
+                                     ops.n_ranks)
     names_cat = [*ops.names, ""]
     region_codes = np.where(region_id >= 0, region_id, len(ops.names))
     cols: dict[str, Any] = {
@@ -321,6 +366,7 @@ def build_events(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: npt.NDA
         "exit": exit_,
         "peer": np.where(has_peer, peer, -1).astype(np.int32),
         "tag": ops.tag[src_rows],
+        "comm": np.where(is_region, 0, comm).astype(np.int32),
         "bytes": np.where(is_region, 0, sent),
         "recv_bytes": np.where(is_region, 0, received),
         "match": np.where(is_region, -1, match[src_rows]),

@@ -13,7 +13,7 @@ import pytest
 import waitlab
 from waitlab.errors import InputError
 from waitlab.experiments.scenario import load_scenario
-from waitlab.simulator import programs as sim_programs
+from waitlab.simulator import program_run as sim_programs
 from waitlab.simulator import replay as sim_replay
 from waitlab.simulator.trace import write_trace
 

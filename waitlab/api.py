@@ -130,9 +130,11 @@ def diagnose(source: str | Path, *, executor: Executor | None = None, **kwargs: 
     return diagnose_path(Path(source), executor=executor, **kwargs)
 
 
-def capture(scenario: Scenario | str | Path, out: str | Path, *, via: str = "layer", force: bool = False) -> Path:
-    """Record a program scenario once as a TI trace; returns the index file."""
-    return _capture(_scenario(scenario), Path(out), via=via, force=force)
+def capture(scenario: Scenario | str | Path, out: str | Path, *, via: str = "layer", force: bool = False,
+            check: bool = True) -> Path:
+    """Record a program scenario once as a TI trace (replayed at once and compared with the live run unless
+    ``check=False``); returns the index file."""
+    return _capture(_scenario(scenario), Path(out), via=via, force=force, check=check)
 
 
 def check_c(events: str | Path, *, atol: float = 1e-9,

@@ -7,8 +7,9 @@ could not complete before activity k of rank q started.  Its wait time is
 
 * late sender: a receive (``recv``, or the ``wait``/``waitall`` completing an
   ``irecv``) entered before its matching send: ``min(E_send, X_recv) - E_recv``;
-* late receiver: a send that could not complete (rendezvous) until the receive
-  was posted: ``min(E_recv, X_send) - E_send`` when the send ended after E_recv;
+* late receiver: a send that could not complete (rendezvous, or a synchronous
+  ``ssend``/``issend`` of any size) until the receive was posted:
+  ``min(E_recv, X_send) - E_send`` when the send ended after E_recv;
 * wait at barrier / wait at NxN: ``min(max_E, X_own) - E_own``;
 * late broadcast (bcast, scatter): non-roots wait ``min(E_root, X_own) - E_own``;
 * early reduce (reduce, gather): the root waits ``min(max_{senders} E, X_root) - E_root``;
@@ -25,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from waitlab.models.vocabulary import MPI_ACTIONS, RECV_ACTIONS, SEND_ACTIONS, names_where
+from waitlab.models.vocabulary import MPI_ACTIONS, RECV_ACTIONS, SEND_ACTIONS, SYNC_SEND_ACTIONS, names_where
 
 PATTERNS: tuple[str, ...] = ("late_sender", "late_receiver", "wait_at_barrier", "wait_at_nxn", "late_broadcast",
                              "early_reduce", "early_scan")
@@ -84,7 +85,9 @@ def _p2p(ev: pd.DataFrame, acc: dict[str, list[npt.NDArray[Any]]], eager_thresho
     ok = blk >= 0
     s_rows, blk = s_rows[ok], blk[ok]
     rcv = recv_of[match[s_rows]]
-    rendezvous = (exit_[blk] > enter[rcv]) & (ev["bytes"].to_numpy()[s_rows] > eager_threshold)
+    # a synchronous send (ssend/issend) waits for its receive at any size; others only above the eager threshold
+    sync = _member(op, [cats.index(c) for c in SYNC_SEND_ACTIONS if c in cats], len(cats))[s_rows]
+    rendezvous = (exit_[blk] > enter[rcv]) & ((ev["bytes"].to_numpy()[s_rows] > eager_threshold) | sync)
     w = np.where(rendezvous, np.minimum(enter[rcv], exit_[blk]) - enter[blk], 0.0)
     _add_max_per_blocker(acc, "late_receiver", blk, w, rcv)
 
@@ -117,13 +120,15 @@ def _codes_of(col: pd.Series, names: tuple[str, ...] | list[str]) -> list[int]:
 
 
 def _collectives(ev: pd.DataFrame, acc: dict[str, list[npt.NDArray[Any]]]) -> None:
+    """Collective wait states, instance by instance; an instance holds the members of its communicator (any
+    number of ranks), found by its ``match`` id (docs/event_table.md)."""
     op_col = ev["op"]
     ops = op_col.cat.codes.to_numpy()
     match = ev["match"].to_numpy()
-    n_ranks = int(ev["rank"].max()) + 1 if len(ev) else 0
     groups = {"wait_at_barrier": BARRIER_OPS, "wait_at_nxn": NXN_OPS, "late_broadcast": ONE_TO_N_OPS,
               "early_reduce": N_TO_ONE_OPS, "early_scan": SCAN_OPS}
     rank_col = ev["rank"].to_numpy()
+    enter_col, exit_col, peer_col = ev["enter"].to_numpy(), ev["exit"].to_numpy(), ev["peer"].to_numpy()
     for pattern, names in groups.items():
         codes = _codes_of(op_col, names)
         if not codes:
@@ -131,53 +136,72 @@ def _collectives(ev: pd.DataFrame, acc: dict[str, list[npt.NDArray[Any]]]) -> No
         rows = np.flatnonzero(_member(ops, codes, len(op_col.cat.categories)) & (match >= 0))
         if rows.size == 0:
             continue
-        # Every rank takes part in every instance: sort by (instance, rank) -> matrix [instance, rank].
-        order = np.lexsort((rank_col[rows], match[rows]))
-        rows = rows[order]
-        if rows.size % n_ranks:
-            raise ValueError(f"{pattern}: collective instances do not include every rank")
-        m = rows.reshape(-1, n_ranks)
-        enter = ev["enter"].to_numpy()[m]
-        exit_ = ev["exit"].to_numpy()[m]
+        # segments of rows of one instance, each in rank order
+        rows = rows[np.lexsort((rank_col[rows], match[rows]))]
+        inst = match[rows]
+        start = np.flatnonzero(np.r_[True, inst[1:] != inst[:-1]])
+        seg = np.repeat(np.arange(start.size), np.diff(np.r_[start, rows.size]))
+        enter, exit_ = enter_col[rows], exit_col[rows]
+        pos = np.arange(rows.size)
         if pattern in ("wait_at_barrier", "wait_at_nxn"):
-            last = np.argmax(enter, axis=1)
-            target = enter[np.arange(m.shape[0]), last][:, None]
-            w = np.minimum(target, exit_) - enter
-            peer = np.broadcast_to(m[np.arange(m.shape[0]), last][:, None], m.shape)
+            last = _segment_argmax(enter, start, seg)  # the last rank to enter
+            w = np.minimum(enter[last][seg], exit_) - enter
+            peer = rows[last][seg]
         elif pattern == "late_broadcast":
-            root = _roots(ev, m, n_ranks, pattern)
-            target = enter[np.arange(m.shape[0]), root][:, None]
-            w = np.minimum(target, exit_) - enter
-            w[np.arange(m.shape[0]), root] = 0.0
-            peer = np.broadcast_to(m[np.arange(m.shape[0]), root][:, None], m.shape)
+            root = _segment_roots(rows, seg, start, rank_col, peer_col, pattern)
+            w = np.where(pos == root[seg], 0.0, np.minimum(enter[root][seg], exit_) - enter)
+            peer = rows[root][seg]
         elif pattern == "early_reduce":
-            root = _roots(ev, m, n_ranks, pattern)
-            masked = enter.copy()
-            masked[np.arange(m.shape[0]), root] = -np.inf
-            last = np.argmax(masked, axis=1)
-            w = np.zeros_like(enter)
-            ii = np.arange(m.shape[0])
-            w[ii, root] = np.minimum(masked[ii, last], exit_[ii, root]) - enter[ii, root]
-            peer = np.broadcast_to(m[ii, last][:, None], m.shape)
-        else:  # early scan: prefix maximum over lower ranks
-            prefix = np.maximum.accumulate(enter, axis=1)
-            arg = _prefix_argmax(enter)
+            root = _segment_roots(rows, seg, start, rank_col, peer_col, pattern)
+            masked = np.where(pos == root[seg], -np.inf, enter)
+            last = _segment_argmax(masked, start, seg)  # the last sender
+            w = np.where(pos == root[seg], np.minimum(masked[last][seg], exit_) - enter, 0.0)
+            peer = rows[last][seg]
+        else:  # early scan: prefix maximum over lower ranks of the same instance
+            prefix, arg = _segment_prefix_max(enter, start, seg)
             w = np.minimum(prefix, exit_) - enter
-            peer = np.take_along_axis(m, arg, axis=1)
-        _add(acc, pattern, m.ravel(), w.ravel(), np.ascontiguousarray(peer).ravel())
+            peer = rows[arg]
+        _add(acc, pattern, rows, w, peer)
 
 
-def _roots(ev: pd.DataFrame, m: npt.NDArray[np.int64], n_ranks: int, pattern: str) -> npt.NDArray[np.int64]:
-    """Root rank of every instance (rows of ``m``); every participant must name the same, valid root."""
-    peer = ev["peer"].to_numpy()[m]
-    bad = (peer < 0) | (peer >= n_ranks) | (peer != peer[:, :1])
-    if bad.any():
-        i, j = (int(x[0]) for x in np.nonzero(bad))
-        raise ValueError(f"{pattern}: rank {int(ev['rank'].to_numpy()[m[i, j]])} gives root {int(peer[i, j])} in "
-                         f"collective instance {int(ev['match'].to_numpy()[m[i, 0]])} (rank "
-                         f"{int(ev['rank'].to_numpy()[m[i, 0]])} gives {int(peer[i, 0])}): a rooted collective "
-                         f"needs the same root 0..{n_ranks - 1} on every rank")
-    return peer[:, 0].astype(np.int64)
+def _segment_argmax(a: npt.NDArray[np.float64], start: npt.NDArray[np.int64], seg: npt.NDArray[np.int64]
+                    ) -> npt.NDArray[np.int64]:
+    """Position of the first maximum of each segment (segments start at ``start``)."""
+    top = np.maximum.reduceat(a, start)
+    pos = np.where(a == top[seg], np.arange(a.size), a.size)
+    return np.minimum.reduceat(pos, start)
+
+
+def _segment_prefix_max(a: npt.NDArray[np.float64], start: npt.NDArray[np.int64], seg: npt.NDArray[np.int64]
+                        ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
+    """Running maximum within each segment and the position of its (first) maximal element.
+
+    Segments of one size are stacked into a matrix (one pass per distinct communicator size)."""
+    size = np.diff(np.r_[start, a.size])
+    prefix = np.empty_like(a)
+    arg = np.empty(a.size, np.int64)
+    for n in np.unique(size).tolist():
+        first = start[size == n]
+        idx = first[:, None] + np.arange(n)[None, :]
+        m = a[idx]
+        prefix[idx] = np.maximum.accumulate(m, axis=1)
+        arg[idx] = first[:, None] + _prefix_argmax(m)
+    return prefix, arg
+
+
+def _segment_roots(rows: npt.NDArray[np.int64], seg: npt.NDArray[np.int64], start: npt.NDArray[np.int64],
+                   rank: npt.NDArray[np.int32], peer: npt.NDArray[np.int32], pattern: str) -> npt.NDArray[np.int64]:
+    """Position (in ``rows``) of every instance's root; every participant must name the same root, a member."""
+    p = peer[rows]
+    bad = p != p[start][seg]
+    is_root = rank[rows] == p
+    n_roots = np.add.reduceat(is_root.astype(np.int64), start)
+    if bad.any() or np.any(n_roots != 1):
+        i = int(np.flatnonzero(bad)[0]) if bad.any() else int(start[np.flatnonzero(n_roots != 1)[0]])
+        raise ValueError(f"{pattern}: rank {int(rank[rows[i]])} gives root {int(p[i])} in collective instance of "
+                         f"rank {int(rank[rows[start[seg[i]]]])} (which gives {int(p[start[seg[i]]])}): a rooted "
+                         "collective needs the same root, a member of its communicator, on every rank")
+    return np.flatnonzero(is_root)
 
 
 def _prefix_argmax(a: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:

@@ -43,9 +43,11 @@ enum wl_action {
   WL_DELAY = 35,
   WL_FLUSH = 36,
   WL_SWAP = 37,
+  WL_SSEND = 38,
+  WL_ISSEND = 39,
 };
 
-#define WL_NUM_ACTIONS 38
+#define WL_NUM_ACTIONS 40
 #define WL_NUM_STOCK 31
 
 /* TI action names, indexed by code; the first WL_NUM_STOCK are SimGrid's stock replay actions. */
@@ -88,6 +90,8 @@ static const char* const WL_ACTION_NAMES[WL_NUM_ACTIONS] = {
   "delay",
   "flush",
   "swap",
+  "ssend",
+  "issend",
 };
 
 #endif /* WAITLAB_ACTIONS_H */

@@ -24,6 +24,9 @@
  * (smpi_execute_benched), delay/swap/sleep sleep, flush sleeps value/value2 s.
  * Each executed item is recorded with flags bit 0 set.
  *
+ * With WAITLAB_MEASURED=1 (computation = "measured") every wrapper first lets SMPI charge the program's computation
+ * since the last call (smpi_bench_end/begin), so the clock read at entry books it as compute, not inside the call.
+ *
  * Output (WAITLAB_OUT=<dir>), written at MPI_Finalize: r<rank>.log, r<rank>.arg,
  * r<rank>.names ("id<TAB>name"), r<rank>.vec (per-peer byte counts of v-collectives:
  * "op_index n s_0..s_n-1 r_0..r_n-1"), r<rank>.fix (ANY_SOURCE/ANY_TAG receives
@@ -44,7 +47,8 @@
 /* Action codes (WL_*): generated from waitlab.models.vocabulary. */
 #include "waitlab_actions.h"
 
-#define WL_FLAG_INJECTED 1
+#define WL_FLAG_INJECTED 1 /* executed from the injection schedule */
+#define WL_FLAG_CAUSE 2    /* a known delay the program injected itself (WAITLAB_INJECT): a row of the cause ledger */
 
 typedef struct {
   int32_t rank, code;
@@ -63,11 +67,26 @@ typedef struct {
   double value, value2;
 } wl_item_t;
 
+/* A pending request: a point-to-point one (op = its isend/irecv record) or a nonblocking collective (coll = the
+ * action code of its blocking twin, recorded when the request completes, as Scalasca books it). */
+typedef struct {
+  uintptr_t key; /* 0: free slot; WL_TOMB: deleted */
+  int64_t op;    /* index of the isend/irecv record, -1 for a nonblocking collective */
+  int32_t peer, tag, is_recv, unresolved;
+  int32_t coll, cid; /* nonblocking collective: action code and communicator id; else -1 */
+  MPI_Comm comm;
+  double value, value2;
+} wl_req_t;
+
+/* A persistent request's template (MPI_Send_init, ..., MPI_Recv_init): started by MPI_Start(all). */
 typedef struct {
   uintptr_t key;
-  int64_t op; /* index of the isend/irecv record */
-  int32_t peer, tag, is_recv, unresolved;
-} wl_req_t;
+  int32_t code, peer, tag, unresolved;
+  MPI_Comm comm;
+  double bytes;
+} wl_persist_t;
+
+#define WL_TOMB ((uintptr_t)1 << (sizeof(uintptr_t) * 8 - 1))
 
 _Static_assert(sizeof(wl_log_t) == 24, "log record must be 24 bytes");
 _Static_assert(sizeof(wl_arg_t) == 48, "argument record must be 48 bytes");
@@ -78,6 +97,8 @@ static int wl_on = 0;
 static int wl_rank = -1;
 static int wl_size = 0;
 static int wl_step = -1;
+static int wl_measured = 0; /* WAITLAB_MEASURED=1: SMPI benchmarks the program's computation */
+static int wl_rerun = 0; /* run with an injection schedule: WAITLAB_INJECT's delays come from the schedule */
 static char* wl_base = NULL;
 static wl_log_t* wl_logs = NULL;
 static wl_arg_t* wl_args = NULL;
@@ -85,8 +106,12 @@ static int64_t wl_n = 0, wl_cap = 0;
 static int64_t wl_anchor = 0;
 static wl_item_t* wl_items = NULL;
 static int64_t wl_n_items = 0, wl_next_item = 0;
-static wl_req_t* wl_reqs = NULL;
-static int64_t wl_n_reqs = 0, wl_cap_reqs = 0;
+static wl_req_t* wl_reqs = NULL; /* open-addressing hash table of pending requests, by handle */
+static int64_t wl_n_reqs = 0, wl_used_reqs = 0, wl_cap_reqs = 0;
+static wl_persist_t* wl_persist = NULL;
+static int64_t wl_n_persist = 0, wl_cap_persist = 0;
+static long long wl_wtime_spin = 0;
+static double wl_wtime_last = -1.0;
 static char** wl_names = NULL;
 static int wl_n_names = 0, wl_cap_names = 0;
 static char* wl_vec = NULL; /* text buffers */
@@ -103,6 +128,14 @@ static void wl_die(const char* what)
 {
   fprintf(stderr, "waitlab measurement layer (rank %d): %s\n", wl_rank, what);
   abort();
+}
+
+static void* wl_malloc(size_t n)
+{
+  void* p = malloc(n ? n : 1);
+  if (p == NULL)
+    wl_die("out of memory");
+  return p;
 }
 
 static void* wl_grow(void* p, int64_t* cap, int64_t need, size_t elem)
@@ -176,7 +209,8 @@ static int64_t wl_push(int code, double t0, double t1, int peer, int tag, int co
   a->value2 = value2;
   a->site = site;
   int64_t idx = wl_n++;
-  if (!(flags & WL_FLAG_INJECTED) && code != WL_INIT && code != WL_FINALIZE) {
+  wl_wtime_spin = 0;
+  if (!(flags & (WL_FLAG_INJECTED | WL_FLAG_CAUSE)) && code != WL_INIT && code != WL_FINALIZE) {
     wl_anchor++;
     wl_post_hook();
   }
@@ -242,8 +276,10 @@ static void wl_load_schedule(void)
   const char* dir = getenv("WAITLAB_SCHEDULE");
   if (dir == NULL || *dir == '\0')
     return;
+  wl_rerun = 1;
   char path[4096];
-  snprintf(path, sizeof path, "%s/s%d.bin", dir, wl_rank);
+  if (snprintf(path, sizeof path, "%s/s%d.bin", dir, wl_rank) >= (int)sizeof path)
+    wl_die("the path of WAITLAB_SCHEDULE is too long (over 4095 bytes)");
   FILE* f = fopen(path, "rb");
   if (f == NULL)
     return; /* no injections for this rank */
@@ -284,10 +320,8 @@ static int wl_comm_id(MPI_Comm comm)
     return 0;
   int size;
   PMPI_Comm_size(comm, &size);
-  int* members = malloc(sizeof(int) * (size_t)size);
-  int* idx = malloc(sizeof(int) * (size_t)size);
-  if (members == NULL || idx == NULL)
-    wl_die("out of memory");
+  int* members = wl_malloc(sizeof(int) * (size_t)size);
+  int* idx = wl_malloc(sizeof(int) * (size_t)size);
   MPI_Group g, w;
   PMPI_Comm_group(comm, &g);
   PMPI_Comm_group(MPI_COMM_WORLD, &w);
@@ -335,23 +369,72 @@ static double wl_bytes(int count, MPI_Datatype dt)
   return (double)count * (double)size;
 }
 
-static void wl_req_add(uintptr_t key, int64_t op, int peer, int tag, int is_recv, int unresolved)
+static uint64_t wl_hash(uintptr_t key)
+{
+  uint64_t h = (uint64_t)key * 0x9E3779B97F4A7C15ull;
+  return h ^ (h >> 29);
+}
+
+static void wl_req_insert(const wl_req_t* r);
+
+static void wl_req_rehash(int64_t cap)
+{
+  wl_req_t* old = wl_reqs;
+  int64_t old_cap = wl_cap_reqs;
+  wl_reqs = calloc((size_t)cap, sizeof(wl_req_t));
+  if (wl_reqs == NULL)
+    wl_die("out of memory for the request table");
+  wl_cap_reqs = cap;
+  wl_n_reqs = wl_used_reqs = 0;
+  for (int64_t i = 0; i < old_cap; i++)
+    if (old[i].key != 0 && old[i].key != WL_TOMB)
+      wl_req_insert(&old[i]);
+  free(old);
+}
+
+static void wl_req_insert(const wl_req_t* r)
+{
+  if (2 * (wl_used_reqs + 1) > wl_cap_reqs)
+    wl_req_rehash(wl_cap_reqs ? (wl_n_reqs * 4 > wl_cap_reqs ? 2 * wl_cap_reqs : wl_cap_reqs) : 256);
+  uint64_t mask = (uint64_t)wl_cap_reqs - 1;
+  for (uint64_t i = wl_hash(r->key) & mask;; i = (i + 1) & mask) {
+    if (wl_reqs[i].key == 0 || wl_reqs[i].key == WL_TOMB) {
+      if (wl_reqs[i].key == 0)
+        wl_used_reqs++;
+      wl_reqs[i] = *r;
+      wl_n_reqs++;
+      return;
+    }
+  }
+}
+
+static void wl_req_add(uintptr_t key, int64_t op, int peer, int tag, int is_recv, int unresolved, MPI_Comm comm)
 {
   if (key == 0)
     return;
-  wl_reqs = wl_grow(wl_reqs, &wl_cap_reqs, wl_n_reqs + 1, sizeof(wl_req_t));
-  wl_reqs[wl_n_reqs++] = (wl_req_t){key, op, peer, tag, is_recv, unresolved};
+  wl_req_t r = {key, op, peer, tag, is_recv, unresolved, -1, -1, comm, 0.0, 0.0};
+  wl_req_insert(&r);
 }
 
-/* Remove and return the pending request with this key (0 if unknown). */
-static int wl_req_take(uintptr_t key, wl_req_t* out)
+/* A nonblocking collective: recorded as its blocking twin `code` when it completes. */
+static void wl_coll_add(uintptr_t key, int code, int root, int cid, double value, double value2)
 {
   if (key == 0)
+    return;
+  wl_req_t r = {key, -1, root, 0, 0, 0, code, cid, MPI_COMM_NULL, value, value2};
+  wl_req_insert(&r);
+}
+
+/* Remove and return the pending request with this key (0 if unknown): O(1). */
+static int wl_req_take(uintptr_t key, wl_req_t* out)
+{
+  if (key == 0 || wl_cap_reqs == 0)
     return 0;
-  for (int64_t i = wl_n_reqs - 1; i >= 0; i--) {
+  uint64_t mask = (uint64_t)wl_cap_reqs - 1;
+  for (uint64_t i = wl_hash(key) & mask; wl_reqs[i].key != 0; i = (i + 1) & mask) {
     if (wl_reqs[i].key == key) {
       *out = wl_reqs[i];
-      memmove(&wl_reqs[i], &wl_reqs[i + 1], sizeof(wl_req_t) * (size_t)(wl_n_reqs - i - 1));
+      wl_reqs[i].key = WL_TOMB;
       wl_n_reqs--;
       return 1;
     }
@@ -359,12 +442,31 @@ static int wl_req_take(uintptr_t key, wl_req_t* out)
   return 0;
 }
 
+static wl_persist_t* wl_persist_find(uintptr_t key)
+{
+  for (int64_t i = wl_n_persist - 1; i >= 0; i--)
+    if (wl_persist[i].key == key)
+      return &wl_persist[i];
+  return NULL;
+}
+
+/* A completed receive: the bytes actually received (a 0-byte message is 0, not the posted size). */
+static void wl_received(const wl_req_t* r, const MPI_Status* st)
+{
+  if (r->is_recv && r->op >= 0 && st != NULL) {
+    int got = 0;
+    if (PMPI_Get_count(st, MPI_BYTE, &got) == MPI_SUCCESS && got != MPI_UNDEFINED && got >= 0)
+      wl_args[r->op].value = (double)got;
+  }
+}
+
 /* A receive whose source or tag was a wildcard: record the actual ones. */
 static void wl_resolve(wl_req_t* r, const MPI_Status* st, MPI_Comm comm)
 {
+  wl_received(r, st);
   if (!r->is_recv || !r->unresolved || st == NULL)
     return;
-  r->peer = wl_world(comm, st->MPI_SOURCE);
+  r->peer = wl_world(r->comm != MPI_COMM_NULL ? r->comm : comm, st->MPI_SOURCE);
   r->tag = st->MPI_TAG;
   wl_args[r->op].peer = r->peer;
   wl_args[r->op].tag = r->tag;
@@ -374,7 +476,9 @@ static void wl_resolve(wl_req_t* r, const MPI_Status* st, MPI_Comm comm)
 
 static void wl_record_completion(int found, wl_req_t* r, double t0, double t1, uint64_t site)
 {
-  if (found)
+  if (found && r->coll >= 0) /* a nonblocking collective: its wait is the collective's (Scalasca) */
+    wl_push(r->coll, t0, t1, r->peer, 0, r->cid, r->value, r->value2, -1, site, 0);
+  else if (found)
     wl_push(WL_WAIT, t0, t1, r->peer, r->tag, 0, 0.0, r->is_recv ? 1.0 : 0.0, -1, site, 0);
   else /* a request waitlab does not track (persistent, collective, null): kept as a 'test' */
     wl_push(WL_TEST, t0, t1, -1, 0, 0, 0.0, 0.0, -1, site, 0);
@@ -425,6 +529,8 @@ static void wl_start(double t0, double t1, const void* ra)
   if (dladdr((void*)&wl_start, &info) && info.dli_fbase)
     wl_base = (char*)info.dli_fbase;
   wl_load_schedule();
+  const char* measured = getenv("WAITLAB_MEASURED");
+  wl_measured = measured != NULL && strcmp(measured, "1") == 0;
   wl_on = 1;
   wl_push(WL_INIT, t0, t1, -1, 0, 0, 0.0, 0.0, -1, wl_site(ra), 0);
   wl_post_hook();
@@ -433,7 +539,8 @@ static void wl_start(double t0, double t1, const void* ra)
 static void wl_write(const char* dir, const char* stem, const char* suffix, const void* data, size_t size)
 {
   char path[4096];
-  snprintf(path, sizeof path, "%s/%s%d.%s", dir, stem, wl_rank, suffix);
+  if (snprintf(path, sizeof path, "%s/%s%d.%s", dir, stem, wl_rank, suffix) >= (int)sizeof path)
+    wl_die("the path of WAITLAB_OUT is too long (over 4095 bytes)");
   FILE* f = fopen(path, "wb");
   if (f == NULL || (size && fwrite(data, 1, size, f) != size) || fclose(f) != 0) {
     fprintf(stderr, "waitlab measurement layer (rank %d): cannot write %s\n", wl_rank, path);
@@ -471,6 +578,10 @@ void waitlab_region_begin(const char* name)
 {
   if (!wl_on)
     return;
+  if (wl_measured) { /* computation = "measured": book the computation before the marker */
+    smpi_bench_end();
+    smpi_bench_begin();
+  }
   WL_PRE();
   double t = wl_now();
   wl_push(WL_ENTER, t, t, -1, 0, 0, 0.0, 0.0, wl_name_id(name ? name : ""), wl_site(__builtin_return_address(0)), 0);
@@ -480,12 +591,34 @@ void waitlab_region_end(const char* name)
 {
   if (!wl_on)
     return;
+  if (wl_measured) {
+    smpi_bench_end();
+    smpi_bench_begin();
+  }
   WL_PRE();
   double t = wl_now();
   wl_push(WL_LEAVE, t, t, -1, 0, 0, 0.0, 0.0, wl_name_id(name ? name : ""), wl_site(__builtin_return_address(0)), 0);
 }
 
 void waitlab_set_step(int step) { wl_step = step; }
+
+/* WAITLAB_INJECT(region, seconds): `seconds` of CPU-bound work inside user region `region`, recorded as a cause
+ * (imbalance) of the ground-truth ledger.  In a re-run with an injection schedule (a counterfactual, a perturbed
+ * run) the schedule executes what the target operations say instead (the cause may have been removed). */
+void waitlab_inject(const char* name, double seconds)
+{
+  if (!wl_on || !(seconds > 0))
+    return;
+  waitlab_region_begin(name);
+  if (!wl_rerun) {
+    int id = wl_name_id(name ? name : "");
+    double t0 = wl_now();
+    smpi_execute_benched(seconds);
+    wl_push(WL_COMPUTE, t0, wl_now(), -1, 0, 0, seconds, 0.0, id, wl_site(__builtin_return_address(0)),
+            WL_FLAG_CAUSE);
+  }
+  waitlab_region_end(name);
+}
 
 static char* wl_fstring(const char* s, size_t len)
 {
@@ -515,12 +648,26 @@ void waitlab_region_end_(const char* name, size_t len)
 
 void waitlab_set_step_(const int* step) { wl_step = *step; }
 
+void waitlab_inject_(const char* name, const double* seconds, size_t len)
+{
+  char* c = wl_fstring(name, len);
+  waitlab_inject(c, *seconds);
+  free(c);
+}
+
 /* ---- C bindings ----------------------------------------------------------------------------------------------- */
 
+/* smpi_bench_end() charges the program's computation since the last MPI call (computation = "measured") before the
+ * clock is read, so it is booked as compute, not inside this call; smpi_bench_begin() restarts the benchmark. */
 #define WL_BEGIN()                                                                                                     \
   const void* ra_ = __builtin_return_address(0);                                                                       \
-  if (wl_on)                                                                                                           \
+  if (wl_on) {                                                                                                         \
+    if (wl_measured) {                                                                                                 \
+      smpi_bench_end();                                                                                                \
+      smpi_bench_begin();                                                                                              \
+    }                                                                                                                  \
     WL_PRE();                                                                                                          \
+  }                                                                                                                    \
   double t0_ = wl_now()
 
 int MPI_Init(int* argc, char*** argv)
@@ -557,36 +704,6 @@ static int wl_p2p_send(int code, const void* ra, double t0, int count, MPI_Datat
                       wl_site(ra), 0);
 }
 
-#define WL_SEND_LIKE(NAME, PNAME)                                                                                      \
-  int NAME(const void* buf, int count, MPI_Datatype dt, int dst, int tag, MPI_Comm comm)                               \
-  {                                                                                                                    \
-    WL_BEGIN();                                                                                                        \
-    int rc = PNAME(buf, count, dt, dst, tag, comm);                                                                    \
-    if (wl_on && rc == MPI_SUCCESS && dst != MPI_PROC_NULL)                                                             \
-      wl_p2p_send(WL_SEND, ra_, t0_, count, dt, dst, tag, comm);                                                       \
-    return rc;                                                                                                         \
-  }
-WL_SEND_LIKE(MPI_Send, PMPI_Send)
-WL_SEND_LIKE(MPI_Ssend, PMPI_Ssend)
-WL_SEND_LIKE(MPI_Rsend, PMPI_Rsend)
-WL_SEND_LIKE(MPI_Bsend, PMPI_Bsend)
-
-#define WL_ISEND_LIKE(NAME, PNAME)                                                                                     \
-  int NAME(const void* buf, int count, MPI_Datatype dt, int dst, int tag, MPI_Comm comm, MPI_Request* req)             \
-  {                                                                                                                    \
-    WL_BEGIN();                                                                                                        \
-    int rc = PNAME(buf, count, dt, dst, tag, comm, req);                                                               \
-    if (wl_on && rc == MPI_SUCCESS && dst != MPI_PROC_NULL) {                                                           \
-      int64_t op = wl_p2p_send(WL_ISEND, ra_, t0_, count, dt, dst, tag, comm);                                         \
-      wl_req_add((uintptr_t)*req, op, wl_args[op].peer, tag, 0, 0);                                                    \
-    }                                                                                                                  \
-    return rc;                                                                                                         \
-  }
-WL_ISEND_LIKE(MPI_Isend, PMPI_Isend)
-WL_ISEND_LIKE(MPI_Issend, PMPI_Issend)
-WL_ISEND_LIKE(MPI_Irsend, PMPI_Irsend)
-WL_ISEND_LIKE(MPI_Ibsend, PMPI_Ibsend)
-
 int MPI_Recv(void* buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm comm, MPI_Status* status)
 {
   WL_BEGIN();
@@ -597,7 +714,7 @@ int MPI_Recv(void* buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm c
     int got = 0;
     PMPI_Get_count(st, MPI_BYTE, &got);
     wl_push(WL_RECV, t0_, wl_now(), wl_world(comm, st->MPI_SOURCE), st->MPI_TAG, wl_comm_id(comm),
-            got > 0 ? (double)got : wl_bytes(count, dt), 0.0, -1, wl_site(ra_), 0);
+            got != MPI_UNDEFINED && got >= 0 ? (double)got : wl_bytes(count, dt), 0.0, -1, wl_site(ra_), 0);
   }
   return rc;
 }
@@ -611,9 +728,28 @@ int MPI_Irecv(void* buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm 
     int unresolved = src == MPI_ANY_SOURCE || tag == MPI_ANY_TAG;
     int64_t op = wl_push(WL_IRECV, t0_, wl_now(), peer, tag, wl_comm_id(comm), wl_bytes(count, dt), 0.0, -1,
                          wl_site(ra_), 0);
-    wl_req_add((uintptr_t)*req, op, peer, tag, 1, unresolved);
+    wl_req_add((uintptr_t)*req, op, peer, tag, 1, unresolved, comm);
   }
   return rc;
+}
+
+/* A sendrecv, recorded as isend + irecv + waitall (which is how SMPI runs it); the receive's bytes as received. */
+static void wl_sendrecv(double t0, const void* ra, int scount, MPI_Datatype stype, int dst, int stag, int rcount,
+                        MPI_Datatype rtype, int src, MPI_Comm comm, MPI_Status* st)
+{
+  double t1 = wl_now();
+  int cid = wl_comm_id(comm);
+  uint64_t site = wl_site(ra);
+  if (dst != MPI_PROC_NULL)
+    wl_push(WL_ISEND, t0, t0, wl_world(comm, dst), stag, cid, wl_bytes(scount, stype), 0.0, -1, site, 0);
+  if (src != MPI_PROC_NULL) {
+    int got = 0;
+    double bytes = PMPI_Get_count(st, MPI_BYTE, &got) == MPI_SUCCESS && got != MPI_UNDEFINED && got >= 0
+                       ? (double)got
+                       : wl_bytes(rcount, rtype);
+    wl_push(WL_IRECV, t0, t0, wl_world(comm, st->MPI_SOURCE), st->MPI_TAG, cid, bytes, 0.0, -1, site, 0);
+  }
+  wl_push(WL_WAITALL, t0, t1, -1, 0, cid, 0.0, 0.0, -1, site, 0);
 }
 
 int MPI_Sendrecv(const void* sbuf, int scount, MPI_Datatype stype, int dst, int stag, void* rbuf, int rcount,
@@ -623,18 +759,8 @@ int MPI_Sendrecv(const void* sbuf, int scount, MPI_Datatype stype, int dst, int 
   MPI_Status own;
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &own : status;
   int rc = PMPI_Sendrecv(sbuf, scount, stype, dst, stag, rbuf, rcount, rtype, src, rtag, comm, st);
-  if (wl_on && rc == MPI_SUCCESS) {
-    /* recorded as isend + irecv + waitall, which is how SMPI runs it */
-    double t1 = wl_now();
-    int cid = wl_comm_id(comm);
-    uint64_t site = wl_site(ra_);
-    if (dst != MPI_PROC_NULL)
-      wl_push(WL_ISEND, t0_, t0_, wl_world(comm, dst), stag, cid, wl_bytes(scount, stype), 0.0, -1, site, 0);
-    if (src != MPI_PROC_NULL)
-      wl_push(WL_IRECV, t0_, t0_, wl_world(comm, st->MPI_SOURCE), st->MPI_TAG, cid, wl_bytes(rcount, rtype), 0.0,
-              -1, site, 0);
-    wl_push(WL_WAITALL, t0_, t1, -1, 0, cid, 0.0, 0.0, -1, site, 0);
-  }
+  if (wl_on && rc == MPI_SUCCESS)
+    wl_sendrecv(t0_, ra_, scount, stype, dst, stag, rcount, rtype, src, comm, st);
   return rc;
 }
 
@@ -658,15 +784,15 @@ int MPI_Wait(MPI_Request* req, MPI_Status* status)
 int MPI_Waitany(int count, MPI_Request reqs[], int* index, MPI_Status* status)
 {
   WL_BEGIN();
-  uintptr_t* keys = malloc(sizeof(uintptr_t) * (size_t)(count > 0 ? count : 1));
+  uintptr_t* keys = wl_malloc(sizeof(uintptr_t) * (size_t)(count > 0 ? count : 1));
   for (int i = 0; i < count; i++)
     keys[i] = (uintptr_t)reqs[i];
   MPI_Status own;
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &own : status;
   int rc = PMPI_Waitany(count, reqs, index, st);
-  if (wl_on && rc == MPI_SUCCESS) {
+  if (wl_on && rc == MPI_SUCCESS && *index != MPI_UNDEFINED) {
     wl_req_t r;
-    int found = *index != MPI_UNDEFINED && wl_req_take(keys[*index], &r);
+    int found = wl_req_take(keys[*index], &r);
     if (found)
       wl_resolve(&r, st, MPI_COMM_WORLD);
     wl_record_completion(found, &r, t0_, wl_now(), wl_site(ra_));
@@ -675,27 +801,66 @@ int MPI_Waitany(int count, MPI_Request reqs[], int* index, MPI_Status* status)
   return rc;
 }
 
-static int wl_waitall_common(int count, uintptr_t* keys, MPI_Status* st, double t0, const void* ra)
+/* Requests `keys[idx[j]]` (j < n; idx NULL: all) completed by one call: one waitall record for the point-to-point
+ * ones (which requests it completed is known from the event table: every request not completed by its own wait),
+ * then one record of each nonblocking collective it completed. */
+static void wl_completed(int n, const uintptr_t* keys, const int* idx, MPI_Status* st, double t0, const void* ra)
 {
-  for (int i = 0; i < count; i++) {
+  int p2p = 0, colls = 0;
+  wl_req_t* coll = NULL;
+  for (int j = 0; j < n; j++) {
     wl_req_t r;
-    if (wl_req_take(keys[i], &r))
-      wl_resolve(&r, st ? &st[i] : NULL, MPI_COMM_WORLD);
+    if (!wl_req_take(keys[idx ? idx[j] : j], &r))
+      continue;
+    if (r.coll >= 0) {
+      if (coll == NULL)
+        coll = wl_malloc(sizeof(wl_req_t) * (size_t)n);
+      coll[colls++] = r;
+    } else {
+      wl_resolve(&r, st ? &st[j] : NULL, MPI_COMM_WORLD);
+      p2p++;
+    }
   }
-  return (int)wl_push(WL_WAITALL, t0, wl_now(), -1, 0, 0, 0.0, 0.0, -1, wl_site(ra), 0);
+  double t1 = wl_now();
+  uint64_t site = wl_site(ra);
+  if (p2p || !colls)
+    wl_push(WL_WAITALL, t0, t1, -1, 0, 0, 0.0, 0.0, -1, site, 0);
+  for (int c = 0; c < colls; c++)
+    wl_push(coll[c].coll, t0, t1, coll[c].peer, 0, coll[c].cid, coll[c].value, coll[c].value2, -1, site, 0);
+  free(coll);
+}
+
+/* Requests completed by a call that may complete only some of them (Waitsome): one completion record per request,
+ * the first with the call's times, the others at its exit, so each is matched to its own request. */
+static void wl_completed_each(int n, const uintptr_t* keys, const int* idx, MPI_Status* st, double t0, const void* ra)
+{
+  double t1 = wl_now();
+  uint64_t site = wl_site(ra);
+  int first = 1;
+  for (int j = 0; j < n; j++) {
+    wl_req_t r;
+    if (!wl_req_take(keys[idx[j]], &r))
+      continue;
+    if (r.coll < 0)
+      wl_resolve(&r, st ? &st[j] : NULL, MPI_COMM_WORLD);
+    wl_record_completion(1, &r, first ? t0 : t1, t1, site);
+    first = 0;
+  }
+  if (first) /* only requests waitlab does not track */
+    wl_push(WL_TEST, t0, t1, -1, 0, 0, 0.0, 0.0, -1, site, 0);
 }
 
 int MPI_Waitall(int count, MPI_Request reqs[], MPI_Status statuses[])
 {
   WL_BEGIN();
-  uintptr_t* keys = malloc(sizeof(uintptr_t) * (size_t)(count > 0 ? count : 1));
-  MPI_Status* own = statuses == MPI_STATUSES_IGNORE ? malloc(sizeof(MPI_Status) * (size_t)(count > 0 ? count : 1))
-                                                    : NULL;
+  size_t n = (size_t)(count > 0 ? count : 1);
+  uintptr_t* keys = wl_malloc(sizeof(uintptr_t) * n);
+  MPI_Status* own = statuses == MPI_STATUSES_IGNORE ? wl_malloc(sizeof(MPI_Status) * n) : NULL;
   for (int i = 0; i < count; i++)
     keys[i] = (uintptr_t)reqs[i];
   int rc = PMPI_Waitall(count, reqs, own ? own : statuses);
   if (wl_on && rc == MPI_SUCCESS)
-    wl_waitall_common(count, keys, own ? own : statuses, t0_, ra_);
+    wl_completed(count, keys, NULL, own ? own : statuses, t0_, ra_);
   free(keys);
   free(own);
   return rc;
@@ -704,21 +869,15 @@ int MPI_Waitall(int count, MPI_Request reqs[], MPI_Status statuses[])
 int MPI_Waitsome(int incount, MPI_Request reqs[], int* outcount, int indices[], MPI_Status statuses[])
 {
   WL_BEGIN();
-  uintptr_t* keys = malloc(sizeof(uintptr_t) * (size_t)(incount > 0 ? incount : 1));
+  size_t n = (size_t)(incount > 0 ? incount : 1);
+  uintptr_t* keys = wl_malloc(sizeof(uintptr_t) * n);
   for (int i = 0; i < incount; i++)
     keys[i] = (uintptr_t)reqs[i];
-  MPI_Status* own = statuses == MPI_STATUSES_IGNORE ? malloc(sizeof(MPI_Status) * (size_t)(incount > 0 ? incount : 1))
-                                                    : NULL;
+  MPI_Status* own = statuses == MPI_STATUSES_IGNORE ? wl_malloc(sizeof(MPI_Status) * n) : NULL;
   MPI_Status* st = own ? own : statuses;
   int rc = PMPI_Waitsome(incount, reqs, outcount, indices, st);
-  if (wl_on && rc == MPI_SUCCESS && *outcount != MPI_UNDEFINED) {
-    for (int j = 0; j < *outcount; j++) {
-      wl_req_t r;
-      if (wl_req_take(keys[indices[j]], &r))
-        wl_resolve(&r, &st[j], MPI_COMM_WORLD);
-    }
-    wl_push(WL_WAITALL, t0_, wl_now(), -1, 0, 0, 0.0, 0.0, -1, wl_site(ra_), 0);
-  }
+  if (wl_on && rc == MPI_SUCCESS && *outcount != MPI_UNDEFINED)
+    wl_completed_each(*outcount, keys, indices, st, t0_, ra_);
   free(keys);
   free(own);
   return rc;
@@ -746,17 +905,113 @@ int MPI_Test(MPI_Request* req, int* flag, MPI_Status* status)
 int MPI_Testall(int count, MPI_Request reqs[], int* flag, MPI_Status statuses[])
 {
   WL_BEGIN();
-  uintptr_t* keys = malloc(sizeof(uintptr_t) * (size_t)(count > 0 ? count : 1));
-  MPI_Status* own = statuses == MPI_STATUSES_IGNORE ? malloc(sizeof(MPI_Status) * (size_t)(count > 0 ? count : 1))
-                                                    : NULL;
+  size_t n = (size_t)(count > 0 ? count : 1);
+  uintptr_t* keys = wl_malloc(sizeof(uintptr_t) * n);
+  MPI_Status* own = statuses == MPI_STATUSES_IGNORE ? wl_malloc(sizeof(MPI_Status) * n) : NULL;
   for (int i = 0; i < count; i++)
     keys[i] = (uintptr_t)reqs[i];
   int rc = PMPI_Testall(count, reqs, flag, own ? own : statuses);
   if (wl_on && rc == MPI_SUCCESS && *flag)
-    wl_waitall_common(count, keys, own ? own : statuses, t0_, ra_);
+    wl_completed(count, keys, NULL, own ? own : statuses, t0_, ra_);
   free(keys);
   free(own);
   return rc;
+}
+
+/* ---- persistent requests -------------------------------------------------------------------------------------- */
+
+static void wl_persist_add(MPI_Request req, int code, int peer, int tag, MPI_Comm comm, double bytes)
+{
+  if (req == MPI_REQUEST_NULL)
+    return;
+  wl_persist = wl_grow(wl_persist, &wl_cap_persist, wl_n_persist + 1, sizeof(wl_persist_t));
+  int unresolved = code == WL_IRECV && (peer == MPI_ANY_SOURCE || tag == MPI_ANY_TAG);
+  int world = peer == MPI_ANY_SOURCE ? -1 : wl_world(comm, peer);
+  wl_persist[wl_n_persist++] = (wl_persist_t){(uintptr_t)req, code, world, tag, unresolved, comm, bytes};
+}
+
+#define WL_SEND_INIT(NAME, PNAME, CODE)                                                                                \
+  int NAME(const void* buf, int count, MPI_Datatype dt, int dst, int tag, MPI_Comm comm, MPI_Request* req)             \
+  {                                                                                                                    \
+    int rc = PNAME(buf, count, dt, dst, tag, comm, req);                                                               \
+    if (wl_on && rc == MPI_SUCCESS && dst != MPI_PROC_NULL)                                                             \
+      wl_persist_add(*req, CODE, dst, tag, comm, wl_bytes(count, dt));                                                 \
+    return rc;                                                                                                         \
+  }
+WL_SEND_INIT(MPI_Send_init, PMPI_Send_init, WL_ISEND)
+WL_SEND_INIT(MPI_Ssend_init, PMPI_Ssend_init, WL_ISSEND)
+WL_SEND_INIT(MPI_Rsend_init, PMPI_Rsend_init, WL_ISEND)
+WL_SEND_INIT(MPI_Bsend_init, PMPI_Bsend_init, WL_ISEND)
+
+int MPI_Recv_init(void* buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm comm, MPI_Request* req)
+{
+  int rc = PMPI_Recv_init(buf, count, dt, src, tag, comm, req);
+  if (wl_on && rc == MPI_SUCCESS && src != MPI_PROC_NULL)
+    wl_persist_add(*req, WL_IRECV, src, tag, comm, wl_bytes(count, dt));
+  return rc;
+}
+
+/* One started persistent request: an isend/issend/irecv record, completed like any other request. */
+static void wl_started(MPI_Request req, double t0, double t1, uint64_t site)
+{
+  wl_persist_t* p = wl_persist_find((uintptr_t)req);
+  if (p == NULL)
+    return;
+  int64_t op = wl_push(p->code, t0, t1, p->peer, p->tag, wl_comm_id(p->comm), p->bytes, 0.0, -1, site, 0);
+  wl_req_add((uintptr_t)req, op, p->peer, p->tag, p->code == WL_IRECV, p->unresolved, p->comm);
+}
+
+int MPI_Start(MPI_Request* req)
+{
+  WL_BEGIN();
+  int rc = PMPI_Start(req);
+  if (wl_on && rc == MPI_SUCCESS)
+    wl_started(*req, t0_, wl_now(), wl_site(ra_));
+  return rc;
+}
+
+int MPI_Startall(int count, MPI_Request reqs[])
+{
+  WL_BEGIN();
+  int rc = PMPI_Startall(count, reqs);
+  if (wl_on && rc == MPI_SUCCESS) {
+    double t1 = wl_now();
+    for (int i = 0; i < count; i++)
+      wl_started(reqs[i], i ? t1 : t0_, t1, wl_site(ra_));
+  }
+  return rc;
+}
+
+int MPI_Request_free(MPI_Request* req)
+{
+  uintptr_t key = req ? (uintptr_t)*req : 0;
+  int rc = PMPI_Request_free(req);
+  wl_persist_t* p = key ? wl_persist_find(key) : NULL;
+  if (p != NULL)
+    *p = wl_persist[--wl_n_persist];
+  return rc;
+}
+
+/* ---- MPI_Wtime: a program that spins on it under computation = "none" never advances the clock ----------------- */
+
+#define WL_SPIN_LIMIT 1000000LL
+
+double MPI_Wtime(void)
+{
+  double t = PMPI_Wtime();
+  if (wl_on) {
+    if (t == wl_wtime_last) {
+      if (++wl_wtime_spin == WL_SPIN_LIMIT)
+        wl_die("MPI_Wtime returned the same time 1,000,000 times in a row with no MPI call in between: the program "
+               "waits for time to pass, but under application.computation = \"none\" its own computation takes no "
+               "simulated time, so it would spin forever. Set application.computation = \"measured\" (or give "
+               "simulation.smpi = {\"smpi/wtime\" = \"1e-7\"}) for programs that loop on MPI_Wtime");
+    } else {
+      wl_wtime_spin = 0;
+      wl_wtime_last = t;
+    }
+  }
+  return t;
 }
 
 /* ---- collectives ---------------------------------------------------------------------------------------------- */
@@ -800,70 +1055,6 @@ static int64_t wl_vcoll(int code, double t0, const void* ra, int peer, MPI_Comm 
   return op;
 }
 
-int MPI_Barrier(MPI_Comm comm)
-{
-  WL_BEGIN();
-  int rc = PMPI_Barrier(comm);
-  if (wl_on && rc == MPI_SUCCESS)
-    WL_COLL(WL_BARRIER, -1, comm, 0.0, 0.0);
-  return rc;
-}
-
-int MPI_Bcast(void* buf, int count, MPI_Datatype dt, int root, MPI_Comm comm)
-{
-  WL_BEGIN();
-  int rc = PMPI_Bcast(buf, count, dt, root, comm);
-  if (wl_on && rc == MPI_SUCCESS)
-    WL_COLL(WL_BCAST, wl_root(comm, root), comm, wl_bytes(count, dt), 0.0);
-  return rc;
-}
-
-int MPI_Reduce(const void* sbuf, void* rbuf, int count, MPI_Datatype dt, MPI_Op op, int root, MPI_Comm comm)
-{
-  WL_BEGIN();
-  int rc = PMPI_Reduce(sbuf, rbuf, count, dt, op, root, comm);
-  if (wl_on && rc == MPI_SUCCESS)
-    WL_COLL(WL_REDUCE, wl_root(comm, root), comm, wl_bytes(count, dt), 0.0);
-  return rc;
-}
-
-int MPI_Allreduce(const void* sbuf, void* rbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm)
-{
-  WL_BEGIN();
-  int rc = PMPI_Allreduce(sbuf, rbuf, count, dt, op, comm);
-  if (wl_on && rc == MPI_SUCCESS)
-    WL_COLL(WL_ALLREDUCE, -1, comm, wl_bytes(count, dt), 0.0);
-  return rc;
-}
-
-int MPI_Scan(const void* sbuf, void* rbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm)
-{
-  WL_BEGIN();
-  int rc = PMPI_Scan(sbuf, rbuf, count, dt, op, comm);
-  if (wl_on && rc == MPI_SUCCESS)
-    WL_COLL(WL_SCAN, -1, comm, wl_bytes(count, dt), 0.0);
-  return rc;
-}
-
-int MPI_Exscan(const void* sbuf, void* rbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm)
-{
-  WL_BEGIN();
-  int rc = PMPI_Exscan(sbuf, rbuf, count, dt, op, comm);
-  if (wl_on && rc == MPI_SUCCESS)
-    WL_COLL(WL_EXSCAN, -1, comm, wl_bytes(count, dt), 0.0);
-  return rc;
-}
-
-int MPI_Alltoall(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount, MPI_Datatype rtype,
-                 MPI_Comm comm)
-{
-  WL_BEGIN();
-  int rc = PMPI_Alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm);
-  if (wl_on && rc == MPI_SUCCESS)
-    WL_COLL(WL_ALLTOALL, -1, comm, wl_bytes(scount, stype), wl_bytes(rcount, rtype));
-  return rc;
-}
-
 int MPI_Alltoallv(const void* sbuf, const int* scounts, const int* sdispls, MPI_Datatype stype, void* rbuf,
                   const int* rcounts, const int* rdispls, MPI_Datatype rtype, MPI_Comm comm)
 {
@@ -871,36 +1062,6 @@ int MPI_Alltoallv(const void* sbuf, const int* scounts, const int* sdispls, MPI_
   int rc = PMPI_Alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm);
   if (wl_on && rc == MPI_SUCCESS)
     wl_vcoll(WL_ALLTOALLV, t0_, ra_, -1, comm, scounts, stype, rcounts, rtype, 0.0, 0.0);
-  return rc;
-}
-
-int MPI_Gather(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount, MPI_Datatype rtype,
-               int root, MPI_Comm comm)
-{
-  WL_BEGIN();
-  int rc = PMPI_Gather(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
-  if (wl_on && rc == MPI_SUCCESS)
-    WL_COLL(WL_GATHER, wl_root(comm, root), comm, wl_bytes(scount, stype), wl_bytes(rcount, rtype));
-  return rc;
-}
-
-int MPI_Scatter(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount, MPI_Datatype rtype,
-                int root, MPI_Comm comm)
-{
-  WL_BEGIN();
-  int rc = PMPI_Scatter(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
-  if (wl_on && rc == MPI_SUCCESS)
-    WL_COLL(WL_SCATTER, wl_root(comm, root), comm, wl_bytes(scount, stype), wl_bytes(rcount, rtype));
-  return rc;
-}
-
-int MPI_Allgather(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount, MPI_Datatype rtype,
-                  MPI_Comm comm)
-{
-  WL_BEGIN();
-  int rc = PMPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm);
-  if (wl_on && rc == MPI_SUCCESS)
-    WL_COLL(WL_ALLGATHER, -1, comm, wl_bytes(scount, stype), wl_bytes(rcount, rtype));
   return rc;
 }
 
@@ -955,6 +1116,46 @@ int MPI_Reduce_scatter(const void* sbuf, void* rbuf, const int* rcounts, MPI_Dat
   return rc;
 }
 
+/* ---- nonblocking collectives: the generated wrappers record them as their blocking twin in the call that completes
+ * them (wl_coll_add, wl_record_completion); nonblocking v-collectives are refused ---------------------------------- */
+
+/* Nonblocking v-collectives are refused: their per-peer counts would have to be kept until completion. */
+#define WL_REFUSE(NAME)                                                                                                \
+  wl_die(NAME " is not supported by waitlab's measurement layer (nonblocking v-collectives); use the blocking "    \
+               "call or the non-v variant")
+
+int MPI_Igatherv(const void* a, int b, MPI_Datatype c, void* d, const int* e, const int* f, MPI_Datatype g, int h,
+                 MPI_Comm i, MPI_Request* j)
+{
+  if (wl_on)
+    WL_REFUSE("MPI_Igatherv");
+  return PMPI_Igatherv(a, b, c, d, e, f, g, h, i, j);
+}
+
+int MPI_Iscatterv(const void* a, const int* b, const int* c, MPI_Datatype d, void* e, int f, MPI_Datatype g, int h,
+                  MPI_Comm i, MPI_Request* j)
+{
+  if (wl_on)
+    WL_REFUSE("MPI_Iscatterv");
+  return PMPI_Iscatterv(a, b, c, d, e, f, g, h, i, j);
+}
+
+int MPI_Ialltoallv(const void* a, const int* b, const int* c, MPI_Datatype d, void* e, const int* f, const int* g,
+                   MPI_Datatype h, MPI_Comm i, MPI_Request* j)
+{
+  if (wl_on)
+    WL_REFUSE("MPI_Ialltoallv");
+  return PMPI_Ialltoallv(a, b, c, d, e, f, g, h, i, j);
+}
+
+int MPI_Iallgatherv(const void* a, int b, MPI_Datatype c, void* d, const int* e, const int* f, MPI_Datatype g,
+                    MPI_Comm h, MPI_Request* i)
+{
+  if (wl_on)
+    WL_REFUSE("MPI_Iallgatherv");
+  return PMPI_Iallgatherv(a, b, c, d, e, f, g, h, i);
+}
+
 /* ---- Fortran bindings: wrap SMPI's own, found with dlsym(RTLD_NEXT) -------------------------------------------- */
 
 extern int mpi_status_ignore_;
@@ -1002,32 +1203,8 @@ void mpi_finalize_(int* ierr)
     wl_finish(t0_, wl_now(), ra_);
 }
 
-typedef void (*wl_f_send_t)(void*, int*, int*, int*, int*, int*, int*);
 typedef void (*wl_f_isend_t)(void*, int*, int*, int*, int*, int*, int*, int*);
 typedef void (*wl_f_recv_t)(void*, int*, int*, int*, int*, int*, MPI_Status*, int*);
-
-#define WL_F_SEND(fname, sym)                                                                                          \
-  void fname(void* buf, int* count, int* dt, int* dst, int* tag, int* comm, int* ierr)                                 \
-  {                                                                                                                    \
-    WL_REAL(real, wl_f_send_t, sym);                                                                                   \
-    WL_BEGIN();                                                                                                        \
-    real(buf, count, dt, dst, tag, comm, ierr);                                                                        \
-    if (wl_on && *ierr == MPI_SUCCESS && *dst != MPI_PROC_NULL)                                                         \
-      wl_p2p_send(WL_SEND, ra_, t0_, *count, PMPI_Type_f2c(*dt), *dst, *tag, PMPI_Comm_f2c(*comm));                     \
-  }
-WL_F_SEND(mpi_send_, "mpi_send_")
-WL_F_SEND(mpi_ssend_, "mpi_ssend_")
-
-void mpi_isend_(void* buf, int* count, int* dt, int* dst, int* tag, int* comm, int* req, int* ierr)
-{
-  WL_REAL(real, wl_f_isend_t, "mpi_isend_");
-  WL_BEGIN();
-  real(buf, count, dt, dst, tag, comm, req, ierr);
-  if (wl_on && *ierr == MPI_SUCCESS && *dst != MPI_PROC_NULL) {
-    int64_t op = wl_p2p_send(WL_ISEND, ra_, t0_, *count, PMPI_Type_f2c(*dt), *dst, *tag, PMPI_Comm_f2c(*comm));
-    wl_req_add(wl_fkey(*req), op, wl_args[op].peer, *tag, 0, 0);
-  }
-}
 
 void mpi_recv_(void* buf, int* count, int* dt, int* src, int* tag, int* comm, MPI_Status* status, int* ierr)
 {
@@ -1053,8 +1230,24 @@ void mpi_irecv_(void* buf, int* count, int* dt, int* src, int* tag, int* comm, i
     int peer = *src == MPI_ANY_SOURCE ? -1 : wl_world(c, *src);
     int64_t op = wl_push(WL_IRECV, t0_, wl_now(), peer, *tag, wl_comm_id(c), wl_bytes(*count, PMPI_Type_f2c(*dt)),
                          0.0, -1, wl_site(ra_), 0);
-    wl_req_add(wl_fkey(*req), op, peer, *tag, 1, *src == MPI_ANY_SOURCE || *tag == MPI_ANY_TAG);
+    wl_req_add(wl_fkey(*req), op, peer, *tag, 1, *src == MPI_ANY_SOURCE || *tag == MPI_ANY_TAG, c);
   }
+}
+
+typedef void (*wl_f_sendrecv_t)(void*, int*, int*, int*, int*, void*, int*, int*, int*, int*, int*, MPI_Status*,
+                                int*);
+
+void mpi_sendrecv_(void* sbuf, int* scount, int* stype, int* dst, int* stag, void* rbuf, int* rcount, int* rtype,
+                   int* src, int* rtag, int* comm, MPI_Status* status, int* ierr)
+{
+  WL_REAL(real, wl_f_sendrecv_t, "mpi_sendrecv_");
+  WL_BEGIN();
+  MPI_Status own;
+  MPI_Status* st = wl_fstatus_ignored(status) ? &own : status;
+  real(sbuf, scount, stype, dst, stag, rbuf, rcount, rtype, src, rtag, comm, st, ierr);
+  if (wl_on && *ierr == MPI_SUCCESS)
+    wl_sendrecv(t0_, ra_, *scount, PMPI_Type_f2c(*stype), *dst, *stag, *rcount, PMPI_Type_f2c(*rtype), *src,
+                PMPI_Comm_f2c(*comm), st);
 }
 
 typedef void (*wl_f_wait_t)(int*, MPI_Status*, int*);
@@ -1082,94 +1275,19 @@ void mpi_waitall_(int* count, int* reqs, MPI_Status* statuses, int* ierr)
   WL_REAL(real, wl_f_waitall_t, "mpi_waitall_");
   WL_BEGIN();
   int n = *count > 0 ? *count : 1;
-  uintptr_t* keys = malloc(sizeof(uintptr_t) * (size_t)n);
+  uintptr_t* keys = wl_malloc(sizeof(uintptr_t) * (size_t)n);
   for (int i = 0; i < *count; i++)
     keys[i] = wl_fkey(reqs[i]);
   int ignored = statuses == NULL || (const void*)statuses == (const void*)&mpi_statuses_ignore_;
-  MPI_Status* own = ignored ? malloc(sizeof(MPI_Status) * (size_t)n) : NULL;
+  MPI_Status* own = ignored ? wl_malloc(sizeof(MPI_Status) * (size_t)n) : NULL;
   real(count, reqs, own ? own : statuses, ierr);
   if (wl_on && *ierr == MPI_SUCCESS)
-    wl_waitall_common(*count, keys, own ? own : statuses, t0_, ra_);
+    wl_completed(*count, keys, NULL, own ? own : statuses, t0_, ra_);
   free(keys);
   free(own);
 }
 
-typedef void (*wl_f_barrier_t)(int*, int*);
-typedef void (*wl_f_bcast_t)(void*, int*, int*, int*, int*, int*);
-typedef void (*wl_f_reduce_t)(void*, void*, int*, int*, int*, int*, int*, int*);
-typedef void (*wl_f_allreduce_t)(void*, void*, int*, int*, int*, int*, int*);
-typedef void (*wl_f_a2a_t)(void*, int*, int*, void*, int*, int*, int*, int*);
 typedef void (*wl_f_a2av_t)(void*, int*, int*, int*, void*, int*, int*, int*, int*, int*);
-typedef void (*wl_f_rooted_t)(void*, int*, int*, void*, int*, int*, int*, int*, int*);
-
-void mpi_barrier_(int* comm, int* ierr)
-{
-  WL_REAL(real, wl_f_barrier_t, "mpi_barrier_");
-  WL_BEGIN();
-  real(comm, ierr);
-  if (wl_on && *ierr == MPI_SUCCESS)
-    WL_COLL(WL_BARRIER, -1, PMPI_Comm_f2c(*comm), 0.0, 0.0);
-}
-
-void mpi_bcast_(void* buf, int* count, int* dt, int* root, int* comm, int* ierr)
-{
-  WL_REAL(real, wl_f_bcast_t, "mpi_bcast_");
-  WL_BEGIN();
-  real(buf, count, dt, root, comm, ierr);
-  if (wl_on && *ierr == MPI_SUCCESS) {
-    MPI_Comm c = PMPI_Comm_f2c(*comm);
-    WL_COLL(WL_BCAST, wl_root(c, *root), c, wl_bytes(*count, PMPI_Type_f2c(*dt)), 0.0);
-  }
-}
-
-void mpi_reduce_(void* sbuf, void* rbuf, int* count, int* dt, int* op, int* root, int* comm, int* ierr)
-{
-  WL_REAL(real, wl_f_reduce_t, "mpi_reduce_");
-  WL_BEGIN();
-  real(sbuf, rbuf, count, dt, op, root, comm, ierr);
-  if (wl_on && *ierr == MPI_SUCCESS) {
-    MPI_Comm c = PMPI_Comm_f2c(*comm);
-    WL_COLL(WL_REDUCE, wl_root(c, *root), c, wl_bytes(*count, PMPI_Type_f2c(*dt)), 0.0);
-  }
-}
-
-void mpi_allreduce_(void* sbuf, void* rbuf, int* count, int* dt, int* op, int* comm, int* ierr)
-{
-  WL_REAL(real, wl_f_allreduce_t, "mpi_allreduce_");
-  WL_BEGIN();
-  real(sbuf, rbuf, count, dt, op, comm, ierr);
-  if (wl_on && *ierr == MPI_SUCCESS)
-    WL_COLL(WL_ALLREDUCE, -1, PMPI_Comm_f2c(*comm), wl_bytes(*count, PMPI_Type_f2c(*dt)), 0.0);
-}
-
-#define WL_F_A2A(fname, sym, code)                                                                                     \
-  void fname(void* sbuf, int* scount, int* stype, void* rbuf, int* rcount, int* rtype, int* comm, int* ierr)           \
-  {                                                                                                                    \
-    WL_REAL(real, wl_f_a2a_t, sym);                                                                                    \
-    WL_BEGIN();                                                                                                        \
-    real(sbuf, scount, stype, rbuf, rcount, rtype, comm, ierr);                                                        \
-    if (wl_on && *ierr == MPI_SUCCESS)                                                                                  \
-      WL_COLL(code, -1, PMPI_Comm_f2c(*comm), wl_bytes(*scount, PMPI_Type_f2c(*stype)),                                 \
-              wl_bytes(*rcount, PMPI_Type_f2c(*rtype)));                                                                \
-  }
-WL_F_A2A(mpi_alltoall_, "mpi_alltoall_", WL_ALLTOALL)
-WL_F_A2A(mpi_allgather_, "mpi_allgather_", WL_ALLGATHER)
-
-#define WL_F_ROOTED(fname, sym, code)                                                                                  \
-  void fname(void* sbuf, int* scount, int* stype, void* rbuf, int* rcount, int* rtype, int* root, int* comm,           \
-             int* ierr)                                                                                                \
-  {                                                                                                                    \
-    WL_REAL(real, wl_f_rooted_t, sym);                                                                                 \
-    WL_BEGIN();                                                                                                        \
-    real(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, ierr);                                                  \
-    if (wl_on && *ierr == MPI_SUCCESS) {                                                                                \
-      MPI_Comm c = PMPI_Comm_f2c(*comm);                                                                                \
-      WL_COLL(code, wl_root(c, *root), c, wl_bytes(*scount, PMPI_Type_f2c(*stype)),                                     \
-              wl_bytes(*rcount, PMPI_Type_f2c(*rtype)));                                                                \
-    }                                                                                                                  \
-  }
-WL_F_ROOTED(mpi_gather_, "mpi_gather_", WL_GATHER)
-WL_F_ROOTED(mpi_scatter_, "mpi_scatter_", WL_SCATTER)
 
 void mpi_alltoallv_(void* sbuf, int* scounts, int* sdispls, int* stype, void* rbuf, int* rcounts, int* rdispls,
                     int* rtype, int* comm, int* ierr)
@@ -1181,3 +1299,7 @@ void mpi_alltoallv_(void* sbuf, int* scounts, int* sdispls, int* stype, void* rb
     wl_vcoll(WL_ALLTOALLV, t0_, ra_, -1, PMPI_Comm_f2c(*comm), scounts, PMPI_Type_f2c(*stype), rcounts,
              PMPI_Type_f2c(*rtype), 0.0, 0.0);
 }
+
+/* ---- generated wrappers: sends, scalar collectives (blocking and nonblocking), C and Fortran ------------------ */
+
+#include "waitlab_wrappers.inc"

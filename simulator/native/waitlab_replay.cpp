@@ -20,6 +20,7 @@
 // the process exits: the reader then needs no sort (24 bytes per action).
 #include "simgrid/s4u.hpp"
 #include "smpi/smpi.h"
+#include <mpi.h>
 #include "xbt/replay.hpp"
 #include "xbt/str.h"
 
@@ -88,6 +89,7 @@ void register_actions()
   if (g_registered)
     return;
   g_registered = true;
+  action_fun stock_isend = xbt_replay_action_get("isend"); // before the stock actions are wrapped
   for (int code = 0; code < kNumStock; code++) {
     action_fun stock = xbt_replay_action_get(kActions[code]);
     if (!stock) {
@@ -144,7 +146,24 @@ void register_actions()
     log_record(WL_FLUSH, t0, simgrid::s4u::Engine::get_clock());
   });
   xbt_replay_action_register(kActions[WL_SWAP], sleeping(WL_SWAP));
-  static_assert(WL_NUM_ACTIONS == WL_NUM_STOCK + 7, "the vocabulary has waitlab actions this file does not register");
+  // Synchronous sends: MPI_Ssend on MPI_COMM_WORLD (the stock recv/irecv actions receive on it with the same tag),
+  // so the sender waits for the receive at any size.  issend is replayed as the stock isend (known gap: eager
+  // below the detached threshold), because the stock wait/waitall only see requests of the stock actions.
+  xbt_replay_action_register(kActions[WL_SSEND], [](simgrid::xbt::ReplayAction& action) {
+    int dst = static_cast<int>(parse_seconds(action, 2));
+    int tag = static_cast<int>(parse_seconds(action, 3));
+    auto count = static_cast<size_t>(parse_seconds(action, 4));
+    std::vector<char> buf(count > 0 ? count : 1);
+    double t0 = simgrid::s4u::Engine::get_clock();
+    MPI_Ssend(buf.data(), static_cast<int>(count), MPI_BYTE, dst, tag, MPI_COMM_WORLD);
+    log_record(WL_SSEND, t0, simgrid::s4u::Engine::get_clock());
+  });
+  xbt_replay_action_register(kActions[WL_ISSEND], [stock_isend](simgrid::xbt::ReplayAction& action) {
+    double t0 = simgrid::s4u::Engine::get_clock();
+    stock_isend(action);
+    log_record(WL_ISSEND, t0, simgrid::s4u::Engine::get_clock());
+  });
+  static_assert(WL_NUM_ACTIONS == WL_NUM_STOCK + 9, "the vocabulary has waitlab actions this file does not register");
 }
 
 } // namespace

@@ -1,0 +1,115 @@
+"""Running a real MPI program under SMPI with waitlab's measurement layer, and its injection schedule.
+
+:func:`run_program` runs it with ``smpirun`` (privatization on: real programs have global variables) and turns every
+failure (crash, ``MPI_Abort``, a deadlock SMPI detected, a time-out, a rank that never reached ``MPI_Finalize``)
+into one :class:`~waitlab.errors.SimulationError` quoting SimGrid and the last lines of the program's output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from waitlab.errors import SimulationError
+from waitlab.models.vocabulary import ACTIONS, LOCAL_ACTIONS
+from waitlab.simulator.smpi import SmpiResult, run_smpirun
+
+ITEM_DTYPE = np.dtype([("anchor", "<i8"), ("code", "<i4"), ("phase", "<i4"), ("value", "<f8"), ("value2", "<f8")])
+
+#: Actions the layer can inject (``WAITLAB_SCHEDULE``).
+INJECTABLE = tuple(sorted(a for a in ACTIONS if a in LOCAL_ACTIONS))
+
+#: SimGrid settings of a deterministic real run: computation between MPI calls is not benchmarked (only
+#: explicit ``smpi_execute*`` and injected delays take simulated time) and ``MPI_Wtime`` costs nothing.
+DETERMINISTIC_CONFIG: dict[str, str] = {"smpi/simulate-computation": "no", "smpi/wtime": "0"}
+
+
+_KNOWN_FAILURES = (
+    ("MPI_Abort was called", "the program called MPI_Abort"),
+    ("Segmentation fault", "the program crashed (segmentation fault)"),
+    ("did not return 0", "a rank ended with a non-zero exit status"),
+    ("Deadlock detected", "the program deadlocked: SMPI found ranks waiting for communications that will never "
+                          "complete"),
+    ("Stalling SMPI instance", "not every rank reached MPI_Finalize"),
+)
+
+
+def _tail(text: str, n: int = 30) -> str:
+    lines = [ln for ln in text.splitlines() if "Configuration change" not in ln and "You did not set the power"
+             not in ln]
+    return "\n".join(lines[-n:])
+
+
+def _diagnose(output: str) -> str:
+    for needle, meaning in _KNOWN_FAILURES:
+        if needle in output:
+            return meaning
+    return "the program stopped early"
+
+
+def write_schedule(folder: Path, n_ranks: int, anchor: npt.NDArray[np.int64], rank: npt.NDArray[np.int32],
+                   code: npt.NDArray[np.int8], value: npt.NDArray[np.float64], value2: npt.NDArray[np.float64],
+                   phase: npt.NDArray[np.int32]) -> None:
+    """Write the layer's injection schedule, one file per rank (``s<rank>.bin``), in the given order.
+
+    ``phase`` 0 runs an item just before anchor ``anchor`` (the anchor-th MPI call
+    or region marker of its rank), 1 right after anchor ``anchor - 1`` returns.
+    Items must be in execution order within each rank.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    for r in range(n_ranks):
+        sel = np.flatnonzero(rank == r)
+        items = np.zeros(sel.size, ITEM_DTYPE)
+        items["anchor"], items["code"], items["phase"] = anchor[sel], code[sel], phase[sel]
+        items["value"], items["value2"] = value[sel], value2[sel]
+        items.tofile(folder / f"s{r}.bin")
+
+
+def run_program(binary: Path, n_ranks: int, platform_xml: Path, hostfile: Path, out_dir: Path, *,
+                args: Sequence[str] = (), config: Mapping[str, str] | None = None,
+                schedule_dir: Path | None = None, extra_flags: Sequence[str] = (), timeout: float | None = None,
+                exit_codes: Sequence[int] = (0,), cwd: Path | None = None, what: str = "program") -> SmpiResult:
+    """Run a program built by :func:`build_program` under SMPI with the layer recording into ``out_dir``.
+
+    Raises
+    ------
+    SimulationError
+        The program crashed, aborted, deadlocked, exceeded ``timeout``, returned an
+        exit status not in ``exit_codes``, or some rank never reached ``MPI_Finalize``.
+        The message quotes SimGrid and the last lines of the program's output.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for stale in out_dir.glob("r*.*"):
+        stale.unlink()
+    env = {"WAITLAB_OUT": str(out_dir.resolve())}
+    if schedule_dir is not None:
+        env["WAITLAB_SCHEDULE"] = str(schedule_dir.resolve())
+    cfg = dict(DETERMINISTIC_CONFIG)
+    cfg.update(config or {})
+    if cfg.get("smpi/simulate-computation") == "yes":  # the layer books measured computation before each call
+        env["WAITLAB_MEASURED"] = "1"
+    try:
+        res = run_smpirun(binary, n_ranks, platform_xml, hostfile, args=[*args, "--log=ker_engine.thres:info"],
+                          config=cfg, extra_flags=extra_flags, env=env, cwd=cwd, timeout=timeout, what=what,
+                          privatize=True, accept_returncodes=tuple(exit_codes))
+    except SimulationError as exc:
+        text = str(exc)
+        if "exceeded the time limit" in text:
+            raise
+        raise SimulationError(f"{what} failed: {_diagnose(text)}{_missing(out_dir, n_ranks)}. {text}") from None
+    missing = _missing(out_dir, n_ranks)
+    if missing:
+        raise SimulationError(f"{what} failed: {_diagnose(res.output)}{missing}; no results were kept. "
+                              f"Last output of SimGrid and the program:\n{_tail(res.output)}")
+    return res
+
+
+def _missing(out_dir: Path, n_ranks: int) -> str:
+    missing = [r for r in range(n_ranks) if not (out_dir / f"r{r}.done").exists()]
+    if not missing:
+        return ""
+    shown = ", ".join(map(str, missing[:10])) + (" ..." if len(missing) > 10 else "")
+    return f" (rank{'s' if len(missing) > 1 else ''} {shown} did not reach MPI_Finalize)"
