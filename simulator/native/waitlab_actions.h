@@ -43,10 +43,34 @@ enum wl_action {
   WL_DELAY = 35,
   WL_FLUSH = 36,
   WL_SWAP = 37,
+  WL_WIN_CREATE = 38,
+  WL_WIN_FREE = 39,
+  WL_WIN_FENCE = 40,
+  WL_WIN_POST = 41,
+  WL_WIN_START = 42,
+  WL_WIN_COMPLETE = 43,
+  WL_WIN_WAIT = 44,
+  WL_WIN_GROUP = 45,
+  WL_WIN_LOCK = 46,
+  WL_WIN_LOCK_SHARED = 47,
+  WL_WIN_UNLOCK = 48,
+  WL_WIN_LOCK_ALL = 49,
+  WL_WIN_UNLOCK_ALL = 50,
+  WL_WIN_FLUSH = 51,
+  WL_WIN_FLUSH_LOCAL = 52,
+  WL_PUT = 53,
+  WL_GET = 54,
+  WL_ACCUMULATE = 55,
+  WL_GET_ACCUMULATE = 56,
+  WL_RPUT = 57,
+  WL_RGET = 58,
 };
 
-#define WL_NUM_ACTIONS 38
+#define WL_NUM_ACTIONS 59
 #define WL_NUM_STOCK 31
+/* One-sided (RMA) actions: recorded by the measurement layer only; the TI replay has none. */
+#define WL_FIRST_RMA 38
+#define WL_NUM_RMA 21
 
 /* TI action names, indexed by code; the first WL_NUM_STOCK are SimGrid's stock replay actions. */
 static const char* const WL_ACTION_NAMES[WL_NUM_ACTIONS] = {
@@ -88,6 +112,27 @@ static const char* const WL_ACTION_NAMES[WL_NUM_ACTIONS] = {
   "delay",
   "flush",
   "swap",
+  "win_create",
+  "win_free",
+  "win_fence",
+  "win_post",
+  "win_start",
+  "win_complete",
+  "win_wait",
+  "win_group",
+  "win_lock",
+  "win_lock_shared",
+  "win_unlock",
+  "win_lock_all",
+  "win_unlock_all",
+  "win_flush",
+  "win_flush_local",
+  "put",
+  "get",
+  "accumulate",
+  "get_accumulate",
+  "rput",
+  "rget",
 };
 
 #endif /* WAITLAB_ACTIONS_H */

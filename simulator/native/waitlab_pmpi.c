@@ -1181,3 +1181,6 @@ void mpi_alltoallv_(void* sbuf, int* scounts, int* sdispls, int* stype, void* rb
     wl_vcoll(WL_ALLTOALLV, t0_, ra_, -1, PMPI_Comm_f2c(*comm), scounts, PMPI_Type_f2c(*stype), rcounts,
              PMPI_Type_f2c(*rtype), 0.0, 0.0);
 }
+
+/* One-sided communication (RMA): its own file, same translation unit. */
+#include "waitlab_pmpi_rma.c"

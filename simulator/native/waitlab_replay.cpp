@@ -144,7 +144,8 @@ void register_actions()
     log_record(WL_FLUSH, t0, simgrid::s4u::Engine::get_clock());
   });
   xbt_replay_action_register(kActions[WL_SWAP], sleeping(WL_SWAP));
-  static_assert(WL_NUM_ACTIONS == WL_NUM_STOCK + 7, "the vocabulary has waitlab actions this file does not register");
+  static_assert(WL_NUM_ACTIONS == WL_NUM_STOCK + 7 + WL_NUM_RMA && WL_FIRST_RMA == WL_NUM_STOCK + 7,
+                "the vocabulary has waitlab actions this file does not register (RMA actions have no TI form)");
 }
 
 } // namespace
