@@ -151,9 +151,10 @@ def rma_epochs(events: pd.DataFrame) -> pd.DataFrame:
     ep_pos = pos[np.maximum(epoch, 0)]
     m_f = has & (mode == MODES.index("fence"))
     closer[m_f] = _first_after(rows[is_fence], g[is_fence], epoch[m_f], g[ep_pos[m_f]], n)
-    for m, closers in (("gats", ("win_complete", "win_wait")), ("lock", ("win_unlock",)),
-                       ("lock_all", ("win_unlock_all",))):
-        c = sel(*closers)
+    closing: tuple[tuple[str, tuple[str, ...]], ...] = (("gats", ("win_complete", "win_wait")),
+                                                        ("lock", ("win_unlock",)), ("lock_all", ("win_unlock_all",)))
+    for m, ends in closing:
+        c = sel(*ends)
         mm = has & (mode == MODES.index(m))
         closer[mm] = _lookup(epoch[c], rows[c], epoch[mm])
     target_epoch = _target_epochs(rows, op, rank, win, peer, epoch, mode, is_fence, grp, n_ranks)

@@ -215,8 +215,8 @@ def wait_states(events: pd.DataFrame, eager_threshold: int = EAGER_THRESHOLD) ->
     acc = _empty()
     _p2p(events, acc, eager_threshold)
     _collectives(events, acc)
-    for pattern, ev_rows, wait_s, peer_rows in rma_wait_states(events):  # one-sided: models/analysis/rma_waits.py
-        _add(acc, pattern, ev_rows, wait_s, peer_rows)
+    for rma_pattern, ev_rows, wait_s, peer_rows in rma_wait_states(events):  # one-sided: analysis/rma_waits.py
+        _add(acc, rma_pattern, ev_rows, wait_s, peer_rows)
     if acc["event"]:
         event = np.concatenate(acc["event"])
         pattern = np.concatenate(acc["pattern"])
