@@ -144,6 +144,16 @@ def test_lock_contention_by_hand() -> None:
     assert waits_of(ev) == pytest.approx({(5, "rma_lock_contention"): 3.0, (3, "rma_lock_contention"): 1.0})
 
 
+def test_wait_at_window_create_and_free_by_hand() -> None:
+    # Window creation and free are collective: rank 0 enters win_create at 0, rank 1 at 2 s (waits 2 s there);
+    # rank 1 enters win_free at 3 s, rank 0 at 7 s: rank 1 waits 4 s.
+    ev = events([
+        (0, "win_create", 0.0, 2.1, -1), (0, "compute", 2.1, 7.0, -1), (0, "win_free", 7.0, 7.1, -1),
+        (1, "compute", 0.0, 2.0, -1), (1, "win_create", 2.0, 2.1, -1), (1, "win_free", 3.0, 7.1, -1),
+    ])  # fmt: skip
+    assert waits_of(ev) == pytest.approx({(0, "rma_wait_at_create"): 2.0, (5, "rma_wait_at_free"): 4.0})
+
+
 def test_no_rma_no_rma_waits_and_point_to_point_untouched() -> None:
     from waitlab.models.analysis.waitstates import make_events
 
@@ -162,7 +172,8 @@ CASES = [
     ("early_wait", 2, 0.1, 0.03, {(1, "win_wait", "rma_early_wait"): 0.1, (1, "win_wait", "rma_late_complete"): 0.03}),
     ("fence", 3, 0.1, 0.25, {(0, "win_fence", "rma_early_fence"): 0.1, (0, "win_fence", "rma_wait_at_fence"): 0.15,
                              (1, "win_fence", "rma_wait_at_fence"): 0.15}),
-    ("lock", 3, 0.2, 0.05, {(1, "win_lock", "rma_lock_contention"): 0.15}),
+    # rank 2 (the target) only creates and frees the window: it waits in win_free until the others enter at A
+    ("lock", 3, 0.2, 0.05, {(1, "win_lock", "rma_lock_contention"): 0.15, (2, "win_free", "rma_wait_at_free"): 0.2}),
     ("lock_shared", 3, 0.2, 0.05, {(1, "win_lock_shared", "rma_lock_contention"): 0.15,
                                    (2, "win_lock_shared", "rma_lock_contention"): 0.1}),
 ]  # fmt: skip
@@ -197,3 +208,27 @@ def test_rma_waits_of_a_real_program(tmp_path: Path, mode: str, ranks: int, a: f
     comp = ev[ev["kind"] == "compute"]
     assert comp["exit"].sub(comp["enter"]).sum() == pytest.approx(a + b if mode != "lock_shared" else a + 3 * b,
                                                                    abs=1e-9)
+
+
+@pytest.mark.simgrid
+@pytest.mark.skipif(not HAVE_SMPI, reason="SimGrid SMPI (smpirun, smpicc) is not installed")
+def test_instrumentation_overhead_injected_around_rma_calls(tmp_path: Path) -> None:
+    # The layer injects c = 10 ms after every recorded MPI call (RMA calls included).  Rank 0: create, c, lock, c,
+    # compute A, put, c, unlock at T0 + A + 3c; rank 1: create, c, compute B, lock at T0 + c + B.  Lock Contention
+    # grows from A - B to A - B + 2c = 0.17 s.
+    from test_realapps import program_scenario
+
+    from waitlab.experiments.pipeline import run
+    from waitlab.experiments.scenario import from_mapping
+
+    a, b, c = 0.2, 0.05, 0.01
+    base = program_scenario(tmp_path, "rma_patterns.c", ranks=3, args=["lock", repr(a), repr(b)])
+    data = base.resolved()
+    data["instrumentation"] = {"events": "mpi", "fixed_cost": c}
+    res = run(from_mapping(data, str(tmp_path / "perturbed.toml"))).result
+    w = res.waits
+    lc = w[w["pattern"] == "rma_lock_contention"]
+    assert lc["rank"].tolist() == [1] and lc["wait"].iloc[0] == pytest.approx(a - b + 2 * c, abs=TOL)
+    ev = res.events
+    # one per recorded MPI call: ranks 0 and 1 create, lock, put, unlock, free; rank 2 create, free
+    assert (ev["kind"] == "overhead").sum() == 5 + 5 + 2

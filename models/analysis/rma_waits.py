@@ -15,6 +15,8 @@ inside MPI; the epochs and the origin-target matching come from :mod:`waitlab.mo
 * **Early Fence** (``MPI_RMA_EARLY_FENCE``, part of Wait at Fence): the fence waits for an RMA operation
   to this rank issued while it was already inside: ``T - Enter_fence`` with T = latest Enter of an operation
   into the closing epoch, when ``Enter_fence < T <= Exit_fence``.
+* **Wait at Window Create / Free** (``MPI_RMA_WAIT_AT_CREATE``, ``MPI_RMA_WAIT_AT_FREE``): as Wait at
+  Fence, for the collective ``win_create`` and ``win_free`` of a window.
 * **Lock Contention** (``MPI_RMA_SYNC_LOCK_COMPETITION``): a lock epoch waits for the unlock of an earlier
   conflicting epoch on the same target window (one of the two exclusive); epochs are ordered by when the lock
   was granted (Exit of win_lock); T = latest Enter(win_unlock) of the earlier conflicting epochs; the epoch's
@@ -36,7 +38,7 @@ from waitlab.models.vocabulary import RMA_ACTIONS
 
 #: RMA wait-state patterns (rows of the wait-state table).
 RMA_PATTERNS = ("rma_late_post", "rma_early_wait", "rma_late_complete", "rma_wait_at_fence", "rma_early_fence",
-                "rma_lock_contention")
+                "rma_lock_contention", "rma_wait_at_create", "rma_wait_at_free")
 
 Int = npt.NDArray[np.int64]
 Float = npt.NDArray[np.float64]
@@ -122,26 +124,38 @@ def _early_wait(t: pd.DataFrame, ev: Int, op: npt.NDArray[np.str_], epoch: Int, 
     out.append(("rma_late_complete", w_ev, late, who[p]))
 
 
-def _fence(t: pd.DataFrame, ev: Int, op: npt.NDArray[np.str_], epoch: Int, enter: Float, exit_: Float, n: int,
-           out: Waits) -> None:
-    f = np.flatnonzero(op == "win_fence")
-    if f.size == 0:
-        return
+def _window_collective(t: pd.DataFrame, ev: Int, op: npt.NDArray[np.str_], enter: Float, exit_: Float, name: str
+                       ) -> tuple[Int, npt.NDArray[np.bool_], Float, Float, Int]:
+    """Instances of a window-collective call (the k-th ``name`` of a window on every rank): its rows in
+    (window, rank, program) order, whether each is a rank's first, and Scalasca's wait with the row waited for."""
+    f = np.flatnonzero(op == name)
     rank, win = t["rank"].to_numpy()[f].astype(np.int64), t["win"].to_numpy()[f].astype(np.int64)
     n_w = int(win.max()) + 1
-    order = np.lexsort((ev[f], rank, win))  # per window, per rank, in program order
+    order = np.lexsort((ev[f], rank, win))
     fr, fw, frank = ev[f][order], win[order], rank[order]
     key = frank * n_w + fw
     first = np.r_[True, key[1:] != key[:-1]]
     k = np.arange(fr.size) - np.maximum.accumulate(np.where(first, np.arange(fr.size), 0))
-    inst = fw * (k.max() + 1) + k  # fence instance: window and ordinal
-    uniq, inst = np.unique(inst, return_inverse=True)
+    uniq, inst = np.unique(fw * (k.max() + 1) + k, return_inverse=True)  # instance: window and ordinal
     e, x = enter[fr], exit_[fr]
     latest, who = _segment_max(inst, e, fr, uniq.size)
     earliest_exit = np.full(uniq.size, np.inf)
     np.minimum.at(earliest_exit, inst, x)
-    overlap = earliest_exit[inst] > latest[inst]
+    overlap = earliest_exit[inst] > latest[inst]  # Scalasca's heuristic: all calls overlap
     total = np.where(overlap, np.minimum(latest[inst], x) - e, 0.0)
+    return fr, first, total, e, who[inst]
+
+
+def _fence(t: pd.DataFrame, ev: Int, op: npt.NDArray[np.str_], epoch: Int, enter: Float, exit_: Float, n: int,
+           out: Waits) -> None:
+    for name, pattern in (("win_create", "rma_wait_at_create"), ("win_free", "rma_wait_at_free")):
+        if (op == name).any():
+            rows, _, w, _, peer = _window_collective(t, ev, op, enter, exit_, name)
+            out.append((pattern, rows, w, peer))
+    if not (op == "win_fence").any():
+        return
+    fr, first, total, e, who = _window_collective(t, ev, op, enter, exit_, "win_fence")
+    x = exit_[fr]
     # Early Fence: an operation into the closing epoch (epoch = this rank's previous fence) entered meanwhile.
     prev = np.where(first, -1, np.r_[-1, fr[:-1]])
     te = t["target_epoch"].to_numpy()
@@ -149,7 +163,7 @@ def _fence(t: pd.DataFrame, ev: Int, op: npt.NDArray[np.str_], epoch: Int, enter
     last_in, last_who = _segment_max(te[into], enter[ev[into]], ev[into], n)
     t_op = np.where(prev >= 0, last_in[np.maximum(prev, 0)], -np.inf)
     early = np.where((t_op > e) & (t_op <= x) & (total > 0), np.minimum(t_op - e, total), 0.0)
-    out.append(("rma_wait_at_fence", fr, total - early, who[inst]))
+    out.append(("rma_wait_at_fence", fr, total - early, who))
     out.append(("rma_early_fence", fr, early, np.where(prev >= 0, last_who[np.maximum(prev, 0)], -1)))
 
 
