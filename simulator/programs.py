@@ -38,6 +38,7 @@ from waitlab.errors import InputError, SimulationError
 from waitlab.models.ops import OpTable, seq_within_rank
 from waitlab.models.vocabulary import ACTIONS, CODE, COLLECTIVE_ACTIONS, LOCAL_ACTIONS, V_ACTIONS, codes_of
 from waitlab.simulator.build import NATIVE_DIR, cache_dir, checked_actions_header, require_tool, simgrid_version
+from waitlab.simulator.rma_records import check_rma_records
 from waitlab.simulator.smpi import SmpiResult, run_smpirun
 from waitlab.simulator.ti_trace import empty_ledger
 from waitlab.simulator.trace import VectorStore, occurrence
@@ -427,6 +428,7 @@ def records_to_ops(rec: Records, binary: Path | None, *, callsite_regions: str =
     min_compute : float
         Gaps between records up to this many seconds are not compute rows.
     """
+    check_rma_records(rec)  # one-sided calls: windows of MPI_COMM_WORLD only (simulator/rma_records.py)
     log, arg = rec.log, rec.arg
     rank = log["rank"].astype(np.int64)
     code = log["code"].astype(np.int64)

@@ -232,3 +232,32 @@ def test_instrumentation_overhead_injected_around_rma_calls(tmp_path: Path) -> N
     ev = res.events
     # one per recorded MPI call: ranks 0 and 1 create, lock, put, unlock, free; rank 2 create, free
     assert (ev["kind"] == "overhead").sum() == 5 + 5 + 2
+
+
+@pytest.mark.simgrid
+@pytest.mark.skipif(not HAVE_SMPI, reason="SimGrid SMPI (smpirun, smpicc) is not installed")
+def test_rma_programs_cannot_be_captured_and_subcommunicator_windows_are_refused(tmp_path: Path) -> None:
+    from test_realapps import program_scenario
+
+    from waitlab.errors import InputError, SimulationError
+    from waitlab.experiments.capture import capture
+    from waitlab.experiments.pipeline import simulate
+
+    sc = program_scenario(tmp_path, "rma_patterns.c", ranks=2, args=["late_post", "0.001", "0"])
+    for via in ("layer", "smpi"):  # SimGrid 3.32's TI replay has no RMA action
+        with pytest.raises(InputError, match=r"one-sided MPI.*no RMA action") as exc:
+            capture(sc, tmp_path / f"trace_{via}", via=via)
+        assert 'application.kind = "program"' in str(exc.value)
+    sub = program_scenario(tmp_path, "rma_patterns.c", ranks=2, args=["subcomm"])
+    with pytest.raises(SimulationError, match="window created on a sub-communicator"):
+        simulate(sub)
+
+
+def test_ti_parser_refuses_rma_lines(tmp_path: Path) -> None:
+    from waitlab.errors import InputError
+    from waitlab.simulator.ti_trace import parse_ti_trace
+
+    (tmp_path / "r0.txt").write_text("0 init\n0 Win_fence\n0 finalize\n")
+    (tmp_path / "index.txt").write_text("r0.txt\n")
+    with pytest.raises(InputError, match="line 2: action 'Win_fence' is one-sided MPI"):
+        parse_ti_trace(tmp_path / "index.txt", flops_per_second=1e9, n_ranks=1)

@@ -9,6 +9,7 @@
  *                  then locks rank 2 exclusively: its win_lock waits A - B (Lock Contention).
  *   lock_shared    (3 ranks) as lock, but rank 1 takes a shared lock: it still waits A - B (rank 0 is exclusive);
  *                  rank 2 takes a shared lock after rank 1 (at 2 B) and waits too: A - 2 B.
+ *   subcomm        (2 ranks) a fence on a window of a one-rank sub-communicator (waitlab refuses it).
  */
 #include <mpi.h>
 #include <stdlib.h>
@@ -74,6 +75,16 @@ int main(int argc, char** argv)
       MPI_Get(src, 8, MPI_DOUBLE, 2, 16, 8, MPI_DOUBLE, win);
       MPI_Win_unlock(2, win);
     }
+  } else if (strcmp(mode, "subcomm") == 0) {
+    MPI_Comm half;
+    MPI_Win sub;
+    double* sub_base;
+    MPI_Comm_split(MPI_COMM_WORLD, rank, 0, &half);
+    MPI_Win_allocate(8 * sizeof(double), sizeof(double), MPI_INFO_NULL, half, &sub_base, &sub);
+    MPI_Win_fence(0, sub);
+    MPI_Win_fence(0, sub);
+    MPI_Win_free(&sub);
+    MPI_Comm_free(&half);
   }
   MPI_Group_free(&world);
   MPI_Win_free(&win);

@@ -1,0 +1,44 @@
+"""Checks of the measurement layer's one-sided (RMA) records (``native/waitlab_pmpi_rma.c``).
+
+The layer numbers windows per rank (the k-th window a rank created); the numbers agree across ranks only for
+windows every rank creates in the same order, i.e. windows on ``MPI_COMM_WORLD`` (or a duplicate of it).
+:func:`check_rma_records` refuses records of windows on other communicators, as the event table does for
+collectives on sub-communicators.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from waitlab.errors import SimulationError
+from waitlab.models.vocabulary import ACTIONS, RMA_ACTIONS, codes_of
+
+
+class _Records(Protocol):
+    n_ranks: int
+    log: npt.NDArray[np.void]
+    arg: npt.NDArray[np.void]
+    comms: dict[tuple[int, int], tuple[int, ...]]
+
+
+def check_rma_records(rec: _Records) -> None:
+    """Raise :class:`SimulationError` if an RMA call uses a window created on a sub-communicator.
+
+    ``rec`` is :class:`waitlab.simulator.programs.Records` (the layer's ``log`` and ``arg`` records).
+    """
+    code = rec.log["code"]
+    rma = np.isin(code, codes_of(RMA_ACTIONS))
+    bad = np.flatnonzero(rma & (rec.arg["comm"] != 0))
+    if bad.size == 0:
+        return
+    i = int(bad[0])
+    rank, comm = int(rec.log["rank"][i]), int(rec.arg["comm"][i])
+    members = rec.comms.get((rank, comm), ())
+    shown = ", ".join(map(str, members[:16])) + (" ..." if len(members) > 16 else "")
+    raise SimulationError(
+        f"rank {rank} calls {ACTIONS[int(code[i])]} on a window created on a sub-communicator (world ranks "
+        f"{shown}); waitlab's event table supports one-sided communication on windows of MPI_COMM_WORLD (or a "
+        "duplicate of it) only")
