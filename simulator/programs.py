@@ -428,7 +428,7 @@ def records_to_ops(rec: Records, binary: Path | None, *, callsite_regions: str =
     min_compute : float
         Gaps between records up to this many seconds are not compute rows.
     """
-    check_rma_records(rec)  # one-sided calls: windows of MPI_COMM_WORLD only (simulator/rma_records.py)
+    check_rma_records(rec.log, rec.arg, rec.comms)  # one-sided calls: windows of MPI_COMM_WORLD only
     log, arg = rec.log, rec.arg
     rank = log["rank"].astype(np.int64)
     code = log["code"].astype(np.int64)

@@ -8,8 +8,6 @@ collectives on sub-communicators.
 
 from __future__ import annotations
 
-from typing import Protocol
-
 import numpy as np
 import numpy.typing as npt
 
@@ -17,26 +15,20 @@ from waitlab.errors import SimulationError
 from waitlab.models.vocabulary import ACTIONS, RMA_ACTIONS, codes_of
 
 
-class _Records(Protocol):
-    n_ranks: int
-    log: npt.NDArray[np.void]
-    arg: npt.NDArray[np.void]
-    comms: dict[tuple[int, int], tuple[int, ...]]
-
-
-def check_rma_records(rec: _Records) -> None:
+def check_rma_records(log: npt.NDArray[np.void], arg: npt.NDArray[np.void],
+                      comms: dict[tuple[int, int], tuple[int, ...]]) -> None:
     """Raise :class:`SimulationError` if an RMA call uses a window created on a sub-communicator.
 
-    ``rec`` is :class:`waitlab.simulator.programs.Records` (the layer's ``log`` and ``arg`` records).
+    ``log``, ``arg`` and ``comms`` are those of :class:`waitlab.simulator.programs.Records`.
     """
-    code = rec.log["code"]
+    code = log["code"]
     rma = np.isin(code, codes_of(RMA_ACTIONS))
-    bad = np.flatnonzero(rma & (rec.arg["comm"] != 0))
+    bad = np.flatnonzero(rma & (arg["comm"] != 0))
     if bad.size == 0:
         return
     i = int(bad[0])
-    rank, comm = int(rec.log["rank"][i]), int(rec.arg["comm"][i])
-    members = rec.comms.get((rank, comm), ())
+    rank, comm = int(log["rank"][i]), int(arg["comm"][i])
+    members = comms.get((rank, comm), ())
     shown = ", ".join(map(str, members[:16])) + (" ..." if len(members) > 16 else "")
     raise SimulationError(
         f"rank {rank} calls {ACTIONS[int(code[i])]} on a window created on a sub-communicator (world ranks "
