@@ -144,6 +144,19 @@ def test_lock_contention_by_hand() -> None:
     assert waits_of(ev) == pytest.approx({(5, "rma_lock_contention"): 3.0, (3, "rma_lock_contention"): 1.0})
 
 
+def test_lock_all_is_a_shared_lock_on_every_rank() -> None:
+    # Rank 0 holds an exclusive lock on rank 1 until its unlock at 2 s; rank 1's lock_all at 1 s (granted at
+    # 2 s) waits 1 s; rank 2's lock_all at 1.5 s shares with rank 1's and waits 0.5 s for the same unlock.
+    ev = events([
+        (0, "win_lock", 0.0, 0.0, 1), (0, "win_unlock", 2.0, 2.1, 1),
+        (1, "win_lock_all", 1.0, 2.0, -1), (1, "get", 2.0, 2.1, 0), (1, "win_unlock_all", 2.1, 2.2, -1),
+        (2, "win_lock_all", 1.5, 2.0, -1), (2, "win_unlock_all", 2.0, 2.1, -1),
+    ])  # fmt: skip
+    assert waits_of(ev) == pytest.approx({(2, "rma_lock_contention"): 1.0, (5, "rma_lock_contention"): 0.5})
+    t = rma_epochs(ev).set_index("event")
+    assert t.loc[3, "mode"] == "lock_all" and t.loc[3, "epoch"] == 2 and t.loc[2, "closer"] == 4
+
+
 def test_wait_at_window_create_and_free_by_hand() -> None:
     # Window creation and free are collective: rank 0 enters win_create at 0, rank 1 at 2 s (waits 2 s there);
     # rank 1 enters win_free at 3 s, rank 0 at 7 s: rank 1 waits 4 s.

@@ -34,6 +34,7 @@ RMA_OPS = tuple(a for a in RMA_ACTIONS if ACTION[a].pattern == "rma_op")
 #: Epoch modes of the ``mode`` column.
 MODES = ("", "fence", "gats", "lock", "lock_all")
 _LOCKS = ("win_lock", "win_lock_shared")
+_RMA_SET = frozenset(RMA_ACTIONS)
 
 Int = npt.NDArray[np.int64]
 
@@ -227,9 +228,21 @@ def gats_pairs(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"start": ep[access], "post": post, "origin": origin[access], "target": target[access]})
 
 
+def has_rma(events: pd.DataFrame) -> bool:
+    """Whether the event table holds any RMA event (a category lookup: cheap on large tables)."""
+    op = events["op"]
+    cats = [i for i, c in enumerate(op.cat.categories) if c in _RMA_SET]
+    if not len(events) or not cats:
+        return False
+    table = np.zeros(len(op.cat.categories), bool)
+    table[cats] = True
+    codes = op.cat.codes.to_numpy()
+    return bool(table[codes[codes >= 0]].any())
+
+
 def annotate_rma(events: pd.DataFrame) -> pd.DataFrame:
     """The event table with RMA rows' ``match`` = epoch and ``done`` = the call closing it (in place, returned)."""
-    if not len(events) or not events["op"].isin(RMA_ACTIONS).any():
+    if not has_rma(events):
         return events
     t = rma_epochs(events)
     ev = t["event"].to_numpy()

@@ -33,8 +33,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from waitlab.models.analysis.rma_epochs import MODES, RMA_OPS, gats_pairs, rma_epochs
-from waitlab.models.vocabulary import RMA_ACTIONS
+from waitlab.models.analysis.rma_epochs import MODES, RMA_OPS, gats_pairs, has_rma, rma_epochs
 
 #: RMA wait-state patterns (rows of the wait-state table).
 RMA_PATTERNS = ("rma_late_post", "rma_early_wait", "rma_late_complete", "rma_wait_at_fence", "rma_early_fence",
@@ -66,7 +65,7 @@ def _containing(cand_rows: Int, cand_epoch: Int, t_of_epoch: Float, who_of_epoch
 
 def rma_wait_states(events: pd.DataFrame) -> Waits:
     """Every RMA wait state: a list of (pattern, event rows, waits, rows waited for) (module docstring)."""
-    if not len(events) or not events["op"].isin(RMA_ACTIONS).any():
+    if not has_rma(events):
         return []
     t = rma_epochs(events)
     enter, exit_ = events["enter"].to_numpy(), events["exit"].to_numpy()
