@@ -21,13 +21,11 @@ Pure numpy over the columns; no row loops.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from waitlab.models.vocabulary import ACTION, RMA_ACTIONS
+from waitlab.models.vocabulary import ACTION, ACTIONS, CODE, RMA_ACTIONS, lut
 
 #: RMA operations (they move data); the others are synchronization and window management.
 RMA_OPS = tuple(a for a in RMA_ACTIONS if ACTION[a].pattern == "rma_op")
@@ -35,6 +33,16 @@ RMA_OPS = tuple(a for a in RMA_ACTIONS if ACTION[a].pattern == "rma_op")
 MODES = ("", "fence", "gats", "lock", "lock_all")
 _LOCKS = ("win_lock", "win_lock_shared")
 _RMA_SET = frozenset(RMA_ACTIONS)
+_IS_RMA = lut(RMA_ACTIONS)
+#: Lookup table over action codes: an RMA operation.
+IS_RMA_OP = lut(RMA_OPS)
+
+
+def vocabulary_codes(op: pd.Series) -> npt.NDArray[np.int64]:
+    """Action code (:data:`~waitlab.models.vocabulary.CODE`) of every row of a categorical ``op`` column
+    (-1 for ``region`` and names outside the vocabulary)."""
+    cat_code = np.array([CODE.get(str(c), -1) for c in op.cat.categories] + [-1], np.int64)
+    return cat_code[op.cat.codes.to_numpy()]
 
 Int = npt.NDArray[np.int64]
 
@@ -90,16 +98,14 @@ def rma_epochs(events: pd.DataFrame) -> pd.DataFrame:
     Returns
     -------
     DataFrame
-        Columns ``event, rank, op, win, mode, epoch, closer, peer, target, target_epoch``; ``epoch`` and
+        Columns ``event, rank, op, code, win, mode, epoch, closer, peer, target, target_epoch``; ``epoch`` and
         ``target_epoch`` are event rows of the opening calls (-1 when none), ``closer`` the row of the call
         that closes the epoch on this rank (-1 if it never closed).
     """
-    op_col = events["op"]
-    names = np.asarray(op_col.cat.categories, dtype=object)[op_col.cat.codes.to_numpy()]
-    is_rma = np.isin(names, RMA_ACTIONS)
-    rows = np.flatnonzero(is_rma).astype(np.int64)
+    code_all = vocabulary_codes(events["op"])
+    rows = np.flatnonzero((code_all >= 0) & _IS_RMA[np.maximum(code_all, 0)]).astype(np.int64)
     n = len(events)
-    op = names[rows].astype(str)
+    op = code_all[rows]
     rank = events["rank"].to_numpy()[rows].astype(np.int64)
     win = events["tag"].to_numpy()[rows].astype(np.int64)
     peer = events["peer"].to_numpy()[rows].astype(np.int64)
@@ -108,7 +114,7 @@ def rma_epochs(events: pd.DataFrame) -> pd.DataFrame:
     gp = g * (n_ranks + 1) + (peer + 1)  # (rank, window, target)
 
     def sel(*ops: str) -> npt.NDArray[np.bool_]:
-        return np.isin(op, ops)
+        return lut(ops)[op]
 
     def last(mask: npt.NDArray[np.bool_], key: Int, qmask: npt.NDArray[np.bool_], qkey: Int) -> Int:
         return _last_before(rows[mask], key[mask], rows[qmask], qkey[qmask], n)
@@ -160,19 +166,20 @@ def rma_epochs(events: pd.DataFrame) -> pd.DataFrame:
         closer[mm] = _lookup(epoch[c], rows[c], epoch[mm])
     target_epoch = _target_epochs(rows, op, rank, win, peer, epoch, mode, is_fence, grp, n_ranks)
     return pd.DataFrame({
-        "event": rows, "rank": rank.astype(np.int32), "op": op, "win": win.astype(np.int32),
+        "event": rows, "rank": rank.astype(np.int32), "op": pd.Categorical.from_codes(op, categories=list(ACTIONS)),
+        "code": op.astype(np.int16), "win": win.astype(np.int32),
         "mode": pd.Categorical.from_codes(mode, categories=list(MODES)), "epoch": epoch, "closer": closer,
-        "peer": peer.astype(np.int32), "target": np.where(np.isin(op, RMA_OPS), peer, -1).astype(np.int32),
+        "peer": peer.astype(np.int32), "target": np.where(IS_RMA_OP[op], peer, -1).astype(np.int32),
         "target_epoch": target_epoch,
     })  # fmt: skip
 
 
-def _target_epochs(rows: Int, op: npt.NDArray[Any], rank: Int, win: Int, peer: Int, epoch: Int,
+def _target_epochs(rows: Int, op: Int, rank: Int, win: Int, peer: Int, epoch: Int,
                    mode: npt.NDArray[np.int8], is_fence: npt.NDArray[np.bool_], grp: npt.NDArray[np.bool_],
                    n_ranks: int) -> Int:
     """The target's epoch each RMA operation landed in (GATS: its post; fence: its fence of the same instance)."""
     out = np.full(rows.size, -1, np.int64)
-    is_op = np.isin(op, RMA_OPS)
+    is_op = IS_RMA_OP[op]
     n_w = int(win.max()) + 1 if win.size else 1
     # Fence: the k-th fence of a window on every rank is one instance.
     f = np.flatnonzero(is_fence)
@@ -185,9 +192,9 @@ def _target_epochs(rows: Int, op: npt.NDArray[Any], rank: Int, win: Int, peer: I
     out[sel] = _lookup(fence_key, rows[f], want)
     # GATS: k-th access epoch of o naming t <-> k-th exposure epoch of t naming o (MPI-3 11.5.2).
     gi = np.flatnonzero(grp & (epoch >= 0))
-    opener_op = np.full(int(rows.max()) + 1 if rows.size else 1, "", dtype=object)
+    opener_op = np.full(int(rows.max()) + 1 if rows.size else 1, -1, np.int64)
     opener_op[rows] = op
-    access = opener_op[epoch[gi]] == "win_start"
+    access = opener_op[epoch[gi]] == CODE["win_start"]
     origin = np.where(access, rank[gi], peer[gi])
     target = np.where(access, peer[gi], rank[gi])
     pair = (win[gi] * n_ranks + origin) * n_ranks + target
@@ -210,10 +217,10 @@ def gats_pairs(table: pd.DataFrame) -> pd.DataFrame:
     (-1 if the target never posted) and their ranks.
     """
     t = table
-    ev, op, ep = t["event"].to_numpy(), t["op"].to_numpy().astype(str), t["epoch"].to_numpy()
-    grp = (op == "win_group") & (ep >= 0)
+    ev, op, ep = t["event"].to_numpy(), t["code"].to_numpy(), t["epoch"].to_numpy()
+    grp = (op == CODE["win_group"]) & (ep >= 0)
     is_start = np.zeros(int(ev.max()) + 1 if ev.size else 1, bool)
-    is_start[ev[op == "win_start"]] = True
+    is_start[ev[op == CODE["win_start"]]] = True
     ep = ep[grp]
     rank, member = t["rank"].to_numpy()[grp].astype(np.int64), t["peer"].to_numpy()[grp].astype(np.int64)
     win = t["win"].to_numpy()[grp].astype(np.int64)
@@ -229,15 +236,11 @@ def gats_pairs(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def has_rma(events: pd.DataFrame) -> bool:
-    """Whether the event table holds any RMA event (a category lookup: cheap on large tables)."""
-    op = events["op"]
-    cats = [i for i, c in enumerate(op.cat.categories) if c in _RMA_SET]
-    if not len(events) or not cats:
+    """Whether the event table holds any RMA event (a lookup over the op categories: cheap on large tables)."""
+    if not len(events):
         return False
-    table = np.zeros(len(op.cat.categories), bool)
-    table[cats] = True
-    codes = op.cat.codes.to_numpy()
-    return bool(table[codes[codes >= 0]].any())
+    code = vocabulary_codes(events["op"])
+    return bool(_IS_RMA[code[code >= 0]].any())
 
 
 def annotate_rma(events: pd.DataFrame) -> pd.DataFrame:

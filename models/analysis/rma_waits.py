@@ -33,7 +33,8 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from waitlab.models.analysis.rma_epochs import MODES, RMA_OPS, gats_pairs, has_rma, rma_epochs
+from waitlab.models.analysis.rma_epochs import IS_RMA_OP, MODES, RMA_OPS, gats_pairs, has_rma, rma_epochs
+from waitlab.models.vocabulary import CODE, lut
 
 #: RMA wait-state patterns (rows of the wait-state table).
 RMA_PATTERNS = ("rma_late_post", "rma_early_wait", "rma_late_complete", "rma_wait_at_fence", "rma_early_fence",
@@ -70,38 +71,37 @@ def rma_wait_states(events: pd.DataFrame) -> Waits:
     t = rma_epochs(events)
     enter, exit_ = events["enter"].to_numpy(), events["exit"].to_numpy()
     n = len(events)
-    ev, op = t["event"].to_numpy(), t["op"].to_numpy().astype(str)
+    ev, op = t["event"].to_numpy(), t["code"].to_numpy().astype(np.int64)
     epoch, closer = t["epoch"].to_numpy(), t["closer"].to_numpy()
     mode = t["mode"].cat.codes.to_numpy()
     out: Waits = []
-    _late_post(t, ev, op, epoch, mode, enter, exit_, n, out)
-    _early_wait(t, ev, op, epoch, closer, enter, exit_, n, out)
+    pairs = gats_pairs(t)
+    _late_post(pairs, ev, op, epoch, mode, enter, exit_, n, out)
+    _early_wait(t, pairs, ev, op, epoch, closer, enter, exit_, n, out)
     _fence(t, ev, op, epoch, enter, exit_, n, out)
     _locks(t, ev, op, epoch, closer, mode, enter, exit_, n, out)
     return out
 
 
-def _late_post(t: pd.DataFrame, ev: Int, op: npt.NDArray[np.str_], epoch: Int, mode: npt.NDArray[np.int8],
+def _late_post(pairs: pd.DataFrame, ev: Int, op: Int, epoch: Int, mode: npt.NDArray[np.int8],
                enter: Float, exit_: Float, n: int, out: Waits) -> None:
-    pairs = gats_pairs(t)
     ok = pairs["post"].to_numpy() >= 0
     start, post = pairs["start"].to_numpy()[ok], pairs["post"].to_numpy()[ok]
     if start.size == 0:
         return
     t_post, who = _segment_max(start, enter[post], post, n)
-    access = (mode == MODES.index("gats")) & np.isin(op, ("win_start", "win_complete", *RMA_OPS))
+    access = (mode == MODES.index("gats")) & (lut(("win_start", "win_complete", *RMA_OPS))[op])
     access &= epoch >= 0
     rows, w, peer = _containing(ev[access], epoch[access], t_post, who, enter, exit_)
     out.append(("rma_late_post", rows, w, peer))
 
 
-def _early_wait(t: pd.DataFrame, ev: Int, op: npt.NDArray[np.str_], epoch: Int, closer: Int, enter: Float,
+def _early_wait(t: pd.DataFrame, pairs: pd.DataFrame, ev: Int, op: Int, epoch: Int, closer: Int, enter: Float,
                 exit_: Float, n: int, out: Waits) -> None:
-    pairs = gats_pairs(t)
     ok = pairs["post"].to_numpy() >= 0
     start, post = pairs["start"].to_numpy()[ok], pairs["post"].to_numpy()[ok]
     complete_of = np.full(n, -1, np.int64)
-    is_start = op == "win_start"
+    is_start = op == CODE["win_start"]
     complete_of[ev[is_start]] = closer[is_start]
     comp = complete_of[start]
     ok = comp >= 0
@@ -110,10 +110,10 @@ def _early_wait(t: pd.DataFrame, ev: Int, op: npt.NDArray[np.str_], epoch: Int, 
     t_comp, who = _segment_max(post[ok], enter[comp[ok]], comp[ok], n)
     # last RMA operation into each exposure epoch (its Exit at the origin)
     te = t["target_epoch"].to_numpy()
-    into = np.isin(op, RMA_OPS) & (te >= 0)
+    into = IS_RMA_OP[op] & (te >= 0)
     last_op = np.full(n, -np.inf)
     np.maximum.at(last_op, te[into], exit_[ev[into]])
-    wait_rows = np.flatnonzero(op == "win_wait")
+    wait_rows = np.flatnonzero(op == CODE["win_wait"])
     w_ev, p = ev[wait_rows], epoch[wait_rows]
     keep = p >= 0
     w_ev, p = w_ev[keep], p[keep]
@@ -123,11 +123,11 @@ def _early_wait(t: pd.DataFrame, ev: Int, op: npt.NDArray[np.str_], epoch: Int, 
     out.append(("rma_late_complete", w_ev, late, who[p]))
 
 
-def _window_collective(t: pd.DataFrame, ev: Int, op: npt.NDArray[np.str_], enter: Float, exit_: Float, name: str
+def _window_collective(t: pd.DataFrame, ev: Int, op: Int, enter: Float, exit_: Float, name: str
                        ) -> tuple[Int, npt.NDArray[np.bool_], Float, Float, Int]:
     """Instances of a window-collective call (the k-th ``name`` of a window on every rank): its rows in
     (window, rank, program) order, whether each is a rank's first, and Scalasca's wait with the row waited for."""
-    f = np.flatnonzero(op == name)
+    f = np.flatnonzero(op == CODE[name])
     rank, win = t["rank"].to_numpy()[f].astype(np.int64), t["win"].to_numpy()[f].astype(np.int64)
     n_w = int(win.max()) + 1
     order = np.lexsort((ev[f], rank, win))
@@ -145,20 +145,20 @@ def _window_collective(t: pd.DataFrame, ev: Int, op: npt.NDArray[np.str_], enter
     return fr, first, total, e, who[inst]
 
 
-def _fence(t: pd.DataFrame, ev: Int, op: npt.NDArray[np.str_], epoch: Int, enter: Float, exit_: Float, n: int,
+def _fence(t: pd.DataFrame, ev: Int, op: Int, epoch: Int, enter: Float, exit_: Float, n: int,
            out: Waits) -> None:
     for name, pattern in (("win_create", "rma_wait_at_create"), ("win_free", "rma_wait_at_free")):
-        if (op == name).any():
+        if (op == CODE[name]).any():
             rows, _, w, _, peer = _window_collective(t, ev, op, enter, exit_, name)
             out.append((pattern, rows, w, peer))
-    if not (op == "win_fence").any():
+    if not (op == CODE["win_fence"]).any():
         return
     fr, first, total, e, who = _window_collective(t, ev, op, enter, exit_, "win_fence")
     x = exit_[fr]
     # Early Fence: an operation into the closing epoch (epoch = this rank's previous fence) entered meanwhile.
     prev = np.where(first, -1, np.r_[-1, fr[:-1]])
     te = t["target_epoch"].to_numpy()
-    into = np.isin(op, RMA_OPS) & (te >= 0)
+    into = IS_RMA_OP[op] & (te >= 0)
     last_in, last_who = _segment_max(te[into], enter[ev[into]], ev[into], n)
     t_op = np.where(prev >= 0, last_in[np.maximum(prev, 0)], -np.inf)
     early = np.where((t_op > e) & (t_op <= x) & (total > 0), np.minimum(t_op - e, total), 0.0)
@@ -166,19 +166,19 @@ def _fence(t: pd.DataFrame, ev: Int, op: npt.NDArray[np.str_], epoch: Int, enter
     out.append(("rma_early_fence", fr, early, np.where(prev >= 0, last_who[np.maximum(prev, 0)], -1)))
 
 
-def _locks(t: pd.DataFrame, ev: Int, op: npt.NDArray[np.str_], epoch: Int, closer: Int,
+def _locks(t: pd.DataFrame, ev: Int, op: Int, epoch: Int, closer: Int,
            mode: npt.NDArray[np.int8], enter: Float, exit_: Float, n: int, out: Waits) -> None:
     rank, win, peer = (t[c].to_numpy().astype(np.int64) for c in ("rank", "win", "peer"))
     n_ranks = int(max(rank.max(initial=0), peer.max(initial=0))) + 1
-    single = np.flatnonzero(np.isin(op, ("win_lock", "win_lock_shared")) & (closer >= 0))
-    every = np.flatnonzero((op == "win_lock_all") & (closer >= 0))
+    single = np.flatnonzero(lut(("win_lock", "win_lock_shared"))[op] & (closer >= 0))
+    every = np.flatnonzero((op == CODE["win_lock_all"]) & (closer >= 0))
     # Lock epochs per (window, target): lock_all is a shared lock on every rank.
     lk = np.r_[single, np.repeat(every, n_ranks)].astype(np.int64)
     target = np.r_[peer[single], np.tile(np.arange(n_ranks), every.size)].astype(np.int64)
     if lk.size < 2:
         return
     lock_row, unlock_row = ev[lk], closer[lk]
-    excl = op[lk] == "win_lock"
+    excl = op[lk] == CODE["win_lock"]
     grp = win[lk] * n_ranks + target
     order = np.lexsort((exit_[lock_row], grp))  # granted order per target window
     lock_row, unlock_row, excl, grp = lock_row[order], unlock_row[order], excl[order], grp[order]
@@ -210,7 +210,7 @@ def _locks(t: pd.DataFrame, ev: Int, op: npt.NDArray[np.str_], epoch: Int, close
     np.maximum.at(t_of, lock_row, t_blk)
     hit = t_blk == t_of[lock_row]
     who_of[lock_row[hit]] = who[hit]
-    in_epoch = np.isin(op, ("win_lock", "win_lock_shared", "win_unlock", "win_lock_all", "win_unlock_all",
-                            *RMA_OPS)) & (epoch >= 0) & np.isin(mode, (MODES.index("lock"), MODES.index("lock_all")))
+    in_epoch = lut(("win_lock", "win_lock_shared", "win_unlock", "win_lock_all", "win_unlock_all", *RMA_OPS))[op]
+    in_epoch &= (epoch >= 0) & np.isin(mode, (MODES.index("lock"), MODES.index("lock_all")))
     rows, w, p = _containing(ev[in_epoch], epoch[in_epoch], t_of, who_of, enter, exit_)
     out.append(("rma_lock_contention", rows, w, p))
