@@ -44,8 +44,8 @@ from waitlab.simulator.ti_trace import empty_ledger
 from waitlab.simulator.trace import VectorStore, occurrence
 
 LAYER_SOURCE = NATIVE_DIR / "waitlab_pmpi.c"
-#: One-sided (RMA) wrappers, #included at the end of LAYER_SOURCE (part of the layer's cache key).
-LAYER_RMA_SOURCE = NATIVE_DIR / "waitlab_pmpi_rma.c"
+#: One-sided (RMA) wrappers (C and Fortran), #included by LAYER_SOURCE (part of the layer's cache key).
+LAYER_RMA_SOURCES = (NATIVE_DIR / "waitlab_pmpi_rma.c", NATIVE_DIR / "waitlab_pmpi_rma_f.c")
 HEADER = NATIVE_DIR / "waitlab.h"
 ACTIONS_HEADER = NATIVE_DIR / "waitlab_actions.h"
 
@@ -113,7 +113,7 @@ def _run(cmd: Sequence[str], cwd: Path) -> subprocess.CompletedProcess[str]:
 def layer_object() -> Path:
     """The measurement layer compiled by ``smpicc`` into an object (cached by source hash)."""
     cc = require_tool("smpicc")
-    key = _digest(LAYER_SOURCE.read_bytes(), LAYER_RMA_SOURCE.read_bytes(), HEADER.read_bytes(),
+    key = _digest(LAYER_SOURCE.read_bytes(), *(p.read_bytes() for p in LAYER_RMA_SOURCES), HEADER.read_bytes(),
                   checked_actions_header().encode(),
                   simgrid_version().encode())
     target = cache_dir() / f"waitlab-pmpi-{key}.o"

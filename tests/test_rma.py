@@ -274,3 +274,25 @@ def test_ti_parser_refuses_rma_lines(tmp_path: Path) -> None:
     (tmp_path / "index.txt").write_text("r0.txt\n")
     with pytest.raises(InputError, match="line 2: action 'Win_fence' is one-sided MPI"):
         parse_ti_trace(tmp_path / "index.txt", flops_per_second=1e9, n_ranks=1)
+
+
+@pytest.mark.simgrid
+@pytest.mark.skipif(not HAVE_SMPI or shutil.which("smpif90") is None or shutil.which("gfortran") is None,
+                    reason="SimGrid SMPI with Fortran (smpif90, gfortran) is not installed")
+def test_fortran_rma_calls_are_measured(tmp_path: Path) -> None:
+    # Hand-computed waits in the header of tests/programs/rma_fence_lock.f90; rank 2 (idle during the lock
+    # epochs) also waits in win_free until ranks 0 and 1 enter it at 0.25 + 0.2 s, i.e. 0.2 s.
+    from test_realapps import program_scenario
+
+    from waitlab.experiments.pipeline import simulate
+
+    run = simulate(program_scenario(tmp_path, "rma_fence_lock.f90", ranks=3))
+    w = run.waits[run.waits["wait"] > TOL]
+    got = {(int(r), str(o), str(p)): float(x) for r, o, p, x in zip(w["rank"], w["op"], w["pattern"], w["wait"],
+                                                                        strict=True)}
+    expected = {(0, "win_fence", "rma_early_fence"): 0.1, (0, "win_fence", "rma_wait_at_fence"): 0.15,
+                (1, "win_fence", "rma_wait_at_fence"): 0.15, (1, "win_lock", "rma_lock_contention"): 0.15,
+                (2, "win_free", "rma_wait_at_free"): 0.2}
+    assert got.keys() == expected.keys()
+    for k, v in expected.items():
+        assert abs(got[k] - v) < TOL, (k, got[k], v)

@@ -379,3 +379,6 @@ int MPI_Rget_accumulate(const void* oaddr, int ocount, MPI_Datatype otype, void*
     wl_rma(WL_GET_ACCUMULATE, win, target, wl_bytes(ocount, otype), wl_bytes(rcount, rtype), t0_, ra_);
   return rc;
 }
+
+/* Fortran bindings of the same calls. */
+#include "waitlab_pmpi_rma_f.c"
