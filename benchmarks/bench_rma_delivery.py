@@ -3,8 +3,9 @@
 Runs ``tests/programs/rma_delivery.c`` (2 ranks on two nodes of the Dawning 5000A platform) through waitlab's
 program path for each epoch kind and size, and prints, from the measurement layer's records: the time in
 MPI_Put, in the origin's closing call (complete / unlock / fence), the origin's epoch (put enter -> closing
-call exit) and the target's view (put enter -> exit of the target's closing call: win_wait or fence), with the
-bandwidths they imply.  Simulated times: deterministic, independent of the machine's load.
+call exit) and the delivery (:func:`~waitlab.models.analysis.rma_timing.delivery_times`: exit of the target's
+win_wait or fence; for passive target the origin's unlock), with the bandwidths they imply.
+Simulated times: deterministic, independent of the machine's load.
 
     .venv/bin/python benchmarks/bench_rma_delivery.py
 """
@@ -17,10 +18,12 @@ from pathlib import Path
 
 from waitlab.experiments.pipeline import simulate
 from waitlab.experiments.scenario import from_mapping
+from waitlab.models.analysis.rma_timing import delivery_times
 
 PROGRAM = Path(__file__).resolve().parents[1] / "tests" / "programs" / "rma_delivery.c"
 SIZES = (4, 1024, 65536, 1 << 20, 4 << 20)
-CLOSE = {"pscw": ("win_complete", "win_wait"), "lock": ("win_unlock", None), "fence": ("win_fence", "win_fence")}
+#: The origin's closing call of each epoch kind.
+CLOSE = {"pscw": "win_complete", "lock": "win_unlock", "fence": "win_fence"}
 
 
 def measure(mode: str, size: int, work: Path) -> dict[str, float]:
@@ -29,14 +32,11 @@ def measure(mode: str, size: int, work: Path) -> dict[str, float]:
                        "application": {"kind": "program", "sources": [str(PROGRAM)], "args": [mode, str(size)]}},
                       str(work / "scenario.toml"))
     ev = simulate(sc).events
-    put = ev[ev["op"] == "put"].iloc[0]
-    origin_close, target_close = CLOSE[mode]
-    oc = ev[(ev["rank"] == 0) & (ev["op"] == origin_close)].iloc[-1]
-    out = {"put": put["exit"] - put["enter"], "close": oc["exit"] - oc["enter"], "origin": oc["exit"] - put["enter"]}
-    if target_close is not None:
-        tc = ev[(ev["rank"] == 1) & (ev["op"] == target_close)].iloc[-1]
-        out["target"] = tc["exit"] - put["enter"]
-    return out
+    d = delivery_times(ev).iloc[0]
+    put = ev.loc[int(d["event"])]
+    close = ev[(ev["rank"] == 0) & (ev["op"] == CLOSE[mode])].iloc[-1]
+    return {"put": put["exit"] - put["enter"], "close": close["exit"] - close["enter"],
+            "origin": d["origin_done"] - d["enter"], "target": d["delivered"] - d["enter"]}
 
 
 def main() -> int:
@@ -46,7 +46,7 @@ def main() -> int:
         for mode in CLOSE:
             for size in SIZES:
                 m = measure(mode, size, Path(tmp))
-                tgt = m.get("target", float("nan"))
+                tgt = m["target"]
                 print(f"{mode:6} {size:8d} {m['put'] * 1e6:9.2f} {m['close'] * 1e6:9.2f} {m['origin'] * 1e6:10.2f} "
                       f"{tgt * 1e6:10.2f} {size / m['origin'] / 1e6:12.1f} {size / tgt / 1e6:12.1f}")
     return 0
