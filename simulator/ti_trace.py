@@ -46,6 +46,9 @@ from waitlab.models.vocabulary import (
 from waitlab.models.vocabulary import V_ACTIONS as V_ACTIONS
 from waitlab.simulator.trace import VectorStore
 
+#: One-sided names: waitlab's and those SMPI 3.32's ``-trace-ti`` writes (smpi_pmpi_win.cpp); none replays.
+_RMA_TI_NAMES = frozenset({*RMA_ACTIONS, "raccumulate", "rget_accumulate", "fetch_and_op", "compare_and_swap"})
+
 #: Byte size of SimGrid 3.32's predefined datatype ids (``src/smpi/mpi/smpi_datatype.cpp``).
 DATATYPE_SIZES: dict[str, int] = {
     "0": 8, "1": 4, "2": 1, "3": 2, "4": 8, "5": 4, "6": 1, "7": 8, "8": 1, "9": 1, "10": 2, "11": 4, "12": 8,
@@ -323,7 +326,7 @@ def _parse_action(out: _Lines, vectors: VectorStore, v_seen: dict[tuple[int, int
         if len(args) != 1:
             raise _BadLine(f"{action} takes one region name without spaces")
         out.add(rank, action, name=args[0])
-    elif action.lower() in RMA_ACTIONS:  # SMPI's -trace-ti writes Win_fence, Put, ...: 3.32 cannot replay them
+    elif action.lower() in _RMA_TI_NAMES or action.lower().startswith("win_"):  # SMPI writes Win_fence, Put, ...
         raise _BadLine(f"action {action!r} is one-sided MPI (RMA): SimGrid 3.32's time-independent replay has no "
                        "RMA action, so a program using windows cannot be captured or replayed as a trace",
                        'run the program itself (application.kind = "program")')
