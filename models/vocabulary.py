@@ -50,10 +50,11 @@ import numpy as np
 import numpy.typing as npt
 
 #: Action kinds.
-KINDS = ("setup", "send", "recv", "sendrecv", "completion", "collective", "local", "marker")
+KINDS = ("setup", "send", "recv", "sendrecv", "completion", "collective", "local", "marker", "rma")
 #: Wait-state pattern families (DESIGN.md section 5): late sender/receiver, Wait at NxN, Late Broadcast (1xN),
 #: Early Reduce (Nx1), Early Scan, Wait at Barrier.
-PATTERN_FAMILIES = ("late_sender", "late_receiver", "nxn", "1xn", "nx1", "scan", "barrier")
+PATTERN_FAMILIES = ("late_sender", "late_receiver", "nxn", "1xn", "nx1", "scan", "barrier",
+                    "rma_fence", "rma_gats", "rma_lock", "rma_op")
 #: Byte-accounting rules (module docstring).
 BYTE_RULES = ("none", "p2p_send", "p2p_recv", "one_to_all", "all_to_one", "one_to_all_v", "all_to_one_v",
               "all_to_all", "all_to_all_v", "reduce_scatter", "scan", "exscan")
@@ -114,7 +115,7 @@ class Action:
     @property
     def is_mpi(self) -> bool:
         """An MPI operation (the event table's kind ``mpi``)."""
-        return self.kind in ("send", "recv", "sendrecv", "completion", "collective")
+        return self.kind in ("send", "recv", "sendrecv", "completion", "collective", "rma")
 
     @property
     def is_collective(self) -> bool:
@@ -181,7 +182,38 @@ def _coll(name: str, code: int, ti_args: tuple[str, ...], value: str, value2: st
                   vector=vector, flops_in_value2=flops)
 
 
-#: Every action, in code order.  Codes 0-30 are SimGrid's stock TI actions, 31-39 waitlab's own.
+def _rma_actions(first: int) -> tuple[Action, ...]:
+    """The one-sided (RMA) actions, codes ``first`` on (name, peer role, value, value2, byte rule, pattern)."""
+    target, member = "target", "member"
+    rows: tuple[tuple[str, str | None, str, str, str, str | None], ...] = (
+        ("win_create", None, "window bytes", "displacement unit", "none", None),
+        ("win_free", None, "", "", "none", None),
+        ("win_fence", None, "", "assert", "none", "rma_fence"),
+        ("win_post", None, "group size", "", "none", "rma_gats"),
+        ("win_start", None, "group size", "", "none", "rma_gats"),
+        ("win_complete", None, "", "", "none", "rma_gats"),
+        ("win_wait", None, "", "", "none", "rma_gats"),
+        ("win_group", member, "", "", "none", None),
+        ("win_lock", target, "", "", "none", "rma_lock"),
+        ("win_lock_shared", target, "", "", "none", "rma_lock"),
+        ("win_unlock", target, "", "", "none", "rma_lock"),
+        ("win_lock_all", None, "", "", "none", "rma_lock"),
+        ("win_unlock_all", None, "", "", "none", "rma_lock"),
+        ("win_flush", target, "", "", "none", None),
+        ("win_flush_local", target, "", "", "none", None),
+        ("put", target, _B, "", "p2p_send", "rma_op"),
+        ("get", target, _B, "", "p2p_recv", "rma_op"),
+        ("accumulate", target, _B, "", "p2p_send", "rma_op"),
+        ("get_accumulate", target, _B, "result bytes", "p2p_send", "rma_op"),
+        ("rput", target, _B, "", "p2p_send", "rma_op"),
+        ("rget", target, _B, "", "p2p_recv", "rma_op"),
+    )
+    return tuple(Action(name, first + i, "rma", (), role, value, value2, rule, pattern, stock=False)
+                 for i, (name, role, value, value2, rule, pattern) in enumerate(rows))
+
+
+#: Every action, in code order.  Codes 0-30 are SimGrid's stock TI actions, 31-39 waitlab's own (38-39 the
+#: synchronous sends), 40 on the one-sided (RMA) actions of the measurement layer (no TI form).
 VOCABULARY: tuple[Action, ...] = (
     Action("init", 0, "setup", ("default_dt?",)),
     Action("finalize", 1, "setup"),
@@ -240,6 +272,11 @@ VOCABULARY: tuple[Action, ...] = (
            blocking=True, stock=False),
     Action("issend", 39, "send", ("dst", "tag", "count", "dt?"), "dst", _B, "", "p2p_send", "late_receiver",
            stock=False),
+    # ---- one-sided communication (RMA), recorded by the measurement layer only (native/waitlab_pmpi_rma.c) ----
+    # SimGrid 3.32's TI replay has no RMA action (smpi_replay.cpp registers none): these rows have no TI form.
+    # ``tag`` is the window id (the k-th window the rank created on MPI_COMM_WORLD); ``peer`` the target's
+    # MPI_COMM_WORLD rank.  win_group rows (zero duration) follow a win_post/win_start, one per group member.
+    *_rma_actions(40),
 )  # fmt: skip
 
 #: TI action names; index = action code.
@@ -279,6 +316,10 @@ REGION_MARKERS = names_where(kind="marker", stock=False)
 V_ACTIONS = names_where(vector=True)
 #: Actions whose ``value`` moves payload bytes (what a tracer may copy).
 BYTES_ACTIONS: frozenset[str] = frozenset(a.name for a in VOCABULARY if a.is_mpi and a.byte_rule != "none")
+#: One-sided (RMA) actions: recorded by the measurement layer, unknown to SimGrid's TI replay.
+RMA_ACTIONS = names_where(kind="rma")
+#: Actions SimGrid's TI replay (with waitlab's extension) can run: everything but RMA.
+REPLAYABLE_ACTIONS = tuple(a.name for a in VOCABULARY if a.kind != "rma")
 #: Actions whose ``value`` is seconds.
 SECONDS_ACTIONS = tuple(a.name for a in VOCABULARY if a.value == "seconds")
 
@@ -362,6 +403,9 @@ def c_header() -> str:
         "",
         f"#define WL_NUM_ACTIONS {len(VOCABULARY)}",
         f"#define WL_NUM_STOCK {sum(a.stock for a in VOCABULARY)}",
+        "/* One-sided (RMA) actions: recorded by the measurement layer only; the TI replay has none. */",
+        f"#define WL_FIRST_RMA {CODE[RMA_ACTIONS[0]]}",
+        f"#define WL_NUM_RMA {len(RMA_ACTIONS)}",
         "",
         "/* TI action names, indexed by code; the first WL_NUM_STOCK are SimGrid's stock replay actions. */",
         "static const char* const WL_ACTION_NAMES[WL_NUM_ACTIONS] = {",

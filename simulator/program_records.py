@@ -24,6 +24,7 @@ import numpy.typing as npt
 from waitlab.errors import InputError, SimulationError
 from waitlab.models.ops import CAUSE_KINDS, Ledger, OpTable, seq_within_rank
 from waitlab.models.vocabulary import CODE, V_ACTIONS, codes_of
+from waitlab.simulator.rma_records import check_rma_records
 from waitlab.simulator.trace import VectorStore, occurrence
 
 LOG_DTYPE = np.dtype([("rank", "<i4"), ("code", "<i4"), ("t_enter", "<f8"), ("t_exit", "<f8")])
@@ -168,6 +169,7 @@ def records_to_ops(rec: Records, binary: Path | None, *, callsite_regions: str =
     min_compute : float
         Gaps between records up to this many seconds are not compute rows.
     """
+    check_rma_records(rec.log, rec.arg, rec.comms, rec.n_ranks)  # one-sided calls: windows of MPI_COMM_WORLD only
     log, arg = rec.log, rec.arg
     rank = log["rank"].astype(np.int64)
     code = log["code"].astype(np.int64)

@@ -35,6 +35,8 @@ from waitlab.models.vocabulary import (
     RECV_ACTIONS,
     REDUCTION_ARGS,
     REGION_ARGS,
+    REPLAYABLE_ACTIONS,
+    RMA_ACTIONS,
     ROOTED_EXCHANGE_ARGS,
     SECONDS_ACTIONS,
     TI_ALIASES,
@@ -42,6 +44,9 @@ from waitlab.models.vocabulary import (
 )
 from waitlab.models.vocabulary import V_ACTIONS as V_ACTIONS
 from waitlab.simulator.trace import VectorStore
+
+#: One-sided names: waitlab's and those SMPI 3.32's ``-trace-ti`` writes (smpi_pmpi_win.cpp); none replays.
+_RMA_TI_NAMES = frozenset({*RMA_ACTIONS, "raccumulate", "rget_accumulate", "fetch_and_op", "compare_and_swap"})
 
 #: Byte size of SimGrid 3.32's predefined datatype ids (``src/smpi/mpi/smpi_datatype.cpp``).
 DATATYPE_SIZES: dict[str, int] = {
@@ -320,8 +325,12 @@ def _parse_action(out: _Lines, vectors: VectorStore, v_seen: dict[tuple[int, int
         if len(args) != 1:
             raise _BadLine(f"{action} takes one region name without spaces")
         out.add(rank, action, name=args[0])
+    elif action.lower() in _RMA_TI_NAMES or action.lower().startswith("win_"):  # SMPI writes Win_fence, Put, ...
+        raise _BadLine(f"action {action!r} is one-sided MPI (RMA): SimGrid 3.32's time-independent replay has no "
+                       "RMA action, so a program using windows cannot be captured or replayed as a trace",
+                       'run the program itself (application.kind = "program")')
     else:
-        known = sorted({*ACTIONS, *TI_ALIASES})
+        known = sorted({*REPLAYABLE_ACTIONS, *TI_ALIASES})
         raise _BadLine(f"action {action!r} cannot be replayed by waitlab", f"use one of: {', '.join(known)}")
 
 

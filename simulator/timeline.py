@@ -16,6 +16,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from waitlab.errors import SimulationError
+from waitlab.models.analysis.rma_epochs import annotate_rma
 from waitlab.models.ops import OpTable
 from waitlab.models.regions import region_structure as _regions
 from waitlab.models.vocabulary import (
@@ -376,7 +377,7 @@ def build_events(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: npt.NDA
         "cause": ops.cause[src_rows],
         "excess": ops.excess[src_rows],
     }
-    return pd.DataFrame(cols, copy=False)
+    return annotate_rma(pd.DataFrame(cols, copy=False))  # RMA rows: match = epoch, done = closing call
 
 
 def _paths(n: int, parent: npt.NDArray[np.int64], is_region: npt.NDArray[np.bool_], name: npt.NDArray[np.int32],

@@ -80,7 +80,7 @@ def _fmt(action: str, cols: _Cols) -> list[str]:
 #: Actions :func:`format_lines` writes (v-collectives: :func:`format_ti_lines`;
 #: communicator set-up and ``sendRecv`` never appear in an operation table: the reader splits ``sendRecv``).
 WRITABLE = tuple(a.name for a in VOCABULARY
-                 if a.kind not in ("setup", "sendrecv") and not a.vector and a.name != "location")
+                 if a.kind not in ("setup", "sendrecv", "rma") and not a.vector and a.name != "location")
 
 
 def format_lines(ops: OpTable, core_speed: float) -> list[str]:
@@ -114,6 +114,11 @@ def format_lines(ops: OpTable, core_speed: float) -> list[str]:
         if action == "compute":
             lines[idx] = [f"compute {f!r}" for f in (ops.value[idx] * core_speed).tolist()]
             continue
+        if ACTION[action].kind == "rma":  # SimGrid 3.32's smpi_replay.cpp registers no one-sided action
+            raise InputError("scenario", f"operation {action}", "the program uses one-sided MPI (windows, "
+                             "MPI_Put/MPI_Get, fences, locks) and SimGrid 3.32's time-independent replay has no "
+                             "RMA action, so it cannot be captured or replayed as a trace",
+                             'run the program itself (application.kind = "program") instead of a trace')
         if action not in WRITABLE:
             raise InputError("scenario", f"operation {action}", "this action cannot be written to a trace yet",
                              f"use one of: {', '.join(sorted(WRITABLE))}")

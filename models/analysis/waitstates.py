@@ -26,10 +26,11 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from waitlab.models.analysis.rma_waits import RMA_PATTERNS, rma_wait_states
 from waitlab.models.vocabulary import MPI_ACTIONS, RECV_ACTIONS, SEND_ACTIONS, SYNC_SEND_ACTIONS, names_where
 
 PATTERNS: tuple[str, ...] = ("late_sender", "late_receiver", "wait_at_barrier", "wait_at_nxn", "late_broadcast",
-                             "early_reduce", "early_scan")
+                             "early_reduce", "early_scan", *RMA_PATTERNS)
 
 #: Collectives of each pattern family (from the action vocabulary).
 BARRIER_OPS = names_where(pattern="barrier")
@@ -238,6 +239,8 @@ def wait_states(events: pd.DataFrame, eager_threshold: int = EAGER_THRESHOLD) ->
     acc = _empty()
     _p2p(events, acc, eager_threshold)
     _collectives(events, acc)
+    for rma_pattern, ev_rows, wait_s, peer_rows in rma_wait_states(events):  # one-sided: analysis/rma_waits.py
+        _add(acc, rma_pattern, ev_rows, wait_s, peer_rows)
     if acc["event"]:
         event = np.concatenate(acc["event"])
         pattern = np.concatenate(acc["pattern"])

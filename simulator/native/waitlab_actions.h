@@ -45,10 +45,34 @@ enum wl_action {
   WL_SWAP = 37,
   WL_SSEND = 38,
   WL_ISSEND = 39,
+  WL_WIN_CREATE = 40,
+  WL_WIN_FREE = 41,
+  WL_WIN_FENCE = 42,
+  WL_WIN_POST = 43,
+  WL_WIN_START = 44,
+  WL_WIN_COMPLETE = 45,
+  WL_WIN_WAIT = 46,
+  WL_WIN_GROUP = 47,
+  WL_WIN_LOCK = 48,
+  WL_WIN_LOCK_SHARED = 49,
+  WL_WIN_UNLOCK = 50,
+  WL_WIN_LOCK_ALL = 51,
+  WL_WIN_UNLOCK_ALL = 52,
+  WL_WIN_FLUSH = 53,
+  WL_WIN_FLUSH_LOCAL = 54,
+  WL_PUT = 55,
+  WL_GET = 56,
+  WL_ACCUMULATE = 57,
+  WL_GET_ACCUMULATE = 58,
+  WL_RPUT = 59,
+  WL_RGET = 60,
 };
 
-#define WL_NUM_ACTIONS 40
+#define WL_NUM_ACTIONS 61
 #define WL_NUM_STOCK 31
+/* One-sided (RMA) actions: recorded by the measurement layer only; the TI replay has none. */
+#define WL_FIRST_RMA 40
+#define WL_NUM_RMA 21
 
 /* TI action names, indexed by code; the first WL_NUM_STOCK are SimGrid's stock replay actions. */
 static const char* const WL_ACTION_NAMES[WL_NUM_ACTIONS] = {
@@ -92,6 +116,27 @@ static const char* const WL_ACTION_NAMES[WL_NUM_ACTIONS] = {
   "swap",
   "ssend",
   "issend",
+  "win_create",
+  "win_free",
+  "win_fence",
+  "win_post",
+  "win_start",
+  "win_complete",
+  "win_wait",
+  "win_group",
+  "win_lock",
+  "win_lock_shared",
+  "win_unlock",
+  "win_lock_all",
+  "win_unlock_all",
+  "win_flush",
+  "win_flush_local",
+  "put",
+  "get",
+  "accumulate",
+  "get_accumulate",
+  "rput",
+  "rget",
 };
 
 #endif /* WAITLAB_ACTIONS_H */

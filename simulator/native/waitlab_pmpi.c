@@ -1303,3 +1303,6 @@ void mpi_alltoallv_(void* sbuf, int* scounts, int* sdispls, int* stype, void* rb
 /* ---- generated wrappers: sends, scalar collectives (blocking and nonblocking), C and Fortran ------------------ */
 
 #include "waitlab_wrappers.inc"
+
+/* One-sided communication (RMA): its own file, same translation unit. */
+#include "waitlab_pmpi_rma.c"

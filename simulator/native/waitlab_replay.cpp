@@ -163,7 +163,8 @@ void register_actions()
     stock_isend(action);
     log_record(WL_ISSEND, t0, simgrid::s4u::Engine::get_clock());
   });
-  static_assert(WL_NUM_ACTIONS == WL_NUM_STOCK + 9, "the vocabulary has waitlab actions this file does not register");
+  static_assert(WL_NUM_ACTIONS == WL_NUM_STOCK + 9 + WL_NUM_RMA && WL_FIRST_RMA == WL_NUM_STOCK + 9,
+                "the vocabulary has waitlab actions this file does not register (RMA actions have no TI form)");
 }
 
 } // namespace
