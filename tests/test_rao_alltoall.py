@@ -112,3 +112,30 @@ def test_refused_and_failed_points_are_never_results(monkeypatch: pytest.MonkeyP
     bad = res.table[res.table["status"] != "ok"]
     assert all(math.isnan(x) for x in bad["seconds"])
     assert "2^31" in res.table.set_index("algorithm").loc["rdb", "note"]
+
+
+@needs_simgrid
+@pytest.mark.simgrid
+def test_one_nic_per_node_carries_the_mpi_level_bandwidth_in_aggregate(tmp_path: object) -> None:
+    # 8 ranks of node 0 each send 1 MiB to their partner on node 1 at once.  The NIC is shared: by hand,
+    # 8 x (2^20 + 16) B at Dawning's MPI-level 1.5 GB/s (platform file) = 5.59 ms, not the 3.36 ms that the
+    # 2.5 GB/s signalling rate would give, nor the 0.70 ms of eight independent 1.5 GB/s flows.
+    import numpy as np
+
+    from waitlab.models.ops import OpBuilder
+    from waitlab.platforms import load_platform, render_platform
+    from waitlab.simulator.replay import replay_ops
+
+    rp = render_platform(load_platform("dawning_5000a"), 16, ranks_per_node=8)
+    b = OpBuilder(n_ranks=16)
+    b.add("barrier", np.arange(16, dtype=np.int32), step=0)
+    senders, receivers = np.arange(8, dtype=np.int32), np.arange(8, 16, dtype=np.int32)
+    b.add("irecv", receivers, step=1, value=2**20, peer=senders, tag=1)
+    b.add("isend", senders, step=1, value=2**20, peer=receivers, tag=1)
+    b.add("waitall", np.arange(16, dtype=np.int32), step=1)
+    xml, hostfile = rp.write(str(tmp_path))
+    rep = replay_ops(b.build(), xml, hostfile, rp.core_speed, config={**rp.smpi_config, **points.SOLVER_CONFIG},
+                     timeout=60, what="NIC aggregate")
+    ev = rep.events
+    elapsed = float(ev["exit"].max()) - float(ev.loc[ev["op"] == "barrier", "exit"].max())
+    assert elapsed == pytest.approx(8 * (2**20 + 16) / 1.5e9, rel=0.03)
