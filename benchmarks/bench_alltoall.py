@@ -11,6 +11,10 @@ Prints one line per point: algorithm, ranks, size, model, simulated ms, wall s (
 
     .venv/bin/python benchmarks/bench_alltoall.py --ranks 256 --sizes 4096 --algorithms ring bruck pair
     .venv/bin/python benchmarks/bench_alltoall.py --ranks 64 128 --sizes 4096 --precision 1e-5 1e-4 1e-3
+    .venv/bin/python benchmarks/bench_alltoall.py --ranks 64 --algorithms basic_linear --setting network/optim=Full
+
+``--setting KEY=VALUE`` (repeatable) compares the calibrated model with and without that SimGrid setting, to look
+for settings that keep the all-concurrent algorithms tractable without changing their times.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ def main() -> None:
     ap.add_argument("--models", nargs="+", default=["smpi-default", "calibrated"])
     ap.add_argument("--precision", nargs="*", default=None,
                     help="compare these maxmin/precision values (calibrated model) instead of before/after")
+    ap.add_argument("--setting", action="append", default=[],
+                    help="KEY=VALUE SimGrid setting to compare against the calibrated model (repeatable)")
     ap.add_argument("--timeout", type=float, default=900.0)
     args = ap.parse_args()
     print(f"# {args.platform}, 8 ranks per node; simulated ms, wall s")
@@ -42,6 +48,10 @@ def main() -> None:
                 variants: list[tuple[str, str, dict[str, str]]]
                 if args.precision:
                     variants = [("calibrated", f"precision {p}", {"maxmin/precision": p}) for p in args.precision]
+                elif args.setting:
+                    pairs = [kv.split("=", 1) for kv in args.setting]
+                    variants = [("calibrated", "calibrated", {})]
+                    variants += [("calibrated", f"{k}={v}", {k: v}) for k, v in pairs]
                 else:
                     variants = [(m, m, {}) for m in args.models]
                 for model, label, extra in variants:

@@ -42,7 +42,7 @@ from waitlab.experiments.schema import (
     check_name,
     validate_section,
 )
-from waitlab.models.apps.alltoall import check_alltoall_algorithm
+from waitlab.models.apps.alltoall import check_alltoall_algorithm, check_alltoall_point
 from waitlab.models.apps.imbalance import RankSelection
 from waitlab.models.apps.registry import params_from_mapping
 
@@ -243,6 +243,7 @@ def from_mapping(data: Mapping[str, Any], file: str = "<scenario>") -> Scenario:
 
 
 def _check_alltoall(sim: SimulationSection, params: Any, ranks: int, file: str) -> None:
+    _check_alltoall_overflow(sim, params, ranks, file)
     if sim.alltoall == "default":
         return
     try:
@@ -253,6 +254,19 @@ def _check_alltoall(sim: SimulationSection, params: Any, ranks: int, file: str) 
     if app_alg not in ("default", sim.alltoall):
         raise InputError(file, "simulation.alltoall", f"conflicts with application.alltoall_algorithm = {app_alg!r}",
                          "set the algorithm in one place only")
+
+
+def _check_alltoall_overflow(sim: SimulationSection, params: Any, ranks: int, file: str) -> None:
+    """Refuse an alltoall point where SimGrid 3.32's algorithm overflows 32-bit ``int`` (docs/calibration.md)."""
+    nbytes = getattr(params, "bytes_per_peer", None)
+    algorithm = sim.alltoall if sim.alltoall != "default" else getattr(params, "alltoall_algorithm", "default")
+    if nbytes is None or algorithm == "default":
+        return
+    try:
+        check_alltoall_point(algorithm, ranks, nbytes)
+    except InputError as exc:
+        field = "simulation.alltoall" if sim.alltoall != "default" else "application.bytes_per_peer"
+        raise InputError(file, field, exc.problem, exc.fix) from None
 
 
 def _check_imbalance_ranks(params: Any, ranks: int, file: str) -> None:
