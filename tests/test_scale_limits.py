@@ -113,3 +113,25 @@ def test_waitlab_run_of_64_ranks_works_under_ulimit_n_40(tmp_path: Path) -> None
     bad = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                          preexec_fn=lambda: _limit_files(40))
     assert bad.returncode != 0 and "ulimit -n" in bad.stderr
+
+
+def test_estimate_counts_operations_and_checks_a_budget() -> None:
+    from waitlab.experiments.estimate import SMPI_BASE_BYTES, SMPI_EVENT_BYTES, SMPI_RANK_BYTES, Budget, estimate
+
+    sc = from_mapping({"scenario": {"name": "x", "ranks": 32, "seed": 1}, "platform": {"name": "dawning_5000a"},
+                       "application": {"kind": "lared_s", "steps": 2}}, "x")
+    prep = prepare(sc)
+    ops = prep.source.operations(prep.platform, prep.smpi_config(), Path("/tmp"))
+    est = estimate(prep)
+    assert est.exact_events and est.events == len(ops) + 2 * 32  # + init and finalize per rank
+    assert est.smpi_memory_bytes == SMPI_BASE_BYTES + 32 * SMPI_RANK_BYTES + SMPI_EVENT_BYTES * est.events
+    assert est.check(Budget(memory_bytes=est.memory_bytes, scratch_bytes=est.scratch_bytes)) is est
+    tight = Budget(memory_bytes=est.memory_bytes - 1, seconds=est.seconds * 2)
+    with pytest.raises(EnvironmentProblem, match="of memory"):
+        est.check(tight)
+    assert len(est.problems(tight)) == 1  # only the memory is over budget
+    assert len(est.problems(Budget(scratch_bytes=0, seconds=0.0))) == 2
+    # beyond EXACT_UP_TO ranks the count is scaled from 1,024 ranks: LARED-S has the same operations per rank
+    big = estimate(prepare(sc.with_values({"scenario.ranks": 20_000})))
+    assert not big.exact_events
+    assert big.events == round((est.events - 64) / 32 * 20_000) + 40_000
