@@ -20,7 +20,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from waitlab.errors import EnvironmentProblem
+from waitlab.errors import EnvironmentProblem, WaitlabError
 from waitlab.experiments.pipeline import Prepared
 from waitlab.experiments.sources import source_for
 
@@ -132,7 +132,7 @@ def count_events(prep: Prepared) -> tuple[int, bool]:
         small_sc = sc.with_values({"scenario.ranks": small})
         probe = Prepared(small_sc, prep.model, prep.platform, source_for(small_sc), prep.perturbation)
         per_rank = _ops_of(probe) / small
-    except Exception:  # noqa: BLE001 - a scenario that cannot shrink is counted in full
+    except WaitlabError:  # a scenario that cannot shrink (imbalance ranks beyond 1,024) is counted in full
         return _ops_of(prep) + 2 * ranks, True
     return round(per_rank * ranks) + 2 * ranks, False
 
