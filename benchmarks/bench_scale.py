@@ -6,8 +6,9 @@ SimGrid's stock ``smpireplaymain`` with waitlab's SimGrid settings; then the who
 (generation, trace, SMPI, parsing, wait states, results folder without picture) runs on the same
 scenario.  Printed per size: wall time, peak memory of each SMPI process (``/usr/bin/time`` for the
 stock one; VmHWM polled for waitlab's, since a process forked from Python inherits its peak) and of
-the Python process (bytes per event: peak above the imports), and the simulated makespan; then the growth exponent fitted between consecutive
-sizes (log time / log ranks).  Each size runs in a fresh subprocess, with a time limit.
+the Python process (bytes per event: peak above the imports), and the simulated makespan; then the
+growth exponent fitted between consecutive sizes (log time / log ranks).  Each size runs in a fresh
+subprocess, with a time limit.
 
     .venv/bin/python benchmarks/bench_scale.py --ranks 1024 4096 16384 --steps 5 --timeout 600
 
@@ -41,7 +42,7 @@ from waitlab.simulator.trace import write_trace
 STOCK = "/usr/lib/x86_64-linux-gnu/simgrid/smpireplaymain"
 
 
-def scenario(ranks: int, steps: int, platform: str):  # noqa: ANN201 - a Scenario
+def scenario(ranks: int, steps: int, platform: str):
     return from_mapping({"scenario": {"name": f"scale-{ranks}", "ranks": ranks, "seed": 1},
                          "platform": {"name": platform}, "application": {"kind": "lared_s", "steps": steps}},
                         "bench_scale")
@@ -66,7 +67,7 @@ def _hwm_poller(marker: str, out: dict[str, int], stop: threading.Event) -> None
         stop.wait(0.2)
 
 
-def stock_replay(prep, ops, timeout: float) -> dict:  # noqa: ANN001
+def stock_replay(prep, ops, timeout: float) -> dict:
     keep = np.flatnonzero(~np.isin(ops.code, [CODE["enter"], CODE["leave"]]))
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
         xml, hostfile = prep.platform.write(Path(tmp))
@@ -114,7 +115,7 @@ def one(ranks: int, steps: int, platform: str, timeout: float, cfg: list[str]) -
             t = time.perf_counter()
             write_run(Run(result), Path(tmp), png=False)
             outputs = time.perf_counter() - t
-    except Exception as exc:  # noqa: BLE001 - a benchmark reports and goes on
+    except Exception as exc:
         stop.set()
         row.update({"waitlab_s": None, "waitlab_error": str(exc).splitlines()[0][:200]})
         return row
