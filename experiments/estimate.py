@@ -27,8 +27,10 @@ from waitlab.experiments.sources import source_for
 MiB = 1 << 20
 #: Rank counts up to which the events are counted exactly (the operations are generated in full).
 EXACT_UP_TO = 16_384
-#: SMPI process: fixed part and per rank (actor, stack, mailboxes, requests; 33 MiB + 27.5 KiB per
-#: rank measured with stock smpireplaymain, +4 KiB per rank without guard pages).
+#: SMPI process: fixed part and per rank (actor, stack, mailboxes, requests; 33 MiB + 23–27.5 KiB per
+#: rank measured with stock smpireplaymain on Dawning up to 16,384 ranks, +4 KiB per rank without guard
+#: pages).  Gap: the platform's own size is not modelled (the full Sunway platform, 40,960 hosts, took
+#: 15 GiB to start 163,840 ranks in issue 15: about 3x this per-rank figure).
 SMPI_BASE_BYTES = 33 * MiB
 SMPI_RANK_BYTES = 32 * 1024
 #: Replay extension's log, held in memory until the end: one 24-byte record per replayed action.
