@@ -7,7 +7,9 @@ SMPI, and the ratio of the whole ``waitlab run`` pipeline (and of its SMPI stage
 ``smpireplaymain`` replaying the same time-independent trace (region markers removed, since the
 stock replayer does not know them).
 
-Each size runs in a fresh subprocess so peak-memory figures are not polluted by earlier sizes.
+Each size runs in a fresh subprocess so peak-memory figures are not polluted by earlier sizes.  The SMPI
+peak printed here comes from ``RUSAGE_CHILDREN`` and includes the Python parent's peak (a forked
+process inherits it): use ``bench_scale.py`` for the SMPI processes' own peak.
 
     .venv/bin/python benchmarks/bench_core.py --ranks 256 1024 4096 --steps 20
 """

@@ -356,27 +356,50 @@ def bytes_moved(code: npt.NDArray[np.integer], value: npt.NDArray[np.float64], v
     >>> s.tolist(), r.tolist()
     ([4, 8, 12], [0, 0, 24])
     """
-    rule = _RULE_OF_CODE[np.asarray(code, np.int64)]
-    v, v2 = np.asarray(value, np.float64), np.asarray(value2, np.float64)
-    n = np.asarray(n_ranks, np.float64)
-    me = np.asarray(rank, np.float64)
-    is_root = np.asarray(rank) == np.asarray(root)
     code_ = np.asarray(code, np.int64)
-    bcast, reduce_, allreduce = code_ == CODE["bcast"], code_ == CODE["reduce"], code_ == CODE["allreduce"]
-    allgatherv = code_ == CODE["allgatherv"]
+    rule = _RULE_OF_CODE[code_]
+    v, v2 = np.asarray(value, np.float64), np.asarray(value2, np.float64)
+    n_all = np.broadcast_to(np.asarray(n_ranks, np.float64), v.shape)
+    rank_all, root_all = np.broadcast_to(np.asarray(rank), v.shape), np.broadcast_to(np.asarray(root), v.shape)
+    sent, recv = np.zeros(v.shape, np.int64), np.zeros(v.shape, np.int64)
+    # Rule by rule over its own rows only (most rows of an event table move no bytes).
+    for k in np.flatnonzero(np.bincount(rule.ravel(), minlength=len(BYTE_RULES))).tolist():
+        name = BYTE_RULES[k]
+        if name == "none":
+            continue
+        idx = np.flatnonzero(rule == k)
+        s_k, r_k = _rule_bytes(name, code_[idx], v[idx], v2[idx], n_all[idx], rank_all[idx].astype(np.float64),
+                               rank_all[idx] == root_all[idx])
+        sent[idx], recv[idx] = np.rint(s_k).astype(np.int64), np.rint(r_k).astype(np.int64)
+    return sent, recv
+
+
+def _rule_bytes(name: str, code: npt.NDArray[np.int64], v: npt.NDArray[np.float64], v2: npt.NDArray[np.float64],
+                n: npt.NDArray[np.float64], me: npt.NDArray[np.float64], is_root: npt.NDArray[np.bool_]
+                ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Sent and received bytes of rows that share one byte rule (see :func:`bytes_moved`)."""
     zero = np.zeros_like(v)
-    r = {name: rule == BYTE_RULES.index(name) for name in BYTE_RULES}
-    sent = np.select(
-        [r["p2p_send"], r["one_to_all"], r["all_to_one"], r["one_to_all_v"], r["all_to_one_v"], r["all_to_all"],
-         r["all_to_all_v"], r["reduce_scatter"], r["scan"], r["exscan"]],
-        [v, np.where(is_root, n * v, 0.0), v, np.where(is_root, v, 0.0), v, n * v,
-         np.where(allgatherv, n * v, v), v, (n - me) * v, (n - me - 1) * v], zero)
-    recv = np.select(
-        [r["p2p_recv"], r["one_to_all"], r["all_to_one"], r["one_to_all_v"], r["all_to_one_v"], r["all_to_all"],
-         r["all_to_all_v"], r["reduce_scatter"], r["scan"], r["exscan"]],
-        [v, np.where(bcast, v, v2), np.where(is_root, n * np.where(reduce_, v, v2), 0.0), v2,
-         np.where(is_root, v2, 0.0), n * np.where(allreduce, v, v2), v2, v, (me + 1) * v, me * v], zero)
-    return np.rint(sent).astype(np.int64), np.rint(recv).astype(np.int64)
+    if name == "p2p_send":
+        return v, zero
+    if name == "p2p_recv":
+        return zero, v
+    if name == "one_to_all":
+        return np.where(is_root, n * v, 0.0), np.where(code == CODE["bcast"], v, v2)
+    if name == "all_to_one":
+        return v, np.where(is_root, n * np.where(code == CODE["reduce"], v, v2), 0.0)
+    if name == "one_to_all_v":
+        return np.where(is_root, v, 0.0), v2
+    if name == "all_to_one_v":
+        return v, np.where(is_root, v2, 0.0)
+    if name == "all_to_all":
+        return n * v, n * np.where(code == CODE["allreduce"], v, v2)
+    if name == "all_to_all_v":
+        return np.where(code == CODE["allgatherv"], n * v, v), v2
+    if name == "reduce_scatter":
+        return v, v
+    if name == "scan":
+        return (n - me) * v, (me + 1) * v
+    return (n - me - 1) * v, me * v  # exscan
 
 
 def is_rooted(code: npt.NDArray[np.integer]) -> npt.NDArray[np.bool_]:

@@ -8,6 +8,7 @@ import sys
 
 from waitlab.errors import WaitlabError
 from waitlab.simulator.build import INSTALL_HINT, replay_binary, simgrid_version
+from waitlab.simulator.limits import MAPS_BASE, MAPS_PER_RANK_GUARDED, max_map_count, open_files_limit
 from waitlab.simulator.programs import layer_object
 
 
@@ -46,5 +47,20 @@ def doctor() -> int:
         detail = proc.stdout.strip() if proc.returncode == 0 else "not installed"
         report("python3-simgrid bindings", False, f"{detail}; install with: {INSTALL_HINT} and use a venv made by "
                "'/usr/bin/python3 -m venv --system-site-packages'")
+    _limits()
     print("all checks passed" if ok else "some checks failed")
     return 0 if ok else 1
+
+
+def _limits() -> None:
+    """Machine limits that bound the number of ranks (notes, not failures: waitlab adapts to them)."""
+    files = open_files_limit()
+    print(f"[note] open files (ulimit -n): {files}; waitlab replays one shared trace file, so this bounds only "
+          f"replays of per-rank trace files (about {max(files - 32, 0)} ranks)")
+    maps = max_map_count()
+    if maps is None:
+        print("[note] vm.max_map_count: unreadable")
+        return
+    guarded = max((maps - MAPS_BASE) // MAPS_PER_RANK_GUARDED, 0)
+    print(f"[note] vm.max_map_count: {maps}; stack guard pages fit up to about {guarded} ranks, beyond that "
+          "waitlab sets contexts/guard-size:0 (same simulated times, no stack-overflow guard)")

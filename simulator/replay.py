@@ -13,6 +13,7 @@ import pandas as pd
 
 from waitlab.models.ops import CODE, OpTable
 from waitlab.simulator.build import replay_binary
+from waitlab.simulator.limits import check_replay_limits
 from waitlab.simulator.smpi import run_smpirun
 from waitlab.simulator.timeline import build_events, read_log
 from waitlab.simulator.trace import VectorStore, write_trace
@@ -30,14 +31,20 @@ class Replay:
 def replay_ops(ops: OpTable, platform_xml: Path, hostfile: Path, core_speed: float, *,
                config: Mapping[str, str] | None = None, extra_flags: Sequence[str] = (),
                timeout: float | None = None, what: str = "SMPI replay", work: Path | None = None,
-               markers_in_trace: bool = False, vectors: VectorStore | None = None) -> Replay:
+               markers_in_trace: bool = False, vectors: VectorStore | None = None,
+               shared_trace: bool = True) -> Replay:
     """Write the trace, replay it with waitlab's replay extension and parse the timelines.
 
     ``work`` keeps the trace and log files (a temporary folder otherwise).  Region markers are left
     out of the trace (their times are the previous action's exit) unless ``markers_in_trace``.
     ``vectors`` holds exact per-peer counts of v-collectives (see :func:`~waitlab.simulator.trace.write_trace`).
+    ``shared_trace`` writes one trace file for all ranks (no open file per rank; the same simulated
+    times as per-rank files, which ``shared_trace=False`` writes).
     """
     stages: dict[str, float] = {}
+    # Machine limits first (open files, memory maps): a clear message instead of SimGrid's, and no
+    # stack guard pages when they would exceed vm.max_map_count (they do not change simulated times).
+    settings = {**check_replay_limits(ops.n_ranks, per_rank_files=not shared_trace), **(config or {})}
     binary = replay_binary()
     with tempfile.TemporaryDirectory(prefix="waitlab-replay-") as tmp:
         folder = work or Path(tmp)
@@ -46,12 +53,12 @@ def replay_ops(ops: OpTable, platform_xml: Path, hostfile: Path, core_speed: flo
         # Region markers take no simulated time: keep them out of SMPI and let read_log fill their times in.
         markers = np.isin(ops.code, [CODE["enter"], CODE["leave"]]) & (not markers_in_trace)
         trace_ops = ops.take(np.flatnonzero(~markers)) if markers.any() else ops
-        index = write_trace(trace_ops, core_speed, folder / "trace", vectors=vectors)
+        index = write_trace(trace_ops, core_speed, folder / "trace", vectors=vectors, shared=shared_trace)
         stages["write_trace"] = time.perf_counter() - t
         log = folder / "events.bin"
         log.unlink(missing_ok=True)
         t = time.perf_counter()
-        res = run_smpirun(binary, trace_ops.n_ranks, platform_xml, hostfile, replay_index=index, config=config,
+        res = run_smpirun(binary, trace_ops.n_ranks, platform_xml, hostfile, replay_index=index, config=settings,
                           extra_flags=extra_flags, env={"WAITLAB_LOG": str(log)}, timeout=timeout, what=what,
                           cwd=folder)
         stages["smpi"] = time.perf_counter() - t

@@ -24,6 +24,20 @@ class SmpiResult:
     wall_seconds: float
 
 
+#: SimGrid failures caused by a machine limit, and what to do about them.
+_LIMIT_HINTS = {
+    "Cannot read replay file": "too many open files? a trace with one file per rank needs one descriptor per rank: "
+                               "raise 'ulimit -n' or replay one shared trace file (a one-line index)",
+    "Failed to protect stack": "vm.max_map_count is too low for the stack guard pages of this many ranks: "
+                               "pass --cfg=contexts/guard-size:0 or 'sudo sysctl -w vm.max_map_count=262144'",
+}
+
+
+def limit_hint(output: str) -> str:
+    """A sentence naming the machine limit behind a SimGrid failure ('' when none is recognised)."""
+    return "".join(f"\nLikely cause: {hint}" for key, hint in _LIMIT_HINTS.items() if key in output)
+
+
 def _tail(text: str, n: int = 25) -> str:
     lines = [ln for ln in text.splitlines() if "Configuration change" not in ln]
     return "\n".join(lines[-n:])
@@ -86,5 +100,5 @@ def run_smpirun(
         reason = f"exit status {proc.returncode}"
         if proc.returncode < 0:
             reason = f"killed by signal {signal.Signals(-proc.returncode).name}"
-        raise SimulationError(f"{what} failed in SimGrid ({reason}). SimGrid said:\n{_tail(out)}")
+        raise SimulationError(f"{what} failed in SimGrid ({reason}). SimGrid said:\n{_tail(out)}{limit_hint(out)}")
     return SmpiResult(tuple(cmd), proc.returncode, out, wall)

@@ -23,6 +23,7 @@ from waitlab.models.ops import OpTable
 from waitlab.models.vocabulary import (
     ACTION,
     ACTIONS,
+    COLLECTIVE_ACTIONS,
     EXCHANGE_ARGS,
     REDUCTION_ARGS,
     REGION_ARGS,
@@ -230,15 +231,30 @@ def format_ti_lines(ops: OpTable, core_speed: float, vectors: VectorStore | None
     return lines
 
 
+def _epochs(ops: OpTable) -> npt.NDArray[np.int64]:
+    """Per row, how many collectives of its rank came before it (the row's BSP superstep)."""
+    coll = ops.mask(COLLECTIVE_ACTIONS).astype(np.int64)
+    counts = ops.per_rank_counts()
+    before = np.cumsum(coll) - coll
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
+    return before - np.repeat(before[starts] if len(ops) else before[:0], counts)
+
+
 def write_trace(ops: OpTable, core_speed: float, folder: Path, *, vectors: VectorStore | None = None,
-                header: str = "", relative: bool = False) -> Path:
-    """Write per-rank trace files and the index; return the index path.
+                header: str = "", relative: bool = False, shared: bool = False) -> Path:
+    """Write the trace and its index; return the index path.
 
     ``vectors`` holds exact per-peer counts of v-collectives (alltoallv, gatherv, ...; see
     :mod:`waitlab.simulator.ti_trace`), which are otherwise spread evenly.  ``header`` lines become
     ``#`` comments at the top of every file.  The index names the files by absolute path (what
     ``smpirun -replay`` needs from any folder), or relative to the index with ``relative=True``
     (a trace folder that can be moved).
+
+    ``shared=True`` writes one trace file for all ranks (``trace.txt``) and a one-line index, which
+    SMPI replays without opening a file per rank (so ``ulimit -n`` does not bound the ranks).  Its
+    lines are ordered by superstep (collectives seen so far on the rank), then rank, then sequence,
+    so SimGrid's reader, which queues the lines of other ranks it reads past, holds at most about
+    one superstep of the trace in memory.  What each rank replays is the same as with per-rank files.
     """
     folder.mkdir(parents=True, exist_ok=True)
     if vectors is not None or ops.mask(V_ACTIONS).any():
@@ -248,6 +264,8 @@ def write_trace(ops: OpTable, core_speed: float, folder: Path, *, vectors: Vecto
     counts = ops.per_rank_counts()
     bounds = np.concatenate(([0], np.cumsum(counts))).tolist()
     head = "".join(f"# {h}\n" for h in header.splitlines()) if header else ""
+    if shared:
+        return _write_shared(ops, lines, folder, head, relative)
     index_lines = []
     for r in range(ops.n_ranks):
         path = folder / f"rank{r}.txt"
@@ -258,4 +276,34 @@ def write_trace(ops: OpTable, core_speed: float, folder: Path, *, vectors: Vecto
         index_lines.append(path.name if relative else str(path.resolve()))
     index = folder / "index.txt"
     index.write_text("\n".join(index_lines) + "\n")
+    return index
+
+
+def _write_shared(ops: OpTable, lines: list[str], folder: Path, head: str, relative: bool) -> Path:
+    """One trace file for every rank, ordered by (superstep, rank, sequence); a one-line index."""
+    n = ops.n_ranks
+    counts = ops.per_rank_counts()
+    epoch = _epochs(ops)
+    last = np.zeros(n, np.int64)
+    if len(ops):
+        ends = np.cumsum(counts) - 1
+        has = counts > 0
+        last[has] = epoch[ends[has]]
+    ranks = np.arange(n, dtype=np.int64)
+    # init (epoch -1), the operations, finalize (after the rank's last superstep)
+    key_epoch = np.concatenate((np.full(n, -1, np.int64), epoch, last + 1))
+    key_rank = np.concatenate((ranks, ops.rank.astype(np.int64), ranks))
+    key_seq = np.concatenate((np.zeros(n, np.int64), np.arange(1, len(ops) + 1, dtype=np.int64),
+                              np.full(n, len(ops) + 1, np.int64)))
+    text = np.array([*(["init"] * n), *lines, *(["finalize"] * n)], dtype=object)
+    order = np.lexsort((key_seq, key_rank, key_epoch))
+    path = folder / "trace.txt"
+    with path.open("w", encoding="utf-8") as fh:
+        fh.write(head)
+        step = 1 << 20
+        for i in range(0, order.size, step):
+            o = order[i:i + step]
+            fh.write("".join(f"{r} {t}\n" for r, t in zip(key_rank[o].tolist(), text[o].tolist(), strict=True)))
+    index = folder / "index.txt"
+    index.write_text((path.name if relative else str(path.resolve())) + "\n")
     return index

@@ -179,6 +179,9 @@ int main(int argc, char* argv[])
   const char* instance_id = self->get_property("instance_id");
   const int rank = xbt_str_parse_int(self->get_property("rank"), "waitlab-replay: cannot parse rank");
   const char* trace_filename = argc > 1 ? argv[1] : nullptr;
+  // A one-line index names one trace shared by all ranks: smpirun gives it to rank 0 as the
+  // "tracefile" property (no file is opened per rank), as SimGrid's smpireplaymain does.
+  const char* shared_trace = self->get_property("tracefile");
 
   if (g_log == nullptr) {
     const char* path = getenv("WAITLAB_LOG");
@@ -197,6 +200,8 @@ int main(int argc, char* argv[])
 
   smpi_replay_init(instance_id, rank, 0.0);
   register_actions();
+  if (shared_trace != nullptr)
+    xbt_replay_set_tracefile(shared_trace);
   smpi_replay_main(rank, trace_filename);
   return 0;
 }

@@ -1,0 +1,186 @@
+"""Scale benchmark (issue 15): stock SMPI replay and ``waitlab run`` side by side as the ranks grow.
+
+For each rank count, the LARED-S-like scenario (examples/lared_s_dawning.toml, scaled) is generated,
+its time-independent trace written once (one shared file, region markers removed) and replayed by
+SimGrid's stock ``smpireplaymain`` with waitlab's SimGrid settings; then the whole ``waitlab run``
+(generation, trace, SMPI, parsing, wait states, results folder without picture) runs on the same
+scenario.  Printed per size: wall time, peak memory of each SMPI process (``/usr/bin/time`` for the
+stock one; VmHWM polled for waitlab's, since a process forked from Python inherits its peak) and of
+the Python process (bytes per event: peak above the imports), and the simulated makespan; then the
+growth exponent fitted between consecutive sizes (log time / log ranks).  Each size runs in a fresh
+subprocess, with a time limit.
+
+    .venv/bin/python benchmarks/bench_scale.py --ranks 1024 4096 16384 --steps 5 --timeout 600
+
+The machine is shared: quote ratios measured back to back, not absolute times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from waitlab.experiments.pipeline import Run, prepare, simulate_ops
+from waitlab.experiments.results import write_run
+from waitlab.experiments.scenario import from_mapping
+from waitlab.models.ops import CODE
+from waitlab.simulator.limits import check_replay_limits
+from waitlab.simulator.trace import write_trace
+
+STOCK = "/usr/lib/x86_64-linux-gnu/simgrid/smpireplaymain"
+
+
+def scenario(ranks: int, steps: int, platform: str):
+    return from_mapping({"scenario": {"name": f"scale-{ranks}", "ranks": ranks, "seed": 1},
+                         "platform": {"name": platform}, "application": {"kind": "lared_s", "steps": steps}},
+                        "bench_scale")
+
+
+def _hwm_poller(marker: str, out: dict[str, int], stop: threading.Event) -> None:
+    """Poll the VmHWM of smpimain processes whose environment names ``marker`` (our run only)."""
+    while not stop.is_set():
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                if b"smpimain" not in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    continue
+                if marker.encode() not in Path(f"/proc/{pid}/environ").read_bytes():
+                    continue
+                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                    if line.startswith("VmHWM:"):
+                        out["kib"] = max(out.get("kib", 0), int(line.split()[1]))
+            except OSError:
+                continue
+        stop.wait(0.2)
+
+
+def stock_replay(prep, ops, timeout: float) -> dict:
+    keep = np.flatnonzero(~np.isin(ops.code, [CODE["enter"], CODE["leave"]]))
+    with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
+        xml, hostfile = prep.platform.write(Path(tmp))
+        index = write_trace(ops.take(keep), prep.platform.core_speed, Path(tmp) / "trace", shared=True)
+        cfg = {**check_replay_limits(ops.n_ranks), **prep.smpi_config()}
+        cmd = ["/usr/bin/time", "-f", "MAXRSS_KIB %M", "smpirun", "-no-privatize", "-np", str(ops.n_ranks),
+               "-platform", str(xml), "-hostfile", str(hostfile), "-replay", str(index), STOCK,
+               *[f"--cfg={k}:{v}" for k, v in cfg.items()], "--log=root.thres:warning",
+               "--log=smpi_replay.thres:info"]
+        t = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True)
+        try:
+            out, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            return {"stock_s": None, "stock_timeout": timeout}
+        wall = time.perf_counter() - t
+    rss = [ln for ln in out.splitlines() if ln.startswith("MAXRSS_KIB")]
+    sim = [ln for ln in out.splitlines() if "Simulation time" in ln]
+    return {"stock_s": round(wall, 2), "stock_rc": proc.returncode,
+            "stock_MiB": round(int(rss[-1].split()[1]) / 1024) if rss else None,
+            "stock_makespan": float(sim[-1].split()[-1]) if sim else None}
+
+
+def one(ranks: int, steps: int, platform: str, timeout: float, cfg: list[str]) -> dict:
+    base_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # after imports
+    sc = scenario(ranks, steps, platform).with_values({"simulation.timeout": timeout})
+    if cfg:  # extra SimGrid settings, e.g. smpi/allreduce:rdb (they may change the simulated result)
+        sc = sc.with_values({"simulation.config": dict(c.split(":", 1) for c in cfg)})
+    prep = prepare(sc)
+    ops = prep.source.operations(prep.platform, prep.smpi_config(), Path(os.devnull))
+    row: dict = {"ranks": ranks, "steps": steps, "operations": len(ops)}
+    row.update(stock_replay(prep, ops, timeout))
+    work = Path(tempfile.mkdtemp(prefix="bench-scale-wl-"))
+    hwm: dict[str, int] = {}
+    stop = threading.Event()
+    poller = threading.Thread(target=_hwm_poller, args=(str(work), hwm, stop), daemon=True)
+    poller.start()
+    t0 = time.perf_counter()
+    try:
+        result = simulate_ops(prep, keep_dir=work)
+        with tempfile.TemporaryDirectory() as tmp:
+            t = time.perf_counter()
+            write_run(Run(result), Path(tmp), png=False)
+            outputs = time.perf_counter() - t
+    except Exception as exc:
+        stop.set()
+        row.update({"waitlab_s": None, "waitlab_error": str(exc).splitlines()[0][:200]})
+        return row
+    finally:
+        stop.set()
+        subprocess.run(["rm", "-rf", str(work)], check=False)
+    total = time.perf_counter() - t0
+    row.update({
+        "waitlab_s": round(total, 2), "stages_s": {k: round(v, 2) for k, v in result.stage_seconds.items()},
+        "outputs_s": round(outputs, 2), "events": len(result.events),
+        "waitlab_smpi_MiB": round(hwm["kib"] / 1024) if "kib" in hwm else None,
+        "python_MiB": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "python_B_per_event": round((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base_kib) * 1024
+                                    / len(result.events)),
+        "makespan": result.summary["makespan"],
+    })
+    return row
+
+
+def exponent(a: dict, b: dict, key: str) -> float | None:
+    if not a.get(key) or not b.get(key):
+        return None
+    return math.log(b[key] / a[key]) / math.log(b["ranks"] / a["ranks"])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ranks", type=int, nargs="+", default=[1024, 4096, 16384])
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--platform", default="dawning_5000a")
+    ap.add_argument("--timeout", type=float, default=600.0, help="seconds per replay (stock and waitlab)")
+    ap.add_argument("--cfg", nargs="*", default=[], metavar="KEY:VALUE",
+                    help="extra SimGrid settings for both replays (e.g. smpi/allreduce:rdb)")
+    ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.one:
+        print(json.dumps(one(args.ranks[0], args.steps, args.platform, args.timeout, args.cfg)))
+        return 0
+    print(f"{'ranks':>7} {'ops':>10} {'stock s':>8} {'stock MiB':>9} {'waitlab s':>9} {'wl/stock':>8} "
+          f"{'wl SMPI MiB':>11} {'py MiB':>7} {'py B/ev':>7}  exponent stock / waitlab")
+    rows: list[dict] = []
+    for n in args.ranks:
+        cmd = [sys.executable, __file__, "--one", "--ranks", str(n), "--steps", str(args.steps), "--platform",
+               args.platform, "--timeout", str(args.timeout), "--cfg", *args.cfg]
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=3 * args.timeout + 600)
+        if out.returncode != 0:
+            print(f"{n:>7} FAILED: {(out.stderr.strip().splitlines() or [str(out.returncode)])[-1]}")
+            continue
+        r = json.loads(out.stdout.strip().splitlines()[-1])
+        ratio = r["waitlab_s"] / r["stock_s"] if r.get("waitlab_s") and r.get("stock_s") else None
+        exps = ""
+        if rows:
+            es, ew = exponent(rows[-1], r, "stock_s"), exponent(rows[-1], r, "waitlab_s")
+            exps = f"{es:.2f} / {ew:.2f}" if es is not None and ew is not None else "-"
+        rows.append(r)
+
+        def f(x: object, fmt: str = "") -> str:
+            return "-" if x is None else format(x, fmt)
+
+        print(f"{n:>7} {r['operations']:>10,} {f(r.get('stock_s'), '.1f'):>8} {f(r.get('stock_MiB')):>9} "
+              f"{f(r.get('waitlab_s'), '.1f'):>9} {f(ratio, '.2f'):>8} {f(r.get('waitlab_smpi_MiB')):>11} "
+              f"{f(r.get('python_MiB')):>7} {f(r.get('python_B_per_event')):>7}  {exps}")
+        print("        " + json.dumps(r), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

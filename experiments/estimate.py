@@ -1,0 +1,165 @@
+"""Memory, disk and time a run will take, estimated before it starts (issues 10 and 15).
+
+``estimate(prepared)`` counts the run's events without simulating (the application model is pure;
+beyond :data:`EXACT_UP_TO` ranks it generates the scenario at 1,024 ranks and scales linearly in
+ranks, which holds for the BSP applications: each rank's operations do not depend on the rank
+count, except for v-collectives' per-peer counts) and turns them into bytes and seconds with the
+per-rank and per-event costs below, measured on SimGrid 3.32 (benchmarks/bench_scale.py,
+docs/performance.md).  They are estimates: the time model, in particular, follows SMPI 3.32's
+per-step cost, which grows like the square of the ranks for a collective (docs/performance.md,
+"Where the replay's time goes").
+
+``Estimate.check(budget)`` raises one clear error when the run would not fit the machine
+(memory available, free space of the scratch folder) or a time budget.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from waitlab.errors import EnvironmentProblem, WaitlabError
+from waitlab.experiments.pipeline import Prepared
+from waitlab.experiments.sources import source_for
+
+MiB = 1 << 20
+#: Rank counts up to which the events are counted exactly (the operations are generated in full).
+EXACT_UP_TO = 16_384
+#: SMPI process: fixed part and per rank (actor, stack, mailboxes, requests; 33 MiB + 23–27.5 KiB per
+#: rank measured with stock smpireplaymain on Dawning up to 16,384 ranks, +4 KiB per rank without guard
+#: pages).  Gap: the platform's own size is not modelled (the full Sunway platform, 40,960 hosts, took
+#: 15 GiB to start 163,840 ranks in issue 15: about 3x this per-rank figure).
+SMPI_BASE_BYTES = 33 * MiB
+SMPI_RANK_BYTES = 32 * 1024
+#: Replay extension's log, held in memory until the end: one 24-byte record per replayed action.
+SMPI_EVENT_BYTES = 24
+#: waitlab's Python process: imports, then per event (operation table, event table, wait states,
+#: outputs); fitted to bench_core's 706 MiB at 445,440 events (1,024 ranks x 20 steps).
+PYTHON_BASE_BYTES = 150 * MiB
+PYTHON_EVENT_BYTES = 1_300
+#: Scratch files per event: trace line (~40 B) + log record (24 B); results folder (Parquet) ~12 B.
+SCRATCH_EVENT_BYTES = 76
+#: Replay time: SMPI 3.32 per event times ranks (its per-step cost is quadratic in the ranks; fitted to
+#: 19.5 s for 445,440 events at 4,096 ranks, stock replay) plus waitlab's own per-event cost.
+SMPI_SECONDS_PER_EVENT_RANK = 1.07e-8
+WAITLAB_SECONDS_PER_EVENT = 6e-6
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """What a run is expected to need; ``memory_bytes`` is the peak of the larger process plus the other."""
+
+    ranks: int
+    events: int
+    exact_events: bool
+    smpi_memory_bytes: int
+    python_memory_bytes: int
+    scratch_bytes: int
+    seconds: float
+
+    @property
+    def memory_bytes(self) -> int:
+        return self.smpi_memory_bytes + self.python_memory_bytes
+
+    def describe(self) -> str:
+        """One line for the user: ranks, events, memory, scratch, predicted time."""
+        approx = "" if self.exact_events else "about "
+        return (f"{self.ranks:,} ranks, {approx}{self.events:,} events: memory ~{_gib(self.memory_bytes)} "
+                f"(SMPI {_gib(self.smpi_memory_bytes)}, waitlab {_gib(self.python_memory_bytes)}), "
+                f"scratch ~{_gib(self.scratch_bytes)}, predicted {_duration(self.seconds)}")
+
+    def problems(self, budget: Budget | None = None) -> list[str]:
+        """What does not fit ``budget`` (this machine's when ``None``), one sentence each."""
+        b = budget or Budget.of_machine()
+        out = []
+        if b.memory_bytes is not None and self.memory_bytes > b.memory_bytes:
+            out.append(f"needs ~{_gib(self.memory_bytes)} of memory, {_gib(b.memory_bytes)} available "
+                       "(fewer ranks or steps, or a machine with more memory)")
+        if b.scratch_bytes is not None and self.scratch_bytes > b.scratch_bytes:
+            out.append(f"needs ~{_gib(self.scratch_bytes)} of scratch space, {_gib(b.scratch_bytes)} free in "
+                       f"{b.scratch_dir} (set TMPDIR to a larger disk)")
+        if b.seconds is not None and self.seconds > b.seconds:
+            out.append(f"predicted to take {_duration(self.seconds)}, over the limit of {_duration(b.seconds)} "
+                       "(raise [simulation] timeout or simulate fewer ranks or steps)")
+        return out
+
+    def check(self, budget: Budget | None = None) -> Estimate:
+        """Raise :class:`EnvironmentProblem` naming every budget the run exceeds; else return ``self``."""
+        problems = self.problems(budget)
+        if problems:
+            raise EnvironmentProblem(f"this run would not fit: {self.describe()}; it " + "; it ".join(problems))
+        return self
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Limits to check an estimate against (``None``: no limit)."""
+
+    memory_bytes: int | None = None
+    scratch_bytes: int | None = None
+    seconds: float | None = None
+    scratch_dir: Path = Path("/tmp")
+
+    @classmethod
+    def of_machine(cls, scratch_dir: Path | None = None, seconds: float | None = None) -> Budget:
+        """Memory available now (``MemAvailable``) and free space where temporary files go."""
+        folder = Path(scratch_dir or os.environ.get("TMPDIR") or "/tmp")
+        return cls(memory_available(), shutil.disk_usage(folder).free if folder.exists() else None, seconds, folder)
+
+
+def memory_available() -> int | None:
+    """``MemAvailable`` of /proc/meminfo in bytes (``None`` when unreadable)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def count_events(prep: Prepared) -> tuple[int, bool]:
+    """Replayed actions of the scenario (operations + init/finalize per rank) and whether counted exactly.
+
+    The source's own operations: perturbations (noise, instrumentation) add events not counted here.
+    """
+    sc = prep.scenario
+    ranks = sc.ranks
+    if ranks <= EXACT_UP_TO:
+        return _ops_of(prep) + 2 * ranks, True
+    small = 1024
+    try:
+        small_sc = sc.with_values({"scenario.ranks": small})
+        probe = Prepared(small_sc, prep.model, prep.platform, source_for(small_sc), prep.perturbation)
+        per_rank = _ops_of(probe) / small
+    except WaitlabError:  # a scenario that cannot shrink (imbalance ranks beyond 1,024) is counted in full
+        return _ops_of(prep) + 2 * ranks, True
+    return round(per_rank * ranks) + 2 * ranks, False
+
+
+def _ops_of(prep: Prepared) -> int:
+    return len(prep.source.operations(prep.platform, prep.smpi_config(), Path(os.devnull)))
+
+
+def estimate(prep: Prepared) -> Estimate:
+    """Memory, scratch space and wall time a run of ``prep`` should take (see the module docstring)."""
+    ranks = prep.scenario.ranks
+    events, exact = count_events(prep)
+    smpi = SMPI_BASE_BYTES + SMPI_RANK_BYTES * ranks + SMPI_EVENT_BYTES * events
+    python = PYTHON_BASE_BYTES + PYTHON_EVENT_BYTES * events
+    seconds = SMPI_SECONDS_PER_EVENT_RANK * events * ranks + WAITLAB_SECONDS_PER_EVENT * events
+    return Estimate(ranks, events, exact, smpi, python, SCRATCH_EVENT_BYTES * events, seconds)
+
+
+def _gib(n: int) -> str:
+    return f"{n / (1 << 30):.1f} GiB" if n >= (1 << 30) else f"{n / MiB:.0f} MiB"
+
+
+def _duration(s: float) -> str:
+    if s < 120:
+        return f"{s:.0f} s"
+    if s < 7200:
+        return f"{s / 60:.0f} min"
+    return f"{s / 3600:.1f} h"
