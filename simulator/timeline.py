@@ -17,6 +17,7 @@ import pandas as pd
 
 from waitlab.errors import SimulationError
 from waitlab.models.analysis.rma_epochs import annotate_rma
+from waitlab.models.byte_accounting import bytes_moved
 from waitlab.models.ops import OpTable
 from waitlab.models.regions import region_structure as _regions
 from waitlab.models.vocabulary import (
@@ -27,7 +28,6 @@ from waitlab.models.vocabulary import (
     REGION_MARKERS,
     SEND_ACTIONS,
     VOCABULARY,
-    bytes_moved,
     lut,
     names_where,
 )

@@ -11,6 +11,7 @@ import pytest
 
 from waitlab.errors import InputError
 from waitlab.models.analysis.waitstates import BARRIER_OPS, N_TO_ONE_OPS, NXN_OPS, ONE_TO_N_OPS, SCAN_OPS
+from waitlab.models.byte_accounting import bytes_moved
 from waitlab.models.ops import OpBuilder
 from waitlab.models.vocabulary import (
     ACTION,
@@ -20,7 +21,6 @@ from waitlab.models.vocabulary import (
     MPI_ACTIONS,
     V_ACTIONS,
     VOCABULARY,
-    bytes_moved,
     c_header,
 )
 from waitlab.simulator.build import ACTIONS_HEADER, checked_actions_header
