@@ -5,7 +5,7 @@ A measured program may complete some requests with ``MPI_Waitall`` while others 
 ``waitall`` completes *every* pending request of the rank, so the later ``wait`` finds nothing and the replay
 aborts ("action wait not preceded by any irecv or isend").  :func:`replayable_ops` writes such a ``waitall`` as one
 ``wait`` per request it completed (which requests a completion call completed is known from the event table's
-matching, :func:`waitlab.simulator.timeline.completions`).
+matching, :func:`waitlab.simulator.matching.completions`).
 
 :func:`check_replayable` refuses what the TI replay cannot run: collectives on communicators other than
 MPI_COMM_WORLD (in ``src/smpi/internals/smpi_replay.cpp`` of SimGrid 3.32, ``comm_split`` and ``comm_dup`` are
@@ -22,7 +22,7 @@ import numpy.typing as npt
 from waitlab.errors import InputError
 from waitlab.models.ops import OpTable, seq_within_rank
 from waitlab.models.vocabulary import ACTIONS, CODE, COLLECTIVE_ACTIONS, VOCABULARY, lut
-from waitlab.simulator.timeline import completions, match_messages
+from waitlab.simulator.matching import completions, match_messages
 
 _IS_NONBLOCKING = lut(a.name for a in VOCABULARY if a.kind in ("send", "recv") and not a.blocking)
 _IS_COLLECTIVE = lut(COLLECTIVE_ACTIONS)

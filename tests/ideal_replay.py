@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 
 from waitlab.models.ops import ACTIONS, COLLECTIVE_ACTIONS, LOCAL_ACTIONS, OpBuilder, OpTable
-from waitlab.simulator.timeline import build_events, collective_instances, completions, match_messages
+from waitlab.simulator.matching import completions, match_messages
+from waitlab.simulator.timeline import build_events, collective_instances
 
 
 def ideal_replay(ops: OpTable) -> pd.DataFrame:
