@@ -33,7 +33,7 @@ from waitlab.experiments.scenario import Scenario, from_mapping, read_toml
 from waitlab.models.analysis.metrics import ledger_frame
 from waitlab.models.analysis.summary import rank_budget
 from waitlab.models.ops import CAUSE_KINDS, Ledger, OpTable
-from waitlab.simulator.export import read_table, write_chrome_trace, write_table
+from waitlab.simulator.export import CHROME_SUMMARY_EVENTS, read_table, write_chrome_trace, write_table
 from waitlab.simulator.timeline import SCHEMA_VERSION
 
 MARKER = ".waitlab"
@@ -171,7 +171,9 @@ def write_result(result: RunResult, folder: Path, *, png: bool = True, scenario_
     write_table(rank_budget(result.events, result.waits, result.scenario.ranks), folder / "ranks.parquet", meta)
     if result.placement is not None:  # rank -> node, supernode (platform.placement)
         result.placement.to_csv(folder / "placement.csv", index=False)
-    chrome = write_chrome_trace(result.events, result.waits, meta, folder / "trace.json")
+    # a summary (the first steps) beyond CHROME_SUMMARY_EVENTS: `waitlab export --chrome` writes the whole run
+    chrome = write_chrome_trace(result.events, result.waits, meta, folder / "trace.json",
+                                max_events=CHROME_SUMMARY_EVENTS)
     if png:
         timeline_png(result.events, result.waits, folder / "timeline.png", title=result.scenario.name)
     if scenario_file:

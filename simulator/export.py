@@ -16,6 +16,11 @@ from waitlab.models.vocabulary import RECV_ACTIONS, SEND_ACTIONS
 
 #: Largest event table exported as a Chrome trace (the JSON grows ~150 bytes per event).
 CHROME_MAX_EVENTS = 1_000_000
+#: A run's own Chrome trace holds at most this many events: beyond it, the first steps that fit (a trace is for
+#: people; ``waitlab export --chrome`` writes the whole run up to :data:`CHROME_MAX_EVENTS`).
+CHROME_SUMMARY_EVENTS = 200_000
+#: Event tables larger than this are written as Parquet only (no CSV copy).
+CSV_MAX_ROWS = 200_000
 
 
 def write_table(df: pd.DataFrame, path: Path, metadata: dict[str, Any], csv: bool = True) -> None:
@@ -24,7 +29,7 @@ def write_table(df: pd.DataFrame, path: Path, metadata: dict[str, Any], csv: boo
     meta = dict(table.schema.metadata or {})
     meta[b"waitlab"] = json.dumps(metadata, sort_keys=True).encode()
     pq.write_table(table.replace_schema_metadata(meta), path, compression="zstd")
-    if csv:
+    if csv and len(df) <= CSV_MAX_ROWS:
         # pyarrow's C++ writer: ~10x faster than pandas; categoricals are written as their labels
         plain = table.cast(pa.schema([pa.field(f.name, f.type.value_type if pa.types.is_dictionary(f.type)
                                                else f.type) for f in table.schema]))
@@ -62,13 +67,50 @@ def us_text(ns: np.ndarray) -> list[str]:
     return [f"{a}.{b:03d}2" for a, b in zip(q.tolist(), r.tolist(), strict=True)]
 
 
-def chrome_trace_text(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, Any]) -> str:
+def first_steps(events: pd.DataFrame, waits: pd.DataFrame, max_events: int
+                ) -> tuple[pd.DataFrame, pd.DataFrame, int]:
+    """The events of the first steps that fit in ``max_events`` (and events outside steps before them), with their
+    waits; row references (``done``, ``waits.event``) renumbered.  Returns the tables and the last step kept.
+
+    >>> ev = pd.DataFrame({"step": [-1, 0, 0, 1, 1, 2], "done": [-1, 2, -1, 4, -1, -1]})
+    >>> w = pd.DataFrame({"event": [1, 3, 5], "wait": [1.0, 2.0, 3.0]})
+    >>> e2, w2, last = first_steps(ev, w, 4)
+    >>> e2["done"].tolist(), w2["event"].tolist(), last
+    ([-1, 2, -1], [1], 0)
+    """
+    step = events["step"].to_numpy()
+    per_step = np.bincount(step[step >= 0]) if (step >= 0).any() else np.zeros(0, np.int64)
+    fit = np.flatnonzero(np.cumsum(per_step) + int((step < 0).sum()) <= max_events)
+    last = int(fit[-1]) if fit.size else 0
+    keep = step <= last
+    new_row = np.cumsum(keep) - 1
+    out = events[keep].reset_index(drop=True)
+    if "done" in out:
+        done = events["done"].to_numpy()[keep]
+        ok = done >= 0
+        ok[ok] = keep[done[ok]]
+        out["done"] = np.where(ok, new_row[np.maximum(done, 0)], -1)
+    w_keep = keep[waits["event"].to_numpy()] if len(waits) else np.zeros(0, bool)
+    w_out = waits[w_keep].reset_index(drop=True)
+    w_out["event"] = new_row[w_out["event"].to_numpy()]
+    return out, w_out, last
+
+
+def chrome_trace_text(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, Any],
+                      max_events: int | None = None) -> str:
     """A Chrome/Perfetto trace (JSON text): one track per rank, regions nested, messages as flows, waits as slices.
 
     Times are integer nanoseconds of simulated time (enter and exit rounded once, so slices that touch
     or nest in the event table touch or nest exactly), written as microseconds by :func:`us_text`.
     Built as text from numpy columns: the per-row work is one string format, not a dict per event.
+    With ``max_events``, a larger table is summarised: only its first steps that fit (:func:`first_steps`), and
+    ``otherData.summarised`` says which.
     """
+    if max_events is not None and len(events) > max_events:
+        n_all = len(events)
+        events, waits, last = first_steps(events, waits, max_events)
+        metadata = {**metadata, "summarised": f"steps 0..{last} only ({len(events)} of {n_all} events): "
+                                              "waitlab export --chrome writes the whole run"}
     enter_ns = to_ns(events["enter"].to_numpy())
     exit_ns = np.maximum(to_ns(events["exit"].to_numpy()), enter_ns)
     ts = us_text(enter_ns)
@@ -120,9 +162,10 @@ def chrome_trace_text(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[
     return '{"traceEvents":[\n' + ",\n".join(parts) + '\n],"displayTimeUnit":"ns","otherData":' + other + "}\n"
 
 
-def write_chrome_trace(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, Any], path: Path) -> bool:
-    """Write the Chrome trace unless the table is too large; return whether it was written."""
-    if len(events) > CHROME_MAX_EVENTS:
+def write_chrome_trace(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, Any], path: Path,
+                       max_events: int | None = None) -> bool:
+    """Write the Chrome trace (summarised beyond ``max_events``) unless the table is too large for one."""
+    if max_events is None and len(events) > CHROME_MAX_EVENTS:
         return False
-    path.write_text(chrome_trace_text(events, waits, metadata))
+    path.write_text(chrome_trace_text(events, waits, metadata, max_events))
     return True
