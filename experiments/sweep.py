@@ -33,14 +33,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pandas as pd
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from waitlab.errors import InputError, WaitlabError
 from waitlab.experiments.executors import open_executor
 from waitlab.experiments.pipeline import run
 from waitlab.experiments.results import results_folder, write_run
 from waitlab.experiments.scenario import Scenario, from_mapping, load_scenario, read_toml, set_dotted
-from waitlab.experiments.schema import STRICT, PlainName, freeze, raise_validation
+from waitlab.experiments.schema import STRICT, FieldProblem, PlainName, freeze, raise_validation
 
 
 class SweepSection(BaseModel):
@@ -51,6 +51,12 @@ class SweepSection(BaseModel):
     executor: Literal["local", "dask"] = Field("local", description="local processes or Dask distributed")
     workers: int | None = Field(None, ge=1, le=1024, description="parallel points (default: cores)")
     scheduler: str | None = Field(None, min_length=1, description="address of an existing Dask scheduler")
+
+    @model_validator(mode="after")
+    def _scheduler_needs_dask(self) -> SweepSection:
+        if self.scheduler is not None and self.executor != "dask":
+            raise FieldProblem("scheduler", 'only used with the dask executor: set executor = "dask"')
+        return self
 
 
 @dataclass(frozen=True)
@@ -97,6 +103,8 @@ def load_sweep(path: str | Path) -> Sweep:
         if not isinstance(values, list) or not values:
             raise InputError(file, f"grid.{key}", "must be a non-empty list of values", f'"{key}" = [1, 2]')
     opts = data.get("sweep", {})
+    if not isinstance(opts, dict):
+        raise InputError(file, "sweep", "must be a table", "write it as [sweep] with name, executor, workers")
     for key in opts:
         if key not in ("name", "executor", "workers", "scheduler"):
             raise InputError(file, f"sweep.{key}", "unknown key", "allowed: name, executor, workers, scheduler")

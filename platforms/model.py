@@ -62,7 +62,6 @@ True
 from __future__ import annotations
 
 import math
-import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -71,6 +70,7 @@ from typing import Any
 
 from waitlab.errors import InputError
 from waitlab.platforms.mpi_spec import MPI_KEYS, MpiSpec, read_mpi
+from waitlab.readers import read_toml
 
 __all__ = [
     "DiskSpec",
@@ -306,13 +306,7 @@ def load_platform(name_or_path: str | Path) -> PlatformModel:
                              f"use one of: {', '.join(known)}; or a path to a platform .toml file")
         path = _data_dir() / f"{text}.toml"
         default_name = text
-    try:
-        with path.open("rb") as fh:
-            data = tomllib.load(fh)
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(str(path), "toml", f"not valid TOML: {exc}", "fix the TOML syntax at that line") from exc
-    except OSError as exc:
-        raise InputError(str(path), "file", f"cannot read: {exc.strerror}", "check the path and permissions") from exc
+    data = read_toml(path, "platform")
     return from_mapping(data, str(path), default_name=default_name)
 
 
@@ -329,12 +323,16 @@ _SECTIONS: dict[str, tuple[str, ...]] = {
 _TOP_KEYS = ("name", "description", *_SECTIONS)
 
 
+#: Largest figure accepted (flop/s, bytes, B/s, s): anything above is a typo, and SimGrid's doubles overflow.
+MAX_FIGURE = 1e18
+
+
 def _positive(v: float) -> str:
-    return "" if v > 0 else f"must be > 0, got {v!r}"
+    return "" if 0 < v <= MAX_FIGURE else f"must be > 0 and <= {MAX_FIGURE:g}, got {v!r}"
 
 
 def _non_negative(v: float) -> str:
-    return "" if v >= 0 else f"must be >= 0, got {v!r}"
+    return "" if 0 <= v <= MAX_FIGURE else f"must be >= 0 and <= {MAX_FIGURE:g}, got {v!r}"
 
 
 class _Reader:

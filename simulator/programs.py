@@ -192,9 +192,11 @@ def build_program(sources: Sequence[Path], *, language: str | None = None, compi
             proc = _run(cmd, work)
             if proc.returncode != 0:
                 out = f"{proc.stdout}{proc.stderr}".rstrip()
+                first = next((ln.strip() for ln in out.splitlines() if "error" in ln), out.splitlines()[0]
+                             if out else "no message")
                 raise InputError(_failing_file(out, src), "(compile)",
-                                 f"{COMPILERS[lang]} could not compile {src.name}:\n{out}",
-                                 "fix the program; the compiler's own messages are above")
+                                 f"{COMPILERS[lang]} could not compile {src.name}: {first}",
+                                 f"fix the program (all messages: {COMPILERS[lang]} -c {src})")
             objects.append(str(obj))
         exe = work / "program"
         proc = _run([tools[linker_lang], "-g", *objects, str(layer), "-o", str(exe), *link_flags, "-lm"], work)
