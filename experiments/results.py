@@ -39,7 +39,8 @@ from waitlab.simulator.timeline import SCHEMA_VERSION
 MARKER = ".waitlab"
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` runs (on this machine)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -56,7 +57,7 @@ def clean_stale_partials(parent: Path) -> list[Path]:
         return removed
     for p in parent.glob(".*.partial-*"):
         pid = p.name.rsplit("-", 1)[-1]
-        if pid.isdigit() and not _pid_alive(int(pid)) and p.is_dir():
+        if pid.isdigit() and not pid_alive(int(pid)) and p.is_dir():
             shutil.rmtree(p, ignore_errors=True)
             removed.append(p)
     return removed

@@ -328,11 +328,13 @@ MAX_FIGURE = 1e18
 
 
 def _positive(v: float) -> str:
-    return "" if 0 < v <= MAX_FIGURE else f"must be > 0 and <= {MAX_FIGURE:g}, got {v!r}"
+    return "" if 0 < v <= MAX_FIGURE else f"must be > 0, got {v!r}" if v <= 0 else \
+        f"must be <= {MAX_FIGURE:g}, got {v!r}"
 
 
 def _non_negative(v: float) -> str:
-    return "" if 0 <= v <= MAX_FIGURE else f"must be >= 0 and <= {MAX_FIGURE:g}, got {v!r}"
+    return "" if 0 <= v <= MAX_FIGURE else f"must be >= 0, got {v!r}" if v < 0 else \
+        f"must be <= {MAX_FIGURE:g}, got {v!r}"
 
 
 class _Reader:

@@ -129,6 +129,13 @@ def layer_object() -> Path:
 _DIAG = re.compile(r"^(?P<file>[^\s:][^:]*):(?P<line>\d+)(?::\d+)?:\s*(?:fatal )?[Ee]rror")
 
 
+def _first_error(output: str, context: int = 6) -> str:
+    """The compiler's first error and the source lines it shows, on one line (`` | `` between lines)."""
+    lines = output.splitlines()
+    start = next((i for i, ln in enumerate(lines) if "error" in ln), 0)
+    return " | ".join(" ".join(ln.split()) for ln in lines[start:start + context] if ln.strip()) or "no message"
+
+
 def _failing_file(output: str, default: Path) -> str:
     for line in output.splitlines():
         m = _DIAG.match(line.strip())
@@ -192,10 +199,8 @@ def build_program(sources: Sequence[Path], *, language: str | None = None, compi
             proc = _run(cmd, work)
             if proc.returncode != 0:
                 out = f"{proc.stdout}{proc.stderr}".rstrip()
-                first = next((ln.strip() for ln in out.splitlines() if "error" in ln), out.splitlines()[0]
-                             if out else "no message")
                 raise InputError(_failing_file(out, src), "(compile)",
-                                 f"{COMPILERS[lang]} could not compile {src.name}: {first}",
+                                 f"{COMPILERS[lang]} could not compile {src.name}: {_first_error(out)}",
                                  f"fix the program (all messages: {COMPILERS[lang]} -c {src})")
             objects.append(str(obj))
         exe = work / "program"

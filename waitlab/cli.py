@@ -14,6 +14,7 @@ from typing import Any
 
 from waitlab import api
 from waitlab.errors import InputError, WaitlabError
+from waitlab.interrupts import session
 from waitlab.version import __version__
 
 Command = Callable[[argparse.Namespace], int]
@@ -300,7 +301,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args))
+        with session():  # own scratch folder; first Ctrl-C stops cleanly, a second at once
+            return int(args.func(args))
     except WaitlabError as exc:
         print(f"waitlab: error: {exc}", file=sys.stderr)
         return exc.exit_code
