@@ -22,7 +22,7 @@ from waitlab.cli import main
 
 pytestmark = [pytest.mark.simgrid, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc")]
 
-#: About a minute of SimGrid per point (128-rank basic_linear alltoall): the tests never wait for it to end.
+#: Many seconds of SimGrid per point (128-rank basic_linear alltoall): the tests never wait for it to end.
 SLOW = """[scenario]
 name = "slow"
 ranks = 128
@@ -33,7 +33,7 @@ name = "deepcomp_7000"
 
 [application]
 kind = "fft"
-steps = 40
+steps = 8
 bytes_per_peer = 65536
 
 [simulation]
@@ -83,7 +83,7 @@ def simulating(mark: str) -> bool:
 
 def slow_sweep(tmp_path: Path) -> Path:
     write(tmp_path / "slow.toml", SLOW)
-    return write(tmp_path / "sw.toml", 'base = "slow.toml"\n[grid]\n"application.steps" = [40, 41]\n'
+    return write(tmp_path / "sw.toml", 'base = "slow.toml"\n[grid]\n"application.steps" = [8, 9]\n'
                  '[sweep]\nname = "slow-sweep"\nworkers = 2\n')
 
 
@@ -136,10 +136,11 @@ def test_kill_9_of_the_parent_leaves_no_process_and_its_scratch_is_cleaned_next_
         assert wait_for(lambda: simulating(mark), 90), "SimGrid never started"
         assert len(marked(mark)) >= 3  # waitlab, a worker, smpirun and the simulator
         os.kill(proc.pid, signal.SIGKILL)
-        proc.communicate(timeout=10)
+        proc.wait(timeout=10)
         assert wait_for(lambda: not marked(mark), 10), f"left running: {marked(mark)}"
-        again, mark2 = start(tmp_path, "platforms")
+        again, _ = start(tmp_path, "run", "missing.toml")  # any command cleans scratch of dead processes
         again.communicate(timeout=60)
+        assert again.returncode == 2
         assert not [p for p in (tmp_path / "tmp").iterdir() if p.name.startswith("waitlab-scratch-")]
     finally:
         cleanup(proc, mark)
