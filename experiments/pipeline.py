@@ -124,7 +124,20 @@ def _render(scenario: Scenario, model: PlatformModel,
 def prepare(scenario: Scenario) -> Prepared:
     """Load and render the platform once, pick the source, build the perturbation stage."""
     model = load_platform(scenario.platform.name)
-    return Prepared(scenario, model, _render(scenario, model), source_for(scenario), perturbation_config(scenario))
+    prep = Prepared(scenario, model, _render(scenario, model), source_for(scenario), perturbation_config(scenario))
+    check_resources(prep)
+    return prep
+
+
+def check_resources(prep: Prepared) -> None:
+    """HOOK (issue 15): refuse, before any work, a run whose memory or scratch will not fit.
+
+    To be wired by the lead to ``waitlab.experiments.estimate.estimate(prep).check(limit)`` (issue 15's module,
+    not written yet), raising :class:`~waitlab.errors.InputError` with the estimate and the limit.  Until then
+    this does nothing; the schema already refuses sizes that cannot work (``MAX_RANK_STEPS``, messages larger
+    than any node's memory).
+    """
+    return None
 
 
 def simulate_ops(prep: Prepared, ops: OpTable | None = None, *, speed_profiles: Mapping[str, str] | None = None,

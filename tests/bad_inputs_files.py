@@ -291,3 +291,47 @@ CASES.append(Case("run folder", "folder-missing", lambda d: (
 )))
 CASES.append(Case("run folder", "folder-unreadable-events", _folder(lambda r: unreadable(r / "events.parquet"),
                                                                     "events.parquet", "(file)"), needs_nonroot=True))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Output folders (-o): never destroy what waitlab did not write, never leave a partial folder
+# ----------------------------------------------------------------------------------------------------------------
+
+def _output(make: Callable[[Path], Path], field: str = "(output folder)", force: bool = False
+            ) -> Callable[[Path], Built]:
+    def build(d: Path) -> Built:
+        s = write(d / "s.toml", GOOD)
+        target = make(d)
+        return ["run", str(s), "-o", str(target), "--no-png", *(["--force"] if force else [])], target.name, field
+    return build
+
+
+def _foreign(d: Path) -> Path:
+    write(d / "victim" / "keep" / "file.txt", "not waitlab's")
+    return d / "victim"
+
+
+def _symlink(d: Path) -> Path:
+    (d / "real").mkdir()
+    (d / "link").symlink_to(d / "real")
+    return d / "link"
+
+
+def _readonly(d: Path) -> Path:
+    (d / "ro").mkdir()
+    (d / "ro").chmod(0o555)
+    return d / "ro" / "out"
+
+
+OUTPUT_CASES: list[tuple[str, Callable[[Path], Path], bool]] = [
+    ("is-a-file", lambda d: write(d / "result.txt", "x"), False),
+    ("is-a-file-forced", lambda d: write(d / "result.txt", "x"), True),
+    ("under-a-file", lambda d: write(d / "plain", "x") / "out", False),
+    ("foreign-folder", _foreign, False),
+    ("foreign-folder-forced", _foreign, True),
+    ("symlink", _symlink, True),
+    ("current-folder-forced", lambda d: d, True),
+]
+for _id, _make, _force in OUTPUT_CASES:
+    CASES.append(Case("output folder", f"output-{_id}", _output(_make, force=_force)))
+CASES.append(Case("output folder", "output-read-only", _output(_readonly), needs_nonroot=True))

@@ -27,7 +27,7 @@ ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 def test_the_corpus_is_large_and_covers_every_file_kind():
     assert len({c.id for c in CASES}) == len(CASES), "case ids must be unique"
     assert len(CASES) >= 150
-    assert set(KINDS) == {"scenario", "platform", "sweep", "noise", "trace", "program", "run folder"}
+    assert set(KINDS) == {"scenario", "platform", "sweep", "noise", "trace", "program", "run folder", "output folder"}
 
 
 @pytest.fixture(scope="session")

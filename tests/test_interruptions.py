@@ -6,6 +6,7 @@ machine still has it (SimGrid's simulator included: smpirun starts it in a sessi
 
 from __future__ import annotations
 
+import errno
 import os
 import resource
 import signal
@@ -196,3 +197,18 @@ def test_a_file_size_limit_gets_a_clear_error_and_leaves_nothing(tmp_path: Path)
     assert "File too large" in proc.stderr or "file-size limit" in proc.stderr, proc.stderr
     assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out.partial-*"))
     assert not list(tmp_path.glob("waitlab-scratch-*"))
+
+
+def test_a_full_disk_while_writing_results_is_one_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    import waitlab.experiments.results as results
+
+    def disk_full(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(results, "write_chrome_trace", disk_full)  # the disk fills up halfway through the folder
+    s = write(tmp_path / "s.toml", GOOD)
+    assert main(["run", str(s), "-o", str(tmp_path / "out"), "--no-png"]) == 2
+    err = capsys.readouterr().err
+    assert "writing failed: No space left on device" in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out.partial-*"))
