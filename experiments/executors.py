@@ -15,7 +15,7 @@ from concurrent.futures import Executor, ProcessPoolExecutor
 from contextlib import contextmanager
 
 from waitlab.errors import InputError
-from waitlab.simulator.smpi import die_with_parent
+from waitlab.simulator.smpi import worker_dies_with_parent
 
 EXECUTORS = ("local", "dask")
 
@@ -54,9 +54,9 @@ def open_executor(kind: str = "local", workers: int | None = None, scheduler: st
     n = workers or default_workers()
     if kind == "local":
         # spawn: SMPI runs are subprocesses, and forking a process holding threads is unsafe;
-        # die_with_parent: a kill -9 of waitlab takes its workers (and their SimGrid runs) with it
+        # worker_dies_with_parent: a kill -9 of waitlab takes its workers (and their SimGrid runs) with it
         with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"),
-                                 initializer=die_with_parent) as pool:
+                                 initializer=worker_dies_with_parent) as pool:
             yield pool
         return
     from dask.distributed import Client, LocalCluster  # only when chosen: importing it costs about a second

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import ctypes
+import multiprocessing
 import os
 import re
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -55,8 +57,15 @@ class BlockedActor:
 class DeadlockError(SimulationError):
     """SimGrid found a deadlock; ``actors`` are the blocked ones, ``time`` the simulated time it happened."""
 
-    def __init__(self, message: str, time: float, actors: tuple[BlockedActor, ...], output: str) -> None:
-        super().__init__(message)
+    def __init__(self, what: str, time: float, actors: tuple[BlockedActor, ...], output: str,
+                 blocked: str = "") -> None:
+        listed = blocked or "; ".join(f"rank {a.rank if a.rank is not None else a.pid} on {a.host}: {a.status}"
+                                      for a in actors[:8])
+        more = f" and {len(actors) - 8} more" if len(actors) > 8 and not blocked else ""
+        super().__init__(f"{what} deadlocked at simulated time {time:g} s (SimGrid: Deadlock detected): "
+                         f"{len(actors)} ranks are blocked: {listed}{more}. Last lines of SimGrid's output:\n"
+                         f"{_tail(output, 12)}")
+        self.what = what
         self.time = time
         self.actors = actors
         self.output = output
@@ -118,12 +127,7 @@ def failure(what: str, returncode: int, output: str) -> SimulationError:
     own key line followed by the tail of its output."""
     dl = parse_deadlock(output)
     if dl is not None:
-        t, actors = dl
-        listed = "; ".join(f"rank {a.rank if a.rank is not None else a.pid} on {a.host}: {a.status}"
-                           for a in actors[:8])
-        more = f" (and {len(actors) - 8} more)" if len(actors) > 8 else ""
-        return DeadlockError(f"{what} deadlocked at simulated time {t:g} s: {len(actors)} ranks are blocked: "
-                             f"{listed}{more}", t, actors, output)
+        return DeadlockError(what, dl[0], dl[1], output)
     words = simgrid_words(output)
     if "Bad config key" in words or "Invalid value" in words or "Cannot parse" in words:
         key = words.split(":")[-1].strip()
@@ -165,6 +169,23 @@ def die_with_parent() -> None:
         os._exit(1)
 
 
+def worker_dies_with_parent() -> None:
+    """Initializer of worker processes: :func:`die_with_parent`, plus a watchdog thread for the window before it
+    took effect (a parent killed while the worker was still starting): when the parent is gone the worker exits,
+    and the SimGrid runs it started die with it."""
+    parent = multiprocessing.parent_process()
+    parent_pid = parent.pid if parent is not None else os.getppid()
+    die_with_parent()
+
+    def watch() -> None:
+        while True:
+            if os.getppid() != parent_pid:
+                os._exit(1)
+            time.sleep(0.5)
+
+    threading.Thread(target=watch, name="waitlab-parent-watchdog", daemon=True).start()
+
+
 def death_wrapper() -> list[str]:
     """smpirun flags that make the simulator process (a child of smpirun's shell) die with that shell."""
     setpriv = shutil.which("setpriv") if sys.platform.startswith("linux") else None
@@ -203,8 +224,7 @@ def name_blocked_calls(exc: DeadlockError, log_path: Path, ops: OpTable) -> Dead
     if not parts:
         return exc
     more = f" and {len(exc.actors) - 8} more" if len(exc.actors) > 8 else ""
-    text = str(exc).split(": ", 1)[0] + f": {len(exc.actors)} ranks are blocked: " + "; ".join(parts) + more
-    return DeadlockError(f"{text} (SimGrid: {exc.actors[0].status})", exc.time, exc.actors, exc.output)
+    return DeadlockError(exc.what, exc.time, exc.actors, exc.output, "; ".join(parts) + more)
 
 
 def kill_group(pid: int) -> None:

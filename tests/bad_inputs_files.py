@@ -335,3 +335,12 @@ OUTPUT_CASES: list[tuple[str, Callable[[Path], Path], bool]] = [
 for _id, _make, _force in OUTPUT_CASES:
     CASES.append(Case("output folder", f"output-{_id}", _output(_make, force=_force)))
 CASES.append(Case("output folder", "output-read-only", _output(_readonly), needs_nonroot=True))
+
+
+def _capture_foreign(d: Path) -> Built:
+    write(d / "m.c", PROGRAM)
+    s = write(d / "s.toml", PROGRAM_SCENARIO)
+    return ["capture", str(s), "-o", str(_foreign(d)), "--force"], "victim", "(output folder)"
+
+
+CASES.append(Case("output folder", "output-capture-foreign-forced", _capture_foreign))

@@ -16,7 +16,7 @@ from waitlab.models.analysis.trace_check import first_mismatch
 from waitlab.models.vocabulary import ACTIONS
 from waitlab.simulator.ti_trace import parse_ti_trace
 
-FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+FUZZ = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-(2**63), 2**63 - 1), st.floats(allow_nan=True),
                     st.text(max_size=12))

@@ -38,7 +38,8 @@ def test_the_deadlock_listing_is_parsed():
     assert actors[0].status == "waiting for communication activity in state WAITING to finish"
     err = failure("replay", 0, DEADLOCK_OUTPUT)
     assert isinstance(err, DeadlockError)
-    assert str(err).startswith("replay deadlocked at simulated time 0.001 s: 3 ranks are blocked: rank 0 on n0")
+    assert str(err).startswith("replay deadlocked at simulated time 0.001 s (SimGrid: Deadlock detected): 3 ranks "
+                               "are blocked: rank 0 on n0: waiting for communication activity in state WAITING")
     assert parse_deadlock("all went well") is None
 
 
@@ -65,7 +66,7 @@ def test_a_deadlocked_replay_names_the_blocked_ranks_and_their_calls(tmp_path: P
     with pytest.raises(DeadlockError) as info:
         replay_ops(b.build(), xml, hostfile, SPEED, timeout=120, work=tmp_path / "w")
     text = str(info.value)
-    assert "deadlocked at simulated time 0.001 s: 3 ranks are blocked" in text
+    assert "deadlocked at simulated time 0.001 s (SimGrid: Deadlock detected): 3 ranks are blocked" in text
     assert "rank 0 in recv (operation 1, partner rank 1, tag 0)" in text
     assert "rank 1 in recv (operation 1, partner rank 0, tag 4)" in text
     assert "rank 2 in barrier (operation 1)" in text
