@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from waitlab.errors import EnvironmentProblem, WaitlabError
-from waitlab.experiments.pipeline import Prepared
+from waitlab.experiments.pipeline import Prepared, prepare
+from waitlab.experiments.scenario import Scenario
 from waitlab.experiments.sources import source_for
 
 MiB = 1 << 20
@@ -163,3 +165,22 @@ def _duration(s: float) -> str:
     if s < 7200:
         return f"{s / 60:.0f} min"
     return f"{s / 3600:.1f} h"
+
+
+#: Runs of at least this many ranks are estimated before they start (smaller ones fit any machine here).
+PREFLIGHT_RANKS = 4096
+
+
+def preflight(scenario: Scenario, *, say: Callable[[str], None] | None = None, check: bool = True
+              ) -> Estimate | None:
+    """Before a large run (:data:`PREFLIGHT_RANKS` ranks or more, of a synthetic model or a trace): estimate it,
+    tell the user (``say``) and, with ``check``, refuse it when it will not fit this machine.
+
+    Programs are not estimated: counting their operations means running them.
+    """
+    if scenario.ranks < PREFLIGHT_RANKS or scenario.application_kind == "program":
+        return None
+    est = estimate(prepare(scenario))
+    if say is not None:
+        say(f"estimate: {est.describe()}")
+    return est.check() if check else est

@@ -15,6 +15,7 @@ from concurrent.futures import Executor, ProcessPoolExecutor
 from contextlib import contextmanager
 
 from waitlab.errors import InputError
+from waitlab.simulator.smpi import worker_dies_with_parent
 
 EXECUTORS = ("local", "dask")
 
@@ -22,6 +23,16 @@ EXECUTORS = ("local", "dask")
 def default_workers() -> int:
     """Worker processes for a local pool: the machine's cores (each SMPI run is single-threaded)."""
     return max(1, os.cpu_count() or 1)
+
+
+def check_executor(kind: str, workers: int | None, scheduler: str | None, source: str = "command line") -> None:
+    """Refuse executor settings that cannot work, before anything is created."""
+    if kind not in EXECUTORS:
+        raise InputError(source, "executor", f"unknown executor {kind!r}", f"use one of: {', '.join(EXECUTORS)}")
+    if workers is not None and workers < 1:
+        raise InputError(source, "workers", f"must be >= 1, got {workers}", "use workers = 2")
+    if kind == "local" and scheduler:
+        raise InputError(source, "scheduler", "only used with the dask executor", 'set executor = "dask"')
 
 
 @contextmanager
@@ -39,16 +50,13 @@ def open_executor(kind: str = "local", workers: int | None = None, scheduler: st
     source : str
         Where the settings came from, for error messages.
     """
-    if kind not in EXECUTORS:
-        raise InputError(source, "executor", f"unknown executor {kind!r}", f"use one of: {', '.join(EXECUTORS)}")
-    if workers is not None and workers < 1:
-        raise InputError(source, "workers", f"must be >= 1, got {workers}", "use workers = 2")
+    check_executor(kind, workers, scheduler, source)
     n = workers or default_workers()
     if kind == "local":
-        if scheduler:
-            raise InputError(source, "scheduler", "only used with the dask executor", 'set executor = "dask"')
-        # spawn: SMPI runs are subprocesses, and forking a process holding threads is unsafe
-        with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn")) as pool:
+        # spawn: SMPI runs are subprocesses, and forking a process holding threads is unsafe;
+        # worker_dies_with_parent: a kill -9 of waitlab takes its workers (and their SimGrid runs) with it
+        with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"),
+                                 initializer=worker_dies_with_parent) as pool:
             yield pool
         return
     from dask.distributed import Client, LocalCluster  # only when chosen: importing it costs about a second

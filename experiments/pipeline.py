@@ -134,7 +134,8 @@ def _render(scenario: Scenario, model: PlatformModel,
 def prepare(scenario: Scenario) -> Prepared:
     """Load and render the platform once, pick the source, build the perturbation stage."""
     model = load_platform(scenario.platform.name)
-    return Prepared(scenario, model, _render(scenario, model), source_for(scenario), perturbation_config(scenario))
+    prep = Prepared(scenario, model, _render(scenario, model), source_for(scenario), perturbation_config(scenario))
+    return prep
 
 
 def simulate_ops(prep: Prepared, ops: OpTable | None = None, *, speed_profiles: Mapping[str, str] | None = None,

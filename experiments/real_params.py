@@ -18,10 +18,13 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from waitlab.errors import InputError
 from waitlab.experiments.schema import STRICT, freeze, raise_validation
+from waitlab.readers import read_bytes
 from waitlab.simulator.programs import COMPILERS, language_of, sources_digest
 from waitlab.simulator.ti_trace import trace_files
 
 REAL_KINDS = ("program", "trace")
+#: Largest program source read (bytes).
+MAX_SOURCE_BYTES = 64 << 20
 
 
 class ProgramSection(BaseModel):
@@ -125,6 +128,7 @@ def real_params(kind: str, table: Mapping[str, Any], file: str, base: Path) -> P
         if not s.is_file():
             raise InputError(file, "application.sources", f"{s} does not exist",
                              "paths are relative to the scenario file")
+        read_bytes(s, "program source", MAX_SOURCE_BYTES)  # unreadable or absurdly large: one clear error
         if sec.language is None:
             language_of(s)
     bin_path = (base / sec.binary).resolve() if sec.binary is not None else None

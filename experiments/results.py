@@ -39,7 +39,8 @@ from waitlab.simulator.timeline import SCHEMA_VERSION
 MARKER = ".waitlab"
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` runs (on this machine)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -56,7 +57,7 @@ def clean_stale_partials(parent: Path) -> list[Path]:
         return removed
     for p in parent.glob(".*.partial-*"):
         pid = p.name.rsplit("-", 1)[-1]
-        if pid.isdigit() and not _pid_alive(int(pid)) and p.is_dir():
+        if pid.isdigit() and not pid_alive(int(pid)) and p.is_dir():
             shutil.rmtree(p, ignore_errors=True)
             removed.append(p)
     return removed
@@ -242,6 +243,14 @@ class LoadedRun:
         return ledger_frame(self.ops)
 
 
+#: Columns a results folder's tables must have to be read back (the rest is checked by their readers).
+REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
+    "events.parquet": ("rank", "seq", "kind", "op", "enter", "exit", "match"),
+    "ledger.parquet": ("rank", "region", "step", "seconds", "kind"),
+    "waits.parquet": ("event", "rank", "pattern", "op", "wait"),
+}
+
+
 def _read_parquet(path: Path, what: str) -> pd.DataFrame:
     if not path.is_file():
         raise InputError(str(path), "(file)", "is missing", f"the results folder needs its {what}; re-run "
@@ -251,6 +260,10 @@ def _read_parquet(path: Path, what: str) -> pd.DataFrame:
     except Exception as exc:  # pyarrow raises many kinds for truncated or foreign files
         raise InputError(str(path), "(file)", f"cannot be read as Parquet ({type(exc).__name__}: {exc})",
                          "the file is damaged; re-run `waitlab run` to rewrite it") from None
+    missing = [c for c in REQUIRED_COLUMNS.get(path.name, ()) if c not in df.columns]
+    if missing:
+        raise InputError(str(path), f"column {missing[0]}", "is missing", "the file is damaged or not waitlab's; "
+                         "re-run `waitlab run` to rewrite the folder")
     return df
 
 

@@ -21,7 +21,6 @@ import dataclasses
 import hashlib
 import json
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,15 +38,19 @@ from waitlab.experiments.schema import (
     ScenarioSection,
     SimulationSection,
     TracingSection,
+    application_problem,
     check_name,
+    is_platform_path,
     validate_section,
 )
 from waitlab.models.apps.alltoall import check_alltoall_algorithm, check_alltoall_point
 from waitlab.models.apps.imbalance import RankSelection
 from waitlab.models.apps.registry import params_from_mapping
+from waitlab.readers import MAX_TOML_BYTES
+from waitlab.readers import read_toml as read_toml
 
 #: Maximum size of a scenario or sweep file read (bytes): larger files are refused before parsing.
-MAX_FILE_BYTES = 16 << 20
+MAX_FILE_BYTES = MAX_TOML_BYTES
 
 
 @dataclass(frozen=True)
@@ -216,6 +219,9 @@ def from_mapping(data: Mapping[str, Any], file: str = "<scenario>") -> Scenario:
     assert isinstance(meta, ScenarioSection) and isinstance(platform, PlatformSection)
     if platform.name.endswith(".toml") and not Path(platform.name).is_absolute() and not file.startswith("<"):
         platform = platform.model_copy(update={"name": str((Path(file).parent / platform.name).resolve())})
+    if is_platform_path(platform.name) and not Path(platform.name).is_file():
+        raise InputError(file, "platform.name", f"platform file {platform.name} does not exist",
+                         "paths are relative to the scenario file; or use a built-in name (waitlab platforms)")
     app = data["application"]
     if not isinstance(app, Mapping):
         raise InputError(file, "application", "must be a table", 'write [application] with kind = "stencil"')
@@ -238,6 +244,9 @@ def from_mapping(data: Mapping[str, Any], file: str = "<scenario>") -> Scenario:
             and not file.startswith("<"):
         sections["noise"] = noise.model_copy(update={"file": str((Path(file).parent / noise.file).resolve())})
     _check_imbalance_ranks(params, meta.ranks, file)
+    problem = application_problem(params, meta.ranks)
+    if problem is not None:
+        raise InputError(file, *problem)
     return Scenario(meta=meta, platform=platform, application_kind=kind, application=params,
                     simulation=simulation, source=file, **sections)
 
@@ -278,35 +287,6 @@ def _check_imbalance_ranks(params: Any, ranks: int, file: str) -> None:
         if sel.mode == "random" and sel.count > ranks:
             raise InputError(file, f"application.imbalance[{i}].ranks.random", f"cannot choose {sel.count} of "
                              f"{ranks} ranks", f"use at most {ranks}")
-
-
-def read_toml(path: str | Path, what: str = "scenario") -> dict[str, Any]:
-    """Parse a TOML file; every way the file can be bad is one :class:`InputError`."""
-    p = Path(path)
-    if not p.exists():
-        raise InputError(str(p), "(file)", "does not exist", "check the path")
-    if p.is_dir():
-        raise InputError(str(p), "(file)", "is a folder", f"give the path of a {what} .toml file")
-    try:
-        size = p.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise InputError(str(p), "(file)", f"is {size} bytes; a {what} file is at most {MAX_FILE_BYTES}",
-                             "check that this is the right file")
-        raw = p.read_bytes()
-    except PermissionError:
-        raise InputError(str(p), "(file)", "cannot be read (permission denied)", "make it readable") from None
-    except OSError as exc:
-        raise InputError(str(p), "(file)", f"cannot be read: {exc.strerror}", "check the file") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InputError(str(p), "(encoding)", "not UTF-8 text", "save the file as UTF-8") from None
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(str(p), "(syntax)", f"not valid TOML: {exc}", "fix the TOML syntax at that line") from None
-    except RecursionError:
-        raise InputError(str(p), "(syntax)", "nested too deeply", "flatten the arrays") from None
 
 
 def load_scenario(path: str | Path) -> Scenario:

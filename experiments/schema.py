@@ -21,6 +21,7 @@ ValidationError
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from typing import Annotated, Any, Literal
@@ -32,6 +33,7 @@ from waitlab.models.apps.alltoall import SMPI_ALLTOALL_ALGORITHMS
 from waitlab.models.apps.registry import APPLICATIONS
 from waitlab.models.perturb.noise import DURATION_LAWS
 from waitlab.models.perturb.spill_policies import POLICIES
+from waitlab.platforms import list_platforms, load_platform
 from waitlab.platforms.placement import PLACEMENTS, Placement
 
 STRICT = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
@@ -44,6 +46,48 @@ _NAME_RE = re.compile(NAME_PATTERN)
 MAX_RANKS = 1 << 20
 #: Longest simulation time-out accepted (one week).
 MAX_TIMEOUT = 7 * 86400.0
+#: Most rank-steps (ranks x steps) of a synthetic application: beyond this its operation table alone passes
+#: tens of GiB (a 4-rank, 10^9-step stencil asked numpy for 30 GiB before this check).
+MAX_RANK_STEPS = 1 << 27
+#: Largest injected excess per step (s): a year; larger values overflow SimGrid's clock arithmetic.
+MAX_EXCESS_SECONDS = 3.2e7
+
+
+def is_platform_path(name: str) -> bool:
+    """Whether a ``platform.name`` is a file path (as :func:`waitlab.platforms.load_platform` decides)."""
+    return name.endswith(".toml") or "/" in name or "\\" in name
+
+
+@functools.cache
+def largest_node_memory() -> float:
+    """The largest node memory (bytes) of the built-in platforms: no message can be larger."""
+    return max(float(load_platform(n).node.memory) for n in list_platforms())
+
+
+def application_problem(params: Any, ranks: int) -> tuple[str, str, str] | None:
+    """``(field, problem, fix)`` when an application's parameters cannot work physically, else ``None``.
+
+    Checks: ranks x steps within :data:`MAX_RANK_STEPS`; every ``*_bytes`` size within the largest node memory
+    of any platform; every imbalance magnitude within :data:`MAX_EXCESS_SECONDS`.
+    """
+    steps = getattr(params, "steps", None)
+    if isinstance(steps, int) and ranks * steps > MAX_RANK_STEPS:
+        return ("application.steps", f"{ranks} ranks x {steps} steps = {ranks * steps:.3g} rank-steps; waitlab "
+                f"simulates at most {MAX_RANK_STEPS:.3g} (the operation table would not fit in memory)",
+                "use fewer steps or ranks")
+    fields = getattr(params, "__dataclass_fields__", {})
+    for name in fields:
+        value = getattr(params, name, None)
+        if name.endswith("bytes") and isinstance(value, int | float) and not isinstance(value, bool) \
+                and value > largest_node_memory():
+            return (f"application.{name}", f"{value:g} bytes is larger than the memory of any platform's node "
+                    f"({largest_node_memory():g} bytes)", "use a message size that fits in memory")
+    for i, spec in enumerate(getattr(params, "imbalance", ()) or ()):
+        magnitude = getattr(spec, "magnitude", 0.0)
+        if isinstance(magnitude, int | float) and magnitude > MAX_EXCESS_SECONDS:
+            return (f"application.imbalance[{i}].magnitude", f"{magnitude:g} s per step is more than a year",
+                    f"use at most {MAX_EXCESS_SECONDS:g} s")
+    return None
 
 
 class FieldProblem(ValueError):
@@ -61,7 +105,8 @@ def check_name(name: str) -> str:
     ('', True, True)
     """
     if not isinstance(name, str) or not _NAME_RE.match(name) or name in (".", ".."):
-        return (f"{name!r} is not a plain name: use 1-100 letters, digits, '.', '_', '+' or '-', starting with a "
+        shown = repr(name) if len(repr(name)) <= 60 else f"{repr(name)[:50]}... ({len(str(name))} characters)"
+        return (f"{shown} is not a plain name: use 1-100 letters, digits, '.', '_', '+' or '-', starting with a "
                 "letter, digit or '_' (it names the results folder)")
     return ""
 
@@ -117,6 +162,14 @@ class PlatformSection(BaseModel):
     def placement_rule(self) -> Placement:
         """The :class:`~waitlab.platforms.placement.Placement` of this section."""
         return Placement(self.placement, self.placement_seed, self.placement_nodes, self.supernodes)
+
+    @field_validator("name")
+    @classmethod
+    def _known_platform(cls, v: str) -> str:
+        if not is_platform_path(v) and v not in list_platforms():
+            raise ValueError(f"unknown platform {v[:60]!r}; use one of: {', '.join(list_platforms())}, or a path "
+                             "to a platform .toml file")
+        return v
 
 
 class SimulationSection(BaseModel):

@@ -23,13 +23,18 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol
 
+import numpy as np
 import pandas as pd
 
+from waitlab.errors import InputError
 from waitlab.experiments.programs import program_binary, program_config, run_real_program
 from waitlab.experiments.real_params import ProgramParams, TraceParams
 from waitlab.experiments.scenario import Scenario
+from waitlab.experiments.schema import largest_node_memory
+from waitlab.models.analysis.trace_check import first_mismatch
 from waitlab.models.apps.registry import generate
 from waitlab.models.ops import OpTable
+from waitlab.models.vocabulary import BYTES_ACTIONS
 from waitlab.platforms import RenderedPlatform
 from waitlab.simulator.replay import replay_ops
 from waitlab.simulator.ti_trace import ParsedTrace, parse_ti_trace
@@ -108,7 +113,19 @@ class SyntheticSource:
 
 @lru_cache(maxsize=8)
 def _parse_cached(path: str, digest: str, fps: float, n_ranks: int) -> ParsedTrace:
-    return parse_ti_trace(Path(path), flops_per_second=fps, n_ranks=n_ranks)
+    parsed = parse_ti_trace(Path(path), flops_per_second=fps, n_ranks=n_ranks)
+    ops = parsed.ops
+    moved = ops.value[ops.mask(BYTES_ACTIONS)]
+    if moved.size and moved.max() > largest_node_memory():
+        i = int(np.flatnonzero(ops.mask(BYTES_ACTIONS) & (ops.value == moved.max()))[0])
+        raise InputError(path, f"rank {int(ops.rank[i])}, operation {int(ops.seq[i])}", f"a message of "
+                         f"{moved.max():g} bytes is larger than the memory of any platform's node "
+                         f"({largest_node_memory():g} bytes)", "check the counts and datatypes of the trace")
+    problem = first_mismatch(ops)  # before SMPI: SimGrid would crash or hang on these
+    if problem is not None:
+        raise InputError(path, f"({problem[0]})", problem[1], "fix the trace (or capture it again); waitlab checks "
+                         "collectives, message pairs and deadlocks before replaying")
+    return parsed
 
 
 @dataclass(frozen=True)

@@ -26,23 +26,25 @@ from __future__ import annotations
 import copy
 import itertools
 import json
+import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Executor, as_completed
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import pandas as pd
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, model_validator
 from tqdm import tqdm
 
 from waitlab.errors import InputError, WaitlabError
-from waitlab.experiments.executors import open_executor
+from waitlab.experiments.executors import check_executor, open_executor
 from waitlab.experiments.pipeline import run
-from waitlab.experiments.results import results_folder, write_run
+from waitlab.experiments.results import pid_alive, results_folder, write_run
 from waitlab.experiments.scenario import Scenario, from_mapping, load_scenario, read_toml, set_dotted
-from waitlab.experiments.schema import STRICT, PlainName, freeze, raise_validation
+from waitlab.experiments.schema import STRICT, FieldProblem, PlainName, freeze, raise_validation
 
 
 class SweepSection(BaseModel):
@@ -53,6 +55,12 @@ class SweepSection(BaseModel):
     executor: Literal["local", "dask"] = Field("local", description="local processes or Dask distributed")
     workers: int | None = Field(None, ge=1, le=1024, description="parallel points (default: cores)")
     scheduler: str | None = Field(None, min_length=1, description="address of an existing Dask scheduler")
+
+    @model_validator(mode="after")
+    def _scheduler_needs_dask(self) -> SweepSection:
+        if self.scheduler is not None and self.executor != "dask":
+            raise FieldProblem("scheduler", 'only used with the dask executor: set executor = "dask"')
+        return self
 
 
 @dataclass(frozen=True)
@@ -99,6 +107,8 @@ def load_sweep(path: str | Path) -> Sweep:
         if not isinstance(values, list) or not values:
             raise InputError(file, f"grid.{key}", "must be a non-empty list of values", f'"{key}" = [1, 2]')
     opts = data.get("sweep", {})
+    if not isinstance(opts, dict):
+        raise InputError(file, "sweep", "must be a table", "write it as [sweep] with name, executor, workers")
     for key in opts:
         if key not in ("name", "executor", "workers", "scheduler"):
             raise InputError(file, f"sweep.{key}", "unknown key", "allowed: name, executor, workers, scheduler")
@@ -147,23 +157,76 @@ def _row(point: SweepPoint, summary: Mapping[str, Any]) -> dict[str, Any]:
     return row
 
 
+LOCK = ".sweep.lock"
+
+
+@contextmanager
+def sweep_lock(out: Path) -> Iterator[Path]:
+    """Hold ``out/.sweep.lock`` (holding this process's PID) while the block runs.
+
+    A second sweep into the same folder is refused with the holder's PID; the lock of a process that no longer
+    runs is taken over.
+    """
+    lock = out / LOCK
+    for _attempt in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try:
+                holder = int(lock.read_text().strip() or "0")
+            except (OSError, ValueError):
+                holder = 0
+            if holder and holder != os.getpid() and pid_alive(holder):
+                raise InputError(str(out), "(sweep folder)", f"is in use by another sweep (PID {holder})",
+                                 f"wait for it to finish, stop it (kill {holder}), or use another -o") from None
+            lock.unlink(missing_ok=True)  # stale: its process is gone
+            continue
+        with os.fdopen(fd, "w") as fh:
+            fh.write(f"{os.getpid()}\n")
+        break
+    else:
+        raise InputError(str(out), "(sweep folder)", "its lock could not be taken", f"remove {lock} if no sweep runs")
+    try:
+        yield lock
+    finally:
+        lock.unlink(missing_ok=True)
+
+
 def run_sweep(sweep: Sweep, out: Path, *, executor: Executor | None = None,
               progress: Callable[[str], None] | None = None, bar: bool = False) -> pd.DataFrame:
     """Run every point not finished yet; return the table of all finished points (also ``out/sweep.csv``).
 
-    Points that fail are reported through ``progress`` and left out; rerunning the sweep retries them.
-    ``bar`` shows a tqdm progress bar (k/N points, ETA) on stderr.
+    A point that fails (its error, any kind) is recorded in ``out/failed.csv`` and the others go on; rerunning
+    the sweep retries it.  ``table.attrs["counts"]`` holds how many points are done (``done``: finished, this
+    run or before), ``ran`` (this run), ``failed`` and ``skipped`` (already finished before this run).  The
+    folder is locked (:func:`sweep_lock`) while the sweep runs.  ``bar`` shows a tqdm progress bar (k/N points,
+    ETA) on stderr.
     """
     out = Path(out)
     runs = out / "runs"
-    runs.mkdir(parents=True, exist_ok=True)
-    say = progress or (lambda _msg: None)
+    if executor is None:  # settings first: a refused setting leaves nothing behind
+        check_executor(sweep.executor, sweep.workers, sweep.scheduler, f"sweep {sweep.name}")
+    if out.exists() and not out.is_dir():
+        raise InputError(str(out), "(sweep folder)", "exists and is not a folder", "choose another -o")
+    try:
+        runs.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(str(out), "(sweep folder)", f"cannot be created: {exc.strerror}",
+                         "choose a writable location") from None
+    with sweep_lock(out):
+        return _run_locked(sweep, out, runs, executor, progress or (lambda _msg: None), bar)
+
+
+def _run_locked(sweep: Sweep, out: Path, runs: Path, executor: Executor | None,
+                say: Callable[[str], None], bar: bool = False) -> pd.DataFrame:
     todo = [pt for pt in sweep.points if not (runs / pt.key / "run.json").exists()]
-    say(f"sweep {sweep.name}: {len(sweep.points)} points, {len(sweep.points) - len(todo)} already done, "
-        f"{len(todo)} to run")
-    failures: list[str] = []
+    skipped = len(sweep.points) - len(todo)
+    say(f"sweep {sweep.name}: {len(sweep.points)} points, {skipped} already done, {len(todo)} to run")
+    failures: list[dict[str, Any]] = []
+    ran = 0
     if todo:
         def submit_all(ex: Executor) -> None:
+            nonlocal ran
             futures = {ex.submit(_run_point, pt.data, pt.scenario.source, str(runs / pt.key)): pt for pt in todo}
             for fut in tqdm(as_completed(futures), total=len(futures), desc=f"sweep {sweep.name}", unit="point",
                             disable=not bar, file=sys.stderr):
@@ -171,10 +234,12 @@ def run_sweep(sweep: Sweep, out: Path, *, executor: Executor | None = None,
                 label = ", ".join(f"{k}={v}" for k, v in pt.values)
                 try:
                     fut.result()
+                    ran += 1
                     say(f"done: {label}")
-                except WaitlabError as exc:
-                    failures.append(f"{label}: {exc}")
-                    say(f"FAILED: {label}: {exc}")
+                except Exception as exc:
+                    text = str(exc) if isinstance(exc, WaitlabError) else f"{type(exc).__name__}: {exc}"
+                    failures.append({**dict(pt.values), "scenario_hash": pt.key, "error": text})
+                    say(f"FAILED: {label}: {text}")
 
         if executor is not None:
             submit_all(executor)
@@ -187,9 +252,20 @@ def run_sweep(sweep: Sweep, out: Path, *, executor: Executor | None = None,
         if summary_file.exists():
             rows.append(_row(pt, json.loads(summary_file.read_text())))
     table = pd.DataFrame(rows)
-    tmp = out / ".sweep.csv.tmp"
-    table.to_csv(tmp, index=False)
-    tmp.replace(out / "sweep.csv")
+    _write_csv(table, out / "sweep.csv")
+    failed_csv = out / "failed.csv"
     if failures:
-        say(f"{len(failures)} point(s) failed; run the sweep again to retry them")
+        _write_csv(pd.DataFrame(failures), failed_csv)
+    else:
+        failed_csv.unlink(missing_ok=True)
+    table.attrs["counts"] = {"done": len(rows), "ran": ran, "failed": len(failures), "skipped": skipped}
+    say(f"sweep {sweep.name}: {len(rows)} of {len(sweep.points)} points done ({ran} this run, {skipped} skipped "
+        f"as already done), {len(failures)} failed" + (f" (see {failed_csv}; run the sweep again to retry them)"
+                                                       if failures else ""))
     return table
+
+
+def _write_csv(table: pd.DataFrame, path: Path) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    table.to_csv(tmp, index=False)
+    tmp.replace(path)

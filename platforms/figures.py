@@ -48,12 +48,18 @@ class Figure:
 
 
 
+#: Largest figure accepted (flop/s, bytes, B/s, s): anything above is a typo, and SimGrid's doubles overflow.
+MAX_FIGURE = 1e18
+
+
 def positive(v: float) -> str:
-    return "" if v > 0 else f"must be > 0, got {v!r}"
+    return "" if 0 < v <= MAX_FIGURE else f"must be > 0, got {v!r}" if v <= 0 else \
+        f"must be <= {MAX_FIGURE:g}, got {v!r}"
 
 
 def non_negative(v: float) -> str:
-    return "" if v >= 0 else f"must be >= 0, got {v!r}"
+    return "" if 0 <= v <= MAX_FIGURE else f"must be >= 0, got {v!r}" if v < 0 else \
+        f"must be <= {MAX_FIGURE:g}, got {v!r}"
 
 
 class FigureReader:

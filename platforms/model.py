@@ -61,7 +61,6 @@ True
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -71,6 +70,7 @@ from typing import Any
 from waitlab.errors import InputError
 from waitlab.platforms.figures import Figure, FigureReader, non_negative, positive
 from waitlab.platforms.mpi_spec import MPI_KEYS, MpiSpec, read_mpi
+from waitlab.readers import read_toml
 
 __all__ = [
     "DiskSpec",
@@ -275,13 +275,7 @@ def load_platform(name_or_path: str | Path) -> PlatformModel:
                              f"use one of: {', '.join(known)}; or a path to a platform .toml file")
         path = _data_dir() / f"{text}.toml"
         default_name = text
-    try:
-        with path.open("rb") as fh:
-            data = tomllib.load(fh)
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(str(path), "toml", f"not valid TOML: {exc}", "fix the TOML syntax at that line") from exc
-    except OSError as exc:
-        raise InputError(str(path), "file", f"cannot read: {exc.strerror}", "check the path and permissions") from exc
+    data = read_toml(path, "platform")
     return from_mapping(data, str(path), default_name=default_name)
 
 

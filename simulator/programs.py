@@ -134,6 +134,13 @@ def layer_object() -> Path:
 _DIAG = re.compile(r"^(?P<file>[^\s:][^:]*):(?P<line>\d+)(?::\d+)?:\s*(?:fatal )?[Ee]rror")
 
 
+def _first_error(output: str, context: int = 6) -> str:
+    """The compiler's first error and the source lines it shows, on one line (`` | `` between lines)."""
+    lines = output.splitlines()
+    start = next((i for i, ln in enumerate(lines) if "error" in ln), 0)
+    return " | ".join(" ".join(ln.split()) for ln in lines[start:start + context] if ln.strip()) or "no message"
+
+
 def _failing_file(output: str, default: Path) -> str:
     for line in output.splitlines():
         m = _DIAG.match(line.strip())
@@ -198,8 +205,8 @@ def build_program(sources: Sequence[Path], *, language: str | None = None, compi
             if proc.returncode != 0:
                 out = f"{proc.stdout}{proc.stderr}".rstrip()
                 raise InputError(_failing_file(out, src), "(compile)",
-                                 f"{COMPILERS[lang]} could not compile {src.name}:\n{out}",
-                                 "fix the program; the compiler's own messages are above")
+                                 f"{COMPILERS[lang]} could not compile {src.name}: {_first_error(out)}",
+                                 f"fix the program (all messages: {COMPILERS[lang]} -c {src})")
             objects.append(str(obj))
         exe = work / "program"
         proc = _run([tools[linker_lang], "-g", *objects, str(layer), "-o", str(exe), *link_flags, "-lm"], work)

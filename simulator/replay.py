@@ -14,7 +14,7 @@ import pandas as pd
 from waitlab.models.ops import CODE, OpTable
 from waitlab.simulator.build import replay_binary
 from waitlab.simulator.limits import check_replay_limits
-from waitlab.simulator.smpi import run_smpirun
+from waitlab.simulator.smpi import DeadlockError, name_blocked_calls, run_smpirun
 from waitlab.simulator.timeline import build_events, read_log
 from waitlab.simulator.trace import VectorStore, write_trace
 
@@ -58,9 +58,12 @@ def replay_ops(ops: OpTable, platform_xml: Path, hostfile: Path, core_speed: flo
         log = folder / "events.bin"
         log.unlink(missing_ok=True)
         t = time.perf_counter()
-        res = run_smpirun(binary, trace_ops.n_ranks, platform_xml, hostfile, replay_index=index, config=settings,
-                          extra_flags=extra_flags, env={"WAITLAB_LOG": str(log)}, timeout=timeout, what=what,
-                          cwd=folder)
+        try:
+            res = run_smpirun(binary, trace_ops.n_ranks, platform_xml, hostfile, replay_index=index, config=settings,
+                              extra_flags=extra_flags, env={"WAITLAB_LOG": str(log)}, timeout=timeout, what=what,
+                              cwd=folder)
+        except DeadlockError as exc:  # name the call each blocked rank is in
+            raise name_blocked_calls(exc, log, trace_ops) from None
         stages["smpi"] = time.perf_counter() - t
         t = time.perf_counter()
         t_enter, t_exit = read_log(log, ops)

@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
+import ctypes
+import multiprocessing
 import os
+import re
+import shutil
 import signal
 import subprocess
+import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from waitlab.errors import SimulationError
+from waitlab.models.ops import OpTable
+from waitlab.models.vocabulary import ACTIONS
 from waitlab.simulator.build import require_tool
+from waitlab.simulator.timeline import LOG_DTYPE
 
 
 @dataclass(frozen=True)
@@ -39,8 +50,204 @@ def limit_hint(output: str) -> str:
 
 
 def _tail(text: str, n: int = 25) -> str:
-    lines = [ln for ln in text.splitlines() if "Configuration change" not in ln]
+    lines = [ln for ln in text.splitlines() if "Configuration change" not in ln and not ln.startswith("  ->")]
     return "\n".join(lines[-n:])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# SimGrid's failures in its own words
+# ---------------------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class BlockedActor:
+    """One actor of SimGrid's deadlock listing: ``Actor <pid> (<name>@<host>): <status>``."""
+
+    pid: int
+    rank: int | None  # SMPI names rank r's actor "r"
+    host: str
+    status: str
+
+
+class DeadlockError(SimulationError):
+    """SimGrid found a deadlock; ``actors`` are the blocked ones, ``time`` the simulated time it happened."""
+
+    def __init__(self, what: str, time: float, actors: tuple[BlockedActor, ...], output: str,
+                 blocked: str = "") -> None:
+        listed = blocked or "; ".join(f"rank {a.rank if a.rank is not None else a.pid} on {a.host}: {a.status}"
+                                      for a in actors[:8])
+        more = f" and {len(actors) - 8} more" if len(actors) > 8 and not blocked else ""
+        super().__init__(f"{what} deadlocked at simulated time {time:g} s (SimGrid: Deadlock detected): "
+                         f"{len(actors)} ranks are blocked: {listed}{more}. Last lines of SimGrid's output:\n"
+                         f"{_tail(output, 12)}")
+        self.what = what
+        self.time = time
+        self.actors = actors
+        self.output = output
+
+
+class ConfigKeyError(SimulationError):
+    """SimGrid refused a ``--cfg`` setting (a key it does not know, or a value it cannot read): bad input."""
+
+    exit_code = 2
+
+
+_ACTOR = re.compile(r"Actor (?P<pid>\d+) \((?P<name>[^@)]*)@(?P<host>[^)]*)\): (?P<status>.*)$")
+_TIME = re.compile(r"^\[(?P<t>[0-9.]+)\]")
+_ADDRESS = re.compile(r" ?0x[0-9a-f]+ ?(\(\))?")
+#: SimGrid lines that say what went wrong (first match wins), ahead of the tail of its output.
+_KEY_LINES = ("Bad config key", "Invalid value", "Cannot parse", "Deadlock detected", "File size limit exceeded",
+              "No space left on device", "xbt_die", "Assertion",
+              "CRITICAL]", "malloc", "Segmentation fault", "Aborted")
+
+
+def parse_deadlock(output: str) -> tuple[float, tuple[BlockedActor, ...]] | None:
+    """The simulated time and blocked actors of SimGrid's deadlock report in ``output``, else ``None``.
+
+    >>> line = "[0.001000] [ker_engine/INFO] Actor 1 (0@n0): waiting for communication activity 0x55ac () in state"
+    >>> head = "[0.001000] src/x.cpp:1: [ker_engine/CRITICAL] Oops! Deadlock detected"
+    >>> t, actors = parse_deadlock(head + chr(10) + line)
+    >>> t, actors[0].rank, actors[0].host, actors[0].status
+    (0.001, 0, 'n0', 'waiting for communication activity in state')
+    """
+    if "Deadlock detected" not in output:
+        return None
+    t = 0.0
+    actors = []
+    for line in output.splitlines():
+        if "Deadlock detected" in line and (m := _TIME.match(line)):
+            t = float(m.group("t"))
+        m = _ACTOR.search(line)
+        if m:
+            name = m.group("name")
+            actors.append(BlockedActor(int(m.group("pid")), int(name) if name.isdigit() else None,
+                                       m.group("host"), " ".join(_ADDRESS.sub(" ", m.group("status")).split())))
+    return t, tuple(actors)
+
+
+def simgrid_words(output: str) -> str:
+    """The line of SimGrid's output that says what went wrong ('' when none is recognised)."""
+    lines = output.splitlines()
+    for needle in _KEY_LINES:
+        for line in lines:
+            if needle in line:
+                if needle in _KEY_LINES[:3]:
+                    return line[line.index(needle):].strip()
+                return re.sub(r"^\[[0-9.]+\] (\./src/[^ ]+ )?", "", line.strip())
+    return ""
+
+
+def failure(what: str, returncode: int, output: str) -> SimulationError:
+    """The error for a failed smpirun: a deadlock naming the blocked ranks, a refused setting, or SimGrid's
+    own key line followed by the tail of its output."""
+    dl = parse_deadlock(output)
+    if dl is not None:
+        return DeadlockError(what, dl[0], dl[1], output)
+    words = simgrid_words(output)
+    if "Bad config key" in words or "Invalid value" in words or "Cannot parse" in words:
+        key = words.split(":")[-1].strip()
+        return ConfigKeyError(f"{what}: SimGrid refused a setting of simulation.config: \"{words}\" (fix: remove or "
+                              f"correct {key!r}; `smpirun --help-cfg` lists every key)")
+    reason = f"exit status {returncode}"
+    if returncode < 0:
+        reason = f"killed by signal {signal.Signals(-returncode).name}"
+    if returncode in (-signal.SIGXFSZ, 128 + signal.SIGXFSZ) or "File too large" in output \
+            or "File size limit exceeded" in output:
+        reason += "; a file grew past the file-size limit (ulimit -f): raise the limit or write elsewhere"
+    elif "No space left on device" in output:
+        reason += "; the disk is full: free space or set TMPDIR to a larger disk"
+    first = f" SimGrid said: {words}." if words else ""
+    return SimulationError(f"{what} failed in SimGrid ({reason}).{first} Last lines of its output:\n{_tail(output)}"
+                           f"{limit_hint(output)}")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Processes that die with their parent
+# ---------------------------------------------------------------------------------------------------------------
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when its parent dies (``prctl(PR_SET_PDEATHSIG)``; no-op elsewhere).
+
+    Used as ``preexec_fn`` of smpirun and as the initializer of worker processes, so a ``kill -9`` of waitlab
+    leaves no simulation running.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    parent = os.getppid()
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+def worker_dies_with_parent() -> None:
+    """Initializer of worker processes: :func:`die_with_parent`, plus a watchdog thread for the window before it
+    took effect (a parent killed while the worker was still starting): when the parent is gone the worker exits,
+    and the SimGrid runs it started die with it."""
+    parent = multiprocessing.parent_process()
+    parent_pid = parent.pid if parent is not None else os.getppid()
+    die_with_parent()
+
+    def watch() -> None:
+        while True:
+            if os.getppid() != parent_pid:
+                os._exit(1)
+            time.sleep(0.5)
+
+    threading.Thread(target=watch, name="waitlab-parent-watchdog", daemon=True).start()
+
+
+def death_wrapper() -> list[str]:
+    """smpirun flags that make the simulator process (a child of smpirun's shell) die with that shell."""
+    setpriv = shutil.which("setpriv") if sys.platform.startswith("linux") else None
+    return ["-wrapper", f"{setpriv} --pdeathsig KILL"] if setpriv else []
+
+
+def name_blocked_calls(exc: DeadlockError, log_path: Path, ops: OpTable) -> DeadlockError:
+    """``exc`` with the MPI call each blocked rank is in, read from the replay log (what each rank finished).
+
+    A rank that logged ``c`` actions (its ``init`` first) is blocked in its ``c``-th operation of ``ops``.
+    """
+    try:
+        log = np.fromfile(log_path, dtype=LOG_DTYPE)
+    except (OSError, ValueError):
+        return exc
+    done = np.bincount(log["rank"], minlength=ops.n_ranks) if log.size else np.zeros(ops.n_ranks, np.int64)
+    counts = ops.per_rank_counts()
+    first = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    order = np.lexsort((ops.seq, ops.rank))
+    parts = []
+    for a in exc.actors[:8]:
+        if a.rank is None or not 0 <= a.rank < ops.n_ranks:
+            continue
+        k = int(done[a.rank]) - 1  # operations finished after init
+        if k < 0:
+            call = "init"
+        elif k >= counts[a.rank]:
+            call = "finalize"
+        else:
+            i = order[first[a.rank] + k]
+            call = f"{ACTIONS[int(ops.code[i])]} (operation {k}"
+            if ops.peer[i] >= 0:
+                call += f", partner rank {int(ops.peer[i])}, tag {int(ops.tag[i])}"
+            call += ")"
+        parts.append(f"rank {a.rank} in {call}")
+    if not parts:
+        return exc
+    more = f" and {len(exc.actors) - 8} more" if len(exc.actors) > 8 else ""
+    return DeadlockError(exc.what, exc.time, exc.actors, exc.output, "; ".join(parts) + more)
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL the process group ``pid`` leads (smpirun and the simulator); quiet if it is already gone."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def run_smpirun(
@@ -72,6 +279,8 @@ def run_smpirun(
     cmd = [smpirun, *([] if privatize else ["-no-privatize"]), "-np", str(n_ranks), "-platform", str(platform_xml),
            "-hostfile", str(hostfile)]
     cmd += list(extra_flags)
+    if "-wrapper" not in extra_flags:
+        cmd += death_wrapper()
     if replay_index is not None:
         cmd += ["-replay", str(replay_index)]
     cmd.append(str(binary))
@@ -79,26 +288,24 @@ def run_smpirun(
     for key, value in (config or {}).items():
         cmd.append(f"--cfg={key}:{value}")
     cmd.append("--log=root.thres:warning")
+    cmd.append("--log=ker_engine.thres:info")
     full_env = dict(os.environ)
     full_env.update(env or {})
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=full_env,
-                            cwd=cwd, start_new_session=True)
+                            cwd=cwd, start_new_session=True, preexec_fn=die_with_parent)
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+        kill_group(proc.pid)
         out, _ = proc.communicate()
         raise SimulationError(f"{what} exceeded the time limit of {timeout:g} s and was stopped. "
                               f"Last output of SimGrid:\n{_tail(out or '')}") from None
     except BaseException:
-        os.killpg(proc.pid, signal.SIGKILL)
+        kill_group(proc.pid)
         proc.communicate()
         raise
     wall = time.perf_counter() - t0
-    if proc.returncode not in accept_returncodes:
-        reason = f"exit status {proc.returncode}"
-        if proc.returncode < 0:
-            reason = f"killed by signal {signal.Signals(-proc.returncode).name}"
-        raise SimulationError(f"{what} failed in SimGrid ({reason}). SimGrid said:\n{_tail(out)}{limit_hint(out)}")
+    if proc.returncode not in accept_returncodes or "Deadlock detected" in out:
+        raise failure(what, proc.returncode, out)
     return SmpiResult(tuple(cmd), proc.returncode, out, wall)

@@ -273,6 +273,9 @@ def _parse_action(out: _Lines, vectors: VectorStore, v_seen: dict[tuple[int, int
             raise _BadLine(f"{action} from any source (MPI_ANY_SOURCE, written as {args[0]}) cannot be replayed: "
                            "the trace does not say which rank sent the message",
                            "capture with waitlab's layer (waitlab capture --via layer), which records the source")
+        if len(args) > 4:
+            raise _BadLine(f"{action} takes at most 4 arguments (partner tag count [datatype]), got {len(args)}: "
+                           f"{' '.join(args)!r}")
         peer, tag = _num(args, 0, "partner rank"), _num(args, 1, "tag")
         count = _num(args, 2, "count")
         if peer >= world:

@@ -215,7 +215,7 @@ def test_crossbar_rejects_fat_tree_keys(tmp_path: Path) -> None:
 def test_bad_toml_syntax(tmp_path: Path) -> None:
     path = tmp_path / "broken.toml"
     path.write_text("[node\ncores = 1\n")
-    with pytest.raises(InputError, match=r"broken\.toml: toml: not valid TOML: .*line 1"):
+    with pytest.raises(InputError, match=r"broken\.toml: \(syntax\): not valid TOML: .*line 1"):
         load_platform(str(path))
 
 

@@ -19,6 +19,7 @@ from waitlab.experiments.capture import trace_scenario_text
 from waitlab.experiments.compare import Comparison, compare_png, compare_runs
 from waitlab.experiments.diagnose import Diagnosis, diagnose_path
 from waitlab.experiments.diagnosis_report import report_dict, to_markdown, write_report
+from waitlab.experiments.estimate import preflight
 from waitlab.experiments.executors import open_executor
 from waitlab.experiments.exports import FORMATS as EXPORT_FORMATS
 from waitlab.experiments.exports import export_run
@@ -91,13 +92,16 @@ def default_output(name: str, suffix: str = "", root: Path = RESULTS_ROOT) -> Pa
 
 
 def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, force: bool = False,
-        png: bool = True) -> Run:
+        png: bool = True, check_resources: bool = True, say: Any = None) -> Run:
     """Simulate a scenario (a :class:`Scenario` or a TOML path); with ``out``, write its results folder.
 
     Returns the :class:`~waitlab.experiments.pipeline.Run` (``.result`` has the event table, wait
     states, summary and metadata; ``.perturbation`` the perturbation study of a perturbed scenario).
+    A run of 4,096 ranks or more is estimated first (memory, scratch, time: ``say`` receives the line) and
+    refused when it will not fit this machine, unless ``check_resources=False``.
     """
     sc = _scenario(scenario)
+    preflight(sc, say=say, check=check_resources)
     if out is None:
         return _run(sc)
     with results_folder(Path(out), force) as partial:

@@ -22,6 +22,7 @@ from waitlab.cli_common import frame as _frame
 from waitlab.cli_common import json_flag as _json_flag
 from waitlab.cli_common import say as _say
 from waitlab.errors import InputError, WaitlabError
+from waitlab.interrupts import session
 from waitlab.version import __version__
 
 
@@ -32,12 +33,15 @@ def _run(sub: Any) -> None:
     p.add_argument("-o", "--output", type=Path, default=None, help="results folder (default: results/<name>)")
     p.add_argument("--force", action="store_true", help="replace an existing results folder")
     p.add_argument("--no-png", action="store_true", help="skip the timeline picture")
+    p.add_argument("--no-resource-check", action="store_true",
+                   help="run even when the estimate (printed for 4,096 ranks or more) says it will not fit")
     _json_flag(p)
 
     def go(args: argparse.Namespace) -> int:
         scenario = api.load_scenario(args.scenario)
         out = args.output or api.default_output(scenario.name)
-        result = api.run(scenario, out, force=args.force, png=not args.no_png)
+        result = api.run(scenario, out, force=args.force, png=not args.no_png,
+                         check_resources=not args.no_resource_check, say=lambda m: _say(args, m))
         if args.json:
             pert = result.perturbation.report if result.perturbation is not None else None
             _dump({"output": str(out), "metadata": result.result.metadata, "summary": result.result.summary,
@@ -356,7 +360,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args))
+        with session():  # own scratch folder; first Ctrl-C stops cleanly, a second at once
+            return int(args.func(args))
     except WaitlabError as exc:
         print(f"waitlab: error: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -1,0 +1,39 @@
+"""The estimate printed and checked before a large run (issues 10 and 15)."""
+
+from __future__ import annotations
+
+import pytest
+
+from waitlab.errors import EnvironmentProblem
+from waitlab.experiments.estimate import PREFLIGHT_RANKS, PYTHON_EVENT_BYTES, memory_available, preflight
+from waitlab.experiments.scenario import from_mapping
+
+
+def _scenario(ranks: int, steps: int = 2):
+    return from_mapping({"scenario": {"name": "big", "ranks": ranks}, "platform": {"name": "sunway_taihulight"},
+                         "application": {"kind": "stencil", "steps": steps}}, "big.toml")
+
+
+def test_small_runs_are_not_estimated() -> None:
+    assert preflight(_scenario(PREFLIGHT_RANKS - 1)) is None
+
+
+def test_large_run_is_estimated_and_said() -> None:
+    said: list[str] = []
+    est = preflight(_scenario(PREFLIGHT_RANKS), say=said.append, check=False)
+    assert est is not None and est.ranks == PREFLIGHT_RANKS and est.exact_events
+    # a 2-D stencil step: at least enter/compute/leave + 4 halo isend/irecv + waitall + allreduce per rank
+    assert est.events >= PREFLIGHT_RANKS * 2 * 7
+    assert len(said) == 1 and said[0].startswith("estimate: 4,096 ranks")
+
+
+def test_a_run_that_cannot_fit_is_refused_before_any_work() -> None:
+    avail = memory_available()
+    if avail is None:
+        pytest.skip("no /proc/meminfo")
+    # 65,536 ranks x 200 steps of a 2-D stencil: over 65,536 * 200 * 14 events, at PYTHON_EVENT_BYTES each
+    events = 65_536 * 200 * 14
+    if events * PYTHON_EVENT_BYTES <= avail:
+        pytest.skip("this machine has more memory than the scenario needs")
+    with pytest.raises(EnvironmentProblem, match="would not fit"):
+        preflight(_scenario(65_536, steps=200))
