@@ -78,10 +78,10 @@ def _sweep(sub: Any) -> None:
         out = args.output or api.default_output(sw.name)
         bar = _bar(args)
 
-        def say(msg: str) -> None:  # with a bar, only failures; without, every line (unless --quiet/--json)
-            if msg.startswith("FAILED") or "failed" in msg:
+        def say(msg: str) -> None:  # failures on stderr; with a bar, only the final count; else every line
+            if msg.startswith("FAILED"):
                 print(msg, file=sys.stderr)
-            elif not bar:
+            elif not bar or "points done" in msg:
                 _say(args, msg)
 
         table = api.sweep(sw, out, executor=args.executor, workers=args.workers, scheduler=args.scheduler,

@@ -27,11 +27,12 @@ import numpy as np
 import pandas as pd
 
 from waitlab.models.ops import OpTable
-from waitlab.models.vocabulary import ACTIONS, CODE, COLLECTIVE_ACTIONS, codes_of, is_rooted
+from waitlab.models.vocabulary import ACTIONS, CODE, COLLECTIVE_ACTIONS, RECV_ACTIONS, SEND_ACTIONS, codes_of, is_rooted
 
 _COLLECTIVE = codes_of(sorted(COLLECTIVE_ACTIONS))
-_SEND = codes_of(["send", "isend"])
-_RECV = codes_of(["recv", "irecv"])
+_SEND = codes_of(SEND_ACTIONS)  # send, isend, ssend, issend
+_RECV = codes_of(RECV_ACTIONS)
+_SEND_SET = frozenset(_SEND.tolist())
 #: Largest table the deadlock walk runs on (a Python walk over blocking receives); SimGrid's own deadlock
 #: report (parsed by waitlab.simulator.smpi) covers larger ones.
 MAX_WALK_OPS = 2_000_000
@@ -138,7 +139,7 @@ def certain_deadlock(ops: OpTable) -> str | None:
             while pc[r] < starts[r + 1]:
                 i = pc[r]
                 c = int(code[i])
-                if c in (CODE["send"], CODE["isend"]):
+                if c in _SEND_SET:
                     key = (r, int(peer[i]), int(tag[i]))
                     posted[key] = posted.get(key, 0) + 1
                 elif c == CODE["irecv"]:
