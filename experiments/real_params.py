@@ -20,7 +20,7 @@ from waitlab.errors import InputError
 from waitlab.experiments.schema import STRICT, freeze, raise_validation
 from waitlab.readers import read_bytes
 from waitlab.simulator.programs import COMPILERS, language_of, sources_digest
-from waitlab.simulator.ti_trace import trace_files
+from waitlab.simulator.ti_files import trace_files
 
 REAL_KINDS = ("program", "trace")
 #: Largest program source read (bytes).

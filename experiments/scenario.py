@@ -29,6 +29,7 @@ from typing import Any
 import tomli_w
 
 from waitlab.errors import InputError
+from waitlab.experiments.physics_limits import application_problem, is_platform_path
 from waitlab.experiments.real_params import REAL_KINDS, real_params, real_params_to_toml
 from waitlab.experiments.schema import (
     SECTIONS,
@@ -38,9 +39,7 @@ from waitlab.experiments.schema import (
     ScenarioSection,
     SimulationSection,
     TracingSection,
-    application_problem,
     check_name,
-    is_platform_path,
     validate_section,
 )
 from waitlab.models.apps.alltoall import check_alltoall_algorithm, check_alltoall_point

@@ -27,10 +27,10 @@ import numpy as np
 import pandas as pd
 
 from waitlab.errors import InputError
+from waitlab.experiments.physics_limits import largest_node_memory
 from waitlab.experiments.programs import program_binary, program_config, run_real_program
 from waitlab.experiments.real_params import ProgramParams, TraceParams
 from waitlab.experiments.scenario import Scenario
-from waitlab.experiments.schema import largest_node_memory
 from waitlab.models.analysis.trace_check import first_mismatch
 from waitlab.models.apps.registry import generate
 from waitlab.models.ops import OpTable

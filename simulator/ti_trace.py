@@ -18,7 +18,6 @@ with ``MPI_BYTE`` (id 6), so a trace round-trips to the same byte counts.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,6 +42,7 @@ from waitlab.models.vocabulary import (
     VOCABULARY,
 )
 from waitlab.models.vocabulary import V_ACTIONS as V_ACTIONS
+from waitlab.simulator.ti_files import iter_lines, trace_files
 from waitlab.simulator.trace import VectorStore
 
 #: One-sided names: waitlab's and those SMPI 3.32's ``-trace-ti`` writes (smpi_pmpi_win.cpp); none replays.
@@ -84,44 +84,6 @@ class ParsedTrace:
 # Reading
 # ---------------------------------------------------------------------------------------------------------------
 
-def _is_trace_line(line: str) -> bool:
-    parts = line.split()
-    return len(parts) >= 2 and parts[0].lstrip("-").isdigit() and not Path(line.strip()).exists()
-
-
-def trace_files(path: Path) -> list[Path]:
-    """The trace files named by an index (one line per rank, or one line for a shared file).
-
-    ``path`` may also be a trace file itself (its lines start with a rank number).
-    Relative names in an index are relative to the index's folder.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(str(path), "(file)", "trace index does not exist", "give the index written by "
-                         "'waitlab capture' or 'smpirun -trace-ti' (-trace-file NAME)")
-    entries: list[tuple[int, str]] = []
-    with path.open(encoding="utf-8", errors="replace") as fh:
-        for n, raw in enumerate(fh, 1):
-            line = raw.strip()
-            if not line or line.startswith("#"):
-                continue
-            if _is_trace_line(line):
-                return [path]  # a trace file, not an index
-            entries.append((n, line))
-    if not entries:
-        raise InputError(str(path), "(file)", "the trace index lists no trace file", "one path per line")
-    files = []
-    for n, name in entries:
-        p = Path(name)
-        if not p.is_absolute():
-            p = path.parent / p
-        if not p.is_file():
-            raise InputError(str(path), f"line {n}", f"trace file {name} does not exist",
-                             "keep the per-rank files next to the index (paths are relative to it)")
-        files.append(p)
-    return files
-
-
 class _Lines:
     """Column accumulator for parsed operations."""
 
@@ -147,16 +109,6 @@ class _Lines:
             self.name.append(-1)
         else:
             self.name.append(self.names.setdefault(name, len(self.names)))
-
-
-def _iter_lines(files: list[Path]) -> Iterator[tuple[int, Path, int, list[str]]]:
-    """(file index, file, line number, fields) of every non-blank, non-comment line."""
-    for fi, f in enumerate(files):
-        with f.open(encoding="utf-8", errors="replace") as fh:
-            for n, raw in enumerate(fh, 1):
-                line = raw.strip()
-                if line and not line.startswith("#"):
-                    yield fi, f, n, line.split()
 
 
 def parse_ti_trace(path: Path, *, flops_per_second: float, n_ranks: int | None = None) -> ParsedTrace:
@@ -192,11 +144,11 @@ def parse_ti_trace(path: Path, *, flops_per_second: float, n_ranks: int | None =
     world = n_ranks if n_ranks is not None else (len(files) if per_rank_files else None)
     if world is None:  # one shared file: count the ranks first
         ranks: set[int] = set()
-        for _fi, _f, _n, parts in _iter_lines(files):
+        for _fi, _f, _n, parts in iter_lines(files):
             if parts[0].lstrip("-").isdigit():
                 ranks.add(int(parts[0]))
         world = max(ranks) + 1 if ranks else 0
-    for fi, f, n, parts in _iter_lines(files):
+    for fi, f, n, parts in iter_lines(files):
         def bad(problem: str, fix: str = "see docs/real_programs.md, 'The TI trace format'", _f: Path = f,
                 _n: int = n) -> InputError:
             return InputError(str(_f), f"line {_n}", problem, fix)
