@@ -26,7 +26,7 @@ setup(
         "waitlab.experiments.reproduce": "experiments/reproduce",
     },
     package_data={
-        "waitlab.simulator": ["native/*.cpp", "native/*.c", "native/*.h"],
+        "waitlab.simulator": ["native/*.cpp", "native/*.c", "native/*.h", "native/*.inc"],
         "waitlab.platforms": ["data/*.toml"],
         "waitlab.experiments": ["scenarios/*.toml"],
         "waitlab.experiments.reproduce": ["*.c"],

@@ -12,7 +12,7 @@ found with ``dlsym(RTLD_NEXT)``, then recording through the same statement as C)
     python -m waitlab.simulator.layer_wrappers > simulator/native/waitlab_wrappers.inc
 
 Calls with their own logic (init/finalize, receives, sendrecv, completions, persistent requests, v-collectives,
-communicator set-up) stay hand-written in ``waitlab_pmpi.c``.
+communicator set-up) stay hand-written in ``waitlab_pmpi.c`` and its ``waitlab_pmpi_*.c`` parts.
 """
 
 from __future__ import annotations

@@ -60,8 +60,9 @@ __all__ = [
 ]  # fmt: skip
 
 LAYER_SOURCE = NATIVE_DIR / "waitlab_pmpi.c"
-#: One-sided (RMA) wrappers (C and Fortran), #included by LAYER_SOURCE (part of the layer's cache key).
-LAYER_RMA_SOURCES = (NATIVE_DIR / "waitlab_pmpi_rma.c", NATIVE_DIR / "waitlab_pmpi_rma_f.c")
+#: The parts #included by LAYER_SOURCE (one translation unit): communicators and requests, point-to-point,
+#: collectives and Fortran, one-sided (RMA) C and Fortran; all are part of the layer's cache key.
+LAYER_PARTS = tuple(sorted(NATIVE_DIR.glob("waitlab_pmpi_*.c")))
 HEADER = NATIVE_DIR / "waitlab.h"
 ACTIONS_HEADER = NATIVE_DIR / "waitlab_actions.h"
 #: The generated wrappers (:mod:`waitlab.simulator.layer_wrappers`), included by the layer.
@@ -116,7 +117,7 @@ def layer_object() -> Path:
     """The measurement layer compiled by ``smpicc`` into an object (cached by source hash)."""
     cc = require_tool("smpicc")
     key = _digest(LAYER_SOURCE.read_bytes(), HEADER.read_bytes(), checked_actions_header().encode(),
-                  WRAPPERS_INC.read_bytes(), *(f.read_bytes() for f in LAYER_RMA_SOURCES), simgrid_version().encode())
+                  WRAPPERS_INC.read_bytes(), *(f.read_bytes() for f in LAYER_PARTS), simgrid_version().encode())
     target = cache_dir() / f"waitlab-pmpi-{key}.o"
     if target.exists():
         return target

@@ -1,0 +1,290 @@
+/* waitlab_pmpi_coll.c: collectives (blocking, v-collectives, nonblocking completion) and Fortran bindings.
+ * Part of waitlab's measurement layer: #included by waitlab_pmpi.c (one translation unit, so the static
+ * helpers and state of waitlab_pmpi.c are shared).  Not compiled on its own. */
+
+/* ---- collectives ---------------------------------------------------------------------------------------------- */
+
+#define WL_COLL(code, peer, comm, v, v2)                                                                               \
+  wl_push((code), t0_, wl_now(), (peer), 0, wl_comm_id(comm), (v), (v2), -1, wl_site(ra_), 0)
+
+static void wl_vector(int64_t op, int n, const int* scounts, MPI_Datatype stype, const int* rcounts,
+                      MPI_Datatype rtype, double* ssum, double* rsum)
+{
+  int ssize = 0, rsize = 0;
+  if (scounts && stype != MPI_DATATYPE_NULL)
+    PMPI_Type_size(stype, &ssize);
+  if (rcounts && rtype != MPI_DATATYPE_NULL)
+    PMPI_Type_size(rtype, &rsize);
+  *ssum = *rsum = 0;
+  wl_text(&wl_vec, &wl_vec_len, &wl_vec_cap, "%lld %d", (long long)op, n);
+  for (int i = 0; i < n; i++) {
+    long long b = scounts ? (long long)scounts[i] * ssize : 0;
+    *ssum += (double)b;
+    wl_text(&wl_vec, &wl_vec_len, &wl_vec_cap, " %lld", b);
+  }
+  for (int i = 0; i < n; i++) {
+    long long b = rcounts ? (long long)rcounts[i] * rsize : 0;
+    *rsum += (double)b;
+    wl_text(&wl_vec, &wl_vec_len, &wl_vec_cap, " %lld", b);
+  }
+  wl_text(&wl_vec, &wl_vec_len, &wl_vec_cap, "\n");
+}
+
+static int64_t wl_vcoll(int code, double t0, const void* ra, int peer, MPI_Comm comm, const int* scounts,
+                        MPI_Datatype stype, const int* rcounts, MPI_Datatype rtype, double sscalar, double rscalar)
+{
+  int n;
+  PMPI_Comm_size(comm, &n);
+  int64_t op = wl_push(code, t0, wl_now(), peer, 0, wl_comm_id(comm), 0.0, 0.0, -1, wl_site(ra), 0);
+  double ssum, rsum;
+  wl_vector(op, n, scounts, stype, rcounts, rtype, &ssum, &rsum);
+  wl_args[op].value = scounts ? ssum : sscalar;
+  wl_args[op].value2 = rcounts ? rsum : rscalar;
+  return op;
+}
+
+int MPI_Alltoallv(const void* sbuf, const int* scounts, const int* sdispls, MPI_Datatype stype, void* rbuf,
+                  const int* rcounts, const int* rdispls, MPI_Datatype rtype, MPI_Comm comm)
+{
+  WL_BEGIN();
+  int rc = PMPI_Alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm);
+  if (wl_on && rc == MPI_SUCCESS)
+    wl_vcoll(WL_ALLTOALLV, t0_, ra_, -1, comm, scounts, stype, rcounts, rtype, 0.0, 0.0);
+  return rc;
+}
+
+int MPI_Gatherv(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, const int* rcounts, const int* displs,
+                MPI_Datatype rtype, int root, MPI_Comm comm)
+{
+  WL_BEGIN();
+  int rc = PMPI_Gatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm);
+  if (wl_on && rc == MPI_SUCCESS) {
+    int me;
+    PMPI_Comm_rank(comm, &me);
+    wl_vcoll(WL_GATHERV, t0_, ra_, wl_root(comm, root), comm, NULL, stype, me == root ? rcounts : NULL, rtype,
+             wl_bytes(scount, stype), 0.0);
+  }
+  return rc;
+}
+
+int MPI_Scatterv(const void* sbuf, const int* scounts, const int* displs, MPI_Datatype stype, void* rbuf, int rcount,
+                 MPI_Datatype rtype, int root, MPI_Comm comm)
+{
+  WL_BEGIN();
+  int rc = PMPI_Scatterv(sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm);
+  if (wl_on && rc == MPI_SUCCESS) {
+    int me;
+    PMPI_Comm_rank(comm, &me);
+    wl_vcoll(WL_SCATTERV, t0_, ra_, wl_root(comm, root), comm, me == root ? scounts : NULL, stype, NULL, rtype, 0.0,
+             wl_bytes(rcount, rtype));
+  }
+  return rc;
+}
+
+int MPI_Allgatherv(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, const int* rcounts,
+                   const int* displs, MPI_Datatype rtype, MPI_Comm comm)
+{
+  WL_BEGIN();
+  int rc = PMPI_Allgatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm);
+  if (wl_on && rc == MPI_SUCCESS)
+    wl_vcoll(WL_ALLGATHERV, t0_, ra_, -1, comm, NULL, stype, rcounts, rtype, wl_bytes(scount, stype), 0.0);
+  return rc;
+}
+
+int MPI_Reduce_scatter(const void* sbuf, void* rbuf, const int* rcounts, MPI_Datatype dt, MPI_Op op, MPI_Comm comm)
+{
+  WL_BEGIN();
+  int rc = PMPI_Reduce_scatter(sbuf, rbuf, rcounts, dt, op, comm);
+  if (wl_on && rc == MPI_SUCCESS) {
+    /* vocabulary: value = bytes of the whole reduced vector (sum of rcounts), value2 = flops (not measured) */
+    int64_t op = wl_vcoll(WL_REDUCESCATTER, t0_, ra_, -1, comm, NULL, dt, rcounts, dt, 0.0, 0.0);
+    wl_args[op].value = wl_args[op].value2;
+    wl_args[op].value2 = 0.0;
+  }
+  return rc;
+}
+
+/* ---- nonblocking collectives: the generated wrappers record them as their blocking twin in the call that completes
+ * them (wl_coll_add, wl_record_completion); nonblocking v-collectives are refused ---------------------------------- */
+
+/* Nonblocking v-collectives are refused: their per-peer counts would have to be kept until completion. */
+#define WL_REFUSE(NAME)                                                                                                \
+  wl_die(NAME " is not supported by waitlab's measurement layer (nonblocking v-collectives); use the blocking "    \
+               "call or the non-v variant")
+
+int MPI_Igatherv(const void* a, int b, MPI_Datatype c, void* d, const int* e, const int* f, MPI_Datatype g, int h,
+                 MPI_Comm i, MPI_Request* j)
+{
+  if (wl_on)
+    WL_REFUSE("MPI_Igatherv");
+  return PMPI_Igatherv(a, b, c, d, e, f, g, h, i, j);
+}
+
+int MPI_Iscatterv(const void* a, const int* b, const int* c, MPI_Datatype d, void* e, int f, MPI_Datatype g, int h,
+                  MPI_Comm i, MPI_Request* j)
+{
+  if (wl_on)
+    WL_REFUSE("MPI_Iscatterv");
+  return PMPI_Iscatterv(a, b, c, d, e, f, g, h, i, j);
+}
+
+int MPI_Ialltoallv(const void* a, const int* b, const int* c, MPI_Datatype d, void* e, const int* f, const int* g,
+                   MPI_Datatype h, MPI_Comm i, MPI_Request* j)
+{
+  if (wl_on)
+    WL_REFUSE("MPI_Ialltoallv");
+  return PMPI_Ialltoallv(a, b, c, d, e, f, g, h, i, j);
+}
+
+int MPI_Iallgatherv(const void* a, int b, MPI_Datatype c, void* d, const int* e, const int* f, MPI_Datatype g,
+                    MPI_Comm h, MPI_Request* i)
+{
+  if (wl_on)
+    WL_REFUSE("MPI_Iallgatherv");
+  return PMPI_Iallgatherv(a, b, c, d, e, f, g, h, i);
+}
+
+/* ---- Fortran bindings: wrap SMPI's own, found with dlsym(RTLD_NEXT) -------------------------------------------- */
+
+extern int mpi_status_ignore_;
+extern int mpi_statuses_ignore_;
+
+#define WL_REAL(var, type, sym)                                                                                        \
+  static type var = NULL;                                                                                              \
+  if (var == NULL) {                                                                                                   \
+    var = (type)dlsym(RTLD_NEXT, sym);                                                                                 \
+    if (var == NULL)                                                                                                   \
+      wl_die("SimGrid has no Fortran binding " sym);                                                                   \
+  }
+
+static int wl_fstatus_ignored(const void* st) { return st == (const void*)&mpi_status_ignore_ || st == NULL; }
+
+static uintptr_t wl_fkey(int handle) { return ((uintptr_t)(unsigned)handle << 1) | 1u; }
+
+typedef void (*wl_f_init_t)(int*);
+typedef void (*wl_f_init_thread_t)(int*, int*, int*);
+
+void mpi_init_(int* ierr)
+{
+  WL_REAL(real, wl_f_init_t, "mpi_init_");
+  double t0 = wl_now();
+  real(ierr);
+  wl_start(t0, wl_now(), __builtin_return_address(0));
+}
+
+void mpi_init_thread_(int* required, int* provided, int* ierr)
+{
+  WL_REAL(real, wl_f_init_thread_t, "mpi_init_thread_");
+  double t0 = wl_now();
+  real(required, provided, ierr);
+  wl_start(t0, wl_now(), __builtin_return_address(0));
+}
+
+void mpi_finalize_(int* ierr)
+{
+  WL_REAL(real, wl_f_init_t, "mpi_finalize_");
+  WL_BEGIN();
+  if (wl_on)
+    wl_run_items(INT64_MAX, 0);
+  real(ierr);
+  if (wl_on && *ierr == MPI_SUCCESS)
+    wl_finish(t0_, wl_now(), ra_);
+}
+
+typedef void (*wl_f_isend_t)(void*, int*, int*, int*, int*, int*, int*, int*);
+typedef void (*wl_f_recv_t)(void*, int*, int*, int*, int*, int*, MPI_Status*, int*);
+
+void mpi_recv_(void* buf, int* count, int* dt, int* src, int* tag, int* comm, MPI_Status* status, int* ierr)
+{
+  WL_REAL(real, wl_f_recv_t, "mpi_recv_");
+  WL_BEGIN();
+  MPI_Status own;
+  MPI_Status* st = wl_fstatus_ignored(status) ? &own : status;
+  real(buf, count, dt, src, tag, comm, st, ierr);
+  if (wl_on && *ierr == MPI_SUCCESS && *src != MPI_PROC_NULL) {
+    MPI_Comm c = PMPI_Comm_f2c(*comm);
+    wl_push(WL_RECV, t0_, wl_now(), wl_world(c, st->MPI_SOURCE), st->MPI_TAG, wl_comm_id(c),
+            wl_bytes(*count, PMPI_Type_f2c(*dt)), 0.0, -1, wl_site(ra_), 0);
+  }
+}
+
+void mpi_irecv_(void* buf, int* count, int* dt, int* src, int* tag, int* comm, int* req, int* ierr)
+{
+  WL_REAL(real, wl_f_isend_t, "mpi_irecv_");
+  WL_BEGIN();
+  real(buf, count, dt, src, tag, comm, req, ierr);
+  if (wl_on && *ierr == MPI_SUCCESS && *src != MPI_PROC_NULL) {
+    MPI_Comm c = PMPI_Comm_f2c(*comm);
+    int peer = *src == MPI_ANY_SOURCE ? -1 : wl_world(c, *src);
+    int64_t op = wl_push(WL_IRECV, t0_, wl_now(), peer, *tag, wl_comm_id(c), wl_bytes(*count, PMPI_Type_f2c(*dt)),
+                         0.0, -1, wl_site(ra_), 0);
+    wl_req_add(wl_fkey(*req), op, peer, *tag, 1, *src == MPI_ANY_SOURCE || *tag == MPI_ANY_TAG, c);
+  }
+}
+
+typedef void (*wl_f_sendrecv_t)(void*, int*, int*, int*, int*, void*, int*, int*, int*, int*, int*, MPI_Status*,
+                                int*);
+
+void mpi_sendrecv_(void* sbuf, int* scount, int* stype, int* dst, int* stag, void* rbuf, int* rcount, int* rtype,
+                   int* src, int* rtag, int* comm, MPI_Status* status, int* ierr)
+{
+  WL_REAL(real, wl_f_sendrecv_t, "mpi_sendrecv_");
+  WL_BEGIN();
+  MPI_Status own;
+  MPI_Status* st = wl_fstatus_ignored(status) ? &own : status;
+  real(sbuf, scount, stype, dst, stag, rbuf, rcount, rtype, src, rtag, comm, st, ierr);
+  if (wl_on && *ierr == MPI_SUCCESS)
+    wl_sendrecv(t0_, ra_, *scount, PMPI_Type_f2c(*stype), *dst, *stag, *rcount, PMPI_Type_f2c(*rtype), *src,
+                PMPI_Comm_f2c(*comm), st);
+}
+
+typedef void (*wl_f_wait_t)(int*, MPI_Status*, int*);
+typedef void (*wl_f_waitall_t)(int*, int*, MPI_Status*, int*);
+
+void mpi_wait_(int* req, MPI_Status* status, int* ierr)
+{
+  WL_REAL(real, wl_f_wait_t, "mpi_wait_");
+  WL_BEGIN();
+  uintptr_t key = wl_fkey(*req);
+  MPI_Status own;
+  MPI_Status* st = wl_fstatus_ignored(status) ? &own : status;
+  real(req, st, ierr);
+  if (wl_on && *ierr == MPI_SUCCESS) {
+    wl_req_t r;
+    int found = wl_req_take(key, &r);
+    if (found)
+      wl_resolve(&r, st, MPI_COMM_WORLD);
+    wl_record_completion(found, &r, t0_, wl_now(), wl_site(ra_));
+  }
+}
+
+void mpi_waitall_(int* count, int* reqs, MPI_Status* statuses, int* ierr)
+{
+  WL_REAL(real, wl_f_waitall_t, "mpi_waitall_");
+  WL_BEGIN();
+  int n = *count > 0 ? *count : 1;
+  uintptr_t* keys = wl_malloc(sizeof(uintptr_t) * (size_t)n);
+  for (int i = 0; i < *count; i++)
+    keys[i] = wl_fkey(reqs[i]);
+  int ignored = statuses == NULL || (const void*)statuses == (const void*)&mpi_statuses_ignore_;
+  MPI_Status* own = ignored ? wl_malloc(sizeof(MPI_Status) * (size_t)n) : NULL;
+  real(count, reqs, own ? own : statuses, ierr);
+  if (wl_on && *ierr == MPI_SUCCESS)
+    wl_completed(*count, keys, NULL, own ? own : statuses, t0_, ra_);
+  free(keys);
+  free(own);
+}
+
+typedef void (*wl_f_a2av_t)(void*, int*, int*, int*, void*, int*, int*, int*, int*, int*);
+
+void mpi_alltoallv_(void* sbuf, int* scounts, int* sdispls, int* stype, void* rbuf, int* rcounts, int* rdispls,
+                    int* rtype, int* comm, int* ierr)
+{
+  WL_REAL(real, wl_f_a2av_t, "mpi_alltoallv_");
+  WL_BEGIN();
+  real(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, ierr);
+  if (wl_on && *ierr == MPI_SUCCESS)
+    wl_vcoll(WL_ALLTOALLV, t0_, ra_, -1, PMPI_Comm_f2c(*comm), scounts, PMPI_Type_f2c(*stype), rcounts,
+             PMPI_Type_f2c(*rtype), 0.0, 0.0);
+}
+

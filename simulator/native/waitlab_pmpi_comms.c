@@ -1,0 +1,364 @@
+/* waitlab_pmpi_comms.c: communicators, requests, names, start and end, region markers.
+ * Part of waitlab's measurement layer: #included by waitlab_pmpi.c (one translation unit, so the static
+ * helpers and state of waitlab_pmpi.c are shared).  Not compiled on its own. */
+
+/* ---- communicators, requests, names -------------------------------------------------------------------------- */
+
+/* Translate a rank of comm to its MPI_COMM_WORLD rank. */
+static int wl_world(MPI_Comm comm, int r)
+{
+  if (comm == MPI_COMM_WORLD || r < 0)
+    return r;
+  MPI_Group g, w;
+  int out = r;
+  PMPI_Comm_group(comm, &g);
+  PMPI_Comm_group(MPI_COMM_WORLD, &w);
+  PMPI_Group_translate_ranks(g, 1, &r, w, &out);
+  PMPI_Group_free(&g);
+  PMPI_Group_free(&w);
+  return out;
+}
+
+/* 0 for MPI_COMM_WORLD (or a communicator with the same ranks in the same order), else a per-rank id >= 1
+ * whose member list is written to r<rank>.comms. */
+static int wl_comm_id(MPI_Comm comm)
+{
+  if (comm == MPI_COMM_WORLD)
+    return 0;
+  int size;
+  PMPI_Comm_size(comm, &size);
+  int* members = wl_malloc(sizeof(int) * (size_t)size);
+  int* idx = wl_malloc(sizeof(int) * (size_t)size);
+  MPI_Group g, w;
+  PMPI_Comm_group(comm, &g);
+  PMPI_Comm_group(MPI_COMM_WORLD, &w);
+  for (int i = 0; i < size; i++)
+    idx[i] = i;
+  PMPI_Group_translate_ranks(g, size, idx, w, members);
+  PMPI_Group_free(&g);
+  PMPI_Group_free(&w);
+  free(idx);
+  int identity = size == wl_size;
+  for (int i = 0; identity && i < size; i++)
+    identity = members[i] == i;
+  if (identity) {
+    free(members);
+    return 0;
+  }
+  for (int c = 0; c < wl_n_comms; c++) {
+    if (wl_comm_sizes[c] == size && memcmp(wl_comm_members[c], members, sizeof(int) * (size_t)size) == 0) {
+      free(members);
+      return c + 1;
+    }
+  }
+  wl_comm_members = realloc(wl_comm_members, sizeof(int*) * (size_t)(wl_n_comms + 1));
+  wl_comm_sizes = realloc(wl_comm_sizes, sizeof(int) * (size_t)(wl_n_comms + 1));
+  if (wl_comm_members == NULL || wl_comm_sizes == NULL)
+    wl_die("out of memory");
+  wl_comm_members[wl_n_comms] = members;
+  wl_comm_sizes[wl_n_comms] = size;
+  wl_n_comms++;
+  wl_text(&wl_comms, &wl_comms_len, &wl_comms_cap, "%d", wl_n_comms);
+  for (int i = 0; i < size; i++)
+    wl_text(&wl_comms, &wl_comms_len, &wl_comms_cap, " %d", members[i]);
+  wl_text(&wl_comms, &wl_comms_len, &wl_comms_cap, "\n");
+  return wl_n_comms;
+}
+
+static int wl_root(MPI_Comm comm, int root) { return wl_world(comm, root); }
+
+static double wl_bytes(int count, MPI_Datatype dt)
+{
+  if (dt == MPI_DATATYPE_NULL || count <= 0)
+    return 0.0;
+  int size = 0;
+  PMPI_Type_size(dt, &size);
+  return (double)count * (double)size;
+}
+
+static uint64_t wl_hash(uintptr_t key)
+{
+  uint64_t h = (uint64_t)key * 0x9E3779B97F4A7C15ull;
+  return h ^ (h >> 29);
+}
+
+static void wl_req_insert(const wl_req_t* r);
+
+static void wl_req_rehash(int64_t cap)
+{
+  wl_req_t* old = wl_reqs;
+  int64_t old_cap = wl_cap_reqs;
+  wl_reqs = calloc((size_t)cap, sizeof(wl_req_t));
+  if (wl_reqs == NULL)
+    wl_die("out of memory for the request table");
+  wl_cap_reqs = cap;
+  wl_n_reqs = wl_used_reqs = 0;
+  for (int64_t i = 0; i < old_cap; i++)
+    if (old[i].key != 0 && old[i].key != WL_TOMB)
+      wl_req_insert(&old[i]);
+  free(old);
+}
+
+static void wl_req_insert(const wl_req_t* r)
+{
+  if (2 * (wl_used_reqs + 1) > wl_cap_reqs)
+    wl_req_rehash(wl_cap_reqs ? (wl_n_reqs * 4 > wl_cap_reqs ? 2 * wl_cap_reqs : wl_cap_reqs) : 256);
+  uint64_t mask = (uint64_t)wl_cap_reqs - 1;
+  for (uint64_t i = wl_hash(r->key) & mask;; i = (i + 1) & mask) {
+    if (wl_reqs[i].key == 0 || wl_reqs[i].key == WL_TOMB) {
+      if (wl_reqs[i].key == 0)
+        wl_used_reqs++;
+      wl_reqs[i] = *r;
+      wl_n_reqs++;
+      return;
+    }
+  }
+}
+
+static void wl_req_add(uintptr_t key, int64_t op, int peer, int tag, int is_recv, int unresolved, MPI_Comm comm)
+{
+  if (key == 0)
+    return;
+  wl_req_t r = {key, op, peer, tag, is_recv, unresolved, -1, -1, comm, 0.0, 0.0};
+  wl_req_insert(&r);
+}
+
+/* A nonblocking collective: recorded as its blocking twin `code` when it completes. */
+static void wl_coll_add(uintptr_t key, int code, int root, int cid, double value, double value2)
+{
+  if (key == 0)
+    return;
+  wl_req_t r = {key, -1, root, 0, 0, 0, code, cid, MPI_COMM_NULL, value, value2};
+  wl_req_insert(&r);
+}
+
+/* Remove and return the pending request with this key (0 if unknown): O(1). */
+static int wl_req_take(uintptr_t key, wl_req_t* out)
+{
+  if (key == 0 || wl_cap_reqs == 0)
+    return 0;
+  uint64_t mask = (uint64_t)wl_cap_reqs - 1;
+  for (uint64_t i = wl_hash(key) & mask; wl_reqs[i].key != 0; i = (i + 1) & mask) {
+    if (wl_reqs[i].key == key) {
+      *out = wl_reqs[i];
+      wl_reqs[i].key = WL_TOMB;
+      wl_n_reqs--;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+static wl_persist_t* wl_persist_find(uintptr_t key)
+{
+  for (int64_t i = wl_n_persist - 1; i >= 0; i--)
+    if (wl_persist[i].key == key)
+      return &wl_persist[i];
+  return NULL;
+}
+
+/* A completed receive: the bytes actually received (a 0-byte message is 0, not the posted size). */
+static void wl_received(const wl_req_t* r, const MPI_Status* st)
+{
+  if (r->is_recv && r->op >= 0 && st != NULL) {
+    int got = 0;
+    if (PMPI_Get_count(st, MPI_BYTE, &got) == MPI_SUCCESS && got != MPI_UNDEFINED && got >= 0)
+      wl_args[r->op].value = (double)got;
+  }
+}
+
+/* A receive whose source or tag was a wildcard: record the actual ones. */
+static void wl_resolve(wl_req_t* r, const MPI_Status* st, MPI_Comm comm)
+{
+  wl_received(r, st);
+  if (!r->is_recv || !r->unresolved || st == NULL)
+    return;
+  r->peer = wl_world(r->comm != MPI_COMM_NULL ? r->comm : comm, st->MPI_SOURCE);
+  r->tag = st->MPI_TAG;
+  wl_args[r->op].peer = r->peer;
+  wl_args[r->op].tag = r->tag;
+  wl_text(&wl_fix, &wl_fix_len, &wl_fix_cap, "%lld %d %d\n", (long long)r->op, r->peer, r->tag);
+  r->unresolved = 0;
+}
+
+static void wl_record_completion(int found, wl_req_t* r, double t0, double t1, uint64_t site)
+{
+  if (found && r->coll >= 0) /* a nonblocking collective: its wait is the collective's (Scalasca) */
+    wl_push(r->coll, t0, t1, r->peer, 0, r->cid, r->value, r->value2, -1, site, 0);
+  else if (found)
+    wl_push(WL_WAIT, t0, t1, r->peer, r->tag, 0, 0.0, r->is_recv ? 1.0 : 0.0, -1, site, 0);
+  else /* a request waitlab does not track (persistent, collective, null): kept as a 'test' */
+    wl_push(WL_TEST, t0, t1, -1, 0, 0, 0.0, 0.0, -1, site, 0);
+}
+
+static int wl_name_id(const char* name)
+{
+  for (int i = 0; i < wl_n_names; i++)
+    if (strcmp(wl_names[i], name) == 0)
+      return i;
+  if (wl_n_names == wl_cap_names) {
+    wl_cap_names = wl_cap_names ? 2 * wl_cap_names : 64;
+    wl_names = realloc(wl_names, sizeof(char*) * (size_t)wl_cap_names);
+    if (wl_names == NULL)
+      wl_die("out of memory");
+  }
+  size_t n = strlen(name);
+  char* copy = malloc(n + 2);
+  if (copy == NULL)
+    wl_die("out of memory");
+  if (n == 0) {
+    strcpy(copy, "_");
+  } else {
+    for (size_t i = 0; i < n; i++) {
+      unsigned char ch = (unsigned char)name[i];
+      copy[i] = (ch <= ' ' || ch == 127) ? '_' : (char)ch;
+    }
+    copy[n] = '\0';
+    if (copy[0] == '@')
+      copy[0] = '_';
+  }
+  for (int i = 0; i < wl_n_names; i++)
+    if (strcmp(wl_names[i], copy) == 0) {
+      free(copy);
+      return i;
+    }
+  wl_names[wl_n_names] = copy;
+  return wl_n_names++;
+}
+
+/* ---- start and end -------------------------------------------------------------------------------------------- */
+
+static void wl_start(double t0, double t1, const void* ra)
+{
+  PMPI_Comm_rank(MPI_COMM_WORLD, &wl_rank);
+  PMPI_Comm_size(MPI_COMM_WORLD, &wl_size);
+  Dl_info info;
+  if (dladdr((void*)&wl_start, &info) && info.dli_fbase)
+    wl_base = (char*)info.dli_fbase;
+  wl_load_schedule();
+  const char* measured = getenv("WAITLAB_MEASURED");
+  wl_measured = measured != NULL && strcmp(measured, "1") == 0;
+  wl_on = 1;
+  wl_push(WL_INIT, t0, t1, -1, 0, 0, 0.0, 0.0, -1, wl_site(ra), 0);
+  wl_post_hook();
+}
+
+static void wl_write(const char* dir, const char* stem, const char* suffix, const void* data, size_t size)
+{
+  char path[4096];
+  if (snprintf(path, sizeof path, "%s/%s%d.%s", dir, stem, wl_rank, suffix) >= (int)sizeof path)
+    wl_die("the path of WAITLAB_OUT is too long (over 4095 bytes)");
+  FILE* f = fopen(path, "wb");
+  if (f == NULL || (size && fwrite(data, 1, size, f) != size) || fclose(f) != 0) {
+    fprintf(stderr, "waitlab measurement layer (rank %d): cannot write %s\n", wl_rank, path);
+    abort();
+  }
+}
+
+static void wl_finish(double t0, double t1, const void* ra)
+{
+  wl_push(WL_FINALIZE, t0, t1, -1, 0, 0, 0.0, 0.0, -1, wl_site(ra), 0);
+  wl_on = 0;
+  const char* dir = getenv("WAITLAB_OUT");
+  if (dir == NULL || *dir == '\0')
+    return; /* linked with the layer but not run by waitlab: record nothing */
+  wl_write(dir, "r", "log", wl_logs, sizeof(wl_log_t) * (size_t)wl_n);
+  wl_write(dir, "r", "arg", wl_args, sizeof(wl_arg_t) * (size_t)wl_n);
+  char* names = NULL;
+  size_t len = 0, cap = 0;
+  wl_text(&names, &len, &cap, "%s", "");
+  for (int i = 0; i < wl_n_names; i++)
+    wl_text(&names, &len, &cap, "%d\t%s\n", i, wl_names[i]);
+  wl_write(dir, "r", "names", names, len);
+  free(names);
+  wl_write(dir, "r", "vec", wl_vec, wl_vec_len);
+  wl_write(dir, "r", "fix", wl_fix, wl_fix_len);
+  wl_write(dir, "r", "comms", wl_comms, wl_comms_len);
+  char done[64];
+  int n = snprintf(done, sizeof done, "records %lld\n", (long long)wl_n);
+  wl_write(dir, "r", "done", done, (size_t)n);
+}
+
+/* ---- region markers (waitlab.h) ------------------------------------------------------------------------------- */
+
+void waitlab_region_begin(const char* name)
+{
+  if (!wl_on)
+    return;
+  if (wl_measured) { /* computation = "measured": book the computation before the marker */
+    smpi_bench_end();
+    smpi_bench_begin();
+  }
+  WL_PRE();
+  double t = wl_now();
+  wl_push(WL_ENTER, t, t, -1, 0, 0, 0.0, 0.0, wl_name_id(name ? name : ""), wl_site(__builtin_return_address(0)), 0);
+}
+
+void waitlab_region_end(const char* name)
+{
+  if (!wl_on)
+    return;
+  if (wl_measured) {
+    smpi_bench_end();
+    smpi_bench_begin();
+  }
+  WL_PRE();
+  double t = wl_now();
+  wl_push(WL_LEAVE, t, t, -1, 0, 0, 0.0, 0.0, wl_name_id(name ? name : ""), wl_site(__builtin_return_address(0)), 0);
+}
+
+void waitlab_set_step(int step) { wl_step = step; }
+
+/* WAITLAB_INJECT(region, seconds): `seconds` of CPU-bound work inside user region `region`, recorded as a cause
+ * (imbalance) of the ground-truth ledger.  In a re-run with an injection schedule (a counterfactual, a perturbed
+ * run) the schedule executes what the target operations say instead (the cause may have been removed). */
+void waitlab_inject(const char* name, double seconds)
+{
+  if (!wl_on || !(seconds > 0))
+    return;
+  waitlab_region_begin(name);
+  if (!wl_rerun) {
+    int id = wl_name_id(name ? name : "");
+    double t0 = wl_now();
+    smpi_execute_benched(seconds);
+    wl_push(WL_COMPUTE, t0, wl_now(), -1, 0, 0, seconds, 0.0, id, wl_site(__builtin_return_address(0)),
+            WL_FLAG_CAUSE);
+  }
+  waitlab_region_end(name);
+}
+
+static char* wl_fstring(const char* s, size_t len)
+{
+  while (len > 0 && s[len - 1] == ' ')
+    len--;
+  char* c = malloc(len + 1);
+  if (c == NULL)
+    wl_die("out of memory");
+  memcpy(c, s, len);
+  c[len] = '\0';
+  return c;
+}
+
+void waitlab_region_begin_(const char* name, size_t len)
+{
+  char* c = wl_fstring(name, len);
+  waitlab_region_begin(c);
+  free(c);
+}
+
+void waitlab_region_end_(const char* name, size_t len)
+{
+  char* c = wl_fstring(name, len);
+  waitlab_region_end(c);
+  free(c);
+}
+
+void waitlab_set_step_(const int* step) { wl_step = *step; }
+
+void waitlab_inject_(const char* name, const double* seconds, size_t len)
+{
+  char* c = wl_fstring(name, len);
+  waitlab_inject(c, *seconds);
+  free(c);
+}
+
