@@ -22,17 +22,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
+from waitlab.experiments.results import pid_alive
+
 PREFIX = "waitlab-scratch-"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def clean_stale_scratch(base: Path) -> list[Path]:
@@ -44,7 +36,7 @@ def clean_stale_scratch(base: Path) -> list[Path]:
         return removed
     for p in entries:
         pid = p.name.removeprefix(PREFIX)
-        if pid.isdigit() and not _alive(int(pid)) and p.is_dir():
+        if pid.isdigit() and not pid_alive(int(pid)) and p.is_dir():
             shutil.rmtree(p, ignore_errors=True)
             removed.append(p)
     return removed
