@@ -46,7 +46,7 @@ def test_relative_error_and_false_blame():
 
 
 def test_improvement_reproduces_the_papers_arithmetic():
-    # seed 000: 30 s of 41.6 s predicted (72%); realized 18.1 s of 41.6 s (44%)
+    # Wu et al.: 30 s of 41.6 s predicted (72%); realized 18.1 s of 41.6 s (44%)
     got = improvement(30.0, 41.6, 41.6 - 18.1)
     assert got["predicted"] == pytest.approx(0.721, abs=1e-3)
     assert got["realized"] == pytest.approx(0.435, abs=1e-3)
