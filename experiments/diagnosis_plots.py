@@ -5,13 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.axes import Axes
 
+from waitlab.experiments.canvas import subplots
 from waitlab.experiments.palette import KIND_COLOURS, OTHER, SERIES, WAIT
 from waitlab.models.analysis.scoring import by_rank_region, by_region
 
@@ -23,7 +21,7 @@ TIMELINE_MAX_RANKS = 48
 MAX_REGIONS = 10
 
 
-def _bars(ax: plt.Axes, series: dict[str, pd.Series], title: str) -> None:
+def _bars(ax: Axes, series: dict[str, pd.Series], title: str) -> None:
     regions: list[str] = []
     for s in series.values():
         for r in s.index[:MAX_REGIONS]:
@@ -60,14 +58,13 @@ def blame_figure(diag: Diagnosis, path: Path) -> None:
         left["ground truth"] = truth.cost("region").clip(lower=0)
         right["ground truth"] = truth.cost("region", right_metric).clip(lower=0)
     ops = right_metric.split(":", 1)[1].replace("+", ", ") if ":" in right_metric else "every operation"
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.8))
+    fig, (ax1, ax2) = subplots(1, 2, figsize=(13, 4.8))
     _bars(ax1, left, "total wait")
     _bars(ax2, right, f"largest wait of each instance of {ops} (Wu et al.'s measure)")
     name = diag.scenario.name if diag.scenario is not None else ""
     fig.suptitle(f"Blamed cost per region {name}".strip())
     fig.tight_layout()
     fig.savefig(path, dpi=110, metadata={"Software": None})
-    plt.close(fig)
 
 
 def _pick_ranks(n_ranks: int, diag: Diagnosis) -> np.ndarray:
@@ -101,7 +98,7 @@ def culprit_timeline(events: pd.DataFrame, waits: pd.DataFrame, diag: Diagnosis,
     dur = leaf["exit"].to_numpy() - start
     region = leaf["region"].astype(str).to_numpy()
     is_mpi = (leaf["kind"] == "mpi").to_numpy()
-    fig, ax = plt.subplots(figsize=(12, max(3.0, 0.22 * ranks.size + 1.6)))
+    fig, ax = subplots(figsize=(12, max(3.0, 0.22 * ranks.size + 1.6)))
     other = ~is_mpi & ~np.isin(region, culprits)
     if other.any():  # an empty barh would still put a (wrongly coloured) entry in the legend
         ax.barh(y[other], dur[other], left=start[other], height=0.7, color=OTHER, label="other regions",
@@ -126,4 +123,3 @@ def culprit_timeline(events: pd.DataFrame, waits: pd.DataFrame, diag: Diagnosis,
               fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110, metadata={"Software": None})
-    plt.close(fig)

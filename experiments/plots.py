@@ -7,14 +7,12 @@ from typing import Any
 
 import matplotlib
 import matplotlib.ticker
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.collections import PolyCollection
 from matplotlib.patches import Patch
 
+from waitlab.experiments.canvas import subplots
 from waitlab.experiments.palette import KIND_COLOURS
 from waitlab.experiments.palette import WAIT as WAIT_COLOUR
 
@@ -40,7 +38,7 @@ def _bars(rank: np.ndarray, start: np.ndarray, width: np.ndarray, height: float 
 
 def _gantt(events: pd.DataFrame, waits: pd.DataFrame, n_ranks: int, path: Path, title: str) -> None:
     # One PolyCollection per kind (not one artist per event): 100,000 events draw in about a second.
-    fig, ax = plt.subplots(figsize=(12, max(2.5, 0.3 * n_ranks + 1.5)))
+    fig, ax = subplots(figsize=(12, max(2.5, 0.3 * n_ranks + 1.5)))
     leaf = events[events["kind"] != "region"]
     handles = []
     rank, enter, exit_ = (leaf[c].to_numpy() for c in ("rank", "enter", "exit"))
@@ -65,7 +63,6 @@ def _gantt(events: pd.DataFrame, waits: pd.DataFrame, n_ranks: int, path: Path, 
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=8, frameon=False, fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110, metadata={"Software": None})
-    plt.close(fig)
 
 
 def _heatmap(events: pd.DataFrame, waits: pd.DataFrame, n_ranks: int, path: Path, title: str) -> None:
@@ -73,7 +70,7 @@ def _heatmap(events: pd.DataFrame, waits: pd.DataFrame, n_ranks: int, path: Path
     grid = np.zeros((n_ranks, max(steps, 1)))
     ok = waits["step"].to_numpy() >= 0
     np.add.at(grid, (waits["rank"].to_numpy()[ok], waits["step"].to_numpy()[ok]), waits["wait"].to_numpy()[ok])
-    fig, ax = plt.subplots(figsize=(10, 6))
+    fig, ax = subplots(figsize=(10, 6))
     im = ax.imshow(grid, aspect="auto", interpolation="nearest", cmap="Reds", origin="upper")
     ax.set_xlabel("step")
     ax.set_ylabel("rank")
@@ -82,4 +79,3 @@ def _heatmap(events: pd.DataFrame, waits: pd.DataFrame, n_ranks: int, path: Path
     fig.colorbar(im, ax=ax, label="wait (s)")
     fig.tight_layout()
     fig.savefig(path, dpi=110, metadata={"Software": None})
-    plt.close(fig)

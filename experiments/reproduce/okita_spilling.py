@@ -36,13 +36,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import matplotlib
 import numpy as np
 import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-
+from waitlab.experiments.canvas import subplots
 from waitlab.experiments.pipeline import prepare, simulate_ops
 from waitlab.experiments.scenario import Scenario, from_mapping
 from waitlab.models.apps.registry import generate
@@ -201,7 +198,7 @@ def _ratios(cur: pd.DataFrame) -> dict[str, float]:
 
 def plot(res: OkitaResult, path: Path) -> None:
     """Figure 3 of Okita et al.: execution time of S, S_i, S_f against R, with the paper's table 1."""
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = subplots(figsize=(7, 4.5))
     c = res.curve
     for v, colour in (("S", "#2c3e50"), ("S_i", "#c0392b"), ("S_f", "#27ae60")):
         ax.plot(c["R_MB"], c[f"{v}_ours"], "-o", color=colour, ms=3, label=f"{v} (waitlab)")
@@ -214,7 +211,6 @@ def plot(res: OkitaResult, path: Path) -> None:
     ax.legend(fontsize=8, ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=110, metadata={"Software": None})
-    plt.close(fig)
 
 
 def write(res: OkitaResult, folder: Path, png: bool = True) -> None:
