@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
 
-__all__ = ["subplots"]
+__all__ = ["bar_polygons", "barh_collection", "subplots"]
 
 
 def subplots(nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float], **kwargs: Any) -> tuple[Figure, Any]:
@@ -25,3 +28,22 @@ def subplots(nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float], **
     """
     fig = Figure(figsize=figsize)
     return fig, fig.subplots(nrows, ncols, **kwargs)
+
+
+def bar_polygons(rank: np.ndarray, start: np.ndarray, width: np.ndarray, height: float = 0.6) -> Any:
+    """Rectangles (n, 4, 2) for one PolyCollection: one bar per row at y = rank (an array: matplotlib's fast path;
+    typed Any because its stubs ask for a sequence)."""
+    x0, x1 = start.astype(float), (start + width).astype(float)
+    y0, y1 = rank - height / 2, rank + height / 2
+    return np.stack([np.stack([x0, y0], 1), np.stack([x1, y0], 1), np.stack([x1, y1], 1), np.stack([x0, y1], 1)], 1)
+
+
+def barh_collection(ax: Axes, y: np.ndarray, width: np.ndarray, left: np.ndarray, height: float, color: str,
+                    label: str) -> None:
+    """``ax.barh`` as one PolyCollection (one artist, not one Rectangle per bar), with a legend entry.
+
+    Thousands of bars draw in a fraction of the time; call ``ax.autoscale_view()`` after the last one.
+    """
+    ax.add_collection(PolyCollection(bar_polygons(np.asarray(y, float), np.asarray(left, float),
+                                                  np.asarray(width, float), height),
+                                     facecolors=color, linewidths=0, antialiased=False, label=label))

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 
-from waitlab.experiments.canvas import subplots
+from waitlab.experiments.canvas import barh_collection, subplots
 from waitlab.experiments.palette import KIND_COLOURS, OTHER, SERIES, WAIT
 from waitlab.models.analysis.scoring import by_rank_region, by_region
 
@@ -100,18 +100,17 @@ def culprit_timeline(events: pd.DataFrame, waits: pd.DataFrame, diag: Diagnosis,
     is_mpi = (leaf["kind"] == "mpi").to_numpy()
     fig, ax = subplots(figsize=(12, max(3.0, 0.22 * ranks.size + 1.6)))
     other = ~is_mpi & ~np.isin(region, culprits)
-    if other.any():  # an empty barh would still put a (wrongly coloured) entry in the legend
-        ax.barh(y[other], dur[other], left=start[other], height=0.7, color=OTHER, label="other regions",
-                linewidth=0)
-    ax.barh(y[is_mpi], dur[is_mpi], left=start[is_mpi], height=0.7, color=KIND_COLOURS["mpi"], label="MPI", linewidth=0)
+    if other.any():  # an empty collection would still put a (wrongly coloured) entry in the legend
+        barh_collection(ax, y[other], dur[other], start[other], 0.7, OTHER, "other regions")
+    barh_collection(ax, y[is_mpi], dur[is_mpi], start[is_mpi], 0.7, KIND_COLOURS["mpi"], "MPI")
     for c, colour in zip(culprits, CULPRIT_COLOURS, strict=False):
         sel = ~is_mpi & (region == c)
-        ax.barh(y[sel], dur[sel], left=start[sel], height=0.7, color=colour, label=c, linewidth=0)
+        barh_collection(ax, y[sel], dur[sel], start[sel], 0.7, colour, c)
     if len(waits):
         w = waits[np.isin(waits["rank"].to_numpy(), ranks)]
         enter = events["enter"].to_numpy()[w["event"].to_numpy()]
-        ax.barh(ypos[w["rank"].to_numpy()], w["wait"].to_numpy(), left=enter, height=0.35, color=WAIT,
-                label="wait", linewidth=0)
+        barh_collection(ax, ypos[w["rank"].to_numpy()], w["wait"].to_numpy(), enter, 0.35, WAIT, "wait")
+    ax.autoscale_view()
     ax.set_yticks(np.arange(ranks.size))
     ax.set_yticklabels([str(r) for r in ranks], fontsize=6 if ranks.size > 24 else 8)
     ax.set_ylim(ranks.size - 0.5, -0.5)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import matplotlib
 import matplotlib.ticker
@@ -12,7 +11,7 @@ import pandas as pd
 from matplotlib.collections import PolyCollection
 from matplotlib.patches import Patch
 
-from waitlab.experiments.canvas import subplots
+from waitlab.experiments.canvas import bar_polygons, subplots
 from waitlab.experiments.palette import KIND_COLOURS
 from waitlab.experiments.palette import WAIT as WAIT_COLOUR
 
@@ -28,14 +27,6 @@ def timeline_png(events: pd.DataFrame, waits: pd.DataFrame, path: Path, title: s
         _heatmap(events, waits, n_ranks, path, title)
 
 
-def _bars(rank: np.ndarray, start: np.ndarray, width: np.ndarray, height: float = 0.6) -> Any:
-    """Rectangles (n, 4, 2) for one PolyCollection: one bar per row at y = rank (an array: matplotlib's fast path;
-    typed Any because its stubs ask for a sequence)."""
-    x0, x1 = start.astype(float), (start + width).astype(float)
-    y0, y1 = rank - height / 2, rank + height / 2
-    return np.stack([np.stack([x0, y0], 1), np.stack([x1, y0], 1), np.stack([x1, y1], 1), np.stack([x0, y1], 1)], 1)
-
-
 def _gantt(events: pd.DataFrame, waits: pd.DataFrame, n_ranks: int, path: Path, title: str) -> None:
     # One PolyCollection per kind (not one artist per event): 100,000 events draw in about a second.
     fig, ax = subplots(figsize=(12, max(2.5, 0.3 * n_ranks + 1.5)))
@@ -46,12 +37,12 @@ def _gantt(events: pd.DataFrame, waits: pd.DataFrame, n_ranks: int, path: Path, 
     for k, colour in KIND_COLOURS.items():
         sel = kind == k
         if sel.any():
-            ax.add_collection(PolyCollection(_bars(rank[sel], enter[sel], exit_[sel] - enter[sel]),
+            ax.add_collection(PolyCollection(bar_polygons(rank[sel], enter[sel], exit_[sel] - enter[sel]),
                                              facecolors=colour, linewidths=0, antialiased=False))
             handles.append(Patch(color=colour, label=k))
     if len(waits):
         w_enter = events["enter"].to_numpy()[waits["event"].to_numpy()]
-        ax.add_collection(PolyCollection(_bars(waits["rank"].to_numpy(), w_enter, waits["wait"].to_numpy()),
+        ax.add_collection(PolyCollection(bar_polygons(waits["rank"].to_numpy(), w_enter, waits["wait"].to_numpy()),
                                          facecolors=WAIT_COLOUR, linewidths=0, antialiased=False))
         handles.append(Patch(color=WAIT_COLOUR, label="wait"))
     t_max = float(events["exit"].max()) if len(events) else 1.0
