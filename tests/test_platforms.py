@@ -184,7 +184,8 @@ def test_unsourced_and_malformed_figures(tmp_path: Path) -> None:
     cases = {
         r'memory = \{ value = 68719476736, source = "[^"]*" \}': ("memory = 68719476736",
                                                                  "node.memory: must be a table with value and source"),
-        r', source = "Rao et al. §4.1 table 1: 1920 nodes"': ("", "machine.max_nodes: has neither a source nor assumed"),
+        r', source = "Rao et al. §4.1 table 1: 1920 nodes"': ("",
+                                                              "machine.max_nodes: has neither a source nor assumed"),
         r"cores = \{ value = 16,": ("cores = { value = 16.5,", "node.cores.value: must be a whole number, got 16.5"),
         r"^\[node\]\n": ('[node]\nspeed = { value = 1, source = "x" }\n',
                          "node.speed: unknown key (fix: allowed keys in [node]: cores, core_speed, memory"),
