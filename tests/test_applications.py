@@ -371,7 +371,7 @@ def test_stencil_ring_relabelling_rotates_waits(n: int, data: st.DataObject) -> 
     assert per_rank_wait(k)[k] == pytest.approx(0.0)  # the late rank itself never waits
 
 
-def test_pingpong_matches_seed_003() -> None:
+def test_pingpong_matches_okita_et_al() -> None:
     p = PingpongParams()
     assert (p.steps, p.message_bytes) == (1024, 131072)  # 1024 round trips x 128 KB = R = 128 MB
     ops = generate(PingpongParams(steps=2), 2, seed=0)
@@ -561,7 +561,7 @@ def _lared_s_metrics(ops: OpTable) -> dict[str, float]:
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_lared_s_calibration_matches_seed_000(seed: int) -> None:
+def test_lared_s_calibration_matches_wu_et_al(seed: int) -> None:
     ops = generate(LaredSParams(), 960, seed=seed)
     m = _lared_s_metrics(ops)
     assert 0.42 < m["comm_share"] < 0.56  # Wu et al.: 49.4 % communication
