@@ -32,4 +32,4 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stam
   touch "$stamp"
 fi
 # Build (or verify) the native replay extension; rebuilt when its source changes.
-"$VENV/bin/python" -m waitlab.simulator.build
+"$VENV/bin/python" -c "import sys; from waitlab.simulator.build import main; sys.exit(main())"  # -m would warn: the package imports build
