@@ -14,12 +14,10 @@ from typing import Any
 
 import matplotlib
 import matplotlib.ticker
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from waitlab.experiments.canvas import subplots
 from waitlab.experiments.palette import KIND_COLOURS, RUN_A, RUN_B, WAIT
 from waitlab.experiments.perturbation_report import jsonable
 from waitlab.experiments.results import LoadedRun
@@ -176,7 +174,7 @@ def _pair_bars(ax: Any, df: pd.DataFrame, key: str, title: str) -> None:
 
 def compare_png(cmp: Comparison, path: Path) -> Path:
     """Four panels: budget A vs B, wait by pattern A vs B, per-rank change, per-step change."""
-    fig, axes = plt.subplots(2, 2, figsize=(12, 7))
+    fig, axes = subplots(2, 2, figsize=(12, 7))
     _pair_bars(axes[0, 0], cmp.totals.sort_values("category"), "category", "rank-seconds by activity")
     _pair_bars(axes[0, 1], cmp.by_pattern.sort_values("pattern"), "pattern", "wait by pattern")
     ax = axes[1, 0]
@@ -204,5 +202,4 @@ def compare_png(cmp: Comparison, path: Path) -> Path:
                  fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=100, metadata={"Software": None})
-    plt.close(fig)
     return Path(path)

@@ -5,13 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.axes import Axes
 
+from waitlab.experiments.canvas import barh_collection, subplots
 from waitlab.experiments.palette import KIND_COLOURS, OTHER, SERIES, WAIT
 from waitlab.models.analysis.scoring import by_rank_region, by_region
 
@@ -23,7 +21,7 @@ TIMELINE_MAX_RANKS = 48
 MAX_REGIONS = 10
 
 
-def _bars(ax: plt.Axes, series: dict[str, pd.Series], title: str) -> None:
+def _bars(ax: Axes, series: dict[str, pd.Series], title: str) -> None:
     regions: list[str] = []
     for s in series.values():
         for r in s.index[:MAX_REGIONS]:
@@ -60,14 +58,13 @@ def blame_figure(diag: Diagnosis, path: Path) -> None:
         left["ground truth"] = truth.cost("region").clip(lower=0)
         right["ground truth"] = truth.cost("region", right_metric).clip(lower=0)
     ops = right_metric.split(":", 1)[1].replace("+", ", ") if ":" in right_metric else "every operation"
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.8))
+    fig, (ax1, ax2) = subplots(1, 2, figsize=(13, 4.8))
     _bars(ax1, left, "total wait")
     _bars(ax2, right, f"largest wait of each instance of {ops} (Wu et al.'s measure)")
     name = diag.scenario.name if diag.scenario is not None else ""
     fig.suptitle(f"Blamed cost per region {name}".strip())
     fig.tight_layout()
     fig.savefig(path, dpi=110, metadata={"Software": None})
-    plt.close(fig)
 
 
 def _pick_ranks(n_ranks: int, diag: Diagnosis) -> np.ndarray:
@@ -101,20 +98,19 @@ def culprit_timeline(events: pd.DataFrame, waits: pd.DataFrame, diag: Diagnosis,
     dur = leaf["exit"].to_numpy() - start
     region = leaf["region"].astype(str).to_numpy()
     is_mpi = (leaf["kind"] == "mpi").to_numpy()
-    fig, ax = plt.subplots(figsize=(12, max(3.0, 0.22 * ranks.size + 1.6)))
+    fig, ax = subplots(figsize=(12, max(3.0, 0.22 * ranks.size + 1.6)))
     other = ~is_mpi & ~np.isin(region, culprits)
-    if other.any():  # an empty barh would still put a (wrongly coloured) entry in the legend
-        ax.barh(y[other], dur[other], left=start[other], height=0.7, color=OTHER, label="other regions",
-                linewidth=0)
-    ax.barh(y[is_mpi], dur[is_mpi], left=start[is_mpi], height=0.7, color=KIND_COLOURS["mpi"], label="MPI", linewidth=0)
+    if other.any():  # an empty collection would still put a (wrongly coloured) entry in the legend
+        barh_collection(ax, y[other], dur[other], start[other], 0.7, OTHER, "other regions")
+    barh_collection(ax, y[is_mpi], dur[is_mpi], start[is_mpi], 0.7, KIND_COLOURS["mpi"], "MPI")
     for c, colour in zip(culprits, CULPRIT_COLOURS, strict=False):
         sel = ~is_mpi & (region == c)
-        ax.barh(y[sel], dur[sel], left=start[sel], height=0.7, color=colour, label=c, linewidth=0)
+        barh_collection(ax, y[sel], dur[sel], start[sel], 0.7, colour, c)
     if len(waits):
         w = waits[np.isin(waits["rank"].to_numpy(), ranks)]
         enter = events["enter"].to_numpy()[w["event"].to_numpy()]
-        ax.barh(ypos[w["rank"].to_numpy()], w["wait"].to_numpy(), left=enter, height=0.35, color=WAIT,
-                label="wait", linewidth=0)
+        barh_collection(ax, ypos[w["rank"].to_numpy()], w["wait"].to_numpy(), enter, 0.35, WAIT, "wait")
+    ax.autoscale_view()
     ax.set_yticks(np.arange(ranks.size))
     ax.set_yticklabels([str(r) for r in ranks], fontsize=6 if ranks.size > 24 else 8)
     ax.set_ylim(ranks.size - 0.5, -0.5)
@@ -126,4 +122,3 @@ def culprit_timeline(events: pd.DataFrame, waits: pd.DataFrame, diag: Diagnosis,
               fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110, metadata={"Software": None})
-    plt.close(fig)

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import networkx as nx
 import numpy as np
 from matplotlib.lines import Line2D
 
+from waitlab.experiments.canvas import subplots
 from waitlab.experiments.palette import CAUSE, PATTERN_COLOURS, WAIT
 
 #: Largest graph drawn node by node.
@@ -32,7 +29,7 @@ def draw_propagation(graph: nx.DiGraph, out_png: Path, title: str = "") -> bool:
     colour = [CAUSE if d["kind"] == "delay" else PATTERN_COLOURS.get(d.get("pattern", ""), WAIT)
               for _, d in graph.nodes(data=True)]
     ranks = sorted({d["rank"] for _, d in graph.nodes(data=True)})
-    fig, ax = plt.subplots(figsize=(11, max(3.0, 0.35 * len(ranks) + 1.5)))
+    fig, ax = subplots(figsize=(11, max(3.0, 0.35 * len(ranks) + 1.5)))
     nx.draw_networkx_edges(graph, pos, ax=ax, edge_color="#555555", width=0.8, arrowsize=8, node_size=size,
                            connectionstyle="arc3,rad=0.08")
     nx.draw_networkx_nodes(graph, pos, ax=ax, node_color=colour, node_size=size, linewidths=0.5,
@@ -53,5 +50,4 @@ def draw_propagation(graph: nx.DiGraph, out_png: Path, title: str = "") -> bool:
     ax.set_title(title or "wait propagation (arrow: caused by)")
     fig.tight_layout()
     fig.savefig(out_png, dpi=110)
-    plt.close(fig)
     return True

@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import matplotlib
 import matplotlib.ticker
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.collections import PolyCollection
 from matplotlib.patches import Patch
 
+from waitlab.experiments.canvas import bar_polygons, subplots
 from waitlab.experiments.palette import KIND_COLOURS
 from waitlab.experiments.palette import WAIT as WAIT_COLOUR
 
@@ -30,17 +27,9 @@ def timeline_png(events: pd.DataFrame, waits: pd.DataFrame, path: Path, title: s
         _heatmap(events, waits, n_ranks, path, title)
 
 
-def _bars(rank: np.ndarray, start: np.ndarray, width: np.ndarray, height: float = 0.6) -> Any:
-    """Rectangles (n, 4, 2) for one PolyCollection: one bar per row at y = rank (an array: matplotlib's fast path;
-    typed Any because its stubs ask for a sequence)."""
-    x0, x1 = start.astype(float), (start + width).astype(float)
-    y0, y1 = rank - height / 2, rank + height / 2
-    return np.stack([np.stack([x0, y0], 1), np.stack([x1, y0], 1), np.stack([x1, y1], 1), np.stack([x0, y1], 1)], 1)
-
-
 def _gantt(events: pd.DataFrame, waits: pd.DataFrame, n_ranks: int, path: Path, title: str) -> None:
     # One PolyCollection per kind (not one artist per event): 100,000 events draw in about a second.
-    fig, ax = plt.subplots(figsize=(12, max(2.5, 0.3 * n_ranks + 1.5)))
+    fig, ax = subplots(figsize=(12, max(2.5, 0.3 * n_ranks + 1.5)))
     leaf = events[events["kind"] != "region"]
     handles = []
     rank, enter, exit_ = (leaf[c].to_numpy() for c in ("rank", "enter", "exit"))
@@ -48,12 +37,12 @@ def _gantt(events: pd.DataFrame, waits: pd.DataFrame, n_ranks: int, path: Path, 
     for k, colour in KIND_COLOURS.items():
         sel = kind == k
         if sel.any():
-            ax.add_collection(PolyCollection(_bars(rank[sel], enter[sel], exit_[sel] - enter[sel]),
+            ax.add_collection(PolyCollection(bar_polygons(rank[sel], enter[sel], exit_[sel] - enter[sel]),
                                              facecolors=colour, linewidths=0, antialiased=False))
             handles.append(Patch(color=colour, label=k))
     if len(waits):
         w_enter = events["enter"].to_numpy()[waits["event"].to_numpy()]
-        ax.add_collection(PolyCollection(_bars(waits["rank"].to_numpy(), w_enter, waits["wait"].to_numpy()),
+        ax.add_collection(PolyCollection(bar_polygons(waits["rank"].to_numpy(), w_enter, waits["wait"].to_numpy()),
                                          facecolors=WAIT_COLOUR, linewidths=0, antialiased=False))
         handles.append(Patch(color=WAIT_COLOUR, label="wait"))
     t_max = float(events["exit"].max()) if len(events) else 1.0
@@ -65,7 +54,6 @@ def _gantt(events: pd.DataFrame, waits: pd.DataFrame, n_ranks: int, path: Path, 
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=8, frameon=False, fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110, metadata={"Software": None})
-    plt.close(fig)
 
 
 def _heatmap(events: pd.DataFrame, waits: pd.DataFrame, n_ranks: int, path: Path, title: str) -> None:
@@ -73,7 +61,7 @@ def _heatmap(events: pd.DataFrame, waits: pd.DataFrame, n_ranks: int, path: Path
     grid = np.zeros((n_ranks, max(steps, 1)))
     ok = waits["step"].to_numpy() >= 0
     np.add.at(grid, (waits["rank"].to_numpy()[ok], waits["step"].to_numpy()[ok]), waits["wait"].to_numpy()[ok])
-    fig, ax = plt.subplots(figsize=(10, 6))
+    fig, ax = subplots(figsize=(10, 6))
     im = ax.imshow(grid, aspect="auto", interpolation="nearest", cmap="Reds", origin="upper")
     ax.set_xlabel("step")
     ax.set_ylabel("rank")
@@ -82,4 +70,3 @@ def _heatmap(events: pd.DataFrame, waits: pd.DataFrame, n_ranks: int, path: Path
     fig.colorbar(im, ax=ax, label="wait (s)")
     fig.tight_layout()
     fig.savefig(path, dpi=110, metadata={"Software": None})
-    plt.close(fig)

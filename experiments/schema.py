@@ -33,7 +33,7 @@ from waitlab.models.apps.alltoall import SMPI_ALLTOALL_ALGORITHMS
 from waitlab.models.apps.registry import APPLICATIONS
 from waitlab.models.perturb.noise import DURATION_LAWS
 from waitlab.models.perturb.spill_policies import POLICIES
-from waitlab.platforms import list_platforms
+from waitlab.platforms import PLATFORM_ALIASES, list_platforms
 from waitlab.platforms.placement import PLACEMENTS, Placement
 
 STRICT = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
@@ -122,6 +122,7 @@ class PlatformSection(BaseModel):
     @field_validator("name")
     @classmethod
     def _known_platform(cls, v: str) -> str:
+        v = PLATFORM_ALIASES.get(v, v)  # a deprecated name resolves to the current one
         if not is_platform_path(v) and v not in list_platforms():
             raise ValueError(f"unknown platform {v[:60]!r}; use one of: {', '.join(list_platforms())}, or a path "
                              "to a platform .toml file")

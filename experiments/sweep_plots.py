@@ -5,14 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
 from waitlab.errors import InputError
+from waitlab.experiments.canvas import subplots
 from waitlab.experiments.palette import SERIES
 
 
@@ -35,7 +32,7 @@ def plot_sweep(table: pd.DataFrame, swept_keys: Sequence[str], out_png: Path,
                          f"use one of: {', '.join(map(str, numeric))}")
     res = list(results) if results is not None else [
         c for c in table.columns if c not in keys and pd.api.types.is_numeric_dtype(table[c])]
-    fig, axes = plt.subplots(len(res), len(keys), figsize=(4.2 * len(keys), 3.0 * len(res)), squeeze=False)
+    fig, axes = subplots(len(res), len(keys), figsize=(4.2 * len(keys), 3.0 * len(res)), squeeze=False)
     for j, key in enumerate(keys):
         others = [k for k in keys if k != key]
         xs = list(pd.unique(table[key]))
@@ -60,7 +57,6 @@ def plot_sweep(table: pd.DataFrame, swept_keys: Sequence[str], out_png: Path,
                 ax.legend(fontsize=7, frameon=False)
     fig.tight_layout()
     fig.savefig(out_png, dpi=100)
-    plt.close(fig)
     return Path(out_png)
 
 

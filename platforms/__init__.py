@@ -2,6 +2,7 @@
 
 from waitlab.platforms.describe import describe_platform
 from waitlab.platforms.model import (
+    PLATFORM_ALIASES,
     DiskSpec,
     Figure,
     LinkSpec,
@@ -18,6 +19,7 @@ from waitlab.platforms.smpi_factors import Calibration, calibrate
 
 __all__ = [
     "PLACEMENTS",
+    "PLATFORM_ALIASES",
     "Calibration",
     "DiskSpec",
     "Figure",

@@ -54,8 +54,8 @@ def describe_platform(model: PlatformModel, short: bool = False) -> str:
     Examples
     --------
     >>> from waitlab.platforms.model import load_platform
-    >>> print(describe_platform(load_platform("seed003_myrinet"), short=True))
-    seed003_myrinet: 16 nodes x 1 core @ 1 Gflop/s, 2 GiB; net 103.1 MB/s, 10 us; crossbar
+    >>> print(describe_platform(load_platform("okita_myrinet"), short=True))
+    okita_myrinet: 16 nodes x 1 core @ 1 Gflop/s, 2 GiB; net 103.1 MB/s, 10 us; crossbar
     """
     n = model.node
     topo = model.topology.kind if model.topology.kind == "crossbar" else (

@@ -92,7 +92,7 @@ class FigureReader:
                check: Callable[[float], str] = positive, required: bool = True) -> float | None:
         sec = self.section(section)
         dotted = f"{section}.{key}"
-        example = f'{key} = {{ value = ..., source = "seed NNN §x table y" }}'
+        example = f'{key} = {{ value = ..., source = "Author et al. §x table y" }}'
         if key not in sec:
             if not required:
                 return None
@@ -104,7 +104,7 @@ class FigureReader:
                check: Callable[[float], str] = positive) -> float:
         """Validate one ``{ value, source | assumed + reason }`` table found at ``dotted``; record its provenance."""
         key = dotted.rsplit(".", 1)[-1]
-        example = f'{key} = {{ value = ..., source = "seed NNN §x table y" }}'
+        example = f'{key} = {{ value = ..., source = "Author et al. §x table y" }}'
         if not isinstance(entry, Mapping):
             raise InputError(self.file, dotted, f"must be a table with value and source, got {entry!r}",
                              f"write {key} = {{ value = {entry!r}, source = \"...\" }} "
@@ -147,7 +147,7 @@ class FigureReader:
                              'add reason = "why this value is plausible"')
         if not assumed and not source.strip():
             raise InputError(self.file, dotted, "has neither a source nor assumed = true",
-                             'add source = "seed NNN §x table y" or assumed = true, reason = "..."')
+                             'add source = "Author et al. §x table y" or assumed = true, reason = "..."')
         if not assumed and reason.strip():
             raise InputError(self.file, f"{dotted}.reason", "reason is only for assumed figures",
                              "rename it to source, or add assumed = true")

@@ -7,14 +7,14 @@ by path.  All quantities are SI: bytes, bytes per second, seconds, flop/s.
 File format
 -----------
 Every *number* is an inline table carrying its provenance: either a
-``source`` (a seed paper with section/table, or a public figure) or
+``source`` (a source paper with section/table, or a public figure) or
 ``assumed = true`` with a ``reason``::
 
     name = "my_cluster"                 # optional, defaults to the file stem
     description = "What this machine is."
 
     [machine]
-    max_nodes = { value = 1920, source = "seed 001 §4.1 table 1" }
+    max_nodes = { value = 1920, source = "Rao et al. §4.1 table 1" }
 
     [node]
     cores = { value = 16, source = "..." }          # MPI rank slots per node
@@ -53,7 +53,7 @@ Examples
 >>> m = load_platform("dawning_5000a")
 >>> m.node.cores, m.node.core_speed, m.max_nodes
 (16, 7600000000.0, 1920)
->>> m.figure("inter_node.latency").source.startswith("seed 001")
+>>> m.figure("inter_node.latency").source.startswith("Rao et al.")
 True
 >>> "sunway_taihulight" in list_platforms()
 True
@@ -229,6 +229,10 @@ def _data_dir() -> Path:
     return Path(str(resources.files("waitlab.platforms") / "data"))
 
 
+#: Deprecated names of built-in platforms (old scenario files still run): alias -> current name.
+PLATFORM_ALIASES: dict[str, str] = {"seed000_cluster": "wu_cluster", "seed003_myrinet": "okita_myrinet"}
+
+
 def list_platforms() -> list[str]:
     """Names of the built-in platforms, sorted.
 
@@ -246,7 +250,8 @@ def load_platform(name_or_path: str | Path) -> PlatformModel:
     Parameters
     ----------
     name_or_path : str or Path
-        A name from :func:`list_platforms`, or a path to a ``.toml`` file in the
+        A name from :func:`list_platforms` (or a deprecated alias from
+        :data:`PLATFORM_ALIASES`, which loads the current file), or a path to a ``.toml`` file in the
         format described in this module's docstring.  Anything ending in
         ``.toml``, containing a path separator, or naming an existing file is a path.
 
@@ -269,6 +274,7 @@ def load_platform(name_or_path: str | Path) -> PlatformModel:
                              f"give an existing .toml path or a built-in name ({', '.join(list_platforms())})")
         default_name = path.stem
     else:
+        text = PLATFORM_ALIASES.get(text, text)
         known = list_platforms()
         if text not in known:
             raise InputError(text, "platform", f"unknown platform {text!r}",

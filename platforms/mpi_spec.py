@@ -9,7 +9,7 @@ source or marked assumed, and :mod:`waitlab.platforms.calibration` derives SMPI'
     send_overhead = { value = 4.0e-7, assumed = true, reason = "..." }    # o_s: CPU time of one send call, s
     recv_overhead = { value = 4.0e-7, assumed = true, reason = "..." }    # o_r: CPU time of one receive, s
     inter_node = [   # pingpong between two nodes of one leaf switch
-      { size = 8, latency = { value = 1.6e-6, source = "seed 001 §4.1 (1)" } },
+      { size = 8, latency = { value = 1.6e-6, source = "Rao et al. §4.1 (1)" } },
       { size = 1048576, bandwidth = { value = 1.4e9, assumed = true, reason = "..." } },
     ]
     intra_node = [   # pingpong between two ranks of one node

@@ -3,12 +3,13 @@
 # SimGrid (Debian packages), a venv made from the system Python (for the
 # python3-simgrid bindings), waitlab in editable mode, and the native replay
 # extension.  Idempotent: a second run only checks.
+# g++ is needed by smpicxx (the replay extension) and is not a dependency of libsimgrid-dev; make runs the Makefile.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 
 need_apt=()
-for pkg in libsimgrid-dev python3-simgrid python3-venv python3-dev gfortran python3-otf2 otf2-tools libjs-mathjax; do
+for pkg in libsimgrid-dev python3-simgrid python3-venv python3-dev g++ gfortran make python3-otf2 otf2-tools libjs-mathjax; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 if [ ${#need_apt[@]} -gt 0 ]; then
@@ -31,4 +32,4 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stam
   touch "$stamp"
 fi
 # Build (or verify) the native replay extension; rebuilt when its source changes.
-"$VENV/bin/python" -m waitlab.simulator.build
+"$VENV/bin/python" -c "import sys; from waitlab.simulator.build import main; sys.exit(main())"  # -m would warn: the package imports build

@@ -371,7 +371,7 @@ def test_stencil_ring_relabelling_rotates_waits(n: int, data: st.DataObject) -> 
     assert per_rank_wait(k)[k] == pytest.approx(0.0)  # the late rank itself never waits
 
 
-def test_pingpong_matches_seed_003() -> None:
+def test_pingpong_matches_okita_et_al() -> None:
     p = PingpongParams()
     assert (p.steps, p.message_bytes) == (1024, 131072)  # 1024 round trips x 128 KB = R = 128 MB
     ops = generate(PingpongParams(steps=2), 2, seed=0)
@@ -514,15 +514,15 @@ def test_lared_s_visits_and_excess() -> None:
     p = LaredSParams(steps=3)
     v = eos_visits(p, 960, seed=0)
     v970 = v[IF_970]
-    assert v970.min() == 0  # ranks without material interface (seed 000: min visits 0)
-    assert v970.mean() == pytest.approx(3.3e5, rel=0.05)  # seed 000 figure 10: mean 3.3e5
-    assert 3 * v970.mean() < v970.max() < 12 * v970.mean()  # heavy tail (seed 000: max 1.3e6 = 3.9 x mean)
+    assert v970.min() == 0  # ranks without material interface (Wu et al.: min visits 0)
+    assert v970.mean() == pytest.approx(3.3e5, rel=0.05)  # Wu et al. figure 10: mean 3.3e5
+    assert 3 * v970.mean() < v970.max() < 12 * v970.mean()  # heavy tail (Wu et al.: max 1.3e6 = 3.9 x mean)
     uncapped = eos_visits(replace(p, max_load=0.0), 960, seed=0)[IF_970]
     assert uncapped.max() > v970.max()  # the cap trims the tail
     ops = generate(p, 960, seed=0)
     comp = ops.mask(["compute"]) & (ops.name == ops.names.index(IF_970))
     t = ops.value[comp]
-    assert t.mean() == pytest.approx(2.0, rel=0.05)  # seed 000 figure 9: mean 2 s
+    assert t.mean() == pytest.approx(2.0, rel=0.05)  # Wu et al. figure 9: mean 2 s
     # the excess is the time above the per-step mean
     mean_t = np.array([ops.value[comp & (ops.step == s)].mean() for s in range(3)])
     expected = np.maximum(t - mean_t[ops.step[comp]], 0.0)
@@ -561,18 +561,18 @@ def _lared_s_metrics(ops: OpTable) -> dict[str, float]:
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_lared_s_calibration_matches_seed_000(seed: int) -> None:
+def test_lared_s_calibration_matches_wu_et_al(seed: int) -> None:
     ops = generate(LaredSParams(), 960, seed=seed)
     m = _lared_s_metrics(ops)
-    assert 0.42 < m["comm_share"] < 0.56  # seed 000: 49.4 % communication
-    assert m["allreduce_share"] > 0.98  # seed 000: 99 % of the wait in MPI_Allreduce
-    assert 0.6 < m["hcwp_eos_share"] < 0.85  # seed 000: 72 %
-    assert 36 < m["max_wait"] < 48  # seed 000: 41.6 s per step
+    assert 0.42 < m["comm_share"] < 0.56  # Wu et al.: 49.4 % communication
+    assert m["allreduce_share"] > 0.98  # Wu et al.: 99 % of the wait in MPI_Allreduce
+    assert 0.6 < m["hcwp_eos_share"] < 0.85  # Wu et al.: 72 %
+    assert 36 < m["max_wait"] < 48  # Wu et al.: 41.6 s per step
     # true cost: remove the EOS imbalance from the ledger and replay again
     eos = np.isin(ops.ledger.region, [ops.names.index(IF_970), ops.names.index(IF_946)])
     after = _lared_s_metrics(ops.without_causes(eos))
     realised = 1 - after["max_wait"] / m["max_wait"]
-    assert 0.3 < realised < 0.65  # seed 000 realised 44 % (predicted 72 %)
+    assert 0.3 < realised < 0.65  # Wu et al. realised 44 % (predicted 72 %)
 
 
 # ----------------------------------------------------------------------------------------------------------------

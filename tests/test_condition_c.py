@@ -1,4 +1,4 @@
-"""Condition C (seed 003 formula 3) and the wait distortion, on hand-built event tables."""
+"""Condition C (Okita et al. formula 3) and the wait distortion, on hand-built event tables."""
 
 from __future__ import annotations
 

@@ -91,7 +91,7 @@ def test_lared_s_like_case_models_and_truth(tmp_path):
 def test_cli_run_then_diagnose_folder(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("WAITLAB_CACHE", str(tmp_path / "cache"))
     toml = tmp_path / "s.toml"
-    toml.write_text('[scenario]\nname = "d8"\nranks = 8\nseed = 2\n[platform]\nname = "seed000_cluster"\n'
+    toml.write_text('[scenario]\nname = "d8"\nranks = 8\nseed = 2\n[platform]\nname = "wu_cluster"\n'
                     '[application]\nkind = "lared_s"\nsteps = 2\n')
     assert main(["run", str(toml), "-o", str(tmp_path / "out"), "--no-png"]) == 0
     assert main(["diagnose", str(tmp_path / "out"), "--workers", "1", "--candidates", "2"]) == 0

@@ -1,4 +1,4 @@
-"""H-CWP-DM (seed 000, formulas 3-5) on hand-computed cases (ideal replay)."""
+"""H-CWP-DM (Wu et al., formulas 3-5) on hand-computed cases (ideal replay)."""
 
 from __future__ import annotations
 

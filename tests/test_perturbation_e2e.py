@@ -204,13 +204,13 @@ def test_per_rank_flush_on_imbalanced_growth_breaks_c_at_step_2(platform_file: s
     assert set(led["kind"]) <= set(CAUSE_KINDS)
 
 
-def test_seed003_table1_first_row() -> None:
-    """R = 128 MB (1024 round trips): S, S_i, S_f within 10 % of seed 003 table 1 (2.65, 3.11, 3.09 s)."""
+def test_okita_table1_first_row() -> None:
+    """R = 128 MB (1024 round trips): S, S_i, S_f within 10 % of Okita et al. table 1 (2.65, 3.11, 3.09 s)."""
     if shutil.which("smpirun") is None:
         pytest.skip("SimGrid SMPI is not installed (run: make setup)")
-    from waitlab.experiments.reproduce import okita_spilling as seed003
+    from waitlab.experiments.reproduce import okita_spilling as okita
 
-    res = seed003.reproduce(points=(128,))
+    res = okita.reproduce(points=(128,))
     row = res.table.iloc[0]
     for v, paper in zip(("S", "S_i", "S_f"), (2.65, 3.11, 3.09), strict=True):
         assert row[f"{v}_paper"] == paper

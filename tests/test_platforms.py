@@ -27,7 +27,7 @@ from waitlab.platforms import (
     render_platform,
 )
 
-BUILTIN = ["dawning_5000a", "deepcomp_7000", "seed000_cluster", "seed003_myrinet", "sunway_taihulight"]
+BUILTIN = ["dawning_5000a", "deepcomp_7000", "okita_myrinet", "sunway_taihulight", "wu_cluster"]
 REPLAY = "/usr/lib/x86_64-linux-gnu/simgrid/smpireplaymain"
 HAVE_SIMGRID = shutil.which("smpirun") is not None and Path(REPLAY).exists()
 needs_simgrid = pytest.mark.skipif(not HAVE_SIMGRID, reason="SimGrid (smpirun, smpireplaymain) not installed")
@@ -122,10 +122,10 @@ def test_known_figures() -> None:
     assert s.node.speed == pytest.approx(3.06e12)
     assert (s.topology.kind, s.topology.leaf_size, s.topology.taper) == ("fat_tree", 256, 4.7)
     assert s.inter_node.bandwidth == 56e9 / 8
-    z = load_platform("seed000_cluster")
+    z = load_platform("wu_cluster")
     assert (z.max_nodes, z.node.cores, z.node.memory) == (1050, 32, 64 * 2**30)
     assert z.figure("node.core_speed").assumed
-    m = load_platform("seed003_myrinet")
+    m = load_platform("okita_myrinet")
     assert (m.max_nodes, m.node.cores, m.node.memory, m.topology.kind) == (16, 1, 2 * 2**30, "crossbar")
     assert m.trace_buffer_memory == 1920 * 2**20 and not m.figure("trace.buffer_memory").assumed
     # table 1: S = 39.06 s for 15,360 round trips of 128 KiB messages
@@ -184,7 +184,8 @@ def test_unsourced_and_malformed_figures(tmp_path: Path) -> None:
     cases = {
         r'memory = \{ value = 68719476736, source = "[^"]*" \}': ("memory = 68719476736",
                                                                  "node.memory: must be a table with value and source"),
-        r', source = "seed 001 §4.1 table 1: 1920 nodes"': ("", "machine.max_nodes: has neither a source nor assumed"),
+        r', source = "Rao et al. §4.1 table 1: 1920 nodes"': ("",
+                                                              "machine.max_nodes: has neither a source nor assumed"),
         r"cores = \{ value = 16,": ("cores = { value = 16.5,", "node.cores.value: must be a whole number, got 16.5"),
         r"^\[node\]\n": ('[node]\nspeed = { value = 1, source = "x" }\n',
                          "node.speed: unknown key (fix: allowed keys in [node]: cores, core_speed, memory"),
@@ -207,7 +208,7 @@ def test_unsourced_and_malformed_figures(tmp_path: Path) -> None:
 
 def test_crossbar_rejects_fat_tree_keys(tmp_path: Path) -> None:
     path = write_platform(tmp_path, {r"^\[topology\]\n": "[topology]\nleaf_size = { value = 4, source = \"x\" }\n"},
-                          name="seed003_myrinet")
+                          name="okita_myrinet")
     with pytest.raises(InputError, match=r'topology.leaf_size: only meaningful for kind = "fat_tree"'):
         load_platform(str(path))
 
@@ -306,7 +307,7 @@ def test_render_structure() -> None:
 
 
 def test_profiles_get_one_trace_each() -> None:
-    rp = render_platform(load_platform("seed003_myrinet"), 3, speed_profiles={"node-2": "0 1\n0.5 0.5\n",
+    rp = render_platform(load_platform("okita_myrinet"), 3, speed_profiles={"node-2": "0 1\n0.5 0.5\n",
                                                                               "node-0": "0 0.5\nPERIODICITY 1\n"})
     assert rp.xml.index('trace="speed-node-0"') < rp.xml.index('trace="speed-node-2"')
     assert rp.xml.count("<trace id=") == 2 and rp.xml.count('<trace_connect kind="SPEED"') == 2
@@ -368,7 +369,7 @@ def test_point_to_point_hand_computed(split: bool, tmp_path: Path) -> None:
 @needs_simgrid
 @pytest.mark.simgrid
 def test_compute_takes_flops_over_core_speed(tmp_path: Path) -> None:
-    for name, flops in (("dawning_5000a", 1.234e9), ("sunway_taihulight", 2.9e11), ("seed003_myrinet", 3.7e7)):
+    for name, flops in (("dawning_5000a", 1.234e9), ("sunway_taihulight", 2.9e11), ("okita_myrinet", 3.7e7)):
         m = load_platform(name)
         for split in (False, True):
             rp = render_platform(m, 2, split_cores=split)
@@ -381,7 +382,7 @@ def test_compute_takes_flops_over_core_speed(tmp_path: Path) -> None:
 @needs_simgrid
 @pytest.mark.simgrid
 def test_speed_profiles_slow_the_right_hosts(tmp_path: Path) -> None:
-    m = load_platform("seed003_myrinet")  # 1 Gflop/s, one core per node
+    m = load_platform("okita_myrinet")  # 1 Gflop/s, one core per node
     profiles = {
         "node-0": "0 1\n0.009 0.5\nPERIODICITY 0.01\n",  # 1 ms at half speed every 10 ms
         "node-2": "0 1\n0.05 0.25\n",  # one-shot: quarter speed from 50 ms on
@@ -440,3 +441,19 @@ def test_docs_example_toml_loads(tmp_path: Path) -> None:
     m = load_platform(str(path))
     assert (m.name, m.max_nodes, m.topology.taper, m.node.hardware_cores) == ("my_cluster", 64, 2.0, 16)
     assert render_platform(m, 64 * 16).n_nodes == 64
+
+
+def test_deprecated_names_load_the_renamed_files() -> None:
+    """The old paper-number names still load, as the files named after the papers, and are not listed twice."""
+    from waitlab.experiments.scenario import from_mapping
+    from waitlab.platforms import PLATFORM_ALIASES
+
+    assert PLATFORM_ALIASES == {"seed000_cluster": "wu_cluster", "seed003_myrinet": "okita_myrinet"}
+    for old, new in PLATFORM_ALIASES.items():
+        assert old not in list_platforms() and new in list_platforms()
+        assert load_platform(old) == load_platform(new)
+        assert load_platform(old).name == new
+        sc = {"scenario": {"name": "a", "ranks": 2}, "platform": {"name": old}, "application": {"kind": "pingpong"}}
+        new_sc = {**sc, "platform": {"name": new}}
+        assert from_mapping(sc).platform.name == new
+        assert from_mapping(sc).hash() == from_mapping(new_sc).hash()

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
+from scipy.stats import spearmanr
 
 from waitlab.models.analysis.scoring import (
     by_rank_region,
@@ -46,7 +48,7 @@ def test_relative_error_and_false_blame():
 
 
 def test_improvement_reproduces_the_papers_arithmetic():
-    # seed 000: 30 s of 41.6 s predicted (72%); realized 18.1 s of 41.6 s (44%)
+    # Wu et al.: 30 s of 41.6 s predicted (72%); realized 18.1 s of 41.6 s (44%)
     got = improvement(30.0, 41.6, 41.6 - 18.1)
     assert got["predicted"] == pytest.approx(0.721, abs=1e-3)
     assert got["realized"] == pytest.approx(0.435, abs=1e-3)
@@ -68,3 +70,13 @@ def test_score_collects_everything():
     assert s["relative_error_total"] == pytest.approx(1 / 9)
     assert s["false_blame_seconds"] == 1.0 and s["false_blame_share"] == pytest.approx(0.1)
     assert s["spearman_region"] == pytest.approx(1.0)
+
+
+def test_spearman_agrees_with_scipy_on_tied_vectors() -> None:
+    """The pandas rank correlation used by scoring equals scipy's spearmanr (an independent implementation)."""
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        a = rng.integers(0, 5, 20).astype(float)  # many ties
+        b = rng.normal(size=20) + a * rng.random()
+        idx = [f"r{i}" for i in range(20)]
+        assert spearman(pd.Series(a, idx), pd.Series(b, idx)) == pytest.approx(spearmanr(a, b).statistic, abs=1e-12)

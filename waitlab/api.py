@@ -33,7 +33,7 @@ from waitlab.experiments.scenario import Scenario, load_scenario
 from waitlab.experiments.sweep import Sweep, load_sweep, run_sweep
 from waitlab.experiments.sweep_plots import plot_sweep_folder
 from waitlab.models.perturb.condition_c import ConditionCReport, check_condition_c
-from waitlab.platforms import describe_platform, list_platforms, load_platform, render_platform
+from waitlab.platforms import PLATFORM_ALIASES, describe_platform, list_platforms, load_platform, render_platform
 from waitlab.platforms.calibration import calibration_table
 from waitlab.simulator.doctor import doctor
 
@@ -62,6 +62,7 @@ __all__ = [
     "load_scenario",
     "load_sweep",
     "open_executor",
+    "platform_aliases",
     "platforms",
     "plot",
     "report_dict",
@@ -150,6 +151,11 @@ def check_c(events: str | Path, *, atol: float = 1e-9,
 def platforms() -> list[str]:
     """Names of the built-in platform models."""
     return list_platforms()
+
+
+def platform_aliases() -> dict[str, str]:
+    """Deprecated platform names that still load: alias -> current built-in name."""
+    return dict(PLATFORM_ALIASES)
 
 
 def describe(name: str, short: bool = False, xml_ranks: int | None = None) -> str:

@@ -108,6 +108,8 @@ def _platforms(sub: Any) -> None:
         if args.name is None:
             for name in api.platforms():
                 print(api.describe(name, short=True))
+            for alias, name in sorted(api.platform_aliases().items()):
+                print(f"{alias}: alias of {name} (old name, still accepted)")
             return 0
         print(api.describe(args.name, xml_ranks=args.xml))
         return 0

@@ -1,7 +1,7 @@
 """Reproduction of Okita et al., table 1 and figure 3: a pingpong traced into memory, swapping, or spilled by f.
 
 Setup (Okita et al. section 4.1): two processes p and q on two PCs of the
-``seed003_myrinet`` cluster exchange 128 KB messages; the instrumented program
+``okita_myrinet`` cluster exchange 128 KB messages; the instrumented program
 S_i records the time and the received data after every ``MPI_Recv`` (one
 128 KB record per round trip and rank, so R = round trips x 128 KB); S_f also
 calls the swap-out function f after every 4096 round trips, with tau = 1 s.
@@ -36,13 +36,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import matplotlib
 import numpy as np
 import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-
+from waitlab.experiments.canvas import subplots
 from waitlab.experiments.pipeline import prepare, simulate_ops
 from waitlab.experiments.scenario import Scenario, from_mapping
 from waitlab.models.apps.registry import generate
@@ -77,7 +74,7 @@ def scenario(round_trips: int, variant: str = "S") -> Scenario:
     """The pingpong scenario of one table-1 cell: ``variant`` is ``S``, ``S_i`` or ``S_f``."""
     data: dict[str, Any] = {
         "scenario": {"name": f"okita-{variant}-{round_trips}", "ranks": 2, "seed": 0},
-        "platform": {"name": "seed003_myrinet"},
+        "platform": {"name": "okita_myrinet"},
         "application": {"kind": "pingpong", "steps": round_trips, "message_bytes": RECORD},
         "simulation": {"config": dict(SMPI_CONFIG)},
     }
@@ -193,7 +190,7 @@ def _ratios(cur: pd.DataFrame) -> dict[str, float]:
     si_above = (ovh("S_i", 2304) - ovh("S_i", 1920)) / (2304 - 1920)
     sf = (ovh("S_f", 2304) - ovh("S_f", 128)) / (2304 - 128)
     # where swapping starts: the R at which a rank's resident trace first exceeds its memory (buffer model)
-    mem = load_platform("seed003_myrinet").trace_buffer_memory
+    mem = load_platform("okita_myrinet").trace_buffer_memory
     kink = mem / (RECORD + RECORD_HEADER) * RECORD / MIB
     return {"si_per_mb_below": si_below, "si_per_mb_above": si_above, "swap_ratio": si_above / si_below,
             "sf_per_mb": sf, "si_sf_ratio": si_above / sf, "kink_R_MB": kink}
@@ -201,7 +198,7 @@ def _ratios(cur: pd.DataFrame) -> dict[str, float]:
 
 def plot(res: OkitaResult, path: Path) -> None:
     """Figure 3 of Okita et al.: execution time of S, S_i, S_f against R, with the paper's table 1."""
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = subplots(figsize=(7, 4.5))
     c = res.curve
     for v, colour in (("S", "#2c3e50"), ("S_i", "#c0392b"), ("S_f", "#27ae60")):
         ax.plot(c["R_MB"], c[f"{v}_ours"], "-o", color=colour, ms=3, label=f"{v} (waitlab)")
@@ -214,7 +211,6 @@ def plot(res: OkitaResult, path: Path) -> None:
     ax.legend(fontsize=8, ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=110, metadata={"Software": None})
-    plt.close(fig)
 
 
 def write(res: OkitaResult, folder: Path, png: bool = True) -> None:

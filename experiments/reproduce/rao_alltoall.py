@@ -23,13 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import matplotlib
 import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-
 from waitlab.errors import InputError, SimulationError
+from waitlab.experiments.canvas import subplots
 from waitlab.experiments.reproduce.alltoall_points import SOLVER_CONFIG, alltoall_point, contention_config
 from waitlab.experiments.reproduce.rao_statements import ALGORITHMS, SIZES, judge
 from waitlab.platforms import calibrate, load_platform
@@ -177,7 +174,6 @@ def _save(fig: Any, ax: Any, path: Path) -> Path:
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
-    plt.close(fig)
     return path
 
 
@@ -186,7 +182,7 @@ def plot(result: RaoResult, folder: Path) -> list[Path]:
     tab = result.table[result.table["status"] == "ok"]
     paths: list[Path] = []
     for (plat, ranks), g in tab.groupby(["platform", "ranks"], sort=True):
-        fig, ax = plt.subplots(figsize=(6, 4))
+        fig, ax = subplots(figsize=(6, 4))
         for alg in ALGORITHMS:
             s = g[g["algorithm"] == alg].sort_values("size")
             if len(s):
@@ -198,7 +194,7 @@ def plot(result: RaoResult, folder: Path) -> list[Path]:
     if d["ranks"].nunique() > 1:
         for size in (512, 4096, 262144):
             g = d[d["size"] == size]
-            fig, ax = plt.subplots(figsize=(6, 4))
+            fig, ax = subplots(figsize=(6, 4))
             for alg in ALGORITHMS:
                 s = g[g["algorithm"] == alg].sort_values("ranks")
                 if len(s) > 1:

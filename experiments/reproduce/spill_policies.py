@@ -26,13 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+import numpy as np
 import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-import numpy as np
-
+from waitlab.experiments.canvas import subplots
 from waitlab.experiments.perturbation_report import PerturbationResult
 from waitlab.experiments.pipeline import prepare, run, simulate_ops
 from waitlab.experiments.scenario import Scenario, from_mapping
@@ -165,7 +162,7 @@ def plot(table: pd.DataFrame, path: Path) -> None:
                ("wait_distortion_abs", "sum |wait distortion| (s)"), ("c_violations_spill", "C violations (spill)")]
     ranks = sorted(table["ranks"].unique())
     pols = list(dict.fromkeys(table["policy"]))
-    fig, axes = plt.subplots(1, len(metrics), figsize=(4 * len(metrics), 4))
+    fig, axes = subplots(1, len(metrics), figsize=(4 * len(metrics), 4))
     width = 0.8 / max(len(ranks), 1)
     for ax, (m, label) in zip(axes, metrics, strict=True):
         for i, n in enumerate(ranks):
@@ -179,7 +176,6 @@ def plot(table: pd.DataFrame, path: Path) -> None:
     axes[0].legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110, metadata={"Software": None})
-    plt.close(fig)
 
 
 def write(table: pd.DataFrame, folder: Path, setup: ComparisonSetup, png: bool = True) -> None:

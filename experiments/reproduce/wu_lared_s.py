@@ -2,7 +2,7 @@
 
 ``waitlab reproduce lared-s`` simulates the LARED-S-like application
 (:mod:`waitlab.models.apps.lared_s`, calibrated to the paper's figures) on the
-Wu et al. cluster model (`seed000_cluster`) at 960 ranks for 3 steps, runs both diagnosis models,
+Wu et al. cluster model (`wu_cluster`) at 960 ranks for 3 steps, runs both diagnosis models,
 computes the counterfactual ground truth (including "balance the two EOS_Match
 segments", the paper's optimisation), and writes a table of the paper's figures
 next to ours.  ``--ranks`` scales it down (tests use 16-64 ranks).
@@ -59,7 +59,7 @@ PAPER: dict[str, Any] = {
 }
 
 
-def lared_s_scenario(ranks: int = 960, steps: int = 3, seed: int = 0, platform: str = "seed000_cluster",
+def lared_s_scenario(ranks: int = 960, steps: int = 3, seed: int = 0, platform: str = "wu_cluster",
                      **app: Any) -> Scenario:
     """The case-study scenario (application parameters can be overridden)."""
     return from_mapping({

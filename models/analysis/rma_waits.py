@@ -1,6 +1,6 @@
 """One-sided (RMA) wait states, as Scalasca defines them (Scalasca 2.5, ``src/scout/generator/MPI_RMA.pattern``).
 
-Each is seed 000's formula (1), ``w = Enter(q,k) - Enter(p,i)``, clipped to the time the waiting call spent
+Each is Wu et al.'s formula (1), ``w = Enter(q,k) - Enter(p,i)``, clipped to the time the waiting call spent
 inside MPI; the epochs and the origin-target matching come from :mod:`waitlab.models.analysis.rma_epochs`.
 
 * **Late Post** (``MPI_RMA_LATE_POST``): an origin's access-epoch call waits for the exposure epoch to start.

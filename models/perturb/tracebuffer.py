@@ -1,12 +1,12 @@
 """Trace buffers in memory, swapping, disk flushes, and the spilling policies that decide when to flush.
 
-Memory model (seed 003 section 2.3, DESIGN.md section 9)
+Memory model (Okita et al. section 2.3, DESIGN.md section 9)
 --------------------------------------------------------
 Every rank appends its records (:mod:`waitlab.models.perturb.instrumentation`) to an
 in-memory buffer.  The ranks of a node share the memory left for trace
 buffers equally: each may keep ``memory`` bytes resident.  A record copied
 while the rank's resident trace exceeds ``memory`` pays ``swap_factor`` times
-the normal per-byte copy cost for the bytes past the limit (seed 003 measured
+the normal per-byte copy cost for the bytes past the limit (Okita et al. measured
 the per-MB cost rising 74.8x, from 3.26e-3 to 2.44e-1 s/MB); the extra is a
 ``swap`` operation (the rank is stalled on paging I/O) right after the
 record's ``overhead``.  Swapping stops when a flush empties the buffer.
@@ -15,7 +15,7 @@ A flush writes the buffer to disk in ``latency + bytes / rate`` seconds
 (``rate`` is the node's disk bandwidth divided among its ranks), as a
 ``flush`` operation; policies that equalise flush times add a ``delay`` (the
 pad), and a non-zero ``writeback_cost`` adds CPU time per flushed byte after
-the flush (page-cache write-back; calibrated only for the seed 003
+the flush (page-cache write-back; calibrated only for the Okita et al.
 reproduction).
 
 Spilling policies
@@ -29,7 +29,7 @@ takes part -- the fill levels of all ranks (piggy-backed on the collective).
 ``keep``                      :class:`KeepInMemory`: never flush; past ``memory`` every record swaps.
 ``per_rank``                  :class:`PerRankFlush`: flush when the next record does not fit
                               (Score-P, Extrae).  Ranks flush at different places: breaks condition C.
-``swapout_f``                 :class:`SwapOutF`: seed 003's function f after every ``every``-th
+``swapout_f``                 :class:`SwapOutF`: Okita et al.'s function f after every ``every``-th
                               collective (or step), on every rank, lasting exactly ``tau``
                               (conditions P1, P2).
 ``vampir_sync``               :class:`SynchronizedFlush`: at a collective, all ranks flush when any
