@@ -111,13 +111,14 @@ def cwpdm(events: pd.DataFrame, waits: pd.DataFrame, *, sync: SyncPoints | None 
     events, waits : DataFrame
         The event table and :func:`~waitlab.models.analysis.waitstates.wait_states` of it.
     sync : SyncPoints, optional
-        Precomputed :func:`~waitlab.models.analysis.syncpoints.sync_points` for all wait states.
+        Precomputed :func:`~waitlab.models.analysis.syncpoints.sync_points` for all wait states (default:
+        computed with ``split_ties=True``: a wait for several exactly tied ranks is split equally among them).
 
     Returns
     -------
     CwpdmResult
     """
-    sp = sync if sync is not None else sync_points(events, waits)
+    sp = sync if sync is not None else sync_points(events, waits, split_ties=True)
     if (sp.q_interval < 0).any():
         raise ValueError("cwpdm needs the synchronization intervals of every wait state (sync_points without select)")
     n = len(sp)

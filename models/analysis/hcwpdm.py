@@ -155,7 +155,7 @@ def hcwpdm(events: pd.DataFrame, waits: pd.DataFrame, *, threshold: float = DEFA
         raise ValueError(f"threshold must be in [0, 1), got {threshold!r}")
     cps = callpaths if callpaths is not None else call_paths(events)
     select = considered_waits(events, waits, pairing)
-    sp = sync_points(events, waits, select, callpaths=cps)
+    sp = sync_points(events, waits, select, callpaths=cps, split_ties=True)  # exact ties: equal shares
     sel = select[sp.index]
     rows = np.flatnonzero(sel)
     n = len(sp)

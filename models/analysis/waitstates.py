@@ -206,9 +206,10 @@ def _segment_roots(rows: npt.NDArray[np.int64], seg: npt.NDArray[np.int64], star
 
 
 def _prefix_argmax(a: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
-    """Column index of the running maximum along axis 1 (first occurrence)."""
+    """Column index of the running maximum along axis 1 (first occurrence: the lowest-numbered of tied ranks)."""
     idx = np.broadcast_to(np.arange(a.shape[1]), a.shape)
-    is_new_max = a >= np.maximum.accumulate(a, axis=1)
+    before = np.maximum.accumulate(a, axis=1)[:, :-1]  # running maximum of the columns strictly before
+    is_new_max = np.concatenate((np.ones((a.shape[0], 1), bool), a[:, 1:] > before), axis=1)
     return np.maximum.accumulate(np.where(is_new_max, idx, 0), axis=1).astype(np.int64)
 
 
