@@ -22,6 +22,10 @@ whose time the cost accounts for (``long_late_sender``, ``long_wait_at_nxn``, ..
 A wait is *propagating* for the share of it that later waits inherited as
 indirect wait, *terminal* for the rest.
 
+Exact ties: a collective wait for ``m`` ranks that arrived at exactly the same, latest
+time is split into ``m`` equal shares, one synchronization interval each
+(:mod:`waitlab.models.analysis.ties`); the per-wait table sums the shares (``tied`` = m).
+
 Examples
 --------
 A 3-hop chain 0 -> 1 -> 2 -> 3 where only rank 0 computes X = 2 s more: rank 0's

@@ -15,7 +15,8 @@ when no hotspot shows any, reported as **unexplained** -- never dropped.
 
 Collectives: the paper pairs the latest rank q with the *earliest* rank p of each
 collective instance (``pairing="earliest"``: one wait per instance, the largest);
-``pairing="each"`` pairs q with every waiting rank.
+``pairing="each"`` pairs q with every waiting rank.  When several ranks are exactly equally
+late, each gets an equal share of the wait (:mod:`waitlab.models.analysis.ties`).
 
 Examples
 --------

@@ -15,6 +15,9 @@ could not complete before activity k of rank q started.  Its wait time is
 * early reduce (reduce, gather): the root waits ``min(max_{senders} E, X_root) - E_root``;
 * early scan: ``w_n = min(max_{m<=n} E_m, X_n) - E_n``.
 
+When several ranks are exactly equally late, ``peer_rank`` names the lowest-numbered of them; the
+diagnosis models split the wait among all of them (:mod:`waitlab.models.analysis.ties`).
+
 Pure function over the columns of the event table; numpy only, no row loops.
 """
 
