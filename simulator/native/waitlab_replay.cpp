@@ -11,6 +11,8 @@
 //   delay <seconds>         non-CPU-bound delay (sleep_for)
 //   flush <bytes> <bytes_per_s> [latency_s]   trace-buffer flush to disk (sleep_for)
 //   swap <seconds>          trace-buffer swap penalty (sleep_for: the rank is stalled on paging I/O)
+//   ssend <dst> <tag> <bytes>    MPI_Ssend (waits for the receive at any size)
+//   issend <dst> <tag> <bytes>   MPI_Issend, completed by the next wait/waitall/test of its (src, dst, tag)
 //
 // Log: one binary record per action, written to the file named by the
 // WAITLAB_LOG environment variable: {int32 rank, int32 action_code,
