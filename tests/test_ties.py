@@ -5,8 +5,12 @@ Every expected number is counted by hand in the comments.
 
 from __future__ import annotations
 
+import os
+
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_rma import events as rma_events
 
 from waitlab.models.analysis.cwpdm import cwpdm
@@ -14,6 +18,8 @@ from waitlab.models.analysis.hcwpdm import hcwpdm
 from waitlab.models.analysis.syncpoints import sync_points
 from waitlab.models.analysis.ties import tied_culprits
 from waitlab.models.analysis.waitstates import make_events, wait_states
+
+EXAMPLES = int(os.environ.get("WAITLAB_HYPOTHESIS_EXAMPLES", "60"))
 
 
 def by_rank(blame: pd.DataFrame) -> dict[int, float]:
@@ -144,3 +150,24 @@ def test_lock_contention_is_capped_as_a_pairwise_wait() -> None:
     res = cwpdm(ev, ws)
     assert by_rank(res.blame()) == pytest.approx({0: 1.0})
     assert res.waits["capped"].tolist() == pytest.approx([2.0])
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(st.integers(3, 7), st.data())
+def test_exactly_tied_late_ranks_get_equal_blame(n: int, data: st.DataObject) -> None:
+    # n ranks compute, then one allreduce; the ranks in `late` compute x, the others less.  Every wait has the
+    # same tied culprits, each share is explained by the culprit's own excess (s * delta = share), so each late
+    # rank gets total / |late| from CWP-DM and from H-CWP-DM pairing every waiter.
+    late = data.draw(st.sets(st.integers(0, n - 1), min_size=1, max_size=n - 1))
+    x = data.draw(st.floats(0.5, 4.0))
+    early = [data.draw(st.floats(0.0, 0.45)) for _ in range(n)]
+    work = [x if r in late else early[r] for r in range(n)]
+    ev = make_events(rank=[r for r in range(n) for _ in range(2)], op=["compute", "allreduce"] * n,
+                     enter=[v for w in work for v in (0.0, w)], exit=[v for w in work for v in (w, x)],
+                     match=[-1, 0] * n)
+    ws = wait_states(ev)
+    total = float(ws["wait"].sum())
+    expected = {r: total / len(late) for r in late}
+    assert by_rank(cwpdm(ev, ws).blame()) == pytest.approx(expected)
+    assert by_rank(hcwpdm(ev, ws, pairing="each").blame()) == pytest.approx(expected)
+    assert (cwpdm(ev, ws).waits["tied"] == len(late)).all()
