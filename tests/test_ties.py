@@ -171,3 +171,20 @@ def test_exactly_tied_late_ranks_get_equal_blame(n: int, data: st.DataObject) ->
     assert by_rank(cwpdm(ev, ws).blame()) == pytest.approx(expected)
     assert by_rank(hcwpdm(ev, ws, pairing="each").blame()) == pytest.approx(expected)
     assert (cwpdm(ev, ws).waits["tied"] == len(late)).all()
+
+
+def test_a_waitall_for_two_equally_late_senders_splits_its_wait() -> None:
+    # Rank 0 posts irecvs from ranks 1 and 2 and enters its waitall at 1 s; both senders compute 3 s and send at
+    # 3 s: the waitall waits 2 s (late sender, named peer: rank 1), 1 s for each.  Each share: delta_hat = 3 - 1
+    # = 2 (compute), s = min(1, 1/2) = 0.5, short = 1 s (before: rank 1 got min(1, 2/2) * 2 = 2 s, rank 2 none).
+    ev = make_events(
+        rank=[0, 0, 0, 0, 1, 1, 2, 2],
+        op=["compute", "irecv", "irecv", "waitall", "compute", "send", "compute", "send"],
+        enter=[0, 1, 1, 1, 0, 3, 0, 3], exit=[1, 1, 1, 3, 3, 3, 3, 3], match=[-1, 0, 1, -1, -1, 0, -1, 1],
+        done=[-1, 3, 3, -1, -1, 5, -1, 7], peer=[-1, 1, 2, -1, -1, 0, -1, 0])
+    ws = wait_states(ev)
+    assert ws[["pattern", "wait", "peer_rank"]].values.tolist() == [["late_sender", 2.0, 1]]
+    res = cwpdm(ev, ws)
+    assert by_rank(res.blame()) == pytest.approx({1: 1.0, 2: 1.0})
+    assert res.waits["tied"].tolist() == [2]
+    assert by_rank(hcwpdm(ev, ws).blame()) == pytest.approx({1: 1.0, 2: 1.0})

@@ -9,9 +9,11 @@ models (CWP-DM, H-CWP-DM) split the wait into equal shares, one per tied rank:
 * early reduce: every non-root member whose Enter equals the latest Enter of the senders;
 * early scan: every lower-ranked member whose Enter equals the waiter's prefix maximum.
 
-Point-to-point and one-sided wait states, and late broadcasts, have one partner: never split.  (A
-``waitall`` whose partners are exactly equally late still blames the one partner the wait-state table
-names: a known gap.)
+* late sender: every sender, among the receives the waiting call completes (a ``waitall``), whose send
+  was entered at exactly the same time as the latest.
+
+Late receivers, one-sided wait states and late broadcasts are never split (a ``waitall`` of sends whose
+receivers are exactly equally late still blames the one receiver the wait-state table names: a known gap).
 
 Examples
 --------
@@ -36,9 +38,10 @@ import pandas as pd
 
 from waitlab.models.analysis.callpaths import IntArray, category_codes, isin_names, pattern_codes
 from waitlab.models.analysis.waitstates import BARRIER_OPS, N_TO_ONE_OPS, NXN_OPS, PATTERNS, SCAN_OPS
+from waitlab.models.vocabulary import RECV_ACTIONS, SEND_ACTIONS
 
 #: Patterns whose culprit is "the last to arrive" among several members (ties possible).
-TIE_PATTERNS = ("wait_at_barrier", "wait_at_nxn", "early_reduce", "early_scan")
+TIE_PATTERNS = ("late_sender", "wait_at_barrier", "wait_at_nxn", "early_reduce", "early_scan")
 _TIE_OPS = (*BARRIER_OPS, *NXN_OPS, *N_TO_ONE_OPS, *SCAN_OPS)
 _IS_TIE = np.array([p in TIE_PATTERNS for p in PATTERNS], bool)
 _IS_SCAN = np.array([p == "early_scan" for p in PATTERNS], bool)
@@ -68,20 +71,26 @@ def tied_culprits(events: pd.DataFrame, waits: pd.DataFrame) -> tuple[IntArray, 
     rank = events["rank"].to_numpy().astype(np.int64)
     enter, match, peer = events["enter"].to_numpy(), events["match"].to_numpy(), events["peer"].to_numpy()
     op, names = category_codes(events["op"])
-    # candidates: members of the collectives that can tie (roots of reduce/gather send nothing: out)
-    cand = np.flatnonzero(isin_names(op, names, _TIE_OPS) & (match >= 0))
-    reduce_root = isin_names(op, names, N_TO_ONE_OPS)[cand] & (rank[cand] == peer[cand])
-    cand = cand[~reduce_root]
-    cand = cand[np.lexsort((rank[cand], enter[cand], match[cand], op[cand]))]
-    c_op, c_match, c_enter = op[cand], match[cand], enter[cand]
-    new = np.r_[True, (c_op[1:] != c_op[:-1]) | (c_match[1:] != c_match[:-1]) | (c_enter[1:] != c_enter[:-1])]
+    # candidates: members of the collectives that can tie (roots of reduce/gather send nothing: out), grouped by
+    # (op, instance); and the senders of the receives a blocking call completes, grouped by (-1, that call)
+    coll = np.flatnonzero(isin_names(op, names, _TIE_OPS) & (match >= 0))
+    coll = coll[~(isin_names(op, names, N_TO_ONE_OPS)[coll] & (rank[coll] == peer[coll]))]
+    snd, blocker = _senders_of_completed_receives(events, op, names, match)
+    cand = np.concatenate((coll, snd))
+    c_g1 = np.concatenate((op[coll], np.full(snd.size, -1, np.int64)))
+    c_g2 = np.concatenate((match[coll], blocker))
+    order = np.lexsort((rank[cand], enter[cand], c_g2, c_g1))
+    cand, c_g1, c_g2 = cand[order], c_g1[order], c_g2[order]
+    c_enter = enter[cand]
+    new = np.r_[True, (c_g1[1:] != c_g1[:-1]) | (c_g2[1:] != c_g2[:-1]) | (c_enter[1:] != c_enter[:-1])]
     group = np.cumsum(new) - 1
     g_start = np.flatnonzero(new)
     g_end = np.r_[g_start[1:], cand.size]
     by_row = np.argsort(cand, kind="stable")  # cand is not sorted by row: find each culprit's position
     pos = by_row[np.searchsorted(cand[by_row], peer_event[tie])]
     if not np.array_equal(cand[pos], peer_event[tie]):
-        raise ValueError("tied_culprits: a collective wait state names a culprit that is not a member of its instance")
+        raise ValueError("tied_culprits: a wait state names a culprit that is not a member of its instance "
+                         "or the sender of a receive its call completes")
     g = group[pos]
     lo, hi = g_start[g], g_end[g]
     scan = _IS_SCAN[pat[tie]]
@@ -99,6 +108,21 @@ def tied_culprits(events: pd.DataFrame, waits: pd.DataFrame) -> tuple[IntArray, 
     at = np.repeat(first[tie], lens) + (np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens))
     culprit[at] = cand[np.repeat(lo, lens) + (at - np.repeat(first[tie], lens))]
     return out_row, culprit
+
+
+def _senders_of_completed_receives(events: pd.DataFrame, op: IntArray, names: list[str], match: IntArray
+                                   ) -> tuple[IntArray, IntArray]:
+    """(send row, row of the call completing its receive) of every matched, completed receive."""
+    done = events["done"].to_numpy().astype(np.int64)
+    sends = np.flatnonzero(isin_names(op, names, SEND_ACTIONS) & (match >= 0))
+    recvs = np.flatnonzero(isin_names(op, names, RECV_ACTIONS) & (match >= 0) & (done >= 0))
+    if sends.size == 0 or recvs.size == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    send_of = np.full(int(match.max()) + 1, -1, np.int64)
+    send_of[match[sends]] = sends
+    snd = send_of[match[recvs]]
+    ok = snd >= 0
+    return snd[ok], done[recvs[ok]]
 
 
 def split_culprits(events: pd.DataFrame, waits: pd.DataFrame, select: npt.NDArray[np.bool_] | None = None,
