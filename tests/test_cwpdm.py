@@ -199,7 +199,7 @@ def test_cwpdm_conserves_wait(ops):
     long_types = [c for c in res.costs.columns if c.startswith("long_")]
     np.testing.assert_allclose(res.costs[long_types].sum(axis=1), res.costs["long"], atol=tol)
     # the sparse representation of interval times gives the same result as the dense one
-    sparse = cwpdm(ev, ws, sync=sync_points(ev, ws, dense_limit=0))
+    sparse = cwpdm(ev, ws, sync=sync_points(ev, ws, dense_limit=0, split_ties=True))
     assert sync_points(ev, ws, dense_limit=0).dense is None
     pd.testing.assert_frame_equal(sparse.costs, res.costs, atol=1e-12)
     pd.testing.assert_frame_equal(sparse.waits, res.waits, atol=1e-12)

@@ -22,6 +22,10 @@ whose time the cost accounts for (``long_late_sender``, ``long_wait_at_nxn``, ..
 A wait is *propagating* for the share of it that later waits inherited as
 indirect wait, *terminal* for the rest.
 
+Exact ties: a collective wait for ``m`` ranks that arrived at exactly the same, latest
+time is split into ``m`` equal shares, one synchronization interval each
+(:mod:`waitlab.models.analysis.ties`); the per-wait table sums the shares (``tied`` = m).
+
 Examples
 --------
 A 3-hop chain 0 -> 1 -> 2 -> 3 where only rank 0 computes X = 2 s more: rank 0's
@@ -111,13 +115,14 @@ def cwpdm(events: pd.DataFrame, waits: pd.DataFrame, *, sync: SyncPoints | None 
     events, waits : DataFrame
         The event table and :func:`~waitlab.models.analysis.waitstates.wait_states` of it.
     sync : SyncPoints, optional
-        Precomputed :func:`~waitlab.models.analysis.syncpoints.sync_points` for all wait states.
+        Precomputed :func:`~waitlab.models.analysis.syncpoints.sync_points` for all wait states (default:
+        computed with ``split_ties=True``: a wait for several exactly tied ranks is split equally among them).
 
     Returns
     -------
     CwpdmResult
     """
-    sp = sync if sync is not None else sync_points(events, waits)
+    sp = sync if sync is not None else sync_points(events, waits, split_ties=True)
     if (sp.q_interval < 0).any():
         raise ValueError("cwpdm needs the synchronization intervals of every wait state (sync_points without select)")
     n = len(sp)

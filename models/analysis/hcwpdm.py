@@ -15,7 +15,8 @@ when no hotspot shows any, reported as **unexplained** -- never dropped.
 
 Collectives: the paper pairs the latest rank q with the *earliest* rank p of each
 collective instance (``pairing="earliest"``: one wait per instance, the largest);
-``pairing="each"`` pairs q with every waiting rank.
+``pairing="each"`` pairs q with every waiting rank.  When several ranks are exactly equally
+late, each gets an equal share of the wait (:mod:`waitlab.models.analysis.ties`).
 
 Examples
 --------
@@ -155,7 +156,7 @@ def hcwpdm(events: pd.DataFrame, waits: pd.DataFrame, *, threshold: float = DEFA
         raise ValueError(f"threshold must be in [0, 1), got {threshold!r}")
     cps = callpaths if callpaths is not None else call_paths(events)
     select = considered_waits(events, waits, pairing)
-    sp = sync_points(events, waits, select, callpaths=cps)
+    sp = sync_points(events, waits, select, callpaths=cps, split_ties=True)  # exact ties: equal shares
     sel = select[sp.index]
     rows = np.flatnonzero(sel)
     n = len(sp)

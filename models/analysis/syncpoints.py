@@ -61,11 +61,17 @@ from waitlab.models.analysis.callpaths import (
     pattern_codes,
     unique_inverse,
 )
+from waitlab.models.analysis.ties import split_culprits
 from waitlab.models.analysis.waitstates import PATTERNS
 from waitlab.models.vocabulary import COLLECTIVE_ACTIONS, P2P_ACTIONS
 
-#: Wait-state patterns of point-to-point operations (all other patterns are collective).
-P2P_PATTERNS = ("late_sender", "late_receiver")
+#: Pairwise wait-state patterns: one waiter, one culprit (its peer); all other patterns are collective.
+#: The one-sided ones (Scalasca's MPI_RMA patterns, :mod:`~waitlab.models.analysis.rma_waits`): Late Post
+#: (an origin waits for its target's win_post), Early Wait and Late Complete (a target waits for an origin's
+#: win_complete), Lock Contention (a lock waits for one earlier epoch's unlock).  Wait at Fence, Early Fence
+#: (part of it) and Wait at Window Create/Free stay collective: they are waits inside a call of every rank.
+P2P_PATTERNS = ("late_sender", "late_receiver", "rma_late_post", "rma_early_wait", "rma_late_complete",
+                "rma_lock_contention")
 _P2P_TABLE = np.array([p in P2P_PATTERNS for p in PATTERNS], bool)
 _COLLECTIVE_OPS = tuple(sorted(COLLECTIVE_ACTIONS))
 _P2P_OPS = P2P_ACTIONS
@@ -158,6 +164,7 @@ class SyncPoints:
     callpaths: CallPaths
     total_time: FloatArray  # raw (wait-inclusive) leaf seconds per call path over all ranks
     dense: FloatArray | None = None  # [interval, call path] times when small enough (same data as the CSR)
+    n_input: int = -1  # rows of the input waits table (``index`` repeats rows when ties are split)
 
     def __len__(self) -> int:
         return int(self.event.size)
@@ -209,7 +216,8 @@ def _entry_keys(offsets: IntArray, callpath: IntArray, n_cp: int) -> IntArray:
 
 
 def sync_points(events: pd.DataFrame, waits: pd.DataFrame, select: npt.NDArray[np.bool_] | None = None,
-                *, callpaths: CallPaths | None = None, dense_limit: int | None = None) -> SyncPoints:
+                *, callpaths: CallPaths | None = None, dense_limit: int | None = None, split_ties: bool = False,
+                tie_budget: int | None = None) -> SyncPoints:
     """Synchronization points of ``waits`` and their intervals (DESIGN.md section 6).
 
     Parameters
@@ -224,17 +232,31 @@ def sync_points(events: pd.DataFrame, waits: pd.DataFrame, select: npt.NDArray[n
     dense_limit : int, optional
         Keep interval times as a dense [interval, call path] matrix up to this many cells
         (default ``2 * len(events) + 1e6``, i.e. <= 16 bytes per event); sparse beyond.
+    split_ties : bool
+        One sync point per exactly tied culprit of a collective wait state, each with an equal share of
+        the wait (:mod:`~waitlab.models.analysis.ties`); ``index`` then repeats the wait state's row.
+        Default: one sync point per wait state, waiting for its ``peer_event`` (the lowest-numbered tied rank).
+    tie_budget : int, optional
+        Most extra sync points the splits may add (see :func:`~waitlab.models.analysis.ties.split_culprits`).
 
     Returns
     -------
     SyncPoints
     """
     cps = callpaths if callpaths is not None else call_paths(events)
-    order = np.argsort(waits["event"].to_numpy(), kind="stable")
-    event = waits["event"].to_numpy()[order].astype(np.int64)
-    peer_event = waits["peer_event"].to_numpy()[order].astype(np.int64)
-    wait = waits["wait"].to_numpy()[order].astype(np.float64)
-    pattern = pattern_codes(waits)[order]
+    n_in = len(waits)
+    if split_ties:  # one sync point per (wait state, tied culprit), each with an equal share of the wait
+        origin, culprit = split_culprits(events, waits, select, tie_budget)
+        share = 1.0 / np.bincount(origin, minlength=n_in)[origin]
+    else:
+        origin = np.arange(n_in, dtype=np.int64)
+        culprit, share = waits["peer_event"].to_numpy(), np.ones(n_in)
+    order = np.argsort(waits["event"].to_numpy()[origin], kind="stable")
+    src = origin[order]
+    event = waits["event"].to_numpy()[src].astype(np.int64)
+    peer_event = culprit[order].astype(np.int64)
+    wait = (waits["wait"].to_numpy()[src] * share[order]).astype(np.float64)
+    pattern = pattern_codes(waits)[src]
     rank_col = events["rank"].to_numpy()
     rank = rank_col[event].astype(np.int64)
     peer_rank = rank_col[peer_event].astype(np.int64)
@@ -242,7 +264,7 @@ def sync_points(events: pd.DataFrame, waits: pd.DataFrame, select: npt.NDArray[n
     match = events["match"].to_numpy()
     instance = np.where(collective, match[event], -1).astype(np.int64)
     n_w = event.size
-    sel = np.ones(n_w, bool) if select is None else np.asarray(select, bool)[order]
+    sel = np.ones(n_w, bool) if select is None else np.asarray(select, bool)[src]
 
     delim = Delimiters.build(events)
     rows = np.flatnonzero(sel)
@@ -278,12 +300,12 @@ def sync_points(events: pd.DataFrame, waits: pd.DataFrame, select: npt.NDArray[n
     raw = events["exit"].to_numpy() - events["enter"].to_numpy()
     total_time = np.bincount(cps.code[leaf], weights=raw[leaf], minlength=len(cps))
     return SyncPoints(
-        index=order.astype(np.int64), event=event, peer_event=peer_event, rank=rank, peer_rank=peer_rank,
+        index=src.astype(np.int64), event=event, peer_event=peer_event, rank=rank, peer_rank=peer_rank,
         wait=wait, pattern=pattern, collective=collective, instance=instance, p_start=p_start, q_start=q_start,
         p_interval=p_interval, q_interval=q_interval, inner_lo=inner_lo, inner_hi=inner_hi,
         iv_rank=rank_col[np.minimum(iv_end, max(n_rows - 1, 0))].astype(np.int64) if n_rows else iv_end,
         iv_start=iv_start, iv_end=iv_end, iv_offsets=offsets, entry_callpath=entry_cp, entry_time=entry_t,
-        callpaths=cps, total_time=total_time.astype(np.float64), dense=dense,
+        callpaths=cps, total_time=total_time.astype(np.float64), dense=dense, n_input=n_in,
     )  # fmt: skip
 
 
@@ -335,12 +357,25 @@ def _interval_times(iv_start: IntArray, iv_end: IntArray, cp_code: npt.NDArray[n
 
 
 def wait_table(sp: SyncPoints, **columns: npt.NDArray[Any]) -> pd.DataFrame:
-    """A per-wait-state table in the row order of the original ``waits`` (for model results)."""
-    out = np.empty(len(sp), np.int64)
-    out[sp.index] = np.arange(len(sp))
+    """A per-wait-state table in the row order of the original ``waits`` (for model results).
+
+    When ties were split (several sync points per wait state), float columns are summed over the shares,
+    the others taken from the first share (the lowest-numbered tied rank: ``peer_rank``); ``tied`` is the
+    number of ranks the wait was split among (1: no tie)."""
+    n = sp.n_input if sp.n_input >= 0 else len(sp)
+    first = np.zeros(n, np.int64)
+    u, at = np.unique(sp.index, return_index=True)
+    first[u] = at  # first share of each wait state
     base = {
         "event": sp.event, "rank": sp.rank, "pattern": pd.Categorical.from_codes(sp.pattern, list(PATTERNS)),
         "wait": sp.wait, "peer_rank": sp.peer_rank, "peer_event": sp.peer_event,
     }  # fmt: skip
     base.update(columns)
-    return pd.DataFrame({k: v[out] for k, v in base.items()})
+    out: dict[str, Any] = {}
+    for k, v in base.items():
+        arr = np.asarray(v)
+        summed = arr.dtype.kind == "f" and len(sp) != n
+        out[k] = np.bincount(sp.index, weights=arr, minlength=n) if summed else v[first]
+    out["tied"] = np.bincount(sp.index, minlength=n).astype(np.int32)
+    return pd.DataFrame(out)
+

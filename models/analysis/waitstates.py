@@ -15,6 +15,9 @@ could not complete before activity k of rank q started.  Its wait time is
 * early reduce (reduce, gather): the root waits ``min(max_{senders} E, X_root) - E_root``;
 * early scan: ``w_n = min(max_{m<=n} E_m, X_n) - E_n``.
 
+When several ranks are exactly equally late, ``peer_rank`` names the lowest-numbered of them; the
+diagnosis models split the wait among all of them (:mod:`waitlab.models.analysis.ties`).
+
 Pure function over the columns of the event table; numpy only, no row loops.
 """
 
@@ -206,9 +209,10 @@ def _segment_roots(rows: npt.NDArray[np.int64], seg: npt.NDArray[np.int64], star
 
 
 def _prefix_argmax(a: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
-    """Column index of the running maximum along axis 1 (first occurrence)."""
+    """Column index of the running maximum along axis 1 (first occurrence: the lowest-numbered of tied ranks)."""
     idx = np.broadcast_to(np.arange(a.shape[1]), a.shape)
-    is_new_max = a >= np.maximum.accumulate(a, axis=1)
+    before = np.maximum.accumulate(a, axis=1)[:, :-1]  # running maximum of the columns strictly before
+    is_new_max = np.concatenate((np.ones((a.shape[0], 1), bool), a[:, 1:] > before), axis=1)
     return np.maximum.accumulate(np.where(is_new_max, idx, 0), axis=1).astype(np.int64)
 
 

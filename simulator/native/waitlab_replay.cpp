@@ -11,6 +11,8 @@
 //   delay <seconds>         non-CPU-bound delay (sleep_for)
 //   flush <bytes> <bytes_per_s> [latency_s]   trace-buffer flush to disk (sleep_for)
 //   swap <seconds>          trace-buffer swap penalty (sleep_for: the rank is stalled on paging I/O)
+//   ssend <dst> <tag> <bytes>    MPI_Ssend (waits for the receive at any size)
+//   issend <dst> <tag> <bytes>   MPI_Issend, completed by the next wait/waitall/test of its (src, dst, tag)
 //
 // Log: one binary record per action, written to the file named by the
 // WAITLAB_LOG environment variable: {int32 rank, int32 action_code,
@@ -30,6 +32,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <map>
+#include <tuple>
 #include <unistd.h>
 #include <string>
 #include <vector>
@@ -73,6 +78,33 @@ void write_log()
   }
 }
 
+// Nonblocking synchronous sends.  SimGrid 3.32 keeps the requests of the stock isend/irecv actions in a file-static
+// store of smpi_replay.cpp (keyed by sender, receiver and tag, first in first out), which no other code can reach,
+// and its wait/waitall/test actions only complete requests found there.  So an issend is started here with
+// MPI_Issend and kept in waitlab's own store, and wait/waitall/test are wrapped: for every (src, dst, tag) key a
+// queue records, in posting order, whether each pending request is a stock one (completed by the stock action)
+// or an issend (completed here with MPI_Wait/MPI_Waitall/MPI_Test).
+struct Pending {
+  enum Kind { kStock, kIssend, kIssendDone } kind;
+  MPI_Request req;
+  std::vector<char> buf; // the send buffer must live until the request completes
+};
+using Key = std::tuple<int, int, int>; // sender, receiver (world ranks), tag
+std::deque<std::map<Key, std::deque<Pending>>> g_pending; // per rank (a deque: growing it moves no rank's map)
+
+std::map<Key, std::deque<Pending>>& pending_of_self()
+{
+  auto rank = static_cast<size_t>(simgrid::s4u::this_actor::get_pid() - 1);
+  if (rank >= g_pending.size())
+    g_pending.resize(rank + 1);
+  return g_pending[rank];
+}
+
+int self_rank()
+{
+  return static_cast<int>(simgrid::s4u::this_actor::get_pid() - 1);
+}
+
 double parse_seconds(const simgrid::xbt::ReplayAction& action, size_t idx)
 {
   if (action.size() <= idx) {
@@ -89,7 +121,12 @@ void register_actions()
   if (g_registered)
     return;
   g_registered = true;
-  action_fun stock_isend = xbt_replay_action_get("isend"); // before the stock actions are wrapped
+  // the stock point-to-point actions, before they are wrapped
+  action_fun stock_isend = xbt_replay_action_get("isend");
+  action_fun stock_irecv = xbt_replay_action_get("irecv");
+  action_fun stock_wait = xbt_replay_action_get("wait");
+  action_fun stock_waitall = xbt_replay_action_get("waitall");
+  action_fun stock_test = xbt_replay_action_get("test");
   for (int code = 0; code < kNumStock; code++) {
     action_fun stock = xbt_replay_action_get(kActions[code]);
     if (!stock) {
@@ -146,9 +183,8 @@ void register_actions()
     log_record(WL_FLUSH, t0, simgrid::s4u::Engine::get_clock());
   });
   xbt_replay_action_register(kActions[WL_SWAP], sleeping(WL_SWAP));
-  // Synchronous sends: MPI_Ssend on MPI_COMM_WORLD (the stock recv/irecv actions receive on it with the same tag),
-  // so the sender waits for the receive at any size.  issend is replayed as the stock isend (known gap: eager
-  // below the detached threshold), because the stock wait/waitall only see requests of the stock actions.
+  // Synchronous sends: MPI_Ssend / MPI_Issend on MPI_COMM_WORLD (the stock recv/irecv actions receive on it with
+  // the same tag), so the sender waits for the receive at any size.
   xbt_replay_action_register(kActions[WL_SSEND], [](simgrid::xbt::ReplayAction& action) {
     int dst = static_cast<int>(parse_seconds(action, 2));
     int tag = static_cast<int>(parse_seconds(action, 3));
@@ -158,10 +194,89 @@ void register_actions()
     MPI_Ssend(buf.data(), static_cast<int>(count), MPI_BYTE, dst, tag, MPI_COMM_WORLD);
     log_record(WL_SSEND, t0, simgrid::s4u::Engine::get_clock());
   });
-  xbt_replay_action_register(kActions[WL_ISSEND], [stock_isend](simgrid::xbt::ReplayAction& action) {
+  xbt_replay_action_register(kActions[WL_ISSEND], [](simgrid::xbt::ReplayAction& action) {
+    int dst = static_cast<int>(parse_seconds(action, 2));
+    int tag = static_cast<int>(parse_seconds(action, 3));
+    auto count = static_cast<size_t>(parse_seconds(action, 4));
+    Pending p{Pending::kIssend, MPI_REQUEST_NULL, std::vector<char>(count > 0 ? count : 1)};
     double t0 = simgrid::s4u::Engine::get_clock();
-    stock_isend(action);
+    MPI_Issend(p.buf.data(), static_cast<int>(count), MPI_BYTE, dst, tag, MPI_COMM_WORLD, &p.req);
+    pending_of_self()[Key(self_rank(), dst, tag)].push_back(std::move(p));
     log_record(WL_ISSEND, t0, simgrid::s4u::Engine::get_clock());
+  });
+  // Stock isend/irecv: queue a stock marker under their key (partner and tag are the first two arguments).
+  auto stock_posting = [](action_fun stock, int code, bool is_send) {
+    return [stock, code, is_send](simgrid::xbt::ReplayAction& action) {
+      double t0 = simgrid::s4u::Engine::get_clock();
+      stock(action);
+      if (action.size() > 3) {
+        int partner = static_cast<int>(parse_seconds(action, 2));
+        int tag = static_cast<int>(parse_seconds(action, 3));
+        Key key = is_send ? Key(self_rank(), partner, tag) : Key(partner, self_rank(), tag);
+        pending_of_self()[key].push_back(Pending{Pending::kStock, MPI_REQUEST_NULL, {}});
+      }
+      log_record(code, t0, simgrid::s4u::Engine::get_clock());
+    };
+  };
+  xbt_replay_action_register(kActions[WL_ISEND], stock_posting(stock_isend, WL_ISEND, true));
+  xbt_replay_action_register(kActions[WL_IRECV], stock_posting(stock_irecv, WL_IRECV, false));
+  // wait <src> <dst> <tag>: the oldest pending request of that key; an issend's is completed here.
+  xbt_replay_action_register(kActions[WL_WAIT], [stock_wait](simgrid::xbt::ReplayAction& action) {
+    double t0 = simgrid::s4u::Engine::get_clock();
+    auto& pending = pending_of_self();
+    auto it = action.size() > 4 ? pending.find(Key(static_cast<int>(parse_seconds(action, 2)),
+                                                   static_cast<int>(parse_seconds(action, 3)),
+                                                   static_cast<int>(parse_seconds(action, 4))))
+                                : pending.end();
+    if (it == pending.end() || it->second.front().kind == Pending::kStock) {
+      if (it != pending.end()) {
+        it->second.pop_front();
+        if (it->second.empty())
+          pending.erase(it);
+      }
+      stock_wait(action);
+    } else {
+      Pending p = std::move(it->second.front());
+      it->second.pop_front();
+      if (it->second.empty())
+        pending.erase(it);
+      if (p.kind == Pending::kIssend)
+        MPI_Wait(&p.req, MPI_STATUS_IGNORE);
+    }
+    log_record(WL_WAIT, t0, simgrid::s4u::Engine::get_clock());
+  });
+  // waitall: every pending issend of the rank, then the stock waitall (every stock request).
+  xbt_replay_action_register(kActions[WL_WAITALL], [stock_waitall](simgrid::xbt::ReplayAction& action) {
+    double t0 = simgrid::s4u::Engine::get_clock();
+    auto& pending = pending_of_self();
+    std::vector<MPI_Request> reqs;
+    for (auto& [key, queue] : pending)
+      for (auto& p : queue)
+        if (p.kind == Pending::kIssend)
+          reqs.push_back(p.req);
+    if (!reqs.empty())
+      MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE);
+    pending_of_self().clear();
+    stock_waitall(action);
+    log_record(WL_WAITALL, t0, simgrid::s4u::Engine::get_clock());
+  });
+  // test <src> <dst> <tag>: an issend's request is tested here (it stays queued, done or not, for its wait).
+  xbt_replay_action_register(kActions[WL_TEST], [stock_test](simgrid::xbt::ReplayAction& action) {
+    double t0 = simgrid::s4u::Engine::get_clock();
+    auto& pending = pending_of_self();
+    auto it = action.size() > 4 ? pending.find(Key(static_cast<int>(parse_seconds(action, 2)),
+                                                   static_cast<int>(parse_seconds(action, 3)),
+                                                   static_cast<int>(parse_seconds(action, 4))))
+                                : pending.end();
+    if (it == pending.end() || it->second.front().kind == Pending::kStock) {
+      stock_test(action);
+    } else if (it->second.front().kind == Pending::kIssend) {
+      int flag = 0;
+      MPI_Test(&it->second.front().req, &flag, MPI_STATUS_IGNORE);
+      if (flag)
+        it->second.front().kind = Pending::kIssendDone;
+    }
+    log_record(WL_TEST, t0, simgrid::s4u::Engine::get_clock());
   });
   static_assert(WL_NUM_ACTIONS == WL_NUM_STOCK + 9 + WL_NUM_RMA && WL_FIRST_RMA == WL_NUM_STOCK + 9,
                 "the vocabulary has waitlab actions this file does not register (RMA actions have no TI form)");

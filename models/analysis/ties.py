@@ -1,0 +1,149 @@
+"""Exactly tied culprits of collective wait states: the blame is split equally among them (issue 13).
+
+A collective wait state names one rank it waited for (``peer_rank`` of the wait-state table,
+:mod:`waitlab.models.analysis.waitstates`): the *lowest-numbered* of the ranks that arrived last.  When
+several ranks arrived at exactly the same, latest time they are equally to blame, and the diagnosis
+models (CWP-DM, H-CWP-DM) split the wait into equal shares, one per tied rank:
+
+* wait at barrier / wait at NxN: every member whose Enter equals the latest Enter of the instance;
+* early reduce: every non-root member whose Enter equals the latest Enter of the senders;
+* early scan: every lower-ranked member whose Enter equals the waiter's prefix maximum.
+
+* late sender: every sender, among the receives the waiting call completes (a ``waitall``), whose send
+  was entered at exactly the same time as the latest.
+
+Late receivers, one-sided wait states and late broadcasts are never split (a ``waitall`` of sends whose
+receivers are exactly equally late still blames the one receiver the wait-state table names: a known gap).
+
+Examples
+--------
+Ranks 1 and 3 arrive 2 s after ranks 0 and 2 at an allreduce: each wait has two culprits.
+
+>>> from waitlab.models.analysis.waitstates import make_events, wait_states
+>>> ev = make_events(rank=[0, 1, 2, 3], op=["allreduce"] * 4, enter=[1.0, 3.0, 1.0, 3.0], exit=[3.0] * 4,
+...                  match=[0] * 4)
+>>> ws = wait_states(ev)
+>>> ws["peer_rank"].tolist()
+[1, 1]
+>>> row, culprit = tied_culprits(ev, ws)
+>>> row.tolist(), ev["rank"].to_numpy()[culprit].tolist()
+([0, 0, 1, 1], [1, 3, 1, 3])
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from waitlab.models.analysis.callpaths import IntArray, category_codes, isin_names, pattern_codes
+from waitlab.models.analysis.waitstates import BARRIER_OPS, N_TO_ONE_OPS, NXN_OPS, PATTERNS, SCAN_OPS
+from waitlab.models.vocabulary import RECV_ACTIONS, SEND_ACTIONS
+
+#: Patterns whose culprit is "the last to arrive" among several members (ties possible).
+TIE_PATTERNS = ("late_sender", "wait_at_barrier", "wait_at_nxn", "early_reduce", "early_scan")
+_TIE_OPS = (*BARRIER_OPS, *NXN_OPS, *N_TO_ONE_OPS, *SCAN_OPS)
+_IS_TIE = np.array([p in TIE_PATTERNS for p in PATTERNS], bool)
+_IS_SCAN = np.array([p == "early_scan" for p in PATTERNS], bool)
+
+
+def tied_culprits(events: pd.DataFrame, waits: pd.DataFrame) -> tuple[IntArray, IntArray]:
+    """Every (wait-state row, culprit event row) pair, ties included.
+
+    Parameters
+    ----------
+    events, waits : DataFrame
+        The event table and its wait states.
+
+    Returns
+    -------
+    row, culprit : int64 arrays
+        Sorted by ``row``; within a row by the culprit's rank.  A wait state without a tie has one pair,
+        its own ``peer_event``.
+    """
+    n_w = len(waits)
+    peer_event = waits["peer_event"].to_numpy().astype(np.int64)
+    rows = np.arange(n_w, dtype=np.int64)
+    pat = pattern_codes(waits)
+    tie = np.flatnonzero(_IS_TIE[pat]) if n_w else rows
+    if tie.size == 0:
+        return rows, peer_event
+    rank = events["rank"].to_numpy().astype(np.int64)
+    enter, match, peer = events["enter"].to_numpy(), events["match"].to_numpy(), events["peer"].to_numpy()
+    op, names = category_codes(events["op"])
+    # candidates: members of the collectives that can tie (roots of reduce/gather send nothing: out), grouped by
+    # (op, instance); and the senders of the receives a blocking call completes, grouped by (-1, that call)
+    coll = np.flatnonzero(isin_names(op, names, _TIE_OPS) & (match >= 0))
+    coll = coll[~(isin_names(op, names, N_TO_ONE_OPS)[coll] & (rank[coll] == peer[coll]))]
+    snd, blocker = _senders_of_completed_receives(events, op, names, match)
+    cand = np.concatenate((coll, snd))
+    c_g1 = np.concatenate((op[coll], np.full(snd.size, -1, np.int64)))
+    c_g2 = np.concatenate((match[coll], blocker))
+    order = np.lexsort((rank[cand], enter[cand], c_g2, c_g1))
+    cand, c_g1, c_g2 = cand[order], c_g1[order], c_g2[order]
+    c_enter = enter[cand]
+    new = np.r_[True, (c_g1[1:] != c_g1[:-1]) | (c_g2[1:] != c_g2[:-1]) | (c_enter[1:] != c_enter[:-1])]
+    group = np.cumsum(new) - 1
+    g_start = np.flatnonzero(new)
+    g_end = np.r_[g_start[1:], cand.size]
+    by_row = np.argsort(cand, kind="stable")  # cand is not sorted by row: find each culprit's position
+    pos = by_row[np.searchsorted(cand[by_row], peer_event[tie])]
+    if not np.array_equal(cand[pos], peer_event[tie]):
+        raise ValueError("tied_culprits: a wait state names a culprit that is not a member of its instance "
+                         "or the sender of a receive its call completes")
+    g = group[pos]
+    lo, hi = g_start[g], g_end[g]
+    scan = _IS_SCAN[pat[tie]]
+    if scan.any():  # only lower-ranked members count for a scan: ranks are sorted within the group
+        r_max = int(rank.max()) + 1
+        key = group * r_max + rank[cand]
+        own = rank[waits["event"].to_numpy()[tie]]
+        hi = np.where(scan, np.searchsorted(key, g * r_max + own, side="left"), hi)
+    m = np.ones(n_w, np.int64)
+    m[tie] = hi - lo
+    out_row = np.repeat(rows, m)
+    culprit = np.repeat(peer_event, m)
+    first = np.concatenate(([0], np.cumsum(m)[:-1]))
+    lens = hi - lo
+    at = np.repeat(first[tie], lens) + (np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens))
+    culprit[at] = cand[np.repeat(lo, lens) + (at - np.repeat(first[tie], lens))]
+    return out_row, culprit
+
+
+def _senders_of_completed_receives(events: pd.DataFrame, op: IntArray, names: list[str], match: IntArray
+                                   ) -> tuple[IntArray, IntArray]:
+    """(send row, row of the call completing its receive) of every matched, completed receive."""
+    done = events["done"].to_numpy().astype(np.int64)
+    sends = np.flatnonzero(isin_names(op, names, SEND_ACTIONS) & (match >= 0))
+    recvs = np.flatnonzero(isin_names(op, names, RECV_ACTIONS) & (match >= 0) & (done >= 0))
+    if sends.size == 0 or recvs.size == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    send_of = np.full(int(match.max()) + 1, -1, np.int64)
+    send_of[match[sends]] = sends
+    snd = send_of[match[recvs]]
+    ok = snd >= 0
+    return snd[ok], done[recvs[ok]]
+
+
+def split_culprits(events: pd.DataFrame, waits: pd.DataFrame, select: npt.NDArray[np.bool_] | None = None,
+                   tie_budget: int | None = None) -> tuple[IntArray, IntArray]:
+    """(wait-state row, culprit event) pairs of :func:`tied_culprits`, within a budget.
+
+    A wait at a collective where ``W`` ranks wait for ``m`` tied ranks makes ``W * m`` pairs.  At most
+    ``tie_budget`` extra pairs (default ``4 * len(waits) + 1e6``) are made: the wait states with the
+    fewest tied ranks are split first; the others keep their one ``peer_event`` (``tied`` = 1 in the
+    model results says so).  Wait states outside ``select`` are not split.
+    """
+    row, culprit = tied_culprits(events, waits)
+    n = len(waits)
+    m = np.bincount(row, minlength=n)
+    if select is not None:
+        m = np.where(np.asarray(select, bool), m, 1)
+    budget = 4 * n + 1_000_000 if tie_budget is None else tie_budget
+    order = np.argsort(m, kind="stable")
+    extra = np.cumsum(m[order] - 1)
+    split = np.zeros(n, bool)
+    split[order[extra <= budget]] = True
+    split &= m > 1
+    keep = split[row] | (culprit == waits["peer_event"].to_numpy()[row])
+    return row[keep], culprit[keep]

@@ -1,0 +1,37 @@
+"""A small MPI_Issend waits for its late receiver live and after capture + replay (issue 13).
+
+``programs/issend.c``: every delay is ``smpi_execute_benched(s)``, so the waits are known by hand (DESIGN.md
+section 5); network time adds microseconds, hence the 1e-4 s tolerance.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_programs_mpi import TOL, capture_and_replay, needs_smpi
+from test_realapps import program_scenario
+
+
+def late_receiver_waits(res) -> list[tuple[int, str, float, int]]:  # type: ignore[no-untyped-def]
+    w = res.waits[res.waits["pattern"] == "late_receiver"].sort_values("event")
+    return [(int(r), str(o), float(x), int(q)) for r, o, x, q in
+            w[["rank", "op", "wait", "peer_rank"]].itertuples(index=False)]
+
+
+@pytest.mark.simgrid
+@needs_smpi
+def test_issend_of_4_bytes_waits_for_a_late_receiver_live_and_replayed(tmp_path: Path) -> None:
+    from waitlab.experiments.pipeline import simulate
+
+    # 1. Issend at 0, receive posted at 0.2 s: rank 0's MPI_Wait waits 0.2 s.
+    # 2. Isend + Issend at ~0.2 s, receives posted at 0.2 + 0.3 = 0.5 s: the MPI_Waitall waits 0.3 s for the issend
+    #    (the 4-byte isend is eager and waits for nothing).
+    expected = [(0, "wait", pytest.approx(0.2, abs=TOL), 1), (0, "waitall", pytest.approx(0.3, abs=TOL), 1)]
+    sc = program_scenario(tmp_path, "issend.c", ranks=2)
+    live = simulate(sc)
+    assert late_receiver_waits(live) == expected
+    assert sorted(live.events.loc[live.events["op"] == "issend", "bytes"].tolist()) == [4, 4]
+    replayed = capture_and_replay(sc, tmp_path)
+    assert late_receiver_waits(replayed) == expected
+    assert (tmp_path / "cap" / "rank0.txt").read_text().count(" issend ") == 2
