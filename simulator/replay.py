@@ -57,10 +57,13 @@ def replay_ops(ops: OpTable, platform_xml: Path, hostfile: Path, core_speed: flo
         stages["write_trace"] = time.perf_counter() - t
         log = folder / "events.bin"
         log.unlink(missing_ok=True)
+        env = {"WAITLAB_LOG": str(log)}
+        if (trace_ops.code == CODE["issend"]).any():  # the replay extension's request bookkeeping for MPI_Issend
+            env["WAITLAB_ISSEND"] = "1"
         t = time.perf_counter()
         try:
             res = run_smpirun(binary, trace_ops.n_ranks, platform_xml, hostfile, replay_index=index, config=settings,
-                              extra_flags=extra_flags, env={"WAITLAB_LOG": str(log)}, timeout=timeout, what=what,
+                              extra_flags=extra_flags, env=env, timeout=timeout, what=what,
                               cwd=folder)
         except DeadlockError as exc:  # name the call each blocked rank is in
             raise name_blocked_calls(exc, log, trace_ops) from None
