@@ -105,6 +105,10 @@ int self_rank()
   return static_cast<int>(simgrid::s4u::this_actor::get_pid() - 1);
 }
 
+// The queue of the (src, dst, tag) a wait/test action names (its arguments 2-4), or end() when none.
+std::map<Key, std::deque<Pending>>::iterator pending_of_action(std::map<Key, std::deque<Pending>>& pending,
+                                                              const simgrid::xbt::ReplayAction& action);
+
 double parse_seconds(const simgrid::xbt::ReplayAction& action, size_t idx)
 {
   if (action.size() <= idx) {
@@ -113,6 +117,15 @@ double parse_seconds(const simgrid::xbt::ReplayAction& action, size_t idx)
     abort();
   }
   return xbt_str_parse_double(action[idx].c_str(), "waitlab-replay: bad numeric argument");
+}
+
+std::map<Key, std::deque<Pending>>::iterator pending_of_action(std::map<Key, std::deque<Pending>>& pending,
+                                                              const simgrid::xbt::ReplayAction& action)
+{
+  if (action.size() <= 4)
+    return pending.end();
+  return pending.find(Key(static_cast<int>(parse_seconds(action, 2)), static_cast<int>(parse_seconds(action, 3)),
+                          static_cast<int>(parse_seconds(action, 4))));
 }
 
 void register_actions()
@@ -230,10 +243,7 @@ void register_actions()
   xbt_replay_action_register(kActions[WL_WAIT], [stock_wait](simgrid::xbt::ReplayAction& action) {
     double t0 = simgrid::s4u::Engine::get_clock();
     auto& pending = pending_of_self();
-    auto it = action.size() > 4 ? pending.find(Key(static_cast<int>(parse_seconds(action, 2)),
-                                                   static_cast<int>(parse_seconds(action, 3)),
-                                                   static_cast<int>(parse_seconds(action, 4))))
-                                : pending.end();
+    auto it = pending_of_action(pending, action);
     if (it == pending.end() || it->second.front().kind == Pending::kStock) {
       if (it != pending.end()) {
         it->second.pop_front();
@@ -270,10 +280,7 @@ void register_actions()
   xbt_replay_action_register(kActions[WL_TEST], [stock_test](simgrid::xbt::ReplayAction& action) {
     double t0 = simgrid::s4u::Engine::get_clock();
     auto& pending = pending_of_self();
-    auto it = action.size() > 4 ? pending.find(Key(static_cast<int>(parse_seconds(action, 2)),
-                                                   static_cast<int>(parse_seconds(action, 3)),
-                                                   static_cast<int>(parse_seconds(action, 4))))
-                                : pending.end();
+    auto it = pending_of_action(pending, action);
     if (it == pending.end() || it->second.front().kind == Pending::kStock) {
       stock_test(action);
     } else if (it->second.front().kind == Pending::kIssend) {
