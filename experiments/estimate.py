@@ -22,8 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from waitlab.errors import EnvironmentProblem, WaitlabError
-from waitlab.experiments.pipeline import Prepared, prepare
-from waitlab.experiments.scenario import Scenario
+from waitlab.experiments.pipeline import Prepared
 from waitlab.experiments.sources import source_for
 
 MiB = 1 << 20
@@ -171,16 +170,16 @@ def _duration(s: float) -> str:
 PREFLIGHT_RANKS = 4096
 
 
-def preflight(scenario: Scenario, *, say: Callable[[str], None] | None = None, check: bool = True
+def preflight(prep: Prepared, *, say: Callable[[str], None] | None = None, check: bool = True
               ) -> Estimate | None:
     """Before a large run (:data:`PREFLIGHT_RANKS` ranks or more, of a synthetic model or a trace): estimate it,
     tell the user (``say``) and, with ``check``, refuse it when it will not fit this machine.
 
     Programs are not estimated: counting their operations means running them.
     """
-    if scenario.ranks < PREFLIGHT_RANKS or scenario.application_kind == "program":
+    if prep.scenario.ranks < PREFLIGHT_RANKS or prep.scenario.application_kind == "program":
         return None
-    est = estimate(prepare(scenario))
+    est = estimate(prep)
     if say is not None:
         say(f"estimate: {est.describe()}")
     return est.check() if check else est

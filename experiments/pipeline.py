@@ -210,14 +210,14 @@ def simulate(scenario: Scenario, ops: OpTable | None = None, *,
 
 
 def run(scenario: Scenario, *, paje_file: Path | None = None, base: RunResult | None = None,
-        ops: OpTable | None = None) -> Run:
+        ops: OpTable | None = None, prep: Prepared | None = None) -> Run:
     """Simulate a scenario as ``waitlab run`` does (see the module doc).
 
     ``base`` is the unperturbed run of the same operations when already simulated (studies that compare
     several perturbations of one run pass it to save the unperturbed SMPI run); ``ops`` replaces the
-    source's operations (a hand-built case).
+    source's operations (a hand-built case); ``prep`` is the scenario already prepared (:func:`prepare`).
     """
-    prep = prepare(scenario)
+    prep = prep if prep is not None else prepare(scenario)
     cfg = prep.perturbation
     if cfg is None:
         return Run(simulate_ops(prep, ops, paje_file=paje_file))

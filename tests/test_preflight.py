@@ -6,6 +6,7 @@ import pytest
 
 from waitlab.errors import EnvironmentProblem
 from waitlab.experiments.estimate import PREFLIGHT_RANKS, PYTHON_EVENT_BYTES, memory_available, preflight
+from waitlab.experiments.pipeline import prepare
 from waitlab.experiments.scenario import from_mapping
 
 
@@ -15,12 +16,12 @@ def _scenario(ranks: int, steps: int = 2):
 
 
 def test_small_runs_are_not_estimated() -> None:
-    assert preflight(_scenario(PREFLIGHT_RANKS - 1)) is None
+    assert preflight(prepare(_scenario(PREFLIGHT_RANKS - 1))) is None
 
 
 def test_large_run_is_estimated_and_said() -> None:
     said: list[str] = []
-    est = preflight(_scenario(PREFLIGHT_RANKS), say=said.append, check=False)
+    est = preflight(prepare(_scenario(PREFLIGHT_RANKS)), say=said.append, check=False)
     assert est is not None and est.ranks == PREFLIGHT_RANKS and est.exact_events
     # a 2-D stencil step: at least enter/compute/leave + 4 halo isend/irecv + waitall + allreduce per rank
     assert est.events >= PREFLIGHT_RANKS * 2 * 7
@@ -36,4 +37,4 @@ def test_a_run_that_cannot_fit_is_refused_before_any_work() -> None:
     if events * PYTHON_EVENT_BYTES <= avail:
         pytest.skip("this machine has more memory than the scenario needs")
     with pytest.raises(EnvironmentProblem, match="would not fit"):
-        preflight(_scenario(65_536, steps=200))
+        preflight(prepare(_scenario(65_536, steps=200)))

@@ -25,7 +25,7 @@ from waitlab.experiments.exports import FORMATS as EXPORT_FORMATS
 from waitlab.experiments.exports import export_run
 from waitlab.experiments.groundtruth import cache_use
 from waitlab.experiments.perturbation_report import report_text
-from waitlab.experiments.pipeline import Run, RunResult
+from waitlab.experiments.pipeline import Run, RunResult, prepare
 from waitlab.experiments.pipeline import run as _run
 from waitlab.experiments.reproduce import he_sunway, okita_spilling, rao_alltoall, spill_policies, wu_lared_s
 from waitlab.experiments.results import LoadedRun, load_events, load_run, results_folder, summary_text, write_run
@@ -102,12 +102,13 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, force
     refused when it will not fit this machine, unless ``check_resources=False``.
     """
     sc = _scenario(scenario)
-    preflight(sc, say=say, check=check_resources)
+    prep = prepare(sc)  # once: the estimate and the run share it
+    preflight(prep, say=say, check=check_resources)
     if out is None:
-        return _run(sc)
+        return _run(sc, prep=prep)
     with results_folder(Path(out), force) as partial:
         paje = partial / "smpi.paje" if sc.simulation.paje else None
-        result = _run(sc, paje_file=paje)
+        result = _run(sc, paje_file=paje, prep=prep)
         write_run(result, partial, png=png)
     return result
 
