@@ -33,6 +33,7 @@ from waitlab.models.apps.alltoall import SMPI_ALLTOALL_ALGORITHMS
 from waitlab.models.apps.registry import APPLICATIONS
 from waitlab.models.perturb.noise import DURATION_LAWS
 from waitlab.models.perturb.spill_policies import POLICIES
+from waitlab.models.validation import TYPE_TAGS, dotted
 from waitlab.platforms import PLATFORM_ALIASES, list_platforms
 from waitlab.platforms.placement import PLACEMENTS, Placement
 
@@ -268,13 +269,6 @@ OPTIONAL_SECTIONS = ("simulation", "noise", "instrumentation", "tracing")
 PERTURBATION_SECTIONS = ("noise", "instrumentation", "tracing")
 
 
-def _loc(loc: tuple[int | str, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
 def _fix_for(model: type[BaseModel] | None, field: str, err: Any) -> str:
     ctx = err.get("ctx") or {}
     if err["type"] == "extra_forbidden" and model is not None:
@@ -300,14 +294,11 @@ _MESSAGES = {
 }
 
 
-_TYPE_TAGS = {"float", "int", "str", "bool", "tuple", "dict", "none"}
-
-
 def raise_validation(exc: ValidationError, file: str, section: str, model: type[BaseModel] | None) -> None:
     """Turn the first error of a pydantic :class:`ValidationError` into one :class:`InputError`."""
     errors = exc.errors(include_url=False)
     for e in errors:  # union members tag the location with their type: drop the tags
-        e["loc"] = tuple(p for p in e["loc"] if not (isinstance(p, str) and (p in _TYPE_TAGS or "[" in p)))
+        e["loc"] = tuple(p for p in e["loc"] if not (isinstance(p, str) and (p in TYPE_TAGS or "[" in p)))
     err = errors[0]
     same = [e for e in errors if e["loc"] == err["loc"]]
     err = next((e for e in same if e["type"] == "literal_error"), err)
@@ -316,7 +307,7 @@ def raise_validation(exc: ValidationError, file: str, section: str, model: type[
     if isinstance(cause, FieldProblem):
         loc = (*loc, cause.field)
     field = str(loc[0]) if loc else ""
-    where = f"{section}.{_loc(loc)}" if loc else section
+    where = f"{section}.{dotted(loc)}" if loc else section
     ctx = err.get("ctx") or {}
     template = _MESSAGES.get(err["type"])
     msg = template.format(**ctx) if template is not None else err["msg"].removeprefix("Value error, ")

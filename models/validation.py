@@ -140,13 +140,13 @@ def param_error(exc: ValidationError, cls: type | None = None) -> ParamError:
     same = [e for e in errors if len(e["loc"]) == deepest]
     err = same[0]
     loc = tuple(err["loc"])
-    key = _dotted(loc)
+    key = dotted(loc)
     cause = (err.get("ctx") or {}).get("error")
     if isinstance(cause, ParamError):
         # a validator of field ``f`` names ``f...``: anchor its key at the field's parent
         head = cause.key.split(".")[0].split("[")[0]
         parent = loc[:-1] if loc and head and loc[-1] == head else loc
-        return cause.within(_dotted(parent))
+        return cause.within(dotted(parent))
     leaf = str(next((p for p in reversed(loc) if isinstance(p, str)), key or "value"))
     if len(same) > 1 and all(e["type"] in _KINDS for e in same) and len({e["type"] for e in same}) > 1:
         kinds = " or ".join(dict.fromkeys(_KINDS[e["type"]] for e in same))
@@ -211,15 +211,17 @@ def _fields_at(cls: type | None, loc: tuple[Any, ...]) -> list[str]:
     return [n for n in fields if not n.startswith("_")] if fields else []
 
 
-_TYPE_TAGS = {"str", "int", "float", "bool", "none", "tuple", "list", "dict"}
+#: Type tags pydantic puts in the location of a union member's error (not field names).
+TYPE_TAGS = frozenset({"str", "int", "float", "bool", "none", "tuple", "list", "dict"})
 
 
 def _is_field_name(part: Any) -> bool:
     """A location part that names a field (not a union member's type tag such as ``str`` or ``tuple[int, ...]``)."""
-    return isinstance(part, str) and part.isidentifier() and part not in _TYPE_TAGS and not part[0].isupper()
+    return isinstance(part, str) and part.isidentifier() and part not in TYPE_TAGS and not part[0].isupper()
 
 
-def _dotted(loc: Sequence[Any]) -> str:
+def dotted(loc: Sequence[Any]) -> str:
+    """A pydantic error location as a dotted key: ``("imbalance", 2, "magnitude")`` -> ``imbalance[2].magnitude``."""
     out = ""
     for part in loc:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
