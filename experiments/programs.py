@@ -258,7 +258,8 @@ def run_real_program(scenario: Scenario, platform: Any, work: Path, settings: Ma
     res = prog.run_program(binary, scenario.ranks, xml, hostfile, out_dir, args=program_args(scenario),
                            config=program_config(scenario, platform, settings), schedule_dir=schedule_dir,
                            extra_flags=extra_flags, timeout=scenario.simulation.timeout, exit_codes=p.exit_codes,
-                           cwd=cwd, what=f"program of scenario '{scenario.name}' ({scenario.source})")
+                           cwd=cwd, what=f"program of scenario '{scenario.name}' ({scenario.source})",
+                           env=getattr(platform, "program_env", None))
     records = prog.read_records(out_dir, scenario.ranks)
     run = prog.records_to_ops(records, binary, callsite_regions=p.callsite_regions)
     ops, t_enter, t_exit = run.ops, run.t_enter, run.t_exit

@@ -8,6 +8,7 @@ source or marked assumed, and :mod:`waitlab.platforms.calibration` derives SMPI'
     eager_threshold = { value = 12288, assumed = true, reason = "..." }   # bytes; rendezvous from here on
     send_overhead = { value = 4.0e-7, assumed = true, reason = "..." }    # o_s: CPU time of one send call, s
     recv_overhead = { value = 4.0e-7, assumed = true, reason = "..." }    # o_r: CPU time of one receive, s
+    rma_protocol = "mvapich2"   # optional, "smpi" (default): the library's one-sided protocol (docs/rma.md)
     inter_node = [   # pingpong between two nodes of one leaf switch
       { size = 8, latency = { value = 1.6e-6, source = "Rao et al. §4.1 (1)" } },
       { size = 1048576, bandwidth = { value = 1.4e9, assumed = true, reason = "..." } },
@@ -29,9 +30,12 @@ from typing import Any, Protocol
 
 from waitlab.errors import InputError
 
-__all__ = ["MPI_KEYS", "MpiPoint", "MpiSpec", "read_mpi"]
+__all__ = ["MPI_KEYS", "RMA_PROTOCOLS", "MpiPoint", "MpiSpec", "read_mpi", "rma_env"]
 
-MPI_KEYS: tuple[str, ...] = ("eager_threshold", "send_overhead", "recv_overhead", "inter_node", "intra_node")
+MPI_KEYS: tuple[str, ...] = ("eager_threshold", "send_overhead", "recv_overhead", "inter_node", "intra_node",
+                              "rma_protocol")
+#: One-sided protocols the measurement layer can add to SMPI's own (docs/rma.md, "MPI library protocol").
+RMA_PROTOCOLS: tuple[str, ...] = ("smpi", "mvapich2")
 PATHS: tuple[str, ...] = ("inter_node", "intra_node")
 
 
@@ -72,6 +76,9 @@ class MpiSpec:
         CPU seconds one send / one receive call costs its rank (LogGP's o).
     inter_node, intra_node : tuple of MpiPoint
         Pingpong figures, sorted by size.
+    rma_protocol : str
+        One-sided protocol of the MPI library (:data:`RMA_PROTOCOLS`): ``"smpi"`` keeps SMPI 3.32's own,
+        ``"mvapich2"`` adds MVAPICH2's lock, rendezvous and completion messages (docs/rma.md).
     """
 
     eager_threshold: int
@@ -79,6 +86,7 @@ class MpiSpec:
     recv_overhead: float
     inter_node: tuple[MpiPoint, ...]
     intra_node: tuple[MpiPoint, ...]
+    rma_protocol: str = "smpi"
 
     def points(self, path: str) -> tuple[MpiPoint, ...]:
         """The points of ``"inter_node"`` or ``"intra_node"``."""
@@ -142,4 +150,15 @@ def read_mpi(reader: _FigureReader, file: str, sec: Mapping[str, Any]) -> MpiSpe
     inter, intra = _points(reader, file, sec, "inter_node"), _points(reader, file, sec, "intra_node")
     if not inter:
         raise InputError(file, "mpi.inter_node", "has no point", "give at least the MPI latency between two nodes")
-    return MpiSpec(eager, o_s, o_r, inter, intra)
+    rma = sec.get("rma_protocol", "smpi")
+    if rma not in RMA_PROTOCOLS:
+        raise InputError(file, "mpi.rma_protocol", f"must be one of {', '.join(RMA_PROTOCOLS)}, got {rma!r}",
+                         'write rma_protocol = "mvapich2" (or "smpi", SMPI\'s own one-sided semantics)')
+    return MpiSpec(eager, o_s, o_r, inter, intra, str(rma))
+
+
+def rma_env(mpi: MpiSpec | None) -> dict[str, str]:
+    """Environment of a program run that selects the measurement layer's one-sided protocol (empty for SMPI's)."""
+    if mpi is None or mpi.rma_protocol == "smpi":
+        return {}
+    return {"WAITLAB_RMA_PROTOCOL": mpi.rma_protocol, "WAITLAB_RMA_EAGER": str(mpi.eager_threshold)}

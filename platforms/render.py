@@ -60,6 +60,7 @@ from xml.sax.saxutils import escape, quoteattr
 from waitlab.errors import InputError
 from waitlab.platforms.model import PlatformModel
 from waitlab.platforms.placement import Placement, place_ranks, slot_of_rank
+from waitlab.platforms.mpi_spec import rma_env
 from waitlab.platforms.smpi_factors import calibrate
 
 __all__ = ["RenderedPlatform", "render_platform"]
@@ -103,6 +104,9 @@ class RenderedPlatform:
     smpi_config : dict of str to str
         SimGrid ``--cfg`` settings that calibrate SMPI to the platform's MPI-level figures
         (:func:`waitlab.platforms.smpi_factors.calibrate`); merge them under a scenario's own settings.
+    program_env : dict of str to str
+        Environment of a real program's run: the measurement layer's one-sided protocol
+        (:func:`waitlab.platforms.mpi_spec.rma_env`, ``[mpi] rma_protocol``).
     """
 
     name: str
@@ -118,6 +122,7 @@ class RenderedPlatform:
     smpi_config: dict[str, str] = field(default_factory=dict)
     placement: Placement = field(default_factory=Placement)
     leaf_size: int = 1
+    program_env: dict[str, str] = field(default_factory=dict)
 
     @property
     def n_ranks(self) -> int:
@@ -374,5 +379,5 @@ def render_platform(model: PlatformModel, n_ranks: int, ranks_per_node: int | No
         name=model.name, xml="".join(out), hostfile="".join(h + "\n" for h in host_of_rank),
         core_speed=node.core_speed, n_nodes=n_nodes, ranks_per_node=rpn, host_of_rank=host_of_rank,
         node_of_rank=node_of_rank, hosts=hosts, split_cores=split, smpi_config=dict(calibration.smpi_config),
-        placement=place, leaf_size=leaf_size,
+        placement=place, leaf_size=leaf_size, program_env=rma_env(model.mpi),
     )

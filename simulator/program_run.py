@@ -71,8 +71,11 @@ def write_schedule(folder: Path, n_ranks: int, anchor: npt.NDArray[np.int64], ra
 def run_program(binary: Path, n_ranks: int, platform_xml: Path, hostfile: Path, out_dir: Path, *,
                 args: Sequence[str] = (), config: Mapping[str, str] | None = None,
                 schedule_dir: Path | None = None, extra_flags: Sequence[str] = (), timeout: float | None = None,
-                exit_codes: Sequence[int] = (0,), cwd: Path | None = None, what: str = "program") -> SmpiResult:
+                exit_codes: Sequence[int] = (0,), cwd: Path | None = None, what: str = "program",
+                env: Mapping[str, str] | None = None) -> SmpiResult:
     """Run a program built by :func:`build_program` under SMPI with the layer recording into ``out_dir``.
+
+    ``env`` adds environment variables for the layer (e.g. the platform's ``program_env``: its one-sided protocol).
 
     Raises
     ------
@@ -84,7 +87,7 @@ def run_program(binary: Path, n_ranks: int, platform_xml: Path, hostfile: Path, 
     out_dir.mkdir(parents=True, exist_ok=True)
     for stale in out_dir.glob("r*.*"):
         stale.unlink()
-    env = {"WAITLAB_OUT": str(out_dir.resolve())}
+    env = {**(env or {}), "WAITLAB_OUT": str(out_dir.resolve())}
     if schedule_dir is not None:
         env["WAITLAB_SCHEDULE"] = str(schedule_dir.resolve())
     cfg = dict(DETERMINISTIC_CONFIG)

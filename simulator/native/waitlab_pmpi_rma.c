@@ -22,8 +22,15 @@
 
 typedef struct {
   MPI_Win win;
-  int id, comm, size;
+  int id, comm, size, me;
   int* world; /* world rank of each rank of the window's group */
+  /* the MPI library's protocol (waitlab_pmpi_rma_mv2.c): hidden control window, open access epoch, locks */
+  MPI_Win ctl;
+  char* ctl_buf;
+  int gats_n; /* targets of the open access epoch (start .. complete), 0 if none */
+  int* gats;  /* their window ranks */
+  int locks;  /* passive-target lock epochs open on this window */
+  int ops;    /* operations issued in them */
 } wl_win_t;
 
 static wl_win_t wl_wins[WL_RMA_MAX_WINS];
@@ -43,6 +50,8 @@ static wl_win_t* wl_win_find(MPI_Win win)
   return NULL;
 }
 
+#include "waitlab_pmpi_rma_mv2.c"
+
 static void wl_win_add(MPI_Win win, MPI_Comm comm, double t0, const void* ra, double bytes, int disp_unit)
 {
   if (wl_n_wins >= WL_RMA_MAX_WINS)
@@ -55,6 +64,7 @@ static void wl_win_add(MPI_Win win, MPI_Comm comm, double t0, const void* ra, do
   PMPI_Win_get_group(win, &g);
   PMPI_Comm_group(MPI_COMM_WORLD, &world);
   PMPI_Group_size(g, &w->size);
+  PMPI_Comm_rank(comm, &w->me);
   int* idx = malloc(sizeof(int) * (size_t)(w->size > 0 ? w->size : 1));
   w->world = malloc(sizeof(int) * (size_t)(w->size > 0 ? w->size : 1));
   if (idx == NULL || w->world == NULL)
@@ -65,6 +75,7 @@ static void wl_win_add(MPI_Win win, MPI_Comm comm, double t0, const void* ra, do
   free(idx);
   PMPI_Group_free(&g);
   PMPI_Group_free(&world);
+  wl_ctl_create(w, comm);
   wl_push(WL_WIN_CREATE, t0, wl_now(), -1, w->id, w->comm, bytes, (double)disp_unit, -1, wl_site(ra), 0);
 }
 
@@ -148,6 +159,8 @@ int MPI_Win_free(MPI_Win* win)
 {
   WL_RMA_BEGIN();
   wl_win_t* w = win ? wl_win_find(*win) : NULL;
+  if (w != NULL)
+    wl_ctl_free(w);
   int rc = PMPI_Win_free(win);
   if (wl_on && rc == MPI_SUCCESS && w != NULL) {
     wl_push(WL_WIN_FREE, t0_, wl_now(), -1, w->id, w->comm, 0.0, 0.0, -1, wl_site(ra_), 0);
@@ -182,6 +195,8 @@ int MPI_Win_start(MPI_Group group, int assert_, MPI_Win win)
   WL_RMA_BEGIN();
   int rc = PMPI_Win_start(group, assert_, win);
   if (rc == MPI_SUCCESS)
+    wl_mv2_start(wl_win_find(win), group);
+  if (rc == MPI_SUCCESS)
     wl_rma_group(WL_WIN_START, win, group, t0_, ra_);
   return rc;
 }
@@ -190,6 +205,8 @@ int MPI_Win_complete(MPI_Win win)
 {
   WL_RMA_BEGIN();
   int rc = PMPI_Win_complete(win);
+  if (rc == MPI_SUCCESS)
+    wl_mv2_complete(wl_win_find(win));
   if (rc == MPI_SUCCESS)
     wl_rma(WL_WIN_COMPLETE, win, -1, 0.0, 0.0, t0_, ra_);
   return rc;
@@ -218,7 +235,14 @@ int MPI_Win_test(MPI_Win win, int* flag)
 int MPI_Win_lock(int lock_type, int rank, int assert_, MPI_Win win)
 {
   WL_RMA_BEGIN();
+  wl_win_t* w = wl_win_find(win);
+  if (wl_mv2(w, rank))
+    wl_ctl_to(w, rank); /* lock request */
   int rc = PMPI_Win_lock(lock_type, rank, assert_, win);
+  if (rc == MPI_SUCCESS && wl_mv2(w, rank)) {
+    wl_ctl_from(w, rank); /* lock granted */
+    w->locks++;
+  }
   if (rc == MPI_SUCCESS)
     wl_rma(lock_type == MPI_LOCK_EXCLUSIVE ? WL_WIN_LOCK : WL_WIN_LOCK_SHARED, win, rank, 0.0, 0.0, t0_, ra_);
   return rc;
@@ -227,7 +251,19 @@ int MPI_Win_lock(int lock_type, int rank, int assert_, MPI_Win win)
 int MPI_Win_unlock(int rank, MPI_Win win)
 {
   WL_RMA_BEGIN();
+  wl_win_t* w = wl_win_find(win);
+  if (wl_mv2(w, rank)) {
+    PMPI_Win_flush(rank, win); /* the operations are delivered; the unlock travels with the last one */
+    if (w->ops == 0)
+      wl_ctl_to(w, rank); /* no operation: a separate unlock request */
+  }
   int rc = PMPI_Win_unlock(rank, win);
+  if (rc == MPI_SUCCESS && wl_mv2(w, rank)) {
+    wl_ctl_from(w, rank); /* done acknowledgement */
+    if (w->locks > 0)
+      w->locks--;
+    w->ops = 0;
+  }
   if (rc == MPI_SUCCESS)
     wl_rma(WL_WIN_UNLOCK, win, rank, 0.0, 0.0, t0_, ra_);
   return rc;
@@ -281,7 +317,11 @@ int MPI_Put(const void* oaddr, int ocount, MPI_Datatype otype, int target, MPI_A
             MPI_Datatype ttype, MPI_Win win)
 {
   WL_RMA_BEGIN();
+  wl_win_t* w = wl_win_find(win);
+  wl_mv2_before_op(w, target, wl_bytes(ocount, otype));
   int rc = PMPI_Put(oaddr, ocount, otype, target, tdisp, tcount, ttype, win);
+  if (rc == MPI_SUCCESS)
+    wl_mv2_after_op(w, target);
   if (rc == MPI_SUCCESS && target != MPI_PROC_NULL)
     wl_rma(WL_PUT, win, target, wl_bytes(ocount, otype), 0.0, t0_, ra_);
   return rc;
@@ -301,7 +341,11 @@ int MPI_Accumulate(const void* oaddr, int ocount, MPI_Datatype otype, int target
                    MPI_Datatype ttype, MPI_Op op, MPI_Win win)
 {
   WL_RMA_BEGIN();
+  wl_win_t* w = wl_win_find(win);
+  wl_mv2_before_op(w, target, wl_bytes(ocount, otype));
   int rc = PMPI_Accumulate(oaddr, ocount, otype, target, tdisp, tcount, ttype, op, win);
+  if (rc == MPI_SUCCESS)
+    wl_mv2_after_op(w, target);
   if (rc == MPI_SUCCESS && target != MPI_PROC_NULL)
     wl_rma(WL_ACCUMULATE, win, target, wl_bytes(ocount, otype), 0.0, t0_, ra_);
   return rc;

@@ -1,0 +1,160 @@
+/* waitlab measurement layer: the MPI library's one-sided protocol (WAITLAB_RMA_PROTOCOL).
+ *
+ * #included by waitlab_pmpi_rma.c (one translation unit).  SMPI 3.32 implements MPI-2 one-sided
+ * synchronisation with almost no protocol (docs/rma.md): a passive MPI_Win_lock/MPI_Win_unlock sends nothing,
+ * and an MPI_Put costs one detached message whatever the epoch.  With WAITLAB_RMA_PROTOCOL=mvapich2 the layer
+ * adds the messages an MVAPICH2-class library sends, as REAL messages through SimGrid (so the network model and
+ * contention apply to them), on a hidden window created next to every user window (same communicator, every rank
+ * holding a shared lock on it all the time, so it never synchronises anything by itself):
+ *   wl_ctl_to(t)    one 8-byte message origin -> target; returns when it has arrived (MPI_Put + MPI_Win_flush);
+ *   wl_ctl_from(t)  one 8-byte message target -> origin; returns when it has arrived (MPI_Get + MPI_Win_flush:
+ *                   SMPI starts a get's data send on the target's behalf, the target need not call MPI).
+ * The protocol (docs/rma.md, "MPI library protocol"):
+ *   passive target (MPICH2 CH3 as in MVAPICH2, ch3u_rma_sync.c: lock packet, lock-granted packet, operations,
+ *     the last one carrying the unlock, "pt rma done" packet):
+ *     lock   = lock request (to) + SMPI's mutex + grant (from);
+ *     put    = [rendezvous at >= WAITLAB_RMA_EAGER bytes: RTS (to) + CTS (from)] + the data, the origin waiting
+ *              for its delivery before the next operation (the target handles one operation at a time);
+ *     unlock = the unlock travels with the last operation (a separate request only if there was none) + SMPI's
+ *              unlock + done acknowledgement (from).
+ *   active target (Jiang et al., CCGrid 2004: puts are RDMA writes, post and complete are RDMA-written flags;
+ *     the origin sees an RDMA write complete only with the responder's acknowledgement):
+ *     post     = SMPI's notification to every origin;  start = SMPI's wait for them;
+ *     put      = the data (delivered) + the RDMA completion acknowledgement (from);
+ *     complete = SMPI's done notification to every target, then the origin waits for that write's completion:
+ *                its arrival (to: a message travelling with SMPI's) and the acknowledgement (from);
+ *     wait     = SMPI's wait for every origin's done notification (and the data).
+ * Fence, lock_all/unlock_all, get and flush keep SMPI's semantics.  Default (unset or "smpi"): nothing added.
+ */
+
+#define WL_RMA_SMPI 0
+#define WL_RMA_MVAPICH2 1
+#define WL_CTL_BYTES 8
+
+static int wl_rma_proto_ = -1;
+static long wl_rma_eager_ = 65536;
+
+/* The protocol chosen for this run (read once from the environment). */
+static int wl_rma_proto(void)
+{
+  if (wl_rma_proto_ < 0) {
+    const char* p = getenv("WAITLAB_RMA_PROTOCOL");
+    if (p == NULL || *p == '\0' || strcmp(p, "smpi") == 0)
+      wl_rma_proto_ = WL_RMA_SMPI;
+    else if (strcmp(p, "mvapich2") == 0)
+      wl_rma_proto_ = WL_RMA_MVAPICH2;
+    else
+      wl_die("WAITLAB_RMA_PROTOCOL must be smpi or mvapich2");
+    const char* e = getenv("WAITLAB_RMA_EAGER");
+    if (e != NULL && *e != '\0')
+      wl_rma_eager_ = atol(e);
+  }
+  return wl_rma_proto_;
+}
+
+/* Create the hidden control window of `w` (collective over the window's communicator). */
+static void wl_ctl_create(wl_win_t* w, MPI_Comm comm)
+{
+  w->ctl = MPI_WIN_NULL;
+  w->ctl_buf = NULL;
+  w->gats_n = 0;
+  w->gats = NULL;
+  w->locks = 0;
+  w->ops = 0;
+  if (wl_rma_proto() != WL_RMA_MVAPICH2)
+    return;
+  w->ctl_buf = calloc(2 * WL_CTL_BYTES, 1);
+  if (w->ctl_buf == NULL)
+    wl_die("out of memory");
+  PMPI_Win_create(w->ctl_buf, WL_CTL_BYTES, 1, MPI_INFO_NULL, comm, &w->ctl);
+  PMPI_Win_lock_all(0, w->ctl);
+}
+
+static void wl_ctl_free(wl_win_t* w)
+{
+  if (w->ctl != MPI_WIN_NULL) {
+    PMPI_Win_unlock_all(w->ctl);
+    PMPI_Win_free(&w->ctl);
+  }
+  free(w->ctl_buf);
+  free(w->gats);
+  w->ctl_buf = NULL;
+  w->gats = NULL;
+}
+
+/* One control message to target rank t of the window (returns when delivered). */
+static void wl_ctl_to(wl_win_t* w, int t)
+{
+  PMPI_Put(w->ctl_buf, WL_CTL_BYTES, MPI_BYTE, t, 0, WL_CTL_BYTES, MPI_BYTE, w->ctl);
+  PMPI_Win_flush(t, w->ctl);
+}
+
+/* One control message from target rank t of the window to this rank (returns when delivered). */
+static void wl_ctl_from(wl_win_t* w, int t)
+{
+  PMPI_Get(w->ctl_buf + WL_CTL_BYTES, WL_CTL_BYTES, MPI_BYTE, t, 0, WL_CTL_BYTES, MPI_BYTE, w->ctl);
+  PMPI_Win_flush(t, w->ctl);
+}
+
+/* Is the protocol on for window `w` and target t (another rank)? */
+static int wl_mv2(const wl_win_t* w, int t)
+{
+  return w != NULL && w->ctl != MPI_WIN_NULL && t >= 0 && t != w->me;
+}
+
+/* MPI_Win_start: remember the targets (window ranks), to acknowledge their done notifications at complete. */
+static void wl_mv2_start(wl_win_t* w, MPI_Group group)
+{
+  if (w == NULL || w->ctl == MPI_WIN_NULL)
+    return;
+  MPI_Group wg;
+  PMPI_Win_get_group(w->win, &wg);
+  int n = 0;
+  PMPI_Group_size(group, &n);
+  free(w->gats);
+  w->gats = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
+  if (w->gats == NULL)
+    wl_die("out of memory");
+  for (int i = 0; i < n; i++)
+    PMPI_Group_translate_ranks(group, 1, &i, wg, &w->gats[i]);
+  PMPI_Group_free(&wg);
+  w->gats_n = n;
+}
+
+/* MPI_Win_complete, after SMPI sent its done notifications: wait for the completion of each (arrival + ack). */
+static void wl_mv2_complete(wl_win_t* w)
+{
+  if (w == NULL || w->ctl == MPI_WIN_NULL)
+    return;
+  for (int i = 0; i < w->gats_n; i++)
+    if (w->gats[i] >= 0 && w->gats[i] != w->me) {
+      wl_ctl_to(w, w->gats[i]);   /* the done flag reaches the target (SMPI's notification travels with it) */
+      wl_ctl_from(w, w->gats[i]); /* and its completion acknowledgement comes back */
+    }
+  w->gats_n = 0;
+}
+
+/* Before a put/accumulate of `bytes` to t: the rendezvous handshake of a passive-target operation. */
+static void wl_mv2_before_op(wl_win_t* w, int t, double bytes)
+{
+  if (!wl_mv2(w, t) || w->gats_n > 0 || w->locks == 0)
+    return;
+  if (bytes >= (double)wl_rma_eager_) {
+    wl_ctl_to(w, t);   /* RTS */
+    wl_ctl_from(w, t); /* CTS */
+  }
+}
+
+/* After a put/accumulate to t: wait for its delivery; in an access epoch (start), the RDMA completion ack. */
+static void wl_mv2_after_op(wl_win_t* w, int t)
+{
+  if (!wl_mv2(w, t))
+    return;
+  if (w->gats_n > 0) {
+    PMPI_Win_flush(t, w->win);
+    wl_ctl_from(w, t);
+  } else if (w->locks > 0) {
+    PMPI_Win_flush(t, w->win);
+    w->ops++;
+  }
+}
