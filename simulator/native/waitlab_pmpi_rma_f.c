@@ -39,6 +39,8 @@ void mpi_win_free_(int* win, int* ierr)
   WL_REAL(real, wl_f_win_t, "mpi_win_free_");
   WL_RMA_BEGIN();
   wl_win_t* w = wl_win_find(PMPI_Win_f2c(*win));
+  if (w != NULL)
+    wl_ctl_free(w); /* the hidden window of the one-sided protocol (waitlab_pmpi_rma_mv2.c; unused from Fortran) */
   real(win, ierr);
   if (wl_on && *ierr == MPI_SUCCESS && w != NULL) {
     wl_push(WL_WIN_FREE, t0_, wl_now(), -1, w->id, w->comm, 0.0, 0.0, -1, wl_site(ra_), 0);
