@@ -1,13 +1,14 @@
-"""What SMPI 3.32 does for put completion: origin-side vs target-side timings of one put per epoch.
+"""Put completion under SMPI 3.32's one-sided protocol and under MVAPICH2's: origin- vs target-side timings.
 
-Runs ``tests/programs/rma_delivery.c`` (2 ranks on two nodes of the Dawning 5000A platform) through waitlab's
-program path for each epoch kind and size, and prints, from the measurement layer's records: the time in
+Runs ``tests/programs/rma_delivery.c`` (2 ranks on two nodes of the Dawning 5000A platform, ``[mpi]
+rma_protocol`` set to each protocol in a copy of it) through waitlab's program path for each epoch kind and
+size, and prints, from the measurement layer's records: the time in
 MPI_Put, in the origin's closing call (complete / unlock / fence), the origin's epoch (put enter -> closing
 call exit) and the delivery (:func:`~waitlab.models.analysis.rma_timing.delivery_times`: exit of the target's
 win_wait or fence; for passive target the origin's unlock), with the bandwidths they imply.
 Simulated times: deterministic, independent of the machine's load.
 
-    .venv/bin/python benchmarks/bench_rma_delivery.py
+    .venv/bin/python benchmarks/bench_rma_delivery.py [smpi|mvapich2 ...]   (default: both)
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 from waitlab.experiments.pipeline import simulate
 from waitlab.experiments.scenario import from_mapping
 from waitlab.models.analysis.rma_timing import delivery_times
+from waitlab.platforms import load_platform
 
 PROGRAM = Path(__file__).resolve().parents[1] / "tests" / "programs" / "rma_delivery.c"
 SIZES = (4, 1024, 65536, 1 << 20, 4 << 20)
@@ -26,9 +28,17 @@ SIZES = (4, 1024, 65536, 1 << 20, 4 << 20)
 CLOSE = {"pscw": "win_complete", "lock": "win_unlock", "fence": "win_fence"}
 
 
-def measure(mode: str, size: int, work: Path) -> dict[str, float]:
+def platform_file(work: Path, protocol: str) -> Path:
+    """A copy of the Dawning 5000A platform with ``[mpi] rma_protocol = protocol``."""
+    text = Path(load_platform("dawning_5000a").file).read_text()
+    path = work / f"dawning_{protocol}.toml"
+    path.write_text(text.replace("[mpi]\n", f'[mpi]\nrma_protocol = "{protocol}"\n', 1))
+    return path
+
+
+def measure(mode: str, size: int, work: Path, protocol: str) -> dict[str, float]:
     sc = from_mapping({"scenario": {"name": f"rma_{mode}_{size}", "ranks": 2},
-                       "platform": {"name": "dawning_5000a", "ranks_per_node": 1},
+                       "platform": {"name": str(platform_file(work, protocol)), "ranks_per_node": 1},
                        "application": {"kind": "program", "sources": [str(PROGRAM)], "args": [mode, str(size)]}},
                       str(work / "scenario.toml"))
     ev = simulate(sc).events
@@ -39,18 +49,21 @@ def measure(mode: str, size: int, work: Path) -> dict[str, float]:
             "origin": d["origin_done"] - d["enter"], "target": d["delivered"] - d["enter"]}
 
 
-def main() -> int:
-    print(f"{'epoch':6} {'bytes':>8} {'put us':>9} {'close us':>9} {'origin us':>10} {'target us':>10} "
-          f"{'origin MB/s':>12} {'target MB/s':>12}")
+def main(argv: list[str]) -> int:
+    protocols = argv or ["smpi", "mvapich2"]
+    print(f"{'protocol':9} {'epoch':6} {'bytes':>8} {'put us':>9} {'close us':>9} {'origin us':>10} "
+          f"{'target us':>10} {'origin MB/s':>12} {'target MB/s':>12}")
     with tempfile.TemporaryDirectory(prefix="waitlab-rma-") as tmp:
-        for mode in CLOSE:
-            for size in SIZES:
-                m = measure(mode, size, Path(tmp))
-                tgt = m["target"]
-                print(f"{mode:6} {size:8d} {m['put'] * 1e6:9.2f} {m['close'] * 1e6:9.2f} {m['origin'] * 1e6:10.2f} "
-                      f"{tgt * 1e6:10.2f} {size / m['origin'] / 1e6:12.1f} {size / tgt / 1e6:12.1f}")
+        for protocol in protocols:
+            for mode in CLOSE:
+                for size in SIZES:
+                    m = measure(mode, size, Path(tmp), protocol)
+                    tgt = m["target"]
+                    print(f"{protocol:9} {mode:6} {size:8d} {m['put'] * 1e6:9.2f} {m['close'] * 1e6:9.2f} "
+                          f"{m['origin'] * 1e6:10.2f} {tgt * 1e6:10.2f} {size / m['origin'] / 1e6:12.1f} "
+                          f"{size / tgt / 1e6:12.1f}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
