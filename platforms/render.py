@@ -59,8 +59,8 @@ from xml.sax.saxutils import escape, quoteattr
 
 from waitlab.errors import InputError
 from waitlab.platforms.model import PlatformModel
-from waitlab.platforms.placement import Placement, place_ranks, slot_of_rank
 from waitlab.platforms.mpi_spec import rma_env
+from waitlab.platforms.placement import Placement, place_ranks, slot_of_rank
 from waitlab.platforms.smpi_factors import calibrate
 
 __all__ = ["RenderedPlatform", "render_platform"]

@@ -3,7 +3,10 @@
 - MPI columns: ``he_rma.c`` (next to this module) run as a ``kind = "program"`` scenario through the one
   run path (:func:`~waitlab.experiments.pipeline.prepare`, :func:`~waitlab.experiments.pipeline.simulate_ops`)
   on 2 ranks on 2 nodes of the calibrated platform; its printed ``RESULT`` line is parsed.  SMPI 3.32
-  runs ``MPI_Put`` and its synchronisations natively.
+  runs ``MPI_Put`` and its synchronisations, and the platform's ``[mpi] rma_protocol = "mvapich2"`` makes the
+  measurement layer add MVAPICH2's one-sided messages (lock request/grant, rendezvous, completion and done
+  acknowledgements) as real SimGrid messages (docs/rma.md, "MPI library protocol"); nothing is fitted to the
+  tables.
 - Parallel C columns: the put model of :mod:`waitlab.models.apps.parallel_c_put`, priced with the
   platform's MPI-level figures (the put message is what the platform's ``[mpi] inter_node`` points were
   sourced from: table 2's Parallel C column gave the small-message latencies, table 3 the 4 MB bandwidth).
