@@ -109,3 +109,26 @@ def test_active_target_put_waits_for_its_completion_and_complete_for_the_done_fl
     assert done_arrives == pytest.approx(M, abs=1e-8)  # SMPI's zero-byte done notification (1.595 us)
     # from the post's arrival (start returns) to the target's wait returning: data, ack, done = 3 messages
     assert float(ev.loc["1:win_wait", "exit"] - ev.loc["0:win_start", "exit"]) == pytest.approx(3 * M, abs=1e-8)
+
+
+@pytest.mark.simgrid
+@pytest.mark.skipif(not HAVE_SMPI or shutil.which("smpif90") is None or shutil.which("gfortran") is None,
+                    reason="SimGrid SMPI with Fortran (smpif90, gfortran) is not installed")
+def test_fortran_programs_get_the_protocol_too(tmp_path: Path) -> None:
+    # tests/programs/rma_fence_lock.f90: rank 0 locks rank 2 (nobody else holds it yet): request + grant = 2M;
+    # rank 1 asks 0.05 s later and waits for rank 0's unlock: Lock Contention 0.15 s plus protocol microseconds.
+    from waitlab.experiments.pipeline import simulate
+    from waitlab.experiments.scenario import from_mapping
+
+    sc = from_mapping({"scenario": {"name": "rma_fence_lock", "ranks": 3},
+                       "platform": {"name": str(platform_file(tmp_path, "mvapich2")), "ranks_per_node": 1},
+                       "application": {"kind": "program",
+                                       "sources": [str(PROGRAM.parent / "rma_fence_lock.f90")]},
+                       "simulation": {"timeout": 60}}, str(tmp_path / "s.toml"))
+    run = simulate(sc)
+    ev = run.events
+    lock0 = ev[(ev["rank"] == 0) & (ev["op"] == "win_lock")].iloc[0]
+    assert float(lock0["exit"] - lock0["enter"]) == pytest.approx(2 * M, abs=TOL)
+    w = run.waits
+    cont = w[(w["rank"] == 1) & (w["pattern"] == "rma_lock_contention")]["wait"].sum()
+    assert 0.15 < cont < 0.15 + 10 * M

@@ -195,7 +195,7 @@ int MPI_Win_start(MPI_Group group, int assert_, MPI_Win win)
   WL_RMA_BEGIN();
   int rc = PMPI_Win_start(group, assert_, win);
   if (rc == MPI_SUCCESS)
-    wl_mv2_start(wl_win_find(win), group);
+    wl_mv2_post(WL_WIN_START, win, -1, group);
   if (rc == MPI_SUCCESS)
     wl_rma_group(WL_WIN_START, win, group, t0_, ra_);
   return rc;
@@ -206,7 +206,7 @@ int MPI_Win_complete(MPI_Win win)
   WL_RMA_BEGIN();
   int rc = PMPI_Win_complete(win);
   if (rc == MPI_SUCCESS)
-    wl_mv2_complete(wl_win_find(win));
+    wl_mv2_post(WL_WIN_COMPLETE, win, -1, MPI_GROUP_NULL);
   if (rc == MPI_SUCCESS)
     wl_rma(WL_WIN_COMPLETE, win, -1, 0.0, 0.0, t0_, ra_);
   return rc;
@@ -235,35 +235,23 @@ int MPI_Win_test(MPI_Win win, int* flag)
 int MPI_Win_lock(int lock_type, int rank, int assert_, MPI_Win win)
 {
   WL_RMA_BEGIN();
-  wl_win_t* w = wl_win_find(win);
-  if (wl_mv2(w, rank))
-    wl_ctl_to(w, rank); /* lock request */
+  int code = lock_type == MPI_LOCK_EXCLUSIVE ? WL_WIN_LOCK : WL_WIN_LOCK_SHARED;
+  wl_mv2_pre(code, win, rank, 0.0);
   int rc = PMPI_Win_lock(lock_type, rank, assert_, win);
-  if (rc == MPI_SUCCESS && wl_mv2(w, rank)) {
-    wl_ctl_from(w, rank); /* lock granted */
-    w->locks++;
-  }
   if (rc == MPI_SUCCESS)
-    wl_rma(lock_type == MPI_LOCK_EXCLUSIVE ? WL_WIN_LOCK : WL_WIN_LOCK_SHARED, win, rank, 0.0, 0.0, t0_, ra_);
+    wl_mv2_post(code, win, rank, MPI_GROUP_NULL);
+  if (rc == MPI_SUCCESS)
+    wl_rma(code, win, rank, 0.0, 0.0, t0_, ra_);
   return rc;
 }
 
 int MPI_Win_unlock(int rank, MPI_Win win)
 {
   WL_RMA_BEGIN();
-  wl_win_t* w = wl_win_find(win);
-  if (wl_mv2(w, rank)) {
-    PMPI_Win_flush(rank, win); /* the operations are delivered; the unlock travels with the last one */
-    if (w->ops == 0)
-      wl_ctl_to(w, rank); /* no operation: a separate unlock request */
-  }
+  wl_mv2_pre(WL_WIN_UNLOCK, win, rank, 0.0);
   int rc = PMPI_Win_unlock(rank, win);
-  if (rc == MPI_SUCCESS && wl_mv2(w, rank)) {
-    wl_ctl_from(w, rank); /* done acknowledgement */
-    if (w->locks > 0)
-      w->locks--;
-    w->ops = 0;
-  }
+  if (rc == MPI_SUCCESS)
+    wl_mv2_post(WL_WIN_UNLOCK, win, rank, MPI_GROUP_NULL);
   if (rc == MPI_SUCCESS)
     wl_rma(WL_WIN_UNLOCK, win, rank, 0.0, 0.0, t0_, ra_);
   return rc;
@@ -317,11 +305,10 @@ int MPI_Put(const void* oaddr, int ocount, MPI_Datatype otype, int target, MPI_A
             MPI_Datatype ttype, MPI_Win win)
 {
   WL_RMA_BEGIN();
-  wl_win_t* w = wl_win_find(win);
-  wl_mv2_before_op(w, target, wl_bytes(ocount, otype));
+  wl_mv2_pre(WL_PUT, win, target, wl_bytes(ocount, otype));
   int rc = PMPI_Put(oaddr, ocount, otype, target, tdisp, tcount, ttype, win);
   if (rc == MPI_SUCCESS)
-    wl_mv2_after_op(w, target);
+    wl_mv2_post(WL_PUT, win, target, MPI_GROUP_NULL);
   if (rc == MPI_SUCCESS && target != MPI_PROC_NULL)
     wl_rma(WL_PUT, win, target, wl_bytes(ocount, otype), 0.0, t0_, ra_);
   return rc;
@@ -341,11 +328,10 @@ int MPI_Accumulate(const void* oaddr, int ocount, MPI_Datatype otype, int target
                    MPI_Datatype ttype, MPI_Op op, MPI_Win win)
 {
   WL_RMA_BEGIN();
-  wl_win_t* w = wl_win_find(win);
-  wl_mv2_before_op(w, target, wl_bytes(ocount, otype));
+  wl_mv2_pre(WL_ACCUMULATE, win, target, wl_bytes(ocount, otype));
   int rc = PMPI_Accumulate(oaddr, ocount, otype, target, tdisp, tcount, ttype, op, win);
   if (rc == MPI_SUCCESS)
-    wl_mv2_after_op(w, target);
+    wl_mv2_post(WL_ACCUMULATE, win, target, MPI_GROUP_NULL);
   if (rc == MPI_SUCCESS && target != MPI_PROC_NULL)
     wl_rma(WL_ACCUMULATE, win, target, wl_bytes(ocount, otype), 0.0, t0_, ra_);
   return rc;

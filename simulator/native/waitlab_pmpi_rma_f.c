@@ -57,6 +57,8 @@ void mpi_win_free_(int* win, int* ierr)
     MPI_Win w = PMPI_Win_f2c(*win);                                                                                    \
     real(win, ierr);                                                                                                   \
     if (*ierr == MPI_SUCCESS)                                                                                          \
+      wl_mv2_post(code, w, -1, MPI_GROUP_NULL);                                                                        \
+    if (*ierr == MPI_SUCCESS)                                                                                          \
       wl_rma(code, w, -1, 0.0, 0.0, t0_, ra_);                                                                         \
   }
 WL_F_WIN(mpi_win_complete_, "mpi_win_complete_", WL_WIN_COMPLETE)
@@ -72,7 +74,10 @@ WL_F_WIN(mpi_win_flush_local_all_, "mpi_win_flush_local_all_", WL_WIN_FLUSH_LOCA
     WL_REAL(real, wl_f_win_int_t, sym);                                                                                \
     WL_RMA_BEGIN();                                                                                                    \
     MPI_Win w = PMPI_Win_f2c(*win);                                                                                    \
+    wl_mv2_pre(code, w, (is_target) ? *x : -1, 0.0);                                                                   \
     real(x, win, ierr);                                                                                                \
+    if (*ierr == MPI_SUCCESS)                                                                                          \
+      wl_mv2_post(code, w, (is_target) ? *x : -1, MPI_GROUP_NULL);                                                     \
     if (*ierr == MPI_SUCCESS)                                                                                          \
       wl_rma(code, w, (is_target) ? *x : -1, 0.0, (is_target) ? 0.0 : (double)*x, t0_, ra_);                        \
   }
@@ -89,6 +94,8 @@ WL_F_WIN_INT(mpi_win_flush_local_, "mpi_win_flush_local_", WL_WIN_FLUSH_LOCAL, 1
     WL_RMA_BEGIN();                                                                                                    \
     real(group, assert_, win, ierr);                                                                                   \
     if (*ierr == MPI_SUCCESS)                                                                                          \
+      wl_mv2_post(code, PMPI_Win_f2c(*win), -1, PMPI_Group_f2c(*group));                                               \
+    if (*ierr == MPI_SUCCESS)                                                                                          \
       wl_rma_group(code, PMPI_Win_f2c(*win), PMPI_Group_f2c(*group), t0_, ra_);                                        \
   }
 WL_F_WIN_GROUP(mpi_win_post_, "mpi_win_post_", WL_WIN_POST)
@@ -98,10 +105,13 @@ void mpi_win_lock_(int* lock_type, int* rank, int* assert_, int* win, int* ierr)
 {
   WL_REAL(real, wl_f_win_lock_t, "mpi_win_lock_");
   WL_RMA_BEGIN();
+  int code = *lock_type == MPI_LOCK_EXCLUSIVE ? WL_WIN_LOCK : WL_WIN_LOCK_SHARED;
+  wl_mv2_pre(code, PMPI_Win_f2c(*win), *rank, 0.0);
   real(lock_type, rank, assert_, win, ierr);
   if (*ierr == MPI_SUCCESS)
-    wl_rma(*lock_type == MPI_LOCK_EXCLUSIVE ? WL_WIN_LOCK : WL_WIN_LOCK_SHARED, PMPI_Win_f2c(*win), *rank, 0.0, 0.0,
-           t0_, ra_);
+    wl_mv2_post(code, PMPI_Win_f2c(*win), *rank, MPI_GROUP_NULL);
+  if (*ierr == MPI_SUCCESS)
+    wl_rma(code, PMPI_Win_f2c(*win), *rank, 0.0, 0.0, t0_, ra_);
 }
 
 #define WL_F_RMA(fname, sym, code)                                                                                     \
@@ -110,7 +120,10 @@ void mpi_win_lock_(int* lock_type, int* rank, int* assert_, int* win, int* ierr)
   {                                                                                                                    \
     WL_REAL(real, wl_f_rma_t, sym);                                                                                    \
     WL_RMA_BEGIN();                                                                                                    \
+    wl_mv2_pre(code, PMPI_Win_f2c(*win), *target, wl_bytes(*ocount, PMPI_Type_f2c(*otype)));                           \
     real(oaddr, ocount, otype, target, tdisp, tcount, ttype, win, ierr);                                               \
+    if (*ierr == MPI_SUCCESS)                                                                                          \
+      wl_mv2_post(code, PMPI_Win_f2c(*win), *target, MPI_GROUP_NULL);                                                  \
     if (*ierr == MPI_SUCCESS && *target != MPI_PROC_NULL)                                                              \
       wl_rma(code, PMPI_Win_f2c(*win), *target, wl_bytes(*ocount, PMPI_Type_f2c(*otype)), 0.0, t0_, ra_);             \
   }
@@ -122,7 +135,10 @@ void mpi_accumulate_(int* oaddr, int* ocount, int* otype, int* target, MPI_Aint*
 {
   WL_REAL(real, wl_f_acc_t, "mpi_accumulate_");
   WL_RMA_BEGIN();
+  wl_mv2_pre(WL_ACCUMULATE, PMPI_Win_f2c(*win), *target, wl_bytes(*ocount, PMPI_Type_f2c(*otype)));
   real(oaddr, ocount, otype, target, tdisp, tcount, ttype, op, win, ierr);
+  if (*ierr == MPI_SUCCESS)
+    wl_mv2_post(WL_ACCUMULATE, PMPI_Win_f2c(*win), *target, MPI_GROUP_NULL);
   if (*ierr == MPI_SUCCESS && *target != MPI_PROC_NULL)
     wl_rma(WL_ACCUMULATE, PMPI_Win_f2c(*win), *target, wl_bytes(*ocount, PMPI_Type_f2c(*otype)), 0.0, t0_, ra_);
 }

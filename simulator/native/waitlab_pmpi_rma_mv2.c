@@ -24,7 +24,9 @@
  *     complete = SMPI's done notification to every target, then the origin waits for that write's completion:
  *                its arrival (to: a message travelling with SMPI's) and the acknowledgement (from);
  *     wait     = SMPI's wait for every origin's done notification (and the data).
- * Fence, lock_all/unlock_all, get and flush keep SMPI's semantics.  Default (unset or "smpi"): nothing added.
+ * Fence, lock_all/unlock_all, get, flush and the request-based operations keep SMPI's semantics.  Default (unset
+ * or "smpi"): nothing added.  The C wrappers (waitlab_pmpi_rma.c) and the Fortran ones (waitlab_pmpi_rma_f.c) call
+ * wl_mv2_pre before and wl_mv2_post after the real call.
  */
 
 #define WL_RMA_SMPI 0
@@ -156,5 +158,44 @@ static void wl_mv2_after_op(wl_win_t* w, int t)
   } else if (w->locks > 0) {
     PMPI_Win_flush(t, w->win);
     w->ops++;
+  }
+}
+
+/* The protocol's part before an RMA call `code` on window `win` (target t: a window rank; bytes moved). */
+static void wl_mv2_pre(int code, MPI_Win win, int t, double bytes)
+{
+  wl_win_t* w = wl_win_find(win);
+  if (!wl_mv2(w, t))
+    return;
+  if (code == WL_WIN_LOCK || code == WL_WIN_LOCK_SHARED) {
+    wl_ctl_to(w, t); /* lock request */
+  } else if (code == WL_PUT || code == WL_ACCUMULATE) {
+    wl_mv2_before_op(w, t, bytes);
+  } else if (code == WL_WIN_UNLOCK && w->locks > 0) {
+    PMPI_Win_flush(t, win); /* the operations are delivered; the unlock travels with the last one */
+    if (w->ops == 0)
+      wl_ctl_to(w, t); /* no operation: a separate unlock request */
+  }
+}
+
+/* The protocol's part after a successful RMA call `code` (group: the group of MPI_Win_start). */
+static void wl_mv2_post(int code, MPI_Win win, int t, MPI_Group group)
+{
+  wl_win_t* w = wl_win_find(win);
+  if (code == WL_WIN_START) {
+    wl_mv2_start(w, group);
+  } else if (code == WL_WIN_COMPLETE) {
+    wl_mv2_complete(w);
+  } else if (!wl_mv2(w, t)) {
+    return;
+  } else if (code == WL_WIN_LOCK || code == WL_WIN_LOCK_SHARED) {
+    wl_ctl_from(w, t); /* lock granted */
+    w->locks++;
+  } else if (code == WL_PUT || code == WL_ACCUMULATE) {
+    wl_mv2_after_op(w, t);
+  } else if (code == WL_WIN_UNLOCK && w->locks > 0) {
+    wl_ctl_from(w, t); /* done acknowledgement */
+    w->locks--;
+    w->ops = 0;
   }
 }
