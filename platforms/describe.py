@@ -71,4 +71,6 @@ def describe_platform(model: PlatformModel, short: bool = False) -> str:
     for f in model.figures:
         tag = "ASSUMED" if f.assumed else "source "
         out.append(f"  {f.key:<{width}}  {format_figure(f):>14}  {tag}  {f.reason if f.assumed else f.source}")
+    if model.mpi is not None:
+        out.append(f"  {'mpi.rma_protocol':<{width}}  {model.mpi.rma_protocol:>14}  one-sided protocol (docs/rma.md)")
     return "\n".join(out)
