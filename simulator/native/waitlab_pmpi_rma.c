@@ -29,8 +29,8 @@ typedef struct {
   char* ctl_buf;
   int gats_n; /* targets of the open access epoch (start .. complete), 0 if none */
   int* gats;  /* their window ranks */
-  int locks;  /* passive-target lock epochs open on this window */
-  int ops;    /* operations issued in them */
+  int* locked; /* per target (window rank): 1 while this rank holds a lock on it */
+  int* ops;    /* per target: operations issued in the current lock epoch */
 } wl_win_t;
 
 static wl_win_t wl_wins[WL_RMA_MAX_WINS];

@@ -61,12 +61,15 @@ static void wl_ctl_create(wl_win_t* w, MPI_Comm comm)
   w->ctl_buf = NULL;
   w->gats_n = 0;
   w->gats = NULL;
-  w->locks = 0;
-  w->ops = 0;
+  w->locked = NULL;
+  w->ops = NULL;
   if (wl_rma_proto() != WL_RMA_MVAPICH2)
     return;
+  size_t n = (size_t)(w->size > 0 ? w->size : 1);
   w->ctl_buf = calloc(2 * WL_CTL_BYTES, 1);
-  if (w->ctl_buf == NULL)
+  w->locked = calloc(n, sizeof(int));
+  w->ops = calloc(n, sizeof(int));
+  if (w->ctl_buf == NULL || w->locked == NULL || w->ops == NULL)
     wl_die("out of memory");
   PMPI_Win_create(w->ctl_buf, WL_CTL_BYTES, 1, MPI_INFO_NULL, comm, &w->ctl);
   PMPI_Win_lock_all(0, w->ctl);
@@ -80,8 +83,12 @@ static void wl_ctl_free(wl_win_t* w)
   }
   free(w->ctl_buf);
   free(w->gats);
+  free(w->locked);
+  free(w->ops);
   w->ctl_buf = NULL;
   w->gats = NULL;
+  w->locked = NULL;
+  w->ops = NULL;
 }
 
 /* One control message to target rank t of the window (returns when delivered). */
@@ -98,10 +105,10 @@ static void wl_ctl_from(wl_win_t* w, int t)
   PMPI_Win_flush(t, w->ctl);
 }
 
-/* Is the protocol on for window `w` and target t (another rank)? */
+/* Is the protocol on for window `w` and target t (another rank of the window)? */
 static int wl_mv2(const wl_win_t* w, int t)
 {
-  return w != NULL && w->ctl != MPI_WIN_NULL && t >= 0 && t != w->me;
+  return w != NULL && w->ctl != MPI_WIN_NULL && t >= 0 && t < w->size && t != w->me;
 }
 
 /* MPI_Win_start: remember the targets (window ranks), to acknowledge their done notifications at complete. */
@@ -139,7 +146,7 @@ static void wl_mv2_complete(wl_win_t* w)
 /* Before a put/accumulate of `bytes` to t: the rendezvous handshake of a passive-target operation. */
 static void wl_mv2_before_op(wl_win_t* w, int t, double bytes)
 {
-  if (!wl_mv2(w, t) || w->gats_n > 0 || w->locks == 0)
+  if (!wl_mv2(w, t) || w->gats_n > 0 || w->locked[t] == 0)
     return;
   if (bytes >= (double)wl_rma_eager_) {
     wl_ctl_to(w, t);   /* RTS */
@@ -155,9 +162,9 @@ static void wl_mv2_after_op(wl_win_t* w, int t)
   if (w->gats_n > 0) {
     PMPI_Win_flush(t, w->win);
     wl_ctl_from(w, t);
-  } else if (w->locks > 0) {
+  } else if (w->locked[t] > 0) {
     PMPI_Win_flush(t, w->win);
-    w->ops++;
+    w->ops[t]++;
   }
 }
 
@@ -171,9 +178,9 @@ static void wl_mv2_pre(int code, MPI_Win win, int t, double bytes)
     wl_ctl_to(w, t); /* lock request */
   } else if (code == WL_PUT || code == WL_ACCUMULATE) {
     wl_mv2_before_op(w, t, bytes);
-  } else if (code == WL_WIN_UNLOCK && w->locks > 0) {
+  } else if (code == WL_WIN_UNLOCK && w->locked[t] > 0) {
     PMPI_Win_flush(t, win); /* the operations are delivered; the unlock travels with the last one */
-    if (w->ops == 0)
+    if (w->ops[t] == 0)
       wl_ctl_to(w, t); /* no operation: a separate unlock request */
   }
 }
@@ -190,12 +197,12 @@ static void wl_mv2_post(int code, MPI_Win win, int t, MPI_Group group)
     return;
   } else if (code == WL_WIN_LOCK || code == WL_WIN_LOCK_SHARED) {
     wl_ctl_from(w, t); /* lock granted */
-    w->locks++;
+    w->locked[t]++;
   } else if (code == WL_PUT || code == WL_ACCUMULATE) {
     wl_mv2_after_op(w, t);
-  } else if (code == WL_WIN_UNLOCK && w->locks > 0) {
+  } else if (code == WL_WIN_UNLOCK && w->locked[t] > 0) {
     wl_ctl_from(w, t); /* done acknowledgement */
-    w->locks--;
-    w->ops = 0;
+    w->locked[t]--;
+    w->ops[t] = 0;
   }
 }
