@@ -31,7 +31,8 @@ from waitlab.experiments.scenario import from_mapping
 from waitlab.models.apps.parallel_c_put import put_seconds, stream_seconds
 from waitlab.platforms import load_platform
 
-__all__ = ["PAPER_TABLE2", "PAPER_TABLE3", "PUT_THRESHOLD", "SIZES", "mpi_put_seconds", "table2", "table3"]
+__all__ = ["PAPER_TABLE2", "PAPER_TABLE3", "PUT_THRESHOLD", "SIZES", "mpi_put_seconds", "rma_protocol", "table2",
+           "table3"]
 
 PLATFORM = "sunway_taihulight"
 SIZES = (4, 1024, 65536, 4 * 1024 * 1024)
@@ -48,6 +49,12 @@ PAPER_TABLE3 = {4: (1.17, 1.20, 0.73, 1.23), 1024: (202.94, 339.49, 178.53, 253.
                 65536: (5520.04, 5867.44, 5818.35, 4307.37), 4194304: (5783.63, 5813.34, 5782.97, 5757.12)}
 
 _RESULT = re.compile(r"^RESULT (\S+) (\d+) (\S+)$", re.M)
+
+
+def rma_protocol() -> str:
+    """The one-sided protocol of the platform the MPI columns run on (``[mpi] rma_protocol``)."""
+    mpi = load_platform(PLATFORM).mpi
+    return "smpi" if mpi is None else mpi.rma_protocol
 
 
 def source_file() -> Path:

@@ -102,6 +102,8 @@ def markdown(res: HeSunway) -> str:
         f"MPI columns at 1 KB and above: largest |error| {big2['error'].abs().max():.1%} (target 15%).", "",
         "## Table 3: one-sided put bandwidth, 32 puts per epoch (MB/s)", "", _md(fmt(res.table3)), "",
         f"MPI columns at 1 KB and above: largest |error| {big3['error'].abs().max():.1%} (target 15%).", "",
+        f"MPI columns of tables 2 and 3 under the platform's one-sided protocol `{he_put.rma_protocol()}` "
+        "(docs/rma.md).", "",
         f"## Topology-aware alltoall vs ring ({res.ranks} ranks, {res.ranks_per_node} per node, 512 KB per pair)",
         "", _md(fmt(res.alltoall)), "",
         f"Mean gain over ring: {res.mean_gain:+.2%} (He et al.: +8.1% over their 12 placements at 4,096 "
