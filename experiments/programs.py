@@ -17,7 +17,6 @@ import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -26,6 +25,7 @@ from waitlab.errors import InputError, SimulationError
 from waitlab.experiments.real_params import ProgramParams
 from waitlab.experiments.scenario import Scenario
 from waitlab.models.ops import ACTIONS, CODE, MPI_ACTIONS, OpTable
+from waitlab.platforms.render import RenderedPlatform
 from waitlab.simulator import programs as prog
 
 
@@ -43,7 +43,7 @@ def program_args(scenario: Scenario) -> list[str]:
     return [a.replace("{ranks}", str(scenario.ranks)) for a in scenario.application.args]
 
 
-def program_config(scenario: Scenario, platform: Any, settings: Mapping[str, str]) -> dict[str, str]:
+def program_config(scenario: Scenario, platform: RenderedPlatform, settings: Mapping[str, str]) -> dict[str, str]:
     """SimGrid settings of a real run (deterministic unless ``computation = "measured"``), then ``settings``."""
     cfg = dict(prog.DETERMINISTIC_CONFIG)
     if scenario.application.computation == "measured":
@@ -232,7 +232,7 @@ class Measured:
     files: dict[str, bytes] = field(default_factory=dict)
 
 
-def run_real_program(scenario: Scenario, platform: Any, work: Path, settings: Mapping[str, str],
+def run_real_program(scenario: Scenario, platform: RenderedPlatform, work: Path, settings: Mapping[str, str],
                      target: OpTable | None = None, extra_flags: Sequence[str] = ()) -> Measured:
     """Run the scenario's program once; with ``target``, inject its local operations.
 
@@ -259,7 +259,7 @@ def run_real_program(scenario: Scenario, platform: Any, work: Path, settings: Ma
                            config=program_config(scenario, platform, settings), schedule_dir=schedule_dir,
                            extra_flags=extra_flags, timeout=scenario.simulation.timeout, exit_codes=p.exit_codes,
                            cwd=cwd, what=f"program of scenario '{scenario.name}' ({scenario.source})",
-                           env=getattr(platform, "program_env", None))
+                           env=platform.program_env)
     records = prog.read_records(out_dir, scenario.ranks)
     run = prog.records_to_ops(records, binary, callsite_regions=p.callsite_regions)
     ops, t_enter, t_exit = run.ops, run.t_enter, run.t_exit
