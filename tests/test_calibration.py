@@ -28,18 +28,50 @@ def test_every_builtin_platform_states_mpi_figures_with_provenance() -> None:
 
 
 def test_dawning_factors_by_hand() -> None:
-    # Dawning: 1.6 us at 8 B, 1.5 GB/s at 1 MiB, o_s = o_r = 0.25 us below 12288 B, links 1.6 us / 2.5 GB/s.
+    # Dawning: 1.6 us at 8 B, 1.5 GB/s at 1 MiB, o_s = o_r = 0.25 us below 12288 B, links 1.6 us / 2.5 GB/s;
+    # an eager message is copied twice (sender, receiver) at 5.35 GB/s: c = 1 / 5.35e9 s per byte each.
     c = calibrate(load_platform("dawning_5000a"))
     b = (1048576 / 1.5e9 - 1.6e-6) / (1048576 - 8)  # s per byte of the line through the two figures
     a = 1.6e-6 - 8 * b
+    copy = 1 / 5.35e9
     assert c.breakpoints == (0, 12287)
-    assert c.bw_factor[0] == pytest.approx(1 / (b * 2.5e9), rel=1e-12)
-    assert c.lat_factor[0] == pytest.approx((a - 0.5e-6 - 16 * b) / 1.6e-6, rel=1e-12)  # eager: overheads
+    assert c.bw_factor[0] == pytest.approx(1 / ((b - 2 * copy) * 2.5e9), rel=1e-12)  # eager: copies take 2c
+    assert c.bw_factor[1] == pytest.approx(1 / (b * 2.5e9), rel=1e-12)  # rendezvous: zero-copy
+    assert c.lat_factor[0] == pytest.approx((a - 0.5e-6 - 16 * (b - 2 * copy)) / 1.6e-6, rel=1e-12)
     assert c.lat_factor[1] == pytest.approx((a - 16 * b) / 1.6e-6, rel=1e-12)  # rendezvous: no overheads
     cfg = render_platform(load_platform("dawning_5000a"), 16).smpi_config
     assert cfg == c.smpi_config
-    assert cfg["smpi/send-is-detached-thresh"] == "12288" and cfg["smpi/os"] == "0:2.5e-07:0"
+    assert cfg["smpi/send-is-detached-thresh"] == "12288"
+    # offset + c * S for sizes up to 12287 B, the offset alone from 12288 B on (sections cover sizes above t)
+    assert cfg["smpi/os"] == f"0:2.5e-07:{copy!r};12287:2.5e-07:0" == cfg["smpi/or"] == cfg["smpi/ois"]
     assert cfg["smpi/lat-factor"].startswith("0:") and ";12303:" in cfg["smpi/lat-factor"]  # 12287 + envelope
+
+
+def test_eager_copy_cost_is_charged_per_byte_and_absorbed_by_the_factors() -> None:
+    # Without copy_bandwidth the same figures give the old constant overheads; with it, T(S) on the line is
+    # o_s + o_r + 2 c S + lat_f L + (S + 16) / (bw_f B): evaluate by hand at 4 KiB for both, same time.
+    data = tomllib.loads((DATA / "dawning_5000a.toml").read_text())
+    del data["mpi"]["copy_bandwidth"]
+    plain = calibrate(from_mapping(data, "x.toml"))
+    assert plain.smpi_config["smpi/os"] == "0:2.5e-07:0"
+    copy = calibrate(load_platform("dawning_5000a"))
+    size = 4096
+
+    def t(cal: object, per_byte: float) -> float:
+        lat_f, bw_f = cal.lat_factor[0], cal.bw_factor[0]  # type: ignore[attr-defined]
+        return 0.5e-6 + 2 * per_byte * size + lat_f * 1.6e-6 + (size + 16) / (bw_f * 2.5e9)
+
+    line = 1.6e-6 + (size - 8) * (1048576 / 1.5e9 - 1.6e-6) / (1048576 - 8)
+    assert t(plain, 0.0) == pytest.approx(line, rel=1e-12)
+    assert t(copy, 1 / 5.35e9) == pytest.approx(line, rel=1e-12)
+
+
+def test_copy_bandwidth_must_be_positive() -> None:
+    data = tomllib.loads((DATA / "dawning_5000a.toml").read_text())
+    data["mpi"]["copy_bandwidth"]["value"] = 0.0
+    with pytest.raises(InputError) as err:
+        from_mapping(data, "x.toml")
+    assert "mpi.copy_bandwidth" in str(err.value)
 
 
 def test_platform_without_mpi_section_switches_factors_off() -> None:
@@ -81,13 +113,14 @@ def test_pingpong_meets_every_figure_within_5_percent(name: str) -> None:
 
 @needs_simgrid
 @pytest.mark.simgrid
-def test_calibrated_curve_between_figures_is_the_line_through_them() -> None:
-    # between the two Dawning figures the one-way time follows T = a + b S (a hand-computed check, 64 KiB,
-    # rendezvous, so no per-message overheads)
+@pytest.mark.parametrize("size", [4096, 65536])
+def test_calibrated_curve_between_figures_is_the_line_through_them(size: int) -> None:
+    # between the two Dawning figures the one-way time follows T = a + b S (a hand-computed check): at 4 KiB
+    # (eager: constant overheads and the two per-byte copies included) and at 64 KiB (rendezvous, none)
     m = load_platform("dawning_5000a")
     b = (1048576 / 1.5e9 - 1.6e-6) / (1048576 - 8)
     a = 1.6e-6 - 8 * b
-    assert pingpong_time(m, 65536) == pytest.approx(a + b * 65536, rel=1e-9)
+    assert pingpong_time(m, size) == pytest.approx(a + b * size, rel=1e-9)
 
 
 def _ring_of_messages(rp, n_msgs: int, size: int) -> float:  # type: ignore[no-untyped-def]
