@@ -71,7 +71,7 @@ def ns3_star(model: PlatformModel, n_ranks: int, ranks_per_node: int) -> Ns3Star
     speed = model.node.core_speed
     lines = ["<?xml version='1.0'?>", '<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">',
              '<platform version="4.1">',
-             f"  <!-- waitlab ns-3 star for {model.name}: {nodes} nodes, one point-to-point link each to one router -->",
+             f"  <!-- waitlab ns-3 star for {model.name}: {nodes} nodes, one point-to-point link each to a router -->",
              '  <zone id="world" routing="Floyd">']
     lines += [f'    <host id="node-{n}" speed="{speed!r}f" core="{model.node.cores}"/>' for n in range(nodes)]
     lines.append('    <router id="switch"/>')
