@@ -13,6 +13,11 @@ Prints one line per point: algorithm, ranks, size, model, simulated ms, wall s (
     .venv/bin/python benchmarks/bench_alltoall.py --ranks 64 128 --sizes 4096 --precision 1e-5 1e-4 1e-3
     .venv/bin/python benchmarks/bench_alltoall.py --ranks 64 --algorithms basic_linear --setting network/optim=Full
 
+``--models ns-3`` simulates the same points with SimGrid's packet-level ns-3 binding on the star platform of
+:mod:`waitlab.platforms.ns3` (a probe: TCP over IP switches; 50-1000 times the fluid model's wall time):
+
+    .venv/bin/python benchmarks/bench_alltoall.py --ranks 64 --algorithms basic_linear ring pair --models ns-3
+
 ``--setting KEY=VALUE`` (repeatable) compares the calibrated model with and without that SimGrid setting, to look
 for settings that keep the all-concurrent algorithms tractable without changing their times.
 """

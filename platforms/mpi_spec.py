@@ -9,6 +9,7 @@ source or marked assumed, and :mod:`waitlab.platforms.calibration` derives SMPI'
     send_overhead = { value = 4.0e-7, assumed = true, reason = "..." }    # o_s: CPU time of one send call, s
     recv_overhead = { value = 4.0e-7, assumed = true, reason = "..." }    # o_r: CPU time of one receive, s
     rma_protocol = "mvapich2"   # optional, "smpi" (default): the library's one-sided protocol (docs/rma.md)
+    copy_bandwidth = { value = 1.3e9, assumed = true, reason = "..." }   # optional: B/s of an eager copy
     inter_node = [   # pingpong between two nodes of one leaf switch
       { size = 8, latency = { value = 1.6e-6, source = "Rao et al. §4.1 (1)" } },
       { size = 1048576, bandwidth = { value = 1.4e9, assumed = true, reason = "..." } },
@@ -16,6 +17,12 @@ source or marked assumed, and :mod:`waitlab.platforms.calibration` derives SMPI'
     intra_node = [   # pingpong between two ranks of one node
       { size = 8, latency = { value = 5.0e-7, assumed = true, reason = "..." } },
     ]
+
+``copy_bandwidth`` (optional) is the rate at which one rank's CPU copies an eager message into the
+pre-registered send buffer and, on the receiver, out of it: both overheads then get a per-byte part
+``1 / copy_bandwidth`` below the eager threshold (SMPI's ``smpi/os``, ``smpi/ois``, ``smpi/or`` accept
+``size:offset:per-byte`` sections).  Rendezvous messages are copied by the NIC (zero-copy RDMA): no
+per-byte CPU cost.
 
 A point gives either ``latency`` (the one-way time of a ``size``-byte message: half a round trip) or
 ``bandwidth`` (``size`` divided by that one-way time).  Sizes are bytes, at least 1, all different
@@ -32,8 +39,8 @@ from waitlab.errors import InputError
 
 __all__ = ["MPI_KEYS", "RMA_PROTOCOLS", "MpiPoint", "MpiSpec", "read_mpi", "rma_env"]
 
-MPI_KEYS: tuple[str, ...] = ("eager_threshold", "send_overhead", "recv_overhead", "inter_node", "intra_node",
-                              "rma_protocol")
+MPI_KEYS: tuple[str, ...] = ("eager_threshold", "send_overhead", "recv_overhead", "copy_bandwidth", "inter_node",
+                              "intra_node", "rma_protocol")
 #: One-sided protocols the measurement layer can add to SMPI's own (docs/rma.md, "MPI library protocol").
 RMA_PROTOCOLS: tuple[str, ...] = ("smpi", "mvapich2")
 PATHS: tuple[str, ...] = ("inter_node", "intra_node")
@@ -76,6 +83,9 @@ class MpiSpec:
         CPU seconds one send / one receive call costs its rank (LogGP's o).
     inter_node, intra_node : tuple of MpiPoint
         Pingpong figures, sorted by size.
+    copy_bandwidth : float or None
+        B/s at which a rank copies an eager message into (sender) or out of (receiver) the MPI buffer; None:
+        no per-byte CPU cost.
     rma_protocol : str
         One-sided protocol of the MPI library (:data:`RMA_PROTOCOLS`): ``"smpi"`` keeps SMPI 3.32's own,
         ``"mvapich2"`` adds MVAPICH2's lock, rendezvous and completion messages (docs/rma.md).
@@ -87,6 +97,12 @@ class MpiSpec:
     inter_node: tuple[MpiPoint, ...]
     intra_node: tuple[MpiPoint, ...]
     rma_protocol: str = "smpi"
+    copy_bandwidth: float | None = None
+
+    @property
+    def copy_per_byte(self) -> float:
+        """CPU seconds per byte of one eager copy (0 without ``copy_bandwidth``)."""
+        return 0.0 if self.copy_bandwidth is None else 1.0 / self.copy_bandwidth
 
     def points(self, path: str) -> tuple[MpiPoint, ...]:
         """The points of ``"inter_node"`` or ``"intra_node"``."""
@@ -100,6 +116,10 @@ class _FigureReader(Protocol):
 
 def _non_negative(v: float) -> str:
     return "" if v >= 0 else f"must be >= 0, got {v!r}"
+
+
+def _positive(v: float) -> str:
+    return "" if v > 0 else f"must be > 0 B/s, got {v!r}"
 
 
 def _points(reader: _FigureReader, file: str, sec: Mapping[str, Any], path: str) -> tuple[MpiPoint, ...]:
@@ -147,6 +167,8 @@ def read_mpi(reader: _FigureReader, file: str, sec: Mapping[str, Any]) -> MpiSpe
 
     eager = int(need("eager_threshold", integer=True))
     o_s, o_r = need("send_overhead"), need("recv_overhead")
+    copy_bw = (reader.figure("mpi.copy_bandwidth", sec["copy_bandwidth"], check=_positive)
+               if "copy_bandwidth" in sec else None)
     inter, intra = _points(reader, file, sec, "inter_node"), _points(reader, file, sec, "intra_node")
     if not inter:
         raise InputError(file, "mpi.inter_node", "has no point", "give at least the MPI latency between two nodes")
@@ -154,7 +176,7 @@ def read_mpi(reader: _FigureReader, file: str, sec: Mapping[str, Any]) -> MpiSpe
     if rma not in RMA_PROTOCOLS:
         raise InputError(file, "mpi.rma_protocol", f"must be one of {', '.join(RMA_PROTOCOLS)}, got {rma!r}",
                          'write rma_protocol = "mvapich2" (or "smpi", SMPI\'s own one-sided semantics)')
-    return MpiSpec(eager, o_s, o_r, inter, intra, str(rma))
+    return MpiSpec(eager, o_s, o_r, inter, intra, rma_protocol=str(rma), copy_bandwidth=copy_bw)
 
 
 def rma_env(mpi: MpiSpec | None) -> dict[str, str]:

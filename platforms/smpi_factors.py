@@ -7,6 +7,8 @@ as (Degomme et al., "Simulating MPI applications: the SMPI approach", IEEE TPDS 
     T(S) =             lat_factor(S) * L + (S + 16) / (bw_factor(S) * B)        (rendezvous)
 
 where 16 B is SMPI's message envelope, the factors are piecewise constant in ``S`` and the overheads
+``o_s``, ``o_r`` may have a per-byte part ``c S`` below the eager threshold (the CPU copy of an eager message,
+``c = 1 / copy_bandwidth``; then ``o_s + o_r`` reads ``o_s + o_r + 2 c S`` above), and
 apply only to buffered (eager) sends in SMPI 3.32 (``Request::start``/``finish_wait``: ``osend``/``orecv``
 run for detached messages, ``oisend`` for every ``MPI_Isend``).  SMPI's method fits a piecewise-linear
 ``T(S) = a_k + b_k S`` to
@@ -108,35 +110,49 @@ def calibrate(model: PlatformModel) -> Calibration:
     interior, a, b = _lines(mpi.inter_node, link.bandwidth)
     eager = mpi.eager_threshold
     o = mpi.send_overhead + mpi.recv_overhead
+    c = mpi.copy_per_byte  # per-byte CPU cost of one eager copy (sender and receiver each pay it)
     # A factor section "t:f" covers sizes > t (network_smpi.cpp of SimGrid 3.32): one section per line of
     # figures, split where the eager protocol (and with it o_s + o_r, smpi_request.cpp) stops.
     thresholds = np.unique(np.concatenate([[0.0], interior, [float(eager - 1)] if eager > 1 else []]))
     first = thresholds + 1  # smallest size of each section
     line = np.searchsorted(interior, first, side="left")  # figures strictly below the section's sizes
     overhead = np.where(first < eager, o, 0.0)
-    lat_part = a[line] - overhead - ENVELOPE * b[line]  # a_k - o - 16 b_k = lat_factor_k * L
+    net_b = b[line] - np.where(first < eager, 2.0 * c, 0.0)  # slope left to the network: b_k - 2c (eager)
+    lat_part = a[line] - overhead - ENVELOPE * net_b  # a_k - o - 16 (b_k - 2c) = lat_factor_k * L
     notes: list[str] = []
     if np.any(lat_part < 0):
         bad = first[lat_part < 0].astype(int).tolist()
         notes.append(f"{model.name}: the line through the figures has less than the overheads ({o:.3g} s eager, "
                      f"0 rendezvous) of latency for sizes from {bad} B on; latency factor clamped at 0 there")
     lat_f = np.maximum(lat_part, 0.0) / link.latency if link.latency > 0 else np.ones_like(lat_part)
-    if np.any(b[line] <= 0):
-        notes.append(f"{model.name}: a larger message has a shorter time; bandwidth factor capped")
-    bw_f = 1.0 / (np.maximum(b[line], 1e-30) * link.bandwidth)
+    if np.any(net_b <= 0):
+        notes.append(f"{model.name}: a larger message has a shorter time (or the eager copy alone takes longer "
+                     "than the figures); bandwidth factor capped")
+    bw_f = 1.0 / (np.maximum(net_b, 1e-30) * link.bandwidth)
     intra = _fit_intra(model, mpi, thresholds, lat_f, bw_f, notes)
     # SimGrid looks the factors up by the network payload, message + envelope; the first section takes all sizes
     on_wire = np.where(thresholds > 0, thresholds + ENVELOPE, 0).astype(int)
     cfg = {
         "smpi/lat-factor": ";".join(f"{t}:{_n(f)}" for t, f in zip(on_wire, lat_f, strict=True)),
         "smpi/bw-factor": ";".join(f"{t}:{_n(f)}" for t, f in zip(on_wire, bw_f, strict=True)),
-        "smpi/os": f"0:{_n(mpi.send_overhead)}:0",
-        "smpi/ois": f"0:{_n(mpi.send_overhead)}:0",
-        "smpi/or": f"0:{_n(mpi.recv_overhead)}:0",
+        "smpi/os": _overhead(mpi.send_overhead, c, eager),
+        "smpi/ois": _overhead(mpi.send_overhead, c, eager),
+        "smpi/or": _overhead(mpi.recv_overhead, c, eager),
         "smpi/send-is-detached-thresh": str(eager),
     }
     return Calibration(cfg, intra, link, tuple(int(t) for t in thresholds), tuple(float(x) for x in lat_f),
                        tuple(float(x) for x in bw_f), tuple(notes))
+
+
+def _overhead(offset: float, per_byte: float, eager: int) -> str:
+    """``smpi/os``-style sections: ``offset + per_byte * S`` below the eager threshold, ``offset`` from it on.
+
+    A section ``t:offset:per_byte`` covers sizes above ``t`` (``smpi_host.cpp`` of SimGrid 3.32), so the second
+    section starts at ``eager - 1``: messages of ``eager`` bytes and more are rendezvous (not copied by the CPU).
+    """
+    if per_byte == 0 or eager <= 1:
+        return f"0:{_n(offset)}:0"
+    return f"0:{_n(offset)}:{_n(per_byte)};{eager - 1}:{_n(offset)}:0"
 
 
 def _fit_intra(model: PlatformModel, mpi: MpiSpec, thresholds: np.ndarray, lat_f: np.ndarray, bw_f: np.ndarray,
@@ -148,7 +164,8 @@ def _fit_intra(model: PlatformModel, mpi: MpiSpec, thresholds: np.ndarray, lat_f
     size = np.array([p.size for p in pts], dtype=float)
     target = np.array([p.seconds for p in pts], dtype=float)
     k = np.searchsorted(thresholds, size, side="left") - 1  # section with threshold < size
-    o = np.where(size < mpi.eager_threshold, mpi.send_overhead + mpi.recv_overhead, 0.0)
+    eager = size < mpi.eager_threshold
+    o = np.where(eager, mpi.send_overhead + mpi.recv_overhead + 2.0 * mpi.copy_per_byte * size, 0.0)
     wire = size + ENVELOPE
     # target - o = lat_f * L + (wire / bw_f) * (1 / B): linear in (L, 1/B)
     if len(pts) == 1:

@@ -11,7 +11,7 @@ import pytest
 from waitlab.errors import InputError
 from waitlab.platforms import calibrate, list_platforms, load_platform, render_platform
 from waitlab.platforms.calibration import calibration_table, pingpong_time
-from waitlab.platforms.model import from_mapping
+from waitlab.platforms.model import PlatformModel, from_mapping
 
 DATA = Path(__file__).resolve().parents[1] / "platforms" / "data"
 needs_simgrid = pytest.mark.skipif(shutil.which("smpirun") is None, reason="SimGrid not installed")
@@ -27,6 +27,13 @@ def test_every_builtin_platform_states_mpi_figures_with_provenance() -> None:
             assert f.source or (f.assumed and f.reason), (name, p.key)
 
 
+def _with_copy(bandwidth: float) -> PlatformModel:
+    """Dawning with an eager copy bandwidth (docs/calibration.md: tried, not in the file)."""
+    data = tomllib.loads((DATA / "dawning_5000a.toml").read_text())
+    data["mpi"]["copy_bandwidth"] = {"value": bandwidth, "assumed": True, "reason": "test"}
+    return from_mapping(data, "x.toml")
+
+
 def test_dawning_factors_by_hand() -> None:
     # Dawning: 1.6 us at 8 B, 1.5 GB/s at 1 MiB, o_s = o_r = 0.25 us below 12288 B, links 1.6 us / 2.5 GB/s.
     c = calibrate(load_platform("dawning_5000a"))
@@ -40,6 +47,49 @@ def test_dawning_factors_by_hand() -> None:
     assert cfg == c.smpi_config
     assert cfg["smpi/send-is-detached-thresh"] == "12288" and cfg["smpi/os"] == "0:2.5e-07:0"
     assert cfg["smpi/lat-factor"].startswith("0:") and ";12303:" in cfg["smpi/lat-factor"]  # 12287 + envelope
+
+
+def test_dawning_factors_with_an_eager_copy_cost_by_hand() -> None:
+    # the same figures, and an eager message copied twice (sender, receiver) at 5.35 GB/s: c = 1 / 5.35e9 s/B each
+    m = _with_copy(5.35e9)
+    c = calibrate(m)
+    b = (1048576 / 1.5e9 - 1.6e-6) / (1048576 - 8)  # s per byte of the line through the two figures
+    a = 1.6e-6 - 8 * b
+    copy = 1 / 5.35e9
+    assert c.breakpoints == (0, 12287)
+    assert c.bw_factor[0] == pytest.approx(1 / ((b - 2 * copy) * 2.5e9), rel=1e-12)  # eager: copies take 2c
+    assert c.bw_factor[1] == pytest.approx(1 / (b * 2.5e9), rel=1e-12)  # rendezvous: zero-copy
+    assert c.lat_factor[0] == pytest.approx((a - 0.5e-6 - 16 * (b - 2 * copy)) / 1.6e-6, rel=1e-12)
+    assert c.lat_factor[1] == pytest.approx((a - 16 * b) / 1.6e-6, rel=1e-12)  # rendezvous: no overheads
+    cfg = render_platform(m, 16).smpi_config
+    assert cfg == c.smpi_config
+    assert cfg["smpi/send-is-detached-thresh"] == "12288"
+    # offset + c * S for sizes up to 12287 B, the offset alone from 12288 B on (sections cover sizes above t)
+    assert cfg["smpi/os"] == f"0:2.5e-07:{copy!r};12287:2.5e-07:0" == cfg["smpi/or"] == cfg["smpi/ois"]
+    assert cfg["smpi/lat-factor"].startswith("0:") and ";12303:" in cfg["smpi/lat-factor"]  # 12287 + envelope
+
+
+def test_eager_copy_cost_is_charged_per_byte_and_absorbed_by_the_factors() -> None:
+    # Without copy_bandwidth the same figures give the old constant overheads; with it, T(S) on the line is
+    # o_s + o_r + 2 c S + lat_f L + (S + 16) / (bw_f B): evaluate by hand at 4 KiB for both, same time.
+    plain = calibrate(load_platform("dawning_5000a"))
+    assert plain.smpi_config["smpi/os"] == "0:2.5e-07:0"
+    copy = calibrate(_with_copy(5.35e9))
+    size = 4096
+
+    def t(cal: object, per_byte: float) -> float:
+        lat_f, bw_f = cal.lat_factor[0], cal.bw_factor[0]  # type: ignore[attr-defined]
+        return 0.5e-6 + 2 * per_byte * size + lat_f * 1.6e-6 + (size + 16) / (bw_f * 2.5e9)
+
+    line = 1.6e-6 + (size - 8) * (1048576 / 1.5e9 - 1.6e-6) / (1048576 - 8)
+    assert t(plain, 0.0) == pytest.approx(line, rel=1e-12)
+    assert t(copy, 1 / 5.35e9) == pytest.approx(line, rel=1e-12)
+
+
+def test_copy_bandwidth_must_be_positive() -> None:
+    with pytest.raises(InputError) as err:
+        _with_copy(0.0)
+    assert "mpi.copy_bandwidth" in str(err.value)
 
 
 def test_platform_without_mpi_section_switches_factors_off() -> None:
@@ -81,13 +131,14 @@ def test_pingpong_meets_every_figure_within_5_percent(name: str) -> None:
 
 @needs_simgrid
 @pytest.mark.simgrid
-def test_calibrated_curve_between_figures_is_the_line_through_them() -> None:
-    # between the two Dawning figures the one-way time follows T = a + b S (a hand-computed check, 64 KiB,
-    # rendezvous, so no per-message overheads)
+@pytest.mark.parametrize("size", [4096, 65536])
+def test_calibrated_curve_between_figures_is_the_line_through_them(size: int) -> None:
+    # between the two Dawning figures the one-way time follows T = a + b S (a hand-computed check): at 4 KiB
+    # (eager: constant overheads and the two per-byte copies included) and at 64 KiB (rendezvous, none)
     m = load_platform("dawning_5000a")
     b = (1048576 / 1.5e9 - 1.6e-6) / (1048576 - 8)
     a = 1.6e-6 - 8 * b
-    assert pingpong_time(m, 65536) == pytest.approx(a + b * 65536, rel=1e-9)
+    assert pingpong_time(m, size) == pytest.approx(a + b * size, rel=1e-9)
 
 
 def _ring_of_messages(rp, n_msgs: int, size: int) -> float:  # type: ignore[no-untyped-def]
@@ -124,3 +175,14 @@ def test_split_cores_share_the_node_memory_bandwidth() -> None:
     assert 32 * size / split > 0.9 * m.memory_bandwidth  # and the bus is the bottleneck (core links: 4 x 9.7 GB/s)
     flat = _ring_of_messages(render_platform(m, 4), 8, size)  # default rendering: FATPIPE loopback (known gap)
     assert 32 * size / flat > 2 * m.memory_bandwidth
+
+
+@needs_simgrid
+@pytest.mark.simgrid
+def test_smpi_charges_the_eager_copy_per_byte_as_calibrated() -> None:
+    # with a copy cost, SMPI's os/or sleeps (offset + c S) plus the re-derived factors still give the line at 4 KiB
+    # (eager) and at 8 B; the copy cost alone is 2 x 4096 / 5.35e9 = 1.53 us of the 4.27 us
+    m = _with_copy(5.35e9)
+    b = (1048576 / 1.5e9 - 1.6e-6) / (1048576 - 8)
+    for size in (8, 4096):
+        assert pingpong_time(m, size) == pytest.approx(1.6e-6 + b * (size - 8), rel=1e-9)

@@ -6,9 +6,10 @@ Shared by the Rao et al. reproduction (:mod:`waitlab.experiments.reproduce.rao_a
 the paper timed it (``MPI_Wtime`` around one call); the time is the latest exit minus the latest barrier exit.
 
 ``model`` chooses the machine model: ``"calibrated"`` (the platform's calibrated SMPI settings, see
-:mod:`waitlab.platforms.smpi_factors`, plus the contention settings of :data:`CONTENTION_CONFIG`) or
+:mod:`waitlab.platforms.smpi_factors`, plus the contention settings of :func:`contention_config`),
 ``"smpi-default"`` (the same links with SMPI's default factors and no per-message costs: what waitlab did
-before).
+before) or ``"ns-3"`` (SimGrid's packet-level ns-3 binding on a star of point-to-point links at the MPI-level
+figures, :mod:`waitlab.platforms.ns3`: a probe of what queues and incast change, not a calibrated model).
 """
 
 from __future__ import annotations
@@ -24,12 +25,13 @@ from waitlab.errors import SimulationError
 from waitlab.models.apps.alltoall import check_alltoall_point, emit_alltoall, smpi_config
 from waitlab.models.ops import OpBuilder
 from waitlab.platforms import load_platform, render_platform
+from waitlab.platforms.ns3 import NS3_CONFIG, ns3_star
 from waitlab.simulator.replay import replay_ops
 
 __all__ = ["MODELS", "SOLVER_CONFIG", "AlltoallPoint", "alltoall_point", "contention_config"]
 
 #: Machine models a point can be simulated with.
-MODELS: tuple[str, ...] = ("calibrated", "smpi-default")
+MODELS: tuple[str, ...] = ("calibrated", "smpi-default", "ns-3")
 
 #: Solver settings for every point.  SimGrid 3.32 aborts the all-concurrent algorithms (basic_linear,
 #: LAM simple) at 256 ranks with the default absolute precision ("Cannot saturate more a constraint that has
@@ -84,17 +86,21 @@ def alltoall_point(platform: str, algorithm: str, ranks: int, size: int, *, rank
     check_alltoall_point(algorithm, ranks, size)
     if model not in MODELS:
         raise ValueError(f"unknown model {model!r}; use one of {MODELS}")
-    rp = render_platform(load_platform(platform), ranks, ranks_per_node=ranks_per_node)
+    plat = load_platform(platform)
+    rp = render_platform(plat, ranks, ranks_per_node=ranks_per_node) if model != "ns-3" else None
+    star = ns3_star(plat, ranks, ranks_per_node) if model == "ns-3" else None
     b = OpBuilder(n_ranks=ranks)
     all_ranks = np.arange(ranks, dtype=np.int32)
     b.add("barrier", all_ranks, step=0)
     emit_alltoall(b, algorithm, ranks, send_bytes=size, recv_bytes=size, step=1)
     ops = b.build()
     config: dict[str, str] = {}
-    if model == "calibrated":
+    if rp is not None and model == "calibrated":
         config.update(rp.smpi_config)
         if contention:
             config.update(contention_config(platform))
+    if star is not None:
+        config.update(NS3_CONFIG)
     config.update(SOLVER_CONFIG)
     setting = smpi_config(algorithm)
     if setting is not None:
@@ -103,8 +109,14 @@ def alltoall_point(platform: str, algorithm: str, ranks: int, size: int, *, rank
     config.update(extra_config or {})
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="waitlab-a2a-") as tmp:
-        xml, hostfile = rp.write(Path(tmp))
-        rep = replay_ops(ops, xml, hostfile, rp.core_speed, config=config, timeout=timeout,
+        if star is not None:
+            xml, hostfile = star.write(Path(tmp))
+            speed = star.core_speed
+        else:
+            assert rp is not None
+            xml, hostfile = rp.write(Path(tmp))
+            speed = rp.core_speed
+        rep = replay_ops(ops, xml, hostfile, speed, config=config, timeout=timeout,
                          what=f"{algorithm} alltoall of {size} B on {ranks} ranks of {platform}")
     wall = time.perf_counter() - t0
     ev = rep.events

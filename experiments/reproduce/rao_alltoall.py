@@ -134,8 +134,9 @@ def provenance() -> dict[str, Any]:
                                   "isends to the NIC one after the other); not fitted",
         "solver": SOLVER_CONFIG,
         "fitted": "nothing: no parameter was tuned on the statements, so all of them are checks. No SimGrid 3.32 "
-                  "setting tried (IB penalty factors, NIC at the MPI rate, shared memory bandwidth) changes the "
-                  "ranking of MPICH native against ring and pair, so there was nothing to fit (docs/calibration.md)",
+                  "setting tried (IB penalty factors, NIC at the MPI rate, shared memory bandwidth, an eager copy "
+                  "cost, the packet-level ns-3 model) makes ring beat MPICH native (ns-3 lets pair beat it by "
+                  "0.6-6%, but is TCP, not InfiniBand), so there was nothing to fit (docs/calibration.md)",
     }
     return out
 
