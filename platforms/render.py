@@ -243,6 +243,29 @@ def _check_profile(host: str, text: str) -> list[str]:
     return lines
 
 
+def _uses_d_mod_k(model: PlatformModel, split: bool, n_leaves: int) -> bool:
+    """Whether to render the static D-mod-k fat tree: ``topology.routing = "d_mod_k"``, several leaves, not split."""
+    return model.topology.kind == "fat_tree" and model.topology.routing == "d_mod_k" and not split and n_leaves > 1
+
+
+def _d_mod_k_cluster(model: PlatformModel, n_leaves: int, speed: float, cores: int, bw: float, lat: float,
+                     loop_bw: float, loop_lat: float) -> str:
+    """One SimGrid ``FAT_TREE`` cluster: ``n_leaves`` leaves of ``leaf_size`` nodes under ``uplinks`` top switches.
+
+    ``topo_parameters = "2;L,K;1,U;1,1"``: every node has one link to its leaf switch, every leaf switch one link
+    to each of the ``U = floor(leaf_size / taper)`` top switches; all links have the node link's bandwidth and
+    half the node-to-node latency (two nodes of one leaf are ``lat`` apart, of two leaves ``2 lat``), and a
+    message to node ``d`` climbs to top switch ``d mod U`` (SimGrid's D-mod-k, FatTreeZone.cpp;
+    re-implemented for the step model in :mod:`waitlab.models.apps.dmodk_routes`).
+    """
+    topo = model.topology
+    last = n_leaves * topo.leaf_size - 1
+    return (f'    <cluster id="fat-tree" prefix="node-" suffix="" radical="0-{last}" speed="{_n(speed)}f" '
+            f'core="{cores}" bw="{_n(bw)}Bps" lat="{_n(lat / 2)}s" sharing_policy="SPLITDUPLEX" '
+            f'loopback_bw="{_n(loop_bw)}Bps" loopback_lat="{_n(loop_lat)}s" topology="FAT_TREE" '
+            f'topo_parameters="2;{topo.leaf_size},{n_leaves};1,{topo.uplinks};1,1"/>\n')
+
+
 def render_platform(model: PlatformModel, n_ranks: int, ranks_per_node: int | None = None,
                     nodes: int | None = None, split_cores: bool = False,
                     speed_profiles: Mapping[str, str] | None = None,
@@ -291,6 +314,9 @@ def render_platform(model: PlatformModel, n_ranks: int, ranks_per_node: int | No
     n_nodes = max(n_nodes, int(node_arr.max()) + 1)
     slot_arr = slot_of_rank(node_arr)
     n_leaves = math.ceil(n_nodes / leaf_size)
+    d_mod_k = _uses_d_mod_k(model, split, n_leaves)
+    if d_mod_k:  # SimGrid's fat tree needs every node of every leaf
+        n_nodes = n_leaves * leaf_size
     calibration = calibrate(model)
     # links as calibrated: the loopback may be chosen to meet intra-node MPI figures (smpi_factors.py)
     intra, inter, node = calibration.intra_node, calibration.inter_node, model.node
@@ -315,7 +341,10 @@ def render_platform(model: PlatformModel, n_ranks: int, ranks_per_node: int | No
                f", {n_leaves} leaf switch{'es' if n_leaves > 1 else ''}, split_cores={split} -->\n")
     out.append('  <zone id="world" routing="Floyd">\n')
     leaf_gateways: list[str] = []
-    for leaf in range(n_leaves):
+    if d_mod_k:
+        out.append(_d_mod_k_cluster(model, n_leaves, node.core_speed, node.cores, inter.bandwidth, inter.latency,
+                                    intra.bandwidth, intra.latency))
+    for leaf in range(0 if d_mod_k else n_leaves):
         first = leaf * leaf_size
         last = min(n_nodes, first + leaf_size) - 1
         if not split:
@@ -344,7 +373,7 @@ def render_platform(model: PlatformModel, n_ranks: int, ranks_per_node: int | No
                            f'gw_dst="{gw}"><link_ctn id="node-{i}-nic" direction="UP"/></zoneRoute>\n')
             out.append("    </zone>\n")
         leaf_gateways.append(gw)
-    if n_leaves > 1:
+    if n_leaves > 1 and not d_mod_k:
         uplink_bw = leaf_size * inter.bandwidth / model.topology.taper
         out.append('    <zone id="spine" routing="Full">\n      <router id="spine-switch"/>\n    </zone>\n')
         for leaf in range(n_leaves):

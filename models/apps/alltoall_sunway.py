@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from waitlab.models.apps.dmodk_routes import max_link_bytes
 from waitlab.models.ops import OpBuilder
 
 __all__ = ["SUNWAY_ALLTOALL_ALGORITHMS", "NetworkShape", "Schedule", "check_complete", "choose_algorithm",
@@ -182,11 +183,19 @@ class NetworkShape:
         One supernode's uplink to the central network (each direction).
     latency : float
         Start-up time of one step (one message latency plus the per-message overheads).
+    uplinks : int
+        0: one aggregated uplink per supernode of ``uplink_bandwidth``, shared perfectly (the "balanced"
+        rendering).  ``U > 0``: ``U`` parallel up-ports of ``node_bandwidth`` each, chosen per message by the
+        static D-mod-k rule (:mod:`waitlab.models.apps.dmodk_routes`; the "d_mod_k" rendering).
+    cross_latency : float
+        Extra start-up time of a step in which some message leaves its supernode.
     """
 
     node_bandwidth: float
     uplink_bandwidth: float
     latency: float
+    uplinks: int = 0
+    cross_latency: float = 0.0
 
 
 def predict_seconds(sched: Schedule, node_of_rank: npt.ArrayLike, leaf_size: int, shape: NetworkShape) -> float:
@@ -194,6 +203,8 @@ def predict_seconds(sched: Schedule, node_of_rank: npt.ArrayLike, leaf_size: int
 
     Messages inside a node cost nothing here (shared memory); a node link carries the bytes its ranks
     send to (or receive from) other nodes; an uplink carries the bytes that leave (or enter) its supernode.
+    With ``shape.uplinks > 0`` every message follows its D-mod-k route and the busiest single link (node
+    link, leaf up-port or top-switch down-port, all of ``node_bandwidth``) sets the step's time.
     """
     node = np.asarray(node_of_rank, dtype=np.int64)
     n_nodes = int(node.max()) + 1
@@ -204,6 +215,10 @@ def predict_seconds(sched: Schedule, node_of_rank: npt.ArrayLike, leaf_size: int
         off = ns != nd
         ss, sd = ns // leaf_size, nd // leaf_size
         cross = ss != sd
+        if shape.uplinks > 0:
+            total += (shape.latency + (shape.cross_latency if cross.any() else 0.0)
+                      + max_link_bytes(ns, nd, b, leaf_size, shape.uplinks) / shape.node_bandwidth)
+            continue
         t_node = max(np.bincount(ns[off], b[off], n_nodes).max(initial=0.0),
                      np.bincount(nd[off], b[off], n_nodes).max(initial=0.0)) / shape.node_bandwidth
         t_up = max(np.bincount(ss[cross], b[cross], n_sn).max(initial=0.0),
