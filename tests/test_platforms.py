@@ -5,6 +5,7 @@ Tests marked ``simgrid`` run tiny real SMPI replays (each well under a second).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import re
@@ -294,6 +295,13 @@ def test_render_structure() -> None:
     assert f'loopback_bw="{loop.bandwidth!r}Bps" loopback_lat="{loop.latency!r}s"' in one.xml
     assert 'bw="7000000000.0Bps" lat="1.37e-06s"' in one.xml  # half the end-to-end latency per link
     assert "bb_" not in one.xml  # loopback + backbone crashes the 3.32 solver
+    # 257 nodes, d_mod_k routing (the Sunway file): both supernodes rendered whole, floor(256 / 4.7) = 54 up-ports
+    ft = render_platform(s, 1028)
+    assert ft.n_nodes == 512 and len(ft.hosts) == 512 and ft.xml.count("<cluster ") == 1
+    assert 'topology="FAT_TREE" topo_parameters="2;256,2;1,54;1,1"' in ft.xml
+    assert 'bw="7000000000.0Bps" lat="1.37e-06s"' in ft.xml and "spine" not in ft.xml
+    # the same with the aggregated ("balanced") uplink: 257 nodes, one tapered uplink per supernode
+    s = dataclasses.replace(s, topology=dataclasses.replace(s.topology, routing="balanced"))
     two = render_platform(s, 1028)  # 257 nodes: a second supernode and the tapered uplinks
     assert two.n_nodes == 257
     assert two.xml.count("<cluster ") == 2 and '<router id="spine-switch"/>' in two.xml

@@ -54,12 +54,20 @@ PLACEMENTS: dict[str, dict[str, Any]] = {
 
 
 def network_shape(model: PlatformModel) -> NetworkShape:
-    """The step model's figures from the platform file: MPI-level node bandwidth, uplink, latency + overheads."""
+    """The step model's figures from the platform file: MPI-level node bandwidth, uplink, latency + overheads.
+
+    Under ``topology.routing = "d_mod_k"`` the step model routes every message as the rendered fat tree does:
+    ``topology.uplinks`` up-ports per supernode, one node link's bandwidth each, chosen by destination mod
+    ``uplinks``; a message between supernodes crosses two more links of half the node-to-node latency each.
+    """
     assert model.mpi is not None
     big = model.mpi.inter_node[-1]
     node_bw = big.size / big.seconds
-    uplink = model.topology.leaf_size * node_bw / model.topology.taper
+    topo = model.topology
+    uplink = topo.leaf_size * node_bw / topo.taper
     latency = model.mpi.inter_node[0].seconds + model.mpi.send_overhead + model.mpi.recv_overhead
+    if topo.routing == "d_mod_k":
+        return NetworkShape(node_bw, topo.uplinks * node_bw, latency, topo.uplinks, model.inter_node.latency)
     return NetworkShape(node_bw, uplink, latency)
 
 
