@@ -182,24 +182,26 @@ class NetworkShape:
     uplink_bandwidth : float
         One supernode's uplink to the central network (each direction).
     latency : float
-        Start-up time of one step (one message latency plus the per-message overheads).
+        Start-up time of one message (its latency plus the per-message overheads); a rank pays it once per
+        message it sends or receives in a step, one after the other (SMPI charges ``smpi/os``/``smpi/or`` as
+        CPU time of the rank).
     uplinks : int
         0: one aggregated uplink per supernode of ``uplink_bandwidth``, shared perfectly (the "balanced"
         rendering).  ``U > 0``: ``U`` parallel up-ports of ``node_bandwidth`` each, chosen per message by the
         static D-mod-k rule (:mod:`waitlab.models.apps.dmodk_routes`; the "d_mod_k" rendering).
-    cross_latency : float
-        Extra start-up time of a step in which some message leaves its supernode.
     """
 
     node_bandwidth: float
     uplink_bandwidth: float
     latency: float
     uplinks: int = 0
-    cross_latency: float = 0.0
 
 
 def predict_seconds(sched: Schedule, node_of_rank: npt.ArrayLike, leaf_size: int, shape: NetworkShape) -> float:
-    """Step-model time of ``sched``: per step, latency + the busiest node link or supernode uplink.
+    """Step-model time of ``sched``: per step, latencies + the busiest node link or supernode uplink.
+
+    A step costs ``shape.latency`` times the most messages one rank sends (or receives) in it, plus the bytes
+    of the busiest link over its bandwidth.
 
     Messages inside a node cost nothing here (shared memory); a node link carries the bytes its ranks
     send to (or receive from) other nodes; an uplink carries the bytes that leave (or enter) its supernode.
@@ -215,15 +217,16 @@ def predict_seconds(sched: Schedule, node_of_rank: npt.ArrayLike, leaf_size: int
         off = ns != nd
         ss, sd = ns // leaf_size, nd // leaf_size
         cross = ss != sd
+        per_rank = max(np.bincount(src).max(initial=0), np.bincount(dst).max(initial=0))
+        start = shape.latency * float(per_rank)
         if shape.uplinks > 0:
-            total += (shape.latency + (shape.cross_latency if cross.any() else 0.0)
-                      + max_link_bytes(ns, nd, b, leaf_size, shape.uplinks) / shape.node_bandwidth)
+            total += start + max_link_bytes(ns, nd, b, leaf_size, shape.uplinks) / shape.node_bandwidth
             continue
         t_node = max(np.bincount(ns[off], b[off], n_nodes).max(initial=0.0),
                      np.bincount(nd[off], b[off], n_nodes).max(initial=0.0)) / shape.node_bandwidth
         t_up = max(np.bincount(ss[cross], b[cross], n_sn).max(initial=0.0),
                    np.bincount(sd[cross], b[cross], n_sn).max(initial=0.0)) / shape.uplink_bandwidth
-        total += shape.latency + max(t_node, t_up)
+        total += start + max(t_node, t_up)
     return total
 
 
