@@ -30,7 +30,14 @@ Leaves connect to the spine through one split-duplex uplink each, of
 seconds: a leaf-to-leaf message crosses two more links than a message inside
 a leaf.  This is the "two-level cluster with a narrower uplink" model of the
 Sunway supernodes (taper 4.7); it balances load perfectly over the uplink
-capacity (no static-routing collisions).
+capacity (no static-routing collisions).  This is ``topology.routing =
+"balanced"`` (the default).
+
+``topology.routing = "d_mod_k"`` (the Sunway file; more than one leaf, not
+split): one SimGrid ``FAT_TREE`` cluster with static destination-mod-k routes
+through ``floor(leaf_size / taper)`` parallel up-ports per leaf
+(:mod:`waitlab.platforms.fat_tree`).
+``split_cores=True`` keeps the balanced rendering.
 
 Host names: ``node-<i>`` (default) or ``node-<i>-core-<j>`` (split).  The
 hostfile has one line per rank (smpirun maps rank ``r`` to line
@@ -58,6 +65,7 @@ from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
 from waitlab.errors import InputError
+from waitlab.platforms.fat_tree import d_mod_k_cluster, uses_d_mod_k
 from waitlab.platforms.model import PlatformModel
 from waitlab.platforms.placement import Placement, place_ranks, slot_of_rank
 from waitlab.platforms.smpi_factors import calibrate
@@ -243,29 +251,6 @@ def _check_profile(host: str, text: str) -> list[str]:
     return lines
 
 
-def _uses_d_mod_k(model: PlatformModel, split: bool, n_leaves: int) -> bool:
-    """Whether to render the static D-mod-k fat tree: ``topology.routing = "d_mod_k"``, several leaves, not split."""
-    return model.topology.kind == "fat_tree" and model.topology.routing == "d_mod_k" and not split and n_leaves > 1
-
-
-def _d_mod_k_cluster(model: PlatformModel, n_leaves: int, speed: float, cores: int, bw: float, lat: float,
-                     loop_bw: float, loop_lat: float) -> str:
-    """One SimGrid ``FAT_TREE`` cluster: ``n_leaves`` leaves of ``leaf_size`` nodes under ``uplinks`` top switches.
-
-    ``topo_parameters = "2;L,K;1,U;1,1"``: every node has one link to its leaf switch, every leaf switch one link
-    to each of the ``U = floor(leaf_size / taper)`` top switches; all links have the node link's bandwidth and
-    half the node-to-node latency (two nodes of one leaf are ``lat`` apart, of two leaves ``2 lat``), and a
-    message to node ``d`` climbs to top switch ``d mod U`` (SimGrid's D-mod-k, FatTreeZone.cpp;
-    re-implemented for the step model in :mod:`waitlab.models.apps.dmodk_routes`).
-    """
-    topo = model.topology
-    last = n_leaves * topo.leaf_size - 1
-    return (f'    <cluster id="fat-tree" prefix="node-" suffix="" radical="0-{last}" speed="{_n(speed)}f" '
-            f'core="{cores}" bw="{_n(bw)}Bps" lat="{_n(lat / 2)}s" sharing_policy="SPLITDUPLEX" '
-            f'loopback_bw="{_n(loop_bw)}Bps" loopback_lat="{_n(loop_lat)}s" topology="FAT_TREE" '
-            f'topo_parameters="2;{topo.leaf_size},{n_leaves};1,{topo.uplinks};1,1"/>\n')
-
-
 def render_platform(model: PlatformModel, n_ranks: int, ranks_per_node: int | None = None,
                     nodes: int | None = None, split_cores: bool = False,
                     speed_profiles: Mapping[str, str] | None = None,
@@ -314,7 +299,7 @@ def render_platform(model: PlatformModel, n_ranks: int, ranks_per_node: int | No
     n_nodes = max(n_nodes, int(node_arr.max()) + 1)
     slot_arr = slot_of_rank(node_arr)
     n_leaves = math.ceil(n_nodes / leaf_size)
-    d_mod_k = _uses_d_mod_k(model, split, n_leaves)
+    d_mod_k = uses_d_mod_k(model, split, n_leaves)
     if d_mod_k:  # SimGrid's fat tree needs every node of every leaf
         n_nodes = n_leaves * leaf_size
     calibration = calibrate(model)
@@ -342,7 +327,7 @@ def render_platform(model: PlatformModel, n_ranks: int, ranks_per_node: int | No
     out.append('  <zone id="world" routing="Floyd">\n')
     leaf_gateways: list[str] = []
     if d_mod_k:
-        out.append(_d_mod_k_cluster(model, n_leaves, node.core_speed, node.cores, inter.bandwidth, inter.latency,
+        out.append(d_mod_k_cluster(model, n_leaves, node.core_speed, node.cores, inter.bandwidth, inter.latency,
                                     intra.bandwidth, intra.latency))
     for leaf in range(0 if d_mod_k else n_leaves):
         first = leaf * leaf_size

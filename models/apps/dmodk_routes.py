@@ -1,4 +1,4 @@
-"""Static destination-mod-k (D-mod-k) routes of a two-level fat tree, as SimGrid 3.32's ``FAT_TREE`` cluster builds them.
+"""Static destination-mod-k (D-mod-k) routes of a two-level fat tree, as SimGrid 3.32's ``FAT_TREE`` cluster makes them.
 
 The tree (``topo_parameters = "2;L,K;1,U;1,1"``): ``K`` leaf switches (supernodes) of ``L`` nodes each, every
 node with one link to its leaf switch, every leaf switch with one link to each of ``U`` top switches; every
@@ -60,11 +60,14 @@ def link_bytes(src_node: npt.ArrayLike, dst_node: npt.ArrayLike, nbytes: npt.Arr
     ls, ld = s // leaf_size, d // leaf_size
     cross = ls != ld
     port = up_port(d[cross], uplinks)
+    def load(link: IntArray, weight: npt.NDArray[np.float64], n: int) -> npt.NDArray[np.float64]:
+        return np.bincount(link, weight, n).astype(np.float64)
+
     return {
-        "node_up": np.bincount(s, b, n_nodes),
-        "node_down": np.bincount(d, b, n_nodes),
-        "leaf_up": np.bincount(ls[cross] * uplinks + port, b[cross], n_leaves * uplinks),
-        "top_down": np.bincount(port * n_leaves + ld[cross], b[cross], n_leaves * uplinks),
+        "node_up": load(s, b, n_nodes),
+        "node_down": load(d, b, n_nodes),
+        "leaf_up": load(ls[cross] * uplinks + port, b[cross], n_leaves * uplinks),
+        "top_down": load(port * n_leaves + ld[cross], b[cross], n_leaves * uplinks),
     }
 
 
