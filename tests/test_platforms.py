@@ -191,6 +191,8 @@ def test_unsourced_and_malformed_figures(tmp_path: Path) -> None:
         r"^\[node\]\n": ('[node]\nspeed = { value = 1, source = "x" }\n',
                          "node.speed: unknown key (fix: allowed keys in [node]: cores, core_speed, memory"),
         r'kind = "fat_tree"': ('kind = "torus"', "topology.kind: unknown topology 'torus'"),
+        r'^kind = "fat_tree"\n': ('kind = "fat_tree"\nrouting = "ecmp"\n',
+                                  "topology.routing: unknown routing 'ecmp' (fix: use one of: 'balanced', 'd_mod_k')"),
         r"latency = \{ value = 1.6e-6,": ("latency = { value = -1.0,", "inter_node.latency.value: must be >= 0"),
         r'buffer_memory = \{ value = 34359738368': ("buffer_memory = { value = 99999999999999",
                                                     "trace.buffer_memory.value: 99999999999999 bytes is more than"),
