@@ -10,6 +10,11 @@ platform with the placement, :func:`~waitlab.experiments.pipeline.simulate_ops` 
 algorithms are point-to-point schedules (:mod:`waitlab.models.apps.alltoall_sunway`); the choice is
 :func:`~waitlab.models.apps.alltoall_sunway.choose_algorithm` (a step model of the placement, nothing
 fitted).  The time of a point is the latest exit minus the latest exit of the barrier before it.
+
+The Sunway platform routes messages between supernodes statically (``topology.routing = "d_mod_k"``: 54
+up-ports per supernode, chosen by destination node mod 54), and the step model prices the same routes, so
+the choice sees the route conflicts a placement causes (docs/sunway.md).  Each row records the wall time of
+its ring point and of its chosen point (0 when the choice is ring: the same schedule is not run twice).
 """
 
 from __future__ import annotations
