@@ -77,10 +77,10 @@ def network_shape(model: PlatformModel) -> NetworkShape:
     return NetworkShape(node_bw, uplink, latency)
 
 
-def platform_keys(label: str, ranks: int, rpn: int, leaf_size: int) -> dict[str, Any]:
+def platform_keys(label: str, ranks: int, rpn: int, leaf_size: int, platform: str = PLATFORM) -> dict[str, Any]:
     """The ``[platform]`` table of one placement for ``ranks`` ranks at ``rpn`` per node."""
     spec = dict(PLACEMENTS[label])
-    base: dict[str, Any] = {"name": PLATFORM, "ranks_per_node": rpn}
+    base: dict[str, Any] = {"name": platform, "ranks_per_node": rpn}
     needed = -(-ranks // rpn)
     if "split" in spec:
         parts = np.asarray(spec["split"], dtype=np.int64)
@@ -102,10 +102,10 @@ def alltoall_ops(ranks: int, algorithm: str, supernode_of_rank: np.ndarray, nbyt
     return b.build()
 
 
-def _scenario(label: str, ranks: int, rpn: int, leaf_size: int, timeout: float) -> Any:
+def _scenario(label: str, ranks: int, rpn: int, leaf_size: int, timeout: float, platform: str = PLATFORM) -> Any:
     cfg = dict(SOLVER_CONFIG)  # no per-byte smpi/ois: it would serialize a blocking ring step twice
     return from_mapping({"scenario": {"name": "he-alltoall", "ranks": ranks},
-                         "platform": platform_keys(label, ranks, rpn, leaf_size),
+                         "platform": platform_keys(label, ranks, rpn, leaf_size, platform),
                          "application": {"kind": "fft", "steps": 1},
                          "simulation": {"timeout": timeout, "config": cfg}})
 
@@ -119,10 +119,10 @@ class Point:
 
 
 def run_point(label: str, algorithm: str, ranks: int, rpn: int, nbytes: float = PAPER_BYTES,
-              timeout: float = 900.0) -> Point:
-    """Simulate one alltoall of ``algorithm`` on placement ``label``."""
-    model = load_platform(PLATFORM)
-    prep = prepare(_scenario(label, ranks, rpn, model.topology.leaf_size, timeout))
+              timeout: float = 900.0, platform: str = PLATFORM) -> Point:
+    """Simulate one alltoall of ``algorithm`` on placement ``label`` (``platform``: a name or a TOML path)."""
+    model = load_platform(platform)
+    prep = prepare(_scenario(label, ranks, rpn, model.topology.leaf_size, timeout, platform))
     sn = np.asarray(prep.platform.node_of_rank) // prep.platform.leaf_size
     t0 = time.perf_counter()
     res = simulate_ops(prep, alltoall_ops(ranks, algorithm, sn, nbytes))
