@@ -25,9 +25,12 @@ no pseudo-code; the schedules below are the textbook forms of those names:
 
 A :class:`Schedule` is a list of steps, each a set of messages ``(src, dst, bytes)``; :func:`emit_schedule`
 writes one as ``irecv``/``isend``/``waitall`` per step and rank, and :func:`predict_seconds` prices it with a
-step model of the platform (per step: the slowest of every node link and every supernode uplink, plus one
-latency).  :func:`choose_algorithm` is the topology-aware choice: the candidate with the lowest predicted
-time for this placement.  Nothing in it is fitted to simulated or measured alltoall times.
+step model of the platform (per step: the busiest link, plus one start-up per message of the busiest rank).
+With static D-mod-k routes (``NetworkShape.uplinks > 0``, :mod:`waitlab.models.apps.dmodk_routes`) the links
+are the node links and every supernode up-port and top-switch down-port, so two messages to destinations
+congruent modulo the port count collide as they do in the simulator; otherwise a supernode's uplink is one
+aggregated link.  :func:`choose_algorithm` is the topology-aware choice: the candidate with the lowest
+predicted time for this placement.  Nothing in it is fitted to simulated or measured alltoall times.
 
 Examples
 --------
