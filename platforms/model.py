@@ -84,6 +84,10 @@ __all__ = [
 ]
 
 TOPOLOGY_KINDS = ("fat_tree", "crossbar")
+#: How a fat tree routes leaf-to-leaf messages: ``balanced`` = one aggregated uplink per leaf, shared perfectly;
+#: ``d_mod_k`` = ``floor(leaf_size / taper)`` parallel up-ports of the node bandwidth, chosen by destination
+#: (static D-mod-k routes, SimGrid's ``FAT_TREE`` cluster; see platforms/render.py).
+TOPOLOGY_ROUTINGS = ("balanced", "d_mod_k")
 
 
 @dataclass(frozen=True)
@@ -137,6 +141,8 @@ class TopologySpec:
         Latency of a leaf-to-spine link, in s (0 for a crossbar).
     note : str
         Free-text explanation from the file.
+    routing : str
+        One of :data:`TOPOLOGY_ROUTINGS` (default ``"balanced"``).
     """
 
     kind: str
@@ -144,6 +150,12 @@ class TopologySpec:
     taper: float
     hop_latency: float
     note: str
+    routing: str = "balanced"
+
+    @property
+    def uplinks(self) -> int:
+        """Parallel up-ports per leaf under ``d_mod_k`` routing: ``floor(leaf_size / taper)``, at least 1."""
+        return max(1, int(self.leaf_size // self.taper))
 
 
 @dataclass(frozen=True)
@@ -290,7 +302,7 @@ _SECTIONS: dict[str, tuple[str, ...]] = {
     "node": ("cores", "core_speed", "memory", "hardware_cores"),
     "intra_node": ("bandwidth", "latency", "memory_bandwidth"),
     "inter_node": ("bandwidth", "latency"),
-    "topology": ("kind", "note", "leaf_size", "taper", "hop_latency"),
+    "topology": ("kind", "note", "leaf_size", "taper", "hop_latency", "routing"),
     "disk": ("bandwidth", "latency"),
     "trace": ("buffer_memory",),
     "mpi": MPI_KEYS,
@@ -351,10 +363,14 @@ def from_mapping(data: Mapping[str, Any], file: str = "<platform>", default_name
         raise InputError(file, "topology.kind", f"unknown topology {kind!r}",
                          f"use one of: {', '.join(repr(k) for k in TOPOLOGY_KINDS)}")
     if kind == "fat_tree":
+        routing = r.string("topology", "routing", default="balanced")
+        if routing not in TOPOLOGY_ROUTINGS:
+            raise InputError(file, "topology.routing", f"unknown routing {routing!r}",
+                             f"use one of: {', '.join(repr(k) for k in TOPOLOGY_ROUTINGS)}")
         topology = TopologySpec(kind, whole("topology", "leaf_size"), num("topology", "taper"),
-                                num("topology", "hop_latency", non_negative), note)
+                                num("topology", "hop_latency", non_negative), note, routing)
     else:
-        extra = [k for k in ("leaf_size", "taper", "hop_latency") if k in r.section("topology")]
+        extra = [k for k in ("leaf_size", "taper", "hop_latency", "routing") if k in r.section("topology")]
         if extra:
             raise InputError(file, f"topology.{extra[0]}", 'only meaningful for kind = "fat_tree"',
                              'remove it, or set kind = "fat_tree"')

@@ -30,7 +30,14 @@ Leaves connect to the spine through one split-duplex uplink each, of
 seconds: a leaf-to-leaf message crosses two more links than a message inside
 a leaf.  This is the "two-level cluster with a narrower uplink" model of the
 Sunway supernodes (taper 4.7); it balances load perfectly over the uplink
-capacity (no static-routing collisions).
+capacity (no static-routing collisions).  This is ``topology.routing =
+"balanced"`` (the default).
+
+``topology.routing = "d_mod_k"`` (the Sunway file; more than one leaf, not
+split): one SimGrid ``FAT_TREE`` cluster with static destination-mod-k routes
+through ``floor(leaf_size / taper)`` parallel up-ports per leaf
+(:mod:`waitlab.platforms.fat_tree`).
+``split_cores=True`` keeps the balanced rendering.
 
 Host names: ``node-<i>`` (default) or ``node-<i>-core-<j>`` (split).  The
 hostfile has one line per rank (smpirun maps rank ``r`` to line
@@ -58,6 +65,7 @@ from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
 from waitlab.errors import InputError
+from waitlab.platforms.fat_tree import d_mod_k_cluster, uses_d_mod_k
 from waitlab.platforms.model import PlatformModel
 from waitlab.platforms.mpi_spec import rma_env
 from waitlab.platforms.placement import Placement, place_ranks, slot_of_rank
@@ -296,6 +304,9 @@ def render_platform(model: PlatformModel, n_ranks: int, ranks_per_node: int | No
     n_nodes = max(n_nodes, int(node_arr.max()) + 1)
     slot_arr = slot_of_rank(node_arr)
     n_leaves = math.ceil(n_nodes / leaf_size)
+    d_mod_k = uses_d_mod_k(model, split, n_leaves)
+    if d_mod_k:  # SimGrid's fat tree needs every node of every leaf
+        n_nodes = n_leaves * leaf_size
     calibration = calibrate(model)
     # links as calibrated: the loopback may be chosen to meet intra-node MPI figures (smpi_factors.py)
     intra, inter, node = calibration.intra_node, calibration.inter_node, model.node
@@ -320,7 +331,10 @@ def render_platform(model: PlatformModel, n_ranks: int, ranks_per_node: int | No
                f", {n_leaves} leaf switch{'es' if n_leaves > 1 else ''}, split_cores={split} -->\n")
     out.append('  <zone id="world" routing="Floyd">\n')
     leaf_gateways: list[str] = []
-    for leaf in range(n_leaves):
+    if d_mod_k:
+        out.append(d_mod_k_cluster(model, n_leaves, node.core_speed, node.cores, inter.bandwidth, inter.latency,
+                                    intra.bandwidth, intra.latency))
+    for leaf in range(0 if d_mod_k else n_leaves):
         first = leaf * leaf_size
         last = min(n_nodes, first + leaf_size) - 1
         if not split:
@@ -349,7 +363,7 @@ def render_platform(model: PlatformModel, n_ranks: int, ranks_per_node: int | No
                            f'gw_dst="{gw}"><link_ctn id="node-{i}-nic" direction="UP"/></zoneRoute>\n')
             out.append("    </zone>\n")
         leaf_gateways.append(gw)
-    if n_leaves > 1:
+    if n_leaves > 1 and not d_mod_k:
         uplink_bw = leaf_size * inter.bandwidth / model.topology.taper
         out.append('    <zone id="spine" routing="Full">\n      <router id="spine-switch"/>\n    </zone>\n')
         for leaf in range(n_leaves):

@@ -57,7 +57,8 @@ def test_render_follows_the_placement() -> None:
     rp = render_platform(model, 6, ranks_per_node=2, placement=Placement("supernodes", supernodes=3))
     assert rp.node_of_rank == (0, 0, 256, 256, 512, 512)
     assert rp.hostfile.splitlines() == ["node-0", "node-0", "node-256", "node-256", "node-512", "node-512"]
-    assert rp.n_nodes == 513 and rp.xml.count('<link id="leaf-') == 3
+    # d_mod_k routing renders every node of the 3 supernodes in one fat tree (3 x 256 nodes)
+    assert rp.n_nodes == 768 and 'topo_parameters="2;256,3;1,54;1,1"' in rp.xml
     split = render_platform(model, 3, ranks_per_node=2, split_cores=True, placement=Placement("cyclic"))
     assert split.host_of_rank == ("node-0-core-0", "node-1-core-0", "node-0-core-1")
 

@@ -5,6 +5,7 @@ Tests marked ``simgrid`` run tiny real SMPI replays (each well under a second).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import re
@@ -190,6 +191,8 @@ def test_unsourced_and_malformed_figures(tmp_path: Path) -> None:
         r"^\[node\]\n": ('[node]\nspeed = { value = 1, source = "x" }\n',
                          "node.speed: unknown key (fix: allowed keys in [node]: cores, core_speed, memory"),
         r'kind = "fat_tree"': ('kind = "torus"', "topology.kind: unknown topology 'torus'"),
+        r'^kind = "fat_tree"\n': ('kind = "fat_tree"\nrouting = "ecmp"\n',
+                                  "topology.routing: unknown routing 'ecmp' (fix: use one of: 'balanced', 'd_mod_k')"),
         r"latency = \{ value = 1.6e-6,": ("latency = { value = -1.0,", "inter_node.latency.value: must be >= 0"),
         r'buffer_memory = \{ value = 34359738368': ("buffer_memory = { value = 99999999999999",
                                                     "trace.buffer_memory.value: 99999999999999 bytes is more than"),
@@ -294,6 +297,13 @@ def test_render_structure() -> None:
     assert f'loopback_bw="{loop.bandwidth!r}Bps" loopback_lat="{loop.latency!r}s"' in one.xml
     assert 'bw="7000000000.0Bps" lat="1.37e-06s"' in one.xml  # half the end-to-end latency per link
     assert "bb_" not in one.xml  # loopback + backbone crashes the 3.32 solver
+    # 257 nodes, d_mod_k routing (the Sunway file): both supernodes rendered whole, floor(256 / 4.7) = 54 up-ports
+    ft = render_platform(s, 1028)
+    assert ft.n_nodes == 512 and len(ft.hosts) == 512 and ft.xml.count("<cluster ") == 1
+    assert 'topology="FAT_TREE" topo_parameters="2;256,2;1,54;1,1"' in ft.xml
+    assert 'bw="7000000000.0Bps" lat="1.37e-06s"' in ft.xml and "spine" not in ft.xml
+    # the same with the aggregated ("balanced") uplink: 257 nodes, one tapered uplink per supernode
+    s = dataclasses.replace(s, topology=dataclasses.replace(s.topology, routing="balanced"))
     two = render_platform(s, 1028)  # 257 nodes: a second supernode and the tapered uplinks
     assert two.n_nodes == 257
     assert two.xml.count("<cluster ") == 2 and '<router id="spine-switch"/>' in two.xml

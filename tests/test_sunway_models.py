@@ -18,6 +18,7 @@ from waitlab.models.apps.alltoall_sunway import (
     predict_seconds,
     schedule,
 )
+from waitlab.models.apps.dmodk_routes import link_bytes, max_link_bytes, up_port
 from waitlab.models.apps.parallel_c_put import emit_put, put_seconds, stream_seconds
 from waitlab.models.apps.task_scheduling import TaskScheduling, calibrate, overhead_seconds
 from waitlab.models.ops import ACTIONS, OpBuilder
@@ -51,12 +52,42 @@ def test_step_model_by_hand() -> None:
     # same on two supernodes: the 0.5e9 B/s uplink binds
     assert predict_seconds(schedule("ring", np.array([0, 1]), 1e6), [0, 4], 4, shape) == pytest.approx(
         1e-6 + 2e-3)
-    # ranks on one node: no network, latency only: ring 3 steps, simple spread 1 window of 3 offsets
+    # ranks on one node: no network, start-ups only: ring 3 steps of 1 message per rank; simple spread 1 window
+    # in which every rank sends 3 messages, one start-up each (per-message overheads are the rank's CPU time)
     best, pred = choose_algorithm([0, 0, 0, 0], 4, shape, 1e6)
-    assert pred["ring"] == pytest.approx(3e-6) and pred["simple_spread"] == pytest.approx(1e-6)
-    assert best == "simple_spread"
+    assert pred["ring"] == pytest.approx(3e-6) and pred["simple_spread"] == pytest.approx(3e-6)
+    # row-column on a 2 x 2 grid: 1 row step + 1 column step, one message per rank each -> 2 start-ups, cheapest
+    assert pred["row_column"] == pytest.approx(2e-6) and best == "row_column"
     # ties go to the earlier candidate
     assert choose_algorithm([0, 0, 0, 0], 4, shape, 1e6, candidates=("ring", "pairwise"))[0] == "ring"
+
+
+def test_d_mod_k_routes_by_hand() -> None:
+    # 2 leaves of 4 nodes, U = 2 top switches; a message to node d climbs to top switch d mod 2
+    assert up_port([4, 5, 6, 7], 2).tolist() == [0, 1, 0, 1]
+    one = np.ones(2)
+    # 0 -> 4 and 1 -> 6: both on leaf 0's up-port 0 and on top switch 0's down-link to leaf 1
+    loads = link_bytes([0, 1], [4, 6], one, 4, 2)
+    assert loads["leaf_up"].tolist() == [2, 0, 0, 0] and loads["top_down"].tolist() == [0, 2, 0, 0]
+    assert max_link_bytes([0, 1], [4, 6], one, 4, 2) == 2.0 and max_link_bytes([0, 1], [4, 5], one, 4, 2) == 1.0
+    # 0 -> 4 and 5 -> 2 (opposite leaves): up-ports differ by leaf, no shared link
+    assert max_link_bytes([0, 5], [4, 2], one, 4, 2) == 1.0
+    # from two leaves to the same up-port of a third: separate up-links, shared down-link top 0 -> leaf 2
+    loads = link_bytes([0, 4], [8, 10], one, 4, 2)
+    assert loads["leaf_up"].max() == 1.0 and loads["top_down"].max() == 2.0
+    # messages inside a node use no link; inside a leaf no up-port
+    assert max_link_bytes([3, 1], [3, 2], one, 4, 2) == 1.0 and link_bytes([1], [2], [1.0], 4, 2)["leaf_up"].sum() == 0
+
+
+def test_step_model_with_d_mod_k_by_hand() -> None:
+    shape = NetworkShape(node_bandwidth=1e9, uplink_bandwidth=2e9, latency=1e-6, uplinks=2)
+    # 4 ranks on nodes 0, 1 (leaf 0) and 4, 6 (leaf 1).  Ring step 1: 0->1, 1->4, 4->6, 6->0: one message per link;
+    # step 2: 0->4 and 1->6 share leaf 0's up-port 0 (4 mod 2 = 6 mod 2 = 0); 4->0 and 6->1 take leaf 1's
+    # ports 0 and 1 -> 2e6 B on the busiest link; step 3: 0->6, 1->0, 4->1, 6->4: 1e6 B
+    sched = schedule("ring", np.array([0, 0, 1, 1]), 1e6)
+    assert predict_seconds(sched, [0, 1, 4, 6], 4, shape) == pytest.approx(3e-6 + 1e-3 + 2e-3 + 1e-3)
+    # nodes 0, 1, 4, 5: step 2's destinations 4 and 5 take different up-ports -> 3 steps of 1e6 B
+    assert predict_seconds(sched, [0, 1, 4, 5], 4, shape) == pytest.approx(3e-6 + 3e-3)
 
 
 def test_emit_schedule_ops() -> None:

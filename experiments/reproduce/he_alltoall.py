@@ -10,6 +10,11 @@ platform with the placement, :func:`~waitlab.experiments.pipeline.simulate_ops` 
 algorithms are point-to-point schedules (:mod:`waitlab.models.apps.alltoall_sunway`); the choice is
 :func:`~waitlab.models.apps.alltoall_sunway.choose_algorithm` (a step model of the placement, nothing
 fitted).  The time of a point is the latest exit minus the latest exit of the barrier before it.
+
+The Sunway platform routes messages between supernodes statically (``topology.routing = "d_mod_k"``: 54
+up-ports per supernode, chosen by destination node mod 54), and the step model prices the same routes, so
+the choice sees the route conflicts a placement causes (docs/sunway.md).  Each row records the wall time of
+its ring point and of its chosen point (0 when the choice is ring: the same schedule is not run twice).
 """
 
 from __future__ import annotations
@@ -54,19 +59,28 @@ PLACEMENTS: dict[str, dict[str, Any]] = {
 
 
 def network_shape(model: PlatformModel) -> NetworkShape:
-    """The step model's figures from the platform file: MPI-level node bandwidth, uplink, latency + overheads."""
+    """The step model's figures from the platform file: MPI-level node bandwidth, uplink, latency + overheads.
+
+    Under ``topology.routing = "d_mod_k"`` the step model routes every message as the rendered fat tree does:
+    ``topology.uplinks`` up-ports per supernode, one node link's bandwidth each, chosen by destination mod
+    ``uplinks``.  The two extra links a message between supernodes crosses add no latency to messages above
+    64 KB: the calibrated SMPI latency factor is 0 there (the end-to-end time is in the bandwidth factor).
+    """
     assert model.mpi is not None
     big = model.mpi.inter_node[-1]
     node_bw = big.size / big.seconds
-    uplink = model.topology.leaf_size * node_bw / model.topology.taper
+    topo = model.topology
+    uplink = topo.leaf_size * node_bw / topo.taper
     latency = model.mpi.inter_node[0].seconds + model.mpi.send_overhead + model.mpi.recv_overhead
+    if topo.routing == "d_mod_k":
+        return NetworkShape(node_bw, topo.uplinks * node_bw, latency, topo.uplinks)
     return NetworkShape(node_bw, uplink, latency)
 
 
-def platform_keys(label: str, ranks: int, rpn: int, leaf_size: int) -> dict[str, Any]:
+def platform_keys(label: str, ranks: int, rpn: int, leaf_size: int, platform: str = PLATFORM) -> dict[str, Any]:
     """The ``[platform]`` table of one placement for ``ranks`` ranks at ``rpn`` per node."""
     spec = dict(PLACEMENTS[label])
-    base: dict[str, Any] = {"name": PLATFORM, "ranks_per_node": rpn}
+    base: dict[str, Any] = {"name": platform, "ranks_per_node": rpn}
     needed = -(-ranks // rpn)
     if "split" in spec:
         parts = np.asarray(spec["split"], dtype=np.int64)
@@ -88,10 +102,10 @@ def alltoall_ops(ranks: int, algorithm: str, supernode_of_rank: np.ndarray, nbyt
     return b.build()
 
 
-def _scenario(label: str, ranks: int, rpn: int, leaf_size: int, timeout: float) -> Any:
+def _scenario(label: str, ranks: int, rpn: int, leaf_size: int, timeout: float, platform: str = PLATFORM) -> Any:
     cfg = dict(SOLVER_CONFIG)  # no per-byte smpi/ois: it would serialize a blocking ring step twice
     return from_mapping({"scenario": {"name": "he-alltoall", "ranks": ranks},
-                         "platform": platform_keys(label, ranks, rpn, leaf_size),
+                         "platform": platform_keys(label, ranks, rpn, leaf_size, platform),
                          "application": {"kind": "fft", "steps": 1},
                          "simulation": {"timeout": timeout, "config": cfg}})
 
@@ -105,10 +119,10 @@ class Point:
 
 
 def run_point(label: str, algorithm: str, ranks: int, rpn: int, nbytes: float = PAPER_BYTES,
-              timeout: float = 900.0) -> Point:
-    """Simulate one alltoall of ``algorithm`` on placement ``label``."""
-    model = load_platform(PLATFORM)
-    prep = prepare(_scenario(label, ranks, rpn, model.topology.leaf_size, timeout))
+              timeout: float = 900.0, platform: str = PLATFORM) -> Point:
+    """Simulate one alltoall of ``algorithm`` on placement ``label`` (``platform``: a name or a TOML path)."""
+    model = load_platform(platform)
+    prep = prepare(_scenario(label, ranks, rpn, model.topology.leaf_size, timeout, platform))
     sn = np.asarray(prep.platform.node_of_rank) // prep.platform.leaf_size
     t0 = time.perf_counter()
     res = simulate_ops(prep, alltoall_ops(ranks, algorithm, sn, nbytes))
@@ -135,7 +149,9 @@ def placement_rows(ranks: int, rpn: int, nbytes: float = PAPER_BYTES, timeout: f
                      "nodes_per_supernode": "/".join(str(int(c)) for c in per_sn[per_sn > 0]),
                      "chosen": chosen, "predicted_gain": (pred["ring"] - pred[chosen]) / pred["ring"],
                      "ring_s": ring.seconds, "chosen_s": best.seconds,
-                     "gain": (ring.seconds - best.seconds) / ring.seconds, "wall_s": ring.wall + best.wall})
+                     "gain": (ring.seconds - best.seconds) / ring.seconds, "ring_wall_s": ring.wall,
+                     "chosen_wall_s": best.wall if chosen != "ring" else 0.0,
+                     "wall_s": ring.wall + (best.wall if chosen != "ring" else 0.0)})
         if progress is not None:
             progress(f"alltoall {label}: ring {ring.seconds:.4f} s, {chosen} {best.seconds:.4f} s "
                      f"({rows[-1]['gain']:+.1%}; wall {rows[-1]['wall_s']:.0f} s)")

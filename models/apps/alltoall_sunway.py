@@ -25,9 +25,12 @@ no pseudo-code; the schedules below are the textbook forms of those names:
 
 A :class:`Schedule` is a list of steps, each a set of messages ``(src, dst, bytes)``; :func:`emit_schedule`
 writes one as ``irecv``/``isend``/``waitall`` per step and rank, and :func:`predict_seconds` prices it with a
-step model of the platform (per step: the slowest of every node link and every supernode uplink, plus one
-latency).  :func:`choose_algorithm` is the topology-aware choice: the candidate with the lowest predicted
-time for this placement.  Nothing in it is fitted to simulated or measured alltoall times.
+step model of the platform (per step: the busiest link, plus one start-up per message of the busiest rank).
+With static D-mod-k routes (``NetworkShape.uplinks > 0``, :mod:`waitlab.models.apps.dmodk_routes`) the links
+are the node links and every supernode up-port and top-switch down-port, so two messages to destinations
+congruent modulo the port count collide as they do in the simulator; otherwise a supernode's uplink is one
+aggregated link.  :func:`choose_algorithm` is the topology-aware choice: the candidate with the lowest
+predicted time for this placement.  Nothing in it is fitted to simulated or measured alltoall times.
 
 Examples
 --------
@@ -48,6 +51,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from waitlab.models.apps.dmodk_routes import max_link_bytes
 from waitlab.models.ops import OpBuilder
 
 __all__ = ["SUNWAY_ALLTOALL_ALGORITHMS", "NetworkShape", "Schedule", "check_complete", "choose_algorithm",
@@ -181,19 +185,31 @@ class NetworkShape:
     uplink_bandwidth : float
         One supernode's uplink to the central network (each direction).
     latency : float
-        Start-up time of one step (one message latency plus the per-message overheads).
+        Start-up time of one message (its latency plus the per-message overheads); a rank pays it once per
+        message it sends or receives in a step, one after the other (SMPI charges ``smpi/os``/``smpi/or`` as
+        CPU time of the rank).
+    uplinks : int
+        0: one aggregated uplink per supernode of ``uplink_bandwidth``, shared perfectly (the "balanced"
+        rendering).  ``U > 0``: ``U`` parallel up-ports of ``node_bandwidth`` each, chosen per message by the
+        static D-mod-k rule (:mod:`waitlab.models.apps.dmodk_routes`; the "d_mod_k" rendering).
     """
 
     node_bandwidth: float
     uplink_bandwidth: float
     latency: float
+    uplinks: int = 0
 
 
 def predict_seconds(sched: Schedule, node_of_rank: npt.ArrayLike, leaf_size: int, shape: NetworkShape) -> float:
-    """Step-model time of ``sched``: per step, latency + the busiest node link or supernode uplink.
+    """Step-model time of ``sched``: per step, latencies + the busiest node link or supernode uplink.
+
+    A step costs ``shape.latency`` times the most messages one rank sends (or receives) in it, plus the bytes
+    of the busiest link over its bandwidth.
 
     Messages inside a node cost nothing here (shared memory); a node link carries the bytes its ranks
     send to (or receive from) other nodes; an uplink carries the bytes that leave (or enter) its supernode.
+    With ``shape.uplinks > 0`` every message follows its D-mod-k route and the busiest single link (node
+    link, leaf up-port or top-switch down-port, all of ``node_bandwidth``) sets the step's time.
     """
     node = np.asarray(node_of_rank, dtype=np.int64)
     n_nodes = int(node.max()) + 1
@@ -204,11 +220,16 @@ def predict_seconds(sched: Schedule, node_of_rank: npt.ArrayLike, leaf_size: int
         off = ns != nd
         ss, sd = ns // leaf_size, nd // leaf_size
         cross = ss != sd
+        per_rank = max(np.bincount(src).max(initial=0), np.bincount(dst).max(initial=0))
+        start = shape.latency * float(per_rank)
+        if shape.uplinks > 0:
+            total += start + max_link_bytes(ns, nd, b, leaf_size, shape.uplinks) / shape.node_bandwidth
+            continue
         t_node = max(np.bincount(ns[off], b[off], n_nodes).max(initial=0.0),
                      np.bincount(nd[off], b[off], n_nodes).max(initial=0.0)) / shape.node_bandwidth
         t_up = max(np.bincount(ss[cross], b[cross], n_sn).max(initial=0.0),
                    np.bincount(sd[cross], b[cross], n_sn).max(initial=0.0)) / shape.uplink_bandwidth
-        total += shape.latency + max(t_node, t_up)
+        total += start + max(t_node, t_up)
     return total
 
 
