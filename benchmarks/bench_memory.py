@@ -4,9 +4,9 @@ The LARED-S-like scenario (Dawning 5000A model) runs stage by stage, exactly as 
 (generation, trace writing, SMPI, reading the log, the event table, wait states, summary, the results
 folder without picture).  Before each stage the process's peak resident set (``VmHWM``) is reset through
 ``/proc/self/clear_refs``; after it the new peak is read.  Printed per stage: wall time, peak RSS above
-the RSS after the imports and a 16-rank warm-up run, and that figure divided by the number of events (bytes per event held at the
-stage's peak, everything held from earlier stages included); then the whole run's wall time over its SMPI
-stage.  Each size runs in a fresh subprocess.
+the RSS after the imports and a 16-rank warm-up run, and that figure divided by the number of events
+(bytes per event held at the stage's peak, everything held from earlier stages included); then the
+whole run's wall time over its SMPI stage.  Each size runs in a fresh subprocess.
 
     .venv/bin/python benchmarks/bench_memory.py --ranks 1024 4096 --steps 1
 

@@ -21,14 +21,41 @@ CHROME_MAX_EVENTS = 1_000_000
 CHROME_SUMMARY_EVENTS = 200_000
 #: Event tables larger than this are written as Parquet only (no CSV copy).
 CSV_MAX_ROWS = 200_000
+#: Rows per Parquet row group (pyarrow's default), written one at a time by :func:`write_table`.
+ROW_GROUP_ROWS = 1024 * 1024
 
 
-def write_table(df: pd.DataFrame, path: Path, metadata: dict[str, Any], csv: bool = True) -> None:
-    """Write ``df`` as Parquet (metadata under the key ``waitlab``) and, optionally, CSV beside it."""
-    table = pa.Table.from_pandas(df, preserve_index=False)
-    meta = dict(table.schema.metadata or {})
+def _with_waitlab(schema: pa.Schema, metadata: dict[str, Any]) -> dict[bytes, bytes]:
+    """The schema's metadata (pandas') with waitlab's run metadata under the key ``waitlab``."""
+    meta = dict(schema.metadata or {})
     meta[b"waitlab"] = json.dumps(metadata, sort_keys=True).encode()
-    pq.write_table(table.replace_schema_metadata(meta), path, compression="zstd")
+    return meta
+
+
+def write_table(df: pd.DataFrame, path: Path, metadata: dict[str, Any], csv: bool = True,
+                row_group_rows: int = ROW_GROUP_ROWS) -> None:
+    """Write ``df`` as Parquet (metadata under the key ``waitlab``) and, optionally, CSV beside it.
+
+    The Parquet file is written one row group of ``row_group_rows`` rows at a time, each converted from
+    its slice of ``df`` just before it is written, so no Arrow copy of the whole table is held; the bytes
+    are those of ``pyarrow.parquet.write_table`` with the same row group size.
+    """
+    if len(df) <= row_group_rows:
+        table = pa.Table.from_pandas(df, preserve_index=False)
+        pq.write_table(table.replace_schema_metadata(_with_waitlab(table.schema, metadata)), path,
+                       compression="zstd", row_group_size=row_group_rows)
+    else:
+        schema = pa.Schema.from_pandas(df, preserve_index=False)
+        schema = schema.with_metadata(_with_waitlab(schema, metadata))
+        with pq.ParquetWriter(path, schema, compression="zstd") as writer:
+            for start in range(0, len(df), row_group_rows):
+                part = pa.Table.from_pandas(df.iloc[start:start + row_group_rows], schema=schema,
+                                            preserve_index=False)
+                writer.write_table(part, row_group_size=row_group_rows)
+                del part
+        if not (csv and len(df) <= CSV_MAX_ROWS):
+            return
+        table = pa.Table.from_pandas(df, preserve_index=False)
     if csv and len(df) <= CSV_MAX_ROWS:
         # pyarrow's C++ writer: ~10x faster than pandas; categoricals are written as their labels
         plain = table.cast(pa.schema([pa.field(f.name, f.type.value_type if pa.types.is_dictionary(f.type)

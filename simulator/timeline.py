@@ -28,11 +28,11 @@ from waitlab.models.vocabulary import (
     VOCABULARY,
     lut,
 )
+from waitlab.simulator.log_reader import LOG_CHUNK_RECORDS, stream_rank_ordered
+from waitlab.simulator.log_reader import LOG_DTYPE as LOG_DTYPE  # the log's record type, re-exported
 from waitlab.simulator.matching import completions, group_cumcount, match_messages
 
 SCHEMA_VERSION = 1
-
-LOG_DTYPE = np.dtype([("rank", "<i4"), ("code", "<i4"), ("t_enter", "<f8"), ("t_exit", "<f8")])
 
 #: Event kinds (the ``kind`` column's categories, in this order): regions, each local action, MPI, other.
 KINDS: tuple[str, ...] = ("region", "compute", "mpi", "overhead", "noise", "delay", "flush", "swap", "sleep",
@@ -48,7 +48,8 @@ _IS_COLLECTIVE = lut(COLLECTIVE_ACTIONS)
 _IS_MARKER = lut(REGION_MARKERS)
 
 
-def read_log(path: Path, ops: OpTable) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+def read_log(path: Path, ops: OpTable, chunk_records: int = LOG_CHUNK_RECORDS
+             ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """Enter and exit times of every operation of ``ops`` (in its row order).
 
     Operations whose action is a region marker (``enter``/``leave``) may be absent from the log: they
@@ -56,27 +57,42 @@ def read_log(path: Path, ops: OpTable) -> tuple[npt.NDArray[np.float64], npt.NDA
     exit time of the rank's previous action (or of its ``init``).  :func:`waitlab.simulator.replay.replay_ops`
     keeps markers out of the SMPI trace for speed and this function fills their times in.
 
+    A log written rank after rank (the replay extension's) is read ``chunk_records`` records at a time
+    (:mod:`waitlab.simulator.log_reader`); any other is read whole.
+
     Raises :class:`SimulationError` when the log does not cover every operation
     (a replay that stopped early) or its actions do not match the trace.
     """
     if not path.exists():
         raise SimulationError(f"the replay wrote no event log ({path}); the simulation did not start")
-    log = np.fromfile(path, dtype=LOG_DTYPE)
     marker = (ops.code == CODE["enter"]) | (ops.code == CODE["leave"])
+    if marker.any():  # the usual case: markers left out of the trace
+        keep = np.flatnonzero(~marker)
+        got = stream_rank_ordered(path, ops.code[keep], ops.rank[keep], ops.n_ranks, chunk_records)
+        if got is not None:
+            return _fill_markers(got, keep, ops, marker)
+    got = stream_rank_ordered(path, ops.code, ops.rank, ops.n_ranks, chunk_records)
+    if got is not None:
+        return got[0], got[1]
+    log = np.fromfile(path, dtype=LOG_DTYPE)  # another order (or a problem to name): read it whole
     if marker.any() and log.size and not _IS_MARKER[log["code"]].any():
-        return _fill_markers(log, ops, marker)
+        keep = np.flatnonzero(~marker)
+        return _fill_markers(_read_aligned(log, ops.code[keep], ops.rank[keep], ops.seq[keep], ops.n_ranks),
+                             keep, ops, marker)
     te, tx, _ = _read_aligned(log, ops.code, ops.rank, ops.seq, ops.n_ranks)
     return te, tx
 
 
-def _fill_markers(log: npt.NDArray[Any], ops: OpTable, marker: npt.NDArray[np.bool_]
+def _fill_markers(kept: tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64]],
+                  keep: npt.NDArray[np.int64], ops: OpTable, marker: npt.NDArray[np.bool_]
                   ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    keep = np.flatnonzero(~marker)
-    te_k, tx_k, start = _read_aligned(log, ops.code[keep], ops.rank[keep], ops.seq[keep], ops.n_ranks)
+    """Times of all operations from those of the non-marker ones (``keep``) and each rank's start."""
+    te_k, tx_k, start = kept
     n = len(ops)
     t_enter = np.empty(n)
     t_exit = np.empty(n)
     t_enter[keep], t_exit[keep] = te_k, tx_k
+    del kept, te_k, tx_k
     last = np.maximum.accumulate(np.where(~marker, np.arange(n), -1))  # last real action at or before i
     counts = ops.per_rank_counts()
     first_row = np.repeat(np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
