@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -58,21 +59,29 @@ def _scenario(ranks: int, steps: int) -> Any:
                         "bench_memory")
 
 
-def one(ranks: int, steps: int) -> dict[str, Any]:
+def one(ranks: int, steps: int, traced: bool = False) -> dict[str, Any]:
     sc = _scenario(ranks, steps)
     with tempfile.TemporaryDirectory(prefix="bench-mem-warm-") as tmp:  # lazy imports and first-use caches
         write_run(run(_scenario(16, 1)), Path(tmp), png=False)
     gc.collect()
     base = _status("VmRSS")
     rows: list[tuple[str, float, int]] = []
+    traces: list[tuple[int, int]] = []  # Python and numpy allocations (not pyarrow's): peak, held after
     held: dict[str, Any] = {}
+    if traced:
+        tracemalloc.start()
 
     def stage(name: str, fn: Callable[[], Any]) -> Any:
         gc.collect()
         _reset_peak()
+        if traced:
+            tracemalloc.reset_peak()
         t = time.perf_counter()
         out = fn()
         rows.append((name, time.perf_counter() - t, _status("VmHWM") - base))
+        if traced:
+            gc.collect()
+            traces.append((tracemalloc.get_traced_memory()[1], tracemalloc.get_traced_memory()[0]))
         return out
 
     t0 = time.perf_counter()
@@ -100,7 +109,10 @@ def one(ranks: int, steps: int) -> dict[str, Any]:
     smpi = next(s for name, s, _ in rows if name == "smpi")
     return {"ranks": ranks, "steps": steps, "events": n, "ops": len(ops), "baseline_MiB": base / 2**20,
             "stages": [{"stage": name, "s": round(s, 3), "peak_MiB": round(p / 2**20, 1),
-                        "B_per_event": round(p / n)} for name, s, p in rows],
+                        "B_per_event": round(p / n),
+                        **({"traced_peak_B_per_event": round(traces[i][0] / n),
+                            "traced_held_B_per_event": round(traces[i][1] / n)} if traced else {})}
+                       for i, (name, s, p) in enumerate(rows)],
             "peak_B_per_event": round(max(p for _, _, p in rows) / n), "total_s": round(total, 2),
             "smpi_s": round(smpi, 2), "total_over_smpi": round(total / smpi, 3)}
 
@@ -110,13 +122,16 @@ def main() -> int:
     ap.add_argument("--ranks", type=int, nargs="+", default=[1024, 4096])
     ap.add_argument("--steps", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=1800)
+    ap.add_argument("--tracemalloc", action="store_true",
+                    help="also trace Python and numpy allocations (slower: times are not comparable)")
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
-        print(json.dumps(one(args.ranks[0], args.steps)))
+        print(json.dumps(one(args.ranks[0], args.steps, args.tracemalloc)))
         return 0
     for n in args.ranks:
-        cmd = [sys.executable, __file__, "--one", "--ranks", str(n), "--steps", str(args.steps)]
+        cmd = [sys.executable, __file__, "--one", "--ranks", str(n), "--steps", str(args.steps),
+               *(["--tracemalloc"] if args.tracemalloc else [])]
         try:
             out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, start_new_session=True)
         except subprocess.TimeoutExpired:
@@ -129,9 +144,12 @@ def main() -> int:
         print(f"{n} ranks x {r['steps']} steps: {r['events']:,} events, {r['ops']:,} operations; whole run "
               f"{r['total_s']:.2f} s = {r['total_over_smpi']:.3f} x the SMPI stage ({r['smpi_s']:.2f} s); "
               f"peak {r['peak_B_per_event']} B/event above the imports ({r['baseline_MiB']:.0f} MiB)")
-        print(f"  {'stage':<14} {'wall s':>8} {'peak MiB':>9} {'B/event':>8}")
+        traced = " traced peak/held B/event" if args.tracemalloc else ""
+        print(f"  {'stage':<14} {'wall s':>8} {'peak MiB':>9} {'B/event':>8}{traced}")
         for s in r["stages"]:
-            print(f"  {s['stage']:<14} {s['s']:>8.3f} {s['peak_MiB']:>9.1f} {s['B_per_event']:>8}")
+            extra = (f" {s['traced_peak_B_per_event']:>11} {s['traced_held_B_per_event']:>5}"
+                     if args.tracemalloc else "")
+            print(f"  {s['stage']:<14} {s['s']:>8.3f} {s['peak_MiB']:>9.1f} {s['B_per_event']:>8}{extra}")
         print("  " + json.dumps(r))
     return 0
 

@@ -200,33 +200,47 @@ def collective_instances(ops: OpTable) -> npt.NDArray[np.int64]:
 
 
 def build_events(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: npt.NDArray[np.float64]) -> pd.DataFrame:
-    """The event table of docs/event_table.md from operations and their simulated times."""
+    """The event table of docs/event_table.md from operations and their simulated times.
+
+    Each operation-length intermediate is taken to the output rows and freed as soon as it is used, so the
+    peak stays near the table itself (issue 15: waitlab's own memory at scale).
+    """
     n = len(ops)
     _, l_rows, enclosing = _regions(ops)
-    match = match_messages(ops)
-    done = completions(ops, match)
-    inst = collective_instances(ops)
-    match = np.where(inst >= 0, inst, match)
     # Output rows: region rows (at the enter marker's position) and leaf rows, in (rank, seq) order.
     src_rows = np.flatnonzero(ops.code != CODE["leave"])
     out_index = np.full(n, -1, np.int64)
     out_index[src_rows] = np.arange(src_rows.size)
-    is_region = ops.code[src_rows] == CODE["enter"]
+    code = ops.code[src_rows]
+    is_region = code == CODE["enter"]
+    match_op = match_messages(ops)
+    done_op = completions(ops, match_op)
+    inst = collective_instances(ops)
+    np.copyto(match_op, inst, where=inst >= 0)
+    del inst
+    match = match_op[src_rows]
+    del match_op
+    match[is_region] = -1
+    done = done_op[src_rows]
+    del done_op
+    done = np.where(done >= 0, out_index[np.maximum(done, 0)], -1)
     enter = t_enter[src_rows]
     exit_ = t_exit[src_rows]
     exit_[is_region] = t_exit[l_rows]  # region rows appear in e_rows order, and l_rows is aligned with it
+    del l_rows
     parent_src = enclosing[src_rows]
+    del enclosing
     parent = np.where(parent_src >= 0, out_index[np.maximum(parent_src, 0)], -1)
-    # depth = number of enclosing regions
-    depth = np.zeros(src_rows.size, np.int16)
-    region_id = np.where(is_region, ops.name[src_rows], np.where(parent >= 0, ops.name[np.maximum(parent_src, 0)],
-                                                                 -1))
-    path_id, path_names = _paths(src_rows.size, parent, is_region, ops.name[src_rows], ops.names, depth)
-    kind = np.where(is_region, KINDS.index("region"), _KIND_OF_CODE[ops.code[src_rows]]).astype(np.int8)
-    op = np.where(is_region, REGION_OP, ops.code[src_rows]).astype(np.int16)
+    del out_index
+    name = ops.name[src_rows]
+    region_id = np.where(is_region, name, np.where(parent >= 0, ops.name[np.maximum(parent_src, 0)], -1))
+    del parent_src
+    depth = np.zeros(src_rows.size, np.int16)  # number of enclosing regions
+    path_id, path_names = _paths(src_rows.size, parent, is_region, name, ops.names, depth)
+    del name
+    kind = np.where(is_region, KINDS.index("region"), _KIND_OF_CODE[code]).astype(np.int8)
+    op = np.where(is_region, REGION_OP, code).astype(np.int16)
     peer = ops.peer[src_rows]
-    code = ops.code[src_rows]
-    has_peer = _HAS_PEER[code] & ~is_region
     comm = ops.comm[src_rows]
     if ops.comms:  # ranks, roots and sizes within each operation's communicator
         local = local_ranks(ops)
@@ -234,11 +248,18 @@ def build_events(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: npt.NDA
         me = local[comm, ops.rank[src_rows]]
         root = np.where(peer >= 0, local[comm, np.maximum(peer, 0)], -1)
         sent, received = bytes_moved(code, ops.value[src_rows], ops.value2[src_rows], me, root, size)
+        del local, size, me, root
     else:
         sent, received = bytes_moved(code, ops.value[src_rows], ops.value2[src_rows], ops.rank[src_rows], peer,
                                      ops.n_ranks)
+    sent[is_region] = 0
+    received[is_region] = 0
+    peer = np.where(_HAS_PEER[code] & ~is_region, peer, -1).astype(np.int32)
+    comm = np.where(is_region, 0, comm).astype(np.int32)
+    del code
     names_cat = [*ops.names, ""]
     region_codes = np.where(region_id >= 0, region_id, len(ops.names))
+    del region_id
     cols: dict[str, Any] = {
         "rank": ops.rank[src_rows],
         "seq": ops.seq[src_rows],
@@ -249,18 +270,19 @@ def build_events(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: npt.NDA
         "step": ops.step[src_rows],
         "enter": enter,
         "exit": exit_,
-        "peer": np.where(has_peer, peer, -1).astype(np.int32),
+        "peer": peer,
         "tag": ops.tag[src_rows],
-        "comm": np.where(is_region, 0, comm).astype(np.int32),
-        "bytes": np.where(is_region, 0, sent),
-        "recv_bytes": np.where(is_region, 0, received),
-        "match": np.where(is_region, -1, match[src_rows]),
-        "done": np.where(done[src_rows] >= 0, out_index[np.maximum(done[src_rows], 0)], -1),
+        "comm": comm,
+        "bytes": sent,
+        "recv_bytes": received,
+        "match": match,
+        "done": done,
         "parent": parent,
         "depth": depth,
         "cause": ops.cause[src_rows],
         "excess": ops.excess[src_rows],
     }
+    del kind, op, region_codes, path_id
     return annotate_rma(pd.DataFrame(cols, copy=False))  # RMA rows: match = epoch, done = closing call
 
 
