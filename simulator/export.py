@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import numpy as np
 import pandas as pd
@@ -133,11 +135,32 @@ def chrome_trace_text(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[
     With ``max_events``, a larger table is summarised: only its first steps that fit (:func:`first_steps`), and
     ``otherData.summarised`` says which.
     """
+    out = io.StringIO()
+    _write_chrome(out, events, waits, metadata, max_events)
+    return out.getvalue()
+
+
+def _write_chrome(out: TextIO, events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, Any],
+                  max_events: int | None) -> None:
+    """Write the text of :func:`chrome_trace_text` to ``out`` one section (metadata, slices, waits, flows) at a
+    time, so neither the whole list of records nor the whole text is held."""
     if max_events is not None and len(events) > max_events:
         n_all = len(events)
         events, waits, last = first_steps(events, waits, max_events)
         metadata = {**metadata, "summarised": f"steps 0..{last} only ({len(events)} of {n_all} events): "
                                               "waitlab export --chrome writes the whole run"}
+    out.write('{"traceEvents":[\n')
+    first = True
+    for parts in _chrome_sections(events, waits, metadata):
+        if parts:
+            out.write(("" if first else ",\n") + ",\n".join(parts))
+            first = False
+        del parts
+    out.write('\n],"displayTimeUnit":"ns","otherData":' + json.dumps(metadata, sort_keys=True) + "}\n")
+
+
+def _chrome_sections(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, Any]) -> Iterator[list[str]]:
+    """The trace's records, section by section (process and thread names, slices, waits, message flows)."""
     enter_ns = to_ns(events["enter"].to_numpy())
     exit_ns = np.maximum(to_ns(events["exit"].to_numpy()), enter_ns)
     ts = us_text(enter_ns)
@@ -148,21 +171,22 @@ def chrome_trace_text(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[
     name = np.where(is_region, np.array(_labels(events["region"]), dtype=object),
                     np.array(_labels(events["op"]), dtype=object)).tolist()
     step = events["step"].tolist()
-    parts = [json.dumps({"name": "process_name", "ph": "M", "pid": 0,
-                         "args": {"name": f"waitlab: {metadata.get('scenario', '')}"}})]
-    parts += [f'{{"name":"thread_name","ph":"M","pid":0,"tid":{r},"args":{{"name":"rank {r}"}}}}'
-              for r in sorted(set(rank))]
-    parts += [f'{{"name":{n},"cat":{k},"ph":"X","ts":{t},"dur":{d},"pid":0,"tid":{r},"args":{{"step":{s}}}}}'
-              for n, k, t, d, r, s in zip(name, kind, ts, dur, rank, step, strict=True)]
+    yield [json.dumps({"name": "process_name", "ph": "M", "pid": 0,
+                       "args": {"name": f"waitlab: {metadata.get('scenario', '')}"}}),
+           *(f'{{"name":"thread_name","ph":"M","pid":0,"tid":{r},"args":{{"name":"rank {r}"}}}}'
+             for r in sorted(set(rank)))]
+    yield [f'{{"name":{n},"cat":{k},"ph":"X","ts":{t},"dur":{d},"pid":0,"tid":{r},"args":{{"step":{s}}}}}'
+           for n, k, t, d, r, s in zip(name, kind, ts, dur, rank, step, strict=True)]
+    del name, kind, ts, dur, rank, step
     # A wait is a child of its operation: it starts at the operation's enter and ends inside it.
     w_ev = waits["event"].to_numpy()
     w_end = np.minimum(to_ns(events["enter"].to_numpy()[w_ev] + waits["wait"].to_numpy()), exit_ns[w_ev])
     w_end = np.maximum(w_end, enter_ns[w_ev])
-    parts += [f'{{"name":"wait: {p}","cat":"wait","ph":"X","ts":{t},"dur":{d},"pid":0,"tid":{r},'
-              f'"cname":"terrible","args":{{"peer_rank":{q}}}}}'
-              for p, t, d, r, q in zip(waits["pattern"].astype(str).tolist(), us_text(enter_ns[w_ev]),
-                                       us_text(w_end - enter_ns[w_ev]), waits["rank"].tolist(),
-                                       waits["peer_rank"].tolist(), strict=True)]
+    yield [f'{{"name":"wait: {p}","cat":"wait","ph":"X","ts":{t},"dur":{d},"pid":0,"tid":{r},'
+           f'"cname":"terrible","args":{{"peer_rank":{q}}}}}'
+           for p, t, d, r, q in zip(waits["pattern"].astype(str).tolist(), us_text(enter_ns[w_ev]),
+                                    us_text(w_end - enter_ns[w_ev]), waits["rank"].tolist(),
+                                    waits["peer_rank"].tolist(), strict=True)]
     # Messages as flow arrows from the send to the end of the operation that completed the receive.
     op = events["op"]
     send_codes = [i for i, c in enumerate(op.cat.categories) if c in SEND_ACTIONS]
@@ -179,14 +203,12 @@ def chrome_trace_text(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[
         ok = rr >= 0
         s_rows, rr = s_rows[ok], rr[ok]
         end = np.where(done[rr] >= 0, done[rr], rr)
-        parts += [f'{{"name":"message","cat":"message","ph":"s","id":{m},"ts":{t},"pid":0,"tid":{r}}}'
-                  for m, t, r in zip(match[s_rows].tolist(), us_text(enter_ns[s_rows]),
-                                     events["rank"].to_numpy()[s_rows].tolist(), strict=True)]
-        parts += [f'{{"name":"message","cat":"message","ph":"f","bp":"e","id":{m},"ts":{t},"pid":0,"tid":{r}}}'
-                  for m, t, r in zip(match[s_rows].tolist(), us_text(exit_ns[end]),
-                                     events["rank"].to_numpy()[end].tolist(), strict=True)]
-    other = json.dumps(metadata, sort_keys=True)
-    return '{"traceEvents":[\n' + ",\n".join(parts) + '\n],"displayTimeUnit":"ns","otherData":' + other + "}\n"
+        yield [f'{{"name":"message","cat":"message","ph":"s","id":{m},"ts":{t},"pid":0,"tid":{r}}}'
+               for m, t, r in zip(match[s_rows].tolist(), us_text(enter_ns[s_rows]),
+                                  events["rank"].to_numpy()[s_rows].tolist(), strict=True)]
+        yield [f'{{"name":"message","cat":"message","ph":"f","bp":"e","id":{m},"ts":{t},"pid":0,"tid":{r}}}'
+               for m, t, r in zip(match[s_rows].tolist(), us_text(exit_ns[end]),
+                                  events["rank"].to_numpy()[end].tolist(), strict=True)]
 
 
 def write_chrome_trace(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, Any], path: Path,
@@ -194,5 +216,6 @@ def write_chrome_trace(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict
     """Write the Chrome trace (summarised beyond ``max_events``) unless the table is too large for one."""
     if max_events is None and len(events) > CHROME_MAX_EVENTS:
         return False
-    path.write_text(chrome_trace_text(events, waits, metadata, max_events))
+    with path.open("w") as out:
+        _write_chrome(out, events, waits, metadata, max_events)
     return True
