@@ -2,11 +2,13 @@
 
 The LARED-S-like scenario (Dawning 5000A model) runs stage by stage, exactly as ``waitlab run`` does
 (generation, trace writing, SMPI, reading the log, the event table, wait states, summary, the results
-folder without picture).  Before each stage the process's peak resident set (``VmHWM``) is reset through
-``/proc/self/clear_refs``; after it the new peak is read.  Printed per stage: wall time, peak RSS above
-the RSS after the imports and a 16-rank warm-up run, and that figure divided by the number of events
-(bytes per event held at the stage's peak, everything held from earlier stages included); then the
-whole run's wall time over its SMPI stage.  Each size runs in a fresh subprocess.
+folder with its picture unless ``--no-png``).  Before each stage the process's peak resident set
+(``VmHWM``) is reset through ``/proc/self/clear_refs``; after it the new peak is read.  Printed per
+stage: wall time, peak RSS above the RSS after the imports and a 16-rank warm-up run, and that figure
+divided by the number of events (bytes per event held at the stage's peak, everything held from earlier
+stages included); then the whole run's wall time over its SMPI stage.  Each size runs in a fresh
+subprocess.  ``--tracemalloc`` adds the peak and the held bytes of Python and numpy allocations (not
+pyarrow's) per stage.
 
     .venv/bin/python benchmarks/bench_memory.py --ranks 1024 4096 --steps 1
 
@@ -59,7 +61,7 @@ def _scenario(ranks: int, steps: int) -> Any:
                         "bench_memory")
 
 
-def one(ranks: int, steps: int, traced: bool = False) -> dict[str, Any]:
+def one(ranks: int, steps: int, traced: bool = False, png: bool = True) -> dict[str, Any]:
     sc = _scenario(ranks, steps)
     with tempfile.TemporaryDirectory(prefix="bench-mem-warm-") as tmp:  # lazy imports and first-use caches
         write_run(run(_scenario(16, 1)), Path(tmp), png=False)
@@ -103,7 +105,7 @@ def one(ranks: int, steps: int, traced: bool = False) -> dict[str, Any]:
     ex = Execution(ops, events, res.output, settings, {})
     result = stage("waits+summary", lambda: finish(prep, ex))
     with tempfile.TemporaryDirectory(prefix="bench-mem-out-") as tmp:
-        stage("write_results", lambda: write_run(Run(result), Path(tmp), png=False))
+        stage("write_results", lambda: write_run(Run(result), Path(tmp), png=png))
     total = time.perf_counter() - t0
     n = len(result.events)
     smpi = next(s for name, s, _ in rows if name == "smpi")
@@ -124,14 +126,15 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=1800)
     ap.add_argument("--tracemalloc", action="store_true",
                     help="also trace Python and numpy allocations (slower: times are not comparable)")
+    ap.add_argument("--no-png", action="store_true", help="skip the timeline picture (as waitlab run --no-png)")
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
-        print(json.dumps(one(args.ranks[0], args.steps, args.tracemalloc)))
+        print(json.dumps(one(args.ranks[0], args.steps, args.tracemalloc, not args.no_png)))
         return 0
     for n in args.ranks:
         cmd = [sys.executable, __file__, "--one", "--ranks", str(n), "--steps", str(args.steps),
-               *(["--tracemalloc"] if args.tracemalloc else [])]
+               *(["--tracemalloc"] if args.tracemalloc else []), *(["--no-png"] if args.no_png else [])]
         try:
             out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, start_new_session=True)
         except subprocess.TimeoutExpired:
