@@ -64,7 +64,7 @@ def _scenario(ranks: int, steps: int) -> Any:
 def one(ranks: int, steps: int, traced: bool = False, png: bool = True) -> dict[str, Any]:
     sc = _scenario(ranks, steps)
     with tempfile.TemporaryDirectory(prefix="bench-mem-warm-") as tmp:  # lazy imports and first-use caches
-        write_run(run(_scenario(16, 1)), Path(tmp), png=False)
+        write_run(run(_scenario(16, 1)), Path(tmp), png=png)
     gc.collect()
     base = _status("VmRSS")
     rows: list[tuple[str, float, int]] = []
