@@ -93,12 +93,14 @@ def _fill_markers(kept: tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], 
     t_exit = np.empty(n)
     t_enter[keep], t_exit[keep] = te_k, tx_k
     del kept, te_k, tx_k
-    last = np.maximum.accumulate(np.where(~marker, np.arange(n), -1))  # last real action at or before i
+    last = np.arange(n)
+    last[marker] = -1
+    np.maximum.accumulate(last, out=last)  # last real action at or before each row
     counts = ops.per_rank_counts()
-    first_row = np.repeat(np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
-    same_rank = last >= first_row
     m = np.flatnonzero(marker)
-    t = np.where(same_rank[m], t_exit[np.maximum(last[m], 0)], start[ops.rank[m]])
+    last = last[m]
+    first_row = np.concatenate(([0], np.cumsum(counts)[:-1]))[ops.rank[m]]  # rows are in (rank, seq) order
+    t = np.where(last >= first_row, t_exit[np.maximum(last, 0)], start[ops.rank[m]])
     t_enter[m] = t_exit[m] = t
     return t_enter, t_exit
 
