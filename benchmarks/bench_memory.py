@@ -20,6 +20,8 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -135,11 +137,17 @@ def main() -> int:
     for n in args.ranks:
         cmd = [sys.executable, __file__, "--one", "--ranks", str(n), "--steps", str(args.steps),
                *(["--tracemalloc"] if args.tracemalloc else []), *(["--no-png"] if args.no_png else [])]
+        # its own session: on time-out, kill the whole group (smpirun and the SMPI process included)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)
         try:
-            out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, start_new_session=True)
+            stdout, stderr = proc.communicate(timeout=args.timeout)
         except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
             print(f"{n:>6} ranks: timed out after {args.timeout:.0f} s")
             continue
+        out = subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
         if out.returncode != 0:
             print(f"{n:>6} ranks: FAILED {out.stderr.strip().splitlines()[-1:] or out.returncode}")
             continue
