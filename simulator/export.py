@@ -97,21 +97,29 @@ def us_text(ns: np.ndarray) -> list[str]:
 
 
 def first_steps(events: pd.DataFrame, waits: pd.DataFrame, max_events: int
-                ) -> tuple[pd.DataFrame, pd.DataFrame, int]:
+                ) -> tuple[pd.DataFrame, pd.DataFrame, int, int | None]:
     """The events of the first steps that fit in ``max_events`` (and events outside steps before them), with their
-    waits; row references (``done``, ``waits.event``) renumbered.  Returns the tables and the last step kept.
+    waits; row references (``done``, ``waits.event``) renumbered.  When even the first step does not fit (a step
+    of many ranks), only its lowest ranks that fit are kept.  Returns the tables, the last step kept and the
+    number of ranks kept (``None``: all).
 
     >>> ev = pd.DataFrame({"step": [-1, 0, 0, 1, 1, 2], "done": [-1, 2, -1, 4, -1, -1]})
     >>> w = pd.DataFrame({"event": [1, 3, 5], "wait": [1.0, 2.0, 3.0]})
-    >>> e2, w2, last = first_steps(ev, w, 4)
-    >>> e2["done"].tolist(), w2["event"].tolist(), last
-    ([-1, 2, -1], [1], 0)
+    >>> e2, w2, last, ranks = first_steps(ev, w, 4)
+    >>> e2["done"].tolist(), w2["event"].tolist(), last, ranks
+    ([-1, 2, -1], [1], 0, None)
     """
     step = events["step"].to_numpy()
     per_step = np.bincount(step[step >= 0]) if (step >= 0).any() else np.zeros(0, np.int64)
     fit = np.flatnonzero(np.cumsum(per_step) + int((step < 0).sum()) <= max_events)
     last = int(fit[-1]) if fit.size else 0
     keep = step <= last
+    n_ranks: int | None = None
+    if int(keep.sum()) > max_events:  # one step of many ranks: its lowest ranks that fit (at least one)
+        rank = events["rank"].to_numpy()
+        per_rank = np.bincount(rank[keep])
+        n_ranks = max(int(np.searchsorted(np.cumsum(per_rank), max_events, side="right")), 1)
+        keep &= rank < n_ranks
     new_row = np.cumsum(keep) - 1
     out = events[keep].reset_index(drop=True)
     if "done" in out:
@@ -122,7 +130,7 @@ def first_steps(events: pd.DataFrame, waits: pd.DataFrame, max_events: int
     w_keep = keep[waits["event"].to_numpy()] if len(waits) else np.zeros(0, bool)
     w_out = waits[w_keep].reset_index(drop=True)
     w_out["event"] = new_row[w_out["event"].to_numpy()]
-    return out, w_out, last
+    return out, w_out, last, n_ranks
 
 
 def chrome_trace_text(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, Any],
@@ -132,8 +140,8 @@ def chrome_trace_text(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[
     Times are integer nanoseconds of simulated time (enter and exit rounded once, so slices that touch
     or nest in the event table touch or nest exactly), written as microseconds by :func:`us_text`.
     Built as text from numpy columns: the per-row work is one string format, not a dict per event.
-    With ``max_events``, a larger table is summarised: only its first steps that fit (:func:`first_steps`), and
-    ``otherData.summarised`` says which.
+    With ``max_events``, a larger table is summarised: only its first steps that fit, or the lowest ranks of the
+    first step (:func:`first_steps`), and ``otherData.summarised`` says which.
     """
     out = io.StringIO()
     _write_chrome(out, events, waits, metadata, max_events)
@@ -146,8 +154,9 @@ def _write_chrome(out: TextIO, events: pd.DataFrame, waits: pd.DataFrame, metada
     time, so neither the whole list of records nor the whole text is held."""
     if max_events is not None and len(events) > max_events:
         n_all = len(events)
-        events, waits, last = first_steps(events, waits, max_events)
-        metadata = {**metadata, "summarised": f"steps 0..{last} only ({len(events)} of {n_all} events): "
+        events, waits, last, n_ranks = first_steps(events, waits, max_events)
+        ranks = "" if n_ranks is None else f", ranks 0..{n_ranks - 1}"
+        metadata = {**metadata, "summarised": f"steps 0..{last}{ranks} only ({len(events)} of {n_all} events): "
                                               "waitlab export --chrome writes the whole run"}
     out.write('{"traceEvents":[\n')
     first = True
