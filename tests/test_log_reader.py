@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 from waitlab.errors import SimulationError
+from waitlab.experiments.pipeline import prepare, simulate_ops
+from waitlab.experiments.scenario import from_mapping
 from waitlab.models.ops import CODE, OpBuilder, OpTable
 from waitlab.simulator.log_reader import stream_rank_ordered
 from waitlab.simulator.timeline import LOG_DTYPE, read_log
@@ -117,3 +119,19 @@ def test_a_truncated_log_is_named(tmp_path: Path) -> None:
     log[:-1].tofile(tmp_path / "log")
     with pytest.raises(SimulationError, match="incomplete: rank 2"):
         read_log(tmp_path / "log", ops, chunk_records=4)
+
+
+@pytest.mark.simgrid
+def test_a_real_replay_log_read_in_small_chunks(tmp_path: Path) -> None:
+    sc = from_mapping({"scenario": {"name": "chunks", "ranks": 8, "seed": 2}, "platform": {"name": "dawning_5000a"},
+                       "application": {"kind": "lared_s", "steps": 2}}, "test")
+    res = simulate_ops(prepare(sc), keep_dir=tmp_path / "run")
+    log = np.fromfile(tmp_path / "run" / "events.bin", dtype=LOG_DTYPE)
+    mixed = _interleave(log, 5)
+    assert not np.array_equal(mixed["rank"], log["rank"])  # the whole-file reader's order, not the chunked one's
+    mixed.tofile(tmp_path / "interleaved")
+    whole = read_log(tmp_path / "interleaved", res.ops)
+    for chunk in (1, 7, 1 << 20):
+        got = read_log(tmp_path / "run" / "events.bin", res.ops, chunk_records=chunk)
+        np.testing.assert_array_equal(got[0], whole[0])
+        np.testing.assert_array_equal(got[1], whole[1])
