@@ -33,7 +33,13 @@ from waitlab.experiments.scenario import Scenario, from_mapping, read_toml
 from waitlab.models.analysis.metrics import ledger_frame
 from waitlab.models.analysis.summary import rank_budget
 from waitlab.models.ops import CAUSE_KINDS, Ledger, OpTable
-from waitlab.simulator.export import CHROME_SUMMARY_EVENTS, read_table, write_chrome_trace, write_table
+from waitlab.simulator.export import (
+    CHROME_SUMMARY_EVENTS,
+    ROW_GROUP_ROWS,
+    read_table,
+    write_chrome_trace,
+    write_table,
+)
 from waitlab.simulator.timeline import SCHEMA_VERSION
 
 MARKER = ".waitlab"
@@ -156,10 +162,15 @@ def summary_text(summary: dict[str, Any], metadata: dict[str, Any]) -> str:
 
 def write_ops(ops: OpTable, path: Path, metadata: dict[str, Any]) -> None:
     """The operation table as Parquet; names and rank count in the file's metadata."""
-    table = pa.table({c: getattr(ops, c) for c in OpTable.COLUMNS})
     meta = {b"waitlab": json.dumps({**metadata, "n_ranks": ops.n_ranks, "names": list(ops.names),
                                     "comms": [list(c) for c in ops.comms]}, sort_keys=True).encode()}
-    pq.write_table(table.replace_schema_metadata(meta), path)
+    schema = pa.schema([pa.field(c, pa.from_numpy_dtype(getattr(ops, c).dtype)) for c in OpTable.COLUMNS],
+                       metadata=meta)
+    with pq.ParquetWriter(path, schema) as writer:  # one row group at a time: no whole-table buffers
+        for start in range(0, max(len(ops), 1), ROW_GROUP_ROWS):
+            part = pa.table({c: getattr(ops, c)[start:start + ROW_GROUP_ROWS] for c in OpTable.COLUMNS},
+                            schema=schema)
+            writer.write_table(part, row_group_size=ROW_GROUP_ROWS)
 
 
 def write_result(result: RunResult, folder: Path, *, png: bool = True, scenario_file: bool = True) -> None:

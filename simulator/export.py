@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import numpy as np
 import pandas as pd
@@ -21,14 +23,41 @@ CHROME_MAX_EVENTS = 1_000_000
 CHROME_SUMMARY_EVENTS = 200_000
 #: Event tables larger than this are written as Parquet only (no CSV copy).
 CSV_MAX_ROWS = 200_000
+#: Rows per Parquet row group (pyarrow's default), written one at a time by :func:`write_table`.
+ROW_GROUP_ROWS = 1024 * 1024
 
 
-def write_table(df: pd.DataFrame, path: Path, metadata: dict[str, Any], csv: bool = True) -> None:
-    """Write ``df`` as Parquet (metadata under the key ``waitlab``) and, optionally, CSV beside it."""
-    table = pa.Table.from_pandas(df, preserve_index=False)
-    meta = dict(table.schema.metadata or {})
+def _with_waitlab(schema: pa.Schema, metadata: dict[str, Any]) -> dict[bytes, bytes]:
+    """The schema's metadata (pandas') with waitlab's run metadata under the key ``waitlab``."""
+    meta = dict(schema.metadata or {})
     meta[b"waitlab"] = json.dumps(metadata, sort_keys=True).encode()
-    pq.write_table(table.replace_schema_metadata(meta), path, compression="zstd")
+    return meta
+
+
+def write_table(df: pd.DataFrame, path: Path, metadata: dict[str, Any], csv: bool = True,
+                row_group_rows: int = ROW_GROUP_ROWS) -> None:
+    """Write ``df`` as Parquet (metadata under the key ``waitlab``) and, optionally, CSV beside it.
+
+    The Parquet file is written one row group of ``row_group_rows`` rows at a time, each converted from
+    its slice of ``df`` just before it is written, so no Arrow copy of the whole table is held; the bytes
+    are those of ``pyarrow.parquet.write_table`` with the same row group size.
+    """
+    if len(df) <= row_group_rows:
+        table = pa.Table.from_pandas(df, preserve_index=False)
+        pq.write_table(table.replace_schema_metadata(_with_waitlab(table.schema, metadata)), path,
+                       compression="zstd", row_group_size=row_group_rows)
+    else:
+        schema = pa.Schema.from_pandas(df, preserve_index=False)
+        schema = schema.with_metadata(_with_waitlab(schema, metadata))
+        with pq.ParquetWriter(path, schema, compression="zstd") as writer:
+            for start in range(0, len(df), row_group_rows):
+                part = pa.Table.from_pandas(df.iloc[start:start + row_group_rows], schema=schema,
+                                            preserve_index=False)
+                writer.write_table(part, row_group_size=row_group_rows)
+                del part
+        if not (csv and len(df) <= CSV_MAX_ROWS):
+            return
+        table = pa.Table.from_pandas(df, preserve_index=False)
     if csv and len(df) <= CSV_MAX_ROWS:
         # pyarrow's C++ writer: ~10x faster than pandas; categoricals are written as their labels
         plain = table.cast(pa.schema([pa.field(f.name, f.type.value_type if pa.types.is_dictionary(f.type)
@@ -68,21 +97,29 @@ def us_text(ns: np.ndarray) -> list[str]:
 
 
 def first_steps(events: pd.DataFrame, waits: pd.DataFrame, max_events: int
-                ) -> tuple[pd.DataFrame, pd.DataFrame, int]:
+                ) -> tuple[pd.DataFrame, pd.DataFrame, int, int | None]:
     """The events of the first steps that fit in ``max_events`` (and events outside steps before them), with their
-    waits; row references (``done``, ``waits.event``) renumbered.  Returns the tables and the last step kept.
+    waits; row references (``done``, ``waits.event``) renumbered.  When even the first step does not fit (a step
+    of many ranks), only its lowest ranks that fit are kept.  Returns the tables, the last step kept and the
+    number of ranks kept (``None``: all).
 
     >>> ev = pd.DataFrame({"step": [-1, 0, 0, 1, 1, 2], "done": [-1, 2, -1, 4, -1, -1]})
     >>> w = pd.DataFrame({"event": [1, 3, 5], "wait": [1.0, 2.0, 3.0]})
-    >>> e2, w2, last = first_steps(ev, w, 4)
-    >>> e2["done"].tolist(), w2["event"].tolist(), last
-    ([-1, 2, -1], [1], 0)
+    >>> e2, w2, last, ranks = first_steps(ev, w, 4)
+    >>> e2["done"].tolist(), w2["event"].tolist(), last, ranks
+    ([-1, 2, -1], [1], 0, None)
     """
     step = events["step"].to_numpy()
     per_step = np.bincount(step[step >= 0]) if (step >= 0).any() else np.zeros(0, np.int64)
     fit = np.flatnonzero(np.cumsum(per_step) + int((step < 0).sum()) <= max_events)
     last = int(fit[-1]) if fit.size else 0
     keep = step <= last
+    n_ranks: int | None = None
+    if int(keep.sum()) > max_events:  # one step of many ranks: its lowest ranks that fit (at least one)
+        rank = events["rank"].to_numpy()
+        per_rank = np.bincount(rank[keep])
+        n_ranks = max(int(np.searchsorted(np.cumsum(per_rank), max_events, side="right")), 1)
+        keep &= rank < n_ranks
     new_row = np.cumsum(keep) - 1
     out = events[keep].reset_index(drop=True)
     if "done" in out:
@@ -93,7 +130,7 @@ def first_steps(events: pd.DataFrame, waits: pd.DataFrame, max_events: int
     w_keep = keep[waits["event"].to_numpy()] if len(waits) else np.zeros(0, bool)
     w_out = waits[w_keep].reset_index(drop=True)
     w_out["event"] = new_row[w_out["event"].to_numpy()]
-    return out, w_out, last
+    return out, w_out, last, n_ranks
 
 
 def chrome_trace_text(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, Any],
@@ -103,14 +140,36 @@ def chrome_trace_text(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[
     Times are integer nanoseconds of simulated time (enter and exit rounded once, so slices that touch
     or nest in the event table touch or nest exactly), written as microseconds by :func:`us_text`.
     Built as text from numpy columns: the per-row work is one string format, not a dict per event.
-    With ``max_events``, a larger table is summarised: only its first steps that fit (:func:`first_steps`), and
-    ``otherData.summarised`` says which.
+    With ``max_events``, a larger table is summarised: only its first steps that fit, or the lowest ranks of the
+    first step (:func:`first_steps`), and ``otherData.summarised`` says which.
     """
+    out = io.StringIO()
+    _write_chrome(out, events, waits, metadata, max_events)
+    return out.getvalue()
+
+
+def _write_chrome(out: TextIO, events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, Any],
+                  max_events: int | None) -> None:
+    """Write the text of :func:`chrome_trace_text` to ``out`` one section (metadata, slices, waits, flows) at a
+    time, so neither the whole list of records nor the whole text is held."""
     if max_events is not None and len(events) > max_events:
         n_all = len(events)
-        events, waits, last = first_steps(events, waits, max_events)
-        metadata = {**metadata, "summarised": f"steps 0..{last} only ({len(events)} of {n_all} events): "
+        events, waits, last, n_ranks = first_steps(events, waits, max_events)
+        ranks = "" if n_ranks is None else f", ranks 0..{n_ranks - 1}"
+        metadata = {**metadata, "summarised": f"steps 0..{last}{ranks} only ({len(events)} of {n_all} events): "
                                               "waitlab export --chrome writes the whole run"}
+    out.write('{"traceEvents":[\n')
+    first = True
+    for parts in _chrome_sections(events, waits, metadata):
+        if parts:
+            out.write(("" if first else ",\n") + ",\n".join(parts))
+            first = False
+        del parts
+    out.write('\n],"displayTimeUnit":"ns","otherData":' + json.dumps(metadata, sort_keys=True) + "}\n")
+
+
+def _chrome_sections(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, Any]) -> Iterator[list[str]]:
+    """The trace's records, section by section (process and thread names, slices, waits, message flows)."""
     enter_ns = to_ns(events["enter"].to_numpy())
     exit_ns = np.maximum(to_ns(events["exit"].to_numpy()), enter_ns)
     ts = us_text(enter_ns)
@@ -121,21 +180,22 @@ def chrome_trace_text(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[
     name = np.where(is_region, np.array(_labels(events["region"]), dtype=object),
                     np.array(_labels(events["op"]), dtype=object)).tolist()
     step = events["step"].tolist()
-    parts = [json.dumps({"name": "process_name", "ph": "M", "pid": 0,
-                         "args": {"name": f"waitlab: {metadata.get('scenario', '')}"}})]
-    parts += [f'{{"name":"thread_name","ph":"M","pid":0,"tid":{r},"args":{{"name":"rank {r}"}}}}'
-              for r in sorted(set(rank))]
-    parts += [f'{{"name":{n},"cat":{k},"ph":"X","ts":{t},"dur":{d},"pid":0,"tid":{r},"args":{{"step":{s}}}}}'
-              for n, k, t, d, r, s in zip(name, kind, ts, dur, rank, step, strict=True)]
+    yield [json.dumps({"name": "process_name", "ph": "M", "pid": 0,
+                       "args": {"name": f"waitlab: {metadata.get('scenario', '')}"}}),
+           *(f'{{"name":"thread_name","ph":"M","pid":0,"tid":{r},"args":{{"name":"rank {r}"}}}}'
+             for r in sorted(set(rank)))]
+    yield [f'{{"name":{n},"cat":{k},"ph":"X","ts":{t},"dur":{d},"pid":0,"tid":{r},"args":{{"step":{s}}}}}'
+           for n, k, t, d, r, s in zip(name, kind, ts, dur, rank, step, strict=True)]
+    del name, kind, ts, dur, rank, step
     # A wait is a child of its operation: it starts at the operation's enter and ends inside it.
     w_ev = waits["event"].to_numpy()
     w_end = np.minimum(to_ns(events["enter"].to_numpy()[w_ev] + waits["wait"].to_numpy()), exit_ns[w_ev])
     w_end = np.maximum(w_end, enter_ns[w_ev])
-    parts += [f'{{"name":"wait: {p}","cat":"wait","ph":"X","ts":{t},"dur":{d},"pid":0,"tid":{r},'
-              f'"cname":"terrible","args":{{"peer_rank":{q}}}}}'
-              for p, t, d, r, q in zip(waits["pattern"].astype(str).tolist(), us_text(enter_ns[w_ev]),
-                                       us_text(w_end - enter_ns[w_ev]), waits["rank"].tolist(),
-                                       waits["peer_rank"].tolist(), strict=True)]
+    yield [f'{{"name":"wait: {p}","cat":"wait","ph":"X","ts":{t},"dur":{d},"pid":0,"tid":{r},'
+           f'"cname":"terrible","args":{{"peer_rank":{q}}}}}'
+           for p, t, d, r, q in zip(waits["pattern"].astype(str).tolist(), us_text(enter_ns[w_ev]),
+                                    us_text(w_end - enter_ns[w_ev]), waits["rank"].tolist(),
+                                    waits["peer_rank"].tolist(), strict=True)]
     # Messages as flow arrows from the send to the end of the operation that completed the receive.
     op = events["op"]
     send_codes = [i for i, c in enumerate(op.cat.categories) if c in SEND_ACTIONS]
@@ -152,14 +212,12 @@ def chrome_trace_text(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[
         ok = rr >= 0
         s_rows, rr = s_rows[ok], rr[ok]
         end = np.where(done[rr] >= 0, done[rr], rr)
-        parts += [f'{{"name":"message","cat":"message","ph":"s","id":{m},"ts":{t},"pid":0,"tid":{r}}}'
-                  for m, t, r in zip(match[s_rows].tolist(), us_text(enter_ns[s_rows]),
-                                     events["rank"].to_numpy()[s_rows].tolist(), strict=True)]
-        parts += [f'{{"name":"message","cat":"message","ph":"f","bp":"e","id":{m},"ts":{t},"pid":0,"tid":{r}}}'
-                  for m, t, r in zip(match[s_rows].tolist(), us_text(exit_ns[end]),
-                                     events["rank"].to_numpy()[end].tolist(), strict=True)]
-    other = json.dumps(metadata, sort_keys=True)
-    return '{"traceEvents":[\n' + ",\n".join(parts) + '\n],"displayTimeUnit":"ns","otherData":' + other + "}\n"
+        yield [f'{{"name":"message","cat":"message","ph":"s","id":{m},"ts":{t},"pid":0,"tid":{r}}}'
+               for m, t, r in zip(match[s_rows].tolist(), us_text(enter_ns[s_rows]),
+                                  events["rank"].to_numpy()[s_rows].tolist(), strict=True)]
+        yield [f'{{"name":"message","cat":"message","ph":"f","bp":"e","id":{m},"ts":{t},"pid":0,"tid":{r}}}'
+               for m, t, r in zip(match[s_rows].tolist(), us_text(exit_ns[end]),
+                                  events["rank"].to_numpy()[end].tolist(), strict=True)]
 
 
 def write_chrome_trace(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, Any], path: Path,
@@ -167,5 +225,6 @@ def write_chrome_trace(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict
     """Write the Chrome trace (summarised beyond ``max_events``) unless the table is too large for one."""
     if max_events is None and len(events) > CHROME_MAX_EVENTS:
         return False
-    path.write_text(chrome_trace_text(events, waits, metadata, max_events))
+    with path.open("w") as out:
+        _write_chrome(out, events, waits, metadata, max_events)
     return True

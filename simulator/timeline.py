@@ -28,11 +28,11 @@ from waitlab.models.vocabulary import (
     VOCABULARY,
     lut,
 )
+from waitlab.simulator.log_reader import LOG_CHUNK_RECORDS, stream_rank_ordered
+from waitlab.simulator.log_reader import LOG_DTYPE as LOG_DTYPE  # the log's record type, re-exported
 from waitlab.simulator.matching import completions, group_cumcount, match_messages
 
 SCHEMA_VERSION = 1
-
-LOG_DTYPE = np.dtype([("rank", "<i4"), ("code", "<i4"), ("t_enter", "<f8"), ("t_exit", "<f8")])
 
 #: Event kinds (the ``kind`` column's categories, in this order): regions, each local action, MPI, other.
 KINDS: tuple[str, ...] = ("region", "compute", "mpi", "overhead", "noise", "delay", "flush", "swap", "sleep",
@@ -48,7 +48,8 @@ _IS_COLLECTIVE = lut(COLLECTIVE_ACTIONS)
 _IS_MARKER = lut(REGION_MARKERS)
 
 
-def read_log(path: Path, ops: OpTable) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+def read_log(path: Path, ops: OpTable, chunk_records: int = LOG_CHUNK_RECORDS
+             ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """Enter and exit times of every operation of ``ops`` (in its row order).
 
     Operations whose action is a region marker (``enter``/``leave``) may be absent from the log: they
@@ -56,33 +57,50 @@ def read_log(path: Path, ops: OpTable) -> tuple[npt.NDArray[np.float64], npt.NDA
     exit time of the rank's previous action (or of its ``init``).  :func:`waitlab.simulator.replay.replay_ops`
     keeps markers out of the SMPI trace for speed and this function fills their times in.
 
+    A log written rank after rank (the replay extension's) is read ``chunk_records`` records at a time
+    (:mod:`waitlab.simulator.log_reader`); any other is read whole.
+
     Raises :class:`SimulationError` when the log does not cover every operation
     (a replay that stopped early) or its actions do not match the trace.
     """
     if not path.exists():
         raise SimulationError(f"the replay wrote no event log ({path}); the simulation did not start")
-    log = np.fromfile(path, dtype=LOG_DTYPE)
     marker = (ops.code == CODE["enter"]) | (ops.code == CODE["leave"])
+    if marker.any():  # the usual case: markers left out of the trace
+        keep = np.flatnonzero(~marker)
+        got = stream_rank_ordered(path, ops.code[keep], ops.rank[keep], ops.n_ranks, chunk_records)
+        if got is not None:
+            return _fill_markers(got, keep, ops, marker)
+    got = stream_rank_ordered(path, ops.code, ops.rank, ops.n_ranks, chunk_records)
+    if got is not None:
+        return got[0], got[1]
+    log = np.fromfile(path, dtype=LOG_DTYPE)  # another order (or a problem to name): read it whole
     if marker.any() and log.size and not _IS_MARKER[log["code"]].any():
-        return _fill_markers(log, ops, marker)
+        keep = np.flatnonzero(~marker)
+        return _fill_markers(_read_aligned(log, ops.code[keep], ops.rank[keep], ops.seq[keep], ops.n_ranks),
+                             keep, ops, marker)
     te, tx, _ = _read_aligned(log, ops.code, ops.rank, ops.seq, ops.n_ranks)
     return te, tx
 
 
-def _fill_markers(log: npt.NDArray[Any], ops: OpTable, marker: npt.NDArray[np.bool_]
+def _fill_markers(kept: tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64]],
+                  keep: npt.NDArray[np.int64], ops: OpTable, marker: npt.NDArray[np.bool_]
                   ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    keep = np.flatnonzero(~marker)
-    te_k, tx_k, start = _read_aligned(log, ops.code[keep], ops.rank[keep], ops.seq[keep], ops.n_ranks)
+    """Times of all operations from those of the non-marker ones (``keep``) and each rank's start."""
+    te_k, tx_k, start = kept
     n = len(ops)
     t_enter = np.empty(n)
     t_exit = np.empty(n)
     t_enter[keep], t_exit[keep] = te_k, tx_k
-    last = np.maximum.accumulate(np.where(~marker, np.arange(n), -1))  # last real action at or before i
+    del kept, te_k, tx_k
+    last = np.arange(n)
+    last[marker] = -1
+    np.maximum.accumulate(last, out=last)  # last real action at or before each row
     counts = ops.per_rank_counts()
-    first_row = np.repeat(np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
-    same_rank = last >= first_row
     m = np.flatnonzero(marker)
-    t = np.where(same_rank[m], t_exit[np.maximum(last[m], 0)], start[ops.rank[m]])
+    last = last[m]
+    first_row = np.concatenate(([0], np.cumsum(counts)[:-1]))[ops.rank[m]]  # rows are in (rank, seq) order
+    t = np.where(last >= first_row, t_exit[np.maximum(last, 0)], start[ops.rank[m]])
     t_enter[m] = t_exit[m] = t
     return t_enter, t_exit
 
@@ -184,33 +202,47 @@ def collective_instances(ops: OpTable) -> npt.NDArray[np.int64]:
 
 
 def build_events(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: npt.NDArray[np.float64]) -> pd.DataFrame:
-    """The event table of docs/event_table.md from operations and their simulated times."""
+    """The event table of docs/event_table.md from operations and their simulated times.
+
+    Each operation-length intermediate is taken to the output rows and freed as soon as it is used, so the
+    peak stays near the table itself (issue 15: waitlab's own memory at scale).
+    """
     n = len(ops)
     _, l_rows, enclosing = _regions(ops)
-    match = match_messages(ops)
-    done = completions(ops, match)
-    inst = collective_instances(ops)
-    match = np.where(inst >= 0, inst, match)
     # Output rows: region rows (at the enter marker's position) and leaf rows, in (rank, seq) order.
     src_rows = np.flatnonzero(ops.code != CODE["leave"])
     out_index = np.full(n, -1, np.int64)
     out_index[src_rows] = np.arange(src_rows.size)
-    is_region = ops.code[src_rows] == CODE["enter"]
+    code = ops.code[src_rows]
+    is_region = code == CODE["enter"]
+    match_op = match_messages(ops)
+    done_op = completions(ops, match_op)
+    inst = collective_instances(ops)
+    np.copyto(match_op, inst, where=inst >= 0)
+    del inst
+    match = match_op[src_rows]
+    del match_op
+    match[is_region] = -1
+    done = done_op[src_rows]
+    del done_op
+    done = np.where(done >= 0, out_index[np.maximum(done, 0)], -1)
     enter = t_enter[src_rows]
     exit_ = t_exit[src_rows]
     exit_[is_region] = t_exit[l_rows]  # region rows appear in e_rows order, and l_rows is aligned with it
+    del l_rows
     parent_src = enclosing[src_rows]
+    del enclosing
     parent = np.where(parent_src >= 0, out_index[np.maximum(parent_src, 0)], -1)
-    # depth = number of enclosing regions
-    depth = np.zeros(src_rows.size, np.int16)
-    region_id = np.where(is_region, ops.name[src_rows], np.where(parent >= 0, ops.name[np.maximum(parent_src, 0)],
-                                                                 -1))
-    path_id, path_names = _paths(src_rows.size, parent, is_region, ops.name[src_rows], ops.names, depth)
-    kind = np.where(is_region, KINDS.index("region"), _KIND_OF_CODE[ops.code[src_rows]]).astype(np.int8)
-    op = np.where(is_region, REGION_OP, ops.code[src_rows]).astype(np.int16)
+    del out_index
+    name = ops.name[src_rows]
+    region_id = np.where(is_region, name, np.where(parent >= 0, ops.name[np.maximum(parent_src, 0)], -1))
+    del parent_src
+    depth = np.zeros(src_rows.size, np.int16)  # number of enclosing regions
+    path_id, path_names = _paths(src_rows.size, parent, is_region, name, ops.names, depth)
+    del name
+    kind = np.where(is_region, KINDS.index("region"), _KIND_OF_CODE[code]).astype(np.int8)
+    op = np.where(is_region, REGION_OP, code).astype(np.int16)
     peer = ops.peer[src_rows]
-    code = ops.code[src_rows]
-    has_peer = _HAS_PEER[code] & ~is_region
     comm = ops.comm[src_rows]
     if ops.comms:  # ranks, roots and sizes within each operation's communicator
         local = local_ranks(ops)
@@ -218,11 +250,18 @@ def build_events(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: npt.NDA
         me = local[comm, ops.rank[src_rows]]
         root = np.where(peer >= 0, local[comm, np.maximum(peer, 0)], -1)
         sent, received = bytes_moved(code, ops.value[src_rows], ops.value2[src_rows], me, root, size)
+        del local, size, me, root
     else:
         sent, received = bytes_moved(code, ops.value[src_rows], ops.value2[src_rows], ops.rank[src_rows], peer,
                                      ops.n_ranks)
+    sent[is_region] = 0
+    received[is_region] = 0
+    peer = np.where(_HAS_PEER[code] & ~is_region, peer, -1).astype(np.int32)
+    comm = np.where(is_region, 0, comm).astype(np.int32)
+    del code
     names_cat = [*ops.names, ""]
     region_codes = np.where(region_id >= 0, region_id, len(ops.names))
+    del region_id
     cols: dict[str, Any] = {
         "rank": ops.rank[src_rows],
         "seq": ops.seq[src_rows],
@@ -233,18 +272,19 @@ def build_events(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: npt.NDA
         "step": ops.step[src_rows],
         "enter": enter,
         "exit": exit_,
-        "peer": np.where(has_peer, peer, -1).astype(np.int32),
+        "peer": peer,
         "tag": ops.tag[src_rows],
-        "comm": np.where(is_region, 0, comm).astype(np.int32),
-        "bytes": np.where(is_region, 0, sent),
-        "recv_bytes": np.where(is_region, 0, received),
-        "match": np.where(is_region, -1, match[src_rows]),
-        "done": np.where(done[src_rows] >= 0, out_index[np.maximum(done[src_rows], 0)], -1),
+        "comm": comm,
+        "bytes": sent,
+        "recv_bytes": received,
+        "match": match,
+        "done": done,
         "parent": parent,
         "depth": depth,
         "cause": ops.cause[src_rows],
         "excess": ops.excess[src_rows],
     }
+    del kind, op, region_codes, path_id
     return annotate_rma(pd.DataFrame(cols, copy=False))  # RMA rows: match = epoch, done = closing call
 
 

@@ -8,12 +8,24 @@ rank finished, or gaps between activities).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 PERTURBATION_KINDS = ("noise", "overhead", "flush", "swap", "delay", "sleep")
+
+
+def _kind_test(kind: pd.Series) -> Callable[[Sequence[str]], npt.NDArray[np.bool_]]:
+    """``test(labels)``: which rows' kind is one of ``labels`` (on a categorical's codes: no string per row)."""
+    if isinstance(kind.dtype, pd.CategoricalDtype):
+        codes = kind.cat.codes.to_numpy()
+        labels = np.asarray(kind.cat.categories.astype(str))
+        return lambda want: np.append(np.isin(labels, want), False)[codes]  # code -1 (missing) matches nothing
+    as_str = kind.to_numpy().astype(str)
+    return lambda want: np.isin(as_str, want)
 
 
 def rank_budget(events: pd.DataFrame, waits: pd.DataFrame, n_ranks: int | None = None) -> pd.DataFrame:
@@ -30,16 +42,16 @@ def rank_budget(events: pd.DataFrame, waits: pd.DataFrame, n_ranks: int | None =
     n = int(n_ranks if n_ranks is not None else (events["rank"].max() + 1 if len(events) else 0))
     rank = events["rank"].to_numpy()
     dur = events["exit"].to_numpy() - events["enter"].to_numpy()
-    kind = events["kind"].to_numpy().astype(str)
     makespan = float(events["exit"].max()) if len(events) else 0.0
+    is_kind = _kind_test(events["kind"])
 
     def per_rank(mask: np.ndarray) -> np.ndarray:
         return np.bincount(rank[mask], weights=dur[mask], minlength=n).astype(np.float64)
 
-    compute = per_rank(kind == "compute")
-    perturb = per_rank(np.isin(kind, PERTURBATION_KINDS))
-    mpi = per_rank(kind == "mpi")
-    leaf = per_rank(kind != "region")
+    compute = per_rank(is_kind(("compute",)))
+    perturb = per_rank(is_kind(PERTURBATION_KINDS))
+    mpi = per_rank(is_kind(("mpi",)))
+    leaf = per_rank(~is_kind(("region",)))
     wait = np.bincount(waits["rank"].to_numpy(), weights=waits["wait"].to_numpy(), minlength=n)
     return pd.DataFrame({
         "rank": np.arange(n, dtype=np.int32),
