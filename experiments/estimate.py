@@ -37,9 +37,10 @@ SMPI_RANK_BYTES = 32 * 1024
 #: Replay extension's log, held in memory until the end: one 24-byte record per replayed action.
 SMPI_EVENT_BYTES = 24
 #: waitlab's Python process: imports, then per event (operation table, event table, wait states,
-#: outputs); fitted to bench_core's 706 MiB at 445,440 events (1,024 ranks x 20 steps).
+#: outputs); peak above the imports measured by benchmarks/bench_memory.py: 553 B per event at 445,440
+#: events (1,024 ranks x 20 steps), 381 B at 2.23 M events (the larger figure is kept).
 PYTHON_BASE_BYTES = 150 * MiB
-PYTHON_EVENT_BYTES = 1_300
+PYTHON_EVENT_BYTES = 560
 #: Scratch files per event: trace line (~40 B) + log record (24 B); results folder (Parquet) ~12 B.
 SCRATCH_EVENT_BYTES = 76
 #: Replay time: SMPI 3.32 per event times ranks (its per-step cost is quadratic in the ranks; fitted to
