@@ -142,6 +142,7 @@ def one(ranks: int, steps: int, platform: str, timeout: float, cfg: list[str], a
     row: dict = {"ranks": ranks, "steps": steps, "operations": len(ops)}
     row.update(stock_replay(prep, ops, timeout, args.simgrid_prefix, args.wrapper))
     if args.stock_only:
+        row["python_MiB"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
         return row
     work = Path(tempfile.mkdtemp(prefix="bench-scale-wl-"))
     hwm: dict[str, int] = {}

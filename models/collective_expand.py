@@ -34,6 +34,8 @@ Examples
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 
@@ -113,7 +115,7 @@ def expand_allreduce(ops: OpTable, algorithm: str, core_speed: float) -> OpTable
     within = np.arange(int(c.sum())) - np.repeat(np.cumsum(c) - c, c)
     idx = np.repeat(start[owner], c) + within
     flops = ops.value2[sel]
-    rows = {
+    rows: dict[str, npt.NDArray[Any]] = {
         "rank": tpl["rank"][idx].astype(np.int32), "code": tpl["code"][idx].astype(np.int8),
         "peer": tpl["peer"][idx].astype(np.int32), "tag": tpl["tag"][idx].astype(np.int32),
         "value": np.where(tpl["code"][idx] == CODE["waitall"], 0.0, np.repeat(ops.value[sel], c)),
@@ -122,8 +124,10 @@ def expand_allreduce(ops: OpTable, algorithm: str, core_speed: float) -> OpTable
     before = np.repeat(ops.seq[sel].astype(np.int64), c)
     has = flops > 0  # the reduction's flops, executed after the collective as SMPI's replay does
     n = int(has.sum())
-    comp = {"rank": ops.rank[sel][has], "code": np.full(n, CODE["compute"], np.int8), "peer": np.full(n, -1, np.int32),
-            "tag": np.zeros(n, np.int32), "value": flops[has] / core_speed, "step": ops.step[sel][has]}
+    comp: dict[str, npt.NDArray[Any]] = {
+        "rank": ops.rank[sel][has], "code": np.full(n, CODE["compute"], np.int8), "peer": np.full(n, -1, np.int32),
+        "tag": np.zeros(n, np.int32), "value": flops[has] / core_speed, "step": ops.step[sel][has],
+    }  # fmt: skip
     rows = {k: np.concatenate((v, comp[k])) for k, v in rows.items()}
     before = np.concatenate((before, ops.seq[sel][has].astype(np.int64)))
     grown = ops.with_inserted(rows, before)

@@ -12,7 +12,8 @@ from waitlab.models.ops import ACTIONS, CODE, OpBuilder
 
 def _rows(s: dict, r: int) -> list[tuple[str, int, int]]:
     m = s["rank"] == r
-    return [(ACTIONS[c], int(p), int(t) - REDUCE_TAG) for c, p, t in zip(s["code"][m], s["peer"][m], s["tag"][m])]
+    cols = zip(s["code"][m], s["peer"][m], s["tag"][m], strict=True)
+    return [(ACTIONS[c], int(p), int(t) - REDUCE_TAG) for c, p, t in cols]
 
 
 def test_binomial_tree_of_six_ranks_by_hand() -> None:
