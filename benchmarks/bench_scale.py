@@ -61,7 +61,8 @@ def simgrid_programs(prefix: str | None) -> tuple[str, str]:
     if not prefix:
         return SMPIRUN, STOCK
     root = Path(prefix)
-    runs = [root / "bin" / "smpirun", root / "smpi_script" / "bin" / "smpirun"]
+    # a build tree also has bin/smpirun, but that one points at the install prefix
+    runs = [root / "smpi_script" / "bin" / "smpirun", root / "bin" / "smpirun"]
     mains = [root / "lib" / "simgrid" / "smpireplaymain", root / "lib" / "smpireplaymain"]
     run = next((p for p in runs if p.is_file()), None)
     main = next((p for p in mains if p.is_file()), None)
@@ -126,7 +127,7 @@ def stock_replay(prep, ops, timeout: float, prefix: str | None = None, wrapper: 
            "stock_MiB": round(int(rss[-1].split()[1]) / 1024) if rss else None,
            "stock_makespan": float(sim[-1].split("@")[-1]) if sim else None}
     if proc.returncode != 0 or not sim:
-        row["stock_tail"] = out.strip().splitlines()[-3:]
+        row["stock_tail"] = out.strip().splitlines()[-8:]
     return row
 
 
