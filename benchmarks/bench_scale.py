@@ -12,6 +12,18 @@ subprocess, with a time limit.
 
     .venv/bin/python benchmarks/bench_scale.py --ranks 1024 4096 16384 --steps 5 --timeout 600
 
+Options for the SimGrid side only (``--stock-only`` skips the waitlab run):
+
+- ``--simgrid-prefix /work/sg-inst``: the stock replay of another SimGrid (its ``bin/smpirun`` and
+  ``lib/simgrid/smpireplaymain``, or a build tree's ``smpi_script/bin`` and ``lib``), e.g. 3.34 built
+  from source (docs/performance.md, "Scale"); waitlab's own run always uses the Debian 3.32.
+- ``--allreduce-p2p binomial|rdb``: the trace with every allreduce written as point-to-point operations
+  (:mod:`waitlab.models.collective_expand`), so no rank completes P requests at once.
+- ``--wrapper "valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.%p"``: run the stock replay
+  under a tool (smpirun's ``-wrapper``); callgrind's instruction counts are repeatable on a loaded box.
+
+The simulated makespan is read with 9 decimals (the log date of SMPI's "Simulation time" line).
+
 The machine is shared: quote ratios measured back to back, not absolute times.
 """
 
@@ -35,11 +47,29 @@ import numpy as np
 from waitlab.experiments.pipeline import Run, prepare, simulate_ops
 from waitlab.experiments.results import write_run
 from waitlab.experiments.scenario import from_mapping
+from waitlab.models.collective_expand import ALGORITHMS, expand_allreduce
 from waitlab.models.ops import CODE
 from waitlab.simulator.limits import check_replay_limits
 from waitlab.simulator.trace import write_trace
 
 STOCK = "/usr/lib/x86_64-linux-gnu/simgrid/smpireplaymain"
+SMPIRUN = "smpirun"
+
+
+def simgrid_programs(prefix: str | None) -> tuple[str, str]:
+    """(smpirun, smpireplaymain) of the Debian SimGrid, or of an install prefix or build tree."""
+    if not prefix:
+        return SMPIRUN, STOCK
+    root = Path(prefix)
+    # a build tree also has bin/smpirun, but that one points at the install prefix
+    runs = [root / "smpi_script" / "bin" / "smpirun", root / "bin" / "smpirun"]
+    mains = [root / "lib" / "simgrid" / "smpireplaymain", root / "lib" / "smpireplaymain"]
+    run = next((p for p in runs if p.is_file()), None)
+    main = next((p for p in mains if p.is_file()), None)
+    if run is None or main is None:
+        raise SystemExit(f"--simgrid-prefix {prefix}: no smpirun in {[str(p) for p in runs]} "
+                         f"or no smpireplaymain in {[str(p) for p in mains]}")
+    return str(run), str(main)
 
 
 def scenario(ranks: int, steps: int, platform: str):
@@ -67,16 +97,20 @@ def _hwm_poller(marker: str, out: dict[str, int], stop: threading.Event) -> None
         stop.wait(0.2)
 
 
-def stock_replay(prep, ops, timeout: float) -> dict:
+def stock_replay(prep, ops, timeout: float, prefix: str | None = None, wrapper: str = "") -> dict:
     keep = np.flatnonzero(~np.isin(ops.code, [CODE["enter"], CODE["leave"]]))
+    smpirun, stock = simgrid_programs(prefix)
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
         xml, hostfile = prep.platform.write(Path(tmp))
+        t = time.perf_counter()
         index = write_trace(ops.take(keep), prep.platform.core_speed, Path(tmp) / "trace", shared=True)
+        trace_s = time.perf_counter() - t
         cfg = {**check_replay_limits(ops.n_ranks), **prep.smpi_config()}
-        cmd = ["/usr/bin/time", "-f", "MAXRSS_KIB %M", "smpirun", "-no-privatize", "-np", str(ops.n_ranks),
-               "-platform", str(xml), "-hostfile", str(hostfile), "-replay", str(index), STOCK,
+        cmd = ["/usr/bin/time", "-f", "MAXRSS_KIB %M", smpirun, "-no-privatize", "-np", str(ops.n_ranks),
+               "-platform", str(xml), "-hostfile", str(hostfile), "-replay", str(index),
+               *(["-wrapper", wrapper] if wrapper else []), stock,
                *[f"--cfg={k}:{v}" for k, v in cfg.items()], "--log=root.thres:warning",
-               "--log=smpi_replay.thres:info"]
+               "--log=smpi_replay.thres:info", "--log=smpi_replay.fmt:%m@%.9d%n"]
         t = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 start_new_session=True)
@@ -89,20 +123,28 @@ def stock_replay(prep, ops, timeout: float) -> dict:
         wall = time.perf_counter() - t
     rss = [ln for ln in out.splitlines() if ln.startswith("MAXRSS_KIB")]
     sim = [ln for ln in out.splitlines() if "Simulation time" in ln]
-    return {"stock_s": round(wall, 2), "stock_rc": proc.returncode,
-            "stock_MiB": round(int(rss[-1].split()[1]) / 1024) if rss else None,
-            "stock_makespan": float(sim[-1].split()[-1]) if sim else None}
+    row = {"stock_s": round(wall, 2), "stock_rc": proc.returncode, "trace_write_s": round(trace_s, 2),
+           "stock_MiB": round(int(rss[-1].split()[1]) / 1024) if rss else None,
+           "stock_makespan": float(sim[-1].split("@")[-1]) if sim else None}
+    if proc.returncode != 0 or not sim:
+        row["stock_tail"] = out.strip().splitlines()[-8:]
+    return row
 
 
-def one(ranks: int, steps: int, platform: str, timeout: float, cfg: list[str]) -> dict:
+def one(ranks: int, steps: int, platform: str, timeout: float, cfg: list[str], args: argparse.Namespace) -> dict:
     base_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # after imports
     sc = scenario(ranks, steps, platform).with_values({"simulation.timeout": timeout})
     if cfg:  # extra SimGrid settings, e.g. smpi/allreduce:rdb (they may change the simulated result)
         sc = sc.with_values({"simulation.config": dict(c.split(":", 1) for c in cfg)})
     prep = prepare(sc)
     ops = prep.source.operations(prep.platform, prep.smpi_config(), Path(os.devnull))
+    if args.allreduce_p2p:
+        ops = expand_allreduce(ops, args.allreduce_p2p, prep.platform.core_speed)
     row: dict = {"ranks": ranks, "steps": steps, "operations": len(ops)}
-    row.update(stock_replay(prep, ops, timeout))
+    row.update(stock_replay(prep, ops, timeout, args.simgrid_prefix, args.wrapper))
+    if args.stock_only:
+        row["python_MiB"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+        return row
     work = Path(tempfile.mkdtemp(prefix="bench-scale-wl-"))
     hwm: dict[str, int] = {}
     stop = threading.Event()
@@ -149,17 +191,27 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per replay (stock and waitlab)")
     ap.add_argument("--cfg", nargs="*", default=[], metavar="KEY:VALUE",
                     help="extra SimGrid settings for both replays (e.g. smpi/allreduce:rdb)")
+    ap.add_argument("--simgrid-prefix", default=None, metavar="DIR",
+                    help="stock replay of another SimGrid (install prefix or build tree); implies --stock-only")
+    ap.add_argument("--stock-only", action="store_true", help="only the stock replay, not the waitlab run")
+    ap.add_argument("--allreduce-p2p", choices=ALGORITHMS, default=None,
+                    help="write every allreduce as point-to-point operations (stock replay only)")
+    ap.add_argument("--wrapper", default="", help="command that runs the stock replay (smpirun -wrapper)")
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    args.stock_only = args.stock_only or bool(args.simgrid_prefix or args.allreduce_p2p)
     if args.one:
-        print(json.dumps(one(args.ranks[0], args.steps, args.platform, args.timeout, args.cfg)))
+        print(json.dumps(one(args.ranks[0], args.steps, args.platform, args.timeout, args.cfg, args)))
         return 0
     print(f"{'ranks':>7} {'ops':>10} {'stock s':>8} {'stock MiB':>9} {'waitlab s':>9} {'wl/stock':>8} "
           f"{'wl SMPI MiB':>11} {'py MiB':>7} {'py B/ev':>7}  exponent stock / waitlab")
     rows: list[dict] = []
     for n in args.ranks:
         cmd = [sys.executable, __file__, "--one", "--ranks", str(n), "--steps", str(args.steps), "--platform",
-               args.platform, "--timeout", str(args.timeout), "--cfg", *args.cfg]
+               args.platform, "--timeout", str(args.timeout), "--wrapper", args.wrapper,
+               *(["--stock-only"] if args.stock_only else []),
+               *(["--simgrid-prefix", args.simgrid_prefix] if args.simgrid_prefix else []),
+               *(["--allreduce-p2p", args.allreduce_p2p] if args.allreduce_p2p else []), "--cfg", *args.cfg]
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=3 * args.timeout + 600)
         if out.returncode != 0:
             print(f"{n:>7} FAILED: {(out.stderr.strip().splitlines() or [str(out.returncode)])[-1]}")
@@ -169,7 +221,7 @@ def main() -> int:
         exps = ""
         if rows:
             es, ew = exponent(rows[-1], r, "stock_s"), exponent(rows[-1], r, "waitlab_s")
-            exps = f"{es:.2f} / {ew:.2f}" if es is not None and ew is not None else "-"
+            exps = " / ".join("-" if e is None else f"{e:.2f}" for e in (es, ew))
         rows.append(r)
 
         def f(x: object, fmt: str = "") -> str:
