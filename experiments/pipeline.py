@@ -53,7 +53,12 @@ from waitlab.version import __version__
 #: aborts ("Cannot saturate more a constraint that has no active element") when rounding error in a heavily
 #: shared link exceeds the default absolute precision 1e-5 (e.g. 256-rank basic_linear alltoall across two
 #: leaf switches); 1e-4 completes those runs with identical times on every case we compared (docs/performance.md).
-DEFAULT_SMPI_CONFIG: dict[str, str] = {"maxmin/precision": "1e-4"}
+#: The allreduce is a binomial reduce followed by a binomial broadcast, and MPI_Reduce is binomial: SimGrid's
+#: own default (a linear reduce whose root completes P-1 receives through P-1 ``waitany`` calls) costs O(P^2)
+#: simulation time per allreduce (docs/performance.md, "Scale"); the binomial trees are what MPI libraries do
+#: for small reductions, and they move a 1,024-rank LARED-S-like makespan by +9.6e-6 s per step.
+DEFAULT_SMPI_CONFIG: dict[str, str] = {"maxmin/precision": "1e-4", "smpi/allreduce": "redbcast",
+                                       "smpi/reduce": "binomial"}
 
 
 @dataclass(frozen=True)
