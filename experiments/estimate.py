@@ -5,9 +5,10 @@ beyond :data:`EXACT_UP_TO` ranks it generates the scenario at 1,024 ranks and sc
 ranks, which holds for the BSP applications: each rank's operations do not depend on the rank
 count, except for v-collectives' per-peer counts) and turns them into bytes and seconds with the
 per-rank and per-event costs below, measured on SimGrid 3.32 (benchmarks/bench_scale.py,
-docs/performance.md).  They are estimates: the time model, in particular, follows SMPI 3.32's
-per-step cost, which grows like the square of the ranks for a collective (docs/performance.md,
-"Where the replay's time goes").
+docs/performance.md).  They are estimates: the time model is near-linear in the ranks with waitlab's
+default binomial allreduce and quadratic with SimGrid's linear reduce (docs/performance.md, "Scale").
+Gap: beyond 16,384 ranks SimGrid 3.32's list of detached sends takes over (a 163,840-rank step did not
+finish in 27 minutes), which the time model does not capture.
 
 ``Estimate.check(budget)`` raises one clear error when the run would not fit the machine
 (memory available, free space of the scratch folder) or a time budget.
@@ -43,10 +44,19 @@ PYTHON_BASE_BYTES = 150 * MiB
 PYTHON_EVENT_BYTES = 560
 #: Scratch files per event: trace line (~40 B) + log record (24 B); results folder (Parquet) ~12 B.
 SCRATCH_EVENT_BYTES = 76
-#: Replay time: SMPI 3.32 per event times ranks (its per-step cost is quadratic in the ranks; fitted to
-#: 19.5 s for 445,440 events at 4,096 ranks, stock replay) plus waitlab's own per-event cost.
+#: Replay time with waitlab's default binomial allreduce: per event, plus per event and rank; fitted to
+#: waitlab's SMPI stage of the LARED-S-like scenario, 20 steps on a quiet machine: 33.1 s for 1,792,000
+#: events at 4,096 ranks, 186.6 s for 7,188,480 events at 16,384 ranks (docs/performance.md, "Scale").
+SMPI_SECONDS_PER_EVENT = 1.6e-5
+SMPI_SECONDS_PER_EVENT_RANK_TREE = 6.1e-10
+#: With any other allreduce (SimGrid's linear reduce: quadratic in the ranks), per event times ranks;
+#: fitted to 19.5 s for 445,440 events at 4,096 ranks, stock replay.
 SMPI_SECONDS_PER_EVENT_RANK = 1.07e-8
-WAITLAB_SECONDS_PER_EVENT = 6e-6
+#: The binomial allreduce settings the near-linear time model holds for.
+TREE_ALLREDUCE = {"smpi/allreduce": "redbcast", "smpi/reduce": "binomial"}
+#: waitlab's own cost per event (generation, trace, parsing, waits, results folder): 3.3-3.7 us measured
+#: at 4,096 and 16,384 ranks x 20 steps.
+WAITLAB_SECONDS_PER_EVENT = 4e-6
 
 
 @dataclass(frozen=True)
@@ -151,7 +161,12 @@ def estimate(prep: Prepared) -> Estimate:
     events, exact = count_events(prep)
     smpi = SMPI_BASE_BYTES + SMPI_RANK_BYTES * ranks + SMPI_EVENT_BYTES * events
     python = PYTHON_BASE_BYTES + PYTHON_EVENT_BYTES * events
-    seconds = SMPI_SECONDS_PER_EVENT_RANK * events * ranks + WAITLAB_SECONDS_PER_EVENT * events
+    cfg = prep.smpi_config()
+    if all(cfg.get(k) == v for k, v in TREE_ALLREDUCE.items()):
+        replay = events * (SMPI_SECONDS_PER_EVENT + SMPI_SECONDS_PER_EVENT_RANK_TREE * ranks)
+    else:
+        replay = SMPI_SECONDS_PER_EVENT_RANK * events * ranks
+    seconds = replay + WAITLAB_SECONDS_PER_EVENT * events
     return Estimate(ranks, events, exact, smpi, python, SCRATCH_EVENT_BYTES * events, seconds)
 
 
