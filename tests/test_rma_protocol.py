@@ -23,6 +23,8 @@ import pandas as pd
 import pytest
 
 from waitlab.errors import InputError
+from waitlab.experiments.pipeline import simulate
+from waitlab.experiments.scenario import from_mapping
 from waitlab.platforms import load_platform
 from waitlab.platforms.mpi_spec import rma_env
 from waitlab.platforms.render import render_platform
@@ -60,8 +62,6 @@ def test_unknown_protocol_is_one_clear_error(tmp_path: Path) -> None:
 
 
 def _events(tmp: Path, protocol: str | None, mode: str, size: int) -> pd.DataFrame:
-    from waitlab.experiments.pipeline import simulate
-    from waitlab.experiments.scenario import from_mapping
 
     sc = from_mapping({"scenario": {"name": "rma_protocol", "ranks": 2},
                        "platform": {"name": str(platform_file(tmp, protocol)), "ranks_per_node": 1},
@@ -117,8 +117,6 @@ def test_active_target_put_waits_for_its_completion_and_complete_for_the_done_fl
 def test_fortran_programs_get_the_protocol_too(tmp_path: Path) -> None:
     # tests/programs/rma_fence_lock.f90: rank 0 locks rank 2 (nobody else holds it yet): request + grant = 2M;
     # rank 1 asks 0.05 s later and waits for rank 0's unlock: Lock Contention 0.15 s plus protocol microseconds.
-    from waitlab.experiments.pipeline import simulate
-    from waitlab.experiments.scenario import from_mapping
 
     sc = from_mapping({"scenario": {"name": "rma_fence_lock", "ranks": 3},
                        "platform": {"name": str(platform_file(tmp_path, "mvapich2")), "ranks_per_node": 1},
