@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from waitlab.platforms.model import PlatformModel
+from waitlab.platforms.render import XML_HEADER
 
 __all__ = ["NS3_CONFIG", "Ns3Star", "ns3_star"]
 
@@ -69,8 +70,7 @@ def ns3_star(model: PlatformModel, n_ranks: int, ranks_per_node: int) -> Ns3Star
     else:
         bw, lat = model.inter_node.bandwidth, model.inter_node.latency / 2
     speed = model.node.core_speed
-    lines = ["<?xml version='1.0'?>", '<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">',
-             '<platform version="4.1">',
+    lines = [XML_HEADER.rstrip("\n"),
              f"  <!-- waitlab ns-3 star for {model.name}: {nodes} nodes, one point-to-point link each to a router -->",
              '  <zone id="world" routing="Floyd">']
     lines += [f'    <host id="node-{n}" speed="{speed!r}f" core="{model.node.cores}"/>' for n in range(nodes)]

@@ -73,7 +73,8 @@ from waitlab.platforms.smpi_factors import calibrate
 
 __all__ = ["RenderedPlatform", "render_platform"]
 
-_HEADER = """<?xml version='1.0'?>
+#: The first lines of every SimGrid platform file waitlab writes.
+XML_HEADER = """<?xml version='1.0'?>
 <!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">
 <platform version="4.1">
 """
@@ -326,7 +327,7 @@ def render_platform(model: PlatformModel, n_ranks: int, ranks_per_node: int | No
         host_of_rank = tuple(f"node-{i}" for i in node_arr.tolist())
     node_of_rank = tuple(node_arr.tolist())
 
-    out = [_HEADER]
+    out = [XML_HEADER]
     out.append(f"  <!-- waitlab platform {escape(model.name)}: {n_ranks} ranks on {n_nodes} nodes x {rpn} rank slots"
                f", {n_leaves} leaf switch{'es' if n_leaves > 1 else ''}, split_cores={split} -->\n")
     out.append('  <zone id="world" routing="Floyd">\n')
