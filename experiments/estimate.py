@@ -182,6 +182,8 @@ def _duration(s: float) -> str:
     return f"{s / 3600:.1f} h"
 
 
+#: The SimGrid setting that transfers small messages when they are sent (SMPI's eager mailboxes).
+EAGER_TRANSFER_KEY = "smpi/async-small-thresh"
 #: Runs of at least this many ranks are estimated before they start (smaller ones fit any machine here).
 PREFLIGHT_RANKS = 4096
 
@@ -198,4 +200,8 @@ def preflight(prep: Prepared, *, say: Callable[[str], None] | None = None, check
     est = estimate(prep)
     if say is not None:
         say(f"estimate: {est.describe()}")
+        if prep.scenario.ranks > EXACT_UP_TO and EAGER_TRANSFER_KEY not in prep.smpi_config():
+            say(f"hint: beyond {EXACT_UP_TO:,} ranks SimGrid 3.32 spends its time on small messages that wait for "
+                f'their receive; [simulation.config] "{EAGER_TRANSFER_KEY}" = "<the eager threshold>" sends them at '
+                "once (the eager protocol; docs/performance.md, \"The full machine\")")
     return est.check() if check else est

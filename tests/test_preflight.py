@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from waitlab.errors import EnvironmentProblem
-from waitlab.experiments.estimate import PREFLIGHT_RANKS, PYTHON_EVENT_BYTES, memory_available, preflight
+from waitlab.experiments.estimate import (
+    EAGER_TRANSFER_KEY,
+    EXACT_UP_TO,
+    PREFLIGHT_RANKS,
+    PYTHON_EVENT_BYTES,
+    memory_available,
+    preflight,
+)
 from waitlab.experiments.pipeline import prepare
 from waitlab.experiments.scenario import from_mapping
 
@@ -38,3 +45,16 @@ def test_a_run_that_cannot_fit_is_refused_before_any_work() -> None:
         pytest.skip("this machine has more memory than the scenario needs")
     with pytest.raises(EnvironmentProblem, match="would not fit"):
         preflight(prepare(_scenario(65_536, steps=200)))
+
+
+def test_beyond_exact_counting_the_eager_transfer_hint_is_given_once_and_only_without_the_setting() -> None:
+    said: list[str] = []
+    preflight(prepare(_scenario(EXACT_UP_TO + 4)), say=said.append, check=False)
+    assert len(said) == 2 and said[1].startswith("hint:") and EAGER_TRANSFER_KEY in said[1]
+    said.clear()
+    with_setting = _scenario(EXACT_UP_TO + 4).with_values({"simulation.config": {EAGER_TRANSFER_KEY: "65536"}})
+    preflight(prepare(with_setting), say=said.append, check=False)
+    assert len(said) == 1 and said[0].startswith("estimate:")
+    said.clear()
+    preflight(prepare(_scenario(EXACT_UP_TO)), say=said.append, check=False)
+    assert len(said) == 1
