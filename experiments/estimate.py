@@ -7,8 +7,9 @@ count, except for v-collectives' per-peer counts) and turns them into bytes and 
 per-rank and per-event costs below, measured on SimGrid 3.32 (benchmarks/bench_scale.py,
 docs/performance.md).  They are estimates: the time model is near-linear in the ranks with waitlab's
 default binomial allreduce and quadratic with SimGrid's linear reduce (docs/performance.md, "Scale").
-Gap: beyond 16,384 ranks SimGrid 3.32's list of detached sends takes over (a 163,840-rank step did not
-finish in 27 minutes), which the time model does not capture.
+Gap: beyond 16,384 ranks SimGrid 3.32's list of detached sends takes over unless small messages are sent
+eagerly (``smpi/async-small-thresh``; without it a 163,840-rank step did not finish in 27 minutes, with it
+the whole run took 3 minutes), which the time model does not capture.
 
 ``Estimate.check(budget)`` raises one clear error when the run would not fit the machine
 (memory available, free space of the scratch folder) or a time budget.
@@ -31,8 +32,8 @@ MiB = 1 << 20
 EXACT_UP_TO = 16_384
 #: SMPI process: fixed part and per rank (actor, stack, mailboxes, requests; 33 MiB + 23–27.5 KiB per
 #: rank measured with stock smpireplaymain on Dawning up to 16,384 ranks, +4 KiB per rank without guard
-#: pages).  Gap: the platform's own size is not modelled (the full Sunway platform, 40,960 hosts, took
-#: 15 GiB to start 163,840 ranks in issue 15: about 3x this per-rank figure).
+#: pages).  Gap: SMPI's memory grows faster than the ranks on the full Sunway platform (411 MiB at 16,384
+#: ranks, 1,807 MiB at 65,536, 16.5 GB at 163,840 for one LARED-S-like step), which this linear model misses.
 SMPI_BASE_BYTES = 33 * MiB
 SMPI_RANK_BYTES = 32 * 1024
 #: Replay extension's log, held in memory until the end: one 24-byte record per replayed action.
