@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from waitlab.errors import EnvironmentProblem, WaitlabError
-from waitlab.experiments.pipeline import Prepared
+from waitlab.experiments.pipeline import TREE_ALLREDUCE, Prepared
 from waitlab.experiments.sources import source_for
 
 MiB = 1 << 20
@@ -53,8 +53,6 @@ SMPI_SECONDS_PER_EVENT_RANK_TREE = 6.1e-10
 #: With any other allreduce (SimGrid's linear reduce: quadratic in the ranks), per event times ranks;
 #: fitted to 19.5 s for 445,440 events at 4,096 ranks, stock replay.
 SMPI_SECONDS_PER_EVENT_RANK = 1.07e-8
-#: The binomial allreduce settings the near-linear time model holds for.
-TREE_ALLREDUCE = {"smpi/allreduce": "redbcast", "smpi/reduce": "binomial"}
 #: waitlab's own cost per event (generation, trace, parsing, waits, results folder): 3.3-3.7 us measured
 #: at 4,096 and 16,384 ranks x 20 steps.
 WAITLAB_SECONDS_PER_EVENT = 4e-6

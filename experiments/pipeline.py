@@ -57,8 +57,8 @@ from waitlab.version import __version__
 #: own default (a linear reduce whose root completes P-1 receives through P-1 ``waitany`` calls) costs O(P^2)
 #: simulation time per allreduce (docs/performance.md, "Scale"); the binomial trees are what MPI libraries do
 #: for small reductions, and they move a 1,024-rank LARED-S-like makespan by +9.6e-6 s per step.
-DEFAULT_SMPI_CONFIG: dict[str, str] = {"maxmin/precision": "1e-4", "smpi/allreduce": "redbcast",
-                                       "smpi/reduce": "binomial"}
+TREE_ALLREDUCE: dict[str, str] = {"smpi/allreduce": "redbcast", "smpi/reduce": "binomial"}
+DEFAULT_SMPI_CONFIG: dict[str, str] = {"maxmin/precision": "1e-4", **TREE_ALLREDUCE}
 
 
 @dataclass(frozen=True)
