@@ -308,14 +308,26 @@ class OpBuilder:
         self._blocks.append(block)
 
     def build(self) -> OpTable:
-        """Sort all blocks into one table ordered by (rank, slot)."""
+        """Sort all blocks into one table ordered by (rank, slot).
+
+        The builder hands its blocks over: it is empty afterwards (its string table and ledger stay).
+        """
         if not self._blocks:
             cols = _defaults(0)
         else:
-            cols = {c: np.concatenate([b[c] for b in self._blocks]) for c in OpTable.COLUMNS}
-            slot = np.concatenate([np.full(b["rank"].size, i, np.int64) for i, b in enumerate(self._blocks)])
-            order = np.lexsort((slot, cols["rank"]))
-            cols = {c: a[order] for c, a in cols.items()}
+            # Blocks are in slot order, so a stable sort by rank is the (rank, slot) order.  One column at
+            # a time, each block's copy dropped as soon as it is gathered: the peak stays near one table
+            # (issue 15), not the blocks, their concatenation and the sorted copy at once.
+            rank = np.concatenate([b["rank"] for b in self._blocks])
+            order = np.argsort(rank, kind="stable")
+            cols = {"rank": rank[order]}
+            del rank
+            for c in OpTable.COLUMNS:
+                if c in ("rank", "seq"):
+                    continue
+                cols[c] = np.concatenate([b.pop(c) for b in self._blocks])[order]
+            del order
+            self._blocks = []
             cols["seq"] = seq_within_rank(cols["rank"], self.n_ranks)
         if self._ledger:
             led = {k: np.concatenate([x[k] for x in self._ledger]) for k in self._ledger[0]}

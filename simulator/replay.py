@@ -52,21 +52,22 @@ def replay_ops(ops: OpTable, platform_xml: Path, hostfile: Path, core_speed: flo
         t = time.perf_counter()
         # Region markers take no simulated time: keep them out of SMPI and let read_log fill their times in.
         markers = np.isin(ops.code, [CODE["enter"], CODE["leave"]]) & (not markers_in_trace)
-        trace_ops = ops.take(np.flatnonzero(~markers)) if markers.any() else ops
-        index = write_trace(trace_ops, core_speed, folder / "trace", vectors=vectors, shared=shared_trace)
+        rows = np.flatnonzero(~markers) if markers.any() else None  # written rows, without a copy of the table
+        del markers
+        index = write_trace(ops, core_speed, folder / "trace", rows=rows, vectors=vectors, shared=shared_trace)
         stages["write_trace"] = time.perf_counter() - t
         log = folder / "events.bin"
         log.unlink(missing_ok=True)
         env = {"WAITLAB_LOG": str(log)}
-        if (trace_ops.code == CODE["issend"]).any():  # the replay extension's request bookkeeping for MPI_Issend
+        if (ops.code == CODE["issend"]).any():  # the replay extension's request bookkeeping for MPI_Issend
             env["WAITLAB_ISSEND"] = "1"
         t = time.perf_counter()
         try:
-            res = run_smpirun(binary, trace_ops.n_ranks, platform_xml, hostfile, replay_index=index, config=settings,
+            res = run_smpirun(binary, ops.n_ranks, platform_xml, hostfile, replay_index=index, config=settings,
                               extra_flags=extra_flags, env=env, timeout=timeout, what=what,
                               cwd=folder)
         except DeadlockError as exc:  # name the call each blocked rank is in
-            raise name_blocked_calls(exc, log, trace_ops) from None
+            raise name_blocked_calls(exc, log, ops.take(rows) if rows is not None else ops) from None
         stages["smpi"] = time.perf_counter() - t
         t = time.perf_counter()
         t_enter, t_exit = read_log(log, ops)

@@ -31,10 +31,13 @@ from waitlab.models.vocabulary import (
     SECONDS_ACTIONS,
     V_ACTIONS,
     VOCABULARY,
+    lut,
 )
 
 _Cols = dict[str, list[Any]]
 _Formatter = Callable[[_Cols], list[str]]
+_IS_COLLECTIVE = lut(COLLECTIVE_ACTIONS)
+_IS_V = lut(V_ACTIONS)
 
 
 def _ints(values: npt.NDArray[np.float64]) -> list[int]:
@@ -161,9 +164,14 @@ class VectorStore:
 
 def occurrence(ops: OpTable) -> npt.NDArray[np.int64]:
     """For each row, how many earlier rows of the same rank have the same action code."""
-    key = ops.rank.astype(np.int64) * 256 + ops.code.astype(np.int64)
-    order = np.lexsort((ops.seq, key))
-    k = np.empty(len(ops), np.int64)
+    return _occurrence(ops.rank, ops.code, ops.seq)
+
+
+def _occurrence(rank: npt.NDArray[np.int32], code: npt.NDArray[np.int8], seq: npt.NDArray[np.int32]
+                ) -> npt.NDArray[np.int64]:
+    key = rank.astype(np.int64) * 256 + code.astype(np.int64)
+    order = np.lexsort((seq, key))
+    k = np.empty(rank.size, np.int64)
     sk = key[order]
     start = np.ones(sk.size, bool)
     start[1:] = sk[1:] != sk[:-1]
@@ -211,8 +219,12 @@ def _check_root(action: str, rank: int, root: int, n: int) -> int:
     return root
 
 
-def format_ti_lines(ops: OpTable, core_speed: float, vectors: VectorStore | None = None) -> list[str]:
-    """One TI line (without rank prefix) per operation, v-collectives exact when ``vectors`` has them."""
+def format_ti_lines(ops: OpTable, core_speed: float, vectors: VectorStore | None = None, *,
+                    occurrences: npt.NDArray[np.int64] | None = None) -> list[str]:
+    """One TI line (without rank prefix) per operation, v-collectives exact when ``vectors`` has them.
+
+    ``occurrences`` (:func:`occurrence` of the whole trace) is given when ``ops`` is a part of it.
+    """
     own = ops.mask(V_ACTIONS)
     lines: list[str] = [""] * len(ops)
     rest = np.flatnonzero(~own)
@@ -222,7 +234,7 @@ def format_ti_lines(ops: OpTable, core_speed: float, vectors: VectorStore | None
             lines[i] = ln
     idx = np.flatnonzero(own)
     if idx.size:
-        k = occurrence(ops)
+        k = occurrence(ops) if occurrences is None else occurrences
         for i in idx.tolist():
             action = ACTIONS[ops.code[i]]
             r, v, v2, p = int(ops.rank[i]), float(ops.value[i]), float(ops.value2[i]), int(ops.peer[i])
@@ -231,79 +243,139 @@ def format_ti_lines(ops: OpTable, core_speed: float, vectors: VectorStore | None
     return lines
 
 
-def _epochs(ops: OpTable) -> npt.NDArray[np.int64]:
-    """Per row, how many collectives of its rank came before it (the row's BSP superstep)."""
-    coll = ops.mask(COLLECTIVE_ACTIONS).astype(np.int64)
-    counts = ops.per_rank_counts()
-    before = np.cumsum(coll) - coll
+def _epochs(rank: npt.NDArray[np.int32], code: npt.NDArray[np.int8], n_ranks: int) -> npt.NDArray[np.int32]:
+    """Per row (rows in (rank, seq) order), how many collectives of its rank came before it (its BSP superstep)."""
+    coll = _IS_COLLECTIVE[code].astype(np.int32)
+    counts = np.bincount(rank, minlength=n_ranks)
+    before = np.cumsum(coll, dtype=np.int64) - coll
     starts = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
-    return before - np.repeat(before[starts] if len(ops) else before[:0], counts)
+    return (before - np.repeat(before[starts] if rank.size else before[:0], counts)).astype(np.int32)
 
 
-def write_trace(ops: OpTable, core_speed: float, folder: Path, *, vectors: VectorStore | None = None,
-                header: str = "", relative: bool = False, shared: bool = False) -> Path:
+#: Operations formatted at a time: the trace's text is never held whole (issue 15, waitlab's memory at scale).
+TRACE_CHUNK_ROWS = 1 << 20
+
+
+@dataclass(frozen=True)
+class _Lines:
+    """Formats chunks of the written rows of one trace."""
+
+    ops: OpTable
+    core_speed: float
+    vectors: VectorStore | None
+    occurrences: npt.NDArray[np.int64] | None  # per written row, when the trace has v-collectives
+
+    def __call__(self, rows: npt.NDArray[np.int64], written: npt.NDArray[np.int64]) -> list[str]:
+        """Lines of ``ops`` rows ``rows`` (positions ``written`` among the written rows), in that order."""
+        order = np.argsort(rows, kind="stable")  # OpTable.take keeps (rank, seq) order: give it sorted rows
+        sub = self.ops.take(rows[order])
+        if self.occurrences is None:
+            text = format_lines(sub, self.core_speed)
+        else:
+            text = format_ti_lines(sub, self.core_speed, self.vectors, occurrences=self.occurrences[written[order]])
+        out = np.empty(rows.size, dtype=object)
+        out[order] = text
+        return list(out)
+
+
+def write_trace(ops: OpTable, core_speed: float, folder: Path, *, rows: npt.NDArray[np.int64] | None = None,
+                vectors: VectorStore | None = None, header: str = "", relative: bool = False,
+                shared: bool = False) -> Path:
     """Write the trace and its index; return the index path.
 
-    ``vectors`` holds exact per-peer counts of v-collectives (alltoallv, gatherv, ...; see
-    :mod:`waitlab.simulator.ti_trace`), which are otherwise spread evenly.  ``header`` lines become
-    ``#`` comments at the top of every file.  The index names the files by absolute path (what
-    ``smpirun -replay`` needs from any folder), or relative to the index with ``relative=True``
-    (a trace folder that can be moved).
+    ``rows`` are the operations to write (all by default; in table order), so a caller leaving some out
+    (region markers) needs no copy of the table.  ``vectors`` holds exact per-peer counts of v-collectives
+    (alltoallv, gatherv, ...; see :mod:`waitlab.simulator.ti_trace`), which are otherwise spread evenly.
+    ``header`` lines become ``#`` comments at the top of every file.  The index names the files by
+    absolute path (what ``smpirun -replay`` needs from any folder), or relative to the index with
+    ``relative=True`` (a trace folder that can be moved).
 
     ``shared=True`` writes one trace file for all ranks (``trace.txt``) and a one-line index, which
     SMPI replays without opening a file per rank (so ``ulimit -n`` does not bound the ranks).  Its
     lines are ordered by superstep (collectives seen so far on the rank), then rank, then sequence,
     so SimGrid's reader, which queues the lines of other ranks it reads past, holds at most about
     one superstep of the trace in memory.  What each rank replays is the same as with per-rank files.
+
+    Lines are formatted and written :data:`TRACE_CHUNK_ROWS` operations at a time.
     """
     folder.mkdir(parents=True, exist_ok=True)
-    if vectors is not None or ops.mask(V_ACTIONS).any():
-        lines = format_ti_lines(ops, core_speed, vectors)
-    else:
-        lines = format_lines(ops, core_speed)
-    counts = ops.per_rank_counts()
-    bounds = np.concatenate(([0], np.cumsum(counts))).tolist()
+    sel = np.arange(len(ops), dtype=np.int64) if rows is None else np.asarray(rows, np.int64)
+    _check_table(ops, sel)
+    has_v = vectors is not None or bool(_IS_V[ops.code[sel]].any())
+    k = _occurrence(ops.rank[sel], ops.code[sel], ops.seq[sel]) if has_v else None
+    lines = _Lines(ops, core_speed, vectors, k)
     head = "".join(f"# {h}\n" for h in header.splitlines()) if header else ""
     if shared:
-        return _write_shared(ops, lines, folder, head, relative)
+        return _write_shared(ops, sel, lines, folder, head, relative)
+    counts = np.bincount(ops.rank[sel], minlength=ops.n_ranks)
+    bounds = np.concatenate(([0], np.cumsum(counts))).tolist()
     index_lines = []
-    for r in range(ops.n_ranks):
-        path = folder / f"rank{r}.txt"
-        prefix = f"\n{r} "
-        chunk = lines[bounds[r]:bounds[r + 1]]
-        body = (prefix + prefix.join(chunk)) if chunk else ""
-        path.write_text(f"{head}{r} init{body}\n{r} finalize\n")
-        index_lines.append(path.name if relative else str(path.resolve()))
+    r0 = 0
+    while r0 < ops.n_ranks:  # whole ranks at a time, about TRACE_CHUNK_ROWS rows
+        r1 = r0 + 1
+        while r1 < ops.n_ranks and bounds[r1 + 1] - bounds[r0] <= TRACE_CHUNK_ROWS:
+            r1 += 1
+        part = np.arange(bounds[r0], bounds[r1], dtype=np.int64)
+        text = lines(sel[part], part)
+        for r in range(r0, r1):
+            path = folder / f"rank{r}.txt"
+            prefix = f"\n{r} "
+            chunk = text[bounds[r] - bounds[r0]:bounds[r + 1] - bounds[r0]]
+            body = (prefix + prefix.join(chunk)) if chunk else ""
+            path.write_text(f"{head}{r} init{body}\n{r} finalize\n")
+            index_lines.append(path.name if relative else str(path.resolve()))
+        r0 = r1
     index = folder / "index.txt"
     index.write_text("\n".join(index_lines) + "\n")
     return index
 
 
-def _write_shared(ops: OpTable, lines: list[str], folder: Path, head: str, relative: bool) -> Path:
+def _check_table(ops: OpTable, sel: npt.NDArray[np.int64]) -> None:
+    """The whole table's bad input, before any file is written."""
+    for nm in ops.names:
+        if not nm or any(ch.isspace() for ch in nm):
+            raise InputError("scenario", f"region name {nm!r}", "region names cannot be empty or contain spaces",
+                             "use '_' or '>' instead of spaces")
+    negative = np.flatnonzero(ops.value[sel] < 0)
+    if negative.size:
+        bad = int(sel[negative[0]])
+        raise InputError("scenario", f"rank {ops.rank[bad]} operation {ops.seq[bad]}",
+                         f"negative value {ops.value[bad]} for {ACTIONS[ops.code[bad]]}",
+                         "durations and sizes must be >= 0")
+
+
+def _write_shared(ops: OpTable, sel: npt.NDArray[np.int64], lines: _Lines, folder: Path, head: str,
+                  relative: bool) -> Path:
     """One trace file for every rank, ordered by (superstep, rank, sequence); a one-line index."""
-    n = ops.n_ranks
-    counts = ops.per_rank_counts()
-    epoch = _epochs(ops)
-    last = np.zeros(n, np.int64)
-    if len(ops):
+    n, m = ops.n_ranks, sel.size
+    rank = ops.rank[sel]
+    epoch = _epochs(rank, ops.code[sel], n)
+    counts = np.bincount(rank, minlength=n)
+    last = np.zeros(n, np.int32)
+    if m:
         ends = np.cumsum(counts) - 1
         has = counts > 0
         last[has] = epoch[ends[has]]
-    ranks = np.arange(n, dtype=np.int64)
-    # init (epoch -1), the operations, finalize (after the rank's last superstep)
-    key_epoch = np.concatenate((np.full(n, -1, np.int64), epoch, last + 1))
-    key_rank = np.concatenate((ranks, ops.rank.astype(np.int64), ranks))
-    key_seq = np.concatenate((np.zeros(n, np.int64), np.arange(1, len(ops) + 1, dtype=np.int64),
-                              np.full(n, len(ops) + 1, np.int64)))
-    text = np.array([*(["init"] * n), *lines, *(["finalize"] * n)], dtype=object)
-    order = np.lexsort((key_seq, key_rank, key_epoch))
+    ranks = np.arange(n, dtype=np.int32)
+    # init (epoch -1), the operations, finalize (after the rank's last superstep); position p < n is rank p's
+    # init, n <= p < n + m the written row p - n, then the finalizes
+    key_epoch = np.concatenate((np.full(n, -1, np.int32), epoch, last + 1))
+    del epoch
+    key_rank = np.concatenate((ranks, rank, ranks))
+    order = np.lexsort((key_rank, key_epoch))  # stable: a rank's rows stay in sequence order
+    del key_epoch
     path = folder / "trace.txt"
     with path.open("w", encoding="utf-8") as fh:
         fh.write(head)
-        step = 1 << 20
-        for i in range(0, order.size, step):
-            o = order[i:i + step]
-            fh.write("".join(f"{r} {t}\n" for r, t in zip(key_rank[o].tolist(), text[o].tolist(), strict=True)))
+        for i in range(0, order.size, TRACE_CHUNK_ROWS):
+            o = order[i:i + TRACE_CHUNK_ROWS]
+            text = np.full(o.size, "finalize", dtype=object)
+            text[o < n] = "init"
+            body = np.flatnonzero((o >= n) & (o < n + m))
+            if body.size:
+                written = o[body] - n
+                text[body] = lines(sel[written], written)
+            fh.write("".join(f"{r} {t}\n" for r, t in zip(key_rank[o].tolist(), text.tolist(), strict=True)))
     index = folder / "index.txt"
     index.write_text((path.name if relative else str(path.resolve())) + "\n")
     return index
