@@ -6,7 +6,10 @@ folder with its picture unless ``--no-png``).  Before each stage the process's p
 (``VmHWM``) is reset through ``/proc/self/clear_refs``; after it the new peak is read.  Printed per
 stage: wall time, peak RSS above the RSS after the imports and a 16-rank warm-up run, and that figure
 divided by the number of events (bytes per event held at the stage's peak, everything held from earlier
-stages included); then the whole run's wall time over its SMPI stage.  Each size runs in a fresh
+stages included; resident pages of memory-mapped tables count too, though the kernel may drop them);
+"anon after", the process's own anonymous memory (``RssAnon``) after the stage per event, i.e. without
+the memory-mapped operation table of a large run (simulator/spill.py); then the whole run's wall time
+over its SMPI stage.  Each size runs in a fresh
 subprocess.  ``--tracemalloc`` adds the peak and the held bytes of Python and numpy allocations (not
 pyarrow's) per stage.
 
@@ -41,6 +44,7 @@ from waitlab.models.ops import CODE
 from waitlab.simulator.build import replay_binary
 from waitlab.simulator.limits import check_replay_limits
 from waitlab.simulator.smpi import run_smpirun
+from waitlab.simulator.spill import spill_ops
 from waitlab.simulator.timeline import build_events, read_log
 from waitlab.simulator.trace import write_trace
 
@@ -69,6 +73,8 @@ def one(ranks: int, steps: int, traced: bool = False, png: bool = True) -> dict[
         write_run(run(_scenario(16, 1)), Path(tmp), png=png)
     gc.collect()
     base = _status("VmRSS")
+    base_anon = _status("RssAnon")
+    anon: list[int] = []  # the process's own (anonymous) memory after each stage: not memory-mapped files
     rows: list[tuple[str, float, int]] = []
     traces: list[tuple[int, int]] = []  # Python and numpy allocations (not pyarrow's): peak, held after
     held: dict[str, Any] = {}
@@ -83,6 +89,7 @@ def one(ranks: int, steps: int, traced: bool = False, png: bool = True) -> dict[
         t = time.perf_counter()
         out = fn()
         rows.append((name, time.perf_counter() - t, _status("VmHWM") - base))
+        anon.append(_status("RssAnon") - base_anon)
         if traced:
             gc.collect()
             traces.append((tracemalloc.get_traced_memory()[1], tracemalloc.get_traced_memory()[0]))
@@ -90,13 +97,16 @@ def one(ranks: int, steps: int, traced: bool = False, png: bool = True) -> dict[
 
     t0 = time.perf_counter()
     prep = stage("prepare", lambda: prepare(sc))
-    ops = stage("generate", lambda: prep.source.operations(prep.platform, prep.smpi_config(), Path(".")))
+    # as experiments/sources.py: a large table is memory-mapped from here on (simulator/spill.py)
+    ops = stage("generate", lambda: spill_ops(prep.source.operations(prep.platform, prep.smpi_config(), Path("."))))
     with tempfile.TemporaryDirectory(prefix="bench-mem-") as tmp:
         work = Path(tmp)
         xml, hostfile = prep.platform.write(work)
         markers = np.isin(ops.code, [CODE["enter"], CODE["leave"]])
-        index = stage("write_trace", lambda: write_trace(ops.take(np.flatnonzero(~markers)),
-                                                         compute_speed(sc, prep.platform), work / "trace", shared=True))
+        written = np.flatnonzero(~markers)  # as simulator/replay.py: the markers left out, no copy of the table
+        del markers
+        index = stage("write_trace", lambda: write_trace(ops, compute_speed(sc, prep.platform), work / "trace",
+                                                         rows=written, shared=True))
         settings = {**check_replay_limits(ranks, per_rank_files=False), **prep.smpi_config()}
         log = work / "events.bin"
         res = stage("smpi", lambda: run_smpirun(replay_binary(), ranks, xml, hostfile, replay_index=index,
@@ -113,7 +123,7 @@ def one(ranks: int, steps: int, traced: bool = False, png: bool = True) -> dict[
     smpi = next(s for name, s, _ in rows if name == "smpi")
     return {"ranks": ranks, "steps": steps, "events": n, "ops": len(ops), "baseline_MiB": base / 2**20,
             "stages": [{"stage": name, "s": round(s, 3), "peak_MiB": round(p / 2**20, 1),
-                        "B_per_event": round(p / n),
+                        "B_per_event": round(p / n), "anon_after_B_per_event": round(anon[i] / n),
                         **({"traced_peak_B_per_event": round(traces[i][0] / n),
                             "traced_held_B_per_event": round(traces[i][1] / n)} if traced else {})}
                        for i, (name, s, p) in enumerate(rows)],
@@ -156,11 +166,12 @@ def main() -> int:
               f"{r['total_s']:.2f} s = {r['total_over_smpi']:.3f} x the SMPI stage ({r['smpi_s']:.2f} s); "
               f"peak {r['peak_B_per_event']} B/event above the imports ({r['baseline_MiB']:.0f} MiB)")
         traced = " traced peak/held B/event" if args.tracemalloc else ""
-        print(f"  {'stage':<14} {'wall s':>8} {'peak MiB':>9} {'B/event':>8}{traced}")
+        print(f"  {'stage':<14} {'wall s':>8} {'peak MiB':>9} {'B/event':>8} {'anon after':>10}{traced}")
         for s in r["stages"]:
             extra = (f" {s['traced_peak_B_per_event']:>11} {s['traced_held_B_per_event']:>5}"
                      if args.tracemalloc else "")
-            print(f"  {s['stage']:<14} {s['s']:>8.3f} {s['peak_MiB']:>9.1f} {s['B_per_event']:>8}{extra}")
+            print(f"  {s['stage']:<14} {s['s']:>8.3f} {s['peak_MiB']:>9.1f} {s['B_per_event']:>8} "
+                  f"{s['anon_after_B_per_event']:>10}{extra}")
         print("  " + json.dumps(r))
     return 0
 

@@ -37,6 +37,7 @@ from waitlab.models.ops import OpTable
 from waitlab.models.vocabulary import BYTES_ACTIONS
 from waitlab.platforms import RenderedPlatform
 from waitlab.simulator.replay import replay_ops
+from waitlab.simulator.spill import spill_ops
 from waitlab.simulator.ti_trace import ParsedTrace, parse_ti_trace
 from waitlab.simulator.timeline import build_events
 
@@ -102,8 +103,8 @@ class SyntheticSource:
                 flags: Sequence[str]) -> Execution:
         sc = self.scenario
         t = time.perf_counter()
-        if ops is None:
-            ops = self.operations(platform, settings, work)
+        if ops is None:  # a large table lives memory-mapped from here on (simulator/spill.py)
+            ops = spill_ops(self.operations(platform, settings, work), work)
         gen = time.perf_counter() - t
         xml, hostfile = platform.write(work)
         rep = replay_ops(ops, xml, hostfile, compute_speed(sc, platform), config=dict(settings),

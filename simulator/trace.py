@@ -253,7 +253,7 @@ def _epochs(rank: npt.NDArray[np.int32], code: npt.NDArray[np.int8], n_ranks: in
 
 
 #: Operations formatted at a time: the trace's text is never held whole (issue 15, waitlab's memory at scale).
-TRACE_CHUNK_ROWS = 1 << 20
+TRACE_CHUNK_ROWS = 1 << 16
 
 
 @dataclass(frozen=True)
