@@ -9,9 +9,13 @@ own protocol, where lock-put-unlock is exactly that one message (docs/rma.md).  
 
 * passive target, ``S`` below the rendezvous: lock = request + grant = 2M, put = D(S), unlock = done ack = M;
 * from the rendezvous size on: put = RTS + CTS + data = 2M + D(S);
-* active target: put = D(S) + completion ack M; complete = o_s + done flag M + its ack M (o_s = 0.25 us, the
-  platform's send overhead, which SMPI charges for the done notification), the target's wait returns when the
-  done notification arrives, one message after the origin's complete began.
+* active target, ``S`` up to 8 KB (a packet): put = D(S) + completion ack M; complete = o_s + done flag M + its
+  ack M (o_s = 0.25 us, the platform's send overhead, which SMPI charges for the done notification), the target's
+  wait returns when the done notification arrives, one message after the origin's complete began;
+* active target, ``S`` above 8 KB (a direct RDMA write, MVAPICH2's ``rdma_put_fallback_threshold``): the put returns
+  after SMPI's o_s; a second put to the same target waits for the first one's delivery (one queue pair, in order):
+  it takes D(S); complete = the last write's delivery (D(S) - o_s after complete began) + its ack M, then o_s + done
+  flag M + ack M, so complete = D(S) + 3M and the epoch of ``n`` puts is n D(S) + 3M + o_s.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ PROGRAM = Path(__file__).parent / "programs" / "rma_delivery.c"
 M = 1.6e-6  # one-way time of an 8-byte message, dawning_5000a.toml [mpi] inter_node[0]
 O_S = 2.5e-7  # send overhead, dawning_5000a.toml [mpi] send_overhead
 EAGER = 12288  # dawning_5000a.toml [mpi] eager_threshold
+RDMA = 8192  # MVAPICH2 1.x rdma_put_fallback_threshold: active-target puts above it are direct RDMA writes
 TOL = 2e-9
 
 
@@ -61,14 +66,16 @@ def test_unknown_protocol_is_one_clear_error(tmp_path: Path) -> None:
         load_platform(str(platform_file(tmp_path, "openmpi")))
 
 
-def _events(tmp: Path, protocol: str | None, mode: str, size: int) -> pd.DataFrame:
+def _events(tmp: Path, protocol: str | None, mode: str, size: int, puts: int = 1) -> pd.DataFrame:
 
     sc = from_mapping({"scenario": {"name": "rma_protocol", "ranks": 2},
                        "platform": {"name": str(platform_file(tmp, protocol)), "ranks_per_node": 1},
-                       "application": {"kind": "program", "sources": [str(PROGRAM)], "args": [mode, str(size)]},
+                       "application": {"kind": "program", "sources": [str(PROGRAM)],
+                                       "args": [mode, str(size), "1", str(puts)]},
                        "simulation": {"timeout": 60}}, str(tmp / "s.toml"))
     ev = simulate(sc).events
-    return ev.set_index(ev["rank"].astype(str) + ":" + ev["op"].astype(str))
+    nth = ev.groupby(["rank", "op"]).cumcount().astype(str)  # the k-th call of an op on a rank: "0:put", "0:put#1"
+    return ev.set_index(ev["rank"].astype(str) + ":" + ev["op"].astype(str) + ("#" + nth).where(nth != "0", ""))
 
 
 def _dur(ev: pd.DataFrame, key: str) -> float:
@@ -109,6 +116,21 @@ def test_active_target_put_waits_for_its_completion_and_complete_for_the_done_fl
     assert done_arrives == pytest.approx(M, abs=1e-8)  # SMPI's zero-byte done notification (1.595 us)
     # from the post's arrival (start returns) to the target's wait returning: data, ack, done = 3 messages
     assert float(ev.loc["1:win_wait", "exit"] - ev.loc["0:win_start", "exit"]) == pytest.approx(3 * M, abs=1e-8)
+
+
+@pytest.mark.simgrid
+@pytest.mark.skipif(not HAVE_SMPI, reason="SimGrid SMPI (smpirun, smpicc) is not installed")
+@pytest.mark.parametrize("size", [RDMA + 1, EAGER])
+def test_active_target_large_puts_are_pipelined_rdma_writes(tmp_path: Path, size: int) -> None:
+    d = _smpi_one_way(tmp_path, size)
+    ev = _events(tmp_path, "mvapich2", "pscw", size, puts=2)
+    assert _dur(ev, "0:put") == pytest.approx(O_S, abs=TOL)  # issued, not waited for
+    assert _dur(ev, "0:put#1") == pytest.approx(d, abs=TOL)  # waits for the first write's delivery (same QP)
+    assert _dur(ev, "0:win_complete") == pytest.approx(d + 3 * M, abs=TOL)  # delivery, ack, done flag + ack
+    epoch = float(ev.loc["0:win_complete", "exit"] - ev.loc["0:put", "enter"])
+    assert epoch == pytest.approx(2 * d + 3 * M + O_S, abs=TOL)
+    one = _events(tmp_path, "mvapich2", "pscw", RDMA)  # 8 KB exactly: still a packet (MVAPICH2: size > 8 KB)
+    assert _dur(one, "0:put") == pytest.approx(_smpi_one_way(tmp_path, RDMA) + M, abs=TOL)
 
 
 @pytest.mark.simgrid

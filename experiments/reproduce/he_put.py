@@ -5,8 +5,9 @@
   on 2 ranks on 2 nodes of the calibrated platform; its printed ``RESULT`` line is parsed.  SMPI 3.32
   runs ``MPI_Put`` and its synchronisations, and the platform's ``[mpi] rma_protocol = "mvapich2"`` makes the
   measurement layer add MVAPICH2's one-sided messages (lock request/grant, rendezvous, completion and done
-  acknowledgements) as real SimGrid messages (docs/rma.md, "MPI library protocol"); nothing is fitted to the
-  tables.
+  acknowledgements; active-target puts above 8 KB as direct RDMA writes whose completions are collected in
+  ``MPI_Win_complete``) as real SimGrid messages (docs/rma.md, "MPI library protocol"); nothing is fitted to
+  the tables.
 - Parallel C columns: the put model of :mod:`waitlab.models.apps.parallel_c_put`, priced with the
   platform's MPI-level figures (the put message is what the platform's ``[mpi] inter_node`` points were
   sourced from: table 2's Parallel C column gave the small-message latencies, table 3 the 4 MB bandwidth).

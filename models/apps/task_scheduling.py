@@ -21,8 +21,9 @@ The model counts the costs the text names (:func:`overhead_seconds`):
 ``s`` is the only fitted parameter (:func:`calibrate`); ``P``, ``T`` and the number of rounds are He
 et al.'s.  With these mechanisms alone the overhead does not depend on ``L`` once the refill is hidden,
 which table 4 contradicts (4.95 / 3.88 / 2.95 s): see docs/sunway.md for the gap.  Exposed refills,
-last-task imbalance, polling back-off and request collisions were examined as the missing term: none
-makes the overhead fall with ``L`` without a second, unsourced parameter (tests/test_task_scheduling_gap.py).
+last-task imbalance, polling back-off, request collisions, the checkpoint file, completion reports, the thread
+proxy, the polling thread sharing the MPE and regional masters were examined as the missing term: none makes
+the overhead fall with ``L`` without a second, unsourced parameter (tests/test_task_scheduling_gap.py).
 
 Examples
 --------

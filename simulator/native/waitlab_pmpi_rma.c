@@ -31,6 +31,7 @@ typedef struct {
   int* gats;  /* their window ranks */
   int* locked; /* per target (window rank): 1 while this rank holds a lock on it */
   int* ops;    /* per target: operations issued in the current lock epoch */
+  int* rdma;   /* per target: direct RDMA writes of the access epoch whose completion is still outstanding */
 } wl_win_t;
 
 static wl_win_t wl_wins[WL_RMA_MAX_WINS];
@@ -195,7 +196,7 @@ int MPI_Win_start(MPI_Group group, int assert_, MPI_Win win)
   WL_RMA_BEGIN();
   int rc = PMPI_Win_start(group, assert_, win);
   if (rc == MPI_SUCCESS)
-    wl_mv2_post(WL_WIN_START, win, -1, group);
+    wl_mv2_post(WL_WIN_START, win, -1, group, 0.0);
   if (rc == MPI_SUCCESS)
     wl_rma_group(WL_WIN_START, win, group, t0_, ra_);
   return rc;
@@ -204,9 +205,10 @@ int MPI_Win_start(MPI_Group group, int assert_, MPI_Win win)
 int MPI_Win_complete(MPI_Win win)
 {
   WL_RMA_BEGIN();
+  wl_mv2_pre(WL_WIN_COMPLETE, win, -1, 0.0);
   int rc = PMPI_Win_complete(win);
   if (rc == MPI_SUCCESS)
-    wl_mv2_post(WL_WIN_COMPLETE, win, -1, MPI_GROUP_NULL);
+    wl_mv2_post(WL_WIN_COMPLETE, win, -1, MPI_GROUP_NULL, 0.0);
   if (rc == MPI_SUCCESS)
     wl_rma(WL_WIN_COMPLETE, win, -1, 0.0, 0.0, t0_, ra_);
   return rc;
@@ -239,7 +241,7 @@ int MPI_Win_lock(int lock_type, int rank, int assert_, MPI_Win win)
   wl_mv2_pre(code, win, rank, 0.0);
   int rc = PMPI_Win_lock(lock_type, rank, assert_, win);
   if (rc == MPI_SUCCESS)
-    wl_mv2_post(code, win, rank, MPI_GROUP_NULL);
+    wl_mv2_post(code, win, rank, MPI_GROUP_NULL, 0.0);
   if (rc == MPI_SUCCESS)
     wl_rma(code, win, rank, 0.0, 0.0, t0_, ra_);
   return rc;
@@ -251,7 +253,7 @@ int MPI_Win_unlock(int rank, MPI_Win win)
   wl_mv2_pre(WL_WIN_UNLOCK, win, rank, 0.0);
   int rc = PMPI_Win_unlock(rank, win);
   if (rc == MPI_SUCCESS)
-    wl_mv2_post(WL_WIN_UNLOCK, win, rank, MPI_GROUP_NULL);
+    wl_mv2_post(WL_WIN_UNLOCK, win, rank, MPI_GROUP_NULL, 0.0);
   if (rc == MPI_SUCCESS)
     wl_rma(WL_WIN_UNLOCK, win, rank, 0.0, 0.0, t0_, ra_);
   return rc;
@@ -308,7 +310,7 @@ int MPI_Put(const void* oaddr, int ocount, MPI_Datatype otype, int target, MPI_A
   wl_mv2_pre(WL_PUT, win, target, wl_bytes(ocount, otype));
   int rc = PMPI_Put(oaddr, ocount, otype, target, tdisp, tcount, ttype, win);
   if (rc == MPI_SUCCESS)
-    wl_mv2_post(WL_PUT, win, target, MPI_GROUP_NULL);
+    wl_mv2_post(WL_PUT, win, target, MPI_GROUP_NULL, wl_bytes(ocount, otype));
   if (rc == MPI_SUCCESS && target != MPI_PROC_NULL)
     wl_rma(WL_PUT, win, target, wl_bytes(ocount, otype), 0.0, t0_, ra_);
   return rc;
@@ -331,7 +333,7 @@ int MPI_Accumulate(const void* oaddr, int ocount, MPI_Datatype otype, int target
   wl_mv2_pre(WL_ACCUMULATE, win, target, wl_bytes(ocount, otype));
   int rc = PMPI_Accumulate(oaddr, ocount, otype, target, tdisp, tcount, ttype, op, win);
   if (rc == MPI_SUCCESS)
-    wl_mv2_post(WL_ACCUMULATE, win, target, MPI_GROUP_NULL);
+    wl_mv2_post(WL_ACCUMULATE, win, target, MPI_GROUP_NULL, wl_bytes(ocount, otype));
   if (rc == MPI_SUCCESS && target != MPI_PROC_NULL)
     wl_rma(WL_ACCUMULATE, win, target, wl_bytes(ocount, otype), 0.0, t0_, ra_);
   return rc;

@@ -55,9 +55,10 @@ void mpi_win_free_(int* win, int* ierr)
     WL_REAL(real, wl_f_win_t, sym);                                                                                    \
     WL_RMA_BEGIN();                                                                                                    \
     MPI_Win w = PMPI_Win_f2c(*win);                                                                                    \
+    wl_mv2_pre(code, w, -1, 0.0);                                                                                      \
     real(win, ierr);                                                                                                   \
     if (*ierr == MPI_SUCCESS)                                                                                          \
-      wl_mv2_post(code, w, -1, MPI_GROUP_NULL);                                                                        \
+      wl_mv2_post(code, w, -1, MPI_GROUP_NULL, 0.0);                                                                   \
     if (*ierr == MPI_SUCCESS)                                                                                          \
       wl_rma(code, w, -1, 0.0, 0.0, t0_, ra_);                                                                         \
   }
@@ -77,7 +78,7 @@ WL_F_WIN(mpi_win_flush_local_all_, "mpi_win_flush_local_all_", WL_WIN_FLUSH_LOCA
     wl_mv2_pre(code, w, (is_target) ? *x : -1, 0.0);                                                                   \
     real(x, win, ierr);                                                                                                \
     if (*ierr == MPI_SUCCESS)                                                                                          \
-      wl_mv2_post(code, w, (is_target) ? *x : -1, MPI_GROUP_NULL);                                                     \
+      wl_mv2_post(code, w, (is_target) ? *x : -1, MPI_GROUP_NULL, 0.0);                                                \
     if (*ierr == MPI_SUCCESS)                                                                                          \
       wl_rma(code, w, (is_target) ? *x : -1, 0.0, (is_target) ? 0.0 : (double)*x, t0_, ra_);                        \
   }
@@ -94,7 +95,7 @@ WL_F_WIN_INT(mpi_win_flush_local_, "mpi_win_flush_local_", WL_WIN_FLUSH_LOCAL, 1
     WL_RMA_BEGIN();                                                                                                    \
     real(group, assert_, win, ierr);                                                                                   \
     if (*ierr == MPI_SUCCESS)                                                                                          \
-      wl_mv2_post(code, PMPI_Win_f2c(*win), -1, PMPI_Group_f2c(*group));                                               \
+      wl_mv2_post(code, PMPI_Win_f2c(*win), -1, PMPI_Group_f2c(*group), 0.0);                                          \
     if (*ierr == MPI_SUCCESS)                                                                                          \
       wl_rma_group(code, PMPI_Win_f2c(*win), PMPI_Group_f2c(*group), t0_, ra_);                                        \
   }
@@ -109,7 +110,7 @@ void mpi_win_lock_(int* lock_type, int* rank, int* assert_, int* win, int* ierr)
   wl_mv2_pre(code, PMPI_Win_f2c(*win), *rank, 0.0);
   real(lock_type, rank, assert_, win, ierr);
   if (*ierr == MPI_SUCCESS)
-    wl_mv2_post(code, PMPI_Win_f2c(*win), *rank, MPI_GROUP_NULL);
+    wl_mv2_post(code, PMPI_Win_f2c(*win), *rank, MPI_GROUP_NULL, 0.0);
   if (*ierr == MPI_SUCCESS)
     wl_rma(code, PMPI_Win_f2c(*win), *rank, 0.0, 0.0, t0_, ra_);
 }
@@ -123,7 +124,7 @@ void mpi_win_lock_(int* lock_type, int* rank, int* assert_, int* win, int* ierr)
     wl_mv2_pre(code, PMPI_Win_f2c(*win), *target, wl_bytes(*ocount, PMPI_Type_f2c(*otype)));                           \
     real(oaddr, ocount, otype, target, tdisp, tcount, ttype, win, ierr);                                               \
     if (*ierr == MPI_SUCCESS)                                                                                          \
-      wl_mv2_post(code, PMPI_Win_f2c(*win), *target, MPI_GROUP_NULL);                                                  \
+      wl_mv2_post(code, PMPI_Win_f2c(*win), *target, MPI_GROUP_NULL, wl_bytes(*ocount, PMPI_Type_f2c(*otype)));         \
     if (*ierr == MPI_SUCCESS && *target != MPI_PROC_NULL)                                                              \
       wl_rma(code, PMPI_Win_f2c(*win), *target, wl_bytes(*ocount, PMPI_Type_f2c(*otype)), 0.0, t0_, ra_);             \
   }
@@ -138,7 +139,7 @@ void mpi_accumulate_(int* oaddr, int* ocount, int* otype, int* target, MPI_Aint*
   wl_mv2_pre(WL_ACCUMULATE, PMPI_Win_f2c(*win), *target, wl_bytes(*ocount, PMPI_Type_f2c(*otype)));
   real(oaddr, ocount, otype, target, tdisp, tcount, ttype, op, win, ierr);
   if (*ierr == MPI_SUCCESS)
-    wl_mv2_post(WL_ACCUMULATE, PMPI_Win_f2c(*win), *target, MPI_GROUP_NULL);
+    wl_mv2_post(WL_ACCUMULATE, PMPI_Win_f2c(*win), *target, MPI_GROUP_NULL, wl_bytes(*ocount, PMPI_Type_f2c(*otype)));
   if (*ierr == MPI_SUCCESS && *target != MPI_PROC_NULL)
     wl_rma(WL_ACCUMULATE, PMPI_Win_f2c(*win), *target, wl_bytes(*ocount, PMPI_Type_f2c(*otype)), 0.0, t0_, ra_);
 }

@@ -17,13 +17,21 @@
  *              for its delivery before the next operation (the target handles one operation at a time);
  *     unlock = the unlock travels with the last operation (a separate request only if there was none) + SMPI's
  *              unlock + done acknowledgement (from).
- *   active target (Jiang et al., CCGrid 2004: puts are RDMA writes, post and complete are RDMA-written flags;
- *     the origin sees an RDMA write complete only with the responder's acknowledgement):
+ *   active target (Jiang et al., CCGrid 2004: post and complete are RDMA-written flags, the origin sees an RDMA
+ *     write complete only with the responder's acknowledgement; MVAPICH2 1.x ch3u_rma_ops.c MPIDI_Put and
+ *     rdma_iba_1sc.c MPIDI_CH3I_RDMA_try_rma / iba_put / MPIDI_CH3I_RDMA_finish_rma for the data path):
  *     post     = SMPI's notification to every origin;  start = SMPI's wait for them;
- *     put      = the data (delivered) + the RDMA completion acknowledgement (from);
- *     complete = SMPI's done notification to every target, then the origin waits for that write's completion:
- *                its arrival (to: a message travelling with SMPI's) and the acknowledgement (from);
+ *     put of more than WL_RDMA_PUT_THRESHOLD bytes = a direct RDMA write, issued at once and not waited for
+ *                (MPI_Put returns); the writes of one queue pair leave the HCA in order, so a later write to the
+ *                same target starts when this one is delivered, and its acknowledgement is left outstanding;
+ *     put of at most WL_RDMA_PUT_THRESHOLD bytes (MVAPICH2 queues it and sends a packet): the data (delivered) +
+ *                its completion acknowledgement (from), one at a time (an assumption from He et al.'s table 3);
+ *     complete = the completion of the direct writes (finish_rma: the last one delivered + its acknowledgement,
+ *                from, per target that got any), then SMPI's done notification to every target and the done
+ *                flag's completion: its arrival (to: a message travelling with SMPI's) and acknowledgement (from);
  *     wait     = SMPI's wait for every origin's done notification (and the data).
+ *     Not modelled from MVAPICH2 1.x: post waiting for its flag write's completion, and complete not waiting
+ *     for the completion-counter write (Decrease_CC); docs/rma.md gives their measured effect.
  * Fence, lock_all/unlock_all, get, flush and the request-based operations keep SMPI's semantics.  Default (unset
  * or "smpi"): nothing added.  The C wrappers (waitlab_pmpi_rma.c) and the Fortran ones (waitlab_pmpi_rma_f.c) call
  * wl_mv2_pre before and wl_mv2_post after the real call.
@@ -32,6 +40,9 @@
 #define WL_RMA_SMPI 0
 #define WL_RMA_MVAPICH2 1
 #define WL_CTL_BYTES 8
+/* MVAPICH2 1.x rdma_put_fallback_threshold (8 KB for Mellanox HCAs, rdma_iba_priv.c): larger puts of an access
+ * epoch are direct RDMA writes ("size > rdma_put_fallback_threshold" in MPIDI_CH3I_RDMA_try_rma). */
+#define WL_RDMA_PUT_THRESHOLD 8192
 
 static int wl_rma_proto_ = -1;
 static long wl_rma_eager_ = 65536;
@@ -63,13 +74,15 @@ static void wl_ctl_create(wl_win_t* w, MPI_Comm comm)
   w->gats = NULL;
   w->locked = NULL;
   w->ops = NULL;
+  w->rdma = NULL;
   if (wl_rma_proto() != WL_RMA_MVAPICH2)
     return;
   size_t n = (size_t)(w->size > 0 ? w->size : 1);
   w->ctl_buf = calloc(2 * WL_CTL_BYTES, 1);
   w->locked = calloc(n, sizeof(int));
   w->ops = calloc(n, sizeof(int));
-  if (w->ctl_buf == NULL || w->locked == NULL || w->ops == NULL)
+  w->rdma = calloc(n, sizeof(int));
+  if (w->ctl_buf == NULL || w->locked == NULL || w->ops == NULL || w->rdma == NULL)
     wl_die("out of memory");
   PMPI_Win_create(w->ctl_buf, WL_CTL_BYTES, 1, MPI_INFO_NULL, comm, &w->ctl);
   PMPI_Win_lock_all(0, w->ctl);
@@ -85,10 +98,12 @@ static void wl_ctl_free(wl_win_t* w)
   free(w->gats);
   free(w->locked);
   free(w->ops);
+  free(w->rdma);
   w->ctl_buf = NULL;
   w->gats = NULL;
   w->locked = NULL;
   w->ops = NULL;
+  w->rdma = NULL;
 }
 
 /* One control message to target rank t of the window (returns when delivered). */
@@ -130,23 +145,50 @@ static void wl_mv2_start(wl_win_t* w, MPI_Group group)
   w->gats_n = n;
 }
 
+/* MPI_Win_complete, before SMPI's done notification: the completion of the direct RDMA writes (finish_rma). */
+static void wl_mv2_finish_rma(wl_win_t* w)
+{
+  if (w == NULL || w->ctl == MPI_WIN_NULL)
+    return;
+  for (int i = 0; i < w->gats_n; i++) {
+    int t = w->gats[i];
+    if (wl_mv2(w, t) && w->rdma[t] > 0) {
+      PMPI_Win_flush(t, w->win); /* the last write is delivered */
+      wl_ctl_from(w, t);         /* and acknowledged (the earlier acknowledgements came back meanwhile) */
+      w->rdma[t] = 0;
+    }
+  }
+}
+
 /* MPI_Win_complete, after SMPI sent its done notifications: wait for the completion of each (arrival + ack). */
 static void wl_mv2_complete(wl_win_t* w)
 {
   if (w == NULL || w->ctl == MPI_WIN_NULL)
     return;
   for (int i = 0; i < w->gats_n; i++)
-    if (w->gats[i] >= 0 && w->gats[i] != w->me) {
+    if (wl_mv2(w, w->gats[i])) {
       wl_ctl_to(w, w->gats[i]);   /* the done flag reaches the target (SMPI's notification travels with it) */
       wl_ctl_from(w, w->gats[i]); /* and its completion acknowledgement comes back */
     }
   w->gats_n = 0;
 }
 
-/* Before a put/accumulate of `bytes` to t: the rendezvous handshake of a passive-target operation. */
-static void wl_mv2_before_op(wl_win_t* w, int t, double bytes)
+/* Does a put/accumulate of `bytes` to t go as a direct RDMA write (in an access epoch, above the threshold)? */
+static int wl_mv2_rdma(const wl_win_t* w, int code, double bytes)
 {
-  if (!wl_mv2(w, t) || w->gats_n > 0 || w->locked[t] == 0)
+  return w->gats_n > 0 && code == WL_PUT && bytes > (double)WL_RDMA_PUT_THRESHOLD; /* accumulates: packets */
+}
+
+/* Before a put/accumulate of `bytes` to t: a direct RDMA write waits for the previous one on its queue pair to be
+ * delivered; a passive-target operation from the eager threshold on has a rendezvous handshake. */
+static void wl_mv2_before_op(wl_win_t* w, int code, int t, double bytes)
+{
+  if (wl_mv2_rdma(w, code, bytes)) {
+    if (w->rdma[t] > 0)
+      PMPI_Win_flush(t, w->win);
+    return;
+  }
+  if (w->gats_n > 0 || w->locked[t] == 0)
     return;
   if (bytes >= (double)wl_rma_eager_) {
     wl_ctl_to(w, t);   /* RTS */
@@ -154,12 +196,13 @@ static void wl_mv2_before_op(wl_win_t* w, int t, double bytes)
   }
 }
 
-/* After a put/accumulate to t: wait for its delivery; in an access epoch (start), the RDMA completion ack. */
-static void wl_mv2_after_op(wl_win_t* w, int t)
+/* After a put/accumulate of `bytes` to t: a direct RDMA write is left in flight; in an access epoch, a packet is
+ * delivered and acknowledged before the next operation; in a lock epoch, an operation is delivered. */
+static void wl_mv2_after_op(wl_win_t* w, int code, int t, double bytes)
 {
-  if (!wl_mv2(w, t))
-    return;
-  if (w->gats_n > 0) {
+  if (wl_mv2_rdma(w, code, bytes)) {
+    w->rdma[t]++;
+  } else if (w->gats_n > 0) {
     PMPI_Win_flush(t, w->win);
     wl_ctl_from(w, t);
   } else if (w->locked[t] > 0) {
@@ -172,12 +215,16 @@ static void wl_mv2_after_op(wl_win_t* w, int t)
 static void wl_mv2_pre(int code, MPI_Win win, int t, double bytes)
 {
   wl_win_t* w = wl_win_find(win);
+  if (code == WL_WIN_COMPLETE) {
+    wl_mv2_finish_rma(w);
+    return;
+  }
   if (!wl_mv2(w, t))
     return;
   if (code == WL_WIN_LOCK || code == WL_WIN_LOCK_SHARED) {
     wl_ctl_to(w, t); /* lock request */
   } else if (code == WL_PUT || code == WL_ACCUMULATE) {
-    wl_mv2_before_op(w, t, bytes);
+    wl_mv2_before_op(w, code, t, bytes);
   } else if (code == WL_WIN_UNLOCK && w->locked[t] > 0) {
     PMPI_Win_flush(t, win); /* the operations are delivered; the unlock travels with the last one */
     if (w->ops[t] == 0)
@@ -185,8 +232,8 @@ static void wl_mv2_pre(int code, MPI_Win win, int t, double bytes)
   }
 }
 
-/* The protocol's part after a successful RMA call `code` (group: the group of MPI_Win_start). */
-static void wl_mv2_post(int code, MPI_Win win, int t, MPI_Group group)
+/* The protocol's part after a successful RMA call `code` (group: the group of MPI_Win_start; bytes moved). */
+static void wl_mv2_post(int code, MPI_Win win, int t, MPI_Group group, double bytes)
 {
   wl_win_t* w = wl_win_find(win);
   if (code == WL_WIN_START) {
@@ -199,7 +246,7 @@ static void wl_mv2_post(int code, MPI_Win win, int t, MPI_Group group)
     wl_ctl_from(w, t); /* lock granted */
     w->locked[t]++;
   } else if (code == WL_PUT || code == WL_ACCUMULATE) {
-    wl_mv2_after_op(w, t);
+    wl_mv2_after_op(w, code, t, bytes);
   } else if (code == WL_WIN_UNLOCK && w->locked[t] > 0) {
     wl_ctl_from(w, t); /* done acknowledgement */
     w->locked[t]--;

@@ -1,5 +1,6 @@
 /* waitlab RMA timing program: rank 0 puts argv[2] bytes to rank 1 in one epoch of kind argv[1]
- * (pscw: post/start/complete/wait, lock: lock/put/unlock, fence: fence/put/fence), argv[3] times (default 1).
+ * (pscw: post/start/complete/wait, lock: lock/put/unlock, fence: fence/put/fence), argv[3] times (default 1),
+ * argv[4] puts per pscw epoch (default 1; they go to consecutive parts of the window).
  * The measurement layer records every call; the target's closing call (win_wait, fence) shows delivery. */
 #include <mpi.h>
 #include <stdlib.h>
@@ -13,10 +14,11 @@ int main(int argc, char** argv)
   const char* mode = argc > 1 ? argv[1] : "pscw";
   int bytes = argc > 2 ? atoi(argv[2]) : 4;
   int reps = argc > 3 ? atoi(argv[3]) : 1;
+  int puts = argc > 4 ? atoi(argv[4]) : 1;
   char* src = calloc((size_t)bytes, 1);
   char* base;
   MPI_Win win;
-  MPI_Win_allocate(bytes, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
+  MPI_Win_allocate((MPI_Aint)bytes * puts, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
   MPI_Group world, peer;
   MPI_Comm_group(MPI_COMM_WORLD, &world);
   int other = 1 - rank;
@@ -25,7 +27,8 @@ int main(int argc, char** argv)
     if (strcmp(mode, "pscw") == 0) {
       if (rank == 0) {
         MPI_Win_start(peer, 0, win);
-        MPI_Put(src, bytes, MPI_BYTE, 1, 0, bytes, MPI_BYTE, win);
+        for (int k = 0; k < puts; k++)
+          MPI_Put(src, bytes, MPI_BYTE, 1, (MPI_Aint)k * bytes, bytes, MPI_BYTE, win);
         MPI_Win_complete(win);
       } else {
         MPI_Win_post(peer, 0, win);
