@@ -44,7 +44,7 @@ from waitlab.models.ops import CODE
 from waitlab.simulator.build import replay_binary
 from waitlab.simulator.limits import check_replay_limits
 from waitlab.simulator.smpi import run_smpirun
-from waitlab.simulator.spill import spill_ops
+from waitlab.simulator.spill import release_free_memory, spill_ops
 from waitlab.simulator.timeline import build_events, read_log
 from waitlab.simulator.trace import write_trace
 
@@ -107,6 +107,7 @@ def one(ranks: int, steps: int, traced: bool = False, png: bool = True) -> dict[
         del markers
         index = stage("write_trace", lambda: write_trace(ops, compute_speed(sc, prep.platform), work / "trace",
                                                          rows=written, shared=True))
+        release_free_memory()  # as simulator/replay.py before SMPI
         settings = {**check_replay_limits(ranks, per_rank_files=False), **prep.smpi_config()}
         log = work / "events.bin"
         res = stage("smpi", lambda: run_smpirun(replay_binary(), ranks, xml, hostfile, replay_index=index,

@@ -15,6 +15,7 @@ from waitlab.models.ops import CODE, OpTable
 from waitlab.simulator.build import replay_binary
 from waitlab.simulator.limits import check_replay_limits
 from waitlab.simulator.smpi import DeadlockError, name_blocked_calls, run_smpirun
+from waitlab.simulator.spill import release_free_memory
 from waitlab.simulator.timeline import build_events, read_log
 from waitlab.simulator.trace import VectorStore, write_trace
 
@@ -56,6 +57,7 @@ def replay_ops(ops: OpTable, platform_xml: Path, hostfile: Path, core_speed: flo
         del markers
         index = write_trace(ops, core_speed, folder / "trace", rows=rows, vectors=vectors, shared=shared_trace)
         stages["write_trace"] = time.perf_counter() - t
+        release_free_memory()  # what generation and the trace's text freed goes to SMPI, not to our heap
         log = folder / "events.bin"
         log.unlink(missing_ok=True)
         env = {"WAITLAB_LOG": str(log)}

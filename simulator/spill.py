@@ -10,6 +10,8 @@ unchanged (the columns are read-only numpy arrays).
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import tempfile
 from pathlib import Path
 
@@ -45,3 +47,22 @@ def spill_ops(ops: OpTable, folder: Path | None = None, min_ops: int | None = No
             cols[c] = np.load(path, mmap_mode="r")
             path.unlink()  # the mapping keeps the data; nothing stays on disk after it
     return OpTable(n_ranks=ops.n_ranks, names=ops.names, ledger=ops.ledger, comms=ops.comms, **cols)
+
+
+def release_free_memory() -> bool:
+    """Hand the memory the process has freed back to the operating system (glibc's ``malloc_trim``).
+
+    glibc keeps freed small and medium blocks in its heap for reuse; after generating and writing a large
+    trace that is gigabytes the SMPI process, started next, cannot use.  Returns whether it was done
+    (``False`` on a C library without ``malloc_trim``).
+    """
+    name = ctypes.util.find_library("c")
+    try:
+        trim = ctypes.CDLL(name).malloc_trim if name else None
+    except (OSError, AttributeError):
+        trim = None
+    if trim is None:
+        return False
+    trim.argtypes = [ctypes.c_size_t]
+    trim(0)
+    return True
