@@ -40,7 +40,7 @@ from waitlab.simulator.export import (
     write_chrome_trace,
     write_table,
 )
-from waitlab.simulator.timeline import SCHEMA_VERSION
+from waitlab.simulator.timeline import ROW_REFERENCES, SCHEMA_VERSION
 
 MARKER = ".waitlab"
 
@@ -177,7 +177,7 @@ def write_result(result: RunResult, folder: Path, *, png: bool = True, scenario_
     """Write every output file of one SMPI run into ``folder``."""
     meta = result.metadata
     write_ops(result.ops, folder / "ops.parquet", meta)
-    write_table(result.events, folder / "events.parquet", meta)
+    write_table(result.events, folder / "events.parquet", meta, int64=ROW_REFERENCES)
     write_table(result.waits, folder / "waits.parquet", meta)
     write_table(ledger_frame(result.ops), folder / "ledger.parquet", meta)
     write_table(rank_budget(result.events, result.waits, result.scenario.ranks), folder / "ranks.parquet", meta)

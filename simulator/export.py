@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -34,30 +34,37 @@ def _with_waitlab(schema: pa.Schema, metadata: dict[str, Any]) -> dict[bytes, by
     return meta
 
 
+def _widened(df: pd.DataFrame, int64: Sequence[str]) -> pd.DataFrame:
+    """``df`` with the integer columns ``int64`` (those present) as int64 (a shallow copy; others shared)."""
+    cols = [c for c in int64 if c in df and df[c].dtype != np.int64]
+    return df.astype({c: np.int64 for c in cols}) if cols else df
+
+
 def write_table(df: pd.DataFrame, path: Path, metadata: dict[str, Any], csv: bool = True,
-                row_group_rows: int = ROW_GROUP_ROWS) -> None:
+                row_group_rows: int = ROW_GROUP_ROWS, int64: Sequence[str] = ()) -> None:
     """Write ``df`` as Parquet (metadata under the key ``waitlab``) and, optionally, CSV beside it.
 
     The Parquet file is written one row group of ``row_group_rows`` rows at a time, each converted from
     its slice of ``df`` just before it is written, so no Arrow copy of the whole table is held; the bytes
-    are those of ``pyarrow.parquet.write_table`` with the same row group size.
+    are those of ``pyarrow.parquet.write_table`` with the same row group size.  Columns named in ``int64``
+    are written as int64 whatever their type in memory (the event table's row references).
     """
     if len(df) <= row_group_rows:
-        table = pa.Table.from_pandas(df, preserve_index=False)
+        table = pa.Table.from_pandas(_widened(df, int64), preserve_index=False)
         pq.write_table(table.replace_schema_metadata(_with_waitlab(table.schema, metadata)), path,
                        compression="zstd", row_group_size=row_group_rows)
     else:
-        schema = pa.Schema.from_pandas(df, preserve_index=False)
+        schema = pa.Schema.from_pandas(_widened(df.iloc[:1], int64), preserve_index=False)
         schema = schema.with_metadata(_with_waitlab(schema, metadata))
         with pq.ParquetWriter(path, schema, compression="zstd") as writer:
             for start in range(0, len(df), row_group_rows):
-                part = pa.Table.from_pandas(df.iloc[start:start + row_group_rows], schema=schema,
+                part = pa.Table.from_pandas(_widened(df.iloc[start:start + row_group_rows], int64), schema=schema,
                                             preserve_index=False)
                 writer.write_table(part, row_group_size=row_group_rows)
                 del part
         if not (csv and len(df) <= CSV_MAX_ROWS):
             return
-        table = pa.Table.from_pandas(df, preserve_index=False)
+        table = pa.Table.from_pandas(_widened(df, int64), preserve_index=False)
     if csv and len(df) <= CSV_MAX_ROWS:
         # pyarrow's C++ writer: ~10x faster than pandas; categoricals are written as their labels
         plain = table.cast(pa.schema([pa.field(f.name, f.type.value_type if pa.types.is_dictionary(f.type)
