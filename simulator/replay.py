@@ -56,6 +56,7 @@ def replay_ops(ops: OpTable, platform_xml: Path, hostfile: Path, core_speed: flo
         rows = np.flatnonzero(~markers) if markers.any() else None  # written rows, without a copy of the table
         del markers
         index = write_trace(ops, core_speed, folder / "trace", rows=rows, vectors=vectors, shared=shared_trace)
+        del rows  # recomputed only to name a deadlock
         stages["write_trace"] = time.perf_counter() - t
         release_free_memory()  # what generation and the trace's text freed goes to SMPI, not to our heap
         log = folder / "events.bin"
@@ -69,7 +70,8 @@ def replay_ops(ops: OpTable, platform_xml: Path, hostfile: Path, core_speed: flo
                               extra_flags=extra_flags, env=env, timeout=timeout, what=what,
                               cwd=folder)
         except DeadlockError as exc:  # name the call each blocked rank is in
-            raise name_blocked_calls(exc, log, ops.take(rows) if rows is not None else ops) from None
+            traced = np.isin(ops.code, [CODE["enter"], CODE["leave"]], invert=True) | markers_in_trace
+            raise name_blocked_calls(exc, log, ops if traced.all() else ops.take(np.flatnonzero(traced))) from None
         stages["smpi"] = time.perf_counter() - t
         t = time.perf_counter()
         t_enter, t_exit = read_log(log, ops)
