@@ -26,8 +26,9 @@ SPILL_MIN_OPS = 1 << 22
 def spill_ops(ops: OpTable, folder: Path | None = None, min_ops: int | None = None) -> OpTable:
     """``ops`` with its columns memory-mapped from unlinked files in ``folder`` (default: the temporary folder).
 
-    Tables shorter than ``min_ops`` (default :data:`SPILL_MIN_OPS`) and tables already mapped come back as
-    they are.  The caller drops its reference to ``ops`` so that its memory is freed.
+    Tables shorter than ``min_ops`` (default :data:`SPILL_MIN_OPS`), tables already mapped, and tables that
+    cannot be written (no room) come back as they are.  The caller drops its reference to ``ops`` so that
+    its memory is freed.
 
     >>> from waitlab.models.ops import OpBuilder
     >>> b = OpBuilder(2)
@@ -40,12 +41,15 @@ def spill_ops(ops: OpTable, folder: Path | None = None, min_ops: int | None = No
     if len(ops) < limit or len(ops) == 0 or isinstance(ops.rank, np.memmap):
         return ops
     cols = {}
-    with tempfile.TemporaryDirectory(prefix="waitlab-ops-", dir=folder) as tmp:
-        for c in OpTable.COLUMNS:
-            path = Path(tmp) / f"{c}.npy"
-            np.save(path, getattr(ops, c))
-            cols[c] = np.load(path, mmap_mode="r")
-            path.unlink()  # the mapping keeps the data; nothing stays on disk after it
+    try:
+        with tempfile.TemporaryDirectory(prefix="waitlab-ops-", dir=folder) as tmp:
+            for c in OpTable.COLUMNS:
+                path = Path(tmp) / f"{c}.npy"
+                np.save(path, getattr(ops, c))
+                cols[c] = np.load(path, mmap_mode="r")
+                path.unlink()  # the mapping keeps the data; nothing stays on disk after it
+    except OSError:  # no room (disk full, file-size limit): keep the table in memory; the trace, written next,
+        return ops   # names the problem if there is one
     return OpTable(n_ranks=ops.n_ranks, names=ops.names, ledger=ops.ledger, comms=ops.comms, **cols)
 
 

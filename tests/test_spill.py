@@ -41,3 +41,11 @@ def test_a_run_from_a_spilled_table_is_the_same_run(monkeypatch: pytest.MonkeyPa
     pd.testing.assert_frame_equal(mapped.events, plain.events)
     pd.testing.assert_frame_equal(mapped.waits, plain.waits)
     assert mapped.summary == plain.summary
+
+
+def test_no_room_to_spill_keeps_the_table_in_memory(tmp_path: Path) -> None:
+    b = OpBuilder(2)
+    b.add("compute", [0, 1], value=[0.5, 0.25])
+    ops = b.build()
+    missing = tmp_path / "not-a-folder"  # tempfile cannot create its folder there: an OSError, as a full disk
+    assert spill_ops(ops, missing, min_ops=0) is ops
