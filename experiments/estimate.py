@@ -26,6 +26,7 @@ from pathlib import Path
 from waitlab.errors import EnvironmentProblem, WaitlabError
 from waitlab.experiments.pipeline import TREE_ALLREDUCE, Prepared
 from waitlab.experiments.sources import source_for
+from waitlab.simulator.spill import SPILL_MIN_OPS
 
 MiB = 1 << 20
 #: Rank counts up to which the events are counted exactly (the operations are generated in full).
@@ -38,11 +39,15 @@ SMPI_BASE_BYTES = 33 * MiB
 SMPI_RANK_BYTES = 32 * 1024
 #: Replay extension's log, held in memory until the end: one 24-byte record per replayed action.
 SMPI_EVENT_BYTES = 24
-#: waitlab's Python process: imports, then per event (operation table, event table, wait states,
-#: outputs); peak above the imports measured by benchmarks/bench_memory.py: 553 B per event at 445,440
-#: events (1,024 ranks x 20 steps), 381 B at 2.23 M events (the larger figure is kept).
+#: waitlab's Python process: imports, then per event.  Its peak comes after SMPI has exited (the event
+#: table, wait states, results folder) or before it started (generation); while SMPI runs it holds only
+#: the operation table (memory-mapped from disk from SPILL_MIN_OPS operations on, simulator/spill.py,
+#: so the kernel can drop it) and what glibc kept.  Measured by benchmarks/bench_memory.py
+#: (docs/performance.md, "waitlab's own cost at scale").
 PYTHON_BASE_BYTES = 150 * MiB
-PYTHON_EVENT_BYTES = 560
+PYTHON_EVENT_BYTES = 300
+PYTHON_DURING_SMPI_EVENT_BYTES = 100
+PYTHON_DURING_SMPI_SPILLED_EVENT_BYTES = 20
 #: Scratch files per event: trace line (~40 B) + log record (24 B); results folder (Parquet) ~12 B.
 SCRATCH_EVENT_BYTES = 76
 #: Replay time with waitlab's default binomial allreduce: per event, plus per event and rank; fitted to
@@ -60,7 +65,11 @@ WAITLAB_SECONDS_PER_EVENT = 4e-6
 
 @dataclass(frozen=True)
 class Estimate:
-    """What a run is expected to need; ``memory_bytes`` is the peak of the larger process plus the other."""
+    """What a run is expected to need.
+
+    ``memory_bytes`` is the larger of SMPI's peak plus what the Python process holds meanwhile
+    (``python_during_smpi_bytes``) and the Python process's own peak (``python_memory_bytes``).
+    """
 
     ranks: int
     events: int
@@ -69,16 +78,18 @@ class Estimate:
     python_memory_bytes: int
     scratch_bytes: int
     seconds: float
+    python_during_smpi_bytes: int = 0
 
     @property
     def memory_bytes(self) -> int:
-        return self.smpi_memory_bytes + self.python_memory_bytes
+        return max(self.smpi_memory_bytes + self.python_during_smpi_bytes, self.python_memory_bytes)
 
     def describe(self) -> str:
         """One line for the user: ranks, events, memory, scratch, predicted time."""
         approx = "" if self.exact_events else "about "
         return (f"{self.ranks:,} ranks, {approx}{self.events:,} events: memory ~{_gib(self.memory_bytes)} "
-                f"(SMPI {_gib(self.smpi_memory_bytes)}, waitlab {_gib(self.python_memory_bytes)}), "
+                f"(SMPI {_gib(self.smpi_memory_bytes)} with waitlab {_gib(self.python_during_smpi_bytes)} beside it, "
+                f"then waitlab {_gib(self.python_memory_bytes)}), "
                 f"scratch ~{_gib(self.scratch_bytes)}, predicted {_duration(self.seconds)}")
 
     def problems(self, budget: Budget | None = None) -> list[str]:
@@ -160,13 +171,16 @@ def estimate(prep: Prepared) -> Estimate:
     events, exact = count_events(prep)
     smpi = SMPI_BASE_BYTES + SMPI_RANK_BYTES * ranks + SMPI_EVENT_BYTES * events
     python = PYTHON_BASE_BYTES + PYTHON_EVENT_BYTES * events
+    spilled = events - 2 * ranks >= SPILL_MIN_OPS  # operations: the events without init and finalize
+    during = PYTHON_BASE_BYTES + events * (PYTHON_DURING_SMPI_SPILLED_EVENT_BYTES if spilled
+                                           else PYTHON_DURING_SMPI_EVENT_BYTES)
     cfg = prep.smpi_config()
     if all(cfg.get(k) == v for k, v in TREE_ALLREDUCE.items()):
         replay = events * (SMPI_SECONDS_PER_EVENT + SMPI_SECONDS_PER_EVENT_RANK_TREE * ranks)
     else:
         replay = SMPI_SECONDS_PER_EVENT_RANK * events * ranks
     seconds = replay + WAITLAB_SECONDS_PER_EVENT * events
-    return Estimate(ranks, events, exact, smpi, python, SCRATCH_EVENT_BYTES * events, seconds)
+    return Estimate(ranks, events, exact, smpi, python, SCRATCH_EVENT_BYTES * events, seconds, during)
 
 
 def _gib(n: int) -> str:

@@ -44,7 +44,7 @@ def bytes_moved(code: npt.NDArray[np.integer], value: npt.NDArray[np.float64], v
     >>> s.tolist(), r.tolist()
     ([4, 8, 12], [0, 0, 24])
     """
-    code_ = np.asarray(code, np.int64)
+    code_ = np.asarray(code)  # any integer type indexes (no int64 copy of a long table)
     rule = _RULE_OF_CODE[code_]
     v, v2 = np.asarray(value, np.float64), np.asarray(value2, np.float64)
     n_all = np.broadcast_to(np.asarray(n_ranks, np.float64), v.shape)
@@ -56,7 +56,7 @@ def bytes_moved(code: npt.NDArray[np.integer], value: npt.NDArray[np.float64], v
         if name == "none":
             continue
         idx = np.flatnonzero(rule == k)
-        s_k, r_k = _rule_bytes(name, code_[idx], v[idx], v2[idx], n_all[idx], rank_all[idx].astype(np.float64),
+        s_k, r_k = _rule_bytes(name, code_[idx].astype(np.int64), v[idx], v2[idx], n_all[idx], rank_all[idx].astype(np.float64),
                                rank_all[idx] == root_all[idx])
         sent[idx], recv[idx] = np.rint(s_k).astype(np.int64), np.rint(r_k).astype(np.int64)
     return sent, recv

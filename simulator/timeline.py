@@ -220,24 +220,25 @@ def build_events(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: npt.NDA
     out_index[src_rows] = np.arange(src_rows.size)
     code = ops.code[src_rows]
     is_region = code == CODE["enter"]
+    ref = _ref_dtype(src_rows.size)  # row references: int32 under 2**31 rows, taken to it as soon as made
     match_op = match_messages(ops)
     done_op = completions(ops, match_op)
     inst = collective_instances(ops)
     np.copyto(match_op, inst, where=inst >= 0)
     del inst
-    match = match_op[src_rows]
+    match = match_op[src_rows].astype(ref)
     del match_op
     match[is_region] = -1
     done = done_op[src_rows]
     del done_op
-    done = np.where(done >= 0, out_index[np.maximum(done, 0)], -1)
+    done = np.where(done >= 0, out_index[np.maximum(done, 0)], -1).astype(ref)
     enter = t_enter[src_rows]
     exit_ = t_exit[src_rows]
     exit_[is_region] = t_exit[l_rows]  # region rows appear in e_rows order, and l_rows is aligned with it
     del l_rows
     parent_src = enclosing[src_rows]
     del enclosing
-    parent = np.where(parent_src >= 0, out_index[np.maximum(parent_src, 0)], -1)
+    parent = np.where(parent_src >= 0, out_index[np.maximum(parent_src, 0)], -1).astype(ref)
     del out_index
     name = ops.name[src_rows]
     region_id = np.where(is_region, name, np.where(parent >= 0, ops.name[np.maximum(parent_src, 0)], -1))
@@ -245,8 +246,6 @@ def build_events(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: npt.NDA
     depth = np.zeros(src_rows.size, np.int16)  # number of enclosing regions
     path_id, path_names = _paths(src_rows.size, parent, is_region, name, ops.names, depth)
     del name
-    kind = np.where(is_region, KINDS.index("region"), _KIND_OF_CODE[code]).astype(np.int8)
-    op = np.where(is_region, REGION_OP, code).astype(np.int16)
     peer = ops.peer[src_rows]
     comm = ops.comm[src_rows]
     if ops.comms:  # ranks, roots and sizes within each operation's communicator
@@ -261,6 +260,8 @@ def build_events(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: npt.NDA
                                      ops.n_ranks)
     sent[is_region] = 0
     received[is_region] = 0
+    kind = np.where(is_region, KINDS.index("region"), _KIND_OF_CODE[code]).astype(np.int8)
+    op = np.where(is_region, REGION_OP, code).astype(np.int16)
     peer = np.where(_HAS_PEER[code] & ~is_region, peer, -1).astype(np.int32)
     comm = np.where(is_region, 0, comm).astype(np.int32)
     del code
@@ -286,13 +287,10 @@ def build_events(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: npt.NDA
         "done": done,
         "parent": parent,
         "depth": depth,
-        "cause": ops.cause[src_rows],
+        "cause": ops.cause[src_rows].astype(ref),
         "excess": ops.excess[src_rows],
     }
-    del kind, op, region_codes, path_id
-    ref = _ref_dtype(src_rows.size)
-    for c in ROW_REFERENCES:
-        cols[c] = cols[c].astype(ref, copy=False)
+    del kind, op, region_codes, path_id, match, done, parent, enter, exit_, sent, received, peer, comm, depth
     return annotate_rma(pd.DataFrame(cols, copy=False))  # RMA rows: match = epoch, done = closing call
 
 
@@ -301,8 +299,9 @@ def _ref_dtype(n_rows: int) -> type[np.signedinteger[Any]]:
     return np.int32 if n_rows < np.iinfo(np.int32).max else np.int64
 
 
-def _paths(n: int, parent: npt.NDArray[np.int64], is_region: npt.NDArray[np.bool_], name: npt.NDArray[np.int32],
-           names: tuple[str, ...], depth_out: npt.NDArray[np.int16]) -> tuple[npt.NDArray[np.int64], list[str]]:
+def _paths(n: int, parent: npt.NDArray[np.signedinteger[Any]], is_region: npt.NDArray[np.bool_],
+           name: npt.NDArray[np.int32], names: tuple[str, ...], depth_out: npt.NDArray[np.int16]
+           ) -> tuple[npt.NDArray[np.int64], list[str]]:
     """Call-path ids (categorical codes) and depth per output row, level by level."""
     path_names: list[str] = [""]
     path_of_row = np.zeros(n, np.int64)  # 0 = "" (top level)
