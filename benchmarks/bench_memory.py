@@ -100,6 +100,11 @@ class AnonPeak:
         self._proc.join(5)
 
 
+def _built(events: Any) -> Any:
+    release_free_memory()  # as simulator/replay.py after the event table
+    return events
+
+
 def _scenario(ranks: int, steps: int) -> Any:
     return from_mapping({"scenario": {"name": f"mem-{ranks}", "ranks": ranks, "seed": 1},
                          "platform": {"name": "dawning_5000a"}, "application": {"kind": "lared_s", "steps": steps}},
@@ -158,7 +163,7 @@ def one(ranks: int, steps: int, traced: bool = False, png: bool = True) -> dict[
                                                 config=settings, env={"WAITLAB_LOG": str(log)}, timeout=3600,
                                                 what="bench", cwd=work))
         held["times"] = stage("read_log", lambda: read_log(log, ops))
-    events = stage("build_events", lambda: build_events(ops, *held.pop("times")))
+    events = stage("build_events", lambda: _built(build_events(ops, *held.pop("times"))))
     ex = Execution(ops, events, res.output, settings, {})
     result = stage("waits+summary", lambda: finish(prep, ex))
     with tempfile.TemporaryDirectory(prefix="bench-mem-out-") as tmp:

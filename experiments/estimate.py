@@ -7,9 +7,11 @@ count, except for v-collectives' per-peer counts) and turns them into bytes and 
 per-rank and per-event costs below, measured on SimGrid 3.32 (benchmarks/bench_scale.py,
 docs/performance.md).  They are estimates: the time model is near-linear in the ranks with waitlab's
 default binomial allreduce and quadratic with SimGrid's linear reduce (docs/performance.md, "Scale").
-Gap: beyond 16,384 ranks SimGrid 3.32's list of detached sends takes over unless small messages are sent
-eagerly (``smpi/async-small-thresh``; without it a 163,840-rank step did not finish in 27 minutes, with it
-the whole run took 3 minutes), which the time model does not capture.
+With small messages sent eagerly (``smpi/async-small-thresh``) it uses its own near-linear fit, checked on
+the full machine (163,840 ranks x 20 steps: 78 min predicted, 62.7 min measured).  Gaps: without that
+setting, beyond 16,384 ranks SimGrid 3.32's list of detached sends takes over (a 163,840-rank step did
+not finish in 27 minutes), which the time model does not capture; and SMPI's memory on the full Sunway
+platform is about 2.5 times the linear model's (16.5 GB measured for one step, 18.8 GB for 20).
 
 ``Estimate.check(budget)`` raises one clear error when the run would not fit the machine
 (memory available, free space of the scratch folder) or a time budget.
@@ -29,6 +31,8 @@ from waitlab.experiments.sources import source_for
 from waitlab.simulator.spill import SPILL_MIN_OPS
 
 MiB = 1 << 20
+#: The SimGrid setting that transfers small messages when they are sent (SMPI's eager mailboxes).
+EAGER_TRANSFER_KEY = "smpi/async-small-thresh"
 #: Rank counts up to which the events are counted exactly (the operations are generated in full).
 EXACT_UP_TO = 16_384
 #: SMPI process: fixed part and per rank (actor, stack, mailboxes, requests; 33 MiB + 23–27.5 KiB per
@@ -39,15 +43,18 @@ SMPI_BASE_BYTES = 33 * MiB
 SMPI_RANK_BYTES = 32 * 1024
 #: Replay extension's log, held in memory until the end: one 24-byte record per replayed action.
 SMPI_EVENT_BYTES = 24
-#: waitlab's Python process: imports, then per event.  Its peak comes after SMPI has exited (the event
-#: table, wait states, results folder) or before it started (generation); while SMPI runs it holds only
-#: the operation table (memory-mapped from disk from SPILL_MIN_OPS operations on, simulator/spill.py,
-#: so the kernel can drop it) and what glibc kept.  Measured by benchmarks/bench_memory.py
+#: waitlab's Python process: imports, then per operation (the estimate's "events").  Its peak comes after
+#: SMPI has exited (the event table, wait states, results folder) or before it started (generation): 184 B
+#: per operation at 16,384 x 20 (234 B per event-table row, resident pages of the memory-mapped operation
+#: table included) and 188 B for the full machine x 20 steps (17.1 GB for 91.3 M operations).  While SMPI
+#: runs it holds the operation table (61 B per operation) and little else; from SPILL_MIN_OPS operations on
+#: that table is memory-mapped from disk (simulator/spill.py) and the process holds 9-10 B per operation
+#: (0.90 GB at the full machine).  Measured by benchmarks/bench_memory.py and the full-machine run
 #: (docs/performance.md, "waitlab's own cost at scale").
 PYTHON_BASE_BYTES = 150 * MiB
-PYTHON_EVENT_BYTES = 300
-PYTHON_DURING_SMPI_EVENT_BYTES = 100
-PYTHON_DURING_SMPI_SPILLED_EVENT_BYTES = 20
+PYTHON_EVENT_BYTES = 190
+PYTHON_DURING_SMPI_EVENT_BYTES = 75
+PYTHON_DURING_SMPI_SPILLED_EVENT_BYTES = 10
 #: Scratch files per event: trace line (~40 B) + log record (24 B); results folder (Parquet) ~12 B.
 SCRATCH_EVENT_BYTES = 76
 #: Replay time with waitlab's default binomial allreduce: per event, plus per event and rank; fitted to
@@ -55,6 +62,11 @@ SCRATCH_EVENT_BYTES = 76
 #: events at 4,096 ranks, 186.6 s for 7,188,480 events at 16,384 ranks (docs/performance.md, "Scale").
 SMPI_SECONDS_PER_EVENT = 1.6e-5
 SMPI_SECONDS_PER_EVENT_RANK_TREE = 6.1e-10
+#: The same with small messages sent eagerly (EAGER_TRANSFER_KEY set): fitted to the stock replay of LARED-S on
+#: Dawning x 20 steps, 30.1 s for 1.79 M events at 4,096 ranks and 137.2 s for 7.19 M at 16,384; checked on the
+#: full machine x 20 steps (Sunway, waitlab's SMPI stage 3,506 s for 91.3 M operations: predicted 4,300 s, +23%).
+SMPI_SECONDS_PER_EVENT_EAGER = 1.6e-5
+SMPI_SECONDS_PER_EVENT_RANK_EAGER = 1.9e-10
 #: With any other allreduce (SimGrid's linear reduce: quadratic in the ranks), per event times ranks;
 #: fitted to 19.5 s for 445,440 events at 4,096 ranks, stock replay.
 SMPI_SECONDS_PER_EVENT_RANK = 1.07e-8
@@ -175,7 +187,9 @@ def estimate(prep: Prepared) -> Estimate:
     during = PYTHON_BASE_BYTES + events * (PYTHON_DURING_SMPI_SPILLED_EVENT_BYTES if spilled
                                            else PYTHON_DURING_SMPI_EVENT_BYTES)
     cfg = prep.smpi_config()
-    if all(cfg.get(k) == v for k, v in TREE_ALLREDUCE.items()):
+    if all(cfg.get(k) == v for k, v in TREE_ALLREDUCE.items()) and EAGER_TRANSFER_KEY in cfg:
+        replay = events * (SMPI_SECONDS_PER_EVENT_EAGER + SMPI_SECONDS_PER_EVENT_RANK_EAGER * ranks)
+    elif all(cfg.get(k) == v for k, v in TREE_ALLREDUCE.items()):
         replay = events * (SMPI_SECONDS_PER_EVENT + SMPI_SECONDS_PER_EVENT_RANK_TREE * ranks)
     else:
         replay = SMPI_SECONDS_PER_EVENT_RANK * events * ranks
@@ -195,8 +209,6 @@ def _duration(s: float) -> str:
     return f"{s / 3600:.1f} h"
 
 
-#: The SimGrid setting that transfers small messages when they are sent (SMPI's eager mailboxes).
-EAGER_TRANSFER_KEY = "smpi/async-small-thresh"
 #: Runs of at least this many ranks are estimated before they start (smaller ones fit any machine here).
 PREFLIGHT_RANKS = 4096
 

@@ -46,6 +46,7 @@ from waitlab.models.perturb.stage import (
 )
 from waitlab.platforms import PlatformModel, RenderedPlatform, load_platform, placement_table, render_platform
 from waitlab.simulator.build import simgrid_version
+from waitlab.simulator.spill import release_free_memory
 from waitlab.simulator.timeline import SCHEMA_VERSION
 from waitlab.version import __version__
 
@@ -185,6 +186,7 @@ def finish(prep: Prepared, ex: Execution) -> RunResult:
         "supernodes_used": len(set(n // prep.platform.leaf_size for n in prep.platform.node_of_rank)), **ex.metadata,
     }  # fmt: skip
     placement = placement_table(prep.platform.node_of_rank, prep.platform.host_of_rank, prep.platform.leaf_size)
+    release_free_memory()  # the wait states' intermediates, before the results folder is written
     return RunResult(sc, ex.ops, ex.events, waits, summary, metadata, stages, ex.output, placement, ex.files)
 
 

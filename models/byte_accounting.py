@@ -56,8 +56,8 @@ def bytes_moved(code: npt.NDArray[np.integer], value: npt.NDArray[np.float64], v
         if name == "none":
             continue
         idx = np.flatnonzero(rule == k)
-        s_k, r_k = _rule_bytes(name, code_[idx].astype(np.int64), v[idx], v2[idx], n_all[idx], rank_all[idx].astype(np.float64),
-                               rank_all[idx] == root_all[idx])
+        s_k, r_k = _rule_bytes(name, code_[idx].astype(np.int64), v[idx], v2[idx], n_all[idx],
+                               rank_all[idx].astype(np.float64), rank_all[idx] == root_all[idx])
         sent[idx], recv[idx] = np.rint(s_k).astype(np.int64), np.rint(r_k).astype(np.int64)
     return sent, recv
 

@@ -9,7 +9,15 @@ from waitlab.experiments.estimate import (
     EAGER_TRANSFER_KEY,
     EXACT_UP_TO,
     PREFLIGHT_RANKS,
+    PYTHON_BASE_BYTES,
+    PYTHON_DURING_SMPI_EVENT_BYTES,
+    PYTHON_DURING_SMPI_SPILLED_EVENT_BYTES,
     PYTHON_EVENT_BYTES,
+    SMPI_SECONDS_PER_EVENT_EAGER,
+    SMPI_SECONDS_PER_EVENT_RANK_EAGER,
+    WAITLAB_SECONDS_PER_EVENT,
+    Estimate,
+    estimate,
     memory_available,
     preflight,
 )
@@ -58,3 +66,26 @@ def test_beyond_exact_counting_the_eager_transfer_hint_is_given_once_and_only_wi
     said.clear()
     preflight(prepare(_scenario(EXACT_UP_TO)), say=said.append, check=False)
     assert len(said) == 1
+
+
+def test_memory_is_smpi_with_what_python_holds_beside_it_or_pythons_own_peak(monkeypatch: pytest.MonkeyPatch) -> None:
+    # by hand: SMPI 10 GiB with 1 GiB beside it -> 11 GiB; Python's own peak 12 GiB -> 12 GiB
+    gib = 1 << 30
+    e = Estimate(1, 1, True, 10 * gib, 12 * gib, 0, 0.0, 1 * gib)
+    assert e.memory_bytes == 12 * gib
+    assert Estimate(1, 1, True, 10 * gib, 2 * gib, 0, 0.0, 1 * gib).memory_bytes == 11 * gib
+    # while SMPI runs, a table of SPILL_MIN_OPS operations or more is memory-mapped: fewer bytes held beside it
+    sc = _scenario(PREFLIGHT_RANKS, steps=1)
+    kept = estimate(prepare(sc))
+    ops = kept.events - 2 * kept.ranks
+    assert kept.python_during_smpi_bytes == PYTHON_BASE_BYTES + kept.events * PYTHON_DURING_SMPI_EVENT_BYTES
+    monkeypatch.setattr("waitlab.experiments.estimate.SPILL_MIN_OPS", ops)
+    mapped = estimate(prepare(sc))
+    assert mapped.python_during_smpi_bytes == PYTHON_BASE_BYTES + kept.events * PYTHON_DURING_SMPI_SPILLED_EVENT_BYTES
+
+
+def test_eager_small_messages_have_their_own_time_model() -> None:
+    sc = _scenario(PREFLIGHT_RANKS, steps=1).with_values({"simulation.config": {EAGER_TRANSFER_KEY: "65536"}})
+    e = estimate(prepare(sc))
+    per_event = SMPI_SECONDS_PER_EVENT_EAGER + SMPI_SECONDS_PER_EVENT_RANK_EAGER * PREFLIGHT_RANKS
+    assert e.seconds == pytest.approx(e.events * (per_event + WAITLAB_SECONDS_PER_EVENT))
