@@ -11,9 +11,10 @@ unchanged (the columns are read-only numpy arrays).
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import tempfile
+from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -60,13 +61,20 @@ def release_free_memory() -> bool:
     trace that is gigabytes the SMPI process, started next, cannot use.  Returns whether it was done
     (``False`` on a C library without ``malloc_trim``).
     """
-    name = ctypes.util.find_library("c")
-    try:
-        trim = ctypes.CDLL(name).malloc_trim if name else None
-    except (OSError, AttributeError):
-        trim = None
+    trim = _malloc_trim()
     if trim is None:
         return False
-    trim.argtypes = [ctypes.c_size_t]
     trim(0)
     return True
+
+
+@lru_cache(maxsize=1)
+def _malloc_trim() -> Any:
+    """glibc's ``malloc_trim`` from the process's own symbols (``None`` elsewhere); looked up once."""
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return None
+    trim.argtypes = [ctypes.c_size_t]
+    trim.restype = ctypes.c_int
+    return trim

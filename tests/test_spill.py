@@ -12,7 +12,7 @@ from waitlab.experiments.pipeline import run
 from waitlab.experiments.scenario import from_mapping
 from waitlab.models.ops import OpBuilder
 from waitlab.simulator import spill
-from waitlab.simulator.spill import spill_ops
+from waitlab.simulator.spill import release_free_memory, spill_ops
 
 
 def test_spilled_table_equals_the_original_and_leaves_no_file(tmp_path: Path) -> None:
@@ -49,3 +49,21 @@ def test_no_room_to_spill_keeps_the_table_in_memory(tmp_path: Path) -> None:
     ops = b.build()
     missing = tmp_path / "not-a-folder"  # tempfile cannot create its folder there: an OSError, as a full disk
     assert spill_ops(ops, missing, min_ops=0) is ops
+
+
+def _own_memory() -> int:
+    line = next(ln for ln in Path("/proc/self/status").read_text().splitlines() if ln.startswith("RssAnon:"))
+    return int(line.split()[1]) * 1024
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux /proc")
+def test_freed_memory_goes_back_to_the_system() -> None:
+    blocks = [np.ones(8192) for _ in range(20_000)]  # 64 KiB each: glibc serves them from its heap
+    pin = np.ones(8192)  # allocated last, above them: glibc cannot shrink its heap by itself
+    before = _own_memory()
+    del blocks
+    kept = _own_memory()
+    assert release_free_memory()
+    after = _own_memory()
+    assert kept - after > 500 * 2**20 and after < before  # 1.25 GiB freed, most of it handed back
+    del pin
