@@ -220,7 +220,7 @@ def build_events(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: npt.NDA
     out_index[src_rows] = np.arange(src_rows.size)
     code = ops.code[src_rows]
     is_region = code == CODE["enter"]
-    ref = _ref_dtype(src_rows.size)  # row references: int32 under 2**31 rows, taken to it as soon as made
+    ref = _ref_dtype(max(src_rows.size, len(ops.ledger)))  # row references (and ledger rows): int32 if they fit
     match_op = match_messages(ops)
     done_op = completions(ops, match_op)
     inst = collective_instances(ops)
