@@ -187,9 +187,10 @@ def estimate(prep: Prepared) -> Estimate:
     during = PYTHON_BASE_BYTES + events * (PYTHON_DURING_SMPI_SPILLED_EVENT_BYTES if spilled
                                            else PYTHON_DURING_SMPI_EVENT_BYTES)
     cfg = prep.smpi_config()
-    if all(cfg.get(k) == v for k, v in TREE_ALLREDUCE.items()) and EAGER_TRANSFER_KEY in cfg:
+    tree = all(cfg.get(k) == v for k, v in TREE_ALLREDUCE.items())
+    if tree and EAGER_TRANSFER_KEY in cfg:
         replay = events * (SMPI_SECONDS_PER_EVENT_EAGER + SMPI_SECONDS_PER_EVENT_RANK_EAGER * ranks)
-    elif all(cfg.get(k) == v for k, v in TREE_ALLREDUCE.items()):
+    elif tree:
         replay = events * (SMPI_SECONDS_PER_EVENT + SMPI_SECONDS_PER_EVENT_RANK_TREE * ranks)
     else:
         replay = SMPI_SECONDS_PER_EVENT_RANK * events * ranks

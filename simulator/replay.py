@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from waitlab.models.ops import CODE, OpTable
@@ -51,10 +52,7 @@ def replay_ops(ops: OpTable, platform_xml: Path, hostfile: Path, core_speed: flo
         folder = work or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
         t = time.perf_counter()
-        # Region markers take no simulated time: keep them out of SMPI and let read_log fill their times in.
-        markers = np.isin(ops.code, [CODE["enter"], CODE["leave"]]) & (not markers_in_trace)
-        rows = np.flatnonzero(~markers) if markers.any() else None  # written rows, without a copy of the table
-        del markers
+        rows = _written_rows(ops, markers_in_trace)
         index = write_trace(ops, core_speed, folder / "trace", rows=rows, vectors=vectors, shared=shared_trace)
         del rows  # recomputed only to name a deadlock
         stages["write_trace"] = time.perf_counter() - t
@@ -70,8 +68,8 @@ def replay_ops(ops: OpTable, platform_xml: Path, hostfile: Path, core_speed: flo
                               extra_flags=extra_flags, env=env, timeout=timeout, what=what,
                               cwd=folder)
         except DeadlockError as exc:  # name the call each blocked rank is in
-            traced = np.isin(ops.code, [CODE["enter"], CODE["leave"]], invert=True) | markers_in_trace
-            raise name_blocked_calls(exc, log, ops if traced.all() else ops.take(np.flatnonzero(traced))) from None
+            written = _written_rows(ops, markers_in_trace)
+            raise name_blocked_calls(exc, log, ops if written is None else ops.take(written)) from None
         stages["smpi"] = time.perf_counter() - t
         t = time.perf_counter()
         t_enter, t_exit = read_log(log, ops)
@@ -80,3 +78,12 @@ def replay_ops(ops: OpTable, platform_xml: Path, hostfile: Path, core_speed: flo
         release_free_memory()  # the intermediates of the event table: ~60 B per event kept by glibc otherwise
         stages["parse"] = time.perf_counter() - t
     return Replay(events, res.output, stages)
+
+
+def _written_rows(ops: OpTable, markers_in_trace: bool) -> npt.NDArray[np.int64] | None:
+    """Rows of ``ops`` the trace holds (``None``: all).  Region markers take no simulated time: they are left out
+    of SMPI unless ``markers_in_trace``, and :func:`~waitlab.simulator.timeline.read_log` fills their times in."""
+    if markers_in_trace:
+        return None
+    markers = np.isin(ops.code, [CODE["enter"], CODE["leave"]])
+    return np.flatnonzero(~markers) if markers.any() else None

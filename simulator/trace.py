@@ -10,7 +10,6 @@ seconds to flops with the core speed of the rendered platform, printed with
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,7 +34,6 @@ from waitlab.models.vocabulary import (
 )
 
 _Cols = dict[str, list[Any]]
-_Formatter = Callable[[_Cols], list[str]]
 _IS_COLLECTIVE = lut(COLLECTIVE_ACTIONS)
 _IS_V = lut(V_ACTIONS)
 
