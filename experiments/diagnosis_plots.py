@@ -14,7 +14,7 @@ from waitlab.experiments.palette import KIND_COLOURS, OTHER, SERIES, WAIT
 from waitlab.models.analysis.scoring import by_rank_region, by_region
 
 if TYPE_CHECKING:
-    from waitlab.experiments.diagnose import Diagnosis
+    from waitlab.experiments.diagnosis.diagnose import Diagnosis
 
 CULPRIT_COLOURS = SERIES
 TIMELINE_MAX_RANKS = 48

@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from waitlab.experiments.critical_report import critical_path_dict, critical_path_markdown, run_critical_path
-from waitlab.experiments.diagnose import Diagnosis
+from waitlab.experiments.diagnosis.diagnose import Diagnosis
+from waitlab.experiments.diagnosis.groundtruth import cache_use
 from waitlab.experiments.diagnosis_plots import blame_figure, culprit_timeline
-from waitlab.experiments.groundtruth import cache_use
 from waitlab.models.analysis.cwpdm import CwpdmResult
+from waitlab.models.analysis.hcwpdm import HcwpdmResult
 from waitlab.models.analysis.scoring import by_rank_region, by_region
 
 
@@ -44,7 +45,7 @@ def to_markdown(diag: Diagnosis) -> str:
             " (peak memory measured only on request: a second, traced run of the model)"
         lines += [f"### {m.name}", "",
                   f"Explains {m.denominator:.4g} s of wait ({what}); attributed "
-                  f"{m.result.attributed:.4g} s, unexplained {m.result.unexplained:.4g} s. Diagnosis took "
+                  f"{m.attributed:.4g} s, unexplained {m.unexplained:.4g} s. Diagnosis took "
                   f"{m.seconds:.3f} s{memory}.", ""]
         if isinstance(m.result, CwpdmResult):
             w = m.result.waits
@@ -52,7 +53,7 @@ def to_markdown(diag: Diagnosis) -> str:
                       f"direct wait {w['direct'].sum():.4g} s, indirect {w['indirect'].sum():.4g} s; propagating "
                       f"{w['propagating'].sum():.4g} s, terminal {w['terminal'].sum():.4g} s "
                       f"({m.result.rounds} propagation rounds).", ""]
-        else:
+        elif isinstance(m.result, HcwpdmResult):
             lines += [f"Hotspots (>= {100 * m.result.threshold:g}% of the time): "
                       + ", ".join(f"`{h}`" for h in m.result.hotspots), ""]
         lines += ["| region | blamed (s) | share |", "| --- | ---: | ---: |"]

@@ -95,7 +95,7 @@ def chain_ops(x: float, base: float = 1.0, n: int = 4) -> OpTable:
 
 def ideal_rerun(scenario: object, ops: OpTable, speed_profiles: object = None) -> dict:
     """A counterfactual re-run on the ideal network (the ``rerun`` hook of the ground truth)."""
-    from waitlab.experiments.groundtruth import wait_metrics
+    from waitlab.experiments.diagnosis.groundtruth import wait_metrics
     from waitlab.models.analysis.waitstates import wait_states
 
     ev = ideal_replay(ops)

@@ -11,7 +11,7 @@ import pytest
 from ideal_replay import chain_ops
 
 from waitlab.cli import main
-from waitlab.experiments.groundtruth import wait_metrics
+from waitlab.experiments.diagnosis.groundtruth import wait_metrics
 from waitlab.experiments.pipeline import simulate
 from waitlab.experiments.reproduce import wu_lared_s as lared_s
 from waitlab.models.analysis.cwpdm import cwpdm

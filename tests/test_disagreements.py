@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from ideal_replay import chain_ops, ideal_replay, ideal_rerun
 
-from waitlab.experiments.groundtruth import ground_truth, wait_metrics
+from waitlab.experiments.diagnosis.groundtruth import ground_truth, wait_metrics
 from waitlab.experiments.scenario import Scenario, from_mapping
 from waitlab.models.analysis.cwpdm import cwpdm
 from waitlab.models.analysis.hcwpdm import hcwpdm

@@ -15,9 +15,8 @@ import numpy as np
 import pytest
 from ideal_replay import chain_ops, ideal_replay, work
 
-from waitlab.experiments.diagnose import diagnose
-from waitlab.experiments.diagnosis_report import to_markdown, write_report
-from waitlab.experiments.groundtruth import (
+from waitlab.experiments.diagnosis.diagnose import diagnose
+from waitlab.experiments.diagnosis.groundtruth import (
     Counterfactuals,
     ground_truth,
     ledger_frame,
@@ -25,6 +24,7 @@ from waitlab.experiments.groundtruth import (
     standard_sets,
     wait_metrics,
 )
+from waitlab.experiments.diagnosis_report import to_markdown, write_report
 from waitlab.experiments.scenario import Scenario, from_mapping
 from waitlab.models.analysis.waitstates import wait_states
 from waitlab.models.ops import OpBuilder, OpTable

@@ -17,13 +17,13 @@ from waitlab.errors import InputError
 from waitlab.experiments.capture import capture as _capture
 from waitlab.experiments.capture import trace_scenario_text
 from waitlab.experiments.compare import Comparison, compare_png, compare_runs
-from waitlab.experiments.diagnose import Diagnosis, diagnose_path
+from waitlab.experiments.diagnosis.diagnose import Diagnosis, diagnose_path
+from waitlab.experiments.diagnosis.groundtruth import cache_use
 from waitlab.experiments.diagnosis_report import report_dict, to_markdown, write_report
 from waitlab.experiments.estimate import preflight
 from waitlab.experiments.executors import open_executor
 from waitlab.experiments.exports import FORMATS as EXPORT_FORMATS
 from waitlab.experiments.exports import export_run
-from waitlab.experiments.groundtruth import cache_use
 from waitlab.experiments.perturbation_report import report_text
 from waitlab.experiments.pipeline import Run, RunResult, prepare
 from waitlab.experiments.pipeline import run as _run
@@ -131,7 +131,7 @@ def diagnose(source: str | Path, *, executor: Executor | None = None, **kwargs: 
     """CWP-DM, H-CWP-DM, the counterfactual ground truth and the scores of a results folder or scenario.
 
     A results folder is read back as it is (only counterfactuals are simulated); see
-    :func:`waitlab.experiments.diagnose.diagnose` for the keyword arguments.
+    :func:`waitlab.experiments.diagnosis.diagnose.diagnose` for the keyword arguments.
     """
     return diagnose_path(Path(source), executor=executor, **kwargs)
 

@@ -8,7 +8,7 @@ Models: CWP-DM (:func:`~waitlab.models.analysis.cwpdm.cwpdm`) and H-CWP-DM with 
 collective pairings (``earliest`` as in Wu et al., and ``each``), each timed and
 its peak memory measured (``tracemalloc``, a second run).
 
-Ground truth (:mod:`~waitlab.experiments.groundtruth`): counterfactual re-runs
+Ground truth (:mod:`~waitlab.experiments.diagnosis.groundtruth`): counterfactual re-runs
 per region, per cause kind, of all causes, of candidate (rank, region) pairs
 (the ledger's largest and each model's most blamed) and of "balance the
 regions this model blames" for the predicted-vs-realized comparison.
@@ -24,19 +24,16 @@ each collective instance (plus point-to-point waits), as the paper's 41.6 s.
 from __future__ import annotations
 
 import math
-import time
-import tracemalloc
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from waitlab.errors import InputError
-from waitlab.experiments.groundtruth import (
+from waitlab.experiments.diagnosis.groundtruth import (
     CauseSet,
     GroundTruth,
     Rerun,
@@ -46,102 +43,63 @@ from waitlab.experiments.groundtruth import (
     region_set,
     wait_metrics,
 )
+from waitlab.experiments.diagnosis.registry import (
+    DEFAULT_DIAGNOSE,
+    ModelFailure,
+    ModelRun,
+    ModelSpec,
+    resolve_all,
+    run_model,
+)
 from waitlab.experiments.pipeline import noise_for, prepare
 from waitlab.experiments.pipeline import run as run_pipeline
 from waitlab.experiments.results import load_run
 from waitlab.experiments.scenario import Scenario, load_scenario
-from waitlab.models.analysis.callpaths import call_paths
-from waitlab.models.analysis.cwpdm import CwpdmResult, cwpdm
-from waitlab.models.analysis.hcwpdm import DEFAULT_THRESHOLD, HcwpdmResult, hcwpdm
+from waitlab.models.analysis.blame_models import focus_ops
+from waitlab.models.analysis.cwpdm import CwpdmResult
+from waitlab.models.analysis.hcwpdm import DEFAULT_THRESHOLD, HcwpdmResult
+from waitlab.models.analysis.protocol import RunData
 from waitlab.models.analysis.scoring import by_rank_region, by_region, culprits, improvement, score
 from waitlab.models.ops import OpTable
 
-#: The models of a diagnosis: key -> (display name, metric of the truth it is compared with).
+#: The models of a diagnosis by default: key -> (display name, metric of the truth it is compared with).
 MODELS: dict[str, tuple[str, str]] = {
     "cwpdm": ("CWP-DM", "total_wait"),
     "hcwpdm": ("H-CWP-DM (earliest)", "considered_wait"),
     "hcwpdm_each": ("H-CWP-DM (each)", "total_wait"),
 }
 
-
-@dataclass(frozen=True)
-class ModelRun:
-    """One model's result and what it cost to compute."""
-
-    key: str
-    name: str
-    metric: str
-    result: CwpdmResult | HcwpdmResult
-    seconds: float
-    peak_bytes: int
-
-    @property
-    def denominator(self) -> float:
-        """The wait this model explains (total wait, or the waits it paired)."""
-        if isinstance(self.result, HcwpdmResult):
-            return self.result.considered_wait
-        return self.result.total_wait
-
-    def blame(self) -> pd.DataFrame:
-        return self.result.blame()
-
-
-def _measure(fn: Callable[[], Any], memory: bool) -> tuple[Any, float, int]:
-    t = time.perf_counter()
-    out = fn()
-    seconds = time.perf_counter() - t
-    peak = 0
-    if memory:
-        tracemalloc.start()
-        try:
-            fn()
-            peak = tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
-    return out, seconds, peak
-
-
-def focus_ops(waits: pd.DataFrame, share: float = 0.9) -> list[str]:
-    """The MPI operations holding the most wait, fewest first that together hold ``share`` of it
-    (Wu et al.'s step 2: find where the wait is, e.g. MPI_Allreduce with 99%).  ``share >= 1``: all.
-
-    >>> import pandas as pd
-    >>> focus_ops(pd.DataFrame({"op": ["allreduce", "waitall", "allreduce"], "wait": [5.0, 1.0, 4.0]}))
-    ['allreduce']
-    """
-    if not len(waits):
-        return []
-    by_op = waits.groupby(waits["op"].astype(str))["wait"].sum().sort_values(ascending=False, kind="stable")
-    if share >= 1:
-        return [str(o) for o in by_op.index]
-    need = share * float(by_op.sum())
-    cum = by_op.cumsum().to_numpy()
-    k = int(np.searchsorted(cum, need - 1e-12 * abs(need))) + 1
-    return [str(o) for o in by_op.index[:k]]
+ModelLike = str | Callable[..., pd.DataFrame] | ModelSpec
 
 
 def run_models(events: pd.DataFrame, waits: pd.DataFrame, *, threshold: float = DEFAULT_THRESHOLD,
-               focus_share: float = 0.9, memory: bool = True) -> list[ModelRun]:
-    """CWP-DM and H-CWP-DM (both pairings) on the same timelines, with their time and peak memory.
+               focus_share: float = 0.9, memory: bool = True, models: Sequence[ModelLike] | None = None,
+               ops: OpTable | None = None, placement: pd.DataFrame | None = None,
+               errors: dict[str, str] | None = None) -> list[ModelRun]:
+    """Run diagnosis models (default CWP-DM and H-CWP-DM, both pairings) on the same timelines.
 
     H-CWP-DM with the paper's "earliest" pairing looks at the waits of the dominant MPI operations
-    (:func:`focus_ops`), as Wu et al. does for MPI_Allreduce; the other two models at every wait.
+    (:func:`focus_ops`), as Wu et al. does for MPI_Allreduce; the other models at every wait.  Each model's
+    time (and, with ``memory``, peak memory) is measured.  A model that fails
+    (:class:`~waitlab.experiments.diagnosis.registry.ModelFailure`) is left out and its message put in
+    ``errors`` (model key -> message); without ``errors`` the failure is raised.
     """
-    cps = call_paths(events)
-    focus = focus_ops(waits, focus_share)
-    focused = waits[waits["op"].astype(str).isin(focus)] if len(waits) else waits
-    runs = []
-    for key, fn in (("cwpdm", lambda: cwpdm(events, waits)),
-                    ("hcwpdm", lambda: hcwpdm(events, focused, threshold=threshold, pairing="earliest",
-                                              callpaths=cps)),
-                    ("hcwpdm_each", lambda: hcwpdm(events, waits, threshold=threshold, pairing="each",
-                                                   callpaths=cps))):
-        res, sec, peak = _measure(fn, memory)
-        name, metric = MODELS[key]
-        if metric == "considered_wait":
-            metric = "considered_wait:" + "+".join(focus)
-        runs.append(ModelRun(key, name, metric, res, sec, peak))
-    return runs
+    run = RunData(events, waits, ops, placement)
+    specs = resolve_all(list(models) if models is not None else list(DEFAULT_DIAGNOSE))
+    out = []
+    for spec in specs:
+        opts: dict[str, Any] = {}
+        if spec.builtin and spec.key in ("hcwpdm", "hcwpdm_each"):
+            opts["threshold"] = threshold
+        if spec.builtin and spec.key == "hcwpdm":
+            opts["focus_share"] = focus_share
+        try:
+            out.append(run_model(spec, run, memory=memory, **opts))
+        except ModelFailure as exc:
+            if errors is None:
+                raise
+            errors[spec.key] = str(exc)
+    return out
 
 
 @dataclass
@@ -157,6 +115,7 @@ class Diagnosis:
     scores: dict[str, dict[str, float]] = field(default_factory=dict)
     improvements: dict[str, dict[str, float]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    errors: dict[str, str] = field(default_factory=dict)  # model key -> why it was left out
     events: pd.DataFrame | None = field(default=None, repr=False)
     waits: pd.DataFrame | None = field(default=None, repr=False)
 
@@ -171,7 +130,7 @@ class Diagnosis:
             rr = by_rank_region(m.blame())
             d: dict[str, Any] = {
                 "name": m.name, "compared_with": m.metric, "explains_wait": m.denominator,
-                "attributed": m.result.attributed, "unexplained": m.result.unexplained,
+                "attributed": m.attributed, "unexplained": m.unexplained,
                 "seconds": m.seconds, "peak_bytes": m.peak_bytes,
                 "by_region": {str(k): float(v) for k, v in reg.items()},
                 "top_rank_region": [{"rank": int(r), "region": str(g), "cost": float(v)}
@@ -187,7 +146,7 @@ class Diagnosis:
                          propagating=float(w["propagating"].sum()), terminal=float(w["terminal"].sum()),
                          long_by_wait_type={c[5:]: float(m.result.costs[c].sum())
                                             for c in m.result.costs.columns if c.startswith("long_")})
-            else:
+            elif isinstance(m.result, HcwpdmResult):
                 d.update(hotspots=list(m.result.hotspots), threshold=m.result.threshold,
                          pairing=m.result.pairing)
             models[m.key] = d
@@ -195,6 +154,7 @@ class Diagnosis:
             "scenario": self.scenario.resolved() if self.scenario is not None else None,
             "metadata": self.metadata, "baseline": self.baseline, "models": models,
             "truth": self.truth.to_dict() if self.truth is not None else None, "notes": self.notes,
+            **({"errors": self.errors} if self.errors else {}),
         })
 
 
@@ -216,7 +176,8 @@ def diagnose(events: pd.DataFrame, waits: pd.DataFrame, *, scenario: Scenario | 
              culprit_share: float = 0.1, executor: Executor | None = None, cache_dir: Path | None = None,
              use_cache: bool = True, progress: bool = False, memory: bool = False,
              speed_profiles: Mapping[str, str] | None = None, rerun: Rerun | None = None,
-             extra_sets: Sequence[CauseSet] = (), focus_share: float = 0.9) -> Diagnosis:
+             extra_sets: Sequence[CauseSet] = (), focus_share: float = 0.9,
+             models: Sequence[ModelLike] | None = None, placement: pd.DataFrame | None = None) -> Diagnosis:
     """Run both models, the ground truth (needs ``scenario`` and ``ops``) and the scores.
 
     Parameters
@@ -238,15 +199,25 @@ def diagnose(events: pd.DataFrame, waits: pd.DataFrame, *, scenario: Scenario | 
     culprit_share : float
         A region is a culprit of a model when it holds at least this share of the model's blame.
     executor, cache_dir, use_cache, progress, speed_profiles, rerun, extra_sets
-        See :func:`~waitlab.experiments.groundtruth.ground_truth`.
+        See :func:`~waitlab.experiments.diagnosis.groundtruth.ground_truth`.
     memory : bool
         Measure each model's peak memory (runs it a second time under tracemalloc).
+    models : sequence, optional
+        The models (built-in keys, ``package.module:function`` specs, functions or
+        :class:`~waitlab.experiments.diagnosis.registry.ModelSpec`); default CWP-DM and H-CWP-DM.
+        A model that raises or returns what the protocol does not allow is left out, with a note
+        naming it (``Diagnosis.errors``); the others are kept.
+    placement : DataFrame, optional
+        ``rank, node, ...`` of the run (given to the models).
     """
     baseline = wait_metrics(events, waits)
-    models = run_models(events, waits, threshold=threshold, focus_share=focus_share, memory=memory)
-    diag = Diagnosis(scenario=scenario, metadata=dict(metadata or {}), baseline=baseline, models=models, truth=None,
-                     events=events, waits=waits)
-    for m in models:
+    errors: dict[str, str] = {}
+    run_list = run_models(events, waits, threshold=threshold, focus_share=focus_share, memory=memory,
+                          models=models, ops=ops, placement=placement, errors=errors)
+    diag = Diagnosis(scenario=scenario, metadata=dict(metadata or {}), baseline=baseline, models=run_list,
+                     truth=None, events=events, waits=waits, errors=errors)
+    diag.notes += list(errors.values())
+    for m in run_list:
         diag.culprits[m.key] = [str(c) for c in culprits(by_region(m.blame()), share=culprit_share)]
     if not truth:
         return diag
@@ -259,9 +230,9 @@ def diagnose(events: pd.DataFrame, waits: pd.DataFrame, *, scenario: Scenario | 
                           "truth to score the models against, so only the models are reported")
         return diag
     cands: list[tuple[int, str]] = []
-    for m in models:
+    for m in run_list:
         cands += [(int(r), str(g)) for r, g in by_rank_region(m.blame()).index[:top_k]]
-    extra = [region_set(ledger, diag.culprits[m.key], f"balance:{m.key}") for m in models if diag.culprits[m.key]]
+    extra = [region_set(ledger, diag.culprits[m.key], f"balance:{m.key}") for m in run_list if diag.culprits[m.key]]
     extra += list(extra_sets)
     gt = ground_truth(scenario, ops, baseline, candidates=cands, n_candidates=n_candidates, extra_sets=extra,
                       executor=executor, cache_dir=cache_dir, use_cache=use_cache, progress=progress,
@@ -271,11 +242,11 @@ def diagnose(events: pd.DataFrame, waits: pd.DataFrame, *, scenario: Scenario | 
         diag.notes.append("system noise comes from SimGrid speed profiles and can only be removed as a whole: "
                           "the per-region and per-rank truths keep it (" + ", ".join(gt.partial_noise) + ")")
     causal = set(ledger.loc[ledger["seconds"] > 0, "region"].astype(str))
-    for m in models:
+    for m in run_list:
         blame = m.blame()
         diag.scores[m.key] = score(
             by_region(blame), gt.cost("region", m.metric), predicted_rank_region=by_rank_region(blame),
-            true_rank_region=gt.cost("rank_region", m.metric), attributed=m.result.attributed,
+            true_rank_region=gt.cost("rank_region", m.metric), attributed=m.attributed,
             true_total=gt.cost_of("all", m.metric), causal_regions=causal, k=top_k)
         label = f"balance:{m.key}"
         if label in gt.reruns:
@@ -301,6 +272,7 @@ class Source:
     ops: OpTable
     metadata: dict[str, Any]
     speed_profiles: Mapping[str, str] | None = None
+    placement: pd.DataFrame | None = None
 
 
 def noise_profiles(scenario: Scenario, horizon: float | None) -> Mapping[str, str] | None:
@@ -316,14 +288,15 @@ def load_source(path: Path) -> Source:
     path = Path(path)
     if path.is_dir():
         run = load_run(path)
+        placement = pd.read_csv(path / "placement.csv") if (path / "placement.csv").is_file() else None
         return Source(run.events, run.waits, run.scenario, run.ops, dict(run.metadata),
-                      noise_profiles(run.scenario, run.metadata.get("noise_horizon")))
+                      noise_profiles(run.scenario, run.metadata.get("noise_horizon")), placement)
     if path.suffix == ".toml":
         scenario = load_scenario(path)
         r = run_pipeline(scenario)
         profiles = r.perturbation.noise.speed_profiles if r.perturbation is not None else None
         return Source(r.result.events, r.result.waits, scenario, r.result.ops, dict(r.result.metadata),
-                      profiles or None)
+                      profiles or None, r.result.placement)
     raise InputError(str(path), "(path)", "is neither a results folder nor a .toml scenario",
                      "pass the folder written by `waitlab run` or a scenario file")
 
@@ -332,7 +305,7 @@ def diagnose_path(path: Path, **kwargs: Any) -> Diagnosis:
     """:func:`diagnose` of a results folder or scenario TOML."""
     src = load_source(path)
     diag = diagnose(src.events, src.waits, scenario=src.scenario, ops=src.ops, metadata=src.metadata,
-                    speed_profiles=src.speed_profiles, **kwargs)
+                    speed_profiles=src.speed_profiles, placement=src.placement, **kwargs)
     diag.metadata.setdefault("source", str(path))
     return diag
 
@@ -340,6 +313,7 @@ def diagnose_path(path: Path, **kwargs: Any) -> Diagnosis:
 __all__ = [
     "MODELS",
     "Diagnosis",
+    "ModelFailure",
     "ModelRun",
     "Source",
     "diagnose",

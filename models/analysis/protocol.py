@@ -1,0 +1,183 @@
+"""The diagnosis-model protocol: what a model reads and what it must return (issue 24).
+
+A diagnosis model is a plain function (networkx style)::
+
+    def model(run: RunData, **options) -> pandas.DataFrame
+
+``run`` holds the run's data (:class:`RunData`: ``events``, ``waits`` with a ``wait`` column in seconds,
+``ops``, ``regions``, ``callpaths``, ``placement``, ``n_ranks``).  The returned table has one row per
+blamed item with at least the columns
+
+* ``rank`` (int): the rank blamed;
+* ``region`` (str): the region (or call path's region) blamed, ``"(top)"`` outside every region;
+* ``seconds`` (float, >= 0): wait blamed on that (rank, region);
+
+and optionally ``callpath`` (str), ``kind`` (the cause kind the model names: ``imbalance``, ``noise``,
+...) and ``improvement`` (seconds the model predicts removing this item saves).  ``DataFrame.attrs`` may
+say which wait the model explains (``attrs["explains"]``: ``"total_wait"``, the default, or
+``"considered_wait:OP+OP"``), how much of it (``attrs["explains_wait"]``) and how much it left
+unexplained (``attrs["unexplained"]``).
+
+:func:`blame_problems` lists what is wrong with a model's output (what
+:func:`waitlab.check_model` reports and what ``waitlab diagnose`` refuses).
+
+Examples
+--------
+>>> import pandas as pd
+>>> from waitlab.models.analysis.waitstates import make_events, wait_states
+>>> ev = make_events(rank=[0, 1], op=["barrier"] * 2, enter=[0.0, 2.0], exit=[2.0, 2.0], match=[0, 0])
+>>> run = RunData(ev, wait_states(ev))
+>>> run.n_ranks, run.total_wait
+(2, 2.0)
+>>> blame_problems(pd.DataFrame({"rank": [5], "region": ["A"], "seconds": [3.0]}), run)
+['blames rank 5, which does not exist (the run has ranks 0..1)', "blames 3 s, more than the run's 2 s of wait"]
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Protocol
+
+import numpy as np
+import pandas as pd
+
+from waitlab.models.analysis.callpaths import CallPaths, call_paths
+from waitlab.models.ops import OpTable
+
+#: Columns every model output must have.
+REQUIRED_COLUMNS = ("rank", "region", "seconds")
+#: Columns a model output may have besides them.
+OPTIONAL_COLUMNS = ("callpath", "kind", "improvement")
+#: Relative slack of the "more blame than wait" check (float sums of many shares).
+BLAME_SLACK = 1e-6
+
+
+@dataclass(frozen=True)
+class RunData:
+    """What a diagnosis model reads: one run's tables.
+
+    Attributes
+    ----------
+    events : DataFrame
+        The event table (:mod:`waitlab.models.analysis.waitstates`).
+    waits : DataFrame
+        Its wait states (``wait`` in seconds, ``rank``, ``event``, ``peer_event``, ``pattern``, ``op``, ...).
+    ops : OpTable, optional
+        The operations the run replayed (with the cause ledger; a model must not read the ledger to
+        blame: that is the answer).
+    placement : DataFrame, optional
+        ``rank, node, supernode, host`` of every rank.
+    """
+
+    events: pd.DataFrame
+    waits: pd.DataFrame
+    ops: OpTable | None = None
+    placement: pd.DataFrame | None = None
+
+    @cached_property
+    def callpaths(self) -> CallPaths:
+        """Call paths of the event table (computed once, shared by the models)."""
+        return call_paths(self.events)
+
+    @property
+    def regions(self) -> list[str]:
+        """Names of the regions of the run."""
+        ev = self.events
+        if "region" not in ev or not len(ev):
+            return []
+        return sorted({str(r) for r in ev["region"].astype(str).unique() if r})
+
+    @property
+    def n_ranks(self) -> int:
+        """Number of ranks (``max rank + 1`` of the event table)."""
+        return int(self.events["rank"].max()) + 1 if len(self.events) else 0
+
+    @property
+    def total_wait(self) -> float:
+        """Total wait of the run (seconds)."""
+        return float(self.waits["wait"].sum()) if len(self.waits) else 0.0
+
+
+class DiagnosisModel(Protocol):
+    """A diagnosis model: ``model(run, **options) -> DataFrame`` (see the module docstring)."""
+
+    def __call__(self, run: RunData, **options: Any) -> pd.DataFrame: ...  # pragma: no cover
+
+
+def blame_problems(frame: Any, run: RunData, wait: float | None = None) -> list[str]:
+    """What is wrong with a model's output (empty list: nothing).
+
+    Checks: a DataFrame; the columns ``rank, region, seconds``; numeric, finite, non-negative seconds;
+    integer ranks that exist in the run; no more blame than ``wait`` (default: the run's total wait).
+    """
+    if not isinstance(frame, pd.DataFrame):
+        return [f"returned {type(frame).__name__}, not a pandas DataFrame"]
+    missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
+    if missing:
+        return [f"has no column {', '.join(missing)} (needs {', '.join(REQUIRED_COLUMNS)})"]
+    out: list[str] = []
+    if not len(frame):
+        return out
+    try:
+        sec = pd.to_numeric(frame["seconds"], errors="raise").to_numpy(float)
+    except (TypeError, ValueError):
+        return ["column seconds is not numeric"]
+    try:
+        rank_f = pd.to_numeric(frame["rank"], errors="raise").to_numpy(float)
+    except (TypeError, ValueError):
+        return ["column rank is not numeric"]
+    if not np.isfinite(sec).all():
+        out.append("has seconds that are NaN or infinite")
+    elif (sec < 0).any():
+        out.append(f"has negative blame ({float(sec.min()):.3g} s)")
+    if not np.isfinite(rank_f).all() or (rank_f != np.round(rank_f)).any():
+        out.append("has ranks that are not integers")
+    else:
+        bad = rank_f[(rank_f < 0) | (rank_f >= run.n_ranks)]
+        if bad.size:
+            out.append(f"blames rank {int(bad[0])}, which does not exist (the run has ranks 0..{run.n_ranks - 1})")
+    total = run.total_wait if wait is None else wait
+    blamed = float(sec[np.isfinite(sec)].sum())
+    if blamed > total * (1 + BLAME_SLACK) + 1e-12:
+        out.append(f"blames {blamed:.4g} s, more than the run's {total:.4g} s of wait")
+    return out
+
+
+def normalise(frame: pd.DataFrame) -> pd.DataFrame:
+    """A valid model output in canonical form: ``rank`` int, ``region``/``callpath`` str, ``seconds`` float.
+
+    ``callpath`` defaults to the region.  Rows keep their order; ``attrs`` are kept.
+    """
+    out = pd.DataFrame({
+        "rank": frame["rank"].to_numpy().astype(np.int64),
+        "region": frame["region"].astype(str).to_numpy(),
+        "callpath": (frame["callpath"] if "callpath" in frame else frame["region"]).astype(str).to_numpy(),
+        "seconds": frame["seconds"].to_numpy(float),
+    })  # fmt: skip
+    for c in ("kind", "improvement"):
+        if c in frame:
+            out[c] = frame[c].to_numpy()
+    out.attrs = {k: v for k, v in frame.attrs.items() if isinstance(v, str | int | float)}
+    return out
+
+
+def as_blame(frame: pd.DataFrame) -> pd.DataFrame:
+    """A model output as the scoring interface's blame table (``rank, region, callpath, cost``)."""
+    return pd.DataFrame({"rank": frame["rank"].to_numpy(), "region": frame["region"].to_numpy(),
+                         "callpath": frame["callpath"].to_numpy(), "cost": frame["seconds"].to_numpy(float)})
+
+
+def from_costs(costs: pd.DataFrame, **attrs: Any) -> pd.DataFrame:
+    """A model output from a ``rank, region, callpath, cost`` table (CWP-DM's and H-CWP-DM's ``costs``)."""
+    out = pd.DataFrame({"rank": costs["rank"].to_numpy().astype(np.int64),
+                        "region": costs["region"].astype(str).to_numpy(),
+                        "callpath": costs["callpath"].astype(str).to_numpy(),
+                        "seconds": costs["cost"].to_numpy(float)})
+    out.attrs = {k: (float(v) if isinstance(v, float) and math.isfinite(v) else v) for k, v in attrs.items()}
+    return out
+
+
+__all__ = ["OPTIONAL_COLUMNS", "REQUIRED_COLUMNS", "DiagnosisModel", "RunData", "as_blame", "blame_problems",
+           "from_costs", "normalise"]
