@@ -8,6 +8,7 @@ True
 from __future__ import annotations
 
 from concurrent.futures import Executor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +18,12 @@ from waitlab.errors import InputError
 from waitlab.experiments.capture import capture as _capture
 from waitlab.experiments.capture import trace_scenario_text
 from waitlab.experiments.compare import Comparison, compare_png, compare_runs
+from waitlab.experiments.diagnosis.check import check_model
 from waitlab.experiments.diagnosis.diagnose import Diagnosis, diagnose_path
+from waitlab.experiments.diagnosis.evaluate import evaluate as _evaluate
 from waitlab.experiments.diagnosis.groundtruth import cache_use
+from waitlab.experiments.diagnosis.leaderboard import write_leaderboard
+from waitlab.experiments.diagnosis.registry import BUILTIN, DEFAULT_DIAGNOSE
 from waitlab.experiments.diagnosis_report import report_dict, to_markdown, write_report
 from waitlab.experiments.estimate import preflight
 from waitlab.experiments.executors import open_executor
@@ -38,10 +43,12 @@ from waitlab.platforms.calibration import calibration_table
 from waitlab.simulator.doctor import doctor
 
 __all__ = [
+    "DEFAULT_MODELS",
     "EXPORT_FORMATS",
     "REPRODUCTIONS",
     "Comparison",
     "Diagnosis",
+    "Evaluation",
     "LoadedRun",
     "Run",
     "RunResult",
@@ -50,12 +57,15 @@ __all__ = [
     "cache_use",
     "capture",
     "check_c",
+    "check_model",
     "compare",
     "compare_png",
     "default_output",
     "describe",
     "diagnose",
+    "diagnosis_models",
     "doctor",
+    "evaluate",
     "export",
     "load_events",
     "load_run",
@@ -197,3 +207,38 @@ def export(run_folder: str | Path, formats: tuple[str, ...] = ("otf2",),
 def plot(sweep_folder: str | Path, out: str | Path | None = None, results: tuple[str, ...] | None = None) -> Path:
     """Draw each result of a sweep against each swept key, one line per value of the other keys."""
     return plot_sweep_folder(Path(sweep_folder), Path(out) if out else None, results)
+
+
+#: Models ``waitlab diagnose`` runs without ``--model`` (CWP-DM and H-CWP-DM, both pairings).
+DEFAULT_MODELS: tuple[str, ...] = DEFAULT_DIAGNOSE
+
+
+def diagnosis_models() -> dict[str, str]:
+    """The built-in diagnosis models: key -> display name."""
+    return {k: s.name for k, s in BUILTIN.items()}
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """What ``waitlab evaluate`` produced: one row per (case, model), failures, what was simulated, the files."""
+
+    rows: pd.DataFrame
+    notes: list[str]
+    counts: dict[str, int]
+    files: list[Path]
+
+
+def evaluate(suite: str | Path | None = None, out: str | Path | None = None, *, models: tuple[Any, ...] = (),
+             only: tuple[str, ...] = (), executor: str = "local", workers: int | None = 2,
+             scheduler: str | None = None, cache_dir: str | Path | None = None, use_cache: bool = True,
+             progress: bool = False, png: bool = True) -> Evaluation:
+    """Score every model (built-in, plug-ins, ``models``) on every case of a suite (default: the built-in one)
+    and write the leaderboard into ``out`` (default ``results/leaderboard``).  See
+    :func:`waitlab.experiments.diagnosis.evaluate.evaluate`."""
+    target = Path(out) if out is not None else RESULTS_ROOT / "leaderboard"
+    with open_executor(executor, workers, scheduler, source="evaluate") as ex:
+        rows, notes, counts = _evaluate(suite, models=models, only=only, executor=ex,
+                                        cache_dir=Path(cache_dir) if cache_dir is not None else None,
+                                        use_cache=use_cache, progress=progress)
+    files = write_leaderboard(rows, target, notes, png=png)
+    return Evaluation(rows, notes, counts, files)

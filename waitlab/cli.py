@@ -214,15 +214,18 @@ def _diagnose(sub: Any) -> None:
     p.add_argument("--workers", type=int, default=2, help="parallel re-runs (default 2)")
     p.add_argument("--scheduler", default=None, help="address of an existing Dask scheduler (--executor dask)")
     p.add_argument("--no-png", action="store_true", help="skip the figures")
+    _model_flag(p, "besides CWP-DM and H-CWP-DM")
     _json_flag(p)
 
     def go(args: argparse.Namespace) -> int:
         if args.workers < 1:
             raise InputError("(command line)", "--workers", f"must be >= 1, got {args.workers}", "e.g. --workers 2")
+        models = [*api.DEFAULT_MODELS, *(args.model or [])]
         with api.open_executor(args.executor, workers=args.workers, scheduler=args.scheduler) as ex:
             diag = api.diagnose(args.source, threshold=args.threshold, top_k=args.top_k,
                                 n_candidates=args.candidates, truth=not args.no_truth, executor=ex,
-                                cache_dir=args.cache, use_cache=not args.no_cache, progress=_bar(args))
+                                cache_dir=args.cache, use_cache=not args.no_cache, progress=_bar(args),
+                                models=models)
         if args.output is not None:
             out = args.output
         elif args.source.is_dir():
@@ -236,7 +239,55 @@ def _diagnose(sub: Any) -> None:
         if diag.truth is not None:
             _say(args, api.cache_use(diag.truth))
         _say(args, f"report written to {out}/")
-        return 0
+        for msg in diag.errors.values():  # the other models' results are in the report
+            print(f"waitlab: error: {msg}", file=sys.stderr)
+        return 1 if diag.errors else 0
+
+    p.set_defaults(func=go)
+
+
+def _model_flag(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--model", action="append", default=None, metavar="MODEL",
+                   help=f"a diagnosis model to run {what} (repeatable): package.module:function, "
+                   "path/file.py:function, an installed plug-in or a built-in ("
+                   + ", ".join(api.diagnosis_models()) + ")")
+
+
+@subcommand
+def _evaluate(sub: Any) -> None:
+    p = sub.add_parser("evaluate", help="score every diagnosis model on a benchmark suite with known truth; "
+                       "write a leaderboard")
+    p.add_argument("suite", type=Path, nargs="?", default=None,
+                   help="suite folder (suite.toml + scenario files); default: the built-in suite (40 cases)")
+    p.add_argument("-o", "--output", type=Path, default=None, help="leaderboard folder (default results/leaderboard)")
+    p.add_argument("--case", action="append", default=None, metavar="TEXT",
+                   help="only the cases whose name contains TEXT (repeatable)")
+    p.add_argument("--executor", choices=("local", "dask"), default="local", help="where the simulations go")
+    p.add_argument("--workers", type=int, default=2, help="parallel simulations (default 2)")
+    p.add_argument("--scheduler", default=None, help="address of an existing Dask scheduler (--executor dask)")
+    p.add_argument("--cache", type=Path, default=None, help="cache folder (default: waitlab's cache)")
+    p.add_argument("--no-cache", action="store_true", help="simulate and score again even if cached")
+    p.add_argument("--no-png", action="store_true", help="skip the figure")
+    _model_flag(p, "besides the built-in ones and the installed plug-ins")
+    _json_flag(p)
+
+    def go(args: argparse.Namespace) -> int:
+        if args.workers < 1:
+            raise InputError("(command line)", "--workers", f"must be >= 1, got {args.workers}", "e.g. --workers 2")
+        ev = api.evaluate(args.suite, args.output, models=tuple(args.model or ()), only=tuple(args.case or ()),
+                          executor=args.executor, workers=args.workers, scheduler=args.scheduler,
+                          cache_dir=args.cache, use_cache=not args.no_cache, progress=_bar(args), png=not args.no_png)
+        out = ev.files[0].parent
+        if args.json:
+            _dump({"output": str(out), **ev.counts, "notes": ev.notes})
+        _say(args, ev.files[0].read_text())
+        cost = ev.rows.groupby("name", sort=False)["seconds"].sum()
+        _say(args, "model cost (s, whole suite): " + ", ".join(f"{k} {v:.3g}" for k, v in cost.items()))
+        _say(args, f"{ev.counts['runs_simulated']} suite runs and {ev.counts['reruns_simulated']} counterfactual "
+             f"re-runs simulated (the rest from the cache)\nleaderboard written to {out}/")
+        for msg in ev.notes:
+            print(f"waitlab: error: {msg}", file=sys.stderr)
+        return 1 if ev.notes else 0
 
     p.set_defaults(func=go)
 

@@ -60,6 +60,7 @@ from waitlab.models.analysis.cwpdm import CwpdmResult
 from waitlab.models.analysis.hcwpdm import DEFAULT_THRESHOLD, HcwpdmResult
 from waitlab.models.analysis.protocol import RunData
 from waitlab.models.analysis.scoring import by_rank_region, by_region, culprits, improvement, score
+from waitlab.models.analysis.ties import TIE_TOLERANCE, tie_counts
 from waitlab.models.ops import OpTable
 
 #: The models of a diagnosis by default: key -> (display name, metric of the truth it is compared with).
@@ -217,6 +218,12 @@ def diagnose(events: pd.DataFrame, waits: pd.DataFrame, *, scenario: Scenario | 
     diag = Diagnosis(scenario=scenario, metadata=dict(metadata or {}), baseline=baseline, models=run_list,
                      truth=None, events=events, waits=waits, errors=errors)
     diag.notes += list(errors.values())
+    ties = tie_counts(events, waits)
+    diag.metadata["ties"] = {**ties, "tolerance": TIE_TOLERANCE}
+    if ties["exact"] or ties["near"]:
+        diag.notes.append(f"ties: {ties['exact']} waits split equally between exactly tied culprits and "
+                          f"{ties['near']} between culprits arriving within {TIE_TOLERANCE * 1e6:g} us of each other "
+                          f"(near ties; {ties['culprits']} culprits in all)")
     for m in run_list:
         diag.culprits[m.key] = [str(c) for c in culprits(by_region(m.blame()), share=culprit_share)]
     if not truth:

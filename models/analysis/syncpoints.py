@@ -61,7 +61,7 @@ from waitlab.models.analysis.callpaths import (
     pattern_codes,
     unique_inverse,
 )
-from waitlab.models.analysis.ties import split_culprits
+from waitlab.models.analysis.ties import TIE_TOLERANCE, split_culprits
 from waitlab.models.analysis.waitstates import PATTERNS
 from waitlab.models.vocabulary import COLLECTIVE_ACTIONS, P2P_ACTIONS
 
@@ -217,7 +217,7 @@ def _entry_keys(offsets: IntArray, callpath: IntArray, n_cp: int) -> IntArray:
 
 def sync_points(events: pd.DataFrame, waits: pd.DataFrame, select: npt.NDArray[np.bool_] | None = None,
                 *, callpaths: CallPaths | None = None, dense_limit: int | None = None, split_ties: bool = False,
-                tie_budget: int | None = None) -> SyncPoints:
+                tie_budget: int | None = None, tie_tolerance: float = TIE_TOLERANCE) -> SyncPoints:
     """Synchronization points of ``waits`` and their intervals (DESIGN.md section 6).
 
     Parameters
@@ -233,11 +233,15 @@ def sync_points(events: pd.DataFrame, waits: pd.DataFrame, select: npt.NDArray[n
         Keep interval times as a dense [interval, call path] matrix up to this many cells
         (default ``2 * len(events) + 1e6``, i.e. <= 16 bytes per event); sparse beyond.
     split_ties : bool
-        One sync point per exactly tied culprit of a collective wait state, each with an equal share of
-        the wait (:mod:`~waitlab.models.analysis.ties`); ``index`` then repeats the wait state's row.
+        One sync point per tied culprit of a wait state (Enter times within ``tie_tolerance``), each with an
+        equal share of the wait (:mod:`~waitlab.models.analysis.ties`); ``index`` then repeats the wait
+        state's row.
         Default: one sync point per wait state, waiting for its ``peer_event`` (the lowest-numbered tied rank).
     tie_budget : int, optional
         Most extra sync points the splits may add (see :func:`~waitlab.models.analysis.ties.split_culprits`).
+    tie_tolerance : float
+        Culprits whose Enter times differ by at most this are tied (default
+        :data:`~waitlab.models.analysis.ties.TIE_TOLERANCE`, 1 us; 0: exact ties only).
 
     Returns
     -------
@@ -246,7 +250,7 @@ def sync_points(events: pd.DataFrame, waits: pd.DataFrame, select: npt.NDArray[n
     cps = callpaths if callpaths is not None else call_paths(events)
     n_in = len(waits)
     if split_ties:  # one sync point per (wait state, tied culprit), each with an equal share of the wait
-        origin, culprit = split_culprits(events, waits, select, tie_budget)
+        origin, culprit = split_culprits(events, waits, select, tie_budget, tie_tolerance)
         share = 1.0 / np.bincount(origin, minlength=n_in)[origin]
     else:
         origin = np.arange(n_in, dtype=np.int64)

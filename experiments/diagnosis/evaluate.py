@@ -1,0 +1,310 @@
+"""``waitlab evaluate``: every model on every case of a suite, scored against the counterfactual truth.
+
+For each case (:mod:`~waitlab.experiments.diagnosis.suite`):
+
+1. the run is simulated once and kept in waitlab's cache (``suite-runs/<scenario hash>/``, a results
+   folder); a cached run is read back, not simulated;
+2. every model runs on it (:func:`~waitlab.experiments.diagnosis.registry.run_model`; a model that
+   fails gets one error line naming it, the others are scored);
+3. the truth (:func:`~waitlab.experiments.diagnosis.groundtruth.ground_truth`, cached re-runs): all
+   causes, per region, per cause kind, the ``n_candidates`` (rank, region) pairs with the most injected
+   seconds, every tied set of them (:func:`~waitlab.models.analysis.suite_scores.tie_sets`) and "balance
+   the regions this model blames" per model;
+4. the scores of each model (:func:`case_scores`); a (case, model) row is cached, keyed by the scenario,
+   the model's source and the scoring settings, so a second evaluate re-simulates and re-scores nothing.
+
+The leaderboard (:mod:`~waitlab.experiments.diagnosis.leaderboard`) aggregates them per model and cause class.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import math
+import os
+import shutil
+import sys
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, Future, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from tqdm import tqdm
+
+from waitlab.experiments.diagnosis.diagnose import load_source
+from waitlab.experiments.diagnosis.groundtruth import (
+    CauseSet,
+    GroundTruth,
+    default_cache_dir,
+    default_executor,
+    ground_truth,
+    ledger_frame,
+    metric_value,
+    region_set,
+    top_candidates,
+    wait_metrics,
+)
+from waitlab.experiments.diagnosis.registry import (
+    BUILTIN,
+    ModelFailure,
+    ModelRun,
+    ModelSpec,
+    entry_point_models,
+    resolve_all,
+    run_model,
+)
+from waitlab.experiments.diagnosis.suite import Case, load_suite
+from waitlab.experiments.pipeline import run as run_pipeline
+from waitlab.experiments.results import write_run
+from waitlab.experiments.scenario import Scenario
+from waitlab.models.analysis import suite_scores
+from waitlab.models.analysis.protocol import RunData
+from waitlab.models.analysis.scoring import by_rank_region, by_region, culprits, spearman
+from waitlab.models.analysis.suite_scores import (
+    l1_error,
+    relative,
+    share_without_cause,
+    shared_truth,
+    tie_sets,
+    top_hit,
+)
+from waitlab.version import __version__
+
+#: Score columns of one (case, model) row, in leaderboard order.
+SCORES = ("top1", "topk", "blame_error", "total_error", "false_blame", "spearman", "predicted", "realized")
+#: Bump when the scores' definitions change (cached rows are then recomputed).
+SCORES_VERSION = "1"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the scores depend on besides the case and the model."""
+
+    top_k: int = 3
+    n_candidates: int = 6
+    culprit_share: float = 0.1
+
+    def key(self) -> str:
+        return f"k{self.top_k}-c{self.n_candidates}-s{self.culprit_share}-v{SCORES_VERSION}-{__version__}"
+
+
+def all_models(extra: Sequence[str | Callable[..., pd.DataFrame] | ModelSpec] = ()) -> list[ModelSpec]:
+    """The built-in models, every installed plug-in (entry points) and ``extra``."""
+    return resolve_all([*BUILTIN.values(), *entry_point_models().values(), *extra])
+
+
+def model_digest(spec: ModelSpec) -> str:
+    """Digest of a model's source (its module's file) and options: a changed model is scored again."""
+    h = hashlib.sha256(spec.key.encode())
+    for fn in (spec.fn, spec.detail):
+        if fn is None:
+            continue
+        try:
+            src = inspect.getsourcefile(fn)
+            h.update(Path(src).read_bytes() if src else repr(fn).encode())
+        except (TypeError, OSError):
+            h.update(repr(fn).encode())
+    h.update(json.dumps(spec.options, sort_keys=True, default=str).encode())
+    return h.hexdigest()[:24]
+
+
+def _scoring_digest() -> str:
+    h = hashlib.sha256()
+    for mod in (suite_scores, sys.modules[__name__]):
+        src = inspect.getsourcefile(mod)
+        if src:
+            h.update(Path(src).read_bytes())
+    return h.hexdigest()[:16]
+
+
+# ------------------------------------------------------------------------------------------ the runs
+
+
+def run_folder(cache: Path, scenario: Scenario) -> Path:
+    """Where the run of a case is kept."""
+    return cache / "suite-runs" / scenario.hash()
+
+
+def materialize(scenario: Scenario, folder: str) -> str:
+    """Simulate a case and write its results folder (atomically); picklable for executors."""
+    dest = Path(folder)
+    if (dest / "run.json").is_file():
+        return folder
+    tmp = dest.with_name(f"{dest.name}.tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    write_run(run_pipeline(scenario), tmp, png=False)
+    try:
+        os.replace(tmp, dest)
+    except OSError:  # another process wrote it first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return folder
+
+
+def materialize_all(cases: Sequence[Case], cache: Path, executor: Executor | None, progress: bool) -> int:
+    """Simulate the cases not in the cache; the number simulated."""
+    todo = [c for c in cases if not (run_folder(cache, c.scenario) / "run.json").is_file()]
+    if not todo:
+        return 0
+    own = executor is None
+    ex = default_executor() if own else executor
+    assert ex is not None
+    try:
+        futs: dict[Future[str], Case] = {ex.submit(materialize, c.scenario, str(run_folder(cache, c.scenario))): c
+                                         for c in todo}
+        for f in tqdm(as_completed(futs), total=len(futs), desc="suite runs", unit="run", disable=not progress,
+                      file=sys.stderr):
+            f.result()
+    finally:
+        if own:
+            ex.shutdown(wait=True, cancel_futures=True)
+    return len(todo)
+
+
+# ------------------------------------------------------------------------------------------ scores
+
+
+def _rr(s: pd.Series) -> pd.Series:
+    """A (rank, region) series with plain tuple keys (rank int, region str)."""
+    return pd.Series(s.to_numpy(float), index=pd.Index([(int(r), str(g)) for r, g in s.index], tupleize_cols=False),
+                     dtype=float)
+
+
+def case_scores(m: ModelRun, gt: GroundTruth, ledger: pd.DataFrame, ties: dict[tuple[tuple[int, str], ...], str],
+                settings: Settings, culprit_regions: list[str]) -> dict[str, float]:
+    """The scores of one model on one case (nan = n/a)."""
+    metric = m.metric
+    blame = m.blame()
+    pred_rr = _rr(by_rank_region(blame))
+    pred_reg = by_region(blame)
+    true_rr = _rr(gt.cost("rank_region", metric))
+    sets = {members: gt.cost_of(label, metric) for members, label in ties.items() if label in gt.reruns}
+    true_rr = shared_truth(true_rr, sets) if sets else true_rr
+    true_total = gt.cost_of("all", metric)
+    true_reg = gt.cost("region", metric)
+    partial = any(lbl.startswith("region:") for lbl in gt.partial_noise)
+    pos = ledger["seconds"] > 0
+    causal = {(int(r), str(g)) for r, g in zip(ledger.loc[pos, "rank"], ledger.loc[pos, "region"], strict=True)}
+    out = {
+        "top1": top_hit(pred_rr, true_rr, 1),
+        "topk": top_hit(pred_rr, true_rr, settings.top_k),
+        # per-region truth cannot remove noise injected through speed profiles: n/a then
+        "blame_error": math.nan if partial else l1_error(pred_reg, true_reg, true_total),
+        "total_error": relative(m.attributed - true_total, true_total),
+        "false_blame": share_without_cause(pred_rr, causal),
+        "spearman": spearman(pred_rr.reindex(true_rr.index, fill_value=0.0), true_rr) if len(true_rr) > 1
+        else math.nan,
+        "predicted": math.nan,
+        "realized": math.nan,
+    }
+    label = f"balance:{m.key}"
+    if culprit_regions and label in gt.reruns:
+        base = metric_value(gt.baseline, metric)
+        out["predicted"] = relative(float(pred_reg.reindex(culprit_regions).fillna(0.0).sum()), base)
+        out["realized"] = relative(base - metric_value(gt.reruns[label], metric), base)
+    return out
+
+
+@dataclass
+class CaseOutcome:
+    """The rows of one case: per model its scores, cost and error (if it failed)."""
+
+    case: Case
+    rows: list[dict[str, Any]]
+    simulated: int
+    notes: list[str]
+
+
+def _row_path(cache: Path, case: Case, spec: ModelSpec, settings: Settings) -> Path:
+    key = f"{case.scenario.hash()}-{model_digest(spec)}-{settings.key()}-{_scoring_digest()}"
+    return cache / "evaluate" / f"{hashlib.sha256(key.encode()).hexdigest()[:40]}.json"
+
+
+def evaluate_case(case: Case, specs: Sequence[ModelSpec], cache: Path, settings: Settings, *,
+                  executor: Executor | None = None, use_cache: bool = True, progress: bool = False) -> CaseOutcome:
+    """Score every model on one case (the run must be in the cache: :func:`materialize_all`)."""
+    rows: dict[str, dict[str, Any]] = {}
+    for spec in specs:
+        p = _row_path(cache, case, spec, settings)
+        if use_cache and p.is_file():
+            try:
+                rows[spec.key] = json.loads(p.read_text())
+            except (OSError, ValueError):
+                pass
+    todo = [s for s in specs if s.key not in rows]
+    simulated, notes = 0, []
+    if todo:
+        src = load_source(run_folder(cache, case.scenario))
+        run = RunData(src.events, src.waits, src.ops, src.placement)
+        ledger = ledger_frame(src.ops)
+        runs: dict[str, ModelRun] = {}
+        for spec in todo:
+            try:
+                runs[spec.key] = run_model(spec, run)
+            except ModelFailure as exc:
+                rows[spec.key] = {"error": str(exc), "seconds": math.nan, **dict.fromkeys(SCORES, math.nan)}
+                notes.append(f"{case.name}: {exc}")
+        cands = top_candidates(ledger, settings.n_candidates)
+        ties = {members: "tie:" + "+".join(f"{r}:{g}" for r, g in members) for members in tie_sets(ledger, cands)}
+        pos = (ledger["seconds"] > 0).to_numpy()
+        pairs = pd.Series(list(zip(ledger["rank"].astype(int), ledger["region"].astype(str), strict=True)),
+                          dtype=object)
+        extra = [CauseSet(lbl, "tie", members, pos & pairs.isin(list(members)).to_numpy())
+                 for members, lbl in ties.items()]
+        cul = {k: [str(c) for c in culprits(by_region(r.blame()), share=settings.culprit_share)]
+               for k, r in runs.items()}
+        extra += [region_set(ledger, c, f"balance:{k}") for k, c in cul.items() if c]
+        gt = ground_truth(case.scenario, src.ops, wait_metrics(src.events, src.waits), candidates=[],
+                          n_candidates=settings.n_candidates, extra_sets=extra, executor=executor,
+                          cache_dir=cache / "counterfactuals", use_cache=use_cache, progress=progress,
+                          speed_profiles=src.speed_profiles)
+        simulated = gt.simulated
+        for k, r in runs.items():
+            rows[k] = {**case_scores(r, gt, ledger, ties, settings, cul[k]), "seconds": r.seconds, "error": ""}
+        for spec in todo:
+            p = _row_path(cache, case, spec, settings)
+            if use_cache and not rows[spec.key].get("error"):
+                p.parent.mkdir(parents=True, exist_ok=True)
+                p.write_text(json.dumps(rows[spec.key], sort_keys=True) + "\n")
+    out = [{"model": s.key, "name": s.name, "case": case.name, "cause": case.cause, "what": case.what,
+            "ranks": case.scenario.ranks, "platform": case.scenario.platform.name, **rows[s.key]} for s in specs]
+    return CaseOutcome(case, out, simulated, notes)
+
+
+def evaluate(suite: str | Path | None = None, *, models: Sequence[str | Callable[..., pd.DataFrame] | ModelSpec] = (),
+             only: Sequence[str] = (), executor: Executor | None = None, cache_dir: Path | None = None,
+             use_cache: bool = True, progress: bool = False, settings: Settings | None = None
+             ) -> tuple[pd.DataFrame, list[str], dict[str, int]]:
+    """Run and score every model on every case of a suite.
+
+    Returns
+    -------
+    rows : DataFrame
+        One row per (case, model): the case's name, cause class, ranks, platform, the scores
+        (:data:`SCORES`), the model's cost ``seconds`` and ``error`` (empty, or why the model failed).
+    notes : list of str
+        One line per model failure.
+    counts : dict
+        ``runs_simulated`` (suite runs) and ``reruns_simulated`` (counterfactual re-runs).
+    """
+    st = settings or Settings()
+    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir().parent
+    cases = load_suite(suite, only)
+    specs = all_models(models)
+    n_runs = materialize_all(cases, cache, executor, progress)
+    rows: list[dict[str, Any]] = []
+    notes: list[str] = []
+    reruns = 0
+    for case in tqdm(cases, desc="cases", unit="case", disable=not progress, file=sys.stderr):
+        oc = evaluate_case(case, specs, cache, st, executor=executor, use_cache=use_cache, progress=False)
+        rows += oc.rows
+        notes += oc.notes
+        reruns += oc.simulated
+    return pd.DataFrame(rows), notes, {"runs_simulated": n_runs, "reruns_simulated": reruns}
+
+
+__all__ = ["SCORES", "Settings", "all_models", "case_scores", "evaluate", "evaluate_case", "materialize",
+           "materialize_all", "model_digest", "run_folder"]

@@ -1,0 +1,158 @@
+"""The leaderboard of ``waitlab evaluate``: ``leaderboard.md``, ``.csv``, ``.json``, ``leaderboard.png`` and
+``cost.csv``.
+
+``leaderboard.csv`` has one row per (model, case) with every score; ``.json`` adds the means per model
+and per (model, cause class); ``.md`` shows them as tables.  These three and the figure are the same
+bytes for the same suite, models and waitlab version.  The model's wall-clock cost varies from run to
+run, so it is kept apart in ``cost.csv`` (seconds per model and case) and summarised in the terminal.
+
+Scores (:func:`~waitlab.experiments.diagnosis.evaluate.case_scores`): ``top1``/``topk`` hit of a truly
+costliest (rank, region); ``blame_error`` = L1 distance of the blame per region to the true cost per region
+over the true total; ``total_error`` = (attributed - true total) / true total; ``false_blame`` = share of the
+blame on (rank, region) pairs with no injected cause; ``spearman`` over the costed (rank, region) pairs;
+``predicted``/``realized`` improvement of balancing the model's culprit regions.  n/a: undefined (true
+total near zero, noise that per-region truth cannot remove, fewer than two costed pairs).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from waitlab.experiments.canvas import subplots
+from waitlab.experiments.diagnosis.evaluate import SCORES
+
+#: Column titles of the scores.
+TITLES = {"top1": "top-1 hit", "topk": "top-k hit", "blame_error": "blame error (L1)", "total_error":
+          "total error", "false_blame": "false blame", "spearman": "Spearman", "predicted": "predicted impr.",
+          "realized": "realized impr."}
+#: Scores where lower is better (the others: higher is better, or a comparison).
+LOWER_IS_BETTER = ("blame_error", "false_blame")
+
+
+def _r(x: Any) -> Any:
+    """A score rounded to 6 significant digits (JSON: None for n/a)."""
+    if isinstance(x, float | np.floating):
+        return None if not math.isfinite(float(x)) else float(f"{float(x):.6g}")
+    return x
+
+
+def _cell(x: Any, pct: bool = False) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "n/a"
+    return f"{100 * x:.0f}%" if pct else f"{x:.2f}"
+
+
+def aggregate(rows: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """Mean of every score over the cases (n/a skipped) and the number of cases scored, per ``by``."""
+    ok = rows[rows["error"].fillna("") == ""]
+    cols = [c for c in SCORES if c in rows]
+    g = ok.groupby(by, sort=False)
+    out = g[cols].mean()
+    out["cases"] = g.size()
+    return out.reset_index()
+
+
+def _abs_total(rows: pd.DataFrame) -> pd.DataFrame:
+    r = rows.copy()
+    r["total_error"] = r["total_error"].abs()
+    return r
+
+
+def leaderboard_dict(rows: pd.DataFrame, notes: list[str]) -> dict[str, Any]:
+    """Plain data of ``leaderboard.json``."""
+    models = list(dict.fromkeys(rows["model"]))
+    overall = aggregate(_abs_total(rows), ["model"])
+    by_cause = aggregate(_abs_total(rows), ["model", "cause"])
+    return {
+        "models": [{"key": m, "name": str(rows.loc[rows["model"] == m, "name"].iloc[0])} for m in models],
+        "cases": [{k: _r(v) for k, v in r.items()} for r in
+                  rows.drop_duplicates("case")[["case", "cause", "what", "ranks", "platform"]].to_dict("records")],
+        "overall": {r["model"]: {k: _r(v) for k, v in r.items() if k != "model"} for r in overall.to_dict("records")},
+        "by_cause": {f"{r['model']}|{r['cause']}": {k: _r(v) for k, v in r.items() if k not in ("model", "cause")}
+                     for r in by_cause.to_dict("records")},
+        "rows": [{k: _r(v) for k, v in r.items() if k != "seconds"} for r in rows.to_dict("records")],
+        "notes": notes,
+    }
+
+
+def to_markdown(rows: pd.DataFrame, notes: list[str]) -> str:
+    """``leaderboard.md``."""
+    models = list(dict.fromkeys(rows["model"]))
+    names = dict(zip(rows["model"], rows["name"], strict=False))
+    causes = list(dict.fromkeys(rows["cause"]))
+    n_cases = rows["case"].nunique()
+    lines = ["# Diagnosis leaderboard", "",
+             f"{n_cases} cases in {len(causes)} cause classes, {len(models)} models. Scores are means over the "
+             "cases (n/a where a score is undefined: a true total near zero, noise the per-region truth cannot "
+             "remove). `total error` is the mean of |attributed - true| / true. The model costs in seconds are "
+             "in `cost.csv` (wall clock, not reproducible).", "",
+             "## Overall", "",
+             "| model | " + " | ".join(TITLES[c] for c in SCORES) + " | cases |",
+             "| --- |" + " ---: |" * (len(SCORES) + 1)]
+    overall = aggregate(_abs_total(rows), ["model"]).set_index("model")
+    order = overall.sort_values(["top1", "blame_error"], ascending=[False, True], kind="stable").index
+    for m in order:
+        r = overall.loc[m]
+        pct = {"top1", "topk", "false_blame", "predicted", "realized", "total_error", "blame_error"}
+        lines.append(f"| {names[m]} | " + " | ".join(_cell(float(r[c]), c in pct) for c in SCORES)
+                     + f" | {int(r['cases'])} |")
+    by = aggregate(_abs_total(rows), ["model", "cause"]).set_index(["model", "cause"])
+    for score in ("top1", "blame_error", "false_blame"):
+        lines += ["", f"## {TITLES[score]} by cause class", "",
+                  "| model | " + " | ".join(causes) + " |", "| --- |" + " ---: |" * len(causes)]
+        for m in order:
+            cells = [_cell(float(by.loc[(m, c), score]), True) if (m, c) in by.index else "failed" for c in causes]
+            lines.append(f"| {names[m]} | " + " | ".join(cells) + " |")
+    lines += ["", "## Cases", "", "| case | cause | what | ranks | platform |", "| --- | --- | --- | ---: | --- |"]
+    for r in rows.drop_duplicates("case").itertuples():
+        lines.append(f"| `{r.case}` | {r.cause} | {r.what} | {r.ranks} | {r.platform} |")
+    if notes:
+        lines += ["", "## Model failures", "", *[f"- {n}" for n in notes]]
+    return "\n".join(lines) + "\n"
+
+
+def figure(rows: pd.DataFrame, path: Path) -> None:
+    """Heat maps of top-1 hit and blame error per model and cause class."""
+    by = aggregate(_abs_total(rows), ["model", "cause"])
+    models = list(dict.fromkeys(rows["model"]))
+    names = dict(zip(rows["model"], rows["name"], strict=False))
+    causes = list(dict.fromkeys(rows["cause"]))
+    fig, axes = subplots(1, 2, figsize=(4 + 1.1 * len(causes), 1.2 + 0.45 * len(models)), squeeze=False)
+    for ax, score, cmap in ((axes[0, 0], "top1", "Greens"), (axes[0, 1], "blame_error", "Reds")):
+        grid = by.pivot(index="model", columns="cause", values=score).reindex(index=models, columns=causes)
+        vals = grid.to_numpy(float)
+        ax.imshow(np.nan_to_num(vals, nan=0.0), cmap=cmap, vmin=0, vmax=1 if score == "top1" else 2, aspect="auto")
+        for (i, j), v in np.ndenumerate(vals):
+            ax.text(j, i, "n/a" if not math.isfinite(v) else f"{v:.2f}", ha="center", va="center", fontsize=7)
+        ax.set_xticks(range(len(causes)))
+        ax.set_xticklabels(causes, rotation=35, ha="right", fontsize=7)
+        ax.set_yticks(range(len(models)))
+        ax.set_yticklabels([names[m] for m in models], fontsize=7)
+        ax.set_title(TITLES[score], fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, metadata={"Software": None})
+
+
+def write_leaderboard(rows: pd.DataFrame, out: Path, notes: list[str], png: bool = True) -> list[Path]:
+    """Write the leaderboard files into ``out``; return them."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    files = [out / "leaderboard.md", out / "leaderboard.csv", out / "leaderboard.json", out / "cost.csv"]
+    files[0].write_text(to_markdown(rows, notes))
+    cols = ["model", "name", "case", "cause", "what", "ranks", "platform", *SCORES, "error"]
+    rows[cols].to_csv(files[1], index=False, float_format="%.6g", lineterminator="\n")
+    files[2].write_text(json.dumps(leaderboard_dict(rows, notes), indent=2, sort_keys=True) + "\n")
+    rows[["model", "case", "seconds"]].to_csv(files[3], index=False, float_format="%.6g", lineterminator="\n")
+    if png:
+        figure(rows, out / "leaderboard.png")
+        files.append(out / "leaderboard.png")
+    return files
+
+
+__all__ = ["aggregate", "figure", "leaderboard_dict", "to_markdown", "write_leaderboard"]

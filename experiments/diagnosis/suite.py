@@ -1,0 +1,90 @@
+"""Benchmark suites of ``waitlab evaluate``: scenario files, each labelled with the class of cause injected.
+
+A suite is a folder holding ``suite.toml`` and scenario files::
+
+    [[case]]
+    file = "imbalance-one-late-16.toml"     # a scenario file of the folder
+    cause = "compute imbalance"             # its cause class (leaderboard rows are grouped by it)
+    what = "one late rank"                  # free text
+
+The built-in suite (:func:`builtin_suite`, 40 cases at 16 and 256 ranks on three platforms) ships with
+waitlab in ``waitlab/experiments/diagnosis/suite/``.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from waitlab.errors import InputError
+from waitlab.experiments.scenario import Scenario, load_scenario
+
+#: Folder of the built-in suite.
+BUILTIN_SUITE = Path(__file__).resolve().parent / "suite"
+INDEX = "suite.toml"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One case of a suite: a scenario and the class of its cause."""
+
+    name: str
+    file: Path
+    cause: str
+    what: str
+    scenario: Scenario
+
+
+def builtin_suite() -> Path:
+    """The folder of the built-in suite."""
+    return BUILTIN_SUITE
+
+
+def load_suite(suite: str | Path | None = None, only: Sequence[str] = ()) -> list[Case]:
+    """The cases of a suite folder (or its ``suite.toml``); default the built-in suite.
+
+    Parameters
+    ----------
+    suite : path, optional
+    only : sequence of str
+        Keep the cases whose name contains one of these strings (all when empty).
+    """
+    path = Path(suite) if suite is not None else BUILTIN_SUITE
+    index = path / INDEX if path.is_dir() else path
+    if not index.is_file():
+        raise InputError(str(path), "(suite)", f"has no {INDEX}", "pass a suite folder holding suite.toml "
+                         "([[case]] tables with file, cause, what), or nothing for the built-in suite")
+    try:
+        data = tomllib.loads(index.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise InputError(str(index), "(file)", f"is not valid TOML: {exc}", "fix the syntax") from None
+    entries = data.get("case")
+    if not isinstance(entries, list) or not entries:
+        raise InputError(str(index), "case", "is missing or empty", "add [[case]] tables with file, cause, what")
+    cases: list[Case] = []
+    for i, e in enumerate(entries):
+        for key in ("file", "cause"):
+            if not isinstance(e, dict) or not isinstance(e.get(key), str) or not e.get(key):
+                raise InputError(str(index), f"case[{i}].{key}", "is missing or not a string",
+                                 f"write {key} = \"...\" in every [[case]]")
+        f = index.parent / e["file"]
+        if not f.is_file():
+            raise InputError(str(index), f"case[{i}].file", f"no scenario file {e['file']}",
+                             "name a scenario file of the suite folder")
+        sc = load_scenario(f)
+        if only and not any(o in sc.name for o in only):
+            continue
+        cases.append(Case(sc.name, f, str(e["cause"]), str(e.get("what", "")), sc))
+    names = [c.name for c in cases]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise InputError(str(index), "case", f"two cases have the scenario name {dup[0]!r}",
+                         "give every scenario its own [scenario] name")
+    if not cases:
+        raise InputError(str(index), "case", f"no case matches {', '.join(only)}", "check the case names")
+    return cases
+
+
+__all__ = ["BUILTIN_SUITE", "Case", "builtin_suite", "load_suite"]
