@@ -40,6 +40,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 from tqdm import tqdm
 
 from waitlab.errors import InputError, WaitlabError
+from waitlab.experiments.diagnosis.sweep_scores import add_scores
 from waitlab.experiments.executors import check_executor, open_executor
 from waitlab.experiments.pipeline import run
 from waitlab.experiments.results import pid_alive, results_folder, write_run
@@ -55,6 +56,8 @@ class SweepSection(BaseModel):
     executor: Literal["local", "dask"] = Field("local", description="local processes or Dask distributed")
     workers: int | None = Field(None, ge=1, le=1024, description="parallel points (default: cores)")
     scheduler: str | None = Field(None, min_length=1, description="address of an existing Dask scheduler")
+    diagnose: tuple[str, ...] = Field((), description="diagnosis models scored at every point (columns "
+                                      "<model>.<score>): built-in keys or package.module:function")
 
     @model_validator(mode="after")
     def _scheduler_needs_dask(self) -> SweepSection:
@@ -83,6 +86,7 @@ class Sweep:
     executor: str = "local"
     workers: int | None = None
     scheduler: str | None = None
+    diagnose: tuple[str, ...] = ()
 
 
 def load_sweep(path: str | Path) -> Sweep:
@@ -110,8 +114,9 @@ def load_sweep(path: str | Path) -> Sweep:
     if not isinstance(opts, dict):
         raise InputError(file, "sweep", "must be a table", "write it as [sweep] with name, executor, workers")
     for key in opts:
-        if key not in ("name", "executor", "workers", "scheduler"):
-            raise InputError(file, f"sweep.{key}", "unknown key", "allowed: name, executor, workers, scheduler")
+        if key not in ("name", "executor", "workers", "scheduler", "diagnose"):
+            raise InputError(file, f"sweep.{key}", "unknown key",
+                             "allowed: name, executor, workers, scheduler, diagnose")
     keys = list(grid)
     points = []
     for combo in itertools.product(*(grid[k] for k in keys)):
@@ -135,7 +140,7 @@ def load_sweep(path: str | Path) -> Sweep:
         raise_validation(exc, file, "sweep", SweepSection)
         raise
     return Sweep(name=opts_model.name, points=tuple(points), executor=opts_model.executor,
-                 workers=opts_model.workers, scheduler=opts_model.scheduler)
+                 workers=opts_model.workers, scheduler=opts_model.scheduler, diagnose=opts_model.diagnose)
 
 
 def _run_point(data: dict[str, Any], source: str, out: str) -> dict[str, Any]:
@@ -252,6 +257,8 @@ def _run_locked(sweep: Sweep, out: Path, runs: Path, executor: Executor | None,
         if summary_file.exists():
             rows.append(_row(pt, json.loads(summary_file.read_text())))
     table = pd.DataFrame(rows)
+    if sweep.diagnose:  # diagnosis scores per point (issue 24)
+        table = add_scores(table, sweep.points, runs, sweep.diagnose, say)
     _write_csv(table, out / "sweep.csv")
     failed_csv = out / "failed.csv"
     if failures:

@@ -47,7 +47,7 @@ def plot_sweep(table: pd.DataFrame, swept_keys: Sequence[str], out_png: Path,
                 o = np.argsort(x)
                 lab = ", ".join(f"{k}={v}" for k, v in zip(others, label if isinstance(label, tuple) else (label,),
                                                            strict=True)) or r
-                ax.plot(x[o], m.to_numpy()[o], marker="o", color=SERIES[n % len(SERIES)], label=lab)
+                ax.plot(x[o], m.to_numpy(float)[o], marker="o", color=SERIES[n % len(SERIES)], label=lab)
             if not numeric:
                 ax.set_xticks(list(xpos.values()), [str(v) for v in xpos], rotation=20)
             ax.set_xlabel(key)
@@ -75,5 +75,6 @@ def plot_sweep_folder(folder: Path, out_png: Path | None = None, results: Sequen
                          "re-run `waitlab sweep` to rewrite the table")
     keys = list(table.columns[: list(table.columns).index("scenario_hash")])
     default = ["makespan", "total_wait", "max_rank_wait"]
-    res = list(results) if results else [c for c in default if c in table.columns]
+    scores = [c for c in table.columns if c.endswith((".blame_error", ".top1"))]  # [sweep] diagnose (issue 24)
+    res = list(results) if results else [c for c in default if c in table.columns] + scores
     return plot_sweep(table, keys, Path(out_png) if out_png else Path(folder) / "sweep.png", res)

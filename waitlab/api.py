@@ -8,7 +8,7 @@ True
 from __future__ import annotations
 
 from concurrent.futures import Executor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +82,7 @@ __all__ = [
     "sweep",
     "to_markdown",
     "trace_scenario_text",
+    "with_models",
     "write_report",
 ]
 
@@ -242,3 +243,8 @@ def evaluate(suite: str | Path | None = None, out: str | Path | None = None, *, 
                                         use_cache=use_cache, progress=progress)
     files = write_leaderboard(rows, target, notes, png=png)
     return Evaluation(rows, notes, counts, files)
+
+
+def with_models(sw: Sweep, models: tuple[str, ...] | list[str]) -> Sweep:
+    """The sweep with more diagnosis models scored at every point (``[sweep] diagnose`` plus ``models``)."""
+    return replace(sw, diagnose=tuple(dict.fromkeys([*sw.diagnose, *models])))

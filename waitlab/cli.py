@@ -69,12 +69,15 @@ def _sweep(sub: Any) -> None:
     p.add_argument("--executor", choices=("local", "dask"), default=None, help="override [sweep] executor")
     p.add_argument("--workers", type=int, default=None, help="worker processes (default: cores)")
     p.add_argument("--scheduler", default=None, help="address of an existing Dask scheduler")
+    _model_flag(p, "and score at every point, besides [sweep] diagnose")
     _json_flag(p)
 
     def go(args: argparse.Namespace) -> int:
         if args.workers is not None and args.workers < 1:
             raise InputError("(command line)", "--workers", f"must be >= 1, got {args.workers}", "e.g. --workers 2")
         sw = api.load_sweep(args.sweep)
+        if args.model:
+            sw = api.with_models(sw, args.model)
         out = args.output or api.default_output(sw.name)
         bar = _bar(args)
 

@@ -74,7 +74,8 @@ from waitlab.models.analysis.suite_scores import (
 from waitlab.version import __version__
 
 #: Score columns of one (case, model) row, in leaderboard order.
-SCORES = ("top1", "topk", "blame_error", "total_error", "false_blame", "spearman", "predicted", "realized")
+SCORES = ("top1", "topk", "blame_error", "rank_error", "total_error", "false_blame", "spearman", "predicted",
+          "realized")
 #: Bump when the scores' definitions change (cached rows are then recomputed).
 SCORES_VERSION = "1"
 
@@ -84,7 +85,7 @@ class Settings:
     """What the scores depend on besides the case and the model."""
 
     top_k: int = 3
-    n_candidates: int = 6
+    n_candidates: int = 16
     culprit_share: float = 0.1
 
     def key(self) -> str:
@@ -188,11 +189,15 @@ def case_scores(m: ModelRun, gt: GroundTruth, ledger: pd.DataFrame, ties: dict[t
     partial = any(lbl.startswith("region:") for lbl in gt.partial_noise)
     pos = ledger["seconds"] > 0
     causal = {(int(r), str(g)) for r, g in zip(ledger.loc[pos, "rank"], ledger.loc[pos, "region"], strict=True)}
+    costed = set(true_rr.index)
+    known = [i for i in pred_rr.index if i in costed or i not in causal]
     out = {
         "top1": top_hit(pred_rr, true_rr, 1),
         "topk": top_hit(pred_rr, true_rr, settings.top_k),
         # per-region truth cannot remove noise injected through speed profiles: n/a then
         "blame_error": math.nan if partial else l1_error(pred_reg, true_reg, true_total),
+        # per (rank, region): over the pairs whose truth is known (costed, or without any cause: truth 0)
+        "rank_error": math.nan if partial else l1_error(pred_rr[pred_rr.index.isin(known)], true_rr, true_total),
         "total_error": relative(m.attributed - true_total, true_total),
         "false_blame": share_without_cause(pred_rr, causal),
         "spearman": spearman(pred_rr.reindex(true_rr.index, fill_value=0.0), true_rr) if len(true_rr) > 1
@@ -224,8 +229,12 @@ def _row_path(cache: Path, case: Case, spec: ModelSpec, settings: Settings) -> P
 
 
 def evaluate_case(case: Case, specs: Sequence[ModelSpec], cache: Path, settings: Settings, *,
-                  executor: Executor | None = None, use_cache: bool = True, progress: bool = False) -> CaseOutcome:
-    """Score every model on one case (the run must be in the cache: :func:`materialize_all`)."""
+                  executor: Executor | None = None, use_cache: bool = True, progress: bool = False,
+                  folder: Path | None = None) -> CaseOutcome:
+    """Score every model on one case.
+
+    The run is read from ``folder`` (a results folder), by default the cache's (:func:`materialize_all`).
+    """
     rows: dict[str, dict[str, Any]] = {}
     for spec in specs:
         p = _row_path(cache, case, spec, settings)
@@ -237,7 +246,7 @@ def evaluate_case(case: Case, specs: Sequence[ModelSpec], cache: Path, settings:
     todo = [s for s in specs if s.key not in rows]
     simulated, notes = 0, []
     if todo:
-        src = load_source(run_folder(cache, case.scenario))
+        src = load_source(folder if folder is not None else run_folder(cache, case.scenario))
         run = RunData(src.events, src.waits, src.ops, src.placement)
         ledger = ledger_frame(src.ops)
         runs: dict[str, ModelRun] = {}

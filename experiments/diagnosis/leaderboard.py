@@ -9,7 +9,9 @@ run, so it is kept apart in ``cost.csv`` (seconds per model and case) and summar
 Scores (:func:`~waitlab.experiments.diagnosis.evaluate.case_scores`): ``top1``/``topk`` hit of a truly
 costliest (rank, region); ``blame_error`` = L1 distance of the blame per region to the true cost per region
 over the true total; ``total_error`` = (attributed - true total) / true total; ``false_blame`` = share of the
-blame on (rank, region) pairs with no injected cause; ``spearman`` over the costed (rank, region) pairs;
+blame on (rank, region) pairs with no injected cause; ``rank_error`` = the L1 distance per (rank, region)
+over the pairs whose truth is known (costed candidates, tied sets shared equally, pairs without a cause);
+``spearman`` over the costed (rank, region) pairs;
 ``predicted``/``realized`` improvement of balancing the model's culprit regions.  n/a: undefined (true
 total near zero, noise that per-region truth cannot remove, fewer than two costed pairs).
 """
@@ -28,11 +30,12 @@ from waitlab.experiments.canvas import subplots
 from waitlab.experiments.diagnosis.evaluate import SCORES
 
 #: Column titles of the scores.
-TITLES = {"top1": "top-1 hit", "topk": "top-k hit", "blame_error": "blame error (L1)", "total_error":
+TITLES = {"top1": "top-1 hit", "topk": "top-k hit", "blame_error": "blame error (L1)",
+          "rank_error": "(rank, region) error", "total_error":
           "total error", "false_blame": "false blame", "spearman": "Spearman", "predicted": "predicted impr.",
           "realized": "realized impr."}
 #: Scores where lower is better (the others: higher is better, or a comparison).
-LOWER_IS_BETTER = ("blame_error", "false_blame")
+LOWER_IS_BETTER = ("blame_error", "rank_error", "false_blame")
 
 
 def _r(x: Any) -> Any:
@@ -99,11 +102,11 @@ def to_markdown(rows: pd.DataFrame, notes: list[str]) -> str:
     order = overall.sort_values(["top1", "blame_error"], ascending=[False, True], kind="stable").index
     for m in order:
         r = overall.loc[m]
-        pct = {"top1", "topk", "false_blame", "predicted", "realized", "total_error", "blame_error"}
+        pct = {"top1", "topk", "false_blame", "predicted", "realized", "total_error", "blame_error", "rank_error"}
         lines.append(f"| {names[m]} | " + " | ".join(_cell(float(r[c]), c in pct) for c in SCORES)
                      + f" | {int(r['cases'])} |")
     by = aggregate(_abs_total(rows), ["model", "cause"]).set_index(["model", "cause"])
-    for score in ("top1", "blame_error", "false_blame"):
+    for score in ("top1", "blame_error", "rank_error", "false_blame"):
         lines += ["", f"## {TITLES[score]} by cause class", "",
                   "| model | " + " | ".join(causes) + " |", "| --- |" + " ---: |" * len(causes)]
         for m in order:
