@@ -34,7 +34,8 @@ def _run(ev: pd.DataFrame) -> RunData:
 
 
 def _by(frame: pd.DataFrame) -> dict[tuple[int, str], float]:
-    return {(int(r), str(g)): float(s) for r, g, s in zip(frame["rank"], frame["region"], frame["seconds"], strict=True)}
+    cols = (frame["rank"], frame["region"], frame["seconds"])
+    return {(int(r), str(g)): float(s) for r, g, s in zip(*cols, strict=True)}
 
 
 def _barrier() -> pd.DataFrame:
@@ -169,7 +170,7 @@ def test_models_from_a_file_outside_the_package(tmp_path: Path, monkeypatch: pyt
     assert registry.resolve(f"{tmp_path / 'mymodels_t.py'}:blame_zero").fn(_run(_barrier()))["seconds"].sum() == 4.0
     with pytest.raises(InputError, match="has no function 'nope'"):
         registry.resolve("mymodels_t:nope")
-    with pytest.raises(InputError, match="unknown model 'nope'"):
+    with pytest.raises(InputError, match=r"unknown model .nope."):
         registry.resolve("nope")
 
 
@@ -199,7 +200,7 @@ def test_a_bad_suite_is_one_error(tmp_path: Path) -> None:
     (tmp_path / "suite.toml").write_text('[[case]]\nfile = "missing.toml"\ncause = "x"\n')
     with pytest.raises(InputError, match=r"case\[0\]\.file"):
         load_suite(tmp_path)
-    with pytest.raises(InputError, match="has no suite.toml"):
+    with pytest.raises(InputError, match=r"has no suite\.toml"):
         load_suite(tmp_path / "nowhere")
 
 
