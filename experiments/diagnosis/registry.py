@@ -104,7 +104,7 @@ def entry_point_models() -> dict[str, ModelSpec]:
 
 def _lazy(ep: importlib.metadata.EntryPoint) -> Callable[..., pd.DataFrame]:
     def fn(run: RunData, **options: Any) -> pd.DataFrame:
-        return ep.load()(run, **options)  # type: ignore[no-any-return]
+        return ep.load()(run, **options)
     return fn
 
 
