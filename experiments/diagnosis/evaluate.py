@@ -208,7 +208,11 @@ def case_scores(m: ModelRun, gt: GroundTruth, ledger: pd.DataFrame, ties: dict[t
     label = f"balance:{m.key}"
     if culprit_regions and label in gt.reruns:
         base = metric_value(gt.baseline, metric)
-        out["predicted"] = relative(float(pred_reg.reindex(culprit_regions).fillna(0.0).sum()), base)
+        if "improvement" in m.frame:  # the model's own prediction of what removing its items saves
+            own = m.frame.groupby("region")["improvement"].sum()
+            out["predicted"] = relative(float(own.reindex(culprit_regions).fillna(0.0).sum()), base)
+        else:  # else: the wait its culprit regions hold (Wu et al.'s reading of a blame table)
+            out["predicted"] = relative(float(pred_reg.reindex(culprit_regions).fillna(0.0).sum()), base)
         out["realized"] = relative(base - metric_value(gt.reruns[label], metric), base)
     return out
 

@@ -138,6 +138,10 @@ def blame_problems(frame: Any, run: RunData, wait: float | None = None) -> list[
         bad = rank_f[(rank_f < 0) | (rank_f >= run.n_ranks)]
         if bad.size:
             out.append(f"blames rank {int(bad[0])}, which does not exist (the run has ranks 0..{run.n_ranks - 1})")
+    if "improvement" in frame.columns:
+        imp = pd.to_numeric(frame["improvement"], errors="coerce").to_numpy(float)
+        if not np.isfinite(imp).all():
+            out.append("has an improvement column that is not a finite number in every row")
     total = run.total_wait if wait is None else wait
     blamed = float(sec[np.isfinite(sec)].sum())
     if blamed > total * (1 + BLAME_SLACK) + 1e-12:
