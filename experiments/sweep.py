@@ -40,6 +40,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 from tqdm import tqdm
 
 from waitlab.errors import InputError, WaitlabError
+from waitlab.experiments.diagnosis.registry import resolve_all
 from waitlab.experiments.diagnosis.sweep_scores import add_scores
 from waitlab.experiments.executors import check_executor, open_executor
 from waitlab.experiments.pipeline import run
@@ -139,6 +140,7 @@ def load_sweep(path: str | Path) -> Sweep:
     except ValidationError as exc:
         raise_validation(exc, file, "sweep", SweepSection)
         raise
+    resolve_all(list(opts_model.diagnose), file, "sweep.diagnose")  # an unknown model: refused before any run
     return Sweep(name=opts_model.name, points=tuple(points), executor=opts_model.executor,
                  workers=opts_model.workers, scheduler=opts_model.scheduler, diagnose=opts_model.diagnose)
 

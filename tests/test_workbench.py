@@ -206,3 +206,11 @@ def test_a_bad_suite_is_one_error(tmp_path: Path) -> None:
 
 def test_api_exports_the_workbench() -> None:
     assert {"check_model", "evaluate"} <= set(waitlab.__all__)
+
+
+def test_a_sweep_with_an_unknown_model_is_refused_before_running(tmp_path: Path) -> None:
+    (tmp_path / "base.toml").write_text((load_suite(only=["imbalance-one-late-16"])[0].file).read_text())
+    (tmp_path / "sw.toml").write_text('base = "base.toml"\n[grid]\n"scenario.seed" = [1, 2]\n'
+                                      '[sweep]\ndiagnose = ["cwpdm", "nosuch"]\n')
+    with pytest.raises(InputError, match=r"sweep\.diagnose: unknown model 'nosuch'"):
+        waitlab.load_sweep(tmp_path / "sw.toml")

@@ -23,7 +23,7 @@ from waitlab.experiments.diagnosis.diagnose import Diagnosis, diagnose_path
 from waitlab.experiments.diagnosis.evaluate import evaluate as _evaluate
 from waitlab.experiments.diagnosis.groundtruth import cache_use
 from waitlab.experiments.diagnosis.leaderboard import write_leaderboard
-from waitlab.experiments.diagnosis.registry import BUILTIN, DEFAULT_DIAGNOSE
+from waitlab.experiments.diagnosis.registry import BUILTIN, DEFAULT_DIAGNOSE, resolve_all
 from waitlab.experiments.diagnosis_report import report_dict, to_markdown, write_report
 from waitlab.experiments.estimate import preflight
 from waitlab.experiments.executors import open_executor
@@ -247,4 +247,5 @@ def evaluate(suite: str | Path | None = None, out: str | Path | None = None, *, 
 
 def with_models(sw: Sweep, models: tuple[str, ...] | list[str]) -> Sweep:
     """The sweep with more diagnosis models scored at every point (``[sweep] diagnose`` plus ``models``)."""
+    resolve_all(list(models))  # an unknown model is refused before any point runs
     return replace(sw, diagnose=tuple(dict.fromkeys([*sw.diagnose, *models])))

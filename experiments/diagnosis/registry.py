@@ -108,14 +108,14 @@ def _lazy(ep: importlib.metadata.EntryPoint) -> Callable[..., pd.DataFrame]:
     return fn
 
 
-def _import(module: str, where: str) -> Any:
+def _import(module: str, where: str, key_name: str) -> Any:
     if module.endswith(".py") or os.sep in module:
         path = Path(module)
         if not path.is_file():
-            raise InputError(where, "--model", f"no file {module}", "give an existing .py file or package.module")
+            raise InputError(where, key_name, f"no file {module}", "give an existing .py file or package.module")
         spec = importlib.util.spec_from_file_location(path.stem, path)
         if spec is None or spec.loader is None:
-            raise InputError(where, "--model", f"cannot import {module}", "give a .py file")
+            raise InputError(where, key_name, f"cannot import {module}", "give a .py file")
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
         return mod
@@ -123,17 +123,21 @@ def _import(module: str, where: str) -> Any:
         return importlib.import_module(module)
     except ModuleNotFoundError as exc:
         if exc.name != module.split(".")[0] or os.getcwd() in sys.path:
-            raise InputError(where, "--model", f"cannot import {module}: {exc}", "check the module name") from None
+            raise InputError(where, key_name, f"cannot import {module}: {exc}", "check the module name") from None
     sys.path.insert(0, os.getcwd())  # a model file in the current folder, as `python -m` would find it
     try:
         return importlib.import_module(module)
     except ModuleNotFoundError as exc:
-        raise InputError(where, "--model", f"cannot import {module}: {exc}",
+        raise InputError(where, key_name, f"cannot import {module}: {exc}",
                          "write package.module:function (the module on the Python path or in this folder)") from None
 
 
-def resolve(spec: str | Callable[..., pd.DataFrame] | ModelSpec, where: str = "(command line)") -> ModelSpec:
-    """A :class:`ModelSpec` from a built-in key, an entry-point name, ``module:function`` or a function."""
+def resolve(spec: str | Callable[..., pd.DataFrame] | ModelSpec, where: str = "(command line)",
+            key_name: str = "--model") -> ModelSpec:
+    """A :class:`ModelSpec` from a built-in key, an entry-point name, ``module:function`` or a function.
+
+    A spec that names nothing is an :class:`~waitlab.errors.InputError` naming ``where`` and ``key_name``.
+    """
     if isinstance(spec, ModelSpec):
         return spec
     if callable(spec):
@@ -145,23 +149,23 @@ def resolve(spec: str | Callable[..., pd.DataFrame] | ModelSpec, where: str = "(
         eps = entry_point_models()
         if spec in eps:
             return eps[spec]
-        raise InputError(where, "--model", f"unknown model {spec!r}",
+        raise InputError(where, key_name, f"unknown model {spec!r}",
                          f"use package.module:function, an installed plug-in, or one of: {', '.join(BUILTIN)}")
     module, _, attr = spec.rpartition(":")
-    mod = _import(module, where)
+    mod = _import(module, where, key_name)
     fn = getattr(mod, attr, None)
     if not callable(fn):
-        raise InputError(where, "--model", f"{module} has no function {attr!r}",
+        raise InputError(where, key_name, f"{module} has no function {attr!r}",
                          "name a function defined in that module")
     return ModelSpec(spec, str(getattr(fn, "waitlab_name", spec)), fn)
 
 
-def resolve_all(specs: Sequence[str | Callable[..., pd.DataFrame] | ModelSpec], where: str = "(command line)"
-                ) -> list[ModelSpec]:
+def resolve_all(specs: Sequence[str | Callable[..., pd.DataFrame] | ModelSpec], where: str = "(command line)",
+                key_name: str = "--model") -> list[ModelSpec]:
     """:func:`resolve` of each spec, duplicates (same key) dropped."""
     out: dict[str, ModelSpec] = {}
     for s in specs:
-        m = resolve(s, where)
+        m = resolve(s, where, key_name)
         out.setdefault(m.key, m)
     return list(out.values())
 
