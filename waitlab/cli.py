@@ -1,7 +1,7 @@
 """waitlab command line: simulate MPI wait propagation with SimGrid SMPI.
 
 Sub-commands: run, sweep, diagnose, compare, export, plot, check-c, reproduce, platforms, calibrate, doctor,
-capture.  Errors in input files or in SimGrid are printed as one message, without a traceback.  Every
+capture, evaluate.  Errors in input files or in SimGrid are printed as one message, without a traceback.  Every
 command takes ``--quiet`` (no progress, no text summary); commands that print a summary take ``--json``.
 Progress bars go to stderr, and only to a terminal.
 """
@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from waitlab import api, cli_outputs
+from waitlab import api, cli_outputs, cli_workbench
 from waitlab.cli_common import _REGISTRY, subcommand
 from waitlab.cli_common import bar as _bar
 from waitlab.cli_common import dump as _dump
@@ -69,7 +69,7 @@ def _sweep(sub: Any) -> None:
     p.add_argument("--executor", choices=("local", "dask"), default=None, help="override [sweep] executor")
     p.add_argument("--workers", type=int, default=None, help="worker processes (default: cores)")
     p.add_argument("--scheduler", default=None, help="address of an existing Dask scheduler")
-    _model_flag(p, "and score at every point, besides [sweep] diagnose")
+    cli_workbench.model_flag(p, "and score at every point, besides [sweep] diagnose")
     _json_flag(p)
 
     def go(args: argparse.Namespace) -> int:
@@ -217,7 +217,7 @@ def _diagnose(sub: Any) -> None:
     p.add_argument("--workers", type=int, default=2, help="parallel re-runs (default 2)")
     p.add_argument("--scheduler", default=None, help="address of an existing Dask scheduler (--executor dask)")
     p.add_argument("--no-png", action="store_true", help="skip the figures")
-    _model_flag(p, "besides CWP-DM and H-CWP-DM")
+    cli_workbench.model_flag(p, "besides CWP-DM and H-CWP-DM")
     _json_flag(p)
 
     def go(args: argparse.Namespace) -> int:
@@ -249,54 +249,9 @@ def _diagnose(sub: Any) -> None:
     p.set_defaults(func=go)
 
 
-def _model_flag(p: argparse.ArgumentParser, what: str) -> None:
-    p.add_argument("--model", action="append", default=None, metavar="MODEL",
-                   help=f"a diagnosis model to run {what} (repeatable): package.module:function, "
-                   "path/file.py:function, an installed plug-in or a built-in ("
-                   + ", ".join(api.diagnosis_models()) + ")")
-
-
-@subcommand
-def _evaluate(sub: Any) -> None:
-    p = sub.add_parser("evaluate", help="score every diagnosis model on a benchmark suite with known truth; "
-                       "write a leaderboard")
-    p.add_argument("suite", type=Path, nargs="?", default=None,
-                   help="suite folder (suite.toml + scenario files); default: the built-in suite (40 cases)")
-    p.add_argument("-o", "--output", type=Path, default=None, help="leaderboard folder (default results/leaderboard)")
-    p.add_argument("--case", action="append", default=None, metavar="TEXT",
-                   help="only the cases whose name contains TEXT (repeatable)")
-    p.add_argument("--executor", choices=("local", "dask"), default="local", help="where the simulations go")
-    p.add_argument("--workers", type=int, default=2, help="parallel simulations (default 2)")
-    p.add_argument("--scheduler", default=None, help="address of an existing Dask scheduler (--executor dask)")
-    p.add_argument("--cache", type=Path, default=None, help="cache folder (default: waitlab's cache)")
-    p.add_argument("--no-cache", action="store_true", help="simulate and score again even if cached")
-    p.add_argument("--no-png", action="store_true", help="skip the figure")
-    _model_flag(p, "besides the built-in ones and the installed plug-ins")
-    _json_flag(p)
-
-    def go(args: argparse.Namespace) -> int:
-        if args.workers < 1:
-            raise InputError("(command line)", "--workers", f"must be >= 1, got {args.workers}", "e.g. --workers 2")
-        ev = api.evaluate(args.suite, args.output, models=tuple(args.model or ()), only=tuple(args.case or ()),
-                          executor=args.executor, workers=args.workers, scheduler=args.scheduler,
-                          cache_dir=args.cache, use_cache=not args.no_cache, progress=_bar(args), png=not args.no_png)
-        out = ev.files[0].parent
-        if args.json:
-            _dump({"output": str(out), **ev.counts, "notes": ev.notes})
-        _say(args, ev.files[0].read_text())
-        cost = ev.rows.groupby("name", sort=False)["seconds"].sum()
-        _say(args, "model cost (s, whole suite): " + ", ".join(f"{k} {v:.3g}" for k, v in cost.items()))
-        _say(args, f"{ev.counts['runs_simulated']} suite runs and {ev.counts['reruns_simulated']} counterfactual "
-             f"re-runs simulated (the rest from the cache)\nleaderboard written to {out}/")
-        for msg in ev.notes:
-            print(f"waitlab: error: {msg}", file=sys.stderr)
-        return 1 if ev.notes else 0
-
-    p.set_defaults(func=go)
-
-
 for _add in cli_outputs.COMMANDS:  # compare, export, plot
     subcommand(_add)
+subcommand(cli_workbench.evaluate_command)
 
 
 def _reproduce_okita(args: argparse.Namespace) -> int:

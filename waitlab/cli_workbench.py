@@ -1,0 +1,59 @@
+"""Sub-commands of the diagnosis workbench: ``waitlab evaluate`` and the ``--model`` option (issue 24)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from waitlab import api
+from waitlab.cli_common import bar, dump, json_flag, say
+from waitlab.errors import InputError
+
+
+def model_flag(p: argparse.ArgumentParser, what: str) -> None:
+    """Add the repeatable ``--model`` option (``what``: which models it runs besides)."""
+    p.add_argument("--model", action="append", default=None, metavar="MODEL",
+                   help=f"a diagnosis model to run {what} (repeatable): package.module:function, "
+                   "path/file.py:function, an installed plug-in or a built-in ("
+                   + ", ".join(api.diagnosis_models()) + ")")
+
+
+def evaluate_command(sub: Any) -> None:
+    """Add ``waitlab evaluate``."""
+    p = sub.add_parser("evaluate", help="score every diagnosis model on a benchmark suite with known truth; "
+                       "write a leaderboard")
+    p.add_argument("suite", type=Path, nargs="?", default=None,
+                   help="suite folder (suite.toml + scenario files); default: the built-in suite (40 cases)")
+    p.add_argument("-o", "--output", type=Path, default=None, help="leaderboard folder (default results/leaderboard)")
+    p.add_argument("--case", action="append", default=None, metavar="TEXT",
+                   help="only the cases whose name contains TEXT (repeatable)")
+    p.add_argument("--executor", choices=("local", "dask"), default="local", help="where the simulations go")
+    p.add_argument("--workers", type=int, default=2, help="parallel simulations (default 2)")
+    p.add_argument("--scheduler", default=None, help="address of an existing Dask scheduler (--executor dask)")
+    p.add_argument("--cache", type=Path, default=None, help="cache folder (default: waitlab's cache)")
+    p.add_argument("--no-cache", action="store_true", help="simulate and score again even if cached")
+    p.add_argument("--no-png", action="store_true", help="skip the figure")
+    model_flag(p, "besides the built-in ones and the installed plug-ins")
+    json_flag(p)
+
+    def go(args: argparse.Namespace) -> int:
+        if args.workers < 1:
+            raise InputError("(command line)", "--workers", f"must be >= 1, got {args.workers}", "e.g. --workers 2")
+        ev = api.evaluate(args.suite, args.output, models=tuple(args.model or ()), only=tuple(args.case or ()),
+                          executor=args.executor, workers=args.workers, scheduler=args.scheduler,
+                          cache_dir=args.cache, use_cache=not args.no_cache, progress=bar(args), png=not args.no_png)
+        out = ev.files[0].parent
+        if args.json:
+            dump({"output": str(out), **ev.counts, "notes": ev.notes})
+        say(args, ev.files[0].read_text())
+        cost = ev.rows.groupby("name", sort=False)["seconds"].sum()
+        say(args, "model cost (s, whole suite): " + ", ".join(f"{k} {v:.3g}" for k, v in cost.items()))
+        say(args, f"{ev.counts['runs_simulated']} suite runs and {ev.counts['reruns_simulated']} counterfactual "
+             f"re-runs simulated (the rest from the cache)\nleaderboard written to {out}/")
+        for msg in ev.notes:
+            print(f"waitlab: error: {msg}", file=sys.stderr)
+        return 1 if ev.notes else 0
+
+    p.set_defaults(func=go)
