@@ -71,6 +71,7 @@ from waitlab.models.analysis.suite_scores import (
     tie_sets,
     top_hit,
 )
+from waitlab.models.analysis.ties import tie_counts
 from waitlab.version import __version__
 
 #: Score columns of one (case, model) row, in leaderboard order.
@@ -260,6 +261,7 @@ def evaluate_case(case: Case, specs: Sequence[ModelSpec], cache: Path, settings:
             except ModelFailure as exc:
                 rows[spec.key] = {"error": str(exc), "seconds": math.nan, **dict.fromkeys(SCORES, math.nan)}
                 notes.append(f"{case.name}: {exc}")
+        tc = tie_counts(src.events, src.waits)  # waits split between tied culprits (TIE_TOLERANCE)
         cands = top_candidates(ledger, settings.n_candidates)
         ties = {members: "tie:" + "+".join(f"{r}:{g}" for r, g in members) for members in tie_sets(ledger, cands)}
         pos = (ledger["seconds"] > 0).to_numpy()
@@ -276,7 +278,8 @@ def evaluate_case(case: Case, specs: Sequence[ModelSpec], cache: Path, settings:
                           speed_profiles=src.speed_profiles)
         simulated = gt.simulated
         for k, r in runs.items():
-            rows[k] = {**case_scores(r, gt, ledger, ties, settings, cul[k]), "seconds": r.seconds, "error": ""}
+            rows[k] = {**case_scores(r, gt, ledger, ties, settings, cul[k]), "seconds": r.seconds, "error": "",
+                       "exact_ties": tc["exact"], "near_ties": tc["near"]}
         for spec in todo:
             p = _row_path(cache, case, spec, settings)
             if use_cache and not rows[spec.key].get("error"):

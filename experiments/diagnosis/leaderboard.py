@@ -119,9 +119,16 @@ def to_markdown(rows: pd.DataFrame, notes: list[str]) -> str:
         for m in order:
             cells = [_cell(float(by.loc[(m, c), score]), True) if (m, c) in by.index else "failed" for c in causes]
             lines.append(f"| {names[m]} | " + " | ".join(cells) + " |")
-    lines += ["", "## Cases", "", "| case | cause | what | ranks | platform |", "| --- | --- | --- | ---: | --- |"]
+    lines += ["", "## Cases", "", "Waits split: wait states whose blame the models split between culprits that "
+              "arrived at exactly the same time / within the tie tolerance of 1 us (near ties).", "",
+              "| case | cause | what | ranks | platform | waits split (exact / near) |",
+              "| --- | --- | --- | ---: | --- | ---: |"]
+    ties = rows.dropna(subset=["near_ties"]).drop_duplicates("case").set_index("case") if "near_ties" in rows \
+        else pd.DataFrame()
     for r in rows.drop_duplicates("case").itertuples():
-        lines.append(f"| `{r.case}` | {r.cause} | {r.what} | {r.ranks} | {r.platform} |")
+        split = f"{int(ties.loc[r.case, 'exact_ties'])} / {int(ties.loc[r.case, 'near_ties'])}" \
+            if r.case in ties.index else "n/a"
+        lines.append(f"| `{r.case}` | {r.cause} | {r.what} | {r.ranks} | {r.platform} | {split} |")
     if notes:
         lines += ["", "## Model failures", "", *[f"- {n}" for n in notes]]
     return "\n".join(lines) + "\n"
@@ -155,7 +162,9 @@ def write_leaderboard(rows: pd.DataFrame, out: Path, notes: list[str], png: bool
     out.mkdir(parents=True, exist_ok=True)
     files = [out / "leaderboard.md", out / "leaderboard.csv", out / "leaderboard.json", out / "cost.csv"]
     files[0].write_text(to_markdown(rows, notes))
-    cols = ["model", "name", "case", "cause", "what", "ranks", "platform", *SCORES, "error"]
+    cols = ["model", "name", "case", "cause", "what", "ranks", "platform", *SCORES, "exact_ties", "near_ties",
+            "error"]
+    rows = rows.reindex(columns=list(dict.fromkeys([*rows.columns, *cols])))
     rows[cols].to_csv(files[1], index=False, float_format="%.6g", lineterminator="\n")
     files[2].write_text(json.dumps(leaderboard_dict(rows, notes), indent=2, sort_keys=True) + "\n")
     rows[["model", "case", "seconds"]].to_csv(files[3], index=False, float_format="%.6g", lineterminator="\n")
