@@ -31,6 +31,8 @@ from collections.abc import Collection, Hashable
 import numpy as np
 import pandas as pd
 
+from waitlab.models.analysis.suite_scores import MIN_TRUTH
+
 
 def by_region(blame: pd.DataFrame) -> pd.Series:
     """Cost per region of a blame table (``region, cost`` columns), largest first.
@@ -88,12 +90,13 @@ def spearman(predicted: pd.Series, truth: pd.Series) -> float:
 
 
 def relative_error(attributed: float, true_total: float) -> float:
-    """``(attributed - true_total) / true_total``; NaN when the truth is 0.
+    """``(attributed - true_total) / true_total``; NaN ("n/a") when the truth is zero or near it (at most
+    :data:`~waitlab.models.analysis.suite_scores.MIN_TRUTH`, 1 ns), never a huge percentage.
 
-    >>> relative_error(7.2, 8.0)
-    -0.09999999999999998
+    >>> relative_error(7.2, 8.0), relative_error(0.36, 1e-13)
+    (-0.09999999999999998, nan)
     """
-    return (attributed - true_total) / true_total if true_total else math.nan
+    return (attributed - true_total) / true_total if abs(true_total) > MIN_TRUTH else math.nan
 
 
 def false_blame(predicted: pd.Series, causal: Collection[Hashable]) -> tuple[float, float]:
