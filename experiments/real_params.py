@@ -22,7 +22,7 @@ from waitlab.readers import read_bytes
 from waitlab.simulator.programs import COMPILERS, language_of, sources_digest
 from waitlab.simulator.ti_files import trace_files
 
-REAL_KINDS = ("program", "trace")
+REAL_KINDS = ("program", "trace", "otf2")
 #: Largest program source read (bytes).
 MAX_SOURCE_BYTES = 64 << 20
 
@@ -70,6 +70,27 @@ class TraceSection(BaseModel):
     description: str = Field("", description="free text")
 
 
+class Otf2Section(BaseModel):
+    """``[application] kind = "otf2"``: an OTF2 trace of a real MPI run (e.g. recorded by Score-P) to replay."""
+
+    model_config = STRICT
+    trace: str = Field(min_length=1, description="anchor file of the OTF2 archive (traces.otf2 in Score-P's "
+                       "experiment folder), relative to the scenario file")
+    cpu_ratio: float = Field(1.0, gt=0, le=1e6, description="speed of the traced machine's core over the modeled "
+                             "one's (Dimemas' CPU ratio): the time between MPI calls is multiplied by it")
+    description: str = Field("", description="free text")
+
+
+@dataclass(frozen=True)
+class Otf2Params:
+    """A validated OTF2 trace: the absolute anchor path and a digest of the archive's files."""
+
+    trace: str
+    cpu_ratio: float = 1.0
+    description: str = ""
+    digest: str = field(default="", metadata={"derived": True})
+
+
 @dataclass(frozen=True)
 class ProgramParams:
     """A validated program: absolute source paths and the digest of the sources (see :class:`ProgramSection`)."""
@@ -107,14 +128,24 @@ def file_digest(paths: Sequence[Path]) -> str:
     return h.hexdigest()[:16]
 
 
-def real_params(kind: str, table: Mapping[str, Any], file: str, base: Path) -> ProgramParams | TraceParams:
+def real_params(kind: str, table: Mapping[str, Any], file: str, base: Path
+                ) -> ProgramParams | TraceParams | Otf2Params:
     """Validate ``[application]`` of a program or trace (``kind`` removed); paths relative to ``base``."""
-    model: type[BaseModel] = TraceSection if kind == "trace" else ProgramSection
+    model: type[BaseModel] = {"trace": TraceSection, "otf2": Otf2Section}.get(kind, ProgramSection)
     try:
         sec = model.model_validate(freeze(dict(table)))
     except ValidationError as exc:
         raise_validation(exc, file, "application", model)
         raise
+    if isinstance(sec, Otf2Section):
+        anchor = (base / sec.trace).resolve()
+        if not anchor.is_file():
+            raise InputError(file, "application.trace", f"{anchor} does not exist", "give the anchor file of the "
+                             "archive (traces.otf2 in Score-P's experiment folder), relative to the scenario file")
+        folder = anchor.with_suffix("")
+        files = sorted(p for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else []
+        extra = [anchor.with_suffix(".def")] if anchor.with_suffix(".def").is_file() else []
+        return Otf2Params(str(anchor), sec.cpu_ratio, sec.description, file_digest([anchor, *extra, *files]))
     if isinstance(sec, TraceSection):
         path = (base / sec.trace).resolve()
         if not path.is_file():
@@ -156,8 +187,10 @@ def real_params(kind: str, table: Mapping[str, Any], file: str, base: Path) -> P
     )  # fmt: skip
 
 
-def real_params_to_toml(p: ProgramParams | TraceParams) -> dict[str, Any]:
+def real_params_to_toml(p: ProgramParams | TraceParams | Otf2Params) -> dict[str, Any]:
     """The ``[application]`` table (without kind) that validates back into ``p``."""
+    if isinstance(p, Otf2Params):
+        return {"trace": p.trace, "cpu_ratio": p.cpu_ratio, "description": p.description}
     if isinstance(p, TraceParams):
         out: dict[str, Any] = {"trace": p.trace, "description": p.description}
         if p.flops_per_second is not None:
