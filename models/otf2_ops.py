@@ -15,9 +15,11 @@ The reader (:mod:`waitlab.simulator.otf2_import`) hands over every location's re
 * the time between two MPI calls (user region markers split it) -> ``compute`` of that duration times
   ``cpu_ratio``, the speed of the traced machine over the modeled one (Dimemas' CPU ratio: 2 means the
   modeled core is half as fast, so compute takes twice as long).  Time before the end of ``MPI_Init`` and
-  after the start of ``MPI_Finalize`` is not replayed; time inside other MPI calls that move nothing
-  (``MPI_Comm_rank``, an unsuccessful ``MPI_Test``) counts as compute; artificial regions (Score-P's
-  ``TRACE BUFFER FLUSH``, waitlab's own ``compute``/``noise`` activities) are transparent.
+  after the start of ``MPI_Finalize`` is not replayed (a trace without ``MPI_Init`` starts every rank at
+  the trace's first timestamp); time inside MPI calls is simulated, never compute (a call that moves
+  nothing, such as ``MPI_Comm_rank`` or an unsuccessful ``MPI_Test``, takes no time); artificial regions
+  (Score-P's ``TRACE BUFFER FLUSH``, waitlab's own ``compute``/``noise`` activities) are transparent: their
+  time counts as compute.
 
 Partner and root ranks are recorded within their communicator; they become world ranks through the
 communicator's members.  v-collectives keep their totals with equal counts per peer (OTF2 records totals,
@@ -302,13 +304,21 @@ def records_to_ops(rec: TraceRecords, cpu_ratio: float = 1.0) -> OpTable:
     np.minimum.at(fin_start, rec.rank[rows], rows)
     active = (pos >= init_end[rec.rank]) & (pos < fin_start[rec.rank])
     # compute: the time between two boundaries (user or MPI region enter/leave) spent outside MPI
-    bnd = np.flatnonzero(is_el & (cls != TRANSPARENT))
+    # (a rank's last record closes its last stretch; without MPI_Init a rank starts at the trace's start)
+    is_last = np.zeros(n, bool)
+    is_last[last[has]] = True
+    bnd = np.flatnonzero((is_el & (cls != TRANSPARENT)) | is_last)
     prev = np.r_[-1, bnd[:-1]]
     same = np.r_[False, rec.rank[bnd[1:]] == rec.rank[bnd[:-1]]]
     outside = same.copy()
     outside[same] = (depth[prev[same]] == 0) & active[prev[same]]
+    t_prev = np.zeros(bnd.size, np.int64)
+    t_prev[same] = rec.time[prev[same]]
+    start = ~same & (init_end[rec.rank[bnd]] < 0)
+    outside |= start
+    t_prev[start] = rec.time.min() if n else 0
     gap = np.zeros(bnd.size)
-    gap[outside] = (rec.time[bnd[outside]] - rec.time[prev[outside]]).astype(np.float64) / rec.resolution
+    gap[outside] = (rec.time[bnd[outside]] - t_prev[outside]).astype(np.float64) / rec.resolution
     comp = bnd[gap > 0]
     parts: list[dict[str, npt.NDArray[np.generic]]] = [
         _block(comp, 0, CODE["compute"], rec.rank[comp], value=gap[gap > 0] * cpu_ratio)]
