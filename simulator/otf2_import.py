@@ -139,25 +139,26 @@ def read_otf2(anchor: str | Path) -> TraceRecords:
     clock = defs.clock_properties
     refs = (ctypes.c_uint64 * len(ranks))(*[loc._ref for loc in ranks])
     err = ctypes.create_string_buffer(1024)
+    coll = otf2.enums.CollectiveOp
+    collective_names = {getattr(coll, n).value: n for n in dir(coll) if n.isupper()}
+    lut = np.zeros(max(rank_of) + 1, np.int32)
+    lut[list(rank_of)] = list(rank_of.values())
     with tempfile.TemporaryDirectory(prefix="waitlab-otf2-") as tmp:
         out = Path(tmp) / "records.bin"
         count = dll.wl_otf2_read(str(anchor).encode(), len(ranks), refs, str(out).encode(), err, len(err))
         if count < 0:
             raise InputError(str(anchor), "(events)", f"cannot be read: {err.value.decode(errors='replace')}", FIX)
-        raw = np.fromfile(out, RECORD_DTYPE)
-    lut = np.zeros(max(rank_of) + 1, np.int32)
-    lut[list(rank_of)] = list(rank_of.values())
-    coll = otf2.enums.CollectiveOp
-    collective_names = {getattr(coll, n).value: n for n in dir(coll) if n.isupper()}
-    rank = lut[raw["loc"]]
-    if rank.size and (np.diff(rank) < 0).any():  # the reader reads the locations in rank order
-        order = np.argsort(rank, kind="stable")
-        raw, rank = raw[order], rank[order]
-    if (raw["a"][np.isin(raw["kind"], (0, 1))] >= len(names)).any():
+        # mapped, not read: each column is copied out of the file once (no whole-record copy beside them)
+        raw = np.memmap(out, RECORD_DTYPE, mode="r") if count else np.zeros(0, RECORD_DTYPE)
+        # the reader reads the locations in rank order, so the records are sorted by rank already
+        cols = {c: np.array(raw[c]) for c in ("kind", "a", "b", "c", "d", "e")}
+        time_ = raw["time"].astype(np.int64)
+        rank = lut[raw["loc"]]
+        del raw
+    el = cols["kind"] <= 1  # enter / leave
+    if (cols["a"][el] >= len(names)).any():
         raise InputError(str(anchor), "(definitions)", "events name a region the definitions do not define", FIX)
     return TraceRecords(
-        n_ranks=len(ranks), rank=rank, time=raw["time"].astype(np.int64), kind=raw["kind"].copy(),
-        a=raw["a"].copy(), b=raw["b"].copy(), c=raw["c"].copy(), d=raw["d"].copy(), e=raw["e"].copy(),
-        resolution=float(clock.timer_resolution), region_names=names, region_class=cls,
-        comm_members=_comms(otf2, defs, rank_of), collective_names=collective_names,
-        unsupported=_unsupported_names(dll))
+        n_ranks=len(ranks), rank=rank, time=time_, resolution=float(clock.timer_resolution), region_names=names,
+        region_class=cls, comm_members=_comms(otf2, defs, rank_of), collective_names=collective_names,
+        unsupported=_unsupported_names(dll), **cols)

@@ -142,8 +142,8 @@ def _archive(folder: Path, n: int, body, members=None) -> Path:
         sub = d.comm("half", group=d.group("half", group_type=GroupType.COMM_GROUP, paradigm=Paradigm.MPI,
                                            members=members or [0]))
         regions = {name: d.region(name, region_role=role, paradigm=par) for name, role, par in (
-            ("MPI_Allreduce", RegionRole.COLL_ALL2ALL, Paradigm.MPI), ("MPI_Send", RegionRole.POINT2POINT, Paradigm.MPI),
-            ("solve", RegionRole.FUNCTION, Paradigm.USER))}
+            ("MPI_Allreduce", RegionRole.COLL_ALL2ALL, Paradigm.MPI),
+            ("MPI_Send", RegionRole.POINT2POINT, Paradigm.MPI), ("solve", RegionRole.FUNCTION, Paradigm.USER))}
         body([trace.event_writer_from_location(x) for x in locs], regions, world, sub)
     return folder / "traces.otf2"
 
