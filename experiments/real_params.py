@@ -131,7 +131,8 @@ def file_digest(paths: Sequence[Path]) -> str:
 def real_params(kind: str, table: Mapping[str, Any], file: str, base: Path
                 ) -> ProgramParams | TraceParams | Otf2Params:
     """Validate ``[application]`` of a program or trace (``kind`` removed); paths relative to ``base``."""
-    model: type[BaseModel] = {"trace": TraceSection, "otf2": Otf2Section}.get(kind, ProgramSection)
+    models: dict[str, type[BaseModel]] = {"trace": TraceSection, "otf2": Otf2Section}
+    model = models.get(kind, ProgramSection)
     try:
         sec = model.model_validate(freeze(dict(table)))
     except ValidationError as exc:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -349,7 +350,7 @@ def _block(rows: npt.NDArray[np.int64], sub: int | npt.NDArray[np.int64], code: 
     """Operations placed at record ``rows`` (``sub`` orders them there: 0 before the record's own, 1 its own)."""
     n = rows.size
 
-    def col(x: npt.ArrayLike, dtype: type) -> npt.NDArray[np.generic]:
+    def col(x: npt.ArrayLike, dtype: type) -> npt.NDArray[Any]:
         return np.broadcast_to(np.asarray(x, dtype), (n,)).copy()
 
     return {"key": 4 * rows + col(sub, np.int64), "rank": rank.astype(np.int32), "code": col(code, np.int8),

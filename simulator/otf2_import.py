@@ -59,7 +59,7 @@ def reader_library() -> ctypes.CDLL:
 
 
 def _unsupported_names(dll: ctypes.CDLL) -> tuple[str, ...]:
-    names = []
+    names: list[str] = []
     while (name := dll.wl_otf2_unsupported_name(len(names))) is not None:
         names.append(name.decode())
     return tuple(names)
