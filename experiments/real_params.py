@@ -37,8 +37,10 @@ class ProgramSection(BaseModel):
     language: Literal["c", "c++", "fortran"] | None = Field(None, description="language of every source "
                                                              "(default: from the suffixes)")
     args: tuple[str, ...] = Field((), description="program arguments; {ranks} is replaced by the rank count")
-    compile_flags: tuple[str, ...] = Field((), description="extra compiler flags")
-    link_flags: tuple[str, ...] = Field((), description="extra linker flags")
+    compile_flags: tuple[str, ...] = Field((), description="extra compiler flags (paths of -I, -include, ... "
+                                           "relative to the scenario file)")
+    link_flags: tuple[str, ...] = Field((), description="extra linker flags (paths of -L relative to the scenario "
+                                        "file)")
     computation: Literal["none", "measured"] = Field("none", description="none: deterministic; measured: SMPI "
                                                      "benchmarks the real CPU time between MPI calls")
     callsite_regions: Literal["auto", "always", "never"] = Field("auto", description="name compute between MPI "
@@ -181,11 +183,41 @@ def real_params(kind: str, table: Mapping[str, Any], file: str, base: Path
         digest = f"{digest}:{file_digest(inputs)}"
     return ProgramParams(
         sources=tuple(str(s) for s in src_paths), binary=str(bin_path) if bin_path is not None else None,
-        language=sec.language, args=sec.args, compile_flags=sec.compile_flags, link_flags=sec.link_flags,
+        language=sec.language, args=sec.args, compile_flags=resolve_flag_paths(sec.compile_flags, base),
+        link_flags=resolve_flag_paths(sec.link_flags, base),
         computation=sec.computation, callsite_regions=sec.callsite_regions,
         exit_codes=tuple(sorted(set(sec.exit_codes))), inputs=tuple(str(f) for f in inputs),
         description=sec.description, digest=digest,
     )  # fmt: skip
+
+
+#: Flags whose path (joined, ``-Ipath``, or the next argument, ``-I path``) is resolved against the scenario file.
+PATH_FLAGS = ("-I", "-L", "-isystem", "-iquote", "-idirafter", "-include")
+
+
+def resolve_flag_paths(flags: Sequence[str], base: Path) -> tuple[str, ...]:
+    """``flags`` with every relative path of :data:`PATH_FLAGS` made absolute against ``base``.
+
+    >>> resolve_flag_paths(("-I../inc", "-O2", "-include", "cfg.h", "-I/abs"), Path("/s/x"))
+    ('-I/s/inc', '-O2', '-include', '/s/x/cfg.h', '-I/abs')
+    """
+    out: list[str] = []
+    take_next = False
+    for f in flags:
+        if take_next:
+            out.append(str((base / f).resolve()) if not Path(f).is_absolute() else f)
+            take_next = False
+            continue
+        if f in PATH_FLAGS:
+            take_next = True
+            out.append(f)
+            continue
+        joined = next((p for p in ("-I", "-L") if f.startswith(p) and len(f) > len(p)), None)
+        if joined is not None and not Path(f[len(joined):]).is_absolute():
+            out.append(joined + str((base / f[len(joined):]).resolve()))
+        else:
+            out.append(f)
+    return tuple(out)
 
 
 def real_params_to_toml(p: ProgramParams | TraceParams | Otf2Params) -> dict[str, Any]:
