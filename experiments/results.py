@@ -202,13 +202,21 @@ def write_result(result: RunResult, folder: Path, *, png: bool = True, scenario_
 
 def write_program_output(result: RunResult, folder: Path) -> None:
     """A real program's output: ``output.txt`` (its stdout and stderr, interleaved with SimGrid's messages, as
-    smpirun printed them) and ``workdir/`` (the files it wrote into its working folder)."""
+    smpirun printed them), ``workdir/`` (the files it wrote into its working folder) and ``rerun/`` (the
+    platform XML, hostfile, program and exact smpirun command line: ``sh rerun/smpirun.sh`` re-runs it with
+    stock SimGrid)."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "output.txt").write_text(result.smpi_output)
     for rel, data in result.files.items():
         path = folder / "workdir" / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
+    for rel, data in result.rerun.items():  # platform.xml, hostfile, program, smpirun.sh: a stock SimGrid re-run
+        path = folder / "rerun" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        if rel in ("program", "smpirun.sh"):
+            path.chmod(0o755)
 
 
 def write_run(run: Run, folder: Path, *, png: bool = True) -> None:

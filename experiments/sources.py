@@ -57,6 +57,8 @@ class Execution:
     metadata: dict[str, Any] = field(default_factory=dict)
     #: files a real program wrote into its working folder (relative path -> content)
     files: dict[str, bytes] = field(default_factory=dict)
+    #: what re-runs a real program's run with stock SimGrid (file name -> content; ``program/rerun/``)
+    rerun: dict[str, bytes] = field(default_factory=dict)
 
 
 class Source(Protocol):
@@ -239,7 +241,7 @@ class ProgramSource:
         p: ProgramParams = sc.application
         return Execution(m.ops, events, m.output, program_config(sc, platform, settings),
                          {"build": built, "smpi": smpi, "parse": parse},
-                         {"program": str(binary), "computation": p.computation}, m.files)
+                         {"program": str(binary), "computation": p.computation}, m.files, m.rerun)
 
 
 def source_for(scenario: Scenario) -> Source:

@@ -50,6 +50,8 @@ from waitlab.simulator.program_run import (
     DETERMINISTIC_CONFIG,
     INJECTABLE,
     ITEM_DTYPE,
+    layer_env,
+    rerun_files,
     run_program,
     write_schedule,
 )
@@ -57,8 +59,8 @@ from waitlab.simulator.program_run import (
 __all__ = [
     "ARG_DTYPE", "COMPILERS", "DETERMINISTIC_CONFIG", "FLAG_CAUSE", "FLAG_INJECTED", "INJECTABLE", "ITEM_DTYPE",
     "LOG_DTYPE", "SITE_PREFIX", "SUFFIXES", "ProgramRun", "Records", "build_program", "check_binary",
-    "language_of", "layer_object", "read_records", "records_to_ops", "resolve_sites", "run_program",
-    "sources_digest", "write_schedule",
+    "language_of", "layer_env", "layer_object", "read_records", "records_to_ops", "rerun_files", "resolve_sites",
+    "run_program", "sources_digest", "write_schedule",
 ]  # fmt: skip
 
 LAYER_SOURCE = NATIVE_DIR / "waitlab_pmpi.c"
