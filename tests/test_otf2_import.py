@@ -231,3 +231,35 @@ def test_unmatched_message_and_rank_count_are_one_line(tmp_path):
     with pytest.raises(InputError) as exc:
         api.run(_scenario(tmp_path, "missing/traces.otf2"))
     _one_line(exc.value, "application.trace", "does not exist")
+
+
+def test_sendrecv_and_single_waits_become_replayable_operations(tmp_path):
+    def body(ws, reg, world, sub):
+        for me, w in enumerate(ws):
+            other = 1 - me
+            w.enter(0, reg["MPI_Send"])  # an MPI_Sendrecv-like call: both records in one MPI call
+            w.mpi_send(1, other, world, 7, 32)
+            w.mpi_recv(9, other, world, 7, 32)
+            w.leave(10, reg["MPI_Send"])
+            w.enter(20, reg["MPI_Send"])  # isend + irecv, each completed by its own wait
+            w.mpi_isend(20, other, world, 8, 64, 100)
+            w.mpi_irecv_request(21, 101)
+            w.leave(22, reg["MPI_Send"])
+            w.enter(30, reg["MPI_Send"])
+            w.mpi_irecv(31, other, world, 8, 64, 101)
+            w.leave(32, reg["MPI_Send"])
+            w.enter(40, reg["MPI_Send"])
+            w.mpi_isend_complete(41, 100)
+            w.leave(42, reg["MPI_Send"])
+
+    ops = records_to_ops(read_otf2(_archive(tmp_path / "sr", 2, body)))
+    for r in (0, 1):
+        mine = ops.rank == r
+        names = [ACTIONS[c] for c in ops.code[mine] if ACTIONS[c] != "compute"]
+        assert names == ["isend", "irecv", "wait", "wait", "isend", "irecv", "wait", "wait"]
+        rows = np.flatnonzero(mine & (ops.code == CODE["wait"]))
+        # waits name their request: (partner, tag, completes a receive)
+        assert [(int(ops.peer[i]), int(ops.tag[i]), float(ops.value2[i])) for i in rows] == \
+            [(1 - r, 7, 0.0), (1 - r, 7, 1.0), (1 - r, 8, 1.0), (1 - r, 8, 0.0)]
+        comp = ops.value[mine & (ops.code == CODE["compute"])]
+        np.testing.assert_allclose(comp, [10e-9, 8e-9, 8e-9])  # the gaps between the MPI calls (1 ns ticks)
