@@ -11,7 +11,8 @@ The reader (:mod:`waitlab.simulator.otf2_import`) hands over every location's re
   that request, or one ``waitall`` when an ``MPI_Waitall`` completes every outstanding request of its rank;
   a call holding several blocking records (``MPI_Sendrecv``) -> non-blocking ones, each then waited for;
   ``MpiCollectiveEnd`` -> the collective, its counts recovered from Score-P's byte accounting
-  (:mod:`waitlab.models.byte_accounting`, inverted);
+  (:mod:`waitlab.models.byte_accounting`, inverted); ``NonBlockingCollectiveComplete`` -> the blocking
+  collective, booked in the call that completes it (as waitlab's measurement layer records ``MPI_Iallreduce``);
 * the time between two MPI calls (user region markers split it) -> ``compute`` of that duration times
   ``cpu_ratio``, the speed of the traced machine over the modeled one (Dimemas' CPU ratio: 2 means the
   modeled core is half as fast, so compute takes twice as long).  Time before the end of ``MPI_Init`` and
@@ -41,7 +42,7 @@ from waitlab.models.ops import CODE, Ledger, OpTable, seq_within_rank
 
 #: Record kinds of :class:`TraceRecords` (the contract with ``simulator/native/waitlab_otf2_reader.c``).
 RECORD_KINDS = ("enter", "leave", "send", "isend", "isend_complete", "irecv_request", "recv", "irecv",
-                "collective_begin", "collective_end", "request_test", "request_cancelled")
+                "collective_begin", "collective_end", "request_test", "request_cancelled", "nonblocking_collective")
 K = {name: i for i, name in enumerate(RECORD_KINDS)}
 #: Kinds from this value on are records that cannot be replayed (``unsupported[kind - UNSUPPORTED]``).
 UNSUPPORTED = 100
@@ -154,8 +155,7 @@ def _check_supported(rec: TraceRecords) -> None:
         i = int(bad[np.argmin(rec.time[bad])])
         name = rec.unsupported[int(rec.kind[i]) - UNSUPPORTED]
         what = ("threads (OpenMP or Pthreads)" if name.startswith(("Thread", "Omp")) else
-                "one-sided MPI (RMA)" if name.startswith("Rma") else "MPI I/O or POSIX I/O" if name.startswith("Io")
-                else "a non-blocking collective")
+                "one-sided MPI (RMA)" if name.startswith("Rma") else "MPI I/O or POSIX I/O")
         raise Otf2Unreplayable(f"rank {int(rec.rank[i])}", f"record {name} ({what}) cannot be replayed: SimGrid "
                                "3.32's trace replay has no such action", "record the run again without it (Score-P: "
                                "SCOREP_MPI_ENABLE_GROUPS without rma/io, no OpenMP), or run the program itself "
@@ -337,7 +337,7 @@ def records_to_ops(rec: TraceRecords, cpu_ratio: float = 1.0) -> OpTable:
     mark_code = np.where(kind[marks] == K["enter"], CODE["enter"], CODE["leave"]).astype(np.int8)
     parts.append(_block(marks, 1, mark_code, rec.rank[marks], name=rec.a[marks].astype(np.int32)))
     parts += _p2p_blocks(rec, kind, depth, cls)
-    coll = np.flatnonzero(kind == K["collective_end"])
+    coll = np.flatnonzero(_kinds(kind, "collective_end", "nonblocking_collective"))
     code, value, value2, root = _collective_values(rec, coll)
     parts.append(_block(coll, 1, code, rec.rank[coll], value=value, value2=value2, peer=root))
     return _assemble(rec, parts)

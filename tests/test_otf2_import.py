@@ -263,3 +263,24 @@ def test_sendrecv_and_single_waits_become_replayable_operations(tmp_path):
             [(1 - r, 7, 0.0), (1 - r, 7, 1.0), (1 - r, 8, 1.0), (1 - r, 8, 0.0)]
         comp = ops.value[mine & (ops.code == CODE["compute"])]
         np.testing.assert_allclose(comp, [10e-9, 8e-9, 8e-9])  # the gaps between the MPI calls (1 ns ticks)
+
+
+def test_nonblocking_collective_is_booked_where_it_completes(tmp_path):
+    def body(ws, reg, world, sub):
+        for me, w in enumerate(ws):
+            w.enter(0, reg["MPI_Allreduce"])  # MPI_Iallreduce
+            w.non_blocking_collective_request(1, 500)
+            w.leave(2, reg["MPI_Allreduce"])
+            w.enter(2, reg["solve"])
+            w.leave(50 + 10 * me, reg["solve"])
+            w.enter(50 + 10 * me, reg["MPI_Send"])  # the MPI_Wait completing it
+            w.non_blocking_collective_complete(70, CollectiveOp.ALLREDUCE, world, 0xFFFFFFFF, 32, 32, 500)
+            w.leave(70, reg["MPI_Send"])
+
+    ops = records_to_ops(read_otf2(_archive(tmp_path / "nbc", 2, body)))
+    for r in (0, 1):
+        mine = ops.rank == r
+        assert [ACTIONS[c] for c in ops.code[mine] if ACTIONS[c] != "compute"] == ["enter", "leave", "allreduce"]
+        assert ops.value[mine & (ops.code == CODE["allreduce"])].tolist() == [16.0]
+        # compute: 2 ns before the solve, the solve, none inside MPI calls
+        np.testing.assert_allclose(ops.value[mine & (ops.code == CODE["compute"])].sum(), (48 + 10 * r) * 1e-9)

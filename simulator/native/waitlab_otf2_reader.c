@@ -50,7 +50,7 @@ const char* OTF2_Error_GetDescription(OTF2_ErrorCode);
 
 /* Record kinds: the contract with simulator/otf2_import.py (RECORD_KINDS there). */
 enum { K_ENTER, K_LEAVE, K_SEND, K_ISEND, K_ISEND_DONE, K_IRECV_REQ, K_RECV, K_IRECV, K_COLL_BEGIN, K_COLL_END,
-       K_TEST, K_CANCEL, K_UNSUPPORTED = 100 };
+       K_TEST, K_CANCEL, K_NBC_DONE, K_UNSUPPORTED = 100 };
 
 typedef struct {
     uint64_t loc, time, d, e;  /* d: bytes / request / bytes sent; e: request / bytes received */
@@ -99,6 +99,14 @@ static OTF2_CallbackCode coll_end(HEAD, uint8_t op, uint32_t comm, uint32_t root
     return put(ud, l, t, K_COLL_END, op, comm, root, sent, got);
 }
 
+/* A non-blocking collective is booked where it completes (as waitlab's measurement layer does); its request
+ * record carries nothing more. */
+static OTF2_CallbackCode nbc_done(HEAD, uint8_t op, uint32_t comm, uint32_t root, uint64_t sent, uint64_t got,
+                                  uint64_t req) {
+    (void)req;
+    return put(ud, l, t, K_NBC_DONE, op, comm, root, sent, got);
+}
+
 /* Records that cannot be replayed: one callback per record type (its index in UNSUPPORTED below). Every
  * OTF2 event callback starts with the same five arguments; the rest are not read. */
 #define UNSUP(i)                                                                   \
@@ -120,11 +128,10 @@ typedef OTF2_ErrorCode (*Setter)(OTF2_EvtReaderCallbacks*, void*);
     X(RmaWaitChange) X(RmaPut) X(RmaGet) X(RmaAtomic) X(RmaOpCompleteBlocking) X(RmaOpCompleteNonBlocking)      \
     X(RmaOpTest) X(RmaOpCompleteRemote) X(IoCreateHandle) X(IoDestroyHandle) X(IoDuplicateHandle) X(IoSeek)     \
     X(IoChangeStatusFlags) X(IoDeleteFile) X(IoOperationBegin) X(IoOperationTest) X(IoOperationIssued)          \
-    X(IoOperationComplete) X(IoOperationCancelled) X(IoAcquireLock) X(IoReleaseLock) X(IoTryLock)              \
-    X(NonBlockingCollectiveRequest) X(NonBlockingCollectiveComplete)
+    X(IoOperationComplete) X(IoOperationCancelled) X(IoAcquireLock) X(IoReleaseLock) X(IoTryLock)
 SETTER(Enter) SETTER(Leave) SETTER(MpiSend) SETTER(MpiIsend) SETTER(MpiIsendComplete) SETTER(MpiIrecvRequest)
 SETTER(MpiRecv) SETTER(MpiIrecv) SETTER(MpiRequestTest) SETTER(MpiRequestCancelled) SETTER(MpiCollectiveBegin)
-SETTER(MpiCollectiveEnd)
+SETTER(MpiCollectiveEnd) SETTER(NonBlockingCollectiveComplete)
 UNSUPPORTED(SETTER)
 #define NAME(name) #name,
 #define FN(name) OTF2_EvtReaderCallbacks_Set##name##Callback,
@@ -196,6 +203,7 @@ int64_t wl_otf2_read(const char* anchor, int64_t n, const uint64_t* locs, const 
     OTF2_EvtReaderCallbacks_SetMpiRequestCancelledCallback(cbs, (void*)cancel);
     OTF2_EvtReaderCallbacks_SetMpiCollectiveBeginCallback(cbs, (void*)coll_begin);
     OTF2_EvtReaderCallbacks_SetMpiCollectiveEndCallback(cbs, (void*)coll_end);
+    OTF2_EvtReaderCallbacks_SetNonBlockingCollectiveCompleteCallback(cbs, (void*)nbc_done);
     for (int i = 0; unsupported_setters[i]; i++)
         unsupported_setters[i](cbs, unsupported_callbacks[i]);
     for (int64_t i = 0; i < n; i++)
