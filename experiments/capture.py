@@ -11,6 +11,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import tomli_w
+
 from waitlab.errors import InputError, SimulationError
 from waitlab.experiments.pipeline import prepare, simulate
 from waitlab.experiments.programs import Measured, program_args, program_binary, run_real_program
@@ -74,6 +76,9 @@ def capture(scenario: Scenario, out: Path, *, via: str = "layer", force: bool = 
             "program": str(program_binary(scenario)), "args": program_args(scenario),
             "makespan": float(m.t_exit.max()) if m.t_exit.size else 0.0, "smpirun_wall_seconds": m.wall_seconds,
             "replay_check": verdict,
+            # the placement the program ran on: the printed replay scenario keeps it (trace_scenario_text)
+            "placement": {"nodes": platform.n_nodes, "ranks_per_node": platform.ranks_per_node,
+                          "rule": scenario.platform.placement, "node_of_rank": [int(k) for k in platform.node_of_rank]},
         }  # fmt: skip
         (partial / "capture.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
     out = Path(out)
@@ -137,7 +142,20 @@ def _relativize_index(index: Path) -> Path:
 
 
 def trace_scenario_text(index: Path, scenario: Scenario) -> str:
-    """A scenario TOML that replays a captured trace on the same platform."""
-    return (f'[scenario]\nname = "{scenario.name}-replay"\nranks = {scenario.ranks}\n\n'
-            f'[platform]\nname = "{scenario.platform.name}"\n\n'
-            f'[application]\nkind = "trace"\ntrace = "{index}"\n')
+    """A scenario TOML that replays a captured trace on the same platform, placement and SMPI settings.
+
+    The ``[platform]`` and ``[simulation]`` tables are the captured scenario's (resolved), with the node and
+    rank-per-node counts the capture ran on (``capture.json`` beside the index): 16 ranks captured on 4 nodes
+    replay on 4 nodes.
+    """
+    data = scenario.resolved()
+    platform = dict(data["platform"])
+    meta_path = Path(index).parent / "capture.json"
+    placed = json.loads(meta_path.read_text()).get("placement") if meta_path.is_file() else None
+    if placed and platform.get("placement", "block") in ("block", "cyclic"):
+        platform["nodes"] = int(placed["nodes"])
+        platform["ranks_per_node"] = int(placed["ranks_per_node"])
+    out = {"scenario": {"name": f"{scenario.name}-replay", "ranks": scenario.ranks, "seed": scenario.seed},
+           "platform": platform, "simulation": data["simulation"],
+           "application": {"kind": "trace", "trace": str(index)}}
+    return tomli_w.dumps(out)

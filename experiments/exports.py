@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
+
 from waitlab.errors import InputError
 from waitlab.experiments.graph_plots import draw_propagation
 from waitlab.experiments.results import MARKER, load_run
@@ -62,7 +64,9 @@ def export_run(folder: str | Path, formats: tuple[str, ...], out: str | Path | N
     meta = run.metadata
     written: dict[str, Path] = {}
     if "otf2" in formats:
-        written["otf2"] = write_otf2(run.events, run.waits, meta, target / "otf2")
+        placement = pd.read_csv(run.folder / "placement.csv") if (run.folder / "placement.csv").is_file() else None
+        written["otf2"] = write_otf2(run.events, run.waits, meta, target / "otf2", placement=placement,
+                                     comms=run.ops.comms, ledger_kinds=run.ledger()["kind"].astype(str).tolist())
     if "chrome" in formats:
         path = target / "trace.json"
         if not write_chrome_trace(run.events, run.waits, meta, path):

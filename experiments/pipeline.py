@@ -77,6 +77,8 @@ class RunResult:
     placement: pd.DataFrame | None = None  # rank -> node, supernode, host (platforms.placement.placement_table)
     #: files a real program wrote into its working folder (relative path -> content)
     files: dict[str, bytes] = field(default_factory=dict)
+    #: what re-runs a real program's run with stock SimGrid (file name -> content), kept in ``program/rerun/``
+    rerun: dict[str, bytes] = field(default_factory=dict)
 
     def ledger(self) -> pd.DataFrame:
         """The cause ledger as a table (rank, region, step, seconds, kind)."""
@@ -187,7 +189,8 @@ def finish(prep: Prepared, ex: Execution) -> RunResult:
     }  # fmt: skip
     placement = placement_table(prep.platform.node_of_rank, prep.platform.host_of_rank, prep.platform.leaf_size)
     release_free_memory()  # the wait states' intermediates, before the results folder is written
-    return RunResult(sc, ex.ops, ex.events, waits, summary, metadata, stages, ex.output, placement, ex.files)
+    return RunResult(sc, ex.ops, ex.events, waits, summary, metadata, stages, ex.output, placement, ex.files,
+                     ex.rerun)
 
 
 @dataclass(frozen=True)

@@ -230,6 +230,8 @@ class Measured:
     wall_seconds: float
     #: files the program wrote into its working folder (relative path -> content), inputs excluded
     files: dict[str, bytes] = field(default_factory=dict)
+    #: what re-runs it with stock SimGrid (``simulator.program_run.rerun_files``): file name -> content
+    rerun: dict[str, bytes] = field(default_factory=dict)
 
 
 def run_real_program(scenario: Scenario, platform: RenderedPlatform, work: Path, settings: Mapping[str, str],
@@ -265,7 +267,10 @@ def run_real_program(scenario: Scenario, platform: RenderedPlatform, work: Path,
     ops, t_enter, t_exit = run.ops, run.t_enter, run.t_exit
     if target is not None and sched is not None:
         ops, t_enter, t_exit = merge_measured(target, run, sched)
-    return Measured(run, ops, t_enter, t_exit, res.output, res.wall_seconds, written_files(cwd, p.inputs))
+    cfg = {**prog.DETERMINISTIC_CONFIG, **program_config(scenario, platform, settings)}
+    env = prog.layer_env(platform.program_env, schedule_dir, cfg)
+    rerun = prog.rerun_files(res.command, binary, xml, hostfile, env, schedule_dir)
+    return Measured(run, ops, t_enter, t_exit, res.output, res.wall_seconds, written_files(cwd, p.inputs), rerun)
 
 
 #: Largest total size of the files a program writes that are kept in the results folder.

@@ -22,7 +22,7 @@ from waitlab.readers import read_bytes
 from waitlab.simulator.programs import COMPILERS, language_of, sources_digest
 from waitlab.simulator.ti_files import trace_files
 
-REAL_KINDS = ("program", "trace")
+REAL_KINDS = ("program", "trace", "otf2")
 #: Largest program source read (bytes).
 MAX_SOURCE_BYTES = 64 << 20
 
@@ -37,8 +37,10 @@ class ProgramSection(BaseModel):
     language: Literal["c", "c++", "fortran"] | None = Field(None, description="language of every source "
                                                              "(default: from the suffixes)")
     args: tuple[str, ...] = Field((), description="program arguments; {ranks} is replaced by the rank count")
-    compile_flags: tuple[str, ...] = Field((), description="extra compiler flags")
-    link_flags: tuple[str, ...] = Field((), description="extra linker flags")
+    compile_flags: tuple[str, ...] = Field((), description="extra compiler flags (paths of -I, -include, ... "
+                                           "relative to the scenario file)")
+    link_flags: tuple[str, ...] = Field((), description="extra linker flags (paths of -L relative to the scenario "
+                                        "file)")
     computation: Literal["none", "measured"] = Field("none", description="none: deterministic; measured: SMPI "
                                                      "benchmarks the real CPU time between MPI calls")
     callsite_regions: Literal["auto", "always", "never"] = Field("auto", description="name compute between MPI "
@@ -68,6 +70,27 @@ class TraceSection(BaseModel):
     flops_per_second: float | None = Field(None, gt=0, le=1e18, description="speed that turns the trace's flops "
                                            "into seconds (default: the platform's core speed)")
     description: str = Field("", description="free text")
+
+
+class Otf2Section(BaseModel):
+    """``[application] kind = "otf2"``: an OTF2 trace of a real MPI run (e.g. recorded by Score-P) to replay."""
+
+    model_config = STRICT
+    trace: str = Field(min_length=1, description="anchor file of the OTF2 archive (traces.otf2 in Score-P's "
+                       "experiment folder), relative to the scenario file")
+    cpu_ratio: float = Field(1.0, gt=0, le=1e6, description="speed of the traced machine's core over the modeled "
+                             "one's (Dimemas' CPU ratio): the time between MPI calls is multiplied by it")
+    description: str = Field("", description="free text")
+
+
+@dataclass(frozen=True)
+class Otf2Params:
+    """A validated OTF2 trace: the absolute anchor path and a digest of the archive's files."""
+
+    trace: str
+    cpu_ratio: float = 1.0
+    description: str = ""
+    digest: str = field(default="", metadata={"derived": True})
 
 
 @dataclass(frozen=True)
@@ -107,14 +130,25 @@ def file_digest(paths: Sequence[Path]) -> str:
     return h.hexdigest()[:16]
 
 
-def real_params(kind: str, table: Mapping[str, Any], file: str, base: Path) -> ProgramParams | TraceParams:
+def real_params(kind: str, table: Mapping[str, Any], file: str, base: Path
+                ) -> ProgramParams | TraceParams | Otf2Params:
     """Validate ``[application]`` of a program or trace (``kind`` removed); paths relative to ``base``."""
-    model: type[BaseModel] = TraceSection if kind == "trace" else ProgramSection
+    models: dict[str, type[BaseModel]] = {"trace": TraceSection, "otf2": Otf2Section}
+    model = models.get(kind, ProgramSection)
     try:
         sec = model.model_validate(freeze(dict(table)))
     except ValidationError as exc:
         raise_validation(exc, file, "application", model)
         raise
+    if isinstance(sec, Otf2Section):
+        anchor = (base / sec.trace).resolve()
+        if not anchor.is_file():
+            raise InputError(file, "application.trace", f"{anchor} does not exist", "give the anchor file of the "
+                             "archive (traces.otf2 in Score-P's experiment folder), relative to the scenario file")
+        folder = anchor.with_suffix("")
+        files = sorted(p for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else []
+        extra = [anchor.with_suffix(".def")] if anchor.with_suffix(".def").is_file() else []
+        return Otf2Params(str(anchor), sec.cpu_ratio, sec.description, file_digest([anchor, *extra, *files]))
     if isinstance(sec, TraceSection):
         path = (base / sec.trace).resolve()
         if not path.is_file():
@@ -149,15 +183,47 @@ def real_params(kind: str, table: Mapping[str, Any], file: str, base: Path) -> P
         digest = f"{digest}:{file_digest(inputs)}"
     return ProgramParams(
         sources=tuple(str(s) for s in src_paths), binary=str(bin_path) if bin_path is not None else None,
-        language=sec.language, args=sec.args, compile_flags=sec.compile_flags, link_flags=sec.link_flags,
+        language=sec.language, args=sec.args, compile_flags=resolve_flag_paths(sec.compile_flags, base),
+        link_flags=resolve_flag_paths(sec.link_flags, base),
         computation=sec.computation, callsite_regions=sec.callsite_regions,
         exit_codes=tuple(sorted(set(sec.exit_codes))), inputs=tuple(str(f) for f in inputs),
         description=sec.description, digest=digest,
     )  # fmt: skip
 
 
-def real_params_to_toml(p: ProgramParams | TraceParams) -> dict[str, Any]:
+#: Flags whose path (joined, ``-Ipath``, or the next argument, ``-I path``) is resolved against the scenario file.
+PATH_FLAGS = ("-I", "-L", "-isystem", "-iquote", "-idirafter", "-include")
+
+
+def resolve_flag_paths(flags: Sequence[str], base: Path) -> tuple[str, ...]:
+    """``flags`` with every relative path of :data:`PATH_FLAGS` made absolute against ``base``.
+
+    >>> resolve_flag_paths(("-I../inc", "-O2", "-include", "cfg.h", "-I/abs"), Path("/s/x"))
+    ('-I/s/inc', '-O2', '-include', '/s/x/cfg.h', '-I/abs')
+    """
+    out: list[str] = []
+    take_next = False
+    for f in flags:
+        if take_next:
+            out.append(str((base / f).resolve()) if not Path(f).is_absolute() else f)
+            take_next = False
+            continue
+        if f in PATH_FLAGS:
+            take_next = True
+            out.append(f)
+            continue
+        joined = next((p for p in ("-I", "-L") if f.startswith(p) and len(f) > len(p)), None)
+        if joined is not None and not Path(f[len(joined):]).is_absolute():
+            out.append(joined + str((base / f[len(joined):]).resolve()))
+        else:
+            out.append(f)
+    return tuple(out)
+
+
+def real_params_to_toml(p: ProgramParams | TraceParams | Otf2Params) -> dict[str, Any]:
     """The ``[application]`` table (without kind) that validates back into ``p``."""
+    if isinstance(p, Otf2Params):
+        return {"trace": p.trace, "cpu_ratio": p.cpu_ratio, "description": p.description}
     if isinstance(p, TraceParams):
         out: dict[str, Any] = {"trace": p.trace, "description": p.description}
         if p.flops_per_second is not None:

@@ -200,15 +200,42 @@ def write_result(result: RunResult, folder: Path, *, png: bool = True, scenario_
     (folder / "run.json").write_text(json.dumps(jsonable(run), indent=2, sort_keys=True) + "\n")
 
 
+#: Largest ``program/output.txt`` kept (characters): beyond it, its beginning and end, and what was left out.
+MAX_OUTPUT_CHARS = 8 << 20
+
+
+def bounded_output(text: str, limit: int = MAX_OUTPUT_CHARS) -> str:
+    """``text``, or its first and last ``limit / 2`` characters with a line saying how much was left out.
+
+    >>> print(bounded_output("abcdefghij", 4))
+    ab
+    [waitlab: 6 characters of the program's output left out here (output.txt keeps 4)]
+    ij
+    """
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return (f"{text[:half]}\n[waitlab: {len(text) - 2 * half} characters of the program's output left out here "
+            f"(output.txt keeps {2 * half})]\n{text[-half:]}")
+
+
 def write_program_output(result: RunResult, folder: Path) -> None:
     """A real program's output: ``output.txt`` (its stdout and stderr, interleaved with SimGrid's messages, as
-    smpirun printed them) and ``workdir/`` (the files it wrote into its working folder)."""
+    smpirun printed them), ``workdir/`` (the files it wrote into its working folder) and ``rerun/`` (the
+    platform XML, hostfile, program and exact smpirun command line: ``sh rerun/smpirun.sh`` re-runs it with
+    stock SimGrid)."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "output.txt").write_text(result.smpi_output)
+    (folder / "output.txt").write_text(bounded_output(result.smpi_output))
     for rel, data in result.files.items():
         path = folder / "workdir" / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
+    for rel, data in result.rerun.items():  # platform.xml, hostfile, program, smpirun.sh: a stock SimGrid re-run
+        path = folder / "rerun" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        if rel in ("program", "smpirun.sh"):
+            path.chmod(0o755)
 
 
 def write_run(run: Run, folder: Path, *, png: bool = True) -> None:

@@ -146,7 +146,7 @@ def _plain(x: Any) -> Any:
 
 def params_to_toml(params: Any) -> dict[str, Any]:
     """An application's parameters as the ``[application]`` table (without ``kind``)."""
-    if type(params).__name__ in ("ProgramParams", "TraceParams"):
+    if type(params).__name__ in ("ProgramParams", "TraceParams", "Otf2Params"):
         return real_params_to_toml(params)
     out = _plain(params)
     assert isinstance(out, dict)

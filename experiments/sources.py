@@ -1,4 +1,5 @@
-"""Where a run's operations come from: a synthetic model, a captured TI trace, or a real MPI program.
+"""Where a run's operations come from: a synthetic model, a captured TI trace, an OTF2 trace of a real run
+(e.g. Score-P's), or a real MPI program.
 
 Every source answers two questions the pipeline asks (:class:`Source`):
 
@@ -29,13 +30,15 @@ import pandas as pd
 from waitlab.errors import InputError
 from waitlab.experiments.physics_limits import largest_node_memory
 from waitlab.experiments.programs import program_binary, program_config, run_real_program
-from waitlab.experiments.real_params import ProgramParams, TraceParams
+from waitlab.experiments.real_params import Otf2Params, ProgramParams, TraceParams
 from waitlab.experiments.scenario import Scenario
 from waitlab.models.analysis.trace_check import first_mismatch
 from waitlab.models.apps.registry import generate
 from waitlab.models.ops import OpTable
+from waitlab.models.otf2_ops import Otf2Unreplayable, records_to_ops
 from waitlab.models.vocabulary import BYTES_ACTIONS
 from waitlab.platforms import RenderedPlatform
+from waitlab.simulator.otf2_import import read_otf2
 from waitlab.simulator.replay import replay_ops
 from waitlab.simulator.spill import spill_ops
 from waitlab.simulator.ti_trace import ParsedTrace, parse_ti_trace
@@ -54,6 +57,8 @@ class Execution:
     metadata: dict[str, Any] = field(default_factory=dict)
     #: files a real program wrote into its working folder (relative path -> content)
     files: dict[str, bytes] = field(default_factory=dict)
+    #: what re-runs a real program's run with stock SimGrid (file name -> content; ``program/rerun/``)
+    rerun: dict[str, bytes] = field(default_factory=dict)
 
 
 class Source(Protocol):
@@ -61,7 +66,7 @@ class Source(Protocol):
 
     @property
     def kind(self) -> str:
-        """``synthetic``, ``trace`` or ``program``."""
+        """``synthetic``, ``trace``, ``otf2`` or ``program``."""
         ...
 
     def operations(self, platform: RenderedPlatform, settings: Mapping[str, str], work: Path) -> OpTable:
@@ -159,6 +164,47 @@ class TraceSource:
         return Execution(ops, rep.events, rep.output, dict(settings), {"generate": gen, **rep.stage_seconds}, meta)
 
 
+@lru_cache(maxsize=4)
+def _otf2_ops_cached(path: str, digest: str, cpu_ratio: float, n_ranks: int) -> OpTable:
+    try:
+        ops = records_to_ops(read_otf2(path), cpu_ratio)
+    except Otf2Unreplayable as exc:
+        raise InputError(path, exc.where, exc.what, exc.fix) from None
+    if ops.n_ranks != n_ranks:
+        raise InputError(path, "(locations)", f"holds {ops.n_ranks} MPI ranks but the scenario has "
+                         f"ranks = {n_ranks}", f"set [scenario] ranks = {ops.n_ranks}")
+    problem = first_mismatch(ops)  # before SMPI: SimGrid would crash or hang on these
+    if problem is not None:
+        raise InputError(path, f"({problem[0]})", problem[1], "the archive is inconsistent (truncated, or a "
+                         "communicator or message is missing): record the run again")
+    return ops
+
+
+@dataclass(frozen=True)
+class Otf2Source:
+    """An OTF2 trace of a real run (e.g. Score-P's): its MPI calls replayed, the time between them as compute
+    scaled by ``cpu_ratio`` (:mod:`waitlab.models.otf2_ops`)."""
+
+    scenario: Scenario
+    kind: str = "otf2"
+
+    def operations(self, platform: RenderedPlatform, settings: Mapping[str, str], work: Path) -> OpTable:
+        p: Otf2Params = self.scenario.application
+        return _otf2_ops_cached(p.trace, p.digest, float(p.cpu_ratio), self.scenario.ranks)
+
+    def execute(self, ops: OpTable | None, platform: RenderedPlatform, settings: Mapping[str, str], work: Path,
+                flags: Sequence[str]) -> Execution:
+        sc = self.scenario
+        t = time.perf_counter()
+        ops = self.operations(platform, settings, work) if ops is None else ops
+        gen = time.perf_counter() - t
+        xml, hostfile = platform.write(work)
+        rep = replay_ops(ops, xml, hostfile, platform.core_speed, config=dict(settings), extra_flags=list(flags),
+                         timeout=sc.simulation.timeout, work=work, what=_what(sc))
+        meta = {"trace": sc.application.trace, "cpu_ratio": sc.application.cpu_ratio}
+        return Execution(ops, rep.events, rep.output, dict(settings), {"import": gen, **rep.stage_seconds}, meta)
+
+
 #: Measured operations of the last unperturbed program runs, by scenario hash (a perturbed run starts from them).
 _PROGRAM_OPS: dict[str, OpTable] = {}
 
@@ -195,7 +241,7 @@ class ProgramSource:
         p: ProgramParams = sc.application
         return Execution(m.ops, events, m.output, program_config(sc, platform, settings),
                          {"build": built, "smpi": smpi, "parse": parse},
-                         {"program": str(binary), "computation": p.computation}, m.files)
+                         {"program": str(binary), "computation": p.computation}, m.files, m.rerun)
 
 
 def source_for(scenario: Scenario) -> Source:
@@ -204,4 +250,6 @@ def source_for(scenario: Scenario) -> Source:
         return ProgramSource(scenario)
     if scenario.application_kind == "trace":
         return TraceSource(scenario)
+    if scenario.application_kind == "otf2":
+        return Otf2Source(scenario)
     return SyntheticSource(scenario)

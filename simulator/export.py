@@ -127,6 +127,12 @@ def first_steps(events: pd.DataFrame, waits: pd.DataFrame, max_events: int
         per_rank = np.bincount(rank[keep])
         n_ranks = max(int(np.searchsorted(np.cumsum(per_rank), max_events, side="right")), 1)
         keep &= rank < n_ranks
+    out, w_out = _keep_rows(events, waits, keep)
+    return out, w_out, last, n_ranks
+
+
+def _keep_rows(events: pd.DataFrame, waits: pd.DataFrame, keep: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Rows ``keep`` of the event table and their waits, row references (``done``, ``waits.event``) renumbered."""
     new_row = np.cumsum(keep) - 1
     out = events[keep].reset_index(drop=True)
     if "done" in out:
@@ -137,7 +143,24 @@ def first_steps(events: pd.DataFrame, waits: pd.DataFrame, max_events: int
     w_keep = keep[waits["event"].to_numpy()] if len(waits) else np.zeros(0, bool)
     w_out = waits[w_keep].reset_index(drop=True)
     w_out["event"] = new_row[w_out["event"].to_numpy()]
-    return out, w_out, last, n_ranks
+    return out, w_out
+
+
+def first_seconds(events: pd.DataFrame, waits: pd.DataFrame, max_events: int
+                  ) -> tuple[pd.DataFrame, pd.DataFrame, float]:
+    """The events that start before a time ``t`` chosen so at most ``max_events`` remain (a run without steps, or
+    one rank's step larger than the limit: a program's), with their waits; returns the tables and ``t``.
+
+    >>> ev = pd.DataFrame({"enter": [0.0, 1.0, 2.0, 3.0], "done": [-1, -1, -1, -1]})
+    >>> e2, w2, t = first_seconds(ev, pd.DataFrame({"event": [0, 3], "wait": [1.0, 1.0]}), 2)
+    >>> len(e2), w2["event"].tolist(), t
+    (2, [0], 2.0)
+    """
+    enter = events["enter"].to_numpy()
+    t = float(np.partition(enter, max_events)[max_events])  # the first start left out
+    keep = enter < t
+    out, w_out = _keep_rows(events, waits, keep)
+    return out, w_out, t
 
 
 def chrome_trace_text(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, Any],
@@ -163,7 +186,11 @@ def _write_chrome(out: TextIO, events: pd.DataFrame, waits: pd.DataFrame, metada
         n_all = len(events)
         events, waits, last, n_ranks = first_steps(events, waits, max_events)
         ranks = "" if n_ranks is None else f", ranks 0..{n_ranks - 1}"
-        metadata = {**metadata, "summarised": f"steps 0..{last}{ranks} only ({len(events)} of {n_all} events): "
+        what = f"steps 0..{last}{ranks}" if (events["step"] >= 0).any() else f"ranks 0..{(n_ranks or 1) - 1}"
+        if len(events) > max_events:  # no steps (a program without step markers) or one huge step: a time window
+            events, waits, t_end = first_seconds(events, waits, max_events)
+            what += f", the first {t_end:.9g} s"
+        metadata = {**metadata, "summarised": f"{what} only ({len(events)} of {n_all} events): "
                                               "waitlab export --chrome writes the whole run"}
     out.write('{"traceEvents":[\n')
     first = True

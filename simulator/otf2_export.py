@@ -12,20 +12,38 @@ event table row        OTF2 records (between the row's Enter and Leave)
 ``send``               ``MpiSend`` (receiver, communicator, tag, bytes)
 ``isend``              ``MpiIsend`` (request id = row); ``MpiIsendComplete`` in the completing
                        ``wait``/``waitall`` (column ``done``)
-``recv``               ``MpiRecv`` (sender, communicator, tag, bytes)
-``irecv``              ``MpiIrecvRequest``; ``MpiIrecv`` in the completing ``wait``/``waitall``
+``recv``               ``MpiRecv`` (sender, communicator, tag, bytes received: ``recv_bytes``)
+``irecv``              ``MpiIrecvRequest``; ``MpiIrecv`` (with ``recv_bytes``) in the completing
+                       ``wait``/``waitall``
 collective             ``MpiCollectiveBegin`` and ``MpiCollectiveEnd`` (operation, communicator,
                        root, bytes sent and received)
 =====================  =====================================================================
 
-All communication is on ``MPI_COMM_WORLD`` (see ``docs/event_table.md``).  Gap: ``sendRecv`` and
-``test`` rows get their region but no message records (the table keeps one peer per row).
+Peers and roots are ranks within the operation's communicator (``MPI_COMM_WORLD`` and the
+sub-communicators of the operation table's ``comms``, each an OTF2 ``Comm`` with its group), as Score-P
+records them.  The system tree is ``machine / node k / rank r`` from the run's placement (``placement.csv``);
+without one, every rank hangs under the machine.
+
+What waitlab knows beyond the MPI records goes to two metrics (``Metric`` records at the exit of the row
+they belong to, so Vampir plots them as counters and Cube-style readers find them per call):
+
+* ``wait_state`` (seconds): the wait of the row (``waits.parquet``), with the wait pattern and the rank waited
+  for as attributes ``wait_pattern`` / ``waited_for``;
+* ``injected_excess`` (seconds): the injected excess the row carries (column ``excess``), with the cause
+  kind as attribute ``cause_kind`` (the cause ledger of the run).
+
+Deterministic: the archive holds no wall-clock time (the description is the run's metadata), so two
+exports of one run are byte-identical.  Gap: ``sendRecv`` and ``test`` rows get their region but no
+message records (the table keeps one peer per row).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
+import struct
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +90,40 @@ def _import_otf2() -> Any:
     return otf2
 
 
-def write_otf2(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, Any], folder: Path) -> Path:
+def _comm_local(peer: np.ndarray, comm: np.ndarray, comms: Sequence[Sequence[int]]) -> np.ndarray:
+    """World ranks ``peer`` of rows on communicator ``comm`` as ranks within that communicator (-1 kept)."""
+    out = peer.copy()
+    for k, members in enumerate(comms, start=1):
+        rows = np.flatnonzero((comm == k) & (peer >= 0))
+        if rows.size:
+            local = np.full(max(int(peer[rows].max()), max(members)) + 1, -1, np.int64)
+            local[np.asarray(members, np.int64)] = np.arange(len(members))
+            out[rows] = local[peer[rows]]
+    return out
+
+
+def _row_metrics(events: pd.DataFrame, waits: pd.DataFrame, ledger_kinds: Sequence[str] | None
+                 ) -> dict[int, list[tuple[str, float, str, int]]]:
+    """Row -> [(metric, seconds, label, peer)]: the row's wait states, then its injected excess."""
+    out: dict[int, list[tuple[str, float, str, int]]] = {}
+    if len(waits):
+        peer = waits["peer_rank"].to_numpy() if "peer_rank" in waits else np.full(len(waits), -1)
+        for row, w, pat, q in zip(waits["event"].to_numpy().tolist(), waits["wait"].to_numpy().tolist(),
+                                  waits["pattern"].astype(str).tolist(), peer.tolist(), strict=True):
+            out.setdefault(int(row), []).append(("wait_state", float(w), pat, int(q)))
+    if "excess" in events:
+        ex = events["excess"].to_numpy()
+        cause = events["cause"].to_numpy() if "cause" in events else np.full(len(events), -1)
+        for row in np.flatnonzero(ex > 0).tolist():
+            c = int(cause[row])
+            kind = ledger_kinds[c] if ledger_kinds is not None and 0 <= c < len(ledger_kinds) else ""
+            out.setdefault(row, []).append(("injected_excess", float(ex[row]), kind, -1))
+    return out
+
+
+def write_otf2(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, Any], folder: Path,
+               placement: pd.DataFrame | None = None, comms: Sequence[Sequence[int]] = (),
+               ledger_kinds: Sequence[str] | None = None) -> Path:
     """Write the event table as an OTF2 archive in ``folder``; return the anchor file ``folder/traces.otf2``.
 
     Parameters
@@ -80,15 +131,24 @@ def write_otf2(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, An
     events : DataFrame
         Event table (``docs/event_table.md``), rows sorted by ``(rank, seq)``.
     waits : DataFrame
-        Wait states; not stored as records (OTF2 readers such as Scalasca recompute them), their count
-        and total go to the archive's description.
+        Wait states: one ``wait_state`` metric record per wait (module docstring); their count and total
+        also go to the archive's description.
     metadata : dict
         Run metadata; its scalar values go to the archive's description (JSON).
     folder : Path
         Output folder; replaced if it exists.
+    placement : DataFrame, optional
+        ``rank, node`` of the run (``placement.csv``): the system tree's nodes.
+    comms : sequence of sequence of int
+        Members (world ranks) of communicators 1, 2, ... of the event table's ``comm`` column.
+    ledger_kinds : sequence of str, optional
+        Cause kind of each cause-ledger row (attribute of the ``injected_excess`` metric).
     """
     otf2 = _import_otf2()
-    from otf2.enums import CollectiveOp, GroupType, LocationGroupType, LocationType, Paradigm, RegionRole
+    enums = otf2.enums
+    CollectiveOp, GroupType, LocationGroupType = enums.CollectiveOp, enums.GroupType, enums.LocationGroupType
+    LocationType, MetricMode, MetricType = enums.LocationType, enums.MetricMode, enums.MetricType
+    Paradigm, RegionRole, Type = enums.Paradigm, enums.RegionRole, enums.Type
 
     folder = Path(folder)
     if folder.exists():
@@ -103,11 +163,12 @@ def write_otf2(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, An
     is_region = (events["kind"] == "region").to_numpy()
     region_name = np.where(is_region, events["region"].astype(str).to_numpy(), "")
     kind = events["kind"].astype(str).to_numpy()
-    peer = events["peer"].to_numpy().astype(np.int64)
+    comm = events["comm"].to_numpy().astype(np.int64) if "comm" in events else np.zeros(n, np.int64)
+    peer = _comm_local(events["peer"].to_numpy().astype(np.int64), comm, comms)
     tag = events["tag"].to_numpy().astype(np.int64) if "tag" in events else np.zeros(n, np.int64)
     nbytes = events["bytes"].to_numpy().astype(np.int64)
+    # a receive's size is what it receives (before issue 25 the export wrote ``bytes``: 0 on every receive)
     rbytes = events["recv_bytes"].to_numpy().astype(np.int64) if "recv_bytes" in events else nbytes
-    rbytes = np.where(rbytes > 0, rbytes, nbytes)
     parent = events["parent"].to_numpy().astype(np.int64)
     done = events["done"].to_numpy().astype(np.int64)
     # completions: for each completing row, the non-blocking rows it completes (irecv -> MpiIrecv)
@@ -115,21 +176,42 @@ def write_otf2(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, An
     completes: dict[int, list[int]] = {}
     for row, d in zip(nb.tolist(), done[nb].tolist(), strict=True):
         completes.setdefault(d, []).append(row)
+    metrics_of = _row_metrics(events, waits, ledger_kinds)
+    node_of = ({int(r): int(k) for r, k in zip(placement["rank"], placement["node"], strict=True)}
+               if placement is not None and len(placement) else {})
 
     with otf2.writer.open(str(folder), timer_resolution=10**9) as trace:
         defs = trace.definitions
         machine = defs.system_tree_node("machine")
+        nodes: dict[int, Any] = {}
         locations = {}
         for r in ranks.tolist():
+            parent_node = machine
+            if r in node_of:
+                k = node_of[r]
+                if k not in nodes:
+                    nodes[k] = defs.system_tree_node(f"node {k}", class_name="node", parent=machine)
+                parent_node = nodes[k]
             group = defs.location_group(f"rank {r}", location_group_type=LocationGroupType.PROCESS,
-                                        system_tree_parent=machine)
+                                        system_tree_parent=parent_node)
             locations[r] = defs.location(f"rank {r}", type=LocationType.CPU_THREAD, group=group)
-        loc_group = defs.group("MPI_COMM_WORLD locations", group_type=GroupType.COMM_LOCATIONS,
-                               paradigm=Paradigm.MPI, members=[locations[r] for r in ranks.tolist()])
-        del loc_group  # referenced by the COMM_GROUP below through the registry
+        defs.group("MPI_COMM_WORLD locations", group_type=GroupType.COMM_LOCATIONS, paradigm=Paradigm.MPI,
+                   members=[locations[r] for r in ranks.tolist()])  # the COMM_GROUPs index it (registry)
         world_group = defs.group("MPI_COMM_WORLD", group_type=GroupType.COMM_GROUP, paradigm=Paradigm.MPI,
                                  members=list(range(len(ranks))))
-        world = defs.comm("MPI_COMM_WORLD", group=world_group)
+        comm_defs = [defs.comm("MPI_COMM_WORLD", group=world_group)]
+        for k, members in enumerate(comms, start=1):
+            g = defs.group(f"comm {k}", group_type=GroupType.COMM_GROUP, paradigm=Paradigm.MPI,
+                           members=[int(m) for m in members])
+            comm_defs.append(defs.comm(f"comm {k}", group=g, parent=comm_defs[0]))
+        metric_defs = {
+            m: defs.metric(m, description=d, metric_type=MetricType.OTHER, metric_mode=MetricMode.ABSOLUTE_POINT,
+                           value_type=Type.DOUBLE, unit="s")
+            for m, d in (("wait_state", "wait state of the MPI call (waitlab)"),
+                         ("injected_excess", "injected excess carried by the activity (waitlab cause ledger)"))}
+        label_attr = {"wait_state": defs.attribute("wait_pattern", "wait-state pattern", Type.STRING),
+                      "injected_excess": defs.attribute("cause_kind", "kind of the injected cause", Type.STRING)}
+        peer_attr = defs.attribute("waited_for", "rank waited for", Type.INT64)
         regions: dict[str, Any] = {}
 
         def region(name: str, o: str, k: str) -> Any:
@@ -165,25 +247,31 @@ def write_otf2(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, An
                 continue
             t1 = max(t0, int(exit_[i]))
             o = op[i]
+            cm = comm_defs[int(comm[i])]
             p2p = _P2P.get(o, -1)
             if p2p == 0:
-                w.mpi_send(t0, int(peer[i]), world, int(tag[i]), int(nbytes[i]))
+                w.mpi_send(t0, int(peer[i]), cm, int(tag[i]), int(nbytes[i]))
             elif p2p == 1:
-                w.mpi_isend(t0, int(peer[i]), world, int(tag[i]), int(nbytes[i]), i)
+                w.mpi_isend(t0, int(peer[i]), cm, int(tag[i]), int(nbytes[i]), i)
             elif p2p == 2:
-                w.mpi_recv(t1, int(peer[i]), world, int(tag[i]), int(nbytes[i]))
+                w.mpi_recv(t1, int(peer[i]), cm, int(tag[i]), int(rbytes[i]))
             elif p2p == 3:
                 w.mpi_irecv_request(t0, i)
             elif o in COLLECTIVES:
                 root = int(peer[i]) if o in ROOTED and peer[i] >= 0 else UNDEFINED_UINT32
                 w.mpi_collective_begin(t0)
-                w.mpi_collective_end(t1, getattr(CollectiveOp, COLLECTIVES[o][0]), world, root,
+                w.mpi_collective_end(t1, getattr(CollectiveOp, COLLECTIVES[o][0]), cm, root,
                                      int(nbytes[i]), int(rbytes[i]))
             for j in completes.get(i, ()):
                 if op[j] == "isend":
                     w.mpi_isend_complete(t1, j)
                 else:
-                    w.mpi_irecv(t1, int(peer[j]), world, int(tag[j]), int(nbytes[j]), j)
+                    w.mpi_irecv(t1, int(peer[j]), comm_defs[int(comm[j])], int(tag[j]), int(rbytes[j]), j)
+            for name, value, label, q in metrics_of.get(i, ()):
+                attrs: dict[Any, Any] = {label_attr[name]: label}
+                if q >= 0:
+                    attrs[peer_attr] = q
+                w.metric(t1, metric_defs[name], value, attributes=attrs)
             w.leave(t1, reg)
             last[r] = t1
         for r, stack in stacks.items():
@@ -195,5 +283,31 @@ def write_otf2(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, An
         props["wait_states"] = len(waits)
         props["wait_seconds"] = float(waits["wait"].sum()) if len(waits) else 0.0
         trace.creator = "waitlab (SimGrid SMPI simulation)"
-        trace.description = json.dumps(props, sort_keys=True)
-    return folder / "traces.otf2"
+        # The bindings stamp the clock with the wall-clock time of the first event (``Writer._update_timestamps``,
+        # python3-otf2 3.0): simulated time has no date, so the epoch, and two exports are byte-identical.
+        trace._realtime_timestamp = 0.0
+        trace.description = trace_description(props)
+    anchor = folder / "traces.otf2"
+    _fix_trace_id(otf2, anchor, hashlib.sha256(trace_description(props).encode()).digest()[:8])
+    return anchor
+
+
+def trace_description(props: dict[str, Any]) -> str:
+    """The archive description: the run's scalar metadata as JSON (sorted keys)."""
+    return json.dumps(props, sort_keys=True)
+
+
+def _fix_trace_id(otf2: Any, anchor: Path, new_id: bytes) -> None:
+    """Replace the random trace id OTF2 draws when an archive is opened by ``new_id`` (8 bytes, from the run).
+
+    OTF2 3.0 has no setter for it; the anchor file holds it once, as a little-endian ``uint64``.
+    """
+    import _otf2  # the low-level module of the bindings (present whenever ``otf2`` is)
+
+    with otf2.reader.open(str(anchor)) as reader:
+        old = struct.pack("<Q", _otf2.Reader_GetTraceId(reader.handle))
+    data = anchor.read_bytes()
+    if data.count(old) != 1:
+        raise EnvironmentProblem(f"cannot make {anchor} reproducible: its trace id is not stored once "
+                                 "(an OTF2 other than 3.0?)")
+    anchor.write_bytes(data.replace(old, new_id))

@@ -7,6 +7,7 @@ into one :class:`~waitlab.errors.SimulationError` quoting SimGrid and the last l
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -87,13 +88,9 @@ def run_program(binary: Path, n_ranks: int, platform_xml: Path, hostfile: Path, 
     out_dir.mkdir(parents=True, exist_ok=True)
     for stale in out_dir.glob("r*.*"):
         stale.unlink()
-    env = {**(env or {}), "WAITLAB_OUT": str(out_dir.resolve())}
-    if schedule_dir is not None:
-        env["WAITLAB_SCHEDULE"] = str(schedule_dir.resolve())
     cfg = dict(DETERMINISTIC_CONFIG)
     cfg.update(config or {})
-    if cfg.get("smpi/simulate-computation") == "yes":  # the layer books measured computation before each call
-        env["WAITLAB_MEASURED"] = "1"
+    env = {**layer_env(env, schedule_dir, cfg), "WAITLAB_OUT": str(out_dir.resolve())}
     try:
         res = run_smpirun(binary, n_ranks, platform_xml, hostfile, args=[*args, "--log=ker_engine.thres:info"],
                           config=cfg, extra_flags=extra_flags, env=env, cwd=cwd, timeout=timeout, what=what,
@@ -108,6 +105,44 @@ def run_program(binary: Path, n_ranks: int, platform_xml: Path, hostfile: Path, 
         raise SimulationError(f"{what} failed: {_diagnose(res.output)}{missing}; no results were kept. "
                               f"Last output of SimGrid and the program:\n{_tail(res.output)}")
     return res
+
+
+def layer_env(env: Mapping[str, str] | None, schedule_dir: Path | None, cfg: Mapping[str, str]) -> dict[str, str]:
+    """Environment of the measurement layer besides its output folder: the platform's, the schedule, the mode."""
+    out = dict(env or {})
+    if schedule_dir is not None:
+        out["WAITLAB_SCHEDULE"] = str(schedule_dir.resolve())
+    if cfg.get("smpi/simulate-computation") == "yes":  # the layer books measured computation before each call
+        out["WAITLAB_MEASURED"] = "1"
+    return out
+
+
+def rerun_files(command: Sequence[str], binary: Path, platform_xml: Path, hostfile: Path, env: Mapping[str, str],
+                schedule_dir: Path | None) -> dict[str, bytes]:
+    """What re-runs a program run with stock SimGrid, no Python: ``platform.xml``, ``hostfile``, the program,
+    its injection schedule (if any) and ``smpirun.sh``, the exact smpirun command line (every ``--cfg``) with
+    those files' names; arguments given to the script are appended (e.g. ``--cfg=smpi/display-timing:yes``).
+    The layer linked into the program records nothing without ``WAITLAB_OUT``."""
+    files = {"platform.xml": platform_xml.read_bytes(), "hostfile": hostfile.read_bytes(),
+             "program": binary.read_bytes()}
+    rename = {str(platform_xml): "platform.xml", str(hostfile): "hostfile", str(binary): "./program"}
+    cmd = list(command)
+    if "-wrapper" in cmd:  # waitlab's own guard that kills the simulator with smpirun: not needed by hand
+        i = cmd.index("-wrapper")
+        del cmd[i:i + 2]
+    cmd = ["smpirun" if i == 0 else rename.get(c, c) for i, c in enumerate(cmd)]
+    lines = ["#!/bin/sh", "# The exact smpirun command of this run (waitlab's measurement layer, linked into the",
+             "# program, records nothing when WAITLAB_OUT is unset). Extra arguments are appended, e.g.",
+             "#   sh smpirun.sh --cfg=smpi/display-timing:yes", 'cd "$(dirname "$0")" || exit 1']
+    if schedule_dir is not None:
+        for f in sorted(schedule_dir.glob("s*.bin")):
+            files[f"schedule/{f.name}"] = f.read_bytes()
+    for key, value in sorted(env.items()):
+        shown = '"$(pwd)/schedule"' if key == "WAITLAB_SCHEDULE" else shlex.quote(value)
+        lines.append(f"export {key}={shown}")
+    lines.append("exec " + " ".join(shlex.quote(c) for c in cmd) + ' "$@"')
+    files["smpirun.sh"] = ("\n".join(lines) + "\n").encode()
+    return files
 
 
 def _missing(out_dir: Path, n_ranks: int) -> str:

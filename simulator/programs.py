@@ -22,6 +22,8 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
+import json
 import os
 import re
 import shutil
@@ -48,6 +50,8 @@ from waitlab.simulator.program_run import (
     DETERMINISTIC_CONFIG,
     INJECTABLE,
     ITEM_DTYPE,
+    layer_env,
+    rerun_files,
     run_program,
     write_schedule,
 )
@@ -55,8 +59,8 @@ from waitlab.simulator.program_run import (
 __all__ = [
     "ARG_DTYPE", "COMPILERS", "DETERMINISTIC_CONFIG", "FLAG_CAUSE", "FLAG_INJECTED", "INJECTABLE", "ITEM_DTYPE",
     "LOG_DTYPE", "SITE_PREFIX", "SUFFIXES", "ProgramRun", "Records", "build_program", "check_binary",
-    "language_of", "layer_object", "read_records", "records_to_ops", "resolve_sites", "run_program",
-    "sources_digest", "write_schedule",
+    "language_of", "layer_env", "layer_object", "read_records", "records_to_ops", "rerun_files", "resolve_sites",
+    "run_program", "sources_digest", "write_schedule",
 ]  # fmt: skip
 
 LAYER_SOURCE = NATIVE_DIR / "waitlab_pmpi.c"
@@ -192,16 +196,20 @@ def build_program(sources: Sequence[Path], *, language: str | None = None, compi
                   "\0".join(langs).encode(), "\0".join(compile_flags).encode(), "\0".join(link_flags).encode())
     safe = re.sub(r"[^A-Za-z0-9_.-]", "_", name) or "program"
     target = cache_dir() / "programs" / f"{safe}-{key}"
-    if target.exists():
+    manifest = target.with_name(target.name + ".deps.json")
+    if target.exists() and _inputs_unchanged(manifest):
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
+    deps: set[str] = set()
     with tempfile.TemporaryDirectory(prefix="waitlab-build-", dir=target.parent) as tmp:
         work = Path(tmp)
         objects: list[str] = []
         for i, (src, lang) in enumerate(zip(srcs, langs, strict=True)):
             obj = work / f"{i}_{src.stem}.o"
-            cmd = [tools[lang], "-g", "-O2", f"-I{NATIVE_DIR}", f"-I{src.parent}", *compile_flags, "-c", str(src),
-                   "-o", str(obj)]
+            # C/C++: the compiler lists every file it read (-MD); Fortran: the files of every -I folder
+            dep_flags = ["-MD", "-MF", str(obj.with_suffix(".d"))] if lang != "fortran" else []
+            cmd = [tools[lang], "-g", "-O2", f"-I{NATIVE_DIR}", f"-I{src.parent}", *compile_flags, *dep_flags, "-c",
+                   str(src), "-o", str(obj)]
             proc = _run(cmd, work)
             if proc.returncode != 0:
                 out = f"{proc.stdout}{proc.stderr}".rstrip()
@@ -209,6 +217,7 @@ def build_program(sources: Sequence[Path], *, language: str | None = None, compi
                                  f"{COMPILERS[lang]} could not compile {src.name}: {_first_error(out)}",
                                  f"fix the program (all messages: {COMPILERS[lang]} -c {src})")
             objects.append(str(obj))
+            deps |= _dependencies(obj.with_suffix(".d"), work) if dep_flags else _include_dir_files(compile_flags)
         exe = work / "program"
         proc = _run([tools[linker_lang], "-g", *objects, str(layer), "-o", str(exe), *link_flags, "-lm"], work)
         if proc.returncode != 0:
@@ -216,7 +225,54 @@ def build_program(sources: Sequence[Path], *, language: str | None = None, compi
             raise InputError(str(srcs[0]), "(link)", f"{COMPILERS[linker_lang]} could not link the program:\n{out}",
                              "add the missing objects or libraries (application.link_flags)")
         os.replace(exe, target)
+    manifest.write_text(json.dumps({p: _file_digest(Path(p)) for p in sorted(deps)}, indent=0) + "\n")
     return target
+
+
+def _file_digest(path: Path) -> str:
+    try:
+        return _digest(path.read_bytes())
+    except OSError:
+        return "missing"
+
+
+def _inputs_unchanged(manifest: Path) -> bool:
+    """Whether every file a cached build read (its ``.deps.json``) still has the content it had then."""
+    try:
+        recorded = json.loads(manifest.read_text())
+    except (OSError, ValueError):
+        return False  # built before the manifest existed, or damaged: build again
+    return all(_file_digest(Path(p)) == d for p, d in recorded.items())
+
+
+def _dependencies(depfile: Path, work: Path) -> set[str]:
+    """Absolute paths of the files a compiler's ``-MD`` output lists (the object's prerequisites)."""
+    try:
+        text = depfile.read_text()
+    except OSError:
+        return set()
+    text = text.replace("\\\n", " ")
+    out: set[str] = set()
+    for rule in text.split("\n"):
+        if ":" not in rule:
+            continue
+        body = rule.split(":", 1)[1].replace("\\ ", "\0")
+        for token in body.split():
+            path = Path(token.replace("\0", " "))
+            out.add(str(path if path.is_absolute() else (work / path).resolve()))
+    return out
+
+
+def _include_dir_files(flags: Sequence[str]) -> set[str]:
+    """Header-like files of every ``-I`` folder of ``flags`` (for compilers without ``-MD``)."""
+    out: set[str] = set()
+    dirs = [f[2:] for f in flags if f.startswith("-I") and len(f) > 2]
+    dirs += [b for a, b in itertools.pairwise(flags) if a == "-I"]
+    for d in dirs:
+        folder = Path(d)
+        if folder.is_dir():
+            out |= {str(h) for h in folder.iterdir() if h.suffix in _HEADER_SUFFIXES and h.is_file()}
+    return out
 
 
 def check_binary(binary: Path, origin: str = "<scenario>") -> Path:

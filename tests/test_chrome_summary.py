@@ -48,3 +48,16 @@ def test_a_single_rank_larger_than_the_summary_is_still_shown() -> None:
     ev = _one_step_barrier(n_ranks=2, per_rank=5)
     out, _, _, ranks = first_steps(ev, wait_states(ev), max_events=3)
     assert ranks == 1 and len(out) == 5
+
+
+def test_a_run_without_steps_is_bounded_by_a_time_window() -> None:
+    # issue 25: a 2-rank program without step markers (osu_get_bw) wrote every one of its 4.7 M events
+    rows = [(r, "compute", float(i), i + 0.5, -1) for r in range(2) for i in range(400)]
+    rank, op, enter, exit_, match = (list(c) for c in zip(*rows, strict=True))
+    ev = make_events(rank=rank, op=op, enter=enter, exit=exit_, match=match)
+    ev["step"] = -1  # a program without step markers
+    doc = json.loads(chrome_trace_text(ev, wait_states(ev), {"scenario": "t"}, max_events=50))
+    slices = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["cat"] != "wait"]
+    assert len(slices) == 50  # rank 0's first 50 computes: enter 0..49 s
+    assert doc["otherData"]["summarised"] == ("ranks 0..0, the first 50 s only (50 of 800 events): "
+                                              "waitlab export --chrome writes the whole run")

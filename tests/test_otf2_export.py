@@ -8,6 +8,7 @@ import sys
 from collections import Counter
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from waitlab.errors import EnvironmentProblem
@@ -81,3 +82,46 @@ def test_missing_bindings_is_one_clear_message(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "otf2", None)
     with pytest.raises(EnvironmentProblem, match="apt-get install python3-otf2"):
         write_otf2(None, None, {}, tmp_path / "x")  # type: ignore[arg-type]
+
+
+def _fields(anchor, record: str) -> list[str]:
+    out = subprocess.run(["otf2-print", str(anchor)], capture_output=True, text=True, check=True, timeout=60).stdout
+    return [line for line in out.splitlines() if line.split()[:1] == [record]]
+
+
+@pytest.mark.simgrid
+@needs_otf2
+def test_receives_carry_their_size_and_waits_are_metrics(replay, tmp_path):
+    events, waits = replay(_program(4).build())
+    assert len(waits) > 0
+    placement = pd.DataFrame({"rank": [0, 1, 2, 3], "node": [0, 0, 1, 1]})
+    anchor = write_otf2(events, waits, {"scenario": "otf2-test"}, tmp_path / "otf2", placement=placement)
+    # every receive record carries the message's size (the program: 64-byte sends, 2048-byte isends)
+    recv = _fields(anchor, "MPI_RECV") + _fields(anchor, "MPI_IRECV")
+    lengths = sorted(int(line.split("Length:")[1].split()[0].rstrip(",")) for line in recv)
+    assert lengths == [64] * 2 + [2048] * 8
+    sends = _fields(anchor, "MPI_SEND") + _fields(anchor, "MPI_ISEND")
+    assert sorted(int(line.split("Length:")[1].split()[0].rstrip(",")) for line in sends) == lengths
+    # one wait_state metric record per wait state, carrying its seconds (to the nanosecond at most 1e-9 off)
+    metrics = _fields(anchor, "METRIC")
+    assert len(metrics) == len(waits) + int((events["excess"] > 0).sum())
+    defs = subprocess.run(["otf2-print", "-G", str(anchor)], capture_output=True, text=True, check=True).stdout
+    # the system tree: machine -> node 0 / node 1 -> ranks (placement.csv of a run)
+    nodes = [line for line in defs.splitlines() if line.startswith("SYSTEM_TREE_NODE ")]
+    assert len(nodes) == 3 and sum("Parent: UNDEFINED" in line for line in nodes) == 1
+    groups = [line for line in defs.splitlines() if line.startswith("LOCATION_GROUP ")]
+    assert sum("Parent: \"node::node 1\"" in line for line in groups) == 2
+    assert sum("Parent: \"node::node 0\"" in line for line in groups) == 2
+
+
+@pytest.mark.simgrid
+@needs_otf2
+def test_two_exports_are_byte_identical(replay, tmp_path):
+    events, waits = replay(_program(3).build())
+    files = []
+    for k in (1, 2):
+        folder = tmp_path / f"e{k}" / "otf2"
+        write_otf2(events, waits, {"scenario": "same"}, folder)
+        files.append({str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()})
+    assert files[0].keys() == files[1].keys() and len(files[0]) >= 4
+    assert files[0] == files[1]

@@ -352,7 +352,8 @@ double MPI_Wtime(void)
         wl_die("MPI_Wtime returned the same time 1,000,000 times in a row with no MPI call in between: the program "
                "waits for time to pass, but under application.computation = \"none\" its own computation takes no "
                "simulated time, so it would spin forever. Set application.computation = \"measured\" (or give "
-               "simulation.smpi = {\"smpi/wtime\" = \"1e-7\"}) for programs that loop on MPI_Wtime");
+               "[simulation] config = {\"smpi/wtime\" = \"1e-7\"}: each MPI_Wtime call then costs 0.1 us) for "
+               "programs that loop on MPI_Wtime");
     } else {
       wl_wtime_spin = 0;
       wl_wtime_last = t;

@@ -1,0 +1,445 @@
+"""An OTF2 trace's records (e.g. recorded by Score-P) as an operation table: pure, vectorised.
+
+The reader (:mod:`waitlab.simulator.otf2_import`) hands over every location's records as numpy columns
+(:class:`TraceRecords`); :func:`records_to_ops` turns them into the operation table the pipeline replays:
+
+* a user region's ``Enter``/``Leave`` (Score-P's function, user and OpenMP-free regions) -> ``enter`` /
+  ``leave`` of that region, under its Score-P name (:func:`region_label`);
+* every MPI call's records (the MPI region's ``Enter``/``Leave`` bound the call) -> its operation:
+  ``MpiSend``/``MpiRecv`` -> ``send``/``recv``; ``MpiIsend`` -> ``isend``; ``MpiIrecvRequest`` -> ``irecv``
+  (partner, tag and size from the matching ``MpiIrecv``); ``MpiIsendComplete``/``MpiIrecv`` -> ``wait`` for
+  that request, or one ``waitall`` when an ``MPI_Waitall`` completes every outstanding request of its rank;
+  a call holding several blocking records (``MPI_Sendrecv``) -> non-blocking ones, each then waited for;
+  ``MpiCollectiveEnd`` -> the collective, its counts recovered from Score-P's byte accounting
+  (:mod:`waitlab.models.byte_accounting`, inverted); ``NonBlockingCollectiveComplete`` -> the blocking
+  collective, booked in the call that completes it (as waitlab's measurement layer records ``MPI_Iallreduce``);
+* the time between two MPI calls (user region markers split it) -> ``compute`` of that duration times
+  ``cpu_ratio``, the speed of the traced machine over the modeled one (Dimemas' CPU ratio: 2 means the
+  modeled core is half as fast, so compute takes twice as long).  Time before the end of ``MPI_Init`` and
+  after the start of ``MPI_Finalize`` is not replayed (a trace without ``MPI_Init`` starts every rank at
+  the trace's first timestamp); time inside MPI calls is simulated, never compute (a call that moves
+  nothing, such as ``MPI_Comm_rank`` or an unsuccessful ``MPI_Test``, takes no time); artificial regions
+  (Score-P's ``TRACE BUFFER FLUSH``, waitlab's own ``compute``/``noise`` activities) are transparent: their
+  time counts as compute.
+
+Partner and root ranks are recorded within their communicator; they become world ranks through the
+communicator's members.  v-collectives keep their totals with equal counts per peer (OTF2 records totals,
+not per-peer counts).  What cannot be replayed raises :class:`Otf2Unreplayable` naming the first such
+record; an inconsistent archive (a request never completed, a region never left) raises
+:class:`Otf2Inconsistent`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from waitlab.models.ops import CODE, Ledger, OpTable, seq_within_rank
+
+#: Record kinds of :class:`TraceRecords` (the contract with ``simulator/native/waitlab_otf2_reader.c``).
+RECORD_KINDS = ("enter", "leave", "send", "isend", "isend_complete", "irecv_request", "recv", "irecv",
+                "collective_begin", "collective_end", "request_test", "request_cancelled", "nonblocking_collective")
+K = {name: i for i, name in enumerate(RECORD_KINDS)}
+#: Kinds from this value on are records that cannot be replayed (``unsupported[kind - UNSUPPORTED]``).
+UNSUPPORTED = 100
+#: Region classes (:attr:`TraceRecords.region_class`).
+USER, MPI, TRANSPARENT, INIT, FINALIZE = 0, 1, 2, 3, 4
+#: OTF2's undefined 32-bit value (no root).
+UNDEFINED_UINT32 = 0xFFFFFFFF
+#: OTF2 collective operations -> (waitlab action, v-collective replayed with equal counts).
+COLLECTIVES: dict[str, str] = {
+    "BARRIER": "barrier", "BCAST": "bcast", "GATHER": "gather", "GATHERV": "gather", "SCATTER": "scatter",
+    "SCATTERV": "scatter", "ALLGATHER": "allgather", "ALLGATHERV": "allgather", "ALLTOALL": "alltoall",
+    "ALLTOALLV": "alltoall", "ALLREDUCE": "allreduce", "REDUCE": "reduce", "SCAN": "scan", "EXSCAN": "exscan",
+}  # fmt: skip
+
+
+class Otf2Unreplayable(Exception):
+    """A record waitlab cannot replay: ``what`` it is, ``where`` (rank and time), and the ``fix``."""
+
+    def __init__(self, where: str, what: str, fix: str) -> None:
+        super().__init__(f"{where}: {what}")
+        self.where, self.what, self.fix = where, what, fix
+
+
+class Otf2Inconsistent(Otf2Unreplayable):
+    """The archive contradicts itself (truncated, or records without their partner)."""
+
+
+@dataclass(frozen=True)
+class TraceRecords:
+    """Every location's records, sorted by rank (each rank's records in their order in the trace).
+
+    Attributes
+    ----------
+    n_ranks : int
+    rank : int32 array
+    time : int64 array
+        Timer ticks.
+    kind : uint32 array
+        Index into :data:`RECORD_KINDS`, or ``UNSUPPORTED + i`` for record type ``unsupported[i]``.
+    a, b, c : uint32 arrays
+        enter/leave: a = region; p2p: a = partner (rank in the communicator), b = communicator, c = tag;
+        collective end: a = OTF2 collective op, b = communicator, c = root.
+    d, e : uint64 arrays
+        p2p: d = bytes (request id for completions and irecv requests), e = request id (isend, irecv);
+        collective end: d = bytes sent, e = bytes received.
+    resolution : float
+        Timer ticks per second.
+    region_names : tuple of str
+        Name of each region (by region reference), already made a waitlab region label.
+    region_class : int8 array
+        :data:`USER`, :data:`MPI`, :data:`TRANSPARENT`, :data:`INIT` or :data:`FINALIZE` per region.
+    comm_members : mapping of int to tuple of int or None
+        Communicator reference -> its members as world ranks, in communicator-rank order (None: MPI_COMM_SELF).
+    collective_names : mapping of int to str
+        OTF2 collective operation code -> its name (``ALLREDUCE``).
+    unsupported : tuple of str
+        Names of the record types counted from :data:`UNSUPPORTED`.
+    """
+
+    n_ranks: int
+    rank: npt.NDArray[np.int32]
+    time: npt.NDArray[np.int64]
+    kind: npt.NDArray[np.uint32]
+    a: npt.NDArray[np.uint32]
+    b: npt.NDArray[np.uint32]
+    c: npt.NDArray[np.uint32]
+    d: npt.NDArray[np.uint64]
+    e: npt.NDArray[np.uint64]
+    resolution: float
+    region_names: tuple[str, ...]
+    region_class: npt.NDArray[np.int8]
+    comm_members: Mapping[int, tuple[int, ...] | None]
+    collective_names: Mapping[int, str]
+    unsupported: tuple[str, ...] = ()
+
+
+def region_label(name: str, canonical: str = "") -> str:
+    """A waitlab region name for an OTF2 region: its name, or its canonical name when the name has blanks
+    (``int main(int, char**)`` -> ``main``), else the name with blanks as ``_`` (region names have no spaces).
+
+    >>> region_label("int main(int, char**)", "main"), region_label("solve"), region_label("a b", "")
+    ('main', 'solve', 'a_b')
+    """
+    if name and not any(ch.isspace() for ch in name):
+        return name
+    if canonical and not any(ch.isspace() for ch in canonical):
+        return canonical
+    return "_".join(name.split()) or "unnamed"
+
+
+def _per_rank_cumsum(delta: npt.NDArray[np.int64], counts: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Running sum of ``delta`` restarting at each rank's first row (``counts``: rows of each rank, in order)."""
+    cs = np.cumsum(delta)
+    ends = np.cumsum(counts)
+    before = np.r_[0, cs[ends[:-1] - 1]] if counts.size else np.zeros(0, np.int64)
+    before = np.where(np.r_[0, ends[:-1]] > 0, before, 0)
+    return cs - np.repeat(before, counts)
+
+
+def _kinds(kind: npt.NDArray[np.uint32], *names: str) -> npt.NDArray[np.bool_]:
+    """Rows whose record kind is one of ``names`` (a lookup table: faster than ``np.isin`` on long columns)."""
+    lut = np.zeros(UNSUPPORTED + 256, bool)
+    lut[[K[n] for n in names]] = True
+    return lut[np.minimum(kind, lut.size - 1)]
+
+
+def _check_supported(rec: TraceRecords) -> None:
+    bad = np.flatnonzero(rec.kind >= UNSUPPORTED)
+    if bad.size:
+        i = int(bad[np.argmin(rec.time[bad])])
+        name = rec.unsupported[int(rec.kind[i]) - UNSUPPORTED]
+        what = ("threads (OpenMP or Pthreads)" if name.startswith(("Thread", "Omp")) else
+                "one-sided MPI (RMA)" if name.startswith("Rma") else "MPI I/O or POSIX I/O")
+        raise Otf2Unreplayable(f"rank {int(rec.rank[i])}", f"record {name} ({what}) cannot be replayed: SimGrid "
+                               "3.32's trace replay has no such action", "record the run again without it (Score-P: "
+                               "SCOREP_MPI_ENABLE_GROUPS without rma/io, no OpenMP), or run the program itself "
+                               '(application.kind = "program")')
+    cancelled = np.flatnonzero(rec.kind == K["request_cancelled"])
+    if cancelled.size:
+        raise Otf2Unreplayable(f"rank {int(rec.rank[cancelled[0]])}", "record MpiRequestCancelled (a cancelled "
+                               "request) cannot be replayed", "record the run without MPI_Cancel")
+
+
+def _pairs(rec: TraceRecords, first: npt.NDArray[np.int64], second: npt.NDArray[np.int64],
+           req_first: npt.NDArray[np.uint64], req_second: npt.NDArray[np.uint64], what: str
+           ) -> npt.NDArray[np.int64]:
+    """Row of the ``second`` record (completion) of each ``first`` record (request), matched by (rank, request
+    id) in trace order; raises :class:`Otf2Inconsistent` on a request without completion or the reverse."""
+    idx = np.concatenate((first, second))
+    req = np.concatenate((req_first, req_second))
+    is_second = np.concatenate((np.zeros(first.size, bool), np.ones(second.size, bool)))
+    order = np.lexsort((idx, req, rec.rank[idx]))
+    idx, req, is_second = idx[order], req[order], is_second[order]
+    ok = idx.size % 2 == 0
+    if ok and idx.size:
+        ok = bool((~is_second[0::2]).all() & is_second[1::2].all() & (req[0::2] == req[1::2]).all()
+                  & (rec.rank[idx[0::2]] == rec.rank[idx[1::2]]).all())
+    if not ok:
+        bad = next(i for i in range(idx.size) if i % 2 != int(is_second[i]) or
+                   (i % 2 == 1 and (req[i] != req[i - 1] or rec.rank[idx[i]] != rec.rank[idx[i - 1]])) or
+                   (i % 2 == 0 and i + 1 == idx.size))
+        j = int(idx[bad])
+        raise Otf2Inconsistent(f"rank {int(rec.rank[j])}", f"{what} request {int(req[bad])} has no "
+                               f"{'request' if is_second[bad] else 'completion'} record", "the archive is truncated "
+                               "or inconsistent: record the run again (let it reach MPI_Finalize)")
+    out = np.full(rec.kind.size, -1, np.int64)
+    out[idx[0::2]] = idx[1::2]
+    return out
+
+
+def _world(rec: TraceRecords, comm: npt.NDArray[np.uint32], local: npt.NDArray[np.uint32],
+           own: npt.NDArray[np.int32]) -> npt.NDArray[np.int32]:
+    """World ranks of ranks ``local`` within communicators ``comm`` (MPI_COMM_SELF: the own rank)."""
+    out = np.full(comm.size, -1, np.int32)
+    for ref in np.unique(comm).tolist():
+        rows = np.flatnonzero(comm == ref)
+        members = rec.comm_members.get(int(ref), ())
+        if members is None:
+            out[rows] = own[rows]
+            continue
+        lut = np.asarray(members, np.int32)
+        bad = local[rows] >= lut.size
+        if bad.any():
+            j = int(rows[np.flatnonzero(bad)[0]])
+            raise Otf2Inconsistent(f"rank {int(own[j])}", f"rank {int(local[j])} is outside communicator {ref} "
+                                   f"({lut.size} members) or the communicator is not defined",
+                                   "the archive's definitions are incomplete: record the run again")
+        out[rows] = lut[local[rows].astype(np.int64)]
+    return out
+
+
+def _collective_values(rec: TraceRecords, rows: npt.NDArray[np.int64]
+                       ) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.float64], npt.NDArray[np.float64],
+                                  npt.NDArray[np.int32]]:
+    """Action code, value, value2 and root (world rank, -1) of ``MpiCollectiveEnd`` rows: Score-P's
+    byte accounting (module :mod:`waitlab.models.byte_accounting`) solved for the counts."""
+    n = rows.size
+    code = np.zeros(n, np.int8)
+    value, value2 = np.zeros(n), np.zeros(n)
+    root = np.full(n, -1, np.int32)
+    sent, got = rec.d[rows].astype(np.float64), rec.e[rows].astype(np.float64)
+    me_world = rec.rank[rows]
+    for op in np.unique(rec.a[rows]).tolist():
+        name = rec.collective_names.get(int(op), f"collective {op}")
+        sel = np.flatnonzero(rec.a[rows] == op)
+        if name not in COLLECTIVES:
+            j = int(rows[sel[0]])
+            raise Otf2Unreplayable(f"rank {int(rec.rank[j])}", f"collective {name} cannot be replayed (SimGrid "
+                                   "3.32's trace replay has no such action)", "record the run without it")
+        action = COLLECTIVES[name]
+        code[sel] = CODE[action]
+        comm = rec.b[rows[sel]]
+        n_comm = np.zeros(sel.size)
+        me = np.zeros(sel.size)
+        for ref in np.unique(comm).tolist():
+            members = rec.comm_members.get(int(ref), ())
+            on = comm == ref
+            if members is None or len(members) != rec.n_ranks or tuple(members) != tuple(range(rec.n_ranks)):
+                j = int(rows[sel[np.flatnonzero(on)[0]]])
+                size = 1 if members is None else len(members)
+                raise Otf2Unreplayable(f"rank {int(rec.rank[j])}", f"{name} on a communicator of {size} of the "
+                                       f"{rec.n_ranks} ranks cannot be replayed: SimGrid 3.32's trace replay runs "
+                                       "every collective on MPI_COMM_WORLD", "record a run whose collectives use "
+                                       'MPI_COMM_WORLD, or run the program itself (application.kind = "program")')
+            n_comm[on] = len(members)
+            me[on] = me_world[sel][on]
+        s, g = sent[sel], got[sel]
+        r = rec.c[rows[sel]]
+        if action in ("bcast", "reduce", "gather", "scatter"):
+            root[sel] = np.where(r == UNDEFINED_UINT32, 0, r).astype(np.int32)
+        is_root = root[sel] == me
+        if action == "bcast":  # one_to_all: every rank receives the buffer
+            value[sel] = g
+        elif action == "reduce":  # all_to_one: every rank sends its buffer
+            value[sel] = s
+        elif action in ("allreduce", "alltoall", "allgather"):  # all_to_all: N messages each way
+            value[sel] = s / n_comm
+            value2[sel] = 0.0 if action == "allreduce" else g / n_comm
+        elif action == "gather":  # all_to_one: the root receives N blocks
+            value[sel] = s
+            value2[sel] = np.where(is_root, g / n_comm, s)
+        elif action == "scatter":  # one_to_all: the root sends N blocks
+            value[sel] = np.where(is_root, s / n_comm, g)
+            value2[sel] = g
+        elif action == "scan":  # scan: rank me receives (me + 1) blocks
+            value[sel] = g / (me + 1)
+        elif action == "exscan":  # exscan: rank me sends (N - me - 1) blocks, receives me
+            value[sel] = np.where(me > 0, g / np.maximum(me, 1), s / np.maximum(n_comm - me - 1, 1))
+    return code, np.rint(value), np.rint(value2), root
+
+
+def records_to_ops(rec: TraceRecords, cpu_ratio: float = 1.0) -> OpTable:
+    """The operation table of a trace's records (module docstring).
+
+    Parameters
+    ----------
+    rec : TraceRecords
+    cpu_ratio : float
+        Speed of the traced machine's core over the modeled one's: compute durations are multiplied by it.
+    """
+    _check_supported(rec)
+    n = rec.kind.size
+    kind = rec.kind
+    pos = np.arange(n, dtype=np.int64)
+    counts = np.bincount(rec.rank, minlength=rec.n_ranks).astype(np.int64)
+    first_of_rank = np.r_[0, np.cumsum(counts)[:-1]]
+    is_el = (kind == K["enter"]) | (kind == K["leave"])
+    cls = np.full(n, -1, np.int8)
+    cls[is_el] = rec.region_class[rec.a[is_el].astype(np.int64)]
+    sign = np.where(kind == K["enter"], 1, np.where(kind == K["leave"], -1, 0)).astype(np.int64)
+    mpi_like = (cls == MPI) | (cls == INIT) | (cls == FINALIZE)
+    depth = _per_rank_cumsum(np.where(mpi_like, sign, 0), counts)
+    user_depth = _per_rank_cumsum(np.where(cls == USER, sign, 0), counts)
+    last = np.r_[first_of_rank[1:], n] - 1
+    has = last >= first_of_rank
+    for arr, what in ((depth, "an MPI call"), (user_depth, "a region")):
+        if (arr < 0).any() or (arr[last[has]] != 0).any():
+            r = int(rec.rank[np.flatnonzero(arr < 0)[0]]) if (arr < 0).any() else \
+                int(np.flatnonzero(has)[np.flatnonzero(arr[last[has]] != 0)[0]])
+            raise Otf2Inconsistent(f"rank {r}", f"enters {what} it never leaves (or leaves one it never entered)",
+                                   "the archive is truncated or inconsistent: record the run again (let it reach "
+                                   "MPI_Finalize)")
+    # active window: after MPI_Init's leave, before MPI_Finalize's enter
+    init_end = np.full(rec.n_ranks, -1, np.int64)
+    rows = np.flatnonzero((cls == INIT) & (kind == K["leave"]))
+    np.maximum.at(init_end, rec.rank[rows], rows)
+    fin_start = np.full(rec.n_ranks, n, np.int64)
+    rows = np.flatnonzero((cls == FINALIZE) & (kind == K["enter"]))
+    np.minimum.at(fin_start, rec.rank[rows], rows)
+    active = (pos >= init_end[rec.rank]) & (pos < fin_start[rec.rank])
+    # compute: the time between two boundaries (user or MPI region enter/leave) spent outside MPI
+    # (a rank's last record closes its last stretch; without MPI_Init a rank starts at the trace's start)
+    is_last = np.zeros(n, bool)
+    is_last[last[has]] = True
+    bnd = np.flatnonzero((is_el & (cls != TRANSPARENT)) | is_last)
+    prev = np.r_[-1, bnd[:-1]]
+    same = np.r_[False, rec.rank[bnd[1:]] == rec.rank[bnd[:-1]]]
+    outside = same.copy()
+    outside[same] = (depth[prev[same]] == 0) & active[prev[same]]
+    t_prev = np.zeros(bnd.size, np.int64)
+    t_prev[same] = rec.time[prev[same]]
+    start = ~same & (init_end[rec.rank[bnd]] < 0)
+    outside |= start
+    t_prev[start] = rec.time.min() if n else 0
+    gap = np.zeros(bnd.size)
+    gap[outside] = (rec.time[bnd[outside]] - t_prev[outside]).astype(np.float64) / rec.resolution
+    comp = bnd[gap > 0]
+    parts: list[dict[str, npt.NDArray[np.generic]]] = [
+        _block(comp, 0, CODE["compute"], rec.rank[comp], value=gap[gap > 0] * cpu_ratio)]
+    # user region markers
+    marks = np.flatnonzero(is_el & (cls == USER))
+    mark_code = np.where(kind[marks] == K["enter"], CODE["enter"], CODE["leave"]).astype(np.int8)
+    parts.append(_block(marks, 1, mark_code, rec.rank[marks], name=rec.a[marks].astype(np.int32)))
+    parts += _p2p_blocks(rec, kind, depth, cls)
+    coll = np.flatnonzero(_kinds(kind, "collective_end", "nonblocking_collective"))
+    code, value, value2, root = _collective_values(rec, coll)
+    parts.append(_block(coll, 1, code, rec.rank[coll], value=value, value2=value2, peer=root))
+    return _assemble(rec, parts)
+
+
+def _block(rows: npt.NDArray[np.int64], sub: int | npt.NDArray[np.int64], code: int | npt.NDArray[np.int8],
+           rank: npt.NDArray[np.int32], *, value: npt.ArrayLike = 0.0, value2: npt.ArrayLike = 0.0,
+           peer: npt.ArrayLike = -1, tag: npt.ArrayLike = 0, name: npt.ArrayLike = -1
+           ) -> dict[str, npt.NDArray[np.generic]]:
+    """Operations placed at record ``rows`` (``sub`` orders them there: 0 before the record's own, 1 its own)."""
+    n = rows.size
+
+    def col(x: npt.ArrayLike, dtype: type) -> npt.NDArray[Any]:
+        return np.broadcast_to(np.asarray(x, dtype), (n,)).copy()
+
+    return {"key": 4 * rows + col(sub, np.int64), "rank": rank.astype(np.int32), "code": col(code, np.int8),
+            "value": col(value, np.float64), "value2": col(value2, np.float64), "peer": col(peer, np.int32),
+            "tag": col(tag, np.int32), "name": col(name, np.int32)}
+
+
+def _p2p_blocks(rec: TraceRecords, kind: npt.NDArray[np.uint32],
+                depth: npt.NDArray[np.int64], cls: npt.NDArray[np.int8]) -> list[dict[str, npt.NDArray[np.generic]]]:
+    """Point-to-point operations and their completions."""
+    own = rec.rank
+    world = np.full(kind.size, -1, np.int32)
+    p2p = np.flatnonzero(_kinds(kind, "send", "isend", "recv", "irecv"))
+    world[p2p] = _world(rec, rec.b[p2p], rec.a[p2p], own[p2p])
+    tag = rec.c.astype(np.int64).astype(np.int32)
+    nbytes = rec.d.astype(np.float64)
+    isend, done = np.flatnonzero(kind == K["isend"]), np.flatnonzero(kind == K["isend_complete"])
+    send_done = _pairs(rec, isend, done, rec.e[isend], rec.d[done], "MPI_Isend")
+    ireq, irecv = np.flatnonzero(kind == K["irecv_request"]), np.flatnonzero(kind == K["irecv"])
+    recv_of = _pairs(rec, ireq, irecv, rec.d[ireq], rec.e[irecv], "MPI_Irecv")
+    # calls (MPI region visits): a call holding several blocking records (MPI_Sendrecv) runs them non-blocking
+    call = np.cumsum((kind == K["enter"]) & ((cls == MPI) | (cls == INIT) | (cls == FINALIZE)))
+    is_blocking = _kinds(kind, "send", "recv")
+    blocking = np.flatnonzero(is_blocking & (depth > 0))
+    per_call = np.bincount(call[blocking], minlength=int(call[-1]) + 1 if call.size else 1)
+    leave_of_call = np.zeros(per_call.size, np.int64)
+    leaves = np.flatnonzero((kind == K["leave"]) & ((cls == MPI) | (cls == INIT) | (cls == FINALIZE)))
+    leave_of_call[call[leaves]] = leaves
+    paired = blocking[per_call[call[blocking]] >= 2]
+    is_blocking[paired] = False
+    single = np.flatnonzero(is_blocking)
+    parts = []
+    is_send = kind[single] == K["send"]
+    parts.append(_block(single, 1, np.where(is_send, CODE["send"], CODE["recv"]).astype(np.int8), own[single],
+                        value=nbytes[single], peer=world[single], tag=tag[single]))
+    ps = kind[paired] == K["send"]
+    parts.append(_block(paired, 1, np.where(ps, CODE["isend"], CODE["irecv"]).astype(np.int8), own[paired],
+                        value=nbytes[paired], peer=world[paired], tag=tag[paired]))
+    at = leave_of_call[call[paired]]
+    parts.append(_block(at, 0, CODE["wait"], own[paired], value2=(~ps).astype(np.float64), peer=world[paired],
+                        tag=tag[paired]))
+    # non-blocking: the isend at its record, the irecv at its request with the completion's partner and size
+    parts.append(_block(isend, 1, CODE["isend"], own[isend], value=nbytes[isend], peer=world[isend],
+                        tag=tag[isend]))
+    comp = recv_of[ireq]
+    parts.append(_block(ireq, 1, CODE["irecv"], own[ireq], value=nbytes[comp], peer=world[comp], tag=tag[comp]))
+    # completions: a wait per request, or one waitall for an MPI_Waitall that leaves nothing outstanding
+    req_of = np.full(kind.size, -1, np.int64)
+    req_of[send_done[isend]] = isend
+    req_of[comp] = comp
+    completions = np.sort(np.concatenate((send_done[isend], comp)))
+    outstanding = np.zeros(kind.size, np.int64)
+    outstanding[isend] += 1
+    outstanding[ireq] += 1
+    outstanding[completions] -= 1
+    left = _per_rank_cumsum(outstanding, np.bincount(rec.rank, minlength=rec.n_ranks).astype(np.int64))
+    ccall = call[completions]
+    waitall_name = np.array([nm == "MPI_Waitall" for nm in rec.region_names] + [False])
+    enter_of_call = np.zeros(per_call.size, np.int64)
+    enters = np.flatnonzero((kind == K["enter"]) & (cls == MPI))
+    enter_of_call[call[enters]] = enters
+    in_waitall = waitall_name[np.where(depth[completions] > 0, rec.a[enter_of_call[ccall]].astype(np.int64), -1)]
+    whole = in_waitall & (left[leave_of_call[ccall]] == 0) & (depth[completions] > 0)
+    first_in_call = np.r_[True, ccall[1:] != ccall[:-1]]
+    wa = completions[whole & first_in_call]
+    parts.append(_block(wa, 1, CODE["waitall"], own[wa]))
+    single_c = completions[~whole]
+    src = req_of[single_c]
+    is_recv = kind[single_c] == K["irecv"]
+    parts.append(_block(single_c, 1, CODE["wait"], own[single_c], value2=is_recv.astype(np.float64),
+                        peer=world[src], tag=tag[src]))
+    return parts
+
+
+def _assemble(rec: TraceRecords, parts: Sequence[dict[str, npt.NDArray[np.generic]]]) -> OpTable:
+    cols = {c: np.concatenate([p[c] for p in parts]) for c in parts[0]}
+    order = np.argsort(cols["key"], kind="stable")
+    cols = {c: v[order] for c, v in cols.items()}
+    rank = cols["rank"].astype(np.int32)
+    used = np.unique(cols["name"][cols["name"] >= 0]).tolist()
+    labels = list(dict.fromkeys(rec.region_names[i] for i in used))  # two regions of one label: one name
+    lut = np.full(len(rec.region_names) + 1, -1, np.int32)
+    lut[used] = [labels.index(rec.region_names[i]) for i in used]
+    name = np.where(cols["name"] >= 0, lut[cols["name"]], -1).astype(np.int32)
+    n = rank.size
+    empty = Ledger(rank=np.zeros(0, np.int32), region=np.zeros(0, np.int32), step=np.zeros(0, np.int32),
+                   seconds=np.zeros(0), kind=np.zeros(0, np.int8))
+    return OpTable(n_ranks=rec.n_ranks, rank=rank, seq=seq_within_rank(rank, rec.n_ranks),
+                   code=cols["code"].astype(np.int8), step=np.full(n, -1, np.int32), name=name,
+                   value=cols["value"].astype(np.float64), value2=cols["value2"].astype(np.float64),
+                   peer=cols["peer"].astype(np.int32), tag=cols["tag"].astype(np.int32),
+                   cause=np.full(n, -1, np.int64), excess=np.zeros(n), names=tuple(labels), ledger=empty)

@@ -1,0 +1,164 @@
+"""Read an OTF2 archive (e.g. recorded by Score-P) into :class:`waitlab.models.otf2_ops.TraceRecords`.
+
+Definitions (locations, regions, communicators, clock) are read with Debian's ``python3-otf2``; the events
+with a small C reader (``native/waitlab_otf2_reader.c``, built once with the system C compiler against the
+``libotf2`` the bindings ship) that writes one fixed-size record per event, mapped here with numpy: the
+bindings' per-event Python callbacks read about 0.3 M events/s, the C reader several million.
+
+Locations are ranks through the MPI location group (``COMM_LOCATIONS`` of paradigm MPI: Score-P lists the
+master thread of every MPI rank there, in rank order).  A process with several threads that recorded
+events is refused (threads cannot be replayed), so is an archive without MPI locations.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from waitlab.errors import InputError
+from waitlab.models.otf2_ops import FINALIZE, INIT, MPI, TRANSPARENT, USER, TraceRecords, region_label
+from waitlab.simulator.build import NATIVE_DIR, build_native
+from waitlab.simulator.otf2_export import _import_otf2
+
+READER_SOURCE = NATIVE_DIR / "waitlab_otf2_reader.c"
+#: One record of the C reader (``Rec`` in ``native/waitlab_otf2_reader.c``).
+RECORD_DTYPE = np.dtype([("loc", "<u8"), ("time", "<u8"), ("d", "<u8"), ("e", "<u8"), ("kind", "<u4"),
+                         ("a", "<u4"), ("b", "<u4"), ("c", "<u4")])
+INIT_REGIONS = frozenset({"MPI_Init", "MPI_Init_thread"})
+FINALIZE_REGIONS = frozenset({"MPI_Finalize"})
+FIX = "the archive is truncated or damaged: record the run again (let it reach MPI_Finalize)"
+
+
+def _libotf2() -> Path:
+    import _otf2  # the low-level module of python3-otf2: its folder holds libotf2 (``_otf2.so``)
+
+    return Path(_otf2.__file__).parent / "_otf2.so"
+
+
+@lru_cache(maxsize=1)
+def reader_library() -> ctypes.CDLL:
+    """The C event reader, built (and cached) on first use."""
+    lib = _libotf2()
+    path = build_native(READER_SOURCE, "waitlab-otf2-reader.so", compiler="cc",
+                        flags=("-O2", "-shared", "-fPIC", "-Wl,--no-as-needed", f"-L{lib.parent}", f"-l:{lib.name}",
+                               f"-Wl,-rpath,{lib.parent}"))
+    dll = ctypes.CDLL(str(path))
+    dll.wl_otf2_read.restype = ctypes.c_int64
+    dll.wl_otf2_read.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.POINTER(ctypes.c_uint64), ctypes.c_char_p,
+                                 ctypes.c_char_p, ctypes.c_size_t]
+    dll.wl_otf2_unsupported_name.restype = ctypes.c_char_p
+    dll.wl_otf2_unsupported_name.argtypes = [ctypes.c_int]
+    dll.wl_otf2_last_error.restype = ctypes.c_char_p
+    dll.wl_otf2_quiet()
+    return dll
+
+
+def _unsupported_names(dll: ctypes.CDLL) -> tuple[str, ...]:
+    names: list[str] = []
+    while (name := dll.wl_otf2_unsupported_name(len(names))) is not None:
+        names.append(name.decode())
+    return tuple(names)
+
+
+def _definitions(otf2: Any, anchor: Path) -> tuple[Any, list[Any]]:
+    """The archive's definition registry and its MPI locations in rank order."""
+    enums = otf2.enums
+    try:
+        with otf2.reader.open(str(anchor)) as reader:
+            defs = reader.definitions
+    except Exception as exc:  # the bindings raise their own error types, or TraceReaderError
+        msg = reader_library().wl_otf2_last_error().decode() or str(exc)
+        raise InputError(str(anchor), "(archive)", f"cannot be read as OTF2 ({type(exc).__name__}: {msg})",
+                         FIX) from None
+    mpi_groups = [g for g in defs.groups if g.group_type == enums.GroupType.COMM_LOCATIONS
+                  and g.paradigm == enums.Paradigm.MPI]
+    if not mpi_groups or not mpi_groups[0].members:
+        raise InputError(str(anchor), "(locations)", "has no MPI locations: it is not the trace of an MPI run",
+                         "record the MPI program with Score-P (scorep mpicc ...)")
+    ranks = list(mpi_groups[0].members)
+    mpi_refs = {loc._ref for loc in ranks}
+    for loc in defs.locations:
+        if loc._ref not in mpi_refs and loc.type == enums.LocationType.CPU_THREAD and loc.number_of_events:
+            raise InputError(str(anchor), f"location {loc._ref} ({loc.name!r} of {loc.group.name!r})",
+                             "is a second thread of an MPI process: threads (OpenMP, Pthreads) cannot be replayed",
+                             "record the run with one thread per rank (OMP_NUM_THREADS=1, no OpenMP instrumentation)")
+    return defs, ranks
+
+
+def _regions(otf2: Any, defs: Any) -> tuple[tuple[str, ...], np.ndarray]:
+    enums = otf2.enums
+    regions = {r._ref: r for r in defs.regions}
+    size = max(regions, default=-1) + 1
+    names = ["unnamed"] * size
+    cls = np.full(size, TRANSPARENT, np.int8)
+    for ref, r in regions.items():
+        names[ref] = region_label(r.name or "", r.canonical_name or "")
+        if r.paradigm == enums.Paradigm.MPI:
+            cls[ref] = INIT if r.name in INIT_REGIONS else FINALIZE if r.name in FINALIZE_REGIONS else MPI
+        elif r.region_role != enums.RegionRole.ARTIFICIAL:
+            cls[ref] = USER
+    return tuple(names), cls
+
+
+def _comms(otf2: Any, defs: Any, rank_of: dict[int, int]) -> dict[int, tuple[int, ...] | None]:
+    enums = otf2.enums
+    out: dict[int, tuple[int, ...] | None] = {}
+    for c in defs.comms:
+        group = getattr(c, "group", None)
+        if group is None or group.paradigm != enums.Paradigm.MPI:
+            continue
+        if group.group_type == enums.GroupType.COMM_SELF:
+            out[c._ref] = None
+        elif group.group_type == enums.GroupType.COMM_GROUP:
+            members = [rank_of.get(m._ref, -1) if hasattr(m, "_ref") else int(m) for m in group.members]
+            if all(m >= 0 for m in members):
+                out[c._ref] = tuple(members)
+    return out
+
+
+def read_otf2(anchor: str | Path) -> TraceRecords:
+    """Every MPI rank's records of the OTF2 archive ``anchor`` (its ``traces.otf2`` file).
+
+    Raises :class:`InputError` (one line, naming the archive) for a file that is not a readable OTF2 archive,
+    a truncated one, a trace without MPI locations, or with threads.
+    """
+    anchor = Path(anchor)
+    if not anchor.is_file():
+        raise InputError(str(anchor), "(file)", "does not exist", "give the anchor file of the archive "
+                         "(traces.otf2 in Score-P's experiment folder)")
+    otf2 = _import_otf2()
+    dll = reader_library()
+    defs, ranks = _definitions(otf2, anchor)
+    rank_of = {loc._ref: i for i, loc in enumerate(ranks)}
+    names, cls = _regions(otf2, defs)
+    clock = defs.clock_properties
+    refs = (ctypes.c_uint64 * len(ranks))(*[loc._ref for loc in ranks])
+    err = ctypes.create_string_buffer(1024)
+    coll = otf2.enums.CollectiveOp
+    collective_names = {getattr(coll, n).value: n for n in dir(coll) if n.isupper()}
+    lut = np.zeros(max(rank_of) + 1, np.int32)
+    lut[list(rank_of)] = list(rank_of.values())
+    with tempfile.TemporaryDirectory(prefix="waitlab-otf2-") as tmp:
+        out = Path(tmp) / "records.bin"
+        count = dll.wl_otf2_read(str(anchor).encode(), len(ranks), refs, str(out).encode(), err, len(err))
+        if count < 0:
+            raise InputError(str(anchor), "(events)", f"cannot be read: {err.value.decode(errors='replace')}", FIX)
+        # mapped, not read: each column is copied out of the file once (no whole-record copy beside them)
+        raw = np.memmap(out, RECORD_DTYPE, mode="r") if count else np.zeros(0, RECORD_DTYPE)
+        # the reader reads the locations in rank order, so the records are sorted by rank already
+        cols = {c: np.array(raw[c]) for c in ("kind", "a", "b", "c", "d", "e")}
+        time_ = raw["time"].astype(np.int64)
+        rank = lut[raw["loc"]]
+        del raw
+    el = cols["kind"] <= 1  # enter / leave
+    if (cols["a"][el] >= len(names)).any():
+        raise InputError(str(anchor), "(definitions)", "events name a region the definitions do not define", FIX)
+    return TraceRecords(
+        n_ranks=len(ranks), rank=rank, time=time_, resolution=float(clock.timer_resolution), region_names=names,
+        region_class=cls, comm_members=_comms(otf2, defs, rank_of), collective_names=collective_names,
+        unsupported=_unsupported_names(dll), **cols)
