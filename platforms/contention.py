@@ -13,9 +13,12 @@ File format (every key optional; no section = ``law = "none"``, no memory path, 
 (:func:`waitlab.models.contention.hol_factors`: ``f(2) = 0.75``, ``f(8) = 0.618``, ``f(n) -> 2 - sqrt(2)``).
 Ports: every switch-to-node link (``*_DOWN``), the leaf uplinks of the balanced rendering (both directions)
 and the up- and down-ports between the leaf and top switches of the D-mod-k fat tree; not the nodes'
-own send links (one input: nothing to block).  ``n`` is SimGrid's flow count on the link (flows still in
-their latency phase do not count); docs/calibration.md measures what counting flows instead of contending
-source nodes changes.
+own send links (one input: nothing to block).  The law counts contending *input ports*, not flows: SimGrid
+gives the callback the flow count ``n`` of the link (flows still in their latency phase do not count), and a
+node's ranks enter the switch through one port, so ``n`` flows are taken to come from ``ceil(n / k)`` inputs,
+``k`` = ranks per node (the fewest inputs that can carry them; exact when every rank of a source node sends to
+the port at once, as in the alltoall algorithms' steps).  docs/calibration.md measures the difference to
+counting flows.
 
 ``memory_path = true``: the loopback of every node (the intra-node path of SMPI's cluster) gets capacity
 ``min(n C, M)``: each of ``n`` on-node messages still gets the calibrated intra-node bandwidth ``C`` alone,
@@ -100,7 +103,7 @@ def hol_ports(d_mod_k_leaves: tuple[int, ...] = ()) -> tuple[str, ...]:
 
 
 def plugin_rules(spec: ContentionSpec, memory_bandwidth: float | None, bw_factor: float,
-                 d_mod_k_leaves: tuple[int, ...] = ()) -> str:
+                 d_mod_k_leaves: tuple[int, ...] = (), per_input: int = 1) -> str:
     """The plugin's ``WAITLAB_CONTENTION`` rules for a rendered platform ('' when no law applies).
 
     Parameters
@@ -112,11 +115,15 @@ def plugin_rules(spec: ContentionSpec, memory_bandwidth: float | None, bw_factor
         SMPI's large-message bandwidth factor (the memory figure is divided by it: network level).
     d_mod_k_leaves : tuple of int
         Leaf switch ids of a D-mod-k fat tree (:func:`hol_ports`).
+    per_input : int
+        Flows one input port carries at most (the ranks of one node): ``n`` flows contend as
+        ``ceil(n / per_input)`` inputs.
     """
     rules = []
     if spec.law == "karol_hol":
         f = hol_factors(HOL_TABLE)
-        rules.append("hol:" + "|".join(hol_ports(d_mod_k_leaves)) + ":" + ",".join(f"{x:.6f}" for x in f))
+        rules.append("hol:" + "|".join(hol_ports(d_mod_k_leaves)) + f":{int(per_input)}:"
+                     + ",".join(f"{x:.6f}" for x in f))
     if spec.memory_path and memory_bandwidth is not None:
         rules.append(f"mem:*_loopback:{_n(memory_bandwidth / bw_factor)}")
     return ";".join(rules)

@@ -106,7 +106,7 @@ def machine_settings(model: PlatformModel, platform: RenderedPlatform, *, conten
     cfg["surf/precision"] = repr(float(timing_precision))
     if contention == "platform":
         rules = plugin_rules(model.contention, model.memory_bandwidth, calibrate(model).bw_factor[-1],
-                             _d_mod_k_leaves(model, platform))
+                             _d_mod_k_leaves(model, platform), platform.ranks_per_node)
         if rules:
             cfg[SETTING] = rules
     return cfg

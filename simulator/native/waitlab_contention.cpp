@@ -6,12 +6,13 @@
 // waitlab.platforms.contention) and gives every matching link a NONLINEAR sharing policy:
 //
 //   WAITLAB_CONTENTION = RULE[;RULE...]
-//   RULE = hol:PATTERNS:f1,f2,...,fK   capacity(C, n) = C * f_min(n, K)      (head-of-line blocking law)
+//   RULE = hol:PATTERNS:k:f1,...,fK    capacity(C, n) = C * f_min(ceil(n / k), K)   (head-of-line blocking law)
 //        | mem:PATTERNS:M              capacity(C, n) = min(n * C, M)         (shared memory path)
 //
 // PATTERNS are shell patterns (fnmatch) of link names separated by '|', e.g. "*_DOWN" (a switch's output port
 // to a node in a SimGrid cluster) or "*_loopback" (a node's intra-node link); the first matching rule wins.  n is SimGrid's concurrency of the link's constraint: flows still in
-// their latency phase do not count (src/kernel/lmm/maxmin.cpp).  The callbacks are O(1); the link loop
+// their latency phase do not count (src/kernel/lmm/maxmin.cpp); ceil(n / k) is the fewest input ports n flows can
+// come from when each input carries at most k of them (k = ranks per node).  The callbacks are O(1); the link loop
 // asks SimGrid for the link list once (no per-link host counting).  Unset or empty: the plugin does nothing.
 #include "simgrid/s4u.hpp"
 
@@ -29,6 +30,7 @@ struct Rule {
   std::string kind;
   std::vector<std::string> patterns;
   std::shared_ptr<const std::vector<double>> factors; // hol
+  int per_input = 1;                                  // hol: flows one input port carries at most
   double memory = 0.0;                                // mem
 };
 
@@ -58,14 +60,17 @@ std::vector<Rule> parse(const char* env)
     if (text.empty())
       continue;
     std::vector<std::string> parts = split(text, ':');
-    if (parts.size() != 3 || parts[1].empty())
+    if (parts.size() != (parts[0] == "hol" ? 4u : 3u) || parts[1].empty())
       bad(text);
     Rule r;
     r.kind   = parts[0];
     r.patterns = split(parts[1], '|');
     if (r.kind == "hol") {
+      r.per_input = std::atoi(parts[2].c_str());
+      if (r.per_input < 1)
+        bad(text);
       auto values = std::make_shared<std::vector<double>>();
-      for (const std::string& v : split(parts[2], ',')) {
+      for (const std::string& v : split(parts[3], ',')) {
         char* end = nullptr;
         double x  = std::strtod(v.c_str(), &end);
         if (end == v.c_str() || *end != '\0' || !(x > 0.0) || x > 1.0)
@@ -103,11 +108,12 @@ void apply_rules()
         continue;
       if (r.kind == "hol") {
         auto f = r.factors;
-        link->set_sharing_policy(simgrid::s4u::Link::SharingPolicy::NONLINEAR, [f](double capacity, int n) {
-          if (n <= 1)
+        int per = r.per_input;
+        link->set_sharing_policy(simgrid::s4u::Link::SharingPolicy::NONLINEAR, [f, per](double capacity, int n) {
+          if (n <= per)
             return capacity;
-          size_t k = std::min(static_cast<size_t>(n), f->size());
-          return capacity * (*f)[k - 1];
+          size_t inputs = std::min(static_cast<size_t>((n + per - 1) / per), f->size());
+          return capacity * (*f)[inputs - 1];
         });
       } else {
         double m = r.memory;
