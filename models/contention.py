@@ -31,7 +31,7 @@ Examples
 from __future__ import annotations
 
 import math
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import numpy.typing as npt
@@ -78,7 +78,7 @@ def _add_balls(state: Partition, balls: int, n: int) -> dict[Partition, float]:
     return dist
 
 
-@lru_cache(maxsize=None)
+@cache
 def saturation_throughput(n: int) -> float:
     """Exact saturation throughput of an ``n x n`` input-queued switch under uniform traffic (Karol et al.).
 

@@ -135,13 +135,15 @@ def describe_law(spec: ContentionSpec, memory_bandwidth: float | None) -> list[s
     if spec.law == "karol_hol":
         f = hol_factors(HOL_TABLE)
         shown = ", ".join(f"f({k})={f[k - 1]:.4f}" for k in (1, 2, 3, 4, 8, 16, 64))
-        out += [f"  HOL blocking at switch output ports: capacity x f(n flows); {shown}; "
-                f"f(n) -> 2 - sqrt(2) = {LIMIT:.4f}", f"  source: {HOL_SOURCE}"]
+        out += ["  HOL blocking at switch output ports: capacity x f(n), n = contending inputs = "
+                f"ceil(flows / ranks per node); {shown}; f(n) -> 2 - sqrt(2) = {LIMIT:.4f}", f"  source: {HOL_SOURCE}"]
     if spec.memory_path:
         mem = "no intra_node.memory_bandwidth: not applied" if memory_bandwidth is None else \
             f"min(n x C, {memory_bandwidth / 1e9:.4g} GB/s) (intra_node.memory_bandwidth)"
         out.append(f"  shared memory path: loopback capacity {mem}")
-    out.append(f"  send order: {'a rank hands its isends to the NIC one after the other (per-byte smpi/ois)' if spec.send_order else 'all isends start at once'}")
+    order = ("a rank hands its isends to the NIC one after the other (per-byte smpi/ois)" if spec.send_order
+             else "all isends start at once")
+    out.append(f"  send order: {order}")
     if spec.note:
         out.append(f"  note: {spec.note}")
     return out

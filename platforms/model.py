@@ -62,7 +62,7 @@ True
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -217,7 +217,7 @@ class PlatformModel:
     figures: tuple[Figure, ...]
     mpi: MpiSpec | None = None
     memory_bandwidth: float | None = None
-    contention: ContentionSpec = ContentionSpec()
+    contention: ContentionSpec = field(default_factory=ContentionSpec)
 
     def figure(self, key: str) -> Figure:
         """The :class:`Figure` for a dotted key such as ``"node.core_speed"``.

@@ -24,7 +24,6 @@ from waitlab.models.vocabulary import ACTIONS
 from waitlab.simulator.build import require_tool
 from waitlab.simulator.timeline import LOG_DTYPE
 
-
 #: Settings of waitlab's own native plugins, handed to them as environment variables instead of ``--cfg``
 #: (SimGrid refuses keys it does not know): the contention plugin (simulator/native/waitlab_contention.cpp).
 PLUGIN_SETTINGS: dict[str, str] = {"waitlab/contention": "WAITLAB_CONTENTION"}

@@ -98,6 +98,6 @@ def test_no_section_means_no_law() -> None:
 def test_platform_file_rejects_a_bad_contention_table() -> None:
     data = dict(tomllib.loads(Path(load_platform("dawning_5000a").file).read_text()))
     data["contention"] = {"law": "fluid"}
-    with pytest.raises(InputError, match="contention.law"):
+    with pytest.raises(InputError, match=r"contention\.law"):
         from_mapping(data, "x.toml")
 
