@@ -54,6 +54,8 @@ HOL_SOURCE = ("Karol, Hluchyj and Morgan, 'Input versus output queueing on a spa
               "under uniform traffic (exact Markov chain of their model, waitlab.models.contention)")
 #: The ``--cfg``-style key the plugin's rules travel under (handed to the plugin as ``WAITLAB_CONTENTION``).
 SETTING = "waitlab/contention"  # a key of waitlab.simulator.smpi.PLUGIN_SETTINGS
+#: Weight of a flow's cross-traffic on its reverse route in SimGrid 3.32's CM02 network model (network_cm02.cpp).
+CROSSTRAFFIC = 0.05
 #: Flow counts the HOL law lists explicitly; more flows get the last value (within 0.3% of 2 - sqrt(2)).
 HOL_TABLE = 256
 
@@ -125,7 +127,9 @@ def plugin_rules(spec: ContentionSpec, memory_bandwidth: float | None, bw_factor
         rules.append("hol:" + "|".join(hol_ports(d_mod_k_leaves)) + f":{int(per_input)}:"
                      + ",".join(f"{x:.6f}" for x in f))
     if spec.memory_path and memory_bandwidth is not None:
-        rules.append(f"mem:*_loopback:{_n(memory_bandwidth / bw_factor)}")
+        # x (1 + 0.05): the loopback is its own reverse route, so it also carries every flow's cross-traffic
+        # (weight 0.05, SimGrid 3.32 network_cm02.cpp, network/crosstraffic); a FATPIPE ignored it
+        rules.append(f"mem:*_loopback:{_n(memory_bandwidth / bw_factor)}:{_n(1.0 + CROSSTRAFFIC)}")
     return ";".join(rules)
 
 

@@ -73,7 +73,7 @@ def test_machine_model_decides_every_setting() -> None:
     assert cfg["smpi/ois"] == send_order_config(m)["smpi/ois"] != rp.smpi_config["smpi/ois"]
     assert cfg[SETTING].startswith("hol:*_DOWN|*-uplink_UP:8:1.000000,0.750000,")
     assert m.memory_bandwidth is not None
-    assert cfg[SETTING].endswith(f";mem:*_loopback:{m.memory_bandwidth / calibrate(m).bw_factor[-1]!r}")
+    assert cfg[SETTING].endswith(f";mem:*_loopback:{m.memory_bandwidth / calibrate(m).bw_factor[-1]!r}:1.05")
     off = machine_settings(m, rp, contention="none", solver_precision=1e-3, timing_precision=1e-7)
     assert SETTING not in off and off["maxmin/precision"] == "0.001" and off["surf/precision"] == "1e-07"
     assert {k: v for k, v in cfg.items() if k not in (SETTING, "maxmin/precision", "surf/precision")} == \

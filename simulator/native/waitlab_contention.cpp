@@ -7,7 +7,10 @@
 //
 //   WAITLAB_CONTENTION = RULE[;RULE...]
 //   RULE = hol:PATTERNS:k:f1,...,fK    capacity(C, n) = C * f_min(ceil(n / k), K)   (head-of-line blocking law)
-//        | mem:PATTERNS:M              capacity(C, n) = min(n * C, M)         (shared memory path)
+//        | mem:PATTERNS:M:w            capacity(C, n) = w * min(n * C, M)     (shared memory path)
+//
+// w makes up for weight a link carries besides its flows: SMPI's CM02 model puts every flow's cross-traffic
+// (weight 0.05, network/crosstraffic) on its reverse route, which for a loopback is the same link.
 //
 // PATTERNS are shell patterns (fnmatch) of link names separated by '|', e.g. "*_DOWN" (a switch's output port
 // to a node in a SimGrid cluster) or "*_loopback" (a node's intra-node link); the first matching rule wins.  n is SimGrid's concurrency of the link's constraint: flows still in
@@ -32,6 +35,7 @@ struct Rule {
   std::shared_ptr<const std::vector<double>> factors; // hol
   int per_input = 1;                                  // hol: flows one input port carries at most
   double memory = 0.0;                                // mem
+  double scale  = 1.0;                                // mem
 };
 
 std::vector<std::string> split(const std::string& s, char sep)
@@ -60,7 +64,7 @@ std::vector<Rule> parse(const char* env)
     if (text.empty())
       continue;
     std::vector<std::string> parts = split(text, ':');
-    if (parts.size() != (parts[0] == "hol" ? 4u : 3u) || parts[1].empty())
+    if (parts.size() != 4 || parts[1].empty())
       bad(text);
     Rule r;
     r.kind   = parts[0];
@@ -82,6 +86,9 @@ std::vector<Rule> parse(const char* env)
       char* end = nullptr;
       r.memory  = std::strtod(parts[2].c_str(), &end);
       if (end == parts[2].c_str() || *end != '\0' || !(r.memory > 0.0))
+        bad(text);
+      r.scale = std::strtod(parts[3].c_str(), &end);
+      if (end == parts[3].c_str() || *end != '\0' || !(r.scale > 0.0))
         bad(text);
     } else {
       bad(text);
@@ -117,8 +124,9 @@ void apply_rules()
         });
       } else {
         double m = r.memory;
-        link->set_sharing_policy(simgrid::s4u::Link::SharingPolicy::NONLINEAR, [m](double capacity, int n) {
-          return std::min(std::max(n, 1) * capacity, m);
+        double w = r.scale;
+        link->set_sharing_policy(simgrid::s4u::Link::SharingPolicy::NONLINEAR, [m, w](double capacity, int n) {
+          return w * std::min(std::max(n, 1) * capacity, m);
         });
       }
       applied[&r - rules.data()]++;
