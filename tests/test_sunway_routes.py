@@ -80,7 +80,7 @@ def test_choice_avoids_ring_route_conflicts_under_smpi(tmp_path: Path) -> None:
     node = np.asarray(prep.platform.node_of_rank)
     assert node.tolist() == [0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18]
     shape = he_alltoall.network_shape(model)
-    chosen, pred = choose_algorithm(node, 8, shape, 2**20, candidates=("ring", "two_level_ring"))
+    chosen, _ = choose_algorithm(node, 8, shape, 2**20, candidates=("ring", "two_level_ring"))
     assert chosen == "two_level_ring"
     ring = he_alltoall.run_point("3 supernodes", "ring", 11, 1, 2**20, 60.0, platform).seconds
     two = he_alltoall.run_point("3 supernodes", "two_level_ring", 11, 1, 2**20, 60.0, platform).seconds
