@@ -18,6 +18,11 @@ Prints one line per point: algorithm, ranks, size, model, simulated ms, wall s (
 
     .venv/bin/python benchmarks/bench_alltoall.py --ranks 64 --algorithms basic_linear ring pair --models ns-3
 
+``--contention`` runs every point of the machine model without and with the platform's contention laws
+(``[simulation] contention = "none"`` / ``"platform"``: HOL blocking, memory path) and prints both:
+
+    .venv/bin/python benchmarks/bench_alltoall.py --ranks 64 128 --sizes 512 4096 65536 --contention
+
 ``--setting KEY=VALUE`` (repeatable) compares the calibrated model with and without that SimGrid setting, to look
 for settings that keep the all-concurrent algorithms tractable without changing their times.
 """
@@ -43,6 +48,8 @@ def main() -> None:
                     help="compare these maxmin/precision values (calibrated model) instead of before/after")
     ap.add_argument("--setting", action="append", default=[],
                     help="KEY=VALUE SimGrid setting to compare against the calibrated model (repeatable)")
+    ap.add_argument("--contention", action="store_true",
+                    help="compare the machine model without and with the platform's contention laws")
     ap.add_argument("--timeout", type=float, default=900.0)
     args = ap.parse_args()
     print(f"# {args.platform}, 8 ranks per node; simulated ms, wall s")
@@ -51,7 +58,9 @@ def main() -> None:
         for size in args.sizes:
             for alg in args.algorithms:
                 variants: list[tuple[str, str, dict[str, str]]]
-                if args.precision:
+                if args.contention:
+                    variants = [("calibrated", "no contention", {}), ("calibrated", "contention", {})]
+                elif args.precision:
                     variants = [("calibrated", f"precision {p}", {"maxmin/precision": p}) for p in args.precision]
                 elif args.setting:
                     pairs = [kv.split("=", 1) for kv in args.setting]
@@ -62,7 +71,7 @@ def main() -> None:
                 for model, label, extra in variants:
                     try:
                         pt = alltoall_point(args.platform, alg, ranks, size, model=model, extra_config=extra,
-                                            timeout=args.timeout)
+                                            timeout=args.timeout, contention=label != "no contention")
                         res = f"{pt.seconds * 1e3:12.5f} ms {pt.wall:8.1f} s"
                     except InputError as exc:
                         res = f"refused: {exc.problem[:90]}"

@@ -45,20 +45,14 @@ from waitlab.models.perturb.stage import (
     with_ledger_rows,
 )
 from waitlab.platforms import PlatformModel, RenderedPlatform, load_platform, placement_table, render_platform
+from waitlab.platforms.machine import TREE_ALLREDUCE, contention_record, machine_settings
 from waitlab.simulator.build import simgrid_version
 from waitlab.simulator.spill import release_free_memory
 from waitlab.simulator.timeline import SCHEMA_VERSION
 from waitlab.version import __version__
 
-#: SimGrid settings applied to every SMPI run unless the scenario overrides them.  SimGrid 3.32's LMM solver
-#: aborts ("Cannot saturate more a constraint that has no active element") when rounding error in a heavily
-#: shared link exceeds the default absolute precision 1e-5 (e.g. 256-rank basic_linear alltoall across two
-#: leaf switches); 1e-4 completes those runs with identical times on every case we compared (docs/performance.md).
-#: The allreduce is a binomial reduce followed by a binomial broadcast, and MPI_Reduce is binomial: SimGrid's
-#: own default (a linear reduce whose root completes P-1 receives through P-1 ``waitany`` calls) costs O(P^2)
-#: simulation time per allreduce (docs/performance.md, "Scale"); the binomial trees are what MPI libraries do
-#: for small reductions, and they move a 1,024-rank LARED-S-like makespan by +9.6e-6 s per step.
-TREE_ALLREDUCE: dict[str, str] = {"smpi/allreduce": "redbcast", "smpi/reduce": "binomial"}
+#: Kept for callers of the old name: the machine model (waitlab.platforms.machine) now sets these, with the
+#: scenario's solver precision.
 DEFAULT_SMPI_CONFIG: dict[str, str] = {"maxmin/precision": "1e-4", **TREE_ALLREDUCE}
 
 
@@ -96,9 +90,13 @@ class Prepared:
     perturbation: PerturbationConfig | None
 
     def smpi_config(self) -> dict[str, str]:
-        """SimGrid ``--cfg`` settings: the platform's calibration, waitlab's defaults, the alltoall choice,
-        then the scenario's own (later ones win)."""
-        return {**self.platform.smpi_config, **smpi_config(self.scenario)}
+        """SimGrid ``--cfg`` settings: the machine model (:func:`waitlab.platforms.machine.machine_settings`:
+        calibration, send-order cost, allreduce, solver precision, contention laws), the alltoall choice, then
+        the scenario's own (later ones win)."""
+        sim = self.scenario.simulation
+        machine = machine_settings(self.model, self.platform, contention=sim.contention,
+                                   solver_precision=sim.solver_precision, timing_precision=sim.timing_precision)
+        return {**machine, **smpi_config(self.scenario)}
 
     @cached_property
     def facts(self) -> PlatformFacts:
@@ -113,8 +111,8 @@ class Prepared:
 
 
 def smpi_config(scenario: Scenario) -> dict[str, str]:
-    """SimGrid ``--cfg`` settings of a scenario."""
-    cfg: dict[str, str] = dict(DEFAULT_SMPI_CONFIG)
+    """SimGrid ``--cfg`` settings of a scenario itself: its alltoall choice and its ``[simulation] config``."""
+    cfg: dict[str, str] = {}
     algorithm = scenario.simulation.alltoall
     if algorithm == "default":  # the application may name an SMPI algorithm itself (fft's alltoall_algorithm)
         algorithm = getattr(scenario.application, "alltoall_algorithm", "default")
@@ -185,6 +183,7 @@ def finish(prep: Prepared, ex: Execution) -> RunResult:
         "ranks_per_node": prep.platform.ranks_per_node, "ranks": sc.ranks, "seed": sc.seed, "scenario": sc.name,
         "scenario_hash": sc.hash(), "smpi_config": ex.smpi_config, "application_kind": sc.application_kind,
         "source": prep.source.kind, "placement": sc.platform.placement,
+        "contention": contention_record(prep.model, sc.simulation.contention),
         "supernodes_used": len(set(n // prep.platform.leaf_size for n in prep.platform.node_of_rank)), **ex.metadata,
     }  # fmt: skip
     placement = placement_table(prep.platform.node_of_rank, prep.platform.host_of_rank, prep.platform.leaf_size)

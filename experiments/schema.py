@@ -142,6 +142,12 @@ class SimulationSection(BaseModel):
     paje: bool = Field(False, description="also record SMPI's Paje trace")
     config: dict[str, str | int | float | bool] = Field(default_factory=dict,
                                                         description="extra SimGrid --cfg settings")
+    contention: Literal["platform", "none"] = Field("platform", description="the platform's contention laws "
+                                                    "([contention] of its file), or none (fluid max-min sharing)")
+    solver_precision: float = Field(1e-4, gt=0, le=0.1, description="SimGrid's maxmin/precision (docs/calibration.md"
+                                    ", \"Solver precision\")")
+    timing_precision: float = Field(1e-9, gt=0, le=1e-6, description="SimGrid's surf/precision in s: events closer "
+                                    "than this are handled together (1e-7 s: all-concurrent alltoalls 2-4x faster)")
 
     @field_validator("alltoall")
     @classmethod

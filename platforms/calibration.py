@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from waitlab.models.apps.pingpong import PingpongParams, generate
+from waitlab.platforms.machine import machine_settings
 from waitlab.platforms.model import PlatformModel, load_platform
 from waitlab.platforms.render import render_platform
 from waitlab.platforms.smpi_factors import Calibration, calibrate
@@ -27,11 +28,13 @@ def pingpong_time(model: PlatformModel, size: int, path: str = "inter_node", *, 
 
     ``path`` is ``"inter_node"`` (ranks on two nodes of one leaf) or ``"intra_node"`` (one node).
     ``calibrated=False`` renders the same links but leaves SMPI's default factors and zero overheads.
+    The calibrated run uses the one machine model (:func:`waitlab.platforms.machine.machine_settings`), as
+    ``waitlab run`` does.
     """
     rpn = 1 if path == "inter_node" else 2
     rp = render_platform(model, 2, ranks_per_node=rpn)
     ops = generate(PingpongParams(steps=steps, message_bytes=int(size)), n_ranks=2)
-    config = dict(rp.smpi_config) if calibrated else {}
+    config = machine_settings(model, rp) if calibrated else {}
     with tempfile.TemporaryDirectory(prefix="waitlab-calib-") as tmp:
         xml, hostfile = rp.write(Path(tmp))
         rep = replay_ops(ops, xml, hostfile, rp.core_speed, config=config, timeout=timeout,

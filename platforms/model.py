@@ -62,12 +62,13 @@ True
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from waitlab.errors import InputError
+from waitlab.platforms.contention import ContentionSpec, read_contention
 from waitlab.platforms.figures import Figure, FigureReader, non_negative, positive
 from waitlab.platforms.mpi_spec import MPI_KEYS, MpiSpec, read_mpi
 from waitlab.readers import read_toml
@@ -197,7 +198,10 @@ class PlatformModel:
         :mod:`waitlab.platforms.calibration` calibrates SMPI against.  None: the link figures are used as they are.
     memory_bandwidth : float or None
         ``intra_node.memory_bandwidth`` (optional): B/s all messages of one node share (its memory system);
-        rendered with ``split_cores=True`` only (see :mod:`waitlab.platforms.render`).
+        rendered with ``split_cores=True`` as a backbone, and as the shared memory path law of
+        ``[contention] memory_path`` otherwise (see :mod:`waitlab.platforms.contention`).
+    contention : ContentionSpec
+        Section ``[contention]`` (optional): head-of-line blocking law, shared memory path, send-order cost.
     """
 
     name: str
@@ -213,6 +217,7 @@ class PlatformModel:
     figures: tuple[Figure, ...]
     mpi: MpiSpec | None = None
     memory_bandwidth: float | None = None
+    contention: ContentionSpec = field(default_factory=ContentionSpec)
 
     def figure(self, key: str) -> Figure:
         """The :class:`Figure` for a dotted key such as ``"node.core_speed"``.
@@ -307,7 +312,7 @@ _SECTIONS: dict[str, tuple[str, ...]] = {
     "trace": ("buffer_memory",),
     "mpi": MPI_KEYS,
 }
-_TOP_KEYS = ("name", "description", *_SECTIONS)
+_TOP_KEYS = ("name", "description", *_SECTIONS, "contention")
 
 
 def from_mapping(data: Mapping[str, Any], file: str = "<platform>", default_name: str = "platform") -> PlatformModel:
@@ -383,7 +388,11 @@ def from_mapping(data: Mapping[str, Any], file: str = "<platform>", default_name
                          f"{buffer} bytes is more than the node memory ({memory} bytes, node.memory)",
                          "give at most node.memory bytes")
     mpi = read_mpi(r, file, r.section("mpi")) if "mpi" in data else None
+    sec = data.get("contention", {})
+    if not isinstance(sec, Mapping):
+        raise InputError(file, "contention", f"must be a table, got {type(sec).__name__}", "write it as [contention]")
+    contention = read_contention(sec, file)
     return PlatformModel(name=name, description=description.strip(), file=file, max_nodes=max_nodes, node=node,
                          intra_node=intra, inter_node=inter, topology=topology, disk=disk,
                          trace_buffer_memory=buffer, figures=tuple(r.figures), mpi=mpi,
-                         memory_bandwidth=None if mem is None else float(mem))
+                         memory_bandwidth=None if mem is None else float(mem), contention=contention)

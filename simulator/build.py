@@ -21,6 +21,9 @@ from waitlab.models.vocabulary import c_header
 
 NATIVE_DIR = Path(__file__).resolve().parent / "native"
 REPLAY_SOURCE = NATIVE_DIR / "waitlab_replay.cpp"
+#: The contention plugin (NONLINEAR link sharing from the ``WAITLAB_CONTENTION`` rules), linked into the replay
+#: program: :mod:`waitlab.platforms.contention` writes the rules.
+CONTENTION_SOURCE = NATIVE_DIR / "waitlab_contention.cpp"
 #: Action codes and names for the native parts, generated from :mod:`waitlab.models.vocabulary`.
 ACTIONS_HEADER = NATIVE_DIR / "waitlab_actions.h"
 INSTALL_HINT = "sudo apt-get install -y libsimgrid-dev python3-simgrid   (or run: make setup)"
@@ -79,20 +82,22 @@ def checked_actions_header() -> str:
 
 
 def build_native(source: Path, output_name: str, compiler: str = "smpicxx",
-                 flags: tuple[str, ...] = ("-O2", "-std=c++17")) -> Path:
-    """Compile one native source with a SimGrid compiler wrapper, reusing a cached build.
+                 flags: tuple[str, ...] = ("-O2", "-std=c++17"), extra_sources: tuple[Path, ...] = ()) -> Path:
+    """Compile one native source (and ``extra_sources`` linked with it) with a SimGrid compiler wrapper,
+    reusing a cached build.
 
     Raises :class:`SimulationError` with the compiler's own words when it fails.
     """
     cc = require_tool(compiler)
-    key = _digest(source.read_bytes(), checked_actions_header().encode(), simgrid_version().encode(),
-                  " ".join(flags).encode())
+    key = _digest(source.read_bytes(), *(x.read_bytes() for x in extra_sources), checked_actions_header().encode(),
+                  simgrid_version().encode(), " ".join(flags).encode())
     target = cache_dir() / f"{output_name}-{key}"
     if target.exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(target.name + f".tmp{os.getpid()}")
-    proc = subprocess.run([cc, *flags, "-o", str(tmp), str(source)], capture_output=True, text=True)
+    proc = subprocess.run([cc, *flags, "-o", str(tmp), str(source), *map(str, extra_sources)], capture_output=True,
+                          text=True)
     if proc.returncode != 0:
         tmp.unlink(missing_ok=True)
         raise SimulationError(f"{compiler} failed to build {source}:\n{proc.stdout}{proc.stderr}".rstrip())
@@ -102,7 +107,7 @@ def build_native(source: Path, output_name: str, compiler: str = "smpicxx",
 
 def replay_binary() -> Path:
     """Path of the (built, up-to-date) waitlab replay program."""
-    return build_native(REPLAY_SOURCE, "waitlab-replay")
+    return build_native(REPLAY_SOURCE, "waitlab-replay", extra_sources=(CONTENTION_SOURCE,))
 
 
 def main() -> int:

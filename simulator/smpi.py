@@ -24,6 +24,10 @@ from waitlab.models.vocabulary import ACTIONS
 from waitlab.simulator.build import require_tool
 from waitlab.simulator.timeline import LOG_DTYPE
 
+#: Settings of waitlab's own native plugins, handed to them as environment variables instead of ``--cfg``
+#: (SimGrid refuses keys it does not know): the contention plugin (simulator/native/waitlab_contention.cpp).
+PLUGIN_SETTINGS: dict[str, str] = {"waitlab/contention": "WAITLAB_CONTENTION"}
+
 
 @dataclass(frozen=True)
 class SmpiResult:
@@ -285,11 +289,14 @@ def run_smpirun(
         cmd += ["-replay", str(replay_index)]
     cmd.append(str(binary))
     cmd += list(args)
+    plugin_env = {PLUGIN_SETTINGS[k]: v for k, v in (config or {}).items() if k in PLUGIN_SETTINGS}
     for key, value in (config or {}).items():
-        cmd.append(f"--cfg={key}:{value}")
+        if key not in PLUGIN_SETTINGS:
+            cmd.append(f"--cfg={key}:{value}")
     cmd.append("--log=root.thres:warning")
     cmd.append("--log=ker_engine.thres:info")
-    full_env = dict(os.environ)
+    full_env = {k: v for k, v in os.environ.items() if k not in PLUGIN_SETTINGS.values()}
+    full_env.update(plugin_env)
     full_env.update(env or {})
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=full_env,

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from waitlab.experiments.pipeline import prepare, simulate_ops
-from waitlab.experiments.reproduce.alltoall_points import SOLVER_CONFIG
+from waitlab.experiments.reproduce.alltoall_points import POINT_SIMULATION
 from waitlab.experiments.scenario import from_mapping
 from waitlab.models.apps.alltoall_sunway import NetworkShape, choose_algorithm, emit_schedule, schedule
 from waitlab.models.ops import OpBuilder, OpTable
@@ -102,12 +102,14 @@ def alltoall_ops(ranks: int, algorithm: str, supernode_of_rank: np.ndarray, nbyt
     return b.build()
 
 
-def _scenario(label: str, ranks: int, rpn: int, leaf_size: int, timeout: float, platform: str = PLATFORM) -> Any:
-    cfg = dict(SOLVER_CONFIG)  # no per-byte smpi/ois: it would serialize a blocking ring step twice
+def _scenario(label: str, ranks: int, rpn: int, leaf_size: int, timeout: float, platform: str = PLATFORM,
+              contention: str = "platform") -> Any:
+    # the machine model is the platform's (the Sunway file declares no send-order cost: its schedules are blocking
+    # steps); the precisions are the scenario options every alltoall point uses
     return from_mapping({"scenario": {"name": "he-alltoall", "ranks": ranks},
                          "platform": platform_keys(label, ranks, rpn, leaf_size, platform),
                          "application": {"kind": "fft", "steps": 1},
-                         "simulation": {"timeout": timeout, "config": cfg}})
+                         "simulation": {"timeout": timeout, "contention": contention, **POINT_SIMULATION}})
 
 
 @dataclass(frozen=True)
@@ -119,10 +121,11 @@ class Point:
 
 
 def run_point(label: str, algorithm: str, ranks: int, rpn: int, nbytes: float = PAPER_BYTES,
-              timeout: float = 900.0, platform: str = PLATFORM) -> Point:
-    """Simulate one alltoall of ``algorithm`` on placement ``label`` (``platform``: a name or a TOML path)."""
+              timeout: float = 900.0, platform: str = PLATFORM, contention: str = "platform") -> Point:
+    """Simulate one alltoall of ``algorithm`` on placement ``label`` (``platform``: a name or a TOML path;
+    ``contention``: the scenario option, ``"none"`` for fluid sharing)."""
     model = load_platform(platform)
-    prep = prepare(_scenario(label, ranks, rpn, model.topology.leaf_size, timeout, platform))
+    prep = prepare(_scenario(label, ranks, rpn, model.topology.leaf_size, timeout, platform, contention))
     sn = np.asarray(prep.platform.node_of_rank) // prep.platform.leaf_size
     t0 = time.perf_counter()
     res = simulate_ops(prep, alltoall_ops(ranks, algorithm, sn, nbytes))

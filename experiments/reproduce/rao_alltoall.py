@@ -4,7 +4,8 @@ Rao et al. timed eight alltoall algorithms (2D mesh, 3D mesh, Bruck, MPICH nativ
 doubling, ring, LAM/MPI simple) for 512 B to 512 KB per rank pair on 64 to 1024 ranks, 8 per node, on
 both machines (section 4.2), and drew ranking, crossover and scaling conclusions (sections 5.1-5.4).
 :func:`reproduce` simulates the same points with SMPI on the calibrated platform models
-(:mod:`waitlab.platforms.smpi_factors`, :func:`~waitlab.experiments.reproduce.alltoall_points.contention_config`)
+(the one machine model, :func:`waitlab.platforms.machine.machine_settings`: calibrated factors, send-order cost,
+contention laws; every point is a scenario, :func:`~waitlab.experiments.reproduce.alltoall_points.point_scenario`)
 and :func:`~waitlab.experiments.reproduce.rao_statements.judge` marks each conclusion holds / partly / fails.
 
 Points SimGrid 3.32 cannot simulate (:func:`~waitlab.models.apps.alltoall.check_alltoall_point`) are
@@ -27,9 +28,10 @@ import pandas as pd
 
 from waitlab.errors import InputError, SimulationError
 from waitlab.experiments.canvas import subplots
-from waitlab.experiments.reproduce.alltoall_points import SOLVER_CONFIG, alltoall_point, contention_config
+from waitlab.experiments.reproduce.alltoall_points import POINT_SIMULATION, alltoall_point, contention_config
 from waitlab.experiments.reproduce.rao_statements import ALGORITHMS, SIZES, judge
 from waitlab.platforms import calibrate, load_platform
+from waitlab.platforms.machine import contention_record
 
 __all__ = ["DEFAULT_SUBSET", "FULL_GRID", "STEPWISE", "RaoResult", "markdown", "provenance", "reproduce", "write"]
 
@@ -126,17 +128,18 @@ def provenance() -> dict[str, Any]:
         figures = {f.key: {"value": f.value, ("assumed" if f.assumed else "source"): f.provenance}
                    for f in m.figures if f.key.startswith(("mpi.", "inter_node", "intra_node", "node.cores"))}
         out[name] = {"figures": figures, "smpi_config": calibrate(m).smpi_config,
-                     "contention": contention_config(name)}
+                     "send_order": contention_config(name), "contention": contention_record(m)}
     out["derived"] = {
         "smpi factors and loopback": "derived from the [mpi] figures (pingpong calibration), not fitted to any "
                                      "alltoall time or statement",
         "smpi/ois per-byte part": "the platform's largest-message MPI inverse bandwidth (a rank hands its "
                                   "isends to the NIC one after the other); not fitted",
-        "solver": SOLVER_CONFIG,
-        "fitted": "nothing: no parameter was tuned on the statements, so all of them are checks. No SimGrid 3.32 "
-                  "setting tried (IB penalty factors, NIC at the MPI rate, shared memory bandwidth, an eager copy "
-                  "cost, the packet-level ns-3 model) makes ring beat MPICH native (ns-3 lets pair beat it by "
-                  "0.6-6%, but is TCP, not InfiniBand), so there was nothing to fit (docs/calibration.md)",
+        "contention laws": "Karol, Hluchyj and Morgan 1987 (HOL blocking, computed from their model) and the "
+                           "nodes' memory interfaces (sourced peak figures / 4), not fitted",
+        "solver": {f"[simulation] {k}": v for k, v in POINT_SIMULATION.items()},
+        "fitted": "nothing: no parameter was tuned on the statements, so all of them are checks; the HOL law's "
+                  "values come from Karol et al.'s model, the memory caps from sourced peak figures "
+                  "(docs/calibration.md)",
     }
     return out
 

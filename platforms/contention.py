@@ -1,0 +1,164 @@
+"""Contention laws of a platform (section ``[contention]`` of its file) and the plugin rules that apply them.
+
+File format (every key optional; no section = ``law = "none"``, no memory path, no send-order cost)::
+
+    [contention]
+    law = "karol_hol"    # or "none": head-of-line blocking at the switch output ports
+    memory_path = true   # the node's shared memory path: loopback capacity min(n C, M)
+    send_order = true    # a rank's non-blocking sends leave one after the other (per-byte smpi/ois)
+    note = "free text"
+
+``law = "karol_hol"``: a switch output port that ``n`` flows cross at once delivers ``C f(n)`` bytes/s,
+``f`` = Karol, Hluchyj and Morgan's saturation throughput of an ``n``-input switch under uniform traffic
+(:func:`waitlab.models.contention.hol_factors`: ``f(2) = 0.75``, ``f(8) = 0.618``, ``f(n) -> 2 - sqrt(2)``).
+Ports: every switch-to-node link (``*_DOWN``), the leaf uplinks of the balanced rendering (both directions)
+and the up- and down-ports between the leaf and top switches of the D-mod-k fat tree; not the nodes'
+own send links (one input: nothing to block).  The law counts contending *input ports*, not flows: SimGrid
+gives the callback the flow count ``n`` of the link (flows still in their latency phase do not count), and a
+node's ranks enter the switch through one port, so ``n`` flows are taken to come from ``ceil(n / k)`` inputs,
+``k`` = ranks per node (the fewest inputs that can carry them; exact when every rank of a source node sends to
+the port at once, as in the alltoall algorithms' steps).  docs/calibration.md measures the difference to
+counting flows.
+
+``memory_path = true``: the loopback of every node (the intra-node path of SMPI's cluster) gets capacity
+``min(n C, M)``: each of ``n`` on-node messages still gets the calibrated intra-node bandwidth ``C`` alone,
+but together they cannot exceed ``M = intra_node.memory_bandwidth`` (divided by the large-message bandwidth
+factor, which SMPI applies to every flow: the figure is MPI-level).
+
+The laws reach SimGrid through the replay extension's contention plugin
+(``simulator/native/waitlab_contention.cpp``) as the setting ``waitlab/contention`` (rules, see
+:func:`plugin_rules`), which the simulator hands to the plugin in the ``WAITLAB_CONTENTION`` environment
+variable; it is recorded with every other setting in run.json.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from waitlab.errors import InputError
+from waitlab.models.contention import LIMIT, hol_factors
+
+__all__ = ["CONTENTION_KEYS", "CONTENTION_LAWS", "HOL_SOURCE", "SETTING", "ContentionSpec", "plugin_rules",
+           "read_contention"]
+
+#: Laws a platform may name.
+CONTENTION_LAWS: tuple[str, ...] = ("none", "karol_hol")
+CONTENTION_KEYS: tuple[str, ...] = ("law", "memory_path", "send_order", "note")
+#: Where the HOL law comes from (shown by ``waitlab platforms NAME`` and recorded in run.json).
+HOL_SOURCE = ("Karol, Hluchyj and Morgan, 'Input versus output queueing on a space-division packet switch', "
+              "IEEE Trans. Commun. 35(12), 1987: saturation throughput of an N-input input-queued switch "
+              "under uniform traffic (exact Markov chain of their model, waitlab.models.contention)")
+#: The ``--cfg``-style key the plugin's rules travel under (handed to the plugin as ``WAITLAB_CONTENTION``).
+SETTING = "waitlab/contention"  # a key of waitlab.simulator.smpi.PLUGIN_SETTINGS
+#: Weight of a flow's cross-traffic on its reverse route in SimGrid 3.32's CM02 network model (network_cm02.cpp).
+CROSSTRAFFIC = 0.05
+#: Flow counts the HOL law lists explicitly; more flows get the last value (within 0.3% of 2 - sqrt(2)).
+HOL_TABLE = 256
+
+
+@dataclass(frozen=True)
+class ContentionSpec:
+    """A platform's contention laws (see the module docstring)."""
+
+    law: str = "none"
+    memory_path: bool = False
+    send_order: bool = False
+    note: str = ""
+
+
+def read_contention(section: Mapping[str, Any], file: str) -> ContentionSpec:
+    """Validate a ``[contention]`` table; one-line :class:`InputError` naming the key and the fix."""
+    for key in section:
+        if key not in CONTENTION_KEYS:
+            raise InputError(file, f"contention.{key}", "unknown key", f"allowed keys: {', '.join(CONTENTION_KEYS)}")
+    law = section.get("law", "none")
+    if law not in CONTENTION_LAWS:
+        raise InputError(file, "contention.law", f"unknown law {law!r}",
+                         f"use one of: {', '.join(repr(x) for x in CONTENTION_LAWS)}")
+    flags = {}
+    for key in ("memory_path", "send_order"):
+        v = section.get(key, False)
+        if not isinstance(v, bool):
+            raise InputError(file, f"contention.{key}", f"must be true or false, got {v!r}", f"write {key} = true")
+        flags[key] = v
+    note = section.get("note", "")
+    if not isinstance(note, str):
+        raise InputError(file, "contention.note", f"must be a string, got {note!r}", 'write note = "..."')
+    return ContentionSpec(law, flags["memory_path"], flags["send_order"], note)
+
+
+def _n(x: float) -> str:
+    return repr(float(x))
+
+
+def hol_ports(d_mod_k_leaves: tuple[int, ...] = ()) -> tuple[str, ...]:
+    """Link-name patterns of the switch output ports the HOL law applies to (module docstring).
+
+    ``d_mod_k_leaves``: SimGrid ids of the leaf switches of a rendered ``FAT_TREE`` cluster (their links to the
+    top switches are ``link_from_<leaf>_<top>_<k>``; the nodes' own links start at a node id).
+    """
+    return ("*_DOWN", "*-uplink_UP", *(f"link_from_{leaf}_*_UP" for leaf in d_mod_k_leaves))
+
+
+def plugin_rules(spec: ContentionSpec, memory_bandwidth: float | None, bw_factor: float,
+                 d_mod_k_leaves: tuple[int, ...] = (), per_input: int = 1) -> str:
+    """The plugin's ``WAITLAB_CONTENTION`` rules for a rendered platform ('' when no law applies).
+
+    Parameters
+    ----------
+    spec : ContentionSpec
+    memory_bandwidth : float or None
+        ``intra_node.memory_bandwidth`` (MPI-level B/s); needed when ``spec.memory_path``.
+    bw_factor : float
+        SMPI's large-message bandwidth factor (the memory figure is divided by it: network level).
+    d_mod_k_leaves : tuple of int
+        Leaf switch ids of a D-mod-k fat tree (:func:`hol_ports`).
+    per_input : int
+        Flows one input port carries at most (the ranks of one node): ``n`` flows contend as
+        ``ceil(n / per_input)`` inputs.
+    """
+    rules = []
+    if spec.law == "karol_hol":
+        f = hol_factors(HOL_TABLE)
+        rules.append("hol:" + "|".join(hol_ports(d_mod_k_leaves)) + f":{int(per_input)}:"
+                     + ",".join(f"{x:.6f}" for x in f))
+    if spec.memory_path and memory_bandwidth is not None:
+        # x (1 + 0.05): the loopback is its own reverse route, so it also carries every flow's cross-traffic
+        # (weight 0.05, SimGrid 3.32 network_cm02.cpp, network/crosstraffic); a FATPIPE ignored it
+        rules.append(f"mem:*_loopback:{_n(memory_bandwidth / bw_factor)}:{_n(1.0 + CROSSTRAFFIC)}")
+    return ";".join(rules)
+
+
+def describe_law(spec: ContentionSpec, memory_bandwidth: float | None) -> list[str]:
+    """Lines for ``waitlab platforms NAME``: the law, its source and its values."""
+    out = [f"contention law: {spec.law}"]
+    if spec.law == "karol_hol":
+        f = hol_factors(HOL_TABLE)
+        shown = ", ".join(f"f({k})={f[k - 1]:.4f}" for k in (1, 2, 3, 4, 8, 16, 64))
+        out += ["  HOL blocking at switch output ports: capacity x f(n), n = contending inputs = "
+                f"ceil(flows / ranks per node); {shown}; f(n) -> 2 - sqrt(2) = {LIMIT:.4f}", f"  source: {HOL_SOURCE}"]
+    if spec.memory_path:
+        mem = "no intra_node.memory_bandwidth: not applied" if memory_bandwidth is None else \
+            f"min(n x C, {memory_bandwidth / 1e9:.4g} GB/s) (intra_node.memory_bandwidth)"
+        out.append(f"  shared memory path: loopback capacity {mem}")
+    order = ("a rank hands its isends to the NIC one after the other (per-byte smpi/ois)" if spec.send_order
+             else "all isends start at once")
+    out.append(f"  send order: {order}")
+    if spec.note:
+        out.append(f"  note: {spec.note}")
+    return out
+
+
+def law_record(spec: ContentionSpec, memory_bandwidth: float | None) -> dict[str, Any]:
+    """What run.json records of the contention model (the law's values included)."""
+    rec: dict[str, Any] = {"law": spec.law, "memory_path": spec.memory_path, "send_order": spec.send_order}
+    if spec.law == "karol_hol":
+        rec["source"] = HOL_SOURCE
+        rec["hol_factors_1_to_16"] = [round(float(x), 6) for x in np.asarray(hol_factors(16))]
+    if spec.memory_path and memory_bandwidth is not None:
+        rec["memory_bandwidth"] = memory_bandwidth
+    return rec

@@ -1,0 +1,120 @@
+"""THE machine model: every SimGrid/SMPI setting of a rendered platform, decided in one place.
+
+``waitlab run``, ``sweep``, ``diagnose``, ``calibrate`` and every ``reproduce`` get their settings from
+:func:`machine_settings` (through :func:`waitlab.experiments.pipeline.smpi_config`); none adds its own.
+The settings, in the order they are merged (a scenario's own ``[simulation] config`` comes last and wins):
+
+1. the calibrated SMPI factors and per-message overheads (:func:`waitlab.platforms.smpi_factors.calibrate`);
+2. the send-order cost when the platform's ``[contention] send_order`` is true: ``smpi/ois`` gets a per-byte
+   part equal to the platform's largest-message MPI inverse bandwidth (a rank hands its non-blocking sends to
+   the NIC one after the other, docs/calibration.md);
+3. the tree allreduce and binomial reduce (:data:`TREE_ALLREDUCE`);
+4. the solver precisions, from the scenario (``[simulation] solver_precision`` = ``maxmin/precision``,
+   ``timing_precision`` = ``surf/precision``; defaults :data:`SOLVER_PRECISION`, :data:`TIMING_PRECISION`);
+5. the contention laws (``[contention]`` of the platform file, :mod:`waitlab.platforms.contention`) as the
+   ``waitlab/contention`` rules of the contention plugin, unless the scenario says ``contention = "none"``.
+
+The eager threshold is part of 1 (``smpi/send-is-detached-thresh``).
+
+Examples
+--------
+>>> from waitlab.platforms import load_platform, render_platform
+>>> m = load_platform("dawning_5000a")
+>>> cfg = machine_settings(m, render_platform(m, 16, ranks_per_node=8))
+>>> cfg["maxmin/precision"], cfg["smpi/allreduce"], cfg["smpi/send-is-detached-thresh"]
+('0.0001', 'redbcast', '12288')
+>>> cfg["waitlab/contention"].startswith("hol:*_DOWN")
+True
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from waitlab.platforms.contention import SETTING, law_record, plugin_rules
+from waitlab.platforms.fat_tree import uses_d_mod_k
+from waitlab.platforms.model import PlatformModel
+from waitlab.platforms.render import RenderedPlatform
+from waitlab.platforms.smpi_factors import calibrate
+
+__all__ = ["CONTENTION_CHOICES", "SOLVER_PRECISION", "TIMING_PRECISION", "TREE_ALLREDUCE", "contention_record",
+           "machine_settings", "send_order_config"]
+
+#: The allreduce is a binomial reduce followed by a binomial broadcast, and MPI_Reduce is binomial: SimGrid's
+#: own default (a linear reduce whose root completes P-1 receives through P-1 ``waitany`` calls) costs O(P^2)
+#: simulation time per allreduce (docs/performance.md, "Scale"); the binomial trees are what MPI libraries do
+#: for small reductions, and they move a 1,024-rank LARED-S-like makespan by +9.6e-6 s per step.
+TREE_ALLREDUCE: dict[str, str] = {"smpi/allreduce": "redbcast", "smpi/reduce": "binomial"}
+#: Default ``maxmin/precision``: SimGrid 3.32's LMM solver aborts ("Cannot saturate more a constraint that has
+#: no active element") when rounding error in a heavily shared link exceeds its default absolute precision 1e-5;
+#: 1e-4 completes those runs with identical times on every case compared (docs/calibration.md, "Solver precision").
+SOLVER_PRECISION = 1e-4
+#: Default ``surf/precision`` (SimGrid's own default, 1e-9 s).
+TIMING_PRECISION = 1e-9
+#: Values of a scenario's ``[simulation] contention``.
+CONTENTION_CHOICES: tuple[str, ...] = ("platform", "none")
+
+
+def send_order_config(model: PlatformModel) -> dict[str, str]:
+    """``smpi/ois`` with the send-order cost (docs/calibration.md, "send order"); ``{}`` when not declared.
+
+    The per-byte part is the platform's MPI-level inverse bandwidth of its largest-message figure: a rank hands
+    its non-blocking sends to the NIC one after the other, at the rate one message gets alone.
+    """
+    if model.mpi is None or not model.contention.send_order:
+        return {}
+    last = model.mpi.inter_node[-1]
+    per_byte = last.seconds / last.size  # seconds per byte of the largest-message figure
+    return {"smpi/ois": f"0:{model.mpi.send_overhead!r}:{per_byte!r}"}
+
+
+def _d_mod_k_leaves(model: PlatformModel, platform: RenderedPlatform) -> tuple[int, ...]:
+    """SimGrid 3.32's ids of the leaf switches of the rendered ``FAT_TREE`` cluster (the last ``L`` of ``2 N``).
+
+    FatTreeZone numbers the ``N`` nodes first and gives the switches the ids up to ``2 N - 1``, the leaves
+    last (checked on 3.32 for 2 and 3 leaves of 256 nodes: leaves 1022-1023, top switches 968-1021).
+    """
+    n_leaves = -(-platform.n_nodes // platform.leaf_size)
+    if not uses_d_mod_k(model, platform.split_cores, n_leaves):
+        return ()
+    top = 2 * platform.n_nodes
+    return tuple(range(top - n_leaves, top))
+
+
+def machine_settings(model: PlatformModel, platform: RenderedPlatform, *, contention: str = "platform",
+                     solver_precision: float = SOLVER_PRECISION,
+                     timing_precision: float = TIMING_PRECISION) -> dict[str, str]:
+    """Every SimGrid ``--cfg`` setting of ``model`` rendered as ``platform`` (see the module docstring).
+
+    Parameters
+    ----------
+    model : PlatformModel
+    platform : RenderedPlatform
+        The rendering (the fat tree's switch ids and the calibration come from it).
+    contention : str
+        ``"platform"`` (the file's laws) or ``"none"`` (no NONLINEAR law; the send-order cost stays, it is
+        part of the calibration of the platform's MPI).
+    solver_precision, timing_precision : float
+        ``maxmin/precision`` and ``surf/precision``.
+    """
+    if contention not in CONTENTION_CHOICES:
+        raise ValueError(f"contention must be one of {CONTENTION_CHOICES}, got {contention!r}")
+    cfg = dict(platform.smpi_config)
+    cfg.update(send_order_config(model))
+    cfg.update(TREE_ALLREDUCE)
+    cfg["maxmin/precision"] = repr(float(solver_precision))
+    cfg["surf/precision"] = repr(float(timing_precision))
+    if contention == "platform":
+        rules = plugin_rules(model.contention, model.memory_bandwidth, calibrate(model).bw_factor[-1],
+                             _d_mod_k_leaves(model, platform), platform.ranks_per_node)
+        if rules:
+            cfg[SETTING] = rules
+    return cfg
+
+
+def contention_record(model: PlatformModel, contention: str = "platform") -> dict[str, Any]:
+    """The contention model a run used, for run.json (law, source, values; ``{"law": "none"}`` when off)."""
+    if contention == "none":
+        return {"law": "none", "memory_path": False, "send_order": model.contention.send_order,
+                "switched_off_by": "[simulation] contention = \"none\""}
+    return law_record(model.contention, model.memory_bandwidth)
