@@ -25,7 +25,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from waitlab.errors import InputError
+from waitlab.errors import InputError, write_error
 from waitlab.experiments.perturbation_report import buffer_timeline, jsonable, report_text
 from waitlab.experiments.pipeline import Run, RunResult
 from waitlab.experiments.plots import timeline_png
@@ -113,8 +113,7 @@ def results_folder(out: Path, force: bool = False, kind: str = "run") -> Iterato
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise InputError(str(out.parent), "(output folder)", f"cannot be created: {exc.strerror}",
-                         "choose a writable location") from None
+        raise write_error(exc, out.parent) from None
     clean_stale_partials(out.parent)
     partial = out.parent / f".{out.name}.partial-{os.getpid()}"
     if partial.exists():
@@ -122,8 +121,7 @@ def results_folder(out: Path, force: bool = False, kind: str = "run") -> Iterato
     try:
         partial.mkdir()
     except OSError as exc:
-        raise InputError(str(out.parent), "(output folder)", f"is not writable: {exc.strerror}",
-                         "choose a writable location") from None
+        raise write_error(exc, out.parent) from None
     try:
         yield partial
         files = sorted(p.name for p in partial.iterdir())
@@ -134,8 +132,7 @@ def results_folder(out: Path, force: bool = False, kind: str = "run") -> Iterato
         os.replace(partial, out)
     except OSError as exc:
         shutil.rmtree(partial, ignore_errors=True)
-        raise InputError(str(out), "(output folder)", f"writing failed: {exc.strerror or exc}",
-                         "free disk space or choose another location") from None
+        raise write_error(exc, out) from None
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise

@@ -27,7 +27,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from waitlab.errors import InputError
+from waitlab.errors import InputError, Picklable
 from waitlab.experiments.physics_limits import is_platform_path
 from waitlab.models.apps.alltoall import SMPI_ALLTOALL_ALGORITHMS
 from waitlab.models.apps.registry import APPLICATIONS
@@ -47,7 +47,7 @@ _NAME_RE = re.compile(NAME_PATTERN)
 MAX_RANKS = 1 << 20
 #: Longest simulation time-out accepted (one week).
 MAX_TIMEOUT = 7 * 86400.0
-class FieldProblem(ValueError):
+class FieldProblem(Picklable, ValueError):
     """A cross-field rule broken by one key: raised in model validators so the error names that key."""
 
     def __init__(self, field: str, message: str) -> None:

@@ -367,9 +367,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except WaitlabError as exc:
         print(f"waitlab: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("waitlab: interrupted; no partial results were kept", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # the command's own account (sweep, diagnose), else the generic one
+        text = str(exc) or "interrupted; nothing partial was kept (a results folder being written was removed)"
+        print(f"waitlab: {text}", file=sys.stderr)
+        return 128 + int(getattr(exc, "signum", 2))
 
 
 if __name__ == "__main__":
