@@ -7,6 +7,7 @@ True
 
 from __future__ import annotations
 
+import signal
 from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any
@@ -16,9 +17,11 @@ import pandas as pd
 from waitlab.errors import InputError
 from waitlab.experiments.capture import capture as _capture
 from waitlab.experiments.capture import trace_scenario_text
-from waitlab.experiments.compare import Comparison, compare_png, compare_runs
+from waitlab.experiments.compare import Comparison, compare_runs
+from waitlab.experiments.compare import compare_png as _compare_png
 from waitlab.experiments.diagnose import Diagnosis, diagnose_path
-from waitlab.experiments.diagnosis_report import report_dict, to_markdown, write_report
+from waitlab.experiments.diagnosis_report import report_dict, to_markdown
+from waitlab.experiments.diagnosis_report import write_report as _write_report
 from waitlab.experiments.estimate import preflight
 from waitlab.experiments.executors import open_executor
 from waitlab.experiments.exports import FORMATS as EXPORT_FORMATS
@@ -32,6 +35,7 @@ from waitlab.experiments.results import LoadedRun, load_events, load_run, result
 from waitlab.experiments.scenario import Scenario, load_scenario
 from waitlab.experiments.sweep import Sweep, load_sweep, run_sweep
 from waitlab.experiments.sweep_plots import plot_sweep_folder
+from waitlab.experiments.writer import check_picture_path, guarded_output
 from waitlab.models.perturb.condition_c import ConditionCReport, check_condition_c
 from waitlab.platforms import PLATFORM_ALIASES, describe_platform, list_platforms, load_platform, render_platform
 from waitlab.platforms.calibration import calibration_table
@@ -68,6 +72,7 @@ __all__ = [
     "report_dict",
     "report_text",
     "run",
+    "signal_name",
     "summary_text",
     "sweep",
     "to_markdown",
@@ -133,7 +138,11 @@ def diagnose(source: str | Path, *, executor: Executor | None = None, **kwargs: 
     A results folder is read back as it is (only counterfactuals are simulated); see
     :func:`waitlab.experiments.diagnose.diagnose` for the keyword arguments.
     """
-    return diagnose_path(Path(source), executor=executor, **kwargs)
+    if executor is not None:
+        return diagnose_path(Path(source), executor=executor, **kwargs)
+    # waitlab's own worker processes: no __main__ guard needed (scripts, stdin, notebooks), Ctrl-C stops them
+    with open_executor("local", workers=2) as ex:
+        return diagnose_path(Path(source), executor=ex, **kwargs)
 
 
 def capture(scenario: Scenario | str | Path, out: str | Path, *, via: str = "layer", force: bool = False,
@@ -191,9 +200,34 @@ def export(run_folder: str | Path, formats: tuple[str, ...] = ("otf2",),
 
     ``formats`` are names of :data:`EXPORT_FORMATS`; returns ``format -> written path``.
     """
-    return export_run(run_folder, formats, out)
+    with guarded_output(Path(out) if out is not None else Path(run_folder), "export folder"):
+        return export_run(run_folder, formats, out)
 
 
 def plot(sweep_folder: str | Path, out: str | Path | None = None, results: tuple[str, ...] | None = None) -> Path:
     """Draw each result of a sweep against each swept key, one line per value of the other keys."""
-    return plot_sweep_folder(Path(sweep_folder), Path(out) if out else None, results)
+    target = Path(out) if out else Path(sweep_folder) / "sweep.png"
+    check_picture_path(target, "-o")
+    with guarded_output(target, "picture folder", file=True):
+        return plot_sweep_folder(Path(sweep_folder), Path(out) if out else None, results)
+
+
+def write_report(diag: Diagnosis, out: str | Path, png: bool = True) -> list[Path]:
+    """Write a diagnosis report (``diagnosis.json``, ``diagnosis.md``, figures) into ``out``; return the files.
+
+    A folder that cannot be written is refused with the real cause; a failed write leaves no partial files.
+    """
+    with guarded_output(Path(out), "report folder"):
+        return _write_report(diag, Path(out), png=png)
+
+
+def compare_png(cmp: Comparison, path: str | Path) -> Path:
+    """Draw a comparison (:func:`compare`) into ``path`` (``.png``, ``.svg`` or ``.pdf``)."""
+    check_picture_path(Path(path))
+    with guarded_output(Path(path), "picture folder", file=True):
+        return _compare_png(cmp, Path(path))
+
+
+def signal_name(exc: BaseException) -> str:
+    """``SIGINT`` or ``SIGTERM``: the signal behind an interruption (``SIGINT`` for a plain Ctrl-C)."""
+    return signal.Signals(int(getattr(exc, "signum", signal.SIGINT))).name
