@@ -279,6 +279,7 @@ def _run_locked(sweep: Sweep, out: Path, runs: Path, executor: Executor | None,
                         say(f"FAILED: {_label(pt)}: {one_line(text)}")
                         if getattr(exc, "unwritable", False):  # no point can be written: start no more
                             _stop(ex, {f: futures[f] for f in pending})
+                            clean_stale_partials(runs)  # folders of points stopped before they removed them
                             for f in sorted(pending, key=lambda f: sweep.points.index(futures[f])):
                                 p = futures[f]
                                 failures.append({**dict(p.values), "scenario_hash": p.key,
