@@ -297,6 +297,7 @@ def _run_locked(sweep: Sweep, out: Path, runs: Path, executor: Executor | None,
         else:
             with open_executor(sweep.executor, sweep.workers, sweep.scheduler, source=f"sweep {sweep.name}") as ex:
                 submit_all(ex)
+    clean_stale_partials(runs)  # e.g. of a Dask worker killed mid-point (the point ran again elsewhere)
     table, failed_csv = _write_tables(sweep, out, runs, failures)
     (out / INCOMPLETE).unlink(missing_ok=True)
     table.attrs["counts"] = {"done": len(table), "ran": ran, "failed": len(failures), "skipped": skipped}
