@@ -27,6 +27,7 @@ import copy
 import fcntl
 import itertools
 import json
+import math
 import os
 import signal
 import sys
@@ -47,6 +48,11 @@ from waitlab.experiments.pipeline import run
 from waitlab.experiments.results import clean_stale_partials, results_folder, write_error, write_run
 from waitlab.experiments.scenario import Scenario, from_mapping, load_scenario, read_toml, set_dotted
 from waitlab.experiments.schema import STRICT, FieldProblem, PlainName, freeze, raise_validation
+
+
+#: Most points of one sweep: each is a results folder and a validated scenario (a 10^6-point grid took minutes
+#: to expand before it was refused); larger studies are several sweeps.
+MAX_POINTS = 10_000
 
 
 class SweepSection(BaseModel):
@@ -116,6 +122,10 @@ def load_sweep(path: str | Path) -> Sweep:
         if key not in ("name", "executor", "workers", "scheduler"):
             raise InputError(file, f"sweep.{key}", "unknown key", "allowed: name, executor, workers, scheduler")
     keys = list(grid)
+    n_points = math.prod(len(v) for v in grid.values())
+    if n_points > MAX_POINTS:
+        raise InputError(file, "grid", f"makes {n_points:,} points ({' x '.join(str(len(v)) for v in grid.values())})"
+                         f"; a sweep runs at most {MAX_POINTS:,}", "split it into several sweeps or use fewer values")
     points = []
     for combo in itertools.product(*(grid[k] for k in keys)):
         scen = copy.deepcopy(base)

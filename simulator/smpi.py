@@ -91,6 +91,8 @@ class ConfigKeyError(SimulationError):
     exit_code = 2
 
 
+#: Characters smpirun's unquoted expansion of ``--cfg`` settings would split or glob on.
+_SPLIT = re.compile(r"[\s*?\[\]]")
 _ACTOR = re.compile(r"Actor (?P<pid>\d+) \((?P<name>[^@)]*)@(?P<host>[^)]*)\): (?P<status>.*)$")
 _TIME = re.compile(r"^\[(?P<t>[0-9.]+)\]")
 _ADDRESS = re.compile(r" ?0x[0-9a-f]+ ?(\(\))?")
@@ -286,7 +288,11 @@ def run_smpirun(
     cmd.append(str(binary))
     cmd += list(args)
     for key, value in (config or {}).items():
-        cmd.append(f"--cfg={key}:{value}")
+        setting = f"--cfg={key}:{value}"
+        if _SPLIT.search(setting):  # smpirun re-expands its settings unquoted: this one would become several
+            raise ConfigKeyError(f"{what}: the SimGrid setting {setting[:80]!r} holds spaces or shell characters "
+                                 "(* ? [ ]); smpirun would split it (fix: one value without spaces per key)")
+        cmd.append(setting)
     cmd.append("--log=root.thres:warning")
     cmd.append("--log=ker_engine.thres:info")
     full_env = dict(os.environ)

@@ -7,6 +7,7 @@ True
 
 from __future__ import annotations
 
+import math
 import signal
 from concurrent.futures import Executor
 from pathlib import Path
@@ -154,7 +155,14 @@ def capture(scenario: Scenario | str | Path, out: str | Path, *, via: str = "lay
 
 def check_c(events: str | Path, *, atol: float = 1e-9,
             kinds: tuple[str, ...] = ("overhead", "swap", "flush", "delay")) -> ConditionCReport:
-    """Check condition C (Okita et al., formula 3) on an event table or results folder."""
+    """Check condition C (Okita et al., formula 3) on an event table or results folder.
+
+    ``atol`` (seconds) must be finite and >= 0: a negative one would call equal sums different, NaN would call
+    every pair equal.
+    """
+    if not math.isfinite(atol) or atol < 0:
+        raise InputError("(command line)", "--atol", f"must be a finite number >= 0 (seconds), got {atol}",
+                         "e.g. --atol 1e-9")
     return check_condition_c(load_events(Path(events)), atol=atol, kinds=kinds)
 
 

@@ -219,6 +219,12 @@ def _diagnose(sub: Any) -> None:
     def go(args: argparse.Namespace) -> int:
         if args.workers < 1:
             raise InputError("(command line)", "--workers", f"must be >= 1, got {args.workers}", "e.g. --workers 2")
+        if not 0 <= args.threshold < 1:  # NaN fails this too
+            raise InputError("(command line)", "--threshold", f"must be in [0, 1), got {args.threshold}",
+                             "e.g. --threshold 0.01 (1%)")
+        if args.top_k < 1 or args.candidates < 0:
+            raise InputError("(command line)", "--top-k" if args.top_k < 1 else "--candidates",
+                             f"must be >= {1 if args.top_k < 1 else 0}", "e.g. --top-k 5 --candidates 8")
         try:
             with api.open_executor(args.executor, workers=args.workers, scheduler=args.scheduler) as ex:
                 diag = api.diagnose(args.source, threshold=args.threshold, top_k=args.top_k,
