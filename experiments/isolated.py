@@ -113,7 +113,7 @@ class PointProcesses(ThreadPoolExecutor):
         self._children: list[_Child] = []
         self._busy: set[int] = set()
 
-    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:  # type: ignore[override]
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
         return super().submit(self._call, fn, args, kwargs)
 
     def _child(self) -> _Child:
@@ -156,7 +156,7 @@ class PointProcesses(ThreadPoolExecutor):
         if data:
             status, value = pickle.loads(data)
             if status == "ok":
-                return value  # type: ignore[no-any-return]
+                return value
             raise value
         code = proc.wait()
         if self._stopping.is_set():

@@ -49,7 +49,6 @@ from waitlab.experiments.results import clean_stale_partials, results_folder, wr
 from waitlab.experiments.scenario import Scenario, from_mapping, load_scenario, read_toml, set_dotted
 from waitlab.experiments.schema import STRICT, FieldProblem, PlainName, freeze, raise_validation
 
-
 #: Most points of one sweep: each is a results folder and a validated scenario (a 10^6-point grid took minutes
 #: to expand before it was refused); larger studies are several sweeps.
 MAX_POINTS = 10_000

@@ -11,8 +11,8 @@ import os
 import signal
 import socket
 import subprocess
-import threading
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -83,7 +83,7 @@ def cluster(tmp_path: Path) -> Iterator[tuple[str, list[subprocess.Popen[bytes]]
     procs: list[subprocess.Popen[bytes]] = []
 
     def spawn(name: str, *args: str) -> subprocess.Popen[bytes]:
-        log = open(logs / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process below
+        log = open(logs / f"{name}.log", "wb")
         p = subprocess.Popen([sys.executable, "-m", *args], stdout=log, stderr=subprocess.STDOUT, env=env,
                              cwd=tmp_path, start_new_session=True)
         procs.append(p)

@@ -6,7 +6,8 @@
 - Signals: the first Ctrl-C (or SIGTERM) raises :class:`~waitlab.errors.Interrupted` (a
   :class:`KeyboardInterrupt` carrying the signal), so results folders being written are removed, no more work
   is dispatched and SimGrid runs are stopped; a second signal exits at once (status 128 + signal: 130 for
-  SIGINT, 143 for SIGTERM), killing the worker processes; SimGrid runs die with their parent (``PR_SET_PDEATHSIG``, see :mod:`waitlab.simulator.smpi`).
+  SIGINT, 143 for SIGTERM), killing the worker processes; SimGrid runs die with their parent
+  (``PR_SET_PDEATHSIG``, see :mod:`waitlab.simulator.smpi`).
 """
 
 from __future__ import annotations
