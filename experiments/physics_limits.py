@@ -39,6 +39,12 @@ def application_problem(params: Any, ranks: int) -> tuple[str, str, str] | None:
     of any platform and within :data:`MAX_MESSAGE_BYTES`; every ``*seconds*`` value and imbalance magnitude
     within :data:`MAX_EXCESS_SECONDS`; a matmul broadcast within :data:`MAX_MESSAGE_BYTES`.
     """
+    if hasattr(params, "matrix_size") and hasattr(params, "block_columns"):  # matmul broadcasts M x L doubles
+        nbytes = int(params.matrix_size) * int(params.block_columns) * MATRIX_ELEMENT_BYTES
+        if nbytes > MAX_MESSAGE_BYTES:
+            return ("application.matrix_size", f"a broadcast of {params.matrix_size} x {params.block_columns} "
+                    f"doubles is {nbytes:.3g} bytes, more than SimGrid's replay takes in one message "
+                    f"({MAX_MESSAGE_BYTES} bytes)", "use a smaller matrix_size or block_columns")
     steps = params.n_steps() if callable(getattr(params, "n_steps", None)) else getattr(params, "steps", None)
     if isinstance(steps, int) and ranks * steps > MAX_RANK_STEPS:
         return ("application.steps", f"{ranks} ranks x {steps} steps = {ranks * steps:.3g} rank-steps; waitlab "
@@ -59,12 +65,6 @@ def application_problem(params: Any, ranks: int) -> tuple[str, str, str] | None:
         if "seconds" in name and value > MAX_EXCESS_SECONDS:
             return (f"application.{name}", f"{value:g} s per step is more than a year",
                     f"use at most {MAX_EXCESS_SECONDS:g} s")
-    if hasattr(params, "matrix_size") and hasattr(params, "block_columns"):  # matmul broadcasts M x L doubles
-        nbytes = int(params.matrix_size) * int(params.block_columns) * MATRIX_ELEMENT_BYTES
-        if nbytes > MAX_MESSAGE_BYTES:
-            return ("application.matrix_size", f"a broadcast of {params.matrix_size} x {params.block_columns} "
-                    f"doubles is {nbytes:.3g} bytes, more than SimGrid's replay takes in one message "
-                    f"({MAX_MESSAGE_BYTES} bytes)", "use a smaller matrix_size or block_columns")
     grid = getattr(params, "grid", None)
     if grid is not None:
         try:
