@@ -188,3 +188,29 @@ def test_sigterm_stops_with_status_143_and_leaves_no_process(tmp_path: Path) -> 
         assert not list((tmp_path / "tmp").iterdir()), "scratch left in TMPDIR"
     finally:
         cleanup(proc, mark)
+
+
+def test_ctrl_c_stops_diagnose_counterfactual_reruns(tmp_path: Path) -> None:
+    """Counterfactual re-runs run in waitlab's worker processes: the first Ctrl-C ends them and says what stays."""
+    write(tmp_path / "slow.toml", FFT64.replace("steps = 1", "steps = 4") + '[[application.imbalance]]\n'
+          'region = "FFT_x"\nranks = [1, 2, 3]\nmagnitude = 0.01\n')
+    proc, mark = start(tmp_path, "diagnose", "slow.toml", "-o", "report", "--no-cache", "--workers", "2")
+
+    def rerunning() -> bool:
+        procs = marked(mark)
+        assert proc.poll() is None, proc.communicate()
+        return any("waitlab.experiments.isolated" in c for _, c in procs) and \
+            sum("smpimain" in c for _, c in procs) >= 1
+    try:
+        assert wait_for(rerunning, 240), "the counterfactual re-runs never started"
+        os.killpg(proc.pid, signal.SIGINT)
+        t0 = time.monotonic()
+        _, err = proc.communicate(timeout=30)
+        assert time.monotonic() - t0 < 10, "the first Ctrl-C did not stop diagnose within 10 s"
+        assert proc.returncode == 130, err
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+        assert "diagnose interrupted by SIGINT: running re-runs were stopped, no report was written" in err, err
+        assert wait_for(lambda: not marked(mark), 10), marked(mark)
+        assert not (tmp_path / "report").exists()
+    finally:
+        cleanup(proc, mark)
