@@ -8,14 +8,13 @@ re-runs do not care which one runs them.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from collections.abc import Iterator
-from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures import Executor
 from contextlib import contextmanager
 
 from waitlab.errors import InputError
-from waitlab.simulator.smpi import worker_dies_with_parent
+from waitlab.experiments.isolated import PointProcesses
 
 EXECUTORS = ("local", "dask")
 
@@ -53,11 +52,15 @@ def open_executor(kind: str = "local", workers: int | None = None, scheduler: st
     check_executor(kind, workers, scheduler, source)
     n = workers or default_workers()
     if kind == "local":
-        # spawn: SMPI runs are subprocesses, and forking a process holding threads is unsafe;
-        # worker_dies_with_parent: a kill -9 of waitlab takes its workers (and their SimGrid runs) with it
-        with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"),
-                                 initializer=worker_dies_with_parent) as pool:
+        # one child process per call, in its own process group; its SimGrid runs die with it
+        pool = PointProcesses(n)
+        try:
             yield pool
+        except BaseException:
+            pool.stop()  # Ctrl-C or an error: end the running calls, start no more
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
         return
     from dask.distributed import Client, LocalCluster  # only when chosen: importing it costs about a second
 

@@ -32,6 +32,7 @@ from waitlab.models.perturb import noise as nz
 from waitlab.models.perturb.instrumentation import Instrumentation
 from waitlab.models.perturb.stage import NoiseConfig, PerturbationConfig, PlatformFacts, TracingConfig
 from waitlab.platforms import PlatformModel
+from waitlab.readers import read_bytes
 
 #: Largest noise signature file read (bytes).
 MAX_SIGNATURE_BYTES = 64 << 20
@@ -45,12 +46,8 @@ def _signature(sec: NoiseSection, file: str) -> nz.SignatureNoise:
                          "check the path (relative paths are relative to the scenario file)")
     if path.is_dir():
         raise InputError(file, "noise.file", f"{str(path)!r} is a folder", "name a noise signature file")
-    try:
-        size = path.stat().st_size
-        if size > MAX_SIGNATURE_BYTES:
-            raise InputError(str(path), "(file)", f"is {size} bytes; a noise signature is at most "
-                             f"{MAX_SIGNATURE_BYTES}", "use a shorter signature with period = ... to repeat it")
-        text = path.read_bytes().decode("utf-8")
+    try:  # a regular file, read with the size limit (a device or FIFO is refused by read_bytes)
+        text = read_bytes(path, "noise signature", MAX_SIGNATURE_BYTES).decode("utf-8")
     except UnicodeDecodeError:
         raise InputError(str(path), "(encoding)", "not UTF-8 text", "save the noise file as UTF-8") from None
     except OSError as exc:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from waitlab.models.apps.common import process_grid
 from waitlab.platforms import list_platforms, load_platform
 
 #: Most rank-steps (ranks x steps) of a synthetic application: beyond this its operation table alone passes
@@ -13,6 +14,11 @@ from waitlab.platforms import list_platforms, load_platform
 MAX_RANK_STEPS = 1 << 27
 #: Largest injected excess per step (s): a year; larger values overflow SimGrid's clock arithmetic.
 MAX_EXCESS_SECONDS = 3.2e7
+#: Largest message (bytes) SimGrid 3.32's replay takes: it parses a count as a C ``int`` and stops with
+#: "out of range" above (``src/smpi/internals/smpi_replay.cpp``, line 84; checked: 3e9 bytes per peer fails).
+MAX_MESSAGE_BYTES = 2**31 - 1
+#: Bytes of one matrix element of the matmul application (double precision).
+MATRIX_ELEMENT_BYTES = 8
 
 
 def is_platform_path(name: str) -> bool:
@@ -29,21 +35,45 @@ def largest_node_memory() -> float:
 def application_problem(params: Any, ranks: int) -> tuple[str, str, str] | None:
     """``(field, problem, fix)`` when an application's parameters cannot work physically, else ``None``.
 
-    Checks: ranks x steps within :data:`MAX_RANK_STEPS`; every ``*_bytes`` size within the largest node memory
-    of any platform; every imbalance magnitude within :data:`MAX_EXCESS_SECONDS`.
+    Checks: ranks x steps within :data:`MAX_RANK_STEPS`; every ``*bytes*`` size within the largest node memory
+    of any platform and within :data:`MAX_MESSAGE_BYTES`; every ``*seconds*`` value and imbalance magnitude
+    within :data:`MAX_EXCESS_SECONDS`; a matmul broadcast within :data:`MAX_MESSAGE_BYTES`.
     """
-    steps = getattr(params, "steps", None)
+    if hasattr(params, "matrix_size") and hasattr(params, "block_columns"):  # matmul broadcasts M x L doubles
+        nbytes = int(params.matrix_size) * int(params.block_columns) * MATRIX_ELEMENT_BYTES
+        if nbytes > MAX_MESSAGE_BYTES:
+            return ("application.matrix_size", f"a broadcast of {params.matrix_size} x {params.block_columns} "
+                    f"doubles is {nbytes:.3g} bytes, more than SimGrid's replay takes in one message "
+                    f"({MAX_MESSAGE_BYTES} bytes)", "use a smaller matrix_size or block_columns")
+    steps = params.n_steps() if callable(getattr(params, "n_steps", None)) else getattr(params, "steps", None)
     if isinstance(steps, int) and ranks * steps > MAX_RANK_STEPS:
         return ("application.steps", f"{ranks} ranks x {steps} steps = {ranks * steps:.3g} rank-steps; waitlab "
                 f"simulates at most {MAX_RANK_STEPS:.3g} (the operation table would not fit in memory)",
-                "use fewer steps or ranks")
+                "use fewer steps or ranks" + (" (or a smaller matrix_size)" if hasattr(params, "matrix_size")
+                                              else ""))
     fields = getattr(params, "__dataclass_fields__", {})
     for name in fields:
         value = getattr(params, name, None)
-        if name.endswith("bytes") and isinstance(value, int | float) and not isinstance(value, bool) \
-                and value > largest_node_memory():
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            continue
+        if "bytes" in name and value > largest_node_memory():
             return (f"application.{name}", f"{value:g} bytes is larger than the memory of any platform's node "
                     f"({largest_node_memory():g} bytes)", "use a message size that fits in memory")
+        if "bytes" in name and value > MAX_MESSAGE_BYTES:
+            return (f"application.{name}", f"{value:g} bytes is more than SimGrid's replay takes in one message "
+                    f"({MAX_MESSAGE_BYTES} bytes: it reads a size as a C int)", "use at most 2 GiB - 1 per message")
+        if "seconds" in name and value > MAX_EXCESS_SECONDS:
+            return (f"application.{name}", f"{value:g} s per step is more than a year",
+                    f"use at most {MAX_EXCESS_SECONDS:g} s")
+    grid = getattr(params, "grid", None)
+    if grid is not None:
+        try:
+            process_grid(ranks, grid)
+        except ValueError as exc:
+            return ("application.grid", str(exc), f"give a grid whose product is {ranks}, or leave grid out")
+    if getattr(params, "KIND", "") == "pingpong" and (ranks < 2 or ranks % 2):
+        return ("scenario.ranks", f"pingpong pairs ranks (0, 1), (2, 3), ...: needs an even rank count of at "
+                f"least 2, got {ranks}", f"use ranks = {max(2, ranks + ranks % 2)}")
     for i, spec in enumerate(getattr(params, "imbalance", ()) or ()):
         magnitude = getattr(spec, "magnitude", 0.0)
         if isinstance(magnitude, int | float) and magnitude > MAX_EXCESS_SECONDS:

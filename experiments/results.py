@@ -11,6 +11,7 @@ what it wrote: ``--force`` replaces only such a folder with nothing foreign insi
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -25,7 +26,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from waitlab.errors import InputError
+from waitlab.errors import InputError, write_error
 from waitlab.experiments.perturbation_report import buffer_timeline, jsonable, report_text
 from waitlab.experiments.pipeline import Run, RunResult
 from waitlab.experiments.plots import timeline_png
@@ -43,6 +44,42 @@ from waitlab.simulator.export import (
 from waitlab.simulator.timeline import ROW_REFERENCES, SCHEMA_VERSION
 
 MARKER = ".waitlab"
+#: Files of a results folder that later commands read back; their SHA-256 goes into the marker when the folder
+#: is written, and :func:`load_run` refuses a folder where one of them changed.
+CHECKED_FILES = ("run.json", "scenario.toml", "ops.parquet", "ledger.parquet", "events.parquet", "waits.parquet")
+
+
+def file_digest(path: Path) -> str:
+    """SHA-256 (hex) of a file's bytes."""
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+def verify_folder(folder: Path) -> None:
+    """Refuse a results folder whose checked files differ from the SHA-256 sums its run recorded.
+
+    Folders written before the sums were recorded (no ``sha256`` in the marker) are read as they are.
+    """
+    marker = folder / MARKER
+    if not marker.is_file():
+        return
+    try:
+        data = json.loads(marker.read_text(encoding="utf-8"))
+        sums = data.get("sha256", {}) if isinstance(data, dict) else None
+    except (OSError, ValueError):
+        sums = None
+    if not isinstance(sums, dict):
+        raise InputError(str(marker), "(file)", "is damaged: waitlab's record of the folder cannot be read",
+                         "re-run `waitlab run` to rewrite the folder")
+    for name, digest in sorted(sums.items()):
+        path = folder / str(name)
+        if not path.is_file():
+            raise InputError(str(path), "(file)", "was deleted after the run wrote the folder",
+                             "re-run `waitlab run` to rewrite the folder")
+        if file_digest(path) != digest:
+            raise InputError(str(path), "(file)", "was changed after the run wrote it (its SHA-256 differs from "
+                             f"the one recorded in {MARKER}); an edited results folder is not trusted",
+                             "restore the file or re-run `waitlab run` to rewrite the folder")
 
 
 def pid_alive(pid: int) -> bool:
@@ -113,8 +150,7 @@ def results_folder(out: Path, force: bool = False, kind: str = "run") -> Iterato
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise InputError(str(out.parent), "(output folder)", f"cannot be created: {exc.strerror}",
-                         "choose a writable location") from None
+        raise write_error(exc, out.parent) from None
     clean_stale_partials(out.parent)
     partial = out.parent / f".{out.name}.partial-{os.getpid()}"
     if partial.exists():
@@ -122,20 +158,19 @@ def results_folder(out: Path, force: bool = False, kind: str = "run") -> Iterato
     try:
         partial.mkdir()
     except OSError as exc:
-        raise InputError(str(out.parent), "(output folder)", f"is not writable: {exc.strerror}",
-                         "choose a writable location") from None
+        raise write_error(exc, out.parent) from None
     try:
         yield partial
         files = sorted(p.name for p in partial.iterdir())
-        (partial / MARKER).write_text(json.dumps({"kind": kind, "files": files}, indent=1) + "\n")
+        sums = {n: file_digest(partial / n) for n in CHECKED_FILES if (partial / n).is_file()}
+        (partial / MARKER).write_text(json.dumps({"kind": kind, "files": files, "sha256": sums}, indent=1) + "\n")
         if out.exists():
             check_replaceable(out, force)
             shutil.rmtree(out)
         os.replace(partial, out)
     except OSError as exc:
         shutil.rmtree(partial, ignore_errors=True)
-        raise InputError(str(out), "(output folder)", f"writing failed: {exc.strerror or exc}",
-                         "free disk space or choose another location") from None
+        raise write_error(exc, out) from None
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
@@ -354,6 +389,7 @@ def load_run(folder: str | Path) -> LoadedRun:
     ops = read_ops(folder / "ops.parquet")
     events = _read_parquet(folder / "events.parquet", "event table")
     waits = _read_parquet(folder / "waits.parquet", "wait states")
+    verify_folder(folder)  # last: a damaged file gets its own error first; a valid but edited one this one
     return LoadedRun(folder, scenario, ops, events, waits, meta)
 
 
@@ -365,6 +401,7 @@ def load_events(path: Path) -> pd.DataFrame:
         if not found:
             raise InputError(str(path), "(folder)", "holds no events.parquet or events.csv",
                              "pass a results folder written by waitlab run, or the event file itself")
+        verify_folder(path)  # its event table must be the one its run wrote
         path = found[0]
     if not path.exists():
         raise InputError(str(path), "(file)", "does not exist", "check the path")

@@ -27,7 +27,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from waitlab.errors import InputError
+from waitlab.errors import InputError, Picklable
 from waitlab.experiments.physics_limits import is_platform_path
 from waitlab.models.apps.alltoall import SMPI_ALLTOALL_ALGORITHMS
 from waitlab.models.apps.registry import APPLICATIONS
@@ -47,7 +47,11 @@ _NAME_RE = re.compile(NAME_PATTERN)
 MAX_RANKS = 1 << 20
 #: Longest simulation time-out accepted (one week).
 MAX_TIMEOUT = 7 * 86400.0
-class FieldProblem(ValueError):
+#: One word of a ``--cfg`` setting: smpirun expands its settings unquoted (split on spaces, globbed).
+_CFG_WORD = re.compile(r"^[^\s*?\[\]]+$")
+
+
+class FieldProblem(Picklable, ValueError):
     """A cross-field rule broken by one key: raised in model validators so the error names that key."""
 
     def __init__(self, field: str, message: str) -> None:
@@ -167,6 +171,12 @@ class SimulationSection(BaseModel):
                                    "setting")
             if isinstance(val, float) and not math.isfinite(val):
                 raise FieldProblem(k, "must be finite")
+            text = str(val)
+            if not _CFG_WORD.match(str(k)) or not _CFG_WORD.match(text):
+                bad = k if not _CFG_WORD.match(str(k)) else text
+                raise FieldProblem(k, f"{bad[:60]!r} is empty or holds spaces or the shell characters * ? [ ]: "
+                                   "smpirun would split it into several --cfg settings; give one value without "
+                                   "spaces per key")
         return v
 
     def config_pairs(self) -> tuple[tuple[str, str], ...]:

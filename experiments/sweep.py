@@ -24,12 +24,15 @@ rebuilt from the finished folders.
 from __future__ import annotations
 
 import copy
+import fcntl
 import itertools
 import json
+import math
 import os
+import signal
 import sys
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import Executor, as_completed
+from concurrent.futures import Executor, Future, as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,14 +42,18 @@ import pandas as pd
 from pydantic import BaseModel, Field, ValidationError, model_validator
 from tqdm import tqdm
 
-from waitlab.errors import InputError, WaitlabError
+from waitlab.errors import InputError, Interrupted, WaitlabError
 from waitlab.experiments.diagnosis.registry import resolve_all
 from waitlab.experiments.diagnosis.sweep_scores import add_scores
 from waitlab.experiments.executors import check_executor, open_executor
 from waitlab.experiments.pipeline import run
-from waitlab.experiments.results import pid_alive, results_folder, write_run
+from waitlab.experiments.results import clean_stale_partials, results_folder, write_error, write_run
 from waitlab.experiments.scenario import Scenario, from_mapping, load_scenario, read_toml, set_dotted
 from waitlab.experiments.schema import STRICT, FieldProblem, PlainName, freeze, raise_validation
+
+#: Most points of one sweep: each is a results folder and a validated scenario (a 10^6-point grid took minutes
+#: to expand before it was refused); larger studies are several sweeps.
+MAX_POINTS = 10_000
 
 
 class SweepSection(BaseModel):
@@ -88,6 +95,7 @@ class Sweep:
     workers: int | None = None
     scheduler: str | None = None
     diagnose: tuple[str, ...] = ()
+    path: str = ""  # the sweep file (named in the resume hint)
 
 
 def load_sweep(path: str | Path) -> Sweep:
@@ -119,6 +127,10 @@ def load_sweep(path: str | Path) -> Sweep:
             raise InputError(file, f"sweep.{key}", "unknown key",
                              "allowed: name, executor, workers, scheduler, diagnose")
     keys = list(grid)
+    n_points = math.prod(len(v) for v in grid.values())
+    if n_points > MAX_POINTS:
+        raise InputError(file, "grid", f"makes {n_points:,} points ({' x '.join(str(len(v)) for v in grid.values())})"
+                         f"; a sweep runs at most {MAX_POINTS:,}", "split it into several sweeps or use fewer values")
     points = []
     for combo in itertools.product(*(grid[k] for k in keys)):
         scen = copy.deepcopy(base)
@@ -142,7 +154,8 @@ def load_sweep(path: str | Path) -> Sweep:
         raise
     resolve_all(list(opts_model.diagnose), file, "sweep.diagnose")  # an unknown model: refused before any run
     return Sweep(name=opts_model.name, points=tuple(points), executor=opts_model.executor,
-                 workers=opts_model.workers, scheduler=opts_model.scheduler, diagnose=opts_model.diagnose)
+                 workers=opts_model.workers, scheduler=opts_model.scheduler, diagnose=opts_model.diagnose,
+                 path=file)
 
 
 def _run_point(data: dict[str, Any], source: str, out: str) -> dict[str, Any]:
@@ -150,7 +163,7 @@ def _run_point(data: dict[str, Any], source: str, out: str) -> dict[str, Any]:
     result = run(from_mapping(data, source))
     with results_folder(Path(out), force=False) as partial:
         write_run(result, partial, png=False)
-    return result.result.summary
+    return dict(result.result.summary)
 
 
 def _row(point: SweepPoint, summary: Mapping[str, Any]) -> dict[str, Any]:
@@ -165,38 +178,51 @@ def _row(point: SweepPoint, summary: Mapping[str, Any]) -> dict[str, Any]:
 
 
 LOCK = ".sweep.lock"
+#: Written next to ``sweep.csv`` when a sweep was interrupted: that table then lists only the finished points.
+INCOMPLETE = "incomplete.txt"
 
 
 @contextmanager
 def sweep_lock(out: Path) -> Iterator[Path]:
-    """Hold ``out/.sweep.lock`` (holding this process's PID) while the block runs.
+    """Hold ``out/.sweep.lock`` (an exclusive ``flock``, the file holding this process's PID) while the block runs.
 
-    A second sweep into the same folder is refused with the holder's PID; the lock of a process that no longer
-    runs is taken over.
+    A second sweep into the same folder is refused with the holder's PID.  The operating system releases the
+    lock when its holder dies however it dies (``kill -9`` included), so a lock file left behind is simply
+    taken over.
     """
     lock = out / LOCK
-    for _attempt in range(2):
+    while True:
         try:
-            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
+            fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
+        except OSError as exc:
+            raise write_error(exc, out, "sweep folder") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
             try:
-                holder = int(lock.read_text().strip() or "0")
-            except (OSError, ValueError):
-                holder = 0
-            if holder and holder != os.getpid() and pid_alive(holder):
-                raise InputError(str(out), "(sweep folder)", f"is in use by another sweep (PID {holder})",
-                                 f"wait for it to finish, stop it (kill {holder}), or use another -o") from None
-            lock.unlink(missing_ok=True)  # stale: its process is gone
-            continue
-        with os.fdopen(fd, "w") as fh:
-            fh.write(f"{os.getpid()}\n")
-        break
-    else:
-        raise InputError(str(out), "(sweep folder)", "its lock could not be taken", f"remove {lock} if no sweep runs")
+                holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+            finally:
+                os.close(fd)
+            raise InputError(str(out), "(sweep folder)", f"is in use by another sweep (PID {holder})",
+                             f"wait for it to finish, stop it (kill {holder}), or use another -o") from None
+        try:  # the file we locked must still be the one at the path (a finishing holder unlinks it)
+            same = os.fstat(fd).st_ino == os.stat(lock).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+    except OSError as exc:
+        os.close(fd)
+        raise write_error(exc, out, "sweep folder") from None
     try:
         yield lock
     finally:
-        lock.unlink(missing_ok=True)
+        lock.unlink(missing_ok=True)  # unlinked while still held: a waiting sweep then retries on a new file
+        os.close(fd)
 
 
 def run_sweep(sweep: Sweep, out: Path, *, executor: Executor | None = None,
@@ -208,6 +234,12 @@ def run_sweep(sweep: Sweep, out: Path, *, executor: Executor | None = None,
     run or before), ``ran`` (this run), ``failed`` and ``skipped`` (already finished before this run).  The
     folder is locked (:func:`sweep_lock`) while the sweep runs.  ``bar`` shows a tqdm progress bar (k/N points,
     ETA) on stderr.
+
+    Interrupted (Ctrl-C, SIGTERM: a :class:`KeyboardInterrupt`), the sweep starts no more points, stops the
+    running ones (their folders are removed), writes ``sweep.csv`` of the finished points with
+    ``incomplete.txt`` beside it, and raises :class:`~waitlab.errors.Interrupted` saying what was kept and how
+    to resume.  When a point cannot be written because the disk is full or the folder is not writable, no
+    further point is started.
     """
     out = Path(out)
     runs = out / "runs"
@@ -218,14 +250,27 @@ def run_sweep(sweep: Sweep, out: Path, *, executor: Executor | None = None,
     try:
         runs.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise InputError(str(out), "(sweep folder)", f"cannot be created: {exc.strerror}",
-                         "choose a writable location") from None
+        raise write_error(exc, out, "sweep folder") from None
     with sweep_lock(out):
         return _run_locked(sweep, out, runs, executor, progress or (lambda _msg: None), bar)
 
 
+def _label(pt: SweepPoint) -> str:
+    return ", ".join(f"{k}={v}" for k, v in pt.values)
+
+
+def _stop(ex: Executor, futures: Mapping[Future[Any], SweepPoint]) -> None:
+    """Start nothing more; end what runs (the local executor kills its children; others cancel)."""
+    for fut in futures:
+        fut.cancel()
+    stop = getattr(ex, "stop", None)
+    if callable(stop):
+        stop()
+
+
 def _run_locked(sweep: Sweep, out: Path, runs: Path, executor: Executor | None,
                 say: Callable[[str], None], bar: bool = False) -> pd.DataFrame:
+    clean_stale_partials(runs)
     todo = [pt for pt in sweep.points if not (runs / pt.key / "run.json").exists()]
     skipped = len(sweep.points) - len(todo)
     say(f"sweep {sweep.name}: {len(sweep.points)} points, {skipped} already done, {len(todo)} to run")
@@ -235,43 +280,98 @@ def _run_locked(sweep: Sweep, out: Path, runs: Path, executor: Executor | None,
         def submit_all(ex: Executor) -> None:
             nonlocal ran
             futures = {ex.submit(_run_point, pt.data, pt.scenario.source, str(runs / pt.key)): pt for pt in todo}
-            for fut in tqdm(as_completed(futures), total=len(futures), desc=f"sweep {sweep.name}", unit="point",
-                            disable=not bar, file=sys.stderr):
-                pt = futures[fut]
-                label = ", ".join(f"{k}={v}" for k, v in pt.values)
-                try:
-                    fut.result()
-                    ran += 1
-                    say(f"done: {label}")
-                except Exception as exc:
-                    text = str(exc) if isinstance(exc, WaitlabError) else f"{type(exc).__name__}: {exc}"
-                    failures.append({**dict(pt.values), "scenario_hash": pt.key, "error": text})
-                    say(f"FAILED: {label}: {text}")
+            pending = set(futures)
+            try:
+                for fut in tqdm(as_completed(futures), total=len(futures), desc=f"sweep {sweep.name}",
+                                unit="point", disable=not bar, file=sys.stderr):
+                    pending.discard(fut)
+                    pt = futures[fut]
+                    try:
+                        fut.result()
+                        ran += 1
+                        say(f"done: {_label(pt)}")
+                    except Exception as exc:
+                        text = str(exc) if isinstance(exc, WaitlabError) else f"{type(exc).__name__}: {exc}"
+                        failures.append({**dict(pt.values), "scenario_hash": pt.key, "error": one_line(text)})
+                        say(f"FAILED: {_label(pt)}: {one_line(text)}")
+                        if getattr(exc, "unwritable", False):  # no point can be written: start no more
+                            _stop(ex, {f: futures[f] for f in pending})
+                            clean_stale_partials(runs)  # folders of points stopped before they removed them
+                            for f in sorted(pending, key=lambda f: sweep.points.index(futures[f])):
+                                p = futures[f]
+                                failures.append({**dict(p.values), "scenario_hash": p.key,
+                                                 "error": "not run: " + one_line(text)})
+                            say(f"sweep {sweep.name}: stopped: no point can be written ({one_line(text)})")
+                            return
+            except KeyboardInterrupt as exc:
+                running = sum(1 for f in pending if f.running())
+                _stop(ex, futures)
+                clean_stale_partials(runs)  # folders of points killed before they could remove them
+                raise _interrupted(sweep, out, runs, failures, exc, running) from None
 
         if executor is not None:
             submit_all(executor)
         else:
             with open_executor(sweep.executor, sweep.workers, sweep.scheduler, source=f"sweep {sweep.name}") as ex:
                 submit_all(ex)
+    clean_stale_partials(runs)  # e.g. of a Dask worker killed mid-point (the point ran again elsewhere)
+    table, failed_csv = _write_tables(sweep, out, runs, failures, say)
+    (out / INCOMPLETE).unlink(missing_ok=True)
+    table.attrs["counts"] = {"done": len(table), "ran": ran, "failed": len(failures), "skipped": skipped}
+    say(f"sweep {sweep.name}: {len(table)} of {len(sweep.points)} points done ({ran} this run, {skipped} skipped "
+        f"as already done), {len(failures)} failed" + (f" (see {failed_csv}; run the sweep again to retry them)"
+                                                       if failures else ""))
+    return table
+
+
+def one_line(text: str) -> str:
+    """The first line of an error's text (the rest, e.g. SimGrid's output, stays in the point's log)."""
+    first = text.strip().splitlines()[0] if text.strip() else "failed without a message"
+    return first if len(first) <= 2000 else first[:2000] + "..."
+
+
+def _write_tables(sweep: Sweep, out: Path, runs: Path, failures: list[dict[str, Any]],
+                  say: Callable[[str], None] | None = None) -> tuple[pd.DataFrame, Path]:
+    """``sweep.csv`` of the finished points (grid order) and ``failed.csv`` (removed when nothing failed)."""
     rows = []
     for pt in sweep.points:
         summary_file = runs / pt.key / "summary.json"
         if summary_file.exists():
             rows.append(_row(pt, json.loads(summary_file.read_text())))
     table = pd.DataFrame(rows)
-    if sweep.diagnose:  # diagnosis scores per point (issue 24)
+    if sweep.diagnose and say is not None:  # diagnosis scores per point (issue 24); not when interrupted
         table = add_scores(table, sweep.points, runs, sweep.diagnose, say)
-    _write_csv(table, out / "sweep.csv")
     failed_csv = out / "failed.csv"
-    if failures:
-        _write_csv(pd.DataFrame(failures), failed_csv)
-    else:
-        failed_csv.unlink(missing_ok=True)
-    table.attrs["counts"] = {"done": len(rows), "ran": ran, "failed": len(failures), "skipped": skipped}
-    say(f"sweep {sweep.name}: {len(rows)} of {len(sweep.points)} points done ({ran} this run, {skipped} skipped "
-        f"as already done), {len(failures)} failed" + (f" (see {failed_csv}; run the sweep again to retry them)"
-                                                       if failures else ""))
-    return table
+    try:
+        _write_csv(table, out / "sweep.csv")
+        if failures:
+            _write_csv(pd.DataFrame(failures), failed_csv)
+        else:
+            failed_csv.unlink(missing_ok=True)
+    except OSError as exc:
+        raise write_error(exc, out, "sweep folder") from None
+    return table, failed_csv
+
+
+def _interrupted(sweep: Sweep, out: Path, runs: Path, failures: list[dict[str, Any]], exc: BaseException,
+                 running: int) -> Interrupted:
+    """Write the table of the finished points, marked incomplete, and the account of what was kept."""
+    signum = int(getattr(exc, "signum", signal.SIGINT))
+    name = signal.Signals(signum).name
+    try:
+        table, _ = _write_tables(sweep, out, runs, failures)
+        again = f"waitlab sweep {sweep.path or 'SWEEP.toml'} -o {out}"
+        (out / INCOMPLETE).write_text(
+            f"sweep {sweep.name} was interrupted by {name}: {len(table)} of {len(sweep.points)} points finished; "
+            f"sweep.csv lists only those.\nRun `{again}` to run the missing points.\n")
+        kept = (f"{len(table)} of {len(sweep.points)} points finished and are kept ({runs}/<hash>/), their table "
+                f"is {out / 'sweep.csv'} (marked incomplete: {out / INCOMPLETE})")
+    except WaitlabError as err:
+        again = f"waitlab sweep {sweep.path or 'SWEEP.toml'} -o {out}"
+        kept = f"the finished points are kept in {runs}/, but their table could not be written ({err})"
+    return Interrupted(f"sweep {sweep.name} interrupted by {name}: {kept}; {running} running point"
+                       f"{'' if running == 1 else 's'} stopped and removed; rerun `{again}` to run only the missing "
+                       "points", signum)
 
 
 def _write_csv(table: pd.DataFrame, path: Path) -> None:

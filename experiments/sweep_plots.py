@@ -69,7 +69,11 @@ def plot_sweep_folder(folder: Path, out_png: Path | None = None, results: Sequen
     if not csv.is_file():
         raise InputError(str(folder), "sweep.csv", "is missing: not a sweep folder",
                          "pass the folder written by `waitlab sweep` (it holds sweep.csv)")
-    table = pd.read_csv(csv)
+    try:
+        table = pd.read_csv(csv)
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError, OSError) as exc:
+        raise InputError(str(csv), "(file)", f"is not a sweep table: {str(exc).splitlines()[0] if str(exc) else exc}",
+                         "re-run `waitlab sweep` to rewrite the table") from None
     if "scenario_hash" not in table.columns or not len(table):
         raise InputError(str(csv), "scenario_hash", "is missing or the table is empty",
                          "re-run `waitlab sweep` to rewrite the table")

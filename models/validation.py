@@ -34,7 +34,7 @@ from typing import Annotated, Any, TypeVar, cast, dataclass_transform, get_args,
 from pydantic import ConfigDict, Field, Strict, TypeAdapter, ValidationError
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
-from waitlab.errors import problem_text
+from waitlab.errors import Picklable, problem_text
 
 T = TypeVar("T")
 
@@ -48,7 +48,7 @@ StrictFloat = Annotated[float, Strict()]
 StrictBool = Annotated[bool, Strict()]
 
 
-class ParamError(ValueError):
+class ParamError(Picklable, ValueError):
     """A parameter value is invalid; ``key`` is its dotted path inside the table.
 
     Parameters

@@ -95,6 +95,8 @@ class ConfigKeyError(SimulationError):
     exit_code = 2
 
 
+#: Characters smpirun's unquoted expansion of ``--cfg`` settings would split or glob on.
+_SPLIT = re.compile(r"[\s*?\[\]]")
 _ACTOR = re.compile(r"Actor (?P<pid>\d+) \((?P<name>[^@)]*)@(?P<host>[^)]*)\): (?P<status>.*)$")
 _TIME = re.compile(r"^\[(?P<t>[0-9.]+)\]")
 _ADDRESS = re.compile(r" ?0x[0-9a-f]+ ?(\(\))?")
@@ -291,8 +293,13 @@ def run_smpirun(
     cmd += list(args)
     plugin_env = {PLUGIN_SETTINGS[k]: v for k, v in (config or {}).items() if k in PLUGIN_SETTINGS}
     for key, value in (config or {}).items():
-        if key not in PLUGIN_SETTINGS:
-            cmd.append(f"--cfg={key}:{value}")
+        if key in PLUGIN_SETTINGS:  # read by waitlab's native plugin from its environment, not by SimGrid
+            continue
+        setting = f"--cfg={key}:{value}"
+        if _SPLIT.search(setting):  # smpirun re-expands its settings unquoted: this one would become several
+            raise ConfigKeyError(f"{what}: the SimGrid setting {setting[:80]!r} holds spaces or shell characters "
+                                 "(* ? [ ]); smpirun would split it (fix: one value without spaces per key)")
+        cmd.append(setting)
     cmd.append("--log=root.thres:warning")
     cmd.append("--log=ker_engine.thres:info")
     full_env = {k: v for k, v in os.environ.items() if k not in PLUGIN_SETTINGS.values()}

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from bad_inputs_corpus import CASES, GOOD, Case, write
 from bad_inputs_files import GOOD_RUN
+from bad_inputs_more import FFT  # noqa: F401 - registers the issue-23 cases
 
 from waitlab.cli import main
 
@@ -26,8 +27,9 @@ ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 
 def test_the_corpus_is_large_and_covers_every_file_kind():
     assert len({c.id for c in CASES}) == len(CASES), "case ids must be unique"
-    assert len(CASES) >= 150
-    assert set(KINDS) == {"scenario", "platform", "sweep", "noise", "trace", "program", "run folder", "output folder"}
+    assert len(CASES) >= 300
+    assert set(KINDS) == {"scenario", "platform", "sweep", "noise", "trace", "program", "run folder", "output folder",
+                          "sweep folder"}
 
 
 @pytest.fixture(scope="session")

@@ -7,6 +7,8 @@ True
 
 from __future__ import annotations
 
+import math
+import signal
 from concurrent.futures import Executor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -17,14 +19,16 @@ import pandas as pd
 from waitlab.errors import InputError
 from waitlab.experiments.capture import capture as _capture
 from waitlab.experiments.capture import trace_scenario_text
-from waitlab.experiments.compare import Comparison, compare_png, compare_runs
+from waitlab.experiments.compare import Comparison, compare_runs
+from waitlab.experiments.compare import compare_png as _compare_png
 from waitlab.experiments.diagnosis.check import check_model
 from waitlab.experiments.diagnosis.diagnose import Diagnosis, diagnose_path
 from waitlab.experiments.diagnosis.evaluate import evaluate as _evaluate
 from waitlab.experiments.diagnosis.groundtruth import cache_use
 from waitlab.experiments.diagnosis.leaderboard import write_leaderboard
 from waitlab.experiments.diagnosis.registry import BUILTIN, DEFAULT_DIAGNOSE, resolve_all
-from waitlab.experiments.diagnosis_report import report_dict, to_markdown, write_report
+from waitlab.experiments.diagnosis_report import report_dict, to_markdown
+from waitlab.experiments.diagnosis_report import write_report as _write_report
 from waitlab.experiments.estimate import preflight
 from waitlab.experiments.executors import open_executor
 from waitlab.experiments.exports import FORMATS as EXPORT_FORMATS
@@ -37,6 +41,7 @@ from waitlab.experiments.results import LoadedRun, load_events, load_run, result
 from waitlab.experiments.scenario import Scenario, load_scenario
 from waitlab.experiments.sweep import Sweep, load_sweep, run_sweep
 from waitlab.experiments.sweep_plots import plot_sweep_folder
+from waitlab.experiments.writer import check_picture_path, guarded_output
 from waitlab.models.perturb.condition_c import ConditionCReport, check_condition_c
 from waitlab.platforms import PLATFORM_ALIASES, describe_platform, list_platforms, load_platform, render_platform
 from waitlab.platforms.calibration import calibration_table
@@ -78,6 +83,7 @@ __all__ = [
     "report_dict",
     "report_text",
     "run",
+    "signal_name",
     "summary_text",
     "sweep",
     "to_markdown",
@@ -144,7 +150,11 @@ def diagnose(source: str | Path, *, executor: Executor | None = None, **kwargs: 
     A results folder is read back as it is (only counterfactuals are simulated); see
     :func:`waitlab.experiments.diagnosis.diagnose.diagnose` for the keyword arguments.
     """
-    return diagnose_path(Path(source), executor=executor, **kwargs)
+    if executor is not None:
+        return diagnose_path(Path(source), executor=executor, **kwargs)
+    # waitlab's own worker processes: no __main__ guard needed (scripts, stdin, notebooks), Ctrl-C stops them
+    with open_executor("local", workers=2) as ex:
+        return diagnose_path(Path(source), executor=ex, **kwargs)
 
 
 def capture(scenario: Scenario | str | Path, out: str | Path, *, via: str = "layer", force: bool = False,
@@ -156,7 +166,14 @@ def capture(scenario: Scenario | str | Path, out: str | Path, *, via: str = "lay
 
 def check_c(events: str | Path, *, atol: float = 1e-9,
             kinds: tuple[str, ...] = ("overhead", "swap", "flush", "delay")) -> ConditionCReport:
-    """Check condition C (Okita et al., formula 3) on an event table or results folder."""
+    """Check condition C (Okita et al., formula 3) on an event table or results folder.
+
+    ``atol`` (seconds) must be finite and >= 0: a negative one would call equal sums different, NaN would call
+    every pair equal.
+    """
+    if not math.isfinite(atol) or atol < 0:
+        raise InputError("(command line)", "--atol", f"must be a finite number >= 0 (seconds), got {atol}",
+                         "e.g. --atol 1e-9")
     return check_condition_c(load_events(Path(events)), atol=atol, kinds=kinds)
 
 
@@ -202,12 +219,37 @@ def export(run_folder: str | Path, formats: tuple[str, ...] = ("otf2",),
 
     ``formats`` are names of :data:`EXPORT_FORMATS`; returns ``format -> written path``.
     """
-    return export_run(run_folder, formats, out)
+    with guarded_output(Path(out) if out is not None else Path(run_folder), "export folder"):
+        return export_run(run_folder, formats, out)
 
 
 def plot(sweep_folder: str | Path, out: str | Path | None = None, results: tuple[str, ...] | None = None) -> Path:
     """Draw each result of a sweep against each swept key, one line per value of the other keys."""
-    return plot_sweep_folder(Path(sweep_folder), Path(out) if out else None, results)
+    target = Path(out) if out else Path(sweep_folder) / "sweep.png"
+    check_picture_path(target, "-o")
+    with guarded_output(target, "picture folder", file=True):
+        return plot_sweep_folder(Path(sweep_folder), Path(out) if out else None, results)
+
+
+def write_report(diag: Diagnosis, out: str | Path, png: bool = True) -> list[Path]:
+    """Write a diagnosis report (``diagnosis.json``, ``diagnosis.md``, figures) into ``out``; return the files.
+
+    A folder that cannot be written is refused with the real cause; a failed write leaves no partial files.
+    """
+    with guarded_output(Path(out), "report folder"):
+        return _write_report(diag, Path(out), png=png)
+
+
+def compare_png(cmp: Comparison, path: str | Path) -> Path:
+    """Draw a comparison (:func:`compare`) into ``path`` (``.png``, ``.svg`` or ``.pdf``)."""
+    check_picture_path(Path(path))
+    with guarded_output(Path(path), "picture folder", file=True):
+        return _compare_png(cmp, Path(path))
+
+
+def signal_name(exc: BaseException) -> str:
+    """``SIGINT`` or ``SIGTERM``: the signal behind an interruption (``SIGINT`` for a plain Ctrl-C)."""
+    return signal.Signals(int(getattr(exc, "signum", signal.SIGINT))).name
 
 
 #: Models ``waitlab diagnose`` runs without ``--model`` (CWP-DM and H-CWP-DM, both pairings).

@@ -21,7 +21,7 @@ from waitlab.cli_common import dump as _dump
 from waitlab.cli_common import frame as _frame
 from waitlab.cli_common import json_flag as _json_flag
 from waitlab.cli_common import say as _say
-from waitlab.errors import InputError, WaitlabError
+from waitlab.errors import InputError, Interrupted, WaitlabError, is_write_failure, write_error
 from waitlab.interrupts import session
 from waitlab.version import __version__
 
@@ -223,12 +223,26 @@ def _diagnose(sub: Any) -> None:
     def go(args: argparse.Namespace) -> int:
         if args.workers < 1:
             raise InputError("(command line)", "--workers", f"must be >= 1, got {args.workers}", "e.g. --workers 2")
+        if not 0 <= args.threshold < 1:  # NaN fails this too
+            raise InputError("(command line)", "--threshold", f"must be in [0, 1), got {args.threshold}",
+                             "e.g. --threshold 0.01 (1%)")
+        if args.top_k < 1 or args.candidates < 0:
+            raise InputError("(command line)", "--top-k" if args.top_k < 1 else "--candidates",
+                             f"must be >= {1 if args.top_k < 1 else 0}", "e.g. --top-k 5 --candidates 8")
         models = [*api.DEFAULT_MODELS, *(args.model or [])]
-        with api.open_executor(args.executor, workers=args.workers, scheduler=args.scheduler) as ex:
-            diag = api.diagnose(args.source, threshold=args.threshold, top_k=args.top_k,
-                                n_candidates=args.candidates, truth=not args.no_truth, executor=ex,
-                                cache_dir=args.cache, use_cache=not args.no_cache, progress=_bar(args),
-                                models=models)
+        try:
+            with api.open_executor(args.executor, workers=args.workers, scheduler=args.scheduler) as ex:
+                diag = api.diagnose(args.source, threshold=args.threshold, top_k=args.top_k,
+                                    n_candidates=args.candidates, truth=not args.no_truth, executor=ex,
+                                    cache_dir=args.cache, use_cache=not args.no_cache, progress=_bar(args),
+                                    models=models)
+        except KeyboardInterrupt as exc:  # the re-runs were stopped by open_executor; say what stays
+            kept = ("nothing was kept (--no-cache)" if args.no_cache else "the counterfactual re-runs that "
+                    "finished are kept in the cache (--cache; default ~/.cache/waitlab/counterfactuals) and are "
+                    "reused")
+            raise Interrupted(f"diagnose interrupted by {api.signal_name(exc)}: running re-runs were stopped, no "
+                              f"report was written; {kept} when you run the same command again",
+                              int(getattr(exc, "signum", 2))) from None
         if args.output is not None:
             out = args.output
         elif args.source.is_dir():
@@ -376,9 +390,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except WaitlabError as exc:
         print(f"waitlab: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("waitlab: interrupted; no partial results were kept", file=sys.stderr)
-        return 130
+    except OSError as exc:  # a write deep in a library that no writer path caught: the same one-line mapping
+        if not is_write_failure(exc):
+            raise
+        print(f"waitlab: error: {write_error(exc, exc.filename or '(output)')}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as exc:  # the command's own account (sweep, diagnose), else the generic one
+        text = str(exc) or "interrupted; nothing partial was kept (a results folder being written was removed)"
+        print(f"waitlab: {text}", file=sys.stderr)
+        return 128 + int(getattr(exc, "signum", 2))
 
 
 if __name__ == "__main__":

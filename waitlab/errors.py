@@ -7,6 +7,9 @@ The CLI prints ``str(error)`` and exits with status 2 (bad input) or 3
 
 from __future__ import annotations
 
+import errno
+from typing import Any
+
 
 def problem_text(where: str, problem: str, fix: str = "") -> str:
     """The one spelling of every input problem: ``WHERE: PROBLEM (fix: FIX)``.
@@ -17,7 +20,33 @@ def problem_text(where: str, problem: str, fix: str = "") -> str:
     return f"{where}: {problem}" + (f" (fix: {fix})" if fix else "")
 
 
-class WaitlabError(Exception):
+def rebuild_error(cls: type[BaseException], args: tuple[Any, ...], state: dict[str, Any]) -> BaseException:
+    """Unpickle an error without calling its ``__init__`` (whose parameters differ from ``args``)."""
+    exc = cls.__new__(cls)
+    exc.args = args
+    exc.__dict__.update(state)
+    return exc
+
+
+class Picklable:
+    """Mixin of exceptions whose ``__init__`` takes other parameters than the message: they survive ``pickle``.
+
+    ``BaseException.__reduce__`` re-creates an exception as ``cls(*args)``, with ``args = (message,)``; an
+    ``__init__`` of four parameters then raises ``TypeError`` in the process that unpickles it (a worker's
+    error killed the whole process pool).  Here the exception is rebuilt from its ``args`` and attributes.
+
+    >>> import pickle
+    >>> err = pickle.loads(pickle.dumps(InputError("a.toml", "steps", "must be >= 1")))
+    >>> (type(err).__name__, err.field, str(err))
+    ('InputError', 'steps', 'a.toml: steps: must be >= 1')
+    """
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        assert isinstance(self, BaseException)
+        return (rebuild_error, (type(self), self.args, dict(self.__dict__)))
+
+
+class WaitlabError(Picklable, Exception):
     """Base class of every error waitlab reports to the user."""
 
     exit_code = 2
@@ -61,3 +90,67 @@ class EnvironmentProblem(WaitlabError):
     """A required tool (smpirun, smpicxx, python3-simgrid) is missing."""
 
     exit_code = 4
+
+
+class Interrupted(Picklable, KeyboardInterrupt):
+    """A command stopped by SIGINT or SIGTERM; the message says what was kept and how to resume.
+
+    It is a :class:`KeyboardInterrupt`, so code that stops on Ctrl-C stops on it too; the command line exits
+    with ``128 + signum`` (130 for SIGINT, 143 for SIGTERM).
+
+    >>> err = Interrupted("sweep s: 3 of 12 points kept", 15)
+    >>> err.exit_code, str(err)
+    (143, 'sweep s: 3 of 12 points kept')
+    """
+
+    def __init__(self, message: str, signum: int = 2) -> None:
+        self.signum = int(signum)
+        self.exit_code = 128 + self.signum
+        super().__init__(message)
+
+
+class WriteError(InputError):
+    """A file or folder could not be written (disk full, quota, permissions, read-only file system, ...).
+
+    ``unwritable`` tells a sweep that no further point can be written either, so it starts no more;
+    ``errno`` is the operating system's error number.
+    """
+
+    unwritable = True
+
+    def __init__(self, file: str, field: str, problem: str, fix: str = "", errno: int = 0) -> None:
+        super().__init__(file, field, problem, fix)
+        self.errno = errno
+
+
+#: The operating system's reasons a write fails: errno -> (what it means, the fix).
+WRITE_CAUSES: dict[int, tuple[str, str]] = {
+    errno.ENOSPC: ("the disk is full", "free disk space or write to another disk (-o)"),
+    errno.EDQUOT: ("your disk quota is used up", "free space within your quota or write elsewhere (-o)"),
+    errno.EACCES: ("you may not write there", "choose a folder you can write (-o) or fix its permissions"),
+    errno.EPERM: ("you may not write there", "choose a folder you can write (-o) or fix its permissions"),
+    errno.EROFS: ("it is on a read-only file system", "write to a writable disk (-o)"),
+    errno.EFBIG: ("a file grew past the file-size limit (ulimit -f)", "raise the limit or write elsewhere"),
+    errno.ENAMETOOLONG: ("a path is too long", "use a shorter output path (-o)"),
+    errno.EMFILE: ("too many open files", "raise 'ulimit -n'"),
+    errno.EIO: ("the disk reported an input/output error", "check the disk or write elsewhere (-o)"),
+    errno.ENOTDIR: ("a part of the path is a file, not a folder", "choose another output path (-o)"),
+}
+
+
+def write_error(exc: OSError, folder: object, what: str = "output folder") -> WriteError:
+    """The one error for a failed write: names ``folder``, the operating system's words and the real cause.
+
+    >>> str(write_error(OSError(errno.ENOSPC, "No space left on device"), "out"))
+    'out: (output folder): writing failed: No space left on device: the disk is full (fix: free disk space or \
+write to another disk (-o))'
+    """
+    meaning, fix = WRITE_CAUSES.get(exc.errno or 0, ("", "free disk space or choose another location (-o)"))
+    words = exc.strerror or str(exc) or type(exc).__name__
+    return WriteError(str(folder), f"({what})", f"writing failed: {words}" + (f": {meaning}" if meaning else ""),
+                      fix, exc.errno or 0)
+
+
+def is_write_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` is an operating-system write failure :func:`write_error` knows (disk full, permissions...)."""
+    return isinstance(exc, OSError) and (exc.errno or 0) in WRITE_CAUSES

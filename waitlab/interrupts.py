@@ -3,9 +3,11 @@
 - Scratch: every temporary file of the command (and of its worker processes and SimGrid runs, through
   ``TMPDIR``) goes to ``$TMPDIR/waitlab-scratch-<pid>/``, removed when the command ends, however it ends.  A
   folder left by a process that was killed (``kill -9``) is removed by the next waitlab command.
-- Signals: the first Ctrl-C (or SIGTERM) raises :class:`KeyboardInterrupt`, so results folders being written
-  are removed and SimGrid runs are stopped; a second Ctrl-C exits at once (status 130), killing the worker
-  processes; SimGrid runs die with their parent (``PR_SET_PDEATHSIG``, see :mod:`waitlab.simulator.smpi`).
+- Signals: the first Ctrl-C (or SIGTERM) raises :class:`~waitlab.errors.Interrupted` (a
+  :class:`KeyboardInterrupt` carrying the signal), so results folders being written are removed, no more work
+  is dispatched and SimGrid runs are stopped; a second signal exits at once (status 128 + signal: 130 for
+  SIGINT, 143 for SIGTERM), killing the worker processes; SimGrid runs die with their parent
+  (``PR_SET_PDEATHSIG``, see :mod:`waitlab.simulator.smpi`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
+from waitlab.errors import Interrupted
+from waitlab.experiments.isolated import kill_children
 from waitlab.experiments.results import pid_alive
 
 PREFIX = "waitlab-scratch-"
@@ -42,12 +46,13 @@ def clean_stale_scratch(base: Path) -> list[Path]:
     return removed
 
 
-def _stop_now(scratch: Path) -> None:
+def _stop_now(scratch: Path, signum: int) -> None:
     print("waitlab: interrupted twice: stopping now", file=sys.stderr, flush=True)
+    kill_children()
     for child in multiprocessing.active_children():
         child.kill()
     shutil.rmtree(scratch, ignore_errors=True)
-    os._exit(130)
+    os._exit(128 + signum)
 
 
 @contextmanager
@@ -70,8 +75,8 @@ def session() -> Iterator[Path]:
         nonlocal interrupts
         interrupts += 1
         if interrupts > 1:
-            _stop_now(scratch)
-        raise KeyboardInterrupt
+            _stop_now(scratch, signum)
+        raise Interrupted("", signum)  # empty: the command's own message, or the CLI's generic one
 
     main = threading.current_thread() is threading.main_thread()
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)} if main else {}

@@ -7,6 +7,7 @@ and program sources, so that every reader says the same thing the same way.
 
 from __future__ import annotations
 
+import stat
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -31,11 +32,19 @@ def read_bytes(path: str | Path, what: str, max_bytes: int) -> bytes:
     if p.is_dir():
         raise InputError(str(p), "(file)", "is a folder", f"give the path of a {what} file")
     try:
-        size = p.stat().st_size
-        if size > max_bytes:
-            raise InputError(str(p), "(file)", f"is {size} bytes; a {what} file is at most {max_bytes}",
+        st = p.stat()
+        if not stat.S_ISREG(st.st_mode):  # a FIFO would block, /dev/zero never ends
+            raise InputError(str(p), "(file)", "is not a regular file (a device, pipe or socket)",
+                             f"give the path of a {what} file")
+        if st.st_size > max_bytes:
+            raise InputError(str(p), "(file)", f"is {st.st_size} bytes; a {what} file is at most {max_bytes}",
                              "check that this is the right file")
-        return p.read_bytes()
+        with open(p, "rb") as fh:  # at most one byte past the limit, whatever the file claims
+            data = fh.read(max_bytes + 1)
+        if len(data) > max_bytes:
+            raise InputError(str(p), "(file)", f"is more than {max_bytes} bytes; a {what} file is at most "
+                             f"{max_bytes}", "check that this is the right file")
+        return data
     except PermissionError:
         raise InputError(str(p), "(file)", "cannot be read (permission denied)", "make it readable") from None
     except OSError as exc:

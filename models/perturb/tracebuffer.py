@@ -63,6 +63,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from waitlab.errors import Picklable
 from waitlab.models.ops import OpTable
 from waitlab.models.perturb.insertion import KEY_SCALE, Insertions, concat, row_of
 from waitlab.models.perturb.instrumentation import Instrumentation, Records
@@ -72,7 +73,7 @@ _I = npt.NDArray[np.int64]
 _B = npt.NDArray[np.bool_]
 
 
-class TauTooShort(ValueError):
+class TauTooShort(Picklable, ValueError):
     """The swap-out function's ``tau`` is shorter than one of its flushes (P2 cannot hold)."""
 
     def __init__(self, tau: float, rank: int, point: int, nbytes: float, seconds: float) -> None:

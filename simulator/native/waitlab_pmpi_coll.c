@@ -107,6 +107,23 @@ int MPI_Reduce_scatter(const void* sbuf, void* rbuf, const int* rcounts, MPI_Dat
 /* ---- nonblocking collectives: the generated wrappers record them as their blocking twin in the call that completes
  * them (wl_coll_add, wl_record_completion); nonblocking v-collectives are refused ---------------------------------- */
 
+/* MPI_Ibarrier with barrier semantics.  SMPI 3.32's Ibarrier lets a rank's MPI_Wait return before the last rank
+ * entered the Ibarrier (4 ranks entering at 0, 0.5, 1.0, 1.5 s left at 1.5, 0.5, 1.0, 1.5 s: an impossible
+ * timeline, 1.5 s of barrier wait instead of 3.0).  A nonblocking allreduce of one byte needs every rank's
+ * contribution before any rank's request completes, which is exactly a barrier; SMPI's Iallreduce honours it
+ * (the same ranks leave at 1.5 s).  The generated C wrapper MPI_Ibarrier (waitlab_wrappers.inc, included after
+ * this file) calls PMPI_Ibarrier, redirected here; it still records the call as a barrier.  The buffers are
+ * per-call heap bytes (a request may outlive the caller's frame): one byte per call, never freed (at most one
+ * per Ibarrier a program makes). */
+static int wl_ibarrier(MPI_Comm comm, MPI_Request* req)
+{
+  char* bytes = calloc(2, 1);
+  if (bytes == NULL)
+    return PMPI_Ibarrier(comm, req);
+  return PMPI_Iallreduce(bytes, bytes + 1, 1, MPI_CHAR, MPI_MAX, comm, req);
+}
+#define PMPI_Ibarrier wl_ibarrier
+
 /* Nonblocking v-collectives are refused: their per-peer counts would have to be kept until completion. */
 #define WL_REFUSE(NAME)                                                                                                \
   wl_die(NAME " is not supported by waitlab's measurement layer (nonblocking v-collectives); use the blocking "    \
