@@ -17,9 +17,9 @@ import matplotlib.ticker
 import numpy as np
 import pandas as pd
 
-from waitlab.experiments.canvas import subplots
-from waitlab.experiments.palette import KIND_COLOURS, RUN_A, RUN_B, WAIT
-from waitlab.experiments.perturbation_report import jsonable
+from waitlab.experiments.report.canvas import subplots
+from waitlab.experiments.report.palette import INK, KIND_COLOURS, RUN_A, RUN_B, WAIT
+from waitlab.experiments.report.perturbation_report import jsonable
 from waitlab.experiments.results import LoadedRun
 from waitlab.models.analysis.summary import rank_budget
 
@@ -183,7 +183,7 @@ def compare_png(cmp: Comparison, path: Path) -> Path:
         ax.bar(r - 0.2, cmp.ranks["own_work_delta"], 0.4, color=KIND_COLOURS["compute"],
                label="own work (compute + perturbation)")
         ax.bar(r + 0.2, cmp.ranks["wait_delta"], 0.4, color=WAIT, label="wait")
-        ax.axhline(0, color="#333333", lw=0.6)
+        ax.axhline(0, color=INK, lw=0.6)
         lo, hi = ax.get_ylim()
         ax.set_ylim(lo, hi + 0.3 * (hi - lo))  # room for the legend above the bars
         ax.legend(fontsize=8, frameon=False, loc="upper right", ncol=2)
@@ -193,7 +193,7 @@ def compare_png(cmp: Comparison, path: Path) -> Path:
     ax.set_title("per rank: change", fontsize=10)
     ax = axes[1, 1]
     ax.bar(cmp.steps["step"], cmp.steps["delta"], color=RUN_B)
-    ax.axhline(0, color="#333333", lw=0.6)
+    ax.axhline(0, color=INK, lw=0.6)
     ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     ax.set_xlabel("step")
     ax.set_ylabel("B - A (s)")

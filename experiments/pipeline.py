@@ -24,7 +24,7 @@ import pandas as pd
 
 from waitlab.errors import InputError
 from waitlab.experiments.perturbation import perturbation_config, platform_facts
-from waitlab.experiments.perturbation_report import PerturbationResult, event_op_rows, perturbation_report
+from waitlab.experiments.report.perturbation_report import PerturbationResult, event_op_rows, perturbation_report
 from waitlab.experiments.scenario import Scenario
 from waitlab.experiments.sources import Execution, Source, source_for
 from waitlab.models.analysis.metrics import ledger_frame, wait_metrics

@@ -16,7 +16,6 @@ import pytest
 from ideal_replay import chain_ops, ideal_replay, work
 
 from waitlab.experiments.diagnose import diagnose
-from waitlab.experiments.diagnosis_report import to_markdown, write_report
 from waitlab.experiments.groundtruth import (
     Counterfactuals,
     ground_truth,
@@ -25,6 +24,7 @@ from waitlab.experiments.groundtruth import (
     standard_sets,
     wait_metrics,
 )
+from waitlab.experiments.report.diagnosis_report import to_markdown, write_report
 from waitlab.experiments.scenario import Scenario, from_mapping
 from waitlab.models.analysis.waitstates import wait_states
 from waitlab.models.ops import OpBuilder, OpTable

@@ -29,9 +29,9 @@ from typing import Any
 import pandas as pd
 
 from waitlab.experiments.diagnose import Diagnosis, diagnose
-from waitlab.experiments.diagnosis_report import to_markdown, write_report
 from waitlab.experiments.groundtruth import ledger_frame, region_set
 from waitlab.experiments.pipeline import prepare, simulate_ops
+from waitlab.experiments.report.diagnosis_report import to_markdown, write_report
 from waitlab.experiments.scenario import Scenario, from_mapping
 from waitlab.models.analysis.hcwpdm import hcwpdm
 from waitlab.models.analysis.scoring import by_region

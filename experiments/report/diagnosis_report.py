@@ -7,10 +7,10 @@ import math
 from pathlib import Path
 from typing import Any
 
-from waitlab.experiments.critical_report import critical_path_dict, critical_path_markdown, run_critical_path
 from waitlab.experiments.diagnose import Diagnosis
-from waitlab.experiments.diagnosis_plots import blame_figure, culprit_timeline
 from waitlab.experiments.groundtruth import cache_use
+from waitlab.experiments.report.critical_report import critical_path_dict, critical_path_markdown, run_critical_path
+from waitlab.experiments.report.diagnosis_plots import blame_figure, culprit_timeline
 from waitlab.models.analysis.cwpdm import CwpdmResult
 from waitlab.models.analysis.scoring import by_rank_region, by_region
 
