@@ -13,6 +13,7 @@ setup(
         "waitlab.models.perturb",
         "waitlab.models.analysis",
         "waitlab.experiments.reproduce",
+        "waitlab.experiments.report",
     ],
     package_dir={
         "waitlab": "waitlab",
@@ -24,11 +25,13 @@ setup(
         "waitlab.models.perturb": "models/perturb",
         "waitlab.models.analysis": "models/analysis",
         "waitlab.experiments.reproduce": "experiments/reproduce",
+        "waitlab.experiments.report": "experiments/report",
     },
     package_data={
         "waitlab.simulator": ["native/*.cpp", "native/*.c", "native/*.h", "native/*.inc"],
         "waitlab.platforms": ["data/*.toml"],
         "waitlab.experiments": ["scenarios/*.toml"],
         "waitlab.experiments.reproduce": ["*.c"],
+        "waitlab.experiments.report": ["*.js"],
     },
 )

@@ -7,6 +7,7 @@ True
 
 from __future__ import annotations
 
+import json
 from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any
@@ -18,20 +19,21 @@ from waitlab.experiments.capture import capture as _capture
 from waitlab.experiments.capture import trace_scenario_text
 from waitlab.experiments.compare import Comparison, compare_png, compare_runs
 from waitlab.experiments.diagnose import Diagnosis, diagnose_path
-from waitlab.experiments.diagnosis_report import report_dict, to_markdown, write_report
 from waitlab.experiments.estimate import preflight
 from waitlab.experiments.executors import open_executor
 from waitlab.experiments.exports import FORMATS as EXPORT_FORMATS
 from waitlab.experiments.exports import export_run
 from waitlab.experiments.groundtruth import cache_use
-from waitlab.experiments.perturbation_report import report_text
 from waitlab.experiments.pipeline import Run, RunResult, prepare
 from waitlab.experiments.pipeline import run as _run
+from waitlab.experiments.report.diagnosis_report import report_dict, to_markdown, write_report
+from waitlab.experiments.report.perturbation_report import report_text
+from waitlab.experiments.report.rebuild import rebuild_report
+from waitlab.experiments.report.sweep_plots import plot_sweep_folder
 from waitlab.experiments.reproduce import he_sunway, okita_spilling, rao_alltoall, spill_policies, wu_lared_s
 from waitlab.experiments.results import LoadedRun, load_events, load_run, results_folder, summary_text, write_run
 from waitlab.experiments.scenario import Scenario, load_scenario
 from waitlab.experiments.sweep import Sweep, load_sweep, run_sweep
-from waitlab.experiments.sweep_plots import plot_sweep_folder
 from waitlab.models.perturb.condition_c import ConditionCReport, check_condition_c
 from waitlab.platforms import PLATFORM_ALIASES, describe_platform, list_platforms, load_platform, render_platform
 from waitlab.platforms.calibration import calibration_table
@@ -65,6 +67,7 @@ __all__ = [
     "platform_aliases",
     "platforms",
     "plot",
+    "report",
     "report_dict",
     "report_text",
     "run",
@@ -197,3 +200,19 @@ def export(run_folder: str | Path, formats: tuple[str, ...] = ("otf2",),
 def plot(sweep_folder: str | Path, out: str | Path | None = None, results: tuple[str, ...] | None = None) -> Path:
     """Draw each result of a sweep against each swept key, one line per value of the other keys."""
     return plot_sweep_folder(Path(sweep_folder), Path(out) if out else None, results)
+
+
+def report(run_folder: str | Path, diagnosis: str | Path | dict[str, Any] | None = None) -> Path:
+    """(Re)write ``run_folder/report.html``: the offline, interactive report of a results folder.
+
+    ``diagnosis`` is a diagnosis (``diagnosis.json``'s path or its data); by default the folder's own
+    ``diagnosis/diagnosis.json`` when ``waitlab diagnose`` wrote one.  Returns the page's path.
+    """
+    if isinstance(diagnosis, str | Path):
+        path = Path(diagnosis)
+        try:
+            diagnosis = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise InputError(str(path), "(file)", f"cannot be read as a diagnosis: {exc}",
+                             "pass the diagnosis.json written by `waitlab diagnose`") from None
+    return rebuild_report(run_folder, diagnosis if isinstance(diagnosis, dict) else None)

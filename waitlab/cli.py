@@ -1,7 +1,7 @@
 """waitlab command line: simulate MPI wait propagation with SimGrid SMPI.
 
 Sub-commands: run, sweep, diagnose, compare, export, plot, check-c, reproduce, platforms, calibrate, doctor,
-capture.  Errors in input files or in SimGrid are printed as one message, without a traceback.  Every
+capture, report.  Errors in input files or in SimGrid are printed as one message, without a traceback.  Every
 command takes ``--quiet`` (no progress, no text summary); commands that print a summary take ``--json``.
 Progress bars go to stderr, and only to a terminal.
 """
@@ -230,12 +230,15 @@ def _diagnose(sub: Any) -> None:
         else:
             out = api.default_output(diag.scenario.name if diag.scenario else args.source.stem, "-diagnosis")
         api.write_report(diag, out, png=not args.no_png)
+        if args.source.is_dir():  # the run's report.html gains the diagnosis
+            api.report(args.source, out / "diagnosis.json")
         if args.json:
             _dump({"output": str(out), **api.report_dict(diag)})
         _say(args, api.to_markdown(diag))
         if diag.truth is not None:
             _say(args, api.cache_use(diag.truth))
-        _say(args, f"report written to {out}/")
+        _say(args, f"report written to {out}/" + (f" and {args.source / 'report.html'}" if args.source.is_dir()
+                                                    else ""))
         return 0
 
     p.set_defaults(func=go)
@@ -243,6 +246,7 @@ def _diagnose(sub: Any) -> None:
 
 for _add in cli_outputs.COMMANDS:  # compare, export, plot
     subcommand(_add)
+
 
 
 def _reproduce_okita(args: argparse.Namespace) -> int:
