@@ -4,12 +4,13 @@
 # python3-simgrid bindings), waitlab in editable mode, and the native replay
 # extension.  Idempotent: a second run only checks.
 # g++ is needed by smpicxx (the replay extension) and is not a dependency of libsimgrid-dev; make runs the Makefile.
+# chromium: the browser test of report.html (headless, tests/headless.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 
 need_apt=()
-for pkg in libsimgrid-dev python3-simgrid python3-venv python3-dev g++ gfortran make python3-otf2 otf2-tools libjs-mathjax; do
+for pkg in libsimgrid-dev python3-simgrid python3-venv python3-dev g++ gfortran make python3-otf2 otf2-tools libjs-mathjax chromium; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 if [ ${#need_apt[@]} -gt 0 ]; then

@@ -151,6 +151,7 @@
         div.scrollIntoView();
       });
     }
+    document.body.setAttribute("data-ready-ms", String(Math.round(performance.now())));
     document.body.setAttribute("data-timeline", "ready");
   }
   main().catch((e) => { document.getElementById("wl-range-status").textContent = "timeline failed: " + e; throw e; });
