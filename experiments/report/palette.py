@@ -43,6 +43,8 @@ SERIES: tuple[str, ...] = (
 INK, RULE = "#333333", "#7f8c8d"
 #: The background (zero of a heatmap).
 PAPER = "#ffffff"
+#: Heatmap of wait: from the background to the wait colour and darker.
+HEAT: tuple[str, ...] = (PAPER, "#fde0dc", "#f9bdbb", "#f69988", "#f36c60", WAIT, "#c0392b")
 #: Run A and run B in comparisons.
 RUN_A, RUN_B = "#5d6d7e", "#ff7f0e"
 
