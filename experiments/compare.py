@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from waitlab.experiments.report.canvas import subplots
+from waitlab.experiments.report.notebook import comparison_html
 from waitlab.experiments.report.palette import INK, KIND_COLOURS, RUN_A, RUN_B, WAIT
 from waitlab.experiments.report.perturbation_report import jsonable
 from waitlab.experiments.results import LoadedRun
@@ -65,6 +66,9 @@ class Comparison:
     steps: pd.DataFrame  # step, a, b, delta (seconds of the step), wait_a, wait_b, wait_delta
     notes: list[str] = field(default_factory=list)
 
+    def _repr_html_(self) -> str:
+        return comparison_html(self)
+
     @property
     def makespan_delta(self) -> float:
         return self.makespan[1] - self.makespan[0]
@@ -80,17 +84,27 @@ class Comparison:
         """The ``top`` steps whose duration moved most."""
         return self.steps.sort_values("delta", key=np.abs, ascending=False, kind="stable").head(top)
 
-    def to_dict(self, top: int = 5) -> dict[str, Any]:
-        """Everything as plain JSON types (``waitlab compare --json``)."""
-        def rec(df: pd.DataFrame) -> list[dict[str, Any]]:
-            return [jsonable(r) for r in df.to_dict("records")]
+    @property
+    def identical(self) -> bool:
+        """Nothing moved by more than ``EPS`` seconds: makespan, totals, waits, ranks and steps."""
+        frames = [self.totals["delta"], self.by_pattern["delta"], self.by_region["delta"],
+                  self.steps["delta"] if len(self.steps) else pd.Series(dtype=float)]
+        frames += [self.ranks[c] for c in self.ranks.columns if c.endswith("_delta")]
+        return abs(self.makespan_delta) <= EPS and all(bool((f.abs() <= EPS).all()) for f in frames)
 
-        return {"a": self.a, "b": self.b,
+    def to_dict(self, top: int = 5) -> dict[str, Any]:
+        """Everything as plain JSON types (``waitlab compare --json``): ``identical``, and only what changed
+        (rows whose delta is above ``EPS`` seconds; the makespans are always given)."""
+        def rec(df: pd.DataFrame, column: str = "delta") -> list[dict[str, Any]]:
+            return [jsonable(r) for r in df[df[column].abs() > EPS].to_dict("records")] if len(df) else []
+
+        return {"a": self.a, "b": self.b, "identical": self.identical,
                 "makespan": {"a": self.makespan[0], "b": self.makespan[1], "delta": self.makespan_delta},
                 "totals": rec(self.totals), "wait_by_pattern": rec(self.by_pattern),
                 "wait_by_region": rec(self.by_region),
-                "ranks_wait_moved": rec(self.ranks_by("wait_delta", top)) if len(self.ranks) else [],
-                "ranks_own_work_moved": rec(self.ranks_by("own_work_delta", top)) if len(self.ranks) else [],
+                "ranks_wait_moved": rec(self.ranks_by("wait_delta", top), "wait_delta") if len(self.ranks) else [],
+                "ranks_own_work_moved": rec(self.ranks_by("own_work_delta", top), "own_work_delta")
+                if len(self.ranks) else [],
                 "steps_moved": rec(self.steps_moved(top)), "notes": list(self.notes)}
 
     def to_json(self, top: int = 5) -> str:
@@ -102,6 +116,8 @@ class Comparison:
         pct = f" ({100 * self.makespan_delta / ma:+.1f}%)" if ma > 0 else ""
         lines = [f"A = {self.a}", f"B = {self.b}",
                  f"makespan: A {ma:.6f} s, B {mb:.6f} s, B - A {self.makespan_delta:+.6f} s{pct}"]
+        if self.identical:
+            lines.append(f"identical: no total, wait, rank or step moved by more than {EPS:g} s")
 
         def table(title: str, df: pd.DataFrame, key: str) -> None:
             moved = df[df["delta"].abs() > EPS]

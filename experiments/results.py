@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 from waitlab.errors import InputError
 from waitlab.experiments.pipeline import Run, RunResult
 from waitlab.experiments.report.html import write_html_report
+from waitlab.experiments.report.notebook import loaded_html
 from waitlab.experiments.report.perturbation_report import buffer_timeline, jsonable, report_text
 from waitlab.experiments.report.plots import timeline_png
 from waitlab.experiments.scenario import Scenario, from_mapping, read_toml
@@ -258,6 +259,9 @@ class LoadedRun:
     def ledger(self) -> pd.DataFrame:
         """The cause ledger (rank, region, step, seconds, kind)."""
         return ledger_frame(self.ops)
+
+    def _repr_html_(self) -> str:
+        return loaded_html(self)
 
 
 #: Columns a results folder's tables must have to be read back (the rest is checked by their readers).

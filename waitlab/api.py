@@ -8,6 +8,7 @@ True
 from __future__ import annotations
 
 import json
+import re
 from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,7 @@ __all__ = [
     "load_sweep",
     "open_executor",
     "platform_aliases",
+    "platform_sources",
     "platforms",
     "plot",
     "report",
@@ -155,6 +157,25 @@ def check_c(events: str | Path, *, atol: float = 1e-9,
 def platforms() -> list[str]:
     """Names of the built-in platform models."""
     return list_platforms()
+
+
+def platform_sources(name: str) -> dict[str, Any]:
+    """One platform's summary line, the works its figures come from, and how many figures are sourced or assumed.
+
+    >>> d = platform_sources("dawning_5000a")
+    >>> d["sources"][0], d["sourced"] > 0
+    ('Rao et al.', True)
+    """
+    model = load_platform(name)
+    works: list[str] = []
+    for f in model.figures:
+        if not f.assumed:
+            work = re.split(r"\s§|:|,|;|\s\(|\stable\s", f.source, maxsplit=1)[0].strip()[:60]
+            if work and work not in works:
+                works.append(work)
+    assumed = sum(1 for f in model.figures if f.assumed)
+    return {"name": model.name, "summary": describe_platform(model, short=True), "sources": works,
+            "sourced": len(model.figures) - assumed, "assumed": assumed}
 
 
 def platform_aliases() -> dict[str, str]:

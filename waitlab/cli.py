@@ -29,7 +29,7 @@ from waitlab.version import __version__
 @subcommand
 def _run(sub: Any) -> None:
     p = sub.add_parser("run", help="simulate one scenario and write its results folder")
-    p.add_argument("scenario", type=Path, help="scenario TOML file")
+    p.add_argument("scenario", type=Path, help="scenario TOML file (- reads it from standard input)")
     p.add_argument("-o", "--output", type=Path, default=None, help="results folder (default: results/<name>)")
     p.add_argument("--force", action="store_true", help="replace an existing results folder")
     p.add_argument("--no-png", action="store_true", help="skip the timeline picture")
@@ -103,13 +103,23 @@ def _platforms(sub: Any) -> None:
     p = sub.add_parser("platforms", help="list the platform models, or show one")
     p.add_argument("name", nargs="?", help="platform to show (built-in name or .toml path)")
     p.add_argument("--xml", type=int, metavar="RANKS", help="print the SimGrid XML rendered for RANKS ranks")
+    _json_flag(p)
 
     def go(args: argparse.Namespace) -> int:
-        if args.name is None:
-            for name in api.platforms():
-                print(api.describe(name, short=True))
-            for alias, name in sorted(api.platform_aliases().items()):
-                print(f"{alias}: alias of {name} (old name, still accepted)")
+        if args.name is None:  # old names (api.platform_aliases) still load but are not listed
+            listing = [api.platform_sources(name) for name in api.platforms()]
+            if args.json:
+                _dump(listing)
+                return 0
+            for d in listing:
+                print(d["summary"])
+                print(f"    sources: {'; '.join(d['sources']) or 'none'} ({d['sourced']} figures sourced, "
+                      f"{d['assumed']} assumed)")
+            print("every figure with its source: waitlab platforms NAME")
+            return 0
+        if args.json:
+            _dump({**api.platform_sources(args.name), "description": api.describe(args.name),
+                   **({"xml": api.describe(args.name, xml_ranks=args.xml)} if args.xml else {})})
             return 0
         print(api.describe(args.name, xml_ranks=args.xml))
         return 0
@@ -186,7 +196,9 @@ def _check_c(sub: Any) -> None:
             _dump({"holds": rep.holds, "pairs": rep.pairs, "violating_pairs": rep.violating_pairs,
                    "collectives": rep.collectives, "violating_collectives": rep.violating_collectives,
                    "max_difference": rep.max_difference, "first": rep.first, "total_overhead": rep.total_overhead,
-                   "violations": _frame(rep.violations.head(args.show))})
+                   "violations": _frame(rep.violations.head(args.show)), "kinds": list(kinds)})
+        _say(args, f"counted as overhead: event kinds {', '.join(kinds)} (--kinds picks them; e.g. --kinds "
+             "overhead,swap,flush counts only the tracer's own costs, not injected delays)")
         _say(args, rep.text())
         if len(rep.violations) and args.show > 0:
             _say(args, rep.violations.head(args.show).to_string(index=False))
@@ -342,8 +354,20 @@ def _reproduce(sub: Any) -> None:
                    "study (default 1)")
     p.add_argument("--workers", type=int, default=2, help="wu-lared-s: parallel counterfactual re-runs (default 2)")
 
+    _json_flag(p)
+
     def go(args: argparse.Namespace) -> int:
-        return REPRODUCTIONS[ALIASES.get(args.target, args.target)][1](args)
+        target = ALIASES.get(args.target, args.target)
+        before = set(Path("results").glob("*")) if args.output is None else set()
+        rc = REPRODUCTIONS[target][1](args)
+        if args.json:  # the folder the reproduction wrote, its files, its report and its exit status
+            out = args.output or next(iter(sorted(set(Path("results").glob(f"{target}*")) - before)), None) \
+                or api.default_output(target)
+            files = sorted(p.name for p in Path(out).iterdir()) if Path(out).is_dir() else []
+            report = next((Path(out) / f for f in files if f.endswith(".md")), None)
+            _dump({"target": target, "output": str(out), "exit_status": rc, "files": files,
+                   "report": report.read_text(encoding="utf-8") if report else None})
+        return rc
 
     p.set_defaults(func=go)
 

@@ -65,10 +65,14 @@ def _plot(sub: Any) -> None:
     p.add_argument("-o", "--output", type=Path, default=None, help="PNG file (default: SWEEP/sweep.png)")
     p.add_argument("--results", default=None,
                    help="comma-separated columns to draw (default: makespan,total_wait,max_rank_wait)")
+    json_flag(p)
 
     def go(args: argparse.Namespace) -> int:
         res = tuple(r.strip() for r in args.results.split(",") if r.strip()) if args.results else None
-        say(args, f"sweep picture written to {api.plot(args.sweep, args.output, res)}")
+        path = api.plot(args.sweep, args.output, res)
+        if args.json:
+            dump({"picture": str(path), "results": list(res) if res else None})
+        say(args, f"sweep picture written to {path}")
         return 0
 
     p.set_defaults(func=go)

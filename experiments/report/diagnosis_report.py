@@ -85,6 +85,12 @@ def to_markdown(diag: Diagnosis) -> str:
         if len(rr_t):
             lines += ["", "Costliest candidate (rank, region): " + ", ".join(f"({r}, `{g}`) {v:.4g} s"
                                                                             for (r, g), v in rr_t.items())]
+            lines += ["", "(A candidate's true cost is the total wait minus the total wait re-simulated without "
+                      "that rank's injected excess in that region. It is negative when removing the excess made "
+                      "the run wait more: the rank then arrives earlier elsewhere and waits there itself, or its "
+                      "partners' waits line up worse.)" if (rr_t < 0).any() else
+                      "(A candidate's true cost is the total wait minus the total wait re-simulated without that "
+                      "rank's injected excess in that region.)"]
         lines += ["", "## Scores", "",
                   "| model | top-k region | top-k (rank, region) | Spearman region | Spearman (rank, region) | "
                   "rel. error of total | false blame |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]

@@ -102,7 +102,10 @@ class OkitaResult:
 
     def markdown(self) -> str:
         """Table 1, paper vs waitlab, as Markdown."""
-        rows = ["| R (MB) | S paper | S ours | S_i paper | S_i ours | S_f paper | S_f ours | worst error |",
+        rows = ["S: the pingpong without instrumentation; S_i: instrumented, every record kept in memory (swaps "
+                "once the trace outgrows RAM); S_f: instrumented, with the swap-out function f (tau = 1 s) every "
+                "4096 round trips. R: trace size per process (MB); times are execution times in seconds.", "",
+                "| R (MB) | S paper | S ours | S_i paper | S_i ours | S_f paper | S_f ours | worst error |",
                 "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
         for _, r in self.table.iterrows():
             err = max(abs(r[f"{v}_ours"] / r[f"{v}_paper"] - 1) for v in ("S", "S_i", "S_f"))
