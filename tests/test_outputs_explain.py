@@ -112,3 +112,68 @@ def test_a_new_users_session(tmp_path: Path, capsys):
 
     loaded = api.load_run(run)
     assert f"{len(loaded.events):,} events" in loaded._repr_html_()
+
+
+def test_calibration_table_fits_120_columns_and_explains_them():
+    from waitlab import api
+
+    sources = ["Rao et al. §4.1 (1): MPI latency 1.6 us and a long explanation " * 3,
+               "assumed: shared-memory MPI of that generation, no figure in the paper " * 3]
+    table = pd.DataFrame([{"path": p, "size": s, "kind": k, "figure": 1.6e-6, "provenance": src, "source_s": 1.6e-6,
+                           "simulated_s": 1.61e-6, "rel_error": 0.00625, "default_s": 3.2e-6, "default_rel_error": 1.0}
+                          for p, src in zip(("inter_node", "intra_node"), sources, strict=True)
+                          for s, k in ((1, "latency"), (4194304, "bandwidth"))])
+    text = api.calibration_text(table)
+    lines = text.splitlines()
+    assert max(map(len, lines)) <= 120
+    header = lines[0].split()
+    assert header == list(api.CALIBRATION_COLUMNS)
+    assert all(f"  {c}: " in text for c in header)  # every column explained
+    assert "+0.6%" in lines[1] and "+100.0%" in lines[1] and lines[3].rstrip().endswith("ASSUMED")
+
+
+@pytest.mark.simgrid
+def test_doctor_notes_missing_bindings_without_failing(monkeypatch, capsys):
+    from waitlab.simulator import doctor as doc
+
+    real = doc.subprocess.run
+
+    def run(args, *a, **k):  # the bindings are missing (a plain pip install): both imports fail
+        if any("import simgrid" in str(x) for x in args):
+            return subprocess.CompletedProcess(args, 1, "", "ModuleNotFoundError: No module named 'simgrid'")
+        return real(args, *a, **k)
+
+    monkeypatch.setattr(doc.subprocess, "run", run)
+    rc = doc.doctor()
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if "python3-simgrid" in x)
+    assert line.startswith("[note]") and "optional" in line and "not installed" in line
+    assert rc == (1 if "[FAIL]" in out else 0)
+
+
+def _text_after(markdown: str, command: str) -> list[str]:
+    """The lines of the ```text block that follows the code block holding ``command``."""
+    at = markdown.index(command)
+    block = markdown.index("```text\n", at) + len("```text\n")
+    return markdown[block:markdown.index("```", block)].strip("\n").splitlines()
+
+
+@pytest.mark.simgrid
+def test_tutorial_outputs_are_what_the_code_prints(tmp_path: Path):
+    """The tutorial's printed hash, makespan and comparison come from this code (a line ending in ``...`` is
+    compared up to the dots)."""
+    md = (ROOT / "docs" / "tutorial.md").read_text(encoding="utf-8")
+    waitlab = [sys.executable, "-m", "waitlab"]
+    scen = ROOT / "examples" / "stencil_late_rank.toml"
+    late = subprocess.run([*waitlab, "run", str(scen), "-o", str(tmp_path / "late")], capture_output=True,
+                          text=True, check=True, timeout=600).stdout.splitlines()
+    balanced = tmp_path / "balanced.toml"
+    text = scen.read_text()
+    balanced.write_text(text[:text.index("[[application.imbalance]]")].replace("stencil-late-rank", "stencil-balanced"))
+    subprocess.run([*waitlab, "run", "-q", str(balanced), "-o", str(tmp_path / "balanced")], check=True, timeout=600)
+    cmp = subprocess.run([*waitlab, "compare", str(tmp_path / "balanced"), str(tmp_path / "late")],
+                         capture_output=True, text=True, check=True, timeout=600).stdout.splitlines()
+    for command, printed in (("waitlab run examples/stencil_late_rank.toml -o results/late", late),
+                             ("waitlab compare results/balanced results/late", cmp)):
+        for line in _text_after(md, command):
+            assert any(p == line or (line.endswith("...") and p.startswith(line[:-3])) for p in printed), line

@@ -51,6 +51,7 @@ __all__ = [
     "Scenario",
     "Sweep",
     "cache_use",
+    "calibration_text",
     "capture",
     "check_c",
     "compare",
@@ -197,6 +198,40 @@ REPRODUCTIONS = {"wu-lared-s": wu_lared_s, "okita-spilling": okita_spilling, "sp
 def calibrate(platform: str, *, timeout: float = 60.0) -> pd.DataFrame:
     """Every MPI-level figure of a platform against a simulated SMPI pingpong (size, source, simulated, error)."""
     return calibration_table(platform, timeout=timeout)
+
+
+#: Meaning of each column of ``waitlab calibrate`` (printed under the table).
+CALIBRATION_COLUMNS = {
+    "path": "inter_node (two nodes) or intra_node (two cores of one node)",
+    "size": "message size of the pingpong (bytes)",
+    "kind": "latency (one-way time of a small message) or bandwidth (of a large one)",
+    "source_s": "one-way time the platform's figure implies (s)",
+    "simulated_s": "one-way time of the simulated SMPI pingpong with waitlab's calibration (s)",
+    "error": "simulated_s / source_s - 1",
+    "default_s": "the same pingpong with SMPI's default factors instead (s), for comparison",
+    "default_error": "default_s / source_s - 1",
+    "provenance": "sourced (a paper or public figure) or ASSUMED (reason in `waitlab platforms NAME`)",
+}
+
+
+def calibration_text(table: pd.DataFrame) -> str:
+    """The calibration table in at most 120 columns, each column explained below it (``--json``: all of it)."""
+    if not len(table):
+        return "no MPI-level figure to calibrate against"
+    rows = [[str(r["path"]), f"{int(r['size']):,}", str(r["kind"]), f"{r['source_s']:.4g}", f"{r['simulated_s']:.4g}",
+             f"{100 * r['rel_error']:+.1f}%", f"{r['default_s']:.4g}", f"{100 * r['default_rel_error']:+.1f}%",
+             "ASSUMED" if "assum" in str(r["provenance"]).lower() else "sourced"]
+            for r in table.to_dict("records")]
+    head = list(CALIBRATION_COLUMNS)
+    width = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
+    line = [" ".join(h.ljust(w) if i in (0, 2, 8) else h.rjust(w) for i, (h, w) in enumerate(zip(head, width,
+                                                                                                    strict=True)))]
+    line += [" ".join(c.ljust(w) if i in (0, 2, 8) else c.rjust(w) for i, (c, w) in enumerate(zip(r, width,
+                                                                                                    strict=True)))
+             for r in rows]
+    line += ["", *(f"  {k}: {v}" for k, v in CALIBRATION_COLUMNS.items()),
+             "  (--json prints every column, with the source text of each figure)"]
+    return "\n".join(line)
 
 
 def compare(run_a: str | Path | LoadedRun, run_b: str | Path | LoadedRun) -> Comparison:

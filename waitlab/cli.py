@@ -90,7 +90,7 @@ def _sweep(sub: Any) -> None:
             _dump({"output": str(out), "points": len(sw.points), "rows": _frame(table)})
         else:
             if len(table):
-                _say(args, table.to_string(index=False, float_format=lambda x: f"{x:.6g}"))
+                _say(args, api.calibration_text(table))
             _say(args, f"sweep table written to {out}/sweep.csv\nnext: waitlab plot {out}   # each result "
                  "against each swept key")
         return 0 if len(table) == len(sw.points) else 3
@@ -137,7 +137,7 @@ def _calibrate(sub: Any) -> None:
         table = api.calibrate(args.platform)
         if args.json:
             _dump(_frame(table))
-        _say(args, table.to_string(index=False, float_format=lambda x: f"{x:.6g}"))
+        _say(args, api.calibration_text(table))
         return 0
 
     p.set_defaults(func=go)
