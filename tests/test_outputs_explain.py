@@ -112,6 +112,14 @@ def test_a_new_users_session(tmp_path: Path, capsys):
 
     loaded = api.load_run(run)
     assert f"{len(loaded.events):,} events" in loaded._repr_html_()
+    diag = api.diagnose(run)
+    page = diag._repr_html_()
+    assert "CWP-DM" in page and "ground truth (counterfactual re-runs)" in page and "Stencil" in page
+    # report.html rebuilt from the folder is what diagnose wrote
+    written = (run / "report.html").read_bytes()
+    assert cli.main(["report", str(run), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["report"] == str(run / "report.html")
+    assert (run / "report.html").read_bytes() == written
 
 
 def test_calibration_table_fits_120_columns_and_explains_them():
