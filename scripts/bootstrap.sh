@@ -29,7 +29,8 @@ stamp="$VENV/.waitlab-installed"
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ]; then
   echo "bootstrap: installing waitlab and its Python dependencies into $VENV"
   "$VENV/bin/python" -m pip install -q --upgrade pip
-  "$VENV/bin/python" -m pip install -q -e ".[dev]"
+  # setuptools' notice that an editable install maps folders by name: expected here, not worth 10 lines
+  PYTHONWARNINGS="ignore:Editable installation" "$VENV/bin/python" -m pip install -q -e ".[dev]"
   touch "$stamp"
 fi
 # Build (or verify) the native replay extension; rebuilt when its source changes.
