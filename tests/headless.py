@@ -68,7 +68,8 @@ def load(path: Path, *, screenshot: Path | None = None, width: int = 1280, timeo
     if CHROMIUM is None:
         raise RuntimeError("chromium is not installed (scripts/bootstrap.sh installs Debian's chromium)")
     page = Page()
-    with tempfile.TemporaryDirectory(prefix="waitlab-chromium-") as prof:
+    # Chromium's helper processes may still write into the profile as it exits: clean up without failing
+    with tempfile.TemporaryDirectory(prefix="waitlab-chromium-", ignore_cleanup_errors=True) as prof:
         proc = subprocess.Popen([CHROMIUM, *FLAGS, f"--user-data-dir={prof}", f"--window-size={width},1000",
                                  "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
@@ -127,6 +128,9 @@ def load(path: Path, *, screenshot: Path | None = None, width: int = 1280, timeo
                 proc.wait(10)
             except subprocess.TimeoutExpired:
                 proc.kill()
+                proc.wait(10)
+            time.sleep(0.3)
+            shutil.rmtree(prof, ignore_errors=True)
     return page
 
 

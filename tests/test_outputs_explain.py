@@ -185,3 +185,21 @@ def test_tutorial_outputs_are_what_the_code_prints(tmp_path: Path):
                              ("waitlab compare results/balanced results/late", cmp)):
         for line in _text_after(md, command):
             assert any(p == line or (line.endswith("...") and p.startswith(line[:-3])) for p in printed), line
+
+
+def test_setup_names_every_importable_folder_so_setuptools_does_not_warn():
+    """setuptools warns (about 90 lines per `make demo`) for every folder inside a package that Python could
+    import but ``packages`` does not name; setup.py names them all."""
+    import ast
+
+    call = next(n for n in ast.walk(ast.parse((ROOT / "setup.py").read_text())) if isinstance(n, ast.Call))
+    kw = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
+    packages, package_dir = set(kw["packages"]), kw["package_dir"]
+    missing = []
+    for pkg in packages:
+        for sub in (ROOT / package_dir[pkg]).iterdir():
+            name = f"{pkg}.{sub.name}"
+            if sub.is_dir() and sub.name.isidentifier() and name not in packages and sub.name != "__pycache__" \
+                    and any(f.is_file() for f in sub.iterdir()):
+                missing.append(name)
+    assert missing == []
