@@ -11,7 +11,7 @@ import html
 import math
 from typing import Any
 
-from waitlab.experiments.report.palette import MODEL_COLOURS, TRUTH
+from waitlab.experiments.report.palette import TRUTH, model_colour
 
 
 def _rows(header: list[str], rows: list[list[Any]]) -> str:
@@ -59,7 +59,7 @@ def diagnosis_html(diag: Any) -> str:
     rows = []
     for m in diag.models:
         s = diag.scores.get(m.key, {})
-        colour = MODEL_COLOURS.get(m.key, "#000000")
+        colour = model_colour(m.key, len(rows))
         rows.append([f"<span style='color:{colour}'>&#9632;</span> {html.escape(m.name)}",
                      _g(m.result.attributed), _g(m.result.unexplained),
                      html.escape(", ".join(diag.culprits.get(m.key, []))), _g(s.get("spearman_region")),
