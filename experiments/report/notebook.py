@@ -56,7 +56,7 @@ def loaded_html(run: Any) -> str:
 def diagnosis_html(diag: Any) -> str:
     """``Diagnosis``: what each model blames, next to the ground truth."""
     b = diag.baseline
-    rows = []
+    rows: list[list[str]] = []
     for m in diag.models:
         s = diag.scores.get(m.key, {})
         colour = model_colour(m.key, len(rows))
