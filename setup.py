@@ -14,6 +14,10 @@ setup(
         "waitlab.models.analysis",
         "waitlab.experiments.reproduce",
         "waitlab.experiments.diagnosis",
+        "waitlab.experiments.report",
+        # data folders, named as packages so setuptools does not warn that it would ignore them
+        "waitlab.platforms.data",
+        "waitlab.simulator.native",
     ],
     package_dir={
         "waitlab": "waitlab",
@@ -26,12 +30,16 @@ setup(
         "waitlab.models.analysis": "models/analysis",
         "waitlab.experiments.reproduce": "experiments/reproduce",
         "waitlab.experiments.diagnosis": "experiments/diagnosis",
+        "waitlab.experiments.report": "experiments/report",
+        "waitlab.platforms.data": "platforms/data",
+        "waitlab.simulator.native": "simulator/native",
     },
     package_data={
-        "waitlab.simulator": ["native/*.cpp", "native/*.c", "native/*.h", "native/*.inc"],
-        "waitlab.platforms": ["data/*.toml"],
+        "waitlab.simulator.native": ["*.cpp", "*.c", "*.h", "*.inc"],
+        "waitlab.platforms.data": ["*.toml"],
         "waitlab.experiments": ["scenarios/*.toml"],
         "waitlab.experiments.reproduce": ["*.c"],
         "waitlab.experiments.diagnosis": ["suite/*.toml"],
+        "waitlab.experiments.report": ["*.js"],
     },
 )

@@ -36,7 +36,7 @@ import pandas as pd
 from waitlab.errors import EnvironmentProblem
 from waitlab.experiments.nas import NAS, fetch_simgrid_sources
 from waitlab.experiments.pipeline import prepare
-from waitlab.experiments.plots import timeline_png
+from waitlab.experiments.report.plots import timeline_png
 from waitlab.experiments.scenario import from_mapping
 from waitlab.simulator.build import cache_dir
 from waitlab.simulator.programs import (

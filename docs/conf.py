@@ -13,8 +13,14 @@ _generated.mkdir(exist_ok=True)
 project = "waitlab"
 author = "waitlab developers"
 copyright = "2026, waitlab developers"
-extensions = ["myst_parser", "sphinx.ext.autodoc", "numpydoc", "sphinx.ext.mathjax"]
-source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
+# myst_nb parses Markdown as myst_parser does and also executes notebooks (docs/lab/notebook.ipynb).
+extensions = ["myst_nb", "sphinx.ext.autodoc", "numpydoc", "sphinx.ext.mathjax"]
+source_suffix = {".md": "myst-nb", ".rst": "restructuredtext", ".ipynb": "myst-nb"}
+# Notebooks run at every build, so they cannot rot; an error in a cell fails the build.
+nb_execution_mode = "force"
+nb_execution_timeout = 600
+nb_execution_raise_on_error = True
+nb_execution_show_tb = True
 myst_enable_extensions = ["dollarmath", "colon_fence"]
 myst_heading_anchors = 3
 exclude_patterns = ["_build", "_generated"]

@@ -22,7 +22,7 @@ from matplotlib.axes import Axes
 from matplotlib.patches import Patch
 
 import waitlab
-from waitlab.experiments.palette import KIND_COLOURS, PATTERN_COLOURS
+from waitlab.experiments.report.palette import KIND_COLOURS, PATTERN_COLOURS
 from waitlab.models.analysis.waitstates import make_events, wait_states
 
 ROOT = Path(__file__).resolve().parent.parent

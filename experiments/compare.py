@@ -17,9 +17,10 @@ import matplotlib.ticker
 import numpy as np
 import pandas as pd
 
-from waitlab.experiments.canvas import subplots
-from waitlab.experiments.palette import KIND_COLOURS, RUN_A, RUN_B, WAIT
-from waitlab.experiments.perturbation_report import jsonable
+from waitlab.experiments.report.canvas import subplots
+from waitlab.experiments.report.notebook import comparison_html
+from waitlab.experiments.report.palette import INK, KIND_COLOURS, RUN_A, RUN_B, WAIT
+from waitlab.experiments.report.perturbation_report import jsonable
 from waitlab.experiments.results import LoadedRun
 from waitlab.models.analysis.summary import rank_budget
 
@@ -65,6 +66,9 @@ class Comparison:
     steps: pd.DataFrame  # step, a, b, delta (seconds of the step), wait_a, wait_b, wait_delta
     notes: list[str] = field(default_factory=list)
 
+    def _repr_html_(self) -> str:
+        return comparison_html(self)
+
     @property
     def makespan_delta(self) -> float:
         return self.makespan[1] - self.makespan[0]
@@ -80,17 +84,27 @@ class Comparison:
         """The ``top`` steps whose duration moved most."""
         return self.steps.sort_values("delta", key=np.abs, ascending=False, kind="stable").head(top)
 
-    def to_dict(self, top: int = 5) -> dict[str, Any]:
-        """Everything as plain JSON types (``waitlab compare --json``)."""
-        def rec(df: pd.DataFrame) -> list[dict[str, Any]]:
-            return [jsonable(r) for r in df.to_dict("records")]
+    @property
+    def identical(self) -> bool:
+        """Nothing moved by more than ``EPS`` seconds: makespan, totals, waits, ranks and steps."""
+        frames = [self.totals["delta"], self.by_pattern["delta"], self.by_region["delta"],
+                  self.steps["delta"] if len(self.steps) else pd.Series(dtype=float)]
+        frames += [self.ranks[c] for c in self.ranks.columns if c.endswith("_delta")]
+        return abs(self.makespan_delta) <= EPS and all(bool((f.abs() <= EPS).all()) for f in frames)
 
-        return {"a": self.a, "b": self.b,
+    def to_dict(self, top: int = 5) -> dict[str, Any]:
+        """Everything as plain JSON types (``waitlab compare --json``): ``identical``, and only what changed
+        (rows whose delta is above ``EPS`` seconds; the makespans are always given)."""
+        def rec(df: pd.DataFrame, column: str = "delta") -> list[dict[str, Any]]:
+            return [jsonable(r) for r in df[df[column].abs() > EPS].to_dict("records")] if len(df) else []
+
+        return {"a": self.a, "b": self.b, "identical": self.identical,
                 "makespan": {"a": self.makespan[0], "b": self.makespan[1], "delta": self.makespan_delta},
                 "totals": rec(self.totals), "wait_by_pattern": rec(self.by_pattern),
                 "wait_by_region": rec(self.by_region),
-                "ranks_wait_moved": rec(self.ranks_by("wait_delta", top)) if len(self.ranks) else [],
-                "ranks_own_work_moved": rec(self.ranks_by("own_work_delta", top)) if len(self.ranks) else [],
+                "ranks_wait_moved": rec(self.ranks_by("wait_delta", top), "wait_delta") if len(self.ranks) else [],
+                "ranks_own_work_moved": rec(self.ranks_by("own_work_delta", top), "own_work_delta")
+                if len(self.ranks) else [],
                 "steps_moved": rec(self.steps_moved(top)), "notes": list(self.notes)}
 
     def to_json(self, top: int = 5) -> str:
@@ -102,6 +116,8 @@ class Comparison:
         pct = f" ({100 * self.makespan_delta / ma:+.1f}%)" if ma > 0 else ""
         lines = [f"A = {self.a}", f"B = {self.b}",
                  f"makespan: A {ma:.6f} s, B {mb:.6f} s, B - A {self.makespan_delta:+.6f} s{pct}"]
+        if self.identical:
+            lines.append(f"identical: no total, wait, rank or step moved by more than {EPS:g} s")
 
         def table(title: str, df: pd.DataFrame, key: str) -> None:
             moved = df[df["delta"].abs() > EPS]
@@ -183,7 +199,7 @@ def compare_png(cmp: Comparison, path: Path) -> Path:
         ax.bar(r - 0.2, cmp.ranks["own_work_delta"], 0.4, color=KIND_COLOURS["compute"],
                label="own work (compute + perturbation)")
         ax.bar(r + 0.2, cmp.ranks["wait_delta"], 0.4, color=WAIT, label="wait")
-        ax.axhline(0, color="#333333", lw=0.6)
+        ax.axhline(0, color=INK, lw=0.6)
         lo, hi = ax.get_ylim()
         ax.set_ylim(lo, hi + 0.3 * (hi - lo))  # room for the legend above the bars
         ax.legend(fontsize=8, frameon=False, loc="upper right", ncol=2)
@@ -193,7 +209,7 @@ def compare_png(cmp: Comparison, path: Path) -> Path:
     ax.set_title("per rank: change", fontsize=10)
     ax = axes[1, 1]
     ax.bar(cmp.steps["step"], cmp.steps["delta"], color=RUN_B)
-    ax.axhline(0, color="#333333", lw=0.6)
+    ax.axhline(0, color=INK, lw=0.6)
     ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     ax.set_xlabel("step")
     ax.set_ylabel("B - A (s)")

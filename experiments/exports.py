@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from waitlab.errors import InputError
-from waitlab.experiments.graph_plots import draw_propagation
+from waitlab.experiments.report.graph_plots import draw_propagation
 from waitlab.experiments.results import MARKER, load_run
 from waitlab.models.analysis.propagation import propagation_graph, write_graphml
 from waitlab.simulator.export import CHROME_MAX_EVENTS, write_chrome_trace

@@ -24,7 +24,8 @@ import pandas as pd
 
 from waitlab.errors import InputError
 from waitlab.experiments.perturbation import perturbation_config, platform_facts
-from waitlab.experiments.perturbation_report import PerturbationResult, event_op_rows, perturbation_report
+from waitlab.experiments.report.notebook import run_html
+from waitlab.experiments.report.perturbation_report import PerturbationResult, event_op_rows, perturbation_report
 from waitlab.experiments.scenario import Scenario
 from waitlab.experiments.sources import Execution, Source, source_for
 from waitlab.models.analysis.metrics import ledger_frame, wait_metrics
@@ -198,6 +199,9 @@ class Run:
 
     result: RunResult
     perturbation: PerturbationResult | None = None
+
+    def _repr_html_(self) -> str:  # a notebook shows the summary
+        return run_html(self)
 
     @property
     def noise_horizon(self) -> float | None:

@@ -27,9 +27,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from waitlab.errors import InputError, write_error
-from waitlab.experiments.perturbation_report import buffer_timeline, jsonable, report_text
 from waitlab.experiments.pipeline import Run, RunResult
-from waitlab.experiments.plots import timeline_png
+from waitlab.experiments.report.html import write_html_report
+from waitlab.experiments.report.notebook import loaded_html
+from waitlab.experiments.report.perturbation_report import buffer_timeline, jsonable, report_text
+from waitlab.experiments.report.plots import timeline_png
 from waitlab.experiments.scenario import Scenario, from_mapping, read_toml
 from waitlab.models.analysis.metrics import ledger_frame
 from waitlab.models.analysis.summary import rank_budget
@@ -208,14 +210,16 @@ def write_ops(ops: OpTable, path: Path, metadata: dict[str, Any]) -> None:
             writer.write_table(part, row_group_size=ROW_GROUP_ROWS)
 
 
-def write_result(result: RunResult, folder: Path, *, png: bool = True, scenario_file: bool = True) -> None:
-    """Write every output file of one SMPI run into ``folder``."""
+def write_result(result: RunResult, folder: Path, *, png: bool = True, scenario_file: bool = True,
+                 html: bool = True) -> None:
+    """Write every output file of one SMPI run into ``folder`` (``report.html`` too unless ``html=False``)."""
     meta = result.metadata
     write_ops(result.ops, folder / "ops.parquet", meta)
     write_table(result.events, folder / "events.parquet", meta, int64=ROW_REFERENCES)
     write_table(result.waits, folder / "waits.parquet", meta)
     write_table(ledger_frame(result.ops), folder / "ledger.parquet", meta)
-    write_table(rank_budget(result.events, result.waits, result.scenario.ranks), folder / "ranks.parquet", meta)
+    budget = rank_budget(result.events, result.waits, result.scenario.ranks)
+    write_table(budget, folder / "ranks.parquet", meta)
     if result.placement is not None:  # rank -> node, supernode (platform.placement)
         result.placement.to_csv(folder / "placement.csv", index=False)
     # a summary (the first steps) beyond CHROME_SUMMARY_EVENTS: `waitlab export --chrome` writes the whole run
@@ -230,6 +234,9 @@ def write_result(result: RunResult, folder: Path, *, png: bool = True, scenario_
         write_program_output(result, folder / "program")
     (folder / "summary.json").write_text(json.dumps(jsonable(result.summary), indent=2, sort_keys=True) + "\n")
     (folder / "summary.txt").write_text(summary_text(result.summary, meta) + "\n")
+    if html:  # offline, interactive; rewritten by `waitlab diagnose` and `waitlab report`
+        write_html_report(folder, jsonable(meta), jsonable(result.summary), result.events, result.waits, budget,
+                          ledger_frame(result.ops))
     run = {**meta, "resolved_scenario": result.scenario.resolved(), "chrome_trace": chrome}
     run["files"] = sorted([*(p.name for p in folder.iterdir()), "run.json"])
     (folder / "run.json").write_text(json.dumps(jsonable(run), indent=2, sort_keys=True) + "\n")
@@ -281,7 +288,7 @@ def write_run(run: Run, folder: Path, *, png: bool = True) -> None:
     if pres is not None:
         sub = folder / "unperturbed"
         sub.mkdir()
-        write_result(pres.unperturbed, sub, png=False, scenario_file=False)
+        write_result(pres.unperturbed, sub, png=False, scenario_file=False, html=False)
         meta = res.metadata
         write_table(pres.distortion, folder / "distortion.parquet", meta)
         if len(pres.condition_c.violations):
@@ -314,6 +321,9 @@ class LoadedRun:
     def ledger(self) -> pd.DataFrame:
         """The cause ledger (rank, region, step, seconds, kind)."""
         return ledger_frame(self.ops)
+
+    def _repr_html_(self) -> str:
+        return loaded_html(self)
 
 
 #: Columns a results folder's tables must have to be read back (the rest is checked by their readers).

@@ -4,12 +4,13 @@
 # python3-simgrid bindings), waitlab in editable mode, and the native replay
 # extension.  Idempotent: a second run only checks.
 # g++ is needed by smpicxx (the replay extension) and is not a dependency of libsimgrid-dev; make runs the Makefile.
+# chromium: the browser test of report.html (headless, tests/headless.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 
 need_apt=()
-for pkg in libsimgrid-dev python3-simgrid python3-venv python3-dev g++ gfortran make python3-otf2 otf2-tools libjs-mathjax; do
+for pkg in libsimgrid-dev python3-simgrid python3-venv python3-dev g++ gfortran make python3-otf2 otf2-tools libjs-mathjax chromium; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 if [ ${#need_apt[@]} -gt 0 ]; then
@@ -28,7 +29,8 @@ stamp="$VENV/.waitlab-installed"
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ]; then
   echo "bootstrap: installing waitlab and its Python dependencies into $VENV"
   "$VENV/bin/python" -m pip install -q --upgrade pip
-  "$VENV/bin/python" -m pip install -q -e ".[dev]"
+  # setuptools' notice that an editable install maps folders by name: expected here, not worth 10 lines
+  PYTHONWARNINGS="ignore:Editable installation" "$VENV/bin/python" -m pip install -q -e ".[dev]"
   touch "$stamp"
 fi
 # Build (or verify) the native replay extension; rebuilt when its source changes.

@@ -218,9 +218,10 @@ def _chrome_sections(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[s
                        "args": {"name": f"waitlab: {metadata.get('scenario', '')}"}}),
            *(f'{{"name":"thread_name","ph":"M","pid":0,"tid":{r},"args":{{"name":"rank {r}"}}}}'
              for r in sorted(set(rank)))]
-    yield [f'{{"name":{n},"cat":{k},"ph":"X","ts":{t},"dur":{d},"pid":0,"tid":{r},"args":{{"step":{s}}}}}'
-           for n, k, t, d, r, s in zip(name, kind, ts, dur, rank, step, strict=True)]
-    del name, kind, ts, dur, rank, step
+    args = _slice_args(events, step)
+    yield [f'{{"name":{n},"cat":{k},"ph":"X","ts":{t},"dur":{d},"pid":0,"tid":{r},"args":{a}}}'
+           for n, k, t, d, r, a in zip(name, kind, ts, dur, rank, args, strict=True)]
+    del name, kind, ts, dur, rank, step, args
     # A wait is a child of its operation: it starts at the operation's enter and ends inside it.
     w_ev = waits["event"].to_numpy()
     w_end = np.minimum(to_ns(events["enter"].to_numpy()[w_ev] + waits["wait"].to_numpy()), exit_ns[w_ev])
@@ -252,6 +253,31 @@ def _chrome_sections(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[s
         yield [f'{{"name":"message","cat":"message","ph":"f","bp":"e","id":{m},"ts":{t},"pid":0,"tid":{r}}}'
                for m, t, r in zip(match[s_rows].tolist(), us_text(exit_ns[end]),
                                   events["rank"].to_numpy()[end].tolist(), strict=True)]
+
+
+def _slice_args(events: pd.DataFrame, step: list[int]) -> list[str]:
+    """The ``args`` of every slice: step, and where they apply peer (partner or root), bytes sent, tag (MPI
+    operations) and the injected excess in seconds."""
+    n = len(events)
+
+    def col(name: str, default: float) -> list[Any]:
+        return events[name].tolist() if name in events else [default] * n
+
+    is_mpi = (events["kind"] == "mpi").tolist()
+    out = []
+    for s, mpi, p, b, t, e in zip(step, is_mpi, col("peer", -1), col("bytes", 0), col("tag", -1), col("excess", 0.0),
+                                  strict=True):
+        a = f'{{"step":{s}'
+        if p >= 0:
+            a += f',"peer":{p}'
+        if b > 0:
+            a += f',"bytes":{b}'
+        if mpi and t >= 0:
+            a += f',"tag":{t}'
+        if e > 0:
+            a += f',"injected_excess_s":{float(e)!r}'
+        out.append(a + "}")
+    return out
 
 
 def write_chrome_trace(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, Any], path: Path,

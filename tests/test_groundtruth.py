@@ -24,7 +24,7 @@ from waitlab.experiments.diagnosis.groundtruth import (
     standard_sets,
     wait_metrics,
 )
-from waitlab.experiments.diagnosis_report import to_markdown, write_report
+from waitlab.experiments.report.diagnosis_report import to_markdown, write_report
 from waitlab.experiments.scenario import Scenario, from_mapping
 from waitlab.models.analysis.waitstates import wait_states
 from waitlab.models.ops import OpBuilder, OpTable

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from waitlab.errors import InputError
-from waitlab.experiments.graph_plots import draw_propagation
-from waitlab.experiments.sweep_plots import plot_sweep
+from waitlab.experiments.report.graph_plots import draw_propagation
+from waitlab.experiments.report.sweep_plots import plot_sweep
 from waitlab.models.analysis.propagation import propagation_graph
 from waitlab.models.analysis.waitstates import make_events, wait_states
 

@@ -116,7 +116,7 @@ def test_pairwise_rma_waits_are_all_considered_by_hcwpdm() -> None:
     # tests/test_rma.py's GATS case: Late Post 3 s on rank 0 (culprit: rank 1's post after 3 s of compute);
     # rank 1's win_wait: Early Wait 1 s + Late Complete 1 s, both for rank 0's complete.  Pairwise patterns:
     # H-CWP-DM considers all 5 s (as collective waits it kept only the largest of the "instance": 3 s).
-    #   Late Post: sigma(1, (top)) = 3 - 0 -> 3 s to rank 1's compute.
+    #   Late Post: sigma(1, (top level)) = 3 - 0 -> 3 s to rank 1's compute.
     #   Early Wait / Late Complete: rank 0's interval up to its complete holds the put (1 s) and 1 s of compute;
     #   rank 1's holds 3 s of compute: sigma(0, MPI_put) = 1 is the only excess -> 1 s + 1 s to the put.
     ev = rma_events([

@@ -7,7 +7,9 @@ True
 
 from __future__ import annotations
 
+import json
 import math
+import re
 import signal
 from concurrent.futures import Executor
 from dataclasses import dataclass, replace
@@ -27,20 +29,21 @@ from waitlab.experiments.diagnosis.evaluate import evaluate as _evaluate
 from waitlab.experiments.diagnosis.groundtruth import cache_use
 from waitlab.experiments.diagnosis.leaderboard import write_leaderboard
 from waitlab.experiments.diagnosis.registry import BUILTIN, DEFAULT_DIAGNOSE, resolve_all
-from waitlab.experiments.diagnosis_report import report_dict, to_markdown
-from waitlab.experiments.diagnosis_report import write_report as _write_report
 from waitlab.experiments.estimate import preflight
 from waitlab.experiments.executors import open_executor
 from waitlab.experiments.exports import FORMATS as EXPORT_FORMATS
 from waitlab.experiments.exports import export_run
-from waitlab.experiments.perturbation_report import report_text
 from waitlab.experiments.pipeline import Run, RunResult, prepare
 from waitlab.experiments.pipeline import run as _run
+from waitlab.experiments.report.diagnosis_report import report_dict, to_markdown
+from waitlab.experiments.report.diagnosis_report import write_report as _write_report
+from waitlab.experiments.report.perturbation_report import report_text
+from waitlab.experiments.report.rebuild import rebuild_report
+from waitlab.experiments.report.sweep_plots import plot_sweep_folder
 from waitlab.experiments.reproduce import he_sunway, okita_spilling, rao_alltoall, spill_policies, wu_lared_s
 from waitlab.experiments.results import LoadedRun, load_events, load_run, results_folder, summary_text, write_run
 from waitlab.experiments.scenario import Scenario, load_scenario
 from waitlab.experiments.sweep import Sweep, load_sweep, run_sweep
-from waitlab.experiments.sweep_plots import plot_sweep_folder
 from waitlab.experiments.writer import check_picture_path, guarded_output
 from waitlab.models.perturb.condition_c import ConditionCReport, check_condition_c
 from waitlab.platforms import PLATFORM_ALIASES, describe_platform, list_platforms, load_platform, render_platform
@@ -60,6 +63,7 @@ __all__ = [
     "Scenario",
     "Sweep",
     "cache_use",
+    "calibration_text",
     "capture",
     "check_c",
     "check_model",
@@ -78,8 +82,10 @@ __all__ = [
     "load_sweep",
     "open_executor",
     "platform_aliases",
+    "platform_sources",
     "platforms",
     "plot",
+    "report",
     "report_dict",
     "report_text",
     "run",
@@ -182,6 +188,25 @@ def platforms() -> list[str]:
     return list_platforms()
 
 
+def platform_sources(name: str) -> dict[str, Any]:
+    """One platform's summary line, the works its figures come from, and how many figures are sourced or assumed.
+
+    >>> d = platform_sources("dawning_5000a")
+    >>> d["sources"][0], d["sourced"] > 0
+    ('Rao et al.', True)
+    """
+    model = load_platform(name)
+    works: list[str] = []
+    for f in model.figures:
+        if not f.assumed:
+            work = re.split(r"\s§|:|,|;|\s\(|\stable\s", f.source, maxsplit=1)[0].strip()[:60]
+            if work and work not in works:
+                works.append(work)
+    assumed = sum(1 for f in model.figures if f.assumed)
+    return {"name": model.name, "summary": describe_platform(model, short=True), "sources": works,
+            "sourced": len(model.figures) - assumed, "assumed": assumed}
+
+
 def platform_aliases() -> dict[str, str]:
     """Deprecated platform names that still load: alias -> current built-in name."""
     return dict(PLATFORM_ALIASES)
@@ -201,6 +226,40 @@ REPRODUCTIONS = {"wu-lared-s": wu_lared_s, "okita-spilling": okita_spilling, "sp
 def calibrate(platform: str, *, timeout: float = 60.0) -> pd.DataFrame:
     """Every MPI-level figure of a platform against a simulated SMPI pingpong (size, source, simulated, error)."""
     return calibration_table(platform, timeout=timeout)
+
+
+#: Meaning of each column of ``waitlab calibrate`` (printed under the table).
+CALIBRATION_COLUMNS = {
+    "path": "inter_node (two nodes) or intra_node (two cores of one node)",
+    "size": "message size of the pingpong (bytes)",
+    "kind": "latency (one-way time of a small message) or bandwidth (of a large one)",
+    "source_s": "one-way time the platform's figure implies (s)",
+    "simulated_s": "one-way time of the simulated SMPI pingpong with waitlab's calibration (s)",
+    "error": "simulated_s / source_s - 1",
+    "default_s": "the same pingpong with SMPI's default factors instead (s), for comparison",
+    "default_error": "default_s / source_s - 1",
+    "provenance": "sourced (a paper or public figure) or ASSUMED (reason in `waitlab platforms NAME`)",
+}
+
+
+def calibration_text(table: pd.DataFrame) -> str:
+    """The calibration table in at most 120 columns, each column explained below it (``--json``: all of it)."""
+    if not len(table):
+        return "no MPI-level figure to calibrate against"
+    rows = [[str(r["path"]), f"{int(r['size']):,}", str(r["kind"]), f"{r['source_s']:.4g}", f"{r['simulated_s']:.4g}",
+             f"{100 * r['rel_error']:+.1f}%", f"{r['default_s']:.4g}", f"{100 * r['default_rel_error']:+.1f}%",
+             "ASSUMED" if "assum" in str(r["provenance"]).lower() else "sourced"]
+            for r in table.to_dict("records")]
+    head = list(CALIBRATION_COLUMNS)
+    width = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
+    line = [" ".join(h.ljust(w) if i in (0, 2, 8) else h.rjust(w) for i, (h, w) in enumerate(zip(head, width,
+                                                                                                    strict=True)))]
+    line += [" ".join(c.ljust(w) if i in (0, 2, 8) else c.rjust(w) for i, (c, w) in enumerate(zip(r, width,
+                                                                                                    strict=True)))
+             for r in rows]
+    line += ["", *(f"  {k}: {v}" for k, v in CALIBRATION_COLUMNS.items()),
+             "  (--json prints every column, with the source text of each figure)"]
+    return "\n".join(line)
 
 
 def compare(run_a: str | Path | LoadedRun, run_b: str | Path | LoadedRun) -> Comparison:
@@ -291,3 +350,19 @@ def with_models(sw: Sweep, models: tuple[str, ...] | list[str]) -> Sweep:
     """The sweep with more diagnosis models scored at every point (``[sweep] diagnose`` plus ``models``)."""
     resolve_all(list(models))  # an unknown model is refused before any point runs
     return replace(sw, diagnose=tuple(dict.fromkeys([*sw.diagnose, *models])))
+
+
+def report(run_folder: str | Path, diagnosis: str | Path | dict[str, Any] | None = None) -> Path:
+    """(Re)write ``run_folder/report.html``: the offline, interactive report of a results folder.
+
+    ``diagnosis`` is a diagnosis (``diagnosis.json``'s path or its data); by default the folder's own
+    ``diagnosis/diagnosis.json`` when ``waitlab diagnose`` wrote one.  Returns the page's path.
+    """
+    if isinstance(diagnosis, str | Path):
+        path = Path(diagnosis)
+        try:
+            diagnosis = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise InputError(str(path), "(file)", f"cannot be read as a diagnosis: {exc}",
+                             "pass the diagnosis.json written by `waitlab diagnose`") from None
+    return rebuild_report(run_folder, diagnosis if isinstance(diagnosis, dict) else None)

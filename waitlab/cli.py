@@ -1,7 +1,7 @@
 """waitlab command line: simulate MPI wait propagation with SimGrid SMPI.
 
 Sub-commands: run, sweep, diagnose, compare, export, plot, check-c, reproduce, platforms, calibrate, doctor,
-capture, evaluate.  Errors in input files or in SimGrid are printed as one message, without a traceback.  Every
+capture, evaluate, report.  Errors in input files or in SimGrid are printed as one message, without a traceback.  Every
 command takes ``--quiet`` (no progress, no text summary); commands that print a summary take ``--json``.
 Progress bars go to stderr, and only to a terminal.
 """
@@ -29,7 +29,7 @@ from waitlab.version import __version__
 @subcommand
 def _run(sub: Any) -> None:
     p = sub.add_parser("run", help="simulate one scenario and write its results folder")
-    p.add_argument("scenario", type=Path, help="scenario TOML file")
+    p.add_argument("scenario", type=Path, help="scenario TOML file (- reads it from standard input)")
     p.add_argument("-o", "--output", type=Path, default=None, help="results folder (default: results/<name>)")
     p.add_argument("--force", action="store_true", help="replace an existing results folder")
     p.add_argument("--no-png", action="store_true", help="skip the timeline picture")
@@ -93,7 +93,7 @@ def _sweep(sub: Any) -> None:
             _dump({"output": str(out), "points": len(sw.points), "rows": _frame(table)})
         else:
             if len(table):
-                _say(args, table.to_string(index=False, float_format=lambda x: f"{x:.6g}"))
+                _say(args, api.calibration_text(table))
             _say(args, f"sweep table written to {out}/sweep.csv\nnext: waitlab plot {out}   # each result "
                  "against each swept key")
         return 0 if len(table) == len(sw.points) else 3
@@ -106,13 +106,23 @@ def _platforms(sub: Any) -> None:
     p = sub.add_parser("platforms", help="list the platform models, or show one")
     p.add_argument("name", nargs="?", help="platform to show (built-in name or .toml path)")
     p.add_argument("--xml", type=int, metavar="RANKS", help="print the SimGrid XML rendered for RANKS ranks")
+    _json_flag(p)
 
     def go(args: argparse.Namespace) -> int:
-        if args.name is None:
-            for name in api.platforms():
-                print(api.describe(name, short=True))
-            for alias, name in sorted(api.platform_aliases().items()):
-                print(f"{alias}: alias of {name} (old name, still accepted)")
+        if args.name is None:  # old names (api.platform_aliases) still load but are not listed
+            listing = [api.platform_sources(name) for name in api.platforms()]
+            if args.json:
+                _dump(listing)
+                return 0
+            for d in listing:
+                print(d["summary"])
+                print(f"    sources: {'; '.join(d['sources']) or 'none'} ({d['sourced']} figures sourced, "
+                      f"{d['assumed']} assumed)")
+            print("every figure with its source: waitlab platforms NAME")
+            return 0
+        if args.json:
+            _dump({**api.platform_sources(args.name), "description": api.describe(args.name),
+                   **({"xml": api.describe(args.name, xml_ranks=args.xml)} if args.xml else {})})
             return 0
         print(api.describe(args.name, xml_ranks=args.xml))
         return 0
@@ -130,7 +140,7 @@ def _calibrate(sub: Any) -> None:
         table = api.calibrate(args.platform)
         if args.json:
             _dump(_frame(table))
-        _say(args, table.to_string(index=False, float_format=lambda x: f"{x:.6g}"))
+        _say(args, api.calibration_text(table))
         return 0
 
     p.set_defaults(func=go)
@@ -189,7 +199,9 @@ def _check_c(sub: Any) -> None:
             _dump({"holds": rep.holds, "pairs": rep.pairs, "violating_pairs": rep.violating_pairs,
                    "collectives": rep.collectives, "violating_collectives": rep.violating_collectives,
                    "max_difference": rep.max_difference, "first": rep.first, "total_overhead": rep.total_overhead,
-                   "violations": _frame(rep.violations.head(args.show))})
+                   "violations": _frame(rep.violations.head(args.show)), "kinds": list(kinds)})
+        _say(args, f"counted as overhead: event kinds {', '.join(kinds)} (--kinds picks them; e.g. --kinds "
+             "overhead,swap,flush counts only the tracer's own costs, not injected delays)")
         _say(args, rep.text())
         if len(rep.violations) and args.show > 0:
             _say(args, rep.violations.head(args.show).to_string(index=False))
@@ -250,12 +262,15 @@ def _diagnose(sub: Any) -> None:
         else:
             out = api.default_output(diag.scenario.name if diag.scenario else args.source.stem, "-diagnosis")
         api.write_report(diag, out, png=not args.no_png)
+        if args.source.is_dir():  # the run's report.html gains the diagnosis
+            api.report(args.source, out / "diagnosis.json")
         if args.json:
             _dump({"output": str(out), **api.report_dict(diag)})
         _say(args, api.to_markdown(diag))
         if diag.truth is not None:
             _say(args, api.cache_use(diag.truth))
-        _say(args, f"report written to {out}/")
+        _say(args, f"report written to {out}/" + (f" and {args.source / 'report.html'}" if args.source.is_dir()
+                                                    else ""))
         for msg in diag.errors.values():  # the other models' results are in the report
             print(f"waitlab: error: {msg}", file=sys.stderr)
         return 1 if diag.errors else 0
@@ -266,6 +281,7 @@ def _diagnose(sub: Any) -> None:
 for _add in cli_outputs.COMMANDS:  # compare, export, plot
     subcommand(_add)
 subcommand(cli_workbench.evaluate_command)
+
 
 
 def _reproduce_okita(args: argparse.Namespace) -> int:
@@ -361,8 +377,20 @@ def _reproduce(sub: Any) -> None:
                    "study (default 1)")
     p.add_argument("--workers", type=int, default=2, help="wu-lared-s: parallel counterfactual re-runs (default 2)")
 
+    _json_flag(p)
+
     def go(args: argparse.Namespace) -> int:
-        return REPRODUCTIONS[ALIASES.get(args.target, args.target)][1](args)
+        target = ALIASES.get(args.target, args.target)
+        before = set(Path("results").glob("*")) if args.output is None else set()
+        rc = REPRODUCTIONS[target][1](args)
+        if args.json:  # the folder the reproduction wrote, its files, its report and its exit status
+            out = args.output or next(iter(sorted(set(Path("results").glob(f"{target}*")) - before)), None) \
+                or api.default_output(target)
+            files = sorted(p.name for p in Path(out).iterdir()) if Path(out).is_dir() else []
+            report = next((Path(out) / f for f in files if f.endswith(".md")), None)
+            _dump({"target": target, "output": str(out), "exit_status": rc, "files": files,
+                   "report": report.read_text(encoding="utf-8") if report else None})
+        return rc
 
     p.set_defaults(func=go)
 

@@ -1,4 +1,4 @@
-"""Sub-commands about outputs: compare two runs, export a run for other tools, plot a sweep."""
+"""Sub-commands about outputs: compare two runs, export a run for other tools, plot a sweep, rebuild report.html."""
 
 from __future__ import annotations
 
@@ -65,14 +65,36 @@ def _plot(sub: Any) -> None:
     p.add_argument("-o", "--output", type=Path, default=None, help="PNG file (default: SWEEP/sweep.png)")
     p.add_argument("--results", default=None,
                    help="comma-separated columns to draw (default: makespan,total_wait,max_rank_wait)")
+    json_flag(p)
 
     def go(args: argparse.Namespace) -> int:
         res = tuple(r.strip() for r in args.results.split(",") if r.strip()) if args.results else None
-        say(args, f"sweep picture written to {api.plot(args.sweep, args.output, res)}")
+        path = api.plot(args.sweep, args.output, res)
+        if args.json:
+            dump({"picture": str(path), "results": list(res) if res else None})
+        say(args, f"sweep picture written to {path}")
+        return 0
+
+    p.set_defaults(func=go)
+
+
+def _report(sub: Any) -> None:
+    p = sub.add_parser("report", help="(re)build RUNDIR/report.html: the offline, interactive report of a run "
+                       "(with its diagnosis when `waitlab diagnose` wrote one)")
+    p.add_argument("run", type=Path, help="results folder of `waitlab run`")
+    p.add_argument("--diagnosis", type=Path, default=None,
+                   help="diagnosis.json to include (default: RUN/diagnosis/diagnosis.json if present)")
+    json_flag(p)
+
+    def go(args: argparse.Namespace) -> int:
+        path = api.report(args.run, args.diagnosis)
+        if args.json:
+            dump({"report": str(path), "bytes": path.stat().st_size})
+        say(args, f"report written to {path} (open it in a browser; it works offline)")
         return 0
 
     p.set_defaults(func=go)
 
 
 #: Registered by :mod:`waitlab.cli` after ``diagnose`` (keeps the order of ``waitlab --help``).
-COMMANDS = (_compare, _export, _plot)
+COMMANDS = (_compare, _export, _plot, _report)

@@ -8,6 +8,7 @@ and program sources, so that every reader says the same thing the same way.
 from __future__ import annotations
 
 import stat
+import sys
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -63,8 +64,14 @@ def read_text(path: str | Path, what: str, max_bytes: int) -> str:
 
 
 def read_toml(path: str | Path, what: str = "scenario") -> dict[str, Any]:
-    """Parse a TOML file; every way the file can be bad is one :class:`InputError`."""
-    text = read_text(path, what, MAX_TOML_BYTES)
+    """Parse a TOML file (``-``: standard input); every way the file can be bad is one :class:`InputError`."""
+    if str(path) == "-":  # relative paths inside it are then relative to the working folder
+        text = sys.stdin.read(MAX_TOML_BYTES + 1)
+        if len(text) > MAX_TOML_BYTES:
+            raise InputError("(stdin)", "(file)", f"is larger than {MAX_TOML_BYTES} bytes", f"give a {what} .toml file")
+        path = "(stdin)"
+    else:
+        text = read_text(path, what, MAX_TOML_BYTES)
     if "\0" in text:
         raise InputError(str(path), "(syntax)", "holds NUL bytes: not a TOML text file", f"give a {what} .toml file")
     try:

@@ -53,6 +53,7 @@ from waitlab.experiments.diagnosis.registry import (
 )
 from waitlab.experiments.pipeline import noise_for, prepare
 from waitlab.experiments.pipeline import run as run_pipeline
+from waitlab.experiments.report.notebook import diagnosis_html
 from waitlab.experiments.results import load_run
 from waitlab.experiments.scenario import Scenario, load_scenario
 from waitlab.models.analysis.blame_models import focus_ops
@@ -122,6 +123,9 @@ class Diagnosis:
 
     def model(self, key: str) -> ModelRun:
         return next(m for m in self.models if m.key == key)
+
+    def _repr_html_(self) -> str:  # a notebook shows each model next to the ground truth
+        return diagnosis_html(self)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data (``diagnosis.json``)."""

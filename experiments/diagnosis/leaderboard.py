@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from waitlab.experiments.canvas import subplots
 from waitlab.experiments.diagnosis.evaluate import SCORES
+from waitlab.experiments.report.canvas import subplots
 
 #: Column titles of the scores.
 TITLES = {"top1": "top-1 hit", "topk": "top-k hit", "blame_error": "blame error (L1)",

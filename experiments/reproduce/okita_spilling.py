@@ -39,8 +39,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from waitlab.experiments.canvas import subplots
 from waitlab.experiments.pipeline import prepare, simulate_ops
+from waitlab.experiments.report.canvas import subplots
+from waitlab.experiments.report.palette import RULE, SERIES
 from waitlab.experiments.scenario import Scenario, from_mapping
 from waitlab.models.apps.registry import generate
 from waitlab.models.ops import OpTable
@@ -101,7 +102,10 @@ class OkitaResult:
 
     def markdown(self) -> str:
         """Table 1, paper vs waitlab, as Markdown."""
-        rows = ["| R (MB) | S paper | S ours | S_i paper | S_i ours | S_f paper | S_f ours | worst error |",
+        rows = ["S: the pingpong without instrumentation; S_i: instrumented, every record kept in memory (swaps "
+                "once the trace outgrows RAM); S_f: instrumented, with the swap-out function f (tau = 1 s) every "
+                "4096 round trips. R: trace size per process (MB); times are execution times in seconds.", "",
+                "| R (MB) | S paper | S ours | S_i paper | S_i ours | S_f paper | S_f ours | worst error |",
                 "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
         for _, r in self.table.iterrows():
             err = max(abs(r[f"{v}_ours"] / r[f"{v}_paper"] - 1) for v in ("S", "S_i", "S_f"))
@@ -200,11 +204,11 @@ def plot(res: OkitaResult, path: Path) -> None:
     """Figure 3 of Okita et al.: execution time of S, S_i, S_f against R, with the paper's table 1."""
     fig, ax = subplots(figsize=(7, 4.5))
     c = res.curve
-    for v, colour in (("S", "#2c3e50"), ("S_i", "#c0392b"), ("S_f", "#27ae60")):
+    for v, colour in zip(("S", "S_i", "S_f"), SERIES, strict=False):
         ax.plot(c["R_MB"], c[f"{v}_ours"], "-o", color=colour, ms=3, label=f"{v} (waitlab)")
         ax.plot(list(PAPER_TABLE1), [PAPER_TABLE1[r][("S", "S_i", "S_f").index(v)] for r in PAPER_TABLE1], "x",
                 color=colour, ms=9, mew=2, label=f"{v} (Okita et al. table 1)")
-    ax.axvline(1920, color="#7f8c8d", ls=":", lw=1)
+    ax.axvline(1920, color=RULE, ls=":", lw=1)
     ax.set_xlabel("trace size R per process (MB)")
     ax.set_ylabel("execution time (s)")
     ax.set_title("Okita et al. pingpong: in-memory tracing (S_i) vs swap-out function f (S_f)")

@@ -27,7 +27,7 @@ from typing import Any
 import pandas as pd
 
 from waitlab.errors import InputError, SimulationError
-from waitlab.experiments.canvas import subplots
+from waitlab.experiments.report.canvas import subplots
 from waitlab.experiments.reproduce.alltoall_points import POINT_SIMULATION, alltoall_point, contention_config
 from waitlab.experiments.reproduce.rao_statements import ALGORITHMS, SIZES, judge
 from waitlab.platforms import calibrate, load_platform

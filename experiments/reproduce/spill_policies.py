@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from waitlab.experiments.canvas import subplots
-from waitlab.experiments.perturbation_report import PerturbationResult
 from waitlab.experiments.pipeline import prepare, run, simulate_ops
+from waitlab.experiments.report.canvas import subplots
+from waitlab.experiments.report.perturbation_report import PerturbationResult
 from waitlab.experiments.scenario import Scenario, from_mapping
 
 #: The policies compared, with their ``[tracing]`` keys.

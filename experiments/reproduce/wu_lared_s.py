@@ -30,8 +30,8 @@ import pandas as pd
 
 from waitlab.experiments.diagnosis.diagnose import Diagnosis, diagnose
 from waitlab.experiments.diagnosis.groundtruth import ledger_frame, region_set
-from waitlab.experiments.diagnosis_report import to_markdown, write_report
 from waitlab.experiments.pipeline import prepare, simulate_ops
+from waitlab.experiments.report.diagnosis_report import to_markdown, write_report
 from waitlab.experiments.scenario import Scenario, from_mapping
 from waitlab.models.analysis.hcwpdm import hcwpdm
 from waitlab.models.analysis.scoring import by_region

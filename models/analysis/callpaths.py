@@ -86,10 +86,10 @@ class CallPaths:
     code : int32 array
         Call path of each event row; -1 for region rows.
     names : tuple of str
-        Call path names (``outer>inner``, ``outer>MPI_allreduce``, ``(top)``).
+        Call path names (``outer>inner``, ``outer>MPI_allreduce``, ``(top level)``).
     region : tuple of str
         The region each call path is blamed as: the innermost enclosing region for
-        non-MPI activities (``"(top)"`` outside regions), ``MPI_<op>`` for MPI operations.
+        non-MPI activities (``"(top level)"`` outside regions), ``MPI_<op>`` for MPI operations.
     is_mpi : bool array
         Whether the call path is an MPI operation.
     """
@@ -112,7 +112,7 @@ def call_paths(events: pd.DataFrame) -> CallPaths:
     >>> ev = make_events(rank=[0, 0], op=["compute", "barrier"], enter=[0.0, 1.0], exit=[1.0, 1.0], match=[-1, 0])
     >>> cp = call_paths(ev)
     >>> [cp.names[c] for c in cp.code], [cp.region[c] for c in cp.code]
-    (['(top)', 'MPI_barrier'], ['(top)', 'MPI_barrier'])
+    (['(top level)', 'MPI_barrier'], ['(top level)', 'MPI_barrier'])
     """
     n = len(events)
     kind, kind_names = category_codes(events["kind"])
@@ -140,10 +140,10 @@ def call_paths(events: pd.DataFrame) -> CallPaths:
         p, o = divmod(k, n_ops)
         pname = path_names[p] if p < len(path_names) else ""
         if o == n_ops - 1:
-            names.append(pname or "(top)")
+            names.append(pname or "(top level)")
             r = int(region_of[j])
             rname = region_names[r] if 0 <= r < len(region_names) else ""
-            labels.append(rname or "(top)")
+            labels.append(rname or "(top level)")
         else:
             mpi = f"MPI_{op_names[o]}"
             names.append(f"{pname}>{mpi}" if pname else mpi)

@@ -41,7 +41,7 @@ ranks 2 and 3 it caused through the chain).
 ...     peer=[-1, 1, -1, 0, 2, -1, 1, 3, -1, 2])
 >>> res = cwpdm(ev, wait_states(ev))
 >>> res.costs[["rank", "callpath", "short", "long"]].to_dict("records")
-[{'rank': 0, 'callpath': '(top)', 'short': 2.0, 'long': 4.0}]
+[{'rank': 0, 'callpath': '(top level)', 'short': 2.0, 'long': 4.0}]
 >>> res.waits[["direct", "indirect", "propagating"]].values.tolist()   # ranks 1, 2, 3
 [[2.0, 0.0, 2.0], [0.0, 2.0, 2.0], [0.0, 2.0, 0.0]]
 """
@@ -159,8 +159,8 @@ def cwpdm(events: pd.DataFrame, waits: pd.DataFrame, *, sync: SyncPoints | None 
     cp_of = uniq % n_cp
     costs = pd.DataFrame({
         "rank": (uniq // n_cp).astype(np.int32),
-        "callpath": pd.Categorical.from_codes(cp_of, categories=list(sp.callpaths.names) or ["(top)"]),
-        "region": np.asarray(sp.callpaths.region or ("(top)",), dtype=object)[cp_of],
+        "callpath": pd.Categorical.from_codes(cp_of, categories=list(sp.callpaths.names) or ["(top level)"]),
+        "region": np.asarray(sp.callpaths.region or ("(top level)",), dtype=object)[cp_of],
         "delay": np.bincount(codes, weights=delta, minlength=m),
         "short": short,
         "long": long,

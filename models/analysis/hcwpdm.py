@@ -175,8 +175,8 @@ def hcwpdm(events: pd.DataFrame, waits: pd.DataFrame, *, threshold: float = DEFA
     cp_of = uniq % n_cp
     costs = pd.DataFrame({
         "rank": (uniq // n_cp).astype(np.int32),
-        "callpath": pd.Categorical.from_codes(cp_of, categories=list(cps.names) or ["(top)"]),
-        "region": np.asarray(cps.region or ("(top)",), dtype=object)[cp_of],
+        "callpath": pd.Categorical.from_codes(cp_of, categories=list(cps.names) or ["(top level)"]),
+        "region": np.asarray(cps.region or ("(top level)",), dtype=object)[cp_of],
         "excess": np.bincount(codes, weights=sigma, minlength=m),
         "cost": np.bincount(codes, weights=cost, minlength=m),
     })  # fmt: skip

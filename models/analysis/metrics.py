@@ -70,9 +70,9 @@ def metric_value(metrics: Mapping[str, Any], metric: str) -> float:
 
 
 def ledger_frame(ops: OpTable) -> pd.DataFrame:
-    """The cause ledger of ``ops`` as a table (``rank, region, step, seconds, kind``); ``(top)`` = no region."""
+    """The cause ledger of ``ops`` as a table (``rank, region, step, seconds, kind``); ``(top level)`` = no region."""
     led = ops.ledger
-    names = np.array([*ops.names, "(top)"], dtype=object)  # outside regions: "(top)", as the models say
+    names = np.array([*ops.names, "(top level)"], dtype=object)  # outside regions: "(top level)", as the models say
     return pd.DataFrame({
         "rank": led.rank.astype(int), "region": names[np.where(led.region >= 0, led.region, len(ops.names))],
         "step": led.step.astype(int), "seconds": led.seconds,

@@ -20,7 +20,7 @@ path ``c`` there, ``T_x(a,b)[c]``, is the exclusive time of ``c``'s activities
 minus the wait time of the wait states among them (DESIGN.md section 6).
 
 Call paths: a non-MPI activity (compute, noise, overhead, ...) belongs to the
-call path of its enclosing regions (``path``; ``"(top)"`` outside regions); an
+call path of its enclosing regions (``path``; ``"(top level)"`` outside regions); an
 MPI operation has its own call path ``path>MPI_<op>``.  This is what a tracing
 tool sees: injected noise or overhead is time of the region it lands in.
 
@@ -38,7 +38,7 @@ waits 2 s for rank 0, and its interval compares both ranks' compute.
 >>> sp.wait.tolist(), sp.rank.tolist(), sp.peer_rank.tolist()
 ([2.0], [1], [0])
 >>> sp.interval_times(sp.q_interval[0]), sp.interval_times(sp.p_interval[0])
-({'(top)': 3.0}, {'(top)': 1.0})
+({'(top level)': 3.0}, {'(top level)': 1.0})
 """
 
 from __future__ import annotations

@@ -11,9 +11,9 @@ import pandas as pd
 from matplotlib.collections import PolyCollection
 from matplotlib.patches import Patch
 
-from waitlab.experiments.canvas import bar_polygons, subplots
-from waitlab.experiments.palette import KIND_COLOURS
-from waitlab.experiments.palette import WAIT as WAIT_COLOUR
+from waitlab.experiments.report.canvas import bar_polygons, subplots
+from waitlab.experiments.report.palette import KIND_COLOURS
+from waitlab.experiments.report.palette import WAIT as WAIT_COLOUR
 
 GANTT_MAX_RANKS = 64
 #: Width of the Gantt chart in pixels (figure width x dpi): bars closer than one pixel are drawn as one.

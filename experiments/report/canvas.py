@@ -14,11 +14,16 @@ from matplotlib.axes import Axes
 from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
 
+from waitlab.experiments.report.palette import SERIES
+
 __all__ = ["bar_polygons", "barh_collection", "subplots"]
 
 
 def subplots(nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float], **kwargs: Any) -> tuple[Figure, Any]:
     """``pyplot.subplots`` without pyplot: a new :class:`Figure` and its axes (one, or an array).
+
+    Every axes cycles through the shared palette's :data:`~waitlab.experiments.report.palette.SERIES`, so
+    a figure that does not pick colours itself still uses waitlab's palette, not matplotlib's default.
 
     Examples
     --------
@@ -27,7 +32,10 @@ def subplots(nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float], **
     2
     """
     fig = Figure(figsize=figsize)
-    return fig, fig.subplots(nrows, ncols, **kwargs)
+    axes = fig.subplots(nrows, ncols, **kwargs)
+    for ax in fig.axes:
+        ax.set_prop_cycle(color=list(SERIES))
+    return fig, axes
 
 
 def bar_polygons(rank: np.ndarray, start: np.ndarray, width: np.ndarray, height: float = 0.6) -> Any:

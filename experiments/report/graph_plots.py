@@ -8,8 +8,8 @@ import networkx as nx
 import numpy as np
 from matplotlib.lines import Line2D
 
-from waitlab.experiments.canvas import subplots
-from waitlab.experiments.palette import CAUSE, PATTERN_COLOURS, WAIT
+from waitlab.experiments.report.canvas import subplots
+from waitlab.experiments.report.palette import CAUSE, INK, PATTERN_COLOURS, WAIT
 
 #: Largest graph drawn node by node.
 DRAW_MAX_NODES = 400
@@ -30,10 +30,10 @@ def draw_propagation(graph: nx.DiGraph, out_png: Path, title: str = "") -> bool:
               for _, d in graph.nodes(data=True)]
     ranks = sorted({d["rank"] for _, d in graph.nodes(data=True)})
     fig, ax = subplots(figsize=(11, max(3.0, 0.35 * len(ranks) + 1.5)))
-    nx.draw_networkx_edges(graph, pos, ax=ax, edge_color="#555555", width=0.8, arrowsize=8, node_size=size,
+    nx.draw_networkx_edges(graph, pos, ax=ax, edge_color=INK, width=0.8, arrowsize=8, node_size=size,
                            connectionstyle="arc3,rad=0.08")
     nx.draw_networkx_nodes(graph, pos, ax=ax, node_color=colour, node_size=size, linewidths=0.5,
-                           edgecolors="#333333")
+                           edgecolors=INK)
     xs = np.array([p[0] for p in pos.values()], float)
     pad = 0.03 * float(xs.max() - xs.min()) if xs.size and xs.max() > xs.min() else 1.0
     ax.set_xlim(float(xs.min()) - pad, float(xs.max()) + pad)

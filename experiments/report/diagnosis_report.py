@@ -7,10 +7,10 @@ import math
 from pathlib import Path
 from typing import Any
 
-from waitlab.experiments.critical_report import critical_path_dict, critical_path_markdown, run_critical_path
 from waitlab.experiments.diagnosis.diagnose import Diagnosis
 from waitlab.experiments.diagnosis.groundtruth import cache_use
-from waitlab.experiments.diagnosis_plots import blame_figure, culprit_timeline
+from waitlab.experiments.report.critical_report import critical_path_dict, critical_path_markdown, run_critical_path
+from waitlab.experiments.report.diagnosis_plots import blame_figure, culprit_timeline
 from waitlab.models.analysis.cwpdm import CwpdmResult
 from waitlab.models.analysis.hcwpdm import HcwpdmResult
 from waitlab.models.analysis.scoring import by_rank_region, by_region
@@ -86,6 +86,12 @@ def to_markdown(diag: Diagnosis) -> str:
         if len(rr_t):
             lines += ["", "Costliest candidate (rank, region): " + ", ".join(f"({r}, `{g}`) {v:.4g} s"
                                                                             for (r, g), v in rr_t.items())]
+            lines += ["", "(A candidate's true cost is the total wait minus the total wait re-simulated without "
+                      "that rank's injected excess in that region. It is negative when removing the excess made "
+                      "the run wait more: the rank then arrives earlier elsewhere and waits there itself, or its "
+                      "partners' waits line up worse.)" if (rr_t < 0).any() else
+                      "(A candidate's true cost is the total wait minus the total wait re-simulated without that "
+                      "rank's injected excess in that region.)"]
         lines += ["", "## Scores", "",
                   "| model | top-k region | top-k (rank, region) | Spearman region | Spearman (rank, region) | "
                   "rel. error of total | false blame |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]

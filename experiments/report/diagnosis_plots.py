@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 
-from waitlab.experiments.canvas import barh_collection, subplots
-from waitlab.experiments.palette import KIND_COLOURS, OTHER, SERIES, WAIT
+from waitlab.experiments.report.canvas import barh_collection, subplots
+from waitlab.experiments.report.palette import KIND_COLOURS, OTHER, SERIES, WAIT, model_colour
 from waitlab.models.analysis.scoring import by_rank_region, by_region
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ def _bars(ax: Axes, series: dict[str, pd.Series], title: str) -> None:
     width = 0.8 / max(len(series), 1)
     for i, (label, s) in enumerate(series.items()):
         ax.bar(x + (i - (len(series) - 1) / 2) * width, s.reindex(regions).fillna(0.0).to_numpy(), width,
-               label=label)
+               label=label, color=model_colour(label, i))  # one colour per model, truth green, in both panels
     ax.set_xticks(x)
     ax.set_xticklabels(regions, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("seconds of wait")

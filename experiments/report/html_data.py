@@ -1,0 +1,131 @@
+"""The data behind ``report.html``'s timeline: compact, gzip-compressed columns the page decodes itself.
+
+Writing the timeline as Plotly traces from Python would repeat a hover text per event (about 100 bytes
+each: a 100,000-event run would need 10 MB for the hover texts alone); instead the event table travels as
+typed columns (``float32`` times, ``int32`` ranks, ``uint16`` name codes: 24 bytes per event before
+compression) and ``report_timeline.js`` builds the traces of the rank range on screen.  Runs above
+:data:`DETAIL_CAP` leaf events carry the detail of their first ranks only (the heatmap covers them all).
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+#: Most leaf events whose detail goes into one report (the first ranks up to this count).
+DETAIL_CAP = 250_000
+#: Most rows of the rank x step heatmap (ranks are summed in bins beyond it).
+HEATMAP_MAX_ROWS = 1024
+#: Most message arrows carried (the first ones, in event order).
+MESSAGE_CAP = 200_000
+
+
+def _pack(a: np.ndarray) -> str:
+    """Little-endian bytes, gzip (mtime 0: same data, same bytes), base64."""
+    return base64.b64encode(gzip.compress(np.ascontiguousarray(a).astype(a.dtype.newbyteorder("<")).tobytes(),
+                                          compresslevel=6, mtime=0)).decode("ascii")
+
+
+def _codes(values: pd.Series) -> tuple[np.ndarray, list[str]]:
+    """Integer codes and names of a column (categorical columns: their own codes, no string conversion;
+    a missing value gets code 65535, which the page shows as top level)."""
+    cat = values if isinstance(values.dtype, pd.CategoricalDtype) else values.astype(str).astype("category")
+    return cat.cat.codes.to_numpy().astype(np.uint16), [str(c) for c in cat.cat.categories]
+
+
+def timeline_payload(events: pd.DataFrame, waits: pd.DataFrame, ledger: pd.DataFrame | None,
+                     n_ranks: int) -> dict[str, Any]:
+    """The JSON object of the page's timeline: names, per-rank offsets and packed columns.
+
+    Leaf events (not region rows) of ranks ``0 .. detail_ranks - 1``; waits and injected causes as sparse
+    lists pointing into them; point-to-point messages as (send, receive) pairs of those events.  Only the
+    first rows (events are sorted by rank) are looked at beyond :data:`DETAIL_CAP`, so a huge run costs
+    one pass over its rank column.
+    """
+    all_rank = events["rank"].to_numpy()
+    counts = np.bincount(all_rank, minlength=n_ranks) if len(events) else np.zeros(n_ranks, np.int64)
+    cum = np.cumsum(counts)
+    detail_ranks = int(np.searchsorted(cum, DETAIL_CAP, side="right")) if cum.size and cum[-1] > DETAIL_CAP \
+        else n_ranks
+    end = int(cum[detail_ranks - 1]) if detail_ranks > 0 else 0
+    head = events.iloc[:end]
+    rows = np.flatnonzero((head["kind"] != "region").to_numpy())  # event-table rows, sorted by (rank, seq)
+    ev = head.iloc[rows]
+    new_row = np.full(end, -1, np.int64)
+    new_row[rows] = np.arange(rows.size)
+    rank = ev["rank"].to_numpy(np.int32)
+    region, region_names = _codes(ev["region"])
+    op, op_names = _codes(ev["op"])
+    kind, kind_names = _codes(ev["kind"])
+    offsets = np.concatenate([[0], np.cumsum(np.bincount(rank, minlength=detail_ranks))]).astype(np.int32)
+    cols: dict[str, str] = {
+        "rank": _pack(rank), "enter": _pack(ev["enter"].to_numpy(np.float32)),
+        "exit": _pack(ev["exit"].to_numpy(np.float32)), "peer": _pack(ev["peer"].to_numpy(np.int32)),
+        "region": _pack(region), "op": _pack(op), "kind": _pack(kind),
+        "bytes": _pack(ev["bytes"].to_numpy(np.float32)),
+    }
+    # waits: sparse, pointing at the waiting event
+    w_ev = waits["event"].to_numpy(np.int64) if len(waits) else np.zeros(0, np.int64)
+    w_ok = w_ev < end
+    w_rows = new_row[w_ev[w_ok]]
+    w_ok[w_ok] = w_rows >= 0
+    w_rows = w_rows[w_rows >= 0]
+    w_pat, pattern_names = _codes(waits["pattern"][w_ok]) if len(waits) else (np.zeros(0, np.uint16), [])
+    cols.update(w_event=_pack(w_rows.astype(np.int32)),
+                w_wait=_pack(waits["wait"].to_numpy(np.float32)[w_ok] if len(waits) else np.zeros(0, np.float32)),
+                w_pattern=_pack(w_pat),
+                w_peer=_pack(waits["peer_rank"].to_numpy(np.int32)[w_ok] if len(waits) else np.zeros(0, np.int32)))
+    # injected causes: events carrying excess, with the ledger's kind
+    excess = ev["excess"].to_numpy(np.float64) if "excess" in ev else np.zeros(len(ev))
+    c_rows = np.flatnonzero(excess > 0)
+    cause_kind_names: list[str] = []
+    c_kind = np.zeros(c_rows.size, np.uint16)
+    if c_rows.size and ledger is not None and len(ledger) and "cause" in ev:
+        led_kind, cause_kind_names = _codes(ledger["kind"])
+        cause = ev["cause"].to_numpy(np.int64)[c_rows]
+        c_kind = np.where(cause >= 0, led_kind[np.clip(cause, 0, len(ledger) - 1)], 0).astype(np.uint16)
+    cols.update(c_event=_pack(c_rows.astype(np.int32)), c_excess=_pack(excess[c_rows].astype(np.float32)),
+                c_kind=_pack(c_kind))
+    cols.update(zip(("m_send", "m_recv"), map(_pack, _messages(ev)), strict=True))
+    return {"n_ranks": n_ranks, "detail_ranks": detail_ranks, "events": int(rows.size),
+            "regions": region_names, "ops": op_names, "kinds": kind_names, "patterns": pattern_names,
+            "cause_kinds": cause_kind_names or ["cause"], "offsets": _pack(offsets), "cols": cols}
+
+
+def _messages(ev: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(send row, receive row) of each point-to-point message among ``ev``'s rows (matched by ``match``)."""
+    op = ev["op"].astype(str).to_numpy()
+    match = ev["match"].to_numpy(np.int64)
+    is_send = np.isin(op, ("send", "isend", "ssend", "issend")) & (match >= 0)
+    is_recv = np.isin(op, ("recv", "irecv")) & (match >= 0)
+    s_rows, r_rows = np.flatnonzero(is_send), np.flatnonzero(is_recv)
+    s_order = np.argsort(match[s_rows], kind="stable")
+    s_sorted = match[s_rows][s_order]
+    pos = np.searchsorted(s_sorted, match[r_rows])
+    ok = (pos < s_sorted.size) & (s_sorted[np.minimum(pos, max(s_sorted.size - 1, 0))] == match[r_rows]) \
+        if s_sorted.size else np.zeros(r_rows.size, bool)
+    send = s_rows[s_order][pos[ok]].astype(np.int32)
+    recv = r_rows[ok].astype(np.int32)
+    order = np.argsort(send, kind="stable")[:MESSAGE_CAP]
+    return send[order], recv[order]
+
+
+def rank_step_wait(waits: pd.DataFrame, n_ranks: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Seconds of wait per (rank bin, step): ``(z[bins, steps], first rank of each bin, steps)``.
+
+    Ranks are summed into at most :data:`HEATMAP_MAX_ROWS` equal bins; step -1 (outside steps) is a column.
+    """
+    per_bin = max(1, -(-n_ranks // HEATMAP_MAX_ROWS))
+    n_bins = -(-n_ranks // per_bin) if n_ranks else 0
+    steps = np.unique(waits["step"].to_numpy(np.int64)) if len(waits) else np.zeros(0, np.int64)
+    z: np.ndarray = np.zeros((n_bins, steps.size))
+    if len(waits):
+        b = waits["rank"].to_numpy(np.int64) // per_bin
+        s = np.searchsorted(steps, waits["step"].to_numpy(np.int64))
+        z = np.bincount(b * steps.size + s, weights=waits["wait"].to_numpy(np.float64),
+                        minlength=n_bins * steps.size).reshape(n_bins, steps.size)
+    return z, np.arange(n_bins) * per_bin, steps

@@ -1,0 +1,137 @@
+"""report.html (issue 26): self-contained, deterministic, carrying the run's events; and, in real headless
+Chromium with the network off, rendering the late rank's region as the cause without a console message."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib import colors as mcolors
+from matplotlib import image as mimage
+
+from waitlab.experiments.report import html as report_html
+from waitlab.experiments.report.html_data import rank_step_wait, timeline_payload
+from waitlab.experiments.report.palette import CAUSE
+from waitlab.models.analysis.summary import rank_budget
+from waitlab.models.analysis.waitstates import make_events, wait_states
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).parent))
+from headless import CHROMIUM, load  # noqa: E402
+
+
+def _chain() -> tuple[pd.DataFrame, pd.DataFrame]:
+    # rank 0 computes 3 s and sends to 1; rank 1 (1 s of work) waits 2 s, sends to 2, which waits 2 s
+    ev = make_events(rank=[0, 0, 1, 1, 1, 2, 2], op=["compute", "send", "compute", "recv", "send", "compute", "recv"],
+                     enter=[0, 3, 0, 1, 3, 0, 1], exit=[3, 3, 1, 3, 3, 1, 3], match=[-1, 0, -1, 0, 1, -1, 1],
+                     done=[-1, 1, -1, 3, 4, -1, 6], peer=[-1, 1, -1, 0, 2, -1, 1])
+    ev["excess"] = [2.0, 0, 0, 0, 0, 0, 0]
+    ev["cause"] = [0, -1, -1, -1, -1, -1, -1]
+    ev["bytes"] = [0, 800, 0, 0, 800, 0, 0]
+    return ev, wait_states(ev)
+
+
+def _unpack(b64: str, dtype: str) -> np.ndarray:
+    return np.frombuffer(gzip.decompress(base64.b64decode(b64)), dtype=np.dtype(dtype).newbyteorder("<"))
+
+
+def test_payload_carries_the_events_waits_causes_and_messages():
+    ev, waits = _chain()
+    ledger = pd.DataFrame({"rank": [0], "region": [""], "step": [0], "seconds": [2.0], "kind": ["imbalance"]})
+    p = timeline_payload(ev, waits, ledger, 3)
+    c = p["cols"]
+    assert p["events"] == 7 and p["detail_ranks"] == 3
+    assert _unpack(p["offsets"], "int32").tolist() == [0, 2, 5, 7]
+    assert _unpack(c["enter"], "float32").tolist() == [0, 3, 0, 1, 3, 0, 1]
+    assert sorted(_unpack(c["w_wait"], "float32").tolist()) == [2.0, 2.0]  # the two waits of the docstring
+    assert sorted(_unpack(c["w_event"], "int32").tolist()) == [3, 6]
+    assert _unpack(c["c_event"], "int32").tolist() == [0] and p["cause_kinds"] == ["imbalance"]
+    # messages: 0 -> 1 (rows 1 -> 3) and 1 -> 2 (rows 4 -> 6)
+    assert _unpack(c["m_send"], "int32").tolist() == [1, 4] and _unpack(c["m_recv"], "int32").tolist() == [3, 6]
+
+
+def test_heatmap_sums_every_wait_and_bins_ranks():
+    waits = pd.DataFrame({"rank": [0, 1, 2047, 5], "step": [0, 1, 1, -1], "wait": [1.0, 2.0, 4.0, 8.0]})
+    z, first, steps = rank_step_wait(waits, 2048)
+    assert z.shape == (1024, 3) and steps.tolist() == [-1, 0, 1] and first[1] == 2
+    assert z.sum() == 15.0 and z[0, 1] == 1.0 and z[0, 2] == 2.0 and z[1023, 2] == 4.0 and z[2, 0] == 8.0
+
+
+def test_page_is_self_contained_and_deterministic():
+    ev, waits = _chain()
+    meta = {"scenario": "chain", "ranks": 3, "platform": "p", "nodes": 1, "ranks_per_node": 3, "seed": 0}
+    summary = {"makespan": 3.0, "events": 7, "wait_states": 2, "totals": {"compute": 5.0, "wait": 4.0},
+               "wait_by_pattern": {"late_sender": 4.0}}
+    args = (meta, summary, ev, waits, rank_budget(ev, waits, 3), None)
+    page = report_html.build_html(*args)
+    assert page == report_html.build_html(*args)
+    markup = re.sub(r"<script[^>]*>.*?</script>", "<script></script>", page, flags=re.S)
+    assert re.findall(r"""(?:src|href)\s*=""", markup) == []  # no script, style, image or link to load
+    assert "<link" not in markup and "@import" not in markup
+    assert "Bokeh" in page and "wl-timeline-data" in page
+    data = re.search(r'<script type="application/json" id="wl-timeline-data">(.*?)</script>', page, re.S)
+    assert data is not None and json.loads(data.group(1))["n_ranks"] == 3
+    assert '"name":"wl-heatmap"' not in page  # 3 ranks: the whole timeline, no heatmap
+    big = ev.assign(rank=ev["rank"] * 40)
+    page_big = report_html.build_html({**meta, "ranks": 81}, summary, big, waits.assign(rank=waits["rank"] * 40),
+                                      rank_budget(big, waits, 81), None)
+    assert '"name":"wl-heatmap"' in page_big
+
+
+def _pixels_near(img: np.ndarray, colour: str, tol: float = 0.06) -> np.ndarray:
+    rgb = np.array(mcolors.to_rgb(colour))
+    return np.all(np.abs(img[..., :3] - rgb) < tol, axis=-1)
+
+
+@pytest.mark.simgrid
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is installed by scripts/bootstrap.sh")
+def test_stencil_late_rank_report_in_headless_chromium(tmp_path: Path):
+    waitlab = shutil.which("waitlab", path=str(Path(sys.executable).parent)) or "waitlab"
+    run = tmp_path / "R"
+    for cmd in ([waitlab, "run", "-q", str(ROOT / "examples" / "stencil_late_rank.toml"), "-o", str(run)],
+                [waitlab, "diagnose", "-q", str(run)]):
+        subprocess.run(cmd, check=True, timeout=600)
+    page_file = run / "report.html"
+    assert page_file.is_file() and page_file.stat().st_size < 10 * 2**20
+    shot = tmp_path / "shot.png"
+    model = "Bokeh.documents[0].get_model_by_name"
+    page = load(page_file, screenshot=shot, values={
+        "status": "document.getElementById('wl-range-status').textContent",
+        "cause": "document.getElementById('wl-top-cause').textContent",
+        "seg": f"(() => {{ const d = {model}('wl-seg').data; return [Array.from(d.label), Array.from(d.bottom)]; }})()",
+        "blame": f"(() => {{ const d = {model}('wl-blame').renderers[0].data_source.data; const o = {{}}; "
+                 "for (const k of Object.keys(d)) o[k] = Array.from(d[k]); return o; })()",
+        "region_colour": "window.WAITLAB.regionColours['Stencil']",
+    })
+    errors = [m for m in page.console if not m.startswith(("console.log:", "console.info:", "console.debug:"))]
+    assert errors == [] and page.failed_requests == []
+    v = page.values
+    assert v["status"] == "showing ranks 0 to 15 (1440 events)"
+    assert v["cause"].startswith("Largest injected cause: rank 5, region Stencil (imbalance")
+    labels, bottom = v["seg"]
+    assert {"Stencil", "MPI", "wait: wait_at_nxn", "injected cause"} <= set(labels)
+    cause_rows = {round(b + 0.45, 6) for lab, b in zip(labels, bottom, strict=True) if lab == "injected cause"}
+    assert cause_rows == {5}  # the injected excess sits on rank 5 only
+    blame = v["blame"]
+    regions = blame.pop("x")
+    for name in ("ground truth", "CWP-DM"):
+        assert regions[max(range(len(regions)), key=lambda i, n=name: blame[n][i])] == "Stencil"
+    # the screenshot: not blank, and the timeline shows the region's colour and the cause's blue
+    img = mimage.imread(shot)
+    assert img.std() > 0.05
+    stencil = _pixels_near(img, v["region_colour"])
+    assert stencil.mean() > 0.02  # the timeline's Stencil bars fill a good part of the page
+    rows = np.flatnonzero(stencil.any(axis=1))
+    timeline = img[rows.min():rows.max() + 1]  # the band of the page where the timeline is drawn
+    blue = np.argwhere(_pixels_near(timeline, CAUSE))
+    # the cause's blue inside it, along the time axis (10 steps x 0.05 s of 1.5 s), not only a legend swatch
+    assert blue.shape[0] > 200 and np.unique(blue[:, 1]).size > 100
