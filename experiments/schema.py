@@ -191,10 +191,12 @@ class NoiseSection(BaseModel):
     jitter_std: float = Field(0.0, ge=0, le=10, description="relative standard deviation of compute jitter")
     jitter_mean: float = Field(0.0, ge=-1, le=10, description="relative mean of compute jitter")
     horizon_factor: float = Field(4.0, ge=1, le=1e3, description="detours are drawn up to this x the makespan")
+    nodes: tuple[Annotated[int, Field(ge=0)], ...] | None = Field(None, min_length=1, description="only these "
+                                                                  "nodes get detours (absent: every node)")
 
     _USES = {"none": set(), "periodic": {"frequency", "duration", "phase"},
              "poisson": {"rate", "duration", "law", "pareto_shape"}, "signature": {"file", "period", "offset"}}
-    _COMMON = {"model", "scope", "jitter_std", "jitter_mean", "horizon_factor"}
+    _COMMON = {"model", "scope", "jitter_std", "jitter_mean", "horizon_factor", "nodes"}
 
     def used_keys(self) -> set[str]:
         """The keys this section's model reads (the others must not be given)."""
