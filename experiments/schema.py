@@ -90,6 +90,14 @@ class ScenarioSection(BaseModel):
     description: str = Field("", description="free text")
 
 
+class DegradedLink(BaseModel):
+    """``[[platform.degraded_link]]``: one node's network link runs at a fraction of its bandwidth (cause ``link``)."""
+
+    model_config = STRICT
+    node: int = Field(ge=0, le=MAX_RANKS, description="node whose link to its switch is degraded")
+    bandwidth_factor: float = Field(gt=0, lt=1, description="fraction of the link's bandwidth left (0 < f < 1)")
+
+
 class PlatformSection(BaseModel):
     """``[platform]``: which machine model, and how much of it."""
 
@@ -105,9 +113,14 @@ class PlatformSection(BaseModel):
                                              "or nodes filled ranks_per_node each)")
     supernodes: int = Field(1, ge=1, le=MAX_RANKS, description="placement = \"supernodes\": supernodes the "
                             "nodes are spread over")
+    degraded_link: tuple[DegradedLink, ...] | None = Field(None, min_length=1, description="nodes whose network "
+                                                           "link is slower, a cause of kind link")
 
     @model_validator(mode="after")
     def _placement_keys(self) -> PlatformSection:
+        nodes = [d.node for d in self.degraded_link or ()]
+        if len(set(nodes)) != len(nodes):
+            raise FieldProblem("degraded_link", "a node is listed twice: give each node one [[platform.degraded_link]]")
         if self.placement_nodes and self.placement != "nodes":
             raise FieldProblem("placement_nodes", "is only used with placement = \"nodes\": remove it or set "
                                "placement = \"nodes\"")
