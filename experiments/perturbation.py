@@ -85,7 +85,7 @@ def noise_config(sec: NoiseSection, file: str) -> NoiseConfig:
     except ValueError as exc:  # a model's own physics check
         raise InputError(file, "noise", str(exc), "see the perturbation page of the docs") from None
     return NoiseConfig(model=model, scope=sec.scope, jitter=nz.GaussianJitter(sec.jitter_std, sec.jitter_mean),
-                       horizon_factor=sec.horizon_factor)
+                       horizon_factor=sec.horizon_factor, nodes=tuple(sec.nodes or ()))
 
 
 def tracing_config(sec: TracingSection) -> TracingConfig:

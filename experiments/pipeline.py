@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
@@ -35,6 +35,7 @@ from waitlab.models.apps.alltoall import smpi_config as smpi_alltoall_setting
 from waitlab.models.ops import CODE, OpTable
 from waitlab.models.perturb import noise_hits as nh
 from waitlab.models.perturb.condition_c import check_condition_c, original_keys, wait_distortion
+from waitlab.models.perturb.link import link_ledger
 from waitlab.models.perturb.stage import (
     SPILL_KINDS,
     NoiseSetup,
@@ -46,7 +47,9 @@ from waitlab.models.perturb.stage import (
     with_ledger_rows,
 )
 from waitlab.platforms import PlatformModel, RenderedPlatform, load_platform, placement_table, render_platform
+from waitlab.platforms.degraded import degrade_links
 from waitlab.platforms.machine import TREE_ALLREDUCE, contention_record, machine_settings
+from waitlab.platforms.smpi_factors import calibrate
 from waitlab.simulator.build import simgrid_version
 from waitlab.simulator.spill import release_free_memory
 from waitlab.simulator.timeline import SCHEMA_VERSION
@@ -129,13 +132,35 @@ def _render(scenario: Scenario, model: PlatformModel,
             speed_profiles: Mapping[str, str] | None = None) -> RenderedPlatform:
     pl = scenario.platform
     try:
-        return render_platform(model, scenario.ranks, ranks_per_node=pl.ranks_per_node, nodes=pl.nodes,
-                               split_cores=pl.split_cores, speed_profiles=speed_profiles,
-                               placement=pl.placement_rule())
+        rendered = render_platform(model, scenario.ranks, ranks_per_node=pl.ranks_per_node, nodes=pl.nodes,
+                                   split_cores=pl.split_cores, speed_profiles=speed_profiles,
+                                   placement=pl.placement_rule())
+        return degrade_links(rendered, model, link_factors(scenario), scenario.source)
     except InputError as exc:  # a placement that does not fit: name the scenario file
         if exc.field.startswith("platform.") and exc.file == "platform":
             raise InputError(scenario.source, exc.field, exc.problem, exc.fix) from None
         raise
+
+
+def link_factors(scenario: Scenario) -> dict[int, float]:
+    """Node -> bandwidth factor of the scenario's degraded links (``[[platform.degraded_link]]``)."""
+    return {d.node: d.bandwidth_factor for d in scenario.platform.degraded_link or ()}
+
+
+def without_links(scenario: Scenario, nodes: Iterable[int]) -> Scenario:
+    """``scenario`` with the degraded links of ``nodes`` restored (a counterfactual of cause kind ``link``)."""
+    drop = set(nodes)
+    keep = tuple(d for d in scenario.platform.degraded_link or () if d.node not in drop)
+    return replace(scenario, platform=scenario.platform.model_copy(update={"degraded_link": keep or None}))
+
+
+def with_link_ledger(prep: Prepared, res: RunResult) -> RunResult:
+    """``res`` with the ledger rows of its degraded links (:func:`waitlab.models.perturb.link.link_ledger`)."""
+    factors = link_factors(prep.scenario)
+    if not factors:
+        return res
+    bandwidth = calibrate(prep.model).inter_node.bandwidth  # what the node's link was rendered with
+    return replace(res, ops=link_ledger(res.ops, prep.platform.node_of_rank, factors, bandwidth))
 
 
 def prepare(scenario: Scenario) -> Prepared:
@@ -233,7 +258,7 @@ def run(scenario: Scenario, *, paje_file: Path | None = None, base: RunResult | 
     prep = prep if prep is not None else prepare(scenario)
     cfg = prep.perturbation
     if cfg is None:
-        return Run(simulate_ops(prep, ops, paje_file=paje_file))
+        return Run(with_link_ledger(prep, simulate_ops(prep, ops, paje_file=paje_file)))
     stages: dict[str, float] = {}
     t = time.perf_counter()
     base = base if base is not None else simulate_ops(prep, ops)
@@ -256,6 +281,7 @@ def run(scenario: Scenario, *, paje_file: Path | None = None, base: RunResult | 
         t_enter[leaves] = t_exit[leaves] = np.nan
         led, hits = noise_ledger(measured.ops, t_enter, t_exit, setup, prep.facts.core_speed)
         measured = replace(measured, ops=with_ledger_rows(measured.ops, led))
+    measured = with_link_ledger(prep, measured)
     cc = check_condition_c(ev)
     cc_spill = check_condition_c(ev, kinds=SPILL_KINDS)
     mkeys = original_keys(ev, p.origin_seq(base.ops)[event_op_rows(ev, measured.ops)])

@@ -286,6 +286,10 @@ def _check_imbalance_ranks(params: Any, ranks: int, file: str) -> None:
         if sel.mode == "random" and sel.count > ranks:
             raise InputError(file, f"application.imbalance[{i}].ranks.random", f"cannot choose {sel.count} of "
                              f"{ranks} ranks", f"use at most {ranks}")
+    root = getattr(params, "root", None)
+    if isinstance(root, int) and root >= ranks:
+        raise InputError(file, "application.root", f"rank {root} does not exist with {ranks} ranks",
+                         f"use a root below {ranks}")
 
 
 def load_scenario(path: str | Path) -> Scenario:

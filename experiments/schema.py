@@ -94,6 +94,14 @@ class ScenarioSection(BaseModel):
     description: str = Field("", description="free text")
 
 
+class DegradedLink(BaseModel):
+    """``[[platform.degraded_link]]``: one node's network link runs at a fraction of its bandwidth (cause ``link``)."""
+
+    model_config = STRICT
+    node: int = Field(ge=0, le=MAX_RANKS, description="node whose link to its switch is degraded")
+    bandwidth_factor: float = Field(gt=0, lt=1, description="fraction of the link's bandwidth left (0 < f < 1)")
+
+
 class PlatformSection(BaseModel):
     """``[platform]``: which machine model, and how much of it."""
 
@@ -109,9 +117,14 @@ class PlatformSection(BaseModel):
                                              "or nodes filled ranks_per_node each)")
     supernodes: int = Field(1, ge=1, le=MAX_RANKS, description="placement = \"supernodes\": supernodes the "
                             "nodes are spread over")
+    degraded_link: tuple[DegradedLink, ...] | None = Field(None, min_length=1, description="nodes whose network "
+                                                           "link is slower, a cause of kind link")
 
     @model_validator(mode="after")
     def _placement_keys(self) -> PlatformSection:
+        nodes = [d.node for d in self.degraded_link or ()]
+        if len(set(nodes)) != len(nodes):
+            raise FieldProblem("degraded_link", "a node is listed twice: give each node one [[platform.degraded_link]]")
         if self.placement_nodes and self.placement != "nodes":
             raise FieldProblem("placement_nodes", "is only used with placement = \"nodes\": remove it or set "
                                "placement = \"nodes\"")
@@ -207,10 +220,12 @@ class NoiseSection(BaseModel):
     jitter_std: float = Field(0.0, ge=0, le=10, description="relative standard deviation of compute jitter")
     jitter_mean: float = Field(0.0, ge=-1, le=10, description="relative mean of compute jitter")
     horizon_factor: float = Field(4.0, ge=1, le=1e3, description="detours are drawn up to this x the makespan")
+    nodes: tuple[Annotated[int, Field(ge=0)], ...] | None = Field(None, min_length=1, description="only these "
+                                                                  "nodes get detours (absent: every node)")
 
     _USES = {"none": set(), "periodic": {"frequency", "duration", "phase"},
              "poisson": {"rate", "duration", "law", "pareto_shape"}, "signature": {"file", "period", "offset"}}
-    _COMMON = {"model", "scope", "jitter_std", "jitter_mean", "horizon_factor"}
+    _COMMON = {"model", "scope", "jitter_std", "jitter_mean", "horizon_factor", "nodes"}
 
     def used_keys(self) -> set[str]:
         """The keys this section's model reads (the others must not be given)."""

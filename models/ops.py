@@ -46,7 +46,7 @@ __all__ = [
 ]
 
 #: Kinds of cause in the ledger (DESIGN.md section 8).
-CAUSE_KINDS: tuple[str, ...] = ("imbalance", "noise", "overhead", "swap", "flush")
+CAUSE_KINDS: tuple[str, ...] = ("imbalance", "noise", "overhead", "swap", "flush", "link")
 
 
 def seq_within_rank(rank: npt.NDArray[np.int32], n_ranks: int) -> npt.NDArray[np.int32]:

@@ -212,3 +212,33 @@ def test_example_scenario_validates() -> None:
     assert nz.SignatureNoise(sig.start, sig.duration, sig.period, 0.0).pattern(1, rng()).fraction()[0] == \
         pytest.approx(0.045)
     assert cfg.tracing is not None and cfg.tracing.policy == "predictive_sync"
+
+
+def test_noise_on_selected_nodes_only() -> None:
+    # 8 ranks, 2 per node; detours 0.1 s at 0.5 s every 1 s (phase given); only node 1 (ranks 2, 3) is hit
+    from waitlab.models.ops import OpBuilder
+    from waitlab.models.perturb.stage import noise_ledger
+
+    table = {"model": "periodic", "frequency": 1.0, "duration": 0.1, "phase": 0.5, "nodes": [1]}
+    cfg = parse_perturbation({"noise": table}).noise
+    assert cfg.nodes == (1,)
+    facts = _facts(8, 2, split=False)
+    s = noise_setup(cfg, facts, seed=1, horizon=1.0)
+    assert sorted(s.speed_profiles) == ["node-1"]  # the hosts of the other nodes get no profile
+    every = noise_setup(parse_perturbation({"noise": {**table, "nodes": None}}).noise, facts, seed=1, horizon=1.0)
+    assert s.speed_profiles["node-1"] == every.speed_profiles["node-1"]  # the same detours as without selector
+    b = OpBuilder(n_ranks=8)
+    b.add("compute", range(8), value=1.0, region="solve")  # 1 s at 1 Gflop/s; ranks 2, 3 stall 0.1 s in it
+    ops = b.build()
+    t_exit = np.where(np.isin(np.arange(8), [2, 3]), 1.1, 1.0)
+    led, _ = noise_ledger(ops, np.zeros(8), t_exit, s, core_speed=1e9)
+    assert led.rank.tolist() == [2, 3]
+    assert led.seconds.tolist() == pytest.approx([0.1, 0.1])
+    with pytest.raises(InputError, match=r"noise\.nodes: node 4 does not exist: the ranks run on 4 node"):
+        noise_setup(parse_perturbation({"noise": {**table, "nodes": [0, 4]}}).noise, facts, seed=1, horizon=1.0)
+
+
+def test_noise_nodes_core_scope_keeps_the_cores_of_the_node() -> None:
+    table = {"model": "periodic", "frequency": 100.0, "duration": 1e-4, "scope": "core", "nodes": [0]}
+    s = noise_setup(parse_perturbation({"noise": table}).noise, _facts(4, 2, split=True), seed=1, horizon=1.0)
+    assert sorted(s.speed_profiles) == ["node-0-core-0", "node-0-core-1"]

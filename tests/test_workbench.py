@@ -191,7 +191,9 @@ def test_builtin_suite_covers_the_cause_classes() -> None:
     assert len(cases) >= 40
     assert {c.cause for c in cases} >= {"compute imbalance", "system noise", "propagation chain", "collective",
                                         "instrumentation overhead", "trace flushing", "trace swapping",
-                                        "mixed causes", "ties"}
+                                        "mixed causes", "ties", "degraded link"}
+    names = {c.file.stem for c in cases}
+    assert {"collective-barrier-16", "collective-early-reduce-16", "noise-one-node-16", "link-degraded-16"} <= names
     assert {16, 256} <= {c.scenario.ranks for c in cases}
     assert len({c.scenario.platform.name for c in cases}) >= 2
 

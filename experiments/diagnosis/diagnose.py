@@ -250,8 +250,8 @@ def diagnose(events: pd.DataFrame, waits: pd.DataFrame, *, scenario: Scenario | 
                       speed_profiles=speed_profiles, rerun=rerun)
     diag.truth = gt
     if gt.partial_noise:
-        diag.notes.append("system noise comes from SimGrid speed profiles and can only be removed as a whole: "
-                          "the per-region and per-rank truths keep it (" + ", ".join(gt.partial_noise) + ")")
+        diag.notes.append("system noise from SimGrid speed profiles and degraded links can only be removed as a "
+                          "whole: the per-region and per-rank truths keep them (" + ", ".join(gt.partial_noise) + ")")
     causal = set(ledger.loc[ledger["seconds"] > 0, "region"].astype(str))
     for m in run_list:
         blame = m.blame()

@@ -4,7 +4,7 @@ The true cost of a set X of injected causes is the total wait of the scenario
 minus the total wait of the same scenario re-simulated with X removed (same
 operations, same seeds: :meth:`~waitlab.models.ops.OpTable.without_causes`).
 It is computed per region, per ``(rank, region)`` for a list of candidates, per
-cause kind (imbalance, noise, overhead, swap, flush), for all causes together,
+cause kind (imbalance, noise, overhead, swap, flush, link), for all causes together,
 and for any named set (e.g. "balance the regions model A blamed").
 
 Re-runs go through one :class:`concurrent.futures.Executor` seam (local
@@ -36,6 +36,7 @@ import numpy.typing as npt
 import pandas as pd
 from tqdm import tqdm
 
+from waitlab.experiments.pipeline import link_factors, prepare, without_links
 from waitlab.experiments.pipeline import rerun as pipeline_rerun
 from waitlab.experiments.scenario import Scenario
 from waitlab.models.analysis.metrics import METRICS, ledger_frame, metric_value, wait_metrics
@@ -201,6 +202,23 @@ class Counterfactuals:
         attached[self.ops.cause[self.ops.cause >= 0]] = True
         self._detached_noise = ~attached & (self.ops.ledger.kind == CAUSE_KINDS.index("noise")) \
             & (self.ops.ledger.seconds > 0)
+        # degraded links (kind link): node -> its ledger rows; removed only as a whole (the re-run restores the link)
+        self._links: dict[int, npt.NDArray[np.bool_]] = {}
+        is_link = (self.ops.ledger.kind == CAUSE_KINDS.index("link")) & (self.ops.ledger.seconds > 0)
+        if is_link.any() and link_factors(self.scenario):
+            node_of_rank = np.asarray(prepare(self.scenario).platform.node_of_rank)
+            for node in link_factors(self.scenario):
+                rows = is_link & (node_of_rank[self.ops.ledger.rank] == node)
+                if rows.any():
+                    self._links[node] = rows
+
+    def _restored_links(self, mask: npt.NDArray[np.bool_]) -> tuple[int, ...]:
+        """Nodes whose degraded link ``mask`` removes (all of its ledger rows)."""
+        return tuple(n for n, rows in self._links.items() if mask[rows].all())
+
+    def partial_link(self, mask: npt.NDArray[np.bool_]) -> bool:
+        """Whether ``mask`` holds some, but not all, of a degraded link's rows (the link then stays in the re-run)."""
+        return any(bool(mask[rows].any()) and not bool(mask[rows].all()) for rows in self._links.values())
 
     def _profiles_for(self, mask: npt.NDArray[np.bool_]) -> Mapping[str, str] | None:
         if not self.speed_profiles:
@@ -221,17 +239,19 @@ class Counterfactuals:
 
     def run(self, sets: Sequence[CauseSet]) -> dict[str, dict[str, Any]]:
         """Metrics of the scenario re-run without each set (label -> metrics)."""
-        jobs: dict[str, tuple[OpTable, Mapping[str, str] | None]] = {}
+        jobs: dict[str, tuple[OpTable, Mapping[str, str] | None, tuple[int, ...]]] = {}
         label_digest: dict[str, str] = {}
         for cs in sets:
             cf = self.ops.without_causes(cs.mask)
             prof = self._profiles_for(cs.mask)
-            d = hashlib.sha256((ops_digest(cf) + json.dumps(prof, sort_keys=True)).encode()).hexdigest()
+            links = self._restored_links(cs.mask)
+            d = hashlib.sha256((ops_digest(cf) + json.dumps(prof, sort_keys=True)
+                                + (f"links:{list(links)}" if links else "")).encode()).hexdigest()
             label_digest[cs.label] = d
-            jobs.setdefault(d, (cf, prof))
+            jobs.setdefault(d, (cf, prof, links))
         self.distinct += len(jobs)
         results: dict[str, dict[str, Any]] = {}
-        todo: dict[str, tuple[OpTable, Mapping[str, str] | None]] = {}
+        todo: dict[str, tuple[OpTable, Mapping[str, str] | None, tuple[int, ...]]] = {}
         for d, job in jobs.items():
             path = self._path(d)
             if path is not None and path.exists():
@@ -245,14 +265,16 @@ class Counterfactuals:
             results.update(self._simulate(todo))
         return {label: results[d] for label, d in label_digest.items()}
 
-    def _simulate(self, todo: Mapping[str, tuple[OpTable, Mapping[str, str] | None]]) -> dict[str, dict[str, Any]]:
+    def _simulate(self, todo: Mapping[str, tuple[OpTable, Mapping[str, str] | None, tuple[int, ...]]]
+                  ) -> dict[str, dict[str, Any]]:
         own = self.executor is None
         ex = default_executor() if own else self.executor
         assert ex is not None
         out: dict[str, dict[str, Any]] = {}
         try:
-            futures: dict[Future[dict[str, Any]], str] = {ex.submit(self.rerun, self.scenario, cf, prof): d
-                                                          for d, (cf, prof) in todo.items()}
+            futures: dict[Future[dict[str, Any]], str] = {
+                ex.submit(self.rerun, without_links(self.scenario, links) if links else self.scenario, cf, prof): d
+                for d, (cf, prof, links) in todo.items()}
             for fut in tqdm(as_completed(futures), total=len(futures), desc="counterfactual re-runs",
                             unit="run", disable=not self.progress, file=sys.stderr):
                 d = futures[fut]
@@ -296,7 +318,7 @@ class GroundTruth:
     reruns: dict[str, dict[str, Any]]
     simulated: int = 0
     distinct: int = 0
-    partial_noise: tuple[str, ...] = ()  # labels whose profile noise could not be removed
+    partial_noise: tuple[str, ...] = ()  # labels whose profile noise or degraded link could not be removed
 
     def cost_of(self, label: str, metric: str = "total_wait") -> float:
         """True cost of one set: baseline metric minus the re-run's (see :func:`metric_value`)."""
@@ -373,6 +395,6 @@ def ground_truth(scenario: Scenario, ops: OpTable, baseline: dict[str, Any], *,
                          rerun=rerun if rerun is not None else pipeline_rerun, progress=progress,
                          speed_profiles=speed_profiles)
     reruns = cf.run(sets)
-    partial = tuple(s.label for s in sets if cf.partial_noise(s.mask))
+    partial = tuple(s.label for s in sets if cf.partial_noise(s.mask) or cf.partial_link(s.mask))
     return GroundTruth(baseline=baseline, ledger=ledger, sets=tuple(sets), reruns=reruns, simulated=cf.simulated,
                        distinct=cf.distinct, partial_noise=partial)

@@ -11,18 +11,28 @@ Imbalance in ``Stencil`` makes the neighbours wait at the next halo exchange
 ``allreduce_every = 0`` waits spread only through the halos, one grid hop per
 step.
 
+The closing collective is ``collective`` (default ``"allreduce"``): ``"barrier"``
+(Wait at Barrier), ``"reduce"`` or ``"gather"`` to ``root`` (Early Reduce: the
+root waits for the latest rank), ``"bcast"`` from ``root`` (Late Broadcast: a
+late root makes everybody wait), or ``"allgather"`` (Wait at NxN).  It carries
+``allreduce_bytes`` per rank (``reduce`` also ``allreduce_flops``).
+
 Examples
 --------
 >>> ops = generate(StencilParams(steps=2, dims=1), n_ranks=3, seed=0)
 >>> ops.per_rank_counts().tolist()  # per step: irecv+isend per neighbour, waitall, 3, allreduce
 [14, 18, 14]
+>>> ops = generate(StencilParams(steps=1, dims=1, collective="reduce", root=2), n_ranks=3, seed=0)
+>>> ops.peer[ops.mask(["reduce"])].tolist()  # every rank names the root
+[2, 2, 2]
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 import numpy as np
+import numpy.typing as npt
 
 from waitlab.models.apps.common import (
     AppParams,
@@ -35,6 +45,11 @@ from waitlab.models.apps.common import (
 from waitlab.models.apps.halo import emit_halo_exchange
 from waitlab.models.ops import OpBuilder, OpTable
 from waitlab.models.validation import ParamError, StrictBool, StrictInt, num, params
+
+#: Closing collectives the stencil can end a step with.
+Closing = Literal["allreduce", "barrier", "reduce", "gather", "bcast", "allgather"]
+#: Those that have a root.
+ROOTED: frozenset[str] = frozenset({"reduce", "gather", "bcast"})
 
 
 @params
@@ -59,7 +74,11 @@ class StencilParams(AppParams):
     allreduce_flops : float
         Flops of the reduction (SMPI ``allreduce`` second argument).
     allreduce_every : int
-        Allreduce after every n-th step (0: never).
+        Closing collective after every n-th step (0: never).
+    collective : {"allreduce", "barrier", "reduce", "gather", "bcast", "allgather"}
+        The closing collective (module doc).
+    root : int
+        Root rank of ``reduce``, ``gather`` and ``bcast`` (must be below the rank count).
     """
 
     KIND: ClassVar[str] = "stencil"
@@ -73,6 +92,8 @@ class StencilParams(AppParams):
     allreduce_bytes: int = num(8, ge=0)
     allreduce_flops: float = num(1.0, ge=0.0)
     allreduce_every: int = num(1, ge=0)
+    collective: Closing = "allreduce"
+    root: int = num(0, ge=0)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -80,12 +101,17 @@ class StencilParams(AppParams):
         if self.grid and (self.dims != 2 or len(self.grid) != 2 or min(self.grid) < 1):
             raise ParamError("grid", f"expected two positive numbers (px, py) with dims = 2, got {list(self.grid)}",
                              "write grid = [4, 2] and dims = 2, or leave grid out")
+        if self.root and self.collective not in ROOTED:
+            raise ParamError("root", f"collective {self.collective!r} has no root",
+                             f"use collective = one of {sorted(ROOTED)}, or leave root out")
 
 
 def generate(params: StencilParams, n_ranks: int, seed: int = 0) -> OpTable:
     """Operations of all ranks (pure; see the module doc for one step)."""
     check_ranks(n_ranks, params.KIND)
     check_imbalance_regions(params)
+    if params.root >= n_ranks:
+        raise ValueError(f"stencil root {params.root} does not exist with {n_ranks} ranks (use a root below {n_ranks})")
     if params.dims == 1:
         px, py = n_ranks, 1
     else:
@@ -97,5 +123,19 @@ def generate(params: StencilParams, n_ranks: int, seed: int = 0) -> OpTable:
         emit_halo_exchange(b, px, py, step=s, nbytes=params.halo_bytes, periodic=params.periodic)
         emit_region(b, "Stencil", step=s, seconds=params.compute_seconds + excess[s], excess=excess[s])
         if params.allreduce_every and (s + 1) % params.allreduce_every == 0:
-            b.add("allreduce", everyone, step=s, value=params.allreduce_bytes, value2=params.allreduce_flops)
+            _closing(b, params, everyone, s)
     return b.build()
+
+
+def _closing(b: OpBuilder, params: StencilParams, everyone: npt.NDArray[np.int32], step: int) -> None:
+    """The step's closing collective (TI arguments: :mod:`waitlab.models.vocabulary`)."""
+    c, nbytes = params.collective, params.allreduce_bytes
+    if c == "barrier":
+        b.add("barrier", everyone, step=step)
+    elif c in ("allreduce", "reduce"):
+        root = params.root if c == "reduce" else -1
+        b.add(c, everyone, step=step, value=nbytes, value2=params.allreduce_flops, peer=root)
+    elif c == "bcast":
+        b.add("bcast", everyone, step=step, value=nbytes, peer=params.root)
+    else:  # gather, allgather: send bytes, receive bytes per rank
+        b.add(c, everyone, step=step, value=nbytes, value2=nbytes, peer=params.root if c == "gather" else -1)

@@ -85,6 +85,22 @@ def empty_pattern(n_hosts: int) -> NoisePattern:
     return NoisePattern(n_hosts, np.full(n_hosts, np.inf), np.zeros(0, np.int64), np.zeros(0), np.zeros(0))
 
 
+def only_hosts(pattern: NoisePattern, keep: npt.ArrayLike) -> NoisePattern:
+    """``pattern`` with the detours of the hosts where ``keep`` is False removed (their period becomes ``inf``).
+
+    Examples
+    --------
+    >>> p = normalize(3, [1.0], [0, 1, 2], [0.1, 0.2, 0.3], [0.1, 0.1, 0.1])
+    >>> q = only_hosts(p, [False, True, False])
+    >>> q.host.tolist(), q.start.tolist(), q.period.tolist()
+    ([1], [0.2], [inf, 1.0, inf])
+    """
+    k = np.broadcast_to(np.asarray(keep, bool), (pattern.n_hosts,))
+    rows = k[pattern.host]
+    return NoisePattern(pattern.n_hosts, np.where(k, pattern.period, np.inf), pattern.host[rows],
+                        pattern.start[rows], pattern.duration[rows])
+
+
 def normalize(n_hosts: int, period: npt.ArrayLike, host: npt.ArrayLike, start: npt.ArrayLike,
               duration: npt.ArrayLike) -> NoisePattern:
     """Build a valid :class:`NoisePattern` from raw detours of any order.

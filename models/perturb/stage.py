@@ -67,6 +67,7 @@ class NoiseConfig:
     scope: str = "node"
     jitter: nz.GaussianJitter = field(default_factory=lambda: nz.GaussianJitter(0.0))
     horizon_factor: float = 4.0
+    nodes: tuple[int, ...] = ()  # nodes whose hosts get detours (empty: every node)
 
     @property
     def has_detours(self) -> bool:
@@ -295,6 +296,9 @@ def noise_setup(cfg: NoiseConfig, facts: PlatformFacts, seed: int, horizon: floa
     ``scope = "node"``: one pattern per node, on every host of the node (all
     its cores stall together).  ``scope = "core"``: one pattern per rank,
     which needs one host per rank (``split_cores = true`` or one rank per node).
+    ``cfg.nodes`` (non-empty) keeps the detours of the patterns of those nodes
+    only; the patterns are drawn for every host first, so the hit nodes get the
+    same detours as without the selector.
     """
     n = facts.n_ranks
     if cfg.scope == "core":
@@ -311,6 +315,14 @@ def noise_setup(cfg: NoiseConfig, facts: PlatformFacts, seed: int, horizon: floa
         return NoiseSetup(dt.empty_pattern(n_hosts), phost, {}, horizon)
     rng = np.random.default_rng([seed, _NOISE_STREAM])
     pattern = cfg.model.pattern(n_hosts, rng, horizon)
+    if cfg.nodes:
+        n_nodes = int(facts.node_of_rank.max()) + 1 if n else 0
+        if max(cfg.nodes) >= n_nodes:
+            raise InputError(file, "noise.nodes", f"node {max(cfg.nodes)} does not exist: the ranks run on "
+                             f"{n_nodes} node(s)", f"use nodes 0..{n_nodes - 1}")
+        node_of_phost = np.zeros(n_hosts, np.int64)
+        node_of_phost[phost] = facts.node_of_rank.astype(np.int64)
+        pattern = dt.only_hosts(pattern, np.isin(node_of_phost, np.asarray(cfg.nodes, np.int64)))
     profiles: dict[str, str] = {}
     host_pattern: dict[str, int] = {}
     for r in range(n):
