@@ -342,7 +342,8 @@ def evaluate(suite: str | Path | None = None, out: str | Path | None = None, *, 
         rows, notes, counts = _evaluate(suite, models=models, only=only, executor=ex,
                                         cache_dir=Path(cache_dir) if cache_dir is not None else None,
                                         use_cache=use_cache, progress=progress)
-    files = write_leaderboard(rows, target, notes, png=png)
+    with guarded_output(target, "leaderboard folder"):
+        files = write_leaderboard(rows, target, notes, png=png)
     return Evaluation(rows, notes, counts, files)
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from waitlab import api
 from waitlab.cli_common import bar, dump, json_flag, say
-from waitlab.errors import InputError
+from waitlab.errors import InputError, Interrupted
 
 
 def model_flag(p: argparse.ArgumentParser, what: str) -> None:
@@ -25,7 +25,7 @@ def evaluate_command(sub: Any) -> None:
     p = sub.add_parser("evaluate", help="score every diagnosis model on a benchmark suite with known truth; "
                        "write a leaderboard")
     p.add_argument("suite", type=Path, nargs="?", default=None,
-                   help="suite folder (suite.toml + scenario files); default: the built-in suite (40 cases)")
+                   help="suite folder (suite.toml + scenario files); default: the built-in suite")
     p.add_argument("-o", "--output", type=Path, default=None, help="leaderboard folder (default results/leaderboard)")
     p.add_argument("--case", action="append", default=None, metavar="TEXT",
                    help="only the cases whose name contains TEXT (repeatable)")
@@ -41,9 +41,17 @@ def evaluate_command(sub: Any) -> None:
     def go(args: argparse.Namespace) -> int:
         if args.workers < 1:
             raise InputError("(command line)", "--workers", f"must be >= 1, got {args.workers}", "e.g. --workers 2")
-        ev = api.evaluate(args.suite, args.output, models=tuple(args.model or ()), only=tuple(args.case or ()),
-                          executor=args.executor, workers=args.workers, scheduler=args.scheduler,
-                          cache_dir=args.cache, use_cache=not args.no_cache, progress=bar(args), png=not args.no_png)
+        try:
+            ev = api.evaluate(args.suite, args.output, models=tuple(args.model or ()), only=tuple(args.case or ()),
+                              executor=args.executor, workers=args.workers, scheduler=args.scheduler,
+                              cache_dir=args.cache, use_cache=not args.no_cache, progress=bar(args),
+                              png=not args.no_png)
+        except KeyboardInterrupt as exc:  # open_executor stopped the running simulations; say what stays
+            kept = ("nothing was kept (--no-cache)" if args.no_cache else "the suite runs and counterfactual "
+                    "re-runs that finished are kept in the cache and are reused")
+            raise Interrupted(f"evaluate interrupted by {api.signal_name(exc)}: running simulations were stopped, "
+                              f"no leaderboard was written; {kept} when you run the same command again",
+                              int(getattr(exc, "signum", 2))) from None
         out = ev.files[0].parent
         if args.json:
             dump({"output": str(out), **ev.counts, "notes": ev.notes})
