@@ -14,6 +14,7 @@ setup(
         "waitlab.models.analysis",
         "waitlab.experiments.reproduce",
         "waitlab.experiments.diagnosis",
+        "waitlab.experiments.diagnosis.builtin_suite",
         "waitlab.experiments.report",
         # data folders, named as packages so setuptools does not warn that it would ignore them
         "waitlab.platforms.data",
@@ -30,6 +31,7 @@ setup(
         "waitlab.models.analysis": "models/analysis",
         "waitlab.experiments.reproduce": "experiments/reproduce",
         "waitlab.experiments.diagnosis": "experiments/diagnosis",
+        "waitlab.experiments.diagnosis.builtin_suite": "experiments/diagnosis/builtin_suite",
         "waitlab.experiments.report": "experiments/report",
         "waitlab.platforms.data": "platforms/data",
         "waitlab.simulator.native": "simulator/native",
@@ -39,7 +41,7 @@ setup(
         "waitlab.platforms.data": ["*.toml"],
         "waitlab.experiments": ["scenarios/*.toml"],
         "waitlab.experiments.reproduce": ["*.c"],
-        "waitlab.experiments.diagnosis": ["suite/*.toml"],
+        "waitlab.experiments.diagnosis.builtin_suite": ["*.toml"],
         "waitlab.experiments.report": ["*.js"],
     },
 )

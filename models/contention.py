@@ -20,7 +20,7 @@ usable fraction of a link's capacity when ``n`` inputs contend for it, ``f(1) = 
 
 Examples
 --------
->>> saturation_throughput(2)
+>>> round(saturation_throughput(2), 12)
 0.75
 >>> round(saturation_throughput(8), 4)
 0.6184

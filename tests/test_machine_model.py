@@ -66,7 +66,7 @@ def _incast(n_send: int, contention: str, platform: str = "dawning_5000a", rpn: 
     b.add("send", src, step=0, value=S, peer=np.zeros(n_send, np.int32), tag=1)
     sc = from_mapping({"scenario": {"name": "incast", "ranks": n_send + 1},
                        "platform": {"name": platform, "ranks_per_node": rpn},
-                       "application": {"kind": "pingpong", "steps": 1}, "simulation": {"contention": contention}})
+                       "application": {"kind": "fft", "steps": 1}, "simulation": {"contention": contention}})
     return float(simulate_ops(prepare(sc), b.build()).events["exit"].max())
 
 

@@ -40,7 +40,7 @@ def test_platforms_list_sources_and_no_old_aliases(capsys):
     assert cli.main(["platforms"]) == 0
     text = capsys.readouterr().out
     assert "seed000_cluster" not in text and "seed003_myrinet" not in text
-    assert "    sources: Rao et al. (" in text and "    sources: Okita et al." in text
+    assert "    sources: Rao et al." in text and "    sources: Okita et al." in text
     assert cli.main(["platforms", "--json"]) == 0
     listing = json.loads(capsys.readouterr().out)
     names = [d["name"] for d in listing]

@@ -55,7 +55,7 @@ def _chain() -> pd.DataFrame:
 
 
 def test_profile_charges_each_wait_to_the_waiter() -> None:
-    assert _by(profile_model(_run(_barrier()))) == {(1, "(top)"): 2.0, (2, "(top)"): 2.0}
+    assert _by(profile_model(_run(_barrier()))) == {(1, "(top level)"): 2.0, (2, "(top level)"): 2.0}
 
 
 def test_blame_shifting_by_hand() -> None:
@@ -64,20 +64,20 @@ def test_blame_shifting_by_hand() -> None:
     ev = make_events(rank=[0, 0, 1, 1, 2, 2], op=["compute", "barrier"] * 3,
                      enter=[0, 3, 0, 1, 0, 2], exit=[3, 3, 1, 3, 2, 3], match=[-1, 0] * 3)
     out = blame_shifting_model(_run(ev))
-    assert _by(out) == pytest.approx({(0, "(top)"): 2.5, (2, "(top)"): 0.5})
+    assert _by(out) == pytest.approx({(0, "(top level)"): 2.5, (2, "(top level)"): 0.5})
     assert out["seconds"].sum() == pytest.approx(3.0)  # = total wait: somebody worked during every wait
 
 
 def test_critical_path_imbalance_by_hand() -> None:
     # critical path = rank 0's 3 s of compute; mean compute per rank (3+1+1)/3; iota = 3 - 5/3 = 4/3;
     # in seconds of wait n * iota = 3 * 4/3 = 4 = the two waits of 2 s
-    assert _by(critical_path_model(_run(_barrier()))) == pytest.approx({(0, "(top)"): 4.0})
+    assert _by(critical_path_model(_run(_barrier()))) == pytest.approx({(0, "(top level)"): 4.0})
 
 
 def test_graph_backtracks_both_waits_to_rank_0() -> None:
-    assert _by(graph_model(_run(_chain()), share=1.0)) == pytest.approx({(0, "(top)"): 4.0})
+    assert _by(graph_model(_run(_chain()), share=1.0)) == pytest.approx({(0, "(top level)"): 4.0})
     # share 0.5: only the largest wait (the first of the two equal ones) is backtracked
-    assert _by(graph_model(_run(_chain()), share=0.5)) == pytest.approx({(0, "(top)"): 2.0})
+    assert _by(graph_model(_run(_chain()), share=0.5)) == pytest.approx({(0, "(top level)"): 2.0})
 
 
 def test_protocol_cwpdm_and_hcwpdm_keep_their_numbers() -> None:
@@ -161,7 +161,7 @@ def test_models_from_a_file_outside_the_package(tmp_path: Path, monkeypatch: pyt
     (tmp_path / "mymodels_t.py").write_text(textwrap.dedent("""
         import pandas as pd
         def blame_zero(run, **options):
-            return pd.DataFrame({"rank": [0], "region": ["(top)"], "seconds": [run.total_wait]})
+            return pd.DataFrame({"rank": [0], "region": ["(top level)"], "seconds": [run.total_wait]})
     """))
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", list(sys.path))
@@ -180,7 +180,7 @@ def test_entry_point_models_are_found(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(importlib.metadata, "entry_points",
                         lambda group=None: [ep] if group == registry.ENTRY_POINT_GROUP else [])
     spec = registry.resolve("prof")
-    assert _by(spec.fn(_run(_barrier()))) == {(1, "(top)"): 2.0, (2, "(top)"): 2.0}
+    assert _by(spec.fn(_run(_barrier()))) == {(1, "(top level)"): 2.0, (2, "(top level)"): 2.0}
 
 
 # ------------------------------------------------------------------------------------------ suite

@@ -93,7 +93,7 @@ def _sweep(sub: Any) -> None:
             _dump({"output": str(out), "points": len(sw.points), "rows": _frame(table)})
         else:
             if len(table):
-                _say(args, api.calibration_text(table))
+                _say(args, table.to_string(index=False, float_format=lambda x: f"{x:.6g}"))
             _say(args, f"sweep table written to {out}/sweep.csv\nnext: waitlab plot {out}   # each result "
                  "against each swept key")
         return 0 if len(table) == len(sw.points) else 3

@@ -8,7 +8,7 @@ A suite is a folder holding ``suite.toml`` and scenario files::
     what = "one late rank"                  # free text
 
 The built-in suite (:func:`builtin_suite`, 40 cases at 16 and 256 ranks on three platforms) ships with
-waitlab in ``waitlab/experiments/diagnosis/suite/``.
+waitlab in ``waitlab/experiments/diagnosis/builtin_suite/``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from waitlab.errors import InputError
 from waitlab.experiments.scenario import Scenario, load_scenario
 
 #: Folder of the built-in suite.
-BUILTIN_SUITE = Path(__file__).resolve().parent / "suite"
+BUILTIN_SUITE = Path(__file__).resolve().parent / "builtin_suite"
 INDEX = "suite.toml"
 
 

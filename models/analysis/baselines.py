@@ -45,9 +45,9 @@ _COLUMNS = ["rank", "region", "seconds"]
 
 
 def _region_of(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
-    """Innermost region of event rows, ``(top)`` outside every region."""
+    """Innermost region of event rows, ``(top level)`` outside every region."""
     reg = events["region"].astype(str).to_numpy()[rows] if "region" in events else np.full(rows.size, "")
-    return np.where(reg == "", "(top)", reg).astype(object)
+    return np.where(reg == "", "(top level)", reg).astype(object)
 
 
 def _grouped(rank: np.ndarray, region: np.ndarray, seconds: np.ndarray, **attrs: Any) -> pd.DataFrame:
@@ -115,7 +115,7 @@ def critical_path_model(run: RunData, **_: Any) -> pd.DataFrame:
     if total > run.total_wait > 0:
         seconds *= run.total_wait / total
     label = rr["region"].astype(str).to_numpy()
-    region = np.where(np.isin(label, run.regions), label, "(top)")  # compute outside regions: "(top)"
+    region = np.where(np.isin(label, run.regions), label, "(top level)")  # compute outside regions: "(top level)"
     return _grouped(rr["rank"].to_numpy(), region.astype(object), seconds)
 
 

@@ -19,7 +19,7 @@ Examples
 ...                  enter=[0, 3, 0, 1, 0, 1], exit=[3, 3, 1, 3, 1, 3], match=[-1, 0] * 3)
 >>> out = cwpdm_model(RunData(ev, wait_states(ev)))
 >>> out[["rank", "region", "seconds"]].to_dict("records"), out.attrs["explains"]
-([{'rank': 0, 'region': '(top)', 'seconds': 4.0}], 'total_wait')
+([{'rank': 0, 'region': '(top level)', 'seconds': 4.0}], 'total_wait')
 """
 
 from __future__ import annotations

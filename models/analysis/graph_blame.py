@@ -23,7 +23,7 @@ backtrack to rank 0's compute.
 ...                  enter=[0, 3, 0, 1, 3, 0, 1], exit=[3, 3, 1, 3, 3, 1, 3], match=[-1, 0, -1, 0, 1, -1, 1],
 ...                  done=[-1, 1, -1, 3, 4, -1, 6], peer=[-1, 1, -1, 0, 2, -1, 1])
 >>> graph_model(RunData(ev, wait_states(ev)), share=1.0)[["rank", "region", "seconds"]].to_dict("records")
-[{'rank': 0, 'region': '(top)', 'seconds': 4.0}]
+[{'rank': 0, 'region': '(top level)', 'seconds': 4.0}]
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def graph_model(run: RunData, *, share: float = 0.9, **_: Any) -> pd.DataFrame:
         root = end.get(n)
         if root is not None:
             d = g.nodes[root]
-            rows.append((int(d["rank"]), str(region_of.get(d["callpath"], "(top)")), str(d["callpath"]), s))
+            rows.append((int(d["rank"]), str(region_of.get(d["callpath"], "(top level)")), str(d["callpath"]), s))
     if not rows:
         return empty
     out = pd.DataFrame(rows, columns=["rank", "region", "callpath", "seconds"])

@@ -9,7 +9,7 @@ A diagnosis model is a plain function (networkx style)::
 blamed item with at least the columns
 
 * ``rank`` (int): the rank blamed;
-* ``region`` (str): the region (or call path's region) blamed, ``"(top)"`` outside every region;
+* ``region`` (str): the region (or call path's region) blamed, ``"(top level)"`` outside every region;
 * ``seconds`` (float, >= 0): wait blamed on that (rank, region);
 
 and optionally ``callpath`` (str), ``kind`` (the cause kind the model names: ``imbalance``, ``noise``,
