@@ -15,6 +15,7 @@ import pytest
 from test_realapps import program_scenario
 
 from waitlab import api
+from waitlab.experiments.capture import capture
 
 HAVE_SMPI = shutil.which("smpirun") is not None and shutil.which("smpicc") is not None
 HAVE_OTF2 = shutil.which("otf2-print") is not None
@@ -67,8 +68,6 @@ def test_capture_of_a_comm_split_barrier_replays_with_the_same_waits(tmp_path: P
     allreduces on their communicators) with the program run's per-(rank, pattern) waits; both match the hand
     computation: row {0, 1} computes 0.1 / 0.3 s before its barrier (rank 0 waits 0.2 s), row {2, 3} 0.2 / 0.5 s
     (rank 2 waits 0.3 s); then 0.4 / 0 s and 0 / 0.1 s before the allreduce (ranks 1 and 2 wait 0.4 and 0.1 s)."""
-    from waitlab.experiments.capture import capture
-
     sc = program_scenario(tmp_path, "features.c", ranks=4, args=["split"])
     (tmp_path / "split.toml").write_text(sc.to_toml())
     index = capture(sc, tmp_path / "cap")

@@ -10,6 +10,7 @@ import pytest
 
 from waitlab.errors import InputError
 from waitlab.models.ops import CODE, OpBuilder
+from waitlab.simulator.replayable import check_replayable
 from waitlab.simulator.ti_trace import parse_ti_trace
 from waitlab.simulator.trace import write_trace
 
@@ -47,3 +48,14 @@ def test_bad_communicator_arguments_name_the_line(tmp_path: Path, line: str, pro
     with pytest.raises(InputError, match="line 2") as exc:
         parse_ti_trace(tmp_path / "index.txt", flops_per_second=1e9, n_ranks=2)
     assert problem in str(exc.value)
+
+
+def test_capture_refuses_a_v_collective_on_a_sub_communicator() -> None:
+    b = OpBuilder(2)
+    b.add("alltoallv", [0, 1], value=8, value2=8)
+    ops = b.build()
+    ops = type(ops)(n_ranks=2, names=ops.names, ledger=ops.ledger, comms=((1, 0),),
+                    **{**ops.columns(), "comm": np.ones(len(ops), np.int32)})
+    with pytest.raises(InputError, match=r"rank 0 calls alltoallv on a sub-communicator \(world ranks 1, 0\)"):
+        check_replayable(ops, "s.toml")
+    check_replayable(ops.take(np.zeros(0, np.int64)), "s.toml")  # nothing to refuse

@@ -13,6 +13,8 @@
 //   swap <seconds>          trace-buffer swap penalty (sleep_for: the rank is stalled on paging I/O)
 //   ssend <dst> <tag> <bytes>    MPI_Ssend (waits for the receive at any size)
 //   issend <dst> <tag> <bytes>   MPI_Issend, completed by the next wait/waitall/test of its (src, dst, tag)
+//   <collective> <args> comm=<w0>,<w1>,...   barrier, bcast, reduce, allreduce, alltoall, allgather, gather,
+//                           scatter, scan, exscan on the communicator of those world ranks (register_subcomm_collectives)
 //
 // Log: one binary record per action, written to the file named by the
 // WAITLAB_LOG environment variable: {int32 rank, int32 action_code,
