@@ -13,7 +13,8 @@
 //   swap <seconds>          trace-buffer swap penalty (sleep_for: the rank is stalled on paging I/O)
 //   ssend <dst> <tag> <bytes>    MPI_Ssend (waits for the receive at any size)
 //   issend <dst> <tag> <bytes>   MPI_Issend, completed by the next wait/waitall/test of its (src, dst, tag)
-//   win_create <win> <bytes>, win_free <win>, win_fence <win>, put|get <target> <win> <bytes>   one-sided MPI
+//   win_create <win> <bytes>, win_free <win>, win_fence <win>, put|get <target> <win> <bytes>,
+//   win_lock|win_unlock <target> <win>   one-sided MPI
 //   <collective> <args> comm=<w0>,<w1>,...   barrier, bcast, reduce, allreduce, alltoall, allgather, gather,
 //                           scatter, scan, exscan on the communicator of those world ranks (register_subcomm_collectives)
 //
@@ -280,9 +281,10 @@ void register_subcomm_collectives()
   }
 }
 
-// ---- One-sided communication: fences and puts/gets on windows of MPI_COMM_WORLD (issue 25) ---------------------
+// ---- One-sided communication: fences, locks and puts/gets on windows of MPI_COMM_WORLD (issue 25) ---------------------
 // SimGrid 3.32's TI replay has no RMA action.  waitlab writes them as
 //   win_create <win> <bytes>   win_free <win>   win_fence <win>   put|get <target> <win> <bytes>
+//   win_lock|win_unlock <target> <win>   (exclusive locks)
 // (<win>: the k-th window the rank created; <target>: a world rank) and runs them with the MPI calls themselves on
 // a window of <bytes> bytes (the size the program created; puts and gets at displacement 0).  MPI_Win_create and
 // MPI_Win_free exchange the windows' addresses by an allgather, whose payload a replay does not copy (the origin
@@ -339,6 +341,18 @@ void register_rma_actions()
     MPI_Win_fence(0, w.first);
     log_record(WL_WIN_FENCE, t0, simgrid::s4u::Engine::get_clock());
   });
+  for (int code : {WL_WIN_LOCK, WL_WIN_UNLOCK}) { // exclusive locks (shared: not replayed, see trace.py)
+    xbt_replay_action_register(kActions[code], [code](simgrid::xbt::ReplayAction& action) {
+      int target = static_cast<int>(parse_seconds(action, 2));
+      auto& w = window_of(action, 3);
+      double t0 = simgrid::s4u::Engine::get_clock();
+      if (code == WL_WIN_UNLOCK)
+        MPI_Win_unlock(target, w.first);
+      else
+        MPI_Win_lock(MPI_LOCK_EXCLUSIVE, target, 0, w.first);
+      log_record(code, t0, simgrid::s4u::Engine::get_clock());
+    });
+  }
   for (int code : {WL_PUT, WL_GET}) {
     xbt_replay_action_register(kActions[code], [code](simgrid::xbt::ReplayAction& action) {
       int target = static_cast<int>(parse_seconds(action, 2));
@@ -446,10 +460,10 @@ void register_actions()
     log_record(WL_ISSEND, t0, simgrid::s4u::Engine::get_clock());
   });
   register_subcomm_collectives(); // collectives whose line names a sub-communicator
-  register_rma_actions();         // fences, puts and gets on windows of MPI_COMM_WORLD
+  register_rma_actions();         // fences, locks, puts and gets on windows of MPI_COMM_WORLD
   static_assert(WL_NUM_ACTIONS == WL_NUM_STOCK + 9 + WL_NUM_RMA && WL_FIRST_RMA == WL_NUM_STOCK + 9,
                 "the vocabulary has waitlab actions this file does not register (RMA: only win_create, win_free, "
-                "win_fence, put and get have a TI form)");
+                "win_fence, win_lock, win_unlock, put and get have a TI form)");
   // The request bookkeeping below costs a map operation per isend/irecv/wait: only traces with an issend need it
   // (waitlab sets WAITLAB_ISSEND for them), so the others replay with the stock actions unchanged.
   if (std::getenv("WAITLAB_ISSEND") == nullptr)
