@@ -44,7 +44,7 @@ from waitlab.models.vocabulary import (
 )
 from waitlab.models.vocabulary import V_ACTIONS as V_ACTIONS
 from waitlab.simulator.ti_files import iter_lines, trace_files
-from waitlab.simulator.trace import RMA_LOCKS, RMA_TI_ACTIONS, SUBCOMM_PREFIX, VectorStore
+from waitlab.simulator.trace import SUBCOMM_PREFIX, VectorStore
 
 #: One-sided names: waitlab's and those SMPI 3.32's ``-trace-ti`` writes (smpi_pmpi_win.cpp); none replays.
 _RMA_TI_NAMES = frozenset({*RMA_ACTIONS, "raccumulate", "rget_accumulate", "fetch_and_op", "compare_and_swap"})
@@ -285,19 +285,9 @@ def _parse_action(out: _Lines, vectors: VectorStore, v_seen: dict[tuple[int, int
         if len(args) != 1:
             raise _BadLine(f"{action} takes one region name without spaces")
         out.add(rank, action, name=args[0])
-    elif action in RMA_TI_ACTIONS:  # waitlab's one-sided lines: tag = window id, peer = target, value = bytes
-        if action in ("put", "get", *RMA_LOCKS):
-            target = int(_num(args, 0, "target rank"))
-            if target >= world:
-                raise _BadLine(f"target rank {target} is outside 0..{world - 1}")
-            nbytes = _num(args, 2, "bytes") if action in ("put", "get") else 0.0
-            out.add(rank, action, nbytes, peer=target, tag=int(_num(args, 1, "window")))
-        else:
-            nbytes = _num(args, 1, "window bytes") if action == "win_create" else 0.0
-            out.add(rank, action, nbytes, tag=int(_num(args, 0, "window")))
     elif action.lower() in _RMA_TI_NAMES or action.lower().startswith("win_"):  # SMPI writes Win_fence, Put, ...
         raise _BadLine(f"action {action!r} is one-sided MPI (RMA): SimGrid 3.32's time-independent replay has no "
-                       f"RMA action and waitlab's replay runs only {', '.join(RMA_TI_ACTIONS)}",
+                       "RMA action, so a program using windows cannot be captured or replayed as a trace",
                        'run the program itself (application.kind = "program")')
     else:
         known = sorted({*REPLAYABLE_ACTIONS, *TI_ALIASES})

@@ -81,9 +81,8 @@ def _fmt(action: str, cols: _Cols) -> list[str]:
 
 #: Actions :func:`format_lines` writes (v-collectives: :func:`format_ti_lines`;
 #: communicator set-up and ``sendRecv`` never appear in an operation table: the reader splits ``sendRecv``).
-WRITABLE = (*(a.name for a in VOCABULARY
-                 if a.kind not in ("setup", "sendrecv", "rma") and not a.vector and a.name != "location"),
-            "win_create", "win_free", "win_fence", "win_lock", "win_unlock", "put", "get")
+WRITABLE = tuple(a.name for a in VOCABULARY
+                 if a.kind not in ("setup", "sendrecv", "rma") and not a.vector and a.name != "location")
 
 
 def format_lines(ops: OpTable, core_speed: float) -> list[str]:
@@ -117,22 +116,10 @@ def format_lines(ops: OpTable, core_speed: float) -> list[str]:
         if action == "compute":
             lines[idx] = [f"compute {f!r}" for f in (ops.value[idx] * core_speed).tolist()]
             continue
-        if action in RMA_TI_ACTIONS:  # waitlab's replay extension runs them (native/waitlab_replay.cpp)
-            win, nbytes, target = ops.tag[idx].tolist(), _ints(ops.value[idx]), ops.peer[idx].tolist()
-            if action == "win_create":
-                lines[idx] = [f"{action} {w} {b}" for w, b in zip(win, nbytes, strict=True)]
-            elif action in ("put", "get"):
-                lines[idx] = [f"{action} {t} {w} {b}" for t, w, b in zip(target, win, nbytes, strict=True)]
-            elif action in RMA_LOCKS:
-                lines[idx] = [f"{action} {t} {w}" for t, w in zip(target, win, strict=True)]
-            else:
-                lines[idx] = [f"{action} {w}" for w in win]
-            continue
         if ACTION[action].kind == "rma":  # SimGrid 3.32's smpi_replay.cpp registers no one-sided action
-            raise InputError("scenario", f"operation {action}", f"the program uses one-sided MPI ({action}): "
-                             "SimGrid 3.32's time-independent replay has no RMA action and waitlab's replay "
-                             f"extension runs only {', '.join(RMA_TI_ACTIONS)}, so it cannot be captured or "
-                             "replayed as a trace",
+            raise InputError("scenario", f"operation {action}", "the program uses one-sided MPI (windows, "
+                             "MPI_Put/MPI_Get, fences, locks) and SimGrid 3.32's time-independent replay has no "
+                             "RMA action, so it cannot be captured or replayed as a trace",
                              'run the program itself (application.kind = "program") instead of a trace')
         if action not in WRITABLE:
             raise InputError("scenario", f"operation {action}", "this action cannot be written to a trace yet",
@@ -151,13 +138,6 @@ def format_lines(ops: OpTable, core_speed: float) -> list[str]:
     return lines.tolist()
 
 
-#: One-sided actions with a TI form, run by waitlab's replay extension: ``win_create <win> <bytes>``,
-#: ``win_free <win>``, ``win_fence <win>``, ``put|get <target> <win> <bytes>``, ``win_lock|win_unlock <target> <win>``
-#: (``<win>``: the rank's k-th window).
-#: (``win_lock_shared`` is not: two shared locks in one replay aborted SimGrid 3.32 with a double free.)
-RMA_TI_ACTIONS = ("win_create", "win_free", "win_fence", "win_lock", "win_unlock", "put", "get")
-#: Lock actions: ``win_lock|win_unlock <target> <win>`` (exclusive locks).
-RMA_LOCKS = ("win_lock", "win_unlock")
 #: Start of the last argument of a collective line on a sub-communicator (:func:`subcomm_arg`).
 SUBCOMM_PREFIX = "comm="
 

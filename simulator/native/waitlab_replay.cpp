@@ -13,8 +13,6 @@
 //   swap <seconds>          trace-buffer swap penalty (sleep_for: the rank is stalled on paging I/O)
 //   ssend <dst> <tag> <bytes>    MPI_Ssend (waits for the receive at any size)
 //   issend <dst> <tag> <bytes>   MPI_Issend, completed by the next wait/waitall/test of its (src, dst, tag)
-//   win_create <win> <bytes>, win_free <win>, win_fence <win>, put|get <target> <win> <bytes>,
-//   win_lock|win_unlock <target> <win>   one-sided MPI
 //   <collective> <args> comm=<w0>,<w1>,...   barrier, bcast, reduce, allreduce, alltoall, allgather, gather,
 //                           scatter, scan, exscan on the communicator of those world ranks (register_subcomm_collectives)
 //
@@ -47,10 +45,6 @@
 // simgrid::smpi::Comm::Comm(Group*, std::shared_ptr<Topo>, bool smp, int id) of libsimgrid 3.32 (see below).
 extern "C" void smpi_comm_construct(void* self, MPI_Group group, std::shared_ptr<simgrid::smpi::Topo>* topo, bool smp,
                                     int id) __asm__("_ZN7simgrid4smpi4CommC1EPNS0_5GroupESt10shared_ptrINS0_4TopoEEbi");
-
-// simgrid::smpi::ActorExt::EXTENSION_ID (an xbt::Extension: one size_t) and ActorExt::set_replaying(bool).
-extern std::size_t smpi_actor_extension_id __asm__("_ZN7simgrid4smpi8ActorExt12EXTENSION_IDE");
-extern "C" void smpi_actor_set_replaying(void* self, bool on) __asm__("_ZN7simgrid4smpi8ActorExt13set_replayingEb");
 
 // SMPI's collective implementations, as its stock replay actions call them (function pointers set by the
 // collective selector; scan and exscan are functions): src/smpi/include/smpi_coll.hpp of SimGrid 3.32.
@@ -311,99 +305,6 @@ void register_subcomm_collectives()
   }
 }
 
-// ---- One-sided communication: fences, locks and puts/gets on windows of MPI_COMM_WORLD (issue 25) ---------------------
-// SimGrid 3.32's TI replay has no RMA action.  waitlab writes them as
-//   win_create <win> <bytes>   win_free <win>   win_fence <win>   put|get <target> <win> <bytes>
-//   win_lock|win_unlock <target> <win>   (exclusive locks)
-// (<win>: the k-th window the rank created; <target>: a world rank) and runs them with the MPI calls themselves on
-// a window of <bytes> bytes (the size the program created; puts and gets at displacement 0).  MPI_Win_create and
-// MPI_Win_free exchange the windows' addresses by an allgather, whose payload a replay does not copy (the origin
-// then writes through garbage): they run with SMPI's per-actor "replaying" flag off, set through its exported
-// but not installed setter simgrid::smpi::ActorExt::set_replaying (found by symbol, as the Comm constructor above).
-std::deque<std::map<int, std::pair<MPI_Win, std::vector<char>>>> g_windows; // per rank: window id -> window
-
-// With the flag off, SMPI's MPI calls book the host CPU time measured since the last one as simulated computation
-// (smpi_bench_end), which would make a replay depend on the machine's speed: waitlab runs its replays with
-// --cfg=smpi/cpu-threshold:1e300 (the shortest measured burst booked; simulator/replay.py), so none is booked.  A replay's own compute actions
-// execute their flops directly and do not pass through that threshold.
-void set_replaying(bool on)
-{
-  smpi_actor_set_replaying(simgrid::s4u::Actor::self()->extension(smpi_actor_extension_id), on);
-}
-
-std::pair<MPI_Win, std::vector<char>>& window_of(const simgrid::xbt::ReplayAction& action, size_t idx)
-{
-  auto rank = static_cast<size_t>(self_rank());
-  if (rank >= g_windows.size())
-    g_windows.resize(rank + 1);
-  int id = static_cast<int>(parse_seconds(action, idx));
-  auto it = g_windows[rank].find(id);
-  if (it == g_windows[rank].end()) {
-    fprintf(stderr, "waitlab-replay: rank %d uses window %d before creating it\n", self_rank(), id);
-    abort();
-  }
-  return it->second;
-}
-
-void register_rma_actions()
-{
-  xbt_replay_action_register(kActions[WL_WIN_CREATE], [](simgrid::xbt::ReplayAction& action) {
-    auto rank = static_cast<size_t>(self_rank());
-    if (rank >= g_windows.size())
-      g_windows.resize(rank + 1);
-    int id = static_cast<int>(parse_seconds(action, 2));
-    auto bytes = static_cast<size_t>(parse_seconds(action, 3));
-    auto& w = g_windows[rank][id];
-    w.second.resize(bytes > 0 ? bytes : 1);
-    double t0 = simgrid::s4u::Engine::get_clock();
-    set_replaying(false);
-    WL_MPI(MPI_Win_create(w.second.data(), static_cast<MPI_Aint>(bytes), 1, MPI_INFO_NULL, MPI_COMM_WORLD, &w.first));
-    set_replaying(true);
-    log_record(WL_WIN_CREATE, t0, simgrid::s4u::Engine::get_clock());
-  });
-  xbt_replay_action_register(kActions[WL_WIN_FREE], [](simgrid::xbt::ReplayAction& action) {
-    auto& w = window_of(action, 2);
-    double t0 = simgrid::s4u::Engine::get_clock();
-    set_replaying(false);
-    WL_MPI(MPI_Win_free(&w.first));
-    set_replaying(true);
-    log_record(WL_WIN_FREE, t0, simgrid::s4u::Engine::get_clock());
-  });
-  xbt_replay_action_register(kActions[WL_WIN_FENCE], [](simgrid::xbt::ReplayAction& action) {
-    auto& w = window_of(action, 2);
-    double t0 = simgrid::s4u::Engine::get_clock();
-    WL_MPI(MPI_Win_fence(0, w.first));
-    log_record(WL_WIN_FENCE, t0, simgrid::s4u::Engine::get_clock());
-  });
-  for (int code : {WL_WIN_LOCK, WL_WIN_UNLOCK}) { // exclusive locks (shared: not replayed, see trace.py)
-    xbt_replay_action_register(kActions[code], [code](simgrid::xbt::ReplayAction& action) {
-      int target = static_cast<int>(parse_seconds(action, 2));
-      auto& w = window_of(action, 3);
-      double t0 = simgrid::s4u::Engine::get_clock();
-      if (code == WL_WIN_UNLOCK)
-        WL_MPI(MPI_Win_unlock(target, w.first));
-      else
-        WL_MPI(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, target, 0, w.first));
-      log_record(code, t0, simgrid::s4u::Engine::get_clock());
-    });
-  }
-  for (int code : {WL_PUT, WL_GET}) {
-    xbt_replay_action_register(kActions[code], [code](simgrid::xbt::ReplayAction& action) {
-      int target = static_cast<int>(parse_seconds(action, 2));
-      auto& w = window_of(action, 3);
-      auto bytes = static_cast<size_t>(parse_seconds(action, 4));
-      std::vector<char> origin(bytes > 0 ? bytes : 1);
-      double t0 = simgrid::s4u::Engine::get_clock();
-      auto n = static_cast<int>(bytes);
-      if (code == WL_PUT)
-        WL_MPI(MPI_Put(origin.data(), n, MPI_BYTE, target, 0, n, MPI_BYTE, w.first));
-      else
-        WL_MPI(MPI_Get(origin.data(), n, MPI_BYTE, target, 0, n, MPI_BYTE, w.first));
-      log_record(code, t0, simgrid::s4u::Engine::get_clock());
-    });
-  }
-}
-
 void register_actions()
 {
   // The action table is process-global: register the wrappers exactly once.
@@ -494,10 +395,8 @@ void register_actions()
     log_record(WL_ISSEND, t0, simgrid::s4u::Engine::get_clock());
   });
   register_subcomm_collectives(); // collectives whose line names a sub-communicator
-  register_rma_actions();         // fences, locks, puts and gets on windows of MPI_COMM_WORLD
   static_assert(WL_NUM_ACTIONS == WL_NUM_STOCK + 9 + WL_NUM_RMA && WL_FIRST_RMA == WL_NUM_STOCK + 9,
-                "the vocabulary has waitlab actions this file does not register (RMA: only win_create, win_free, "
-                "win_fence, win_lock, win_unlock, put and get have a TI form)");
+                "the vocabulary has waitlab actions this file does not register (RMA actions have no TI form)");
   // The request bookkeeping below costs a map operation per isend/irecv/wait: only traces with an issend need it
   // (waitlab sets WAITLAB_ISSEND for them), so the others replay with the stock actions unchanged.
   if (std::getenv("WAITLAB_ISSEND") == nullptr)
