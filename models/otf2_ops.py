@@ -39,6 +39,7 @@ import numpy as np
 import numpy.typing as npt
 
 from waitlab.models.ops import CODE, Ledger, OpTable, seq_within_rank
+from waitlab.models.vocabulary import SUBCOMM_COLLECTIVES
 
 #: Record kinds of :class:`TraceRecords` (the contract with ``simulator/native/waitlab_otf2_reader.c``).
 RECORD_KINDS = ("enter", "leave", "send", "isend", "isend_complete", "irecv_request", "recv", "irecv",
@@ -214,15 +215,17 @@ def _world(rec: TraceRecords, comm: npt.NDArray[np.uint32], local: npt.NDArray[n
     return out
 
 
-def _collective_values(rec: TraceRecords, rows: npt.NDArray[np.int64]
+def _collective_values(rec: TraceRecords, rows: npt.NDArray[np.int64], comms: dict[tuple[int, ...], int]
                        ) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.float64], npt.NDArray[np.float64],
-                                  npt.NDArray[np.int32]]:
-    """Action code, value, value2 and root (world rank, -1) of ``MpiCollectiveEnd`` rows: Score-P's
-    byte accounting (module :mod:`waitlab.models.byte_accounting`) solved for the counts."""
+                                  npt.NDArray[np.int32], npt.NDArray[np.int32]]:
+    """Action code, value, value2, root (world rank, -1) and communicator (0: MPI_COMM_WORLD, else its id in
+    ``comms``, which gets the new member lists) of ``MpiCollectiveEnd`` rows: Score-P's byte accounting (module
+    :mod:`waitlab.models.byte_accounting`) solved for the counts."""
     n = rows.size
     code = np.zeros(n, np.int8)
     value, value2 = np.zeros(n), np.zeros(n)
     root = np.full(n, -1, np.int32)
+    comm_id = np.zeros(n, np.int32)
     sent, got = rec.d[rows].astype(np.float64), rec.e[rows].astype(np.float64)
     me_world = rec.rank[rows]
     for op in np.unique(rec.a[rows]).tolist():
@@ -236,24 +239,34 @@ def _collective_values(rec: TraceRecords, rows: npt.NDArray[np.int64]
         code[sel] = CODE[action]
         comm = rec.b[rows[sel]]
         n_comm = np.zeros(sel.size)
-        me = np.zeros(sel.size)
+        me = np.zeros(sel.size)  # rank within the communicator
+        r = rec.c[rows[sel]]
+        r = np.where(r == UNDEFINED_UINT32, 0, r).astype(np.int64)
+        world_root = np.zeros(sel.size, np.int32)
         for ref in np.unique(comm).tolist():
             members = rec.comm_members.get(int(ref), ())
             on = comm == ref
-            if members is None or len(members) != rec.n_ranks or tuple(members) != tuple(range(rec.n_ranks)):
+            world = members is not None and tuple(members) == tuple(range(rec.n_ranks))
+            if members is None or not members or (not world and action not in SUBCOMM_COLLECTIVES):
                 j = int(rows[sel[np.flatnonzero(on)[0]]])
                 size = 1 if members is None else len(members)
                 raise Otf2Unreplayable(f"rank {int(rec.rank[j])}", f"{name} on a communicator of {size} of the "
-                                       f"{rec.n_ranks} ranks cannot be replayed: SimGrid 3.32's trace replay runs "
-                                       "every collective on MPI_COMM_WORLD", "record a run whose collectives use "
-                                       'MPI_COMM_WORLD, or run the program itself (application.kind = "program")')
-            n_comm[on] = len(members)
-            me[on] = me_world[sel][on]
+                                       f"{rec.n_ranks} ranks cannot be replayed: waitlab's trace replay runs only "
+                                       f"{', '.join(SUBCOMM_COLLECTIVES)} on sub-communicators",
+                                       "record a run whose other collectives use MPI_COMM_WORLD, or run the "
+                                       'program itself (application.kind = "program")')
+            lut = np.asarray(members, np.int32)
+            local = np.full(rec.n_ranks, -1, np.int64)
+            local[lut] = np.arange(lut.size)
+            n_comm[on] = lut.size
+            me[on] = local[me_world[sel][on]]
+            world_root[on] = lut[np.minimum(r[on], lut.size - 1)]  # root: communicator rank -> world rank
+            if not world:
+                comm_id[sel[on]] = comms.setdefault(tuple(int(m) for m in members), len(comms) + 1)
         s, g = sent[sel], got[sel]
-        r = rec.c[rows[sel]]
         if action in ("bcast", "reduce", "gather", "scatter"):
-            root[sel] = np.where(r == UNDEFINED_UINT32, 0, r).astype(np.int32)
-        is_root = root[sel] == me
+            root[sel] = world_root
+        is_root = root[sel] == me_world[sel]
         if action == "bcast":  # one_to_all: every rank receives the buffer
             value[sel] = g
         elif action == "reduce":  # all_to_one: every rank sends its buffer
@@ -271,7 +284,7 @@ def _collective_values(rec: TraceRecords, rows: npt.NDArray[np.int64]
             value[sel] = g / (me + 1)
         elif action == "exscan":  # exscan: rank me sends (N - me - 1) blocks, receives me
             value[sel] = np.where(me > 0, g / np.maximum(me, 1), s / np.maximum(n_comm - me - 1, 1))
-    return code, np.rint(value), np.rint(value2), root
+    return code, np.rint(value), np.rint(value2), root, comm_id
 
 
 def records_to_ops(rec: TraceRecords, cpu_ratio: float = 1.0) -> OpTable:
@@ -338,14 +351,15 @@ def records_to_ops(rec: TraceRecords, cpu_ratio: float = 1.0) -> OpTable:
     parts.append(_block(marks, 1, mark_code, rec.rank[marks], name=rec.a[marks].astype(np.int32)))
     parts += _p2p_blocks(rec, kind, depth, cls)
     coll = np.flatnonzero(_kinds(kind, "collective_end", "nonblocking_collective"))
-    code, value, value2, root = _collective_values(rec, coll)
-    parts.append(_block(coll, 1, code, rec.rank[coll], value=value, value2=value2, peer=root))
-    return _assemble(rec, parts)
+    comms: dict[tuple[int, ...], int] = {}
+    code, value, value2, root, comm = _collective_values(rec, coll, comms)
+    parts.append(_block(coll, 1, code, rec.rank[coll], value=value, value2=value2, peer=root, comm=comm))
+    return _assemble(rec, parts, tuple(sorted(comms, key=comms.__getitem__)))
 
 
 def _block(rows: npt.NDArray[np.int64], sub: int | npt.NDArray[np.int64], code: int | npt.NDArray[np.int8],
            rank: npt.NDArray[np.int32], *, value: npt.ArrayLike = 0.0, value2: npt.ArrayLike = 0.0,
-           peer: npt.ArrayLike = -1, tag: npt.ArrayLike = 0, name: npt.ArrayLike = -1
+           peer: npt.ArrayLike = -1, tag: npt.ArrayLike = 0, name: npt.ArrayLike = -1, comm: npt.ArrayLike = 0
            ) -> dict[str, npt.NDArray[np.generic]]:
     """Operations placed at record ``rows`` (``sub`` orders them there: 0 before the record's own, 1 its own)."""
     n = rows.size
@@ -355,7 +369,7 @@ def _block(rows: npt.NDArray[np.int64], sub: int | npt.NDArray[np.int64], code: 
 
     return {"key": 4 * rows + col(sub, np.int64), "rank": rank.astype(np.int32), "code": col(code, np.int8),
             "value": col(value, np.float64), "value2": col(value2, np.float64), "peer": col(peer, np.int32),
-            "tag": col(tag, np.int32), "name": col(name, np.int32)}
+            "tag": col(tag, np.int32), "name": col(name, np.int32), "comm": col(comm, np.int32)}
 
 
 def _p2p_blocks(rec: TraceRecords, kind: npt.NDArray[np.uint32],
@@ -425,7 +439,8 @@ def _p2p_blocks(rec: TraceRecords, kind: npt.NDArray[np.uint32],
     return parts
 
 
-def _assemble(rec: TraceRecords, parts: Sequence[dict[str, npt.NDArray[np.generic]]]) -> OpTable:
+def _assemble(rec: TraceRecords, parts: Sequence[dict[str, npt.NDArray[np.generic]]],
+              comms: tuple[tuple[int, ...], ...] = ()) -> OpTable:
     cols = {c: np.concatenate([p[c] for p in parts]) for c in parts[0]}
     order = np.argsort(cols["key"], kind="stable")
     cols = {c: v[order] for c, v in cols.items()}
@@ -442,4 +457,5 @@ def _assemble(rec: TraceRecords, parts: Sequence[dict[str, npt.NDArray[np.generi
                    code=cols["code"].astype(np.int8), step=np.full(n, -1, np.int32), name=name,
                    value=cols["value"].astype(np.float64), value2=cols["value2"].astype(np.float64),
                    peer=cols["peer"].astype(np.int32), tag=cols["tag"].astype(np.int32),
-                   cause=np.full(n, -1, np.int64), excess=np.zeros(n), names=tuple(labels), ledger=empty)
+                   cause=np.full(n, -1, np.int64), excess=np.zeros(n), names=tuple(labels), ledger=empty,
+                   comm=cols["comm"].astype(np.int32), comms=comms)

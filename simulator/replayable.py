@@ -7,9 +7,10 @@ aborts ("action wait not preceded by any irecv or isend").  :func:`replayable_op
 ``wait`` per request it completed (which requests a completion call completed is known from the event table's
 matching, :func:`waitlab.simulator.matching.completions`).
 
-:func:`check_replayable` refuses what the TI replay cannot run: collectives on communicators other than
-MPI_COMM_WORLD (in ``src/smpi/internals/smpi_replay.cpp`` of SimGrid 3.32, ``comm_split`` and ``comm_dup`` are
-no-ops and every collective runs on MPI_COMM_WORLD).
+:func:`check_replayable` refuses what the TI replay cannot run: v-collectives and reduce-scatter on communicators
+other than MPI_COMM_WORLD (in ``src/smpi/internals/smpi_replay.cpp`` of SimGrid 3.32, ``comm_split`` and
+``comm_dup`` are no-ops and every collective runs on MPI_COMM_WORLD; waitlab's replay extension runs the
+collectives of :data:`~waitlab.simulator.trace.SUBCOMM_COLLECTIVES` on the communicator their line names).
 """
 
 from __future__ import annotations
@@ -21,24 +22,25 @@ import numpy.typing as npt
 
 from waitlab.errors import InputError
 from waitlab.models.ops import OpTable, seq_within_rank
-from waitlab.models.vocabulary import ACTIONS, CODE, COLLECTIVE_ACTIONS, VOCABULARY, lut
+from waitlab.models.vocabulary import ACTIONS, CODE, COLLECTIVE_ACTIONS, SUBCOMM_COLLECTIVES, VOCABULARY, lut
 from waitlab.simulator.matching import completions, match_messages
 
 _IS_NONBLOCKING = lut(a.name for a in VOCABULARY if a.kind in ("send", "recv") and not a.blocking)
 _IS_COLLECTIVE = lut(COLLECTIVE_ACTIONS)
+_ON_SUBCOMM = lut(SUBCOMM_COLLECTIVES)
 
 
 def check_replayable(ops: OpTable, origin: str = "<scenario>") -> None:
     """Raise :class:`InputError` when SimGrid 3.32's TI replay cannot run ``ops`` as recorded."""
-    bad = np.flatnonzero(_IS_COLLECTIVE[ops.code] & (ops.comm != 0))
+    bad = np.flatnonzero(_IS_COLLECTIVE[ops.code] & ~_ON_SUBCOMM[ops.code] & (ops.comm != 0))
     if bad.size:
         i = int(bad[0])
         members = ops.comms[int(ops.comm[i]) - 1]
         raise InputError(origin, "application (capture)",
                          f"rank {ops.rank[i]} calls {ACTIONS[ops.code[i]]} on a sub-communicator (world ranks "
-                         f"{', '.join(map(str, members[:16]))}{' ...' if len(members) > 16 else ''}): SimGrid 3.32's "
-                         "TI replay runs every collective on MPI_COMM_WORLD (comm_split/comm_dup are no-ops in "
-                         "smpi_replay.cpp), so this capture could not replay",
+                         f"{', '.join(map(str, members[:16]))}{' ...' if len(members) > 16 else ''}): waitlab's replay "
+                         f"runs only {', '.join(SUBCOMM_COLLECTIVES)} on a sub-communicator (SimGrid 3.32's TI "
+                         "replay runs every collective on MPI_COMM_WORLD), so this capture could not replay",
                          'run the program itself (kind = "program"): waitlab measures collectives on any '
                          "communicator")
 

@@ -38,12 +38,13 @@ from waitlab.models.vocabulary import (
     RMA_ACTIONS,
     ROOTED_EXCHANGE_ARGS,
     SECONDS_ACTIONS,
+    SUBCOMM_COLLECTIVES,
     TI_ALIASES,
     VOCABULARY,
 )
 from waitlab.models.vocabulary import V_ACTIONS as V_ACTIONS
 from waitlab.simulator.ti_files import iter_lines, trace_files
-from waitlab.simulator.trace import VectorStore
+from waitlab.simulator.trace import SUBCOMM_PREFIX, VectorStore
 
 #: One-sided names: waitlab's and those SMPI 3.32's ``-trace-ti`` writes (smpi_pmpi_win.cpp); none replays.
 _RMA_TI_NAMES = frozenset({*RMA_ACTIONS, "raccumulate", "rget_accumulate", "fetch_and_op", "compare_and_swap"})
@@ -96,6 +97,8 @@ class _Lines:
         self.tag: list[int] = []
         self.name: list[int] = []
         self.names: dict[str, int] = {}
+        self.comm: dict[int, int] = {}  # row -> communicator id (1, 2, ...) of collectives on sub-communicators
+        self.comms: dict[tuple[int, ...], int] = {}
 
     def add(self, rank: int, action: str, value: float = 0.0, value2: float = 0.0, peer: int = -1, tag: int = 0,
             name: str | None = None) -> None:
@@ -163,6 +166,8 @@ def parse_ti_trace(path: Path, *, flops_per_second: float, n_ranks: int | None =
         ranks_seen.add(rank)
         action, args = parts[1], parts[2:]
         try:
+            if args and args[-1].startswith(SUBCOMM_PREFIX):
+                _parse_subcomm(out, rank, action, args.pop(), world)
             _parse_action(out, vectors, v_seen, default_dt, rank, action, args, world, flops_per_second)
         except _BadLine as exc:
             raise bad(str(exc), exc.fix) from None
@@ -289,6 +294,23 @@ def _parse_action(out: _Lines, vectors: VectorStore, v_seen: dict[tuple[int, int
         raise _BadLine(f"action {action!r} cannot be replayed by waitlab", f"use one of: {', '.join(known)}")
 
 
+def _parse_subcomm(out: _Lines, rank: int, action: str, arg: str, world: int) -> None:
+    """The last argument ``comm=<w0>,<w1>,...`` of a collective on a sub-communicator (its members' world ranks in
+    communicator-rank order): the next row gets that communicator."""
+    if action not in SUBCOMM_COLLECTIVES:
+        raise _BadLine(f"{action} cannot run on a sub-communicator ({arg})",
+                       f"only {', '.join(SUBCOMM_COLLECTIVES)} can; run the program itself "
+                       '(application.kind = "program")')
+    try:
+        members = tuple(int(m) for m in arg[len(SUBCOMM_PREFIX):].split(","))
+    except ValueError:
+        raise _BadLine(f"bad communicator {arg!r}", "write comm=<world rank>,<world rank>,... "
+                       "(the members in communicator-rank order)") from None
+    if len(set(members)) != len(members) or rank not in members or not all(0 <= m < world for m in members):
+        raise _BadLine(f"communicator {arg!r} must list distinct world ranks 0..{world - 1}, including rank {rank}")
+    out.comm[len(out.rank)] = out.comms.setdefault(members, len(out.comms) + 1)
+
+
 def _root(args: list[str], i: int, world: int) -> int:
     """Root rank at argument ``i`` (0 when absent, as SimGrid's ``parse_root``), checked against the world."""
     root = int(_num(args, i, "root")) if len(args) > i else 0
@@ -355,9 +377,14 @@ def _to_table(out: _Lines, n_ranks: int) -> OpTable:
         "cause": np.full(n, -1, np.int64),
         "excess": np.zeros(n, np.float64),
     }
+    comm = np.zeros(n, np.int32)
+    if out.comm:
+        comm[np.fromiter(out.comm.keys(), np.int64)] = np.fromiter(out.comm.values(), np.int32)
+    cols["comm"] = comm[order]
     cols["seq"] = seq_within_rank(cols["rank"], n_ranks)
     names = tuple(sorted(out.names, key=out.names.__getitem__))
-    return OpTable(n_ranks=n_ranks, names=names, ledger=empty_ledger(), **cols)
+    comms = tuple(sorted(out.comms, key=out.comms.__getitem__))
+    return OpTable(n_ranks=n_ranks, names=names, ledger=empty_ledger(), comms=comms, **cols)
 
 
 def empty_ledger() -> Ledger:

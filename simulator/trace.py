@@ -130,7 +130,28 @@ def format_lines(ops: OpTable, core_speed: float) -> list[str]:
             "rank": ops.rank[idx].tolist(), "name": name_table[ops.name[idx]].tolist(),
         }  # fmt: skip
         lines[idx] = _fmt(action, cols)
+        if _IS_COLLECTIVE[code] and ops.comms:  # a sub-communicator's members end its line (subcomm_arg)
+            sub = idx[ops.comm[idx] != 0]
+            tokens = [subcomm_arg(ops.comms[k - 1]) for k in range(1, len(ops.comms) + 1)]
+            lines[sub] = [f"{ln} {tokens[k - 1]}" for ln, k in zip(lines[sub].tolist(), ops.comm[sub].tolist(),
+                                                                  strict=True)]
     return lines.tolist()
+
+
+#: Start of the last argument of a collective line on a sub-communicator (:func:`subcomm_arg`).
+SUBCOMM_PREFIX = "comm="
+
+
+def subcomm_arg(members: tuple[int, ...]) -> str:
+    """The last argument of a collective line on a sub-communicator: its members' world ranks, in communicator-rank
+    order (read by waitlab's replay extension, ``native/waitlab_replay.cpp``, and by the TI reader).
+
+    Examples
+    --------
+    >>> subcomm_arg((1, 0))
+    'comm=1,0'
+    """
+    return SUBCOMM_PREFIX + ",".join(str(int(m)) for m in members)
 
 
 #: Datatype id of MPI_BYTE in SimGrid 3.32 traces (v-collective counts are bytes).

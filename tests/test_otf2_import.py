@@ -170,14 +170,19 @@ def test_threads_are_refused_naming_the_first_record(tmp_path):
     assert exc.value.where == "rank 1"
 
 
-def test_sub_communicator_collective_is_refused(tmp_path):
+def test_sub_communicator_collective_keeps_its_communicator(tmp_path):
+    # an allreduce of ranks 3 and 1 (communicator-rank order) only: 64 bytes each way in Score-P's accounting are
+    # 2 messages of 32 bytes (all_to_all within its 2 members); ranks 0 and 2 have no collective
     def body(ws, reg, world, sub):
-        for w in ws[:2]:
+        for w in (ws[3], ws[1]):
             _allreduce(w, 0, reg, sub)
 
-    anchor = _archive(tmp_path / "s", 4, body, members=[0, 1])
-    with pytest.raises(Otf2Unreplayable, match="ALLREDUCE on a communicator of 2 of the 4 ranks"):
-        records_to_ops(read_otf2(anchor))
+    anchor = _archive(tmp_path / "s", 4, body, members=[3, 1])
+    ops = records_to_ops(read_otf2(anchor))
+    assert ops.comms == ((3, 1),)
+    rows = np.flatnonzero(ops.code == CODE["allreduce"])
+    assert ops.rank[rows].tolist() == [1, 3] and ops.comm[rows].tolist() == [1, 1]
+    assert ops.value[rows].tolist() == [32.0, 32.0]
 
 
 def test_world_collective_counts_invert_scorep_accounting(tmp_path):
