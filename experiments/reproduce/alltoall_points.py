@@ -2,8 +2,20 @@
 
 Shared by the Rao et al. reproduction (:mod:`waitlab.experiments.reproduce.rao_alltoall`) and
 ``benchmarks/bench_alltoall.py``.  A point is one ``MPI_Alltoall`` of ``size`` bytes per rank pair on
-``ranks`` ranks, ``ranks_per_node`` per node (Rao et al. ran 8 per node, section 4.2), after a barrier, as
-the paper timed it (``MPI_Wtime`` around one call); the time is the latest exit minus the latest barrier exit.
+``ranks`` ranks, ``ranks_per_node`` per node (Rao et al. ran 8 per node, section 4.2), timed as the paper did
+(``MPI_Wtime`` around one call after a barrier).  ``start`` says how the ranks enter the call:
+
+- ``"together"`` (default): every rank enters the alltoall at simulated time 0 on an idle network, as after
+  an ideal barrier that releases all ranks at once; the time is the latest exit.
+- ``"barrier"``: the ranks first run SMPI's barrier and enter the alltoall as they leave it (64 ranks on
+  Dawning 5000A: 63 different exit dates spread over 15 us); the time is the latest exit minus the latest
+  barrier exit.
+
+The all-concurrent algorithms (MPICH native, LAM simple) cost SimGrid one solver round over every active flow
+per distinct event date.  Entering together, the ranks post their messages at shared dates; after SMPI's
+barrier every rank posts at dates of its own.  "together" is 7-13 times cheaper at 64 ranks and is what
+makes 256 ranks tractable; it changes the simulated times by the barrier's exit skew (docs/performance.md,
+"All-concurrent alltoall").
 
 ``model`` chooses the machine model: ``"calibrated"`` (the platform's calibrated SMPI settings, see
 :mod:`waitlab.platforms.smpi_factors`, plus the contention settings of :func:`contention_config`),
@@ -28,10 +40,12 @@ from waitlab.platforms import load_platform, render_platform
 from waitlab.platforms.ns3 import NS3_CONFIG, ns3_star
 from waitlab.simulator.replay import replay_ops
 
-__all__ = ["MODELS", "SOLVER_CONFIG", "AlltoallPoint", "alltoall_point", "contention_config"]
+__all__ = ["MODELS", "SOLVER_CONFIG", "STARTS", "AlltoallPoint", "alltoall_point", "contention_config"]
 
 #: Machine models a point can be simulated with.
 MODELS: tuple[str, ...] = ("calibrated", "smpi-default", "ns-3")
+#: How the ranks enter an alltoall point (module docstring).
+STARTS: tuple[str, ...] = ("together", "barrier")
 
 #: Solver settings for every point.  SimGrid 3.32 aborts the all-concurrent algorithms (basic_linear,
 #: LAM simple) at 256 ranks with the default absolute precision ("Cannot saturate more a constraint that has
@@ -60,7 +74,7 @@ def contention_config(platform: str) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class AlltoallPoint:
-    """Result of one point: ``seconds`` simulated (one alltoall), ``wall`` seconds of simulation."""
+    """Result of one point: ``seconds`` simulated (one alltoall), ``wall`` seconds of simulation, ``start``."""
 
     platform: str
     algorithm: str
@@ -69,11 +83,12 @@ class AlltoallPoint:
     model: str
     seconds: float
     wall: float
+    start: str = "together"
 
 
 def alltoall_point(platform: str, algorithm: str, ranks: int, size: int, *, ranks_per_node: int = 8,
                    model: str = "calibrated", contention: bool = True, extra_config: dict[str, str] | None = None,
-                   timeout: float = 600.0) -> AlltoallPoint:
+                   timeout: float = 600.0, start: str = "together") -> AlltoallPoint:
     """Simulate one alltoall point (see the module docstring).
 
     Raises
@@ -86,12 +101,14 @@ def alltoall_point(platform: str, algorithm: str, ranks: int, size: int, *, rank
     check_alltoall_point(algorithm, ranks, size)
     if model not in MODELS:
         raise ValueError(f"unknown model {model!r}; use one of {MODELS}")
+    if start not in STARTS:
+        raise ValueError(f"unknown start {start!r}; use one of {STARTS}")
     plat = load_platform(platform)
     rp = render_platform(plat, ranks, ranks_per_node=ranks_per_node) if model != "ns-3" else None
     star = ns3_star(plat, ranks, ranks_per_node) if model == "ns-3" else None
     b = OpBuilder(n_ranks=ranks)
-    all_ranks = np.arange(ranks, dtype=np.int32)
-    b.add("barrier", all_ranks, step=0)
+    if start == "barrier":
+        b.add("barrier", np.arange(ranks, dtype=np.int32), step=0)
     emit_alltoall(b, algorithm, ranks, send_bytes=size, recv_bytes=size, step=1)
     ops = b.build()
     config: dict[str, str] = {}
@@ -120,9 +137,10 @@ def alltoall_point(platform: str, algorithm: str, ranks: int, size: int, *, rank
                          what=f"{algorithm} alltoall of {size} B on {ranks} ranks of {platform}")
     wall = time.perf_counter() - t0
     ev = rep.events
-    start = float(ev.loc[ev["op"] == "barrier", "exit"].max()) if "op" in ev else 0.0
-    seconds = float(ev["exit"].max()) - start
+    barrier = ev["op"] == "barrier" if "op" in ev else None
+    begin = float(ev.loc[barrier, "exit"].max()) if barrier is not None and barrier.any() else 0.0
+    seconds = float(ev["exit"].max()) - begin
     if not np.isfinite(seconds) or seconds <= 0 or seconds > 1e4:
         raise SimulationError(f"{algorithm} alltoall of {size} B on {ranks} ranks of {platform} returned an "
                               f"impossible time ({seconds!r} s): SimGrid arithmetic overflow; point refused")
-    return AlltoallPoint(platform, algorithm, ranks, size, model, seconds, wall)
+    return AlltoallPoint(platform, algorithm, ranks, size, model, seconds, wall, start)
