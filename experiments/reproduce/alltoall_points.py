@@ -35,12 +35,12 @@ import numpy as np
 
 from waitlab.errors import SimulationError
 from waitlab.models.apps.alltoall import check_alltoall_point, emit_alltoall, smpi_config
-from waitlab.models.ops import OpBuilder
+from waitlab.models.ops import OpBuilder, OpTable
 from waitlab.platforms import load_platform, render_platform
 from waitlab.platforms.ns3 import NS3_CONFIG, ns3_star
 from waitlab.simulator.replay import replay_ops
 
-__all__ = ["MODELS", "SOLVER_CONFIG", "STARTS", "AlltoallPoint", "alltoall_point", "contention_config"]
+__all__ = ["MODELS", "SOLVER_CONFIG", "STARTS", "AlltoallPoint", "alltoall_point", "contention_config", "point_ops"]
 
 #: Machine models a point can be simulated with.
 MODELS: tuple[str, ...] = ("calibrated", "smpi-default", "ns-3")
@@ -86,6 +86,17 @@ class AlltoallPoint:
     start: str = "together"
 
 
+def point_ops(algorithm: str, ranks: int, size: int, start: str = "together") -> OpTable:
+    """The operations of one point: the alltoall (step 1), after SMPI's barrier (step 0) if ``start="barrier"``."""
+    if start not in STARTS:
+        raise ValueError(f"unknown start {start!r}; use one of {STARTS}")
+    b = OpBuilder(n_ranks=ranks)
+    if start == "barrier":
+        b.add("barrier", np.arange(ranks, dtype=np.int32), step=0)
+    emit_alltoall(b, algorithm, ranks, send_bytes=size, recv_bytes=size, step=1)
+    return b.build()
+
+
 def alltoall_point(platform: str, algorithm: str, ranks: int, size: int, *, ranks_per_node: int = 8,
                    model: str = "calibrated", contention: bool = True, extra_config: dict[str, str] | None = None,
                    timeout: float = 600.0, start: str = "together") -> AlltoallPoint:
@@ -106,11 +117,7 @@ def alltoall_point(platform: str, algorithm: str, ranks: int, size: int, *, rank
     plat = load_platform(platform)
     rp = render_platform(plat, ranks, ranks_per_node=ranks_per_node) if model != "ns-3" else None
     star = ns3_star(plat, ranks, ranks_per_node) if model == "ns-3" else None
-    b = OpBuilder(n_ranks=ranks)
-    if start == "barrier":
-        b.add("barrier", np.arange(ranks, dtype=np.int32), step=0)
-    emit_alltoall(b, algorithm, ranks, send_bytes=size, recv_bytes=size, step=1)
-    ops = b.build()
+    ops = point_ops(algorithm, ranks, size, start)
     config: dict[str, str] = {}
     if rp is not None and model == "calibrated":
         config.update(rp.smpi_config)
