@@ -25,24 +25,75 @@ Prints one line per point: algorithm, ranks, size, model, simulated ms, wall s (
 
 ``--setting KEY=VALUE`` (repeatable) compares the calibrated model with and without that SimGrid setting, to look
 for settings that keep the all-concurrent algorithms tractable without changing their times.
+
+``--scaling`` prints the cost of the Rao grid's points as the ranks grow (calibrated model, ranks entering
+together, see :mod:`waitlab.experiments.reproduce.alltoall_points`): MPICH native, LAM simple, ring, pair and
+Bruck at 512 B, 4 KB, 64 KB and 512 KB on 64 / 128 / 256 ranks (the point of the one machine model: every
+rank enters at time 0, no barrier first; docs/performance.md gives the measured change against a barrier start).
+Every line also gives the CPU seconds of the SimGrid process, which a shared machine inflates less than wall time:
+
+    .venv/bin/python benchmarks/bench_alltoall.py --scaling
+    .venv/bin/python benchmarks/bench_alltoall.py --ranks 1024 --sizes 4096 --algorithms basic_linear lam_simple \
+        --models calibrated
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
 import time
 
 from waitlab.errors import InputError, SimulationError
-from waitlab.experiments.reproduce.alltoall_points import alltoall_point
+from waitlab.experiments.reproduce.alltoall_points import AlltoallPoint, alltoall_point
 from waitlab.experiments.reproduce.rao_statements import ALGORITHMS
+
+#: ``--scaling``: the algorithms and sizes of issue 22's cost table.
+SCALING_ALGORITHMS: tuple[str, ...] = ("basic_linear", "lam_simple", "ring", "pair", "bruck")
+SCALING_SIZES: tuple[int, ...] = (512, 4096, 65536, 524288)
+SCALING_RANKS: tuple[int, ...] = (64, 128, 256)
+
+
+def _children_cpu() -> float:
+    """User + system CPU seconds of every finished child process (SimGrid's, once a point returns)."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def _timed_point(*args: object, **kwargs: object) -> tuple[AlltoallPoint | None, str, float]:
+    """One point: (result or None, text of the result or failure, CPU seconds of SimGrid)."""
+    cpu = _children_cpu()
+    try:
+        pt = alltoall_point(*args, **kwargs)  # type: ignore[arg-type]
+        return pt, f"{pt.seconds * 1e3:12.5f} ms {pt.wall:8.1f} s wall {_children_cpu() - cpu:8.1f} s cpu", pt.wall
+    except InputError as exc:
+        return None, f"refused: {exc.problem[:90]}", 0.0
+    except SimulationError as exc:
+        return None, f"FAILED: {str(exc).splitlines()[0][:90]}", float("inf")
+
+
+def scaling(platform: str, ranks: list[int], sizes: list[int], algorithms: list[str], timeout: float) -> None:
+    """Print the cost of every point (the machine model's point: every rank enters the alltoall at time 0)."""
+    print(f"# {platform}, 8 ranks per node, calibrated model; algorithm ranks size: simulated ms, wall s, "
+          "SimGrid CPU s")
+    too_slow: set[tuple[str, int]] = set()  # (algorithm, size) that ran out of time: skip more ranks
+    for n in ranks:
+        for size in sizes:
+            for alg in algorithms:
+                if (alg, size) in too_slow:
+                    print(f"{alg:13s} {n:5d} {size:8d} skipped (timed out at fewer ranks)")
+                    continue
+                _, text, wall = _timed_point(platform, alg, n, size, model="calibrated", timeout=timeout)
+                if wall == float("inf"):
+                    too_slow.add((alg, size))
+                print(f"{alg:13s} {n:5d} {size:8d} {text}", flush=True)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--platform", default="dawning_5000a")
-    ap.add_argument("--ranks", type=int, nargs="+", default=[256])
-    ap.add_argument("--sizes", type=int, nargs="+", default=[4096])
-    ap.add_argument("--algorithms", nargs="+", default=list(ALGORITHMS))
+    ap.add_argument("--ranks", type=int, nargs="+", default=None, help="default 256 (--scaling: 64 128 256)")
+    ap.add_argument("--sizes", type=int, nargs="+", default=None, help="default 4096 (--scaling: 512 B..512 KB)")
+    ap.add_argument("--algorithms", nargs="+", default=None, help="default all eight (--scaling: five)")
     ap.add_argument("--models", nargs="+", default=["smpi-default", "calibrated"])
     ap.add_argument("--precision", nargs="*", default=None,
                     help="compare these maxmin/precision values (calibrated model) instead of before/after")
@@ -51,7 +102,17 @@ def main() -> None:
     ap.add_argument("--contention", action="store_true",
                     help="compare the machine model without and with the platform's contention laws")
     ap.add_argument("--timeout", type=float, default=900.0)
+    ap.add_argument("--scaling", action="store_true",
+                    help="cost of MPICH native, LAM simple, ring, pair, Bruck at 512 B..512 KB on 64/128/256 ranks")
     args = ap.parse_args()
+    if args.scaling:
+        t_all = time.perf_counter()
+        scaling(args.platform, args.ranks or list(SCALING_RANKS), args.sizes or list(SCALING_SIZES),
+                args.algorithms or list(SCALING_ALGORITHMS), args.timeout)
+        print(f"# total wall {time.perf_counter() - t_all:.0f} s")
+        return
+    args.ranks, args.sizes = args.ranks or [256], args.sizes or [4096]
+    args.algorithms = args.algorithms or list(ALGORITHMS)
     print(f"# {args.platform}, 8 ranks per node; simulated ms, wall s")
     t_all = time.perf_counter()
     for ranks in args.ranks:
@@ -69,14 +130,8 @@ def main() -> None:
                 else:
                     variants = [(m, m, {}) for m in args.models]
                 for model, label, extra in variants:
-                    try:
-                        pt = alltoall_point(args.platform, alg, ranks, size, model=model, extra_config=extra,
-                                            timeout=args.timeout, contention=label != "no contention")
-                        res = f"{pt.seconds * 1e3:12.5f} ms {pt.wall:8.1f} s"
-                    except InputError as exc:
-                        res = f"refused: {exc.problem[:90]}"
-                    except SimulationError as exc:
-                        res = f"FAILED: {str(exc).splitlines()[0][:90]}"
+                    _, res, _ = _timed_point(args.platform, alg, ranks, size, model=model, extra_config=extra,
+                                             timeout=args.timeout, contention=label != "no contention")
                     print(f"{alg:13s} {ranks:5d} {size:8d} {label:16s} {res}", flush=True)
     print(f"# total wall {time.perf_counter() - t_all:.0f} s")
 

@@ -26,7 +26,8 @@ BLAME_ZERO = textwrap.dedent('''
     def blame_zero(run, **options):
         w = run.waits
         region = run.events["region"].astype(str).to_numpy()[w["event"].to_numpy()]
-        return pd.DataFrame({"rank": 0, "region": [r or "(top level)" for r in region], "seconds": w["wait"].to_numpy()})
+        return pd.DataFrame({"rank": 0, "region": [r or "(top level)" for r in region],
+                             "seconds": w["wait"].to_numpy()})
 
     def broken(run, **options):
         raise RuntimeError("not written yet")
