@@ -22,10 +22,12 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from waitlab.errors import EnvironmentProblem, WaitlabError
+from waitlab.experiments.estimate_history import learned_factor, read_history, record_run
 from waitlab.experiments.pipeline import TREE_ALLREDUCE, Prepared
 from waitlab.experiments.sources import source_for
 from waitlab.simulator.spill import SPILL_MIN_OPS
@@ -91,6 +93,10 @@ class Estimate:
     scratch_bytes: int
     seconds: float
     python_during_smpi_bytes: int = 0
+    #: the time model's SMPI seconds (before any correction learned from measured runs)
+    replay_seconds: float = 0.0
+    #: how the SMPI time was corrected from measured runs (:mod:`waitlab.experiments.estimate_history`)
+    learned: str = ""
 
     @property
     def memory_bytes(self) -> int:
@@ -102,7 +108,8 @@ class Estimate:
         return (f"{self.ranks:,} ranks, {approx}{self.events:,} events: memory ~{_gib(self.memory_bytes)} "
                 f"(SMPI {_gib(self.smpi_memory_bytes)} with waitlab {_gib(self.python_during_smpi_bytes)} beside it, "
                 f"then waitlab {_gib(self.python_memory_bytes)}), "
-                f"scratch ~{_gib(self.scratch_bytes)}, predicted {_duration(self.seconds)}")
+                f"scratch ~{_gib(self.scratch_bytes)}, predicted {_duration(self.seconds)}"
+                + (f" ({self.learned})" if self.learned else ""))
 
     def problems(self, budget: Budget | None = None) -> list[str]:
         """What does not fit ``budget`` (this machine's when ``None``), one sentence each."""
@@ -195,7 +202,26 @@ def estimate(prep: Prepared) -> Estimate:
     else:
         replay = SMPI_SECONDS_PER_EVENT_RANK * events * ranks
     seconds = replay + WAITLAB_SECONDS_PER_EVENT * events
-    return Estimate(ranks, events, exact, smpi, python, SCRATCH_EVENT_BYTES * events, seconds, during)
+    return Estimate(ranks, events, exact, smpi, python, SCRATCH_EVENT_BYTES * events, seconds, during, replay)
+
+
+def learn(est: Estimate, prep: Prepared, records: list[dict[str, Any]] | None = None) -> Estimate:
+    """``est`` with its SMPI time scaled by what runs of the same application on the same platform measured
+    (``records``: default the history in waitlab's cache, :func:`waitlab.experiments.estimate_history.read_history`).
+    """
+    factor, note = learned_factor(read_history() if records is None else records,
+                                  prep.scenario.application_kind, prep.scenario.platform.name, est.ranks)
+    if not note:
+        return est
+    return replace(est, seconds=est.seconds + (factor - 1) * est.replay_seconds, learned=note)
+
+
+def remember(est: Estimate | None, prep: Prepared, smpi_seconds: float | None) -> None:
+    """Keep a measured run for later estimates (runs that were estimated, with a measured SMPI stage)."""
+    if est is None or not smpi_seconds or est.replay_seconds <= 0:
+        return
+    record_run(prep.scenario.application_kind, prep.scenario.platform.name, est.ranks, est.events,
+               est.replay_seconds, smpi_seconds)
 
 
 def _gib(n: int) -> str:
@@ -223,7 +249,7 @@ def preflight(prep: Prepared, *, say: Callable[[str], None] | None = None, check
     """
     if prep.scenario.ranks < PREFLIGHT_RANKS or prep.scenario.application_kind == "program":
         return None
-    est = estimate(prep)
+    est = learn(estimate(prep), prep)
     if say is not None:
         say(f"estimate: {est.describe()}")
         if prep.scenario.ranks > EXACT_UP_TO and EAGER_TRANSFER_KEY not in prep.smpi_config():

@@ -29,7 +29,7 @@ from waitlab.experiments.diagnosis.evaluate import evaluate as _evaluate
 from waitlab.experiments.diagnosis.groundtruth import cache_use
 from waitlab.experiments.diagnosis.leaderboard import write_leaderboard
 from waitlab.experiments.diagnosis.registry import BUILTIN, DEFAULT_DIAGNOSE, resolve_all
-from waitlab.experiments.estimate import preflight
+from waitlab.experiments.estimate import preflight, remember
 from waitlab.experiments.executors import open_executor
 from waitlab.experiments.exports import FORMATS as EXPORT_FORMATS
 from waitlab.experiments.exports import export_run
@@ -126,13 +126,15 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, force
     """
     sc = _scenario(scenario)
     prep = prepare(sc)  # once: the estimate and the run share it
-    preflight(prep, say=say, check=check_resources)
+    est = preflight(prep, say=say, check=check_resources)
     if out is None:
-        return _run(sc, prep=prep)
-    with results_folder(Path(out), force) as partial:
-        paje = partial / "smpi.paje" if sc.simulation.paje else None
-        result = _run(sc, paje_file=paje, prep=prep)
-        write_run(result, partial, png=png)
+        result = _run(sc, prep=prep)
+    else:
+        with results_folder(Path(out), force) as partial:
+            paje = partial / "smpi.paje" if sc.simulation.paje else None
+            result = _run(sc, paje_file=paje, prep=prep)
+            write_run(result, partial, png=png)
+    remember(est, prep, result.result.stage_seconds.get("smpi"))  # the estimate learns from this run
     return result
 
 
