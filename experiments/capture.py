@@ -16,7 +16,7 @@ import tomli_w
 from waitlab.errors import InputError, SimulationError
 from waitlab.experiments.pipeline import prepare, simulate
 from waitlab.experiments.programs import Measured, program_args, program_binary, run_real_program
-from waitlab.experiments.results import results_folder
+from waitlab.experiments.run_folder import results_folder
 from waitlab.experiments.scenario import Scenario, from_mapping
 from waitlab.models.analysis.waitstates import wait_states
 from waitlab.simulator.replayable import check_replayable, replayable_ops

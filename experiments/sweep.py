@@ -47,7 +47,8 @@ from waitlab.experiments.diagnosis.registry import resolve_all
 from waitlab.experiments.diagnosis.sweep_scores import add_scores
 from waitlab.experiments.executors import check_executor, open_executor
 from waitlab.experiments.pipeline import run
-from waitlab.experiments.results import clean_stale_partials, results_folder, write_error, write_run
+from waitlab.experiments.results import write_run
+from waitlab.experiments.run_folder import clean_stale_partials, results_folder, write_error
 from waitlab.experiments.scenario import Scenario, from_mapping, load_scenario, read_toml, set_dotted
 from waitlab.experiments.schema import STRICT, FieldProblem, PlainName, freeze, raise_validation
 

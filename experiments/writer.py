@@ -2,7 +2,7 @@
 partial files left when writing fails, one error naming the folder and the real cause.
 
 Results folders of runs and sweep points have their own atomic path
-(:func:`waitlab.experiments.results.results_folder`); both map operating-system failures through
+(:func:`waitlab.experiments.run_folder.results_folder`); both map operating-system failures through
 :func:`waitlab.errors.write_error`.
 """
 

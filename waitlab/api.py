@@ -41,7 +41,8 @@ from waitlab.experiments.report.perturbation_report import report_text
 from waitlab.experiments.report.rebuild import rebuild_report
 from waitlab.experiments.report.sweep_plots import plot_sweep_folder
 from waitlab.experiments.reproduce import he_sunway, okita_spilling, rao_alltoall, spill_policies, wu_lared_s
-from waitlab.experiments.results import LoadedRun, load_events, load_run, results_folder, summary_text, write_run
+from waitlab.experiments.results import LoadedRun, load_events, load_run, summary_text, write_run
+from waitlab.experiments.run_folder import results_folder
 from waitlab.experiments.scenario import Scenario, load_scenario
 from waitlab.experiments.sweep import Sweep, load_sweep, run_sweep
 from waitlab.experiments.writer import check_picture_path, guarded_output

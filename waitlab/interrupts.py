@@ -26,7 +26,7 @@ from types import FrameType
 
 from waitlab.errors import Interrupted
 from waitlab.experiments.isolated import kill_children
-from waitlab.experiments.results import pid_alive
+from waitlab.experiments.run_folder import pid_alive
 
 PREFIX = "waitlab-scratch-"
 

@@ -1,0 +1,125 @@
+"""``waitlab reproduce``: the papers' tables and experiments, each a set of scenarios through the one pipeline."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from waitlab import api
+from waitlab.cli_common import bar as _bar
+from waitlab.cli_common import dump as _dump
+from waitlab.cli_common import json_flag as _json_flag
+from waitlab.cli_common import say as _say
+
+
+def _reproduce_okita(args: argparse.Namespace) -> int:
+    mod = api.REPRODUCTIONS["okita-spilling"]
+    curve = range(128, 2304 + 1, 128) if args.curve else ()
+    res = mod.reproduce(curve=curve)
+    out = args.output or api.default_output("okita-spilling")
+    mod.write(res, out, png=not args.no_png)
+    _say(args, res.markdown())
+    _say(args, "checks: " + ", ".join(f"{k} {'ok' if v else 'FAILED'}" for k, v in res.checks.items()))
+    _say(args, f"written to {out}/ in {res.seconds:.1f} s")
+    return 0 if all(res.checks.values()) else 1
+
+
+def _reproduce_policies(args: argparse.Namespace) -> int:
+    mod = api.REPRODUCTIONS["spill-policies"]
+    setup = mod.ComparisonSetup(steps=args.steps or 50)
+    table = mod.compare(ranks=args.ranks or [256, 1024], setup=setup, progress=not args.quiet)
+    out = args.output or api.default_output("spill-policies")
+    mod.write(table, out, setup, png=not args.no_png)
+    _say(args, mod.markdown(table))
+    _say(args, f"written to {out}/")
+    return 0
+
+
+def _reproduce_wu(args: argparse.Namespace) -> int:
+    mod = api.REPRODUCTIONS["wu-lared-s"]
+    ranks = args.ranks[0] if args.ranks else mod.PAPER["ranks"]
+    with api.open_executor("local", workers=args.workers) as ex:
+        rep = mod.reproduce(ranks=ranks, steps=args.steps or mod.PAPER["steps"], seed=args.seed or 0,
+                            executor=ex, progress=_bar(args))
+    out = args.output or api.default_output(f"wu-lared-s-{ranks}")
+    mod.write(rep, out, png=not args.no_png)
+    _say(args, rep.markdown())
+    _say(args, f"written to {out}/")
+    return 0
+
+
+def _reproduce_rao(args: argparse.Namespace) -> int:
+    mod = api.REPRODUCTIONS["rao-alltoall"]
+    res = mod.reproduce(mod.FULL_GRID if args.full else None, progress=lambda msg: _say(args, msg))
+    out = args.output or api.default_output("rao-alltoall")
+    mod.write(res, out, png=not args.no_png)
+    _say(args, mod.markdown(res))
+    _say(args, f"written to {out}/")
+    return 0
+
+
+def _reproduce_he(args: argparse.Namespace) -> int:
+    mod = api.REPRODUCTIONS["he-sunway"]
+    ranks = args.ranks[0] if args.ranks else 128
+    res = mod.reproduce(ranks=ranks, ranks_per_node=args.ranks_per_node or 1, progress=print)
+    out = args.output or api.default_output("he-sunway")
+    mod.write(res, out)
+    print(mod.markdown(res))
+    print(f"written to {out}/")
+    return 0
+
+
+#: ``waitlab reproduce`` targets, named after the papers: name -> (help, function(args) -> exit status).
+REPRODUCTIONS: dict[str, tuple[str, Callable[[argparse.Namespace], int]]] = {
+    "wu-lared-s": ("Wu et al.'s LARED-S case study: H-CWP-DM, CWP-DM and ground truth vs the paper (960 ranks; "
+                   "--ranks to scale down)", _reproduce_wu),
+    "okita-spilling": ("Okita et al.'s table 1 and figure 3: pingpong traced in memory, swapping, or spilled by "
+                       "the swap-out function f", _reproduce_okita),
+    "spill-policies": ("spilling-policy comparison on a BSP stencil (overhead, condition C, distortion)",
+                       _reproduce_policies),
+    "rao-alltoall": ("Rao et al.'s alltoall study on Dawning 5000A and DeepComp 7000: times and the agreement "
+                     "table (a subset by default; --full for every rank count)", _reproduce_rao),
+    "he-sunway": ("He et al.'s Sunway TaihuLight tables 2-4 and the topology-aware alltoall over 12 placements "
+                  "(--ranks, default 128, one per node)", _reproduce_he),
+}
+#: Former target names, still accepted.
+ALIASES = {"lared-s": "wu-lared-s", "policies": "spill-policies"}
+
+
+def reproduce_command(sub: Any) -> None:
+    """Add ``waitlab reproduce``."""
+    p = sub.add_parser("reproduce", help="reproduce a paper's table or an experiment: "
+                       + ", ".join(REPRODUCTIONS))
+    p.add_argument("target", choices=sorted([*REPRODUCTIONS, *ALIASES]),
+                   help="; ".join(f"{k}: {v[0]}" for k, v in REPRODUCTIONS.items()))
+    p.add_argument("-o", "--output", type=Path, default=None, help="output folder (default: results/<target>)")
+    p.add_argument("--no-png", action="store_true", help="skip the plots")
+    p.add_argument("--full", action="store_true", help="rao-alltoall: the full grid (hours on 2 cores)")
+    p.add_argument("--curve", action="store_true", help="okita-spilling: also simulate R = 128, 256, ..., 2304 MB")
+    p.add_argument("--ranks", type=int, nargs="+", default=None, help="spill-policies: rank counts (default 256 1024); "
+                   "wu-lared-s: ranks (default 960)")
+    p.add_argument("--steps", type=int, default=None, help="spill-policies: BSP steps (default 50); wu-lared-s: steps "
+                   "(default 3)")
+    p.add_argument("--seed", type=int, default=None, help="wu-lared-s: scenario seed (default 0)")
+    p.add_argument("--ranks-per-node", type=int, default=None, help="he-sunway: ranks per node of the alltoall "
+                   "study (default 1)")
+    p.add_argument("--workers", type=int, default=2, help="wu-lared-s: parallel counterfactual re-runs (default 2)")
+
+    _json_flag(p)
+
+    def go(args: argparse.Namespace) -> int:
+        target = ALIASES.get(args.target, args.target)
+        before = set(Path("results").glob("*")) if args.output is None else set()
+        rc = REPRODUCTIONS[target][1](args)
+        if args.json:  # the folder the reproduction wrote, its files, its report and its exit status
+            out = args.output or next(iter(sorted(set(Path("results").glob(f"{target}*")) - before)), None) \
+                or api.default_output(target)
+            files = sorted(p.name for p in Path(out).iterdir()) if Path(out).is_dir() else []
+            report = next((Path(out) / f for f in files if f.endswith(".md")), None)
+            _dump({"target": target, "output": str(out), "exit_status": rc, "files": files,
+                   "report": report.read_text(encoding="utf-8") if report else None})
+        return rc
+
+    p.set_defaults(func=go)
