@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from waitlab import cli
+from waitlab.experiments.reproduce.okita_spilling import OkitaResult
 from waitlab.models.analysis.waitstates import make_events, wait_states
 from waitlab.simulator.export import chrome_trace_text
 
@@ -203,3 +204,16 @@ def test_setup_names_every_importable_folder_so_setuptools_does_not_warn():
                     and any(f.is_file() for f in sub.iterdir()):
                 missing.append(name)
     assert missing == []
+
+
+def test_okita_report_defines_s_si_sf_before_its_table():
+    """`reproduce okita-spilling` prints S, S_i and S_f with their meaning (Okita et al. section 4.1)."""
+    row = {"R_MB": 128, "S_paper": 2.65, "S_ours": 2.6, "S_i_paper": 3.11, "S_i_ours": 3.0, "S_f_paper": 3.09,
+           "S_f_ours": 3.1}
+    text = OkitaResult(pd.DataFrame([row]), pd.DataFrame(), {}, {}, 0.0).markdown()
+    first, table = text.split("\n\n", 1)
+    for name, meaning in (("S:", "without instrumentation"), ("S_i:", "kept in memory"),
+                          ("S_f:", "swap-out function f")):
+        assert name in first and meaning in first
+    # the worst error of the row is by hand max(|2.6/2.65 - 1|, |3.0/3.11 - 1|, |3.1/3.09 - 1|) = 3.5%
+    assert table.splitlines()[2].endswith("| 3.5% |")
