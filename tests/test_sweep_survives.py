@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from bad_inputs_corpus import GOOD, write
+from test_interruptions import SLOW  # the slow 128-rank point, declared once
 
 from waitlab.cli import main
 
@@ -150,23 +151,6 @@ def test_ctrl_c_stops_at_once_keeps_the_finished_points_and_the_rerun_completes_
     assert (out / "sweep.csv").read_bytes() == (ref / "sweep.csv").read_bytes()
 
 
-SLOW = """[scenario]
-name = "slow"
-ranks = 128
-seed = 1
-
-[platform]
-name = "deepcomp_7000"
-
-[application]
-kind = "fft"
-steps = 8
-bytes_per_peer = 65536
-
-[simulation]
-alltoall = "basic_linear"
-timeout = 300.0
-"""
 
 
 def test_sigterm_stops_with_status_143_and_leaves_no_process(tmp_path: Path) -> None:
