@@ -13,13 +13,13 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from bad_inputs_corpus import GOOD, write
+from process_watch import wait_for
 
 from waitlab.cli import main
 
@@ -61,15 +61,6 @@ def simulating_under(ancestor: int) -> bool:
                 continue
             if b"smpimain" in cmd and descends_from(int(d.name), ancestor):
                 return True
-    return False
-
-
-def wait_for(predicate, timeout: float) -> bool:  # type: ignore[no-untyped-def]
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        if predicate():
-            return True
-        time.sleep(0.05)
     return False
 
 

@@ -13,11 +13,11 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import pytest
 from bad_inputs_corpus import GOOD, write
+from process_watch import cleanup, marked, start, wait_for
 
 from waitlab.cli import main
 
@@ -43,41 +43,6 @@ timeout = 300.0
 """
 
 
-def marked(mark: str) -> list[tuple[int, str]]:
-    """(pid, command) of every process whose environment holds ``mark``."""
-    found = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            if mark.encode() in (d / "environ").read_bytes():
-                cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-                if not cmd:  # a zombie waiting for its parent to reap it is not running
-                    continue
-                found.append((int(d.name), cmd))
-        except OSError:
-            continue
-    return found
-
-
-def start(tmp_path: Path, *args: str) -> tuple[subprocess.Popen[str], str]:
-    mark = f"WAITLAB_TEST_MARK={uuid.uuid4().hex}"
-    env = dict(os.environ, WAITLAB_TEST_MARK=mark.split("=", 1)[1], TMPDIR=str(tmp_path / "tmp"))
-    (tmp_path / "tmp").mkdir(exist_ok=True)
-    proc = subprocess.Popen([sys.executable, "-m", "waitlab.cli", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path, start_new_session=True)
-    return proc, mark
-
-
-def wait_for(predicate, timeout: float) -> bool:  # type: ignore[no-untyped-def]
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return False
-
-
 def simulating(mark: str) -> bool:
     return any("smpimain" in cmd for _, cmd in marked(mark))
 
@@ -86,16 +51,6 @@ def slow_sweep(tmp_path: Path) -> Path:
     write(tmp_path / "slow.toml", SLOW)
     return write(tmp_path / "sw.toml", 'base = "slow.toml"\n[grid]\n"application.steps" = [8, 9]\n'
                  '[sweep]\nname = "slow-sweep"\nworkers = 2\n')
-
-
-def cleanup(proc: subprocess.Popen[str], mark: str) -> None:
-    for pid, _ in marked(mark):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    proc.kill()
-    proc.communicate()
 
 
 def test_first_ctrl_c_stops_cleanly(tmp_path: Path) -> None:

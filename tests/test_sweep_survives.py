@@ -9,14 +9,13 @@ from __future__ import annotations
 import csv
 import os
 import signal
-import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import pytest
 from bad_inputs_corpus import GOOD, write
+from process_watch import cleanup, marked, start, wait_for
 from test_interruptions import SLOW  # the slow 128-rank point, declared once
 
 from waitlab.cli import main
@@ -36,50 +35,6 @@ kind = "fft"
 steps = 1
 bytes_per_peer = 1024
 """
-
-
-def marked(mark: str) -> list[tuple[int, str]]:
-    """(pid, command) of every running process whose environment holds ``mark``."""
-    found = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            if mark.encode() in (d / "environ").read_bytes():
-                cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-                if cmd:
-                    found.append((int(d.name), cmd))
-        except OSError:
-            continue
-    return found
-
-
-def wait_for(predicate, timeout: float) -> bool:  # type: ignore[no-untyped-def]
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
-
-
-def start(tmp_path: Path, *args: str) -> tuple[subprocess.Popen[str], str]:
-    mark = uuid.uuid4().hex
-    (tmp_path / "tmp").mkdir(exist_ok=True)
-    env = dict(os.environ, WAITLAB_TEST_MARK=mark, TMPDIR=str(tmp_path / "tmp"))
-    proc = subprocess.Popen([sys.executable, "-m", "waitlab.cli", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path, start_new_session=True)
-    return proc, mark
-
-
-def cleanup(proc: subprocess.Popen[str], mark: str) -> None:
-    for pid, _ in marked(mark):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    proc.kill()
-    proc.communicate()
 
 
 def test_a_bad_point_fails_alone_with_its_own_message(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -149,8 +104,6 @@ def test_ctrl_c_stops_at_once_keeps_the_finished_points_and_the_rerun_completes_
     assert f"({12 - kept} this run, {kept} skipped as already done)" in text
     assert not (out / "incomplete.txt").exists()
     assert (out / "sweep.csv").read_bytes() == (ref / "sweep.csv").read_bytes()
-
-
 
 
 def test_sigterm_stops_with_status_143_and_leaves_no_process(tmp_path: Path) -> None:
