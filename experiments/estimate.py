@@ -28,13 +28,12 @@ from typing import Any
 
 from waitlab.errors import EnvironmentProblem, WaitlabError
 from waitlab.experiments.estimate_history import learned_factor, read_history, record_run
-from waitlab.experiments.pipeline import TREE_ALLREDUCE, Prepared
+from waitlab.experiments.pipeline import Prepared
 from waitlab.experiments.sources import source_for
+from waitlab.platforms.machine import EAGER_TRANSFER_KEY, TREE_ALLREDUCE
 from waitlab.simulator.spill import SPILL_MIN_OPS
 
 MiB = 1 << 20
-#: The SimGrid setting that transfers small messages when they are sent (SMPI's eager mailboxes).
-EAGER_TRANSFER_KEY = "smpi/async-small-thresh"
 #: Rank counts up to which the events are counted exactly (the operations are generated in full).
 EXACT_UP_TO = 16_384
 #: SMPI process: fixed part and per rank (actor, stack, mailboxes, requests; 33 MiB + 23–27.5 KiB per

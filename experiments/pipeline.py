@@ -48,16 +48,12 @@ from waitlab.models.perturb.stage import (
 )
 from waitlab.platforms import PlatformModel, RenderedPlatform, load_platform, placement_table, render_platform
 from waitlab.platforms.degraded import degrade_links
-from waitlab.platforms.machine import TREE_ALLREDUCE, contention_record, machine_settings
+from waitlab.platforms.machine import contention_record, machine_settings
 from waitlab.platforms.smpi_factors import calibrate
 from waitlab.simulator.build import simgrid_version
 from waitlab.simulator.spill import release_free_memory
 from waitlab.simulator.timeline import SCHEMA_VERSION
 from waitlab.version import __version__
-
-#: Kept for callers of the old name: the machine model (waitlab.platforms.machine) now sets these, with the
-#: scenario's solver precision.
-DEFAULT_SMPI_CONFIG: dict[str, str] = {"maxmin/precision": "1e-4", **TREE_ALLREDUCE}
 
 
 @dataclass(frozen=True)

@@ -37,14 +37,17 @@ from waitlab.platforms.model import PlatformModel
 from waitlab.platforms.render import RenderedPlatform
 from waitlab.platforms.smpi_factors import calibrate
 
-__all__ = ["CONTENTION_CHOICES", "SOLVER_PRECISION", "TIMING_PRECISION", "TREE_ALLREDUCE", "contention_record",
-           "machine_settings", "send_order_config"]
+__all__ = ["CONTENTION_CHOICES", "EAGER_TRANSFER_KEY", "SOLVER_PRECISION", "TIMING_PRECISION", "TREE_ALLREDUCE",
+           "contention_record", "machine_settings", "send_order_config"]
 
 #: The allreduce is a binomial reduce followed by a binomial broadcast, and MPI_Reduce is binomial: SimGrid's
 #: own default (a linear reduce whose root completes P-1 receives through P-1 ``waitany`` calls) costs O(P^2)
 #: simulation time per allreduce (docs/performance.md, "Scale"); the binomial trees are what MPI libraries do
 #: for small reductions, and they move a 1,024-rank LARED-S-like makespan by +9.6e-6 s per step.
 TREE_ALLREDUCE: dict[str, str] = {"smpi/allreduce": "redbcast", "smpi/reduce": "binomial"}
+#: The SimGrid setting that transfers small messages when they are sent (SMPI's eager mailboxes); the resource
+#: estimate reads it from a scenario's settings.
+EAGER_TRANSFER_KEY = "smpi/async-small-thresh"
 #: Default ``maxmin/precision``: SimGrid 3.32's LMM solver aborts ("Cannot saturate more a constraint that has
 #: no active element") when rounding error in a heavily shared link exceeds its default absolute precision 1e-5;
 #: 1e-4 completes those runs with identical times on every case compared (docs/calibration.md, "Solver precision").
