@@ -48,7 +48,8 @@ def tiny_cases() -> dict[str, RunData]:
                       enter=[0, 1, 0, 3, 0, 1, 0, 3], exit=[1, 3, 3, 3, 1, 3, 3, 3], match=[-1, 0] * 4)
     # ranks 0, 1 and 2, 3 each in a sub-communicator barrier (the events' match: one instance per group); rank 3 late
     subcomm = make_events(rank=[0, 0, 1, 1, 2, 2, 3, 3], op=["compute", "barrier"] * 4,
-                          enter=[0, 1, 0, 1, 0, 1, 0, 3], exit=[1, 1, 1, 1, 1, 3, 3, 3], match=[-1, 0, -1, 0, -1, 1, -1, 1])
+                          enter=[0, 1, 0, 1, 0, 1, 0, 3], exit=[1, 1, 1, 1, 1, 3, 3, 3],
+                          match=[-1, 0, -1, 0, -1, 1, -1, 1])
     # fences on window 0: rank 2 computes 3 s, the others 1 s: ranks 0 and 1 wait 2 s at the closing fence
     fence = _window(make_events(rank=[0, 0, 0, 1, 1, 1, 2, 2, 2], op=["win_fence", "compute", "win_fence"] * 3,
                                 enter=[0, 1, 2, 0, 1, 2, 0, 1, 4], exit=[1, 2, 4.5, 1, 2, 4.5, 1, 4, 4.5]))
