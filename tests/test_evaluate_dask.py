@@ -11,7 +11,7 @@ import pytest
 from waitlab import api
 
 pytest.importorskip("distributed")
-pytestmark = [pytest.mark.simgrid]
+pytestmark = [pytest.mark.simgrid, pytest.mark.slow]
 
 #: Two tiny cases: one late rank at an allreduce, and one at a row-communicator allreduce (no halos).
 CASE = """[scenario]
