@@ -173,7 +173,7 @@ def _closing(b: OpBuilder, params: StencilParams, members: npt.NDArray[np.int32]
         root = params.root if c == "reduce" else -1
         b.add(c, members, step=step, value=nbytes, value2=params.allreduce_flops, peer=root, comm=comm)
     elif c == "bcast":
-        b.add("bcast", members, step=step, value=nbytes, peer=params.root)
+        b.add("bcast", members, step=step, value=nbytes, peer=params.root, comm=comm)
     else:  # gather, allgather: send bytes, receive bytes per rank
         b.add(c, members, step=step, value=nbytes, value2=nbytes, peer=params.root if c == "gather" else -1,
               comm=comm)
