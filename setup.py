@@ -41,7 +41,7 @@ setup(
         "waitlab.platforms.data": ["*.toml"],
         "waitlab.experiments": ["scenarios/*.toml"],
         "waitlab.experiments.reproduce": ["*.c"],
-        "waitlab.experiments.diagnosis.builtin_suite": ["*.toml"],
+        "waitlab.experiments.diagnosis.builtin_suite": ["*.toml", "*.c"],
         "waitlab.experiments.report": ["*.js"],
     },
 )

@@ -249,12 +249,23 @@ class OpBuilder:
     _names: dict[str, int] = field(default_factory=dict)
     _ledger: list[dict[str, npt.NDArray[Any]]] = field(default_factory=list)
     _n_ledger: int = 0
+    _comms: dict[tuple[int, ...], int] = field(default_factory=dict)
 
     def name_id(self, name: str) -> int:
         """Index of ``name`` in the string table (added if new)."""
         if name not in self._names:
             self._names[name] = len(self._names)
         return self._names[name]
+
+    def comm_id(self, members: Sequence[int]) -> int:
+        """Id (1, 2, ...) of the sub-communicator of ``members`` (world ranks in communicator-rank order), added if
+        new; the world (all ranks in order) is 0."""
+        key = tuple(int(m) for m in members)
+        if key == tuple(range(self.n_ranks)):
+            return 0
+        if key not in self._comms:
+            self._comms[key] = len(self._comms) + 1
+        return self._comms[key]
 
     def add(
         self,
@@ -269,8 +280,10 @@ class OpBuilder:
         region: str | None = None,
         excess: npt.ArrayLike | None = None,
         cause_kind: str = "imbalance",
+        comm: int = 0,
     ) -> None:
-        """Emit ``action`` once for each rank in ``ranks`` (in rank order of the block)."""
+        """Emit ``action`` once for each rank in ``ranks`` (in rank order of the block); ``comm`` is the
+        communicator of a collective (:meth:`comm_id`, 0: the world)."""
         if action not in CODE:
             raise ValueError(f"unknown action {action!r}")
         r = np.atleast_1d(np.asarray(ranks, dtype=np.int32))
@@ -289,6 +302,7 @@ class OpBuilder:
         block["tag"] = np.broadcast_to(np.asarray(tag, np.int32), (n,)).copy()
         rid = self.name_id(region) if region is not None else -1
         block["name"] = np.full(n, rid, np.int32)
+        block["comm"] = np.full(n, comm, np.int32)
         if excess is not None:
             ex = np.broadcast_to(np.asarray(excess, np.float64), (n,)).copy()
             if (ex < 0).any():
@@ -336,4 +350,5 @@ class OpBuilder:
                    "seconds": np.zeros(0), "kind": np.zeros(0, np.int8)}  # fmt: skip
         names = tuple(sorted(self._names, key=self._names.__getitem__))
         data: dict[str, Any] = cols  # numpy columns (Any: OpTable also takes comms)
-        return OpTable(n_ranks=self.n_ranks, names=names, ledger=Ledger(**led), **data)
+        comms = tuple(sorted(self._comms, key=self._comms.__getitem__))
+        return OpTable(n_ranks=self.n_ranks, names=names, ledger=Ledger(**led), comms=comms, **data)

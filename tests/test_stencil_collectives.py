@@ -104,3 +104,51 @@ def test_reduce_wait_is_early_reduce_on_the_root_only(replay: Replayer) -> None:
     w = ws.iloc[0]
     assert (w["rank"], w["pattern"], w["peer_rank"]) == (2, "early_reduce", 1)
     assert w["wait"] == pytest.approx(2.0, abs=1e-4)
+
+
+# ---- sub-communicators: collective_comm = "row" | "column", halo_every -----------------------------------------
+
+
+def test_row_and_column_communicators_by_hand() -> None:
+    # a 3 x 2 grid (px = 3, py = 2): rank r at x = r % 3, y = r // 3; rows {0, 1, 2}, {3, 4, 5}; columns
+    # {0, 3}, {1, 4}, {2, 5}; members in communicator-rank order (key = x for a row, y for a column)
+    row = generate(StencilParams(steps=2, grid=(3, 2), collective_comm="row"), 6, seed=0)
+    sel = row.mask(["allreduce"])
+    assert row.comms == ((0, 1, 2), (3, 4, 5))
+    assert dict(zip(row.rank[sel].tolist(), row.comm[sel].tolist(), strict=False)) == {0: 1, 1: 1, 2: 1,
+                                                                                       3: 2, 4: 2, 5: 2}
+    assert sel.sum() == 2 * 6 and (row.comm[~sel] == 0).all()  # halos stay on the world
+    col = generate(StencilParams(steps=1, grid=(3, 2), collective="barrier", collective_comm="column"), 6, seed=0)
+    sel = col.mask(["barrier"])
+    assert col.comms == ((0, 3), (1, 4), (2, 5))
+    assert col.comm[sel].tolist() == [1, 2, 3, 1, 2, 3]  # ranks 0..5 in order
+    world = generate(StencilParams(steps=1, grid=(3, 2)), 6, seed=0)
+    assert world.comms == () and (world.comm == 0).all()
+
+
+def test_halo_every() -> None:
+    # a 1-D grid of 2 ranks: one neighbour each, so a halo exchange is irecv + isend + waitall (3 ops per rank)
+    every2 = generate(StencilParams(steps=4, dims=1, halo_every=2), 2, seed=0)
+    assert every2.step[every2.mask(["waitall"]) & (every2.rank == 0)].tolist() == [0, 2]
+    never = generate(StencilParams(steps=4, dims=1, halo_every=0), 2, seed=0)
+    assert not never.mask(["irecv", "isend", "waitall"]).any()
+
+
+def test_sub_communicator_needs_2d_and_no_root() -> None:
+    with pytest.raises(InputError, match=r"application.collective_comm: 'row' needs dims = 2"):
+        params_from_mapping("stencil", {"dims": 1, "collective_comm": "row"}, "s.toml")
+    with pytest.raises(InputError, match=r"application.collective_comm: 'column' needs dims = 2 and a collective "
+                                         r"without a root \(got dims = 2, collective = 'reduce'\)"):
+        params_from_mapping("stencil", {"collective": "reduce", "collective_comm": "column"}, "s.toml")
+
+
+@pytest.mark.simgrid
+def test_row_allreduce_waits_stay_in_the_late_rank_row(replay: Replayer) -> None:
+    # 2 x 2 grid, rows {0, 1} and {2, 3}, no halos: rank 1 computes 3 s, the others 1 s; only rank 0 (its
+    # row-mate) waits, 2 s, at the row allreduce; row {2, 3} does not wait
+    p = StencilParams(steps=1, grid=(2, 2), halo_every=0, compute_seconds=1.0, collective_comm="row",
+                      imbalance=(Imbalance("Stencil", ranks=[1], magnitude=2.0),))
+    _, ws = replay(generate(p, 4, seed=0))
+    ws = ws[ws["wait"] > 1e-6]
+    assert ws["rank"].tolist() == [0] and ws["pattern"].tolist() == ["wait_at_nxn"]
+    assert ws["wait"].iloc[0] == pytest.approx(2.0, abs=1e-4)

@@ -15,7 +15,7 @@ import pytest
 import waitlab
 from waitlab.errors import InputError
 from waitlab.experiments.diagnosis import registry
-from waitlab.experiments.diagnosis.check import check_model
+from waitlab.experiments.diagnosis.check import check_model, tiny_cases
 from waitlab.experiments.diagnosis.diagnose import run_models
 from waitlab.experiments.diagnosis.suite import load_suite
 from waitlab.models.analysis.baselines import blame_shifting_model, critical_path_model, profile_model
@@ -144,6 +144,29 @@ def test_builtin_models_keep_the_protocol(key: str) -> None:
     assert check_model(key) == []
 
 
+#: check_model's sub-communicator and one-sided runs: (wait pattern, waits per rank, the late rank), by hand
+#: (experiments/diagnosis/check.py): rank 3 enters its group's barrier at 3 s, rank 2 at 1 s; rank 2 reaches the
+#: closing fence at 4 s, ranks 0 and 1 at 2 s; rank 1 holds rank 0's lock to its unlock at 3.1 s, rank 2 asks at 1 s.
+TINY = {"barrier on two sub-communicators": ("wait_at_barrier", {2: 2.0}, 3),
+        "one-sided fence, one late rank": ("rma_wait_at_fence", {0: 2.0, 1: 2.0}, 2),
+        "one-sided lock contention": ("rma_lock_contention", {2: 2.1}, 1)}
+
+
+@pytest.mark.parametrize("case", list(TINY))
+def test_check_model_sub_communicator_and_one_sided_runs(case: str) -> None:
+    pattern, waits, late = TINY[case]
+    run = tiny_cases()[case]
+    assert set(run.waits["pattern"]) == {pattern}
+    assert run.waits.groupby("rank")["wait"].sum().to_dict() == pytest.approx(waits)
+    # the models that follow a wait to its culprit blame the late rank for all of it
+    for key in ("cwpdm", "hcwpdm_each", "critical_path", "graph"):
+        blame = registry.resolve(key).fn(run)
+        assert set(blame["rank"]) == {late}, key
+        assert blame["seconds"].sum() == pytest.approx(sum(waits.values())), key
+    # the profile blames the waiters
+    assert set(registry.resolve("profile").fn(run)["rank"]) == set(waits)
+
+
 def test_a_failing_model_is_named_and_the_others_kept() -> None:
     ev = _barrier()
     errors: dict[str, str] = {}
@@ -191,9 +214,20 @@ def test_builtin_suite_covers_the_cause_classes() -> None:
     assert len(cases) >= 40
     assert {c.cause for c in cases} >= {"compute imbalance", "system noise", "propagation chain", "collective",
                                         "instrumentation overhead", "trace flushing", "trace swapping",
-                                        "mixed causes", "ties", "degraded link"}
+                                        "mixed causes", "ties", "degraded link", "sub-communicators",
+                                        "one-sided"}
     names = {c.file.stem for c in cases}
-    assert {"collective-barrier-16", "collective-early-reduce-16", "noise-one-node-16", "link-degraded-16"} <= names
+    assert {"collective-barrier-16", "collective-early-reduce-16", "noise-one-node-16", "link-degraded-16",
+            "subcomm-row-16", "subcomm-row-256", "rma-fence-16", "rma-lock-16"} <= names
+    assert {16, 256} <= {c.scenario.ranks for c in cases if c.cause == "sub-communicators"}
+    assert {16, 64} <= {c.scenario.ranks for c in cases if c.cause == "one-sided"}  # 256 ranks: docs/workbench.md
+    # the sub-communicator cases run their closing collective on row / column communicators
+    sub = [c for c in cases if c.cause == "sub-communicators"]
+    assert {c.scenario.application.collective_comm for c in sub} == {"row", "column"}
+    # the one-sided cases run the suite's own C program (its source ships with the suite)
+    rma = [c for c in cases if c.cause == "one-sided"]
+    assert {c.scenario.application_kind for c in rma} == {"program"}
+    assert {c.scenario.application.args[0] for c in rma} == {"fence", "lock"}
     assert {16, 256} <= {c.scenario.ranks for c in cases}
     assert len({c.scenario.platform.name for c in cases}) >= 2
 

@@ -2,7 +2,8 @@
 ``check_estimator``).
 
 The model runs on tiny hand-made runs (:func:`tiny_cases`: a barrier one rank is late to, a chain of
-late senders, a run without any wait, an exact tie) and every output is checked with
+late senders, a run without any wait, an exact tie, a barrier on a sub-communicator, one-sided fence and lock
+waits) and every output is checked with
 :func:`~waitlab.models.analysis.protocol.blame_problems`: a DataFrame, the columns ``rank, region,
 seconds``, finite non-negative blame, ranks that exist, no more blame than wait.  Exceptions are
 reported, not raised.
@@ -25,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from waitlab.experiments.diagnosis.registry import ModelSpec, resolve
@@ -44,9 +46,30 @@ def tiny_cases() -> dict[str, RunData]:
                            exit=[1, 1, 1, 1], match=[-1, 0] * 2)
     tie = make_events(rank=[0, 0, 1, 1, 2, 2, 3, 3], op=["compute", "allreduce"] * 4,
                       enter=[0, 1, 0, 3, 0, 1, 0, 3], exit=[1, 3, 3, 3, 1, 3, 3, 3], match=[-1, 0] * 4)
+    # ranks 0, 1 and 2, 3 each in a sub-communicator barrier (the events' match: one instance per group); rank 3 late
+    subcomm = make_events(rank=[0, 0, 1, 1, 2, 2, 3, 3], op=["compute", "barrier"] * 4,
+                          enter=[0, 1, 0, 1, 0, 1, 0, 3], exit=[1, 1, 1, 1, 1, 3, 3, 3],
+                          match=[-1, 0, -1, 0, -1, 1, -1, 1])
+    # fences on window 0: rank 2 computes 3 s, the others 1 s: ranks 0 and 1 wait 2 s at the closing fence
+    fence = _window(make_events(rank=[0, 0, 0, 1, 1, 1, 2, 2, 2], op=["win_fence", "compute", "win_fence"] * 3,
+                                enter=[0, 1, 2, 0, 1, 2, 0, 1, 4], exit=[1, 2, 4.5, 1, 2, 4.5, 1, 4, 4.5]))
+    # exclusive locks on rank 0's window: rank 1 holds it 3 s, rank 2 asks at 1 s and waits 2.1 s (Lock Contention)
+    lock = _window(make_events(rank=[0, 1, 1, 1, 1, 2, 2, 2],
+                               op=["compute", "win_lock", "compute", "put", "win_unlock", "win_lock", "put",
+                                   "win_unlock"],
+                               enter=[0, 0, 0, 3, 3.1, 1, 3.1, 3.2], exit=[3.3, 0, 3, 3.1, 3.2, 3.1, 3.2, 3.3],
+                               peer=[-1, 0, -1, 0, 0, 0, 0, 0]))
     return {name: RunData(ev, wait_states(ev)) for name, ev in (
         ("barrier, one late rank", barrier), ("late-sender chain", chain), ("no wait", balanced),
-        ("exact tie at an allreduce", tie))}
+        ("exact tie at an allreduce", tie), ("barrier on two sub-communicators", subcomm),
+        ("one-sided fence, one late rank", fence), ("one-sided lock contention", lock))}
+
+
+def _window(ev: pd.DataFrame) -> pd.DataFrame:
+    """``ev`` with its one-sided calls on window 0 (``tag``) and program order per rank (``seq``)."""
+    ev["tag"] = np.zeros(len(ev), np.int32)
+    ev["seq"] = ev.groupby("rank").cumcount().to_numpy(np.int32)
+    return ev
 
 
 def check_model(model: str | Callable[..., pd.DataFrame] | ModelSpec, **options: Any) -> list[str]:

@@ -17,6 +17,14 @@ root waits for the latest rank), ``"bcast"`` from ``root`` (Late Broadcast: a
 late root makes everybody wait), or ``"allgather"`` (Wait at NxN).  It carries
 ``allreduce_bytes`` per rank (``reduce`` also ``allreduce_flops``).
 
+``collective_comm`` runs it on sub-communicators of a 2-D grid: ``"row"`` (one
+communicator per grid row, ``px`` ranks: ``MPI_Comm_split(color = y, key =
+x)``) or ``"column"`` (one per column, ``py`` ranks), as line solvers and
+transposes do; only the collectives without a root (allreduce, barrier,
+allgather).  A late rank then makes only its own group wait at the collective.
+``halo_every`` exchanges halos every n-th step (0: never): without halos the
+groups never meet, so the waits stay inside the late rank's group.
+
 Examples
 --------
 >>> ops = generate(StencilParams(steps=2, dims=1), n_ranks=3, seed=0)
@@ -25,6 +33,9 @@ Examples
 >>> ops = generate(StencilParams(steps=1, dims=1, collective="reduce", root=2), n_ranks=3, seed=0)
 >>> ops.peer[ops.mask(["reduce"])].tolist()  # every rank names the root
 [2, 2, 2]
+>>> ops = generate(StencilParams(steps=1, grid=(2, 2), collective_comm="row", halo_every=0), n_ranks=4)
+>>> ops.comms, ops.comm[ops.mask(["allreduce"])].tolist()  # rows {0, 1} and {2, 3}
+(((0, 1), (2, 3)), [1, 1, 2, 2])
 """
 
 from __future__ import annotations
@@ -50,6 +61,8 @@ from waitlab.models.validation import ParamError, StrictBool, StrictInt, num, pa
 Closing = Literal["allreduce", "barrier", "reduce", "gather", "bcast", "allgather"]
 #: Those that have a root.
 ROOTED: frozenset[str] = frozenset({"reduce", "gather", "bcast"})
+#: Communicators the closing collective can run on.
+CollectiveComm = Literal["world", "row", "column"]
 
 
 @params
@@ -79,6 +92,11 @@ class StencilParams(AppParams):
         The closing collective (module doc).
     root : int
         Root rank of ``reduce``, ``gather`` and ``bcast`` (must be below the rank count).
+    collective_comm : {"world", "row", "column"}
+        Communicator of the closing collective: all ranks, or one per row / column of the
+        2-D grid (module doc).
+    halo_every : int
+        Halo exchange before every n-th step's ``Stencil`` (0: never).
     """
 
     KIND: ClassVar[str] = "stencil"
@@ -94,6 +112,8 @@ class StencilParams(AppParams):
     allreduce_every: int = num(1, ge=0)
     collective: Closing = "allreduce"
     root: int = num(0, ge=0)
+    collective_comm: CollectiveComm = "world"
+    halo_every: int = num(1, ge=0)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -104,6 +124,11 @@ class StencilParams(AppParams):
         if self.root and self.collective not in ROOTED:
             raise ParamError("root", f"collective {self.collective!r} has no root",
                              f"use collective = one of {sorted(ROOTED)}, or leave root out")
+        if self.collective_comm != "world" and (self.dims != 2 or self.collective in ROOTED):
+            raise ParamError("collective_comm", f"{self.collective_comm!r} needs dims = 2 and a collective without "
+                             f"a root (got dims = {self.dims}, collective = {self.collective!r})",
+                             'use dims = 2 with collective = "allreduce", "barrier" or "allgather", '
+                             'or collective_comm = "world"')
 
 
 def generate(params: StencilParams, n_ranks: int, seed: int = 0) -> OpTable:
@@ -118,24 +143,37 @@ def generate(params: StencilParams, n_ranks: int, seed: int = 0) -> OpTable:
         px, py = process_grid(n_ranks, params.grid)
     excess = region_excess(params, "Stencil", n_ranks, seed)
     b = OpBuilder(n_ranks=n_ranks)
-    everyone = np.arange(n_ranks, dtype=np.int32)
+    groups = _groups(params.collective_comm, px, py)
     for s in range(params.steps):
-        emit_halo_exchange(b, px, py, step=s, nbytes=params.halo_bytes, periodic=params.periodic)
+        if params.halo_every and s % params.halo_every == 0:
+            emit_halo_exchange(b, px, py, step=s, nbytes=params.halo_bytes, periodic=params.periodic)
         emit_region(b, "Stencil", step=s, seconds=params.compute_seconds + excess[s], excess=excess[s])
         if params.allreduce_every and (s + 1) % params.allreduce_every == 0:
-            _closing(b, params, everyone, s)
+            for members in groups:
+                _closing(b, params, members, s, b.comm_id(members.tolist()))
     return b.build()
 
 
-def _closing(b: OpBuilder, params: StencilParams, everyone: npt.NDArray[np.int32], step: int) -> None:
-    """The step's closing collective (TI arguments: :mod:`waitlab.models.vocabulary`)."""
+def _groups(comm: str, px: int, py: int) -> list[npt.NDArray[np.int32]]:
+    """Members (world ranks, in communicator-rank order) of each communicator of the closing collective."""
+    grid = np.arange(px * py, dtype=np.int32).reshape(py, px)  # grid[y, x] = rank at (x, y)
+    if comm == "row":
+        return list(grid)
+    if comm == "column":
+        return list(grid.T.copy())
+    return [grid.ravel()]
+
+
+def _closing(b: OpBuilder, params: StencilParams, members: npt.NDArray[np.int32], step: int, comm: int) -> None:
+    """The step's closing collective on ``members`` (TI arguments: :mod:`waitlab.models.vocabulary`)."""
     c, nbytes = params.collective, params.allreduce_bytes
     if c == "barrier":
-        b.add("barrier", everyone, step=step)
+        b.add("barrier", members, step=step, comm=comm)
     elif c in ("allreduce", "reduce"):
         root = params.root if c == "reduce" else -1
-        b.add(c, everyone, step=step, value=nbytes, value2=params.allreduce_flops, peer=root)
+        b.add(c, members, step=step, value=nbytes, value2=params.allreduce_flops, peer=root, comm=comm)
     elif c == "bcast":
-        b.add("bcast", everyone, step=step, value=nbytes, peer=params.root)
+        b.add("bcast", members, step=step, value=nbytes, peer=params.root, comm=comm)
     else:  # gather, allgather: send bytes, receive bytes per rank
-        b.add(c, everyone, step=step, value=nbytes, value2=nbytes, peer=params.root if c == "gather" else -1)
+        b.add(c, members, step=step, value=nbytes, value2=nbytes, peer=params.root if c == "gather" else -1,
+              comm=comm)
