@@ -1,0 +1,209 @@
+// waitlab replay extension: one-sided communication (issue 25).  See waitlab_replay.hpp.
+//
+// SimGrid 3.32's TI replay has no RMA action.  waitlab writes one-sided calls on windows of MPI_COMM_WORLD as
+//   win_create <win> <bytes>        win_free <win>        win_fence <win> [assert]
+//   put|get <target> <win> <bytes>  win_lock|win_lock_shared|win_unlock <target> <win>
+//   win_post|win_start <win> <m0>,<m1>,...   win_complete <win>   win_wait <win>   win_group <member> <win>
+// (<win>: the k-th window the rank created, the same on every rank; <target>, <m>: world ranks; win_group lines
+// repeat the members of the post/start before them, as the measurement layer records them, and take no time).
+//
+// Each line runs SMPI's own implementation, simgrid::smpi::Win of libsimgrid 3.32 (src/smpi/mpi/smpi_win.cpp), the
+// code MPI_Win_fence, MPI_Put, ... run in the program: so the replay has the program run's simulated times.  Not
+// through the MPI functions: each of those books the host CPU time since the rank's last MPI call as simulated
+// computation (SmpiBenchGuard -> smpi_bench_end -> smpi_execute, for bursts of at least smpi/cpu-threshold), and
+// the replay's times then differed run to run (by 1e-11 to 1e-8 s) with the machine's load.  Win's members are
+// exported by libsimgrid but declared in no installed header: they are named by their symbols (Itanium C++ ABI,
+// `this` first).  Puts and gets move no data (SMPI's replaying flag: the copy callbacks are no-ops): windows are
+// made of 1 byte of memory, declared as large as any access.
+#include "waitlab_replay.hpp"
+#include "xbt/str.h"
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <new>
+#include <string>
+#include <vector>
+
+// simgrid::smpi::Win (src/smpi/include/smpi_win.hpp of SimGrid 3.32).
+extern "C" void smpi_win_construct(void* self, void* base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
+                                   bool allocated, bool dynamic) __asm__(
+    "_ZN7simgrid4smpi3WinC1EPvliPNS0_4InfoEPNS0_4CommEbb");
+extern "C" int smpi_win_del(MPI_Win win) __asm__("_ZN7simgrid4smpi3Win3delEPS1_");
+extern "C" int smpi_win_fence(MPI_Win self, int assert_) __asm__("_ZN7simgrid4smpi3Win5fenceEi");
+extern "C" int smpi_win_put(MPI_Win self, const void* origin, int origin_count, MPI_Datatype origin_type, int target,
+                            MPI_Aint target_disp, int target_count, MPI_Datatype target_type, MPI_Request* request)
+    __asm__("_ZN7simgrid4smpi3Win3putEPKviPNS0_8DatatypeEiliS5_PPNS0_7RequestE");
+extern "C" int smpi_win_get(MPI_Win self, void* origin, int origin_count, MPI_Datatype origin_type, int target,
+                            MPI_Aint target_disp, int target_count, MPI_Datatype target_type, MPI_Request* request)
+    __asm__("_ZN7simgrid4smpi3Win3getEPviPNS0_8DatatypeEiliS4_PPNS0_7RequestE");
+extern "C" int smpi_win_lock(MPI_Win self, int lock_type, int rank, int assert_) __asm__("_ZN7simgrid4smpi3Win4lockEiii");
+extern "C" int smpi_win_unlock(MPI_Win self, int rank) __asm__("_ZN7simgrid4smpi3Win6unlockEi");
+extern "C" int smpi_win_post(MPI_Win self, MPI_Group group, int assert_) __asm__(
+    "_ZN7simgrid4smpi3Win4postEPNS0_5GroupEi");
+extern "C" int smpi_win_start(MPI_Win self, MPI_Group group, int assert_) __asm__(
+    "_ZN7simgrid4smpi3Win5startEPNS0_5GroupEi");
+extern "C" int smpi_win_complete(MPI_Win self) __asm__("_ZN7simgrid4smpi3Win8completeEv");
+extern "C" int smpi_win_wait(MPI_Win self) __asm__("_ZN7simgrid4smpi3Win4waitEv");
+
+// simgrid::smpi::ActorExt::EXTENSION_ID (an xbt::Extension: one size_t) and ActorExt::set_replaying(bool).
+extern std::size_t smpi_actor_extension_id __asm__("_ZN7simgrid4smpi8ActorExt12EXTENSION_IDE");
+extern "C" void smpi_actor_set_replaying(void* self, bool on) __asm__("_ZN7simgrid4smpi8ActorExt13set_replayingEb");
+
+namespace waitlab_replay {
+namespace {
+
+constexpr size_t kWinStorage = 4096;             // bytes, above sizeof(simgrid::smpi::Win) of SimGrid 3.32
+constexpr MPI_Aint kWinBytes = LONG_MAX / 1024;  // declared window size: no access of a replay is refused
+
+std::deque<std::map<int, MPI_Win>> g_windows; // per rank: window id -> window
+char g_window_memory[1];                      // every window's base: a replay copies no data
+
+void set_replaying(bool on)
+{
+  smpi_actor_set_replaying(simgrid::s4u::Actor::self()->extension(smpi_actor_extension_id), on);
+}
+
+std::map<int, MPI_Win>& windows_of_self()
+{
+  auto rank = static_cast<size_t>(self_rank());
+  if (rank >= g_windows.size())
+    g_windows.resize(rank + 1);
+  return g_windows[rank];
+}
+
+MPI_Win window_of(const simgrid::xbt::ReplayAction& action, size_t idx)
+{
+  int id = static_cast<int>(parse_seconds(action, idx));
+  auto& windows = windows_of_self();
+  auto it = windows.find(id);
+  if (it == windows.end()) {
+    fprintf(stderr, "waitlab-replay: rank %d uses window %d before creating it\n", self_rank(), id);
+    abort();
+  }
+  return it->second;
+}
+
+void check(int rc, const simgrid::xbt::ReplayAction& action)
+{
+  if (rc != MPI_SUCCESS) {
+    fprintf(stderr, "waitlab-replay: %s of rank %s failed in SMPI (error %d)\n", action[1].c_str(), action[0].c_str(),
+            rc);
+    abort();
+  }
+}
+
+// The group of world ranks "<m0>,<m1>,..." (argument idx) for post/start: MPI_Group_incl of MPI_COMM_WORLD's group
+// (SMPI's group calls measure no host time).  The window keeps its own reference until complete/wait.
+MPI_Group group_of(const simgrid::xbt::ReplayAction& action, size_t idx)
+{
+  if (action.size() <= idx) {
+    fprintf(stderr, "waitlab-replay: %s of rank %s needs its group\n", action[1].c_str(), action[0].c_str());
+    abort();
+  }
+  std::vector<int> members;
+  const std::string& list = action[idx] == "-" ? std::string() : action[idx]; // "-": no member
+  for (size_t pos = 0; pos < list.size();) {
+    size_t end = list.find(',', pos);
+    if (end == std::string::npos)
+      end = list.size();
+    members.push_back(xbt_str_parse_int(list.substr(pos, end - pos).c_str(), "waitlab-replay: bad group member"));
+    pos = end + 1;
+  }
+  MPI_Group world;
+  MPI_Group group;
+  MPI_Comm_group(MPI_COMM_WORLD, &world);
+  MPI_Group_incl(world, static_cast<int>(members.size()), members.data(), &group);
+  MPI_Group_free(&world);
+  return group;
+}
+
+template <typename F> void timed(int code, F&& body)
+{
+  double t0 = simgrid::s4u::Engine::get_clock();
+  body();
+  log_record(code, t0, simgrid::s4u::Engine::get_clock());
+}
+
+} // namespace
+
+void register_rma_actions()
+{
+  using simgrid::xbt::ReplayAction;
+  xbt_replay_action_register(kActions[WL_WIN_CREATE], [](ReplayAction& action) {
+    int id = static_cast<int>(parse_seconds(action, 2));
+    timed(WL_WIN_CREATE, [&] {
+      // Win's constructor exchanges the windows' addresses by an allgather whose payload a replaying rank does
+      // not copy: it runs with the flag off, as in the program (a real copy of 8 bytes per rank, no host time).
+      void* storage = ::operator new(kWinStorage);
+      std::memset(storage, 0, kWinStorage);
+      set_replaying(false);
+      smpi_win_construct(storage, g_window_memory, kWinBytes, 1, MPI_INFO_NULL, MPI_COMM_WORLD, false, false);
+      set_replaying(true);
+      windows_of_self()[id] = static_cast<MPI_Win>(storage);
+    });
+  });
+  xbt_replay_action_register(kActions[WL_WIN_FREE], [](ReplayAction& action) {
+    MPI_Win win = window_of(action, 2);
+    timed(WL_WIN_FREE, [&] { check(smpi_win_del(win), action); }); // two barriers; deletes the window
+    windows_of_self().erase(static_cast<int>(parse_seconds(action, 2)));
+  });
+  xbt_replay_action_register(kActions[WL_WIN_FENCE], [](ReplayAction& action) {
+    MPI_Win win = window_of(action, 2);
+    int assert_ = action.size() > 3 ? static_cast<int>(parse_seconds(action, 3)) : 0;
+    timed(WL_WIN_FENCE, [&] { check(smpi_win_fence(win, assert_), action); });
+  });
+  for (int code : {WL_PUT, WL_GET}) {
+    xbt_replay_action_register(kActions[code], [code](ReplayAction& action) {
+      int target = static_cast<int>(parse_seconds(action, 2));
+      MPI_Win win = window_of(action, 3);
+      auto n = static_cast<int>(parse_seconds(action, 4));
+      static char origin[1]; // nothing is copied while replaying
+      timed(code, [&] {
+        if (code == WL_PUT)
+          check(smpi_win_put(win, origin, n, MPI_BYTE, target, 0, n, MPI_BYTE, nullptr), action);
+        else
+          check(smpi_win_get(win, origin, n, MPI_BYTE, target, 0, n, MPI_BYTE, nullptr), action);
+      });
+    });
+  }
+  for (int code : {WL_WIN_LOCK, WL_WIN_LOCK_SHARED, WL_WIN_UNLOCK}) {
+    xbt_replay_action_register(kActions[code], [code](ReplayAction& action) {
+      int target = static_cast<int>(parse_seconds(action, 2));
+      MPI_Win win = window_of(action, 3);
+      timed(code, [&] {
+        if (code == WL_WIN_UNLOCK)
+          check(smpi_win_unlock(win, target), action);
+        else
+          check(smpi_win_lock(win, code == WL_WIN_LOCK ? MPI_LOCK_EXCLUSIVE : MPI_LOCK_SHARED, target, 0), action);
+      });
+    });
+  }
+  for (int code : {WL_WIN_POST, WL_WIN_START}) {
+    xbt_replay_action_register(kActions[code], [code](ReplayAction& action) {
+      MPI_Win win = window_of(action, 2);
+      MPI_Group group = group_of(action, 3);
+      timed(code, [&] {
+        check(code == WL_WIN_POST ? smpi_win_post(win, group, 0) : smpi_win_start(win, group, 0), action);
+      });
+      MPI_Group_free(&group); // the window holds its own reference
+    });
+  }
+  xbt_replay_action_register(kActions[WL_WIN_COMPLETE], [](ReplayAction& action) {
+    MPI_Win win = window_of(action, 2);
+    timed(WL_WIN_COMPLETE, [&] { check(smpi_win_complete(win), action); });
+  });
+  xbt_replay_action_register(kActions[WL_WIN_WAIT], [](ReplayAction& action) {
+    MPI_Win win = window_of(action, 2);
+    timed(WL_WIN_WAIT, [&] { check(smpi_win_wait(win), action); });
+  });
+  xbt_replay_action_register(kActions[WL_WIN_GROUP], [](ReplayAction&) { // recorded with its post/start: no time
+    double t = simgrid::s4u::Engine::get_clock();
+    log_record(WL_WIN_GROUP, t, t);
+  });
+}
+
+} // namespace waitlab_replay
