@@ -59,7 +59,7 @@ def capture(scenario: Scenario, out: Path, *, via: str = "layer", force: bool = 
         if via == "layer":
             m = run_real_program(scenario, platform, work, settings)
             check_replayable(m.ops, scenario.source)
-            _check_rma_protocol(m.ops, scenario, platform.mpi.rma_protocol if platform.mpi else "smpi")
+            _check_rma_protocol(m.ops, scenario, platform.program_env.get("WAITLAB_RMA_PROTOCOL", "smpi"))
             index = write_trace(replayable_ops(m.ops), platform.core_speed, partial, vectors=m.run.vectors,
                                 header=header, relative=True)
             n_ops = len(m.ops)

@@ -18,8 +18,9 @@ line                                               operation-table row
 ``win_group <member> <win>``                       peer = member (the measurement layer's record of the group)
 =================================================  ==========================================================
 
-Other one-sided calls (``MPI_Win_lock_all``, flushes, accumulates, request-based operations) and windows on
-other communicators are refused at capture by :func:`check_rma_replayable`, naming the first such record.
+Other one-sided calls (``MPI_Win_lock_all``, flushes, accumulates, request-based operations) are refused at capture
+by :func:`check_rma_replayable`, naming the first such record (windows on other communicators are refused by the
+program run itself, :mod:`waitlab.simulator.rma_records`).
 """
 
 from __future__ import annotations
@@ -122,8 +123,8 @@ def parse_rma(action: str, args: list[str], world: int) -> tuple[float, float, i
 
 
 def check_rma_replayable(ops: OpTable, origin: str) -> None:
-    """Refuse, naming the first such record, one-sided calls the replay extension cannot run and windows on
-    communicators other than ``MPI_COMM_WORLD`` (or a duplicate)."""
+    """Refuse, naming the first such record, one-sided calls the replay extension cannot run (windows on other
+    communicators than ``MPI_COMM_WORLD`` or a duplicate are refused by the program run itself)."""
     bad = np.flatnonzero(_NOT_REPLAYED[ops.code])
     if bad.size:
         i = int(bad[0])
@@ -131,15 +132,6 @@ def check_rma_replayable(ops: OpTable, origin: str) -> None:
                          f"rank {ops.rank[i]} operation {ops.seq[i]} is one-sided MPI ({ACTIONS[ops.code[i]]}) and "
                          f"waitlab's replay runs only {', '.join(RMA_TI_ACTIONS)}, so this capture could not replay",
                          'run the program itself (kind = "program"): waitlab measures every one-sided call')
-    world = tuple(range(ops.n_ranks))
-    rma = np.flatnonzero(_IS_RMA[ops.code] & (ops.comm != 0))
-    on_sub = [int(i) for i in rma if ops.comms[int(ops.comm[i]) - 1] != world]
-    if on_sub:
-        i = on_sub[0]
-        raise InputError(origin, "application (capture)",
-                         f"rank {ops.rank[i]} operation {ops.seq[i]} ({ACTIONS[ops.code[i]]}) is on a window of a "
-                         "sub-communicator: waitlab's replay runs one-sided calls on windows of MPI_COMM_WORLD only",
-                         'run the program itself (kind = "program")')
 
 
 def with_rma_groups(ops: OpTable) -> OpTable:

@@ -14,11 +14,13 @@
 // the replay's times then differed run to run (by 1e-11 to 1e-8 s) with the machine's load.  Win's members are
 // exported by libsimgrid but declared in no installed header: they are named by their symbols (Itanium C++ ABI,
 // `this` first).  Puts and gets move no data (SMPI's replaying flag: the copy callbacks are no-ops): windows are
-// made of 1 byte of memory, declared as large as any access.
+// made of 1 byte of memory, declared as large as any access.  Window creation: see connect() below.
 #include "waitlab_replay.hpp"
 #include "xbt/str.h"
 
 #include <climits>
+#include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -49,10 +51,6 @@ extern "C" int smpi_win_start(MPI_Win self, MPI_Group group, int assert_) __asm_
 extern "C" int smpi_win_complete(MPI_Win self) __asm__("_ZN7simgrid4smpi3Win8completeEv");
 extern "C" int smpi_win_wait(MPI_Win self) __asm__("_ZN7simgrid4smpi3Win4waitEv");
 
-// simgrid::smpi::ActorExt::EXTENSION_ID (an xbt::Extension: one size_t) and ActorExt::set_replaying(bool).
-extern std::size_t smpi_actor_extension_id __asm__("_ZN7simgrid4smpi8ActorExt12EXTENSION_IDE");
-extern "C" void smpi_actor_set_replaying(void* self, bool on) __asm__("_ZN7simgrid4smpi8ActorExt13set_replayingEb");
-
 namespace waitlab_replay {
 namespace {
 
@@ -62,9 +60,39 @@ constexpr MPI_Aint kWinBytes = LONG_MAX / 1024;  // declared window size: no acc
 std::deque<std::map<int, MPI_Win>> g_windows; // per rank: window id -> window
 char g_window_memory[1];                      // every window's base: a replay copies no data
 
-void set_replaying(bool on)
+// Every rank's window of each id, filled before the windows are built: all ranks run in this one process.
+std::map<int, std::vector<MPI_Win>> g_by_id;
+
+// Win's constructor exchanges the windows' addresses with an allgather (connected_wins_), whose payload a replay
+// does not copy (SMPI's "replaying" flag: the copy callbacks are no-ops).  Turning the flag off around it is not
+// safe: a send's buffer handling follows the receiver's flag at the send, the copy callback the flag of the side
+// that comes second, and a detached send's user buffer was then freed (heap corruption in SimGrid 3.32).  So the
+// allgather runs as in the stock replay (same simulated time: copies take none) and the addresses are written
+// here: connected_wins_ is the one std::vector<MPI_Win> inside the Win (libstdc++: begin, end, capacity pointers)
+// of the communicator's size whose own entry is the window itself.
+void connect(MPI_Win win, int rank, const std::vector<MPI_Win>& all)
 {
-  smpi_actor_set_replaying(simgrid::s4u::Actor::self()->extension(smpi_actor_extension_id), on);
+  auto* words = static_cast<MPI_Win**>(static_cast<void*>(win));
+  MPI_Win* found = nullptr;
+  for (size_t i = 0; i + 2 < kWinStorage / sizeof(void*); i++) {
+    MPI_Win* begin = words[i];
+    if (begin == nullptr || words[i + 1] - begin != static_cast<std::ptrdiff_t>(all.size()) ||
+        words[i + 2] < words[i + 1] || reinterpret_cast<uintptr_t>(begin) % alignof(MPI_Win) != 0)
+      continue;
+    if (begin[rank] == win) {
+      if (found != nullptr) {
+        fprintf(stderr, "waitlab-replay: cannot find the window's peer table (SimGrid is not 3.32?)\n");
+        abort();
+      }
+      found = begin;
+    }
+  }
+  if (found == nullptr) {
+    fprintf(stderr, "waitlab-replay: cannot find the window's peer table (SimGrid is not 3.32?)\n");
+    abort();
+  }
+  for (size_t r = 0; r < all.size(); r++)
+    found[r] = all[r];
 }
 
 std::map<int, MPI_Win>& windows_of_self()
@@ -135,16 +163,19 @@ void register_rma_actions()
   using simgrid::xbt::ReplayAction;
   xbt_replay_action_register(kActions[WL_WIN_CREATE], [](ReplayAction& action) {
     int id = static_cast<int>(parse_seconds(action, 2));
+    int n = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    auto& all = g_by_id[id];
+    all.resize(static_cast<size_t>(n), MPI_WIN_NULL);
+    void* storage = ::operator new(kWinStorage);
+    std::memset(storage, 0, kWinStorage);
+    auto win = static_cast<MPI_Win>(storage);
+    all[static_cast<size_t>(self_rank())] = win; // before the allgather, which every rank enters before any leaves
     timed(WL_WIN_CREATE, [&] {
-      // Win's constructor exchanges the windows' addresses by an allgather whose payload a replaying rank does
-      // not copy: it runs with the flag off, as in the program (a real copy of 8 bytes per rank, no host time).
-      void* storage = ::operator new(kWinStorage);
-      std::memset(storage, 0, kWinStorage);
-      set_replaying(false);
       smpi_win_construct(storage, g_window_memory, kWinBytes, 1, MPI_INFO_NULL, MPI_COMM_WORLD, false, false);
-      set_replaying(true);
-      windows_of_self()[id] = static_cast<MPI_Win>(storage);
     });
+    connect(win, self_rank(), all);
+    windows_of_self()[id] = win;
   });
   xbt_replay_action_register(kActions[WL_WIN_FREE], [](ReplayAction& action) {
     MPI_Win win = window_of(action, 2);

@@ -10,6 +10,7 @@
  *   lock_shared    (3 ranks) as lock, but rank 1 takes a shared lock: it still waits A - B (rank 0 is exclusive);
  *                  rank 2 takes a shared lock after rank 1 (at 2 B) and waits too: A - 2 B.
  *   subcomm        (2 ranks) a fence on a window of a one-rank sub-communicator (waitlab refuses it).
+ *   accumulate     (2 ranks) fence; rank 0 accumulates 8 doubles into rank 1 (MPI_SUM); fence.
  *   neighbours     (4 ranks) two iterations of: fence (the first with MPI_MODE_NOPRECEDE), compute (rank 2: A,
  *                  the others: B < A), put 8 doubles to each ring neighbour, fence.  Every rank but 2 waits
  *                  about A - B at each closing fence (ranks 1 and 3, targets of rank 2's puts, partly as Early Fence).
@@ -78,6 +79,11 @@ int main(int argc, char** argv)
       MPI_Get(src, 8, MPI_DOUBLE, 2, 16, 8, MPI_DOUBLE, win);
       MPI_Win_unlock(2, win);
     }
+  } else if (strcmp(mode, "accumulate") == 0) {
+    MPI_Win_fence(0, win);
+    if (rank == 0)
+      MPI_Accumulate(src, 8, MPI_DOUBLE, 1, 0, 8, MPI_DOUBLE, MPI_SUM, win);
+    MPI_Win_fence(0, win);
   } else if (strcmp(mode, "neighbours") == 0) {
     int n;
     MPI_Comm_size(MPI_COMM_WORLD, &n);
