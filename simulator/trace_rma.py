@@ -78,7 +78,8 @@ def format_rma(action: str, ops: OpTable, idx: npt.NDArray[np.int64]) -> list[st
             i = int(idx[comm.index(min(comm))])
             raise InputError("scenario", f"rank {ops.rank[i]} operation {ops.seq[i]}",
                              f"{action} has no group (ops.comm names none)", "capture the program again")
-        return [f"{action} {w} {','.join(map(str, ops.comms[c - 1])) or _EMPTY}" for w, c in zip(win, comm, strict=True)]
+        groups = [",".join(map(str, ops.comms[c - 1])) or _EMPTY for c in comm]
+        return [f"{action} {w} {g}" for w, g in zip(win, groups, strict=True)]
     return [f"{action} {w}" for w in win]
 
 

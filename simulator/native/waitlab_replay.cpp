@@ -13,10 +13,10 @@
 //   swap <seconds>          trace-buffer swap penalty (sleep_for: the rank is stalled on paging I/O)
 //   ssend <dst> <tag> <bytes>    MPI_Ssend (waits for the receive at any size)
 //   issend <dst> <tag> <bytes>   MPI_Issend, completed by the next wait/waitall/test of its (src, dst, tag)
-//   win_create <win> <bytes>, win_free <win>, win_fence <win>, put|get <target> <win> <bytes>,
-//   win_lock|win_unlock <target> <win>   one-sided MPI
+//   win_create, win_free, win_fence, win_post, win_start, win_complete, win_wait, win_group, win_lock,
+//   win_lock_shared, win_unlock, put, get   one-sided MPI (waitlab_replay_rma.cpp)
 //   <collective> <args> comm=<w0>,<w1>,...   barrier, bcast, reduce, allreduce, alltoall, allgather, gather,
-//                           scatter, scan, exscan on the communicator of those world ranks (register_subcomm_collectives)
+//                           scatter, scan, exscan on the communicator of those world ranks (waitlab_replay_subcomm.cpp)
 //
 // Log: one binary record per action, written to the file named by the
 // WAITLAB_LOG environment variable: {int32 rank, int32 action_code,
