@@ -5,6 +5,7 @@ one capture are identical to the last bit; the other one-sided calls are refused
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -109,3 +110,14 @@ def test_capture_refuses_a_one_sided_program_under_the_mvapich2_protocol(tmp_pat
     with pytest.raises(InputError, match=r"platform\.mpi\.rma_protocol.*'mvapich2'.*rma_protocol = \"smpi\""):
         capture(sc, tmp_path / "cap")
     assert not (tmp_path / "cap").exists()
+
+
+def test_a_fortran_one_sided_program_captures_and_replays(tmp_path: Path) -> None:
+    """rma_fence_lock.f90 (the Fortran bindings): its capture's own replay check holds every pattern's total within
+    0.1% of the program run, and both match its hand computation (the program's header)."""
+    index = capture(program_scenario(tmp_path, "rma_fence_lock.f90", ranks=3), tmp_path / "cap")
+    check = json.loads((index.parent / "capture.json").read_text())["replay_check"]
+    assert check["replay"] == pytest.approx(check["live"], rel=1e-3, abs=1e-9)
+    hand = {"wait rma_early_fence": 0.1, "wait rma_wait_at_fence": 0.15 + 0.15, "wait rma_lock_contention": 0.15}
+    for key, w in hand.items():
+        assert check["replay"][key] == pytest.approx(w, rel=1e-3)
