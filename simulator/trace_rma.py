@@ -11,14 +11,16 @@ line                                               operation-table row
 ``win_free <win>``, ``win_complete <win>``,        tag = win
 ``win_wait <win>``
 ``win_fence <win> <assert>``                       value2 = the assert bits (``MPI_MODE_NOPRECEDE`` skips a barrier)
-``put|get <target> <win> <bytes>``                 peer = target, value = bytes, tag = win
+``put|get|accumulate <target> <win> <bytes>``      peer = target, value = bytes, tag = win
 ``win_lock|win_lock_shared|win_unlock <target>     peer = target, tag = win
 <win>``
+``win_lock_all <win>``, ``win_unlock_all <win>``   tag = win
+``win_flush|win_flush_local <target> <win>``       peer = target (-1: every rank), tag = win
 ``win_post|win_start <win> <m0>,<m1>,...``         value = group size, tag = win, comm = the group (``ops.comms``)
 ``win_group <member> <win>``                       peer = member (the measurement layer's record of the group)
 =================================================  ==========================================================
 
-Other one-sided calls (``MPI_Win_lock_all``, flushes, accumulates, request-based operations) are refused at capture
+Other one-sided calls (get-accumulate, fetch-and-op, compare-and-swap, request-based operations) are refused at capture
 by :func:`check_rma_replayable`, naming the first such record (windows on other communicators are refused by the
 program run itself, :mod:`waitlab.simulator.rma_records`).
 """
@@ -34,9 +36,12 @@ from waitlab.models.vocabulary import ACTIONS, CODE, RMA_ACTIONS, lut
 
 #: One-sided actions with a TI form, run by waitlab's replay extension.
 RMA_TI_ACTIONS = ("win_create", "win_free", "win_fence", "win_post", "win_start", "win_complete", "win_wait",
-                  "win_group", "win_lock", "win_lock_shared", "win_unlock", "put", "get")
-#: Lines whose first argument is a world rank (target or group member), then the window.
-_TARGETED = ("put", "get", "win_lock", "win_lock_shared", "win_unlock", "win_group")
+                  "win_group", "win_lock", "win_lock_shared", "win_unlock", "win_lock_all", "win_unlock_all",
+                  "win_flush", "win_flush_local", "put", "get", "accumulate")
+#: Lines whose first argument is a world rank (target or group member; -1: every rank for a flush), then the window.
+_TARGETED = ("put", "get", "accumulate", "win_lock", "win_lock_shared", "win_unlock", "win_group", "win_flush",
+             "win_flush_local")
+_MOVES = ("put", "get", "accumulate")
 #: Lines that end with their group's members.
 _GROUPED = ("win_post", "win_start")
 #: The group of a post/start with no member.
@@ -65,7 +70,7 @@ def format_rma(action: str, ops: OpTable, idx: npt.NDArray[np.int64]) -> list[st
     win = ops.tag[idx].tolist()
     if action == "win_create":
         return [f"{action} {w} {b}" for w, b in zip(win, _ints(ops.value[idx]), strict=True)]
-    if action in ("put", "get"):
+    if action in _MOVES:
         return [f"{action} {t} {w} {b}"
                 for t, w, b in zip(ops.peer[idx].tolist(), win, _ints(ops.value[idx]), strict=True)]
     if action in _TARGETED:
@@ -103,8 +108,9 @@ def parse_rma(action: str, args: list[str], world: int) -> tuple[float, float, i
         return r
 
     if action in _TARGETED:
-        peer = rank(0, "target rank" if action != "win_group" else "group member")
-        return (float(num(2, "bytes")) if action in ("put", "get") else 0.0), 0.0, peer, num(1, "window"), None
+        flush_all = action.startswith("win_flush") and num(0, "target rank") == -1
+        peer = -1 if flush_all else rank(0, "target rank" if action != "win_group" else "group member")
+        return (float(num(2, "bytes")) if action in _MOVES else 0.0), 0.0, peer, num(1, "window"), None
     win = num(0, "window")
     if action == "win_create":
         return float(num(1, "window bytes")), 0.0, -1, win, None

@@ -44,6 +44,9 @@ def _replay_toml(tmp: Path, index: Path, ranks: int, name: str = "rep") -> Path:
 #:   Contention); rank 2 waits A in win_free.
 #:  "lock_shared": as "lock", but rank 1 asks for a shared lock (still A - B: rank 0's is exclusive) and rank 2
 #:   for a shared lock on its own window at 2 B = 0.1 s: it waits A - 2 B (Lock Contention).
+#:  "lock_all": every rank locks all windows (shared), rank 1 computes A = 0.2 s, the others B = 0.05 s, each puts
+#:   to the next rank, flushes it, accumulates into the rank after, flushes all and unlocks all: passive target,
+#:   nobody waits for rank 1 before MPI_Win_free, where ranks 0 and 2 wait A - B.
 #:  "late_post": rank 1 computes A = 0.2 s then posts; rank 0's win_start waits A (Late Post).
 #:  "early_wait": rank 0 starts, computes A = 0.1 s, puts, computes B = 0.05 s, completes; rank 1's win_wait waits
 #:   A + B: Early Wait A (before the put), Late Complete B (after it).
@@ -56,6 +59,8 @@ CASES = [
      "1 win_lock 2 0\n1 put 2 0 64\n1 win_unlock 2 0\n"),
     ("lock_shared", 3, 0.2, 0.05, {(1, "rma_lock_contention"): 0.15, (2, "rma_lock_contention"): 0.1},
      "1 win_lock_shared 2 0\n"),
+    ("lock_all", 3, 0.2, 0.05, {(0, "rma_wait_at_free"): 0.15, (2, "rma_wait_at_free"): 0.15},
+     "1 win_lock_all 0\n"),
     ("late_post", 2, 0.2, 0.0, {(0, "rma_late_post"): 0.2}, "1 win_post 0 0\n1 win_group 0 0\n1 win_wait 0\n"),
     ("early_wait", 2, 0.1, 0.05, {(1, "rma_early_wait"): 0.1, (1, "rma_late_complete"): 0.05},
      "1 win_post 0 0\n1 win_group 0 0\n1 win_wait 0\n"),
@@ -94,7 +99,7 @@ def test_two_replays_of_a_one_sided_capture_are_identical(tmp_path: Path, mode: 
 
 
 @pytest.mark.parametrize(("mode", "ranks", "message"), [
-    ("accumulate", 2, r"rank 0 operation \d+ is one-sided MPI \(accumulate\) and waitlab's replay runs only"),
+    ("fetch", 2, r"rank 0 operation \d+ is one-sided MPI \(get_accumulate\) and waitlab's replay runs only"),
 ])
 def test_capture_refuses_what_the_replay_cannot_run_naming_the_record(tmp_path: Path, mode: str, ranks: int,
                                                                       message: str) -> None:

@@ -2,7 +2,8 @@
 //
 // SimGrid 3.32's TI replay has no RMA action.  waitlab writes one-sided calls on windows of MPI_COMM_WORLD as
 //   win_create <win> <bytes>        win_free <win>        win_fence <win> [assert]
-//   put|get <target> <win> <bytes>  win_lock|win_lock_shared|win_unlock <target> <win>
+//   put|get|accumulate <target> <win> <bytes>  win_lock|win_lock_shared|win_unlock <target> <win>
+//   win_lock_all <win>   win_unlock_all <win>   win_flush|win_flush_local <target> <win> (target -1: every rank)
 //   win_post|win_start <win> <m0>,<m1>,...   win_complete <win>   win_wait <win>   win_group <member> <win>
 // (<win>: the k-th window the rank created, the same on every rank; <target>, <m>: world ranks; win_group lines
 // repeat the members of the post/start before them, as the measurement layer records them, and take no time).
@@ -42,6 +43,16 @@ extern "C" int smpi_win_put(MPI_Win self, const void* origin, int origin_count, 
 extern "C" int smpi_win_get(MPI_Win self, void* origin, int origin_count, MPI_Datatype origin_type, int target,
                             MPI_Aint target_disp, int target_count, MPI_Datatype target_type, MPI_Request* request)
     __asm__("_ZN7simgrid4smpi3Win3getEPviPNS0_8DatatypeEiliS4_PPNS0_7RequestE");
+extern "C" int smpi_win_accumulate(MPI_Win self, const void* origin, int origin_count, MPI_Datatype origin_type,
+                                   int target, MPI_Aint target_disp, int target_count, MPI_Datatype target_type,
+                                   MPI_Op op, MPI_Request* request)
+    __asm__("_ZN7simgrid4smpi3Win10accumulateEPKviPNS0_8DatatypeEiliS5_PNS0_2OpEPPNS0_7RequestE");
+extern "C" int smpi_win_lock_all(MPI_Win self, int assert_) __asm__("_ZN7simgrid4smpi3Win8lock_allEi");
+extern "C" int smpi_win_unlock_all(MPI_Win self) __asm__("_ZN7simgrid4smpi3Win10unlock_allEv");
+extern "C" int smpi_win_flush(MPI_Win self, int rank) __asm__("_ZN7simgrid4smpi3Win5flushEi");
+extern "C" int smpi_win_flush_all(MPI_Win self) __asm__("_ZN7simgrid4smpi3Win9flush_allEv");
+extern "C" int smpi_win_flush_local(MPI_Win self, int rank) __asm__("_ZN7simgrid4smpi3Win11flush_localEi");
+extern "C" int smpi_win_flush_local_all(MPI_Win self) __asm__("_ZN7simgrid4smpi3Win15flush_local_allEv");
 extern "C" int smpi_win_lock(MPI_Win self, int lock_type, int rank, int assert_) __asm__("_ZN7simgrid4smpi3Win4lockEiii");
 extern "C" int smpi_win_unlock(MPI_Win self, int rank) __asm__("_ZN7simgrid4smpi3Win6unlockEi");
 extern "C" int smpi_win_post(MPI_Win self, MPI_Group group, int assert_) __asm__(
@@ -187,7 +198,7 @@ void register_rma_actions()
     int assert_ = action.size() > 3 ? static_cast<int>(parse_seconds(action, 3)) : 0;
     timed(WL_WIN_FENCE, [&] { check(smpi_win_fence(win, assert_), action); });
   });
-  for (int code : {WL_PUT, WL_GET}) {
+  for (int code : {WL_PUT, WL_GET, WL_ACCUMULATE}) {
     xbt_replay_action_register(kActions[code], [code](ReplayAction& action) {
       int target = static_cast<int>(parse_seconds(action, 2));
       MPI_Win win = window_of(action, 3);
@@ -196,6 +207,8 @@ void register_rma_actions()
       timed(code, [&] {
         if (code == WL_PUT)
           check(smpi_win_put(win, origin, n, MPI_BYTE, target, 0, n, MPI_BYTE, nullptr), action);
+        else if (code == WL_ACCUMULATE) // the operation is not applied while replaying
+          check(smpi_win_accumulate(win, origin, n, MPI_BYTE, target, 0, n, MPI_BYTE, MPI_BOR, nullptr), action);
         else
           check(smpi_win_get(win, origin, n, MPI_BYTE, target, 0, n, MPI_BYTE, nullptr), action);
       });
@@ -210,6 +223,26 @@ void register_rma_actions()
           check(smpi_win_unlock(win, target), action);
         else
           check(smpi_win_lock(win, code == WL_WIN_LOCK ? MPI_LOCK_EXCLUSIVE : MPI_LOCK_SHARED, target, 0), action);
+      });
+    });
+  }
+  for (int code : {WL_WIN_LOCK_ALL, WL_WIN_UNLOCK_ALL}) {
+    xbt_replay_action_register(kActions[code], [code](ReplayAction& action) {
+      MPI_Win win = window_of(action, 2);
+      timed(code, [&] {
+        check(code == WL_WIN_LOCK_ALL ? smpi_win_lock_all(win, 0) : smpi_win_unlock_all(win), action);
+      });
+    });
+  }
+  for (int code : {WL_WIN_FLUSH, WL_WIN_FLUSH_LOCAL}) { // flush[_local] <target> <win>; target -1: every rank
+    xbt_replay_action_register(kActions[code], [code](ReplayAction& action) {
+      int target = static_cast<int>(parse_seconds(action, 2));
+      MPI_Win win = window_of(action, 3);
+      timed(code, [&] {
+        if (code == WL_WIN_FLUSH)
+          check(target < 0 ? smpi_win_flush_all(win) : smpi_win_flush(win, target), action);
+        else
+          check(target < 0 ? smpi_win_flush_local_all(win) : smpi_win_flush_local(win, target), action);
       });
     });
   }
