@@ -47,7 +47,6 @@ _GROUPED = ("win_post", "win_start")
 #: The group of a post/start with no member.
 _EMPTY = "-"
 _NOT_REPLAYED = lut(a for a in RMA_ACTIONS if a not in RMA_TI_ACTIONS)
-_IS_RMA = lut(RMA_ACTIONS)
 _IS_GROUPED = lut(_GROUPED)
 
 
@@ -151,8 +150,9 @@ def with_rma_groups(ops: OpTable) -> OpTable:
     comm = ops.comm.copy()
     is_group = ops.code == CODE["win_group"]
     for i, n in zip(rows.tolist(), _ints(ops.value[rows]), strict=True):  # one per epoch: few rows
-        members = tuple(int(p) for p in ops.peer[i + 1:i + 1 + n])
-        if n and not (is_group[i + 1:i + 1 + n].all() and (ops.rank[i + 1:i + 1 + n] == ops.rank[i]).all()):
+        after = slice(i + 1, i + 1 + n)
+        members = tuple(int(p) for p in ops.peer[after])
+        if len(members) != n or not (is_group[after].all() and (ops.rank[after] == ops.rank[i]).all()):
             raise InputError("scenario", f"rank {ops.rank[i]} operation {ops.seq[i]}",
                              f"{ACTIONS[ops.code[i]]} is not followed by its {n} win_group records",
                              "capture the program again")
