@@ -37,7 +37,7 @@ setup(
         "waitlab.simulator.native": "simulator/native",
     },
     package_data={
-        "waitlab.simulator.native": ["*.cpp", "*.c", "*.h", "*.inc"],
+        "waitlab.simulator.native": ["*.cpp", "*.c", "*.h", "*.hpp", "*.inc"],
         "waitlab.platforms.data": ["*.toml"],
         "waitlab.experiments": ["scenarios/*.toml"],
         "waitlab.experiments.reproduce": ["*.c"],

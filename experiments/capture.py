@@ -19,6 +19,8 @@ from waitlab.experiments.programs import Measured, program_args, program_binary,
 from waitlab.experiments.run_folder import results_folder
 from waitlab.experiments.scenario import Scenario, from_mapping
 from waitlab.models.analysis.waitstates import wait_states
+from waitlab.models.ops import OpTable
+from waitlab.models.vocabulary import RMA_ACTIONS
 from waitlab.simulator.replayable import check_replayable, replayable_ops
 from waitlab.simulator.ti_trace import parse_ti_trace
 from waitlab.simulator.timeline import build_events
@@ -57,6 +59,7 @@ def capture(scenario: Scenario, out: Path, *, via: str = "layer", force: bool = 
         if via == "layer":
             m = run_real_program(scenario, platform, work, settings)
             check_replayable(m.ops, scenario.source)
+            _check_rma_protocol(m.ops, scenario, platform.program_env.get("WAITLAB_RMA_PROTOCOL", "smpi"))
             index = write_trace(replayable_ops(m.ops), platform.core_speed, partial, vectors=m.run.vectors,
                                 header=header, relative=True)
             n_ops = len(m.ops)
@@ -83,6 +86,16 @@ def capture(scenario: Scenario, out: Path, *, via: str = "layer", force: bool = 
         (partial / "capture.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
     out = Path(out)
     return out / index.name
+
+
+def _check_rma_protocol(ops: OpTable, scenario: Scenario, protocol: str) -> None:
+    """Refuse a one-sided program measured under a library protocol the replay does not send (docs/rma.md)."""
+    if protocol != "smpi" and ops.mask(RMA_ACTIONS).any():
+        raise InputError(scenario.source, "platform.mpi.rma_protocol",
+                         f"the program uses one-sided MPI and the platform's one-sided protocol is {protocol!r}, whose "
+                         "messages the measurement layer adds but waitlab's replay does not send",
+                         'capture on a platform with rma_protocol = "smpi" (e.g. dawning_5000a), or run the program '
+                         'itself (kind = "program")')
 
 
 #: Relative difference (end time, total wait of each pattern) a capture's replay may show against the live run.

@@ -254,7 +254,8 @@ VOCABULARY: tuple[Action, ...] = (
     Action("issend", 39, "send", ("dst", "tag", "count", "dt?"), "dst", _B, "", "p2p_send", "late_receiver",
            stock=False),
     # ---- one-sided communication (RMA), recorded by the measurement layer only (native/waitlab_pmpi_rma.c) ----
-    # SimGrid 3.32's TI replay has no RMA action (smpi_replay.cpp registers none): these rows have no TI form.
+    # SimGrid 3.32's TI replay has no RMA action (smpi_replay.cpp registers none); waitlab's replay extension runs
+    # those of simulator/trace_rma.py (RMA_TI_ACTIONS), the others have no TI form.
     # ``tag`` is the window id (the k-th window the rank created on MPI_COMM_WORLD); ``peer`` the target's
     # MPI_COMM_WORLD rank.  win_group rows (zero duration) follow a win_post/win_start, one per group member.
     *_rma_actions(40),
@@ -297,7 +298,8 @@ REGION_MARKERS = names_where(kind="marker", stock=False)
 V_ACTIONS = names_where(vector=True)
 #: Actions whose ``value`` moves payload bytes (what a tracer may copy).
 BYTES_ACTIONS: frozenset[str] = frozenset(a.name for a in VOCABULARY if a.is_mpi and a.byte_rule != "none")
-#: One-sided (RMA) actions: recorded by the measurement layer, unknown to SimGrid's TI replay.
+#: One-sided (RMA) actions: recorded by the measurement layer, unknown to SimGrid's TI replay (waitlab's replay
+#: extension runs some: ``waitlab.simulator.trace_rma.RMA_TI_ACTIONS``).
 RMA_ACTIONS = names_where(kind="rma")
 #: Actions SimGrid's TI replay (with waitlab's extension) can run: everything but RMA.
 REPLAYABLE_ACTIONS = tuple(a.name for a in VOCABULARY if a.kind != "rma")

@@ -21,6 +21,10 @@ from waitlab.models.vocabulary import c_header
 
 NATIVE_DIR = Path(__file__).resolve().parent / "native"
 REPLAY_SOURCE = NATIVE_DIR / "waitlab_replay.cpp"
+#: The replay extension's other parts, linked with it (sub-communicator collectives, one-sided communication) and the
+#: header they share (part of the build's cache key).
+REPLAY_PARTS = (NATIVE_DIR / "waitlab_replay_subcomm.cpp", NATIVE_DIR / "waitlab_replay_rma.cpp")
+REPLAY_HEADER = NATIVE_DIR / "waitlab_replay.hpp"
 #: The contention plugin (NONLINEAR link sharing from the ``WAITLAB_CONTENTION`` rules), linked into the replay
 #: program: :mod:`waitlab.platforms.contention` writes the rules.
 CONTENTION_SOURCE = NATIVE_DIR / "waitlab_contention.cpp"
@@ -82,14 +86,16 @@ def checked_actions_header() -> str:
 
 
 def build_native(source: Path, output_name: str, compiler: str = "smpicxx",
-                 flags: tuple[str, ...] = ("-O2", "-std=c++17"), extra_sources: tuple[Path, ...] = ()) -> Path:
+                 flags: tuple[str, ...] = ("-O2", "-std=c++17"), extra_sources: tuple[Path, ...] = (),
+                 key_files: tuple[Path, ...] = ()) -> Path:
     """Compile one native source (and ``extra_sources`` linked with it) with a SimGrid compiler wrapper,
-    reusing a cached build.
+    reusing a cached build.  ``key_files`` (headers the sources include) are part of the cache key too.
 
     Raises :class:`SimulationError` with the compiler's own words when it fails.
     """
     cc = require_tool(compiler)
-    key = _digest(source.read_bytes(), *(x.read_bytes() for x in extra_sources), checked_actions_header().encode(),
+    key = _digest(source.read_bytes(), *(x.read_bytes() for x in (*extra_sources, *key_files)),
+                  checked_actions_header().encode(),
                   simgrid_version().encode(), " ".join(flags).encode())
     target = cache_dir() / f"{output_name}-{key}"
     if target.exists():
@@ -107,7 +113,8 @@ def build_native(source: Path, output_name: str, compiler: str = "smpicxx",
 
 def replay_binary() -> Path:
     """Path of the (built, up-to-date) waitlab replay program."""
-    return build_native(REPLAY_SOURCE, "waitlab-replay", extra_sources=(CONTENTION_SOURCE,))
+    return build_native(REPLAY_SOURCE, "waitlab-replay", extra_sources=(CONTENTION_SOURCE, *REPLAY_PARTS),
+                        key_files=(REPLAY_HEADER,))
 
 
 def main() -> int:

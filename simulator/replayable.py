@@ -24,6 +24,7 @@ from waitlab.errors import InputError
 from waitlab.models.ops import OpTable, seq_within_rank
 from waitlab.models.vocabulary import ACTIONS, CODE, COLLECTIVE_ACTIONS, SUBCOMM_COLLECTIVES, VOCABULARY, lut
 from waitlab.simulator.matching import completions, match_messages
+from waitlab.simulator.trace_rma import check_rma_replayable, with_rma_groups
 
 _IS_NONBLOCKING = lut(a.name for a in VOCABULARY if a.kind in ("send", "recv") and not a.blocking)
 _IS_COLLECTIVE = lut(COLLECTIVE_ACTIONS)
@@ -31,7 +32,9 @@ _ON_SUBCOMM = lut(SUBCOMM_COLLECTIVES)
 
 
 def check_replayable(ops: OpTable, origin: str = "<scenario>") -> None:
-    """Raise :class:`InputError` when SimGrid 3.32's TI replay cannot run ``ops`` as recorded."""
+    """Raise :class:`InputError` when SimGrid 3.32's TI replay (with waitlab's extension) cannot run ``ops`` as
+    recorded."""
+    check_rma_replayable(ops, origin)
     bad = np.flatnonzero(_IS_COLLECTIVE[ops.code] & ~_ON_SUBCOMM[ops.code] & (ops.comm != 0))
     if bad.size:
         i = int(bad[0])
@@ -61,7 +64,9 @@ def open_requests_at(ops: OpTable, done: npt.NDArray[np.int64]) -> npt.NDArray[n
 
 def replayable_ops(ops: OpTable) -> OpTable:
     """``ops`` with every ``waitall`` that leaves other requests pending written as one ``wait`` per request it
-    completes (in posting order); other rows unchanged."""
+    completes (in posting order), and every ``win_post``/``win_start`` naming its group in ``comm``
+    (:func:`~waitlab.simulator.trace_rma.with_rma_groups`); other rows unchanged."""
+    ops = with_rma_groups(ops)
     match = match_messages(ops)
     done = completions(ops, match)
     wa = np.flatnonzero(ops.code == CODE["waitall"])

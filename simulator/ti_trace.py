@@ -45,6 +45,7 @@ from waitlab.models.vocabulary import (
 from waitlab.models.vocabulary import V_ACTIONS as V_ACTIONS
 from waitlab.simulator.ti_files import iter_lines, trace_files
 from waitlab.simulator.trace import SUBCOMM_PREFIX, VectorStore
+from waitlab.simulator.trace_rma import RMA_TI_ACTIONS, parse_rma
 
 #: One-sided names: waitlab's and those SMPI 3.32's ``-trace-ti`` writes (smpi_pmpi_win.cpp); none replays.
 _RMA_TI_NAMES = frozenset({*RMA_ACTIONS, "raccumulate", "rget_accumulate", "fetch_and_op", "compare_and_swap"})
@@ -285,9 +286,17 @@ def _parse_action(out: _Lines, vectors: VectorStore, v_seen: dict[tuple[int, int
         if len(args) != 1:
             raise _BadLine(f"{action} takes one region name without spaces")
         out.add(rank, action, name=args[0])
+    elif action in RMA_TI_ACTIONS:  # waitlab's one-sided lines (waitlab.simulator.trace_rma)
+        try:
+            value, value2, peer, tag, group = parse_rma(action, args, world)
+        except ValueError as exc:
+            raise _BadLine(str(exc), "see docs/rma.md, 'Capture and replay'") from None
+        if group is not None:  # post/start: the row's communicator is its group
+            out.comm[len(out.rank)] = out.comms.setdefault(group, len(out.comms) + 1)
+        out.add(rank, action, value, value2, peer=peer, tag=tag)
     elif action.lower() in _RMA_TI_NAMES or action.lower().startswith("win_"):  # SMPI writes Win_fence, Put, ...
         raise _BadLine(f"action {action!r} is one-sided MPI (RMA): SimGrid 3.32's time-independent replay has no "
-                       "RMA action, so a program using windows cannot be captured or replayed as a trace",
+                       f"RMA action and waitlab's replay runs only {', '.join(RMA_TI_ACTIONS)}",
                        'run the program itself (application.kind = "program")')
     else:
         known = sorted({*REPLAYABLE_ACTIONS, *TI_ALIASES})

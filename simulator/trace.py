@@ -32,6 +32,7 @@ from waitlab.models.vocabulary import (
     VOCABULARY,
     lut,
 )
+from waitlab.simulator.trace_rma import RMA_TI_ACTIONS, format_rma
 
 _Cols = dict[str, list[Any]]
 _IS_COLLECTIVE = lut(COLLECTIVE_ACTIONS)
@@ -81,8 +82,9 @@ def _fmt(action: str, cols: _Cols) -> list[str]:
 
 #: Actions :func:`format_lines` writes (v-collectives: :func:`format_ti_lines`;
 #: communicator set-up and ``sendRecv`` never appear in an operation table: the reader splits ``sendRecv``).
-WRITABLE = tuple(a.name for a in VOCABULARY
-                 if a.kind not in ("setup", "sendrecv", "rma") and not a.vector and a.name != "location")
+WRITABLE = (*(a.name for a in VOCABULARY
+                 if a.kind not in ("setup", "sendrecv", "rma") and not a.vector and a.name != "location"),
+            *RMA_TI_ACTIONS)
 
 
 def format_lines(ops: OpTable, core_speed: float) -> list[str]:
@@ -116,10 +118,14 @@ def format_lines(ops: OpTable, core_speed: float) -> list[str]:
         if action == "compute":
             lines[idx] = [f"compute {f!r}" for f in (ops.value[idx] * core_speed).tolist()]
             continue
+        if action in RMA_TI_ACTIONS:  # waitlab's replay extension runs them (native/waitlab_replay_rma.cpp)
+            lines[idx] = format_rma(action, ops, idx)
+            continue
         if ACTION[action].kind == "rma":  # SimGrid 3.32's smpi_replay.cpp registers no one-sided action
-            raise InputError("scenario", f"operation {action}", "the program uses one-sided MPI (windows, "
-                             "MPI_Put/MPI_Get, fences, locks) and SimGrid 3.32's time-independent replay has no "
-                             "RMA action, so it cannot be captured or replayed as a trace",
+            raise InputError("scenario", f"operation {action}", f"the program uses one-sided MPI ({action}): "
+                             "SimGrid 3.32's time-independent replay has no RMA action and waitlab's replay "
+                             f"extension runs only {', '.join(RMA_TI_ACTIONS)}, so it cannot be captured or "
+                             "replayed as a trace",
                              'run the program itself (application.kind = "program") instead of a trace')
         if action not in WRITABLE:
             raise InputError("scenario", f"operation {action}", "this action cannot be written to a trace yet",

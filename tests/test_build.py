@@ -31,3 +31,20 @@ def test_changed_source_is_rebuilt_and_errors_are_verbatim(tmp_path, monkeypatch
     with pytest.raises(SimulationError, match=words):
         build_native(src, "prog")
     assert not list((tmp_path / "cache").glob("*.tmp*"))  # no half-built binary left
+
+
+@pytest.mark.simgrid
+def test_a_changed_header_of_the_build_is_rebuilt(tmp_path, monkeypatch):
+    """Headers the sources include are named in ``key_files`` (the replay extension's waitlab_replay.hpp): changing
+    one gives a new binary, which prints the header's new value."""
+    import subprocess
+
+    monkeypatch.setenv("WAITLAB_CACHE", str(tmp_path / "cache"))
+    src, head = tmp_path / "prog.cpp", tmp_path / "value.hpp"
+    src.write_text('#include "value.hpp"\n#include <cstdio>\nint main() { std::printf("%d", VALUE); return 0; }\n')
+    head.write_text("#define VALUE 1\n")
+    first = build_native(src, "prog", compiler="g++", key_files=(head,))  # g++: runs without smpirun
+    head.write_text("#define VALUE 2\n")
+    second = build_native(src, "prog", compiler="g++", key_files=(head,))
+    assert second != first
+    assert [subprocess.run([str(b)], capture_output=True, text=True).stdout for b in (first, second)] == ["1", "2"]

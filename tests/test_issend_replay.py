@@ -35,3 +35,22 @@ def test_issend_of_4_bytes_waits_for_a_late_receiver_live_and_replayed(tmp_path:
     replayed = capture_and_replay(sc, tmp_path)
     assert late_receiver_waits(replayed) == expected
     assert (tmp_path / "cap" / "rank0.txt").read_text().count(" issend ") == 2
+
+
+@pytest.mark.simgrid
+@needs_smpi
+def test_two_replays_of_an_issend_capture_are_identical(tmp_path: Path) -> None:
+    """The replay's ssend/issend (and the waits that complete an issend) call SMPI's Request internals, not the MPI
+    functions, which book the host CPU time since the rank's last MPI call: two replays agree to the last bit."""
+    import pandas as pd
+    from test_realapps import trace_scenario
+
+    from waitlab.experiments.capture import capture
+    from waitlab.experiments.pipeline import simulate
+
+    index = capture(program_scenario(tmp_path, "issend.c", ranks=2), tmp_path / "cap", check=False)
+    runs = [simulate(trace_scenario(index, 2)) for _ in range(2)]
+    for table in ("events", "waits"):
+        first, second = (getattr(r, table) for r in runs)
+        assert pd.util.hash_pandas_object(first).to_numpy().tobytes() == \
+            pd.util.hash_pandas_object(second).to_numpy().tobytes(), table

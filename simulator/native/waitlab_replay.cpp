@@ -13,8 +13,10 @@
 //   swap <seconds>          trace-buffer swap penalty (sleep_for: the rank is stalled on paging I/O)
 //   ssend <dst> <tag> <bytes>    MPI_Ssend (waits for the receive at any size)
 //   issend <dst> <tag> <bytes>   MPI_Issend, completed by the next wait/waitall/test of its (src, dst, tag)
+//   win_create, win_free, win_fence, win_post, win_start, win_complete, win_wait, win_group, win_lock,
+//   win_lock_shared, win_unlock, put, get   one-sided MPI (waitlab_replay_rma.cpp)
 //   <collective> <args> comm=<w0>,<w1>,...   barrier, bcast, reduce, allreduce, alltoall, allgather, gather,
-//                           scatter, scan, exscan on the communicator of those world ranks (register_subcomm_collectives)
+//                           scatter, scan, exscan on the communicator of those world ranks (waitlab_replay_subcomm.cpp)
 //
 // Log: one binary record per action, written to the file named by the
 // WAITLAB_LOG environment variable: {int32 rank, int32 action_code,
@@ -22,13 +24,8 @@
 // at a time inside the single SMPI process (-no-privatize), so records are
 // kept in per-rank vectors in memory and written once, rank after rank, when
 // the process exits: the reader then needs no sort (24 bytes per action).
-#include "simgrid/s4u.hpp"
-#include "smpi/smpi.h"
-#include <mpi.h>
-#include "xbt/replay.hpp"
+#include "waitlab_replay.hpp"
 #include "xbt/str.h"
-
-#include "waitlab_actions.h"
 
 #include <cstdint>
 #include <cstdio>
@@ -42,32 +39,21 @@
 #include <string>
 #include <vector>
 
-// simgrid::smpi::Comm::Comm(Group*, std::shared_ptr<Topo>, bool smp, int id) of libsimgrid 3.32 (see below).
-extern "C" void smpi_comm_construct(void* self, MPI_Group group, std::shared_ptr<simgrid::smpi::Topo>* topo, bool smp,
-                                    int id) __asm__("_ZN7simgrid4smpi4CommC1EPNS0_5GroupESt10shared_ptrINS0_4TopoEEbi");
 
-// SMPI's collective implementations, as its stock replay actions call them (function pointers set by the
-// collective selector; scan and exscan are functions): src/smpi/include/smpi_coll.hpp of SimGrid 3.32.
-extern int (*smpi_coll_barrier)(MPI_Comm) __asm__("_ZN7simgrid4smpi5colls7barrierE");
-extern int (*smpi_coll_bcast)(void*, int, MPI_Datatype, int, MPI_Comm) __asm__("_ZN7simgrid4smpi5colls5bcastE");
-extern int (*smpi_coll_reduce)(const void*, void*, int, MPI_Datatype, MPI_Op, int, MPI_Comm) __asm__(
-    "_ZN7simgrid4smpi5colls6reduceE");
-extern int (*smpi_coll_allreduce)(const void*, void*, int, MPI_Datatype, MPI_Op, MPI_Comm) __asm__(
-    "_ZN7simgrid4smpi5colls9allreduceE");
-extern int (*smpi_coll_alltoall)(const void*, int, MPI_Datatype, void*, int, MPI_Datatype, MPI_Comm) __asm__(
-    "_ZN7simgrid4smpi5colls8alltoallE");
-extern int (*smpi_coll_allgather)(const void*, int, MPI_Datatype, void*, int, MPI_Datatype, MPI_Comm) __asm__(
-    "_ZN7simgrid4smpi5colls9allgatherE");
-extern int (*smpi_coll_gather)(const void*, int, MPI_Datatype, void*, int, MPI_Datatype, int, MPI_Comm) __asm__(
-    "_ZN7simgrid4smpi5colls6gatherE");
-extern int (*smpi_coll_scatter)(const void*, int, MPI_Datatype, void*, int, MPI_Datatype, int, MPI_Comm) __asm__(
-    "_ZN7simgrid4smpi5colls7scatterE");
-extern "C" int smpi_coll_scan(const void*, void*, int, MPI_Datatype, MPI_Op, MPI_Comm) __asm__(
-    "_ZN7simgrid4smpi5colls4scanEPKvPviPNS0_8DatatypeEPNS0_2OpEPNS0_4CommE");
-extern "C" int smpi_coll_exscan(const void*, void*, int, MPI_Datatype, MPI_Op, MPI_Comm) __asm__(
-    "_ZN7simgrid4smpi5colls6exscanEPKvPviPNS0_8DatatypeEPNS0_2OpEPNS0_4CommE");
+// SMPI's point-to-point internals (static members of simgrid::smpi::Request of libsimgrid 3.32, exported but declared
+// in no installed header: named by their symbols), called as SimGrid's stock replay actions call them.
+extern "C" void smpi_request_ssend(const void* buf, int count, MPI_Datatype type, int dst, int tag, MPI_Comm comm) __asm__(
+    "_ZN7simgrid4smpi7Request5ssendEPKviPNS0_8DatatypeEiiPNS0_4CommE");
+extern "C" MPI_Request smpi_request_issend(const void* buf, int count, MPI_Datatype type, int dst, int tag,
+                                           MPI_Comm comm) __asm__("_ZN7simgrid4smpi7Request6issendEPKviPNS0_8DatatypeEiiPNS0_4CommE");
+extern "C" int smpi_request_wait(MPI_Request* req, MPI_Status* status) __asm__(
+    "_ZN7simgrid4smpi7Request4waitEPPS1_P10MPI_Status");
+extern "C" int smpi_request_waitall(int count, MPI_Request* reqs, MPI_Status* status) __asm__(
+    "_ZN7simgrid4smpi7Request7waitallEiPPS1_P10MPI_Status");
+extern "C" int smpi_request_test(MPI_Request* req, MPI_Status* status, int* flag) __asm__(
+    "_ZN7simgrid4smpi7Request4testEPPS1_P10MPI_StatusPi");
 
-namespace {
+namespace waitlab_replay {
 
 struct Record {
   int32_t rank;
@@ -79,7 +65,6 @@ static_assert(sizeof(Record) == 24, "log record must be 24 bytes");
 
 // Action codes and names (WL_*, WL_ACTION_NAMES) are generated from waitlab.models.vocabulary.
 constexpr int kNumStock = WL_NUM_STOCK;
-const char* const* const kActions = WL_ACTION_NAMES;
 
 FILE* g_log = nullptr;
 bool g_registered = false;
@@ -93,13 +78,10 @@ void log_record(int32_t code, double t0, double t1)
   g_records[rank].push_back(Record{rank, code, t0, t1});
 }
 
-// SMPI's MPI functions book the host CPU time since the rank's last MPI call as simulated computation
-// (smpi_bench_end at their entry; bursts under smpi/cpu-threshold, 1 us by default, are dropped).  The stock
-// actions call SMPI's internals; the group calls that make a sub-communicator restart the rank's timer first, so
-// only the call's own entry is measured, far under the threshold (the sub-communicator replay gives the same
-// bytes run after run).  The ssend/issend actions still call MPI functions directly: their replays differ run to
-// run in the last digits (as before this change).
-#define WL_MPI(call) (smpi_bench_begin(), call)
+// waitlab's actions never call SMPI's MPI functions: each of them books the host CPU time since the rank's last
+// MPI call as simulated computation (smpi_bench_end in SmpiBenchGuard, bursts of at least smpi/cpu-threshold, 1 us
+// by default), so a replay would depend on the machine and its load.  They call SMPI's internals, as the stock
+// actions do (simgrid::smpi::Request, colls, Win: no benchmarking).
 
 void write_log()
 {
@@ -117,9 +99,9 @@ void write_log()
 // Nonblocking synchronous sends.  SimGrid 3.32 keeps the requests of the stock isend/irecv actions in a file-static
 // store of smpi_replay.cpp (keyed by sender, receiver and tag, first in first out), which no other code can reach,
 // and its wait/waitall/test actions only complete requests found there.  So an issend is started here with
-// MPI_Issend and kept in waitlab's own store, and wait/waitall/test are wrapped: for every (src, dst, tag) key a
+// SMPI's Request::issend and kept in waitlab's own store, and wait/waitall/test are wrapped: for every (src, dst, tag) key a
 // queue records, in posting order, whether each pending request is a stock one (completed by the stock action)
-// or an issend (completed here with MPI_Wait/MPI_Waitall/MPI_Test).
+// or an issend (completed here with Request::wait/waitall/test).
 struct Pending {
   enum Kind { kStock, kIssend, kIssendDone } kind;
   MPI_Request req;
@@ -164,147 +146,6 @@ std::map<Key, std::deque<Pending>>::iterator pending_of_action(std::map<Key, std
                           static_cast<int>(parse_seconds(action, 4))));
 }
 
-// ---- Collectives on sub-communicators (issue 25) --------------------------------------------------------------
-// SimGrid 3.32's stock collective actions run on MPI_COMM_WORLD.  waitlab writes a collective on another
-// communicator with one more, last argument "comm=<w0>,<w1>,..." (its members' MPI_COMM_WORLD ranks in
-// communicator-rank order; roots stay world ranks).  Such a line is run here with the MPI call itself on that
-// communicator, built on first use with MPI_Comm_create from MPI_COMM_WORLD's group (members only: its first use
-// is collective over them); a line without that argument goes to the stock action unchanged.  Counts are bytes
-// (the writer's traces start with "init", default datatype MPI_BYTE); reductions then execute their flops
-// argument, as the stock reduce/allreduce/scan actions do.
-//
-// The communicator is made without any simulated communication: SimGrid's MPI_Comm_create/MPI_Comm_split agree on
-// a communicator id with a broadcast, whose payload a replay does not copy (the members got different ids and
-// deadlocked), and the program run's own MPI_Comm_split/MPI_Comm_dup time is already in the captured compute.
-// So the constructor simgrid::smpi::Comm(group, topology, smp, id) of libsimgrid 3.32 is called with an id chosen
-// here (above any id SimGrid gives, one per member list); it is exported but declared in no installed header, so it
-// is named by its symbol.  Its shared_ptr argument is passed by address (Itanium C++ ABI: a non-trivial argument
-// goes by invisible reference, destroyed by the caller).
-std::deque<std::map<std::string, MPI_Comm>> g_subcomms; // per rank: member list -> communicator
-constexpr int kFirstSubcommId = 1 << 24;
-constexpr size_t kCommStorage = 4096; // bytes, above sizeof(simgrid::smpi::Comm) of SimGrid 3.32
-
-constexpr const char* kCommArg = "comm=";
-
-MPI_Comm subcomm_of(const std::string& arg, std::vector<int>& members)
-{
-  auto rank = static_cast<size_t>(self_rank());
-  if (rank >= g_subcomms.size())
-    g_subcomms.resize(rank + 1);
-  std::string list = arg.substr(std::strlen(kCommArg));
-  members.clear();
-  for (size_t pos = 0; pos < list.size();) {
-    size_t end = list.find(',', pos);
-    if (end == std::string::npos)
-      end = list.size();
-    members.push_back(xbt_str_parse_int(list.substr(pos, end - pos).c_str(), "waitlab-replay: bad comm= member"));
-    pos = end + 1;
-  }
-  auto found = g_subcomms[rank].find(list);
-  if (found != g_subcomms[rank].end())
-    return found->second;
-  bool member = false;
-  for (int m : members)
-    member = member || m == self_rank();
-  if (!member) {
-    fprintf(stderr, "waitlab-replay: rank %d runs a collective on communicator '%s' it is not a member of\n",
-            self_rank(), list.c_str());
-    abort();
-  }
-  // One id per member list, the same for every member: all ranks run in this one process (-no-privatize).
-  static std::map<std::string, int> ids;
-  int id = ids.emplace(list, kFirstSubcommId + static_cast<int>(ids.size())).first->second;
-  MPI_Group world, group;
-  WL_MPI(MPI_Comm_group(MPI_COMM_WORLD, &world));
-  WL_MPI(MPI_Group_incl(world, static_cast<int>(members.size()), members.data(), &group));
-  WL_MPI(MPI_Group_free(&world));
-  // The group stays referenced by the communicator (never freed: it lives until the replay ends).
-  void* storage = std::calloc(1, kCommStorage);
-  std::shared_ptr<simgrid::smpi::Topo> no_topology;
-  smpi_comm_construct(storage, group, &no_topology, false, id);
-  auto comm = static_cast<MPI_Comm>(storage);
-  g_subcomms[rank][list] = comm;
-  return comm;
-}
-
-// The communicator rank of world rank `world_rank` among `members`.
-int local_rank(const std::vector<int>& members, int world_rank)
-{
-  for (size_t i = 0; i < members.size(); i++)
-    if (members[i] == world_rank)
-      return static_cast<int>(i);
-  fprintf(stderr, "waitlab-replay: root %d is not a member of its communicator\n", world_rank);
-  abort();
-}
-
-// Run one collective line that names a communicator (arguments as the stock action, without "comm=").
-void run_subcomm_collective(int code, const simgrid::xbt::ReplayAction& action, MPI_Comm comm,
-                            const std::vector<int>& members)
-{
-  auto n = static_cast<size_t>(members.size());
-  auto arg = [&action](size_t i) { return parse_seconds(action, i + 2); }; // i-th argument after the name
-  auto count = [&arg](size_t i) { return static_cast<int>(arg(i)); };
-  auto root = [&](size_t i) { return local_rank(members, action.size() > i + 2 ? count(i) : members[0]); };
-  auto bytes = [](size_t k) { return std::vector<unsigned char>(k > 0 ? k : 1); };
-  const MPI_Datatype b = MPI_BYTE;
-  // SMPI's implementations, called as the stock actions call them (MPI_OP_NULL: a replay reduces no data), not
-  // through the MPI functions, which would book the host time since the rank's last MPI call as computation.
-  if (code == WL_BARRIER) {
-    smpi_coll_barrier(comm);
-  } else if (code == WL_BCAST) {
-    auto buf = bytes(count(0));
-    smpi_coll_bcast(buf.data(), count(0), b, root(1), comm);
-  } else if (code == WL_REDUCE) {
-    auto s = bytes(count(0)), r = bytes(count(0));
-    smpi_coll_reduce(s.data(), r.data(), count(0), b, MPI_OP_NULL, root(2), comm);
-    smpi_execute_flops(arg(1));
-  } else if (code == WL_ALLREDUCE || code == WL_SCAN || code == WL_EXSCAN) {
-    auto s = bytes(count(0)), r = bytes(count(0));
-    if (code == WL_ALLREDUCE)
-      smpi_coll_allreduce(s.data(), r.data(), count(0), b, MPI_OP_NULL, comm);
-    else if (code == WL_SCAN)
-      smpi_coll_scan(s.data(), r.data(), count(0), b, MPI_OP_NULL, comm);
-    else
-      smpi_coll_exscan(s.data(), r.data(), count(0), b, MPI_OP_NULL, comm);
-    smpi_execute_flops(arg(1));
-  } else if (code == WL_ALLTOALL || code == WL_ALLGATHER) {
-    auto s = bytes(count(0) * (code == WL_ALLTOALL ? n : 1)), r = bytes(count(1) * n);
-    if (code == WL_ALLTOALL)
-      smpi_coll_alltoall(s.data(), count(0), b, r.data(), count(1), b, comm);
-    else
-      smpi_coll_allgather(s.data(), count(0), b, r.data(), count(1), b, comm);
-  } else if (code == WL_GATHER) {
-    auto s = bytes(count(0)), r = bytes(count(1) * n);
-    smpi_coll_gather(s.data(), count(0), b, r.data(), count(1), b, root(2), comm);
-  } else if (code == WL_SCATTER) {
-    auto s = bytes(count(0) * n), r = bytes(count(1));
-    smpi_coll_scatter(s.data(), count(0), b, r.data(), count(1), b, root(2), comm);
-  } else {
-    fprintf(stderr, "waitlab-replay: %s on a sub-communicator cannot be replayed\n", action[1].c_str());
-    abort();
-  }
-}
-
-// Wrap the (already logged) collective actions: a line ending in "comm=..." runs on that communicator.
-void register_subcomm_collectives()
-{
-  for (int code : {WL_BARRIER, WL_BCAST, WL_REDUCE, WL_ALLREDUCE, WL_ALLTOALL, WL_GATHER, WL_SCATTER, WL_ALLGATHER,
-                   WL_SCAN, WL_EXSCAN}) {
-    action_fun world = xbt_replay_action_get(kActions[code]);
-    xbt_replay_action_register(kActions[code], [world, code](simgrid::xbt::ReplayAction& action) {
-      if (action.size() < 3 || action.back().compare(0, std::strlen(kCommArg), kCommArg) != 0) {
-        world(action);
-        return;
-      }
-      simgrid::xbt::ReplayAction rest(action.begin(), action.end() - 1);
-      std::vector<int> members;
-      MPI_Comm comm = subcomm_of(action.back(), members);
-      double t0 = simgrid::s4u::Engine::get_clock();
-      run_subcomm_collective(code, rest, comm, members);
-      log_record(code, t0, simgrid::s4u::Engine::get_clock());
-    });
-  }
-}
 
 void register_actions()
 {
@@ -374,7 +215,7 @@ void register_actions()
     log_record(WL_FLUSH, t0, simgrid::s4u::Engine::get_clock());
   });
   xbt_replay_action_register(kActions[WL_SWAP], sleeping(WL_SWAP));
-  // Synchronous sends: MPI_Ssend / MPI_Issend on MPI_COMM_WORLD (the stock recv/irecv actions receive on it with
+  // Synchronous sends: SMPI's Request::ssend / Request::issend (MPI_Ssend / MPI_Issend) on MPI_COMM_WORLD (the stock recv/irecv actions receive on it with
   // the same tag), so the sender waits for the receive at any size.
   xbt_replay_action_register(kActions[WL_SSEND], [](simgrid::xbt::ReplayAction& action) {
     int dst = static_cast<int>(parse_seconds(action, 2));
@@ -382,7 +223,7 @@ void register_actions()
     auto count = static_cast<size_t>(parse_seconds(action, 4));
     std::vector<char> buf(count > 0 ? count : 1);
     double t0 = simgrid::s4u::Engine::get_clock();
-    MPI_Ssend(buf.data(), static_cast<int>(count), MPI_BYTE, dst, tag, MPI_COMM_WORLD);
+    smpi_request_ssend(buf.data(), static_cast<int>(count), MPI_BYTE, dst, tag, MPI_COMM_WORLD);
     log_record(WL_SSEND, t0, simgrid::s4u::Engine::get_clock());
   });
   xbt_replay_action_register(kActions[WL_ISSEND], [](simgrid::xbt::ReplayAction& action) {
@@ -391,13 +232,14 @@ void register_actions()
     auto count = static_cast<size_t>(parse_seconds(action, 4));
     Pending p{Pending::kIssend, MPI_REQUEST_NULL, std::vector<char>(count > 0 ? count : 1)};
     double t0 = simgrid::s4u::Engine::get_clock();
-    MPI_Issend(p.buf.data(), static_cast<int>(count), MPI_BYTE, dst, tag, MPI_COMM_WORLD, &p.req);
+    p.req = smpi_request_issend(p.buf.data(), static_cast<int>(count), MPI_BYTE, dst, tag, MPI_COMM_WORLD);
     pending_of_self()[Key(self_rank(), dst, tag)].push_back(std::move(p));
     log_record(WL_ISSEND, t0, simgrid::s4u::Engine::get_clock());
   });
   register_subcomm_collectives(); // collectives whose line names a sub-communicator
+  register_rma_actions();         // one-sided communication on windows of MPI_COMM_WORLD
   static_assert(WL_NUM_ACTIONS == WL_NUM_STOCK + 9 + WL_NUM_RMA && WL_FIRST_RMA == WL_NUM_STOCK + 9,
-                "the vocabulary has waitlab actions this file does not register (RMA actions have no TI form)");
+                "the vocabulary has waitlab actions this file does not register (RMA: see waitlab_replay_rma.cpp)");
   // The request bookkeeping below costs a map operation per isend/irecv/wait: only traces with an issend need it
   // (waitlab sets WAITLAB_ISSEND for them), so the others replay with the stock actions unchanged.
   if (std::getenv("WAITLAB_ISSEND") == nullptr)
@@ -436,7 +278,7 @@ void register_actions()
       if (it->second.empty())
         pending.erase(it);
       if (p.kind == Pending::kIssend)
-        MPI_Wait(&p.req, MPI_STATUS_IGNORE);
+        smpi_request_wait(&p.req, MPI_STATUS_IGNORE);
     }
     log_record(WL_WAIT, t0, simgrid::s4u::Engine::get_clock());
   });
@@ -450,7 +292,7 @@ void register_actions()
         if (p.kind == Pending::kIssend)
           reqs.push_back(p.req);
     if (!reqs.empty())
-      MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE);
+      smpi_request_waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE);
     pending_of_self().clear();
     stock_waitall(action);
     log_record(WL_WAITALL, t0, simgrid::s4u::Engine::get_clock());
@@ -464,7 +306,7 @@ void register_actions()
       stock_test(action);
     } else if (it->second.front().kind == Pending::kIssend) {
       int flag = 0;
-      MPI_Test(&it->second.front().req, &flag, MPI_STATUS_IGNORE);
+      smpi_request_test(&it->second.front().req, MPI_STATUS_IGNORE, &flag);
       if (flag)
         it->second.front().kind = Pending::kIssendDone;
     }
@@ -472,10 +314,11 @@ void register_actions()
   });
 }
 
-} // namespace
+} // namespace waitlab_replay
 
 int main(int argc, char* argv[])
 {
+  using namespace waitlab_replay;
   auto* self = simgrid::s4u::Actor::self();
   if (self == nullptr || self->get_property("smpi_replay") == nullptr) {
     fprintf(stderr, "waitlab-replay must be started by 'smpirun -replay INDEX waitlab-replay'\n");

@@ -10,6 +10,14 @@
  *   lock_shared    (3 ranks) as lock, but rank 1 takes a shared lock: it still waits A - B (rank 0 is exclusive);
  *                  rank 2 takes a shared lock after rank 1 (at 2 B) and waits too: A - 2 B.
  *   subcomm        (2 ranks) a fence on a window of a one-rank sub-communicator (waitlab refuses it).
+ *   accumulate     (2 ranks) fence; rank 0 accumulates 8 doubles into rank 1 (MPI_SUM); fence.
+ *   fetch          (2 ranks) fence; rank 0 fetches-and-adds one double of rank 1 (MPI_Fetch_and_op); fence.
+ *   lock_all       (3 ranks) every rank: lock_all, compute (rank 1: A, the others: B < A), put 8 doubles to the next
+ *                  rank, flush it, accumulate 8 doubles into the rank after, flush_all, unlock_all.  Passive
+ *                  target: nobody waits for rank 1 until MPI_Win_free, where ranks 0 and 2 wait A - B.
+ *   neighbours     (4 ranks) two iterations of: fence (the first with MPI_MODE_NOPRECEDE), compute (rank 2: A,
+ *                  the others: B < A), put 8 doubles to each ring neighbour, fence.  Every rank but 2 waits
+ *                  about A - B at each closing fence (ranks 1 and 3, targets of rank 2's puts, partly as Early Fence).
  */
 #include <mpi.h>
 #include <stdlib.h>
@@ -74,6 +82,37 @@ int main(int argc, char** argv)
       MPI_Win_lock(MPI_LOCK_SHARED, 2, 0, win);
       MPI_Get(src, 8, MPI_DOUBLE, 2, 16, 8, MPI_DOUBLE, win);
       MPI_Win_unlock(2, win);
+    }
+  } else if (strcmp(mode, "accumulate") == 0) {
+    MPI_Win_fence(0, win);
+    if (rank == 0)
+      MPI_Accumulate(src, 8, MPI_DOUBLE, 1, 0, 8, MPI_DOUBLE, MPI_SUM, win);
+    MPI_Win_fence(0, win);
+  } else if (strcmp(mode, "fetch") == 0) {
+    double one = 1.0, old = 0.0;
+    MPI_Win_fence(0, win);
+    if (rank == 0)
+      MPI_Fetch_and_op(&one, &old, MPI_DOUBLE, 1, 0, MPI_SUM, win);
+    MPI_Win_fence(0, win);
+  } else if (strcmp(mode, "lock_all") == 0) {
+    int n;
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    MPI_Win_lock_all(0, win);
+    smpi_execute_benched(rank == 1 ? a : b);
+    MPI_Put(src, 8, MPI_DOUBLE, (rank + 1) % n, 8 * rank, 8, MPI_DOUBLE, win);
+    MPI_Win_flush((rank + 1) % n, win);
+    MPI_Accumulate(src, 8, MPI_DOUBLE, (rank + 2) % n, 32, 8, MPI_DOUBLE, MPI_SUM, win);
+    MPI_Win_flush_all(win);
+    MPI_Win_unlock_all(win);
+  } else if (strcmp(mode, "neighbours") == 0) {
+    int n;
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    for (int it = 0; it < 2; it++) {
+      MPI_Win_fence(it == 0 ? MPI_MODE_NOPRECEDE : 0, win);
+      smpi_execute_benched(rank == 2 ? a : b);
+      MPI_Put(src, 8, MPI_DOUBLE, (rank + 1) % n, 0, 8, MPI_DOUBLE, win);
+      MPI_Put(src, 8, MPI_DOUBLE, (rank + n - 1) % n, 8, 8, MPI_DOUBLE, win);
+      MPI_Win_fence(0, win);
     }
   } else if (strcmp(mode, "subcomm") == 0) {
     MPI_Comm half;
