@@ -55,25 +55,39 @@ class Records:
 
 
 def read_records(out_dir: Path, n_ranks: int) -> Records:
-    """Read and merge the per-rank files the layer wrote (global name ids, row-indexed vectors)."""
-    logs, args = [], []
+    """Read and merge the per-rank files the layer wrote (global name ids, row-indexed vectors).
+
+    The binary files are read straight into the merged arrays; region names and communicators are renumbered
+    from each rank's ids to global ones in one lookup per column."""
+    sizes = []
+    for r in range(n_ranks):
+        n_log = (out_dir / f"r{r}.log").stat().st_size // LOG_DTYPE.itemsize
+        n_arg = (out_dir / f"r{r}.arg").stat().st_size // ARG_DTYPE.itemsize
+        if n_log != n_arg or n_log < 2:
+            raise SimulationError(f"the measurement layer's files of rank {r} are truncated ({out_dir})")
+        sizes.append(n_log)
+    ends = np.cumsum(sizes, dtype=np.int64)
+    log = np.empty(int(ends[-1]) if n_ranks else 0, LOG_DTYPE)
+    arg = np.empty(log.size, ARG_DTYPE)
     names: dict[str, int] = {}
     vectors: dict[tuple[int, int], tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = {}
     comms: dict[tuple[int, ...], int] = {}
+    name_luts: list[npt.NDArray[np.int32]] = []
+    comm_luts: list[npt.NDArray[np.int32]] = []
     for r in range(n_ranks):
-        log = np.fromfile(out_dir / f"r{r}.log", LOG_DTYPE)
-        arg = np.fromfile(out_dir / f"r{r}.arg", ARG_DTYPE)
-        if log.size != arg.size or log.size < 2:
-            raise SimulationError(f"the measurement layer's files of rank {r} are truncated ({out_dir})")
+        a, b = int(ends[r]) - sizes[r], int(ends[r])
+        for path, out in ((out_dir / f"r{r}.log", log[a:b]), (out_dir / f"r{r}.arg", arg[a:b])):
+            with path.open("rb") as f:
+                if f.readinto(memoryview(out).cast("B")) != out.nbytes:
+                    raise SimulationError(f"the measurement layer's files of rank {r} are truncated ({out_dir})")
         local: dict[int, int] = {}
         for line in (out_dir / f"r{r}.names").read_text().splitlines():
             sid, _, nm = line.partition("\t")
             local[int(sid)] = names.setdefault(nm, len(names))
-        if local:
-            lut = np.full(max(local) + 2, -1, np.int32)
-            for li, g in local.items():
-                lut[li] = g
-            arg["name"] = np.where(arg["name"] >= 0, lut[np.maximum(arg["name"], 0)], -1)
+        lut = np.full(max(local, default=-1) + 2, -1, np.int32)  # local id -> global id; last entry: -1 for -1
+        for li, g in local.items():
+            lut[li] = g
+        name_luts.append(lut)
         for line in (out_dir / f"r{r}.vec").read_text().splitlines():
             words = line.split()
             op, n = int(words[0]), int(words[1])
@@ -84,15 +98,28 @@ def read_records(out_dir: Path, n_ranks: int) -> Records:
         for line in (out_dir / f"r{r}.comms").read_text().splitlines():
             ids = [int(x) for x in line.split()]
             comm_lut[ids[0]] = comms.setdefault(tuple(ids[1:]), len(comms) + 1)
-        if len(comm_lut) > 1:
-            table = np.zeros(max(comm_lut) + 1, np.int32)
-            for local_id, global_id in comm_lut.items():
-                table[local_id] = global_id
-            arg["comm"] = table[arg["comm"]]
-        logs.append(log)
-        args.append(arg)
-    return Records(n_ranks, np.concatenate(logs), np.concatenate(args),
-                   tuple(sorted(names, key=names.__getitem__)), vectors, tuple(sorted(comms, key=comms.__getitem__)))
+        table = np.zeros(max(comm_lut) + 1, np.int32)
+        for local_id, global_id in comm_lut.items():
+            table[local_id] = global_id
+        comm_luts.append(table)
+    rank_of = np.repeat(np.arange(n_ranks), sizes)
+    for col, luts, what in (("name", name_luts, "names"), ("comm", comm_luts, "comms")):
+        size = np.array([t.size for t in luts], np.int64)
+        local_id = arg[col].astype(np.int64)
+        if col == "name":  # -1 (no name) reads each rank's last entry, which is -1
+            size -= 1
+            local_id = np.where(local_id == -1, size[rank_of], local_id)
+            size += 1
+        bad = np.flatnonzero((local_id < 0) | (local_id >= size[rank_of]))
+        if bad.size:
+            r = int(rank_of[bad[0]])
+            raise SimulationError(f"the measurement layer's records of rank {r} use a {col} id that r{r}.{what} "
+                                  f"does not list ({out_dir})")
+        if len(names if col == "name" else comms):
+            offsets = np.r_[0, np.cumsum([t.size for t in luts])[:-1]]
+            arg[col] = np.concatenate(luts)[offsets[rank_of] + local_id]
+    return Records(n_ranks, log, arg, tuple(sorted(names, key=names.__getitem__)), vectors,
+                   tuple(sorted(comms, key=comms.__getitem__)))
 
 
 #: smpif90/smpicc compile a rewritten copy named ``<source>_XXXXXXXXXX<suffix>`` (mktemp in the wrapper script)
