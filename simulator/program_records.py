@@ -108,9 +108,10 @@ def read_records(out_dir: Path, n_ranks: int) -> Records:
         local_id = arg[col].astype(np.int64)
         if col == "name":  # -1 (no name) reads each rank's last entry, which is -1
             size -= 1
+            bad = np.flatnonzero((local_id < -1) | (local_id >= size[rank_of]))
             local_id = np.where(local_id == -1, size[rank_of], local_id)
-            size += 1
-        bad = np.flatnonzero((local_id < 0) | (local_id >= size[rank_of]))
+        else:
+            bad = np.flatnonzero((local_id < 0) | (local_id >= size[rank_of]))
         if bad.size:
             r = int(rank_of[bad[0]])
             raise SimulationError(f"the measurement layer's records of rank {r} use a {col} id that r{r}.{what} "
