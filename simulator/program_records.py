@@ -78,7 +78,7 @@ def read_records(out_dir: Path, n_ranks: int) -> Records:
         a, b = int(ends[r]) - sizes[r], int(ends[r])
         for path, out in ((out_dir / f"r{r}.log", log[a:b]), (out_dir / f"r{r}.arg", arg[a:b])):
             with path.open("rb") as f:
-                if f.readinto(memoryview(out).cast("B")) != out.nbytes:
+                if f.readinto(out.data.cast("B")) != out.nbytes:
                     raise SimulationError(f"the measurement layer's files of rank {r} are truncated ({out_dir})")
         local: dict[int, int] = {}
         for line in (out_dir / f"r{r}.names").read_text().splitlines():
@@ -105,20 +105,20 @@ def read_records(out_dir: Path, n_ranks: int) -> Records:
     rank_of = np.repeat(np.arange(n_ranks), sizes)
     for col, luts, what in (("name", name_luts, "names"), ("comm", comm_luts, "comms")):
         size = np.array([t.size for t in luts], np.int64)
-        local_id = arg[col].astype(np.int64)
+        given = arg[col].astype(np.int64)
         if col == "name":  # -1 (no name) reads each rank's last entry, which is -1
             size -= 1
-            bad = np.flatnonzero((local_id < -1) | (local_id >= size[rank_of]))
-            local_id = np.where(local_id == -1, size[rank_of], local_id)
+            bad = np.flatnonzero((given < -1) | (given >= size[rank_of]))
+            given = np.where(given == -1, size[rank_of], given)
         else:
-            bad = np.flatnonzero((local_id < 0) | (local_id >= size[rank_of]))
+            bad = np.flatnonzero((given < 0) | (given >= size[rank_of]))
         if bad.size:
             r = int(rank_of[bad[0]])
             raise SimulationError(f"the measurement layer's records of rank {r} use a {col} id that r{r}.{what} "
                                   f"does not list ({out_dir})")
         if len(names if col == "name" else comms):
             offsets = np.r_[0, np.cumsum([t.size for t in luts])[:-1]]
-            arg[col] = np.concatenate(luts)[offsets[rank_of] + local_id]
+            arg[col] = np.concatenate(luts)[offsets[rank_of] + given]
     return Records(n_ranks, log, arg, tuple(sorted(names, key=names.__getitem__)), vectors,
                    tuple(sorted(comms, key=comms.__getitem__)))
 

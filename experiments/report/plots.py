@@ -64,8 +64,8 @@ def _gantt(events: pd.DataFrame, waits: pd.DataFrame, n_ranks: int, path: Path, 
     if isinstance(kind_col.dtype, pd.CategoricalDtype):  # compare codes: no string per event
         kind, labels = kind_col.cat.codes.to_numpy(), [str(c) for c in kind_col.cat.categories]
     else:
-        kind, labels = np.unique(kind_col.astype(str).to_numpy(), return_inverse=True)
-        kind, labels = labels.ravel(), [str(c) for c in kind]
+        uniq, inverse = np.unique(kind_col.astype(str).to_numpy(), return_inverse=True)
+        kind, labels = inverse.ravel(), [str(c) for c in uniq]
     leaf = kind != (labels.index("region") if "region" in labels else -2)
     kind = kind[leaf]
     rank, enter, exit_ = (events[c].to_numpy()[leaf] for c in ("rank", "enter", "exit"))
