@@ -1,60 +1,142 @@
 """waitlab's own work around a real program run (issue 25): seconds beside the SMPI stage, and where they go.
 
-Runs ``tests/programs/bsp.c`` (10 layer records per rank and step) with ``--ranks`` ranks x ``--steps`` steps through
+Runs ``tests/programs/bsp.c`` (8 events per rank and step) with ``--ranks`` ranks x ``--steps`` steps through
 ``waitlab.api.run`` into a results folder, then the same run with stock SimGrid alone (the folder's
-``program/rerun/smpirun.sh``), and prints: the wall time of ``api.run``, its stages (build, SMPI, reading the
-layer's records into the event table, wait states, writing the results folder), waitlab's own seconds (everything
-but the SMPI stage) as a share of the SMPI stage, and the stock run's time.
+``program/rerun/smpirun.sh``), and prints, in wall and in CPU seconds (``resource.getrusage``: on a shared machine
+the CPU seconds are the figure to trust):
 
-    nice -n 10 .venv/bin/python benchmarks/bench_program_overhead.py --ranks 16 --steps 15000
+* the SMPI stage: the ``smpirun`` process of the program with waitlab's layer recording (its CPU: the children's);
+* waitlab's own work: everything else ``api.run`` does (Python's CPU and that of its other children: ``addr2line``),
+  as a share of the SMPI stage, and per part (reading the layer's records, the event table, wait states, each file
+  of the results folder);
+* the stock run (no layer recording): the layer's own cost inside the SMPI stage is the difference;
+* events per second of waitlab's own work, and peak memory (Python's, and the simulator's).
+
+The program is built (and every module imported) by a 1-step run first: not part of the figures.
+
+    nice -n 10 .venv/bin/python benchmarks/bench_program_overhead.py --ranks 16 --steps 3000    # ~384 k events
+    nice -n 10 .venv/bin/python benchmarks/bench_program_overhead.py --ranks 16 --steps 33000   # ~4.2 M events
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import resource
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from waitlab import api
+from waitlab.experiments import programs, results, sources
+from waitlab.simulator import program_run
 
 BSP = Path(__file__).resolve().parent.parent / "tests" / "programs" / "bsp.c"
+
+
+def _cpu(who: int) -> float:
+    ru = resource.getrusage(who)
+    return ru.ru_utime + ru.ru_stime
+
+
+class Clock:
+    """Wall and CPU (own + children) seconds of named parts, nested parts subtracted from none."""
+
+    def __init__(self) -> None:
+        self.parts: dict[str, list[float]] = {}
+
+    @contextmanager
+    def part(self, name: str) -> Iterator[None]:
+        w, s, c = time.perf_counter(), _cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN)
+        try:
+            yield
+        finally:
+            acc = self.parts.setdefault(name, [0.0, 0.0, 0.0])
+            acc[0] += time.perf_counter() - w
+            acc[1] += _cpu(resource.RUSAGE_SELF) - s
+            acc[2] += _cpu(resource.RUSAGE_CHILDREN) - c
+
+    def wrap(self, owner: Any, attr: str, name: str) -> None:
+        fn: Callable[..., Any] = getattr(owner, attr)
+
+        @functools.wraps(fn)
+        def timed(*a: Any, **k: Any) -> Any:
+            with self.part(name):
+                return fn(*a, **k)
+
+        setattr(owner, attr, timed)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ranks", type=int, default=16)
-    ap.add_argument("--steps", type=int, default=15000)
+    ap.add_argument("--steps", type=int, default=3000)
+    ap.add_argument("--json", type=Path, help="also write the figures here")
+    ap.add_argument("--no-stock", action="store_true", help="skip the stock SimGrid rerun (the layer's cost)")
     args = ap.parse_args()
+    clock = Clock()
+    # the parts of waitlab's work (module attributes looked up at call time)
+    clock.wrap(program_run, "run_smpirun", "smpi")
+    clock.wrap(programs.prog, "read_records", "read records")
+    clock.wrap(programs.prog, "records_to_ops", "records -> operations")
+    clock.wrap(programs.prog, "rerun_files", "rerun files")
+    clock.wrap(sources, "build_events", "event table")
+    clock.wrap(sources, "program_binary", "build (cached)")
+    clock.wrap(results, "write_ops", "ops.parquet")
+    clock.wrap(results, "write_table", "events/waits/... parquet")
+    clock.wrap(results, "write_chrome_trace", "trace.json")
+    clock.wrap(results, "timeline_png", "timeline.png")
+    clock.wrap(results, "write_html_report", "report.html")
+    clock.wrap(results, "write_program_output", "program/ (output, rerun)")
     with tempfile.TemporaryDirectory(prefix="waitlab-bench-overhead-") as tmp:
         folder = Path(tmp)
-        (folder / "s.toml").write_text(
-            f'[scenario]\nname = "bsp"\nranks = {args.ranks}\n[platform]\nname = "dawning_5000a"\n'
-            f'[application]\nkind = "program"\nsources = ["{BSP}"]\nargs = ["{args.steps}"]\n')
-        api.run(folder / "s.toml")  # build the program once (not part of the figures)
-        t = time.perf_counter()
-        run = api.run(folder / "s.toml", folder / "out")
-        total = time.perf_counter() - t
+        scenario = ('[scenario]\nname = "bsp"\nranks = {ranks}\n[platform]\nname = "dawning_5000a"\n'
+                    '[application]\nkind = "program"\nsources = ["' + str(BSP) + '"]\nargs = ["{steps}"]\n')
+        (folder / "warm.toml").write_text(scenario.format(ranks=args.ranks, steps=1))
+        api.run(folder / "warm.toml", folder / "warm")  # build the program, import every module
+        (folder / "s.toml").write_text(scenario.format(ranks=args.ranks, steps=args.steps))
+        clock.parts.clear()
+        with clock.part("api.run"):
+            run = api.run(folder / "s.toml", folder / "out")
+        peak_py = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        peak_sim = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
         stages = dict(run.result.stage_seconds)
-        timing = json.loads((folder / "out" / "timing.json").read_text())
-        t = time.perf_counter()
-        stock = subprocess.run(["sh", str(folder / "out" / "program" / "rerun" / "smpirun.sh")], capture_output=True,
-                               text=True)
-        stock_s = time.perf_counter() - t
-    smpi = stages.get("smpi", 0.0)
-    own = total - smpi
+        stock = Clock()
+        with stock.part("stock"):
+            cmd = ["true"] if args.no_stock else ["sh", str(folder / "out" / "program" / "rerun" / "smpirun.sh")]
+            proc = subprocess.run(cmd, capture_output=True, text=True)
     events = len(run.result.events)
-    print(f"bsp.c, {args.ranks} ranks x {args.steps} steps: {events:,} events, stock rerun exit {stock.returncode}")
-    print(f"  waitlab run (results folder):  {total:8.2f} s")
-    for k, v in sorted(stages.items()):
-        print(f"    stage {k:<22} {v:8.2f} s")
-    print(f"    writing the folder etc.      {total - sum(stages.values()):8.2f} s")
-    print(f"  stock smpirun (rerun/):        {stock_s:8.2f} s")
-    print(f"  waitlab's own work:            {own:8.2f} s = {100 * own / max(smpi, 1e-9):.1f}% of the SMPI stage")
-    print(f"  (timing.json: {json.dumps(timing['stage_seconds'], sort_keys=True)})")
+    tw, ts, tc = clock.parts.pop("api.run")
+    sw, ss, sc = clock.parts["smpi"]
+    total_cpu, smpi_cpu = ts + tc, ss + sc
+    own_w, own_cpu = tw - sw, total_cpu - smpi_cpu
+    kw, ks, kc = stock.parts["stock"]
+    print(f"bsp.c, {args.ranks} ranks x {args.steps} steps: {events:,} events, stock rerun exit {proc.returncode}")
+    print(f"{'':34}{'wall s':>9}{'CPU s':>9}")
+    print(f"  waitlab run (api.run, folder)  {tw:9.2f}{total_cpu:9.2f}")
+    for name, (w, s, c) in clock.parts.items():
+        print(f"    {name:<29}{w:9.2f}{s + c:9.2f}")
+    print(f"  stock smpirun (rerun/)         {kw:9.2f}{ks + kc:9.2f}")
+    print(f"  layer's cost inside the SMPI stage (SMPI stage - stock): {sw - kw:.2f} s wall, "
+          f"{smpi_cpu - ks - kc:.2f} s CPU")
+    print(f"  waitlab's own work: {own_w:.2f} s wall = {100 * own_w / max(sw, 1e-9):.1f}% of the SMPI stage; "
+          f"{own_cpu:.2f} s CPU = {100 * own_cpu / max(smpi_cpu, 1e-9):.1f}% of its CPU")
+    print(f"  events per CPU second of waitlab's own work: {events / max(own_cpu, 1e-9):,.0f}; "
+          f"SMPI stage: {events / max(smpi_cpu, 1e-9):,.0f}")
+    print(f"  peak memory: waitlab (Python) {peak_py:.0f} MiB, simulator {peak_sim:.0f} MiB")
+    print(f"  (stage_seconds: {json.dumps({k: round(v, 3) for k, v in sorted(stages.items())})})")
+    if args.json:
+        args.json.write_text(json.dumps({
+            "ranks": args.ranks, "steps": args.steps, "events": events, "total_wall": tw, "total_cpu": total_cpu,
+            "smpi_wall": sw, "smpi_cpu": smpi_cpu, "own_wall": own_w, "own_cpu": own_cpu, "stock_wall": kw,
+            "stock_cpu": ks + kc, "peak_python_mib": peak_py, "peak_simulator_mib": peak_sim,
+            "parts": clock.parts}, indent=1) + "\n")
     return 0
 
 

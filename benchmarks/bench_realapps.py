@@ -38,9 +38,9 @@ from waitlab.experiments.nas import NAS, fetch_simgrid_sources
 from waitlab.experiments.pipeline import prepare
 from waitlab.experiments.report.plots import timeline_png
 from waitlab.experiments.scenario import from_mapping
+from waitlab.platforms.machine import program_settings
 from waitlab.simulator.build import cache_dir
 from waitlab.simulator.programs import (
-    DETERMINISTIC_CONFIG,
     build_program,
     read_records,
     records_to_ops,
@@ -80,10 +80,10 @@ def timed_runs(binary: Path, ranks: int, args: list[str], repeat: int, layer: bo
         out = work / "records"
         for _ in range(repeat):
             if layer:
-                res = run_program(binary, ranks, xml, hostfile, out, args=args, cwd=work)
+                res = run_program(binary, ranks, xml, hostfile, out, args=args, config=program_settings(), cwd=work)
                 walls.append(res.wall_seconds)
             else:
-                res = run_smpirun(binary, ranks, xml, hostfile, args=args, config=DETERMINISTIC_CONFIG, cwd=work,
+                res = run_smpirun(binary, ranks, xml, hostfile, args=args, config=program_settings(), cwd=work,
                                   privatize=True)
                 walls.append(res.wall_seconds)
         if layer:

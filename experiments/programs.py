@@ -25,6 +25,7 @@ from waitlab.errors import InputError, SimulationError
 from waitlab.experiments.real_params import ProgramParams
 from waitlab.experiments.scenario import Scenario
 from waitlab.models.ops import ACTIONS, CODE, MPI_ACTIONS, OpTable
+from waitlab.platforms.machine import computation_measured, program_settings
 from waitlab.platforms.render import RenderedPlatform
 from waitlab.simulator import programs as prog
 
@@ -45,10 +46,7 @@ def program_args(scenario: Scenario) -> list[str]:
 
 def program_config(scenario: Scenario, platform: RenderedPlatform, settings: Mapping[str, str]) -> dict[str, str]:
     """SimGrid settings of a real run (deterministic unless ``computation = "measured"``), then ``settings``."""
-    cfg = dict(prog.DETERMINISTIC_CONFIG)
-    if scenario.application.computation == "measured":
-        cfg["smpi/simulate-computation"] = "yes"
-        cfg["smpi/host-speed"] = repr(float(platform.core_speed))
+    cfg = program_settings(scenario.application.computation, platform.core_speed)
     cfg.update(settings)
     return cfg
 
@@ -257,18 +255,18 @@ def run_real_program(scenario: Scenario, platform: RenderedPlatform, work: Path,
                             sched.code, sched.value, sched.value2, sched.phase)
     out_dir = work / "records"
     cwd = program_workdir(work / "program", p.inputs)
+    cfg = program_config(scenario, platform, settings)
     res = prog.run_program(binary, scenario.ranks, xml, hostfile, out_dir, args=program_args(scenario),
-                           config=program_config(scenario, platform, settings), schedule_dir=schedule_dir,
+                           config=cfg, schedule_dir=schedule_dir,
                            extra_flags=extra_flags, timeout=scenario.simulation.timeout, exit_codes=p.exit_codes,
                            cwd=cwd, what=f"program of scenario '{scenario.name}' ({scenario.source})",
-                           env=platform.program_env)
+                           env=platform.program_env, measured=computation_measured(cfg))
     records = prog.read_records(out_dir, scenario.ranks)
     run = prog.records_to_ops(records, binary, callsite_regions=p.callsite_regions)
     ops, t_enter, t_exit = run.ops, run.t_enter, run.t_exit
     if target is not None and sched is not None:
         ops, t_enter, t_exit = merge_measured(target, run, sched)
-    cfg = {**prog.DETERMINISTIC_CONFIG, **program_config(scenario, platform, settings)}
-    env = prog.layer_env(platform.program_env, schedule_dir, cfg)
+    env = prog.layer_env(platform.program_env, schedule_dir, computation_measured(cfg))
     rerun = prog.rerun_files(res.command, binary, xml, hostfile, env, schedule_dir)
     return Measured(run, ops, t_enter, t_exit, res.output, res.wall_seconds, written_files(cwd, p.inputs), rerun)
 

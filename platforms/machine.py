@@ -16,6 +16,9 @@ The settings, in the order they are merged (a scenario's own ``[simulation] conf
 
 The eager threshold is part of 1 (``smpi/send-is-detached-thresh``).
 
+A real program run (``kind = "program"``) adds :func:`program_settings`: its own computation is not benchmarked and
+``MPI_Wtime`` costs nothing (deterministic), unless the scenario says ``computation = "measured"``.
+
 Examples
 --------
 >>> from waitlab.platforms import load_platform, render_platform
@@ -29,6 +32,7 @@ True
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from waitlab.platforms.contention import SETTING, law_record, plugin_rules
@@ -37,8 +41,9 @@ from waitlab.platforms.model import PlatformModel
 from waitlab.platforms.render import RenderedPlatform
 from waitlab.platforms.smpi_factors import calibrate
 
-__all__ = ["CONTENTION_CHOICES", "EAGER_TRANSFER_KEY", "SOLVER_PRECISION", "TIMING_PRECISION", "TREE_ALLREDUCE",
-           "contention_record", "machine_settings", "send_order_config"]
+__all__ = ["CONTENTION_CHOICES", "EAGER_TRANSFER_KEY", "PROGRAM_DETERMINISTIC", "SOLVER_PRECISION", "TIMING_PRECISION",
+           "TREE_ALLREDUCE", "computation_measured", "contention_record", "machine_settings", "program_settings",
+           "send_order_config"]
 
 #: The allreduce is a binomial reduce followed by a binomial broadcast, and MPI_Reduce is binomial: SimGrid's
 #: own default (a linear reduce whose root completes P-1 receives through P-1 ``waitany`` calls) costs O(P^2)
@@ -121,3 +126,32 @@ def contention_record(model: PlatformModel, contention: str = "platform") -> dic
         return {"law": "none", "memory_path": False, "send_order": model.contention.send_order,
                 "switched_off_by": "[simulation] contention = \"none\""}
     return law_record(model.contention, model.memory_bandwidth)
+
+
+#: SimGrid settings of a deterministic real program run: computation between MPI calls is not benchmarked (only
+#: explicit ``smpi_execute*`` and injected delays take simulated time) and ``MPI_Wtime`` costs nothing.
+PROGRAM_DETERMINISTIC: dict[str, str] = {"smpi/simulate-computation": "no", "smpi/wtime": "0"}
+
+
+def program_settings(computation: str = "none", core_speed: float | None = None) -> dict[str, str]:
+    """SimGrid settings of a real program run: :data:`PROGRAM_DETERMINISTIC`, or with ``computation =
+    "measured"`` the program's own computation benchmarked and charged at the platform's ``core_speed`` (flop/s).
+
+    >>> program_settings()
+    {'smpi/simulate-computation': 'no', 'smpi/wtime': '0'}
+    >>> program_settings("measured", 1e9)["smpi/host-speed"]
+    '1000000000.0'
+    """
+    cfg = dict(PROGRAM_DETERMINISTIC)
+    if computation == "measured":
+        if core_speed is None:
+            raise ValueError("measured computation needs the platform's core speed")
+        cfg["smpi/simulate-computation"] = "yes"
+        cfg["smpi/host-speed"] = repr(float(core_speed))
+    return cfg
+
+
+def computation_measured(settings: Mapping[str, str]) -> bool:
+    """Whether SimGrid benchmarks the program's own computation under ``settings`` (the measurement layer then
+    books it before each MPI call)."""
+    return settings.get("smpi/simulate-computation") == "yes"

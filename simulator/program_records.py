@@ -55,25 +55,39 @@ class Records:
 
 
 def read_records(out_dir: Path, n_ranks: int) -> Records:
-    """Read and merge the per-rank files the layer wrote (global name ids, row-indexed vectors)."""
-    logs, args = [], []
+    """Read and merge the per-rank files the layer wrote (global name ids, row-indexed vectors).
+
+    The binary files are read straight into the merged arrays; region names and communicators are renumbered
+    from each rank's ids to global ones in one lookup per column."""
+    sizes = []
+    for r in range(n_ranks):
+        n_log = (out_dir / f"r{r}.log").stat().st_size // LOG_DTYPE.itemsize
+        n_arg = (out_dir / f"r{r}.arg").stat().st_size // ARG_DTYPE.itemsize
+        if n_log != n_arg or n_log < 2:
+            raise SimulationError(f"the measurement layer's files of rank {r} are truncated ({out_dir})")
+        sizes.append(n_log)
+    ends = np.cumsum(sizes, dtype=np.int64)
+    log = np.empty(int(ends[-1]) if n_ranks else 0, LOG_DTYPE)
+    arg = np.empty(log.size, ARG_DTYPE)
     names: dict[str, int] = {}
     vectors: dict[tuple[int, int], tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = {}
     comms: dict[tuple[int, ...], int] = {}
+    name_luts: list[npt.NDArray[np.int32]] = []
+    comm_luts: list[npt.NDArray[np.int32]] = []
     for r in range(n_ranks):
-        log = np.fromfile(out_dir / f"r{r}.log", LOG_DTYPE)
-        arg = np.fromfile(out_dir / f"r{r}.arg", ARG_DTYPE)
-        if log.size != arg.size or log.size < 2:
-            raise SimulationError(f"the measurement layer's files of rank {r} are truncated ({out_dir})")
+        a, b = int(ends[r]) - sizes[r], int(ends[r])
+        for path, out in ((out_dir / f"r{r}.log", log[a:b]), (out_dir / f"r{r}.arg", arg[a:b])):
+            with path.open("rb") as f:
+                if f.readinto(out.data.cast("B")) != out.nbytes:
+                    raise SimulationError(f"the measurement layer's files of rank {r} are truncated ({out_dir})")
         local: dict[int, int] = {}
         for line in (out_dir / f"r{r}.names").read_text().splitlines():
             sid, _, nm = line.partition("\t")
             local[int(sid)] = names.setdefault(nm, len(names))
-        if local:
-            lut = np.full(max(local) + 2, -1, np.int32)
-            for li, g in local.items():
-                lut[li] = g
-            arg["name"] = np.where(arg["name"] >= 0, lut[np.maximum(arg["name"], 0)], -1)
+        lut = np.full(max(local, default=-1) + 2, -1, np.int32)  # local id -> global id; last entry: -1 for -1
+        for li, g in local.items():
+            lut[li] = g
+        name_luts.append(lut)
         for line in (out_dir / f"r{r}.vec").read_text().splitlines():
             words = line.split()
             op, n = int(words[0]), int(words[1])
@@ -84,15 +98,29 @@ def read_records(out_dir: Path, n_ranks: int) -> Records:
         for line in (out_dir / f"r{r}.comms").read_text().splitlines():
             ids = [int(x) for x in line.split()]
             comm_lut[ids[0]] = comms.setdefault(tuple(ids[1:]), len(comms) + 1)
-        if len(comm_lut) > 1:
-            table = np.zeros(max(comm_lut) + 1, np.int32)
-            for local_id, global_id in comm_lut.items():
-                table[local_id] = global_id
-            arg["comm"] = table[arg["comm"]]
-        logs.append(log)
-        args.append(arg)
-    return Records(n_ranks, np.concatenate(logs), np.concatenate(args),
-                   tuple(sorted(names, key=names.__getitem__)), vectors, tuple(sorted(comms, key=comms.__getitem__)))
+        table = np.zeros(max(comm_lut) + 1, np.int32)
+        for local_id, global_id in comm_lut.items():
+            table[local_id] = global_id
+        comm_luts.append(table)
+    rank_of = np.repeat(np.arange(n_ranks), sizes)
+    for col, luts, what in (("name", name_luts, "names"), ("comm", comm_luts, "comms")):
+        size = np.array([t.size for t in luts], np.int64)
+        given = arg[col].astype(np.int64)
+        if col == "name":  # -1 (no name) reads each rank's last entry, which is -1
+            size -= 1
+            bad = np.flatnonzero((given < -1) | (given >= size[rank_of]))
+            given = np.where(given == -1, size[rank_of], given)
+        else:
+            bad = np.flatnonzero((given < 0) | (given >= size[rank_of]))
+        if bad.size:
+            r = int(rank_of[bad[0]])
+            raise SimulationError(f"the measurement layer's records of rank {r} use a {col} id that r{r}.{what} "
+                                  f"does not list ({out_dir})")
+        if len(names if col == "name" else comms):
+            offsets = np.r_[0, np.cumsum([t.size for t in luts])[:-1]]
+            arg[col] = np.concatenate(luts)[offsets[rank_of] + given]
+    return Records(n_ranks, log, arg, tuple(sorted(names, key=names.__getitem__)), vectors,
+                   tuple(sorted(comms, key=comms.__getitem__)))
 
 
 #: smpif90/smpicc compile a rewritten copy named ``<source>_XXXXXXXXXX<suffix>`` (mktemp in the wrapper script)
@@ -111,7 +139,7 @@ def original_name(base: str) -> str:
 
 def resolve_sites(binary: Path, offsets: npt.NDArray[np.uint64]) -> dict[int, str]:
     """``file:line`` (or ``function+0xoff`` without debug information) of call-site offsets."""
-    uniq = sorted({int(x) for x in offsets.tolist() if x})
+    uniq = np.unique(offsets[offsets != 0]).tolist()
     out: dict[int, str] = {}
     tool = shutil.which("addr2line")
     if uniq and tool is not None:
@@ -200,74 +228,79 @@ def records_to_ops(rec: Records, binary: Path | None, *, callsite_regions: str =
     else:
         raise InputError("<scenario>", "application.callsite_regions", f"unknown value {callsite_regions!r}",
                          "auto, always or never")
-    # Rows per record: [enter site] [compute] [leave site] [record itself unless init/finalize]
+    # Rows per record: [enter site] [compute] [leave site] [record itself unless init/finalize]; each column is
+    # filled by scattering per-record values to the rows of one role (no per-row role tests)
     n_rows = has_gap.astype(np.int64) + 2 * wrap.astype(np.int64) + body.astype(np.int64)
-    total = int(n_rows.sum())
-    first = np.r_[0, np.cumsum(n_rows)[:-1]]
-    owner = np.repeat(np.arange(n), n_rows)
-    pos = np.arange(total) - first[owner]
-    # role of each row: 0 enter-site, 1 compute, 2 leave-site, 3 record
-    w, g = wrap[owner], has_gap[owner]
-    role = np.where(w, np.minimum(pos, 3), np.where(g & (pos == 0), 1, 3))
+    ends = np.cumsum(n_rows)
+    total = int(ends[-1]) if n else 0
+    first = ends - n_rows
+    rec_rows = (ends - 1)[body]  # role 3: the record itself
+    gap_rows = (first + wrap)[has_gap]  # role 1: the compute before it
+    enter_rows, leave_rows = first[wrap], first[wrap] + 2  # roles 0 and 2: the call-site region around the compute
+    t_rec0, t_rec1 = log["t_enter"], log["t_exit"]
+    flags = arg["flags"][body]
     # call-site names
     site = arg["site"]
     names = list(rec.names)
     name_col = np.full(total, -1, np.int32)
+    name_col[rec_rows] = arg["name"][body]
     if wrap.any():
         resolved = resolve_sites(binary, site) if binary is not None else {}
-        prev_site = np.r_[0, site[:-1]]
-        keys: dict[tuple[int, int], int] = {}
         wi = np.flatnonzero(wrap)
-        ids = np.empty(wi.size, np.int32)
-        for j, i in enumerate(wi.tolist()):
-            k = (int(prev_site[i]), int(site[i]))
-            if k not in keys:
-                a = resolved.get(k[0], hex(k[0])) if k[0] else "start"
-                b = resolved.get(k[1], hex(k[1])) if k[1] else "end"
-                nm = _site_name(a, b)
-                if nm in names:
-                    keys[k] = names.index(nm)
-                else:
-                    names.append(nm)
-                    keys[k] = len(names) - 1
-            ids[j] = keys[k]
-        site_id = np.full(n, -1, np.int32)
-        site_id[wi] = ids
-        name_col = np.where(role == 3, arg["name"][owner], np.where((role == 0) | (role == 2), site_id[owner], -1))
-    else:
-        name_col = np.where(role == 3, arg["name"][owner], -1).astype(np.int32)
-    row_code = np.select([role == 0, role == 1, role == 2], [CODE["enter"], CODE["compute"], CODE["leave"]],
-                         code[owner]).astype(np.int8)
-    t_gap0 = prev_exit[owner]
-    t_rec0, t_rec1 = log["t_enter"][owner], log["t_exit"][owner]
-    t_enter = np.select([role == 0, role == 1, role == 2], [t_gap0, t_gap0, t_rec0], t_rec0)
-    t_exit = np.select([role == 0, role == 1, role == 2], [t_gap0, t_rec0, t_rec0], t_rec1)
-    is_rec = role == 3
-    value = np.where(role == 1, t_rec0 - t_gap0, np.where(is_rec, arg["value"][owner], 0.0))
+        pairs = np.stack([np.r_[0, site[:-1]][wi], site[wi]], axis=1)
+        uniq, first_at, inv = np.unique(pairs, axis=0, return_index=True, return_inverse=True)
+        pair_id = np.empty(len(uniq), np.int32)
+        for j in np.argsort(first_at).tolist():  # distinct (previous site, site) pairs, named in order of appearance
+            k0, k1 = int(uniq[j, 0]), int(uniq[j, 1])
+            a = resolved.get(k0, hex(k0)) if k0 else "start"
+            b = resolved.get(k1, hex(k1)) if k1 else "end"
+            nm = _site_name(a, b)
+            if nm not in names:
+                names.append(nm)
+            pair_id[j] = names.index(nm)
+        ids = pair_id[inv.ravel()]
+        name_col[enter_rows] = ids
+        name_col[leave_rows] = ids
+    row_code = np.full(total, CODE["compute"], np.int8)
+    row_code[rec_rows] = code[body]
+    row_code[enter_rows] = CODE["enter"]
+    row_code[leave_rows] = CODE["leave"]
+    t_enter = np.empty(total)
+    t_exit = np.empty(total)
+    t_enter[rec_rows], t_exit[rec_rows] = t_rec0[body], t_rec1[body]
+    t_enter[gap_rows], t_exit[gap_rows] = prev_exit[has_gap], t_rec0[has_gap]
+    t_enter[enter_rows] = t_exit[enter_rows] = prev_exit[wrap]
+    t_enter[leave_rows] = t_exit[leave_rows] = t_rec0[wrap]
+    value = np.zeros(total)
+    value[gap_rows] = t_rec0[has_gap] - prev_exit[has_gap]
+    value[rec_rows] = arg["value"][body]
     cols: dict[str, npt.NDArray[Any]] = {
-        "rank": rank[owner].astype(np.int32),
+        "rank": np.repeat(log["rank"], n_rows).astype(np.int32),
         "code": row_code,
-        "step": arg["step"][owner].astype(np.int32),
-        "name": name_col.astype(np.int32),
-        "value": value.astype(np.float64),
-        "value2": np.where(is_rec, arg["value2"][owner], 0.0),
-        "peer": np.where(is_rec, arg["peer"][owner], -1).astype(np.int32),
-        "tag": np.where(is_rec, arg["tag"][owner], 0).astype(np.int32),
+        "step": np.repeat(arg["step"], n_rows).astype(np.int32),
+        "name": name_col,
+        "value": value,
+        "value2": _scatter(total, rec_rows, arg["value2"][body], 0.0, np.float64),
+        "peer": _scatter(total, rec_rows, arg["peer"][body], -1, np.int32),
+        "tag": _scatter(total, rec_rows, arg["tag"][body], 0, np.int32),
         "cause": np.full(total, -1, np.int64),
         "excess": np.zeros(total, np.float64),
     }
     cols["seq"] = seq_within_rank(cols["rank"], rec.n_ranks)
-    cols["comm"] = np.where(is_rec, arg["comm"][owner], 0).astype(np.int32)
+    cols["comm"] = _scatter(total, rec_rows, arg["comm"][body], 0, np.int32)
     # delays the program injected itself (WAITLAB_INJECT): compute rows whose whole value is a cause (imbalance)
-    cause_rows = np.flatnonzero(is_rec & ((arg["flags"][owner] & FLAG_CAUSE) != 0))
+    cause_rows = rec_rows[(flags & FLAG_CAUSE) != 0]
     cols["cause"][cause_rows] = np.arange(cause_rows.size)
     cols["excess"][cause_rows] = cols["value"][cause_rows]
     ledger = Ledger(rank=cols["rank"][cause_rows].copy(), region=cols["name"][cause_rows].copy(),
                     step=cols["step"][cause_rows].copy(), seconds=cols["value"][cause_rows].copy(),
                     kind=np.full(cause_rows.size, CAUSE_KINDS.index("imbalance"), np.int8))
     ops = OpTable(n_ranks=rec.n_ranks, names=tuple(names), ledger=ledger, comms=rec.comms, **cols)
-    record = np.where(is_rec, owner, -1).astype(np.int64)
-    injected = is_rec & ((arg["flags"][owner] & FLAG_INJECTED) != 0)
+    record = np.full(total, -1, np.int64)
+    record[rec_rows] = np.flatnonzero(body)
+    injected = np.zeros(total, bool)
+    injected[rec_rows] = (flags & FLAG_INJECTED) != 0
+    is_rec = record >= 0
     # v-collective counts: keyed by (rank, code, occurrence)
     vectors = VectorStore()
     vrows = np.flatnonzero(is_rec & np.isin(row_code, codes_of(V_ACTIONS)))
@@ -276,8 +309,16 @@ def records_to_ops(rec: Records, binary: Path | None, *, callsite_regions: str =
         rec_start = np.r_[0, np.cumsum(np.bincount(rank, minlength=rec.n_ranks))[:-1]]
         for i in vrows.tolist():
             r = int(cols["rank"][i])
-            local = int(owner[i] - rec_start[r])
+            local = int(record[i] - rec_start[r])
             vec = rec.vectors.get((r, local))
             if vec is not None:
                 vectors.put(r, int(row_code[i]), int(occ[i]), *vec)
-    return ProgramRun(ops, t_enter.astype(np.float64), t_exit.astype(np.float64), vectors, record, injected)
+    return ProgramRun(ops, t_enter, t_exit, vectors, record, injected)
+
+
+def _scatter(total: int, rows: npt.NDArray[np.int64], values: npt.NDArray[Any], default: float,
+             dtype: type[np.generic]) -> npt.NDArray[Any]:
+    """A column of ``total`` rows: ``values`` at ``rows``, ``default`` elsewhere."""
+    out = np.full(total, default, dtype)
+    out[rows] = values
+    return out

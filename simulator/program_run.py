@@ -23,10 +23,6 @@ ITEM_DTYPE = np.dtype([("anchor", "<i8"), ("code", "<i4"), ("phase", "<i4"), ("v
 #: Actions the layer can inject (``WAITLAB_SCHEDULE``).
 INJECTABLE = tuple(sorted(a for a in ACTIONS if a in LOCAL_ACTIONS))
 
-#: SimGrid settings of a deterministic real run: computation between MPI calls is not benchmarked (only
-#: explicit ``smpi_execute*`` and injected delays take simulated time) and ``MPI_Wtime`` costs nothing.
-DETERMINISTIC_CONFIG: dict[str, str] = {"smpi/simulate-computation": "no", "smpi/wtime": "0"}
-
 
 _KNOWN_FAILURES = (
     ("MPI_Abort was called", "the program called MPI_Abort"),
@@ -73,10 +69,12 @@ def run_program(binary: Path, n_ranks: int, platform_xml: Path, hostfile: Path, 
                 args: Sequence[str] = (), config: Mapping[str, str] | None = None,
                 schedule_dir: Path | None = None, extra_flags: Sequence[str] = (), timeout: float | None = None,
                 exit_codes: Sequence[int] = (0,), cwd: Path | None = None, what: str = "program",
-                env: Mapping[str, str] | None = None) -> SmpiResult:
+                env: Mapping[str, str] | None = None, measured: bool = False) -> SmpiResult:
     """Run a program built by :func:`build_program` under SMPI with the layer recording into ``out_dir``.
 
-    ``env`` adds environment variables for the layer (e.g. the platform's ``program_env``: its one-sided protocol).
+    ``config`` is every SimGrid setting of the run (:func:`waitlab.platforms.machine.program_settings` and the
+    platform's); ``env`` adds environment variables for the layer (e.g. the platform's ``program_env``: its one-sided
+    protocol); ``measured``: SimGrid benchmarks the program's computation (the layer books it before each call).
 
     Raises
     ------
@@ -88,9 +86,8 @@ def run_program(binary: Path, n_ranks: int, platform_xml: Path, hostfile: Path, 
     out_dir.mkdir(parents=True, exist_ok=True)
     for stale in out_dir.glob("r*.*"):
         stale.unlink()
-    cfg = dict(DETERMINISTIC_CONFIG)
-    cfg.update(config or {})
-    env = {**layer_env(env, schedule_dir, cfg), "WAITLAB_OUT": str(out_dir.resolve())}
+    cfg = dict(config or {})
+    env = {**layer_env(env, schedule_dir, measured), "WAITLAB_OUT": str(out_dir.resolve())}
     try:
         res = run_smpirun(binary, n_ranks, platform_xml, hostfile, args=[*args, "--log=ker_engine.thres:info"],
                           config=cfg, extra_flags=extra_flags, env=env, cwd=cwd, timeout=timeout, what=what,
@@ -107,12 +104,12 @@ def run_program(binary: Path, n_ranks: int, platform_xml: Path, hostfile: Path, 
     return res
 
 
-def layer_env(env: Mapping[str, str] | None, schedule_dir: Path | None, cfg: Mapping[str, str]) -> dict[str, str]:
+def layer_env(env: Mapping[str, str] | None, schedule_dir: Path | None, measured: bool) -> dict[str, str]:
     """Environment of the measurement layer besides its output folder: the platform's, the schedule, the mode."""
     out = dict(env or {})
     if schedule_dir is not None:
         out["WAITLAB_SCHEDULE"] = str(schedule_dir.resolve())
-    if cfg.get("smpi/simulate-computation") == "yes":  # the layer books measured computation before each call
+    if measured:  # the layer books measured computation before each call
         out["WAITLAB_MEASURED"] = "1"
     return out
 

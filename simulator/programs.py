@@ -47,7 +47,6 @@ from waitlab.simulator.program_records import (
     resolve_sites,
 )
 from waitlab.simulator.program_run import (
-    DETERMINISTIC_CONFIG,
     INJECTABLE,
     ITEM_DTYPE,
     layer_env,
@@ -57,7 +56,7 @@ from waitlab.simulator.program_run import (
 )
 
 __all__ = [
-    "ARG_DTYPE", "COMPILERS", "DETERMINISTIC_CONFIG", "FLAG_CAUSE", "FLAG_INJECTED", "INJECTABLE", "ITEM_DTYPE",
+    "ARG_DTYPE", "COMPILERS", "FLAG_CAUSE", "FLAG_INJECTED", "INJECTABLE", "ITEM_DTYPE",
     "LOG_DTYPE", "SITE_PREFIX", "SUFFIXES", "ProgramRun", "Records", "build_program", "check_binary",
     "language_of", "layer_env", "layer_object", "read_records", "records_to_ops", "rerun_files", "resolve_sites",
     "run_program", "sources_digest", "write_schedule",

@@ -32,8 +32,12 @@ def merge_subpixel(rank: np.ndarray, enter: np.ndarray, exit_: np.ndarray, pixel
     """
     if rank.size == 0:
         return rank, enter, exit_
-    order = np.lexsort((enter, rank))
-    r, a, b = rank[order], enter[order], exit_[order]
+    in_order = bool(np.all((rank[1:] > rank[:-1]) | ((rank[1:] == rank[:-1]) & (enter[1:] >= enter[:-1]))))
+    if in_order:  # already sorted by (rank, enter), as a rank's operations are: the stable sort would not move them
+        r, a, b = rank, enter, exit_
+    else:
+        order = np.lexsort((enter, rank))
+        r, a, b = rank[order], enter[order], exit_[order]
     span = float(max(b.max() - min(a.min(), 0.0), pixel)) * 4 + 4 * pixel  # keeps ranks apart in one sweep
     shift = r.astype(np.float64) * span
     reach = np.maximum.accumulate(b + shift)  # furthest end so far (per rank: earlier ranks end below)
@@ -55,14 +59,20 @@ def timeline_png(events: pd.DataFrame, waits: pd.DataFrame, path: Path, title: s
 def _gantt(events: pd.DataFrame, waits: pd.DataFrame, n_ranks: int, path: Path, title: str) -> None:
     # One PolyCollection per kind (not one artist per event): 100,000 events draw in about a second.
     fig, ax = subplots(figsize=(12, max(2.5, 0.3 * n_ranks + 1.5)))
-    leaf = events[events["kind"] != "region"]
     handles = []
-    rank, enter, exit_ = (leaf[c].to_numpy() for c in ("rank", "enter", "exit"))
-    kind = leaf["kind"].astype(str).to_numpy()
+    kind_col = events["kind"]
+    if isinstance(kind_col.dtype, pd.CategoricalDtype):  # compare codes: no string per event
+        kind, labels = kind_col.cat.codes.to_numpy(), [str(c) for c in kind_col.cat.categories]
+    else:
+        uniq, inverse = np.unique(kind_col.astype(str).to_numpy(), return_inverse=True)
+        kind, labels = inverse.ravel(), [str(c) for c in uniq]
+    leaf = kind != (labels.index("region") if "region" in labels else -2)
+    kind = kind[leaf]
+    rank, enter, exit_ = (events[c].to_numpy()[leaf] for c in ("rank", "enter", "exit"))
     t_max = float(events["exit"].max()) if len(events) else 1.0
     pixel = (t_max * 1.01 if t_max > 0 else 1.0) / GANTT_PIXELS
     for k, colour in KIND_COLOURS.items():
-        sel = kind == k
+        sel = kind == (labels.index(k) if k in labels else -2)
         if sel.any():
             r, a, b = merge_subpixel(rank[sel], enter[sel], exit_[sel], pixel)
             ax.add_collection(PolyCollection(bar_polygons(r, a, b - a), facecolors=colour, linewidths=0,
