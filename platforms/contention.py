@@ -193,7 +193,7 @@ def describe_law(spec: ContentionSpec, memory_bandwidth: float | None,
         out += ["  HOL blocking at switch output ports: capacity x f(n), n = contending inputs = "
                 f"ceil(flows / ranks per node); {shown}; f(n) -> 2 - sqrt(2) = {LIMIT:.4f}", f"  source: {HOL_SOURCE}"]
         r = port_ratio(spec, mpi_bandwidth)
-        if r != 1.0:
+        if spec.port_bandwidth is not None and r != 1.0:
             g = port_factors(HOL_TABLE, r)
             used = ", ".join(f"{k}: {g[k - 1]:.4f}" for k in (1, 2, 3, 4, 8, 16, 64))
             out.append(f"  at the port's data rate {spec.port_bandwidth / 1e9:.4g} GB/s (contention.port_bandwidth) "
