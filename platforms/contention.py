@@ -6,6 +6,7 @@ File format (every key optional; no section = ``law = "none"``, no memory path, 
     law = "karol_hol"    # or "none": head-of-line blocking at the switch output ports
     memory_path = true   # the node's shared memory path: loopback capacity min(n C, M)
     send_order = true    # a rank's non-blocking sends leave one after the other (per-byte smpi/ois)
+    port_bandwidth = { value = 2.0e9, source = "..." }   # optional: data rate of a switch port, B/s
     note = "free text"
 
 ``law = "karol_hol"``: a switch output port that ``n`` flows cross at once delivers ``C f(n)`` bytes/s,
@@ -20,6 +21,13 @@ node's ranks enter the switch through one port, so ``n`` flows are taken to come
 the port at once, as in the alltoall algorithms' steps).  docs/calibration.md measures the difference to
 counting flows.
 
+``port_bandwidth`` (optional): the data rate ``P`` of a switch port, when it is above the MPI-level rate ``B``
+of the platform's largest-message ``[mpi]`` figure (the rate SMPI's calibrated links deliver).  HOL blocking
+happens in the switch, at the port's own rate; what limits one message to ``B`` is the host side (adapter and
+I/O bus), which HOL blocking does not slow.  A port fed by ``n`` inputs then delivers ``min(B, P f(n))``, i.e.
+the link's factor is ``min(1, r f(n))`` with ``r = P / B`` (:func:`port_factors`).  Without it ``r = 1``: the
+loss applies to the MPI-level rate (the behaviour before ``port_bandwidth`` existed).
+
 ``memory_path = true``: the loopback of every node (the intra-node path of SMPI's cluster) gets capacity
 ``min(n C, M)``: each of ``n`` on-node messages still gets the calibrated intra-node bandwidth ``C`` alone,
 but together they cannot exceed ``M = intra_node.memory_bandwidth`` (divided by the large-message bandwidth
@@ -33,21 +41,22 @@ variable; it is recorded with every other setting in run.json.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
+import numpy.typing as npt
 
 from waitlab.errors import InputError
 from waitlab.models.contention import LIMIT, hol_factors
 
 __all__ = ["CONTENTION_KEYS", "CONTENTION_LAWS", "HOL_SOURCE", "SETTING", "ContentionSpec", "plugin_rules",
-           "read_contention"]
+           "port_factors", "read_contention"]
 
 #: Laws a platform may name.
 CONTENTION_LAWS: tuple[str, ...] = ("none", "karol_hol")
-CONTENTION_KEYS: tuple[str, ...] = ("law", "memory_path", "send_order", "note")
+CONTENTION_KEYS: tuple[str, ...] = ("law", "memory_path", "send_order", "note", "port_bandwidth")
 #: Where the HOL law comes from (shown by ``waitlab platforms NAME`` and recorded in run.json).
 HOL_SOURCE = ("Karol, Hluchyj and Morgan, 'Input versus output queueing on a space-division packet switch', "
               "IEEE Trans. Commun. 35(12), 1987: saturation throughput of an N-input input-queued switch "
@@ -68,10 +77,24 @@ class ContentionSpec:
     memory_path: bool = False
     send_order: bool = False
     note: str = ""
+    port_bandwidth: float | None = None  # B/s of data a switch port carries (None: the MPI-level rate)
 
 
-def read_contention(section: Mapping[str, Any], file: str) -> ContentionSpec:
-    """Validate a ``[contention]`` table; one-line :class:`InputError` naming the key and the fix."""
+class _FigureReader(Protocol):
+    def figure(self, dotted: str, entry: Any, *, integer: bool = ...,
+               check: Callable[[float], str] = ...) -> float: ...
+
+
+def _positive(v: float) -> str:
+    return "" if v > 0 else "must be positive"
+
+
+def read_contention(section: Mapping[str, Any], file: str, reader: _FigureReader | None = None) -> ContentionSpec:
+    """Validate a ``[contention]`` table; one-line :class:`InputError` naming the key and the fix.
+
+    ``reader`` (the platform file's figure reader) validates ``port_bandwidth`` (a figure with its source) and
+    records it with the file's other figures; without it ``port_bandwidth`` is refused.
+    """
     for key in section:
         if key not in CONTENTION_KEYS:
             raise InputError(file, f"contention.{key}", "unknown key", f"allowed keys: {', '.join(CONTENTION_KEYS)}")
@@ -88,7 +111,24 @@ def read_contention(section: Mapping[str, Any], file: str) -> ContentionSpec:
     note = section.get("note", "")
     if not isinstance(note, str):
         raise InputError(file, "contention.note", f"must be a string, got {note!r}", 'write note = "..."')
-    return ContentionSpec(law, flags["memory_path"], flags["send_order"], note)
+    port = None
+    if "port_bandwidth" in section:
+        if reader is None:
+            raise InputError(file, "contention.port_bandwidth", "needs the platform file's figure reader",
+                             "load the file with waitlab.platforms.load_platform")
+        port = reader.figure("contention.port_bandwidth", section["port_bandwidth"], check=_positive)
+    return ContentionSpec(law, flags["memory_path"], flags["send_order"], note, port)
+
+
+def port_factors(n_max: int, ratio: float = 1.0) -> npt.NDArray[np.float64]:
+    """Factor of a switch port's MPI-level capacity when ``n = 1 .. n_max`` inputs feed it: ``min(1, r f(n))``.
+
+    ``f`` is Karol et al.'s saturation throughput (:func:`waitlab.models.contention.hol_factors`), ``r`` the
+    port's data rate over the MPI-level rate (module docstring); ``r = 1`` gives ``f`` itself.
+    """
+    if ratio < 1.0:
+        raise ValueError(f"a port slower than the MPI-level rate is not a HOL effect: ratio {ratio} < 1")
+    return np.minimum(1.0, ratio * hol_factors(n_max))  # capacity = min(B, P f(n)) / B
 
 
 def _n(x: float) -> str:
@@ -105,7 +145,7 @@ def hol_ports(d_mod_k_leaves: tuple[int, ...] = ()) -> tuple[str, ...]:
 
 
 def plugin_rules(spec: ContentionSpec, memory_bandwidth: float | None, bw_factor: float,
-                 d_mod_k_leaves: tuple[int, ...] = (), per_input: int = 1) -> str:
+                 d_mod_k_leaves: tuple[int, ...] = (), per_input: int = 1, mpi_bandwidth: float | None = None) -> str:
     """The plugin's ``WAITLAB_CONTENTION`` rules for a rendered platform ('' when no law applies).
 
     Parameters
@@ -120,10 +160,13 @@ def plugin_rules(spec: ContentionSpec, memory_bandwidth: float | None, bw_factor
     per_input : int
         Flows one input port carries at most (the ranks of one node): ``n`` flows contend as
         ``ceil(n / per_input)`` inputs.
+    mpi_bandwidth : float or None
+        MPI-level B/s of the platform's largest-message figure (with ``spec.port_bandwidth``: the port's
+        headroom ``r = port_bandwidth / mpi_bandwidth``).
     """
     rules = []
     if spec.law == "karol_hol":
-        f = hol_factors(HOL_TABLE)
+        f = port_factors(HOL_TABLE, port_ratio(spec, mpi_bandwidth))
         rules.append("hol:" + "|".join(hol_ports(d_mod_k_leaves)) + f":{int(per_input)}:"
                      + ",".join(f"{x:.6f}" for x in f))
     if spec.memory_path and memory_bandwidth is not None:
@@ -133,7 +176,15 @@ def plugin_rules(spec: ContentionSpec, memory_bandwidth: float | None, bw_factor
     return ";".join(rules)
 
 
-def describe_law(spec: ContentionSpec, memory_bandwidth: float | None) -> list[str]:
+def port_ratio(spec: ContentionSpec, mpi_bandwidth: float | None) -> float:
+    """``r = port_bandwidth / mpi_bandwidth`` (1 without a port figure); a port below the MPI rate is refused."""
+    if spec.port_bandwidth is None or mpi_bandwidth is None:
+        return 1.0
+    return spec.port_bandwidth / mpi_bandwidth
+
+
+def describe_law(spec: ContentionSpec, memory_bandwidth: float | None,
+                 mpi_bandwidth: float | None = None) -> list[str]:
     """Lines for ``waitlab platforms NAME``: the law, its source and its values."""
     out = [f"contention law: {spec.law}"]
     if spec.law == "karol_hol":
@@ -141,6 +192,12 @@ def describe_law(spec: ContentionSpec, memory_bandwidth: float | None) -> list[s
         shown = ", ".join(f"f({k})={f[k - 1]:.4f}" for k in (1, 2, 3, 4, 8, 16, 64))
         out += ["  HOL blocking at switch output ports: capacity x f(n), n = contending inputs = "
                 f"ceil(flows / ranks per node); {shown}; f(n) -> 2 - sqrt(2) = {LIMIT:.4f}", f"  source: {HOL_SOURCE}"]
+        r = port_ratio(spec, mpi_bandwidth)
+        if spec.port_bandwidth is not None and r != 1.0:
+            g = port_factors(HOL_TABLE, r)
+            used = ", ".join(f"{k}: {g[k - 1]:.4f}" for k in (1, 2, 3, 4, 8, 16, 64))
+            out.append(f"  at the port's data rate {spec.port_bandwidth / 1e9:.4g} GB/s (contention.port_bandwidth) "
+                       f"= {r:.4g} x the MPI-level rate: factor min(1, {r:.4g} f(n)) = {used}")
     if spec.memory_path:
         mem = "no intra_node.memory_bandwidth: not applied" if memory_bandwidth is None else \
             f"min(n x C, {memory_bandwidth / 1e9:.4g} GB/s) (intra_node.memory_bandwidth)"
@@ -153,12 +210,18 @@ def describe_law(spec: ContentionSpec, memory_bandwidth: float | None) -> list[s
     return out
 
 
-def law_record(spec: ContentionSpec, memory_bandwidth: float | None) -> dict[str, Any]:
+def law_record(spec: ContentionSpec, memory_bandwidth: float | None,
+               mpi_bandwidth: float | None = None) -> dict[str, Any]:
     """What run.json records of the contention model (the law's values included)."""
     rec: dict[str, Any] = {"law": spec.law, "memory_path": spec.memory_path, "send_order": spec.send_order}
     if spec.law == "karol_hol":
         rec["source"] = HOL_SOURCE
         rec["hol_factors_1_to_16"] = [round(float(x), 6) for x in np.asarray(hol_factors(16))]
+        r = port_ratio(spec, mpi_bandwidth)
+        if r != 1.0:
+            rec["port_bandwidth"] = spec.port_bandwidth
+            rec["port_ratio"] = r
+            rec["port_factors_1_to_16"] = [round(float(x), 6) for x in np.asarray(port_factors(16, r))]
     if spec.memory_path and memory_bandwidth is not None:
         rec["memory_bandwidth"] = memory_bandwidth
     return rec

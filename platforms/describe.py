@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from waitlab.platforms.contention import describe_law
 from waitlab.platforms.figures import Figure
+from waitlab.platforms.machine import mpi_bandwidth
 from waitlab.platforms.model import PlatformModel
 
 __all__ = ["describe_platform", "format_figure"]
@@ -74,5 +75,5 @@ def describe_platform(model: PlatformModel, short: bool = False) -> str:
         out.append(f"  {f.key:<{width}}  {format_figure(f):>14}  {tag}  {f.reason if f.assumed else f.source}")
     if model.mpi is not None:
         out.append(f"  {'mpi.rma_protocol':<{width}}  {model.mpi.rma_protocol:>14}  one-sided protocol (docs/rma.md)")
-    out += ["", *describe_law(model.contention, model.memory_bandwidth)]
+    out += ["", *describe_law(model.contention, model.memory_bandwidth, mpi_bandwidth(model))]
     return "\n".join(out)

@@ -42,8 +42,8 @@ from waitlab.platforms.render import RenderedPlatform
 from waitlab.platforms.smpi_factors import calibrate
 
 __all__ = ["CONTENTION_CHOICES", "EAGER_TRANSFER_KEY", "PROGRAM_DETERMINISTIC", "SOLVER_PRECISION", "TIMING_PRECISION",
-           "TREE_ALLREDUCE", "computation_measured", "contention_record", "machine_settings", "program_settings",
-           "send_order_config"]
+           "TREE_ALLREDUCE", "computation_measured", "contention_record", "machine_settings", "mpi_bandwidth",
+           "program_settings", "send_order_config"]
 
 #: The allreduce is a binomial reduce followed by a binomial broadcast, and MPI_Reduce is binomial: SimGrid's
 #: own default (a linear reduce whose root completes P-1 receives through P-1 ``waitany`` calls) costs O(P^2)
@@ -61,6 +61,14 @@ SOLVER_PRECISION = 1e-4
 TIMING_PRECISION = 1e-9
 #: Values of a scenario's ``[simulation] contention``.
 CONTENTION_CHOICES: tuple[str, ...] = ("platform", "none")
+
+
+def mpi_bandwidth(model: PlatformModel) -> float | None:
+    """MPI-level B/s of the platform's largest-message inter-node figure (None without ``[mpi]``)."""
+    if model.mpi is None:
+        return None
+    last = model.mpi.inter_node[-1]
+    return last.size / last.seconds
 
 
 def send_order_config(model: PlatformModel) -> dict[str, str]:
@@ -114,7 +122,7 @@ def machine_settings(model: PlatformModel, platform: RenderedPlatform, *, conten
     cfg["surf/precision"] = repr(float(timing_precision))
     if contention == "platform":
         rules = plugin_rules(model.contention, model.memory_bandwidth, calibrate(model).bw_factor[-1],
-                             _d_mod_k_leaves(model, platform), platform.ranks_per_node)
+                             _d_mod_k_leaves(model, platform), platform.ranks_per_node, mpi_bandwidth(model))
         if rules:
             cfg[SETTING] = rules
     return cfg
@@ -125,7 +133,7 @@ def contention_record(model: PlatformModel, contention: str = "platform") -> dic
     if contention == "none":
         return {"law": "none", "memory_path": False, "send_order": model.contention.send_order,
                 "switched_off_by": "[simulation] contention = \"none\""}
-    return law_record(model.contention, model.memory_bandwidth)
+    return law_record(model.contention, model.memory_bandwidth, mpi_bandwidth(model))
 
 
 #: SimGrid settings of a deterministic real program run: computation between MPI calls is not benchmarked (only

@@ -391,7 +391,7 @@ def from_mapping(data: Mapping[str, Any], file: str = "<platform>", default_name
     sec = data.get("contention", {})
     if not isinstance(sec, Mapping):
         raise InputError(file, "contention", f"must be a table, got {type(sec).__name__}", "write it as [contention]")
-    contention = read_contention(sec, file)
+    contention = read_contention(sec, file, r)
     return PlatformModel(name=name, description=description.strip(), file=file, max_nodes=max_nodes, node=node,
                          intra_node=intra, inter_node=inter, topology=topology, disk=disk,
                          trace_buffer_memory=buffer, figures=tuple(r.figures), mpi=mpi,

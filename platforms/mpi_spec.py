@@ -27,6 +27,11 @@ per-byte CPU cost.
 A point gives either ``latency`` (the one-way time of a ``size``-byte message: half a round trip) or
 ``bandwidth`` (``size`` divided by that one-way time).  Sizes are bytes, at least 1, all different
 within a list.
+
+``smpi_factors = false`` (optional, default true) says the file's ``inter_node`` link figures are already
+MPI-level (derived from an MPI pingpong of the same machine, as Okita et al.'s Myrinet bandwidth is): SMPI's
+latency and bandwidth factors are then 1 (``smpi/lat-factor`` and ``smpi/bw-factor`` ``0:1``) instead of
+being fitted to the figures; the overheads and the eager threshold still apply.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ from waitlab.errors import InputError
 __all__ = ["MPI_KEYS", "RMA_PROTOCOLS", "MpiPoint", "MpiSpec", "read_mpi", "rma_env"]
 
 MPI_KEYS: tuple[str, ...] = ("eager_threshold", "send_overhead", "recv_overhead", "copy_bandwidth", "inter_node",
-                              "intra_node", "rma_protocol")
+                              "intra_node", "rma_protocol", "smpi_factors")
 #: One-sided protocols the measurement layer can add to SMPI's own (docs/rma.md, "MPI library protocol").
 RMA_PROTOCOLS: tuple[str, ...] = ("smpi", "mvapich2")
 PATHS: tuple[str, ...] = ("inter_node", "intra_node")
@@ -89,6 +94,8 @@ class MpiSpec:
     rma_protocol : str
         One-sided protocol of the MPI library (:data:`RMA_PROTOCOLS`): ``"smpi"`` keeps SMPI 3.32's own,
         ``"mvapich2"`` adds MVAPICH2's lock, rendezvous and completion messages (docs/rma.md).
+    smpi_factors : bool
+        False: SMPI's latency and bandwidth factors are 1 (the link figures are MPI-level already).
     """
 
     eager_threshold: int
@@ -98,6 +105,7 @@ class MpiSpec:
     intra_node: tuple[MpiPoint, ...]
     rma_protocol: str = "smpi"
     copy_bandwidth: float | None = None
+    smpi_factors: bool = True
 
     @property
     def copy_per_byte(self) -> float:
@@ -176,7 +184,12 @@ def read_mpi(reader: _FigureReader, file: str, sec: Mapping[str, Any]) -> MpiSpe
     if rma not in RMA_PROTOCOLS:
         raise InputError(file, "mpi.rma_protocol", f"must be one of {', '.join(RMA_PROTOCOLS)}, got {rma!r}",
                          'write rma_protocol = "mvapich2" (or "smpi", SMPI\'s own one-sided semantics)')
-    return MpiSpec(eager, o_s, o_r, inter, intra, rma_protocol=str(rma), copy_bandwidth=copy_bw)
+    factors = sec.get("smpi_factors", True)
+    if not isinstance(factors, bool):
+        raise InputError(file, "mpi.smpi_factors", f"must be true or false, got {factors!r}",
+                         "write smpi_factors = false (the link figures are MPI-level) or leave it out")
+    return MpiSpec(eager, o_s, o_r, inter, intra, rma_protocol=str(rma), copy_bandwidth=copy_bw,
+                   smpi_factors=factors)
 
 
 def rma_env(mpi: MpiSpec | None) -> dict[str, str]:

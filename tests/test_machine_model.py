@@ -70,13 +70,31 @@ def _incast(n_send: int, contention: str, platform: str = "dawning_5000a", rpn: 
     return float(simulate_ops(prepare(sc), b.build()).events["exit"].max())
 
 
+def _without_port_rate(tmp_path: Path) -> str:
+    """Dawning's file without ``[contention] port_bandwidth``: the law at the MPI-level rate (r = 1)."""
+    text = (Path(__file__).resolve().parents[1] / "platforms" / "data" / "dawning_5000a.toml").read_text()
+    lines = [ln for ln in text.splitlines() if not ln.startswith("port_bandwidth")]
+    path = tmp_path / "dawning_no_port.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
 @pytest.mark.simgrid
-def test_two_equal_flows_into_one_receive_link_get_three_quarters() -> None:
+def test_two_equal_flows_into_one_receive_link_get_three_quarters(tmp_path: Path) -> None:
     # Karol et al., N = 2: 0.75 of the port's capacity (test_contention.py derives it by hand).  Two 4 MiB
     # flows from two nodes into one node's receive link: fluid sharing takes T, the law T / 0.75.
-    ratio = _incast(2, "none") / _incast(2, "platform")
+    plat = _without_port_rate(tmp_path)
+    ratio = _incast(2, "none", plat) / _incast(2, "platform", plat)
     assert ratio == pytest.approx(0.75, rel=0.01)
-    assert _incast(1, "none") == _incast(1, "platform")  # one input: nothing to block
+    assert _incast(1, "none", plat) == _incast(1, "platform", plat)  # one input: nothing to block
+
+
+@pytest.mark.simgrid
+def test_hol_loss_at_the_port_data_rate() -> None:
+    # Dawning's ports carry 2.0 GB/s of data, one MPI message 1.5 GB/s: r = 4/3, factor min(1, r f(n)).
+    # 2 inputs: 4/3 x 0.75 = 1, no loss; 4 inputs: 4/3 x 0.65524 = 0.87366 (Karol et al.: f(4) = 0.6553).
+    assert _incast(2, "none") / _incast(2, "platform") == pytest.approx(1.0, rel=0.01)
+    assert _incast(4, "none") / _incast(4, "platform") == pytest.approx(4 / 3 * 0.65524, rel=0.01)
 
 
 @pytest.mark.simgrid

@@ -9,9 +9,12 @@ R = 128, 1920 and 2304 MB are 1024, 15360 and 18432 round trips.
 
 Calibration (documented in docs/perturbation.md):
 
-* SMPI's piecewise bandwidth and latency correction factors are turned off
-  (``smpi/bw-factor:1``, ``smpi/lat-factor:1``): the platform's Myrinet link
-  speed was derived from the uninstrumented time S, without them.
+* SMPI's piecewise bandwidth and latency correction factors are 1
+  (``smpi/bw-factor:0:1``, ``smpi/lat-factor:0:1``): the platform's Myrinet link
+  speed was derived from the uninstrumented time S, without them.  The platform
+  file says so (``[mpi] smpi_factors = false``), so the machine model
+  (:func:`waitlab.platforms.machine.machine_settings`) sets them; the scenarios
+  add no SimGrid setting of their own.
 * The record copy cost is calibrated from table 1: below the swap point the
   overhead grows 3.26e-3 s per MB of R; p and q each copy one 128 KB record
   per round trip, one after the other, so one byte costs 3.26e-3 / 2 / 2^20 s
@@ -68,7 +71,6 @@ SWAP_FACTOR = 74.8
 RECORD_HEADER = 16  # timestamp + size, not counted in the paper's R
 TAU = 1.0
 F_EVERY = 4096
-SMPI_CONFIG = {"smpi/bw-factor": "0:1", "smpi/lat-factor": "0:1"}
 
 
 def scenario(round_trips: int, variant: str = "S") -> Scenario:
@@ -77,7 +79,6 @@ def scenario(round_trips: int, variant: str = "S") -> Scenario:
         "scenario": {"name": f"okita-{variant}-{round_trips}", "ranks": 2, "seed": 0},
         "platform": {"name": "okita_myrinet"},
         "application": {"kind": "pingpong", "steps": round_trips, "message_bytes": RECORD},
-        "simulation": {"config": dict(SMPI_CONFIG)},
     }
     if variant in ("S_i", "S_f"):
         data["instrumentation"] = {"events": "mpi", "only": ["recv"], "record_bytes": RECORD_HEADER,
@@ -237,8 +238,9 @@ def calibration() -> dict[str, Any]:
                                  "3.26e-3 s per MB of R, two records (p and q) per 128 KB of R"},
         "swap_factor": {"value": SWAP_FACTOR, "calibrated": "table 1: 2.44e-1 / 3.26e-3"},
         "trace_memory_MiB": {"value": 1920, "source": "Okita et al. 4.1: swapping starts past R = 1920 MB"},
-        "smpi_factors": {"value": SMPI_CONFIG, "calibration": "off: the Myrinet bandwidth was derived from S "
-                         "without SMPI's correction factors"},
+        "smpi_factors": {"value": {"smpi/bw-factor": "0:1", "smpi/lat-factor": "0:1"},
+                         "source": "platform okita_myrinet, [mpi] smpi_factors = false: the Myrinet bandwidth was "
+                         "derived from S without SMPI's correction factors"},
         "disk_bandwidth": {"value": 1.0 / COPY_COST, "assumed": "f writes to the page cache at memcpy speed"},
         "writeback_cost": {"value": COPY_COST, "assumed": "write-back of the flushed pages costs one more copy"},
         "tau_s": {"value": TAU, "source": "Okita et al. 4.1"},
