@@ -67,6 +67,9 @@ extern "C" int smpi_coll_scan(const void*, void*, int, MPI_Datatype, MPI_Op, MPI
 extern "C" int smpi_coll_exscan(const void*, void*, int, MPI_Datatype, MPI_Op, MPI_Comm) __asm__(
     "_ZN7simgrid4smpi5colls6exscanEPKvPviPNS0_8DatatypeEPNS0_2OpEPNS0_4CommE");
 
+// Nonblocking collectives (posts i<collective>, completions "<collective> ... nbc=<k>"): waitlab_replay_nbc.cpp.
+void register_nbc_actions(void (*log)(int32_t code, double t0, double t1));
+
 namespace {
 
 struct Record {
@@ -396,7 +399,8 @@ void register_actions()
     log_record(WL_ISSEND, t0, simgrid::s4u::Engine::get_clock());
   });
   register_subcomm_collectives(); // collectives whose line names a sub-communicator
-  static_assert(WL_NUM_ACTIONS == WL_NUM_STOCK + 9 + WL_NUM_RMA && WL_FIRST_RMA == WL_NUM_STOCK + 9,
+  register_nbc_actions(log_record); // nonblocking collectives (after the collectives' wrappers above)
+  static_assert(WL_NUM_ACTIONS == WL_NUM_STOCK + 9 + WL_NUM_RMA + WL_NUM_NBC && WL_FIRST_RMA == WL_NUM_STOCK + 9,
                 "the vocabulary has waitlab actions this file does not register (RMA actions have no TI form)");
   // The request bookkeeping below costs a map operation per isend/irecv/wait: only traces with an issend need it
   // (waitlab sets WAITLAB_ISSEND for them), so the others replay with the stock actions unchanged.
