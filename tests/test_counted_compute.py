@@ -62,7 +62,7 @@ def test_counted_compute_is_deterministic_and_proportional(tmp_path: Path) -> No
         return simulate(program_scenario(tmp_path / sub, "counted.c", ranks=2, args=["200000"],
                                          computation="counted", flops_per_block=fpb))
 
-    a, b, double = run(1.0, "a"), run(1.0, "b"), run(2.0, "c")
+    a, b, double = run(1000.0, "a"), run(1000.0, "b"), run(2000.0, "c")
     # same scenario: the same event table, to the last bit (no host timing involved)
     cols = ["rank", "op", "enter", "exit"]
     assert a.events[cols].equals(b.events[cols])

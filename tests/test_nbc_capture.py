@@ -98,8 +98,12 @@ def _blocking_copy(folder: Path, out: Path) -> Path:
 
 @pytest.mark.simgrid
 @pytest.mark.skipif(not HAVE_SMPI, reason="SimGrid SMPI is not installed")
-@pytest.mark.parametrize(("mode", "sim"), [("exact", None), ("mixed", None), ("probe", None),
-                                           ("wtime", {"config": {"smpi/wtime": "1e-7"}})])
+@pytest.mark.parametrize(("mode", "sim"), [
+    ("exact", None), ("mixed", None), ("probe", {"config": {"smpi/test": "0"}}),
+    # SMPI sleeps in every MPI_Test (smpi/test, 1e-4 s times the failed tests so far); a completing MPI_Test is
+    # replayed as a wait, without that sleep (docs/real_programs.md, Limitations)
+    pytest.param("probe", None, marks=pytest.mark.xfail(strict=True, reason="MPI_Test's sleep is not replayed")),
+    ("wtime", {"config": {"smpi/wtime": "1e-7"}})])
 def test_capture_replays_the_overlap_of_the_live_run(tmp_path: Path, mode: str, sim: dict | None) -> None:
     from waitlab.experiments.capture import capture
     from waitlab.experiments.pipeline import simulate
