@@ -111,7 +111,9 @@ def _begin(w: Wrapper) -> str:
     """Entry of a wrapper: WL_BEGIN (clock, pending injections) for a recorded call; a nonblocking collective is
     recorded by the call that completes it, so its start is no anchor and runs nothing (its clock is kept for the
     capture's post line)."""
-    return "  double tp_ = wl_post_clock();\n" if w.nonblocking and ACTION[w.action].is_collective else "  WL_BEGIN();\n"
+    if w.nonblocking and ACTION[w.action].is_collective:
+        return "  double tp_ = wl_post_clock();\n"
+    return "  WL_BEGIN();\n"
 
 
 def _c_wrapper(w: Wrapper) -> str:

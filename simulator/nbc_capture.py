@@ -43,7 +43,9 @@ def nbc_lines(action: str, lines: list[str], serial: npt.NDArray[np.int32]) -> l
     >>> nbc_lines("ialltoall", ["alltoall 8 8"], np.array([3])), nbc_lines("alltoall", ["alltoall 8 8"], np.array([0]))
     (['ialltoall 8 8 nbc=3'], ['alltoall 8 8'])
     """
-    post = action.startswith("i")
+    post = action in NBC_TWIN
+    if not post and (action not in NBC_TWINS or not (serial > 0).any()):
+        return lines
     return [(f"{action}{ln[ln.find(' '):] if ' ' in ln else ''} {NBC_PREFIX}{k}" if post else f"{ln} {NBC_PREFIX}{k}")
             if k > 0 else ln for ln, k in zip(lines, serial.tolist(), strict=True)]
 

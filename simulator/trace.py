@@ -19,22 +19,21 @@ import numpy.typing as npt
 
 from waitlab.errors import InputError
 from waitlab.models.ops import OpTable
-from waitlab.simulator.nbc_capture import nbc_lines
 from waitlab.models.vocabulary import (
     ACTION,
     ACTIONS,
     COLLECTIVE_ACTIONS,
     EXCHANGE_ARGS,
+    NBC_TWIN,
     REDUCTION_ARGS,
     REGION_ARGS,
-    NBC_TWIN,
-    NBC_TWINS,
     ROOTED_EXCHANGE_ARGS,
     SECONDS_ACTIONS,
     V_ACTIONS,
     VOCABULARY,
     lut,
 )
+from waitlab.simulator.nbc_capture import nbc_lines
 
 _Cols = dict[str, list[Any]]
 _IS_COLLECTIVE = lut(COLLECTIVE_ACTIONS)
@@ -132,9 +131,7 @@ def format_lines(ops: OpTable, core_speed: float) -> list[str]:
             "value2": ops.value2[idx].tolist(), "peer": ops.peer[idx].tolist(), "tag": ops.tag[idx].tolist(),
             "rank": ops.rank[idx].tolist(), "name": name_table[ops.name[idx]].tolist(),
         }  # fmt: skip
-        lines[idx] = _fmt(NBC_TWIN.get(action, action), cols)
-        if action in NBC_TWIN or (action in NBC_TWINS and (ops.tag[idx] > 0).any()):  # nonblocking: nbc=<serial>
-            lines[idx] = nbc_lines(action, lines[idx].tolist(), ops.tag[idx])
+        lines[idx] = nbc_lines(action, _fmt(NBC_TWIN.get(action, action), cols), ops.tag[idx])  # nonblocking
         if _IS_COLLECTIVE[code] and ops.comms:  # a sub-communicator's members end its line (subcomm_arg)
             sub = idx[ops.comm[idx] != 0]
             tokens = [subcomm_arg(ops.comms[k - 1]) for k in range(1, len(ops.comms) + 1)]

@@ -48,7 +48,7 @@ def test_import_writes_a_trace_folder_and_a_scenario(tmp_path: Path) -> None:
 def test_imported_trace_replays_as_the_archive_does(tmp_path: Path) -> None:
     """kind = "trace" on the converted folder gives the events of kind = "otf2" on the same platform."""
     shutil.copytree(SCOREP.parent, tmp_path / "exp")
-    index, text = api.import_otf2(tmp_path / "exp" / "traces.otf2", tmp_path / "t", platform="dawning_5000a",
+    _, text = api.import_otf2(tmp_path / "exp" / "traces.otf2", tmp_path / "t", platform="dawning_5000a",
                                   cpu_ratio=3.0)
     (tmp_path / "trace.toml").write_text(text)
     (tmp_path / "otf2.toml").write_text('[scenario]\nname = "direct"\nranks = 2\n[platform]\nname = "dawning_5000a"'
