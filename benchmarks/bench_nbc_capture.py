@@ -31,7 +31,7 @@ CASES: dict[str, dict[str, Any]] = {
     "probe": {},
     "wtime-smpi/wtime": {"simulation": {"config": {"smpi/wtime": "1e-7"}}},
     "wtime-measured": {"computation": "measured"},
-    "wtime-counted": {"computation": "counted", "flops_per_block": 10.0},
+    "wtime-counted": {"computation": "counted", "flops_per_block": 1e4},
 }
 
 

@@ -78,3 +78,9 @@ def test_counted_compute_is_deterministic_and_proportional(tmp_path: Path) -> No
     assert float(a.events["exit"].max()) > 1e-3
     # rank 0 waited at the first barrier for rank 1's extra computation
     assert a.waits[a.waits["pattern"].astype(str) == "wait_at_barrier"]["wait"].sum() > 0
+
+
+def test_counted_scenario_round_trips_through_its_resolved_form(tmp_path: Path) -> None:
+    sc = from_mapping(_data(tmp_path, computation="counted", flops_per_block=2.5), str(tmp_path / "s.toml"))
+    again = from_mapping(sc.resolved(), str(tmp_path / "s.toml"))
+    assert again.application.flops_per_block == 2.5 and again.hash() == sc.hash()
