@@ -21,6 +21,7 @@ from waitlab.experiments.scenario import Scenario, from_mapping
 from waitlab.models.analysis.waitstates import wait_states
 from waitlab.models.ops import OpTable
 from waitlab.models.vocabulary import RMA_ACTIONS
+from waitlab.simulator.nbc_capture import read_nbc_posts, with_nbc_posts
 from waitlab.simulator.replayable import check_replayable, replayable_ops
 from waitlab.simulator.ti_trace import parse_ti_trace
 from waitlab.simulator.timeline import build_events
@@ -60,7 +61,9 @@ def capture(scenario: Scenario, out: Path, *, via: str = "layer", force: bool = 
             m = run_real_program(scenario, platform, work, settings)
             check_replayable(m.ops, scenario.source)
             _check_rma_protocol(m.ops, scenario, platform.program_env.get("WAITLAB_RMA_PROTOCOL", "smpi"))
-            index = write_trace(replayable_ops(m.ops), platform.core_speed, partial, vectors=m.run.vectors,
+            # nonblocking collectives: their posts go back into the trace, so the replay overlaps as the run did
+            ops = with_nbc_posts(m.ops, m.t_enter, m.t_exit, read_nbc_posts(work / "records", scenario.ranks))
+            index = write_trace(replayable_ops(ops), platform.core_speed, partial, vectors=m.run.vectors,
                                 header=header, relative=True)
             n_ops = len(m.ops)
             verdict = replay_check(scenario, index, m) if check else None

@@ -35,8 +35,24 @@ def program_binary(scenario: Scenario) -> Path:
     p: ProgramParams = scenario.application
     if p.binary is not None:
         return prog.check_binary(Path(p.binary), scenario.source)
-    return prog.build_program([Path(s) for s in p.sources], language=p.language, compile_flags=p.compile_flags,
+    flags = (*p.compile_flags, *COUNTED_FLAGS) if p.computation == "counted" else p.compile_flags
+    return prog.build_program([Path(s) for s in p.sources], language=p.language, compile_flags=flags,
                               link_flags=p.link_flags, name=scenario.name, origin=scenario.source)
+
+
+#: computation = "counted": the compiler calls ``__sanitizer_cov_trace_pc`` at every basic block of the program's own
+#: code (GCC's and Clang's coverage instrumentation); the measurement layer counts the calls.
+COUNTED_FLAGS = ("-fsanitize-coverage=trace-pc",)
+
+
+def program_env(scenario: Scenario, platform: RenderedPlatform) -> dict[str, str]:
+    """Environment of the measurement layer: the platform's, and with ``computation = "counted"``
+    ``WAITLAB_COUNTED`` (flops charged per executed basic block)."""
+    p: ProgramParams = scenario.application
+    env = dict(platform.program_env)
+    if p.computation == "counted" and p.flops_per_block is not None:
+        env["WAITLAB_COUNTED"] = repr(float(p.flops_per_block))
+    return env
 
 
 def program_args(scenario: Scenario) -> list[str]:
@@ -260,13 +276,13 @@ def run_real_program(scenario: Scenario, platform: RenderedPlatform, work: Path,
                            config=cfg, schedule_dir=schedule_dir,
                            extra_flags=extra_flags, timeout=scenario.simulation.timeout, exit_codes=p.exit_codes,
                            cwd=cwd, what=f"program of scenario '{scenario.name}' ({scenario.source})",
-                           env=platform.program_env, measured=computation_measured(cfg))
+                           env=program_env(scenario, platform), measured=computation_measured(cfg))
     records = prog.read_records(out_dir, scenario.ranks)
     run = prog.records_to_ops(records, binary, callsite_regions=p.callsite_regions)
     ops, t_enter, t_exit = run.ops, run.t_enter, run.t_exit
     if target is not None and sched is not None:
         ops, t_enter, t_exit = merge_measured(target, run, sched)
-    env = prog.layer_env(platform.program_env, schedule_dir, computation_measured(cfg))
+    env = prog.layer_env(program_env(scenario, platform), schedule_dir, computation_measured(cfg))
     rerun = prog.rerun_files(res.command, binary, xml, hostfile, env, schedule_dir)
     return Measured(run, ops, t_enter, t_exit, res.output, res.wall_seconds, written_files(cwd, p.inputs), rerun)
 

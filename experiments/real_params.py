@@ -41,8 +41,12 @@ class ProgramSection(BaseModel):
                                            "relative to the scenario file)")
     link_flags: tuple[str, ...] = Field((), description="extra linker flags (paths of -L relative to the scenario "
                                         "file)")
-    computation: Literal["none", "measured"] = Field("none", description="none: deterministic; measured: SMPI "
-                                                     "benchmarks the real CPU time between MPI calls")
+    computation: Literal["none", "measured", "counted"] = Field(
+        "none", description="none: deterministic, computation costs nothing; measured: SMPI benchmarks the real CPU "
+        "time between MPI calls; counted: deterministic, flops_per_block flops per basic block the program executed")
+    flops_per_block: float | None = Field(None, gt=0, allow_inf_nan=False, description="computation = "
+                                          "\"counted\": flops charged per executed basic block (calibrated from "
+                                          "one measured run, docs/real_programs.md)")
     callsite_regions: Literal["auto", "always", "never"] = Field("auto", description="name compute between MPI "
                                                                  "calls after the call sites")
     exit_codes: tuple[int, ...] = Field((0,), min_length=1, description="exit statuses of main that are not "
@@ -57,6 +61,13 @@ class ProgramSection(BaseModel):
         if bool(self.sources) == (self.binary is not None):
             raise ValueError("give exactly one of sources or binary: sources = [\"main.c\"] (or binary = "
                              "\"path/to/program\" linked with waitlab's layer)")
+        if (self.computation == "counted") != (self.flops_per_block is not None):
+            raise ValueError("computation = \"counted\" and flops_per_block go together: give flops_per_block "
+                             "(flops per executed basic block; docs/real_programs.md, 'Deterministic compute', says "
+                             "how to calibrate it from one measured run) with counted, and only with it")
+        if self.computation == "counted" and self.binary is not None:
+            raise ValueError("computation = \"counted\" needs the program's sources (waitlab compiles them with "
+                             "basic-block counting): give sources instead of binary")
         if any(not 0 <= c < 256 for c in self.exit_codes):
             raise ValueError("exit_codes are statuses 0..255")
         return self
@@ -104,6 +115,7 @@ class ProgramParams:
     compile_flags: tuple[str, ...] = ()
     link_flags: tuple[str, ...] = ()
     computation: str = "none"
+    flops_per_block: float | None = None
     callsite_regions: str = "auto"
     exit_codes: tuple[int, ...] = (0,)
     inputs: tuple[str, ...] = ()
@@ -185,7 +197,7 @@ def real_params(kind: str, table: Mapping[str, Any], file: str, base: Path
         sources=tuple(str(s) for s in src_paths), binary=str(bin_path) if bin_path is not None else None,
         language=sec.language, args=sec.args, compile_flags=resolve_flag_paths(sec.compile_flags, base),
         link_flags=resolve_flag_paths(sec.link_flags, base),
-        computation=sec.computation, callsite_regions=sec.callsite_regions,
+        computation=sec.computation, flops_per_block=sec.flops_per_block, callsite_regions=sec.callsite_regions,
         exit_codes=tuple(sorted(set(sec.exit_codes))), inputs=tuple(str(f) for f in inputs),
         description=sec.description, digest=digest,
     )  # fmt: skip
@@ -232,6 +244,8 @@ def real_params_to_toml(p: ProgramParams | TraceParams | Otf2Params) -> dict[str
     out = {"args": list(p.args), "compile_flags": list(p.compile_flags), "link_flags": list(p.link_flags),
            "computation": p.computation, "callsite_regions": p.callsite_regions, "exit_codes": list(p.exit_codes),
            "description": p.description}
+    if p.flops_per_block is not None:
+        out["flops_per_block"] = p.flops_per_block
     if p.sources:
         out["sources"] = list(p.sources)
     if p.binary is not None:

@@ -31,189 +31,34 @@ record; an inconsistent archive (a request never completed, a region never left)
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from waitlab.models.ops import CODE, Ledger, OpTable, seq_within_rank
+from waitlab.models.otf2_records import (
+    COLLECTIVES,
+    FINALIZE,
+    INIT,
+    MPI,
+    TRANSPARENT,
+    UNDEFINED_UINT32,
+    USER,
+    K,
+    Otf2Inconsistent,
+    Otf2Unreplayable,
+    TraceRecords,
+    check_supported,
+    kinds_mask,
+    per_rank_cumsum,
+    request_pairs,
+    world_ranks,
+)
 from waitlab.models.vocabulary import SUBCOMM_COLLECTIVES
 
-#: Record kinds of :class:`TraceRecords` (the contract with ``simulator/native/waitlab_otf2_reader.c``).
-RECORD_KINDS = ("enter", "leave", "send", "isend", "isend_complete", "irecv_request", "recv", "irecv",
-                "collective_begin", "collective_end", "request_test", "request_cancelled", "nonblocking_collective")
-K = {name: i for i, name in enumerate(RECORD_KINDS)}
-#: Kinds from this value on are records that cannot be replayed (``unsupported[kind - UNSUPPORTED]``).
-UNSUPPORTED = 100
-#: Region classes (:attr:`TraceRecords.region_class`).
-USER, MPI, TRANSPARENT, INIT, FINALIZE = 0, 1, 2, 3, 4
-#: OTF2's undefined 32-bit value (no root).
-UNDEFINED_UINT32 = 0xFFFFFFFF
-#: OTF2 collective operations -> (waitlab action, v-collective replayed with equal counts).
-COLLECTIVES: dict[str, str] = {
-    "BARRIER": "barrier", "BCAST": "bcast", "GATHER": "gather", "GATHERV": "gather", "SCATTER": "scatter",
-    "SCATTERV": "scatter", "ALLGATHER": "allgather", "ALLGATHERV": "allgather", "ALLTOALL": "alltoall",
-    "ALLTOALLV": "alltoall", "ALLREDUCE": "allreduce", "REDUCE": "reduce", "SCAN": "scan", "EXSCAN": "exscan",
-}  # fmt: skip
-
-
-class Otf2Unreplayable(Exception):
-    """A record waitlab cannot replay: ``what`` it is, ``where`` (rank and time), and the ``fix``."""
-
-    def __init__(self, where: str, what: str, fix: str) -> None:
-        super().__init__(f"{where}: {what}")
-        self.where, self.what, self.fix = where, what, fix
-
-
-class Otf2Inconsistent(Otf2Unreplayable):
-    """The archive contradicts itself (truncated, or records without their partner)."""
-
-
-@dataclass(frozen=True)
-class TraceRecords:
-    """Every location's records, sorted by rank (each rank's records in their order in the trace).
-
-    Attributes
-    ----------
-    n_ranks : int
-    rank : int32 array
-    time : int64 array
-        Timer ticks.
-    kind : uint32 array
-        Index into :data:`RECORD_KINDS`, or ``UNSUPPORTED + i`` for record type ``unsupported[i]``.
-    a, b, c : uint32 arrays
-        enter/leave: a = region; p2p: a = partner (rank in the communicator), b = communicator, c = tag;
-        collective end: a = OTF2 collective op, b = communicator, c = root.
-    d, e : uint64 arrays
-        p2p: d = bytes (request id for completions and irecv requests), e = request id (isend, irecv);
-        collective end: d = bytes sent, e = bytes received.
-    resolution : float
-        Timer ticks per second.
-    region_names : tuple of str
-        Name of each region (by region reference), already made a waitlab region label.
-    region_class : int8 array
-        :data:`USER`, :data:`MPI`, :data:`TRANSPARENT`, :data:`INIT` or :data:`FINALIZE` per region.
-    comm_members : mapping of int to tuple of int or None
-        Communicator reference -> its members as world ranks, in communicator-rank order (None: MPI_COMM_SELF).
-    collective_names : mapping of int to str
-        OTF2 collective operation code -> its name (``ALLREDUCE``).
-    unsupported : tuple of str
-        Names of the record types counted from :data:`UNSUPPORTED`.
-    """
-
-    n_ranks: int
-    rank: npt.NDArray[np.int32]
-    time: npt.NDArray[np.int64]
-    kind: npt.NDArray[np.uint32]
-    a: npt.NDArray[np.uint32]
-    b: npt.NDArray[np.uint32]
-    c: npt.NDArray[np.uint32]
-    d: npt.NDArray[np.uint64]
-    e: npt.NDArray[np.uint64]
-    resolution: float
-    region_names: tuple[str, ...]
-    region_class: npt.NDArray[np.int8]
-    comm_members: Mapping[int, tuple[int, ...] | None]
-    collective_names: Mapping[int, str]
-    unsupported: tuple[str, ...] = ()
-
-
-def region_label(name: str, canonical: str = "") -> str:
-    """A waitlab region name for an OTF2 region: its name, or its canonical name when the name has blanks
-    (``int main(int, char**)`` -> ``main``), else the name with blanks as ``_`` (region names have no spaces).
-
-    >>> region_label("int main(int, char**)", "main"), region_label("solve"), region_label("a b", "")
-    ('main', 'solve', 'a_b')
-    """
-    if name and not any(ch.isspace() for ch in name):
-        return name
-    if canonical and not any(ch.isspace() for ch in canonical):
-        return canonical
-    return "_".join(name.split()) or "unnamed"
-
-
-def _per_rank_cumsum(delta: npt.NDArray[np.int64], counts: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    """Running sum of ``delta`` restarting at each rank's first row (``counts``: rows of each rank, in order)."""
-    cs = np.cumsum(delta)
-    ends = np.cumsum(counts)
-    before = np.r_[0, cs[ends[:-1] - 1]] if counts.size else np.zeros(0, np.int64)
-    before = np.where(np.r_[0, ends[:-1]] > 0, before, 0)
-    return cs - np.repeat(before, counts)
-
-
-def _kinds(kind: npt.NDArray[np.uint32], *names: str) -> npt.NDArray[np.bool_]:
-    """Rows whose record kind is one of ``names`` (a lookup table: faster than ``np.isin`` on long columns)."""
-    lut = np.zeros(UNSUPPORTED + 256, bool)
-    lut[[K[n] for n in names]] = True
-    return lut[np.minimum(kind, lut.size - 1)]
-
-
-def _check_supported(rec: TraceRecords) -> None:
-    bad = np.flatnonzero(rec.kind >= UNSUPPORTED)
-    if bad.size:
-        i = int(bad[np.argmin(rec.time[bad])])
-        name = rec.unsupported[int(rec.kind[i]) - UNSUPPORTED]
-        what = ("threads (OpenMP or Pthreads)" if name.startswith(("Thread", "Omp")) else
-                "one-sided MPI (RMA)" if name.startswith("Rma") else "MPI I/O or POSIX I/O")
-        raise Otf2Unreplayable(f"rank {int(rec.rank[i])}", f"record {name} ({what}) cannot be replayed: SimGrid "
-                               "3.32's trace replay has no such action", "record the run again without it (Score-P: "
-                               "SCOREP_MPI_ENABLE_GROUPS without rma/io, no OpenMP), or run the program itself "
-                               '(application.kind = "program")')
-    cancelled = np.flatnonzero(rec.kind == K["request_cancelled"])
-    if cancelled.size:
-        raise Otf2Unreplayable(f"rank {int(rec.rank[cancelled[0]])}", "record MpiRequestCancelled (a cancelled "
-                               "request) cannot be replayed", "record the run without MPI_Cancel")
-
-
-def _pairs(rec: TraceRecords, first: npt.NDArray[np.int64], second: npt.NDArray[np.int64],
-           req_first: npt.NDArray[np.uint64], req_second: npt.NDArray[np.uint64], what: str
-           ) -> npt.NDArray[np.int64]:
-    """Row of the ``second`` record (completion) of each ``first`` record (request), matched by (rank, request
-    id) in trace order; raises :class:`Otf2Inconsistent` on a request without completion or the reverse."""
-    idx = np.concatenate((first, second))
-    req = np.concatenate((req_first, req_second))
-    is_second = np.concatenate((np.zeros(first.size, bool), np.ones(second.size, bool)))
-    order = np.lexsort((idx, req, rec.rank[idx]))
-    idx, req, is_second = idx[order], req[order], is_second[order]
-    ok = idx.size % 2 == 0
-    if ok and idx.size:
-        ok = bool((~is_second[0::2]).all() & is_second[1::2].all() & (req[0::2] == req[1::2]).all()
-                  & (rec.rank[idx[0::2]] == rec.rank[idx[1::2]]).all())
-    if not ok:
-        bad = next(i for i in range(idx.size) if i % 2 != int(is_second[i]) or
-                   (i % 2 == 1 and (req[i] != req[i - 1] or rec.rank[idx[i]] != rec.rank[idx[i - 1]])) or
-                   (i % 2 == 0 and i + 1 == idx.size))
-        j = int(idx[bad])
-        raise Otf2Inconsistent(f"rank {int(rec.rank[j])}", f"{what} request {int(req[bad])} has no "
-                               f"{'request' if is_second[bad] else 'completion'} record", "the archive is truncated "
-                               "or inconsistent: record the run again (let it reach MPI_Finalize)")
-    out = np.full(rec.kind.size, -1, np.int64)
-    out[idx[0::2]] = idx[1::2]
-    return out
-
-
-def _world(rec: TraceRecords, comm: npt.NDArray[np.uint32], local: npt.NDArray[np.uint32],
-           own: npt.NDArray[np.int32]) -> npt.NDArray[np.int32]:
-    """World ranks of ranks ``local`` within communicators ``comm`` (MPI_COMM_SELF: the own rank)."""
-    out = np.full(comm.size, -1, np.int32)
-    for ref in np.unique(comm).tolist():
-        rows = np.flatnonzero(comm == ref)
-        members = rec.comm_members.get(int(ref), ())
-        if members is None:
-            out[rows] = own[rows]
-            continue
-        lut = np.asarray(members, np.int32)
-        bad = local[rows] >= lut.size
-        if bad.any():
-            j = int(rows[np.flatnonzero(bad)[0]])
-            raise Otf2Inconsistent(f"rank {int(own[j])}", f"rank {int(local[j])} is outside communicator {ref} "
-                                   f"({lut.size} members) or the communicator is not defined",
-                                   "the archive's definitions are incomplete: record the run again")
-        out[rows] = lut[local[rows].astype(np.int64)]
-    return out
-
+__all__ = ["Otf2Inconsistent", "Otf2Unreplayable", "TraceRecords", "records_to_ops"]
 
 def _collective_values(rec: TraceRecords, rows: npt.NDArray[np.int64], comms: dict[tuple[int, ...], int]
                        ) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.float64], npt.NDArray[np.float64],
@@ -296,7 +141,7 @@ def records_to_ops(rec: TraceRecords, cpu_ratio: float = 1.0) -> OpTable:
     cpu_ratio : float
         Speed of the traced machine's core over the modeled one's: compute durations are multiplied by it.
     """
-    _check_supported(rec)
+    check_supported(rec)
     n = rec.kind.size
     kind = rec.kind
     pos = np.arange(n, dtype=np.int64)
@@ -307,8 +152,8 @@ def records_to_ops(rec: TraceRecords, cpu_ratio: float = 1.0) -> OpTable:
     cls[is_el] = rec.region_class[rec.a[is_el].astype(np.int64)]
     sign = np.where(kind == K["enter"], 1, np.where(kind == K["leave"], -1, 0)).astype(np.int64)
     mpi_like = (cls == MPI) | (cls == INIT) | (cls == FINALIZE)
-    depth = _per_rank_cumsum(np.where(mpi_like, sign, 0), counts)
-    user_depth = _per_rank_cumsum(np.where(cls == USER, sign, 0), counts)
+    depth = per_rank_cumsum(np.where(mpi_like, sign, 0), counts)
+    user_depth = per_rank_cumsum(np.where(cls == USER, sign, 0), counts)
     last = np.r_[first_of_rank[1:], n] - 1
     has = last >= first_of_rank
     for arr, what in ((depth, "an MPI call"), (user_depth, "a region")):
@@ -350,7 +195,7 @@ def records_to_ops(rec: TraceRecords, cpu_ratio: float = 1.0) -> OpTable:
     mark_code = np.where(kind[marks] == K["enter"], CODE["enter"], CODE["leave"]).astype(np.int8)
     parts.append(_block(marks, 1, mark_code, rec.rank[marks], name=rec.a[marks].astype(np.int32)))
     parts += _p2p_blocks(rec, kind, depth, cls)
-    coll = np.flatnonzero(_kinds(kind, "collective_end", "nonblocking_collective"))
+    coll = np.flatnonzero(kinds_mask(kind, "collective_end", "nonblocking_collective"))
     comms: dict[tuple[int, ...], int] = {}
     code, value, value2, root, comm = _collective_values(rec, coll, comms)
     parts.append(_block(coll, 1, code, rec.rank[coll], value=value, value2=value2, peer=root, comm=comm))
@@ -377,17 +222,17 @@ def _p2p_blocks(rec: TraceRecords, kind: npt.NDArray[np.uint32],
     """Point-to-point operations and their completions."""
     own = rec.rank
     world = np.full(kind.size, -1, np.int32)
-    p2p = np.flatnonzero(_kinds(kind, "send", "isend", "recv", "irecv"))
-    world[p2p] = _world(rec, rec.b[p2p], rec.a[p2p], own[p2p])
+    p2p = np.flatnonzero(kinds_mask(kind, "send", "isend", "recv", "irecv"))
+    world[p2p] = world_ranks(rec, rec.b[p2p], rec.a[p2p], own[p2p])
     tag = rec.c.astype(np.int64).astype(np.int32)
     nbytes = rec.d.astype(np.float64)
     isend, done = np.flatnonzero(kind == K["isend"]), np.flatnonzero(kind == K["isend_complete"])
-    send_done = _pairs(rec, isend, done, rec.e[isend], rec.d[done], "MPI_Isend")
+    send_done = request_pairs(rec, isend, done, rec.e[isend], rec.d[done], "MPI_Isend")
     ireq, irecv = np.flatnonzero(kind == K["irecv_request"]), np.flatnonzero(kind == K["irecv"])
-    recv_of = _pairs(rec, ireq, irecv, rec.d[ireq], rec.e[irecv], "MPI_Irecv")
+    recv_of = request_pairs(rec, ireq, irecv, rec.d[ireq], rec.e[irecv], "MPI_Irecv")
     # calls (MPI region visits): a call holding several blocking records (MPI_Sendrecv) runs them non-blocking
     call = np.cumsum((kind == K["enter"]) & ((cls == MPI) | (cls == INIT) | (cls == FINALIZE)))
-    is_blocking = _kinds(kind, "send", "recv")
+    is_blocking = kinds_mask(kind, "send", "recv")
     blocking = np.flatnonzero(is_blocking & (depth > 0))
     per_call = np.bincount(call[blocking], minlength=int(call[-1]) + 1 if call.size else 1)
     leave_of_call = np.zeros(per_call.size, np.int64)
@@ -420,7 +265,7 @@ def _p2p_blocks(rec: TraceRecords, kind: npt.NDArray[np.uint32],
     outstanding[isend] += 1
     outstanding[ireq] += 1
     outstanding[completions] -= 1
-    left = _per_rank_cumsum(outstanding, np.bincount(rec.rank, minlength=rec.n_ranks).astype(np.int64))
+    left = per_rank_cumsum(outstanding, np.bincount(rec.rank, minlength=rec.n_ranks).astype(np.int64))
     ccall = call[completions]
     waitall_name = np.array([nm == "MPI_Waitall" for nm in rec.region_names] + [False])
     enter_of_call = np.zeros(per_call.size, np.int64)

@@ -31,7 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 #: Action kinds.
-KINDS = ("setup", "send", "recv", "sendrecv", "completion", "collective", "local", "marker", "rma")
+KINDS = ("setup", "send", "recv", "sendrecv", "completion", "collective", "local", "marker", "rma", "post")
 #: Wait-state pattern families (DESIGN.md section 5): late sender/receiver, Wait at NxN, Late Broadcast (1xN),
 #: Early Reduce (Nx1), Early Scan, Wait at Barrier.
 PATTERN_FAMILIES = ("late_sender", "late_receiver", "nxn", "1xn", "nx1", "scan", "barrier",
@@ -96,7 +96,7 @@ class Action:
     @property
     def is_mpi(self) -> bool:
         """An MPI operation (the event table's kind ``mpi``)."""
-        return self.kind in ("send", "recv", "sendrecv", "completion", "collective", "rma")
+        return self.kind in ("send", "recv", "sendrecv", "completion", "collective", "rma", "post")
 
     @property
     def is_collective(self) -> bool:
@@ -193,8 +193,21 @@ def _rma_actions(first: int) -> tuple[Action, ...]:
                  for i, (name, role, value, value2, rule, pattern) in enumerate(rows))
 
 
+#: Collectives that have a nonblocking form the measurement layer records and the replay extension runs.
+NBC_TWINS = ("barrier", "bcast", "reduce", "allreduce", "alltoall", "allgather", "gather", "scatter", "scan", "exscan")
+
+
+def _nbc_posts(before: tuple[Action, ...]) -> tuple[Action, ...]:
+    """The posts of nonblocking collectives (``i<twin>``), coded after ``before``: the twin's TI arguments and
+    columns; no bytes (they are counted at the completion, the twin's row) and no wait pattern."""
+    twins = {a.name: a for a in before}
+    return tuple(Action("i" + t, len(before) + i, "post", twins[t].ti_args, twins[t].peer_role, twins[t].value,
+                        twins[t].value2, stock=False) for i, t in enumerate(NBC_TWINS))
+
+
 #: Every action, in code order.  Codes 0-30 are SimGrid's stock TI actions, 31-39 waitlab's own (38-39 the
-#: synchronous sends), 40 on the one-sided (RMA) actions of the measurement layer (no TI form).
+#: synchronous sends), 40 on the one-sided (RMA) actions of the measurement layer (no TI form), then the posts of
+#: nonblocking collectives (:data:`NBC_POSTS`).
 VOCABULARY: tuple[Action, ...] = (
     Action("init", 0, "setup", ("default_dt?",)),
     Action("finalize", 1, "setup"),
@@ -260,7 +273,14 @@ VOCABULARY: tuple[Action, ...] = (
     # MPI_COMM_WORLD rank.  win_group rows (zero duration) follow a win_post/win_start, one per group member.
     *_rma_actions(40),
 )  # fmt: skip
+# ---- nonblocking collectives (issue 25), after every other action: the post (MPI_Ialltoall, ...) of a collective
+# whose completion call is booked as its blocking twin; both rows carry the rank's serial number of the request in
+# ``tag`` (1, 2, ...) and their TI lines end with ``nbc=<serial>`` (native/waitlab_replay_nbc.cpp replays them).
+VOCABULARY = (*VOCABULARY, *_nbc_posts(VOCABULARY))
 
+#: Posts of nonblocking collectives (``ialltoall``, ...) and the blocking twin each completes as.
+NBC_POSTS: tuple[str, ...] = tuple(a.name for a in VOCABULARY if a.kind == "post")
+NBC_TWIN: dict[str, str] = {p: p[1:] for p in NBC_POSTS}
 #: TI action names; index = action code.
 ACTIONS: tuple[str, ...] = tuple(a.name for a in VOCABULARY)
 #: Code of every action name.
@@ -353,6 +373,9 @@ def c_header() -> str:
         "/* One-sided (RMA) actions: recorded by the measurement layer only; the TI replay has none. */",
         f"#define WL_FIRST_RMA {CODE[RMA_ACTIONS[0]]}",
         f"#define WL_NUM_RMA {len(RMA_ACTIONS)}",
+        "/* Posts of nonblocking collectives (ialltoall, ...): waitlab_replay_nbc.cpp. */",
+        f"#define WL_FIRST_NBC {CODE[NBC_POSTS[0]]}",
+        f"#define WL_NUM_NBC {len(NBC_POSTS)}",
         "",
         "/* TI action names, indexed by code; the first WL_NUM_STOCK are SimGrid's stock replay actions. */",
         "static const char* const WL_ACTION_NAMES[WL_NUM_ACTIONS] = {",

@@ -103,14 +103,17 @@ def _record(w: Wrapper, key: str) -> str:
     root = "wl_root(comm, root)" if a.is_rooted else "-1"
     v, v2 = _values(w)
     if w.nonblocking:
-        return f"wl_coll_add({key}, {code}, {root}, wl_comm_id(comm), {v}, {v2});"
+        return f"wl_coll_add({key}, {code}, {root}, wl_comm_id(comm), {v}, {v2}, tp_, wl_now());"
     return f"WL_COLL({code}, {root}, comm, {v}, {v2});"
 
 
 def _begin(w: Wrapper) -> str:
     """Entry of a wrapper: WL_BEGIN (clock, pending injections) for a recorded call; a nonblocking collective is
-    recorded by the call that completes it, so its start is no anchor and runs nothing."""
-    return "" if w.nonblocking and ACTION[w.action].is_collective else "  WL_BEGIN();\n"
+    recorded by the call that completes it, so its start is no anchor and runs nothing (its clock is kept for the
+    capture's post line)."""
+    if w.nonblocking and ACTION[w.action].is_collective:
+        return "  double tp_ = wl_post_clock();\n"
+    return "  WL_BEGIN();\n"
 
 
 def _c_wrapper(w: Wrapper) -> str:

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from waitlab.errors import InputError
-from waitlab.models.otf2_ops import FINALIZE, INIT, MPI, TRANSPARENT, USER, TraceRecords, region_label
+from waitlab.models.otf2_records import FINALIZE, INIT, MPI, TRANSPARENT, USER, TraceRecords, region_label
 from waitlab.simulator.build import NATIVE_DIR, build_native
 from waitlab.simulator.otf2_export import _import_otf2
 

@@ -31,6 +31,7 @@ from waitlab.models.vocabulary import (
     ACTIONS,
     CODE,
     EXCHANGE_ARGS,
+    NBC_TWIN,
     RECV_ACTIONS,
     REDUCTION_ARGS,
     REGION_ARGS,
@@ -43,6 +44,7 @@ from waitlab.models.vocabulary import (
     VOCABULARY,
 )
 from waitlab.models.vocabulary import V_ACTIONS as V_ACTIONS
+from waitlab.simulator.nbc_capture import pop_nbc
 from waitlab.simulator.ti_files import iter_lines, trace_files
 from waitlab.simulator.trace import SUBCOMM_PREFIX, VectorStore
 from waitlab.simulator.trace_rma import RMA_TI_ACTIONS, parse_rma
@@ -142,6 +144,7 @@ def parse_ti_trace(path: Path, *, flops_per_second: float, n_ranks: int | None =
     default_dt: dict[int, int] = {}
     v_seen: dict[tuple[int, int], int] = {}
     ranks_seen: set[int] = set()
+    posted: dict[tuple[int, int], str] = {}
     if per_rank_files and n_ranks is not None and len(files) != n_ranks:
         raise InputError(str(path), "(ranks)", f"the trace has {len(files)} ranks (one file each in the index) but "
                          f"the scenario asks for {n_ranks}", "set [scenario] ranks to the trace's number of ranks")
@@ -167,11 +170,15 @@ def parse_ti_trace(path: Path, *, flops_per_second: float, n_ranks: int | None =
         ranks_seen.add(rank)
         action, args = parts[1], parts[2:]
         try:
+            serial = pop_nbc(action, args, rank, posted)  # a nonblocking collective's post or completion: nbc=<k>
             if args and args[-1].startswith(SUBCOMM_PREFIX):
                 _parse_subcomm(out, rank, action, args.pop(), world)
-            _parse_action(out, vectors, v_seen, default_dt, rank, action, args, world, flops_per_second)
-        except _BadLine as exc:
-            raise bad(str(exc), exc.fix) from None
+            _parse_action(out, vectors, v_seen, default_dt, rank, NBC_TWIN.get(action, action), args, world,
+                          flops_per_second)
+            if serial:
+                out.code[-1], out.tag[-1] = CODE[action], serial
+        except ValueError as exc:
+            raise bad(str(exc), getattr(exc, "fix", "see docs/real_programs.md, 'The TI trace format'")) from None
     if n_ranks is not None and ranks_seen and max(ranks_seen) + 1 != n_ranks:
         raise InputError(str(path), "(ranks)", f"the trace has {max(ranks_seen) + 1} ranks but the scenario "
                          f"asks for {n_ranks}", "set [scenario] ranks to the trace's number of ranks")
@@ -179,7 +186,7 @@ def parse_ti_trace(path: Path, *, flops_per_second: float, n_ranks: int | None =
     return ParsedTrace(ops, vectors, tuple(files), flops_per_second)
 
 
-class _BadLine(Exception):
+class _BadLine(ValueError):
     def __init__(self, problem: str, fix: str = "see docs/real_programs.md, 'The TI trace format'") -> None:
         super().__init__(problem)
         self.fix = fix

@@ -24,6 +24,7 @@ from waitlab.models.vocabulary import (
     ACTIONS,
     COLLECTIVE_ACTIONS,
     EXCHANGE_ARGS,
+    NBC_TWIN,
     REDUCTION_ARGS,
     REGION_ARGS,
     ROOTED_EXCHANGE_ARGS,
@@ -32,6 +33,7 @@ from waitlab.models.vocabulary import (
     VOCABULARY,
     lut,
 )
+from waitlab.simulator.nbc_capture import nbc_lines
 from waitlab.simulator.trace_rma import RMA_TI_ACTIONS, format_rma
 
 _Cols = dict[str, list[Any]]
@@ -135,7 +137,7 @@ def format_lines(ops: OpTable, core_speed: float) -> list[str]:
             "value2": ops.value2[idx].tolist(), "peer": ops.peer[idx].tolist(), "tag": ops.tag[idx].tolist(),
             "rank": ops.rank[idx].tolist(), "name": name_table[ops.name[idx]].tolist(),
         }  # fmt: skip
-        lines[idx] = _fmt(action, cols)
+        lines[idx] = nbc_lines(action, _fmt(NBC_TWIN.get(action, action), cols), ops.tag[idx])  # nonblocking
         if _IS_COLLECTIVE[code] and ops.comms:  # a sub-communicator's members end its line (subcomm_arg)
             sub = idx[ops.comm[idx] != 0]
             tokens = [subcomm_arg(ops.comms[k - 1]) for k in range(1, len(ops.comms) + 1)]

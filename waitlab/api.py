@@ -33,6 +33,7 @@ from waitlab.experiments.estimate import preflight, remember
 from waitlab.experiments.executors import open_executor
 from waitlab.experiments.exports import FORMATS as EXPORT_FORMATS
 from waitlab.experiments.exports import export_run
+from waitlab.experiments.otf2_convert import import_otf2 as _import_otf2
 from waitlab.experiments.pipeline import Run, RunResult, prepare
 from waitlab.experiments.pipeline import run as _run
 from waitlab.experiments.report.diagnosis_report import report_dict, to_markdown
@@ -77,6 +78,7 @@ __all__ = [
     "doctor",
     "evaluate",
     "export",
+    "import_otf2",
     "load_events",
     "load_run",
     "load_scenario",
@@ -370,3 +372,10 @@ def report(run_folder: str | Path, diagnosis: str | Path | dict[str, Any] | None
             raise InputError(str(path), "(file)", f"cannot be read as a diagnosis: {exc}",
                              "pass the diagnosis.json written by `waitlab diagnose`") from None
     return rebuild_report(run_folder, diagnosis if isinstance(diagnosis, dict) else None)
+
+
+def import_otf2(archive: str | Path, out: str | Path, *, platform: str = "dawning_5000a", cpu_ratio: float = 1.0,
+                force: bool = False) -> tuple[Path, str]:
+    """Convert an OTF2 archive (Score-P's ``traces.otf2``) once into a TI trace folder (``kind = "trace"``);
+    returns its index and a scenario TOML that replays it (:mod:`waitlab.experiments.otf2_convert`)."""
+    return _import_otf2(archive, out, platform=platform, cpu_ratio=cpu_ratio, force=force)

@@ -181,6 +181,29 @@ def _capture(sub: Any) -> None:
 
 
 @subcommand
+def _import_otf2(sub: Any) -> None:
+    p = sub.add_parser("import-otf2", help="convert an OTF2 archive (Score-P's traces.otf2) once into a "
+                       "time-independent trace that replays with kind = \"trace\" on any platform")
+    p.add_argument("archive", type=Path, help="the archive's anchor file (traces.otf2)")
+    p.add_argument("-o", "--output", type=Path, required=True, help="trace folder to write")
+    p.add_argument("--platform", default="dawning_5000a",
+                   help="platform whose core speed turns compute seconds into flops (default: dawning_5000a)")
+    p.add_argument("--cpu-ratio", type=float, default=1.0,
+                   help="speed of the traced machine's core over the platform's (Dimemas' CPU ratio; default 1)")
+    p.add_argument("--force", action="store_true", help="replace an existing trace folder")
+
+    def go(args: argparse.Namespace) -> int:
+        index, text = api.import_otf2(args.archive, args.output, platform=args.platform, cpu_ratio=args.cpu_ratio,
+                                      force=args.force)
+        _say(args, f"trace written to {args.output}/ (index {index.name})")
+        _say(args, "replay it with a scenario such as:\n")
+        _say(args, text)
+        return 0
+
+    p.set_defaults(func=go)
+
+
+@subcommand
 def _check_c(sub: Any) -> None:
     p = sub.add_parser("check-c", help="check an event table with per-event overheads against condition C "
                        "(Okita et al., formula 3); exit status 1 when it is violated")

@@ -66,13 +66,26 @@ enum wl_action {
   WL_GET_ACCUMULATE = 58,
   WL_RPUT = 59,
   WL_RGET = 60,
+  WL_IBARRIER = 61,
+  WL_IBCAST = 62,
+  WL_IREDUCE = 63,
+  WL_IALLREDUCE = 64,
+  WL_IALLTOALL = 65,
+  WL_IALLGATHER = 66,
+  WL_IGATHER = 67,
+  WL_ISCATTER = 68,
+  WL_ISCAN = 69,
+  WL_IEXSCAN = 70,
 };
 
-#define WL_NUM_ACTIONS 61
+#define WL_NUM_ACTIONS 71
 #define WL_NUM_STOCK 31
 /* One-sided (RMA) actions: recorded by the measurement layer only; the TI replay has none. */
 #define WL_FIRST_RMA 40
 #define WL_NUM_RMA 21
+/* Posts of nonblocking collectives (ialltoall, ...): waitlab_replay_nbc.cpp. */
+#define WL_FIRST_NBC 61
+#define WL_NUM_NBC 10
 
 /* TI action names, indexed by code; the first WL_NUM_STOCK are SimGrid's stock replay actions. */
 static const char* const WL_ACTION_NAMES[WL_NUM_ACTIONS] = {
@@ -137,6 +150,16 @@ static const char* const WL_ACTION_NAMES[WL_NUM_ACTIONS] = {
   "get_accumulate",
   "rput",
   "rget",
+  "ibarrier",
+  "ibcast",
+  "ireduce",
+  "iallreduce",
+  "ialltoall",
+  "iallgather",
+  "igather",
+  "iscatter",
+  "iscan",
+  "iexscan",
 };
 
 #endif /* WAITLAB_ACTIONS_H */

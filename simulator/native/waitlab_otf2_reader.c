@@ -107,16 +107,6 @@ static OTF2_CallbackCode nbc_done(HEAD, uint8_t op, uint32_t comm, uint32_t root
     return put(ud, l, t, K_NBC_DONE, op, comm, root, sent, got);
 }
 
-/* Records that cannot be replayed: one callback per record type (its index in UNSUPPORTED below). Every
- * OTF2 event callback starts with the same five arguments; the rest are not read. */
-#define UNSUP(i)                                                                   \
-    static OTF2_CallbackCode unsup##i(HEAD) { return put(ud, l, t, K_UNSUPPORTED, i, 0, 0, 0, 0); }
-UNSUP(0) UNSUP(1) UNSUP(2) UNSUP(3) UNSUP(4) UNSUP(5) UNSUP(6) UNSUP(7) UNSUP(8) UNSUP(9) UNSUP(10) UNSUP(11)
-UNSUP(12) UNSUP(13) UNSUP(14) UNSUP(15) UNSUP(16) UNSUP(17) UNSUP(18) UNSUP(19) UNSUP(20) UNSUP(21) UNSUP(22)
-UNSUP(23) UNSUP(24) UNSUP(25) UNSUP(26) UNSUP(27) UNSUP(28) UNSUP(29) UNSUP(30) UNSUP(31) UNSUP(32) UNSUP(33)
-UNSUP(34) UNSUP(35) UNSUP(36) UNSUP(37) UNSUP(38) UNSUP(39) UNSUP(40) UNSUP(41) UNSUP(42) UNSUP(43) UNSUP(44)
-UNSUP(45) UNSUP(46) UNSUP(47) UNSUP(48) UNSUP(49) UNSUP(50) UNSUP(51) UNSUP(52) UNSUP(53) UNSUP(54)
-
 typedef OTF2_ErrorCode (*Setter)(OTF2_EvtReaderCallbacks*, void*);
 #define SETTER(name) OTF2_ErrorCode OTF2_EvtReaderCallbacks_Set##name##Callback(OTF2_EvtReaderCallbacks*, void*);
 #define UNSUPPORTED(X)                                                                                        \
@@ -129,20 +119,30 @@ typedef OTF2_ErrorCode (*Setter)(OTF2_EvtReaderCallbacks*, void*);
     X(RmaOpTest) X(RmaOpCompleteRemote) X(IoCreateHandle) X(IoDestroyHandle) X(IoDuplicateHandle) X(IoSeek)     \
     X(IoChangeStatusFlags) X(IoDeleteFile) X(IoOperationBegin) X(IoOperationTest) X(IoOperationIssued)          \
     X(IoOperationComplete) X(IoOperationCancelled) X(IoAcquireLock) X(IoReleaseLock) X(IoTryLock)
-SETTER(Enter) SETTER(Leave) SETTER(MpiSend) SETTER(MpiIsend) SETTER(MpiIsendComplete) SETTER(MpiIrecvRequest)
-SETTER(MpiRecv) SETTER(MpiIrecv) SETTER(MpiRequestTest) SETTER(MpiRequestCancelled) SETTER(MpiCollectiveBegin)
-SETTER(MpiCollectiveEnd) SETTER(NonBlockingCollectiveComplete)
+/* The records read: OTF2 record type -> callback above (declared and registered from this one list). */
+#define KNOWN(X)                                                                                              \
+    X(Enter, enter) X(Leave, leave) X(MpiSend, send) X(MpiIsend, isend) X(MpiIsendComplete, isend_done)        \
+    X(MpiIrecvRequest, irecv_req) X(MpiRecv, recv) X(MpiIrecv, irecv) X(MpiRequestTest, test)                  \
+    X(MpiRequestCancelled, cancel) X(MpiCollectiveBegin, coll_begin) X(MpiCollectiveEnd, coll_end)             \
+    X(NonBlockingCollectiveComplete, nbc_done)
+#define KNOWN_SETTER(name, fn) SETTER(name)
+#define KNOWN_SET(name, fn) OTF2_EvtReaderCallbacks_Set##name##Callback(cbs, (void*)fn);
+KNOWN(KNOWN_SETTER)
 UNSUPPORTED(SETTER)
 #define NAME(name) #name,
 #define FN(name) OTF2_EvtReaderCallbacks_Set##name##Callback,
 static const char* const unsupported_names[] = {UNSUPPORTED(NAME) 0};
 static const Setter unsupported_setters[] = {UNSUPPORTED(FN) 0};
-static void* const unsupported_callbacks[] = {
-    unsup0, unsup1, unsup2, unsup3, unsup4, unsup5, unsup6, unsup7, unsup8, unsup9, unsup10, unsup11, unsup12,
-    unsup13, unsup14, unsup15, unsup16, unsup17, unsup18, unsup19, unsup20, unsup21, unsup22, unsup23, unsup24,
-    unsup25, unsup26, unsup27, unsup28, unsup29, unsup30, unsup31, unsup32, unsup33, unsup34, unsup35, unsup36,
-    unsup37, unsup38, unsup39, unsup40, unsup41, unsup42, unsup43, unsup44, unsup45, unsup46, unsup47, unsup48,
-    unsup49, unsup50, unsup51, unsup52, unsup53, unsup54};
+/* Records that cannot be replayed: one callback per record type of UNSUPPORTED, generated from that one list
+ * (U_<name> is its index).  Every OTF2 event callback starts with the same five arguments; the rest are not
+ * read. */
+#define U_INDEX(name) U_##name,
+enum { UNSUPPORTED(U_INDEX) U_COUNT };
+#define U_CALLBACK(name)                                                                                      \
+    static OTF2_CallbackCode unsup_##name(HEAD) { return put(ud, l, t, K_UNSUPPORTED, U_##name, 0, 0, 0, 0); }
+UNSUPPORTED(U_CALLBACK)
+#define U_POINTER(name) (void*)unsup_##name,
+static void* const unsupported_callbacks[] = {UNSUPPORTED(U_POINTER) 0};
 
 /* Name of unsupported record ``i`` (NULL past the end): Python names the first one a trace holds. */
 const char* wl_otf2_unsupported_name(int i) {
@@ -191,19 +191,7 @@ int64_t wl_otf2_read(const char* anchor, int64_t n, const uint64_t* locs, const 
     }
     OTF2_EvtReaderCallbacks* cbs = OTF2_EvtReaderCallbacks_New();
     OTF2_Reader_SetSerialCollectiveCallbacks(reader);
-    OTF2_EvtReaderCallbacks_SetEnterCallback(cbs, (void*)enter);
-    OTF2_EvtReaderCallbacks_SetLeaveCallback(cbs, (void*)leave);
-    OTF2_EvtReaderCallbacks_SetMpiSendCallback(cbs, (void*)send);
-    OTF2_EvtReaderCallbacks_SetMpiIsendCallback(cbs, (void*)isend);
-    OTF2_EvtReaderCallbacks_SetMpiIsendCompleteCallback(cbs, (void*)isend_done);
-    OTF2_EvtReaderCallbacks_SetMpiIrecvRequestCallback(cbs, (void*)irecv_req);
-    OTF2_EvtReaderCallbacks_SetMpiRecvCallback(cbs, (void*)recv);
-    OTF2_EvtReaderCallbacks_SetMpiIrecvCallback(cbs, (void*)irecv);
-    OTF2_EvtReaderCallbacks_SetMpiRequestTestCallback(cbs, (void*)test);
-    OTF2_EvtReaderCallbacks_SetMpiRequestCancelledCallback(cbs, (void*)cancel);
-    OTF2_EvtReaderCallbacks_SetMpiCollectiveBeginCallback(cbs, (void*)coll_begin);
-    OTF2_EvtReaderCallbacks_SetMpiCollectiveEndCallback(cbs, (void*)coll_end);
-    OTF2_EvtReaderCallbacks_SetNonBlockingCollectiveCompleteCallback(cbs, (void*)nbc_done);
+    KNOWN(KNOWN_SET)
     for (int i = 0; unsupported_setters[i]; i++)
         unsupported_setters[i](cbs, unsupported_callbacks[i]);
     for (int64_t i = 0; i < n; i++)

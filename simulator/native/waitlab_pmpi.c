@@ -24,6 +24,11 @@
  * (smpi_execute_benched), delay/swap/sleep sleep, flush sleeps value/value2 s.
  * Each executed item is recorded with flags bit 0 set.
  *
+ * With WAITLAB_COUNTED=<flops per block> (computation = "counted", the program compiled with
+ * -fsanitize-coverage=trace-pc) every basic block of the program's code calls __sanitizer_cov_trace_pc, which counts
+ * it; every wrapper (and MPI_Wtime) first executes the blocks counted since the last charge times that many flops
+ * (smpi_execute_flops), so the program's computation costs the same simulated time run after run.
+ *
  * With WAITLAB_MEASURED=1 (computation = "measured") every wrapper first lets SMPI charge the program's computation
  * since the last call (smpi_bench_end/begin), so the clock read at entry books it as compute, not inside the call.
  *
@@ -31,7 +36,8 @@
  * r<rank>.names ("id<TAB>name"), r<rank>.vec (per-peer byte counts of v-collectives:
  * "op_index n s_0..s_n-1 r_0..r_n-1"), r<rank>.fix (ANY_SOURCE/ANY_TAG receives
  * resolved at completion: "op_index peer tag"), r<rank>.comms ("id world ranks..."
- * of non-world communicators) and last r<rank>.done ("records <n>").
+ * of non-world communicators), r<rank>.nbc (the post of each completed nonblocking collective: "serial t_enter
+ * t_exit"; its completion record has tag = serial) and last r<rank>.done ("records <n>").
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -76,6 +82,8 @@ typedef struct {
   int32_t coll, cid; /* nonblocking collective: action code and communicator id; else -1 */
   MPI_Comm comm;
   double value, value2;
+  int64_t serial;         /* nonblocking collective: the rank's request serial (1, 2, ...) */
+  double t_post0, t_post1; /* nonblocking collective: its post call (MPI_I<collective>) */
 } wl_req_t;
 
 /* A persistent request's template (MPI_Send_init, ..., MPI_Recv_init): started by MPI_Start(all). */
@@ -110,6 +118,8 @@ static wl_req_t* wl_reqs = NULL; /* open-addressing hash table of pending reques
 static int64_t wl_n_reqs = 0, wl_used_reqs = 0, wl_cap_reqs = 0;
 static wl_persist_t* wl_persist = NULL;
 static int64_t wl_n_persist = 0, wl_cap_persist = 0;
+static uint64_t wl_blocks = 0, wl_blocks_charged = 0; /* computation = "counted": basic blocks executed, charged */
+static double wl_flops_per_block = 0.0;                 /* WAITLAB_COUNTED; 0: not counted */
 static long long wl_wtime_spin = 0;
 static double wl_wtime_last = -1.0;
 static char** wl_names = NULL;
@@ -118,6 +128,9 @@ static char* wl_vec = NULL; /* text buffers */
 static size_t wl_vec_len = 0, wl_vec_cap = 0;
 static char* wl_fix = NULL;
 static size_t wl_fix_len = 0, wl_fix_cap = 0;
+static char* wl_nbc = NULL; /* posts of completed nonblocking collectives: "serial t_post0 t_post1" */
+static size_t wl_nbc_len = 0, wl_nbc_cap = 0;
+static int64_t wl_nbc_serial = 0;
 static char* wl_comms = NULL;
 static size_t wl_comms_len = 0, wl_comms_cap = 0;
 static int wl_n_comms = 0;
@@ -215,6 +228,22 @@ static int64_t wl_push(int code, double t0, double t1, int peer, int tag, int co
     wl_post_hook();
   }
   return idx;
+}
+
+/* ---- computation = "counted" ------------------------------------------------------------------------------------ */
+
+/* Called by the compiler at every basic block of code built with -fsanitize-coverage=trace-pc (the program's, not
+ * this layer's nor SimGrid's).  The counter is per rank: SMPI privatizes this file's static data. */
+void __sanitizer_cov_trace_pc(void) { wl_blocks++; }
+
+/* Execute the program's computation counted since the last charge (before a call's clock read). */
+static void wl_charge_counted(void)
+{
+  if (wl_flops_per_block > 0 && wl_blocks != wl_blocks_charged) {
+    double flops = (double)(wl_blocks - wl_blocks_charged) * wl_flops_per_block;
+    wl_blocks_charged = wl_blocks;
+    smpi_execute_flops(flops);
+  }
 }
 
 /* ---- injection schedule --------------------------------------------------------------------------------------- */

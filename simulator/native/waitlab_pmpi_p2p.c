@@ -13,6 +13,7 @@
       smpi_bench_end();                                                                                                \
       smpi_bench_begin();                                                                                              \
     }                                                                                                                  \
+    wl_charge_counted();                                                                                               \
     WL_PRE();                                                                                                          \
   }                                                                                                                    \
   double t0_ = wl_now()
@@ -345,6 +346,8 @@ int MPI_Request_free(MPI_Request* req)
 
 double MPI_Wtime(void)
 {
+  if (wl_on)
+    wl_charge_counted(); /* computation = "counted": the time read includes the computation before it */
   double t = PMPI_Wtime();
   if (wl_on) {
     if (t == wl_wtime_last) {
@@ -352,8 +355,8 @@ double MPI_Wtime(void)
         wl_die("MPI_Wtime returned the same time 1,000,000 times in a row with no MPI call in between: the program "
                "waits for time to pass, but under application.computation = \"none\" its own computation takes no "
                "simulated time, so it would spin forever. Set application.computation = \"measured\" (or give "
-               "[simulation] config = {\"smpi/wtime\" = \"1e-7\"}: each MPI_Wtime call then costs 0.1 us) for "
-               "programs that loop on MPI_Wtime");
+               "[simulation] config = {\"smpi/wtime\" = \"1e-7\"}: each MPI_Wtime call then costs 0.1 us; or "
+               "computation \"counted\" with its flops_per_block) for programs that loop on MPI_Wtime");
     } else {
       wl_wtime_spin = 0;
       wl_wtime_last = t;

@@ -39,8 +39,10 @@ static int wl_n_wins = 0; /* windows created so far (ids are never reused) */
 
 #define WL_RMA_BEGIN()                                                                                                 \
   const void* ra_ = __builtin_return_address(0);                                                                       \
-  if (wl_on)                                                                                                           \
+  if (wl_on) {                                                                                                         \
+    wl_charge_counted();                                                                                               \
     WL_PRE();                                                                                                          \
+  }                                                                                                                    \
   double t0_ = wl_now()
 
 static wl_win_t* wl_win_find(MPI_Win win)

@@ -53,6 +53,9 @@ extern "C" int smpi_request_waitall(int count, MPI_Request* reqs, MPI_Status* st
 extern "C" int smpi_request_test(MPI_Request* req, MPI_Status* status, int* flag) __asm__(
     "_ZN7simgrid4smpi7Request4testEPPS1_P10MPI_StatusPi");
 
+// Nonblocking collectives (posts i<collective>, completions "<collective> ... nbc=<k>"): waitlab_replay_nbc.cpp.
+void register_nbc_actions(void (*log)(int32_t code, double t0, double t1));
+
 namespace waitlab_replay {
 
 struct Record {
@@ -238,8 +241,10 @@ void register_actions()
   });
   register_subcomm_collectives(); // collectives whose line names a sub-communicator
   register_rma_actions();         // one-sided communication on windows of MPI_COMM_WORLD
-  static_assert(WL_NUM_ACTIONS == WL_NUM_STOCK + 9 + WL_NUM_RMA && WL_FIRST_RMA == WL_NUM_STOCK + 9,
-                "the vocabulary has waitlab actions this file does not register (RMA: see waitlab_replay_rma.cpp)");
+  register_nbc_actions(log_record); // nonblocking collectives (after the collectives' wrappers above)
+  static_assert(WL_NUM_ACTIONS == WL_NUM_STOCK + 9 + WL_NUM_RMA + WL_NUM_NBC && WL_FIRST_RMA == WL_NUM_STOCK + 9,
+                "the vocabulary has waitlab actions this file does not register (RMA: waitlab_replay_rma.cpp, "
+                "nonblocking collectives: waitlab_replay_nbc.cpp)");
   // The request bookkeeping below costs a map operation per isend/irecv/wait: only traces with an issend need it
   // (waitlab sets WAITLAB_ISSEND for them), so the others replay with the stock actions unchanged.
   if (std::getenv("WAITLAB_ISSEND") == nullptr)

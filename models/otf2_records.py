@@ -1,0 +1,188 @@
+"""The records of an OTF2 trace as waitlab reads them: record kinds, region classes, the columns the reader hands
+over (:class:`TraceRecords`) and the checks on them (what cannot be replayed, requests without their completion,
+ranks outside their communicator).
+
+The reader (:mod:`waitlab.simulator.otf2_import`, with ``simulator/native/waitlab_otf2_reader.c``) fills
+:class:`TraceRecords`; :mod:`waitlab.models.otf2_ops` turns them into an operation table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+#: Record kinds of :class:`TraceRecords` (the contract with ``simulator/native/waitlab_otf2_reader.c``).
+RECORD_KINDS = ("enter", "leave", "send", "isend", "isend_complete", "irecv_request", "recv", "irecv",
+                "collective_begin", "collective_end", "request_test", "request_cancelled", "nonblocking_collective")
+K = {name: i for i, name in enumerate(RECORD_KINDS)}
+#: Kinds from this value on are records that cannot be replayed (``unsupported[kind - UNSUPPORTED]``).
+UNSUPPORTED = 100
+#: Region classes (:attr:`TraceRecords.region_class`).
+USER, MPI, TRANSPARENT, INIT, FINALIZE = 0, 1, 2, 3, 4
+#: OTF2's undefined 32-bit value (no root).
+UNDEFINED_UINT32 = 0xFFFFFFFF
+#: OTF2 collective operations -> (waitlab action, v-collective replayed with equal counts).
+COLLECTIVES: dict[str, str] = {
+    "BARRIER": "barrier", "BCAST": "bcast", "GATHER": "gather", "GATHERV": "gather", "SCATTER": "scatter",
+    "SCATTERV": "scatter", "ALLGATHER": "allgather", "ALLGATHERV": "allgather", "ALLTOALL": "alltoall",
+    "ALLTOALLV": "alltoall", "ALLREDUCE": "allreduce", "REDUCE": "reduce", "SCAN": "scan", "EXSCAN": "exscan",
+}  # fmt: skip
+
+
+class Otf2Unreplayable(Exception):
+    """A record waitlab cannot replay: ``what`` it is, ``where`` (rank and time), and the ``fix``."""
+
+    def __init__(self, where: str, what: str, fix: str) -> None:
+        super().__init__(f"{where}: {what}")
+        self.where, self.what, self.fix = where, what, fix
+
+
+class Otf2Inconsistent(Otf2Unreplayable):
+    """The archive contradicts itself (truncated, or records without their partner)."""
+
+
+@dataclass(frozen=True)
+class TraceRecords:
+    """Every location's records, sorted by rank (each rank's records in their order in the trace).
+
+    Attributes
+    ----------
+    n_ranks : int
+    rank : int32 array
+    time : int64 array
+        Timer ticks.
+    kind : uint32 array
+        Index into :data:`RECORD_KINDS`, or ``UNSUPPORTED + i`` for record type ``unsupported[i]``.
+    a, b, c : uint32 arrays
+        enter/leave: a = region; p2p: a = partner (rank in the communicator), b = communicator, c = tag;
+        collective end: a = OTF2 collective op, b = communicator, c = root.
+    d, e : uint64 arrays
+        p2p: d = bytes (request id for completions and irecv requests), e = request id (isend, irecv);
+        collective end: d = bytes sent, e = bytes received.
+    resolution : float
+        Timer ticks per second.
+    region_names : tuple of str
+        Name of each region (by region reference), already made a waitlab region label.
+    region_class : int8 array
+        :data:`USER`, :data:`MPI`, :data:`TRANSPARENT`, :data:`INIT` or :data:`FINALIZE` per region.
+    comm_members : mapping of int to tuple of int or None
+        Communicator reference -> its members as world ranks, in communicator-rank order (None: MPI_COMM_SELF).
+    collective_names : mapping of int to str
+        OTF2 collective operation code -> its name (``ALLREDUCE``).
+    unsupported : tuple of str
+        Names of the record types counted from :data:`UNSUPPORTED`.
+    """
+
+    n_ranks: int
+    rank: npt.NDArray[np.int32]
+    time: npt.NDArray[np.int64]
+    kind: npt.NDArray[np.uint32]
+    a: npt.NDArray[np.uint32]
+    b: npt.NDArray[np.uint32]
+    c: npt.NDArray[np.uint32]
+    d: npt.NDArray[np.uint64]
+    e: npt.NDArray[np.uint64]
+    resolution: float
+    region_names: tuple[str, ...]
+    region_class: npt.NDArray[np.int8]
+    comm_members: Mapping[int, tuple[int, ...] | None]
+    collective_names: Mapping[int, str]
+    unsupported: tuple[str, ...] = ()
+
+
+def region_label(name: str, canonical: str = "") -> str:
+    """A waitlab region name for an OTF2 region: its name, or its canonical name when the name has blanks
+    (``int main(int, char**)`` -> ``main``), else the name with blanks as ``_`` (region names have no spaces).
+
+    >>> region_label("int main(int, char**)", "main"), region_label("solve"), region_label("a b", "")
+    ('main', 'solve', 'a_b')
+    """
+    if name and not any(ch.isspace() for ch in name):
+        return name
+    if canonical and not any(ch.isspace() for ch in canonical):
+        return canonical
+    return "_".join(name.split()) or "unnamed"
+
+
+def per_rank_cumsum(delta: npt.NDArray[np.int64], counts: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Running sum of ``delta`` restarting at each rank's first row (``counts``: rows of each rank, in order)."""
+    cs = np.cumsum(delta)
+    ends = np.cumsum(counts)
+    before = np.r_[0, cs[ends[:-1] - 1]] if counts.size else np.zeros(0, np.int64)
+    before = np.where(np.r_[0, ends[:-1]] > 0, before, 0)
+    return cs - np.repeat(before, counts)
+
+
+def kinds_mask(kind: npt.NDArray[np.uint32], *names: str) -> npt.NDArray[np.bool_]:
+    """Rows whose record kind is one of ``names`` (a lookup table: faster than ``np.isin`` on long columns)."""
+    lut = np.zeros(UNSUPPORTED + 256, bool)
+    lut[[K[n] for n in names]] = True
+    return lut[np.minimum(kind, lut.size - 1)]
+
+
+def check_supported(rec: TraceRecords) -> None:
+    bad = np.flatnonzero(rec.kind >= UNSUPPORTED)
+    if bad.size:
+        i = int(bad[np.argmin(rec.time[bad])])
+        name = rec.unsupported[int(rec.kind[i]) - UNSUPPORTED]
+        what = ("threads (OpenMP or Pthreads)" if name.startswith(("Thread", "Omp")) else
+                "one-sided MPI (RMA)" if name.startswith("Rma") else "MPI I/O or POSIX I/O")
+        raise Otf2Unreplayable(f"rank {int(rec.rank[i])}", f"record {name} ({what}) cannot be replayed: SimGrid "
+                               "3.32's trace replay has no such action", "record the run again without it (Score-P: "
+                               "SCOREP_MPI_ENABLE_GROUPS without rma/io, no OpenMP), or run the program itself "
+                               '(application.kind = "program")')
+    cancelled = np.flatnonzero(rec.kind == K["request_cancelled"])
+    if cancelled.size:
+        raise Otf2Unreplayable(f"rank {int(rec.rank[cancelled[0]])}", "record MpiRequestCancelled (a cancelled "
+                               "request) cannot be replayed", "record the run without MPI_Cancel")
+
+
+def request_pairs(rec: TraceRecords, first: npt.NDArray[np.int64], second: npt.NDArray[np.int64],
+           req_first: npt.NDArray[np.uint64], req_second: npt.NDArray[np.uint64], what: str
+           ) -> npt.NDArray[np.int64]:
+    """Row of the ``second`` record (completion) of each ``first`` record (request), matched by (rank, request
+    id) in trace order; raises :class:`Otf2Inconsistent` on a request without completion or the reverse."""
+    idx = np.concatenate((first, second))
+    req = np.concatenate((req_first, req_second))
+    is_second = np.concatenate((np.zeros(first.size, bool), np.ones(second.size, bool)))
+    order = np.lexsort((idx, req, rec.rank[idx]))
+    idx, req, is_second = idx[order], req[order], is_second[order]
+    ok = idx.size % 2 == 0
+    if ok and idx.size:
+        ok = bool((~is_second[0::2]).all() & is_second[1::2].all() & (req[0::2] == req[1::2]).all()
+                  & (rec.rank[idx[0::2]] == rec.rank[idx[1::2]]).all())
+    if not ok:
+        bad = next(i for i in range(idx.size) if i % 2 != int(is_second[i]) or
+                   (i % 2 == 1 and (req[i] != req[i - 1] or rec.rank[idx[i]] != rec.rank[idx[i - 1]])) or
+                   (i % 2 == 0 and i + 1 == idx.size))
+        j = int(idx[bad])
+        raise Otf2Inconsistent(f"rank {int(rec.rank[j])}", f"{what} request {int(req[bad])} has no "
+                               f"{'request' if is_second[bad] else 'completion'} record", "the archive is truncated "
+                               "or inconsistent: record the run again (let it reach MPI_Finalize)")
+    out = np.full(rec.kind.size, -1, np.int64)
+    out[idx[0::2]] = idx[1::2]
+    return out
+
+
+def world_ranks(rec: TraceRecords, comm: npt.NDArray[np.uint32], local: npt.NDArray[np.uint32],
+           own: npt.NDArray[np.int32]) -> npt.NDArray[np.int32]:
+    """World ranks of ranks ``local`` within communicators ``comm`` (MPI_COMM_SELF: the own rank)."""
+    out = np.full(comm.size, -1, np.int32)
+    for ref in np.unique(comm).tolist():
+        rows = np.flatnonzero(comm == ref)
+        members = rec.comm_members.get(int(ref), ())
+        if members is None:
+            out[rows] = own[rows]
+            continue
+        lut = np.asarray(members, np.int32)
+        bad = local[rows] >= lut.size
+        if bad.any():
+            j = int(rows[np.flatnonzero(bad)[0]])
+            raise Otf2Inconsistent(f"rank {int(own[j])}", f"rank {int(local[j])} is outside communicator {ref} "
+                                   f"({lut.size} members) or the communicator is not defined",
+                                   "the archive's definitions are incomplete: record the run again")
+        out[rows] = lut[local[rows].astype(np.int64)]
+    return out
