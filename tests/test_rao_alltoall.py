@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import shutil
 
+import numpy as np
 import pytest
 
 import waitlab.experiments.reproduce.alltoall_points as points
 from waitlab.errors import InputError, SimulationError
+from waitlab.experiments.reproduce import rao_alltoall
 from waitlab.experiments.reproduce.alltoall_points import alltoall_point
 from waitlab.experiments.reproduce.rao_statements import STATEMENTS, judge
 from waitlab.models.apps.alltoall import check_alltoall_point, mesh_shape
@@ -139,3 +141,25 @@ def test_one_nic_per_node_carries_the_mpi_level_bandwidth_in_aggregate(tmp_path:
     ev = rep.events
     elapsed = float(ev["exit"].max()) - float(ev.loc[ev["op"] == "barrier", "exit"].max())
     assert elapsed == pytest.approx(8 * (2**20 + 16) / 1.5e9, rel=0.03)
+
+
+def _judged_on(grid: dict[str, object]) -> set[str]:
+    """Keys of the statements a table of exactly ``grid``'s points leaves "not run" (times are arbitrary)."""
+    import pandas as pd
+
+    pts = rao_alltoall._points(dict(grid))
+    rng = np.random.default_rng(22)
+    table = pd.DataFrame([{"platform": p, "algorithm": a, "ranks": r, "size": s, "status": "ok",
+                           "seconds": float(rng.uniform(1e-4, 1e-1))} for p, a, r, s in pts])
+    verdicts = judge(table)
+    return set(verdicts.loc[verdicts["verdict"] == "not run", "key"])
+
+
+def test_statement_grid_runs_every_statement_and_the_default_leaves_out_statements_11_to_15() -> None:
+    keys = [st.key for st in STATEMENTS]
+    assert _judged_on(rao_alltoall.DEFAULT_SUBSET) == set(keys[10:15])  # statements 11-15 (1-based)
+    assert _judged_on(rao_alltoall.STATEMENT_GRID) == set()
+    extra = len(rao_alltoall._points(dict(rao_alltoall.STATEMENT_GRID))) - len(
+        rao_alltoall._points(dict(rao_alltoall.DEFAULT_SUBSET)))
+    # native at 128 x 8 sizes; at 256 ranks 5 x 2 + 2 + 4 points, of which pair and ring (4 + 2) already run
+    assert extra == 8 + (10 - 4) + 2 + (4 - 2)
