@@ -33,6 +33,11 @@ rank enters at time 0, no barrier first; docs/performance.md gives the measured 
 Every line also gives the CPU seconds of the SimGrid process, which a shared machine inflates less than wall time:
 
     .venv/bin/python benchmarks/bench_alltoall.py --scaling
+    .venv/bin/python benchmarks/bench_alltoall.py --scaling --contention --ranks 256 --sizes 512 4096 16384 262144 \
+        --algorithms ring pair bruck
+
+With ``--scaling``, ``--contention`` prints every point without and with the contention laws, and ``--setting
+KEY=VALUE`` adds a SimGrid setting to every point (``[simulation] config``).
     .venv/bin/python benchmarks/bench_alltoall.py --ranks 1024 --sizes 4096 --algorithms basic_linear lam_simple \
         --models calibrated
 """
