@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import waitlab.experiments.reproduce.alltoall_points as points
+import waitlab.simulator.smpi as smpi
 from waitlab.errors import InputError, SimulationError
 from waitlab.experiments.reproduce import rao_alltoall
 from waitlab.experiments.reproduce.alltoall_points import alltoall_point
@@ -163,3 +164,12 @@ def test_statement_grid_runs_every_statement_and_the_default_leaves_out_statemen
         rao_alltoall._points(dict(rao_alltoall.DEFAULT_SUBSET)))
     # native at 128 x 8 sizes; at 256 ranks 5 x 2 + 2 + 4 points, of which pair and ring (4 + 2) already run
     assert extra == 8 + (10 - 4) + 2 + (4 - 2)
+
+
+@needs_simgrid
+@pytest.mark.simgrid
+def test_huge_pages_change_no_simulated_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert smpi.SIMGRID_ENV == {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}
+    with_pages = alltoall_point("dawning_5000a", "basic_linear", 16, 4096).seconds
+    monkeypatch.setattr(smpi, "SIMGRID_ENV", {})
+    assert alltoall_point("dawning_5000a", "basic_linear", 16, 4096).seconds == with_pages  # memory placement only
