@@ -9,6 +9,7 @@ import pytest
 
 import waitlab.experiments.reproduce.alltoall_points as points
 import waitlab.simulator.smpi as smpi
+from waitlab.cli import main as cli_main
 from waitlab.errors import InputError, SimulationError
 from waitlab.experiments.reproduce import rao_alltoall
 from waitlab.experiments.reproduce.alltoall_points import alltoall_point
@@ -173,3 +174,23 @@ def test_huge_pages_change_no_simulated_time(monkeypatch: pytest.MonkeyPatch) ->
     with_pages = alltoall_point("dawning_5000a", "basic_linear", 16, 4096).seconds
     monkeypatch.setattr(smpi, "SIMGRID_ENV", {})
     assert alltoall_point("dawning_5000a", "basic_linear", 16, 4096).seconds == with_pages  # memory placement only
+
+
+def test_cli_statements_flag_runs_the_statement_grid(monkeypatch: pytest.MonkeyPatch, tmp_path: object) -> None:
+    import pandas as pd
+
+    seen: list[object] = []
+
+    def fake(grid: object = None, **_: object) -> rao_alltoall.RaoResult:
+        seen.append(grid)
+        return rao_alltoall.RaoResult(pd.DataFrame(columns=["platform", "algorithm", "ranks", "size", "status",
+                                                            "seconds", "wall", "note"]),
+                                      pd.DataFrame({"verdict": []}), {}, 0.0)
+
+    monkeypatch.setattr(rao_alltoall, "reproduce", fake)
+    monkeypatch.setattr(rao_alltoall, "write", lambda *a, **k: None)
+    monkeypatch.setattr(rao_alltoall, "markdown", lambda res: "")
+    for flags, want in (([], None), (["--statements"], rao_alltoall.STATEMENT_GRID),
+                        (["--full"], rao_alltoall.FULL_GRID)):
+        assert cli_main(["reproduce", "rao-alltoall", "-o", str(tmp_path), "--no-png", *flags]) == 0
+        assert seen.pop() is want
