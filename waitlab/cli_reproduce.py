@@ -99,8 +99,8 @@ def reproduce_command(sub: Any) -> None:
     p.add_argument("--no-png", action="store_true", help="skip the plots")
     p.add_argument("--full", action="store_true", help="rao-alltoall: the full grid (hours on 2 cores)")
     p.add_argument("--statements", action="store_true", help="rao-alltoall: the default subset plus the 128/256-rank "
-                   "points statements 11-15 need (none 'not run'; MPICH native and LAM simple at 256 ranks take most "
-                   "of an hour on 2 cores)")
+                   "points statements 11-15 need (none 'not run'; MPICH native and LAM simple at 256 ranks take hours "
+                   "on 2 cores)")
     p.add_argument("--curve", action="store_true", help="okita-spilling: also simulate R = 128, 256, ..., 2304 MB")
     p.add_argument("--ranks", type=int, nargs="+", default=None, help="spill-policies: rank counts (default 256 1024); "
                    "wu-lared-s: ranks (default 960)")
