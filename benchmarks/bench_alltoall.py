@@ -33,6 +33,11 @@ rank enters at time 0, no barrier first; docs/performance.md gives the measured 
 Every line also gives the CPU seconds of the SimGrid process, which a shared machine inflates less than wall time:
 
     .venv/bin/python benchmarks/bench_alltoall.py --scaling
+    .venv/bin/python benchmarks/bench_alltoall.py --scaling --contention --ranks 256 --sizes 512 4096 16384 262144 \
+        --algorithms ring pair bruck
+
+With ``--scaling``, ``--contention`` prints every point without and with the contention laws, and ``--setting
+KEY=VALUE`` adds a SimGrid setting to every point (``[simulation] config``).
     .venv/bin/python benchmarks/bench_alltoall.py --ranks 1024 --sizes 4096 --algorithms basic_linear lam_simple \
         --models calibrated
 """
@@ -71,21 +76,29 @@ def _timed_point(*args: object, **kwargs: object) -> tuple[AlltoallPoint | None,
         return None, f"FAILED: {str(exc).splitlines()[0][:90]}", float("inf")
 
 
-def scaling(platform: str, ranks: list[int], sizes: list[int], algorithms: list[str], timeout: float) -> None:
-    """Print the cost of every point (the machine model's point: every rank enters the alltoall at time 0)."""
-    print(f"# {platform}, 8 ranks per node, calibrated model; algorithm ranks size: simulated ms, wall s, "
-          "SimGrid CPU s")
-    too_slow: set[tuple[str, int]] = set()  # (algorithm, size) that ran out of time: skip more ranks
+def scaling(platform: str, ranks: list[int], sizes: list[int], algorithms: list[str], timeout: float,
+            contention: tuple[bool, ...] = (True,), extra: dict[str, str] | None = None) -> None:
+    """Print the cost of every point (the machine model's point: every rank enters the alltoall at time 0).
+
+    ``contention`` lists the variants run per point: with the platform's contention laws (True) and/or without
+    (False, ``[simulation] contention = "none"``); ``extra`` adds ``[simulation] config`` settings to every point.
+    """
+    print(f"# {platform}, 8 ranks per node, calibrated model; algorithm ranks size contention: simulated ms, "
+          "wall s, SimGrid CPU s")
+    too_slow: set[tuple[str, int, bool]] = set()  # (algorithm, size, contention) past the time limit: skip more ranks
     for n in ranks:
         for size in sizes:
             for alg in algorithms:
-                if (alg, size) in too_slow:
-                    print(f"{alg:13s} {n:5d} {size:8d} skipped (timed out at fewer ranks)")
-                    continue
-                _, text, wall = _timed_point(platform, alg, n, size, model="calibrated", timeout=timeout)
-                if wall == float("inf"):
-                    too_slow.add((alg, size))
-                print(f"{alg:13s} {n:5d} {size:8d} {text}", flush=True)
+                for cont in contention:
+                    label = "platform" if cont else "none"
+                    if (alg, size, cont) in too_slow:
+                        print(f"{alg:13s} {n:5d} {size:8d} {label:8s} skipped (timed out at fewer ranks)")
+                        continue
+                    _, text, wall = _timed_point(platform, alg, n, size, model="calibrated", timeout=timeout,
+                                                 contention=cont, extra_config=extra or None)
+                    if wall == float("inf"):
+                        too_slow.add((alg, size, cont))
+                    print(f"{alg:13s} {n:5d} {size:8d} {label:8s} {text}", flush=True)
 
 
 def main() -> None:
@@ -108,7 +121,9 @@ def main() -> None:
     if args.scaling:
         t_all = time.perf_counter()
         scaling(args.platform, args.ranks or list(SCALING_RANKS), args.sizes or list(SCALING_SIZES),
-                args.algorithms or list(SCALING_ALGORITHMS), args.timeout)
+                args.algorithms or list(SCALING_ALGORITHMS), args.timeout,
+                (False, True) if args.contention else (True,),
+                dict(kv.split("=", 1) for kv in args.setting))
         print(f"# total wall {time.perf_counter() - t_all:.0f} s")
         return
     args.ranks, args.sizes = args.ranks or [256], args.sizes or [4096]

@@ -28,6 +28,11 @@ from waitlab.simulator.timeline import LOG_DTYPE
 #: (SimGrid refuses keys it does not know): the contention plugin (simulator/native/waitlab_contention.cpp).
 PLUGIN_SETTINGS: dict[str, str] = {"waitlab/contention": "WAITLAB_CONTENTION"}
 
+#: Environment of every SimGrid process: glibc's malloc asks the kernel for transparent huge pages
+#: (``madvise``), which cuts the TLB misses of SimGrid's solver walking tens of thousands of flows.  It changes
+#: no simulated time (memory placement only); docs/performance.md, "All-concurrent alltoall", measures it.
+SIMGRID_ENV: dict[str, str] = {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}
+
 
 @dataclass(frozen=True)
 class SmpiResult:
@@ -303,6 +308,8 @@ def run_smpirun(
     cmd.append("--log=root.thres:warning")
     cmd.append("--log=ker_engine.thres:info")
     full_env = {k: v for k, v in os.environ.items() if k not in PLUGIN_SETTINGS.values()}
+    for key, value in SIMGRID_ENV.items():
+        full_env.setdefault(key, value)  # a user's own glibc tunables win
     full_env.update(plugin_env)
     full_env.update(env or {})
     t0 = time.perf_counter()

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import shutil
 
+import numpy as np
 import pytest
 
 import waitlab.experiments.reproduce.alltoall_points as points
+import waitlab.simulator.smpi as smpi
+from waitlab.cli import main as cli_main
 from waitlab.errors import InputError, SimulationError
+from waitlab.experiments.reproduce import rao_alltoall
 from waitlab.experiments.reproduce.alltoall_points import alltoall_point
 from waitlab.experiments.reproduce.rao_statements import STATEMENTS, judge
 from waitlab.models.apps.alltoall import check_alltoall_point, mesh_shape
@@ -139,3 +143,54 @@ def test_one_nic_per_node_carries_the_mpi_level_bandwidth_in_aggregate(tmp_path:
     ev = rep.events
     elapsed = float(ev["exit"].max()) - float(ev.loc[ev["op"] == "barrier", "exit"].max())
     assert elapsed == pytest.approx(8 * (2**20 + 16) / 1.5e9, rel=0.03)
+
+
+def _judged_on(grid: dict[str, object]) -> set[str]:
+    """Keys of the statements a table of exactly ``grid``'s points leaves "not run" (times are arbitrary)."""
+    import pandas as pd
+
+    pts = rao_alltoall._points(dict(grid))
+    rng = np.random.default_rng(22)
+    table = pd.DataFrame([{"platform": p, "algorithm": a, "ranks": r, "size": s, "status": "ok",
+                           "seconds": float(rng.uniform(1e-4, 1e-1))} for p, a, r, s in pts])
+    verdicts = judge(table)
+    return set(verdicts.loc[verdicts["verdict"] == "not run", "key"])
+
+
+def test_statement_grid_runs_every_statement_and_the_default_leaves_out_statements_11_to_15() -> None:
+    keys = [st.key for st in STATEMENTS]
+    assert _judged_on(rao_alltoall.DEFAULT_SUBSET) == set(keys[10:15])  # statements 11-15 (1-based)
+    assert _judged_on(rao_alltoall.STATEMENT_GRID) == set()
+    extra = len(rao_alltoall._points(dict(rao_alltoall.STATEMENT_GRID))) - len(
+        rao_alltoall._points(dict(rao_alltoall.DEFAULT_SUBSET)))
+    # native at 128 x 8 sizes; at 256 ranks 5 x 2 + 2 + 4 points, of which pair and ring (4 + 2) already run
+    assert extra == 8 + (10 - 4) + 2 + (4 - 2)
+
+
+@needs_simgrid
+@pytest.mark.simgrid
+def test_huge_pages_change_no_simulated_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert smpi.SIMGRID_ENV == {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}
+    with_pages = alltoall_point("dawning_5000a", "basic_linear", 16, 4096).seconds
+    monkeypatch.setattr(smpi, "SIMGRID_ENV", {})
+    assert alltoall_point("dawning_5000a", "basic_linear", 16, 4096).seconds == with_pages  # memory placement only
+
+
+def test_cli_statements_flag_runs_the_statement_grid(monkeypatch: pytest.MonkeyPatch, tmp_path: object) -> None:
+    import pandas as pd
+
+    seen: list[object] = []
+
+    def fake(grid: object = None, **_: object) -> rao_alltoall.RaoResult:
+        seen.append(grid)
+        return rao_alltoall.RaoResult(pd.DataFrame(columns=["platform", "algorithm", "ranks", "size", "status",
+                                                            "seconds", "wall", "note"]),
+                                      pd.DataFrame({"verdict": []}), {}, 0.0)
+
+    monkeypatch.setattr(rao_alltoall, "reproduce", fake)
+    monkeypatch.setattr(rao_alltoall, "write", lambda *a, **k: None)
+    monkeypatch.setattr(rao_alltoall, "markdown", lambda res: "")
+    for flags, want in (([], None), (["--statements"], rao_alltoall.STATEMENT_GRID),
+                        (["--full"], rao_alltoall.FULL_GRID)):
+        assert cli_main(["reproduce", "rao-alltoall", "-o", str(tmp_path), "--no-png", *flags]) == 0
+        assert seen.pop() is want

@@ -112,7 +112,7 @@ def alltoall_point(platform: str, algorithm: str, ranks: int, size: int, *, rank
         sc = point_scenario(platform, algorithm, ranks, size, ranks_per_node=ranks_per_node,
                             contention="platform" if contention else "none", timeout=timeout)
         if extra_config:
-            sc = sc.with_values({f"simulation.config.{k}": v for k, v in extra_config.items()})
+            sc = sc.with_values({"simulation.config": {**sc.simulation.config, **extra_config}})
         t0 = time.perf_counter()
         res = simulate_ops(prepare(sc))
         return _point(platform, algorithm, ranks, size, model, float(res.events["exit"].max()),

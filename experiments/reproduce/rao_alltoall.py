@@ -33,7 +33,8 @@ from waitlab.experiments.reproduce.rao_statements import ALGORITHMS, SIZES, judg
 from waitlab.platforms import calibrate, load_platform
 from waitlab.platforms.machine import contention_record
 
-__all__ = ["DEFAULT_SUBSET", "FULL_GRID", "STEPWISE", "RaoResult", "markdown", "provenance", "reproduce", "write"]
+__all__ = ["DEFAULT_SUBSET", "FULL_GRID", "STATEMENT_EXTRA", "STATEMENT_GRID", "STEPWISE", "RaoResult", "markdown",
+           "provenance", "reproduce", "write"]
 
 PLATFORMS: tuple[str, ...] = ("dawning_5000a", "deepcomp_7000")
 LABELS = {"2dmesh": "2D mesh", "3dmesh": "3D mesh", "bruck": "Bruck", "basic_linear": "MPICH native",
@@ -48,10 +49,25 @@ FULL_GRID: dict[str, Any] = {"platforms": PLATFORMS, "algorithms": ALGORITHMS, "
 STEPWISE: tuple[str, ...] = ("2dmesh", "3dmesh", "bruck", "pair", "rdb", "ring")
 #: What runs on a shared 2-core machine in about ten minutes: every algorithm and size at 64 ranks on both
 #: machines, the step-wise algorithms at 128 ranks and pair and ring at 256 ranks on Dawning.  Statements
-#: that need MPICH native or LAM simple at 128 or 256 ranks are "not run" unless the full grid is asked for.
+#: that need MPICH native or LAM simple at 128 or 256 ranks are "not run" unless :data:`STATEMENT_GRID` or the
+#: full grid is asked for (docs/performance.md, "All-concurrent alltoall": those points cost minutes to tens of
+#: minutes of CPU each in SimGrid 3.32).
 DEFAULT_SUBSET: dict[str, Any] = {"platforms": PLATFORMS, "algorithms": ALGORITHMS, "sizes": SIZES,
                                   "ranks": (64,), "extra": (("dawning_5000a", 128, STEPWISE),
                                                             ("dawning_5000a", 256, ("pair", "ring")))}
+#: The points statements 11-15 need on top of :data:`DEFAULT_SUBSET` (``(platform, ranks, algorithms, sizes)``,
+#: read from :mod:`~waitlab.experiments.reproduce.rao_statements`): MPICH native at 128 ranks and every size
+#: (11); Bruck, native, ring, LAM simple and pair at 256 ranks, 512 B (12) and 4 KB (13, 14); Bruck and native
+#: at 256 ranks, 16 KB (14); Bruck, pair, ring and native at 256 ranks, 256 KB (15).
+STATEMENT_EXTRA: tuple[tuple[str, int, tuple[str, ...], tuple[int, ...]], ...] = (
+    ("dawning_5000a", 128, ("basic_linear",), SIZES),
+    ("dawning_5000a", 256, ("bruck", "basic_linear", "ring", "lam_simple", "pair"), (512, 4096)),
+    ("dawning_5000a", 256, ("bruck", "basic_linear"), (16384,)),
+    ("dawning_5000a", 256, ("bruck", "pair", "ring", "basic_linear"), (262144,)),
+)
+#: :data:`DEFAULT_SUBSET` plus :data:`STATEMENT_EXTRA`: every statement judged (none "not run"), with the fewest
+#: points; its cost is dominated by MPICH native and LAM simple at 256 ranks (docs/performance.md).
+STATEMENT_GRID: dict[str, Any] = {**DEFAULT_SUBSET, "extra": DEFAULT_SUBSET["extra"] + STATEMENT_EXTRA}
 
 
 @dataclass
@@ -80,8 +96,8 @@ class RaoResult:
 def _points(grid: dict[str, Any]) -> list[tuple[str, str, int, int]]:
     pts = [(p, a, r, s) for p in grid["platforms"] for r in grid["ranks"] for a in grid["algorithms"]
            for s in grid["sizes"]]
-    for p, r, algs in grid.get("extra", ()):
-        pts += [(p, a, r, s) for a in algs for s in grid["sizes"]]
+    for p, r, algs, *sizes in grid.get("extra", ()):
+        pts += [(p, a, r, s) for a in algs for s in (sizes[0] if sizes else grid["sizes"])]
     return list(dict.fromkeys(pts))
 
 
@@ -93,7 +109,7 @@ def reproduce(grid: dict[str, Any] | None = None, *, timeout: float = 600.0,
     ----------
     grid : dict, optional
         Keys ``platforms``, ``algorithms``, ``sizes``, ``ranks`` and optionally ``extra`` (triples
-        ``(platform, ranks, algorithms)`` run for every size).
+        ``(platform, ranks, algorithms)`` run for every size, or ``(platform, ranks, algorithms, sizes)``).
     timeout : float
         Wall seconds allowed per point; a point past it is ``failed``.
     progress : callable, optional
