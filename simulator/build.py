@@ -24,6 +24,8 @@ REPLAY_SOURCE = NATIVE_DIR / "waitlab_replay.cpp"
 #: The contention plugin (NONLINEAR link sharing from the ``WAITLAB_CONTENTION`` rules), linked into the replay
 #: program: :mod:`waitlab.platforms.contention` writes the rules.
 CONTENTION_SOURCE = NATIVE_DIR / "waitlab_contention.cpp"
+#: The progress file of a long replay (simulated time reached, actions replayed): :mod:`waitlab.simulator.progress`.
+PROGRESS_SOURCE = NATIVE_DIR / "waitlab_progress.cpp"
 #: Action codes and names for the native parts, generated from :mod:`waitlab.models.vocabulary`.
 ACTIONS_HEADER = NATIVE_DIR / "waitlab_actions.h"
 INSTALL_HINT = "sudo apt-get install -y libsimgrid-dev python3-simgrid   (or run: make setup)"
@@ -107,7 +109,7 @@ def build_native(source: Path, output_name: str, compiler: str = "smpicxx",
 
 def replay_binary() -> Path:
     """Path of the (built, up-to-date) waitlab replay program."""
-    return build_native(REPLAY_SOURCE, "waitlab-replay", extra_sources=(CONTENTION_SOURCE,))
+    return build_native(REPLAY_SOURCE, "waitlab-replay", extra_sources=(CONTENTION_SOURCE, PROGRESS_SOURCE))
 
 
 def main() -> int:

@@ -67,6 +67,11 @@ extern "C" int smpi_coll_scan(const void*, void*, int, MPI_Datatype, MPI_Op, MPI
 extern "C" int smpi_coll_exscan(const void*, void*, int, MPI_Datatype, MPI_Op, MPI_Comm) __asm__(
     "_ZN7simgrid4smpi5colls6exscanEPKvPviPNS0_8DatatypeEPNS0_2OpEPNS0_4CommE");
 
+// The progress file of a long replay (waitlab_progress.cpp).
+extern uint64_t waitlab_progress_actions;
+void waitlab_progress_tick();
+void waitlab_progress_start();
+
 namespace {
 
 struct Record {
@@ -91,6 +96,8 @@ void log_record(int32_t code, double t0, double t1)
   if (static_cast<size_t>(rank) >= g_records.size())
     g_records.resize(rank + 1);
   g_records[rank].push_back(Record{rank, code, t0, t1});
+  ++waitlab_progress_actions;
+  waitlab_progress_tick();
 }
 
 // SMPI's MPI functions book the host CPU time since the rank's last MPI call as simulated computation
@@ -501,6 +508,7 @@ int main(int argc, char* argv[])
     }
     setvbuf(g_log, nullptr, _IOFBF, 1 << 22);
     std::atexit(write_log); // after the simulation: every rank's records, in rank order
+    waitlab_progress_start();
   }
 
   smpi_replay_init(instance_id, rank, 0.0);
