@@ -64,9 +64,11 @@ _ABORT_LAYER = re.compile(r"waitlab-layer: rank (?P<rank>-?\d+) called MPI_Abort
 _WHO = r"\[[^:\]\s]+:(?P<rank>\d+):\(\d+\) (?P<t>[0-9.]+)\] "
 _ABORT_SIMGRID = re.compile(_WHO + r".*MPI_Abort was called")
 _EXIT_STATUS = re.compile(_WHO + r".*did not return 0\. Return value : (?P<code>-?\d+)")
+#: The layer's own fatal message (``wl_die`` in native/waitlab_pmpi.c): it names the cause and the fix.
+_LAYER_DIED = re.compile(r"waitlab measurement layer \(rank (?P<rank>-?\d+)\): (?P<what>.*)$", re.MULTILINE)
 #: Lines that are not the program's own output (SimGrid's log, backtraces, smpirun's summary, the layer's line).
 _NOT_PROGRAM = re.compile(r"^(\[|Backtrace|\s+->|Segmentation fault|Execution failed with code|Aborted|"
-                          r"waitlab-layer:|\S+ --cfg=)")
+                          r"waitlab-layer:|waitlab measurement layer|\S+ --cfg=)")
 
 
 def explain_failure(output: str, returncode: int | None, missing: str, program: str) -> ProgramError:
@@ -77,6 +79,9 @@ def explain_failure(output: str, returncode: int | None, missing: str, program: 
     reports a deadlock too."""
     said = [ln.strip() for ln in output.splitlines() if ln.strip() and not _NOT_PROGRAM.match(ln)]
     last = f"; its last output line: {said[-1][:160]!r}" if said else ""
+    if m := _LAYER_DIED.search(output):
+        return ProgramError(program, f"waitlab's measurement layer stopped rank {m['rank']}: {m['what'].strip()}",
+                            "")
     if m := _ABORT_LAYER.search(output):
         return ProgramError(program, f"rank {m['rank']} called MPI_Abort({m['comm']}, {m['code']}) at simulated "
                             f"{float(m['t']):.6g} s{last}", "the program stopped itself: see why in its own output")
