@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from waitlab.experiments.estimate import estimate, learn, preflight, remember
 from waitlab.experiments import estimate as estimate_module
+from waitlab.experiments.estimate import estimate, learn, preflight, remember
 from waitlab.experiments.estimate_history import HISTORY_LIMIT, MODEL_VERSION, learned_factor, read_history, record_run
 from waitlab.experiments.pipeline import prepare
 from waitlab.experiments.scenario import from_mapping
