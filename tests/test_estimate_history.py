@@ -81,8 +81,8 @@ def test_records_of_an_older_time_model_are_not_used() -> None:
 
 
 @pytest.mark.parametrize(("ranks", "steps", "law_seconds"), [
-    (20480, 2, 82.2 * 5 ** 1.84),       # 1,588 s: one step after the first at 5 x 4,096 ranks
-    (4096, 3, 2 * 82.2),                # two steps after the first at 4,096 ranks
+    (20480, 2, 79.8 * 5 ** 1.71),       # 1,251 s: one step after the first at 5 x 4,096 ranks
+    (4096, 3, 2 * 79.8),                # two steps after the first at 4,096 ranks
     (16384, 1, 0.0),                    # the first step alone: the event model only
 ])
 def test_the_measured_step_law_adds_each_step_after_the_first(ranks: int, steps: int, law_seconds: float,
