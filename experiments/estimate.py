@@ -8,7 +8,9 @@ per-rank and per-event costs below, measured on SimGrid 3.32 (benchmarks/bench_s
 docs/performance.md).  They are estimates: the time model is near-linear in the ranks with waitlab's
 default binomial allreduce and quadratic with SimGrid's linear reduce (docs/performance.md, "Scale").
 With small messages sent eagerly (``smpi/async-small-thresh``) it uses its own near-linear fit, checked on
-the full machine (163,840 ranks x 20 steps: 78 min predicted, 62.7 min measured).  Gaps: without that
+the full machine (163,840 ranks x 20 steps: 78 min predicted, 62.7 min measured).  Applications measured to cost
+SMPI far more than their events (:data:`MEASURED_STEP_LAWS`: the 2-D stencil on Sunway TaihuLight, each step
+after the first ~ ranks^1.71) add a power law fitted to measured runs.  Gaps: without that
 setting, beyond 16,384 ranks SimGrid 3.32's list of detached sends takes over (a 163,840-rank step did
 not finish in 27 minutes), which the time model does not capture; and SMPI's memory on the full Sunway
 platform is about 2.5 times the linear model's (16.5 GB measured for one step, 18.8 GB for 20).
@@ -74,6 +76,39 @@ SMPI_SECONDS_PER_EVENT_RANK = 1.07e-8
 #: waitlab's own cost per event (generation, trace, parsing, waits, results folder): 3.3-3.7 us measured
 #: at 4,096 and 16,384 ranks x 20 steps.
 WAITLAB_SECONDS_PER_EVENT = 4e-6
+
+
+@dataclass(frozen=True)
+class StepLaw:
+    """SMPI seconds of each step after the first, fitted to measured runs (not a machine model: an estimate).
+
+    ``seconds(ranks) = at_4096 * (ranks / 4096) ** exponent``, from ``min_ranks`` ranks on.
+    """
+
+    at_4096: float
+    exponent: float
+    min_ranks: int
+    source: str
+
+    def seconds(self, ranks: int) -> float:
+        return self.at_4096 * (ranks / 4096) ** self.exponent if ranks >= self.min_ranks else 0.0
+
+
+#: Applications whose SMPI cost grows faster than their events, by (application kind, platform): fitted from
+#: measurement (benchmarks/bench_estimate.py; docs/performance.md, "The estimate before a large run").  The 2-D
+#: stencil on Sunway TaihuLight: its first step costs what the event model says within 3-4x (its 64 KiB halo
+#: messages start together and end together), each later step starts its halos staggered by the allreduce before
+#: it, and every start and end re-solves the sharing of all the flows in flight.  CPU seconds of the SMPI process,
+#: 2 steps minus 1 step: 21.8 s at 2,048 ranks, 90.9 s at 4,096, 280.1 s at 8,192 (290.0 s minus 9.9 s for the
+#: first step, interpolated between 4.7 s at 4,096 and 20.8 s at 16,384), 783.4 s at 16,384 (804.2 - 20.8); least
+#: squares of log seconds on log ranks: 79.8 s at 4,096 and exponent 1.71 (24.4, 79.8, 261 and 854 s at the four
+#: sizes; the local exponent falls from 2.06 to 1.48, so the law is high by ~10% at 16,384 ranks and more beyond).
+#: A 3-step run at 2,048 ranks (43.6 s, 20.8 s per later step) supports one term per step after the first.  1,024
+#: ranks (one supernode) cost 2.1 s, below the law, so it applies from 2,048 ranks on.
+MEASURED_STEP_LAWS: dict[tuple[str, str], StepLaw] = {
+    ("stencil", "sunway_taihulight"): StepLaw(79.8, 1.71, 2048, "fitted to measured stencil runs on "
+                                              "sunway_taihulight: each step after the first ~ ranks^1.71"),
+}
 
 
 @dataclass(frozen=True)
@@ -200,6 +235,9 @@ def estimate(prep: Prepared) -> Estimate:
         replay = events * (SMPI_SECONDS_PER_EVENT + SMPI_SECONDS_PER_EVENT_RANK_TREE * ranks)
     else:
         replay = SMPI_SECONDS_PER_EVENT_RANK * events * ranks
+    law = MEASURED_STEP_LAWS.get((prep.scenario.application_kind, prep.scenario.platform.name))
+    if law is not None:  # each step after the first, as measured
+        replay += law.seconds(ranks) * max(int(getattr(prep.scenario.application, "steps", 1)) - 1, 0)
     seconds = replay + WAITLAB_SECONDS_PER_EVENT * events
     return Estimate(ranks, events, exact, smpi, python, SCRATCH_EVENT_BYTES * events, seconds, during, replay)
 

@@ -8,11 +8,13 @@ and each solver round touches all of them). So every run that was estimated (:da
 more) appends one line to ``<cache>/estimate_history.jsonl``: application kind, platform, ranks, events, the
 model's SMPI seconds and the measured SMPI seconds. :func:`learned_factor` picks the record of the same
 application kind and platform whose rank count is nearest below (else nearest above) and scales the model's
-SMPI time by measured / predicted.
+SMPI time by measured / predicted.  Records of another version of the time model (:data:`MODEL_VERSION`) are
+not used.
 
 Examples
 --------
->>> recs = [{"kind": "stencil", "platform": "sunway_taihulight", "ranks": 4096, "predicted": 2.0, "measured": 64.0}]
+>>> recs = [{"kind": "stencil", "platform": "sunway_taihulight", "ranks": 4096, "predicted": 2.0, "measured": 64.0,
+...          "model": MODEL_VERSION}]
 >>> learned_factor(recs, "stencil", "sunway_taihulight", 20480)
 (32.0, 'x32 from a measured run of stencil on sunway_taihulight at 4,096 ranks (larger runs cost at least this)')
 >>> learned_factor(recs, "lared_s", "sunway_taihulight", 20480)
@@ -33,6 +35,9 @@ from waitlab.simulator.build import cache_dir
 HISTORY_NAME = "estimate_history.jsonl"
 #: Records kept (the oldest go first).
 HISTORY_LIMIT = 500
+#: Version of the time model whose predictions the records hold: a record of another version is not used (its
+#: measured / predicted says nothing about today's model).  2: the measured step laws (issue 23).
+MODEL_VERSION = 2
 
 
 def history_path() -> Path:
@@ -71,7 +76,7 @@ def record_run(kind: str, platform: str, ranks: int, events: int, predicted: flo
                path: Path | None = None) -> None:
     """Append one measured run (best effort: a cache that cannot be written changes nothing)."""
     rec = {"kind": kind, "platform": platform, "ranks": int(ranks), "events": int(events),
-           "predicted": float(predicted), "measured": float(measured)}
+           "predicted": float(predicted), "measured": float(measured), "model": MODEL_VERSION}
     if not _valid(rec):
         return
     p = path or history_path()
@@ -90,7 +95,8 @@ def learned_factor(records: Iterable[Mapping[str, Any]], kind: str, platform: st
     of that kind and platform was measured.  A factor from a smaller run is a lower bound for a larger one when
     the SMPI cost per event grows with the ranks, and the explanation says so.
     """
-    same = [r for r in records if r["kind"] == kind and r["platform"] == platform]
+    same = [r for r in records if r["kind"] == kind and r["platform"] == platform
+            and r.get("model", 1) == MODEL_VERSION]
     if not same:
         return 1.0, ""
     below = [r for r in same if int(r["ranks"]) <= ranks]

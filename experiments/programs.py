@@ -276,7 +276,8 @@ def run_real_program(scenario: Scenario, platform: RenderedPlatform, work: Path,
                            config=cfg, schedule_dir=schedule_dir,
                            extra_flags=extra_flags, timeout=scenario.simulation.timeout, exit_codes=p.exit_codes,
                            cwd=cwd, what=f"program of scenario '{scenario.name}' ({scenario.source})",
-                           env=program_env(scenario, platform), measured=computation_measured(cfg))
+                           env=program_env(scenario, platform), measured=computation_measured(cfg),
+                           program=p.sources[0] if p.sources else str(p.binary))
     records = prog.read_records(out_dir, scenario.ranks)
     run = prog.records_to_ops(records, binary, callsite_regions=p.callsite_regions)
     ops, t_enter, t_exit = run.ops, run.t_enter, run.t_exit

@@ -30,6 +30,8 @@ REPLAY_HEADER = NATIVE_DIR / "waitlab_replay.hpp"
 CONTENTION_SOURCE = NATIVE_DIR / "waitlab_contention.cpp"
 #: Nonblocking collectives of the replay (posts and their completions), linked into the replay program.
 NBC_SOURCE = NATIVE_DIR / "waitlab_replay_nbc.cpp"
+#: The progress file of a long replay (simulated time reached, actions replayed): :mod:`waitlab.simulator.progress`.
+PROGRESS_SOURCE = NATIVE_DIR / "waitlab_progress.cpp"
 #: Action codes and names for the native parts, generated from :mod:`waitlab.models.vocabulary`.
 ACTIONS_HEADER = NATIVE_DIR / "waitlab_actions.h"
 INSTALL_HINT = "sudo apt-get install -y libsimgrid-dev python3-simgrid   (or run: make setup)"
@@ -115,7 +117,8 @@ def build_native(source: Path, output_name: str, compiler: str = "smpicxx",
 
 def replay_binary() -> Path:
     """Path of the (built, up-to-date) waitlab replay program."""
-    return build_native(REPLAY_SOURCE, "waitlab-replay", extra_sources=(CONTENTION_SOURCE, NBC_SOURCE, *REPLAY_PARTS),
+    return build_native(REPLAY_SOURCE, "waitlab-replay",
+                        extra_sources=(CONTENTION_SOURCE, NBC_SOURCE, PROGRESS_SOURCE, *REPLAY_PARTS),
                         key_files=(REPLAY_HEADER,))
 
 

@@ -1,22 +1,34 @@
 """Running a real MPI program under SMPI with waitlab's measurement layer, and its injection schedule.
 
 :func:`run_program` runs it with ``smpirun`` (privatization on: real programs have global variables) and turns every
-failure (crash, ``MPI_Abort``, a deadlock SMPI detected, a time-out, a rank that never reached ``MPI_Finalize``)
-into one :class:`~waitlab.errors.SimulationError` quoting SimGrid and the last lines of the program's output.
+failure of the program (a crash, ``MPI_Abort``, a deadlock SMPI detected, a non-zero exit status, a time-out, a rank
+that never reached ``MPI_Finalize``, more than :data:`OUTPUT_LIMIT` of output) into one :class:`ProgramError`: one
+line naming the program's file, what happened (which ranks, at which simulated time, SimGrid's words) and its last
+output line.
 """
 
 from __future__ import annotations
 
+import re
 import shlex
+import signal
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
-from waitlab.errors import SimulationError
+from waitlab.errors import SimulationError, problem_text
 from waitlab.models.vocabulary import ACTIONS, LOCAL_ACTIONS
-from waitlab.simulator.smpi import SmpiResult, run_smpirun
+from waitlab.simulator.smpi import (
+    DeadlockError,
+    OutputLimitError,
+    SmpiFailed,
+    SmpiResult,
+    parse_deadlock,
+    run_smpirun,
+    simgrid_words,
+)
 
 ITEM_DTYPE = np.dtype([("anchor", "<i8"), ("code", "<i4"), ("phase", "<i4"), ("value", "<f8"), ("value2", "<f8")])
 
@@ -24,27 +36,85 @@ ITEM_DTYPE = np.dtype([("anchor", "<i8"), ("code", "<i4"), ("phase", "<i4"), ("v
 INJECTABLE = tuple(sorted(a for a in ACTIONS if a in LOCAL_ACTIONS))
 
 
-_KNOWN_FAILURES = (
-    ("MPI_Abort was called", "the program called MPI_Abort"),
-    ("Segmentation fault", "the program crashed (segmentation fault)"),
-    ("did not return 0", "a rank ended with a non-zero exit status"),
-    ("Deadlock detected", "the program deadlocked: SMPI found ranks waiting for communications that will never "
-                          "complete"),
-    ("Stalling SMPI instance", "not every rank reached MPI_Finalize"),
-)
+#: Most output (SimGrid's and the program's together) a program run keeps in memory; a program that prints more is
+#: stopped (issue 23: one that prints gigabytes would otherwise hold them all).
+OUTPUT_LIMIT = 64 << 20
 
 
-def _tail(text: str, n: int = 30) -> str:
-    lines = [ln for ln in text.splitlines() if "Configuration change" not in ln and "You did not set the power"
-             not in ln]
-    return "\n".join(lines[-n:])
+class ProgramError(SimulationError):
+    """A program run failed because of the program (crash, ``MPI_Abort``, deadlock, exit status, endless loop, too
+    much output): one line naming its file, what happened and the fix.  A bad input, so exit status 2."""
+
+    exit_code = 2
+
+    def __init__(self, program: str, problem: str, fix: str) -> None:
+        self.program = program
+        self.problem = problem
+        self.fix = fix
+        super().__init__(problem_text(f"{program}: (run)", problem, fix))
 
 
-def _diagnose(output: str) -> str:
-    for needle, meaning in _KNOWN_FAILURES:
-        if needle in output:
-            return meaning
-    return "the program stopped early"
+#: What SimGrid and the layer print about a failure: ``[host:rank:(pid) time]`` prefixes SMPI's lines.
+_ABORT_LAYER = re.compile(r"waitlab-layer: rank (?P<rank>-?\d+) called MPI_Abort\((?P<comm>[^,]*), (?P<code>-?\d+)\) "
+                          r"at simulated (?P<t>[0-9.eE+-]+) s")
+_WHO = r"\[[^:\]\s]+:(?P<rank>\d+):\(\d+\) (?P<t>[0-9.]+)\] "
+_ABORT_SIMGRID = re.compile(_WHO + r".*MPI_Abort was called")
+_EXIT_STATUS = re.compile(_WHO + r".*did not return 0\. Return value : (?P<code>-?\d+)")
+#: The layer's own fatal message (``wl_die`` in native/waitlab_pmpi.c): it names the cause and the fix.
+_LAYER_DIED = re.compile(r"waitlab measurement layer \(rank (?P<rank>-?\d+)\): (?P<what>.*)$", re.MULTILINE)
+#: Lines that are not the program's own output (SimGrid's log, backtraces, smpirun's summary, the layer's line).
+_NOT_PROGRAM = re.compile(r"^(\[|Backtrace|\s+->|Segmentation fault|Execution failed with code|Aborted|"
+                          r"waitlab-layer:|waitlab measurement layer|\S+ --cfg=)")
+
+
+def explain_failure(output: str, returncode: int | None, missing: str, program: str) -> ProgramError:
+    """The one-line error of a failed program run from SimGrid's output, its exit status and the ranks that did
+    not reach ``MPI_Finalize`` (``missing``, e.g. " (rank 1 did not reach MPI_Finalize)").
+
+    The first cause wins: an abort, a crash or a rank's exit status leaves the other ranks blocked, and SimGrid then
+    reports a deadlock too."""
+    said = [ln.strip() for ln in output.splitlines() if ln.strip() and not _NOT_PROGRAM.match(ln)]
+    last = f"; its last output line: {said[-1][:160]!r}" if said else ""
+    if m := _LAYER_DIED.search(output):
+        return ProgramError(program, f"waitlab's measurement layer stopped rank {m['rank']}: {m['what'].strip()}",
+                            "")
+    if m := _ABORT_LAYER.search(output):
+        return ProgramError(program, f"rank {m['rank']} called MPI_Abort({m['comm']}, {m['code']}) at simulated "
+                            f"{float(m['t']):.6g} s{last}", "the program stopped itself: see why in its own output")
+    if m := _ABORT_SIMGRID.search(output):
+        return ProgramError(program, f"rank {m['rank']} called MPI_Abort at simulated {float(m['t']):.6g} s{last}",
+                            "the program stopped itself: see why in its own output")
+    if "Segmentation fault" in output or returncode in (139, -signal.SIGSEGV):
+        return ProgramError(program, f"the program crashed with a segmentation fault (SIGSEGV){missing}{last}",
+                            "find the bad memory access outside waitlab, e.g. smpirun -wrapper valgrind or gdb")
+    if m := _EXIT_STATUS.search(output):
+        return ProgramError(program, f"rank {m['rank']} ended with exit status {m['code']} at simulated "
+                            f"{float(m['t']):.6g} s{missing}{last}",
+                            "every rank must return 0 after MPI_Finalize, or list the status in [application] "
+                            "exit_codes")
+    dl = parse_deadlock(output)
+    if dl is not None:
+        ranks = sorted({a.rank if a.rank is not None else a.pid for a in dl[1]})
+        shown = ", ".join(map(str, ranks[:12])) + (" ..." if len(ranks) > 12 else "")
+        return ProgramError(program, f"deadlock at simulated {dl[0]:.6g} s: rank{'s' if len(ranks) > 1 else ''} "
+                            f"{shown} blocked waiting for communications that can never complete (SimGrid: "
+                            f"Deadlock detected){last}",
+                            "every blocking receive needs a matching send; two ranks that both call MPI_Recv first "
+                            "wait for each other: send first on one side, or use MPI_Sendrecv or MPI_Irecv")
+    if returncode is not None and (returncode < 0 or returncode > 128):
+        sig = -returncode if returncode < 0 else returncode - 128
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = f"signal {sig}"
+        return ProgramError(program, f"the program was killed by {name}{missing}{last}",
+                            "run it outside waitlab to see why (smpirun -wrapper gdb)")
+    if missing:
+        return ProgramError(program, f"the program stopped early:{missing}{last}",
+                            "every rank must call MPI_Finalize and return 0")
+    words = simgrid_words(output)
+    return ProgramError(program, f"the program failed in SimGrid (exit status {returncode})"
+                        + (f": {words[:200]}" if words else "") + last, "run it outside waitlab to see why")
 
 
 def write_schedule(folder: Path, n_ranks: int, anchor: npt.NDArray[np.int64], rank: npt.NDArray[np.int32],
@@ -69,12 +139,13 @@ def run_program(binary: Path, n_ranks: int, platform_xml: Path, hostfile: Path, 
                 args: Sequence[str] = (), config: Mapping[str, str] | None = None,
                 schedule_dir: Path | None = None, extra_flags: Sequence[str] = (), timeout: float | None = None,
                 exit_codes: Sequence[int] = (0,), cwd: Path | None = None, what: str = "program",
-                env: Mapping[str, str] | None = None, measured: bool = False) -> SmpiResult:
+                env: Mapping[str, str] | None = None, measured: bool = False, program: str = "") -> SmpiResult:
     """Run a program built by :func:`build_program` under SMPI with the layer recording into ``out_dir``.
 
     ``config`` is every SimGrid setting of the run (:func:`waitlab.platforms.machine.program_settings` and the
     platform's); ``env`` adds environment variables for the layer (e.g. the platform's ``program_env``: its one-sided
     protocol); ``measured``: SimGrid benchmarks the program's computation (the layer books it before each call).
+    ``program`` names the program's file in the error of a failed run (default ``binary``).
 
     Raises
     ------
@@ -83,6 +154,7 @@ def run_program(binary: Path, n_ranks: int, platform_xml: Path, hostfile: Path, 
         exit status not in ``exit_codes``, or some rank never reached ``MPI_Finalize``.
         The message quotes SimGrid and the last lines of the program's output.
     """
+    name = program or str(binary)
     out_dir.mkdir(parents=True, exist_ok=True)
     for stale in out_dir.glob("r*.*"):
         stale.unlink()
@@ -91,16 +163,23 @@ def run_program(binary: Path, n_ranks: int, platform_xml: Path, hostfile: Path, 
     try:
         res = run_smpirun(binary, n_ranks, platform_xml, hostfile, args=[*args, "--log=ker_engine.thres:info"],
                           config=cfg, extra_flags=extra_flags, env=env, cwd=cwd, timeout=timeout, what=what,
-                          privatize=True, accept_returncodes=tuple(exit_codes))
+                          privatize=True, accept_returncodes=tuple(exit_codes), output_limit=OUTPUT_LIMIT)
+    except OutputLimitError:
+        raise ProgramError(name, f"the program printed more than {OUTPUT_LIMIT >> 20} MiB and was stopped",
+                           "print less (waitlab keeps at most this much output), or write to a file") from None
     except SimulationError as exc:
         text = str(exc)
         if "exceeded the time limit" in text:
-            raise
-        raise SimulationError(f"{what} failed: {_diagnose(text)}{_missing(out_dir, n_ranks)}. {text}") from None
+            raise ProgramError(name, f"the program did not finish within the time limit of {timeout:g} s and was "
+                               "stopped", "look for an endless loop, or raise [simulation] timeout") from None
+        if isinstance(exc, DeadlockError):
+            raise explain_failure(exc.output, None, _missing(out_dir, n_ranks), name) from None
+        if isinstance(exc, SmpiFailed):
+            raise explain_failure(exc.output, exc.returncode, _missing(out_dir, n_ranks), name) from None
+        raise
     missing = _missing(out_dir, n_ranks)
     if missing:
-        raise SimulationError(f"{what} failed: {_diagnose(res.output)}{missing}; no results were kept. "
-                              f"Last output of SimGrid and the program:\n{_tail(res.output)}")
+        raise explain_failure(res.output, res.returncode, missing, name)
     return res
 
 

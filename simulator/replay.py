@@ -62,6 +62,7 @@ def replay_ops(ops: OpTable, platform_xml: Path, hostfile: Path, core_speed: flo
         t = time.perf_counter()
         rows = _written_rows(ops, markers_in_trace)
         index = write_trace(ops, core_speed, folder / "trace", rows=rows, vectors=vectors, shared=shared_trace)
+        actions = (len(ops) if rows is None else len(rows)) + 2 * ops.n_ranks  # and init, finalize per rank
         del rows  # recomputed only to name a deadlock
         stages["write_trace"] = time.perf_counter() - t
         release_free_memory()  # what generation and the trace's text freed goes to SMPI, not to our heap
@@ -74,7 +75,7 @@ def replay_ops(ops: OpTable, platform_xml: Path, hostfile: Path, core_speed: flo
         try:
             res = run_smpirun(binary, ops.n_ranks, platform_xml, hostfile, replay_index=index, config=settings,
                               extra_flags=extra_flags, env=env, timeout=timeout, what=what,
-                              cwd=folder)
+                              cwd=folder, progress_file=folder / "progress", progress_total=actions)
         except DeadlockError as exc:  # name the call each blocked rank is in
             written = _written_rows(ops, markers_in_trace)
             raise name_blocked_calls(exc, log, ops if written is None else ops.take(written)) from None

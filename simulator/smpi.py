@@ -21,7 +21,9 @@ import numpy as np
 from waitlab.errors import SimulationError
 from waitlab.models.ops import OpTable
 from waitlab.models.vocabulary import ACTIONS
+from waitlab.simulator import progress
 from waitlab.simulator.build import require_tool
+from waitlab.simulator.output_reader import OutputReader, wait_for_output
 from waitlab.simulator.timeline import LOG_DTYPE
 
 #: Settings of waitlab's own native plugins, handed to them as environment variables instead of ``--cfg``
@@ -167,8 +169,17 @@ def failure(what: str, returncode: int, output: str) -> SimulationError:
     elif "No space left on device" in output:
         reason += "; the disk is full: free space or set TMPDIR to a larger disk"
     first = f" SimGrid said: {words}." if words else ""
-    return SimulationError(f"{what} failed in SimGrid ({reason}).{first} Last lines of its output:\n{_tail(output)}"
-                           f"{limit_hint(output)}")
+    return SmpiFailed(f"{what} failed in SimGrid ({reason}).{first} Last lines of its output:\n{_tail(output)}"
+                      f"{limit_hint(output)}", output, returncode)
+
+
+class SmpiFailed(SimulationError):
+    """smpirun failed (other than a deadlock or a refused setting); ``output`` and ``returncode`` are its own."""
+
+    def __init__(self, message: str, output: str, returncode: int) -> None:
+        super().__init__(message)
+        self.output = output
+        self.returncode = returncode
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -277,6 +288,9 @@ def run_smpirun(
     what: str = "simulation",
     privatize: bool = False,
     accept_returncodes: Sequence[int] = (0,),
+    progress_file: Path | None = None,
+    progress_total: int = 0,
+    output_limit: int | None = None,
 ) -> SmpiResult:
     """Run ``smpirun -no-privatize`` on ``binary`` and return its output.
 
@@ -285,6 +299,12 @@ def run_smpirun(
     is killed (smpirun starts children of its own).  ``privatize=True`` omits
     ``-no-privatize`` (real programs with global variables need SMPI's
     privatization); ``accept_returncodes`` lists exit statuses that are not failures.
+
+    ``progress_file``: when a caller asked for progress (:func:`waitlab.simulator.progress.reporting`), the
+    replay program writes its simulated time there and it is reported while SMPI runs (``progress_total``: the
+    actions it will replay).  ``output_limit``: the output (SimGrid's and the program's) is read in a thread and
+    kept up to that many bytes; beyond it the run is stopped with :class:`OutputLimitError` (a program that
+    prints gigabytes never holds more than the limit in memory).
     """
     smpirun = require_tool("smpirun")
     cmd = [smpirun, *([] if privatize else ["-no-privatize"]), "-np", str(n_ranks), "-platform", str(platform_xml),
@@ -312,21 +332,52 @@ def run_smpirun(
         full_env.setdefault(key, value)  # a user's own glibc tunables win
     full_env.update(plugin_env)
     full_env.update(env or {})
+    report = progress.reporter() if progress_file is not None else None
+    if report is not None:
+        full_env[progress.PROGRESS_ENV] = str(progress_file)
+        full_env[progress.INTERVAL_ENV] = repr(progress.interval())
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=full_env,
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=full_env,
                             cwd=cwd, start_new_session=True, preexec_fn=die_with_parent)
+    assert proc.stdout is not None
+    reader = OutputReader(proc.stdout, output_limit)
     try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        kill_group(proc.pid)
-        out, _ = proc.communicate()
-        raise SimulationError(f"{what} exceeded the time limit of {timeout:g} s and was stopped. "
-                              f"Last output of SimGrid:\n{_tail(out or '')}") from None
+        ended = wait_for_output(reader, t0, timeout, report, progress_file, progress_total)
     except BaseException:
         kill_group(proc.pid)
-        proc.communicate()
+        proc.wait()
+        reader.join()
         raise
+    finally:
+        if report is not None:
+            report(None)
+    if not ended or reader.over:
+        kill_group(proc.pid)
+    proc.wait()
+    reader.join()
+    out = reader.text()
+    if reader.over:
+        assert output_limit is not None
+        raise OutputLimitError(what, output_limit, out)
+    if not ended:
+        raise SimulationError(f"{what} exceeded the time limit of {timeout:g} s and was stopped. "
+                              f"Last output of SimGrid:\n{_tail(out or '')}")
     wall = time.perf_counter() - t0
     if proc.returncode not in accept_returncodes or "Deadlock detected" in out:
         raise failure(what, proc.returncode, out)
     return SmpiResult(tuple(cmd), proc.returncode, out, wall)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Reading smpirun's output while it runs: bounded, with progress
+# ---------------------------------------------------------------------------------------------------------------
+
+class OutputLimitError(SimulationError):
+    """The output of smpirun (SimGrid's and the program's) grew past ``limit`` bytes and the run was stopped."""
+
+    def __init__(self, what: str, limit: int, output: str) -> None:
+        super().__init__(f"{what} printed more than {limit / (1 << 20):g} MiB and was stopped. "
+                         f"Last lines of its output:\n{_tail(output, 5)}")
+        self.what = what
+        self.limit = limit
+        self.output = output

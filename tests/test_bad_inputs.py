@@ -18,6 +18,7 @@ import pytest
 from bad_inputs_corpus import CASES, GOOD, Case, write
 from bad_inputs_files import GOOD_RUN
 from bad_inputs_more import FFT  # noqa: F401 - registers the issue-23 cases
+from bad_inputs_programs import PROGRAMS  # registers the programs that fail while they run
 
 from waitlab.cli import main
 
@@ -28,6 +29,7 @@ ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 def test_the_corpus_is_large_and_covers_every_file_kind():
     assert len({c.id for c in CASES}) == len(CASES), "case ids must be unique"
     assert len(CASES) >= 300
+    assert {f"program-runs-{k}" for k in PROGRAMS} <= {c.id for c in CASES}  # programs that fail while they run
     assert set(KINDS) == {"scenario", "platform", "sweep", "noise", "trace", "program", "run folder", "output folder",
                           "sweep folder"}
 

@@ -6,14 +6,16 @@ from pathlib import Path
 
 import pytest
 
+from waitlab.experiments import estimate as estimate_module
 from waitlab.experiments.estimate import estimate, learn, preflight, remember
-from waitlab.experiments.estimate_history import HISTORY_LIMIT, learned_factor, read_history, record_run
+from waitlab.experiments.estimate_history import HISTORY_LIMIT, MODEL_VERSION, learned_factor, read_history, record_run
 from waitlab.experiments.pipeline import prepare
 from waitlab.experiments.scenario import from_mapping
 
 
 def _rec(kind: str, ranks: int, predicted: float, measured: float, platform: str = "sunway_taihulight") -> dict:
-    return {"kind": kind, "platform": platform, "ranks": ranks, "predicted": predicted, "measured": measured}
+    return {"kind": kind, "platform": platform, "ranks": ranks, "predicted": predicted, "measured": measured,
+            "model": MODEL_VERSION}
 
 
 def test_the_nearest_run_below_decides_else_the_nearest_above() -> None:
@@ -35,7 +37,7 @@ def test_history_round_trip_skips_bad_lines_and_is_bounded(tmp_path: Path) -> No
         f.write("not json\n{\"kind\": 1}\n")
     recs = read_history(path)
     assert recs == [{"events": 113664, "kind": "stencil", "measured": 64.4, "platform": "sunway_taihulight",
-                     "predicted": 2.5, "ranks": 4096}]
+                     "predicted": 2.5, "ranks": 4096, "model": MODEL_VERSION}]
     for i in range(HISTORY_LIMIT + 5):
         record_run("fft", "dawning_5000a", 4096 + i, 1, 1.0, 2.0, path=path)
     assert len(path.read_text().splitlines()) == HISTORY_LIMIT
@@ -70,3 +72,34 @@ def test_a_measured_run_is_remembered_and_used_by_the_next_preflight(tmp_path: P
     assert "x20 from a measured run" in said[0]
     remember(None, prep, 1.0)  # a run that was not estimated is not recorded
     assert len(read_history(tmp_path / "estimate_history.jsonl")) == 1
+
+
+def test_records_of_an_older_time_model_are_not_used() -> None:
+    old = {k: v for k, v in _rec("stencil", 4096, 2.0, 64.0).items() if k != "model"}  # written before version 2
+    assert learned_factor([old], "stencil", "sunway_taihulight", 4096) == (1.0, "")
+    assert learned_factor([old, _rec("stencil", 4096, 100.0, 50.0)], "stencil", "sunway_taihulight", 4096)[0] == 0.5
+
+
+@pytest.mark.parametrize(("ranks", "steps", "law_seconds"), [
+    (20480, 2, 79.8 * 5 ** 1.71),       # 1,251 s: one step after the first at 5 x 4,096 ranks
+    (4096, 3, 2 * 79.8),                # two steps after the first at 4,096 ranks
+    (16384, 1, 0.0),                    # the first step alone: the event model only
+])
+def test_the_measured_step_law_adds_each_step_after_the_first(ranks: int, steps: int, law_seconds: float,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    sc = from_mapping({"scenario": {"name": "big", "ranks": ranks}, "platform": {"name": "sunway_taihulight"},
+                       "application": {"kind": "stencil", "steps": steps}}, "big.toml")
+    prep = prepare(sc)
+    with_law = estimate(prep)
+    monkeypatch.setattr(estimate_module, "MEASURED_STEP_LAWS", {})
+    without = estimate(prep)
+    assert with_law.replay_seconds - without.replay_seconds == pytest.approx(law_seconds, rel=1e-9)
+    assert with_law.seconds - without.seconds == pytest.approx(law_seconds, rel=1e-9)
+
+
+def test_the_step_law_is_only_for_its_application_and_platform() -> None:
+    for app, platform in (("stencil", "dawning_5000a"), ("lared_s", "sunway_taihulight")):
+        sc = from_mapping({"scenario": {"name": "big", "ranks": 4096}, "platform": {"name": platform},
+                           "application": {"kind": app, "steps": 2}}, "big.toml")
+        assert (app, platform) not in estimate_module.MEASURED_STEP_LAWS
+        assert estimate(prepare(sc)).replay_seconds < 10  # the event model alone: seconds, not minutes

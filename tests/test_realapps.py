@@ -420,21 +420,25 @@ def test_compile_error_is_shown_verbatim_with_the_file(tmp_path: Path) -> None:
 @pytest.mark.simgrid
 @needs_smpi
 @pytest.mark.parametrize(("mode", "words"), [
-    ("abort", ["the program called MPI_Abort", "MPI_Abort was called"]),
-    ("deadlock", ["the program deadlocked", "Deadlock detected", "waiting for communication"]),
-    ("segv", ["segmentation fault", "Segmentation fault"]),
-    ("exit", ["did not reach MPI_Finalize", "did not return 0"]),
+    ("abort", ["rank 1 called MPI_Abort(MPI_COMM_WORLD, 3) at simulated 0 s"]),
+    ("deadlock", ["deadlock at simulated 0 s: ranks 0, 1 blocked", "(SimGrid: Deadlock detected)"]),
+    ("segv", ["the program crashed with a segmentation fault (SIGSEGV)", "did not reach MPI_Finalize"]),
+    ("exit", ["rank 0 ended with exit status 2 at simulated 0 s", "did not reach MPI_Finalize"]),
 ])
-def test_program_failures_quote_simgrid_and_the_output(tmp_path: Path, mode: str, words: list[str]) -> None:
+def test_program_failures_are_one_line_naming_the_program(tmp_path: Path, mode: str, words: list[str]) -> None:
     from waitlab.api import run as run_scenario
+    from waitlab.simulator.program_run import ProgramError
 
     sc = program_scenario(tmp_path, "fail.c", ranks=2, args=[mode])
-    with pytest.raises(SimulationError) as err:
+    with pytest.raises(ProgramError) as err:
         run_scenario(sc, tmp_path / "out")
     text = str(err.value)
+    assert text.startswith(f"{PROGRAMS / 'fail.c'}: (run): ") and "\n" not in text, text
     for w in words:
-        assert w in text
-    assert "rank 1 starting" in text or "rank 0 starting" in text  # the program's own last lines
+        assert w in text, text
+    assert err.value.exit_code == 2 and isinstance(err.value, SimulationError)
+    if mode in ("abort", "deadlock"):  # the program's own last line (stdout is flushed before both)
+        assert "its last output line: 'rank " in text, text
     assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out.partial*"))
 
 
@@ -444,7 +448,8 @@ def test_program_time_limit(tmp_path: Path) -> None:
     from waitlab.experiments.pipeline import simulate
 
     sc = program_scenario(tmp_path, "fail.c", ranks=2, args=["loop"], simulation={"timeout": 3})
-    with pytest.raises(SimulationError, match="exceeded the time limit of 3 s"):
+    with pytest.raises(SimulationError, match=r"fail.c: \(run\): the program did not finish within the time "
+                       "limit of 3 s and was stopped"):
         simulate(sc)
 
 

@@ -51,6 +51,7 @@ from waitlab.models.perturb.condition_c import ConditionCReport, check_condition
 from waitlab.platforms import PLATFORM_ALIASES, describe_platform, list_platforms, load_platform, render_platform
 from waitlab.platforms.calibration import calibration_table
 from waitlab.simulator.doctor import doctor
+from waitlab.simulator.progress import reporting
 
 __all__ = [
     "DEFAULT_MODELS",
@@ -119,14 +120,19 @@ def default_output(name: str, suffix: str = "", root: Path = RESULTS_ROOT) -> Pa
 
 
 def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, force: bool = False,
-        png: bool = True, check_resources: bool = True, say: Any = None) -> Run:
+        png: bool = True, check_resources: bool = True, say: Any = None, smpi_progress: Any = None) -> Run:
     """Simulate a scenario (a :class:`Scenario` or a TOML path); with ``out``, write its results folder.
 
     Returns the :class:`~waitlab.experiments.pipeline.Run` (``.result`` has the event table, wait
     states, summary and metadata; ``.perturbation`` the perturbation study of a perturbed scenario).
     A run of 4,096 ranks or more is estimated first (memory, scratch, time: ``say`` receives the line) and
     refused when it will not fit this machine, unless ``check_resources=False``.
+    ``smpi_progress`` receives the progress of each SMPI replay at most once per second
+    (:class:`waitlab.simulator.progress.Progress`, then ``None`` when it ends); it changes no result.
     """
+    if smpi_progress is not None:
+        with reporting(smpi_progress):
+            return run(scenario, out, force=force, png=png, check_resources=check_resources, say=say)
     sc = _scenario(scenario)
     prep = prepare(sc)  # once: the estimate and the run share it
     est = preflight(prep, say=say, check=check_resources)

@@ -20,6 +20,7 @@ from waitlab.cli_common import bar as _bar
 from waitlab.cli_common import dump as _dump
 from waitlab.cli_common import frame as _frame
 from waitlab.cli_common import json_flag as _json_flag
+from waitlab.cli_common import progress_line as _progress_line
 from waitlab.cli_common import say as _say
 from waitlab.errors import InputError, Interrupted, WaitlabError, is_write_failure, write_error
 from waitlab.interrupts import session
@@ -41,7 +42,8 @@ def _run(sub: Any) -> None:
         scenario = api.load_scenario(args.scenario)
         out = args.output or api.default_output(scenario.name)
         result = api.run(scenario, out, force=args.force, png=not args.no_png,
-                         check_resources=not args.no_resource_check, say=lambda m: _say(args, m))
+                         check_resources=not args.no_resource_check, say=lambda m: _say(args, m),
+                         smpi_progress=_progress_line() if _bar(args) else None)
         if args.json:
             pert = result.perturbation.report if result.perturbation is not None else None
             _dump({"output": str(out), "metadata": result.result.metadata, "summary": result.result.summary,

@@ -9,7 +9,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TextIO
 
 Command = Callable[[argparse.Namespace], int]
 _REGISTRY: list[Callable[[Any], None]] = []
@@ -28,6 +28,18 @@ def json_flag(p: argparse.ArgumentParser) -> None:
 def bar(args: argparse.Namespace) -> bool:
     """Progress bars: on stderr, only when it is a terminal and neither --quiet nor --json is given."""
     return not args.quiet and not getattr(args, "json", False) and sys.stderr.isatty()
+
+
+def progress_line(stream: TextIO | None = None) -> Callable[[Any], None]:
+    """A one-line progress display for a terminal: each report rewrites the line (``\\r``), ``None`` clears it.
+
+    The reports come at most once per second (``waitlab.simulator.progress``); only :func:`bar` callers use it.
+    """
+    def show(p: Any) -> None:
+        out = stream or sys.stderr
+        out.write("\r\x1b[K" if p is None else f"\r\x1b[K{p.text()}")
+        out.flush()
+    return show
 
 
 def say(args: argparse.Namespace, text: str) -> None:

@@ -336,3 +336,6 @@ static void wl_load_schedule(void)
 
 /* One-sided communication (RMA): its own file, same translation unit. */
 #include "waitlab_pmpi_rma.c"
+
+/* MPI_Abort names its rank, error code and simulated time (issue 23): its own file, same translation unit. */
+#include "waitlab_pmpi_abort.c"

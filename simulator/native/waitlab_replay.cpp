@@ -55,6 +55,10 @@ extern "C" int smpi_request_test(MPI_Request* req, MPI_Status* status, int* flag
 
 // Nonblocking collectives (posts i<collective>, completions "<collective> ... nbc=<k>"): waitlab_replay_nbc.cpp.
 void register_nbc_actions(void (*log)(int32_t code, double t0, double t1));
+// The progress file of a long replay (waitlab_progress.cpp).
+extern uint64_t waitlab_progress_actions;
+void waitlab_progress_tick();
+void waitlab_progress_start();
 
 namespace waitlab_replay {
 
@@ -79,6 +83,8 @@ void log_record(int32_t code, double t0, double t1)
   if (static_cast<size_t>(rank) >= g_records.size())
     g_records.resize(rank + 1);
   g_records[rank].push_back(Record{rank, code, t0, t1});
+  ++waitlab_progress_actions;
+  waitlab_progress_tick();
 }
 
 // waitlab's actions never call SMPI's MPI functions: each of them books the host CPU time since the rank's last
@@ -349,6 +355,7 @@ int main(int argc, char* argv[])
     }
     setvbuf(g_log, nullptr, _IOFBF, 1 << 22);
     std::atexit(write_log); // after the simulation: every rank's records, in rank order
+    waitlab_progress_start();
   }
 
   smpi_replay_init(instance_id, rank, 0.0);

@@ -1,0 +1,73 @@
+"""Reading smpirun's output while it runs: bounded in memory, with the progress of a long replay on the side."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import IO
+
+from waitlab.simulator import progress
+
+
+class OutputReader:
+    """Reads a process's output in a thread, keeping at most ``limit`` bytes (``None``: all of it).
+
+    ``ended`` is set at the end of the output (the process closed it, normally by exiting) or as soon as the
+    output passed the limit (``over``); beyond the limit the rest is read and dropped, so the process never
+    blocks on a full pipe.
+    """
+
+    def __init__(self, stream: IO[bytes], limit: int | None) -> None:
+        self.limit = limit
+        self.size = 0
+        self.over = False
+        self.ended = threading.Event()
+        self._chunks: list[bytes] = []
+        self._stream = stream
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        try:
+            while chunk := self._stream.read1(1 << 16):  # type: ignore[attr-defined]
+                if self.limit is not None and self.size + len(chunk) > self.limit:
+                    if not self.over:
+                        self._chunks.append(chunk[: self.limit - self.size])
+                        self.size = self.limit
+                        self.over = True
+                        self.ended.set()
+                    continue
+                self._chunks.append(chunk)
+                self.size += len(chunk)
+        except (OSError, ValueError):  # the pipe was closed under us
+            pass
+        finally:
+            self.ended.set()
+
+    def join(self) -> None:
+        self._thread.join()
+        self._stream.close()
+
+    def text(self) -> str:
+        """What was kept, decoded (bytes that are not UTF-8 are replaced, never an error)."""
+        text = b"".join(self._chunks).decode("utf-8", errors="replace")
+        return text.replace("\r\n", "\n").replace("\r", "\n")  # as a text-mode pipe reads it
+
+
+def wait_for_output(reader: OutputReader, t0: float, timeout: float | None, report: progress.Reporter | None,
+          progress_file: Path | None, total: int) -> bool:
+    """Wait for the end of the output (``True``) or the time limit (``False``); report progress meanwhile."""
+    deadline = None if timeout is None else t0 + timeout
+    tick = progress.interval() if report is not None else None
+    while True:
+        left = None if deadline is None else deadline - time.perf_counter()
+        if left is not None and left <= 0:
+            return False
+        step = left if tick is None else (tick if left is None else min(tick, left))
+        if reader.ended.wait(step):
+            return True
+        if report is not None and progress_file is not None:
+            got = progress.read_progress(progress_file)
+            report(progress.Progress(got[0] if got else None, got[1] if got else 0, total,
+                                     time.perf_counter() - t0))

@@ -1,0 +1,105 @@
+"""Progress of a long SMPI replay: the simulated time reached and the actions replayed, read while SMPI runs.
+
+SimGrid 3.32 has no progress output of its own (``smpirun --help-cfg`` lists none).  waitlab's replay program
+writes it (``native/waitlab_progress.cpp``): when ``WAITLAB_PROGRESS`` names a file, at most once per
+:func:`interval` seconds of wall time it rewrites one line ``<simulated seconds> <actions replayed>`` there.
+Nothing is written unless a caller asked for progress with :func:`reporting`, and what is written is outside the
+simulation: a run gives the same results with and without it.
+
+The caller (the command line, for a terminal) passes a function that receives a :class:`Progress` at most once
+per interval while SMPI runs and ``None`` when the stage has ended::
+
+    with reporting(lambda p: print(p)):
+        run(...)
+
+The setting is per thread of control (a :class:`contextvars.ContextVar`): runs in other threads or worker
+processes (a sweep's points) report nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from pathlib import Path
+
+#: Environment variables of the replay program: the progress file and the interval between its updates.
+PROGRESS_ENV = "WAITLAB_PROGRESS"
+INTERVAL_ENV = "WAITLAB_PROGRESS_INTERVAL"
+#: Seconds of wall time between two updates, unless ``WAITLAB_PROGRESS_INTERVAL`` sets another (> 0).
+DEFAULT_INTERVAL = 1.0
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where a running SMPI stage is: ``simulated`` seconds reached (``None`` before its first report),
+    ``actions`` replayed of ``total`` (0: unknown) and ``elapsed`` seconds of wall time since it started."""
+
+    simulated: float | None
+    actions: int
+    total: int
+    elapsed: float
+
+    def text(self) -> str:
+        """One line for a terminal.
+
+        >>> Progress(1.234, 42_000, 84_000, 42.4).text()
+        'SMPI: simulated 1.234 s, 42,000 of 84,000 actions (50%), 42 s elapsed'
+        >>> Progress(None, 0, 0, 3.0).text()
+        'SMPI: starting, 3 s elapsed'
+        """
+        if self.simulated is None:
+            return f"SMPI: starting, {self.elapsed:.0f} s elapsed"
+        done = f"{self.actions:,} of {self.total:,} actions ({100 * self.actions / self.total:.0f}%)" \
+            if self.total else f"{self.actions:,} actions"
+        return f"SMPI: simulated {self.simulated:.6g} s, {done}, {self.elapsed:.0f} s elapsed"
+
+
+Reporter = Callable[["Progress | None"], None]
+
+_REPORTER: ContextVar[Reporter | None] = ContextVar("waitlab_smpi_progress", default=None)
+
+
+def interval() -> float:
+    """Seconds between two updates: ``$WAITLAB_PROGRESS_INTERVAL`` when it is a positive number, else 1."""
+    try:
+        value = float(os.environ.get(INTERVAL_ENV, ""))
+    except ValueError:
+        return DEFAULT_INTERVAL
+    return value if math.isfinite(value) and value > 0 else DEFAULT_INTERVAL
+
+
+@contextmanager
+def reporting(report: Reporter) -> Iterator[None]:
+    """SMPI replays run inside this block report their progress to ``report`` (see the module docstring)."""
+    token = _REPORTER.set(report)
+    try:
+        yield
+    finally:
+        _REPORTER.reset(token)
+
+
+def reporter() -> Reporter | None:
+    """The function progress goes to in this thread of control (``None``: nobody asked for it)."""
+    return _REPORTER.get()
+
+
+def read_progress(path: Path) -> tuple[float, int] | None:
+    """``(simulated seconds, actions)`` of the replay's progress file, ``None`` while it has none (or a torn line).
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     p = Path(d) / "progress"
+    ...     _ = p.write_text("0.125000000 4096".ljust(63) + chr(10))
+    ...     read_progress(p), read_progress(Path(d) / "none")
+    ((0.125, 4096), None)
+    """
+    try:
+        words = path.read_bytes()[:64].split()
+        simulated, actions = float(words[0]), int(words[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return (simulated, actions) if math.isfinite(simulated) and simulated >= 0 and actions >= 0 else None

@@ -1,0 +1,78 @@
+"""A failed program run in one line (issue 23), from SimGrid's own output: which cause wins, what is quoted.
+
+The outputs below are SMPI 3.32's, copied from runs of ``tests/programs/fail.c`` (2 ranks) with plain
+``smpirun`` (no measurement layer, so ``MPI_Abort`` has no error code); the end-to-end cases with the layer are in
+``tests/bad_inputs_programs.py`` and ``tests/test_realapps.py``.  Also: the output reader keeps at most its limit.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from waitlab.simulator.output_reader import OutputReader
+from waitlab.simulator.program_run import explain_failure
+
+ABORT = """rank 0 starting (abort)
+rank 1 starting (abort)
+[h1:1:(2) 0.000000] ./src/smpi/bindings/smpi_pmpi.cpp:138: [smpi_pmpi/WARNING] MPI_Abort was called, something \
+went probably wrong in this simulation ! Killing all processes sharing the same MPI_COMM_WORLD
+"""
+EXIT = """rank 0 starting (exit)
+[h0:0:(1) 0.250000] ./src/smpi/internals/smpi_global.cpp:645: [smpi_kernel/WARNING] SMPI process did not return 0. \
+Return value : 2
+rank 1 starting (exit)
+[0.250000] ./src/kernel/EngineImpl.cpp:718: [ker_engine/CRITICAL] Oops! Deadlock detected, some activities are still \
+around but will never complete. This usually happens when the user code is not perfectly clean.
+[0.250000] [ker_engine/INFO] Actor 2 (1@h1): waiting for communication activity 0x55ad10bfa0d0 () in state WAITING \
+to finish
+"""
+SEGV = """rank 0 starting (segv)
+Segmentation fault.
+Segmentation fault
+./fail --cfg=smpi/privatization:1  --cfg=surf/precision:1e-9 plat.xml
+Execution failed with code 139.
+"""
+
+
+def test_abort_without_the_layer_names_rank_and_time_and_the_last_line() -> None:
+    err = explain_failure(ABORT, 0, " (rank 1 did not reach MPI_Finalize)", "prog.c")
+    assert str(err) == ("prog.c: (run): rank 1 called MPI_Abort at simulated 0 s; its last output line: "
+                        "'rank 1 starting (abort)' (fix: the program stopped itself: see why in its own output)")
+    assert err.exit_code == 2
+
+
+def test_an_exit_status_wins_over_the_deadlock_it_leaves_behind() -> None:
+    err = explain_failure(EXIT, 134, "", "prog.c")
+    assert str(err).startswith("prog.c: (run): rank 0 ended with exit status 2 at simulated 0.25 s; ")
+    assert "deadlock" not in str(err)
+    alone = explain_failure(EXIT.replace("SMPI process did not return 0. Return value : 2", "x"), 0, "", "prog.c")
+    assert str(alone).startswith("prog.c: (run): deadlock at simulated 0.25 s: rank 1 blocked ")
+
+
+def test_a_crash_leaves_out_simgrid_lines_from_the_last_output_line() -> None:
+    err = explain_failure(SEGV, 139, " (ranks 0, 1 did not reach MPI_Finalize)", "prog.c")
+    assert str(err).startswith("prog.c: (run): the program crashed with a segmentation fault (SIGSEGV) (ranks 0, 1 "
+                               "did not reach MPI_Finalize); its last output line: 'rank 0 starting (segv)' (fix: ")
+    killed = explain_failure("", -9, "", "prog.c")
+    assert "the program was killed by SIGKILL" in str(killed)
+
+
+def test_the_output_reader_keeps_at_most_its_limit() -> None:
+    # 8 MiB of output (plus bytes that are not UTF-8), read with a 1 MiB limit
+    code = "import sys; sys.stdout.buffer.write(b'\\xff' + b'x' * (8 << 20)); sys.stdout.flush()"
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+    assert proc.stdout is not None
+    reader = OutputReader(proc.stdout, 1 << 20)
+    assert reader.ended.wait(60)
+    proc.wait()
+    reader.join()
+    assert reader.over and reader.size == 1 << 20
+    text = reader.text()
+    assert text[0] == "\ufffd" and len(text) == 1 << 20  # the bad byte replaced, then x up to the limit
+    full = subprocess.Popen([sys.executable, "-c", "print('a\\r\\nb')"], stdout=subprocess.PIPE)
+    assert full.stdout is not None
+    whole = OutputReader(full.stdout, None)
+    full.wait()
+    whole.join()
+    assert not whole.over and whole.text() == "a\nb\n"  # newlines as a text-mode pipe reads them
