@@ -38,6 +38,7 @@ from waitlab.models.ops import OpTable
 from waitlab.models.otf2_ops import Otf2Unreplayable, records_to_ops
 from waitlab.models.vocabulary import BYTES_ACTIONS
 from waitlab.platforms import RenderedPlatform
+from waitlab.platforms.machine import replay_settings
 from waitlab.simulator.otf2_import import read_otf2
 from waitlab.simulator.replay import replay_ops
 from waitlab.simulator.spill import spill_ops
@@ -112,7 +113,7 @@ class SyntheticSource:
             ops = spill_ops(self.operations(platform, settings, work), work)
         gen = time.perf_counter() - t
         xml, hostfile = platform.write(work)
-        rep = replay_ops(ops, xml, hostfile, compute_speed(sc, platform), config=dict(settings),
+        rep = replay_ops(ops, xml, hostfile, compute_speed(sc, platform), config=replay_settings(settings),
                          extra_flags=list(flags), timeout=sc.simulation.timeout, work=work, what=_what(sc))
         return Execution(ops, rep.events, rep.output, dict(settings), {"generate": gen, **rep.stage_seconds})
 
@@ -158,7 +159,8 @@ class TraceSource:
         ops = parsed.ops if ops is None else ops
         gen = time.perf_counter() - t
         xml, hostfile = platform.write(work)
-        rep = replay_ops(ops, xml, hostfile, platform.core_speed, config=dict(settings), extra_flags=list(flags),
+        rep = replay_ops(ops, xml, hostfile, platform.core_speed, config=replay_settings(settings),
+                         extra_flags=list(flags),
                          timeout=sc.simulation.timeout, work=work, vectors=parsed.vectors, what=_what(sc))
         meta = {"trace": sc.application.trace, "flops_per_second": parsed.flops_per_second}
         return Execution(ops, rep.events, rep.output, dict(settings), {"generate": gen, **rep.stage_seconds}, meta)
@@ -199,7 +201,8 @@ class Otf2Source:
         ops = self.operations(platform, settings, work) if ops is None else ops
         gen = time.perf_counter() - t
         xml, hostfile = platform.write(work)
-        rep = replay_ops(ops, xml, hostfile, platform.core_speed, config=dict(settings), extra_flags=list(flags),
+        rep = replay_ops(ops, xml, hostfile, platform.core_speed, config=replay_settings(settings),
+                         extra_flags=list(flags),
                          timeout=sc.simulation.timeout, work=work, what=_what(sc))
         meta = {"trace": sc.application.trace, "cpu_ratio": sc.application.cpu_ratio}
         return Execution(ops, rep.events, rep.output, dict(settings), {"import": gen, **rep.stage_seconds}, meta)

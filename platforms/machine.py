@@ -43,7 +43,7 @@ from waitlab.platforms.smpi_factors import calibrate
 
 __all__ = ["CONTENTION_CHOICES", "EAGER_TRANSFER_KEY", "PROGRAM_DETERMINISTIC", "SOLVER_PRECISION", "TIMING_PRECISION",
            "TREE_ALLREDUCE", "computation_measured", "contention_record", "machine_settings", "mpi_bandwidth",
-           "program_settings", "send_order_config"]
+           "program_settings", "replay_settings", "send_order_config"]
 
 #: The allreduce is a binomial reduce followed by a binomial broadcast, and MPI_Reduce is binomial: SimGrid's
 #: own default (a linear reduce whose root completes P-1 receives through P-1 ``waitany`` calls) costs O(P^2)
@@ -163,3 +163,19 @@ def computation_measured(settings: Mapping[str, str]) -> bool:
     """Whether SimGrid benchmarks the program's own computation under ``settings`` (the measurement layer then
     books it before each MPI call)."""
     return settings.get("smpi/simulate-computation") == "yes"
+
+
+#: A replay's computation is its ``compute`` actions only.  SMPI books the host CPU time between a public MPI call
+#: and the previous one as computation when it exceeds ``smpi/cpu-threshold`` (1 us by default; smpi_bench.cpp),
+#: and the replay extension's calls through the public API (nonblocking collectives) would let a preempted
+#: host's microseconds in; -1 (infinity) discards every such burst, so the same trace gives the same bytes.
+REPLAY_NO_HOST_TIME: dict[str, str] = {"smpi/cpu-threshold": "-1"}
+
+
+def replay_settings(settings: Mapping[str, str]) -> dict[str, str]:
+    """SimGrid settings of a trace replay: :data:`REPLAY_NO_HOST_TIME`, then ``settings`` (which win).
+
+    >>> replay_settings({"maxmin/precision": "1e-4"})
+    {'smpi/cpu-threshold': '-1', 'maxmin/precision': '1e-4'}
+    """
+    return {**REPLAY_NO_HOST_TIME, **settings}

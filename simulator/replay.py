@@ -30,13 +30,6 @@ class Replay:
     stage_seconds: dict[str, float]
 
 
-#: A replay's computation is its ``compute`` actions only.  SMPI books the host CPU time between a public MPI call
-#: and the previous one as computation when it exceeds ``smpi/cpu-threshold`` (1 us by default; smpi_bench.cpp),
-#: and the replay extension's calls through the public API (nonblocking collectives) would let a preempted
-#: host's microseconds in; -1 (infinity) discards every such burst, so the same trace gives the same bytes.
-REPLAY_NO_HOST_TIME: dict[str, str] = {"smpi/cpu-threshold": "-1"}
-
-
 def replay_ops(ops: OpTable, platform_xml: Path, hostfile: Path, core_speed: float, *,
                config: Mapping[str, str] | None = None, extra_flags: Sequence[str] = (),
                timeout: float | None = None, what: str = "SMPI replay", work: Path | None = None,
@@ -53,8 +46,7 @@ def replay_ops(ops: OpTable, platform_xml: Path, hostfile: Path, core_speed: flo
     stages: dict[str, float] = {}
     # Machine limits first (open files, memory maps): a clear message instead of SimGrid's, and no
     # stack guard pages when they would exceed vm.max_map_count (they do not change simulated times).
-    settings = {**check_replay_limits(ops.n_ranks, per_rank_files=not shared_trace), **REPLAY_NO_HOST_TIME,
-                **(config or {})}
+    settings = {**check_replay_limits(ops.n_ranks, per_rank_files=not shared_trace), **(config or {})}
     binary = replay_binary()
     with tempfile.TemporaryDirectory(prefix="waitlab-replay-") as tmp:
         folder = work or Path(tmp)

@@ -34,7 +34,7 @@ from waitlab.experiments.scenario import Scenario, from_mapping
 from waitlab.models.apps.alltoall import check_alltoall_point, emit_alltoall, smpi_config
 from waitlab.models.ops import OpBuilder
 from waitlab.platforms import load_platform, render_platform
-from waitlab.platforms.machine import send_order_config
+from waitlab.platforms.machine import replay_settings, send_order_config
 from waitlab.platforms.ns3 import NS3_CONFIG, ns3_star
 from waitlab.simulator.replay import replay_ops
 
@@ -143,7 +143,7 @@ def alltoall_point(platform: str, algorithm: str, ranks: int, size: int, *, rank
             assert rp is not None
             xml, hostfile = rp.write(Path(tmp))
             speed = rp.core_speed
-        rep = replay_ops(ops, xml, hostfile, speed, config=config, timeout=timeout,
+        rep = replay_ops(ops, xml, hostfile, speed, config=replay_settings(config), timeout=timeout,
                          what=f"{algorithm} alltoall of {size} B on {ranks} ranks of {platform}")
     wall = time.perf_counter() - t0
     ev = rep.events
