@@ -49,8 +49,9 @@ import resource
 import time
 
 from waitlab.errors import InputError, SimulationError
-from waitlab.experiments.reproduce.alltoall_points import AlltoallPoint, alltoall_point
+from waitlab.experiments.reproduce.alltoall_points import POINT_SIMULATION, AlltoallPoint, alltoall_point
 from waitlab.experiments.reproduce.rao_statements import ALGORITHMS
+from waitlab.platforms.machine import solver_settings
 
 #: ``--scaling``: the algorithms and sizes of issue 22's cost table.
 SCALING_ALGORITHMS: tuple[str, ...] = ("basic_linear", "lam_simple", "ring", "pair", "bruck")
@@ -137,7 +138,9 @@ def main() -> None:
                 if args.contention:
                     variants = [("calibrated", "no contention", {}), ("calibrated", "contention", {})]
                 elif args.precision:
-                    variants = [("calibrated", f"precision {p}", {"maxmin/precision": p}) for p in args.precision]
+                    variants = [("calibrated", f"precision {p}",
+                                 solver_settings(float(p), POINT_SIMULATION["timing_precision"]))
+                                for p in args.precision]
                 elif args.setting:
                     pairs = [kv.split("=", 1) for kv in args.setting]
                     variants = [("calibrated", "calibrated", {})]

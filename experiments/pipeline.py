@@ -31,7 +31,6 @@ from waitlab.experiments.sources import Execution, Source, source_for
 from waitlab.models.analysis.metrics import ledger_frame, wait_metrics
 from waitlab.models.analysis.summary import summarize
 from waitlab.models.analysis.waitstates import wait_states
-from waitlab.models.apps.alltoall import smpi_config as smpi_alltoall_setting
 from waitlab.models.ops import CODE, OpTable
 from waitlab.models.perturb import noise_hits as nh
 from waitlab.models.perturb.condition_c import check_condition_c, original_keys, wait_distortion
@@ -48,7 +47,7 @@ from waitlab.models.perturb.stage import (
 )
 from waitlab.platforms import PlatformModel, RenderedPlatform, load_platform, placement_table, render_platform
 from waitlab.platforms.degraded import degrade_links
-from waitlab.platforms.machine import contention_record, machine_settings
+from waitlab.platforms.machine import alltoall_settings, contention_record, machine_settings
 from waitlab.platforms.smpi_factors import calibrate
 from waitlab.simulator.build import simgrid_version
 from waitlab.simulator.spill import release_free_memory
@@ -116,10 +115,8 @@ def smpi_config(scenario: Scenario) -> dict[str, str]:
     algorithm = scenario.simulation.alltoall
     if algorithm == "default":  # the application may name an SMPI algorithm itself (fft's alltoall_algorithm)
         algorithm = getattr(scenario.application, "alltoall_algorithm", "default")
-    setting = smpi_alltoall_setting(algorithm) if algorithm != "default" else None
-    if setting is not None:
-        key, value = setting.split(":", 1)
-        cfg[key] = value
+    if algorithm != "default":
+        cfg.update(alltoall_settings(algorithm))
     cfg.update(dict(scenario.simulation.config_pairs()))
     return cfg
 

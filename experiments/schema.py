@@ -35,6 +35,7 @@ from waitlab.models.perturb.noise import DURATION_LAWS
 from waitlab.models.perturb.spill_policies import POLICIES
 from waitlab.models.validation import TYPE_TAGS, dotted
 from waitlab.platforms import PLATFORM_ALIASES, list_platforms
+from waitlab.platforms.machine import COMPUTATION_KEY, SOLVER_PRECISION, TIMING_PRECISION
 from waitlab.platforms.placement import PLACEMENTS, Placement
 
 STRICT = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
@@ -161,10 +162,11 @@ class SimulationSection(BaseModel):
                                                         description="extra SimGrid --cfg settings")
     contention: Literal["platform", "none"] = Field("platform", description="the platform's contention laws "
                                                     "([contention] of its file), or none (fluid max-min sharing)")
-    solver_precision: float = Field(1e-4, gt=0, le=0.1, description="SimGrid's maxmin/precision (docs/calibration.md"
-                                    ", \"Solver precision\")")
-    timing_precision: float = Field(1e-9, gt=0, le=1e-6, description="SimGrid's surf/precision in s: events closer "
-                                    "than this are handled together (1e-7 s: all-concurrent alltoalls 2-4x faster)")
+    solver_precision: float = Field(SOLVER_PRECISION, gt=0, le=0.1, description="SimGrid's maxmin/precision "
+                                    "(docs/calibration.md, \"Solver precision\")")
+    timing_precision: float = Field(TIMING_PRECISION, gt=0, le=1e-6, description="SimGrid's surf/precision in s: "
+                                    "events closer than this are handled together (1e-7 s: all-concurrent alltoalls "
+                                    "2-4x faster)")
 
     @field_validator("alltoall")
     @classmethod
@@ -179,7 +181,7 @@ class SimulationSection(BaseModel):
     @classmethod
     def _no_skip_compute(cls, v: dict[str, Any]) -> dict[str, Any]:
         for k, val in v.items():
-            if k.strip() == "smpi/simulate-computation":
+            if k.strip() == COMPUTATION_KEY:
                 raise FieldProblem(k, "disabling computation also skips compute actions of a replay: remove this "
                                    "setting")
             if isinstance(val, float) and not math.isfinite(val):

@@ -10,11 +10,14 @@ The settings, in the order they are merged (a scenario's own ``[simulation] conf
    the NIC one after the other, docs/calibration.md);
 3. the tree allreduce and binomial reduce (:data:`TREE_ALLREDUCE`);
 4. the solver precisions, from the scenario (``[simulation] solver_precision`` = ``maxmin/precision``,
-   ``timing_precision`` = ``surf/precision``; defaults :data:`SOLVER_PRECISION`, :data:`TIMING_PRECISION`);
+   ``timing_precision`` = ``surf/precision``; defaults :data:`SOLVER_PRECISION`, :data:`TIMING_PRECISION`;
+   :func:`solver_settings`);
 5. the contention laws (``[contention]`` of the platform file, :mod:`waitlab.platforms.contention`) as the
    ``waitlab/contention`` rules of the contention plugin, unless the scenario says ``contention = "none"``.
 
-The eager threshold is part of 1 (``smpi/send-is-detached-thresh``).
+The eager threshold is part of 1 (``smpi/send-is-detached-thresh``).  A scenario's alltoall algorithm (its
+``[simulation] alltoall`` or the application's ``alltoall_algorithm``) becomes ``smpi/alltoall`` through
+:func:`alltoall_settings`.
 
 A real program run (``kind = "program"``) adds :func:`program_settings`: its own computation is not benchmarked and
 ``MPI_Wtime`` costs nothing (deterministic), unless the scenario says ``computation = "measured"``.
@@ -35,15 +38,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from waitlab.models.apps.alltoall import ALLTOALL_ALGORITHMS, P2P_ALLTOALL_ALGORITHMS
 from waitlab.platforms.contention import SETTING, law_record, plugin_rules
 from waitlab.platforms.fat_tree import uses_d_mod_k
 from waitlab.platforms.model import PlatformModel
 from waitlab.platforms.render import RenderedPlatform
 from waitlab.platforms.smpi_factors import calibrate
 
-__all__ = ["CONTENTION_CHOICES", "EAGER_TRANSFER_KEY", "PROGRAM_DETERMINISTIC", "SOLVER_PRECISION", "TIMING_PRECISION",
-           "TREE_ALLREDUCE", "computation_measured", "contention_record", "machine_settings", "mpi_bandwidth",
-           "program_settings", "replay_settings", "send_order_config"]
+__all__ = ["COMPUTATION_KEY", "CONTENTION_CHOICES", "EAGER_TRANSFER_KEY", "FACTOR_KEYS", "PROGRAM_DETERMINISTIC",
+           "SOLVER_PRECISION", "TIMING_PRECISION", "TREE_ALLREDUCE", "alltoall_settings", "computation_measured",
+           "contention_record", "machine_settings", "mpi_bandwidth", "program_settings", "replay_settings",
+           "send_order_config", "smpi_factor_settings", "solver_settings"]
 
 #: The allreduce is a binomial reduce followed by a binomial broadcast, and MPI_Reduce is binomial: SimGrid's
 #: own default (a linear reduce whose root completes P-1 receives through P-1 ``waitany`` calls) costs O(P^2)
@@ -61,6 +66,11 @@ SOLVER_PRECISION = 1e-4
 TIMING_PRECISION = 1e-9
 #: Values of a scenario's ``[simulation] contention``.
 CONTENTION_CHOICES: tuple[str, ...] = ("platform", "none")
+#: The SimGrid setting that benchmarks a real program's own computation (``yes``) or skips it (``no``); a
+#: scenario may not set it itself (it would also skip the compute actions of a replay).
+COMPUTATION_KEY = "smpi/simulate-computation"
+#: SMPI's piecewise latency and bandwidth correction factors (part of the calibration, :func:`smpi_factor_settings`).
+FACTOR_KEYS: tuple[str, ...] = ("smpi/bw-factor", "smpi/lat-factor")
 
 
 def mpi_bandwidth(model: PlatformModel) -> float | None:
@@ -82,6 +92,40 @@ def send_order_config(model: PlatformModel) -> dict[str, str]:
     last = model.mpi.inter_node[-1]
     per_byte = last.seconds / last.size  # seconds per byte of the largest-message figure
     return {"smpi/ois": f"0:{model.mpi.send_overhead!r}:{per_byte!r}"}
+
+
+def smpi_factor_settings(model: PlatformModel) -> dict[str, str]:
+    """SMPI's latency and bandwidth correction factors the machine model sets for ``model`` (:data:`FACTOR_KEYS`
+    of its calibration, :func:`waitlab.platforms.smpi_factors.calibrate`).
+
+    >>> from waitlab.platforms import load_platform
+    >>> smpi_factor_settings(load_platform("okita_myrinet"))  # [mpi] smpi_factors = false: factors 1
+    {'smpi/bw-factor': '0:1.0', 'smpi/lat-factor': '0:1.0'}
+    """
+    cfg = calibrate(model).smpi_config
+    return {k: cfg[k] for k in FACTOR_KEYS}
+
+
+def solver_settings(solver_precision: float = SOLVER_PRECISION,
+                    timing_precision: float = TIMING_PRECISION) -> dict[str, str]:
+    """SimGrid's solver settings of a scenario's ``[simulation] solver_precision`` and ``timing_precision``.
+
+    >>> solver_settings(1e-3, 1e-7)
+    {'maxmin/precision': '0.001', 'surf/precision': '1e-07'}
+    """
+    return {"maxmin/precision": repr(float(solver_precision)), "surf/precision": repr(float(timing_precision))}
+
+
+def alltoall_settings(algorithm: str) -> dict[str, str]:
+    """The SMPI setting that selects the alltoall ``algorithm``; ``{}`` for one waitlab expands into point-to-point
+    operations itself (:data:`waitlab.models.apps.alltoall.P2P_ALLTOALL_ALGORITHMS`).
+
+    >>> alltoall_settings("ring"), alltoall_settings("lam_simple")
+    ({'smpi/alltoall': 'ring'}, {})
+    """
+    if algorithm not in ALLTOALL_ALGORITHMS:
+        raise ValueError(f"unknown alltoall algorithm {algorithm!r}; use one of: {', '.join(ALLTOALL_ALGORITHMS)}")
+    return {} if algorithm in P2P_ALLTOALL_ALGORITHMS else {"smpi/alltoall": algorithm}
 
 
 def _d_mod_k_leaves(model: PlatformModel, platform: RenderedPlatform) -> tuple[int, ...]:
@@ -118,8 +162,7 @@ def machine_settings(model: PlatformModel, platform: RenderedPlatform, *, conten
     cfg = dict(platform.smpi_config)
     cfg.update(send_order_config(model))
     cfg.update(TREE_ALLREDUCE)
-    cfg["maxmin/precision"] = repr(float(solver_precision))
-    cfg["surf/precision"] = repr(float(timing_precision))
+    cfg.update(solver_settings(solver_precision, timing_precision))
     if contention == "platform":
         rules = plugin_rules(model.contention, model.memory_bandwidth, calibrate(model).bw_factor[-1],
                              _d_mod_k_leaves(model, platform), platform.ranks_per_node, mpi_bandwidth(model))
@@ -138,7 +181,7 @@ def contention_record(model: PlatformModel, contention: str = "platform") -> dic
 
 #: SimGrid settings of a deterministic real program run: computation between MPI calls is not benchmarked (only
 #: explicit ``smpi_execute*`` and injected delays take simulated time) and ``MPI_Wtime`` costs nothing.
-PROGRAM_DETERMINISTIC: dict[str, str] = {"smpi/simulate-computation": "no", "smpi/wtime": "0"}
+PROGRAM_DETERMINISTIC: dict[str, str] = {COMPUTATION_KEY: "no", "smpi/wtime": "0"}
 
 
 def program_settings(computation: str = "none", core_speed: float | None = None) -> dict[str, str]:
@@ -154,7 +197,7 @@ def program_settings(computation: str = "none", core_speed: float | None = None)
     if computation == "measured":
         if core_speed is None:
             raise ValueError("measured computation needs the platform's core speed")
-        cfg["smpi/simulate-computation"] = "yes"
+        cfg[COMPUTATION_KEY] = "yes"
         cfg["smpi/host-speed"] = repr(float(core_speed))
     return cfg
 
@@ -162,7 +205,7 @@ def program_settings(computation: str = "none", core_speed: float | None = None)
 def computation_measured(settings: Mapping[str, str]) -> bool:
     """Whether SimGrid benchmarks the program's own computation under ``settings`` (the measurement layer then
     books it before each MPI call)."""
-    return settings.get("smpi/simulate-computation") == "yes"
+    return settings.get(COMPUTATION_KEY) == "yes"
 
 
 #: A replay's computation is its ``compute`` actions only.  SMPI books the host CPU time between a public MPI call

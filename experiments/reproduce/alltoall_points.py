@@ -31,10 +31,10 @@ import numpy as np
 from waitlab.errors import SimulationError
 from waitlab.experiments.pipeline import prepare, simulate_ops
 from waitlab.experiments.scenario import Scenario, from_mapping
-from waitlab.models.apps.alltoall import check_alltoall_point, emit_alltoall, smpi_config
+from waitlab.models.apps.alltoall import check_alltoall_point, emit_alltoall
 from waitlab.models.ops import OpBuilder
 from waitlab.platforms import load_platform, render_platform
-from waitlab.platforms.machine import replay_settings, send_order_config
+from waitlab.platforms.machine import alltoall_settings, replay_settings, send_order_config, solver_settings
 from waitlab.platforms.ns3 import NS3_CONFIG, ns3_star
 from waitlab.simulator.replay import replay_ops
 
@@ -49,14 +49,14 @@ MODELS: tuple[str, ...] = ("calibrated", "smpi-default", "ns-3")
 #: at 256 ranks (docs/calibration.md, "Solver precision", measures what they change).
 POINT_SIMULATION: dict[str, float] = {"solver_precision": 1e-3, "timing_precision": 1e-7}
 
-#: The same as ``--cfg`` settings, for the probes that bypass the pipeline (``smpi-default``, ``ns-3``).
-#: Solver settings for every point.  SimGrid 3.32 aborts the all-concurrent algorithms (basic_linear,
+#: The same as SimGrid settings (:func:`waitlab.platforms.machine.solver_settings`), for the probes that bypass the
+#: pipeline (``smpi-default``, ``ns-3``).  SimGrid 3.32 aborts the all-concurrent algorithms (basic_linear,
 #: LAM simple) at 256 ranks with the default absolute precision ("Cannot saturate more a constraint that has
-#: no active element", or a segfault); ``maxmin/precision`` 1e-3 completes them.  ``surf/precision`` (the
-#: timing precision, 1e-9 s by default) at 1e-7 s lets SimGrid handle the per-message events of one
+#: no active element", or a segfault); a solver precision of 1e-3 completes them.  A timing precision
+#: (1e-9 s by default) of 1e-7 s lets SimGrid handle the per-message events of one
 #: tenth of a microsecond together: the all-concurrent algorithms run 2-4 times faster, their times move by
 #: at most 0.3%, the step-wise ones by at most 0.02% (docs/calibration.md, "Solver precision").
-SOLVER_CONFIG: dict[str, str] = {"maxmin/precision": "1e-3", "surf/precision": "1e-7"}
+SOLVER_CONFIG: dict[str, str] = solver_settings(**POINT_SIMULATION)
 
 
 def contention_config(platform: str) -> dict[str, str]:
@@ -129,10 +129,7 @@ def alltoall_point(platform: str, algorithm: str, ranks: int, size: int, *, rank
     if star is not None:
         config.update(NS3_CONFIG)
     config.update(SOLVER_CONFIG)
-    setting = smpi_config(algorithm)
-    if setting is not None:
-        key, value = setting.split(":", 1)
-        config[key] = value
+    config.update(alltoall_settings(algorithm))
     config.update(extra_config or {})
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="waitlab-a2a-") as tmp:

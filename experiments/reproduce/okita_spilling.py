@@ -9,12 +9,13 @@ R = 128, 1920 and 2304 MB are 1024, 15360 and 18432 round trips.
 
 Calibration (documented in docs/perturbation.md):
 
-* SMPI's piecewise bandwidth and latency correction factors are 1
-  (``smpi/bw-factor:0:1``, ``smpi/lat-factor:0:1``): the platform's Myrinet link
-  speed was derived from the uninstrumented time S, without them.  The platform
-  file says so (``[mpi] smpi_factors = false``), so the machine model
-  (:func:`waitlab.platforms.machine.machine_settings`) sets them; the scenarios
-  add no SimGrid setting of their own.
+* SMPI's piecewise bandwidth and latency correction factors are 1: the
+  platform's Myrinet link speed was derived from the uninstrumented time S,
+  without them.  The platform file says so (``[mpi] smpi_factors = false``), so
+  the machine model (:func:`waitlab.platforms.machine.machine_settings`) sets
+  them; the scenarios add no SimGrid setting of their own, and the calibration
+  record lists the factors the machine model set
+  (:func:`waitlab.platforms.machine.smpi_factor_settings`).
 * The record copy cost is calibrated from table 1: below the swap point the
   overhead grows 3.26e-3 s per MB of R; p and q each copy one 128 KB record
   per round trip, one after the other, so one byte costs 3.26e-3 / 2 / 2^20 s
@@ -50,7 +51,10 @@ from waitlab.models.apps.registry import generate
 from waitlab.models.ops import OpTable
 from waitlab.models.perturb.stage import perturb_ops
 from waitlab.platforms import load_platform
+from waitlab.platforms.machine import smpi_factor_settings
 
+#: Okita et al.'s cluster (platforms/data/okita_myrinet.toml).
+PLATFORM = "okita_myrinet"
 MIB = 2**20
 RECORD = 131072  # 128 KB messages and records
 ROUND_TRIPS_PER_MB = MIB // RECORD  # 8 round trips per MB of R
@@ -77,7 +81,7 @@ def scenario(round_trips: int, variant: str = "S") -> Scenario:
     """The pingpong scenario of one table-1 cell: ``variant`` is ``S``, ``S_i`` or ``S_f``."""
     data: dict[str, Any] = {
         "scenario": {"name": f"okita-{variant}-{round_trips}", "ranks": 2, "seed": 0},
-        "platform": {"name": "okita_myrinet"},
+        "platform": {"name": PLATFORM},
         "application": {"kind": "pingpong", "steps": round_trips, "message_bytes": RECORD},
     }
     if variant in ("S_i", "S_f"):
@@ -195,7 +199,7 @@ def _ratios(cur: pd.DataFrame) -> dict[str, float]:
     si_above = (ovh("S_i", 2304) - ovh("S_i", 1920)) / (2304 - 1920)
     sf = (ovh("S_f", 2304) - ovh("S_f", 128)) / (2304 - 128)
     # where swapping starts: the R at which a rank's resident trace first exceeds its memory (buffer model)
-    mem = load_platform("okita_myrinet").trace_buffer_memory
+    mem = load_platform(PLATFORM).trace_buffer_memory
     kink = mem / (RECORD + RECORD_HEADER) * RECORD / MIB
     return {"si_per_mb_below": si_below, "si_per_mb_above": si_above, "swap_ratio": si_above / si_below,
             "sf_per_mb": sf, "si_sf_ratio": si_above / sf, "kink_R_MB": kink}
@@ -238,7 +242,7 @@ def calibration() -> dict[str, Any]:
                                  "3.26e-3 s per MB of R, two records (p and q) per 128 KB of R"},
         "swap_factor": {"value": SWAP_FACTOR, "calibrated": "table 1: 2.44e-1 / 3.26e-3"},
         "trace_memory_MiB": {"value": 1920, "source": "Okita et al. 4.1: swapping starts past R = 1920 MB"},
-        "smpi_factors": {"value": {"smpi/bw-factor": "0:1", "smpi/lat-factor": "0:1"},
+        "smpi_factors": {"value": smpi_factor_settings(load_platform(PLATFORM)),
                          "source": "platform okita_myrinet, [mpi] smpi_factors = false: the Myrinet bandwidth was "
                          "derived from S without SMPI's correction factors"},
         "disk_bandwidth": {"value": 1.0 / COPY_COST, "assumed": "f writes to the page cache at memcpy speed"},

@@ -1,8 +1,9 @@
 """Alltoall algorithms: SMPI's built-in ones, and LAM/MPI's "simple" one as point-to-point operations.
 
-SMPI 3.32 chooses the algorithm of an ``alltoall`` action with
-``--cfg=smpi/alltoall:NAME`` (:data:`SMPI_ALLTOALL_ALGORITHMS`, read from the
-selector table of ``libsimgrid.so.3.32``).  LAM/MPI's simple algorithm is not
+SMPI 3.32 runs an ``alltoall`` action with one of its built-in algorithms
+(:data:`SMPI_ALLTOALL_ALGORITHMS`, read from the selector table of
+``libsimgrid.so.3.32``); the machine model selects it
+(:func:`waitlab.platforms.machine.alltoall_settings`).  LAM/MPI's simple algorithm is not
 among them (DESIGN.md section 4), so :func:`emit_alltoall` writes it out as
 point-to-point operations.  Rao et al. (section 3) describes it: it is like
 MPICH's basic algorithm (each rank posts ``MPI_Irecv``, then ``MPI_Isend``,
@@ -28,8 +29,6 @@ Examples
 >>> ops = b.build()
 >>> [ACTIONS[c] for c in ops.code[ops.rank == 2]]
 ['irecv', 'irecv', 'isend', 'isend', 'waitall']
->>> smpi_config("ring")
-'smpi/alltoall:ring'
 >>> check_alltoall_algorithm("pair", 12)  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
@@ -46,7 +45,7 @@ import numpy.typing as npt
 from waitlab.errors import InputError
 from waitlab.models.ops import OpBuilder
 
-#: Alltoall algorithms built into SMPI 3.32 (values of ``--cfg=smpi/alltoall``).
+#: Alltoall algorithms built into SMPI 3.32 (the names its alltoall selector accepts).
 SMPI_ALLTOALL_ALGORITHMS: tuple[str, ...] = (
     "default", "2dmesh", "3dmesh", "basic_linear", "bruck", "pair", "pair_rma",
     "pair_light_barrier", "pair_mpi_barrier", "pair_one_barrier", "rdb", "ring",
@@ -186,13 +185,6 @@ def check_alltoall_point(algorithm: str, n_ranks: int, nbytes: int) -> None:
                          "time like 6.6e10 s",
                          f"use at most {limit} B per pair at {n_ranks} ranks, fewer ranks, or another algorithm "
                          "(ring, pair, bruck, basic_linear, lam_simple)")
-
-
-def smpi_config(name: str) -> str | None:
-    """The ``--cfg`` value selecting ``name`` in SMPI, or None for algorithms expanded by waitlab."""
-    if name not in ALLTOALL_ALGORITHMS:
-        raise ValueError(f"unknown alltoall algorithm {name!r}; use one of: {', '.join(ALLTOALL_ALGORITHMS)}")
-    return None if name in P2P_ALLTOALL_ALGORITHMS else f"smpi/alltoall:{name}"
 
 
 def lam_simple_peers(n_ranks: int) -> npt.NDArray[np.int32]:

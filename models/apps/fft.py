@@ -7,8 +7,8 @@ One step of every rank::
     enter FFT_y; compute; leave FFT_y
 
 ``alltoall_algorithm`` is any SMPI 3.32 built-in name (the op stays one
-``alltoall`` action and the simulator passes ``--cfg=smpi/alltoall:NAME``,
-see :func:`waitlab.models.apps.alltoall.smpi_config`) or ``"lam_simple"``, LAM/MPI's
+``alltoall`` action and the machine model selects the algorithm,
+see :func:`waitlab.platforms.machine.alltoall_settings`) or ``"lam_simple"``, LAM/MPI's
 simple algorithm written out as point-to-point operations
 (:func:`waitlab.models.apps.alltoall.emit_alltoall`, Rao et al. section 3).
 
