@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import resource
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from rank_ladder import dash, exponent, run_ladder, smpimain_procs
 
 from waitlab.experiments.estimate import estimate
 from waitlab.experiments.pipeline import prepare, simulate_ops
@@ -38,15 +38,9 @@ from waitlab.simulator.progress import Progress, reporting
 def _smpi_cpu_seconds(work: str) -> float:
     """User + system CPU seconds of the simulator whose event log is in ``work`` (0 when not found)."""
     tick = os.sysconf("SC_CLK_TCK")
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
+    for proc in smpimain_procs(f"WAITLAB_LOG={work}"):
         try:
-            if b"smpimain" not in Path(f"/proc/{pid}/cmdline").read_bytes():
-                continue
-            if f"WAITLAB_LOG={work}".encode() not in Path(f"/proc/{pid}/environ").read_bytes():
-                continue
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
             return (int(fields[11]) + int(fields[12])) / tick  # utime, stime (fields 14 and 15 of stat)
         except (OSError, IndexError, ValueError):
             continue
@@ -111,29 +105,20 @@ def main() -> int:
         return 0
     print(f"{'ranks':>7} {'events':>10} {'pred SMPI s':>11} {'meas SMPI s':>11} {'CPU s':>8} {'x pred':>7} "
           f"{'x pred CPU':>10} {'peak MiB':>8} {'pred MiB':>8}  exponent (wall / CPU)")
-    rows: list[dict] = []
-    for n in args.ranks:
-        cmd = [sys.executable, __file__, "--one", "--ranks", str(n), "--steps", str(args.steps), "--kind",
-               args.kind, "--platform", args.platform, "--timeout", str(args.timeout)]
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout + 900)
-        if out.returncode != 0:
-            print(f"{n:>7} FAILED: {(out.stderr.strip().splitlines() or [str(out.returncode)])[-1]}", flush=True)
-            continue
-        r = json.loads(out.stdout.strip().splitlines()[-1])
+
+    def command(n: int) -> list[str]:
+        return [sys.executable, __file__, "--one", "--ranks", str(n), "--steps", str(args.steps), "--kind",
+                args.kind, "--platform", args.platform, "--timeout", str(args.timeout)]
+
+    def line(r: dict, prev: dict | None) -> str:
         exps = ""
-        if rows and rows[-1].get("measured_smpi_s") and r.get("measured_smpi_s"):
-            k = math.log(r["ranks"] / rows[-1]["ranks"])
-            exps = (f"{math.log(r['measured_smpi_s'] / rows[-1]['measured_smpi_s']) / k:.2f} / "
-                    f"{math.log(r['smpi_cpu_s'] / rows[-1]['smpi_cpu_s']) / k:.2f}")
-        rows.append(r)
+        if prev is not None and exponent(prev, r, "measured_smpi_s") is not None:
+            exps = " / ".join(dash(exponent(prev, r, key), ".2f") for key in ("measured_smpi_s", "smpi_cpu_s"))
+        return (f"{r['ranks']:>7} {r['events']:>10,} {r['predicted_smpi_s']:>11.1f} "
+                f"{dash(r.get('measured_smpi_s'), '.1f'):>11} {r['smpi_cpu_s']:>8.1f} {dash(r.get('ratio'), '.1f'):>7} "
+                f"{dash(r.get('cpu_ratio'), '.1f'):>10} {r['smpi_peak_MiB']:>8} {r['predicted_smpi_MiB']:>8}  {exps}")
 
-        def f(x: object, fmt: str = "") -> str:
-            return "-" if x is None else format(x, fmt)
-
-        print(f"{n:>7} {r['events']:>10,} {r['predicted_smpi_s']:>11.1f} {f(r.get('measured_smpi_s'), '.1f'):>11} "
-              f"{r['smpi_cpu_s']:>8.1f} {f(r.get('ratio'), '.1f'):>7} {f(r.get('cpu_ratio'), '.1f'):>10} "
-              f"{r['smpi_peak_MiB']:>8} {r['predicted_smpi_MiB']:>8}  {exps}")
-        print("        " + json.dumps(r), flush=True)
+    run_ladder(args.ranks, command, args.timeout + 900, line)
     return 0
 
 

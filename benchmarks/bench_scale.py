@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import resource
 import signal
@@ -43,6 +42,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from rank_ladder import dash, exponent, run_ladder, smpimain_procs
 
 from waitlab.experiments.pipeline import Run, prepare, simulate_ops
 from waitlab.experiments.results import write_run
@@ -81,15 +81,9 @@ def scenario(ranks: int, steps: int, platform: str):
 def _hwm_poller(marker: str, out: dict[str, int], stop: threading.Event) -> None:
     """Poll the VmHWM of smpimain processes whose environment names ``marker`` (our run only)."""
     while not stop.is_set():
-        for pid in os.listdir("/proc"):
-            if not pid.isdigit():
-                continue
+        for proc in smpimain_procs(marker):
             try:
-                if b"smpimain" not in Path(f"/proc/{pid}/cmdline").read_bytes():
-                    continue
-                if marker.encode() not in Path(f"/proc/{pid}/environ").read_bytes():
-                    continue
-                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                for line in (proc / "status").read_text().splitlines():
                     if line.startswith("VmHWM:"):
                         out["kib"] = max(out.get("kib", 0), int(line.split()[1]))
             except OSError:
@@ -177,12 +171,6 @@ def one(ranks: int, steps: int, platform: str, timeout: float, cfg: list[str], a
     return row
 
 
-def exponent(a: dict, b: dict, key: str) -> float | None:
-    if not a.get(key) or not b.get(key):
-        return None
-    return math.log(b[key] / a[key]) / math.log(b["ranks"] / a["ranks"])
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ranks", type=int, nargs="+", default=[1024, 4096, 16384])
@@ -205,32 +193,25 @@ def main() -> int:
         return 0
     print(f"{'ranks':>7} {'ops':>10} {'stock s':>8} {'stock MiB':>9} {'waitlab s':>9} {'wl/stock':>8} "
           f"{'wl SMPI MiB':>11} {'py MiB':>7} {'py B/ev':>7}  exponent stock / waitlab")
-    rows: list[dict] = []
-    for n in args.ranks:
-        cmd = [sys.executable, __file__, "--one", "--ranks", str(n), "--steps", str(args.steps), "--platform",
-               args.platform, "--timeout", str(args.timeout), "--wrapper", args.wrapper,
-               *(["--stock-only"] if args.stock_only else []),
-               *(["--simgrid-prefix", args.simgrid_prefix] if args.simgrid_prefix else []),
-               *(["--allreduce-p2p", args.allreduce_p2p] if args.allreduce_p2p else []), "--cfg", *args.cfg]
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=3 * args.timeout + 600)
-        if out.returncode != 0:
-            print(f"{n:>7} FAILED: {(out.stderr.strip().splitlines() or [str(out.returncode)])[-1]}")
-            continue
-        r = json.loads(out.stdout.strip().splitlines()[-1])
+
+    def command(n: int) -> list[str]:
+        return [sys.executable, __file__, "--one", "--ranks", str(n), "--steps", str(args.steps), "--platform",
+                args.platform, "--timeout", str(args.timeout), "--wrapper", args.wrapper,
+                *(["--stock-only"] if args.stock_only else []),
+                *(["--simgrid-prefix", args.simgrid_prefix] if args.simgrid_prefix else []),
+                *(["--allreduce-p2p", args.allreduce_p2p] if args.allreduce_p2p else []), "--cfg", *args.cfg]
+
+    def line(r: dict, prev: dict | None) -> str:
         ratio = r["waitlab_s"] / r["stock_s"] if r.get("waitlab_s") and r.get("stock_s") else None
         exps = ""
-        if rows:
-            es, ew = exponent(rows[-1], r, "stock_s"), exponent(rows[-1], r, "waitlab_s")
-            exps = " / ".join("-" if e is None else f"{e:.2f}" for e in (es, ew))
-        rows.append(r)
+        if prev is not None:
+            exps = " / ".join(dash(exponent(prev, r, key), ".2f") for key in ("stock_s", "waitlab_s"))
+        return (f"{r['ranks']:>7} {r['operations']:>10,} {dash(r.get('stock_s'), '.1f'):>8} "
+                f"{dash(r.get('stock_MiB')):>9} {dash(r.get('waitlab_s'), '.1f'):>9} {dash(ratio, '.2f'):>8} "
+                f"{dash(r.get('waitlab_smpi_MiB')):>11} {dash(r.get('python_MiB')):>7} "
+                f"{dash(r.get('python_B_per_event')):>7}  {exps}")
 
-        def f(x: object, fmt: str = "") -> str:
-            return "-" if x is None else format(x, fmt)
-
-        print(f"{n:>7} {r['operations']:>10,} {f(r.get('stock_s'), '.1f'):>8} {f(r.get('stock_MiB')):>9} "
-              f"{f(r.get('waitlab_s'), '.1f'):>9} {f(ratio, '.2f'):>8} {f(r.get('waitlab_smpi_MiB')):>11} "
-              f"{f(r.get('python_MiB')):>7} {f(r.get('python_B_per_event')):>7}  {exps}")
-        print("        " + json.dumps(r), flush=True)
+    run_ladder(args.ranks, command, 3 * args.timeout + 600, line)
     return 0
 
 
