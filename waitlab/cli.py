@@ -174,9 +174,8 @@ def _capture(sub: Any) -> None:
         scenario = api.load_scenario(args.scenario)
         out = args.output or api.default_output(scenario.name, root=Path("traces"))
         index = api.capture(scenario, out, via=args.via, force=args.force, check=not args.no_check)
-        _say(args, f"trace of {scenario.ranks} ranks written to {out}/ (index {index.name})")
-        _say(args, "replay it with a scenario such as:\n")
-        _say(args, api.trace_scenario_text(index.resolve(), scenario))
+        _say_trace(args, f"trace of {scenario.ranks} ranks written to {out}/ (index {index.name})",
+                   api.trace_scenario_text(index.resolve(), scenario))
         return 0
 
     p.set_defaults(func=go)
@@ -197,12 +196,17 @@ def _import_otf2(sub: Any) -> None:
     def go(args: argparse.Namespace) -> int:
         index, text = api.import_otf2(args.archive, args.output, platform=args.platform, cpu_ratio=args.cpu_ratio,
                                       force=args.force)
-        _say(args, f"trace written to {args.output}/ (index {index.name})")
-        _say(args, "replay it with a scenario such as:\n")
-        _say(args, text)
+        _say_trace(args, f"trace written to {args.output}/ (index {index.name})", text)
         return 0
 
     p.set_defaults(func=go)
+
+
+def _say_trace(args: argparse.Namespace, written: str, scenario_text: str) -> None:
+    """Where a trace was written, then a scenario that replays it (``capture``, ``import-otf2``)."""
+    _say(args, written)
+    _say(args, "replay it with a scenario such as:\n")
+    _say(args, scenario_text)
 
 
 @subcommand

@@ -14,6 +14,12 @@ from waitlab.cli_common import json_flag as _json_flag
 from waitlab.cli_common import say as _say
 
 
+def _say_written(args: argparse.Namespace, report: str, out: Path) -> None:
+    """A reproduction's report, then the folder it was written to."""
+    _say(args, report)
+    _say(args, f"written to {out}/")
+
+
 def _reproduce_okita(args: argparse.Namespace) -> int:
     mod = api.REPRODUCTIONS["okita-spilling"]
     curve = range(128, 2304 + 1, 128) if args.curve else ()
@@ -32,8 +38,7 @@ def _reproduce_policies(args: argparse.Namespace) -> int:
     table = mod.compare(ranks=args.ranks or [256, 1024], setup=setup, progress=not args.quiet)
     out = args.output or api.default_output("spill-policies")
     mod.write(table, out, setup, png=not args.no_png)
-    _say(args, mod.markdown(table))
-    _say(args, f"written to {out}/")
+    _say_written(args, mod.markdown(table), out)
     return 0
 
 
@@ -45,8 +50,7 @@ def _reproduce_wu(args: argparse.Namespace) -> int:
                             executor=ex, progress=_bar(args))
     out = args.output or api.default_output(f"wu-lared-s-{ranks}")
     mod.write(rep, out, png=not args.no_png)
-    _say(args, rep.markdown())
-    _say(args, f"written to {out}/")
+    _say_written(args, rep.markdown(), out)
     return 0
 
 
@@ -56,8 +60,7 @@ def _reproduce_rao(args: argparse.Namespace) -> int:
     res = mod.reproduce(grid, progress=lambda msg: _say(args, msg))
     out = args.output or api.default_output("rao-alltoall")
     mod.write(res, out, png=not args.no_png)
-    _say(args, mod.markdown(res))
-    _say(args, f"written to {out}/")
+    _say_written(args, mod.markdown(res), out)
     return 0
 
 
