@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from scenario_files import TINY
+
 Built = tuple[list[str], str, str]
 
 
@@ -25,18 +27,7 @@ class Case:
     needs_nonroot: bool = False
 
 
-GOOD = """[scenario]
-name = "tiny"
-ranks = 4
-seed = 7
-
-[platform]
-name = "dawning_5000a"
-
-[application]
-kind = "stencil"
-steps = 3
-"""
+GOOD = TINY
 
 CASES: list[Case] = []
 

@@ -9,31 +9,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from scenario_files import imbalance_toml, scenario_toml
 
 from waitlab import api, cli
 from waitlab.models.analysis.waitstates import make_events
 
-BASE = """[scenario]
-name = "{name}"
-ranks = 4
-seed = 1
-[platform]
-name = "dawning_5000a"
-[application]
-kind = "stencil"
-dims = 2
-steps = 6
-compute_seconds = 0.01
-"""
+BASE = scenario_toml("{name}", 4, 'kind = "stencil"\ndims = 2\nsteps = 6\ncompute_seconds = 0.01', seed=1)
 #: Rank 2 computes 0.05 s more in step 3 only.
 DELAY, LATE_RANK, LATE_STEP = 0.05, 2, 3
-EXTRA = f"""[[application.imbalance]]
-region = "Stencil"
-ranks = [{LATE_RANK}]
-distribution = "constant"
-magnitude = {DELAY}
-steps = [{LATE_STEP}]
-"""
+EXTRA = imbalance_toml(str(LATE_RANK), DELAY, distribution="constant", steps=str(LATE_STEP))
 
 
 @pytest.fixture(scope="module")

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from scenario_files import imbalance_toml, scenario_toml
 
 from waitlab import api
 
@@ -14,25 +15,9 @@ pytest.importorskip("distributed")
 pytestmark = [pytest.mark.simgrid, pytest.mark.slow]
 
 #: Two tiny cases: one late rank at an allreduce, and one at a row-communicator allreduce (no halos).
-CASE = """[scenario]
-name = "{name}"
-ranks = 4
-seed = 1
-[platform]
-name = "dawning_5000a"
-[application]
-kind = "stencil"
-dims = 2
-steps = 2
-compute_seconds = 0.002
-halo_bytes = 1024
-{extra}
-[[application.imbalance]]
-region = "Stencil"
-ranks = [{late}]
-distribution = "constant"
-magnitude = 0.001
-"""
+CASE = scenario_toml("{name}", 4, 'kind = "stencil"\ndims = 2\nsteps = 2\ncompute_seconds = 0.002\n'
+                     'halo_bytes = 1024\n{extra}', seed=1,
+                     more=imbalance_toml("{late}", 0.001, distribution="constant"))
 
 
 def _suite(folder: Path) -> Path:

@@ -14,24 +14,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 from bad_inputs_corpus import write
+from scenario_files import scenario_toml
 
 import waitlab
 
 pytestmark = pytest.mark.simgrid
 
 PROGRAM = Path(__file__).parent / "programs" / "ibarrier_imbalance.c"
-SCENARIO = """[scenario]
-name = "ibarrier"
-ranks = 4
-seed = 1
-
-[platform]
-name = "dawning_5000a"
-
-[application]
-kind = "program"
-sources = ["ibarrier_imbalance.c"]
-"""
+SCENARIO = scenario_toml("ibarrier", 4, 'kind = "program"\nsources = ["ibarrier_imbalance.c"]', seed=1)
 
 
 def test_ibarrier_waits_are_the_hand_sum(tmp_path: Path) -> None:

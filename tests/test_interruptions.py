@@ -18,29 +18,15 @@ from pathlib import Path
 import pytest
 from bad_inputs_corpus import GOOD, write
 from process_watch import cleanup, marked, start, wait_for
+from scenario_files import scenario_toml
 
 from waitlab.cli import main
 
 pytestmark = [pytest.mark.simgrid, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc")]
 
 #: Many seconds of SimGrid per point (128-rank basic_linear alltoall): the tests never wait for it to end.
-SLOW = """[scenario]
-name = "slow"
-ranks = 128
-seed = 1
-
-[platform]
-name = "deepcomp_7000"
-
-[application]
-kind = "fft"
-steps = 8
-bytes_per_peer = 65536
-
-[simulation]
-alltoall = "basic_linear"
-timeout = 300.0
-"""
+SLOW = scenario_toml("slow", 128, 'kind = "fft"\nsteps = 8\nbytes_per_peer = 65536', seed=1, platform="deepcomp_7000",
+                     more='[simulation]\nalltoall = "basic_linear"\ntimeout = 300.0')
 
 
 def simulating(mark: str) -> bool:

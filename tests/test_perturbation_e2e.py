@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from scenario_files import imbalance_toml, scenario_toml
 
 from waitlab.experiments.pipeline import run as run_pipeline
 from waitlab.experiments.scenario import Scenario, from_mapping
@@ -225,30 +226,11 @@ def test_cli_run_writes_the_report_and_check_c(platform_file: str, tmp_path: Pat
     from waitlab.cli import main
 
     toml = tmp_path / "s.toml"
-    toml.write_text(f"""
-[scenario]
-name = "cli"
-ranks = 4
-[platform]
-name = "{platform_file}"
-[application]
-kind = "stencil"
-steps = 3
-dims = 1
-compute_seconds = 0.002
-halo_bytes = 512
-[[application.imbalance]]
-region = "Stencil"
-ranks = [1]
-magnitude = 0.001
-[instrumentation]
-events = "mpi"
-record_bytes = 200
-fixed_cost = 1e-5
-[tracing]
-policy = "per_rank"
-buffer_bytes = 1000
-""")
+    toml.write_text(scenario_toml("cli", 4, 'kind = "stencil"\nsteps = 3\ndims = 1\ncompute_seconds = 0.002\n'
+                                  "halo_bytes = 512", platform=platform_file,
+                                  more=imbalance_toml("1", 0.001) + '[instrumentation]\nevents = "mpi"\n'
+                                  'record_bytes = 200\nfixed_cost = 1e-5\n[tracing]\npolicy = "per_rank"\n'
+                                  "buffer_bytes = 1000"))
     out = tmp_path / "out"
     assert main(["run", str(toml), "-o", str(out), "--no-png"]) == 0
     for f in ("perturbation.txt", "perturbation.json", "distortion.parquet", "buffer.parquet", "events.parquet",

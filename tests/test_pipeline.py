@@ -9,6 +9,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from scenario_files import imbalance_toml, scenario_toml
 
 import waitlab
 from waitlab.errors import InputError
@@ -17,26 +18,8 @@ from waitlab.simulator import program_run as sim_programs
 from waitlab.simulator import replay as sim_replay
 from waitlab.simulator.trace import write_trace
 
-BASE = """[scenario]
-name = "pipe"
-ranks = 4
-seed = 2
-
-[platform]
-name = "dawning_5000a"
-
-[application]
-kind = "stencil"
-steps = 2
-dims = 1
-compute_seconds = 0.01
-halo_bytes = 1024
-
-[[application.imbalance]]
-region = "Stencil"
-ranks = [1]
-magnitude = 0.0
-"""
+BASE = scenario_toml("pipe", 4, 'kind = "stencil"\nsteps = 2\ndims = 1\ncompute_seconds = 0.01\nhalo_bytes = 1024',
+                     seed=2, more=imbalance_toml("1", 0.0))
 
 
 def sweep_table(tmp_path: Path, base_extra: str, grid: str, name: str) -> pd.DataFrame:

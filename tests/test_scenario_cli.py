@@ -7,24 +7,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from scenario_files import TINY
 
 from waitlab.api import run as run_scenario
 from waitlab.errors import InputError, SimulationError
 from waitlab.experiments.scenario import from_mapping, load_scenario
 
-GOOD = """
-[scenario]
-name = "tiny"
-ranks = 4
-seed = 7
-
-[platform]
-name = "dawning_5000a"
-
-[application]
-kind = "stencil"
-steps = 3
-"""
+GOOD = TINY
 
 
 def write(tmp_path: Path, text: str, name: str = "s.toml") -> Path:

@@ -5,21 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from scenario_files import scenario_toml
 
 from waitlab.errors import InputError
 from waitlab.experiments.sweep import load_sweep, run_sweep
 
-BASE = """
-[scenario]
-name = "tiny"
-ranks = 4
-seed = 3
-[platform]
-name = "deepcomp_7000"
-[application]
-kind = "stencil"
-steps = 2
-"""
+BASE = scenario_toml("tiny", 4, 'kind = "stencil"\nsteps = 2', seed=3, platform="deepcomp_7000")
 
 
 def make(tmp_path: Path, grid: str, sweep: str = "") -> Path:

@@ -16,25 +16,14 @@ from pathlib import Path
 import pytest
 from bad_inputs_corpus import GOOD, write
 from process_watch import cleanup, marked, start, wait_for
+from scenario_files import scenario_toml
 from test_interruptions import SLOW  # the slow 128-rank point, declared once
 
 from waitlab.cli import main
 
 pytestmark = [pytest.mark.simgrid, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc")]
 
-FFT64 = """[scenario]
-name = "fft64"
-ranks = 64
-seed = 1
-
-[platform]
-name = "deepcomp_7000"
-
-[application]
-kind = "fft"
-steps = 1
-bytes_per_peer = 1024
-"""
+FFT64 = scenario_toml("fft64", 64, 'kind = "fft"\nsteps = 1\nbytes_per_peer = 1024', seed=1, platform="deepcomp_7000")
 
 
 def test_a_bad_point_fails_alone_with_its_own_message(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
