@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from scenario_files import imbalance_toml, scenario_toml
+from test_instrumentation import imbalanced  # the same 2-rank steps, declared once
 
 from waitlab.experiments.pipeline import run as run_pipeline
 from waitlab.experiments.scenario import Scenario, from_mapping
@@ -176,19 +177,10 @@ def test_per_rank_flush_on_imbalanced_growth_breaks_c_at_step_2(platform_file: s
     # Buffers of 1000 B: rank 0's send record of step 2 does not fit (900 + 100 after leave A -> 1000, + 100):
     # it flushes 1000 B (10 ms at 1e5 B/s) right after that send; rank 1 never flushes in 4 steps (800 B).
     # Records cost nothing, so the flush is the only overhead: C first breaks at the barrier of step 2.
-    b = OpBuilder(2)
-    for s in range(4):
-        b.add("enter", 0, step=s, region="A")
-        b.add("compute", 0, step=s, value=0.01, region="A")
-        b.add("leave", 0, step=s, region="A")
-        b.add("compute", 1, step=s, value=0.01, region="B")
-        b.add("send", 0, step=s, peer=1, value=1000)
-        b.add("recv", 1, step=s, peer=0, value=1000)
-        b.add("barrier", [0, 1], step=s)
     sc = scenario(platform_file, 2, instrumentation={"events": "all", "only": ["A", "send", "recv", "barrier"],
                                                      "record_bytes": 100},
                   tracing={"policy": "per_rank", "buffer_bytes": 1000})
-    res = run_pipeline(sc, ops=b.build()).perturbation
+    res = run_pipeline(sc, ops=imbalanced(steps=4)).perturbation  # region A on rank 0, send 0 -> 1, barrier
     cc = res.condition_c
     assert not cc.holds
     first = cc.first
