@@ -45,6 +45,8 @@ def scenario_dict(ranks: int, steps: int) -> dict:
         "scenario": {"name": f"bench-lared-{ranks}", "ranks": ranks, "seed": 1},
         "platform": {"name": "dawning_5000a"},
         "application": {"kind": "lared_s", "steps": steps},
+        # stock smpireplaymain has no waitlab contention plugin: compare both without the laws
+        "simulation": {"contention": "none"},
     }
 
 

@@ -4,7 +4,8 @@ For each rank count, the LARED-S-like scenario (examples/lared_s_dawning.toml, s
 its time-independent trace written once (one shared file, region markers removed) and replayed by
 SimGrid's stock ``smpireplaymain`` with waitlab's SimGrid settings; then the whole ``waitlab run``
 (generation, trace, SMPI, parsing, wait states, results folder without picture) runs on the same
-scenario.  Printed per size: wall time, peak memory of each SMPI process (``/usr/bin/time`` for the
+scenario.  Both run with ``contention = "none"``: stock SimGrid does not have waitlab's contention plugin
+(``waitlab/contention`` is an unknown setting there).  Printed per size: wall time, peak memory of each SMPI process (``/usr/bin/time`` for the
 stock one; VmHWM polled for waitlab's, since a process forked from Python inherits its peak) and of
 the Python process (bytes per event: peak above the imports), and the simulated makespan; then the
 growth exponent fitted between consecutive sizes (log time / log ranks).  Each size runs in a fresh
@@ -74,7 +75,9 @@ def simgrid_programs(prefix: str | None) -> tuple[str, str]:
 
 def scenario(ranks: int, steps: int, platform: str):
     return from_mapping({"scenario": {"name": f"scale-{ranks}", "ranks": ranks, "seed": 1},
-                         "platform": {"name": platform}, "application": {"kind": "lared_s", "steps": steps}},
+                         "platform": {"name": platform}, "application": {"kind": "lared_s", "steps": steps},
+                          # stock SimGrid has no waitlab contention plugin: both sides run without the laws
+                          "simulation": {"contention": "none"}},
                         "bench_scale")
 
 
