@@ -35,6 +35,7 @@ from waitlab.models.ops import CAUSE_KINDS, Ledger, OpTable
 from waitlab.simulator.export import (
     CHROME_SUMMARY_EVENTS,
     ROW_GROUP_ROWS,
+    parquet_options,
     read_table,
     write_chrome_trace,
     write_table,
@@ -67,7 +68,7 @@ def write_ops(ops: OpTable, path: Path, metadata: dict[str, Any]) -> None:
                                     "comms": [list(c) for c in ops.comms]}, sort_keys=True).encode()}
     schema = pa.schema([pa.field(c, pa.from_numpy_dtype(getattr(ops, c).dtype)) for c in OpTable.COLUMNS],
                        metadata=meta)
-    with pq.ParquetWriter(path, schema) as writer:  # one row group at a time: no whole-table buffers
+    with pq.ParquetWriter(path, schema, **parquet_options(schema)) as writer:  # one row group at a time
         for start in range(0, max(len(ops), 1), ROW_GROUP_ROWS):
             part = pa.table({c: getattr(ops, c)[start:start + ROW_GROUP_ROWS] for c in OpTable.COLUMNS},
                             schema=schema)
