@@ -16,7 +16,6 @@ import re
 import shutil
 import subprocess
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,8 @@ import numpy.typing as npt
 from waitlab.errors import InputError, SimulationError
 from waitlab.models.ops import CAUSE_KINDS, Ledger, OpTable
 from waitlab.models.vocabulary import V_ACTIONS, codes_of
-from waitlab.simulator.build import NATIVE_DIR, build_native
+from waitlab.simulator.native_tables import ptr as _ptr
+from waitlab.simulator.native_tables import tables_library
 from waitlab.simulator.rma_records import check_rma_records
 from waitlab.simulator.trace import VectorStore, occurrence
 
@@ -105,7 +105,7 @@ def read_records(out_dir: Path, n_ranks: int) -> Records:
         for local_id, global_id in comm_lut.items():
             table[local_id] = global_id
         comm_luts.append(table)
-    lib = records_library()
+    lib = tables_library()
     for field, (col, luts, what) in enumerate((("name", name_luts, "names"), ("comm", comm_luts, "comms"))):
         size = np.array([t.size for t in luts], np.int64) - (col == "name")  # a name table's last entry: -1
         offset = np.r_[0, np.cumsum([t.size for t in luts])[:-1]].astype(np.int64)
@@ -178,8 +178,6 @@ class ProgramRun:
     injected: npt.NDArray[np.bool_]
 
 
-#: The one-pass conversion of records to operation rows (issue 25), built with the system C compiler.
-RECORDS_SOURCE = NATIVE_DIR / "waitlab_records.c"
 _CALLSITE_MODES = {"never": 0, "always": 1, "auto": 2}
 #: The operation table's columns as ``wl_records_fill`` writes them (its argument order).
 _OP_COLUMNS: tuple[tuple[str, type[np.generic]], ...] = (
@@ -188,24 +186,6 @@ _OP_COLUMNS: tuple[tuple[str, type[np.generic]], ...] = (
     ("excess", np.float64), ("comm", np.int32))
 _FRAMING = "the measurement layer's records are not framed by MPI_Init and MPI_Finalize"
 
-
-@lru_cache(maxsize=1)
-def records_library() -> ctypes.CDLL:
-    """``native/waitlab_records.c``, built (and cached) on first use."""
-    dll = ctypes.CDLL(str(build_native(RECORDS_SOURCE, "waitlab-records.so", compiler="cc",
-                                       flags=("-O2", "-shared", "-fPIC"))))
-    p, i64, i32, c_int, dbl = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_int, ctypes.c_double
-    dll.wl_records_count.restype = i64
-    dll.wl_records_count.argtypes = [p, p, i64, i32, c_int, dbl, p, p, i64, ctypes.POINTER(i64)]
-    dll.wl_records_fill.restype = i64
-    dll.wl_records_fill.argtypes = [p, p, i64, c_int, dbl, p, p, p, i64, *([p] * 16)]
-    dll.wl_records_renumber.restype = i64
-    dll.wl_records_renumber.argtypes = [p, p, i32, c_int, p, p, p]
-    return dll
-
-
-def _ptr(a: npt.NDArray[Any]) -> int:
-    return int(a.ctypes.data)
 
 
 def _pair_names(pair_a: npt.NDArray[np.uint64], pair_b: npt.NDArray[np.uint64], binary: Path | None,
@@ -250,7 +230,7 @@ def records_to_ops(rec: Records, binary: Path | None, *, callsite_regions: str =
     if mode is None:
         raise InputError("<scenario>", "application.callsite_regions", f"unknown value {callsite_regions!r}",
                          "auto, always or never")
-    lib = records_library()
+    lib = tables_library()
     log, arg = np.ascontiguousarray(rec.log), np.ascontiguousarray(rec.arg)
     n, cap, n_pairs = log.size, 1024, ctypes.c_int64(0)
     while True:  # the distinct site pairs: called again with room for all of them if there are more than cap

@@ -1,5 +1,5 @@
-"""The numpy implementation of ``records_to_ops`` that the one-pass C helper (``native/waitlab_records.c``,
-issue 25) replaced, kept as the independent method its tests compare with (same rows, same columns)."""
+"""The numpy implementations of ``records_to_ops`` and of the event table's call paths that the one-pass C helper
+(``native/waitlab_records.c``, issue 25) replaced, kept as the independent method its tests compare with."""
 
 from __future__ import annotations
 
@@ -138,3 +138,42 @@ def _scatter(total: int, rows: npt.NDArray[np.int64], values: npt.NDArray[Any], 
     out = np.full(total, default, dtype)
     out[rows] = values
     return out
+
+
+def reference_paths(n: int, parent: npt.NDArray[np.signedinteger[Any]], is_region: npt.NDArray[np.bool_],
+           name: npt.NDArray[np.int32], names: tuple[str, ...], depth_out: npt.NDArray[np.int16]
+           ) -> tuple[npt.NDArray[np.int64], list[str]]:
+    """Call-path ids (categorical codes) and depth per output row, level by level (``simulator/timeline.py``'s
+    numpy version before issue 25)."""
+    path_names: list[str] = [""]
+    path_of_row = np.zeros(n, np.int64)  # 0 = "" (top level)
+    region_rows = np.flatnonzero(is_region)
+    # Region depth (1 = top-level region) by walking parents level by level.
+    level = np.zeros(n, np.int64)
+    todo = region_rows
+    lvl = 1
+    assigned = np.zeros(n, bool)
+    while todo.size:
+        par = parent[todo]
+        ready = (par < 0) | assigned[np.maximum(par, 0)]
+        rows = todo[ready]
+        par_path = np.where(parent[rows] >= 0, path_of_row[np.maximum(parent[rows], 0)], 0)
+        key = par_path * (len(names) + 1) + name[rows]
+        uniq, inv = np.unique(key, return_inverse=True)
+        base = len(path_names)
+        for u in uniq.tolist():
+            pp, nm = divmod(u, len(names) + 1)
+            prefix = path_names[pp]
+            path_names.append(f"{prefix}>{names[nm]}" if prefix else names[nm])
+        path_of_row[rows] = base + inv
+        level[rows] = lvl
+        assigned[rows] = True
+        todo = todo[~ready]
+        lvl += 1
+    leaf = ~is_region
+    path_of_row[leaf] = np.where(parent[leaf] >= 0, path_of_row[np.maximum(parent[leaf], 0)], 0)
+    depth_out[:] = np.where(is_region, level - 1, np.where(parent >= 0, level[np.maximum(parent, 0)], 0))
+    # Names may contain '>' themselves (e.g. LARED-S's "EOS_Match>If_970"), so two call paths can spell
+    # the same string: make the categories unique.
+    uniq_names, canon = np.unique(np.array(path_names, dtype=object), return_inverse=True)
+    return canon[path_of_row].astype(np.int64), [str(x) for x in uniq_names]

@@ -179,3 +179,47 @@ int64_t wl_records_renumber(Arg* arg, const int64_t* ends, int32_t n_ranks, int 
   }
   return -1;
 }
+
+/* Region structure of an operation table in (rank, seq) order (models/regions.py computes the same with numpy):
+ * enclosing[i] is the row of the innermost region open before row i on its rank (-1: none; a leave's is its own
+ * enter), and leave_of[k] the row of the leave closing the k-th enter (enters in row order).  Call paths: depth[i]
+ * is the number of regions open before row i, path[i] the call path of row i (a region's own path; other rows: the
+ * path of the innermost open region, 0 at top level); paths 1, 2, ... are numbered in order of first appearance,
+ * path k being region name path_name[k - 1] inside path path_parent[k - 1].  Returns -1, or the row of the first
+ * problem (a leave without an enter or closing another region's enter, a rank ending with a region open):
+ * models/regions.py then names it.  stack: room for 3 (n / 2 + 1) numbers; path_parent/path_name: room for one
+ * path per enter. */
+int64_t wl_region_structure(const int8_t* code, const int32_t* rank, const int32_t* name, int64_t n,
+                            int64_t* enclosing, int64_t* leave_of, int32_t* path, int16_t* depth,
+                            int32_t* path_parent, int32_t* path_name, int64_t* n_paths, int64_t* stack) {
+  int64_t top = 0, k = 0, room = n / 2 + 1;
+  int64_t *slot = stack + room, *open_path = stack + 2 * room; /* beside each open enter: its index k, its path */
+  Pairs p;
+  if (pairs_init(&p, 1024) < 0) { pairs_free(&p); return ERR_MEMORY; }
+  int64_t bad = -1;
+  for (int64_t i = 0; i < n && bad < 0; i++) {
+    if (i > 0 && rank[i] != rank[i - 1] && top > 0) { bad = i - 1; break; }
+    enclosing[i] = top > 0 ? stack[top - 1] : -1;
+    depth[i] = (int16_t)top;
+    int64_t here = top > 0 ? open_path[top - 1] : 0;
+    if (code[i] == WL_ENTER) {
+      if (top >= room) { bad = i; break; }
+      int64_t id = pairs_get(&p, (uint64_t)here, (uint64_t)(int64_t)name[i]);
+      if (id < 0) { pairs_free(&p); return ERR_MEMORY; }
+      if (id == p.n - 1) { path_parent[id] = (int32_t)here; path_name[id] = name[i]; }
+      here = id + 1;
+      slot[top] = k++;
+      open_path[top] = here;
+      stack[top++] = i;
+    } else if (code[i] == WL_LEAVE) {
+      if (top == 0 || name[stack[top - 1]] != name[i]) { bad = i; break; }
+      top--;
+      leave_of[slot[top]] = i;
+    }
+    path[i] = (int32_t)here;
+  }
+  *n_paths = p.n;
+  pairs_free(&p);
+  if (bad >= 0) return bad;
+  return top > 0 ? n - 1 : -1;
+}
