@@ -36,17 +36,20 @@ def parquet_options(schema: pa.Schema) -> dict[str, Any]:
     numbers are not tried against a dictionary (pyarrow's default tries one on every column, and times, row
     references and sequence numbers are nearly all distinct): integers are delta-encoded (sequence numbers and
     row references grow by small steps) and floats split into byte streams (their exponents and leading bytes
-    repeat).  Every Parquet reader of format 2 reads them (pyarrow, DuckDB, polars, Spark).
+    repeat).  Column statistics (min/max per row group, for readers that skip row groups) are written for the
+    numeric columns only: on a categorical column they cost a pass over every row's label.  Every Parquet reader
+    of format 2 reads these files (pyarrow, DuckDB, polars, Spark).
 
     >>> kind = pa.dictionary(pa.int8(), pa.string())
     >>> o = parquet_options(pa.schema([("t", pa.float64()), ("n", pa.int32()), ("k", kind)]))
-    >>> o["use_dictionary"], o["column_encoding"]
-    (['k'], {'t': 'BYTE_STREAM_SPLIT', 'n': 'DELTA_BINARY_PACKED'})
+    >>> o["use_dictionary"], o["column_encoding"], o["write_statistics"]
+    (['k'], {'t': 'BYTE_STREAM_SPLIT', 'n': 'DELTA_BINARY_PACKED'}, ['t', 'n'])
     """
     encoding = {f.name: "BYTE_STREAM_SPLIT" if pa.types.is_floating(f.type) else "DELTA_BINARY_PACKED"
                 for f in schema if pa.types.is_floating(f.type) or pa.types.is_integer(f.type)}
-    return {"compression": "zstd", "use_dictionary": [f.name for f in schema if pa.types.is_dictionary(f.type)],
-            "column_encoding": encoding}
+    categorical = [f.name for f in schema if pa.types.is_dictionary(f.type)]
+    return {"compression": "zstd", "use_dictionary": categorical, "column_encoding": encoding,
+            "write_statistics": [f.name for f in schema if f.name not in categorical]}
 
 
 def _with_waitlab(schema: pa.Schema, metadata: dict[str, Any]) -> dict[bytes, bytes]:

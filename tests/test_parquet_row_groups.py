@@ -38,7 +38,7 @@ def test_row_groups_give_pyarrows_bytes(tmp_path: Path, rows: int) -> None:
     table = pa.Table.from_pandas(df, preserve_index=False)
     schema_meta = {**(table.schema.metadata or {}), b"waitlab": b'{"ranks": 64, "scenario": "row-groups"}'}
     pq.write_table(table.replace_schema_metadata(schema_meta), tmp_path / "whole.parquet", row_group_size=1000,
-                   compression="zstd", use_dictionary=["op"],
+                   compression="zstd", use_dictionary=["op"], write_statistics=["rank", "enter", "match"],
                    column_encoding={"rank": "DELTA_BINARY_PACKED", "enter": "BYTE_STREAM_SPLIT",
                                     "match": "DELTA_BINARY_PACKED"})
     assert _sha(tmp_path / "ours.parquet") == _sha(tmp_path / "whole.parquet")
@@ -58,7 +58,8 @@ def test_small_tables_keep_their_csv(tmp_path: Path) -> None:
 
 def test_writer_settings_are_pinned(tmp_path: Path) -> None:
     """The settings chosen for speed and size (docs/performance.md, issue 25), read back from the file: zstd on
-    every column, a dictionary on the categorical column only, delta-encoded integers, byte-split floats."""
+    every column, a dictionary on the categorical column only, delta-encoded integers, byte-split floats, min/max
+    statistics on the numeric columns only."""
     df = _frame(5000)
     write_table(df, tmp_path / "t.parquet", {}, csv=False, row_group_rows=1000)
     meta = pq.ParquetFile(tmp_path / "t.parquet").metadata
@@ -70,6 +71,7 @@ def test_writer_settings_are_pinned(tmp_path: Path) -> None:
             assert col.compression == "ZSTD"
             assert want[col.path_in_schema] in col.encodings, (col.path_in_schema, col.encodings)
             assert (col.dictionary_page_offset is not None) == (col.path_in_schema == "op")
+            assert col.is_stats_set == (col.path_in_schema != "op")
     assert parquet_options(pa.Table.from_pandas(df).schema)["use_dictionary"] == ["op"]
 
 
