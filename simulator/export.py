@@ -65,6 +65,26 @@ def _widened(df: pd.DataFrame, int64: Sequence[str]) -> pd.DataFrame:
     return df.astype({c: np.int64 for c in cols}) if cols else df
 
 
+def _arrow_rows(df: pd.DataFrame, start: int, stop: int, schema: pa.Schema, int64: Sequence[str]) -> pa.Table:
+    """Rows ``start:stop`` of ``df`` as an Arrow table of ``schema``: numpy and categorical columns are converted
+    column by column (what ``pa.Table.from_pandas`` gives, without its inference on every call: a third of its
+    time), any other column type through ``from_pandas``."""
+    arrays = []
+    for f in schema:
+        col = df[f.name]
+        if isinstance(col.dtype, pd.CategoricalDtype) and pa.types.is_dictionary(f.type):
+            codes = col.cat.codes.to_numpy()[start:stop]
+            missing = codes < 0
+            arrays.append(pa.DictionaryArray.from_arrays(
+                pa.array(codes, f.type.index_type, mask=missing if missing.any() else None),
+                pa.array(col.cat.categories.to_numpy(), f.type.value_type), ordered=f.type.ordered))
+        elif isinstance(col.dtype, np.dtype) and col.dtype.kind in "iufb":
+            arrays.append(pa.array(col.to_numpy()[start:stop], f.type, from_pandas=True))  # NaN -> null, as pandas
+        else:
+            return pa.Table.from_pandas(_widened(df.iloc[start:stop], int64), schema=schema, preserve_index=False)
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
 def write_table(df: pd.DataFrame, path: Path, metadata: dict[str, Any], csv: bool = True,
                 row_group_rows: int = ROW_GROUP_ROWS, int64: Sequence[str] = ()) -> None:
     """Write ``df`` as Parquet (metadata under the key ``waitlab``) and, optionally, CSV beside it.
@@ -83,8 +103,7 @@ def write_table(df: pd.DataFrame, path: Path, metadata: dict[str, Any], csv: boo
         schema = schema.with_metadata(_with_waitlab(schema, metadata))
         with pq.ParquetWriter(path, schema, **parquet_options(schema)) as writer:
             for start in range(0, len(df), row_group_rows):
-                part = pa.Table.from_pandas(_widened(df.iloc[start:start + row_group_rows], int64), schema=schema,
-                                            preserve_index=False)
+                part = _arrow_rows(df, start, start + row_group_rows, schema, int64)
                 writer.write_table(part, row_group_size=row_group_rows)
                 del part
         if not (csv and len(df) <= CSV_MAX_ROWS):
