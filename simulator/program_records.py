@@ -240,7 +240,7 @@ def records_to_ops(rec: Records, binary: Path | None, *, callsite_regions: str =
         if total < 0 or n_pairs.value <= cap:
             break
         cap = n_pairs.value
-    if total == -1 or n == 0:
+    if total == -1:
         raise SimulationError(_FRAMING)
     if total < 0:
         raise SimulationError("out of memory converting the measurement layer's records")
