@@ -12,6 +12,7 @@ what it wrote: ``--force`` replaces only such a folder with nothing foreign insi
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ from waitlab.models.ops import CAUSE_KINDS, Ledger, OpTable
 from waitlab.simulator.export import (
     CHROME_SUMMARY_EVENTS,
     ROW_GROUP_ROWS,
+    parquet_options,
     read_table,
     write_chrome_trace,
     write_table,
@@ -67,7 +69,7 @@ def write_ops(ops: OpTable, path: Path, metadata: dict[str, Any]) -> None:
                                     "comms": [list(c) for c in ops.comms]}, sort_keys=True).encode()}
     schema = pa.schema([pa.field(c, pa.from_numpy_dtype(getattr(ops, c).dtype)) for c in OpTable.COLUMNS],
                        metadata=meta)
-    with pq.ParquetWriter(path, schema) as writer:  # one row group at a time: no whole-table buffers
+    with pq.ParquetWriter(path, schema, **parquet_options(schema)) as writer:  # one row group at a time
         for start in range(0, max(len(ops), 1), ROW_GROUP_ROWS):
             part = pa.table({c: getattr(ops, c)[start:start + ROW_GROUP_ROWS] for c in OpTable.COLUMNS},
                             schema=schema)
@@ -76,31 +78,38 @@ def write_ops(ops: OpTable, path: Path, metadata: dict[str, Any]) -> None:
 
 def write_result(result: RunResult, folder: Path, *, png: bool = True, scenario_file: bool = True,
                  html: bool = True) -> None:
-    """Write every output file of one SMPI run into ``folder`` (``report.html`` too unless ``html=False``)."""
+    """Write every output file of one SMPI run into ``folder`` (``report.html`` too unless ``html=False``).
+
+    The Parquet tables are written by one background thread while this one draws the pictures and the report
+    (pyarrow encodes without Python's lock): each file is written by one thread, so its bytes do not change.
+    """
     meta = result.metadata
-    write_ops(result.ops, folder / "ops.parquet", meta)
-    write_table(result.events, folder / "events.parquet", meta, int64=ROW_REFERENCES)
-    write_table(result.waits, folder / "waits.parquet", meta)
-    write_table(ledger_frame(result.ops), folder / "ledger.parquet", meta)
     budget = rank_budget(result.events, result.waits, result.scenario.ranks)
-    write_table(budget, folder / "ranks.parquet", meta)
-    if result.placement is not None:  # rank -> node, supernode (platform.placement)
-        result.placement.to_csv(folder / "placement.csv", index=False)
-    # a summary (the first steps) beyond CHROME_SUMMARY_EVENTS: `waitlab export --chrome` writes the whole run
-    chrome = write_chrome_trace(result.events, result.waits, meta, folder / "trace.json",
-                                max_events=CHROME_SUMMARY_EVENTS)
-    if png:
-        timeline_png(result.events, result.waits, folder / "timeline.png", title=result.scenario.name)
-    if scenario_file:
-        (folder / "scenario.toml").write_text(f"# resolved scenario of a waitlab run: valid input\n"
-                                              f"{result.scenario.to_toml()}")
-    if result.metadata.get("application_kind") == "program":
-        write_program_output(result, folder / "program")
-    (folder / "summary.json").write_text(json.dumps(jsonable(result.summary), indent=2, sort_keys=True) + "\n")
-    (folder / "summary.txt").write_text(summary_text(result.summary, meta) + "\n")
-    if html:  # offline, interactive; rewritten by `waitlab diagnose` and `waitlab report`
-        write_html_report(folder, jsonable(meta), jsonable(result.summary), result.events, result.waits, budget,
-                          ledger_frame(result.ops))
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        tables = [pool.submit(write_ops, result.ops, folder / "ops.parquet", meta),
+                  pool.submit(write_table, result.events, folder / "events.parquet", meta, int64=ROW_REFERENCES),
+                  pool.submit(write_table, result.waits, folder / "waits.parquet", meta),
+                  pool.submit(write_table, ledger_frame(result.ops), folder / "ledger.parquet", meta),
+                  pool.submit(write_table, budget, folder / "ranks.parquet", meta)]
+        if result.placement is not None:  # rank -> node, supernode (platform.placement)
+            result.placement.to_csv(folder / "placement.csv", index=False)
+        # a summary (the first steps) beyond CHROME_SUMMARY_EVENTS: `waitlab export --chrome` writes the whole run
+        chrome = write_chrome_trace(result.events, result.waits, meta, folder / "trace.json",
+                                    max_events=CHROME_SUMMARY_EVENTS)
+        if png:
+            timeline_png(result.events, result.waits, folder / "timeline.png", title=result.scenario.name)
+        if scenario_file:
+            (folder / "scenario.toml").write_text(f"# resolved scenario of a waitlab run: valid input\n"
+                                                  f"{result.scenario.to_toml()}")
+        if result.metadata.get("application_kind") == "program":
+            write_program_output(result, folder / "program")
+        (folder / "summary.json").write_text(json.dumps(jsonable(result.summary), indent=2, sort_keys=True) + "\n")
+        (folder / "summary.txt").write_text(summary_text(result.summary, meta) + "\n")
+        if html:  # offline, interactive; rewritten by `waitlab diagnose` and `waitlab report`
+            write_html_report(folder, jsonable(meta), jsonable(result.summary), result.events, result.waits, budget,
+                              ledger_frame(result.ops))
+        for written in tables:
+            written.result()  # a writer's error is raised here
     run = {**meta, "resolved_scenario": result.scenario.resolved(), "chrome_trace": chrome}
     run["files"] = sorted([*(p.name for p in folder.iterdir()), "run.json"])
     (folder / "run.json").write_text(json.dumps(jsonable(run), indent=2, sort_keys=True) + "\n")

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import shutil
@@ -22,8 +23,10 @@ import numpy as np
 import numpy.typing as npt
 
 from waitlab.errors import InputError, SimulationError
-from waitlab.models.ops import CAUSE_KINDS, Ledger, OpTable, seq_within_rank
-from waitlab.models.vocabulary import CODE, V_ACTIONS, codes_of
+from waitlab.models.ops import CAUSE_KINDS, Ledger, OpTable
+from waitlab.models.vocabulary import V_ACTIONS, codes_of
+from waitlab.simulator.native_tables import ptr as _ptr
+from waitlab.simulator.native_tables import tables_library
 from waitlab.simulator.rma_records import check_rma_records
 from waitlab.simulator.trace import VectorStore, occurrence
 
@@ -58,7 +61,7 @@ def read_records(out_dir: Path, n_ranks: int) -> Records:
     """Read and merge the per-rank files the layer wrote (global name ids, row-indexed vectors).
 
     The binary files are read straight into the merged arrays; region names and communicators are renumbered
-    from each rank's ids to global ones in one lookup per column."""
+    from each rank's ids to global ones in one pass (``wl_records_renumber`` of ``native/waitlab_records.c``)."""
     sizes = []
     for r in range(n_ranks):
         n_log = (out_dir / f"r{r}.log").stat().st_size // LOG_DTYPE.itemsize
@@ -102,23 +105,16 @@ def read_records(out_dir: Path, n_ranks: int) -> Records:
         for local_id, global_id in comm_lut.items():
             table[local_id] = global_id
         comm_luts.append(table)
-    rank_of = np.repeat(np.arange(n_ranks), sizes)
-    for col, luts, what in (("name", name_luts, "names"), ("comm", comm_luts, "comms")):
-        size = np.array([t.size for t in luts], np.int64)
-        given = arg[col].astype(np.int64)
-        if col == "name":  # -1 (no name) reads each rank's last entry, which is -1
-            size -= 1
-            bad = np.flatnonzero((given < -1) | (given >= size[rank_of]))
-            given = np.where(given == -1, size[rank_of], given)
-        else:
-            bad = np.flatnonzero((given < 0) | (given >= size[rank_of]))
-        if bad.size:
-            r = int(rank_of[bad[0]])
+    lib = tables_library()
+    for field, (col, luts, what) in enumerate((("name", name_luts, "names"), ("comm", comm_luts, "comms"))):
+        size = np.array([t.size for t in luts], np.int64) - (col == "name")  # a name table's last entry: -1
+        offset = np.r_[0, np.cumsum([t.size for t in luts])[:-1]].astype(np.int64)
+        table = np.concatenate(luts).astype(np.int32) if luts else np.zeros(1, np.int32)
+        bad = lib.wl_records_renumber(_ptr(arg), _ptr(ends), n_ranks, field, _ptr(table), _ptr(offset), _ptr(size))
+        if bad >= 0:
+            r = int(np.searchsorted(ends, bad, side="right"))
             raise SimulationError(f"the measurement layer's records of rank {r} use a {col} id that r{r}.{what} "
                                   f"does not list ({out_dir})")
-        if len(names if col == "name" else comms):
-            offsets = np.r_[0, np.cumsum([t.size for t in luts])[:-1]]
-            arg[col] = np.concatenate(luts)[offsets[rank_of] + given]
     return Records(n_ranks, log, arg, tuple(sorted(names, key=names.__getitem__)), vectors,
                    tuple(sorted(comms, key=comms.__getitem__)))
 
@@ -182,9 +178,41 @@ class ProgramRun:
     injected: npt.NDArray[np.bool_]
 
 
+_CALLSITE_MODES = {"never": 0, "always": 1, "auto": 2}
+#: The operation table's columns as ``wl_records_fill`` writes them (its argument order).
+_OP_COLUMNS: tuple[tuple[str, type[np.generic]], ...] = (
+    ("rank", np.int32), ("seq", np.int32), ("code", np.int8), ("step", np.int32), ("name", np.int32),
+    ("value", np.float64), ("value2", np.float64), ("peer", np.int32), ("tag", np.int32), ("cause", np.int64),
+    ("excess", np.float64), ("comm", np.int32))
+_FRAMING = "the measurement layer's records are not framed by MPI_Init and MPI_Finalize"
+
+
+
+def _pair_names(pair_a: npt.NDArray[np.uint64], pair_b: npt.NDArray[np.uint64], binary: Path | None,
+                names: list[str]) -> npt.NDArray[np.int32]:
+    """Region-name id of each (previous site, site) pair (names appended to ``names`` in the pairs' order)."""
+    resolved = resolve_sites(binary, np.r_[pair_a, pair_b]) if binary is not None and pair_a.size else {}
+    index: dict[str, int] = {}
+    for i, nm in enumerate(names):
+        index.setdefault(nm, i)
+    out = np.empty(pair_a.size, np.int32)
+    for j, (k0, k1) in enumerate(zip(pair_a.tolist(), pair_b.tolist(), strict=True)):
+        a = resolved.get(k0, hex(k0)) if k0 else "start"
+        b = resolved.get(k1, hex(k1)) if k1 else "end"
+        nm = _site_name(a, b)
+        if nm not in index:
+            index[nm] = len(names)
+            names.append(nm)
+        out[j] = index[nm]
+    return out
+
+
 def records_to_ops(rec: Records, binary: Path | None, *, callsite_regions: str = "auto",
                    min_compute: float = 0.0) -> ProgramRun:
     """Operations of a measured run: layer records plus the compute between them.
+
+    The rows are made in one pass over the records by ``native/waitlab_records.c`` (its comment has the rules);
+    call sites are named once per distinct (previous site, site) pair, in order of first appearance.
 
     Parameters
     ----------
@@ -198,108 +226,40 @@ def records_to_ops(rec: Records, binary: Path | None, *, callsite_regions: str =
         Gaps between records up to this many seconds are not compute rows.
     """
     check_rma_records(rec.log, rec.arg, rec.comms, rec.n_ranks)  # one-sided calls: windows of MPI_COMM_WORLD only
-    log, arg = rec.log, rec.arg
-    rank = log["rank"].astype(np.int64)
-    code = log["code"].astype(np.int64)
-    n = rank.size
-    is_init, is_fin = code == CODE["init"], code == CODE["finalize"]
-    if not (np.array_equal(np.flatnonzero(is_init), np.flatnonzero(np.r_[True, rank[1:] != rank[:-1]]))
-            and is_fin.sum() == rec.n_ranks):
-        raise SimulationError("the measurement layer's records are not framed by MPI_Init and MPI_Finalize")
-    # Gap before each record (from the previous record's exit on the same rank).
-    prev_exit = np.r_[0.0, log["t_exit"][:-1]]
-    gap = np.where(is_init, 0.0, log["t_enter"] - prev_exit)
-    gap = np.where(gap > min_compute, gap, 0.0)
-    body = ~is_init & ~is_fin  # records that become OpTable rows
-    has_gap = gap > 0
-    # user-region depth before each record
-    enter, leave = code == CODE["enter"], code == CODE["leave"]
-    delta = enter.astype(np.int64) - leave.astype(np.int64)
-    csum = np.cumsum(delta)
-    start = np.flatnonzero(is_init)
-    base = np.repeat(np.r_[0, csum][start], np.diff(np.r_[start, n]))
-    depth_before = csum - delta - base
-    if callsite_regions == "never":
-        wrap = np.zeros(n, bool)
-    elif callsite_regions == "always":
-        wrap = has_gap.copy()
-    elif callsite_regions == "auto":
-        wrap = has_gap & (depth_before == 0)
-    else:
+    mode = _CALLSITE_MODES.get(callsite_regions)
+    if mode is None:
         raise InputError("<scenario>", "application.callsite_regions", f"unknown value {callsite_regions!r}",
                          "auto, always or never")
-    # Rows per record: [enter site] [compute] [leave site] [record itself unless init/finalize]; each column is
-    # filled by scattering per-record values to the rows of one role (no per-row role tests)
-    n_rows = has_gap.astype(np.int64) + 2 * wrap.astype(np.int64) + body.astype(np.int64)
-    ends = np.cumsum(n_rows)
-    total = int(ends[-1]) if n else 0
-    first = ends - n_rows
-    rec_rows = (ends - 1)[body]  # role 3: the record itself
-    gap_rows = (first + wrap)[has_gap]  # role 1: the compute before it
-    enter_rows, leave_rows = first[wrap], first[wrap] + 2  # roles 0 and 2: the call-site region around the compute
-    t_rec0, t_rec1 = log["t_enter"], log["t_exit"]
-    flags = arg["flags"][body]
-    # call-site names
-    site = arg["site"]
+    lib = tables_library()
+    log, arg = np.ascontiguousarray(rec.log), np.ascontiguousarray(rec.arg)
+    n, cap, n_pairs = log.size, 1024, ctypes.c_int64(0)
+    while True:  # the distinct site pairs: called again with room for all of them if there are more than cap
+        pair_a, pair_b = np.zeros(cap, np.uint64), np.zeros(cap, np.uint64)
+        total = lib.wl_records_count(_ptr(log), _ptr(arg), n, rec.n_ranks, mode, min_compute, _ptr(pair_a),
+                                     _ptr(pair_b), cap, ctypes.byref(n_pairs))
+        if total < 0 or n_pairs.value <= cap:
+            break
+        cap = n_pairs.value
+    if total == -1:
+        raise SimulationError(_FRAMING)
+    if total < 0:
+        raise SimulationError("out of memory converting the measurement layer's records")
+    pair_a, pair_b = pair_a[:n_pairs.value], pair_b[:n_pairs.value]
     names = list(rec.names)
-    name_col = np.full(total, -1, np.int32)
-    name_col[rec_rows] = arg["name"][body]
-    if wrap.any():
-        resolved = resolve_sites(binary, site) if binary is not None else {}
-        wi = np.flatnonzero(wrap)
-        pairs = np.stack([np.r_[0, site[:-1]][wi], site[wi]], axis=1)
-        uniq, first_at, inv = np.unique(pairs, axis=0, return_index=True, return_inverse=True)
-        pair_id = np.empty(len(uniq), np.int32)
-        for j in np.argsort(first_at).tolist():  # distinct (previous site, site) pairs, named in order of appearance
-            k0, k1 = int(uniq[j, 0]), int(uniq[j, 1])
-            a = resolved.get(k0, hex(k0)) if k0 else "start"
-            b = resolved.get(k1, hex(k1)) if k1 else "end"
-            nm = _site_name(a, b)
-            if nm not in names:
-                names.append(nm)
-            pair_id[j] = names.index(nm)
-        ids = pair_id[inv.ravel()]
-        name_col[enter_rows] = ids
-        name_col[leave_rows] = ids
-    row_code = np.full(total, CODE["compute"], np.int8)
-    row_code[rec_rows] = code[body]
-    row_code[enter_rows] = CODE["enter"]
-    row_code[leave_rows] = CODE["leave"]
-    t_enter = np.empty(total)
-    t_exit = np.empty(total)
-    t_enter[rec_rows], t_exit[rec_rows] = t_rec0[body], t_rec1[body]
-    t_enter[gap_rows], t_exit[gap_rows] = prev_exit[has_gap], t_rec0[has_gap]
-    t_enter[enter_rows] = t_exit[enter_rows] = prev_exit[wrap]
-    t_enter[leave_rows] = t_exit[leave_rows] = t_rec0[wrap]
-    value = np.zeros(total)
-    value[gap_rows] = t_rec0[has_gap] - prev_exit[has_gap]
-    value[rec_rows] = arg["value"][body]
-    cols: dict[str, npt.NDArray[Any]] = {
-        "rank": np.repeat(log["rank"], n_rows).astype(np.int32),
-        "code": row_code,
-        "step": np.repeat(arg["step"], n_rows).astype(np.int32),
-        "name": name_col,
-        "value": value,
-        "value2": _scatter(total, rec_rows, arg["value2"][body], 0.0, np.float64),
-        "peer": _scatter(total, rec_rows, arg["peer"][body], -1, np.int32),
-        "tag": _scatter(total, rec_rows, arg["tag"][body], 0, np.int32),
-        "cause": np.full(total, -1, np.int64),
-        "excess": np.zeros(total, np.float64),
-    }
-    cols["seq"] = seq_within_rank(cols["rank"], rec.n_ranks)
-    cols["comm"] = _scatter(total, rec_rows, arg["comm"][body], 0, np.int32)
+    pair_name = _pair_names(pair_a, pair_b, binary, names)
+    cols: dict[str, npt.NDArray[Any]] = {c: np.empty(total, t) for c, t in _OP_COLUMNS}
+    t_enter, t_exit = np.empty(total), np.empty(total)
+    record, injected = np.empty(total, np.int64), np.empty(total, np.bool_)
+    causes = lib.wl_records_fill(_ptr(log), _ptr(arg), n, mode, min_compute, _ptr(pair_a), _ptr(pair_b),
+                                 _ptr(pair_name), pair_a.size, *(_ptr(cols[c]) for c, _ in _OP_COLUMNS),
+                                 _ptr(t_enter), _ptr(t_exit), _ptr(record), _ptr(injected))
     # delays the program injected itself (WAITLAB_INJECT): compute rows whose whole value is a cause (imbalance)
-    cause_rows = rec_rows[(flags & FLAG_CAUSE) != 0]
-    cols["cause"][cause_rows] = np.arange(cause_rows.size)
-    cols["excess"][cause_rows] = cols["value"][cause_rows]
-    ledger = Ledger(rank=cols["rank"][cause_rows].copy(), region=cols["name"][cause_rows].copy(),
-                    step=cols["step"][cause_rows].copy(), seconds=cols["value"][cause_rows].copy(),
+    cause_rows = np.flatnonzero(cols["cause"] >= 0) if causes else np.zeros(0, np.int64)
+    ledger = Ledger(rank=cols["rank"][cause_rows], region=cols["name"][cause_rows],
+                    step=cols["step"][cause_rows], seconds=cols["value"][cause_rows],
                     kind=np.full(cause_rows.size, CAUSE_KINDS.index("imbalance"), np.int8))
     ops = OpTable(n_ranks=rec.n_ranks, names=tuple(names), ledger=ledger, comms=rec.comms, **cols)
-    record = np.full(total, -1, np.int64)
-    record[rec_rows] = np.flatnonzero(body)
-    injected = np.zeros(total, bool)
-    injected[rec_rows] = (flags & FLAG_INJECTED) != 0
+    row_code, rank = cols["code"], log["rank"]
     is_rec = record >= 0
     # v-collective counts: keyed by (rank, code, occurrence)
     vectors = VectorStore()
@@ -315,10 +275,3 @@ def records_to_ops(rec: Records, binary: Path | None, *, callsite_regions: str =
                 vectors.put(r, int(row_code[i]), int(occ[i]), *vec)
     return ProgramRun(ops, t_enter, t_exit, vectors, record, injected)
 
-
-def _scatter(total: int, rows: npt.NDArray[np.int64], values: npt.NDArray[Any], default: float,
-             dtype: type[np.generic]) -> npt.NDArray[Any]:
-    """A column of ``total`` rows: ``values`` at ``rows``, ``default`` elsewhere."""
-    out = np.full(total, default, dtype)
-    out[rows] = values
-    return out

@@ -26,12 +26,13 @@ def check_rma_records(log: npt.NDArray[np.void], arg: npt.NDArray[np.void],
     world = tuple(range(n_ranks))
     # a duplicate of MPI_COMM_WORLD (same members in the same order) is as good as MPI_COMM_WORLD
     ok = np.array([True, *(m == world for m in comms)], bool)
-    comm = arg["comm"].astype(np.int64)
-    rma = np.isin(code, codes_of(RMA_ACTIONS))
-    bad = np.flatnonzero(rma & ~ok[np.clip(comm, 0, ok.size - 1)])
+    rma = np.flatnonzero(np.isin(code, codes_of(RMA_ACTIONS)))  # usually none: the rest looks at these rows only
+    comm = arg["comm"][rma].astype(np.int64)
+    bad = np.flatnonzero(~ok[np.clip(comm, 0, ok.size - 1)])
     if bad.size == 0:
         return
-    i = int(bad[0])
+    i = int(rma[bad[0]])
+    comm = arg["comm"].astype(np.int64)
     rank, c = int(log["rank"][i]), int(comm[i])
     members = comms[c - 1] if 0 < c <= len(comms) else ()
     shown = ", ".join(map(str, members[:16])) + (" ..." if len(members) > 16 else "")

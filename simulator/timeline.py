@@ -19,7 +19,6 @@ from waitlab.errors import SimulationError
 from waitlab.models.analysis.rma_epochs import annotate_rma
 from waitlab.models.byte_accounting import bytes_moved
 from waitlab.models.ops import OpTable
-from waitlab.models.regions import region_structure as _regions
 from waitlab.models.vocabulary import (
     ACTIONS,
     CODE,
@@ -31,6 +30,7 @@ from waitlab.models.vocabulary import (
 from waitlab.simulator.log_reader import LOG_CHUNK_RECORDS, stream_rank_ordered
 from waitlab.simulator.log_reader import LOG_DTYPE as LOG_DTYPE  # the log's record type, re-exported
 from waitlab.simulator.matching import completions, group_cumcount, match_messages
+from waitlab.simulator.native_tables import regions as _regions
 
 SCHEMA_VERSION = 1
 
@@ -213,7 +213,8 @@ def build_events(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: npt.NDA
     peak stays near the table itself (issue 15: waitlab's own memory at scale).
     """
     n = len(ops)
-    _, l_rows, enclosing = _regions(ops)
+    reg = _regions(ops)  # one C pass: region pairs, enclosing regions, call paths and depths
+    l_rows, enclosing = reg.l_rows, reg.enclosing
     # Output rows: region rows (at the enter marker's position) and leaf rows, in (rank, seq) order.
     src_rows = np.flatnonzero(ops.code != CODE["leave"])
     out_index = np.full(n, -1, np.int64)
@@ -243,8 +244,9 @@ def build_events(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: npt.NDA
     name = ops.name[src_rows]
     region_id = np.where(is_region, name, np.where(parent >= 0, ops.name[np.maximum(parent_src, 0)], -1))
     del parent_src
-    depth = np.zeros(src_rows.size, np.int16)  # number of enclosing regions
-    path_id, path_names = _paths(src_rows.size, parent, is_region, name, ops.names, depth)
+    depth = reg.depth[src_rows]  # number of enclosing regions
+    path_id, path_names = reg.path_index[reg.path[src_rows]], reg.path_names
+    del reg
     del name
     peer = ops.peer[src_rows]
     comm = ops.comm[src_rows]
@@ -297,41 +299,3 @@ def build_events(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: npt.NDA
 def _ref_dtype(n_rows: int) -> type[np.signedinteger[Any]]:
     """Type of the row-reference columns of a table of ``n_rows`` rows (ids stay below the row count)."""
     return np.int32 if n_rows < np.iinfo(np.int32).max else np.int64
-
-
-def _paths(n: int, parent: npt.NDArray[np.signedinteger[Any]], is_region: npt.NDArray[np.bool_],
-           name: npt.NDArray[np.int32], names: tuple[str, ...], depth_out: npt.NDArray[np.int16]
-           ) -> tuple[npt.NDArray[np.int64], list[str]]:
-    """Call-path ids (categorical codes) and depth per output row, level by level."""
-    path_names: list[str] = [""]
-    path_of_row = np.zeros(n, np.int64)  # 0 = "" (top level)
-    region_rows = np.flatnonzero(is_region)
-    # Region depth (1 = top-level region) by walking parents level by level.
-    level = np.zeros(n, np.int64)
-    todo = region_rows
-    lvl = 1
-    assigned = np.zeros(n, bool)
-    while todo.size:
-        par = parent[todo]
-        ready = (par < 0) | assigned[np.maximum(par, 0)]
-        rows = todo[ready]
-        par_path = np.where(parent[rows] >= 0, path_of_row[np.maximum(parent[rows], 0)], 0)
-        key = par_path * (len(names) + 1) + name[rows]
-        uniq, inv = np.unique(key, return_inverse=True)
-        base = len(path_names)
-        for u in uniq.tolist():
-            pp, nm = divmod(u, len(names) + 1)
-            prefix = path_names[pp]
-            path_names.append(f"{prefix}>{names[nm]}" if prefix else names[nm])
-        path_of_row[rows] = base + inv
-        level[rows] = lvl
-        assigned[rows] = True
-        todo = todo[~ready]
-        lvl += 1
-    leaf = ~is_region
-    path_of_row[leaf] = np.where(parent[leaf] >= 0, path_of_row[np.maximum(parent[leaf], 0)], 0)
-    depth_out[:] = np.where(is_region, level - 1, np.where(parent >= 0, level[np.maximum(parent, 0)], 0))
-    # Names may contain '>' themselves (e.g. LARED-S's "EOS_Match>If_970"), so two call paths can spell
-    # the same string: make the categories unique.
-    uniq_names, canon = np.unique(np.array(path_names, dtype=object), return_inverse=True)
-    return canon[path_of_row].astype(np.int64), [str(x) for x in uniq_names]
