@@ -1,15 +1,14 @@
 """Scale benchmark (issue 15): stock SMPI replay and ``waitlab run`` side by side as the ranks grow.
 
-For each rank count, the LARED-S-like scenario (examples/lared_s_dawning.toml, scaled) is generated,
-its time-independent trace written once (one shared file, region markers removed) and replayed by
-SimGrid's stock ``smpireplaymain`` with waitlab's SimGrid settings; then the whole ``waitlab run``
-(generation, trace, SMPI, parsing, wait states, results folder without picture) runs on the same
-scenario.  Both run with ``contention = "none"``: stock SimGrid does not have waitlab's contention plugin
-(``waitlab/contention`` is an unknown setting there).  Printed per size: wall time, peak memory of each SMPI process (``/usr/bin/time`` for the
-stock one; VmHWM polled for waitlab's, since a process forked from Python inherits its peak) and of
-the Python process (bytes per event: peak above the imports), and the simulated makespan; then the
-growth exponent fitted between consecutive sizes (log time / log ranks).  Each size runs in a fresh
-subprocess, with a time limit.
+For each rank count, the LARED-S-like scenario (examples/lared_s_dawning.toml, scaled) is generated, its time-
+independent trace written once (one shared file, region markers removed) and replayed by SimGrid's stock
+``smpireplaymain`` with waitlab's SimGrid settings; then the whole ``waitlab run`` (generation, trace, SMPI,
+parsing, wait states, results folder without picture) runs on the same scenario. Both run with ``contention =
+"none"``: stock SimGrid does not have waitlab's contention plugin (``waitlab/contention`` is an unknown
+setting there). Printed per size: wall time, peak memory of each SMPI process (``/usr/bin/time`` for the stock
+one; VmHWM polled for waitlab's, since a process forked from Python inherits its peak) and of the Python
+process (bytes per event: peak above the imports), and the simulated makespan; then the growth exponent fitted
+between consecutive sizes (log time / log ranks). Each size runs in a fresh subprocess, with a time limit.
 
     .venv/bin/python benchmarks/bench_scale.py --ranks 1024 4096 16384 --steps 5 --timeout 600
 
