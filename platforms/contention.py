@@ -198,7 +198,8 @@ def describe_law(spec: ContentionSpec, memory_bandwidth: float | None,
         f = hol_factors(HOL_TABLE)
         shown = ", ".join(f"f({k})={f[k - 1]:.4f}" for k in (1, 2, 3, 4, 8, 16, 64))
         out += ["  HOL blocking at switch output ports: capacity x f(n), n = contending input ports "
-                f"(distinct links feeding the port, counted per communication); {shown}; f(n) -> 2 - sqrt(2) = {LIMIT:.4f}", f"  source: {HOL_SOURCE}"]
+                f"(distinct links feeding the port, counted per communication); {shown}; "
+                f"f(n) -> 2 - sqrt(2) = {LIMIT:.4f}", f"  source: {HOL_SOURCE}"]
         r = port_ratio(spec, mpi_bandwidth)
         if spec.port_bandwidth is not None and r != 1.0:
             g = port_factors(HOL_TABLE, r)
