@@ -14,11 +14,13 @@ File format (every key optional; no section = ``law = "none"``, no memory path, 
 (:func:`waitlab.models.contention.hol_factors`: ``f(2) = 0.75``, ``f(8) = 0.618``, ``f(n) -> 2 - sqrt(2)``).
 Ports: every switch-to-node link (``*_DOWN``), the leaf uplinks of the balanced rendering (both directions)
 and the up- and down-ports between the leaf and top switches of the D-mod-k fat tree; not the nodes'
-own send links (one input: nothing to block).  The law counts contending *input ports*, not flows: SimGrid
-gives the callback the flow count ``n`` of the link (flows still in their latency phase do not count), and a
-node's ranks enter the switch through one port, so ``n`` flows are taken to come from ``ceil(n / k)`` inputs,
-``k`` = ranks per node (the fewest inputs that can carry them; exact when every rank of a source node sends to
-the port at once, as in the alltoall algorithms' steps).  docs/calibration.md measures the difference to
+own send links (one input: nothing to block).  The law counts contending *input ports*, not flows: the plugin
+follows every communication from start to end and counts, per port, the distinct links that feed it on the
+communications' routes (the link just before the port: a source node's own link into its leaf switch, or the
+link from another switch), so a node's ranks, which enter the switch through one port, count once.  A
+communication counts from its start; SimGrid's flow count ``n`` of the link leaves out flows still in their
+latency phase, and the plugin uses ``min(inputs, n)``.  docs/calibration.md measures the difference to the
+earlier proxy (``ceil(n / k)`` inputs, ``k`` = ranks per node, kept as ``per_input`` for comparison) and to
 counting flows.
 
 ``port_bandwidth`` (optional): the data rate ``P`` of a switch port, when it is above the MPI-level rate ``B``
@@ -145,7 +147,8 @@ def hol_ports(d_mod_k_leaves: tuple[int, ...] = ()) -> tuple[str, ...]:
 
 
 def plugin_rules(spec: ContentionSpec, memory_bandwidth: float | None, bw_factor: float,
-                 d_mod_k_leaves: tuple[int, ...] = (), per_input: int = 1, mpi_bandwidth: float | None = None) -> str:
+                 d_mod_k_leaves: tuple[int, ...] = (), per_input: int | None = None,
+                 mpi_bandwidth: float | None = None) -> str:
     """The plugin's ``WAITLAB_CONTENTION`` rules for a rendered platform ('' when no law applies).
 
     Parameters
@@ -157,9 +160,10 @@ def plugin_rules(spec: ContentionSpec, memory_bandwidth: float | None, bw_factor
         SMPI's large-message bandwidth factor (the memory figure is divided by it: network level).
     d_mod_k_leaves : tuple of int
         Leaf switch ids of a D-mod-k fat tree (:func:`hol_ports`).
-    per_input : int
-        Flows one input port carries at most (the ranks of one node): ``n`` flows contend as
-        ``ceil(n / per_input)`` inputs.
+    per_input : int or None
+        None (the law): the plugin counts the input ports exactly (rule field ``inputs``).  An int ``k``
+        gives the flow-count proxy instead (``n`` flows contend as ``ceil(n / k)`` inputs; ``k = 1``: every
+        flow an input), kept to measure what the exact count changes.
     mpi_bandwidth : float or None
         MPI-level B/s of the platform's largest-message figure (with ``spec.port_bandwidth``: the port's
         headroom ``r = port_bandwidth / mpi_bandwidth``).
@@ -167,7 +171,10 @@ def plugin_rules(spec: ContentionSpec, memory_bandwidth: float | None, bw_factor
     rules = []
     if spec.law == "karol_hol":
         f = port_factors(HOL_TABLE, port_ratio(spec, mpi_bandwidth))
-        rules.append("hol:" + "|".join(hol_ports(d_mod_k_leaves)) + f":{int(per_input)}:"
+        count = "inputs" if per_input is None else str(int(per_input))
+        if per_input is not None and per_input < 1:
+            raise ValueError(f"per_input must be at least 1, got {per_input}")
+        rules.append("hol:" + "|".join(hol_ports(d_mod_k_leaves)) + f":{count}:"
                      + ",".join(f"{x:.6f}" for x in f))
     if spec.memory_path and memory_bandwidth is not None:
         # x (1 + 0.05): the loopback is its own reverse route, so it also carries every flow's cross-traffic
@@ -190,8 +197,9 @@ def describe_law(spec: ContentionSpec, memory_bandwidth: float | None,
     if spec.law == "karol_hol":
         f = hol_factors(HOL_TABLE)
         shown = ", ".join(f"f({k})={f[k - 1]:.4f}" for k in (1, 2, 3, 4, 8, 16, 64))
-        out += ["  HOL blocking at switch output ports: capacity x f(n), n = contending inputs = "
-                f"ceil(flows / ranks per node); {shown}; f(n) -> 2 - sqrt(2) = {LIMIT:.4f}", f"  source: {HOL_SOURCE}"]
+        out += ["  HOL blocking at switch output ports: capacity x f(n), n = contending input ports "
+                f"(distinct links feeding the port, counted per communication); {shown}; "
+                f"f(n) -> 2 - sqrt(2) = {LIMIT:.4f}", f"  source: {HOL_SOURCE}"]
         r = port_ratio(spec, mpi_bandwidth)
         if spec.port_bandwidth is not None and r != 1.0:
             g = port_factors(HOL_TABLE, r)

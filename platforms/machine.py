@@ -165,7 +165,7 @@ def machine_settings(model: PlatformModel, platform: RenderedPlatform, *, conten
     cfg.update(solver_settings(solver_precision, timing_precision))
     if contention == "platform":
         rules = plugin_rules(model.contention, model.memory_bandwidth, calibrate(model).bw_factor[-1],
-                             _d_mod_k_leaves(model, platform), platform.ranks_per_node, mpi_bandwidth(model))
+                             _d_mod_k_leaves(model, platform), mpi_bandwidth=mpi_bandwidth(model))
         if rules:
             cfg[SETTING] = rules
     return cfg

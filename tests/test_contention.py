@@ -96,7 +96,7 @@ def test_machine_model_decides_every_setting() -> None:
     cfg = machine_settings(m, rp)
     assert cfg["smpi/ois"] == send_order_config(m)["smpi/ois"] != rp.smpi_config["smpi/ois"]
     # port 2.0 GB/s over MPI-level 1.5 GB/s: r = 4/3; f(2) = 0.75 -> 1, f(3) = 0.682540 -> 0.910053 (by hand)
-    assert cfg[SETTING].startswith("hol:*_DOWN|*-uplink_UP:8:1.000000,1.000000,0.910053,")
+    assert cfg[SETTING].startswith("hol:*_DOWN|*-uplink_UP:inputs:1.000000,1.000000,0.910053,")
     assert m.memory_bandwidth is not None
     assert cfg[SETTING].endswith(f";mem:*_loopback:{m.memory_bandwidth / calibrate(m).bw_factor[-1]!r}:1.05")
     off = machine_settings(m, rp, contention="none", solver_precision=1e-3, timing_precision=1e-7)
@@ -109,7 +109,7 @@ def test_sunway_rules_name_the_d_mod_k_up_ports() -> None:
     m = load_platform("sunway_taihulight")
     rp = render_platform(m, 600, ranks_per_node=1)  # 3 supernodes of 256 nodes: SimGrid ids 1533-1535
     rules = machine_settings(m, rp)[SETTING]
-    assert "|link_from_1533_*_UP|link_from_1534_*_UP|link_from_1535_*_UP:1:" in rules
+    assert "|link_from_1533_*_UP|link_from_1534_*_UP|link_from_1535_*_UP:inputs:" in rules
     assert "mem:" not in rules and send_order_config(m) == {}
 
 
@@ -118,6 +118,14 @@ def test_no_section_means_no_law() -> None:
     assert m.contention == ContentionSpec()
     assert SETTING not in machine_settings(m, render_platform(m, 4))
     assert plugin_rules(ContentionSpec(memory_path=True), None, 1.0) == ""
+
+
+def test_rules_count_input_ports_unless_a_proxy_is_asked() -> None:
+    hol = ContentionSpec(law="karol_hol")
+    assert plugin_rules(hol, None, 1.0).startswith("hol:*_DOWN|*-uplink_UP:inputs:1.000000,0.750000,")
+    assert plugin_rules(hol, None, 1.0, per_input=8).startswith("hol:*_DOWN|*-uplink_UP:8:1.000000,0.750000,")
+    with pytest.raises(ValueError, match="per_input"):
+        plugin_rules(hol, None, 1.0, per_input=0)
 
 
 def test_platform_file_rejects_a_bad_contention_table() -> None:

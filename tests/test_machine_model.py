@@ -57,14 +57,17 @@ def test_run_sweep_and_reproduction_point_give_the_same_bytes(tmp_path: Path) ->
     assert point.seconds == simulate_ops(prepare(sc)).summary["makespan"]
 
 
-def _incast(n_send: int, contention: str, platform: str = "dawning_5000a", rpn: int = 1) -> float:
-    """``n_send`` ranks each send ``S`` bytes (blocking, rendezvous) to rank 0; the time of the last exit."""
-    b = OpBuilder(n_ranks=n_send + 1)
-    src = np.arange(1, n_send + 1, dtype=np.int32)
-    b.add("irecv", np.zeros(n_send, np.int32), step=0, value=S, peer=src, tag=1)
+def _incast(n_send: int, contention: str, platform: str = "dawning_5000a", rpn: int = 1,
+            senders: list[int] | None = None) -> float:
+    """``n_send`` ranks (1 .. n_send, or ``senders``) each send ``S`` bytes (blocking, rendezvous) to rank 0; the
+    time of the last exit."""
+    src = np.arange(1, n_send + 1, dtype=np.int32) if senders is None else np.asarray(senders, np.int32)
+    n_ranks = int(src.max()) + 1
+    b = OpBuilder(n_ranks=n_ranks)
+    b.add("irecv", np.zeros(src.size, np.int32), step=0, value=S, peer=src, tag=1)
     b.add("waitall", [0], step=0)
-    b.add("send", src, step=0, value=S, peer=np.zeros(n_send, np.int32), tag=1)
-    sc = from_mapping({"scenario": {"name": "incast", "ranks": n_send + 1},
+    b.add("send", src, step=0, value=S, peer=np.zeros(src.size, np.int32), tag=1)
+    sc = from_mapping({"scenario": {"name": "incast", "ranks": n_ranks},
                        "platform": {"name": platform, "ranks_per_node": rpn},
                        "application": {"kind": "fft", "steps": 1}, "simulation": {"contention": contention}})
     return float(simulate_ops(prepare(sc), b.build()).events["exit"].max())
@@ -98,12 +101,24 @@ def test_hol_loss_at_the_port_data_rate() -> None:
 
 
 @pytest.mark.simgrid
-def test_flows_from_one_node_count_as_one_input() -> None:
-    # 2 senders on one node (2 ranks per node), receiver on another: one input port, no HOL loss.
-    b_none, b_law = _incast(3, "none", rpn=2), _incast(3, "platform", rpn=2)
+def test_flows_from_one_node_count_as_one_input(tmp_path: Path) -> None:
+    # At the pure law (no port headroom, where 2 inputs would lose 25%): 2 senders on one node (2 ranks per
+    # node), the receiver on another: one input port, no HOL loss.
+    plat = _without_port_rate(tmp_path)
     # ranks 0,1 on node 0 and 2,3 on node 1: rank 1 sends on-node, ranks 2 and 3 from one node: one input
-    assert b_law == pytest.approx(b_none, rel=1e-9)
+    assert _incast(3, "platform", plat, rpn=2) == pytest.approx(_incast(3, "none", plat, rpn=2), rel=1e-9)
     assert saturation_throughput(2) < 1
+
+
+@pytest.mark.simgrid
+def test_eight_flows_from_two_nodes_are_two_inputs(tmp_path: Path) -> None:
+    # A ring-like step: 8 ranks per node, 4 ranks of node 1 and 4 of node 2 send to rank 0 (node 0): 8 flows
+    # through 2 input ports, Karol et al.'s f(2) = 0.75 (hand-computed in test_contention.py).  The earlier
+    # flow-count proxy took the 8 flows as ceil(8 / 8) = 1 input and charged nothing.
+    plat = _without_port_rate(tmp_path)
+    senders = [8, 9, 10, 11, 16, 17, 18, 19]
+    ratio = _incast(8, "none", plat, rpn=8, senders=senders) / _incast(8, "platform", plat, rpn=8, senders=senders)
+    assert ratio == pytest.approx(0.75, rel=0.01)
 
 
 @pytest.mark.simgrid

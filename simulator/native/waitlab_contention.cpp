@@ -1,4 +1,4 @@
-// waitlab contention plugin: link capacities that depend on the number of flows (SimGrid 3.32 NONLINEAR sharing).
+// waitlab contention plugin: link capacities that depend on who shares the link (SimGrid 3.32 NONLINEAR sharing).
 //
 // Linked into waitlab's replay extension (simulator/build.py).  When the platform is built (at once when the
 // program is loaded after it, as smpirun does; else from Engine::on_platform_created) it reads the environment variable
@@ -6,18 +6,35 @@
 // waitlab.platforms.contention) and gives every matching link a NONLINEAR sharing policy:
 //
 //   WAITLAB_CONTENTION = RULE[;RULE...]
-//   RULE = hol:PATTERNS:k:f1,...,fK    capacity(C, n) = C * f_min(ceil(n / k), K)   (head-of-line blocking law)
-//        | mem:PATTERNS:M:w            capacity(C, n) = w * min(n * C, M)     (shared memory path)
+//   RULE = hol:PATTERNS:inputs:f1,...,fK  capacity(C, n) = C * f_min(m, K), m = min(input ports, n)   (HOL blocking)
+//        | hol:PATTERNS:k:f1,...,fK       capacity(C, n) = C * f_min(ceil(n / k), K)   (flow-count proxy, k >= 1)
+//        | mem:PATTERNS:M:w               capacity(C, n) = w * min(n * C, M)            (shared memory path)
 //
 // w makes up for weight a link carries besides its flows: SMPI's CM02 model puts every flow's cross-traffic
 // (weight 0.05, network/crosstraffic) on its reverse route, which for a loopback is the same link.
 //
 // PATTERNS are shell patterns (fnmatch) of link names separated by '|', e.g. "*_DOWN" (a switch's output port
-// to a node in a SimGrid cluster) or "*_loopback" (a node's intra-node link); the first matching rule wins.  n is SimGrid's concurrency of the link's constraint: flows still in
-// their latency phase do not count (src/kernel/lmm/maxmin.cpp); ceil(n / k) is the fewest input ports n flows can
-// come from when each input carries at most k of them (k = ranks per node).  The callbacks are O(1); the link loop
-// asks SimGrid for the link list once (no per-link host counting).  Unset or empty: the plugin does nothing.
+// to a node in a SimGrid cluster) or "*_loopback" (a node's intra-node link); the first matching rule wins.  n is
+// SimGrid's concurrency of the link's constraint: the flows that cross the link forward and have paid their
+// latency (src/kernel/lmm/maxmin.cpp, System.cpp: cross-traffic elements and variables still in their latency phase
+// do not count).
+//
+// "inputs" (the exact count): the plugin follows every communication from its start to its end and counts, per
+// HOL link, the distinct input ports of the switch that feed it: the link just before it on each communication's
+// route (a source node's own link into a leaf switch, or the link from another switch).  SimGrid 3.32 fires
+// communication start and end signals only on its kernel communication (simgrid::kernel::activity::CommImpl:
+// on_start once the network action exists, on_completion from post()); s4u::Comm::on_start is never fired for
+// SMPI's communications in 3.32 and CommImpl's header is not installed, so the class is declared below with just
+// the three exported symbols used (two static signals and the out-of-line get_traversed_links(), which is
+// route_to(src, dst)); no member data is read.  Counting starts when a communication starts, i.e. during its
+// latency phase, while n counts only flows that transfer; m = min(input ports, n) keeps a port from counting more
+// inputs than it has transferring flows (exact unless one input's flows transfer while another's wait for their
+// latency: docs/calibration.md measures the difference).  Start and end reach the counts before the next solve,
+// and they change the link's flow set (a variable is added or freed), so SimGrid re-reads the capacity.
+// The callbacks are O(1); the link loop asks SimGrid for the link list once (no per-link host counting).  Unset or
+// empty: the plugin does nothing.
 #include "simgrid/s4u.hpp"
+#include "xbt/signal.hpp"
 
 #include <algorithm>
 #include <fnmatch.h>
@@ -25,18 +42,83 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
+namespace simgrid::kernel::activity {
+// The three symbols of SimGrid 3.32's kernel communication this plugin uses (exported by libsimgrid.so.3.32; the
+// class's header, src/kernel/activity/CommImpl.hpp, is not installed).  Layout-free: no member data is declared or
+// read, only static signals and an out-of-line member function.
+class XBT_PUBLIC CommImpl {
+public:
+  static xbt::signal<void(CommImpl const&)> on_start;
+  static xbt::signal<void(CommImpl const&)> on_completion;
+  std::vector<s4u::Link*> get_traversed_links() const;
+};
+} // namespace simgrid::kernel::activity
+
 namespace {
+
+using simgrid::kernel::activity::CommImpl;
+using simgrid::s4u::Link;
 
 struct Rule {
   std::string kind;
   std::vector<std::string> patterns;
   std::shared_ptr<const std::vector<double>> factors; // hol
-  int per_input = 1;                                  // hol: flows one input port carries at most
+  int per_input = 0;                                  // hol: 0 = count input ports; k >= 1: ceil(n / k) inputs
   double memory = 0.0;                                // mem
   double scale  = 1.0;                                // mem
 };
+
+// A HOL link counted exactly: the communications that cross it, per input port (the link before it on their route;
+// nullptr when it is the first link of the route).
+struct Port {
+  std::unordered_map<const Link*, int> inputs;
+};
+
+// Every exactly counted link, and what each started communication added (to take it back at its end).  Function
+// statics: apply_rules() may run from this library's constructor, before the file's global objects are built.
+std::unordered_map<const Link*, Port*>& ports()
+{
+  static std::unordered_map<const Link*, Port*> all;
+  return all;
+}
+std::unordered_map<const CommImpl*, std::vector<std::pair<Port*, const Link*>>>& active()
+{
+  static std::unordered_map<const CommImpl*, std::vector<std::pair<Port*, const Link*>>> all;
+  return all;
+}
+
+void comm_started(CommImpl const& comm)
+{
+  std::vector<Link*> route = comm.get_traversed_links();
+  std::vector<std::pair<Port*, const Link*>> added;
+  for (size_t i = 0; i < route.size(); i++) {
+    auto it = ports().find(route[i]);
+    if (it == ports().end())
+      continue;
+    const Link* input = i > 0 ? route[i - 1] : nullptr;
+    it->second->inputs[input]++;
+    added.emplace_back(it->second, input);
+  }
+  if (not added.empty())
+    active().emplace(&comm, std::move(added));
+}
+
+void comm_ended(CommImpl const& comm)
+{
+  auto it = active().find(&comm);
+  if (it == active().end()) // crossed no counted link, or never started
+    return;
+  for (auto const& [port, input] : it->second) {
+    auto in = port->inputs.find(input);
+    if (--in->second == 0)
+      port->inputs.erase(in);
+  }
+  active().erase(it);
+}
 
 std::vector<std::string> split(const std::string& s, char sep)
 {
@@ -70,9 +152,13 @@ std::vector<Rule> parse(const char* env)
     r.kind   = parts[0];
     r.patterns = split(parts[1], '|');
     if (r.kind == "hol") {
-      r.per_input = std::atoi(parts[2].c_str());
-      if (r.per_input < 1)
-        bad(text);
+      if (parts[2] == "inputs") {
+        r.per_input = 0;
+      } else {
+        r.per_input = std::atoi(parts[2].c_str());
+        if (r.per_input < 1)
+          bad(text);
+      }
       auto values = std::make_shared<std::vector<double>>();
       for (const std::string& v : split(parts[3], ',')) {
         char* end = nullptr;
@@ -105,7 +191,7 @@ void apply_rules()
     return;
   std::vector<Rule> rules = parse(env);
   std::vector<int> applied(rules.size(), 0);
-  for (simgrid::s4u::Link* link : simgrid::s4u::Engine::get_instance()->get_all_links()) {
+  for (Link* link : simgrid::s4u::Engine::get_instance()->get_all_links()) {
     const std::string& name = link->get_name();
     for (const Rule& r : rules) {
       bool match = false;
@@ -113,10 +199,20 @@ void apply_rules()
         match = match || fnmatch(pat.c_str(), name.c_str(), 0) == 0;
       if (!match)
         continue;
-      if (r.kind == "hol") {
+      if (r.kind == "hol" && r.per_input == 0) {
+        auto f     = r.factors;
+        Port* port = new Port(); // lives as long as the link (the whole simulation)
+        ports().emplace(link, port);
+        link->set_sharing_policy(Link::SharingPolicy::NONLINEAR, [f, port](double capacity, int n) {
+          size_t inputs = std::min(port->inputs.size(), static_cast<size_t>(std::max(n, 0)));
+          if (inputs <= 1)
+            return capacity;
+          return capacity * (*f)[std::min(inputs, f->size()) - 1];
+        });
+      } else if (r.kind == "hol") {
         auto f = r.factors;
         int per = r.per_input;
-        link->set_sharing_policy(simgrid::s4u::Link::SharingPolicy::NONLINEAR, [f, per](double capacity, int n) {
+        link->set_sharing_policy(Link::SharingPolicy::NONLINEAR, [f, per](double capacity, int n) {
           if (n <= per)
             return capacity;
           size_t inputs = std::min(static_cast<size_t>((n + per - 1) / per), f->size());
@@ -125,13 +221,17 @@ void apply_rules()
       } else {
         double m = r.memory;
         double w = r.scale;
-        link->set_sharing_policy(simgrid::s4u::Link::SharingPolicy::NONLINEAR, [m, w](double capacity, int n) {
+        link->set_sharing_policy(Link::SharingPolicy::NONLINEAR, [m, w](double capacity, int n) {
           return w * std::min(std::max(n, 1) * capacity, m);
         });
       }
       applied[&r - rules.data()]++;
       break; // first matching rule wins
     }
+  }
+  if (not ports().empty()) {
+    CommImpl::on_start.connect(comm_started);
+    CommImpl::on_completion.connect(comm_ended);
   }
   for (size_t i = 0; i < rules.size(); i++)
     std::fprintf(stderr, "waitlab contention: %s law on %d links\n", rules[i].kind.c_str(), applied[i]);
