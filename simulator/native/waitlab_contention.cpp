@@ -34,6 +34,7 @@
 // The callbacks are O(1); the link loop asks SimGrid for the link list once (no per-link host counting).  Unset or
 // empty: the plugin does nothing.
 #include "simgrid/s4u.hpp"
+#include "simgrid/version.h"
 #include "xbt/signal.hpp"
 
 #include <algorithm>
@@ -45,6 +46,9 @@
 #include <unordered_map>
 #include <utility>
 #include <vector>
+
+static_assert(SIMGRID_VERSION_MAJOR == 3 && SIMGRID_VERSION_MINOR == 32,
+              "waitlab's contention plugin declares SimGrid 3.32's CommImpl symbols: check them against this version");
 
 namespace simgrid::kernel::activity {
 // The three symbols of SimGrid 3.32's kernel communication this plugin uses (exported by libsimgrid.so.3.32; the
