@@ -6,6 +6,7 @@ import shutil
 
 import numpy as np
 import pytest
+from pandas import testing as pd_testing
 
 import waitlab.experiments.reproduce.alltoall_points as points
 import waitlab.simulator.smpi as smpi
@@ -157,14 +158,41 @@ def _judged_on(grid: dict[str, object]) -> set[str]:
     return set(verdicts.loc[verdicts["verdict"] == "not run", "key"])
 
 
-def test_statement_grid_runs_every_statement_and_the_default_leaves_out_statements_11_to_15() -> None:
+def test_statement_grid_runs_every_statement_and_the_default_leaves_out_statements_12_to_15() -> None:
     keys = [st.key for st in STATEMENTS]
-    assert _judged_on(rao_alltoall.DEFAULT_SUBSET) == set(keys[10:15])  # statements 11-15 (1-based)
+    assert _judged_on(rao_alltoall.DEFAULT_SUBSET) == set(keys[11:15])  # statements 12-15 (1-based)
     assert _judged_on(rao_alltoall.STATEMENT_GRID) == set()
     extra = len(rao_alltoall._points(dict(rao_alltoall.STATEMENT_GRID))) - len(
         rao_alltoall._points(dict(rao_alltoall.DEFAULT_SUBSET)))
-    # native at 128 x 8 sizes; at 256 ranks 5 x 2 + 2 + 4 points, of which pair and ring (4 + 2) already run
-    assert extra == 8 + (10 - 4) + 2 + (4 - 2)
+    # at 256 ranks 5 x 2 + 2 + 4 points, of which pair and ring (4 + 2) already run in the default
+    assert extra == (10 - 4) + 2 + (4 - 2)
+    # the default runs statement 11's points: MPICH native at 128 ranks, every size
+    assert {(a, r) for _, a, r, _ in rao_alltoall._points(dict(rao_alltoall.DEFAULT_SUBSET))} >= {
+        ("basic_linear", 128)}
+
+
+def test_points_on_an_executor_give_the_sequential_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    def fake(platform: str, algorithm: str, ranks: int, size: int, timeout: float = 0.0) -> points.AlltoallPoint:
+        check_alltoall_point(algorithm, ranks, size)
+        if algorithm == "pair" and size == 512:
+            raise SimulationError("smpirun crashed")
+        # a time that depends on the point only, and points that finish out of order
+        return points.AlltoallPoint(platform, algorithm, ranks, size, "calibrated", ranks * 1e-6 + size * 1e-9,
+                                    0.0)
+
+    monkeypatch.setattr(rao_alltoall, "alltoall_point", fake)
+    grid = {"platforms": ("dawning_5000a",), "algorithms": ("rdb", "basic_linear", "pair", "ring"),
+            "sizes": (512, 524288), "ranks": (64,), "extra": (("dawning_5000a", 128, ("ring",)),)}
+    seq = rao_alltoall.reproduce(grid)
+    lines: list[str] = []
+    with ThreadPoolExecutor(3) as ex:
+        par = rao_alltoall.reproduce(grid, executor=ex, progress=lines.append)
+    pd_testing.assert_frame_equal(seq.table, par.table)
+    pd_testing.assert_frame_equal(seq.verdicts, par.verdicts)
+    assert len(lines) == len(seq.table)
+    assert set(par.table["status"]) == {"ok", "failed", "refused"}  # rdb at 512 KB x 64 ranks overflows
 
 
 @needs_simgrid

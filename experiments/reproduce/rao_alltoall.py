@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, Future, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,11 +31,12 @@ from waitlab.errors import InputError, SimulationError
 from waitlab.experiments.report.canvas import subplots
 from waitlab.experiments.reproduce.alltoall_points import POINT_SIMULATION, alltoall_point, contention_config
 from waitlab.experiments.reproduce.rao_statements import ALGORITHMS, SIZES, judge
+from waitlab.models.apps.alltoall import check_alltoall_point
 from waitlab.platforms import calibrate, load_platform
 from waitlab.platforms.machine import contention_record
 
-__all__ = ["DEFAULT_SUBSET", "FULL_GRID", "STATEMENT_EXTRA", "STATEMENT_GRID", "STEPWISE", "RaoResult", "markdown",
-           "provenance", "reproduce", "write"]
+__all__ = ["DEFAULT_SUBSET", "FULL_GRID", "STATEMENT_11", "STATEMENT_EXTRA", "STATEMENT_GRID", "STEPWISE",
+           "RaoResult", "markdown", "provenance", "reproduce", "write"]
 
 PLATFORMS: tuple[str, ...] = ("dawning_5000a", "deepcomp_7000")
 LABELS = {"2dmesh": "2D mesh", "3dmesh": "3D mesh", "bruck": "Bruck", "basic_linear": "MPICH native",
@@ -47,20 +49,24 @@ FULL_GRID: dict[str, Any] = {"platforms": PLATFORMS, "algorithms": ALGORITHMS, "
 #: LAM simple) post p - 1 messages per rank, each with its own per-message cost: minutes per point from
 #: 128 ranks on (benchmarks/bench_alltoall.py).
 STEPWISE: tuple[str, ...] = ("2dmesh", "3dmesh", "bruck", "pair", "rdb", "ring")
-#: What runs on a shared 2-core machine in about ten minutes: every algorithm and size at 64 ranks on both
-#: machines, the step-wise algorithms at 128 ranks and pair and ring at 256 ranks on Dawning.  Statements
-#: that need MPICH native or LAM simple at 128 or 256 ranks are "not run" unless :data:`STATEMENT_GRID` or the
-#: full grid is asked for (docs/performance.md, "All-concurrent alltoall": those points cost minutes to tens of
-#: minutes of CPU each in SimGrid 3.32).
+#: MPICH native at 128 ranks and every size: what statement 11 needs (29-61 SimGrid CPU s per point).
+STATEMENT_11: tuple[tuple[str, int, tuple[str, ...], tuple[int, ...]], ...] = (
+    ("dawning_5000a", 128, ("basic_linear",), SIZES),
+)
+#: What runs on a 2-core machine in under fifteen minutes (two points at a time): every algorithm and size at 64
+#: ranks on both machines, the step-wise algorithms and MPICH native at 128 ranks, and pair and ring at 256 ranks,
+#: on Dawning.  Statements 12-15 need MPICH native or LAM simple at 256 ranks and are "not run" unless
+#: :data:`STATEMENT_GRID` or the full grid is asked for (docs/performance.md, "All-concurrent alltoall": those
+#: points cost about a thousand CPU seconds each in SimGrid 3.32).
 DEFAULT_SUBSET: dict[str, Any] = {"platforms": PLATFORMS, "algorithms": ALGORITHMS, "sizes": SIZES,
                                   "ranks": (64,), "extra": (("dawning_5000a", 128, STEPWISE),
-                                                            ("dawning_5000a", 256, ("pair", "ring")))}
-#: The points statements 11-15 need on top of :data:`DEFAULT_SUBSET` (``(platform, ranks, algorithms, sizes)``,
-#: read from :mod:`~waitlab.experiments.reproduce.rao_statements`): MPICH native at 128 ranks and every size
-#: (11); Bruck, native, ring, LAM simple and pair at 256 ranks, 512 B (12) and 4 KB (13, 14); Bruck and native
-#: at 256 ranks, 16 KB (14); Bruck, pair, ring and native at 256 ranks, 256 KB (15).
+                                                            ("dawning_5000a", 256, ("pair", "ring")),
+                                                            *STATEMENT_11)}
+#: The points statements 12-15 need on top of :data:`DEFAULT_SUBSET` (``(platform, ranks, algorithms, sizes)``,
+#: read from :mod:`~waitlab.experiments.reproduce.rao_statements`): Bruck, native, ring, LAM simple and pair at
+#: 256 ranks, 512 B (12) and 4 KB (13, 14); Bruck and native at 256 ranks, 16 KB (14); Bruck, pair, ring and
+#: native at 256 ranks, 256 KB (15).
 STATEMENT_EXTRA: tuple[tuple[str, int, tuple[str, ...], tuple[int, ...]], ...] = (
-    ("dawning_5000a", 128, ("basic_linear",), SIZES),
     ("dawning_5000a", 256, ("bruck", "basic_linear", "ring", "lam_simple", "pair"), (512, 4096)),
     ("dawning_5000a", 256, ("bruck", "basic_linear"), (16384,)),
     ("dawning_5000a", 256, ("bruck", "pair", "ring", "basic_linear"), (262144,)),
@@ -101,8 +107,58 @@ def _points(grid: dict[str, Any]) -> list[tuple[str, str, int, int]]:
     return list(dict.fromkeys(pts))
 
 
+def _run_point(plat: str, alg: str, ranks: int, size: int, timeout: float) -> dict[str, Any]:
+    """One row of the table: the point's time, or why it has none (refused / failed)."""
+    row: dict[str, Any] = {"platform": plat, "algorithm": alg, "ranks": ranks, "size": size,
+                           "status": "ok", "seconds": float("nan"), "wall": 0.0, "note": ""}
+    try:
+        pt = alltoall_point(plat, alg, ranks, size, timeout=timeout)
+        row.update(seconds=pt.seconds, wall=pt.wall)
+    except InputError as exc:
+        row.update(status="refused", note=exc.problem)
+    except SimulationError as exc:
+        row.update(status="failed", note=str(exc).splitlines()[0][:200])
+    return row
+
+
+def _say_point(progress: Callable[[str], None] | None, row: dict[str, Any]) -> None:
+    if progress is not None:
+        progress(f"{row['platform']} {row['algorithm']} {row['ranks']} ranks {row['size']} B: {row['status']} "
+                 f"{row['seconds'] * 1e3:.4g} ms ({row['wall']:.1f} s)")
+
+
+def _cost_order(pt: tuple[str, str, int, int]) -> tuple[int, int, int]:
+    """Submission order on an executor: the all-concurrent algorithms and the most ranks first (longest first)."""
+    _, alg, ranks, size = pt
+    return (-int(alg not in STEPWISE), -ranks, -size)
+
+
+def _run_points(pts: list[tuple[str, str, int, int]], timeout: float, executor: Executor | None,
+                progress: Callable[[str], None] | None) -> list[dict[str, Any]]:
+    if executor is None:
+        rows = []
+        for pt in pts:
+            rows.append(_run_point(*pt, timeout))
+            _say_point(progress, rows[-1])
+        return rows
+    done: dict[tuple[str, str, int, int], dict[str, Any]] = {}
+    futures: dict[Future[dict[str, Any]], tuple[str, str, int, int]] = {}
+    for pt in sorted(pts, key=_cost_order):
+        try:
+            check_alltoall_point(pt[1], pt[2], pt[3])  # refused here: no process for it
+        except InputError:
+            done[pt] = _run_point(*pt, timeout)
+            _say_point(progress, done[pt])
+            continue
+        futures[executor.submit(_run_point, *pt, timeout)] = pt
+    for fut in as_completed(futures):
+        done[futures[fut]] = fut.result()
+        _say_point(progress, done[futures[fut]])
+    return [done[pt] for pt in pts]  # the grid's order, whatever order the points finished in
+
+
 def reproduce(grid: dict[str, Any] | None = None, *, timeout: float = 600.0,
-              progress: Callable[[str], None] | None = None) -> RaoResult:
+              progress: Callable[[str], None] | None = None, executor: Executor | None = None) -> RaoResult:
     """Simulate the grid (default :data:`DEFAULT_SUBSET`; :data:`FULL_GRID` for the paper's) and judge it.
 
     Parameters
@@ -114,25 +170,13 @@ def reproduce(grid: dict[str, Any] | None = None, *, timeout: float = 600.0,
         Wall seconds allowed per point; a point past it is ``failed``.
     progress : callable, optional
         Called with one line per finished point.
+    executor : concurrent.futures.Executor, optional
+        Runs the points in parallel (:func:`waitlab.api.open_executor`); each point is its own SMPI run, so the
+        table is the same as one point after the other (rows in the grid's order), only the wall column differs.
     """
     grid = dict(DEFAULT_SUBSET if grid is None else grid)
     t0 = time.perf_counter()
-    rows: list[dict[str, Any]] = []
-    for plat, alg, ranks, size in _points(grid):
-        row: dict[str, Any] = {"platform": plat, "algorithm": alg, "ranks": ranks, "size": size,
-                               "status": "ok", "seconds": float("nan"), "wall": 0.0, "note": ""}
-        try:
-            pt = alltoall_point(plat, alg, ranks, size, timeout=timeout)
-            row.update(seconds=pt.seconds, wall=pt.wall)
-        except InputError as exc:
-            row.update(status="refused", note=exc.problem)
-        except SimulationError as exc:
-            row.update(status="failed", note=str(exc).splitlines()[0][:200])
-        rows.append(row)
-        if progress is not None:
-            progress(f"{plat} {alg} {ranks} ranks {size} B: {row['status']} {row['seconds'] * 1e3:.4g} ms "
-                     f"({row['wall']:.1f} s)")
-    table = pd.DataFrame(rows)
+    table = pd.DataFrame(_run_points(_points(grid), timeout, executor, progress))
     return RaoResult(table, judge(table), grid, time.perf_counter() - t0)
 
 
