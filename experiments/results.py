@@ -81,8 +81,9 @@ def write_result(result: RunResult, folder: Path, *, png: bool = True, scenario_
                  html: bool = True) -> None:
     """Write every output file of one SMPI run into ``folder`` (``report.html`` too unless ``html=False``).
 
-    The Parquet tables are written by one background thread while this one draws the pictures and the report
-    (pyarrow encodes without Python's lock): each file is written by one thread, so its bytes do not change.
+    ``trace.json`` and the Parquet tables are written by one background thread while this one draws the pictures
+    and the report (Arrow's kernels and pyarrow's encoder run without Python's lock): each file is written by one
+    thread, so its bytes do not change.
     ``ops.parquet`` and ``events.parquet`` may be encoded already (``result.prewritten``, from the same tables).
     """
     meta = result.metadata
@@ -92,6 +93,9 @@ def write_result(result: RunResult, folder: Path, *, png: bool = True, scenario_
     ops_job = pre.take("ops.parquet", result.ops, meta) if pre is not None else None
     events_job = pre.take("events.parquet", result.events, meta) if pre is not None else None
     with ThreadPoolExecutor(max_workers=1) as pool:
+        # a summary (the first steps) beyond CHROME_SUMMARY_EVENTS: `waitlab export --chrome` writes the whole run
+        chrome = pool.submit(write_chrome_trace, result.events, result.waits, meta, folder / "trace.json",
+                             max_events=CHROME_SUMMARY_EVENTS)
         tables = [pool.submit(lambda: write_ops(result.ops, folder / "ops.parquet", meta, _ready(ops_job))),
                   pool.submit(lambda: write_table(result.events, folder / "events.parquet", meta,
                                                   int64=ROW_REFERENCES, encoded=_ready(events_job))),
@@ -100,9 +104,6 @@ def write_result(result: RunResult, folder: Path, *, png: bool = True, scenario_
                   pool.submit(write_table, budget, folder / "ranks.parquet", meta)]
         if result.placement is not None:  # rank -> node, supernode (platform.placement)
             result.placement.to_csv(folder / "placement.csv", index=False)
-        # a summary (the first steps) beyond CHROME_SUMMARY_EVENTS: `waitlab export --chrome` writes the whole run
-        chrome = write_chrome_trace(result.events, result.waits, meta, folder / "trace.json",
-                                    max_events=CHROME_SUMMARY_EVENTS)
         if png:
             timeline_png(result.events, result.waits, folder / "timeline.png", title=result.scenario.name)
         if scenario_file:
@@ -117,7 +118,7 @@ def write_result(result: RunResult, folder: Path, *, png: bool = True, scenario_
                               ledger)
         for written in tables:
             written.result()  # a writer's error is raised here
-    run = {**meta, "resolved_scenario": result.scenario.resolved(), "chrome_trace": chrome}
+    run = {**meta, "resolved_scenario": result.scenario.resolved(), "chrome_trace": chrome.result()}
     run["files"] = sorted([*(p.name for p in folder.iterdir()), "run.json"])
     (folder / "run.json").write_text(json.dumps(jsonable(run), indent=2, sort_keys=True) + "\n")
 

@@ -239,7 +239,12 @@ def has_rma(events: pd.DataFrame) -> bool:
     """Whether the event table holds any RMA event (a lookup over the op categories: cheap on large tables)."""
     if not len(events):
         return False
-    code = vocabulary_codes(events["op"])
+    op = events["op"]
+    cat_code = np.array([CODE.get(str(c), -1) for c in op.cat.categories], np.int64)
+    rma = _IS_RMA[cat_code[cat_code >= 0]]
+    if not rma.any():  # no RMA label among the categories: no RMA row (no pass over the rows)
+        return False
+    code = vocabulary_codes(op)
     return bool(_IS_RMA[code[code >= 0]].any())
 
 
