@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from waitlab.models.analysis.rma_epochs import has_rma
 from waitlab.models.analysis.summary import rank_budget
 from waitlab.models.analysis.waitstates import make_events, wait_states
 
@@ -146,3 +147,13 @@ def test_rank_budget_sums_each_class_as_its_rows_alone_bit_for_bit(categorical: 
     for col, values in expected.items():
         assert got[col].to_numpy().tobytes() == values.tobytes(), col
     assert got["rank"].tolist() == list(range(ranks + 1))
+
+
+def test_has_rma_looks_at_rows_not_only_categories():
+    from_labels = pd.Categorical(["send", "recv", "region"], categories=["send", "recv", "region", "put", "fence"])
+    ev = pd.DataFrame({"op": from_labels})
+    assert not has_rma(ev)  # RMA labels among the categories, no RMA row
+    ev.loc[1, "op"] = "put"
+    assert has_rma(ev)
+    assert not has_rma(pd.DataFrame({"op": pd.Categorical(["send", "recv"])}))  # no RMA label at all
+    assert not has_rma(pd.DataFrame({"op": pd.Categorical([None, "send"], categories=["send", "put"])}))

@@ -241,11 +241,10 @@ def has_rma(events: pd.DataFrame) -> bool:
         return False
     op = events["op"]
     cat_code = np.array([CODE.get(str(c), -1) for c in op.cat.categories], np.int64)
-    rma = _IS_RMA[cat_code[cat_code >= 0]]
-    if not rma.any():  # no RMA label among the categories: no RMA row (no pass over the rows)
+    is_rma = np.append(np.where(cat_code >= 0, _IS_RMA[np.maximum(cat_code, 0)], False), False)  # last: code -1
+    if not is_rma.any():  # no RMA label among the categories: no pass over the rows
         return False
-    code = vocabulary_codes(op)
-    return bool(_IS_RMA[code[code >= 0]].any())
+    return bool(is_rma[op.cat.codes.to_numpy()].any())
 
 
 def annotate_rma(events: pd.DataFrame) -> pd.DataFrame:

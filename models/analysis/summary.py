@@ -34,12 +34,17 @@ def rank_budget(events: pd.DataFrame, waits: pd.DataFrame, n_ranks: int | None =
     dur = events["exit"].to_numpy() - events["enter"].to_numpy()
     makespan = float(events["exit"].max()) if len(events) else 0.0
     # one pass: each row's class, then every (rank, class) sum in one bincount; each bin adds its rows in row order,
-    # as a bincount of the class's rows alone does (the same sums, bit for bit)
+    # as a bincount of the class's rows alone does (the same sums, bit for bit); one index buffer, reused
     cls = _kind_classes(events["kind"], _BUDGET_CLASSES)
-    sums = np.bincount(rank.astype(np.int64) * _N_CLASSES + cls, weights=dur, minlength=n * _N_CLASSES)
+    idx = rank.astype(np.intp)
+    idx *= _N_CLASSES
+    idx += cls
+    sums = np.bincount(idx, weights=dur, minlength=n * _N_CLASSES)
     compute, perturb, mpi = (sums[i::_N_CLASSES].astype(np.float64) for i in range(3))
-    # leaves: every row but regions (a region's duration adds 0.0, which leaves a sum unchanged)
-    leaf = np.bincount(rank, weights=np.where(cls == _REGION, 0.0, dur), minlength=n).astype(np.float64)
+    # leaves: every row but regions (a region's duration set to 0.0, which leaves a sum unchanged)
+    dur[cls == _REGION] = 0.0
+    np.copyto(idx, rank, casting="unsafe")
+    leaf = np.bincount(idx, weights=dur, minlength=n).astype(np.float64)
     wait = np.bincount(waits["rank"].to_numpy(), weights=waits["wait"].to_numpy(), minlength=n)
     return pd.DataFrame({
         "rank": np.arange(n, dtype=np.int32),
@@ -57,16 +62,16 @@ _REGION = 3
 _N_CLASSES = len(_BUDGET_CLASSES) + 1
 
 
-def _kind_classes(kind: pd.Series, classes: Sequence[Sequence[str]]) -> npt.NDArray[np.int64]:
+def _kind_classes(kind: pd.Series, classes: Sequence[Sequence[str]]) -> npt.NDArray[np.int8]:
     """Each row's class: the index of the first group of ``classes`` holding its kind, else ``len(classes)``."""
     if isinstance(kind.dtype, pd.CategoricalDtype):
         labels = np.asarray(kind.cat.categories.astype(str))
-        of_label = np.full(len(labels) + 1, len(classes), np.int64)  # the last: code -1 (missing)
+        of_label = np.full(len(labels) + 1, len(classes), np.int8)  # the last: code -1 (missing)
         for i, group in reversed(list(enumerate(classes))):
             of_label[:-1][np.isin(labels, group)] = i
         return of_label[kind.cat.codes.to_numpy()]
     as_str = kind.to_numpy().astype(str)
-    out = np.full(len(as_str), len(classes), np.int64)
+    out = np.full(len(as_str), len(classes), np.int8)
     for i, group in reversed(list(enumerate(classes))):
         out[np.isin(as_str, group)] = i
     return out
