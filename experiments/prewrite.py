@@ -78,6 +78,10 @@ class Prewritten:
         """Encode file ``name`` of ``table`` with ``metadata`` in the background (after the jobs started before)."""
         self._jobs[name] = _Job(table, json.dumps(metadata, sort_keys=True), self._pool.submit(encode))
 
+    def __reduce__(self) -> tuple[type[Prewritten], tuple[()]]:
+        """A copy (pickled with its run: process pools, caches) has no jobs: its writer encodes every file."""
+        return (Prewritten, ())
+
     def close(self) -> None:
         """No more jobs: the thread ends when the started ones are done."""
         self._pool.shutdown(wait=False)

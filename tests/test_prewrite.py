@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,16 @@ def test_a_job_is_taken_only_for_the_same_table_and_metadata():
     job = pre.take("v.parquet", df, meta)
     assert job is not None and bytes(job.result()) == bytes(encode_table(df, meta))
     assert pre.take("v.parquet", df, meta) is None  # taken once
+
+
+def test_a_pickled_copy_has_no_jobs():
+    df, meta = _table(5), {}
+    pre = Prewritten()
+    pre.start("t.parquet", df, meta, lambda: encode_table(df, meta))
+    pre.close()
+    copy = pickle.loads(pickle.dumps(pre))  # a run sent to or from another process
+    assert copy.take("t.parquet", df, meta) is None
+    assert pre.take("t.parquet", df, meta) is not None
 
 
 def test_an_encoder_error_is_raised_when_taken():
@@ -108,5 +119,6 @@ def test_a_prewritten_folder_is_byte_identical_to_one_written_after_the_run(tmp_
                 if p.is_file() and p.name != "timing.json"}
 
     a, b = files(tmp_path / "plain"), files(tmp_path / "early")
+    assert pickle.loads(pickle.dumps(early)).result.summary == early.result.summary  # a written run still pickles
     assert sorted(a) == sorted(b) and len(a) >= 12
     assert [name for name in a if a[name] != b[name]] == []
