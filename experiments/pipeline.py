@@ -15,7 +15,7 @@ import tempfile
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ import pandas as pd
 
 from waitlab.errors import InputError
 from waitlab.experiments.perturbation import perturbation_config, platform_facts
+from waitlab.experiments.prewrite import Prewritten, encode_ops
 from waitlab.experiments.report.notebook import run_html
 from waitlab.experiments.report.perturbation_report import PerturbationResult, event_op_rows, perturbation_report
 from waitlab.experiments.scenario import Scenario
@@ -50,8 +51,9 @@ from waitlab.platforms.degraded import degrade_links
 from waitlab.platforms.machine import alltoall_settings, contention_record, machine_settings
 from waitlab.platforms.smpi_factors import calibrate
 from waitlab.simulator.build import simgrid_version
+from waitlab.simulator.export import encode_table
 from waitlab.simulator.spill import release_free_memory
-from waitlab.simulator.timeline import SCHEMA_VERSION
+from waitlab.simulator.timeline import ROW_REFERENCES, SCHEMA_VERSION
 from waitlab.version import __version__
 
 
@@ -72,6 +74,8 @@ class RunResult:
     files: dict[str, bytes] = field(default_factory=dict)
     #: what re-runs a real program's run with stock SimGrid (file name -> content), kept in ``program/rerun/``
     rerun: dict[str, bytes] = field(default_factory=dict)
+    #: Parquet files encoded in the background for the results folder (``finish(..., prewrite=True)``)
+    prewritten: Prewritten | None = field(default=None, repr=False, compare=False)
 
     def ledger(self) -> pd.DataFrame:
         """The cause ledger as a table (rank, region, step, seconds, kind)."""
@@ -164,7 +168,7 @@ def prepare(scenario: Scenario) -> Prepared:
 
 
 def simulate_ops(prep: Prepared, ops: OpTable | None = None, *, speed_profiles: Mapping[str, str] | None = None,
-                 paje_file: Path | None = None, keep_dir: Path | None = None) -> RunResult:
+                 paje_file: Path | None = None, keep_dir: Path | None = None, prewrite: bool = False) -> RunResult:
     """Simulate ``ops`` (``None``: the source's own operations) with SMPI; the one path to SimGrid.
 
     Parameters
@@ -178,6 +182,9 @@ def simulate_ops(prep: Prepared, ops: OpTable | None = None, *, speed_profiles: 
         Also record SMPI's own Paje trace there.
     keep_dir : Path, optional
         Keep the trace, platform and log files there instead of a temporary folder.
+    prewrite : bool
+        The run will be written to a results folder: encode its largest Parquet files in the background
+        (:func:`finish`).
     """
     platform = prep.with_profiles(speed_profiles)
     flags = ["-trace", "-trace-file", str(Path(paje_file).resolve())] if paje_file is not None else []
@@ -185,16 +192,16 @@ def simulate_ops(prep: Prepared, ops: OpTable | None = None, *, speed_profiles: 
         work = keep_dir or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         ex = prep.source.execute(ops, platform, prep.smpi_config(), work, flags)
-    return finish(prep, ex)
+    return finish(prep, ex, prewrite=prewrite)
 
 
-def finish(prep: Prepared, ex: Execution) -> RunResult:
-    """Wait states, summary and run metadata of a simulated event table: the common end of every run."""
+def finish(prep: Prepared, ex: Execution, *, prewrite: bool = False) -> RunResult:
+    """Wait states, summary and run metadata of a simulated event table: the common end of every run.
+
+    ``prewrite``: the run is going to be written to a results folder; its ``ops.parquet`` and ``events.parquet``
+    are encoded in the background as soon as their tables exist (:mod:`waitlab.experiments.prewrite`).
+    """
     stages = dict(ex.stage_seconds)
-    t = time.perf_counter()
-    waits = wait_states(ex.events)
-    stages["wait_states"] = time.perf_counter() - t
-    summary = summarize(ex.events, waits)
     sc = prep.scenario
     metadata = {
         "schema_version": SCHEMA_VERSION, "waitlab_version": __version__, "simgrid_version": simgrid_version(),
@@ -205,10 +212,25 @@ def finish(prep: Prepared, ex: Execution) -> RunResult:
         "contention": contention_record(prep.model, sc.simulation.contention),
         "supernodes_used": len(set(n // prep.platform.leaf_size for n in prep.platform.node_of_rank)), **ex.metadata,
     }  # fmt: skip
+    pre = Prewritten() if prewrite else None
+    if pre is not None:
+        pre.start("ops.parquet", ex.ops, metadata, partial(encode_ops, ex.ops, metadata))
+    events = ex.events
+    if events is None:  # a real program's run: its event table is built here
+        t = time.perf_counter()
+        events = ex.event_table()
+        stages["parse"] = time.perf_counter() - t
+    if pre is not None:
+        pre.start("events.parquet", events, metadata, partial(encode_table, events, metadata, int64=ROW_REFERENCES))
+        pre.close()
+    t = time.perf_counter()
+    waits = wait_states(events)
+    stages["wait_states"] = time.perf_counter() - t
+    summary = summarize(events, waits)
     placement = placement_table(prep.platform.node_of_rank, prep.platform.host_of_rank, prep.platform.leaf_size)
     release_free_memory()  # the wait states' intermediates, before the results folder is written
-    return RunResult(sc, ex.ops, ex.events, waits, summary, metadata, stages, ex.output, placement, ex.files,
-                     ex.rerun)
+    return RunResult(sc, ex.ops, events, waits, summary, metadata, stages, ex.output, placement, ex.files,
+                     ex.rerun, pre)
 
 
 @dataclass(frozen=True)
@@ -241,17 +263,19 @@ def simulate(scenario: Scenario, ops: OpTable | None = None, *,
 
 
 def run(scenario: Scenario, *, paje_file: Path | None = None, base: RunResult | None = None,
-        ops: OpTable | None = None, prep: Prepared | None = None) -> Run:
+        ops: OpTable | None = None, prep: Prepared | None = None, prewrite: bool = False) -> Run:
     """Simulate a scenario as ``waitlab run`` does (see the module doc).
 
     ``base`` is the unperturbed run of the same operations when already simulated (studies that compare
     several perturbations of one run pass it to save the unperturbed SMPI run); ``ops`` replaces the
-    source's operations (a hand-built case); ``prep`` is the scenario already prepared (:func:`prepare`).
+    source's operations (a hand-built case); ``prep`` is the scenario already prepared (:func:`prepare`);
+    ``prewrite``: the run will be written to a results folder (an unperturbed run's largest Parquet files are
+    encoded in the background, :func:`finish`).
     """
     prep = prep if prep is not None else prepare(scenario)
     cfg = prep.perturbation
     if cfg is None:
-        return Run(with_link_ledger(prep, simulate_ops(prep, ops, paje_file=paje_file)))
+        return Run(with_link_ledger(prep, simulate_ops(prep, ops, paje_file=paje_file, prewrite=prewrite)))
     stages: dict[str, float] = {}
     t = time.perf_counter()
     base = base if base is not None else simulate_ops(prep, ops)

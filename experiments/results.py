@@ -12,7 +12,7 @@ what it wrote: ``--force`` replaces only such a folder with nothing foreign insi
 from __future__ import annotations
 
 import json
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from waitlab.errors import InputError
+from waitlab.experiments import prewrite
 from waitlab.experiments.pipeline import Run, RunResult
 from waitlab.experiments.report.html import write_html_report
 from waitlab.experiments.report.notebook import loaded_html
@@ -35,8 +36,6 @@ from waitlab.models.analysis.summary import rank_budget
 from waitlab.models.ops import CAUSE_KINDS, Ledger, OpTable
 from waitlab.simulator.export import (
     CHROME_SUMMARY_EVENTS,
-    ROW_GROUP_ROWS,
-    parquet_options,
     read_table,
     write_chrome_trace,
     write_table,
@@ -63,39 +62,48 @@ def summary_text(summary: dict[str, Any], metadata: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def write_ops(ops: OpTable, path: Path, metadata: dict[str, Any]) -> None:
-    """The operation table as Parquet; names and rank count in the file's metadata."""
-    meta = {b"waitlab": json.dumps({**metadata, "n_ranks": ops.n_ranks, "names": list(ops.names),
-                                    "comms": [list(c) for c in ops.comms]}, sort_keys=True).encode()}
-    schema = pa.schema([pa.field(c, pa.from_numpy_dtype(getattr(ops, c).dtype)) for c in OpTable.COLUMNS],
-                       metadata=meta)
-    with pq.ParquetWriter(path, schema, **parquet_options(schema)) as writer:  # one row group at a time
-        for start in range(0, max(len(ops), 1), ROW_GROUP_ROWS):
-            part = pa.table({c: getattr(ops, c)[start:start + ROW_GROUP_ROWS] for c in OpTable.COLUMNS},
-                            schema=schema)
-            writer.write_table(part, row_group_size=ROW_GROUP_ROWS)
+def write_ops(ops: OpTable, path: Path, metadata: dict[str, Any], encoded: pa.Buffer | None = None) -> None:
+    """The operation table as Parquet; names and rank count in the file's metadata (``encoded``: its bytes, already
+    encoded by :func:`waitlab.experiments.prewrite.encode_ops` with the same arguments)."""
+    if encoded is None:
+        prewrite.write_ops(ops, path, metadata)
+        return
+    with open(path, "wb") as f:
+        f.write(memoryview(encoded))
+
+
+def _ready(job: Future[pa.Buffer] | None) -> pa.Buffer | None:
+    """The bytes a background encoder made (waiting for them), or ``None`` when there was none."""
+    return job.result() if job is not None else None
 
 
 def write_result(result: RunResult, folder: Path, *, png: bool = True, scenario_file: bool = True,
                  html: bool = True) -> None:
     """Write every output file of one SMPI run into ``folder`` (``report.html`` too unless ``html=False``).
 
-    The Parquet tables are written by one background thread while this one draws the pictures and the report
-    (pyarrow encodes without Python's lock): each file is written by one thread, so its bytes do not change.
+    ``trace.json`` and the Parquet tables are written by one background thread while this one draws the pictures
+    and the report (Arrow's kernels and pyarrow's encoder run without Python's lock): each file is written by one
+    thread, so its bytes do not change.
+    ``ops.parquet`` and ``events.parquet`` may be encoded already (``result.prewritten``, from the same tables).
     """
     meta = result.metadata
     budget = rank_budget(result.events, result.waits, result.scenario.ranks)
+    ledger = ledger_frame(result.ops)
+    pre = result.prewritten  # ops.parquet, events.parquet: being encoded since their tables exist
+    ops_job = pre.take("ops.parquet", result.ops, meta) if pre is not None else None
+    events_job = pre.take("events.parquet", result.events, meta) if pre is not None else None
     with ThreadPoolExecutor(max_workers=1) as pool:
-        tables = [pool.submit(write_ops, result.ops, folder / "ops.parquet", meta),
-                  pool.submit(write_table, result.events, folder / "events.parquet", meta, int64=ROW_REFERENCES),
+        # a summary (the first steps) beyond CHROME_SUMMARY_EVENTS: `waitlab export --chrome` writes the whole run
+        chrome = pool.submit(write_chrome_trace, result.events, result.waits, meta, folder / "trace.json",
+                             max_events=CHROME_SUMMARY_EVENTS)
+        tables = [pool.submit(lambda: write_ops(result.ops, folder / "ops.parquet", meta, _ready(ops_job))),
+                  pool.submit(lambda: write_table(result.events, folder / "events.parquet", meta,
+                                                  int64=ROW_REFERENCES, encoded=_ready(events_job))),
                   pool.submit(write_table, result.waits, folder / "waits.parquet", meta),
-                  pool.submit(write_table, ledger_frame(result.ops), folder / "ledger.parquet", meta),
+                  pool.submit(write_table, ledger, folder / "ledger.parquet", meta),
                   pool.submit(write_table, budget, folder / "ranks.parquet", meta)]
         if result.placement is not None:  # rank -> node, supernode (platform.placement)
             result.placement.to_csv(folder / "placement.csv", index=False)
-        # a summary (the first steps) beyond CHROME_SUMMARY_EVENTS: `waitlab export --chrome` writes the whole run
-        chrome = write_chrome_trace(result.events, result.waits, meta, folder / "trace.json",
-                                    max_events=CHROME_SUMMARY_EVENTS)
         if png:
             timeline_png(result.events, result.waits, folder / "timeline.png", title=result.scenario.name)
         if scenario_file:
@@ -107,10 +115,10 @@ def write_result(result: RunResult, folder: Path, *, png: bool = True, scenario_
         (folder / "summary.txt").write_text(summary_text(result.summary, meta) + "\n")
         if html:  # offline, interactive; rewritten by `waitlab diagnose` and `waitlab report`
             write_html_report(folder, jsonable(meta), jsonable(result.summary), result.events, result.waits, budget,
-                              ledger_frame(result.ops))
+                              ledger)
         for written in tables:
             written.result()  # a writer's error is raised here
-    run = {**meta, "resolved_scenario": result.scenario.resolved(), "chrome_trace": chrome}
+    run = {**meta, "resolved_scenario": result.scenario.resolved(), "chrome_trace": chrome.result()}
     run["files"] = sorted([*(p.name for p in folder.iterdir()), "run.json"])
     (folder / "run.json").write_text(json.dumps(jsonable(run), indent=2, sort_keys=True) + "\n")
 

@@ -48,10 +48,15 @@ from waitlab.simulator.timeline import build_events
 
 @dataclass(frozen=True)
 class Execution:
-    """One SMPI run of an operation table: the operations as run, their event table, and what SMPI said."""
+    """One SMPI run of an operation table: the operations as run, their event table, and what SMPI said.
+
+    A real program's run leaves its event table to the pipeline (``events`` is ``None``): ``times`` holds each
+    operation's enter and exit times, from which :func:`waitlab.experiments.pipeline.finish` builds it
+    (:func:`waitlab.simulator.timeline.build_events`) while its operation table is encoded for the results folder.
+    """
 
     ops: OpTable
-    events: pd.DataFrame
+    events: pd.DataFrame | None
     output: str
     smpi_config: dict[str, str]
     stage_seconds: dict[str, float] = field(default_factory=dict)
@@ -60,6 +65,16 @@ class Execution:
     files: dict[str, bytes] = field(default_factory=dict)
     #: what re-runs a real program's run with stock SimGrid (file name -> content; ``program/rerun/``)
     rerun: dict[str, bytes] = field(default_factory=dict)
+    #: each operation's enter and exit times when ``events`` is ``None``
+    times: tuple[np.ndarray, np.ndarray] | None = None
+
+    def event_table(self) -> pd.DataFrame:
+        """The event table: ``events``, or the one built from ``times``."""
+        if self.events is not None:
+            return self.events
+        if self.times is None:
+            raise ValueError("an execution without events has the operations' times")
+        return build_events(self.ops, *self.times)
 
 
 class Source(Protocol):
@@ -234,17 +249,15 @@ class ProgramSource:
         t = time.perf_counter()
         m = run_real_program(sc, platform, work, settings, target=ops, extra_flags=flags)
         smpi = time.perf_counter() - t
-        t = time.perf_counter()
-        events = build_events(m.ops, m.t_enter, m.t_exit)
-        parse = time.perf_counter() - t
         if ops is None:
             while len(_PROGRAM_OPS) >= 4:
                 _PROGRAM_OPS.pop(next(iter(_PROGRAM_OPS)))
             _PROGRAM_OPS[sc.hash()] = m.ops
         p: ProgramParams = sc.application
-        return Execution(m.ops, events, m.output, program_config(sc, platform, settings),
-                         {"build": built, "smpi": smpi, "parse": parse},
-                         {"program": str(binary), "computation": p.computation}, m.files, m.rerun)
+        return Execution(m.ops, None, m.output, program_config(sc, platform, settings),
+                         {"build": built, "smpi": smpi},
+                         {"program": str(binary), "computation": p.computation}, m.files, m.rerun,
+                         (m.t_enter, m.t_exit))
 
 
 def source_for(scenario: Scenario) -> Source:

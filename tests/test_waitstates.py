@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from waitlab.models.analysis.rma_epochs import has_rma
 from waitlab.models.analysis.summary import rank_budget
 from waitlab.models.analysis.waitstates import make_events, wait_states
 
@@ -114,3 +116,44 @@ def test_zero_imbalance_zero_wait():
 def test_no_events(n):
     ev = make_events(rank=list(range(n)), op=["compute"] * n, enter=[0.0] * n, exit=[1.0] * n)
     assert len(wait_states(ev)) == 0
+
+
+@pytest.mark.parametrize("categorical", [True, False])
+def test_rank_budget_sums_each_class_as_its_rows_alone_bit_for_bit(categorical: bool):
+    # the former method, one masked bincount per column, gives the same floats (not only close ones)
+    rng = np.random.default_rng(11)
+    n, ranks = 5000, 7
+    kinds = np.array(["compute", "mpi", "region", "noise", "sleep", "delay", "other"], dtype=object)
+    kind = kinds[rng.integers(0, len(kinds), n)]
+    enter = rng.random(n) * 100
+    ev = pd.DataFrame({"rank": rng.integers(0, ranks, n).astype(np.int32), "enter": enter,
+                       "exit": enter + rng.random(n) ** 3,
+                       "kind": pd.Categorical(kind) if categorical else kind})
+    if categorical:
+        ev.loc[:9, "kind"] = np.nan  # a missing kind is a leaf of no column
+    waits = pd.DataFrame({"rank": np.array([0, 3, 3], np.int32), "wait": [0.5, 0.25, 0.125]})
+    got = rank_budget(ev, waits, ranks + 1)  # one rank without events
+    k = ev["kind"].astype(object).to_numpy()
+    dur = ev["exit"].to_numpy() - ev["enter"].to_numpy()
+
+    def masked(mask: np.ndarray) -> np.ndarray:
+        return np.bincount(ev["rank"].to_numpy()[mask], weights=dur[mask], minlength=ranks + 1)
+
+    wait = np.array([0.5, 0, 0, 0.375, 0, 0, 0, 0])
+    expected = {"compute": masked(k == "compute"),
+                "perturbation": masked(np.isin(k, ["noise", "overhead", "flush", "swap", "delay", "sleep"])),
+                "communication": masked(k == "mpi") - wait, "wait": wait,
+                "idle": ev["exit"].max() - masked(k != "region")}
+    for col, values in expected.items():
+        assert got[col].to_numpy().tobytes() == values.tobytes(), col
+    assert got["rank"].tolist() == list(range(ranks + 1))
+
+
+def test_has_rma_looks_at_rows_not_only_categories():
+    from_labels = pd.Categorical(["send", "recv", "region"], categories=["send", "recv", "region", "put", "fence"])
+    ev = pd.DataFrame({"op": from_labels})
+    assert not has_rma(ev)  # RMA labels among the categories, no RMA row
+    ev.loc[1, "op"] = "put"
+    assert has_rma(ev)
+    assert not has_rma(pd.DataFrame({"op": pd.Categorical(["send", "recv"])}))  # no RMA label at all
+    assert not has_rma(pd.DataFrame({"op": pd.Categorical([None, "send"], categories=["send", "put"])}))

@@ -141,7 +141,7 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, force
     else:
         with results_folder(Path(out), force) as partial:
             paje = partial / "smpi.paje" if sc.simulation.paje else None
-            result = _run(sc, paje_file=paje, prep=prep)
+            result = _run(sc, paje_file=paje, prep=prep, prewrite=True)
             write_run(result, partial, png=png)
     remember(est, prep, result.result.stage_seconds.get("smpi"))  # the estimate learns from this run
     return result

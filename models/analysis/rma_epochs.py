@@ -239,8 +239,12 @@ def has_rma(events: pd.DataFrame) -> bool:
     """Whether the event table holds any RMA event (a lookup over the op categories: cheap on large tables)."""
     if not len(events):
         return False
-    code = vocabulary_codes(events["op"])
-    return bool(_IS_RMA[code[code >= 0]].any())
+    op = events["op"]
+    cat_code = np.array([CODE.get(str(c), -1) for c in op.cat.categories], np.int64)
+    is_rma = np.append(np.where(cat_code >= 0, _IS_RMA[np.maximum(cat_code, 0)], False), False)  # last: code -1
+    if not is_rma.any():  # no RMA label among the categories: no pass over the rows
+        return False
+    return bool(is_rma[op.cat.codes.to_numpy()].any())
 
 
 def annotate_rma(events: pd.DataFrame) -> pd.DataFrame:
