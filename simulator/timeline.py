@@ -29,7 +29,8 @@ from waitlab.models.vocabulary import (
 )
 from waitlab.simulator.log_reader import LOG_CHUNK_RECORDS, stream_rank_ordered
 from waitlab.simulator.log_reader import LOG_DTYPE as LOG_DTYPE  # the log's record type, re-exported
-from waitlab.simulator.matching import completions, group_cumcount, match_messages
+from waitlab.simulator.matching import group_cumcount
+from waitlab.simulator.native_matching import links as _links
 from waitlab.simulator.native_tables import regions as _regions
 
 SCHEMA_VERSION = 1
@@ -222,9 +223,8 @@ def build_events(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: npt.NDA
     code = ops.code[src_rows]
     is_region = code == CODE["enter"]
     ref = _ref_dtype(max(src_rows.size, len(ops.ledger)))  # row references (and ledger rows): int32 if they fit
-    match_op = match_messages(ops)
-    done_op = completions(ops, match_op)
-    inst = collective_instances(ops)
+    # one C pass: match_messages, completions and collective_instances (the numpy versions, tests compare them)
+    match_op, done_op, inst = _links(ops, collective_instances)
     np.copyto(match_op, inst, where=inst >= 0)
     del inst
     match = match_op[src_rows].astype(ref)
