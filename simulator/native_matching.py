@@ -19,7 +19,16 @@ import numpy.typing as npt
 
 from waitlab.errors import SimulationError
 from waitlab.models.ops import OpTable
-from waitlab.models.vocabulary import ACTIONS, CODE, COLLECTIVE_ACTIONS, RECV_ACTIONS, SEND_ACTIONS, VOCABULARY, lut, names_where
+from waitlab.models.vocabulary import (
+    ACTIONS,
+    CODE,
+    COLLECTIVE_ACTIONS,
+    RECV_ACTIONS,
+    SEND_ACTIONS,
+    VOCABULARY,
+    lut,
+    names_where,
+)
 from waitlab.simulator.build import NATIVE_DIR, build_native
 from waitlab.simulator.matching import completions, match_messages
 from waitlab.simulator.native_tables import ptr
@@ -61,8 +70,8 @@ def links(ops: OpTable, numpy_instances: Callable[[OpTable], npt.NDArray[np.int6
     counts = np.empty((n_comms, ops.n_ranks), np.int64)
     lib = matching_library()
     rc = lib.wl_links(*(ptr(col[c]) for c in ("code", "rank", "seq", "peer", "tag", "value2", "comm")), n,
-                      ops.n_ranks, n_comms, len(ACTIONS), *(ptr(x) for x in _LUTS), CODE["wait"], CODE["waitall"], CODE["irecv"],
-                      ptr(match), ptr(done), ptr(inst), ptr(counts))
+                      ops.n_ranks, n_comms, len(ACTIONS), *(ptr(x) for x in _LUTS), CODE["wait"], CODE["waitall"],
+                      CODE["irecv"], ptr(match), ptr(done), ptr(inst), ptr(counts))
     if rc == _OK:
         per_comm = _instances_per_comm(ops, counts)
         if per_comm is not None:
