@@ -46,57 +46,60 @@ int64_t wl_links(const int8_t* code, const int32_t* rank, const int32_t* seq, co
                  const uint8_t* is_send, const uint8_t* is_recv, const uint8_t* is_nb, const uint8_t* is_blocking,
                  const uint8_t* is_coll, int32_t c_wait, int32_t c_waitall, int32_t c_irecv,
                  int64_t* match, int64_t* done, int64_t* coll_k, int64_t* coll_counts) {
-  int64_t rc = WL_OK, n_send = 0, n_recv = 0, n_nb = 0, n_wait = 0;
+  int64_t rc = WL_OK, js = 0, jr = 0, jn = 0, jw = 0;
   int64_t t_min = INT64_MAX, t_max = INT64_MIN;
-  uint64_t *skey = NULL, *rkey = NULL, *nkey = NULL, *wkey = NULL;
-  int64_t *srow = NULL, *rrow = NULL, *nrow = NULL, *wrow = NULL, *w0 = NULL, *w1 = NULL;
-  /* rows in (rank, seq) order, codes, peers and communicators in range; sizes and the tags' range */
+  uint64_t nr = (uint64_t)n_ranks;
+  /* sends, receives, requests and waits: key without its tag, tag, row (each buffer is sized for n rows but only
+   * the pages written are touched) */
+  size_t cap = (size_t)(n ? n : 1);
+  uint64_t *skey = malloc(8 * cap), *rkey = malloc(8 * cap), *nkey = malloc(8 * cap), *wkey = malloc(8 * cap);
+  int32_t *stag = malloc(4 * cap), *rtag = malloc(4 * cap), *ntag = malloc(4 * cap), *wtag = malloc(4 * cap);
+  int64_t *srow = malloc(8 * cap), *rrow = malloc(8 * cap), *nrow = malloc(8 * cap), *wrow = malloc(8 * cap);
+  int64_t *w0 = NULL, *w1 = NULL;
+  if (!skey || !rkey || !nkey || !wkey || !stag || !rtag || !ntag || !wtag || !srow || !rrow || !nrow || !wrow) {
+    rc = WL_MEMORY; goto out;
+  }
+  /* one pass: rows in (rank, seq) order, codes, peers and communicators in range; keys; the tags' range */
   memset(coll_counts, 0, sizeof(int64_t) * (size_t)n_comms * (size_t)n_ranks);
   for (int64_t i = 0; i < n; i++) {
-    if (rank[i] < 0 || rank[i] >= n_ranks || code[i] < 0 || code[i] >= n_codes) return WL_FALLBACK;
-    if (i && (rank[i] < rank[i - 1] || (rank[i] == rank[i - 1] && seq[i] <= seq[i - 1]))) return WL_FALLBACK;
+    if (rank[i] < 0 || rank[i] >= n_ranks || code[i] < 0 || code[i] >= n_codes) { rc = WL_FALLBACK; goto out; }
+    if (i && (rank[i] < rank[i - 1] || (rank[i] == rank[i - 1] && seq[i] <= seq[i - 1]))) { rc = WL_FALLBACK; goto out; }
     uint8_t c = (uint8_t)code[i];
-    int p2p = is_send[c] || is_recv[c], w = code[i] == c_wait;
-    if ((p2p || w) && (peer[i] < 0 || peer[i] >= n_ranks)) return WL_FALLBACK;
-    if (is_coll[c] && (comm[i] < 0 || comm[i] >= n_comms)) return WL_FALLBACK;
-    if (p2p || w) { if (tag[i] < t_min) t_min = tag[i]; if (tag[i] > t_max) t_max = tag[i]; }
-    n_send += is_send[c]; n_recv += is_recv[c]; n_nb += is_nb[c]; n_wait += w;
     match[i] = -1; done[i] = is_blocking[c] ? i : -1; coll_k[i] = -1;
-    if (is_coll[c]) coll_k[i] = coll_counts[(int64_t)comm[i] * n_ranks + rank[i]]++;
+    if (is_coll[c]) {
+      if (comm[i] < 0 || comm[i] >= n_comms) { rc = WL_FALLBACK; goto out; }
+      coll_k[i] = coll_counts[(int64_t)comm[i] * n_ranks + rank[i]]++;
+    }
+    int p2p = is_send[c] || is_recv[c], w = code[i] == c_wait;
+    if (!p2p && !w) continue;
+    if (peer[i] < 0 || peer[i] >= n_ranks) { rc = WL_FALLBACK; goto out; }
+    if (tag[i] < t_min) t_min = tag[i];
+    if (tag[i] > t_max) t_max = tag[i];
+    uint64_t r = (uint64_t)rank[i], q = (uint64_t)peer[i];
+    if (is_send[c]) { skey[js] = r * nr + q; stag[js] = tag[i]; srow[js++] = i; }
+    else if (is_recv[c]) { rkey[jr] = q * nr + r; rtag[jr] = tag[i]; rrow[jr++] = i; }
+    if (is_nb[c]) { nkey[jn] = (r * 2 + (c == c_irecv)) * nr + q; ntag[jn] = tag[i]; nrow[jn++] = i; }
+    else if (w) { wkey[jw] = (r * 2 + (value2[i] != 0)) * nr + q; wtag[jw] = tag[i]; wrow[jw++] = i; }
   }
-  if (n_send != n_recv) return WL_FALLBACK;
-  if (n_send == 0) return n_wait ? WL_FALLBACK : WL_OK; /* (numpy leaves such waits without message) */
-  uint64_t span = (uint64_t)(t_max - t_min) + 1, nr = (uint64_t)n_ranks;
-  if (span > (1ULL << 40) || nr * nr * span * 2 >= (1ULL << 62)) return WL_FALLBACK;
+  int64_t n_send = js, n_recv = jr, n_nb = jn, n_wait = jw;
+  if (n_send != n_recv) { rc = WL_FALLBACK; goto out; }
+  if (n_send == 0) { rc = n_wait ? WL_FALLBACK : WL_OK; goto out; } /* (numpy leaves such waits without message) */
+  uint64_t span = (uint64_t)(t_max - t_min) + 1;
+  if (span > (1ULL << 40) || nr > (1ULL << 30) || nr * nr * span * 2 >= (1ULL << 62)) { rc = WL_FALLBACK; goto out; }
+  for (int64_t j = 0; j < n_send; j++) skey[j] = skey[j] * span + (uint64_t)((int64_t)stag[j] - t_min);
+  for (int64_t j = 0; j < n_recv; j++) rkey[j] = rkey[j] * span + (uint64_t)((int64_t)rtag[j] - t_min);
+  for (int64_t j = 0; j < n_nb; j++) nkey[j] = nkey[j] * span + (uint64_t)((int64_t)ntag[j] - t_min);
+  for (int64_t j = 0; j < n_wait; j++) wkey[j] = wkey[j] * span + (uint64_t)((int64_t)wtag[j] - t_min);
   /* messages: sends and receives each sorted stably by their channel (source, destination, tag); the j-th of each
-   * is message j (numpy: the same keys, numbered in the stable sort's order) */
-  skey = malloc(sizeof(uint64_t) * n_send); srow = malloc(sizeof(int64_t) * n_send);
-  rkey = malloc(sizeof(uint64_t) * n_recv); rrow = malloc(sizeof(int64_t) * n_recv);
-  if (!skey || !srow || !rkey || !rrow) { rc = WL_MEMORY; goto out; }
-  int64_t js = 0, jr = 0;
-  for (int64_t i = 0; i < n; i++) {
-    uint8_t c = (uint8_t)code[i];
-    if (is_send[c]) { skey[js] = ((uint64_t)rank[i] * nr + (uint64_t)peer[i]) * span + (uint64_t)(tag[i] - t_min); srow[js++] = i; }
-    else if (is_recv[c]) { rkey[jr] = ((uint64_t)peer[i] * nr + (uint64_t)rank[i]) * span + (uint64_t)(tag[i] - t_min); rrow[jr++] = i; }
-  }
+   * is message j (numpy: the same order, numbered in its stable sort's order) */
   int bits = bits_of(nr * nr * span);
   if (radix_sort(skey, srow, n_send, bits) != WL_OK || radix_sort(rkey, rrow, n_recv, bits) != WL_OK) { rc = WL_MEMORY; goto out; }
   for (int64_t j = 0; j < n_send; j++) {
     if (skey[j] != rkey[j]) { rc = WL_FALLBACK; goto out; } /* a message without partner */
     match[srow[j]] = j; match[rrow[j]] = j;
   }
-  free(skey); free(srow); free(rkey); free(rrow); skey = rkey = NULL; srow = rrow = NULL;
   if (n_wait) {
     /* the k-th wait of a (rank, recv?, peer, tag) takes the k-th request of it (both sorted stably by that key) */
-    nkey = malloc(sizeof(uint64_t) * (n_nb ? n_nb : 1)); nrow = malloc(sizeof(int64_t) * (n_nb ? n_nb : 1));
-    wkey = malloc(sizeof(uint64_t) * n_wait); wrow = malloc(sizeof(int64_t) * n_wait);
-    if (!nkey || !nrow || !wkey || !wrow) { rc = WL_MEMORY; goto out; }
-    int64_t jn = 0, jw = 0;
-    for (int64_t i = 0; i < n; i++) {
-      uint8_t c = (uint8_t)code[i];
-      if (is_nb[c]) { nkey[jn] = (((uint64_t)rank[i] * 2 + (c == c_irecv)) * nr + (uint64_t)peer[i]) * span + (uint64_t)(tag[i] - t_min); nrow[jn++] = i; }
-      else if (code[i] == c_wait) { wkey[jw] = (((uint64_t)rank[i] * 2 + (value2[i] != 0)) * nr + (uint64_t)peer[i]) * span + (uint64_t)(tag[i] - t_min); wrow[jw++] = i; }
-    }
     int gbits = bits_of(2 * nr * nr * span);
     if (radix_sort(nkey, nrow, n_nb, gbits) != WL_OK || radix_sort(wkey, wrow, n_wait, gbits) != WL_OK) { rc = WL_MEMORY; goto out; }
     int64_t n_msg = n_send;
@@ -131,6 +134,7 @@ int64_t wl_links(const int8_t* code, const int32_t* rank, const int32_t* seq, co
   }
 out:
   free(skey); free(srow); free(rkey); free(rrow); free(nkey); free(nrow); free(wkey); free(wrow); free(w0); free(w1);
+  free(stag); free(rtag); free(ntag); free(wtag);
   return rc;
 }
 
