@@ -195,6 +195,27 @@ def test_points_on_an_executor_give_the_sequential_table(monkeypatch: pytest.Mon
     assert set(par.table["status"]) == {"ok", "failed", "refused"}  # rdb at 512 KB x 64 ranks overflows
 
 
+def test_a_worker_that_dies_fails_its_point_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    class DyingWorkers(ThreadPoolExecutor):
+        def submit(self, fn, /, *args, **kwargs):  # type: ignore[no-untyped-def, override]
+            if args[1] == "pair":  # as PointProcesses reports a child that died
+                fut: Future[object] = Future()
+                fut.set_exception(SimulationError("the worker process ended with signal 9"))
+                return fut
+            return super().submit(fn, *args, **kwargs)
+
+    monkeypatch.setattr(rao_alltoall, "alltoall_point", lambda p, a, r, s, timeout=0.0: points.AlltoallPoint(
+        p, a, r, s, "calibrated", 1e-3, 0.0))
+    grid = {"platforms": ("dawning_5000a",), "algorithms": ("pair", "ring"), "sizes": (512,), "ranks": (64,)}
+    with DyingWorkers(2) as ex:
+        res = rao_alltoall.reproduce(grid, executor=ex)
+    status = dict(zip(res.table["algorithm"], res.table["status"], strict=True))
+    assert status == {"pair": "failed", "ring": "ok"}
+    assert "signal 9" in res.table.set_index("algorithm").loc["pair", "note"]
+
+
 @needs_simgrid
 @pytest.mark.simgrid
 def test_huge_pages_change_no_simulated_time(monkeypatch: pytest.MonkeyPatch) -> None:

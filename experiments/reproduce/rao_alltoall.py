@@ -152,8 +152,13 @@ def _run_points(pts: list[tuple[str, str, int, int]], timeout: float, executor: 
             continue
         futures[executor.submit(_run_point, *pt, timeout)] = pt
     for fut in as_completed(futures):
-        done[futures[fut]] = fut.result()
-        _say_point(progress, done[futures[fut]])
+        pt = futures[fut]
+        try:
+            done[pt] = fut.result()
+        except SimulationError as exc:  # the worker itself died (e.g. killed): that point failed, not the grid
+            done[pt] = {"platform": pt[0], "algorithm": pt[1], "ranks": pt[2], "size": pt[3], "status": "failed",
+                        "seconds": float("nan"), "wall": 0.0, "note": str(exc).splitlines()[0][:200]}
+        _say_point(progress, done[pt])
     return [done[pt] for pt in pts]  # the grid's order, whatever order the points finished in
 
 
