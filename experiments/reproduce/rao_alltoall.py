@@ -107,10 +107,15 @@ def _points(grid: dict[str, Any]) -> list[tuple[str, str, int, int]]:
     return list(dict.fromkeys(pts))
 
 
+def _row(plat: str, alg: str, ranks: int, size: int, status: str = "ok", note: str = "") -> dict[str, Any]:
+    """A table row with no time yet."""
+    return {"platform": plat, "algorithm": alg, "ranks": ranks, "size": size, "status": status,
+            "seconds": float("nan"), "wall": 0.0, "note": note}
+
+
 def _run_point(plat: str, alg: str, ranks: int, size: int, timeout: float) -> dict[str, Any]:
     """One row of the table: the point's time, or why it has none (refused / failed)."""
-    row: dict[str, Any] = {"platform": plat, "algorithm": alg, "ranks": ranks, "size": size,
-                           "status": "ok", "seconds": float("nan"), "wall": 0.0, "note": ""}
+    row = _row(plat, alg, ranks, size)
     try:
         pt = alltoall_point(plat, alg, ranks, size, timeout=timeout)
         row.update(seconds=pt.seconds, wall=pt.wall)
@@ -156,8 +161,7 @@ def _run_points(pts: list[tuple[str, str, int, int]], timeout: float, executor: 
         try:
             done[pt] = fut.result()
         except SimulationError as exc:  # the worker itself died (e.g. killed): that point failed, not the grid
-            done[pt] = {"platform": pt[0], "algorithm": pt[1], "ranks": pt[2], "size": pt[3], "status": "failed",
-                        "seconds": float("nan"), "wall": 0.0, "note": str(exc).splitlines()[0][:200]}
+            done[pt] = _row(*pt, status="failed", note=str(exc).splitlines()[0][:200])
         _say_point(progress, done[pt])
     return [done[pt] for pt in pts]  # the grid's order, whatever order the points finished in
 
