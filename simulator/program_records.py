@@ -28,7 +28,7 @@ from waitlab.models.vocabulary import V_ACTIONS, codes_of
 from waitlab.simulator.native_tables import ptr as _ptr
 from waitlab.simulator.native_tables import tables_library
 from waitlab.simulator.rma_records import check_rma_records
-from waitlab.simulator.trace import VectorStore, occurrence
+from waitlab.simulator.ti_vectors import VectorStore, occurrence
 
 LOG_DTYPE = np.dtype([("rank", "<i4"), ("code", "<i4"), ("t_enter", "<f8"), ("t_exit", "<f8")])
 ARG_DTYPE = np.dtype([("peer", "<i4"), ("tag", "<i4"), ("name", "<i4"), ("comm", "<i4"), ("step", "<i4"),

@@ -17,8 +17,9 @@ from waitlab.simulator.build import replay_binary
 from waitlab.simulator.limits import check_replay_limits
 from waitlab.simulator.smpi import DeadlockError, name_blocked_calls, run_smpirun
 from waitlab.simulator.spill import release_free_memory
+from waitlab.simulator.ti_vectors import VectorStore
 from waitlab.simulator.timeline import build_events, read_log
-from waitlab.simulator.trace import VectorStore, write_trace
+from waitlab.simulator.trace import write_trace
 
 
 @dataclass(frozen=True)

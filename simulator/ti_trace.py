@@ -45,22 +45,14 @@ from waitlab.models.vocabulary import (
 )
 from waitlab.models.vocabulary import V_ACTIONS as V_ACTIONS
 from waitlab.simulator.nbc_capture import pop_nbc
+from waitlab.simulator.ti_args import BadLine, counts, datatype_size, number, root_arg
 from waitlab.simulator.ti_files import iter_lines, trace_files
-from waitlab.simulator.trace import SUBCOMM_PREFIX, VectorStore
+from waitlab.simulator.ti_vectors import VectorStore
+from waitlab.simulator.trace import SUBCOMM_PREFIX
 from waitlab.simulator.trace_rma import RMA_TI_ACTIONS, parse_rma
 
 #: One-sided names: waitlab's and those SMPI 3.32's ``-trace-ti`` writes (smpi_pmpi_win.cpp); none replays.
 _RMA_TI_NAMES = frozenset({*RMA_ACTIONS, "raccumulate", "rget_accumulate", "fetch_and_op", "compare_and_swap"})
-
-#: Byte size of SimGrid 3.32's predefined datatype ids (``src/smpi/mpi/smpi_datatype.cpp``).
-DATATYPE_SIZES: dict[str, int] = {
-    "0": 8, "1": 4, "2": 1, "3": 2, "4": 8, "5": 4, "6": 1, "7": 8, "8": 1, "9": 1, "10": 2, "11": 4, "12": 8,
-    "13": 8, "14": 16, "15": 4, "16": 1, "17": 1, "18": 2, "19": 4, "20": 8, "21": 1, "22": 2, "23": 4, "24": 8,
-    "25": 8, "26": 16, "27": 32, "28": 8, "29": 8, "30": 8, "31": 16, "32": 16, "33": 8, "34": 8, "35": 8,
-    "36": 16, "37": 16, "38": 4, "39": 4, "40": 8, "41": 16, "42": 8, "43": 16, "44": 16, "45": 4, "46": 2,
-    "47": 4, "48": 8, "49": 16, "50": 32, "51": 1, "52": 8, "53": 16, "54": 32, "57": 1, "58": 8, "59": 8,
-}  # fmt: skip
-
 
 #: Point-to-point send spellings SMPI's tracer may write, mapped to the action waitlab replays.
 _SEND_ALIASES = {**{a: a for a in ACTIONS if ACTION[a].kind == "send"}, **TI_ALIASES}
@@ -186,43 +178,6 @@ def parse_ti_trace(path: Path, *, flops_per_second: float, n_ranks: int | None =
     return ParsedTrace(ops, vectors, tuple(files), flops_per_second)
 
 
-class _BadLine(ValueError):
-    def __init__(self, problem: str, fix: str = "see docs/real_programs.md, 'The TI trace format'") -> None:
-        super().__init__(problem)
-        self.fix = fix
-
-
-def _num(args: list[str], i: int, what: str, *, integer: bool = True, negative: bool = False) -> float:
-    if i >= len(args):
-        raise _BadLine(f"missing argument {i + 1} ({what})")
-    try:
-        x = float(args[i])
-    except ValueError:
-        raise _BadLine(f"argument {i + 1} ({what}) is not a number: {args[i]!r}") from None
-    if not np.isfinite(x) or (x < 0 and not negative):
-        raise _BadLine(f"argument {i + 1} ({what}) must be a finite number >= 0, got {args[i]!r}")
-    if integer and x != int(x):
-        raise _BadLine(f"argument {i + 1} ({what}) must be an integer, got {args[i]!r}")
-    return x
-
-
-def _dt(args: list[str], i: int, default: int) -> int:
-    if i >= len(args):
-        return default
-    size = DATATYPE_SIZES.get(args[i])
-    if size is None:
-        raise _BadLine(f"unknown datatype id {args[i]!r} (argument {i + 1})",
-                       "only SimGrid's predefined datatype ids 0-59 can be replayed; write sizes in bytes "
-                       "with datatype 6 (MPI_BYTE)")
-    return size
-
-
-def _counts(args: list[str], start: int, n: int, what: str) -> list[float]:
-    if start + n > len(args):
-        raise _BadLine(f"needs {n} {what} (one per rank), got {max(len(args) - start, 0)}")
-    return [_num(args, start + i, what) for i in range(n)]
-
-
 def _parse_action(out: _Lines, vectors: VectorStore, v_seen: dict[tuple[int, int], int], default_dt: dict[int, int],
                   rank: int, action: str, args: list[str], world: int, fps: float) -> None:
     dflt = default_dt.get(rank, 1)
@@ -235,104 +190,96 @@ def _parse_action(out: _Lines, vectors: VectorStore, v_seen: dict[tuple[int, int
     if action in _SEND_ALIASES or action in RECV_ACTIONS:
         kind = _SEND_ALIASES.get(action, action)
         if args and args[0] in ("-333", "-555"):
-            raise _BadLine(f"{action} from any source (MPI_ANY_SOURCE, written as {args[0]}) cannot be replayed: "
+            raise BadLine(f"{action} from any source (MPI_ANY_SOURCE, written as {args[0]}) cannot be replayed: "
                            "the trace does not say which rank sent the message",
                            "capture with waitlab's layer (waitlab capture --via layer), which records the source")
         if len(args) > 4:
-            raise _BadLine(f"{action} takes at most 4 arguments (partner tag count [datatype]), got {len(args)}: "
+            raise BadLine(f"{action} takes at most 4 arguments (partner tag count [datatype]), got {len(args)}: "
                            f"{' '.join(args)!r}")
-        peer, tag = _num(args, 0, "partner rank"), _num(args, 1, "tag")
-        count = _num(args, 2, "count")
+        peer, tag = number(args, 0, "partner rank"), number(args, 1, "tag")
+        count = number(args, 2, "count")
         if peer >= world:
-            raise _BadLine(f"partner rank {int(peer)} is outside 0..{world - 1}")
-        out.add(rank, kind, count * _dt(args, 3, dflt), peer=int(peer), tag=int(tag))
+            raise BadLine(f"partner rank {int(peer)} is outside 0..{world - 1}")
+        out.add(rank, kind, count * datatype_size(args, 3, dflt), peer=int(peer), tag=int(tag))
     elif action in ACTIONS and ACTION[action].kind == "completion" and shape:
-        src, dst, tag = (int(_num(args, i, w, negative=True)) for i, w in enumerate(("source", "destination",
+        src, dst, tag = (int(number(args, i, w, negative=True)) for i, w in enumerate(("source", "destination",
                                                                                       "tag")))
         is_recv = dst == rank
         out.add(rank, action, 0.0, 1.0 if is_recv else 0.0, peer=src if is_recv else dst, tag=tag)
     elif action == "waitall":
         out.add(rank, "waitall")
     elif action == "sendRecv":
-        scount, fdst, rcount, fsrc = (_num(args, i, w) for i, w in enumerate(("send count", "destination",
+        scount, fdst, rcount, fsrc = (number(args, i, w) for i, w in enumerate(("send count", "destination",
                                                                              "receive count", "source")))
-        out.add(rank, "isend", scount * _dt(args, 4, dflt), peer=int(fdst))
-        out.add(rank, "irecv", rcount * _dt(args, 5, dflt), peer=int(fsrc))
+        out.add(rank, "isend", scount * datatype_size(args, 4, dflt), peer=int(fdst))
+        out.add(rank, "irecv", rcount * datatype_size(args, 5, dflt), peer=int(fsrc))
         out.add(rank, "waitall")
     elif action == "barrier":
         out.add(rank, "barrier")
     elif action == "bcast":
-        out.add(rank, "bcast", _num(args, 0, "count") * _dt(args, _pos(action, "dt"), dflt),
-                peer=_root(args, _pos(action, "root"), world))
+        out.add(rank, "bcast", number(args, 0, "count") * datatype_size(args, _pos(action, "dt"), dflt),
+                peer=root_arg(args, _pos(action, "root"), world))
     elif action == "reduce":
-        out.add(rank, "reduce", _num(args, 0, "count") * _dt(args, _pos(action, "dt"), dflt),
-                _num(args, _pos(action, "flops"), "flops", integer=False),
-                peer=_root(args, _pos(action, "root"), world))
+        out.add(rank, "reduce", number(args, 0, "count") * datatype_size(args, _pos(action, "dt"), dflt),
+                number(args, _pos(action, "flops"), "flops", integer=False),
+                peer=root_arg(args, _pos(action, "root"), world))
     elif shape == REDUCTION_ARGS:
-        out.add(rank, action, _num(args, 0, "count") * _dt(args, _pos(action, "dt"), dflt),
-                _num(args, _pos(action, "flops"), "flops", integer=False))
+        out.add(rank, action, number(args, 0, "count") * datatype_size(args, _pos(action, "dt"), dflt),
+                number(args, _pos(action, "flops"), "flops", integer=False))
     elif shape == EXCHANGE_ARGS:
-        out.add(rank, action, _num(args, 0, "send count") * _dt(args, _pos(action, "sdt"), dflt),
-                _num(args, _pos(action, "rcount"), "receive count") * _dt(args, _pos(action, "rdt"), dflt))
+        out.add(rank, action, number(args, 0, "send count") * datatype_size(args, _pos(action, "sdt"), dflt),
+                number(args, _pos(action, "rcount"), "receive count") * datatype_size(args, _pos(action, "rdt"), dflt))
     elif shape == ROOTED_EXCHANGE_ARGS:
-        out.add(rank, action, _num(args, 0, "send count") * _dt(args, _pos(action, "sdt"), dflt),
-                _num(args, _pos(action, "rcount"), "receive count") * _dt(args, _pos(action, "rdt"), dflt),
-                peer=_root(args, _pos(action, "root"), world))
+        out.add(rank, action, number(args, 0, "send count") * datatype_size(args, _pos(action, "sdt"), dflt),
+                number(args, _pos(action, "rcount"), "receive count") * datatype_size(args, _pos(action, "rdt"), dflt),
+                peer=root_arg(args, _pos(action, "root"), world))
     elif action in V_ACTIONS:
         _parse_v(out, vectors, v_seen, rank, action, args, world, dflt)
     elif action == "compute":
-        out.add(rank, "compute", _num(args, 0, "flops", integer=False) / fps)
+        out.add(rank, "compute", number(args, 0, "flops", integer=False) / fps)
     elif action in _SECONDS:
-        out.add(rank, action, _num(args, 0, "seconds", integer=False))
+        out.add(rank, action, number(args, 0, "seconds", integer=False))
     elif action == "flush":
-        rate = _num(args, 1, "bytes per second", integer=False)
+        rate = number(args, 1, "bytes per second", integer=False)
         if rate <= 0:
-            raise _BadLine("flush rate must be > 0")
-        out.add(rank, "flush", _num(args, 0, "bytes", integer=False), rate)
+            raise BadLine("flush rate must be > 0")
+        out.add(rank, "flush", number(args, 0, "bytes", integer=False), rate)
     elif shape == REGION_ARGS:
         if len(args) != 1:
-            raise _BadLine(f"{action} takes one region name without spaces")
+            raise BadLine(f"{action} takes one region name without spaces")
         out.add(rank, action, name=args[0])
     elif action in RMA_TI_ACTIONS:  # waitlab's one-sided lines (waitlab.simulator.trace_rma)
         try:
             value, value2, peer, tag, group = parse_rma(action, args, world)
         except ValueError as exc:
-            raise _BadLine(str(exc), "see docs/rma.md, 'Capture and replay'") from None
+            raise BadLine(str(exc), "see docs/rma.md, 'Capture and replay'") from None
         if group is not None:  # post/start: the row's communicator is its group
             out.comm[len(out.rank)] = out.comms.setdefault(group, len(out.comms) + 1)
         out.add(rank, action, value, value2, peer=peer, tag=tag)
     elif action.lower() in _RMA_TI_NAMES or action.lower().startswith("win_"):  # SMPI writes Win_fence, Put, ...
-        raise _BadLine(f"action {action!r} is one-sided MPI (RMA): SimGrid 3.32's time-independent replay has no "
+        raise BadLine(f"action {action!r} is one-sided MPI (RMA): SimGrid 3.32's time-independent replay has no "
                        f"RMA action and waitlab's replay runs only {', '.join(RMA_TI_ACTIONS)}",
                        'run the program itself (application.kind = "program")')
     else:
         known = sorted({*REPLAYABLE_ACTIONS, *TI_ALIASES})
-        raise _BadLine(f"action {action!r} cannot be replayed by waitlab", f"use one of: {', '.join(known)}")
+        raise BadLine(f"action {action!r} cannot be replayed by waitlab", f"use one of: {', '.join(known)}")
 
 
 def _parse_subcomm(out: _Lines, rank: int, action: str, arg: str, world: int) -> None:
     """The last argument ``comm=<w0>,<w1>,...`` of a collective on a sub-communicator (its members' world ranks in
     communicator-rank order): the next row gets that communicator."""
     if action not in SUBCOMM_COLLECTIVES:
-        raise _BadLine(f"{action} cannot run on a sub-communicator ({arg})",
+        raise BadLine(f"{action} cannot run on a sub-communicator ({arg})",
                        f"only {', '.join(SUBCOMM_COLLECTIVES)} can; run the program itself "
                        '(application.kind = "program")')
     try:
         members = tuple(int(m) for m in arg[len(SUBCOMM_PREFIX):].split(","))
     except ValueError:
-        raise _BadLine(f"bad communicator {arg!r}", "write comm=<world rank>,<world rank>,... "
+        raise BadLine(f"bad communicator {arg!r}", "write comm=<world rank>,<world rank>,... "
                        "(the members in communicator-rank order)") from None
     if len(set(members)) != len(members) or rank not in members or not all(0 <= m < world for m in members):
-        raise _BadLine(f"communicator {arg!r} must list distinct world ranks 0..{world - 1}, including rank {rank}")
+        raise BadLine(f"communicator {arg!r} must list distinct world ranks 0..{world - 1}, including rank {rank}")
     out.comm[len(out.rank)] = out.comms.setdefault(members, len(out.comms) + 1)
-
-
-def _root(args: list[str], i: int, world: int) -> int:
-    """Root rank at argument ``i`` (0 when absent, as SimGrid's ``parse_root``), checked against the world."""
-    root = int(_num(args, i, "root")) if len(args) > i else 0
-    if root >= world:
-        raise _BadLine(f"root {root} is outside 0..{world - 1}")
-    return root
 
 
 def _parse_v(out: _Lines, vectors: VectorStore, v_seen: dict[tuple[int, int], int], rank: int, action: str,
@@ -346,28 +293,28 @@ def _parse_v(out: _Lines, vectors: VectorStore, v_seen: dict[tuple[int, int], in
 
     value2: float | None = None
     if action == "alltoallv":
-        ssz, rsz = _dt(args, at("sdt"), dflt), _dt(args, at("rdt"), dflt)
-        send = [c * ssz for c in _counts(args, at("scounts"), n, "send counts")]
-        recv = [c * rsz for c in _counts(args, at("rcounts"), n, "receive counts")]
+        ssz, rsz = datatype_size(args, at("sdt"), dflt), datatype_size(args, at("rdt"), dflt)
+        send = [c * ssz for c in counts(args, at("scounts"), n, "send counts")]
+        recv = [c * rsz for c in counts(args, at("rcounts"), n, "receive counts")]
         root = -1
     elif action in ("gatherv", "allgatherv"):  # allgatherv has no root
-        scount = _num(args, at("scount"), "send count")
-        r = _counts(args, at("rcounts"), n, "receive counts")
-        root = _root(args, at("root"), world) if action == "gatherv" else -1
-        ssz, rsz = _dt(args, at("sdt"), dflt), _dt(args, at("rdt"), dflt)
+        scount = number(args, at("scount"), "send count")
+        r = counts(args, at("rcounts"), n, "receive counts")
+        root = root_arg(args, at("root"), world) if action == "gatherv" else -1
+        ssz, rsz = datatype_size(args, at("sdt"), dflt), datatype_size(args, at("rdt"), dflt)
         send, recv = [0.0] * n, [c * rsz for c in r]
         send[root if root >= 0 else rank] = scount * ssz
     elif action == "scatterv":
-        s = _counts(args, at("scounts"), n, "send counts")
-        rcount = _num(args, at("rcount"), "receive count")
-        root = _root(args, at("root"), world)
-        ssz, rsz = _dt(args, at("sdt"), dflt), _dt(args, at("rdt"), dflt)
+        s = counts(args, at("scounts"), n, "send counts")
+        rcount = number(args, at("rcount"), "receive count")
+        root = root_arg(args, at("root"), world)
+        ssz, rsz = datatype_size(args, at("sdt"), dflt), datatype_size(args, at("rdt"), dflt)
         send, recv = [c * ssz for c in s], [0.0] * n
         recv[root] = rcount * rsz
     else:  # reducescatter: value = bytes of the whole reduced vector, value2 = flops
-        sz = _dt(args, at("dt"), dflt)
-        send, recv, root = [0.0] * n, [c * sz for c in _counts(args, at("rcounts"), n, "receive counts")], -1
-        value2 = _num(args, at("flops"), "flops", integer=False)
+        sz = datatype_size(args, at("dt"), dflt)
+        send, recv, root = [0.0] * n, [c * sz for c in counts(args, at("rcounts"), n, "receive counts")], -1
+        value2 = number(args, at("flops"), "flops", integer=False)
     k = v_seen.get((rank, code), 0)
     v_seen[(rank, code)] = k + 1
     vectors.put(rank, code, k, send, recv)

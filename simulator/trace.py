@@ -10,7 +10,7 @@ seconds to flops with the core speed of the rendered platform, printed with
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from waitlab.models.vocabulary import (
     lut,
 )
 from waitlab.simulator.nbc_capture import nbc_lines
+from waitlab.simulator.ti_vectors import VectorStore, occurrence, occurrence_of, v_line
 from waitlab.simulator.trace_rma import RMA_TI_ACTIONS, format_rma
 
 _Cols = dict[str, list[Any]]
@@ -162,90 +163,6 @@ def subcomm_arg(members: tuple[int, ...]) -> str:
     return SUBCOMM_PREFIX + ",".join(str(int(m)) for m in members)
 
 
-#: Datatype id of MPI_BYTE in SimGrid 3.32 traces (v-collective counts are bytes).
-BYTE_DT = "6"
-
-
-@dataclass
-class VectorStore:
-    """Per-peer byte counts of v-collectives, keyed by (rank, action code, occurrence on that rank).
-
-    The key survives perturbations (they insert local operations only) and
-    counterfactual re-runs, unlike a row number.
-    """
-
-    data: dict[tuple[int, int, int], tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = field(
-        default_factory=dict)
-
-    def __len__(self) -> int:
-        return len(self.data)
-
-    def put(self, rank: int, code: int, k: int, send: npt.ArrayLike, recv: npt.ArrayLike) -> None:
-        """Store the counts of the ``k``-th ``code`` operation of ``rank``."""
-        self.data[(rank, code, k)] = (np.asarray(send, np.int64), np.asarray(recv, np.int64))
-
-    def get(self, rank: int, code: int, k: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None:
-        return self.data.get((rank, code, k))
-
-
-
-def occurrence(ops: OpTable) -> npt.NDArray[np.int64]:
-    """For each row, how many earlier rows of the same rank have the same action code."""
-    return _occurrence(ops.rank, ops.code, ops.seq)
-
-
-def _occurrence(rank: npt.NDArray[np.int32], code: npt.NDArray[np.int8], seq: npt.NDArray[np.int32]
-                ) -> npt.NDArray[np.int64]:
-    key = rank.astype(np.int64) * 256 + code.astype(np.int64)
-    order = np.lexsort((seq, key))
-    k = np.empty(rank.size, np.int64)
-    sk = key[order]
-    start = np.ones(sk.size, bool)
-    start[1:] = sk[1:] != sk[:-1]
-    first = np.maximum.accumulate(np.where(start, np.arange(sk.size), 0))
-    k[order] = np.arange(sk.size) - first
-    return k
-
-
-def _fmt_counts(a: npt.NDArray[np.int64]) -> str:
-    return " ".join(str(int(x)) for x in a)
-
-
-def _uniform(total: float, n: int) -> npt.NDArray[np.int64]:
-    base = round(total) // n if n else 0
-    out = np.full(n, base, np.int64)
-    if n:
-        out[: round(total) - base * n] += 1
-    return out
-
-
-def _v_line(action: str, rank: int, value: float, value2: float, peer: int, n: int,
-            vec: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None) -> str:
-    if vec is None:  # no per-peer counts known: spread the bytes evenly
-        send, recv = _uniform(value, n), _uniform(value2 if action != "reducescatter" else value, n)
-    else:
-        send, recv = vec
-    b = BYTE_DT
-    # Scalar counts (a rank's own send count, its receive count) come from the row: the per-peer vectors
-    # of a non-root rank may be all zero (MPI reads them at the root only).
-    if action == "alltoallv":
-        return f"alltoallv {int(send.sum())} {_fmt_counts(send)} {int(recv.sum())} {_fmt_counts(recv)} {b} {b}"
-    if action == "gatherv":
-        return f"gatherv {round(value)} {_fmt_counts(recv)} {_check_root(action, rank, peer, n)} {b} {b}"
-    if action == "allgatherv":
-        return f"allgatherv {round(value)} {_fmt_counts(recv)} {b} {b}"
-    if action == "scatterv":
-        return f"scatterv {_fmt_counts(send)} {round(value2)} {_check_root(action, rank, peer, n)} {b} {b}"
-    return f"reducescatter {_fmt_counts(recv)} {value2!r} {b}"
-
-
-def _check_root(action: str, rank: int, root: int, n: int) -> int:
-    if not 0 <= root < n:
-        raise InputError("operations", f"rank {rank} {action}", f"root {root} is outside 0..{n - 1}",
-                         "give the root rank as the operation's peer")
-    return root
-
-
 def format_ti_lines(ops: OpTable, core_speed: float, vectors: VectorStore | None = None, *,
                     occurrences: npt.NDArray[np.int64] | None = None) -> list[str]:
     """One TI line (without rank prefix) per operation, v-collectives exact when ``vectors`` has them.
@@ -266,7 +183,7 @@ def format_ti_lines(ops: OpTable, core_speed: float, vectors: VectorStore | None
             action = ACTIONS[ops.code[i]]
             r, v, v2, p = int(ops.rank[i]), float(ops.value[i]), float(ops.value2[i]), int(ops.peer[i])
             vec = vectors.get(r, int(ops.code[i]), int(k[i])) if vectors is not None else None
-            lines[i] = _v_line(action, r, v, v2, p, ops.n_ranks, vec)
+            lines[i] = v_line(action, r, v, v2, p, ops.n_ranks, vec)
     return lines
 
 
@@ -329,7 +246,7 @@ def write_trace(ops: OpTable, core_speed: float, folder: Path, *, rows: npt.NDAr
     sel = np.arange(len(ops), dtype=np.int64) if rows is None else np.asarray(rows, np.int64)
     _check_table(ops, sel)
     has_v = vectors is not None or bool(_IS_V[ops.code[sel]].any())
-    k = _occurrence(ops.rank[sel], ops.code[sel], ops.seq[sel]) if has_v else None
+    k = occurrence_of(ops.rank[sel], ops.code[sel], ops.seq[sel]) if has_v else None
     lines = _Lines(ops, core_speed, vectors, k)
     head = "".join(f"# {h}\n" for h in header.splitlines()) if header else ""
     if shared:

@@ -11,6 +11,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+import pandas as pd
 from bad_inputs_corpus import CASES, GOOD, Built, Case, run_argv, unreadable, write
 
 #: The good results folder the run-folder cases damage (set by a session fixture).
@@ -249,7 +250,6 @@ def _as_folder(name: str) -> Callable[[Path], object]:
 
 def _drop_column(name: str, column: str) -> Callable[[Path], object]:
     def go(run: Path) -> None:
-        import pandas as pd
         df = pd.read_parquet(run / name)
         df.drop(columns=[column]).to_parquet(run / name)
     return go

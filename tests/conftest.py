@@ -12,7 +12,7 @@ import pytest
 from waitlab.models.analysis.waitstates import wait_states
 from waitlab.models.ops import OpTable
 from waitlab.simulator.replay import replay_ops
-from waitlab.simulator.trace import VectorStore
+from waitlab.simulator.ti_vectors import VectorStore
 
 #: Host speed of the test platform: 1 Gflop/s, so `compute` seconds are exact.
 SPEED = 1e9

@@ -13,6 +13,8 @@ from collections import defaultdict
 import numpy as np
 import pandas as pd
 
+from waitlab.experiments.diagnosis.groundtruth import wait_metrics
+from waitlab.models.analysis.waitstates import wait_states
 from waitlab.models.ops import ACTIONS, COLLECTIVE_ACTIONS, LOCAL_ACTIONS, OpBuilder, OpTable
 from waitlab.simulator.matching import completions, match_messages
 from waitlab.simulator.timeline import build_events, collective_instances
@@ -95,8 +97,6 @@ def chain_ops(x: float, base: float = 1.0, n: int = 4) -> OpTable:
 
 def ideal_rerun(scenario: object, ops: OpTable, speed_profiles: object = None) -> dict:
     """A counterfactual re-run on the ideal network (the ``rerun`` hook of the ground truth)."""
-    from waitlab.experiments.diagnosis.groundtruth import wait_metrics
-    from waitlab.models.analysis.waitstates import wait_states
 
     ev = ideal_replay(ops)
     return wait_metrics(ev, wait_states(ev))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from waitlab.errors import EnvironmentProblem, SimulationError
@@ -37,7 +39,6 @@ def test_changed_source_is_rebuilt_and_errors_are_verbatim(tmp_path, monkeypatch
 def test_a_changed_header_of_the_build_is_rebuilt(tmp_path, monkeypatch):
     """Headers the sources include are named in ``key_files`` (the replay extension's waitlab_replay.hpp): changing
     one gives a new binary, which prints the header's new value."""
-    import subprocess
 
     monkeypatch.setenv("WAITLAB_CACHE", str(tmp_path / "cache"))
     src, head = tmp_path / "prog.cpp", tmp_path / "value.hpp"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from waitlab.experiments.pipeline import simulate
 from waitlab.experiments.scenario import from_mapping
 
 HAVE_SMPI = shutil.which("smpirun") is not None and shutil.which("smpicc") is not None
@@ -31,7 +32,6 @@ int main(int argc, char** argv) {
 @pytest.mark.simgrid
 @pytest.mark.skipif(not HAVE_SMPI, reason="SimGrid SMPI is not installed")
 def test_header_in_an_include_folder_changes_the_next_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from waitlab.experiments.pipeline import simulate
 
     monkeypatch.setenv("WAITLAB_CACHE", str(tmp_path / "cache"))  # a cache of this test's own
     (tmp_path / "src").mkdir()

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import shutil
+import tempfile
 import tomllib
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from waitlab.errors import InputError
+from waitlab.models.ops import OpBuilder
 from waitlab.platforms import calibrate, list_platforms, load_platform, render_platform
 from waitlab.platforms.calibration import calibration_table, pingpong_time
 from waitlab.platforms.model import PlatformModel, from_mapping
+from waitlab.simulator.replay import replay_ops
 
 DATA = Path(__file__).resolve().parents[1] / "platforms" / "data"
 needs_simgrid = pytest.mark.skipif(shutil.which("smpirun") is None, reason="SimGrid not installed")
@@ -167,12 +171,8 @@ def test_calibrated_curve_between_figures_is_the_line_through_them(size: int) ->
 
 def _ring_of_messages(rp, n_msgs: int, size: int) -> float:  # type: ignore[no-untyped-def]
     """Every rank of ``rp`` sends ``n_msgs`` concurrent ``size``-byte messages to the next rank; makespan."""
-    import tempfile
 
-    import numpy as np
 
-    from waitlab.models.ops import OpBuilder
-    from waitlab.simulator.replay import replay_ops
 
     n = rp.n_ranks
     ranks = np.arange(n, dtype=np.int32)

@@ -10,15 +10,16 @@ from pathlib import Path
 import pytest
 from test_realapps import program_scenario
 
+from waitlab.experiments.capture import capture, trace_scenario_text
+from waitlab.experiments.pipeline import prepare, simulate
+from waitlab.experiments.scenario import from_mapping
+
 HAVE_SMPI = shutil.which("smpirun") is not None and shutil.which("smpicc") is not None
 
 
 @pytest.mark.simgrid
 @pytest.mark.skipif(not HAVE_SMPI, reason="SimGrid SMPI is not installed")
 def test_sixteen_ranks_on_four_nodes_replay_on_four_nodes(tmp_path: Path) -> None:
-    from waitlab.experiments.capture import capture, trace_scenario_text
-    from waitlab.experiments.pipeline import prepare, simulate
-    from waitlab.experiments.scenario import from_mapping
 
     sc = program_scenario(tmp_path, "bsp.c", ranks=16, args=["2"])
     sc = from_mapping({**sc.resolved(), "platform": {"name": "dawning_5000a", "ranks_per_node": 4}},

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import SPEED, star_platform
 
 from waitlab.models.analysis.summary import rank_budget
 from waitlab.models.ops import OpBuilder
+from waitlab.simulator.replay import replay_ops
 
 pytestmark = pytest.mark.simgrid
 
@@ -136,9 +138,7 @@ def test_same_ops_give_identical_event_tables(replay):
 
 def test_region_markers_outside_smpi_give_the_same_timelines(tmp_path):
     """Markers replayed by SMPI and markers reconstructed from neighbouring actions agree exactly."""
-    from conftest import SPEED, star_platform
 
-    from waitlab.simulator.replay import replay_ops
 
     rng = np.random.default_rng(5)
     b = OpBuilder(4)

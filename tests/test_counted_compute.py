@@ -12,6 +12,7 @@ import pytest
 from test_realapps import PROGRAMS, program_scenario
 
 from waitlab.errors import InputError
+from waitlab.experiments.pipeline import simulate
 from waitlab.experiments.scenario import from_mapping
 
 HAVE_SMPI = shutil.which("smpirun") is not None and shutil.which("smpicc") is not None
@@ -55,7 +56,6 @@ def _before_first_barrier(res: Any) -> np.ndarray:
 @pytest.mark.simgrid
 @pytest.mark.skipif(not HAVE_SMPI, reason="SimGrid SMPI is not installed")
 def test_counted_compute_is_deterministic_and_proportional(tmp_path: Path) -> None:
-    from waitlab.experiments.pipeline import simulate
 
     def run(fpb: float, sub: str) -> Any:
         (tmp_path / sub).mkdir()

@@ -20,6 +20,7 @@ from bad_inputs_corpus import GOOD, write
 from process_watch import cleanup, marked, start, wait_for
 from scenario_files import scenario_toml
 
+import waitlab.experiments.results as results
 from waitlab.cli import main
 
 pytestmark = [pytest.mark.simgrid, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc")]
@@ -142,7 +143,6 @@ def test_a_file_size_limit_gets_a_clear_error_and_leaves_nothing(tmp_path: Path)
 
 def test_a_full_disk_while_writing_results_is_one_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
-    import waitlab.experiments.results as results
 
     def disk_full(*args: object, **kwargs: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")

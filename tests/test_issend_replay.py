@@ -8,9 +8,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from test_programs_mpi import TOL, capture_and_replay, needs_smpi
-from test_realapps import program_scenario
+from test_realapps import program_scenario, trace_scenario
+
+from waitlab.experiments.capture import capture
+from waitlab.experiments.pipeline import simulate
 
 
 def late_receiver_waits(res) -> list[tuple[int, str, float, int]]:  # type: ignore[no-untyped-def]
@@ -22,7 +26,6 @@ def late_receiver_waits(res) -> list[tuple[int, str, float, int]]:  # type: igno
 @pytest.mark.simgrid
 @needs_smpi
 def test_issend_of_4_bytes_waits_for_a_late_receiver_live_and_replayed(tmp_path: Path) -> None:
-    from waitlab.experiments.pipeline import simulate
 
     # 1. Issend at 0, receive posted at 0.2 s: rank 0's MPI_Wait waits 0.2 s.
     # 2. Isend + Issend at ~0.2 s, receives posted at 0.2 + 0.3 = 0.5 s: the MPI_Waitall waits 0.3 s for the issend
@@ -42,11 +45,7 @@ def test_issend_of_4_bytes_waits_for_a_late_receiver_live_and_replayed(tmp_path:
 def test_two_replays_of_an_issend_capture_are_identical(tmp_path: Path) -> None:
     """The replay's ssend/issend (and the waits that complete an issend) call SMPI's Request internals, not the MPI
     functions, which book the host CPU time since the rank's last MPI call: two replays agree to the last bit."""
-    import pandas as pd
-    from test_realapps import trace_scenario
 
-    from waitlab.experiments.capture import capture
-    from waitlab.experiments.pipeline import simulate
 
     index = capture(program_scenario(tmp_path, "issend.c", ranks=2), tmp_path / "cap", check=False)
     runs = [simulate(trace_scenario(index, 2)) for _ in range(2)]

@@ -13,6 +13,8 @@ import pytest
 from test_realapps import program_scenario, trace_scenario
 
 from waitlab.errors import InputError
+from waitlab.experiments.capture import capture
+from waitlab.experiments.pipeline import simulate
 from waitlab.models.ops import ACTIONS, CODE, OpBuilder
 from waitlab.simulator.nbc_capture import POST_DTYPE, with_nbc_posts
 from waitlab.simulator.ti_trace import parse_ti_trace
@@ -105,8 +107,6 @@ def _blocking_copy(folder: Path, out: Path) -> Path:
     pytest.param("probe", None, marks=pytest.mark.xfail(strict=True, reason="MPI_Test's sleep is not replayed")),
     ("wtime", {"config": {"smpi/wtime": "1e-7"}})])
 def test_capture_replays_the_overlap_of_the_live_run(tmp_path: Path, mode: str, sim: dict | None) -> None:
-    from waitlab.experiments.capture import capture
-    from waitlab.experiments.pipeline import simulate
 
     app = {"args": [mode, "4", "65536", "2e-3"]}
     if sim:

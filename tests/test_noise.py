@@ -14,10 +14,12 @@ from hypothesis import strategies as st
 
 from waitlab.errors import InputError
 from waitlab.experiments.perturbation import parse_perturbation, perturbation_config
+from waitlab.experiments.scenario import load_scenario
+from waitlab.models.ops import OpBuilder
 from waitlab.models.perturb import detours as dt
 from waitlab.models.perturb import noise as nz
 from waitlab.models.perturb import noise_hits as nh
-from waitlab.models.perturb.stage import PlatformFacts, noise_setup
+from waitlab.models.perturb.stage import PlatformFacts, noise_ledger, noise_setup
 
 
 def rng(seed: int = 0) -> np.random.Generator:
@@ -109,7 +111,6 @@ def test_hits_sum_to_the_measure(freq: float, frac: float, a: float, length: flo
 
 
 def test_jitter_is_non_negative_and_seeded() -> None:
-    from waitlab.models.ops import OpBuilder
 
     b = OpBuilder(2)
     b.add("compute", [0, 1], value=[1.0, 2.0], region="w")
@@ -201,7 +202,6 @@ def test_noise_setup_scopes() -> None:
 
 
 def test_example_scenario_validates() -> None:
-    from waitlab.experiments.scenario import load_scenario
 
     sc = load_scenario(Path(__file__).resolve().parents[1] / "examples" / "perturbed_stencil.toml")
     cfg = perturbation_config(sc)
@@ -216,8 +216,6 @@ def test_example_scenario_validates() -> None:
 
 def test_noise_on_selected_nodes_only() -> None:
     # 8 ranks, 2 per node; detours 0.1 s at 0.5 s every 1 s (phase given); only node 1 (ranks 2, 3) is hit
-    from waitlab.models.ops import OpBuilder
-    from waitlab.models.perturb.stage import noise_ledger
 
     table = {"model": "periodic", "frequency": 1.0, "duration": 0.1, "phase": 0.5, "nodes": [1]}
     cfg = parse_perturbation({"noise": table}).noise

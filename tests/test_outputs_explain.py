@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import io
 import json
 import re
 import subprocess
@@ -11,9 +13,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from waitlab import cli
+from waitlab import api, cli
 from waitlab.experiments.reproduce.okita_spilling import OkitaResult
 from waitlab.models.analysis.waitstates import make_events, wait_states
+from waitlab.simulator import doctor as doc
 from waitlab.simulator.export import chrome_trace_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -74,11 +77,9 @@ def test_chrome_slices_carry_peer_bytes_tag_and_injected_excess():
 
 
 def test_scenario_from_stdin(tmp_path: Path, monkeypatch):
-    import io
 
     monkeypatch.setattr(sys, "stdin", io.StringIO('[scenario]\nname = "from-stdin"\nranks = 4\n[platform]\n'
                                                   'name = "dawning_5000a"\n[application]\nkind = "stencil"\n'))
-    from waitlab import api
 
     assert api.load_scenario("-").name == "from-stdin"
     monkeypatch.setattr(sys, "stdin", io.StringIO("[scenario\n"))
@@ -109,7 +110,6 @@ def test_a_new_users_session(tmp_path: Path, capsys):
     assert "(top)" not in text and "(A candidate's true cost is the total wait minus" in text
     assert (run / "report.html").is_file()
     # the API's objects render in a notebook
-    from waitlab import api
 
     loaded = api.load_run(run)
     assert f"{len(loaded.events):,} events" in loaded._repr_html_()
@@ -124,7 +124,6 @@ def test_a_new_users_session(tmp_path: Path, capsys):
 
 
 def test_calibration_table_fits_120_columns_and_explains_them():
-    from waitlab import api
 
     sources = ["Rao et al. §4.1 (1): MPI latency 1.6 us and a long explanation " * 3,
                "assumed: shared-memory MPI of that generation, no figure in the paper " * 3]
@@ -143,7 +142,6 @@ def test_calibration_table_fits_120_columns_and_explains_them():
 
 @pytest.mark.simgrid
 def test_doctor_notes_missing_bindings_without_failing(monkeypatch, capsys):
-    from waitlab.simulator import doctor as doc
 
     real = doc.subprocess.run
 
@@ -191,7 +189,6 @@ def test_tutorial_outputs_are_what_the_code_prints(tmp_path: Path):
 def test_setup_names_every_importable_folder_so_setuptools_does_not_warn():
     """setuptools warns (about 90 lines per `make demo`) for every folder inside a package that Python could
     import but ``packages`` does not name; setup.py names them all."""
-    import ast
 
     call = next(n for n in ast.walk(ast.parse((ROOT / "setup.py").read_text())) if isinstance(n, ast.Call))
     kw = {k.arg: ast.literal_eval(k.value) for k in call.keywords}

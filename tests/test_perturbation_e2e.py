@@ -17,7 +17,9 @@ import pytest
 from scenario_files import imbalance_toml, scenario_toml
 from test_instrumentation import imbalanced  # the same 2-rank steps, declared once
 
+from waitlab.cli import main
 from waitlab.experiments.pipeline import run as run_pipeline
+from waitlab.experiments.reproduce import okita_spilling as okita
 from waitlab.experiments.scenario import Scenario, from_mapping
 from waitlab.models.ops import CAUSE_KINDS, OpBuilder, OpTable
 
@@ -201,7 +203,6 @@ def test_okita_table1_first_row() -> None:
     """R = 128 MB (1024 round trips): S, S_i, S_f within 10 % of Okita et al. table 1 (2.65, 3.11, 3.09 s)."""
     if shutil.which("smpirun") is None:
         pytest.skip("SimGrid SMPI is not installed (run: make setup)")
-    from waitlab.experiments.reproduce import okita_spilling as okita
 
     res = okita.reproduce(points=(128,))
     row = res.table.iloc[0]
@@ -215,7 +216,6 @@ def test_okita_table1_first_row() -> None:
 
 def test_cli_run_writes_the_report_and_check_c(platform_file: str, tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
-    from waitlab.cli import main
 
     toml = tmp_path / "s.toml"
     toml.write_text(scenario_toml("cli", 4, 'kind = "stencil"\nsteps = 3\ndims = 1\ncompute_seconds = 0.002\n'

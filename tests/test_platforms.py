@@ -18,7 +18,9 @@ from pathlib import Path
 import pytest
 
 from waitlab.errors import InputError
+from waitlab.experiments.scenario import from_mapping
 from waitlab.platforms import (
+    PLATFORM_ALIASES,
     PlatformModel,
     RenderedPlatform,
     calibrate,
@@ -27,6 +29,7 @@ from waitlab.platforms import (
     load_platform,
     render_platform,
 )
+from waitlab.platforms.describe import format_figure
 
 BUILTIN = ["dawning_5000a", "deepcomp_7000", "okita_myrinet", "sunway_taihulight", "wu_cluster"]
 REPLAY = "/usr/lib/x86_64-linux-gnu/simgrid/smpireplaymain"
@@ -422,7 +425,6 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "platforms.md"
 
 @pytest.mark.skipif(not DOC.exists(), reason="docs/platforms.md not present")
 def test_docs_table_matches_data_files() -> None:
-    from waitlab.platforms.describe import format_figure
 
     rows = [line for line in DOC.read_text().splitlines() if line.startswith("| `")]
     assert rows, "figure table not found"
@@ -455,8 +457,6 @@ def test_docs_example_toml_loads(tmp_path: Path) -> None:
 
 def test_deprecated_names_load_the_renamed_files() -> None:
     """The old paper-number names still load, as the files named after the papers, and are not listed twice."""
-    from waitlab.experiments.scenario import from_mapping
-    from waitlab.platforms import PLATFORM_ALIASES
 
     assert PLATFORM_ALIASES == {"seed000_cluster": "wu_cluster", "seed003_myrinet": "okita_myrinet"}
     for old, new in PLATFORM_ALIASES.items():

@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from waitlab import cli
 from waitlab.errors import InputError
 from waitlab.experiments.report.graph_plots import draw_propagation
 from waitlab.experiments.report.sweep_plots import plot_sweep
@@ -36,7 +37,6 @@ def test_draw_propagation_writes_a_png(tmp_path: Path):
 
 
 def test_waitlab_plot_reads_a_sweep_folder(tmp_path: Path, capsys):
-    from waitlab import cli
 
     rows = [{"simulation.alltoall": a, "scenario.ranks": r, "scenario_hash": f"h{a}{r}", "makespan": r * 0.1,
              "total_wait": 0.0, "max_rank_wait": 0.0} for a in ("ring", "bruck") for r in (16, 64)]

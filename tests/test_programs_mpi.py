@@ -16,8 +16,13 @@ import numpy as np
 import pytest
 from test_realapps import program_scenario, trace_scenario
 
-from waitlab.errors import InputError
+import waitlab
+from waitlab.errors import InputError, SimulationError
+from waitlab.experiments.capture import capture
+from waitlab.experiments.pipeline import simulate
 from waitlab.models.ops import OpBuilder
+from waitlab.models.vocabulary import ACTIONS
+from waitlab.simulator.layer_wrappers import WRAPPERS, wrappers_source
 from waitlab.simulator.replayable import replayable_ops
 
 HAVE_SMPI = shutil.which("smpirun") is not None and shutil.which("smpicc") is not None
@@ -26,7 +31,6 @@ TOL = 1e-4
 
 
 def run(tmp: Path, mode: str, ranks: int) -> Any:
-    from waitlab.experiments.pipeline import simulate
 
     sc = program_scenario(tmp, "features.c", ranks=ranks, args=[mode])
     return sc, simulate(sc)
@@ -39,8 +43,6 @@ def waits_by_rank(res: Any, op: str) -> dict[int, tuple[str, float, int]]:
 
 
 def capture_and_replay(sc: Any, tmp: Path) -> Any:
-    from waitlab.experiments.capture import capture
-    from waitlab.experiments.pipeline import simulate
 
     index = capture(sc, tmp / "cap")
     check = json.loads((tmp / "cap" / "capture.json").read_text())["replay_check"]
@@ -117,7 +119,6 @@ def test_barrier_and_allreduce_on_row_communicators_of_a_2d_split(tmp_path: Path
     assert ev[ev["op"] == "allreduce"]["bytes"].tolist() == [16] * 4
     # CWP-DM and H-CWP-DM on the row communicators: rank 1 delays row 0's barrier by 0.2 s of extra work, rank 3
     # row 1's by 0.3 s; rank 0 delays row 0's allreduce by 0.4 s, rank 3 row 1's by 0.1 s
-    import waitlab
 
     (tmp_path / "scenario.toml").write_text(sc.to_toml())
     d = waitlab.diagnose(tmp_path / "scenario.toml")
@@ -129,7 +130,6 @@ def test_barrier_and_allreduce_on_row_communicators_of_a_2d_split(tmp_path: Path
                                        3: pytest.approx(0.4, abs=TOL)}, m.key
     # the capture replays the row collectives on their communicators (waitlab's replay extension), with the same
     # waits per pattern (its replay check; per rank: tests/test_subcomm_replay.py)
-    from waitlab.experiments.capture import capture
 
     capture(sc, tmp_path / "cap")
     check = json.loads((tmp_path / "cap" / "capture.json").read_text())["replay_check"]
@@ -184,7 +184,6 @@ def test_replayable_ops_splits_only_a_waitall_that_leaves_requests_pending() -> 
     b.add("waitall", 1)  # completes both of rank 1's requests: kept
     ops = b.build()
     out = replayable_ops(ops)
-    from waitlab.models.vocabulary import ACTIONS
 
     assert [ACTIONS[c] for c in out.code[out.rank == 0]] == ["irecv", "isend", "wait", "wait"]
     assert [ACTIONS[c] for c in out.code[out.rank == 1]] == ["irecv", "isend", "waitall"]
@@ -201,7 +200,6 @@ def test_injected_delays_give_a_program_ground_truth(tmp_path: Path) -> None:
     # Counterfactuals by hand: without every solve, rank 1's io is last at the barrier: 3 x 0.05 = 0.15 s
     # (cost 0.65 - 0.15 = 0.5); without io, rank 2 is last: 3 x 0.1 = 0.3 s (cost -0.05); without rank 1's
     # solve, rank 3 alone is late at the allreduce: 3 x 0.2 = 0.6 s instead of 0.4 (cost -0.2).
-    import waitlab
 
     sc, res = run(tmp_path, "inject", 4)
     led = res.ledger().sort_values(["rank", "region"]).reset_index(drop=True)
@@ -223,7 +221,6 @@ def test_injected_delays_give_a_program_ground_truth(tmp_path: Path) -> None:
 @pytest.mark.simgrid
 @needs_smpi
 def test_a_program_without_injections_has_no_truth_to_score(tmp_path: Path) -> None:
-    import waitlab
 
     sc = program_scenario(tmp_path, "features.c", ranks=2, args=["ssend"])
     (tmp_path / "scenario.toml").write_text(sc.to_toml())
@@ -236,7 +233,6 @@ def test_a_program_without_injections_has_no_truth_to_score(tmp_path: Path) -> N
 @needs_smpi
 def test_measured_computation_is_booked_where_it_happened(tmp_path: Path) -> None:
     # rank 1 spins on the CPU (40 M additions) before the barrier; SMPI charges it as measured computation
-    from waitlab.experiments.pipeline import simulate
 
     res = simulate(program_scenario(tmp_path, "features.c", ranks=2, args=["spin"], computation="measured"))
     ev = res.events
@@ -252,8 +248,6 @@ def test_measured_computation_is_booked_where_it_happened(tmp_path: Path) -> Non
 @pytest.mark.simgrid
 @needs_smpi
 def test_a_program_spinning_on_mpi_wtime_stops_with_a_clear_message(tmp_path: Path) -> None:
-    from waitlab.errors import SimulationError
-    from waitlab.experiments.pipeline import simulate
 
     with pytest.raises(SimulationError, match=r"MPI_Wtime returned the same time.*computation = \"measured\""):
         simulate(program_scenario(tmp_path, "features.c", ranks=2, args=["wtime"],
@@ -263,7 +257,6 @@ def test_a_program_spinning_on_mpi_wtime_stops_with_a_clear_message(tmp_path: Pa
 @pytest.mark.simgrid
 @needs_smpi
 def test_program_output_and_files_are_kept_in_the_results_folder(tmp_path: Path) -> None:
-    import waitlab
 
     (tmp_path / "in.txt").write_text("hello waitlab\n")
     sc = program_scenario(tmp_path, "features.c", ranks=2, args=["io"], inputs=["in.txt"])
@@ -284,7 +277,6 @@ def test_program_output_and_files_are_kept_in_the_results_folder(tmp_path: Path)
 def test_fortran_ssend_and_sendrecv(tmp_path: Path) -> None:
     if shutil.which("smpif90") is None or shutil.which("gfortran") is None:
         pytest.skip("smpif90/gfortran not installed")
-    from waitlab.experiments.pipeline import simulate
 
     sc = program_scenario(tmp_path, "ssend.f90", ranks=2)
     res = simulate(sc)
@@ -302,7 +294,6 @@ def test_fortran_ssend_and_sendrecv(tmp_path: Path) -> None:
 
 def test_generated_wrappers_are_fresh() -> None:
     # the C and Fortran wrapper tables come from one declaration (layer_wrappers.WRAPPERS) and the vocabulary
-    from waitlab.simulator.layer_wrappers import WRAPPERS, wrappers_source
 
     native = Path(__file__).resolve().parents[1] / "simulator" / "native"
     assert (native / "waitlab_wrappers.inc").read_text() == wrappers_source(), \

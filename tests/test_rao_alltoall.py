@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
 import shutil
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
+import pandas as pd
 import pytest
 from pandas import testing as pd_testing
 
@@ -15,7 +18,11 @@ from waitlab.errors import InputError, SimulationError
 from waitlab.experiments.reproduce import rao_alltoall
 from waitlab.experiments.reproduce.alltoall_points import alltoall_point
 from waitlab.experiments.reproduce.rao_statements import STATEMENTS, judge
+from waitlab.experiments.scenario import from_mapping
 from waitlab.models.apps.alltoall import check_alltoall_point, mesh_shape
+from waitlab.models.ops import OpBuilder
+from waitlab.platforms import load_platform, render_platform
+from waitlab.simulator.replay import replay_ops
 
 needs_simgrid = pytest.mark.skipif(shutil.which("smpirun") is None, reason="SimGrid not installed")
 
@@ -69,7 +76,6 @@ def test_lam_simple_differs_from_native_only_with_send_order_costs() -> None:
 def test_statements_are_judged_from_the_table() -> None:
     assert len(STATEMENTS) == 18  # sections 5.1-5.4 and the abstract (rao_statements docstring)
     # a table where nothing differs cannot make an ordering statement hold
-    import pandas as pd
 
     rows = [{"platform": p, "algorithm": a, "ranks": r, "size": s, "seconds": 1.0}
             for p in ("dawning_5000a", "deepcomp_7000")
@@ -80,7 +86,6 @@ def test_statements_are_judged_from_the_table() -> None:
 
 
 def test_scenario_refuses_an_overflowing_alltoall_point() -> None:
-    from waitlab.experiments.scenario import from_mapping
 
     base = {"scenario": {"name": "a2a", "ranks": 256}, "platform": {"name": "dawning_5000a"},
             "application": {"kind": "fft", "bytes_per_peer": 65536}}
@@ -98,9 +103,7 @@ def test_scenario_refuses_an_overflowing_alltoall_point() -> None:
 
 
 def test_refused_and_failed_points_are_never_results(monkeypatch: pytest.MonkeyPatch) -> None:
-    import math
 
-    from waitlab.experiments.reproduce import rao_alltoall
 
     def fake(platform: str, algorithm: str, ranks: int, size: int, timeout: float = 0.0) -> points.AlltoallPoint:
         check_alltoall_point(algorithm, ranks, size)
@@ -125,11 +128,7 @@ def test_one_nic_per_node_carries_the_mpi_level_bandwidth_in_aggregate(tmp_path:
     # 8 ranks of node 0 each send 1 MiB to their partner on node 1 at once.  The NIC is shared: by hand,
     # 8 x (2^20 + 16) B at Dawning's MPI-level 1.5 GB/s (platform file) = 5.59 ms, not the 3.36 ms that the
     # 2.5 GB/s signalling rate would give, nor the 0.70 ms of eight independent 1.5 GB/s flows.
-    import numpy as np
 
-    from waitlab.models.ops import OpBuilder
-    from waitlab.platforms import load_platform, render_platform
-    from waitlab.simulator.replay import replay_ops
 
     rp = render_platform(load_platform("dawning_5000a"), 16, ranks_per_node=8)
     b = OpBuilder(n_ranks=16)
@@ -148,7 +147,6 @@ def test_one_nic_per_node_carries_the_mpi_level_bandwidth_in_aggregate(tmp_path:
 
 def _judged_on(grid: dict[str, object]) -> set[str]:
     """Keys of the statements a table of exactly ``grid``'s points leaves "not run" (times are arbitrary)."""
-    import pandas as pd
 
     pts = rao_alltoall._points(dict(grid))
     rng = np.random.default_rng(22)
@@ -172,7 +170,6 @@ def test_statement_grid_runs_every_statement_and_the_default_leaves_out_statemen
 
 
 def test_points_on_an_executor_give_the_sequential_table(monkeypatch: pytest.MonkeyPatch) -> None:
-    from concurrent.futures import ThreadPoolExecutor
 
     def fake(platform: str, algorithm: str, ranks: int, size: int, timeout: float = 0.0) -> points.AlltoallPoint:
         check_alltoall_point(algorithm, ranks, size)
@@ -196,7 +193,6 @@ def test_points_on_an_executor_give_the_sequential_table(monkeypatch: pytest.Mon
 
 
 def test_a_worker_that_dies_fails_its_point_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    from concurrent.futures import Future, ThreadPoolExecutor
 
     class DyingWorkers(ThreadPoolExecutor):
         def submit(self, fn, /, *args, **kwargs):  # type: ignore[no-untyped-def, override]
@@ -226,7 +222,6 @@ def test_huge_pages_change_no_simulated_time(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_cli_statements_flag_runs_the_statement_grid(monkeypatch: pytest.MonkeyPatch, tmp_path: object) -> None:
-    import pandas as pd
 
     seen: list[object] = []
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +17,20 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from waitlab.api import run as run_scenario
+from waitlab.cli import main
 from waitlab.errors import EnvironmentProblem, InputError, SimulationError
+from waitlab.experiments.capture import capture
+from waitlab.experiments.nas import fetch_simgrid_sources, nas_scenario, smpi_test_scenario
+from waitlab.experiments.pipeline import run as run_pipeline
+from waitlab.experiments.pipeline import simulate
+from waitlab.experiments.programs import injection_schedule
 from waitlab.experiments.scenario import Scenario, from_mapping
-from waitlab.models.ops import ACTIONS, CODE, OpBuilder, OpTable
+from waitlab.models.ops import ACTIONS, CAUSE_KINDS, CODE, Ledger, OpBuilder, OpTable
+from waitlab.simulator.program_run import ProgramError
 from waitlab.simulator.ti_trace import parse_ti_trace
-from waitlab.simulator.trace import VectorStore, format_ti_lines, write_trace
+from waitlab.simulator.ti_vectors import VectorStore
+from waitlab.simulator.trace import format_ti_lines, write_trace
 
 PROGRAMS = Path(__file__).resolve().parent / "programs"
 NATIVE = Path(__file__).resolve().parents[1] / "simulator" / "native"
@@ -173,7 +183,6 @@ def test_ti_parser_rejects_missing_files_and_rank_mixups(tmp_path: Path) -> None
 
 
 def test_injection_schedule_places_operations_around_the_programs_computation() -> None:
-    from waitlab.experiments.programs import injection_schedule
 
     b = OpBuilder(n_ranks=1)
     b.add("overhead", 0, value=1e-6)            # before the interval's computation -> after the previous call
@@ -226,7 +235,6 @@ def test_program_scenario_hash_follows_the_source(tmp_path: Path) -> None:
 @needs_smpi
 @pytest.mark.parametrize("x", [0.25, 0.0125])
 def test_execute_benched_before_send_gives_exact_late_sender_wait(tmp_path: Path, x: float) -> None:
-    from waitlab.experiments.pipeline import simulate
 
     sc = program_scenario(tmp_path, "late_sender.c", args=[repr(x)])
     real = simulate(sc)
@@ -257,7 +265,6 @@ def test_execute_benched_before_send_gives_exact_late_sender_wait(tmp_path: Path
 def bsp_run(tmp_path_factory: pytest.TempPathFactory) -> Any:
     if not HAVE_SMPI:
         pytest.skip("SimGrid SMPI is not installed")
-    from waitlab.experiments.pipeline import simulate
 
     tmp = tmp_path_factory.mktemp("bsp")
     sc = program_scenario(tmp, "bsp.c", ranks=4, args=["3"])
@@ -313,8 +320,6 @@ def test_unannotated_code_gets_call_site_regions(bsp_run: Any) -> None:
 
 @pytest.mark.simgrid
 def test_layer_injects_perturbations_into_the_running_program(bsp_run: Any) -> None:
-    from waitlab.experiments.pipeline import simulate
-    from waitlab.models.ops import CAUSE_KINDS, Ledger
 
     sc, base = bsp_run
     delay = 5e-4
@@ -349,8 +354,6 @@ def test_layer_injects_perturbations_into_the_running_program(bsp_run: Any) -> N
 
 @pytest.mark.simgrid
 def test_capture_then_replay_gives_the_same_waits(bsp_run: Any, tmp_path: Path) -> None:
-    from waitlab.experiments.capture import capture
-    from waitlab.experiments.pipeline import simulate
 
     sc, real = bsp_run
     index = capture(sc, tmp_path / "cap")
@@ -374,7 +377,6 @@ def test_capture_then_replay_gives_the_same_waits(bsp_run: Any, tmp_path: Path) 
 
 @pytest.mark.simgrid
 def test_smpi_capture_of_wildcard_receives_is_refused_clearly(bsp_run: Any, tmp_path: Path) -> None:
-    from waitlab.experiments.capture import capture
 
     sc, _ = bsp_run
     with pytest.raises(InputError, match="from any source"):
@@ -387,7 +389,6 @@ def test_smpi_capture_of_wildcard_receives_is_refused_clearly(bsp_run: Any, tmp_
 def test_fortran_program_is_measured(tmp_path: Path) -> None:
     if shutil.which("smpif90") is None or shutil.which("gfortran") is None:
         pytest.skip("smpif90/gfortran not installed (apt-get install gfortran)")
-    from waitlab.experiments.pipeline import simulate
 
     res = simulate(program_scenario(tmp_path, "ring.f90", ranks=2))
     ev = res.events
@@ -405,7 +406,6 @@ def test_fortran_program_is_measured(tmp_path: Path) -> None:
 @pytest.mark.simgrid
 @needs_smpi
 def test_compile_error_is_shown_verbatim_with_the_file(tmp_path: Path) -> None:
-    from waitlab.experiments.pipeline import simulate
 
     bad = tmp_path / "broken.c"
     bad.write_text("#include <mpi.h>\nint main(int argc, char** argv) {\n  MPI_Init(&argc, &argv)\n"
@@ -426,8 +426,6 @@ def test_compile_error_is_shown_verbatim_with_the_file(tmp_path: Path) -> None:
     ("exit", ["rank 0 ended with exit status 2 at simulated 0 s", "did not reach MPI_Finalize"]),
 ])
 def test_program_failures_are_one_line_naming_the_program(tmp_path: Path, mode: str, words: list[str]) -> None:
-    from waitlab.api import run as run_scenario
-    from waitlab.simulator.program_run import ProgramError
 
     sc = program_scenario(tmp_path, "fail.c", ranks=2, args=[mode])
     with pytest.raises(ProgramError) as err:
@@ -445,7 +443,6 @@ def test_program_failures_are_one_line_naming_the_program(tmp_path: Path, mode: 
 @pytest.mark.simgrid
 @needs_smpi
 def test_program_time_limit(tmp_path: Path) -> None:
-    from waitlab.experiments.pipeline import simulate
 
     sc = program_scenario(tmp_path, "fail.c", ranks=2, args=["loop"], simulation={"timeout": 3})
     with pytest.raises(SimulationError, match=r"fail.c: \(run\): the program did not finish within the time "
@@ -456,13 +453,11 @@ def test_program_time_limit(tmp_path: Path) -> None:
 @pytest.mark.simgrid
 @needs_smpi
 def test_binary_without_the_layer_is_refused(tmp_path: Path) -> None:
-    import subprocess
 
     exe = tmp_path / "plain"
     subprocess.run(["smpicc", str(PROGRAMS / "late_sender.c"), "-o", str(exe)], check=True, capture_output=True)
     data = {"scenario": {"ranks": 2}, "platform": {"name": "dawning_5000a"},
             "application": {"kind": "program", "binary": str(exe)}}
-    from waitlab.experiments.pipeline import simulate
 
     with pytest.raises(InputError, match="was not linked with waitlab's measurement layer"):
         simulate(from_mapping(data, str(tmp_path / "s.toml")))
@@ -476,7 +471,6 @@ def test_binary_without_the_layer_is_refused(tmp_path: Path) -> None:
 def simgrid_sources() -> Path:
     if not HAVE_SMPI:
         pytest.skip("SimGrid SMPI is not installed")
-    from waitlab.experiments.nas import fetch_simgrid_sources
 
     try:
         return fetch_simgrid_sources()
@@ -493,9 +487,6 @@ def _mpi_counts(ev: pd.DataFrame) -> pd.DataFrame:
 @pytest.mark.slow
 @pytest.mark.parametrize(("bench", "ranks"), [("ep", 4), ("is", 4), ("dt", 5)])
 def test_nas_runs_on_two_platforms(simgrid_sources: Path, tmp_path: Path, bench: str, ranks: int) -> None:
-    from waitlab.api import run as run_scenario
-    from waitlab.experiments.capture import capture
-    from waitlab.experiments.nas import nas_scenario
 
     counts = {}
     for platform in ("dawning_5000a", "deepcomp_7000"):
@@ -528,9 +519,6 @@ def test_nas_runs_on_two_platforms(simgrid_sources: Path, tmp_path: Path, bench:
 @pytest.mark.simgrid
 @pytest.mark.slow
 def test_smpi_collective_test_program_and_smpi_capture_replay(simgrid_sources: Path, tmp_path: Path) -> None:
-    from waitlab.experiments.capture import capture
-    from waitlab.experiments.nas import nas_scenario, smpi_test_scenario
-    from waitlab.experiments.pipeline import simulate
 
     res = simulate(smpi_test_scenario("coll-allreduce", ranks=4))
     c = _mpi_counts(res.events)
@@ -546,8 +534,6 @@ def test_smpi_collective_test_program_and_smpi_capture_replay(simgrid_sources: P
 
 @pytest.mark.simgrid
 def test_instrumentation_charged_in_the_program_matches_the_replay(bsp_run: Any, tmp_path: Path) -> None:
-    from waitlab.experiments.capture import capture
-    from waitlab.experiments.pipeline import run as run_pipeline
 
     sc0, _ = bsp_run
     extra = {"instrumentation": {"events": "all", "fixed_cost": 1e-5}}
@@ -571,7 +557,6 @@ def test_instrumentation_charged_in_the_program_matches_the_replay(bsp_run: Any,
 @pytest.mark.simgrid
 @needs_smpi
 def test_cxx_program_and_the_capture_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from waitlab.cli import main
 
     scenario = tmp_path / "ring.toml"
     scenario.write_text(f'[scenario]\nname = "ring"\nranks = 3\n[platform]\nname = "deepcomp_7000"\n'

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from waitlab.errors import WaitlabError
+from waitlab.experiments.pipeline import simulate
 from waitlab.experiments.scenario import from_mapping
 
 HAVE_SMPI = shutil.which("smpirun") is not None and shutil.which("smpicc") is not None
@@ -59,7 +60,6 @@ def test_suggestions_of_the_measurement_layer_are_valid_input(tmp_path: Path) ->
 @pytest.mark.simgrid
 @pytest.mark.skipif(not HAVE_SMPI, reason="SimGrid SMPI is not installed")
 def test_wtime_spin_refusal_and_each_suggested_fix_runs(tmp_path: Path) -> None:
-    from waitlab.experiments.pipeline import simulate
 
     (tmp_path / "p.c").write_text(SPIN)
     base: dict[str, Any] = {"scenario": {"name": "spin", "ranks": 2}, "platform": {"name": "dawning_5000a"},

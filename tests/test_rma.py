@@ -12,9 +12,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from test_realapps import program_scenario
 
+from waitlab.errors import InputError, SimulationError
+from waitlab.experiments.capture import capture
+from waitlab.experiments.pipeline import run, simulate
+from waitlab.experiments.scenario import from_mapping
 from waitlab.models.analysis.rma_epochs import annotate_rma, gats_pairs, rma_epochs
-from waitlab.models.analysis.waitstates import wait_states
+from waitlab.models.analysis.rma_timing import delivery_times
+from waitlab.models.analysis.waitstates import make_events, wait_states
+from waitlab.simulator.ti_trace import parse_ti_trace
 
 Row = tuple[int, str, float, float, int]
 HAVE_SMPI = shutil.which("smpirun") is not None and shutil.which("smpicc") is not None
@@ -168,7 +175,6 @@ def test_wait_at_window_create_and_free_by_hand() -> None:
 
 
 def test_no_rma_no_rma_waits_and_point_to_point_untouched() -> None:
-    from waitlab.models.analysis.waitstates import make_events
 
     ev = make_events(rank=[0, 1], op=["barrier", "barrier"], enter=[1.0, 3.0], exit=[3.0, 3.0], match=[0, 0])
     assert wait_states(ev)["pattern"].tolist() == ["wait_at_barrier"]
@@ -200,9 +206,7 @@ TOL = 1e-5
 @pytest.mark.parametrize(("mode", "ranks", "a", "b", "expected"), CASES, ids=[c[0] for c in CASES])
 def test_rma_waits_of_a_real_program(tmp_path: Path, mode: str, ranks: int, a: float, b: float,
                                      expected: dict[tuple[int, str, str], float]) -> None:
-    from test_realapps import program_scenario
 
-    from waitlab.experiments.pipeline import simulate
 
     sc = program_scenario(tmp_path, "rma_patterns.c", ranks=ranks, args=[mode, repr(a), repr(b)])
     run = simulate(sc)
@@ -229,10 +233,7 @@ def test_instrumentation_overhead_injected_around_rma_calls(tmp_path: Path) -> N
     # The layer injects c = 10 ms after every recorded MPI call (RMA calls included).  Rank 0: create, c, lock, c,
     # compute A, put, c, unlock at T0 + A + 3c; rank 1: create, c, compute B, lock at T0 + c + B.  Lock Contention
     # grows from A - B to A - B + 2c = 0.17 s.
-    from test_realapps import program_scenario
 
-    from waitlab.experiments.pipeline import run
-    from waitlab.experiments.scenario import from_mapping
 
     a, b, c = 0.2, 0.05, 0.01
     base = program_scenario(tmp_path, "rma_patterns.c", ranks=3, args=["lock", repr(a), repr(b)])
@@ -250,11 +251,7 @@ def test_instrumentation_overhead_injected_around_rma_calls(tmp_path: Path) -> N
 @pytest.mark.simgrid
 @pytest.mark.skipif(not HAVE_SMPI, reason="SimGrid SMPI (smpirun, smpicc) is not installed")
 def test_smpi_traces_of_rma_programs_and_subcommunicator_windows_are_refused(tmp_path: Path) -> None:
-    from test_realapps import program_scenario
 
-    from waitlab.errors import InputError, SimulationError
-    from waitlab.experiments.capture import capture
-    from waitlab.experiments.pipeline import simulate
 
     sc = program_scenario(tmp_path, "rma_patterns.c", ranks=2, args=["late_post", "0.001", "0"])
     # SMPI's own tracer writes one-sided lines (Win_fence, Put, ...) that SimGrid 3.32's TI replay cannot run; the
@@ -268,8 +265,6 @@ def test_smpi_traces_of_rma_programs_and_subcommunicator_windows_are_refused(tmp
 
 
 def test_ti_parser_refuses_rma_lines(tmp_path: Path) -> None:
-    from waitlab.errors import InputError
-    from waitlab.simulator.ti_trace import parse_ti_trace
 
     (tmp_path / "r0.txt").write_text("0 init\n0 Win_fence\n0 finalize\n")
     (tmp_path / "index.txt").write_text("r0.txt\n")
@@ -283,9 +278,7 @@ def test_ti_parser_refuses_rma_lines(tmp_path: Path) -> None:
 def test_fortran_rma_calls_are_measured(tmp_path: Path) -> None:
     # Hand-computed waits in the header of tests/programs/rma_fence_lock.f90; rank 2 (idle during the lock
     # epochs) also waits in win_free until ranks 0 and 1 enter it at 0.25 + 0.2 s, i.e. 0.2 s.
-    from test_realapps import program_scenario
 
-    from waitlab.experiments.pipeline import simulate
 
     run = simulate(program_scenario(tmp_path, "rma_fence_lock.f90", ranks=3))
     w = run.waits[run.waits["wait"] > TOL]
@@ -302,7 +295,6 @@ def test_fortran_rma_calls_are_measured(tmp_path: Path) -> None:
 def test_delivery_is_timed_at_the_target_or_the_unlock() -> None:
     # Active target: the put (1.0 s) is delivered when the target's win_wait returns (3.0 s), although the
     # origin's complete returned at 1.2 s.  Passive target: delivered when the origin's unlock returns (5.5 s).
-    from waitlab.models.analysis.rma_timing import delivery_times
 
     ev = events([
         (0, "win_start", 0.0, 1.0, -1), (0, "win_group", 1.0, 1.0, 1), (0, "put", 1.0, 1.1, 1),
@@ -325,9 +317,6 @@ def test_smpi_complete_returns_before_a_large_put_is_delivered(tmp_path: Path) -
     # SimGrid 3.32 (docs/rma.md): the origin's epoch of a 4 MiB put closes in microseconds; the target's win_wait
     # returns when the data has crossed the network at the platform's calibrated MPI bandwidth for large messages
     # (platforms/data/dawning_5000a.toml: 1.5e9 B/s at 1 MiB and above, 1.6 us latency).
-    from waitlab.experiments.pipeline import simulate
-    from waitlab.experiments.scenario import from_mapping
-    from waitlab.models.analysis.rma_timing import delivery_times
 
     size = 4 << 20
     sc = from_mapping({"scenario": {"name": "rma_delivery", "ranks": 2},

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from waitlab.errors import EnvironmentProblem
+from waitlab.experiments.estimate import SMPI_BASE_BYTES, SMPI_EVENT_BYTES, SMPI_RANK_BYTES, Budget, estimate
 from waitlab.experiments.pipeline import prepare
 from waitlab.experiments.scenario import from_mapping
 from waitlab.experiments.sources import compute_speed
@@ -116,7 +117,6 @@ def test_waitlab_run_of_64_ranks_works_under_ulimit_n_40(tmp_path: Path) -> None
 
 
 def test_estimate_counts_operations_and_checks_a_budget() -> None:
-    from waitlab.experiments.estimate import SMPI_BASE_BYTES, SMPI_EVENT_BYTES, SMPI_RANK_BYTES, Budget, estimate
 
     sc = from_mapping({"scenario": {"name": "x", "ranks": 32, "seed": 1}, "platform": {"name": "dawning_5000a"},
                        "application": {"kind": "lared_s", "steps": 2}}, "x")

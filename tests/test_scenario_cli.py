@@ -11,7 +11,9 @@ from scenario_files import TINY
 
 from waitlab.api import run as run_scenario
 from waitlab.errors import InputError, SimulationError
+from waitlab.experiments.pipeline import simulate
 from waitlab.experiments.scenario import from_mapping, load_scenario
+from waitlab.simulator.export import read_table
 
 GOOD = TINY
 
@@ -96,7 +98,6 @@ def test_run_twice_gives_identical_bytes_and_metadata(tmp_path):
         assert out.returncode == 0, out.stderr
     for f in ("events.parquet", "events.csv", "waits.parquet", "ledger.parquet", "summary.json", "trace.json"):
         assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes(), f
-    from waitlab.simulator.export import read_table
 
     _, meta = read_table(tmp_path / "a" / "events.parquet")
     assert meta["seed"] == 7 and meta["platform"] == "dawning_5000a" and meta["simgrid_version"].startswith("3.")
@@ -145,7 +146,6 @@ def test_doctor_reports_every_part():
 
 @pytest.mark.simgrid
 def test_reference_core_speed_scales_compute_with_the_platform(tmp_path):
-    from waitlab.experiments.pipeline import simulate
 
     text = GOOD.replace("ranks = 4", "ranks = 2") + "compute_seconds = 0.5\nallreduce_every = 0\nhalo_bytes = 0\n"
     exact = simulate(load_scenario(write(tmp_path, text, "a.toml")))

@@ -9,7 +9,8 @@ import pytest
 
 from waitlab.models.ops import CODE, OpBuilder, OpTable
 from waitlab.simulator import trace
-from waitlab.simulator.trace import VectorStore, write_trace
+from waitlab.simulator.ti_vectors import VectorStore
+from waitlab.simulator.trace import write_trace
 
 
 def _ops() -> OpTable:

@@ -1,0 +1,67 @@
+"""Arguments of time-independent trace lines: numbers, datatype sizes, per-rank counts and roots, checked.
+
+Every reader of a TI line (:mod:`waitlab.simulator.ti_trace`) takes its arguments through these functions, so a
+bad argument is reported the same way everywhere: :class:`BadLine` carries the problem and the fix, and the
+reader adds the file and line number.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: Byte size of SimGrid 3.32's predefined datatype ids (``src/smpi/mpi/smpi_datatype.cpp``).
+DATATYPE_SIZES: dict[str, int] = {
+    "0": 8, "1": 4, "2": 1, "3": 2, "4": 8, "5": 4, "6": 1, "7": 8, "8": 1, "9": 1, "10": 2, "11": 4, "12": 8,
+    "13": 8, "14": 16, "15": 4, "16": 1, "17": 1, "18": 2, "19": 4, "20": 8, "21": 1, "22": 2, "23": 4, "24": 8,
+    "25": 8, "26": 16, "27": 32, "28": 8, "29": 8, "30": 8, "31": 16, "32": 16, "33": 8, "34": 8, "35": 8,
+    "36": 16, "37": 16, "38": 4, "39": 4, "40": 8, "41": 16, "42": 8, "43": 16, "44": 16, "45": 4, "46": 2,
+    "47": 4, "48": 8, "49": 16, "50": 32, "51": 1, "52": 8, "53": 16, "54": 32, "57": 1, "58": 8, "59": 8,
+}  # fmt: skip
+
+
+
+class BadLine(ValueError):
+    """A trace line that cannot be read: the problem, and the fix to print with it."""
+
+    def __init__(self, problem: str, fix: str = "see docs/real_programs.md, 'The TI trace format'") -> None:
+        super().__init__(problem)
+        self.fix = fix
+
+
+def number(args: list[str], i: int, what: str, *, integer: bool = True, negative: bool = False) -> float:
+    if i >= len(args):
+        raise BadLine(f"missing argument {i + 1} ({what})")
+    try:
+        x = float(args[i])
+    except ValueError:
+        raise BadLine(f"argument {i + 1} ({what}) is not a number: {args[i]!r}") from None
+    if not np.isfinite(x) or (x < 0 and not negative):
+        raise BadLine(f"argument {i + 1} ({what}) must be a finite number >= 0, got {args[i]!r}")
+    if integer and x != int(x):
+        raise BadLine(f"argument {i + 1} ({what}) must be an integer, got {args[i]!r}")
+    return x
+
+
+def datatype_size(args: list[str], i: int, default: int) -> int:
+    if i >= len(args):
+        return default
+    size = DATATYPE_SIZES.get(args[i])
+    if size is None:
+        raise BadLine(f"unknown datatype id {args[i]!r} (argument {i + 1})",
+                       "only SimGrid's predefined datatype ids 0-59 can be replayed; write sizes in bytes "
+                       "with datatype 6 (MPI_BYTE)")
+    return size
+
+
+def counts(args: list[str], start: int, n: int, what: str) -> list[float]:
+    if start + n > len(args):
+        raise BadLine(f"needs {n} {what} (one per rank), got {max(len(args) - start, 0)}")
+    return [number(args, start + i, what) for i in range(n)]
+
+
+def root_arg(args: list[str], i: int, world: int) -> int:
+    """Root rank at argument ``i`` (0 when absent, as SimGrid's ``parse_root``), checked against the world."""
+    root = int(number(args, i, "root")) if len(args) > i else 0
+    if root >= world:
+        raise BadLine(f"root {root} is outside 0..{world - 1}")
+    return root
