@@ -73,8 +73,8 @@ def gantt_raster(groups: Sequence[Bars], n_ranks: int, n_layers: int, t_end: flo
     start is that column (two scatters), then a running maximum of the ends and a running minimum of the starts from
     the right; no sort and no Python per bar. Bars are taken ``chunk`` at a time through small reused buffers, so a
     pass over millions of bars runs in the processor's cache, not through newly allocated memory. Times must be
-    finite. ``present``, if given (``n_layers`` booleans), is set for every layer that has a bar, drawn or not (a
-    legend's entries).
+    finite and ``t_end`` positive. ``present``, if given (``n_layers`` booleans), is set for every layer that has a
+    bar, drawn or not (a legend's entries).
 
     Rank 0's bars [0, 2], [2.2, 2.4] and [3.3, 3.4] of layer 0 lie less than a pixel apart: one bar [0, 3.4], shown
     in columns 0 to 2; rank 1's [3.1, 3.2] holds no middle and its layer-1 bar [0.2, 2.7] three:
@@ -87,7 +87,7 @@ def gantt_raster(groups: Sequence[Bars], n_ranks: int, n_layers: int, t_end: flo
     plane = n_ranks * stride
     first = np.full((n_layers + 1) * plane, np.inf)  # plane n_layers: bars not drawn
     last = np.full((n_layers + 1) * plane, -np.inf)
-    scale = width / t_end if t_end > 0 else 0.0
+    scale = width / t_end
     # negative layers, and code -1 wrapping round to the last entry, land on the plane of bars not drawn
     for rank, start, end, layer in groups:
         n = len(rank)
@@ -109,7 +109,7 @@ def gantt_raster(groups: Sequence[Bars], n_ranks: int, n_layers: int, t_end: flo
             np.copyto(b, rank[i:j])
             b *= stride
             k += b
-            np.multiply(start[i:j], scale, out=s)
+            np.multiply(start[i:j], scale, out=s)  # contiguous copies: ufunc.at's fast loop needs them
             np.floor(np.add(s, 0.5, out=f), out=f)  # the first column whose middle is after the start
             np.fmin(np.fmax(f, 0.0, out=f), width, out=f)
             np.copyto(b, f, casting="unsafe")
