@@ -232,7 +232,8 @@ def _gantt(events: pd.DataFrame, waits: pd.DataFrame, n_ranks: int, path: Path, 
     fig = Figure(figsize=(fig_w / GANTT_DPI, fig_h / GANTT_DPI), dpi=GANTT_DPI)
     ax = fig.add_axes((left / fig_w, bottom / fig_h, width / fig_w, height / fig_h))
     if n_ranks:
-        colours = np.round(to_rgba_array([*KIND_COLOURS.values(), WAIT_COLOUR, (0, 0, 0, 0)]) * 255).astype(np.uint8)
+        colours = np.round(np.vstack([to_rgba_array([*KIND_COLOURS.values(), WAIT_COLOUR]), np.zeros((1, 4))])
+                           * 255).astype(np.uint8)  # the last: clear (no layer shows)
         per_rank = np.vstack([colours[shown].reshape(n_ranks, -1), np.zeros((1, width * 4), np.uint8)])
         ax.add_artist(_Pixels(per_rank[bar_rows(n_ranks, height)].reshape(height, width, 4), left, bottom))
     ax.set_xlim(0.0, t_end)
