@@ -29,6 +29,7 @@ from bokeh.embed import file_html
 from bokeh.events import DocumentReady
 from bokeh.models import CustomJS
 from bokeh.resources import Resources
+from bokeh.settings import settings
 
 from waitlab.experiments.report.html_data import timeline_payload
 from waitlab.experiments.report.html_figures import (
@@ -58,10 +59,14 @@ _PAGE = """{% from macros import embed %}
 <h1>waitlab report: {{ name }}</h1>
 {% for part in parts %}{% if part[0] == "html" %}{{ part[1] }}{% else %}{{ embed(roots[part[1]]) }}{% endif %}
 {% endfor %}
-<script type="application/json" id="wl-timeline-data">{{ data }}</script>
+{{ verbatim }}<script type="application/json" id="wl-timeline-data">{{ data }}</script>
 <script>{{ config }}</script>
-<script>{{ js }}</script>
-{% endblock %}"""
+<script>{{ js }}</script>{{ verbatim }}
+{% endblock %}
+{% block js_resources %}{{ verbatim }}{{ super() }}{{ verbatim }}{% endblock %}"""
+#: Marks the page's parts that hold no Bokeh id, around them, for :func:`_ids_outside_verbatim` (NUL: never in JSON,
+#: Bokeh's library or the template).
+_VERBATIM = "\x00wl-verbatim\x00"
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _ID = re.compile(r'"p\d{4,}"')
 
@@ -74,6 +79,22 @@ def _table(header: list[str], rows: list[list[Any]]) -> str:
 
 def _s(x: float) -> str:
     return "n/a" if x is None or not math.isfinite(float(x)) else f"{float(x):.4g}"
+
+
+def _sum_by_name(key: pd.Series, values: pd.Series) -> pd.Series:
+    """``values`` summed per ``key.astype(str)``, in that text's order: a categorical key is grouped by its codes and
+    only its categories become text (``astype(str)`` made a string per row: 0.1 s for 500,000 wait states); each
+    group adds its rows in row order either way, so the sums are the same floats.
+
+    A missing key is left out, as ``astype(str)`` leaves it missing:
+
+    >>> _sum_by_name(pd.Series(pd.Categorical(["b", "a", None, "b"])), pd.Series([1.0, 2.0, 4.0, 8.0])).to_dict()
+    {'a': 2.0, 'b': 9.0}
+    """
+    if not isinstance(key.dtype, pd.CategoricalDtype):
+        return values.groupby(key.astype(str)).sum()
+    sums = values.groupby(key, observed=True).sum()
+    return pd.Series(sums.to_numpy(), index=[str(k) for k in sums.index], name=values.name).sort_index()
 
 
 def _summary(meta: dict[str, Any], summary: dict[str, Any], waits: pd.DataFrame) -> str:
@@ -91,7 +112,7 @@ def _summary(meta: dict[str, Any], summary: dict[str, Any], waits: pd.DataFrame)
     out.append(_table(["wait pattern", "wait (s)", "share"],
                       [[k, _s(v), f"{100 * v / wsum:.1f}%"] for k, v in wbp.items()]))
     if len(waits):
-        reg = waits.groupby(waits["region"].astype(str), observed=True)["wait"].sum().sort_values(ascending=False)
+        reg = _sum_by_name(waits["region"], waits["wait"]).sort_values(ascending=False)
         out.append(_table(["region of the waiting operation", "wait (s)", "share"],
                           [[k or "(top level)", _s(v), f"{100 * v / wsum:.1f}%"] for k, v in reg.head(12).items()]))
     return "\n".join(out)
@@ -133,11 +154,12 @@ def _ids(page: str) -> str:
     return _ID.sub(lambda m: ids.setdefault(m.group(0), f'"p{next(k)}"'), page)
 
 
-def build_html(meta: dict[str, Any], summary: dict[str, Any], events: pd.DataFrame, waits: pd.DataFrame,
-               budget: pd.DataFrame, ledger: pd.DataFrame | None, diagnosis: dict[str, Any] | None = None) -> str:
-    """The page, as text (see the module docstring)."""
+def report_document(meta: dict[str, Any], summary: dict[str, Any], events: pd.DataFrame, waits: pd.DataFrame,
+                    budget: pd.DataFrame, ledger: pd.DataFrame | None, diagnosis: dict[str, Any] | None = None
+                    ) -> tuple[Document, list[tuple[str, str]], dict[str, Any], dict[str, Any]]:
+    """The page's Bokeh document, its parts in order (``("html", text)`` or ``("root", name)``), the timeline's
+    payload and the page's configuration."""
     n_ranks = int(meta.get("ranks") or (int(events["rank"].max()) + 1 if len(events) else 0))
-    name = html.escape(str(meta.get("scenario", "run")))
     payload = timeline_payload(events, waits, ledger, n_ranks)
     initial = [0, min(n_ranks, DIRECT_RANKS if n_ranks <= DIRECT_RANKS else WINDOW)]
     config = {
@@ -154,47 +176,79 @@ def build_html(meta: dict[str, Any], summary: dict[str, Any], events: pd.DataFra
         doc.add_root(model)
         parts.append(("root", key))
 
-    if len(budget):
-        fig("wl-budget", budget_figure(budget))
-    parts.append(("html", "<h2 id='causes'>Injected causes (what the simulator did)</h2>" + _causes(ledger)
-                  + "<h2 id='timeline'>Timeline</h2>"))
-    if n_ranks > DIRECT_RANKS:
-        fig("wl-heatmap", heatmap_figure(waits, n_ranks))
-    detail = payload["detail_ranks"]
-    parts.append(("html",
-        "<p class='note'>Ranks x simulated time. Compute coloured by region, MPI yellow, wait states as thin bars "
-        "in their pattern's colour, injected causes as thin blue bars; messages are arrows from the send to the "
-        "receive, drawn once the window holds at most 1,500 of them (zoom in). Hover for the operation, peer, "
-        "bytes, wait pattern and injected cause. Drag a box to zoom, wheel to zoom in time, reset to go back."
-        + (f" Detail is carried for ranks 0 to {detail - 1} only (the first {payload['events']:,} events)."
-           if detail < n_ranks else "") + "</p>"
-        f"<form id='wl-range-form'>ranks <input id='wl-r0' type='number' min='0' value='0'> to "
-        f"<input id='wl-r1' type='number' min='0' value='{initial[1] - 1}'> "
-        "<button type='submit'>show</button> <span id='wl-range-status'>loading...</span></form>"))
-    fig("wl-timeline", timeline_figure())
-    if diagnosis is not None:
-        parts.append(("html", "<h2 id='diagnosis'>Diagnosis</h2>"))
-        fig("wl-blame", blame_figure(diagnosis))
-        parts.append(("html", _models_table(diagnosis)))
-        cp = diagnosis.get("critical_path")
-        if cp:
-            fig("wl-critical", critical_figure(cp))
-            parts.append(("html", "<p>Ranks on the path: " + ", ".join(
-                f"{k} ({float(v):.4g} s)" for k, v in cp.get("by_rank", {}).items()) + "</p>"))
-        graph, note = propagation_figure(events, waits)
-        if graph is not None:
-            fig("wl-propagation", graph)
-        parts.append(("html", f"<p class='note'>{html.escape(note)}</p>"))
-    else:
-        parts.append(("html", "<p class='note'>No diagnosis yet: <code>waitlab diagnose FOLDER</code> adds each "
-                      "model's blame, the ground truth, the critical path and the wait-propagation graph here.</p>"))
-    doc.js_on_event(DocumentReady, CustomJS(code="window.WAITLAB_start && window.WAITLAB_start();"))
+    with doc.models.freeze():  # the document's models are gathered once, at the end, not again for every root
+        if len(budget):
+            fig("wl-budget", budget_figure(budget))
+        parts.append(("html", "<h2 id='causes'>Injected causes (what the simulator did)</h2>" + _causes(ledger)
+                      + "<h2 id='timeline'>Timeline</h2>"))
+        if n_ranks > DIRECT_RANKS:
+            fig("wl-heatmap", heatmap_figure(waits, n_ranks))
+        detail = payload["detail_ranks"]
+        parts.append(("html",
+            "<p class='note'>Ranks x simulated time. Compute coloured by region, MPI yellow, wait states as thin bars "
+            "in their pattern's colour, injected causes as thin blue bars; messages are arrows from the send to the "
+            "receive, drawn once the window holds at most 1,500 of them (zoom in). Hover for the operation, peer, "
+            "bytes, wait pattern and injected cause. Drag a box to zoom, wheel to zoom in time, reset to go back."
+            + (f" Detail is carried for ranks 0 to {detail - 1} only (the first {payload['events']:,} events)."
+               if detail < n_ranks else "") + "</p>"
+            f"<form id='wl-range-form'>ranks <input id='wl-r0' type='number' min='0' value='0'> to "
+            f"<input id='wl-r1' type='number' min='0' value='{initial[1] - 1}'> "
+            "<button type='submit'>show</button> <span id='wl-range-status'>loading...</span></form>"))
+        fig("wl-timeline", timeline_figure())
+        if diagnosis is not None:
+            parts.append(("html", "<h2 id='diagnosis'>Diagnosis</h2>"))
+            fig("wl-blame", blame_figure(diagnosis))
+            parts.append(("html", _models_table(diagnosis)))
+            cp = diagnosis.get("critical_path")
+            if cp:
+                fig("wl-critical", critical_figure(cp))
+                parts.append(("html", "<p>Ranks on the path: " + ", ".join(
+                    f"{k} ({float(v):.4g} s)" for k, v in cp.get("by_rank", {}).items()) + "</p>"))
+            graph, note = propagation_figure(events, waits)
+            if graph is not None:
+                fig("wl-propagation", graph)
+            parts.append(("html", f"<p class='note'>{html.escape(note)}</p>"))
+        else:
+            parts.append(("html", "<p class='note'>No diagnosis yet: <code>waitlab diagnose FOLDER</code> adds "
+                          "each model's blame, the ground truth, the critical path and the wait-propagation graph "
+                          "here.</p>"))
+        doc.js_on_event(DocumentReady, CustomJS(code="window.WAITLAB_start && window.WAITLAB_start();"))
+    return doc, parts, payload, config
+
+
+def build_html(meta: dict[str, Any], summary: dict[str, Any], events: pd.DataFrame, waits: pd.DataFrame,
+               budget: pd.DataFrame, ledger: pd.DataFrame | None, diagnosis: dict[str, Any] | None = None) -> str:
+    """The page, as text (see the module docstring).
+
+    Bokeh's validation of the document (warnings about models that draw nothing, and the like) is not run on
+    every page: it took a quarter of Bokeh's time here, the figures are the same code for every run, and
+    ``tests/test_report_html.py`` validates a document with every figure instead.
+    """
+    name = html.escape(str(meta.get("scenario", "run")))
+    doc, parts, payload, config = report_document(meta, summary, events, waits, budget, ledger, diagnosis)
     data = json.dumps(payload, sort_keys=True).replace("</", "<\\/")
     cfg = "window.WAITLAB = " + json.dumps(config, sort_keys=True) + ";"
-    page = file_html(doc, Resources(mode="inline", log_level="warn"), title=f"waitlab report: {name}", template=_PAGE,
-                     template_variables={"css": _CSS, "name": name, "parts": parts, "data": data, "config": cfg,
-                                         "js": _JS.read_text(encoding="utf-8")})
-    return _ids(page)
+    validate = settings.perform_document_validation
+    validate.set_value(False)
+    try:
+        page = file_html(doc, Resources(mode="inline", log_level="warn"), title=f"waitlab report: {name}",
+                         template=_PAGE, template_variables={"css": _CSS, "name": name, "parts": parts, "data": data,
+                                                             "config": cfg, "js": _JS.read_text(encoding="utf-8"),
+                                                             "verbatim": _VERBATIM})
+    finally:
+        validate.unset_value()
+    return _ids_outside_verbatim(page)
+
+
+def _ids_outside_verbatim(page: str) -> str:
+    """:func:`_ids` over the page but its verbatim parts, Bokeh's library and the timeline's data and script (three
+    quarters of a small page; ids are only in Bokeh's document and the elements that hold its roots), which the
+    template marks with :data:`_VERBATIM`; the marks go."""
+    pieces = page.split(_VERBATIM)
+    if len(pieces) != 5:  # a mark in the page's own text: renumber everything, as before the marks
+        return _ids(page.replace(_VERBATIM, ""))
+    renumbered = _ids(_VERBATIM.join(pieces[0::2])).split(_VERBATIM)
+    return "".join([renumbered[0], pieces[1], renumbered[1], pieces[3], renumbered[2]])
 
 
 def write_html_report(folder: Path, meta: dict[str, Any], summary: dict[str, Any], events: pd.DataFrame,

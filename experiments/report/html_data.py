@@ -96,12 +96,23 @@ def timeline_payload(events: pd.DataFrame, waits: pd.DataFrame, ledger: pd.DataF
             "cause_kinds": cause_kind_names or ["cause"], "offsets": _pack(offsets), "cols": cols}
 
 
+def _is_one_of(values: pd.Series, names: tuple[str, ...]) -> np.ndarray:
+    """Whether each value, as text, is one of ``names``: a categorical column by its codes (no string per row).
+
+    >>> _is_one_of(pd.Series(pd.Categorical(["recv", "send", None, "irecv"])), ("recv", "irecv")).tolist()
+    [True, False, False, True]
+    """
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        wanted = [i for i, c in enumerate(values.cat.categories) if str(c) in names]
+        return np.isin(values.cat.codes.to_numpy(), wanted)
+    return np.isin(values.astype(str).to_numpy(), names)
+
+
 def _messages(ev: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """(send row, receive row) of each point-to-point message among ``ev``'s rows (matched by ``match``)."""
-    op = ev["op"].astype(str).to_numpy()
     match = ev["match"].to_numpy(np.int64)
-    is_send = np.isin(op, ("send", "isend", "ssend", "issend")) & (match >= 0)
-    is_recv = np.isin(op, ("recv", "irecv")) & (match >= 0)
+    is_send = _is_one_of(ev["op"], ("send", "isend", "ssend", "issend")) & (match >= 0)
+    is_recv = _is_one_of(ev["op"], ("recv", "irecv")) & (match >= 0)
     s_rows, r_rows = np.flatnonzero(is_send), np.flatnonzero(is_recv)
     s_order = np.argsort(match[s_rows], kind="stable")
     s_sorted = match[s_rows][s_order]
