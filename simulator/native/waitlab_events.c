@@ -1,0 +1,122 @@
+/* The event table's columns from an operation table in one pass (issue 25: waitlab's own work around a program run).
+ * Used by simulator/native_events.py through ctypes; built with the system C compiler.  The numpy version
+ * (simulator/timeline.py event_columns_numpy) stays the reference: every column here is its column, row for row.
+ *
+ * Output rows are the operations that are not leave markers, in row order; an enter marker becomes its region's row
+ * (exit: the exit of the leave closing it).  Inputs besides the operation table's columns and times: the region
+ * structure (native_tables.regions: enclosing enter row, depth and call path of every row, the leave of every enter)
+ * and the links (native_matching.links: message id, completing row, collective instance of every row).
+ *
+ * Bytes sent and received follow models/byte_accounting.py (Score-P's accounting of collectives), rule by rule, in
+ * the same double-precision expressions rounded half to even (rint, numpy's np.rint): the byte rules' order is
+ * BYTE_RULES of models/action.py, which native_events.py checks before calling.
+ */
+#include <math.h>
+#include <stdint.h>
+
+#include "waitlab_actions.h"
+
+/* models/action.py BYTE_RULES, in its order */
+enum { R_NONE, R_P2P_SEND, R_P2P_RECV, R_ONE_TO_ALL, R_ALL_TO_ONE, R_ONE_TO_ALL_V, R_ALL_TO_ONE_V, R_ALL_TO_ALL,
+       R_ALL_TO_ALL_V, R_REDUCE_SCATTER, R_SCAN, R_EXSCAN };
+
+/* sent and received bytes (before rounding) of one row: v, v2 its values, n its communicator's size, me its rank in
+ * it, is_root whether it is the root (models/byte_accounting.py _rule_bytes) */
+static inline void rule_bytes(int rule, int code, double v, double v2, double n, double me, int is_root, double* s,
+                              double* r) {
+  switch (rule) {
+    case R_P2P_SEND: *s = v; *r = 0.0; break;
+    case R_P2P_RECV: *s = 0.0; *r = v; break;
+    case R_ONE_TO_ALL: *s = is_root ? n * v : 0.0; *r = code == WL_BCAST ? v : v2; break;
+    case R_ALL_TO_ONE: *s = v; *r = is_root ? n * (code == WL_REDUCE ? v : v2) : 0.0; break;
+    case R_ONE_TO_ALL_V: *s = is_root ? v : 0.0; *r = v2; break;
+    case R_ALL_TO_ONE_V: *s = v; *r = is_root ? v2 : 0.0; break;
+    case R_ALL_TO_ALL: *s = n * v; *r = n * (code == WL_ALLREDUCE ? v : v2); break;
+    case R_ALL_TO_ALL_V: *s = code == WL_ALLGATHERV ? n * v : v; *r = v2; break;
+    case R_REDUCE_SCATTER: *s = v; *r = v; break;
+    case R_SCAN: *s = (n - me) * v; *r = (me + 1) * v; break;
+    case R_EXSCAN: *s = (n - me - 1) * v; *r = me * v; break;
+    default: *s = 0.0; *r = 0.0; break;
+  }
+}
+
+/* a row reference: int32 (ref32) or int64 */
+static inline void put_ref(void* a, int64_t o, int64_t v, int ref32) {
+  if (ref32) ((int32_t*)a)[o] = (int32_t)v;
+  else ((int64_t*)a)[o] = v;
+}
+
+/* The event table's columns (m rows: the operations but leave markers).  Per action code (n_codes of them):
+ * kind_of_code (event kind), has_peer (the peer column is kept), rule_of_code (byte rule).  n_comms communicators
+ * (0: MPI_COMM_WORLD); when n_comms > 1, local[c * n_ranks + r] is world rank r's rank in communicator c and
+ * comm_size[c] its size (else the world rank, the peer and n_ranks are used, as numpy does).  Region rows get kind
+ * region_kind and op region_op; region_none is the region code of a row outside any region.  out_index: room for n
+ * row numbers (int64).  Returns m, or -1 for a table whose codes, communicators or ranks are out of range (the
+ * caller then runs the numpy version, which says what it says). */
+int64_t wl_event_columns(
+    int64_t n, const int8_t* code, const int32_t* rank, const int32_t* seq, const int32_t* step, const int32_t* name,
+    const double* value, const double* value2, const int32_t* peer, const int32_t* tag, const int64_t* cause,
+    const double* excess, const int32_t* comm, const double* t_enter, const double* t_exit,
+    const int64_t* match_op, const int64_t* done_op, const int64_t* inst, const int64_t* l_rows,
+    const int64_t* enclosing, const int16_t* depth_op, const int32_t* path_op, const int64_t* path_index,
+    int32_t n_codes, const int8_t* kind_of_code, const uint8_t* has_peer, const int8_t* rule_of_code, int32_t n_ranks,
+    int32_t n_comms,
+    const int64_t* local, const int64_t* comm_size, int8_t region_kind, int16_t region_op, int32_t region_none,
+    int ref32, int32_t* o_rank, int32_t* o_seq, int8_t* o_kind, int16_t* o_op, int32_t* o_region, int64_t* o_path,
+    int32_t* o_step, double* o_enter, double* o_exit, int32_t* o_peer, int32_t* o_tag, int32_t* o_comm,
+    int64_t* o_bytes, int64_t* o_recv, void* o_match, void* o_done, void* o_parent, int16_t* o_depth, void* o_cause,
+    double* o_excess, int64_t* out_index) {
+  int64_t m = 0;
+  for (int64_t i = 0; i < n; i++) out_index[i] = code[i] == WL_LEAVE ? -1 : m++;
+  int64_t o = 0, k = 0;
+  for (int64_t i = 0; i < n; i++) {
+    int c = code[i];
+    if (c == WL_LEAVE) continue;
+    if (c < 0 || c >= n_codes) return -1;
+    if (n_comms > 1 && (comm[i] < 0 || comm[i] >= n_comms || rank[i] < 0 || rank[i] >= n_ranks || peer[i] >= n_ranks))
+      return -1;
+    int region = c == WL_ENTER;
+    int64_t par = enclosing[i];
+    o_rank[o] = rank[i];
+    o_seq[o] = seq[i];
+    o_step[o] = step[i];
+    o_tag[o] = tag[i];
+    o_excess[o] = excess[i];
+    put_ref(o_cause, o, cause[i], ref32);
+    o_enter[o] = t_enter[i];
+    o_exit[o] = region ? t_exit[l_rows[k++]] : t_exit[i];
+    o_kind[o] = region ? region_kind : kind_of_code[c];
+    o_op[o] = region ? region_op : (int16_t)c;
+    o_peer[o] = has_peer[c] && !region ? peer[i] : -1;
+    o_comm[o] = region ? 0 : comm[i];
+    put_ref(o_match, o, region ? -1 : (inst[i] >= 0 ? inst[i] : match_op[i]), ref32);
+    put_ref(o_done, o, done_op[i] >= 0 ? out_index[done_op[i]] : -1, ref32);
+    int64_t parent = par >= 0 ? out_index[par] : -1;
+    put_ref(o_parent, o, parent, ref32);
+    o_region[o] = region ? name[i] : (parent >= 0 ? name[par] : -1);
+    if (o_region[o] < 0) o_region[o] = region_none;
+    o_depth[o] = depth_op[i];
+    o_path[o] = path_index[path_op[i]];
+    double s = 0.0, r = 0.0;
+    int rule = region ? R_NONE : rule_of_code[c];
+    if (rule != R_NONE) {
+      double size;
+      int64_t me, root;
+      if (n_comms > 1) {
+        int32_t cm = comm[i];
+        size = (double)comm_size[cm];
+        me = local[(int64_t)cm * n_ranks + rank[i]];
+        root = peer[i] >= 0 ? local[(int64_t)cm * n_ranks + peer[i]] : -1;
+      } else {
+        size = (double)n_ranks;
+        me = rank[i];
+        root = peer[i];
+      }
+      rule_bytes(rule, c, value[i], value2[i], size, (double)me, me == root, &s, &r);
+    }
+    o_bytes[o] = (int64_t)rint(s);
+    o_recv[o] = (int64_t)rint(r);
+    o++;
+  }
+  return m;
+}
