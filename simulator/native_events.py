@@ -44,7 +44,7 @@ def events_library() -> ctypes.CDLL:
     p, i64, i32, c_int = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_int
     dll.wl_event_columns.restype = i64
     dll.wl_event_columns.argtypes = [i64, *([p] * 22), i32, p, p, p, i32, i32, p, p, ctypes.c_int8, ctypes.c_int16,
-                                     i32, c_int, *([p] * 21)]
+                                     i32, c_int, *([p] * 20)]
     return dll
 
 
@@ -53,6 +53,8 @@ def event_columns(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: npt.ND
                   region_kind: int, region_op: int) -> dict[str, npt.NDArray[Any]] | None:
     """The event table's columns (as :func:`waitlab.simulator.timeline.event_columns_numpy`), or ``None`` for a table
     the C pass does not take.
+
+    The arrays of ``links`` are used as the pass's working memory: the match and instance arrays are overwritten.
 
     Parameters
     ----------
@@ -73,7 +75,7 @@ def event_columns(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: npt.ND
     te, tx = np.ascontiguousarray(t_enter, np.float64), np.ascontiguousarray(t_exit, np.float64)
     if te.shape != (n,) or tx.shape != (n,):
         return None
-    match_op, done_op, inst = (np.ascontiguousarray(x, np.int64) for x in links)
+    match_op, done_op, inst = (np.ascontiguousarray(x, np.int64) for x in links)  # overwritten (see the C comment)
     l_rows, enclosing = np.ascontiguousarray(reg.l_rows, np.int64), np.ascontiguousarray(reg.enclosing, np.int64)
     depth, path = np.ascontiguousarray(reg.depth, np.int16), np.ascontiguousarray(reg.path, np.int32)
     path_index = np.ascontiguousarray(reg.path_index, np.int64)
@@ -86,18 +88,19 @@ def event_columns(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: npt.ND
         local[c, np.asarray(mem, np.int64)] = np.arange(len(mem))
     size = np.array(members, np.int64)
     luts = (np.ascontiguousarray(kind_of_code, np.int8), np.ascontiguousarray(has_peer, np.uint8), _RULE_OF_CODE)
-    out: dict[str, npt.NDArray[Any]] = {c: np.empty(m, t) for c, t in (
+    # comm and excess zeroed (np.zeros: calloc), the pass writes their non-zero values only: mostly zero columns
+    # are then never faulted in
+    out: dict[str, npt.NDArray[Any]] = {c: (np.zeros if c in ("comm", "excess") else np.empty)(m, t) for c, t in (
         ("rank", np.int32), ("seq", np.int32), ("kind", np.int8), ("op", np.int16), ("region", np.int32),
         ("path", np.int64), ("step", np.int32), ("enter", np.float64), ("exit", np.float64), ("peer", np.int32),
         ("tag", np.int32), ("comm", np.int32), ("bytes", np.int64), ("recv_bytes", np.int64), ("match", ref),
         ("done", ref), ("parent", ref), ("depth", np.int16), ("cause", ref), ("excess", np.float64))}
-    out_index = np.empty(n, np.int64)
     got = events_library().wl_event_columns(
         n, *(ptr(col[c]) for c in ("code", "rank", "seq", "step", "name", "value", "value2", "peer", "tag", "cause",
                                    "excess", "comm")),
         ptr(te), ptr(tx), ptr(match_op), ptr(done_op), ptr(inst), ptr(l_rows), ptr(enclosing), ptr(depth), ptr(path),
         ptr(path_index), len(VOCABULARY), *(ptr(x) for x in luts), ops.n_ranks, len(members), ptr(local), ptr(size),
-        region_kind, region_op, len(ops.names), int(ref is np.int32), *(ptr(a) for a in out.values()), ptr(out_index))
+        region_kind, region_op, len(ops.names), int(ref is np.int32), *(ptr(a) for a in out.values()))
     if got != m:
         return None
     return out

@@ -13,6 +13,7 @@
  */
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "waitlab_actions.h"
 
@@ -40,6 +41,13 @@ static inline void rule_bytes(int rule, int code, double v, double v2, double n,
   }
 }
 
+/* whether a double is +0.0 (all bits zero) */
+static inline int is_zero_bits(double x) {
+  uint64_t b;
+  memcpy(&b, &x, sizeof b);
+  return b == 0;
+}
+
 /* a row reference: int32 (ref32) or int64 */
 static inline void put_ref(void* a, int64_t o, int64_t v, int ref32) {
   if (ref32) ((int32_t*)a)[o] = (int32_t)v;
@@ -50,14 +58,19 @@ static inline void put_ref(void* a, int64_t o, int64_t v, int ref32) {
  * kind_of_code (event kind), has_peer (the peer column is kept), rule_of_code (byte rule).  n_comms communicators
  * (0: MPI_COMM_WORLD); when n_comms > 1, local[c * n_ranks + r] is world rank r's rank in communicator c and
  * comm_size[c] its size (else the world rank, the peer and n_ranks are used, as numpy does).  Region rows get kind
- * region_kind and op region_op; region_none is the region code of a row outside any region.  out_index: room for n
- * row numbers (int64).  Returns m, or -1 for a table whose codes, communicators or ranks are out of range (the
+ * region_kind and op region_op; region_none is the region code of a row outside any region.
+ *
+ * Memory: the links' inst array is consumed: the collective instances are first folded into match_op (which then
+ * holds every row's match), and inst then holds each row's output row (-1: a leave), so no other array of n row
+ * numbers is touched.  o_comm and o_excess must come zeroed (calloc, np.zeros): only their non-zero values are
+ * written, so the pages of a column that is zero throughout (most programs: MPI_COMM_WORLD only, no injected
+ * causes) are never written, and never faulted in.  Returns m, or -1 for a table whose codes, communicators or ranks are out of range (the
  * caller then runs the numpy version, which says what it says). */
 int64_t wl_event_columns(
     int64_t n, const int8_t* code, const int32_t* rank, const int32_t* seq, const int32_t* step, const int32_t* name,
     const double* value, const double* value2, const int32_t* peer, const int32_t* tag, const int64_t* cause,
     const double* excess, const int32_t* comm, const double* t_enter, const double* t_exit,
-    const int64_t* match_op, const int64_t* done_op, const int64_t* inst, const int64_t* l_rows,
+    int64_t* match_op, const int64_t* done_op, int64_t* inst, const int64_t* l_rows,
     const int64_t* enclosing, const int16_t* depth_op, const int32_t* path_op, const int64_t* path_index,
     int32_t n_codes, const int8_t* kind_of_code, const uint8_t* has_peer, const int8_t* rule_of_code, int32_t n_ranks,
     int32_t n_comms,
@@ -65,31 +78,38 @@ int64_t wl_event_columns(
     int ref32, int32_t* o_rank, int32_t* o_seq, int8_t* o_kind, int16_t* o_op, int32_t* o_region, int64_t* o_path,
     int32_t* o_step, double* o_enter, double* o_exit, int32_t* o_peer, int32_t* o_tag, int32_t* o_comm,
     int64_t* o_bytes, int64_t* o_recv, void* o_match, void* o_done, void* o_parent, int16_t* o_depth, void* o_cause,
-    double* o_excess, int64_t* out_index) {
-  int64_t m = 0;
-  for (int64_t i = 0; i < n; i++) out_index[i] = code[i] == WL_LEAVE ? -1 : m++;
-  int64_t o = 0, k = 0;
-  for (int64_t i = 0; i < n; i++) {
+    double* o_excess) {
+  int64_t m = 0, *out_index = inst;
+  for (int64_t i = 0; i < n; i++) { /* checked before anything is written: a refused table leaves links as they were */
     int c = code[i];
     if (c == WL_LEAVE) continue;
     if (c < 0 || c >= n_codes) return -1;
     if (n_comms > 1 && (comm[i] < 0 || comm[i] >= n_comms || rank[i] < 0 || rank[i] >= n_ranks || peer[i] >= n_ranks))
       return -1;
+  }
+  for (int64_t i = 0; i < n; i++) {
+    if (inst[i] >= 0) match_op[i] = inst[i];
+    out_index[i] = code[i] == WL_LEAVE ? -1 : m++;
+  }
+  int64_t o = 0, k = 0;
+  for (int64_t i = 0; i < n; i++) {
+    int c = code[i];
+    if (c == WL_LEAVE) continue;
     int region = c == WL_ENTER;
     int64_t par = enclosing[i];
     o_rank[o] = rank[i];
     o_seq[o] = seq[i];
     o_step[o] = step[i];
     o_tag[o] = tag[i];
-    o_excess[o] = excess[i];
+    if (!is_zero_bits(excess[i])) o_excess[o] = excess[i];
     put_ref(o_cause, o, cause[i], ref32);
     o_enter[o] = t_enter[i];
     o_exit[o] = region ? t_exit[l_rows[k++]] : t_exit[i];
     o_kind[o] = region ? region_kind : kind_of_code[c];
     o_op[o] = region ? region_op : (int16_t)c;
     o_peer[o] = has_peer[c] && !region ? peer[i] : -1;
-    o_comm[o] = region ? 0 : comm[i];
-    put_ref(o_match, o, region ? -1 : (inst[i] >= 0 ? inst[i] : match_op[i]), ref32);
+    if (!region && comm[i] != 0) o_comm[o] = comm[i];
+    put_ref(o_match, o, region ? -1 : match_op[i], ref32);
     put_ref(o_done, o, done_op[i] >= 0 ? out_index[done_op[i]] : -1, ref32);
     int64_t parent = par >= 0 ? out_index[par] : -1;
     put_ref(o_parent, o, parent, ref32);

@@ -115,7 +115,17 @@ int64_t wl_records_count(const Log* log, const Arg* arg, int64_t n, int32_t n_ra
   return rows;
 }
 
+/* whether a double is +0.0 (all bits zero) */
+static inline int is_zero_bits(double x) {
+  uint64_t b;
+  memcpy(&b, &x, sizeof b);
+  return b == 0;
+}
+
 /* Fill the operation table's columns (rows as counted by wl_records_count with the same arguments).
+ * value2, excess, comm and injected must come zeroed (calloc, np.zeros): only their non-zero values are written, so
+ * the pages of a column that is zero throughout (most programs: no second values, no injected delays, MPI_COMM_WORLD
+ * only) are never written, and never faulted in.
  * pair_name[k]: region-name id of the k-th site pair.  record: index of the layer record a row is (-1: a derived
  * compute or call-site row); injected: rows the layer injected; cause/excess: the program's own delays
  * (FLAG_CAUSE), numbered 0, 1, ... in row order.  Returns the number of cause rows, or ERR_MEMORY. */
@@ -143,17 +153,18 @@ int64_t wl_records_fill(const Log* log, const Arg* arg, int64_t n, int mode, dou
 #define ROW(c, nm, te, tx, v)                                                                                   \
   do {                                                                                                         \
     rank[o] = L->rank; seq[o] = s++; code[o] = (int8_t)(c); step[o] = A->step; name[o] = (nm); value[o] = (v); \
-    value2[o] = 0.0; peer[o] = -1; tag[o] = 0; cause[o] = -1; excess[o] = 0.0; comm[o] = 0; t_enter[o] = (te); \
-    t_exit[o] = (tx); record[o] = -1; injected[o] = 0;                                                         \
+    peer[o] = -1; tag[o] = 0; cause[o] = -1; t_enter[o] = (te); t_exit[o] = (tx); record[o] = -1;             \
   } while (0)
     if (wrap) { ROW(WL_ENTER, site_name, t0, t0, 0.0); o++; }
     if (has_gap) { ROW(WL_COMPUTE, -1, t0, L->t_enter, L->t_enter - t0); o++; }
     if (wrap) { ROW(WL_LEAVE, site_name, L->t_enter, L->t_enter, 0.0); o++; }
     if (L->code != WL_INIT && L->code != WL_FINALIZE) {
       ROW(L->code, A->name, L->t_enter, L->t_exit, A->value);
-      value2[o] = A->value2; peer[o] = A->peer; tag[o] = A->tag; comm[o] = A->comm; record[o] = i;
-      injected[o] = (A->flags & FLAG_INJECTED) != 0;
-      if (A->flags & FLAG_CAUSE) { cause[o] = causes++; excess[o] = A->value; }
+      if (!is_zero_bits(A->value2)) value2[o] = A->value2;
+      peer[o] = A->peer; tag[o] = A->tag; record[o] = i;
+      if (A->comm != 0) comm[o] = A->comm;
+      if (A->flags & FLAG_INJECTED) injected[o] = 1;
+      if (A->flags & FLAG_CAUSE) { cause[o] = causes++; if (!is_zero_bits(A->value)) excess[o] = A->value; }
       o++;
     }
 #undef ROW
