@@ -12,8 +12,8 @@ import pytest
 from waitlab.models.ops import Ledger, OpTable
 from waitlab.models.vocabulary import CODE
 from waitlab.simulator import native_events, timeline
-from waitlab.simulator.native_matching import links
-from waitlab.simulator.native_tables import regions
+from waitlab.simulator.native_matching import Links, links
+from waitlab.simulator.native_tables import Regions, regions
 from waitlab.simulator.timeline import KINDS, OPS, build_events, collective_instances, event_columns_numpy
 
 _EMPTY_LEDGER = Ledger(rank=np.zeros(0, np.int32), region=np.zeros(0, np.int32), step=np.zeros(0, np.int32),
@@ -86,14 +86,14 @@ def _random_table(seed: int, n_ranks: int = 5, steps: int = 150,
     return _table(prog, comms, ("solve", "halo", "io"))
 
 
-def _inputs(ops: OpTable) -> tuple[OpTable, np.ndarray, np.ndarray, object, object]:
+def _inputs(ops: OpTable) -> tuple[OpTable, np.ndarray, np.ndarray, Regions, Links]:
     t_enter = np.cumsum(np.full(len(ops), 1e-3))
     return ops, t_enter, t_enter + 5e-4, regions(ops), links(ops, collective_instances)
 
 
-def _native(ops: OpTable, t_enter: np.ndarray, t_exit: np.ndarray, reg: object, lk: object) -> dict | None:
-    return native_events.event_columns(ops, t_enter, t_exit, reg, lk, timeline._KIND_OF_CODE,  # type: ignore[arg-type]
-                                       timeline._HAS_PEER, KINDS.index("region"), timeline.REGION_OP)
+def _native(ops: OpTable, t_enter: np.ndarray, t_exit: np.ndarray, reg: Regions, lk: Links) -> dict | None:
+    return native_events.event_columns(ops, t_enter, t_exit, reg, lk, timeline._KIND_OF_CODE, timeline._HAS_PEER,
+                                       KINDS.index("region"), timeline.REGION_OP)
 
 
 def _assert_same(got: dict, want: dict) -> None:
@@ -106,7 +106,7 @@ def _assert_same(got: dict, want: dict) -> None:
 @pytest.mark.parametrize("seed", range(8))
 def test_native_columns_are_the_numpy_columns(seed: int) -> None:
     ops, te, tx, reg, lk = _inputs(_random_table(seed))
-    want = event_columns_numpy(ops, te, tx, reg, lk)  # type: ignore[arg-type]
+    want = event_columns_numpy(ops, te, tx, reg, lk)
     got = _native(ops, te, tx, reg, lk)
     assert got is not None
     _assert_same(got, want)
@@ -115,7 +115,7 @@ def test_native_columns_are_the_numpy_columns(seed: int) -> None:
 
 def test_world_only_table_is_numpys() -> None:
     ops, te, tx, reg, lk = _inputs(_random_table(3, comms=()))
-    want = event_columns_numpy(ops, te, tx, reg, lk)  # type: ignore[arg-type]
+    want = event_columns_numpy(ops, te, tx, reg, lk)
     got = _native(ops, te, tx, reg, lk)  # overwrites the links (its working memory): after numpy's
     assert got is not None
     _assert_same(got, want)
@@ -141,9 +141,9 @@ def test_other_column_types_take_numpy() -> None:
                   code=ops.code, step=ops.step, name=ops.name, value=ops.value, value2=ops.value2, peer=ops.peer,
                   tag=ops.tag, cause=ops.cause, excess=ops.excess, comm=np.full(len(ops), 7, np.int32),
                   comms=ops.comms)
-    kept = [x.copy() for x in lk]  # type: ignore[attr-defined]
+    kept = [x.copy() for x in lk]
     assert _native(bad, te, tx, reg, lk) is None  # communicator 7 does not exist: numpy says what it says
-    for a, b in zip(kept, lk, strict=True):  # type: ignore[call-overload]
+    for a, b in zip(kept, lk, strict=True):
         np.testing.assert_array_equal(a, b)  # a refused table leaves the links as they were
 
 
