@@ -24,13 +24,15 @@ from waitlab.models.vocabulary import CODE
 from waitlab.simulator.build import NATIVE_DIR, build_native
 
 RECORDS_SOURCE = NATIVE_DIR / "waitlab_records.c"
+#: The (a, b) -> id table the native parts share (part of their build's cache key).
+PAIRS_HEADER = NATIVE_DIR / "waitlab_pairs.h"
 
 
 @lru_cache(maxsize=1)
 def tables_library() -> ctypes.CDLL:
     """``native/waitlab_records.c``, built (and cached) on first use."""
     dll = ctypes.CDLL(str(build_native(RECORDS_SOURCE, "waitlab-records.so", compiler="cc",
-                                       flags=("-O2", "-shared", "-fPIC"))))
+                                       flags=("-O2", "-shared", "-fPIC"), key_files=(PAIRS_HEADER,))))
     p, i64, i32, c_int, dbl = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_int, ctypes.c_double
     dll.wl_records_count.restype = i64
     dll.wl_records_count.argtypes = [p, p, i64, i32, c_int, dbl, p, p, i64, ctypes.POINTER(i64)]

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "waitlab_actions.h"
+#include "waitlab_pairs.h"
 
 typedef struct { int32_t rank, code; double t_enter, t_exit; } Log;
 typedef struct {
@@ -27,52 +28,6 @@ typedef struct {
 
 enum { FLAG_INJECTED = 1, FLAG_CAUSE = 2 };
 enum { ERR_FRAMING = -1, ERR_MEMORY = -2 };
-
-/* open-addressing table of (a, b) pairs -> id (ids in order of insertion) */
-typedef struct { uint64_t *a, *b; int64_t *id; int64_t cap, n; } Pairs;
-
-static uint64_t mix(uint64_t a, uint64_t b) {
-  uint64_t h = a * 0x9E3779B97F4A7C15ULL ^ (b + 0x632BE59BD9B4E019ULL + (a << 6) + (a >> 2));
-  h ^= h >> 33; h *= 0xFF51AFD7ED558CCDULL; h ^= h >> 33;
-  return h;
-}
-
-static int pairs_init(Pairs* p, int64_t cap) {
-  p->cap = cap; p->n = 0;
-  p->a = malloc(sizeof(uint64_t) * cap); p->b = malloc(sizeof(uint64_t) * cap); p->id = malloc(sizeof(int64_t) * cap);
-  if (!p->a || !p->b || !p->id) return ERR_MEMORY;
-  for (int64_t i = 0; i < cap; i++) p->id[i] = -1;
-  return 0;
-}
-
-static void pairs_free(Pairs* p) { free(p->a); free(p->b); free(p->id); }
-
-static int64_t pairs_find(const Pairs* p, uint64_t a, uint64_t b) { /* slot of (a, b) or of the empty slot for it */
-  int64_t s = (int64_t)(mix(a, b) & (uint64_t)(p->cap - 1));
-  while (p->id[s] >= 0 && !(p->a[s] == a && p->b[s] == b)) s = (s + 1) & (p->cap - 1);
-  return s;
-}
-
-/* id of (a, b), inserted with the next id if new; ERR_MEMORY if the table could not grow */
-static int64_t pairs_get(Pairs* p, uint64_t a, uint64_t b) {
-  int64_t s = pairs_find(p, a, b);
-  if (p->id[s] >= 0) return p->id[s];
-  if (2 * (p->n + 1) > p->cap) { /* keep the load under 1/2 */
-    Pairs q;
-    if (pairs_init(&q, 2 * p->cap) < 0) { pairs_free(&q); return ERR_MEMORY; }
-    for (int64_t i = 0; i < p->cap; i++)
-      if (p->id[i] >= 0) {
-        int64_t t = pairs_find(&q, p->a[i], p->b[i]);
-        q.a[t] = p->a[i]; q.b[t] = p->b[i]; q.id[t] = p->id[i];
-      }
-    q.n = p->n;
-    pairs_free(p);
-    *p = q;
-    s = pairs_find(p, a, b);
-  }
-  p->a[s] = a; p->b[s] = b; p->id[s] = p->n;
-  return p->n++;
-}
 
 /* what happens before record i: has_gap (compute row), wrap (call-site region); depth is the rank's user-region
  * depth before the record (updated here) */
