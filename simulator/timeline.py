@@ -213,19 +213,27 @@ def collective_instances(ops: OpTable) -> npt.NDArray[np.int64]:
 def build_events(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: npt.NDArray[np.float64]) -> pd.DataFrame:
     """The event table of docs/event_table.md from operations and their simulated times.
 
-    Three C passes over the operations (region structure, links, then every column of the table:
-    :func:`waitlab.simulator.native_events.event_columns`); :func:`event_columns_numpy` is the reference they are
+    Two C passes over the operations: links (:func:`waitlab.simulator.native_matching.links`), then the region
+    structure and every column of the table (:func:`waitlab.simulator.native_events.event_columns`);
+    :func:`event_columns_numpy` (with :func:`waitlab.simulator.native_tables.regions`) is the reference they are
     tested against, and runs for a table the C pass does not take.
     """
-    reg = _regions(ops)  # one C pass: region pairs, enclosing regions, call paths and depths
     # one C pass: match_messages, completions and collective_instances (the numpy versions, tests compare them)
-    links = _links(ops, collective_instances)
-    cols = _native_columns(ops, t_enter, t_exit, reg, links, _KIND_OF_CODE, _HAS_PEER, KINDS.index("region"),
-                           REGION_OP)
-    if cols is None:
-        cols = event_columns_numpy(ops, t_enter, t_exit, reg, links)
-    path_names = reg.path_names
-    del reg, links
+    try:
+        links = _links(ops, collective_instances)
+    except SimulationError:
+        _regions(ops)  # a malformed region structure is named first
+        raise
+    # one C pass: the region structure and every column (its working memory: the links' arrays)
+    got = _native_columns(ops, t_enter, t_exit, links, _KIND_OF_CODE, _HAS_PEER, KINDS.index("region"), REGION_OP)
+    del links
+    if got is not None:
+        cols, path_names = got
+    else:  # the numpy columns (the links again: the C pass may have used their arrays)
+        reg = _regions(ops)
+        cols = event_columns_numpy(ops, t_enter, t_exit, reg, _links(ops, collective_instances))
+        path_names = reg.path_names
+        del reg
     return event_frame(cols, ops.names, path_names)
 
 

@@ -9,7 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from waitlab.errors import SimulationError
 from waitlab.models.ops import Ledger, OpTable
+from waitlab.models.regions import region_structure
 from waitlab.models.vocabulary import CODE
 from waitlab.simulator import native_events, timeline
 from waitlab.simulator.native_matching import Links, links
@@ -92,8 +94,13 @@ def _inputs(ops: OpTable) -> tuple[OpTable, np.ndarray, np.ndarray, Regions, Lin
 
 
 def _native(ops: OpTable, t_enter: np.ndarray, t_exit: np.ndarray, reg: Regions, lk: Links) -> dict | None:
-    return native_events.event_columns(ops, t_enter, t_exit, reg, lk, timeline._KIND_OF_CODE, timeline._HAS_PEER,
-                                       KINDS.index("region"), timeline.REGION_OP)
+    """The C columns (``reg``: the numpy reference's region structure, whose call paths the C pass must name alike)."""
+    got = native_events.event_columns(ops, t_enter, t_exit, lk, timeline._KIND_OF_CODE, timeline._HAS_PEER,
+                                      KINDS.index("region"), timeline.REGION_OP)
+    if got is None:
+        return None
+    assert got[1] == reg.path_names
+    return got[0]
 
 
 def _assert_same(got: dict, want: dict) -> None:
@@ -169,3 +176,26 @@ def test_by_hand() -> None:
     assert got["match"][[1, 3]].tolist() == [0, 0] and got["match"][2] == got["match"][5]
     assert got["exit"][0] == tx[3]  # the region ends at its leave
     assert got["peer"].tolist() == [-1, 1, 1, 0, 0, 1]
+
+
+@pytest.mark.parametrize("filler", ["compute", "barrier"])  # barrier: unmatched collectives besides (links refuse)
+@pytest.mark.parametrize("case", ["leave first", "other name", "open at end", "open at rank end"])
+def test_malformed_regions_get_the_numpy_message(case: str, filler: str) -> None:
+    e, x, b = CODE["enter"], CODE["leave"], CODE[filler]
+    code, rank, name = {
+        "leave first": ([b, x, e, x], [0, 0, 0, 0], [-1, 0, 0, 0]),
+        "other name": ([e, e, x, x], [0, 0, 0, 0], [0, 1, 0, 1]),
+        "open at end": ([b, b, b, e], [0, 0, 1, 1], [-1, -1, -1, 0]),
+        "open at rank end": ([e, b, b, x], [0, 0, 1, 1], [0, -1, -1, 0]),
+    }[case]
+    n = len(code)
+    ops = OpTable(n_ranks=2, names=("a", "b"), ledger=_EMPTY_LEDGER, rank=np.array(rank, np.int32),
+                  seq=np.array([0, 1, 2, 3], np.int32) - np.searchsorted(rank, rank).astype(np.int32),
+                  code=np.array(code, np.int8), step=np.zeros(n, np.int32), name=np.array(name, np.int32),
+                  value=np.zeros(n), value2=np.zeros(n), peer=np.full(n, -1, np.int32), tag=np.zeros(n, np.int32),
+                  cause=np.full(n, -1, np.int64), excess=np.zeros(n))
+    with pytest.raises(SimulationError) as want:
+        region_structure(ops)
+    with pytest.raises(SimulationError) as got:
+        build_events(ops, np.arange(n, dtype=np.float64), np.arange(n, dtype=np.float64) + 0.5)
+    assert str(got.value) == str(want.value)
