@@ -1,5 +1,5 @@
-"""ctypes bindings of ``native/waitlab_events.c``: every column of the event table in one C pass over the operation
-table (issue 25: waitlab's own work around a program run).
+"""ctypes bindings of ``native/waitlab_events.c``: every column of the event table, and the region structure, from C
+passes over the operation table (issue 25: waitlab's own work around a program run).
 
 :func:`event_columns` returns exactly what :func:`waitlab.simulator.timeline.event_columns_numpy` returns (that numpy
 version stays the reference, ``tests/test_events_native.py``), or ``None`` for a table the C pass does not take
