@@ -24,13 +24,15 @@ from waitlab.models.vocabulary import CODE
 from waitlab.simulator.build import NATIVE_DIR, build_native
 
 RECORDS_SOURCE = NATIVE_DIR / "waitlab_records.c"
+#: The (a, b) -> id table the native parts share (part of their build's cache key).
+PAIRS_HEADER = NATIVE_DIR / "waitlab_pairs.h"
 
 
 @lru_cache(maxsize=1)
 def tables_library() -> ctypes.CDLL:
     """``native/waitlab_records.c``, built (and cached) on first use."""
     dll = ctypes.CDLL(str(build_native(RECORDS_SOURCE, "waitlab-records.so", compiler="cc",
-                                       flags=("-O2", "-shared", "-fPIC"))))
+                                       flags=("-O2", "-shared", "-fPIC"), key_files=(PAIRS_HEADER,))))
     p, i64, i32, c_int, dbl = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_int, ctypes.c_double
     dll.wl_records_count.restype = i64
     dll.wl_records_count.argtypes = [p, p, i64, i32, c_int, dbl, p, p, i64, ctypes.POINTER(i64)]
@@ -88,13 +90,21 @@ def regions(ops: OpTable) -> Regions:
         numpy_region_structure(ops)  # raises the message that names the problem
     if bad != -1:
         raise SimulationError(f"the region structure of {n} operations could not be built (out of memory)")
+    path_index, path_names = call_path_names(ops.names, path_parent[:n_paths.value], path_name[:n_paths.value])
+    return Regions(e_rows, l_rows, enclosing, depth, path, path_index, path_names)
+
+
+def call_path_names(names: tuple[str, ...], path_parent: npt.NDArray[np.int32], path_name: npt.NDArray[np.int32]
+                    ) -> tuple[npt.NDArray[np.int64], list[str]]:
+    """Call paths 1, 2, ... (path k: region ``names[path_name[k - 1]]`` inside path ``path_parent[k - 1]``; 0: top
+    level) as text: (position of each path's text among the sorted distinct texts, those texts)."""
     text = [""]
-    for parent, nm in zip(path_parent[:n_paths.value].tolist(), path_name[:n_paths.value].tolist(), strict=True):
-        text.append(f"{text[parent]}>{ops.names[nm]}" if text[parent] else ops.names[nm])
+    for parent, nm in zip(path_parent.tolist(), path_name.tolist(), strict=True):
+        text.append(f"{text[parent]}>{names[nm]}" if text[parent] else names[nm])
     # Names may contain '>' themselves (e.g. LARED-S's "EOS_Match>If_970"), so two call paths can spell the same
     # string: the categories are the distinct strings
     uniq, canon = np.unique(np.array(text, dtype=object), return_inverse=True)
-    return Regions(e_rows, l_rows, enclosing, depth, path, canon.ravel().astype(np.int64), [str(x) for x in uniq])
+    return canon.ravel().astype(np.int64), [str(x) for x in uniq]
 
 
 def region_structure(ops: OpTable) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:

@@ -184,6 +184,8 @@ _OP_COLUMNS: tuple[tuple[str, type[np.generic]], ...] = (
     ("rank", np.int32), ("seq", np.int32), ("code", np.int8), ("step", np.int32), ("name", np.int32),
     ("value", np.float64), ("value2", np.float64), ("peer", np.int32), ("tag", np.int32), ("cause", np.int64),
     ("excess", np.float64), ("comm", np.int32))
+#: The columns ``wl_records_fill`` writes only where they are not zero (it is given zeroed ones).
+_SPARSE_COLUMNS = ("value2", "excess", "comm")
 _FRAMING = "the measurement layer's records are not framed by MPI_Init and MPI_Finalize"
 
 
@@ -247,9 +249,12 @@ def records_to_ops(rec: Records, binary: Path | None, *, callsite_regions: str =
     pair_a, pair_b = pair_a[:n_pairs.value], pair_b[:n_pairs.value]
     names = list(rec.names)
     pair_name = _pair_names(pair_a, pair_b, binary, names)
-    cols: dict[str, npt.NDArray[Any]] = {c: np.empty(total, t) for c, t in _OP_COLUMNS}
+    # columns the fill writes only where they are not zero: zeroed (np.zeros: calloc), so one that stays zero
+    # throughout is never faulted in
+    cols: dict[str, npt.NDArray[Any]] = {c: (np.zeros if c in _SPARSE_COLUMNS else np.empty)(total, t)
+                                         for c, t in _OP_COLUMNS}
     t_enter, t_exit = np.empty(total), np.empty(total)
-    record, injected = np.empty(total, np.int64), np.empty(total, np.bool_)
+    record, injected = np.empty(total, np.int64), np.zeros(total, np.bool_)
     causes = lib.wl_records_fill(_ptr(log), _ptr(arg), n, mode, min_compute, _ptr(pair_a), _ptr(pair_b),
                                  _ptr(pair_name), pair_a.size, *(_ptr(cols[c]) for c, _ in _OP_COLUMNS),
                                  _ptr(t_enter), _ptr(t_exit), _ptr(record), _ptr(injected))

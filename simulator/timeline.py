@@ -30,7 +30,10 @@ from waitlab.models.vocabulary import (
 from waitlab.simulator.log_reader import LOG_CHUNK_RECORDS, stream_rank_ordered
 from waitlab.simulator.log_reader import LOG_DTYPE as LOG_DTYPE  # the log's record type, re-exported
 from waitlab.simulator.matching import group_cumcount
+from waitlab.simulator.native_events import event_columns as _native_columns
+from waitlab.simulator.native_matching import Links
 from waitlab.simulator.native_matching import links as _links
+from waitlab.simulator.native_tables import Regions
 from waitlab.simulator.native_tables import regions as _regions
 
 SCHEMA_VERSION = 1
@@ -210,11 +213,51 @@ def collective_instances(ops: OpTable) -> npt.NDArray[np.int64]:
 def build_events(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: npt.NDArray[np.float64]) -> pd.DataFrame:
     """The event table of docs/event_table.md from operations and their simulated times.
 
+    Two C passes over the operations: links (:func:`waitlab.simulator.native_matching.links`), then the region
+    structure and every column of the table (:func:`waitlab.simulator.native_events.event_columns`);
+    :func:`event_columns_numpy` (with :func:`waitlab.simulator.native_tables.regions`) is the reference they are
+    tested against, and runs for a table the C pass does not take.
+    """
+    # one C pass: match_messages, completions and collective_instances (the numpy versions, tests compare them)
+    try:
+        links = _links(ops, collective_instances)
+    except SimulationError:
+        _regions(ops)  # a malformed region structure is named first
+        raise
+    # one C pass: the region structure and every column (its working memory: the links' arrays)
+    got = _native_columns(ops, t_enter, t_exit, links, _KIND_OF_CODE, _HAS_PEER, KINDS.index("region"), REGION_OP)
+    del links
+    if got is not None:
+        cols, path_names = got
+    else:  # the numpy columns (the links again: the C pass may have used their arrays)
+        reg = _regions(ops)
+        cols = event_columns_numpy(ops, t_enter, t_exit, reg, _links(ops, collective_instances))
+        path_names = reg.path_names
+        del reg
+    return event_frame(cols, ops.names, path_names)
+
+
+def event_frame(cols: dict[str, npt.NDArray[Any]], names: tuple[str, ...], path_names: list[str]) -> pd.DataFrame:
+    """The event table from its columns (``kind``, ``op``, ``region`` and ``path`` as category codes; ``region``
+    code ``len(names)`` is the empty region), RMA rows annotated."""
+    out: dict[str, Any] = dict(cols)
+    out["kind"] = pd.Categorical.from_codes(cols["kind"], categories=list(KINDS))
+    out["op"] = pd.Categorical.from_codes(cols["op"], categories=list(OPS))
+    out["region"] = pd.Categorical.from_codes(cols["region"], categories=[*names, ""])
+    out["path"] = pd.Categorical.from_codes(cols["path"], categories=path_names)
+    cols.clear()
+    return annotate_rma(pd.DataFrame(out, copy=False))  # RMA rows: match = epoch, done = closing call
+
+
+def event_columns_numpy(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: npt.NDArray[np.float64],
+                        reg: Regions, links: Links) -> dict[str, npt.NDArray[Any]]:
+    """The event table's columns, in its order (``kind``, ``op``, ``region``, ``path``: category codes), with
+    numpy: the reference of :func:`waitlab.simulator.native_events.event_columns`.
+
     Each operation-length intermediate is taken to the output rows and freed as soon as it is used, so the
     peak stays near the table itself (issue 15: waitlab's own memory at scale).
     """
     n = len(ops)
-    reg = _regions(ops)  # one C pass: region pairs, enclosing regions, call paths and depths
     l_rows, enclosing = reg.l_rows, reg.enclosing
     # Output rows: region rows (at the enter marker's position) and leaf rows, in (rank, seq) order.
     src_rows = np.flatnonzero(ops.code != CODE["leave"])
@@ -223,8 +266,7 @@ def build_events(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: npt.NDA
     code = ops.code[src_rows]
     is_region = code == CODE["enter"]
     ref = _ref_dtype(max(src_rows.size, len(ops.ledger)))  # row references (and ledger rows): int32 if they fit
-    # one C pass: match_messages, completions and collective_instances (the numpy versions, tests compare them)
-    match_op, done_op, inst = _links(ops, collective_instances)
+    match_op, done_op, inst = (x.copy() for x in links)
     np.copyto(match_op, inst, where=inst >= 0)
     del inst
     match = match_op[src_rows].astype(ref)
@@ -245,8 +287,7 @@ def build_events(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: npt.NDA
     region_id = np.where(is_region, name, np.where(parent >= 0, ops.name[np.maximum(parent_src, 0)], -1))
     del parent_src
     depth = reg.depth[src_rows]  # number of enclosing regions
-    path_id, path_names = reg.path_index[reg.path[src_rows]], reg.path_names
-    del reg
+    path_id = reg.path_index[reg.path[src_rows]]
     del name
     peer = ops.peer[src_rows]
     comm = ops.comm[src_rows]
@@ -267,16 +308,15 @@ def build_events(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: npt.NDA
     peer = np.where(_HAS_PEER[code] & ~is_region, peer, -1).astype(np.int32)
     comm = np.where(is_region, 0, comm).astype(np.int32)
     del code
-    names_cat = [*ops.names, ""]
     region_codes = np.where(region_id >= 0, region_id, len(ops.names))
     del region_id
-    cols: dict[str, Any] = {
+    return {
         "rank": ops.rank[src_rows],
         "seq": ops.seq[src_rows],
-        "kind": pd.Categorical.from_codes(kind, categories=list(KINDS)),
-        "op": pd.Categorical.from_codes(op, categories=list(OPS)),
-        "region": pd.Categorical.from_codes(region_codes, categories=names_cat),
-        "path": pd.Categorical.from_codes(path_id, categories=path_names),
+        "kind": kind,
+        "op": op,
+        "region": region_codes,
+        "path": path_id,
         "step": ops.step[src_rows],
         "enter": enter,
         "exit": exit_,
@@ -292,8 +332,6 @@ def build_events(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: npt.NDA
         "cause": ops.cause[src_rows].astype(ref),
         "excess": ops.excess[src_rows],
     }
-    del kind, op, region_codes, path_id, match, done, parent, enter, exit_, sent, received, peer, comm, depth
-    return annotate_rma(pd.DataFrame(cols, copy=False))  # RMA rows: match = epoch, done = closing call
 
 
 def _ref_dtype(n_rows: int) -> type[np.signedinteger[Any]]:

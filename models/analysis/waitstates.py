@@ -90,7 +90,7 @@ def _p2p(ev: pd.DataFrame, acc: dict[str, list[npt.NDArray[Any]]], eager_thresho
     s_rows, blk = s_rows[ok], blk[ok]
     rcv = recv_of[match[s_rows]]
     # a synchronous send (ssend/issend) waits for its receive at any size; others only above the eager threshold
-    sync = _member(op, [cats.index(c) for c in SYNC_SEND_ACTIONS if c in cats], len(cats))[s_rows]
+    sync = _member(op[s_rows], [cats.index(c) for c in SYNC_SEND_ACTIONS if c in cats], len(cats))
     rendezvous = (exit_[blk] > enter[rcv]) & ((ev["bytes"].to_numpy()[s_rows] > eager_threshold) | sync)
     w = np.where(rendezvous, np.minimum(enter[rcv], exit_[blk]) - enter[blk], 0.0)
     _add_max_per_blocker(acc, "late_receiver", blk, w, rcv)
@@ -133,11 +133,16 @@ def _collectives(ev: pd.DataFrame, acc: dict[str, list[npt.NDArray[Any]]]) -> No
               "early_reduce": N_TO_ONE_OPS, "early_scan": SCAN_OPS}
     rank_col = ev["rank"].to_numpy()
     enter_col, exit_col, peer_col = ev["enter"].to_numpy(), ev["exit"].to_numpy(), ev["peer"].to_numpy()
+    n_cats = len(op_col.cat.categories)
+    # one pass over the table for the rows of every pattern family, then each family's rows among those
+    coll_rows = np.flatnonzero(_member(ops, _codes_of(op_col, [c for g in groups.values() for c in g]), n_cats)
+                               & (match >= 0))
+    coll_ops = ops[coll_rows]
     for pattern, names in groups.items():
         codes = _codes_of(op_col, names)
         if not codes:
             continue
-        rows = np.flatnonzero(_member(ops, codes, len(op_col.cat.categories)) & (match >= 0))
+        rows = coll_rows[_member(coll_ops, codes, n_cats)]
         if rows.size == 0:
             continue
         # segments of rows of one instance, each in rank order

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "waitlab_actions.h"
+#include "waitlab_pairs.h"
 
 typedef struct { int32_t rank, code; double t_enter, t_exit; } Log;
 typedef struct {
@@ -27,52 +28,6 @@ typedef struct {
 
 enum { FLAG_INJECTED = 1, FLAG_CAUSE = 2 };
 enum { ERR_FRAMING = -1, ERR_MEMORY = -2 };
-
-/* open-addressing table of (a, b) pairs -> id (ids in order of insertion) */
-typedef struct { uint64_t *a, *b; int64_t *id; int64_t cap, n; } Pairs;
-
-static uint64_t mix(uint64_t a, uint64_t b) {
-  uint64_t h = a * 0x9E3779B97F4A7C15ULL ^ (b + 0x632BE59BD9B4E019ULL + (a << 6) + (a >> 2));
-  h ^= h >> 33; h *= 0xFF51AFD7ED558CCDULL; h ^= h >> 33;
-  return h;
-}
-
-static int pairs_init(Pairs* p, int64_t cap) {
-  p->cap = cap; p->n = 0;
-  p->a = malloc(sizeof(uint64_t) * cap); p->b = malloc(sizeof(uint64_t) * cap); p->id = malloc(sizeof(int64_t) * cap);
-  if (!p->a || !p->b || !p->id) return ERR_MEMORY;
-  for (int64_t i = 0; i < cap; i++) p->id[i] = -1;
-  return 0;
-}
-
-static void pairs_free(Pairs* p) { free(p->a); free(p->b); free(p->id); }
-
-static int64_t pairs_find(const Pairs* p, uint64_t a, uint64_t b) { /* slot of (a, b) or of the empty slot for it */
-  int64_t s = (int64_t)(mix(a, b) & (uint64_t)(p->cap - 1));
-  while (p->id[s] >= 0 && !(p->a[s] == a && p->b[s] == b)) s = (s + 1) & (p->cap - 1);
-  return s;
-}
-
-/* id of (a, b), inserted with the next id if new; ERR_MEMORY if the table could not grow */
-static int64_t pairs_get(Pairs* p, uint64_t a, uint64_t b) {
-  int64_t s = pairs_find(p, a, b);
-  if (p->id[s] >= 0) return p->id[s];
-  if (2 * (p->n + 1) > p->cap) { /* keep the load under 1/2 */
-    Pairs q;
-    if (pairs_init(&q, 2 * p->cap) < 0) { pairs_free(&q); return ERR_MEMORY; }
-    for (int64_t i = 0; i < p->cap; i++)
-      if (p->id[i] >= 0) {
-        int64_t t = pairs_find(&q, p->a[i], p->b[i]);
-        q.a[t] = p->a[i]; q.b[t] = p->b[i]; q.id[t] = p->id[i];
-      }
-    q.n = p->n;
-    pairs_free(p);
-    *p = q;
-    s = pairs_find(p, a, b);
-  }
-  p->a[s] = a; p->b[s] = b; p->id[s] = p->n;
-  return p->n++;
-}
 
 /* what happens before record i: has_gap (compute row), wrap (call-site region); depth is the rank's user-region
  * depth before the record (updated here) */
@@ -115,7 +70,17 @@ int64_t wl_records_count(const Log* log, const Arg* arg, int64_t n, int32_t n_ra
   return rows;
 }
 
+/* whether a double is +0.0 (all bits zero) */
+static inline int is_zero_bits(double x) {
+  uint64_t b;
+  memcpy(&b, &x, sizeof b);
+  return b == 0;
+}
+
 /* Fill the operation table's columns (rows as counted by wl_records_count with the same arguments).
+ * value2, excess, comm and injected must come zeroed (calloc, np.zeros): only their non-zero values are written, so
+ * the pages of a column that is zero throughout (most programs: no second values, no injected delays, MPI_COMM_WORLD
+ * only) are never written, and never faulted in.
  * pair_name[k]: region-name id of the k-th site pair.  record: index of the layer record a row is (-1: a derived
  * compute or call-site row); injected: rows the layer injected; cause/excess: the program's own delays
  * (FLAG_CAUSE), numbered 0, 1, ... in row order.  Returns the number of cause rows, or ERR_MEMORY. */
@@ -143,17 +108,18 @@ int64_t wl_records_fill(const Log* log, const Arg* arg, int64_t n, int mode, dou
 #define ROW(c, nm, te, tx, v)                                                                                   \
   do {                                                                                                         \
     rank[o] = L->rank; seq[o] = s++; code[o] = (int8_t)(c); step[o] = A->step; name[o] = (nm); value[o] = (v); \
-    value2[o] = 0.0; peer[o] = -1; tag[o] = 0; cause[o] = -1; excess[o] = 0.0; comm[o] = 0; t_enter[o] = (te); \
-    t_exit[o] = (tx); record[o] = -1; injected[o] = 0;                                                         \
+    peer[o] = -1; tag[o] = 0; cause[o] = -1; t_enter[o] = (te); t_exit[o] = (tx); record[o] = -1;             \
   } while (0)
     if (wrap) { ROW(WL_ENTER, site_name, t0, t0, 0.0); o++; }
     if (has_gap) { ROW(WL_COMPUTE, -1, t0, L->t_enter, L->t_enter - t0); o++; }
     if (wrap) { ROW(WL_LEAVE, site_name, L->t_enter, L->t_enter, 0.0); o++; }
     if (L->code != WL_INIT && L->code != WL_FINALIZE) {
       ROW(L->code, A->name, L->t_enter, L->t_exit, A->value);
-      value2[o] = A->value2; peer[o] = A->peer; tag[o] = A->tag; comm[o] = A->comm; record[o] = i;
-      injected[o] = (A->flags & FLAG_INJECTED) != 0;
-      if (A->flags & FLAG_CAUSE) { cause[o] = causes++; excess[o] = A->value; }
+      if (!is_zero_bits(A->value2)) value2[o] = A->value2;
+      peer[o] = A->peer; tag[o] = A->tag; record[o] = i;
+      if (A->comm != 0) comm[o] = A->comm;
+      if (A->flags & FLAG_INJECTED) injected[o] = 1;
+      if (A->flags & FLAG_CAUSE) { cause[o] = causes++; if (!is_zero_bits(A->value)) excess[o] = A->value; }
       o++;
     }
 #undef ROW
