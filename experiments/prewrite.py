@@ -2,8 +2,9 @@
 
 A real program's operation table exists before its event table is built, and the event table before its wait
 states and summary: when the run is going to be written to a results folder (``waitlab run -o``), one background
-thread encodes ``ops.parquet`` while the main thread builds the event table, then ``events.parquet`` while it
-finds the wait states (pyarrow encodes without Python's lock, so the two share the machine's cores).
+thread encodes ``ops.parquet`` while the main thread builds the event table, and a second one ``events.parquet`` as
+soon as that table exists (not after ``ops.parquet``) while the main thread finds the wait states (pyarrow encodes
+without Python's lock, so the threads share the machine's cores).
 :func:`waitlab.experiments.results.write_result` then writes the bytes it finds ready, if they were encoded from
 the very tables (the same objects) and metadata it writes; anything else it encodes itself, as before.  Each file
 is encoded by one thread in one pass, so its bytes are those :func:`waitlab.simulator.export.write_table` writes
@@ -30,7 +31,8 @@ def write_ops(ops: OpTable, where: Path | pa.NativeFile, metadata: dict[str, Any
     """The operation table as Parquet (a file or an Arrow output stream); names and rank count in its metadata."""
     meta = {b"waitlab": json.dumps({**metadata, "n_ranks": ops.n_ranks, "names": list(ops.names),
                                     "comms": [list(c) for c in ops.comms]}, sort_keys=True).encode()}
-    schema = pa.schema([pa.field(c, pa.from_numpy_dtype(getattr(ops, c).dtype)) for c in OpTable.COLUMNS],
+    schema = pa.schema([pa.field(c, pa.from_numpy_dtype(getattr(ops, c).dtype), nullable=False)  # numpy: no nulls
+                        for c in OpTable.COLUMNS],
                        metadata=meta)
     with pq.ParquetWriter(where, schema, **parquet_options(schema)) as writer:  # one row group at a time
         for start in range(0, max(len(ops), 1), ROW_GROUP_ROWS):
@@ -54,7 +56,7 @@ class _Job:
 
 
 class Prewritten:
-    """Files of one run being encoded by one background thread, taken by name when the folder is written.
+    """Files of one run being encoded in the background (one thread per file), taken by name when the folder is written.
 
     Examples
     --------
@@ -71,11 +73,11 @@ class Prewritten:
     """
 
     def __init__(self) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="waitlab-prewrite")
+        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="waitlab-prewrite")  # ops, events
         self._jobs: dict[str, _Job] = {}
 
     def start(self, name: str, table: object, metadata: dict[str, Any], encode: Callable[[], pa.Buffer]) -> None:
-        """Encode file ``name`` of ``table`` with ``metadata`` in the background (after the jobs started before)."""
+        """Encode file ``name`` of ``table`` with ``metadata`` in the background (a thread of its own while two run)."""
         self._jobs[name] = _Job(table, json.dumps(metadata, sort_keys=True), self._pool.submit(encode))
 
     def __reduce__(self) -> tuple[type[Prewritten], tuple[()]]:

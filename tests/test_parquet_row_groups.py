@@ -1,5 +1,6 @@
 """Tables written one Parquet row group at a time (issue 15) have pyarrow's own bytes and read back whole; the
-writer's settings (issue 25: no dictionary on numbers, delta-encoded integers, byte-split floats) are pinned."""
+writer's settings (issue 25: no dictionary on numbers, delta-encoded integers, byte-split floats, columns without a
+missing value required) are pinned."""
 
 from __future__ import annotations
 
@@ -44,6 +45,9 @@ def test_row_groups_give_pyarrows_bytes(tmp_path: Path, rows: int, text: bool) -
     write_table(df, tmp_path / "ours.parquet", meta, csv=False, row_group_rows=1000)
     # the independent method: pyarrow converts the whole table, then writes it in row groups of the same size
     table = pa.Table.from_pandas(df, preserve_index=False)
+    # columns without a missing value are required (no definition levels): ``kind`` and ``excess`` have some
+    table = table.cast(pa.schema([f.with_nullable(table.column(f.name).null_count > 0) for f in table.schema],
+                                 metadata=table.schema.metadata))
     schema_meta = {**(table.schema.metadata or {}), b"waitlab": b'{"ranks": 64, "scenario": "row-groups"}'}
     pq.write_table(table.replace_schema_metadata(schema_meta), tmp_path / "whole.parquet", row_group_size=1000,
                    compression="zstd", use_dictionary=["op", "kind"],
@@ -93,3 +97,17 @@ def test_same_table_same_bytes(tmp_path: Path) -> None:
         write_table(df, tmp_path / "a.parquet", {"seed": 1}, csv=False, row_group_rows=rows)
         write_table(df.copy(), tmp_path / "b.parquet", {"seed": 1}, csv=False, row_group_rows=rows)
         assert _sha(tmp_path / "a.parquet") == _sha(tmp_path / "b.parquet")
+
+
+def test_columns_without_missing_values_are_required(tmp_path: Path) -> None:
+    """A required Parquet column has no definition levels (max level 0); a column with a missing value keeps them."""
+    df = _frame(2500)
+    write_table(df, tmp_path / "t.parquet", {}, csv=False, row_group_rows=1000)  # row groups
+    write_table(df.iloc[:10], tmp_path / "small.parquet", {}, csv=False)  # one pyarrow write
+    for name in ("t.parquet", "small.parquet"):
+        schema = pq.ParquetFile(tmp_path / name).schema
+        levels = {schema.column(i).name: schema.column(i).max_definition_level for i in range(len(schema))}
+        assert levels == {"rank": 0, "op": 0, "enter": 0, "match": 0, "flag": 0, "kind": 1, "excess": 1, "label": 0}
+    empty = pd.DataFrame({"x": pd.Series([], dtype=object), "y": np.zeros(0)})
+    write_table(empty, tmp_path / "empty.parquet", {}, csv=False)  # Arrow's null type stays nullable
+    assert pq.read_table(tmp_path / "empty.parquet").num_rows == 0
