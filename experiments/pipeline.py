@@ -30,7 +30,7 @@ from waitlab.experiments.report.perturbation_report import PerturbationResult, e
 from waitlab.experiments.scenario import Scenario
 from waitlab.experiments.sources import Execution, Source, source_for
 from waitlab.models.analysis.metrics import ledger_frame, wait_metrics
-from waitlab.models.analysis.summary import summarize
+from waitlab.models.analysis.summary import rank_budget, summarize
 from waitlab.models.analysis.waitstates import wait_states
 from waitlab.models.ops import CODE, OpTable
 from waitlab.models.perturb import noise_hits as nh
@@ -76,6 +76,8 @@ class RunResult:
     rerun: dict[str, bytes] = field(default_factory=dict)
     #: Parquet files encoded in the background for the results folder (``finish(..., prewrite=True)``)
     prewritten: Prewritten | None = field(default=None, repr=False, compare=False)
+    #: the per-rank budget of ``events`` and ``waits`` (:func:`~waitlab.models.analysis.summary.rank_budget`)
+    budget: pd.DataFrame | None = field(default=None, repr=False, compare=False)
 
     def ledger(self) -> pd.DataFrame:
         """The cause ledger as a table (rank, region, step, seconds, kind)."""
@@ -226,11 +228,12 @@ def finish(prep: Prepared, ex: Execution, *, prewrite: bool = False) -> RunResul
     t = time.perf_counter()
     waits = wait_states(events)
     stages["wait_states"] = time.perf_counter() - t
-    summary = summarize(events, waits)
+    budget = rank_budget(events, waits)
+    summary = summarize(events, waits, budget)
     placement = placement_table(prep.platform.node_of_rank, prep.platform.host_of_rank, prep.platform.leaf_size)
     release_free_memory()  # the wait states' intermediates, before the results folder is written
     return RunResult(sc, ex.ops, events, waits, summary, metadata, stages, ex.output, placement, ex.files,
-                     ex.rerun, pre)
+                     ex.rerun, pre, budget)
 
 
 @dataclass(frozen=True)

@@ -87,7 +87,9 @@ def write_result(result: RunResult, folder: Path, *, png: bool = True, scenario_
     ``ops.parquet`` and ``events.parquet`` may be encoded already (``result.prewritten``, from the same tables).
     """
     meta = result.metadata
-    budget = rank_budget(result.events, result.waits, result.scenario.ranks)
+    budget = result.budget  # made with the summary, unless a rank has no event
+    if budget is None or len(budget) != result.scenario.ranks:
+        budget = rank_budget(result.events, result.waits, result.scenario.ranks)
     ledger = ledger_frame(result.ops)
     pre = result.prewritten  # ops.parquet, events.parquet: being encoded since their tables exist
     ops_job = pre.take("ops.parquet", result.ops, meta) if pre is not None else None

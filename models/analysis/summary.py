@@ -77,9 +77,10 @@ def _kind_classes(kind: pd.Series, classes: Sequence[Sequence[str]]) -> npt.NDAr
     return out
 
 
-def summarize(events: pd.DataFrame, waits: pd.DataFrame) -> dict[str, Any]:
-    """Makespan, totals, and wait broken down by pattern, MPI operation and call path."""
-    budget = rank_budget(events, waits)
+def summarize(events: pd.DataFrame, waits: pd.DataFrame, budget: pd.DataFrame | None = None) -> dict[str, Any]:
+    """Makespan, totals, and wait broken down by pattern, MPI operation and call path (``budget``: the tables'
+    :func:`rank_budget`, when already made)."""
+    budget = rank_budget(events, waits) if budget is None else budget
 
     def breakdown(col: str) -> dict[str, float]:
         if not len(waits):
