@@ -183,14 +183,12 @@ def report_document(meta: dict[str, Any], summary: dict[str, Any], events: pd.Da
                       + "<h2 id='timeline'>Timeline</h2>"))
         if n_ranks > DIRECT_RANKS:
             fig("wl-heatmap", heatmap_figure(waits, n_ranks))
-        detail = payload["detail_ranks"]
         parts.append(("html",
             "<p class='note'>Ranks x simulated time. Compute coloured by region, MPI yellow, wait states as thin bars "
             "in their pattern's colour, injected causes as thin blue bars; messages are arrows from the send to the "
             "receive, drawn once the window holds at most 1,500 of them (zoom in). Hover for the operation, peer, "
             "bytes, wait pattern and injected cause. Drag a box to zoom, wheel to zoom in time, reset to go back."
-            + (f" Detail is carried for ranks 0 to {detail - 1} only (the first {payload['events']:,} events)."
-               if detail < n_ranks else "") + "</p>"
+            + _detail_note(payload, n_ranks) + "</p>"
             f"<form id='wl-range-form'>ranks <input id='wl-r0' type='number' min='0' value='0'> to "
             f"<input id='wl-r1' type='number' min='0' value='{initial[1] - 1}'> "
             "<button type='submit'>show</button> <span id='wl-range-status'>loading...</span></form>"))
@@ -214,6 +212,17 @@ def report_document(meta: dict[str, Any], summary: dict[str, Any], events: pd.Da
                           "here.</p>"))
         doc.js_on_event(DocumentReady, CustomJS(code="window.WAITLAB_start && window.WAITLAB_start();"))
     return doc, parts, payload, config
+
+
+def _detail_note(payload: dict[str, Any], n_ranks: int) -> str:
+    """What of the run the page's timeline carries, when not all of it (:func:`timeline_payload`)."""
+    detail, events = payload["detail_ranks"], payload["events"]
+    if payload.get("until") is not None:
+        return (f" Detail is carried for rank 0 up to {payload['until']:.6g} s only (its first {events:,} events; "
+                "<code>waitlab export --chrome</code> writes the whole run).")
+    if detail < n_ranks:
+        return f" Detail is carried for ranks 0 to {detail - 1} only (the first {events:,} events)."
+    return ""
 
 
 def build_html(meta: dict[str, Any], summary: dict[str, Any], events: pd.DataFrame, waits: pd.DataFrame,

@@ -41,7 +41,8 @@ def timeline_payload(events: pd.DataFrame, waits: pd.DataFrame, ledger: pd.DataF
                      n_ranks: int) -> dict[str, Any]:
     """The JSON object of the page's timeline: names, per-rank offsets and packed columns.
 
-    Leaf events (not region rows) of ranks ``0 .. detail_ranks - 1``; waits and injected causes as sparse
+    Leaf events (not region rows) of ranks ``0 .. detail_ranks - 1`` (when rank 0 alone has more than
+    :data:`DETAIL_CAP` rows: its first ones, up to ``until`` seconds); waits and injected causes as sparse
     lists pointing into them; point-to-point messages as (send, receive) pairs of those events.  Only the
     first rows (events are sorted by rank) are looked at beyond :data:`DETAIL_CAP`, so a huge run costs
     one pass over its rank column.
@@ -52,6 +53,10 @@ def timeline_payload(events: pd.DataFrame, waits: pd.DataFrame, ledger: pd.DataF
     detail_ranks = int(np.searchsorted(cum, DETAIL_CAP, side="right")) if cum.size and cum[-1] > DETAIL_CAP \
         else n_ranks
     end = int(cum[detail_ranks - 1]) if detail_ranks > 0 else 0
+    until: float | None = None  # rank 0 alone beyond the cap: its first DETAIL_CAP rows (events in time order)
+    if detail_ranks == 0 and cum.size and cum[0] > 0:
+        detail_ranks, end = 1, DETAIL_CAP
+        until = float(events["exit"].iloc[:end].max())
     head = events.iloc[:end]
     rows = np.flatnonzero((head["kind"] != "region").to_numpy())  # event-table rows, sorted by (rank, seq)
     ev = head.iloc[rows]
@@ -91,7 +96,7 @@ def timeline_payload(events: pd.DataFrame, waits: pd.DataFrame, ledger: pd.DataF
     cols.update(c_event=_pack(c_rows.astype(np.int32)), c_excess=_pack(excess[c_rows].astype(np.float32)),
                 c_kind=_pack(c_kind))
     cols.update(zip(("m_send", "m_recv"), map(_pack, _messages(ev)), strict=True))
-    return {"n_ranks": n_ranks, "detail_ranks": detail_ranks, "events": int(rows.size),
+    return {"n_ranks": n_ranks, "detail_ranks": detail_ranks, "events": int(rows.size), "until": until,
             "regions": region_names, "ops": op_names, "kinds": kind_names, "patterns": pattern_names,
             "cause_kinds": cause_kind_names or ["cause"], "offsets": _pack(offsets), "cols": cols}
 
