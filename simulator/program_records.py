@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import subprocess
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -187,7 +188,29 @@ _OP_COLUMNS: tuple[tuple[str, type[np.generic]], ...] = (
 #: The columns ``wl_records_fill`` writes only where they are not zero (it is given zeroed ones).
 _SPARSE_COLUMNS = ("value2", "excess", "comm")
 _FRAMING = "the measurement layer's records are not framed by MPI_Init and MPI_Finalize"
+#: Records from which the fill runs in two threads (when the process may use two cores): below, starting a thread
+#: costs more than it saves.
+THREAD_RECORDS = 1_000_000
 
+
+def fill_parts(n_records: int) -> int:
+    """Threads the fill of ``n_records`` records runs in: 2 from :data:`THREAD_RECORDS` records on a machine whose
+    process may use two cores or more, else 1 (the table does not depend on it)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return 2 if n_records >= THREAD_RECORDS and cores >= 2 else 1
+
+
+def split_ranks(rank_records: npt.NDArray[np.int64], parts: int) -> list[int]:
+    """Boundaries (in ranks, 0 first, the number of ranks last) of up to ``parts`` contiguous ranges of whole ranks
+    with about equal numbers of records: each inner boundary is the rank end nearest to its share."""
+    ends = np.cumsum(rank_records)
+    total = int(ends[-1]) if ends.size else 0
+    cut = [0]
+    for j in range(1, parts):
+        k = int(np.argmin(np.abs(ends - total * j / parts))) + 1  # ranks in the first j parts
+        if cut[-1] < k < rank_records.size:
+            cut.append(k)
+    return [*cut, int(rank_records.size)]
 
 
 def _pair_names(pair_a: npt.NDArray[np.uint64], pair_b: npt.NDArray[np.uint64], binary: Path | None,
@@ -210,7 +233,7 @@ def _pair_names(pair_a: npt.NDArray[np.uint64], pair_b: npt.NDArray[np.uint64], 
 
 
 def records_to_ops(rec: Records, binary: Path | None, *, callsite_regions: str = "auto",
-                   min_compute: float = 0.0) -> ProgramRun:
+                   min_compute: float = 0.0, parts: int | None = None) -> ProgramRun:
     """Operations of a measured run: layer records plus the compute between them.
 
     The rows are made in one pass over the records by ``native/waitlab_records.c`` (its comment has the rules);
@@ -226,6 +249,9 @@ def records_to_ops(rec: Records, binary: Path | None, *, callsite_regions: str =
         regions only (auto), always, or never.
     min_compute : float
         Gaps between records up to this many seconds are not compute rows.
+    parts : int, optional
+        Threads filling the table, each on a contiguous range of ranks (default: :func:`fill_parts`); the table
+        is the same whatever their number.
     """
     check_rma_records(rec.log, rec.arg, rec.comms, rec.n_ranks)  # one-sided calls: windows of MPI_COMM_WORLD only
     mode = _CALLSITE_MODES.get(callsite_regions)
@@ -235,10 +261,11 @@ def records_to_ops(rec: Records, binary: Path | None, *, callsite_regions: str =
     lib = tables_library()
     log, arg = np.ascontiguousarray(rec.log), np.ascontiguousarray(rec.arg)
     n, cap, n_pairs = log.size, 1024, ctypes.c_int64(0)
+    per_rank = np.zeros((3, max(rec.n_ranks, 1)), np.int64)  # records, rows and cause rows of each rank
     while True:  # the distinct site pairs: called again with room for all of them if there are more than cap
         pair_a, pair_b = np.zeros(cap, np.uint64), np.zeros(cap, np.uint64)
         total = lib.wl_records_count(_ptr(log), _ptr(arg), n, rec.n_ranks, mode, min_compute, _ptr(pair_a),
-                                     _ptr(pair_b), cap, ctypes.byref(n_pairs))
+                                     _ptr(pair_b), cap, ctypes.byref(n_pairs), *(_ptr(x) for x in per_rank))
         if total < 0 or n_pairs.value <= cap:
             break
         cap = n_pairs.value
@@ -255,9 +282,30 @@ def records_to_ops(rec: Records, binary: Path | None, *, callsite_regions: str =
                                          for c, t in _OP_COLUMNS}
     t_enter, t_exit = np.empty(total), np.empty(total)
     record, injected = np.empty(total, np.int64), np.zeros(total, np.bool_)
-    causes = lib.wl_records_fill(_ptr(log), _ptr(arg), n, mode, min_compute, _ptr(pair_a), _ptr(pair_b),
-                                 _ptr(pair_name), pair_a.size, *(_ptr(cols[c]) for c, _ in _OP_COLUMNS),
-                                 _ptr(t_enter), _ptr(t_exit), _ptr(record), _ptr(injected))
+    # each part: a contiguous range of whole ranks, starting at the row and cause number the ranks before it end
+    # at (so the parts write exactly what one pass writes); the first part runs here, the others in threads (the
+    # library releases Python's lock during a call)
+    cut = split_ranks(per_rank[0, :rec.n_ranks], parts if parts is not None else fill_parts(n))
+    starts = np.zeros((3, rec.n_ranks + 1), np.int64)
+    np.cumsum(per_rank[:, :rec.n_ranks], axis=1, out=starts[:, 1:])
+    pointers = (_ptr(pair_a), _ptr(pair_b), _ptr(pair_name), pair_a.size,
+                *(_ptr(cols[c]) for c, _ in _OP_COLUMNS), _ptr(t_enter), _ptr(t_exit), _ptr(record), _ptr(injected))
+    found = [0] * (len(cut) - 1)
+
+    def fill(j: int) -> None:
+        lo, hi, row0, cause0 = (int(x) for x in (starts[0, cut[j]], starts[0, cut[j + 1]], starts[1, cut[j]],
+                                                 starts[2, cut[j]]))
+        found[j] = lib.wl_records_fill(_ptr(log), _ptr(arg), lo, hi, row0, cause0, mode, min_compute, *pointers)
+
+    threads = [threading.Thread(target=fill, args=(j,)) for j in range(1, len(cut) - 1)]
+    for t in threads:
+        t.start()
+    fill(0)
+    for t in threads:
+        t.join()
+    if min(found) < 0:
+        raise SimulationError("out of memory converting the measurement layer's records")
+    causes = sum(found)
     # delays the program injected itself (WAITLAB_INJECT): compute rows whose whole value is a cause (imbalance)
     cause_rows = np.flatnonzero(cols["cause"] >= 0) if causes else np.zeros(0, np.int64)
     ledger = Ledger(rank=cols["rank"][cause_rows], region=cols["name"][cause_rows],
