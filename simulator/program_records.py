@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,11 +59,13 @@ class Records:
         return int(self.log.size)
 
 
-def read_records(out_dir: Path, n_ranks: int) -> Records:
+def read_records(out_dir: Path, n_ranks: int, *, parts: int | None = None) -> Records:
     """Read and merge the per-rank files the layer wrote (global name ids, row-indexed vectors).
 
-    The binary files are read straight into the merged arrays; region names and communicators are renumbered
-    from each rank's ids to global ones in one pass (``wl_records_renumber`` of ``native/waitlab_records.c``)."""
+    The small text files (names, vectors, communicators) are read first; then the binary files are read straight
+    into the merged arrays and their region names and communicators renumbered from each rank's ids to global ones
+    (``wl_records_renumber`` of ``native/waitlab_records.c``), by ``parts`` threads (default: :func:`fill_parts`),
+    each on a contiguous range of ranks."""
     sizes = []
     for r in range(n_ranks):
         n_log = (out_dir / f"r{r}.log").stat().st_size // LOG_DTYPE.itemsize
@@ -70,20 +73,15 @@ def read_records(out_dir: Path, n_ranks: int) -> Records:
         if n_log != n_arg or n_log < 2:
             raise SimulationError(f"the measurement layer's files of rank {r} are truncated ({out_dir})")
         sizes.append(n_log)
-    ends = np.cumsum(sizes, dtype=np.int64)
-    log = np.empty(int(ends[-1]) if n_ranks else 0, LOG_DTYPE)
+    ends = np.zeros(n_ranks + 1, np.int64)
+    np.cumsum(sizes, out=ends[1:])
+    log = np.empty(int(ends[-1]), LOG_DTYPE)
     arg = np.empty(log.size, ARG_DTYPE)
     names: dict[str, int] = {}
     vectors: dict[tuple[int, int], tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = {}
     comms: dict[tuple[int, ...], int] = {}
-    name_luts: list[npt.NDArray[np.int32]] = []
-    comm_luts: list[npt.NDArray[np.int32]] = []
+    luts: tuple[list[npt.NDArray[np.int32]], list[npt.NDArray[np.int32]]] = ([], [])  # names, communicators
     for r in range(n_ranks):
-        a, b = int(ends[r]) - sizes[r], int(ends[r])
-        for path, out in ((out_dir / f"r{r}.log", log[a:b]), (out_dir / f"r{r}.arg", arg[a:b])):
-            with path.open("rb") as f:
-                if f.readinto(out.data.cast("B")) != out.nbytes:
-                    raise SimulationError(f"the measurement layer's files of rank {r} are truncated ({out_dir})")
         local: dict[int, int] = {}
         for line in (out_dir / f"r{r}.names").read_text().splitlines():
             sid, _, nm = line.partition("\t")
@@ -91,7 +89,7 @@ def read_records(out_dir: Path, n_ranks: int) -> Records:
         lut = np.full(max(local, default=-1) + 2, -1, np.int32)  # local id -> global id; last entry: -1 for -1
         for li, g in local.items():
             lut[li] = g
-        name_luts.append(lut)
+        luts[0].append(lut)
         for line in (out_dir / f"r{r}.vec").read_text().splitlines():
             words = line.split()
             op, n = int(words[0]), int(words[1])
@@ -105,19 +103,68 @@ def read_records(out_dir: Path, n_ranks: int) -> Records:
         table = np.zeros(max(comm_lut) + 1, np.int32)
         for local_id, global_id in comm_lut.items():
             table[local_id] = global_id
-        comm_luts.append(table)
+        luts[1].append(table)
+    tables = []  # per field: (the ranks' tables end to end, each rank's table offset, each rank's table size)
+    for field in (0, 1):
+        size = np.array([t.size for t in luts[field]], np.int64) - (field == 0)  # a name table's last entry: -1
+        offset = np.r_[0, np.cumsum([t.size for t in luts[field]])[:-1]].astype(np.int64)
+        tables.append((np.concatenate(luts[field]) if luts[field] else np.zeros(1, np.int32), offset, size))
     lib = tables_library()
-    for field, (col, luts, what) in enumerate((("name", name_luts, "names"), ("comm", comm_luts, "comms"))):
-        size = np.array([t.size for t in luts], np.int64) - (col == "name")  # a name table's last entry: -1
-        offset = np.r_[0, np.cumsum([t.size for t in luts])[:-1]].astype(np.int64)
-        table = np.concatenate(luts).astype(np.int32) if luts else np.zeros(1, np.int32)
-        bad = lib.wl_records_renumber(_ptr(arg), _ptr(ends), n_ranks, field, _ptr(table), _ptr(offset), _ptr(size))
-        if bad >= 0:
-            r = int(np.searchsorted(ends, bad, side="right"))
+    cut = split_ranks(np.asarray(sizes, np.int64), parts if parts is not None else fill_parts(log.size))
+    truncated: list[int] = []  # ranks whose binary files are shorter than their size said
+    bad = [[-1] * (len(cut) - 1), [-1] * (len(cut) - 1)]  # per field and part: first record with an unknown id
+
+    def read(j: int) -> None:
+        for r in range(cut[j], cut[j + 1]):
+            a, b = int(ends[r]), int(ends[r + 1])
+            for path, out in ((out_dir / f"r{r}.log", log[a:b]), (out_dir / f"r{r}.arg", arg[a:b])):
+                with path.open("rb") as f:
+                    if f.readinto(out.data.cast("B")) != out.nbytes:
+                        truncated.append(r)
+                        return
+        first, k = int(ends[cut[j]]), slice(cut[j], cut[j + 1])
+        part_ends = ends[cut[j] + 1:cut[j + 1] + 1] - first
+        for field, (table, offset, size) in enumerate(tables):
+            part_offset, part_size = offset[k].copy(), size[k].copy()  # kept alive during the call
+            found = lib.wl_records_renumber(_ptr(arg) + first * ARG_DTYPE.itemsize, _ptr(part_ends),
+                                            cut[j + 1] - cut[j], field, _ptr(table), _ptr(part_offset),
+                                            _ptr(part_size))
+            bad[field][j] = found + first if found >= 0 else -1
+
+    in_threads(read, len(cut) - 1)
+    if truncated:
+        raise SimulationError(f"the measurement layer's files of rank {min(truncated)} are truncated ({out_dir})")
+    for field, (col, what) in enumerate((("name", "names"), ("comm", "comms"))):
+        first_bad = [i for i in bad[field] if i >= 0]
+        if first_bad:
+            r = int(np.searchsorted(ends, min(first_bad), side="right")) - 1
             raise SimulationError(f"the measurement layer's records of rank {r} use a {col} id that r{r}.{what} "
                                   f"does not list ({out_dir})")
     return Records(n_ranks, log, arg, tuple(sorted(names, key=names.__getitem__)), vectors,
                    tuple(sorted(comms, key=comms.__getitem__)))
+
+
+def in_threads(work: Callable[[int], None], parts: int) -> None:
+    """``work(0)`` here and ``work(1)`` .. ``work(parts - 1)`` in threads at the same time (the native library
+    releases Python's lock during a call); the first exception of a thread is raised here."""
+    errors: list[BaseException] = []
+
+    def guarded(j: int) -> None:
+        try:
+            work(j)
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=guarded, args=(j,)) for j in range(1, parts)]
+    for t in threads:
+        t.start()
+    try:
+        work(0)
+    finally:
+        for t in threads:
+            t.join()
+    if errors:
+        raise errors[0]
 
 
 #: smpif90/smpicc compile a rewritten copy named ``<source>_XXXXXXXXXX<suffix>`` (mktemp in the wrapper script)
@@ -297,12 +344,7 @@ def records_to_ops(rec: Records, binary: Path | None, *, callsite_regions: str =
                                                  starts[2, cut[j]]))
         found[j] = lib.wl_records_fill(_ptr(log), _ptr(arg), lo, hi, row0, cause0, mode, min_compute, *pointers)
 
-    threads = [threading.Thread(target=fill, args=(j,)) for j in range(1, len(cut) - 1)]
-    for t in threads:
-        t.start()
-    fill(0)
-    for t in threads:
-        t.join()
+    in_threads(fill, len(cut) - 1)
     if min(found) < 0:
         raise SimulationError("out of memory converting the measurement layer's records")
     causes = sum(found)

@@ -5,7 +5,6 @@ small case, and the region structure of :func:`waitlab.models.regions.region_str
 from __future__ import annotations
 
 import os
-
 from pathlib import Path
 
 import numpy as np
