@@ -157,6 +157,47 @@ def test_read_records_refuses_unknown_ids(tmp_path: Path, col: str, ids: list[in
         prog.read_records(tmp_path, 2)
 
 
+def _write_ranks(folder: Path, seed: int, n_ranks: int = 5) -> None:
+    """Ranks of 2 .. 60 records naming regions and communicators in their own orders (some ids of -1: no name)."""
+    rng = np.random.default_rng(seed)
+    for r in range(n_ranks):
+        order = rng.permutation(["solve", "halo", "io", f"own{r}"])
+        n = int(rng.integers(2, 60))
+        names = "".join(f"{i}\t{nm}\n" for i, nm in enumerate(order))
+        comms = "".join(f"{c} {' '.join(map(str, rng.choice(n_ranks, 2, replace=False)))}\n" for c in (1, 2))
+        _write_rank(folder, r, names, comms, rng.integers(-1, 4, n).tolist(), rng.integers(0, 3, n).tolist())
+        (folder / f"r{r}.vec").write_text(f"{r} 2 1 2 3 4\n")
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_read_records_in_parts_is_one_read(tmp_path: Path, seed: int) -> None:
+    """Reading and renumbering by 2, 3 or 9 threads gives the bytes of one thread."""
+    _write_ranks(tmp_path, seed)
+    one = prog.read_records(tmp_path, 5, parts=1)
+    assert len(one.names) == 3 + 5 and one.vectors[(4, 4)][1].tolist() == [3, 4]
+    for parts in (2, 3, 9):
+        got = prog.read_records(tmp_path, 5, parts=parts)
+        assert got.log.tobytes() == one.log.tobytes() and got.arg.tobytes() == one.arg.tobytes()
+        assert (got.names, got.comms, got.n_ranks) == (one.names, one.comms, one.n_ranks)
+        assert {k: [x.tolist() for x in v] for k, v in got.vectors.items()} == {
+            k: [x.tolist() for x in v] for k, v in one.vectors.items()}
+
+
+@pytest.mark.parametrize("parts", [1, 2, 4])
+@pytest.mark.parametrize(("bad_names", "bad_comms", "message"), [
+    ((3,), (), "rank 3 use a name id"), ((1, 3), (), "rank 1 use a name id"),
+    ((3,), (0, 1), "rank 3 use a name id"), ((), (2, 3), "rank 2 use a comm id")])
+def test_read_records_in_parts_names_the_first_bad_rank(tmp_path: Path, parts: int, bad_names: tuple[int, ...],
+                                                        bad_comms: tuple[int, ...], message: str) -> None:
+    """As one pass does: the lowest rank with an unknown name id, else the lowest one with an unknown
+    communicator id, whichever thread met them."""
+    for r in range(4):
+        _write_rank(tmp_path, r, "0\tsolve\n", "", [-1, 7 if r in bad_names else 0, -1],
+                    [0, 5 if r in bad_comms else 0, 0])
+    with pytest.raises(SimulationError, match=message):
+        prog.read_records(tmp_path, 4, parts=parts)
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_native_region_structure_is_numpys(seed: int) -> None:
     ops = prog.records_to_ops(_records(seed), None, callsite_regions="always").ops
