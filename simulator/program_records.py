@@ -253,7 +253,7 @@ def split_ranks(rank_records: npt.NDArray[np.int64], parts: int) -> list[int]:
     ends = np.cumsum(rank_records)
     total = int(ends[-1]) if ends.size else 0
     cut = [0]
-    for j in range(1, parts):
+    for j in range(1, parts if rank_records.size else 1):
         k = int(np.argmin(np.abs(ends - total * j / parts))) + 1  # ranks in the first j parts
         if cut[-1] < k < rank_records.size:
             cut.append(k)

@@ -310,7 +310,8 @@ def test_fill_in_two_parts_by_hand(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize(("records", "parts", "cut"), [
     ([10, 10, 10, 10], 2, [0, 2, 4]), ([100, 1, 1, 1], 2, [0, 1, 4]), ([1, 1, 1, 100], 2, [0, 3, 4]),
-    ([5], 2, [0, 1]), ([10] * 6, 3, [0, 2, 4, 6]), ([10, 10, 10, 10], 1, [0, 4]), ([3, 3], 7, [0, 1, 2])])
+    ([5], 2, [0, 1]), ([10] * 6, 3, [0, 2, 4, 6]), ([10, 10, 10, 10], 1, [0, 4]), ([3, 3], 7, [0, 1, 2]),
+    ([], 2, [0, 0])])
 def test_split_ranks(records: list[int], parts: int, cut: list[int]) -> None:
     """Each inner boundary is the rank end nearest to its share of the records (worked out by hand)."""
     assert prog.split_ranks(np.array(records, np.int64), parts) == cut
