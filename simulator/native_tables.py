@@ -35,9 +35,9 @@ def tables_library() -> ctypes.CDLL:
                                        flags=("-O2", "-shared", "-fPIC"), key_files=(PAIRS_HEADER,))))
     p, i64, i32, c_int, dbl = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_int, ctypes.c_double
     dll.wl_records_count.restype = i64
-    dll.wl_records_count.argtypes = [p, p, i64, i32, c_int, dbl, p, p, i64, ctypes.POINTER(i64)]
+    dll.wl_records_count.argtypes = [p, p, i64, i32, c_int, dbl, p, p, i64, ctypes.POINTER(i64), p, p, p]
     dll.wl_records_fill.restype = i64
-    dll.wl_records_fill.argtypes = [p, p, i64, c_int, dbl, p, p, p, i64, *([p] * 16)]
+    dll.wl_records_fill.argtypes = [p, p, i64, i64, i64, i64, c_int, dbl, p, p, p, i64, *([p] * 16)]
     dll.wl_records_renumber.restype = i64
     dll.wl_records_renumber.argtypes = [p, p, i32, c_int, p, p, p]
     dll.wl_region_structure.restype = i64

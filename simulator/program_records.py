@@ -15,6 +15,8 @@ import os
 import re
 import shutil
 import subprocess
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,11 +59,13 @@ class Records:
         return int(self.log.size)
 
 
-def read_records(out_dir: Path, n_ranks: int) -> Records:
+def read_records(out_dir: Path, n_ranks: int, *, parts: int | None = None) -> Records:
     """Read and merge the per-rank files the layer wrote (global name ids, row-indexed vectors).
 
-    The binary files are read straight into the merged arrays; region names and communicators are renumbered
-    from each rank's ids to global ones in one pass (``wl_records_renumber`` of ``native/waitlab_records.c``)."""
+    The small text files (names, vectors, communicators) are read first; then the binary files are read straight
+    into the merged arrays and their region names and communicators renumbered from each rank's ids to global ones
+    (``wl_records_renumber`` of ``native/waitlab_records.c``), by ``parts`` threads (default: :func:`fill_parts`),
+    each on a contiguous range of ranks."""
     sizes = []
     for r in range(n_ranks):
         n_log = (out_dir / f"r{r}.log").stat().st_size // LOG_DTYPE.itemsize
@@ -69,20 +73,15 @@ def read_records(out_dir: Path, n_ranks: int) -> Records:
         if n_log != n_arg or n_log < 2:
             raise SimulationError(f"the measurement layer's files of rank {r} are truncated ({out_dir})")
         sizes.append(n_log)
-    ends = np.cumsum(sizes, dtype=np.int64)
-    log = np.empty(int(ends[-1]) if n_ranks else 0, LOG_DTYPE)
+    ends = np.zeros(n_ranks + 1, np.int64)
+    np.cumsum(sizes, out=ends[1:])
+    log = np.empty(int(ends[-1]), LOG_DTYPE)
     arg = np.empty(log.size, ARG_DTYPE)
     names: dict[str, int] = {}
     vectors: dict[tuple[int, int], tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = {}
     comms: dict[tuple[int, ...], int] = {}
-    name_luts: list[npt.NDArray[np.int32]] = []
-    comm_luts: list[npt.NDArray[np.int32]] = []
+    luts: tuple[list[npt.NDArray[np.int32]], list[npt.NDArray[np.int32]]] = ([], [])  # names, communicators
     for r in range(n_ranks):
-        a, b = int(ends[r]) - sizes[r], int(ends[r])
-        for path, out in ((out_dir / f"r{r}.log", log[a:b]), (out_dir / f"r{r}.arg", arg[a:b])):
-            with path.open("rb") as f:
-                if f.readinto(out.data.cast("B")) != out.nbytes:
-                    raise SimulationError(f"the measurement layer's files of rank {r} are truncated ({out_dir})")
         local: dict[int, int] = {}
         for line in (out_dir / f"r{r}.names").read_text().splitlines():
             sid, _, nm = line.partition("\t")
@@ -90,7 +89,7 @@ def read_records(out_dir: Path, n_ranks: int) -> Records:
         lut = np.full(max(local, default=-1) + 2, -1, np.int32)  # local id -> global id; last entry: -1 for -1
         for li, g in local.items():
             lut[li] = g
-        name_luts.append(lut)
+        luts[0].append(lut)
         for line in (out_dir / f"r{r}.vec").read_text().splitlines():
             words = line.split()
             op, n = int(words[0]), int(words[1])
@@ -104,19 +103,68 @@ def read_records(out_dir: Path, n_ranks: int) -> Records:
         table = np.zeros(max(comm_lut) + 1, np.int32)
         for local_id, global_id in comm_lut.items():
             table[local_id] = global_id
-        comm_luts.append(table)
+        luts[1].append(table)
+    tables = []  # per field: (the ranks' tables end to end, each rank's table offset, each rank's table size)
+    for field in (0, 1):
+        size = np.array([t.size for t in luts[field]], np.int64) - (field == 0)  # a name table's last entry: -1
+        offset = np.r_[0, np.cumsum([t.size for t in luts[field]])[:-1]].astype(np.int64)
+        tables.append((np.concatenate(luts[field]) if luts[field] else np.zeros(1, np.int32), offset, size))
     lib = tables_library()
-    for field, (col, luts, what) in enumerate((("name", name_luts, "names"), ("comm", comm_luts, "comms"))):
-        size = np.array([t.size for t in luts], np.int64) - (col == "name")  # a name table's last entry: -1
-        offset = np.r_[0, np.cumsum([t.size for t in luts])[:-1]].astype(np.int64)
-        table = np.concatenate(luts).astype(np.int32) if luts else np.zeros(1, np.int32)
-        bad = lib.wl_records_renumber(_ptr(arg), _ptr(ends), n_ranks, field, _ptr(table), _ptr(offset), _ptr(size))
-        if bad >= 0:
-            r = int(np.searchsorted(ends, bad, side="right"))
+    cut = split_ranks(np.asarray(sizes, np.int64), parts if parts is not None else fill_parts(log.size))
+    truncated: list[int] = []  # ranks whose binary files are shorter than their size said
+    bad = [[-1] * (len(cut) - 1), [-1] * (len(cut) - 1)]  # per field and part: first record with an unknown id
+
+    def read(j: int) -> None:
+        for r in range(cut[j], cut[j + 1]):
+            a, b = int(ends[r]), int(ends[r + 1])
+            for path, out in ((out_dir / f"r{r}.log", log[a:b]), (out_dir / f"r{r}.arg", arg[a:b])):
+                with path.open("rb") as f:
+                    if f.readinto(out.data.cast("B")) != out.nbytes:
+                        truncated.append(r)
+                        return
+        first, k = int(ends[cut[j]]), slice(cut[j], cut[j + 1])
+        part_ends = ends[cut[j] + 1:cut[j + 1] + 1] - first
+        for field, (table, offset, size) in enumerate(tables):
+            part_offset, part_size = offset[k].copy(), size[k].copy()  # kept alive during the call
+            found = lib.wl_records_renumber(_ptr(arg) + first * ARG_DTYPE.itemsize, _ptr(part_ends),
+                                            cut[j + 1] - cut[j], field, _ptr(table), _ptr(part_offset),
+                                            _ptr(part_size))
+            bad[field][j] = found + first if found >= 0 else -1
+
+    in_threads(read, len(cut) - 1)
+    if truncated:
+        raise SimulationError(f"the measurement layer's files of rank {min(truncated)} are truncated ({out_dir})")
+    for field, (col, what) in enumerate((("name", "names"), ("comm", "comms"))):
+        first_bad = [i for i in bad[field] if i >= 0]
+        if first_bad:
+            r = int(np.searchsorted(ends, min(first_bad), side="right")) - 1
             raise SimulationError(f"the measurement layer's records of rank {r} use a {col} id that r{r}.{what} "
                                   f"does not list ({out_dir})")
     return Records(n_ranks, log, arg, tuple(sorted(names, key=names.__getitem__)), vectors,
                    tuple(sorted(comms, key=comms.__getitem__)))
+
+
+def in_threads(work: Callable[[int], None], parts: int) -> None:
+    """``work(0)`` here and ``work(1)`` .. ``work(parts - 1)`` in threads at the same time (the native library
+    releases Python's lock during a call); the first exception of a thread is raised here."""
+    errors: list[BaseException] = []
+
+    def guarded(j: int) -> None:
+        try:
+            work(j)
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=guarded, args=(j,)) for j in range(1, parts)]
+    for t in threads:
+        t.start()
+    try:
+        work(0)
+    finally:
+        for t in threads:
+            t.join()
+    if errors:
+        raise errors[0]
 
 
 #: smpif90/smpicc compile a rewritten copy named ``<source>_XXXXXXXXXX<suffix>`` (mktemp in the wrapper script)
@@ -187,7 +235,29 @@ _OP_COLUMNS: tuple[tuple[str, type[np.generic]], ...] = (
 #: The columns ``wl_records_fill`` writes only where they are not zero (it is given zeroed ones).
 _SPARSE_COLUMNS = ("value2", "excess", "comm")
 _FRAMING = "the measurement layer's records are not framed by MPI_Init and MPI_Finalize"
+#: Records from which the fill runs in two threads (when the process may use two cores): below, starting a thread
+#: costs more than it saves.
+THREAD_RECORDS = 1_000_000
 
+
+def fill_parts(n_records: int) -> int:
+    """Threads the fill of ``n_records`` records runs in: 2 from :data:`THREAD_RECORDS` records on a machine whose
+    process may use two cores or more, else 1 (the table does not depend on it)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return 2 if n_records >= THREAD_RECORDS and cores >= 2 else 1
+
+
+def split_ranks(rank_records: npt.NDArray[np.int64], parts: int) -> list[int]:
+    """Boundaries (in ranks, 0 first, the number of ranks last) of up to ``parts`` contiguous ranges of whole ranks
+    with about equal numbers of records: each inner boundary is the rank end nearest to its share."""
+    ends = np.cumsum(rank_records)
+    total = int(ends[-1]) if ends.size else 0
+    cut = [0]
+    for j in range(1, parts if rank_records.size else 1):
+        k = int(np.argmin(np.abs(ends - total * j / parts))) + 1  # ranks in the first j parts
+        if cut[-1] < k < rank_records.size:
+            cut.append(k)
+    return [*cut, int(rank_records.size)]
 
 
 def _pair_names(pair_a: npt.NDArray[np.uint64], pair_b: npt.NDArray[np.uint64], binary: Path | None,
@@ -210,7 +280,7 @@ def _pair_names(pair_a: npt.NDArray[np.uint64], pair_b: npt.NDArray[np.uint64], 
 
 
 def records_to_ops(rec: Records, binary: Path | None, *, callsite_regions: str = "auto",
-                   min_compute: float = 0.0) -> ProgramRun:
+                   min_compute: float = 0.0, parts: int | None = None) -> ProgramRun:
     """Operations of a measured run: layer records plus the compute between them.
 
     The rows are made in one pass over the records by ``native/waitlab_records.c`` (its comment has the rules);
@@ -226,6 +296,9 @@ def records_to_ops(rec: Records, binary: Path | None, *, callsite_regions: str =
         regions only (auto), always, or never.
     min_compute : float
         Gaps between records up to this many seconds are not compute rows.
+    parts : int, optional
+        Threads filling the table, each on a contiguous range of ranks (default: :func:`fill_parts`); the table
+        is the same whatever their number.
     """
     check_rma_records(rec.log, rec.arg, rec.comms, rec.n_ranks)  # one-sided calls: windows of MPI_COMM_WORLD only
     mode = _CALLSITE_MODES.get(callsite_regions)
@@ -235,10 +308,11 @@ def records_to_ops(rec: Records, binary: Path | None, *, callsite_regions: str =
     lib = tables_library()
     log, arg = np.ascontiguousarray(rec.log), np.ascontiguousarray(rec.arg)
     n, cap, n_pairs = log.size, 1024, ctypes.c_int64(0)
+    per_rank = np.zeros((3, max(rec.n_ranks, 1)), np.int64)  # records, rows and cause rows of each rank
     while True:  # the distinct site pairs: called again with room for all of them if there are more than cap
         pair_a, pair_b = np.zeros(cap, np.uint64), np.zeros(cap, np.uint64)
         total = lib.wl_records_count(_ptr(log), _ptr(arg), n, rec.n_ranks, mode, min_compute, _ptr(pair_a),
-                                     _ptr(pair_b), cap, ctypes.byref(n_pairs))
+                                     _ptr(pair_b), cap, ctypes.byref(n_pairs), *(_ptr(x) for x in per_rank))
         if total < 0 or n_pairs.value <= cap:
             break
         cap = n_pairs.value
@@ -255,9 +329,25 @@ def records_to_ops(rec: Records, binary: Path | None, *, callsite_regions: str =
                                          for c, t in _OP_COLUMNS}
     t_enter, t_exit = np.empty(total), np.empty(total)
     record, injected = np.empty(total, np.int64), np.zeros(total, np.bool_)
-    causes = lib.wl_records_fill(_ptr(log), _ptr(arg), n, mode, min_compute, _ptr(pair_a), _ptr(pair_b),
-                                 _ptr(pair_name), pair_a.size, *(_ptr(cols[c]) for c, _ in _OP_COLUMNS),
-                                 _ptr(t_enter), _ptr(t_exit), _ptr(record), _ptr(injected))
+    # each part: a contiguous range of whole ranks, starting at the row and cause number the ranks before it end
+    # at (so the parts write exactly what one pass writes); the first part runs here, the others in threads (the
+    # library releases Python's lock during a call)
+    cut = split_ranks(per_rank[0, :rec.n_ranks], parts if parts is not None else fill_parts(n))
+    starts = np.zeros((3, rec.n_ranks + 1), np.int64)
+    np.cumsum(per_rank[:, :rec.n_ranks], axis=1, out=starts[:, 1:])
+    pointers = (_ptr(pair_a), _ptr(pair_b), _ptr(pair_name), pair_a.size,
+                *(_ptr(cols[c]) for c, _ in _OP_COLUMNS), _ptr(t_enter), _ptr(t_exit), _ptr(record), _ptr(injected))
+    found = [0] * (len(cut) - 1)
+
+    def fill(j: int) -> None:
+        lo, hi, row0, cause0 = (int(x) for x in (starts[0, cut[j]], starts[0, cut[j + 1]], starts[1, cut[j]],
+                                                 starts[2, cut[j]]))
+        found[j] = lib.wl_records_fill(_ptr(log), _ptr(arg), lo, hi, row0, cause0, mode, min_compute, *pointers)
+
+    in_threads(fill, len(cut) - 1)
+    if min(found) < 0:
+        raise SimulationError("out of memory converting the measurement layer's records")
+    causes = sum(found)
     # delays the program injected itself (WAITLAB_INJECT): compute rows whose whole value is a cause (imbalance)
     cause_rows = np.flatnonzero(cols["cause"] >= 0) if causes else np.zeros(0, np.int64)
     ledger = Ledger(rank=cols["rank"][cause_rows], region=cols["name"][cause_rows],

@@ -4,6 +4,7 @@ small case, and the region structure of :func:`waitlab.models.regions.region_str
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -156,6 +157,47 @@ def test_read_records_refuses_unknown_ids(tmp_path: Path, col: str, ids: list[in
         prog.read_records(tmp_path, 2)
 
 
+def _write_ranks(folder: Path, seed: int, n_ranks: int = 5) -> None:
+    """Ranks of 2 .. 60 records naming regions and communicators in their own orders (some ids of -1: no name)."""
+    rng = np.random.default_rng(seed)
+    for r in range(n_ranks):
+        order = rng.permutation(["solve", "halo", "io", f"own{r}"])
+        n = int(rng.integers(2, 60))
+        names = "".join(f"{i}\t{nm}\n" for i, nm in enumerate(order))
+        comms = "".join(f"{c} {' '.join(map(str, rng.choice(n_ranks, 2, replace=False)))}\n" for c in (1, 2))
+        _write_rank(folder, r, names, comms, rng.integers(-1, 4, n).tolist(), rng.integers(0, 3, n).tolist())
+        (folder / f"r{r}.vec").write_text(f"{r} 2 1 2 3 4\n")
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_read_records_in_parts_is_one_read(tmp_path: Path, seed: int) -> None:
+    """Reading and renumbering by 2, 3 or 9 threads gives the bytes of one thread."""
+    _write_ranks(tmp_path, seed)
+    one = prog.read_records(tmp_path, 5, parts=1)
+    assert len(one.names) == 3 + 5 and one.vectors[(4, 4)][1].tolist() == [3, 4]
+    for parts in (2, 3, 9):
+        got = prog.read_records(tmp_path, 5, parts=parts)
+        assert got.log.tobytes() == one.log.tobytes() and got.arg.tobytes() == one.arg.tobytes()
+        assert (got.names, got.comms, got.n_ranks) == (one.names, one.comms, one.n_ranks)
+        assert {k: [x.tolist() for x in v] for k, v in got.vectors.items()} == {
+            k: [x.tolist() for x in v] for k, v in one.vectors.items()}
+
+
+@pytest.mark.parametrize("parts", [1, 2, 4])
+@pytest.mark.parametrize(("bad_names", "bad_comms", "message"), [
+    ((3,), (), "rank 3 use a name id"), ((1, 3), (), "rank 1 use a name id"),
+    ((3,), (0, 1), "rank 3 use a name id"), ((), (2, 3), "rank 2 use a comm id")])
+def test_read_records_in_parts_names_the_first_bad_rank(tmp_path: Path, parts: int, bad_names: tuple[int, ...],
+                                                        bad_comms: tuple[int, ...], message: str) -> None:
+    """As one pass does: the lowest rank with an unknown name id, else the lowest one with an unknown
+    communicator id, whichever thread met them."""
+    for r in range(4):
+        _write_rank(tmp_path, r, "0\tsolve\n", "", [-1, 7 if r in bad_names else 0, -1],
+                    [0, 5 if r in bad_comms else 0, 0])
+    with pytest.raises(SimulationError, match=message):
+        prog.read_records(tmp_path, 4, parts=parts)
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_native_region_structure_is_numpys(seed: int) -> None:
     ops = prog.records_to_ops(_records(seed), None, callsite_regions="always").ops
@@ -204,3 +246,77 @@ def test_call_paths_and_depths_are_numpys(seed: int) -> None:
     np.testing.assert_array_equal(ev["path"].cat.codes.to_numpy(), path)
     np.testing.assert_array_equal(ev["depth"].to_numpy(), depth)
     assert "a>b" in names and depth.max() >= 3
+
+
+def _uneven_records(seed: int) -> Records:
+    """Five ranks of 400, 400, 400, 900 and 900 records (cause rows, call sites, nested regions on each)."""
+    a, b = _records(seed, n_ranks=3, per_rank=400), _records(seed + 10, n_ranks=2, per_rank=900)
+    log, arg = np.concatenate([a.log, b.log]), np.concatenate([a.arg, b.arg])
+    log["rank"][a.log.size:] += 3
+    return Records(5, log, arg, a.names, {}, ())
+
+
+def _same_run(got: prog.ProgramRun, want: prog.ProgramRun) -> None:
+    assert got.ops.names == want.ops.names
+    for c in OpTable.COLUMNS:
+        assert getattr(got.ops, c).dtype == getattr(want.ops, c).dtype, c
+        assert getattr(got.ops, c).tobytes() == getattr(want.ops, c).tobytes(), c
+    for x, y in ((got.t_enter, want.t_enter), (got.t_exit, want.t_exit), (got.record, want.record),
+                 (got.injected, want.injected)):
+        assert x.dtype == y.dtype and x.tobytes() == y.tobytes()
+    for f in ("rank", "region", "step", "seconds", "kind"):
+        assert getattr(got.ops.ledger, f).tobytes() == getattr(want.ops.ledger, f).tobytes(), f
+
+
+@pytest.mark.parametrize("mode", ["auto", "always", "never"])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_fill_in_parts_is_the_one_pass_fill(monkeypatch: pytest.MonkeyPatch, mode: str, seed: int) -> None:
+    """Filling by 2, 3 or 7 threads (more than ranks) writes the bytes of one pass, column by column."""
+    rec = _uneven_records(seed)
+    monkeypatch.setattr(prog, "resolve_sites", lambda binary, offsets: _resolved(offsets))
+    one = prog.records_to_ops(rec, Path("program"), callsite_regions=mode, parts=1)
+    causes = one.ops.cause[one.ops.cause >= 0]
+    assert causes.tolist() == list(range(causes.size))
+    assert np.unique(one.ops.rank[one.ops.cause >= 0]).size == 5  # every rank has cause rows
+    for parts in (2, 3, 7):
+        _same_run(prog.records_to_ops(rec, Path("program"), callsite_regions=mode, parts=parts), one)
+
+
+def test_fill_in_two_parts_by_hand(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two ranks, each: init [0, 1], send [3, 4] (line 7, after init's line 5), a delay of its own [4, 6], finalize.
+    Filled in two parts (a rank each): each rank's five rows (call-site enter, compute, leave, send, delay) with
+    seq 0 .. 4, rank 1's from row 5, and the delays numbered 0 (rank 0) and 1 (rank 1)."""
+    one = [(CODE["init"], 0.0, 1.0), (CODE["send"], 3.0, 4.0), (CODE["compute"], 4.0, 6.0),
+           (CODE["finalize"], 6.0, 6.5)]
+    log = np.array([(r, c, a, b) for r in (0, 1) for c, a, b in one], LOG_DTYPE)
+    arg = np.zeros(8, ARG_DTYPE)
+    arg["site"] = [80, 112, 112, 0] * 2
+    arg["name"] = -1
+    arg["peer"], arg["value"] = [-1, 1, -1, -1, -1, 0, -1, -1], [0.0, 800.0, 2.0, 0.0, 0.0, 800.0, 3.0, 0.0]
+    arg["flags"][[2, 6]] = FLAG_CAUSE
+    monkeypatch.setattr(prog, "resolve_sites", lambda binary, offsets: {80: "a.c:5", 112: "a.c:7"})
+    rec = Records(2, log, arg, (), {}, ())
+    assert prog.split_ranks(np.array([4, 4], np.int64), 2) == [0, 1, 2]
+    run = prog.records_to_ops(rec, Path("program"), parts=2)
+    ops = run.ops
+    assert ops.rank.tolist() == [0] * 5 + [1] * 5 and ops.seq.tolist() == [0, 1, 2, 3, 4] * 2
+    assert ops.code.tolist() == [CODE["enter"], CODE["compute"], CODE["leave"], CODE["send"], CODE["compute"]] * 2
+    assert ops.peer.tolist() == [-1, -1, -1, 1, -1, -1, -1, -1, 0, -1]
+    assert run.record.tolist() == [-1, -1, -1, 1, 2, -1, -1, -1, 5, 6]
+    assert ops.cause.tolist() == [-1, -1, -1, -1, 0, -1, -1, -1, -1, 1]
+    assert ops.excess.tolist() == [0, 0, 0, 0, 2.0, 0, 0, 0, 0, 3.0]
+    assert ops.ledger.rank.tolist() == [0, 1] and ops.ledger.seconds.tolist() == [2.0, 3.0]
+
+
+@pytest.mark.parametrize(("records", "parts", "cut"), [
+    ([10, 10, 10, 10], 2, [0, 2, 4]), ([100, 1, 1, 1], 2, [0, 1, 4]), ([1, 1, 1, 100], 2, [0, 3, 4]),
+    ([5], 2, [0, 1]), ([10] * 6, 3, [0, 2, 4, 6]), ([10, 10, 10, 10], 1, [0, 4]), ([3, 3], 7, [0, 1, 2]),
+    ([], 2, [0, 0])])
+def test_split_ranks(records: list[int], parts: int, cut: list[int]) -> None:
+    """Each inner boundary is the rank end nearest to its share of the records (worked out by hand)."""
+    assert prog.split_ranks(np.array(records, np.int64), parts) == cut
+
+
+def test_fill_runs_in_one_thread_below_a_million_records() -> None:
+    assert prog.fill_parts(prog.THREAD_RECORDS - 1) == 1
+    assert prog.fill_parts(prog.THREAD_RECORDS) == min(2, len(os.sched_getaffinity(0)))

@@ -7,9 +7,11 @@
  * it is wrapped in a call-site region (named after the previous record's call site and this one's) always
  * (mode 1), outside user regions only (mode 2: user-region depth 0 before the record) or never (mode 0).
  *
- * wl_records_count: checks the framing, counts the rows and lists the distinct (previous site, site) pairs of
- * the wrapped gaps in order of first appearance (so each pair is named once, by Python).
- * wl_records_fill: writes every column, given the region-name id of each pair.
+ * wl_records_count: checks the framing, counts the rows (and each rank's rows and cause rows) and lists the distinct
+ * (previous site, site) pairs of the wrapped gaps in order of first appearance (so each pair is named once, by Python).
+ * wl_records_fill: writes every column of the rows of a range of whole ranks, given the region-name id of each pair
+ * and the range's first row and first cause number (from the per-rank counts), so that two threads can each fill
+ * a contiguous range of ranks and write exactly what one call over all the records writes.
  * The record structs are the numpy dtypes LOG_DTYPE and ARG_DTYPE of program_records.py.
  */
 #include <stdint.h>
@@ -43,10 +45,13 @@ static inline void roles(const Log* log, int64_t i, int mode, double min_compute
 
 /* Rows of the operation table (>= 0), or ERR_FRAMING (records not framed by init and finalize per rank) or
  * ERR_MEMORY.  The distinct site pairs of wrapped gaps go to pair_a/pair_b (first appearance first) up to
- * pair_cap of them; their number to *n_pairs (more than pair_cap: call again with room for them). */
+ * pair_cap of them; their number to *n_pairs (more than pair_cap: call again with room for them).
+ * rank_records[k] / rank_rows[k] / rank_causes[k]: the records, rows and cause rows (FLAG_CAUSE records) of the
+ * k-th rank in the records (room for n_ranks of each; complete only when the framing holds). */
 int64_t wl_records_count(const Log* log, const Arg* arg, int64_t n, int32_t n_ranks, int mode, double min_compute,
-                         uint64_t* pair_a, uint64_t* pair_b, int64_t pair_cap, int64_t* n_pairs) {
-  int64_t rows = 0, finalizes = 0;
+                         uint64_t* pair_a, uint64_t* pair_b, int64_t pair_cap, int64_t* n_pairs,
+                         int64_t* rank_records, int64_t* rank_rows, int64_t* rank_causes) {
+  int64_t rows = 0, finalizes = 0, k = -1;
   int32_t depth = 0;
   Pairs p;
   if (pairs_init(&p, 1024) < 0) { pairs_free(&p); return ERR_MEMORY; }
@@ -55,9 +60,15 @@ int64_t wl_records_count(const Log* log, const Arg* arg, int64_t n, int32_t n_ra
     int code = log[i].code;
     if (starts != (code == WL_INIT)) { pairs_free(&p); return ERR_FRAMING; }
     finalizes += code == WL_FINALIZE;
+    if (starts && ++k >= n_ranks) { pairs_free(&p); return ERR_FRAMING; }
+    if (starts) { rank_records[k] = 0; rank_rows[k] = 0; rank_causes[k] = 0; }
+    rank_records[k]++;
     int has_gap, wrap;
     roles(log, i, mode, min_compute, &depth, &has_gap, &wrap);
-    rows += has_gap + 2 * wrap + (code != WL_INIT && code != WL_FINALIZE);
+    int64_t r = has_gap + 2 * wrap + (code != WL_INIT && code != WL_FINALIZE);
+    rows += r;
+    rank_rows[k] += r;
+    rank_causes[k] += code != WL_INIT && code != WL_FINALIZE && (arg[i].flags & FLAG_CAUSE);
     if (wrap) {
       int64_t id = pairs_get(&p, arg[i - 1].site, arg[i].site);
       if (id < 0) { pairs_free(&p); return ERR_MEMORY; }
@@ -77,14 +88,18 @@ static inline int is_zero_bits(double x) {
   return b == 0;
 }
 
-/* Fill the operation table's columns (rows as counted by wl_records_count with the same arguments).
+/* Fill the operation table's columns (rows as counted by wl_records_count with the same arguments) for records
+ * [lo, hi) (whole ranks: record lo is an init), whose first row is row0 and first cause number cause0 (the rows and
+ * cause rows of the ranks before lo, from wl_records_count's per-rank counts; 0 and 0 for lo = 0).  The columns
+ * are the whole table's: only rows row0 .. are written, so calls on disjoint ranges can run at the same time.
  * value2, excess, comm and injected must come zeroed (calloc, np.zeros): only their non-zero values are written, so
  * the pages of a column that is zero throughout (most programs: no second values, no injected delays, MPI_COMM_WORLD
  * only) are never written, and never faulted in.
  * pair_name[k]: region-name id of the k-th site pair.  record: index of the layer record a row is (-1: a derived
  * compute or call-site row); injected: rows the layer injected; cause/excess: the program's own delays
- * (FLAG_CAUSE), numbered 0, 1, ... in row order.  Returns the number of cause rows, or ERR_MEMORY. */
-int64_t wl_records_fill(const Log* log, const Arg* arg, int64_t n, int mode, double min_compute,
+ * (FLAG_CAUSE), numbered 0, 1, ... in row order.  Returns the number of cause rows of the range, or ERR_MEMORY. */
+int64_t wl_records_fill(const Log* log, const Arg* arg, int64_t lo, int64_t hi, int64_t row0, int64_t cause0,
+                        int mode, double min_compute,
                         const uint64_t* pair_a, const uint64_t* pair_b, const int32_t* pair_name, int64_t n_pairs,
                         int32_t* rank, int32_t* seq, int8_t* code, int32_t* step, int32_t* name, double* value,
                         double* value2, int32_t* peer, int32_t* tag, int64_t* cause, double* excess, int32_t* comm,
@@ -94,9 +109,9 @@ int64_t wl_records_fill(const Log* log, const Arg* arg, int64_t n, int mode, dou
   while (cap < 2 * n_pairs + 2) cap *= 2;
   if (pairs_init(&p, cap) < 0) { pairs_free(&p); return ERR_MEMORY; }
   for (int64_t k = 0; k < n_pairs; k++) pairs_get(&p, pair_a[k], pair_b[k]);
-  int64_t o = 0, causes = 0;
+  int64_t o = row0, causes = cause0;
   int32_t depth = 0, s = 0;
-  for (int64_t i = 0; i < n; i++) {
+  for (int64_t i = lo; i < hi; i++) {
     const Log* L = &log[i];
     const Arg* A = &arg[i];
     int has_gap, wrap;
@@ -125,7 +140,7 @@ int64_t wl_records_fill(const Log* log, const Arg* arg, int64_t n, int mode, dou
 #undef ROW
   }
   pairs_free(&p);
-  return causes;
+  return causes - cause0;
 }
 
 /* Renumber the region names (field 0) or communicators (field 1) of each rank's records from the rank's own ids
