@@ -20,7 +20,7 @@ from waitlab.experiments.report.graph_plots import draw_propagation
 from waitlab.experiments.results import load_run
 from waitlab.experiments.run_folder import MARKER
 from waitlab.models.analysis.propagation import propagation_graph, write_graphml
-from waitlab.simulator.export import CHROME_MAX_EVENTS, write_chrome_trace
+from waitlab.simulator.chrome_trace import CHROME_MAX_EVENTS, write_chrome_trace
 from waitlab.simulator.otf2_export import write_otf2
 
 FORMATS = ("otf2", "chrome", "graphml")

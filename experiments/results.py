@@ -34,12 +34,8 @@ from waitlab.experiments.scenario import Scenario, from_mapping, read_toml
 from waitlab.models.analysis.metrics import ledger_frame
 from waitlab.models.analysis.summary import rank_budget
 from waitlab.models.ops import CAUSE_KINDS, Ledger, OpTable
-from waitlab.simulator.export import (
-    CHROME_SUMMARY_EVENTS,
-    read_table,
-    write_chrome_trace,
-    write_table,
-)
+from waitlab.simulator.chrome_trace import CHROME_SUMMARY_EVENTS, write_chrome_trace
+from waitlab.simulator.export import read_table, write_table
 from waitlab.simulator.timeline import ROW_REFERENCES, SCHEMA_VERSION
 
 

@@ -51,7 +51,7 @@ import numpy as np
 import pandas as pd
 
 from waitlab.errors import EnvironmentProblem
-from waitlab.simulator.export import to_ns
+from waitlab.simulator.chrome_trace import to_ns
 
 #: OTF2 collective operation and region role of each collective of the event table.
 COLLECTIVES: dict[str, tuple[str, str]] = {

@@ -8,7 +8,7 @@ import json
 import numpy as np
 
 from waitlab.models.analysis.waitstates import make_events, wait_states
-from waitlab.simulator.export import chrome_trace_text, first_steps
+from waitlab.simulator.chrome_trace import chrome_trace_text, first_steps
 
 
 def _one_step_barrier(n_ranks: int, per_rank: int):

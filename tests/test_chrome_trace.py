@@ -16,7 +16,7 @@ from chrome_check import dropped_slices, legacy_ns, load_slices, modern_ns
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from waitlab.simulator.export import chrome_trace_text, to_ns, us_text
+from waitlab.simulator.chrome_trace import chrome_trace_text, to_ns, us_text
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

@@ -17,7 +17,7 @@ from waitlab import api, cli
 from waitlab.experiments.reproduce.okita_spilling import OkitaResult
 from waitlab.models.analysis.waitstates import make_events, wait_states
 from waitlab.simulator import doctor as doc
-from waitlab.simulator.export import chrome_trace_text
+from waitlab.simulator.chrome_trace import chrome_trace_text
 
 ROOT = Path(__file__).resolve().parents[1]
 #: C0 control characters other than tab, newline and carriage return, and DEL.

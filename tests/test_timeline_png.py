@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from matplotlib.colors import to_rgb
+from matplotlib.figure import Figure
 from PIL import Image
 
 from waitlab.experiments.report.palette import KIND_COLOURS, WAIT
@@ -139,8 +140,6 @@ def test_timeline_png_puts_the_raster_in_the_axes_and_is_deterministic(tmp_path:
 
 
 def test_each_picture_is_drawn_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    from matplotlib.figure import Figure
-
     draws = []
     draw = Figure.draw
     monkeypatch.setattr(Figure, "draw", lambda self, renderer: draws.append(1) or draw(self, renderer))

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from waitlab.errors import SimulationError
-from waitlab.simulator.export import chrome_trace_text, to_ns, us_arrow, us_text
+from waitlab.simulator.chrome_trace import chrome_trace_text, to_ns, us_arrow, us_text
 from waitlab.simulator.program_records import ARG_DTYPE, LOG_DTYPE, read_records
 
 

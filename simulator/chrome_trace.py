@@ -1,0 +1,277 @@
+"""The event table as a Chrome/Perfetto trace (JSON): slices, wait states as child slices, messages as flows.
+
+:func:`write_chrome_trace` writes a run's trace section by section, built column-wise with Arrow's string kernels;
+beyond ``max_events`` only the first steps that fit (:func:`first_steps`) or a first time window
+(:func:`first_seconds`), and the trace's ``otherData`` says what was summarised.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from waitlab.models.vocabulary import RECV_ACTIONS, SEND_ACTIONS
+
+#: Largest event table exported as a Chrome trace (the JSON grows ~150 bytes per event).
+CHROME_MAX_EVENTS = 1_000_000
+#: A run's own Chrome trace holds at most this many events: beyond it, the first steps that fit (a trace is for
+#: people; ``waitlab export --chrome`` writes the whole run up to :data:`CHROME_MAX_EVENTS`).
+CHROME_SUMMARY_EVENTS = 200_000
+
+
+def to_ns(seconds: np.ndarray) -> np.ndarray:
+    """Seconds -> integer nanoseconds, rounded to nearest (monotone, so order and nesting are kept)."""
+    return np.rint(np.asarray(seconds, dtype=np.float64) * 1e9).astype(np.int64)
+
+
+def us_text(ns: np.ndarray) -> list[str]:
+    """Integer nanoseconds as JSON microsecond numbers that every reader turns back into exactly ``ns``.
+
+    The Chrome trace format counts ``ts``/``dur`` in microseconds (``displayTimeUnit`` only changes the
+    display; Perfetto ignores it).  Perfetto parses a number to a double and *truncates* ``value * 1000``
+    to integer nanoseconds, so an exact ``"1.234"`` can come back as 1233 ns.  Each value is therefore
+    written as its exact microseconds plus 0.2 ns (``"1.2342"``): truncating or rounding ``ts``, ``dur``
+    or ``ts + dur`` to ns gives the exact integers (0.2 ns margin against double rounding up to ~10^15 ns).
+    """
+    q, r = np.divmod(np.asarray(ns, dtype=np.int64), 1000)
+    return [f"{a}.{b:03d}2" for a, b in zip(q.tolist(), r.tolist(), strict=True)]
+
+
+def first_steps(events: pd.DataFrame, waits: pd.DataFrame, max_events: int
+                ) -> tuple[pd.DataFrame, pd.DataFrame, int, int | None]:
+    """The events of the first steps that fit in ``max_events`` (and events outside steps before them), with their
+    waits; row references (``done``, ``waits.event``) renumbered.  When even the first step does not fit (a step
+    of many ranks), only its lowest ranks that fit are kept.  Returns the tables, the last step kept and the
+    number of ranks kept (``None``: all).
+
+    >>> ev = pd.DataFrame({"step": [-1, 0, 0, 1, 1, 2], "done": [-1, 2, -1, 4, -1, -1]})
+    >>> w = pd.DataFrame({"event": [1, 3, 5], "wait": [1.0, 2.0, 3.0]})
+    >>> e2, w2, last, ranks = first_steps(ev, w, 4)
+    >>> e2["done"].tolist(), w2["event"].tolist(), last, ranks
+    ([-1, 2, -1], [1], 0, None)
+    """
+    step = events["step"].to_numpy()
+    per_step = np.bincount(step[step >= 0]) if (step >= 0).any() else np.zeros(0, np.int64)
+    fit = np.flatnonzero(np.cumsum(per_step) + int((step < 0).sum()) <= max_events)
+    last = int(fit[-1]) if fit.size else 0
+    keep = step <= last
+    n_ranks: int | None = None
+    if int(keep.sum()) > max_events:  # one step of many ranks: its lowest ranks that fit (at least one)
+        rank = events["rank"].to_numpy()
+        per_rank = np.bincount(rank[keep])
+        n_ranks = max(int(np.searchsorted(np.cumsum(per_rank), max_events, side="right")), 1)
+        keep &= rank < n_ranks
+    out, w_out = _keep_rows(events, waits, keep)
+    return out, w_out, last, n_ranks
+
+
+def _keep_rows(events: pd.DataFrame, waits: pd.DataFrame, keep: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Rows ``keep`` of the event table and their waits, row references (``done``, ``waits.event``) renumbered."""
+    new_row = np.cumsum(keep) - 1
+    out = events[keep].reset_index(drop=True)
+    if "done" in out:
+        done = events["done"].to_numpy()[keep]
+        ok = done >= 0
+        ok[ok] = keep[done[ok]]
+        out["done"] = np.where(ok, new_row[np.maximum(done, 0)], -1)
+    w_keep = keep[waits["event"].to_numpy()] if len(waits) else np.zeros(0, bool)
+    w_out = waits[w_keep].reset_index(drop=True)
+    w_out["event"] = new_row[w_out["event"].to_numpy()]
+    return out, w_out
+
+
+def first_seconds(events: pd.DataFrame, waits: pd.DataFrame, max_events: int
+                  ) -> tuple[pd.DataFrame, pd.DataFrame, float]:
+    """The events that start before a time ``t`` chosen so at most ``max_events`` remain (a run without steps, or
+    one rank's step larger than the limit: a program's), with their waits; returns the tables and ``t``.
+
+    >>> ev = pd.DataFrame({"enter": [0.0, 1.0, 2.0, 3.0], "done": [-1, -1, -1, -1]})
+    >>> e2, w2, t = first_seconds(ev, pd.DataFrame({"event": [0, 3], "wait": [1.0, 1.0]}), 2)
+    >>> len(e2), w2["event"].tolist(), t
+    (2, [0], 2.0)
+    """
+    enter = events["enter"].to_numpy()
+    t = float(np.partition(enter, max_events)[max_events])  # the first start left out
+    keep = enter < t
+    out, w_out = _keep_rows(events, waits, keep)
+    return out, w_out, t
+
+
+def chrome_trace_text(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, Any],
+                      max_events: int | None = None) -> str:
+    """A Chrome/Perfetto trace (JSON text): one track per rank, regions nested, messages as flows, waits as slices.
+
+    Times are integer nanoseconds of simulated time (enter and exit rounded once, so slices that touch
+    or nest in the event table touch or nest exactly), written as microseconds by :func:`us_text`.
+    Built as text from numpy columns: the per-row work is one string format, not a dict per event.
+    With ``max_events``, a larger table is summarised: only its first steps that fit, or the lowest ranks of the
+    first step (:func:`first_steps`), and ``otherData.summarised`` says which.
+    """
+    out = io.StringIO()
+    _write_chrome(out, events, waits, metadata, max_events)
+    return out.getvalue()
+
+
+def _write_chrome(out: TextIO, events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, Any],
+                  max_events: int | None) -> None:
+    """Write the text of :func:`chrome_trace_text` to ``out`` one section (metadata, slices, waits, flows) at a
+    time, so neither the whole list of records nor the whole text is held."""
+    if max_events is not None and len(events) > max_events:
+        n_all = len(events)
+        events, waits, last, n_ranks = first_steps(events, waits, max_events)
+        ranks = "" if n_ranks is None else f", ranks 0..{n_ranks - 1}"
+        what = f"steps 0..{last}{ranks}" if (events["step"] >= 0).any() else f"ranks 0..{(n_ranks or 1) - 1}"
+        if len(events) > max_events:  # no steps (a program without step markers) or one huge step: a time window
+            events, waits, t_end = first_seconds(events, waits, max_events)
+            what += f", the first {t_end:.9g} s"
+        metadata = {**metadata, "summarised": f"{what} only ({len(events)} of {n_all} events): "
+                                              "waitlab export --chrome writes the whole run"}
+    out.write('{"traceEvents":[\n')
+    first = True
+    for text in _chrome_sections(events, waits, metadata):
+        if text:
+            out.write(("" if first else ",\n") + text)
+            first = False
+        del text
+    out.write('\n],"displayTimeUnit":"ns","otherData":' + json.dumps(metadata, sort_keys=True) + "}\n")
+
+
+def _large(values: npt.ArrayLike) -> pa.Array:
+    """Decimal text of integers (Arrow's cast gives Python's ``str``), as a large string array."""
+    v = np.asarray(values)
+    return pc.cast(pa.array(v, type=pa.from_numpy_dtype(v.dtype)), pa.large_string())  # typed: no inference pass
+
+
+def _cat(*parts: pa.Array | str) -> pa.Array:
+    """Element-wise concatenation of string arrays and constant strings (Arrow, no Python string per row)."""
+    return pc.binary_join_element_wise(*(pa.scalar(x, pa.large_string()) if isinstance(x, str) else x
+                                         for x in parts), pa.scalar("", pa.large_string()))
+
+
+def us_arrow(ns: npt.ArrayLike) -> pa.Array:
+    """:func:`us_text` as an Arrow string array: the same text, built in C++ (a trace's ~20 numbers per event)."""
+    q, r = np.divmod(np.asarray(ns, dtype=np.int64), 1000)
+    return _cat(_large(q), ".", pc.utf8_lpad(_large(r), 3, "0"), "2")
+
+
+def _label_array(col: pd.Series, quote: bool = True) -> pa.Array:
+    """Label of every row of a column, JSON-quoted with ``quote`` (each distinct label converted once); a missing
+    value of a categorical column is its last label when quoted (as numpy indexes -1), else ``nan`` (``str``)."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        cats = [str(c) for c in col.cat.categories]
+        codes = col.cat.codes.to_numpy().astype(np.int64)
+        if not quote and (codes < 0).any():
+            cats.append("nan")
+        codes = np.where(codes < 0, codes + len(cats), codes)
+    else:
+        uniq, inv = np.unique(col.astype(str).to_numpy(dtype=object), return_inverse=True)
+        cats, codes = [str(u) for u in uniq], inv.astype(np.int64).ravel()
+    text = pa.array([json.dumps(c) if quote else c for c in cats], pa.large_string())
+    return text.take(pa.array(codes, type=pa.int64()))
+
+
+def _text_of(values: npt.NDArray[Any]) -> pa.Array:
+    """Python's ``f"{v}"`` of every value: Arrow's cast for integers, Python's own for anything else."""
+    if np.issubdtype(values.dtype, np.integer):
+        return _large(values)
+    return pa.array([f"{v}" for v in values.tolist()], pa.large_string())
+
+
+def _lines(text: pa.Array) -> str:
+    """The strings of ``text`` joined by ``",\\n"`` (one copy of Arrow's character buffer)."""
+    if len(text) == 0:
+        return ""
+    joined = _cat(text, ",\n").cast(pa.large_string())
+    offsets = np.frombuffer(joined.buffers()[1], np.int64, len(joined) + 1, joined.offset * 8)
+    data = joined.buffers()[2]
+    return data[int(offsets[0]):int(offsets[-1]) - 2].to_pybytes().decode("utf-8")
+
+
+def _chrome_sections(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, Any]) -> Iterator[str]:
+    """The trace's records, section by section (process and thread names, slices, waits, message flows), each
+    section's records joined by ``",\\n"``; the records are built column-wise (Arrow string kernels)."""
+    enter_ns = to_ns(events["enter"].to_numpy())
+    exit_ns = np.maximum(to_ns(events["exit"].to_numpy()), enter_ns)
+    rank = events["rank"].to_numpy()
+    is_region = (events["kind"] == "region").to_numpy()
+    yield ",\n".join([json.dumps({"name": "process_name", "ph": "M", "pid": 0,
+                                  "args": {"name": f"waitlab: {metadata.get('scenario', '')}"}}),
+                      *(f'{{"name":"thread_name","ph":"M","pid":0,"tid":{r},"args":{{"name":"rank {r}"}}}}'
+                        for r in sorted(set(rank.tolist())))])
+    name = pc.if_else(pa.array(is_region, type=pa.bool_()), _label_array(events["region"]), _label_array(events["op"]))
+    yield _lines(_cat('{"name":', name, ',"cat":', _label_array(events["kind"]), ',"ph":"X","ts":',
+                      us_arrow(enter_ns), ',"dur":', us_arrow(exit_ns - enter_ns), ',"pid":0,"tid":', _large(rank),
+                      ',"args":', _slice_args(events), "}"))
+    del name
+    # A wait is a child of its operation: it starts at the operation's enter and ends inside it.
+    w_ev = waits["event"].to_numpy()
+    w_end = np.minimum(to_ns(events["enter"].to_numpy()[w_ev] + waits["wait"].to_numpy()), exit_ns[w_ev])
+    w_end = np.maximum(w_end, enter_ns[w_ev])
+    if len(waits):
+        yield _lines(_cat('{"name":"wait: ', _label_array(waits["pattern"], quote=False), '","cat":"wait","ph":"X",'
+                          '"ts":', us_arrow(enter_ns[w_ev]), ',"dur":', us_arrow(w_end - enter_ns[w_ev]),
+                          ',"pid":0,"tid":', _text_of(waits["rank"].to_numpy()), ',"cname":"terrible","args":'
+                          '{"peer_rank":', _text_of(waits["peer_rank"].to_numpy()), "}}"))
+    # Messages as flow arrows from the send to the end of the operation that completed the receive.
+    op = events["op"]
+    send_codes = [i for i, c in enumerate(op.cat.categories) if c in SEND_ACTIONS]
+    recv_codes = [i for i, c in enumerate(op.cat.categories) if c in RECV_ACTIONS]
+    codes = op.cat.codes.to_numpy()
+    match = events["match"].to_numpy()
+    done = events["done"].to_numpy()
+    s_rows = np.flatnonzero(np.isin(codes, send_codes))
+    r_rows = np.flatnonzero(np.isin(codes, recv_codes))
+    if s_rows.size and r_rows.size:
+        recv_of = np.full(int(match.max()) + 1, -1, np.int64)
+        recv_of[match[r_rows]] = r_rows
+        rr = recv_of[match[s_rows]]
+        ok = rr >= 0
+        s_rows, rr = s_rows[ok], rr[ok]
+        end = np.where(done[rr] >= 0, done[rr], rr)
+        if s_rows.size:
+            ids = _text_of(match[s_rows])
+            yield _lines(_cat('{"name":"message","cat":"message","ph":"s","id":', ids, ',"ts":',
+                              us_arrow(enter_ns[s_rows]), ',"pid":0,"tid":', _large(rank[s_rows]), "}"))
+            yield _lines(_cat('{"name":"message","cat":"message","ph":"f","bp":"e","id":', ids, ',"ts":',
+                              us_arrow(exit_ns[end]), ',"pid":0,"tid":', _large(rank[end]), "}"))
+
+
+def _slice_args(events: pd.DataFrame) -> pa.Array:
+    """The ``args`` of every slice: step, and where they apply peer (partner or root), bytes sent, tag (MPI
+    operations) and the injected excess in seconds (Python's ``repr`` of the float)."""
+    n = len(events)
+    parts: list[pa.Array | str] = ['{"step":', _text_of(events["step"].to_numpy())]
+    is_mpi = (events["kind"] == "mpi").to_numpy()
+    for key, name, keep in (("peer", ',"peer":', lambda v: v >= 0), ("bytes", ',"bytes":', lambda v: v > 0),
+                            ("tag", ',"tag":', lambda v: is_mpi & (v >= 0))):
+        if key in events:
+            values = events[key].to_numpy()
+            parts.append(pc.if_else(pa.array(keep(values), type=pa.bool_()), _cat(name, _text_of(values)),
+                                    pa.scalar("", pa.large_string())))
+    if "excess" in events:
+        excess = events["excess"].to_numpy()
+        rows = np.flatnonzero(excess > 0)
+        if rows.size:
+            text = np.full(n, "", dtype=object)
+            text[rows] = [f',"injected_excess_s":{float(e)!r}' for e in excess[rows].tolist()]
+            parts.append(pa.array(text, pa.large_string()))
+    return _cat(*parts, "}")
+
+
+def write_chrome_trace(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, Any], path: Path,
+                       max_events: int | None = None) -> bool:
+    """Write the Chrome trace (summarised beyond ``max_events``) unless the table is too large for one."""
+    if max_events is None and len(events) > CHROME_MAX_EVENTS:
+        return False
+    with path.open("w") as out:
+        _write_chrome(out, events, waits, metadata, max_events)
+    return True
