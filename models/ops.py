@@ -81,6 +81,16 @@ class Ledger:
     def __len__(self) -> int:
         return int(self.rank.size)
 
+    @classmethod
+    def empty(cls) -> Ledger:
+        """A ledger with no injected cause.
+
+        >>> len(Ledger.empty())
+        0
+        """
+        return cls(rank=np.zeros(0, np.int32), region=np.zeros(0, np.int32), step=np.zeros(0, np.int32),
+                   seconds=np.zeros(0), kind=np.zeros(0, np.int8))
+
     def total(self, kind: str | None = None) -> float:
         """Total injected seconds, optionally of one cause kind."""
         if kind is None:
@@ -352,3 +362,22 @@ class OpBuilder:
         data: dict[str, Any] = cols  # numpy columns (Any: OpTable also takes comms)
         comms = tuple(sorted(self._comms, key=self._comms.__getitem__))
         return OpTable(n_ranks=self.n_ranks, names=names, ledger=Ledger(**led), comms=comms, **data)
+
+
+def comm_members(ops: OpTable) -> list[npt.NDArray[np.int64]]:
+    """World ranks of every communicator of ``ops``, by id (0 = MPI_COMM_WORLD)."""
+    return [np.arange(ops.n_ranks, dtype=np.int64), *(np.asarray(c, np.int64) for c in ops.comms)]
+
+
+def local_ranks(ops: OpTable) -> npt.NDArray[np.int64]:
+    """Table ``[comm id, world rank] -> rank within the communicator`` (-1 for non-members)."""
+    members = comm_members(ops)
+    table = np.full((len(members), ops.n_ranks), -1, np.int64)
+    for c, m in enumerate(members):
+        table[c, m] = np.arange(m.size)
+    return table
+
+
+def ref_dtype(n_rows: int) -> type[np.signedinteger[Any]]:
+    """Type of the row-reference columns of a table of ``n_rows`` rows (ids stay below the row count)."""
+    return np.int32 if n_rows < np.iinfo(np.int32).max else np.int64

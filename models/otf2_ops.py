@@ -296,8 +296,7 @@ def _assemble(rec: TraceRecords, parts: Sequence[dict[str, npt.NDArray[np.generi
     lut[used] = [labels.index(rec.region_names[i]) for i in used]
     name = np.where(cols["name"] >= 0, lut[cols["name"]], -1).astype(np.int32)
     n = rank.size
-    empty = Ledger(rank=np.zeros(0, np.int32), region=np.zeros(0, np.int32), step=np.zeros(0, np.int32),
-                   seconds=np.zeros(0), kind=np.zeros(0, np.int8))
+    empty = Ledger.empty()
     return OpTable(n_ranks=rec.n_ranks, rank=rank, seq=seq_within_rank(rank, rec.n_ranks),
                    code=cols["code"].astype(np.int8), step=np.full(n, -1, np.int32), name=name,
                    value=cols["value"].astype(np.float64), value2=cols["value2"].astype(np.float64),

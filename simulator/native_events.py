@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from waitlab.errors import SimulationError
-from waitlab.models.ops import OpTable
+from waitlab.models.ops import OpTable, local_ranks, ref_dtype
 from waitlab.models.regions import region_structure
 from waitlab.models.vocabulary import BYTE_RULES, CODE, VOCABULARY
 from waitlab.simulator.build import NATIVE_DIR, build_native
@@ -86,13 +86,9 @@ def event_columns(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: npt.ND
     match_op, done_op, inst = (np.ascontiguousarray(x, np.int64) for x in links)  # overwritten (see the C comment)
     n_enter = int(np.count_nonzero(col["code"] == CODE["enter"]))
     m = n - int(np.count_nonzero(col["code"] == CODE["leave"]))
-    ref = np.int32 if max(m, len(ops.ledger)) < np.iinfo(np.int32).max else np.int64  # timeline._ref_dtype
-    members = [ops.n_ranks, *(len(c) for c in ops.comms)]
-    local = np.full((len(members), ops.n_ranks), -1, np.int64)  # timeline.local_ranks
-    local[0] = np.arange(ops.n_ranks)
-    for c, mem in enumerate(ops.comms, start=1):
-        local[c, np.asarray(mem, np.int64)] = np.arange(len(mem))
-    size = np.array(members, np.int64)
+    ref = ref_dtype(max(m, len(ops.ledger)))
+    local = local_ranks(ops)
+    size = np.array([ops.n_ranks, *(len(c) for c in ops.comms)], np.int64)
     luts = (np.ascontiguousarray(kind_of_code, np.int8), np.ascontiguousarray(has_peer, np.uint8), _RULE_OF_CODE)
     # comm and excess zeroed (np.zeros: calloc), the pass writes their non-zero values only: mostly zero columns
     # are then never faulted in
@@ -109,7 +105,7 @@ def event_columns(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: npt.ND
         n, *(ptr(col[c]) for c in ("code", "rank", "seq", "step", "name", "value", "value2", "peer", "tag", "cause",
                                    "excess", "comm")),
         ptr(te), ptr(tx), ptr(match_op), ptr(done_op), ptr(inst), ptr(stack), ptr(path_parent), ptr(path_name),
-        ctypes.byref(n_paths), len(VOCABULARY), *(ptr(x) for x in luts), ops.n_ranks, len(members), ptr(local),
+        ctypes.byref(n_paths), len(VOCABULARY), *(ptr(x) for x in luts), ops.n_ranks, size.size, ptr(local),
         ptr(size), region_kind, region_op, len(ops.names), int(ref is np.int32), *(ptr(a) for a in out.values()))
     del stack
     if got == -1:

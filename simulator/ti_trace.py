@@ -347,10 +347,4 @@ def _to_table(out: _Lines, n_ranks: int) -> OpTable:
     cols["seq"] = seq_within_rank(cols["rank"], n_ranks)
     names = tuple(sorted(out.names, key=out.names.__getitem__))
     comms = tuple(sorted(out.comms, key=out.comms.__getitem__))
-    return OpTable(n_ranks=n_ranks, names=names, ledger=empty_ledger(), comms=comms, **cols)
-
-
-def empty_ledger() -> Ledger:
-    """A ledger with no injected cause."""
-    return Ledger(rank=np.zeros(0, np.int32), region=np.zeros(0, np.int32), step=np.zeros(0, np.int32),
-                  seconds=np.zeros(0), kind=np.zeros(0, np.int8))
+    return OpTable(n_ranks=n_ranks, names=names, ledger=Ledger.empty(), comms=comms, **cols)

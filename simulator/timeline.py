@@ -18,7 +18,7 @@ import pandas as pd
 from waitlab.errors import SimulationError
 from waitlab.models.analysis.rma_epochs import annotate_rma
 from waitlab.models.byte_accounting import bytes_moved
-from waitlab.models.ops import OpTable
+from waitlab.models.ops import OpTable, comm_members, local_ranks, ref_dtype
 from waitlab.models.vocabulary import (
     ACTIONS,
     CODE,
@@ -151,20 +151,6 @@ def _read_aligned(log: npt.NDArray[Any], code: npt.NDArray[np.int8], rank: npt.N
     return times["t_enter"].astype(np.float64), times["t_exit"].astype(np.float64), start
 
 
-def comm_members(ops: OpTable) -> list[npt.NDArray[np.int64]]:
-    """World ranks of every communicator of ``ops``, by id (0 = MPI_COMM_WORLD)."""
-    return [np.arange(ops.n_ranks, dtype=np.int64), *(np.asarray(c, np.int64) for c in ops.comms)]
-
-
-def local_ranks(ops: OpTable) -> npt.NDArray[np.int64]:
-    """Table ``[comm id, world rank] -> rank within the communicator`` (-1 for non-members)."""
-    members = comm_members(ops)
-    table = np.full((len(members), ops.n_ranks), -1, np.int64)
-    for c, m in enumerate(members):
-        table[c, m] = np.arange(m.size)
-    return table
-
-
 def collective_instances(ops: OpTable) -> npt.NDArray[np.int64]:
     """Instance number of each collective operation, else -1.
 
@@ -265,7 +251,7 @@ def event_columns_numpy(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: 
     out_index[src_rows] = np.arange(src_rows.size)
     code = ops.code[src_rows]
     is_region = code == CODE["enter"]
-    ref = _ref_dtype(max(src_rows.size, len(ops.ledger)))  # row references (and ledger rows): int32 if they fit
+    ref = ref_dtype(max(src_rows.size, len(ops.ledger)))  # row references (and ledger rows): int32 if they fit
     match_op, done_op, inst = (x.copy() for x in links)
     np.copyto(match_op, inst, where=inst >= 0)
     del inst
@@ -333,7 +319,3 @@ def event_columns_numpy(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: 
         "excess": ops.excess[src_rows],
     }
 
-
-def _ref_dtype(n_rows: int) -> type[np.signedinteger[Any]]:
-    """Type of the row-reference columns of a table of ``n_rows`` rows (ids stay below the row count)."""
-    return np.int32 if n_rows < np.iinfo(np.int32).max else np.int64

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from region_cases import MALFORMED_REGIONS, malformed_region_ops
 
 from waitlab.errors import SimulationError
 from waitlab.models.ops import Ledger, OpTable
@@ -18,8 +19,7 @@ from waitlab.simulator.native_matching import Links, links
 from waitlab.simulator.native_tables import Regions, regions
 from waitlab.simulator.timeline import KINDS, OPS, build_events, collective_instances, event_columns_numpy
 
-_EMPTY_LEDGER = Ledger(rank=np.zeros(0, np.int32), region=np.zeros(0, np.int32), step=np.zeros(0, np.int32),
-                       seconds=np.zeros(0), kind=np.zeros(0, np.int8))
+_EMPTY_LEDGER = Ledger.empty()
 COLLECTIVES = ("barrier", "bcast", "reduce", "allreduce", "alltoall", "alltoallv", "gather", "scatter", "gatherv",
                "scatterv", "allgather", "allgatherv", "reducescatter", "scan", "exscan")
 ROOTED = ("bcast", "reduce", "gather", "scatter", "gatherv", "scatterv")
@@ -179,21 +179,10 @@ def test_by_hand() -> None:
 
 
 @pytest.mark.parametrize("filler", ["compute", "barrier"])  # barrier: unmatched collectives besides (links refuse)
-@pytest.mark.parametrize("case", ["leave first", "other name", "open at end", "open at rank end"])
+@pytest.mark.parametrize("case", MALFORMED_REGIONS)
 def test_malformed_regions_get_the_numpy_message(case: str, filler: str) -> None:
-    e, x, b = CODE["enter"], CODE["leave"], CODE[filler]
-    code, rank, name = {
-        "leave first": ([b, x, e, x], [0, 0, 0, 0], [-1, 0, 0, 0]),
-        "other name": ([e, e, x, x], [0, 0, 0, 0], [0, 1, 0, 1]),
-        "open at end": ([b, b, b, e], [0, 0, 1, 1], [-1, -1, -1, 0]),
-        "open at rank end": ([e, b, b, x], [0, 0, 1, 1], [0, -1, -1, 0]),
-    }[case]
-    n = len(code)
-    ops = OpTable(n_ranks=2, names=("a", "b"), ledger=_EMPTY_LEDGER, rank=np.array(rank, np.int32),
-                  seq=np.array([0, 1, 2, 3], np.int32) - np.searchsorted(rank, rank).astype(np.int32),
-                  code=np.array(code, np.int8), step=np.zeros(n, np.int32), name=np.array(name, np.int32),
-                  value=np.zeros(n), value2=np.zeros(n), peer=np.full(n, -1, np.int32), tag=np.zeros(n, np.int32),
-                  cause=np.full(n, -1, np.int64), excess=np.zeros(n))
+    ops = malformed_region_ops(case, filler)
+    n = len(ops)
     with pytest.raises(SimulationError) as want:
         region_structure(ops)
     with pytest.raises(SimulationError) as got:

@@ -21,8 +21,7 @@ from waitlab.simulator.timeline import build_events, collective_instances
 
 Row = tuple[str, int, int, float, int]  # action, peer, tag, value2, comm
 
-_EMPTY_LEDGER = Ledger(rank=np.zeros(0, np.int32), region=np.zeros(0, np.int32), step=np.zeros(0, np.int32),
-                       seconds=np.zeros(0), kind=np.zeros(0, np.int8))
+_EMPTY_LEDGER = Ledger.empty()
 
 
 def _table(per_rank: list[list[Row]], comms: tuple[tuple[int, ...], ...] = ()) -> OpTable:

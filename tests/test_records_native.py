@@ -11,9 +11,10 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 from records_reference import reference_paths, reference_records_to_ops
+from region_cases import MALFORMED_REGIONS, malformed_region_ops
 
 from waitlab.errors import SimulationError
-from waitlab.models.ops import Ledger, OpTable
+from waitlab.models.ops import OpTable
 from waitlab.models.regions import region_structure as numpy_regions
 from waitlab.models.vocabulary import CODE
 from waitlab.simulator import native_tables
@@ -206,23 +207,9 @@ def test_native_region_structure_is_numpys(seed: int) -> None:
         np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.parametrize("case", ["leave first", "other name", "open at end", "open at rank end"])
+@pytest.mark.parametrize("case", MALFORMED_REGIONS)
 def test_native_region_structure_names_problems_as_numpy_does(case: str) -> None:
-    e, x, b = CODE["enter"], CODE["leave"], CODE["barrier"]
-    code, rank, name = {
-        "leave first": ([b, x, e, x], [0, 0, 0, 0], [-1, 0, 0, 0]),
-        "other name": ([e, e, x, x], [0, 0, 0, 0], [0, 1, 0, 1]),
-        "open at end": ([b, b, b, e], [0, 0, 1, 1], [-1, -1, -1, 0]),
-        "open at rank end": ([e, b, b, x], [0, 0, 1, 1], [0, -1, -1, 0]),
-    }[case]
-    n = len(code)
-    ledger = Ledger(rank=np.zeros(0, np.int32), region=np.zeros(0, np.int32), step=np.zeros(0, np.int32),
-                    seconds=np.zeros(0), kind=np.zeros(0, np.int8))
-    ops = OpTable(n_ranks=2, names=("a", "b"), ledger=ledger, rank=np.array(rank, np.int32),
-                  seq=np.array([0, 1, 2, 3], np.int32) - np.searchsorted(rank, rank).astype(np.int32),
-                  code=np.array(code, np.int8), step=np.zeros(n, np.int32), name=np.array(name, np.int32),
-                  value=np.zeros(n), value2=np.zeros(n), peer=np.full(n, -1, np.int32), tag=np.zeros(n, np.int32),
-                  cause=np.full(n, -1, np.int64), excess=np.zeros(n))
+    ops = malformed_region_ops(case)
     with pytest.raises(SimulationError) as want:
         numpy_regions(ops)
     with pytest.raises(SimulationError) as got:

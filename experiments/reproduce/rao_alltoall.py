@@ -201,7 +201,7 @@ def provenance() -> dict[str, Any]:
     out["derived"] = {
         "smpi factors and loopback": "derived from the [mpi] figures (pingpong calibration), not fitted to any "
                                      "alltoall time or statement",
-        "smpi/ois per-byte part": "the platform's largest-message MPI inverse bandwidth (a rank hands its "
+        "send-order cost per byte": "the platform's largest-message MPI inverse bandwidth (a rank hands its "
                                   "isends to the NIC one after the other); not fitted",
         "contention laws": "Karol, Hluchyj and Morgan 1987 (HOL blocking, computed from their model) and the "
                            "nodes' memory interfaces (sourced peak figures / 4), not fitted",
