@@ -1,8 +1,8 @@
 """The event table as a Chrome/Perfetto trace (JSON): slices, wait states as child slices, messages as flows.
 
-:func:`write_chrome_trace` writes a run's trace section by section, built column-wise with Arrow's string kernels;
-beyond ``max_events`` only the first steps that fit (:func:`first_steps`) or a first time window
-(:func:`first_seconds`), and the trace's ``otherData`` says what was summarised.
+:func:`write_chrome_trace` writes a run's trace section by section, each filled from the columns in C
+(:mod:`waitlab.simulator.native_text`); beyond ``max_events`` only the first steps that fit (:func:`first_steps`)
+or a first time window (:func:`first_seconds`), and the trace's ``otherData`` says what was summarised.
 """
 
 from __future__ import annotations
@@ -11,15 +11,14 @@ import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from waitlab.models.vocabulary import RECV_ACTIONS, SEND_ACTIONS
+from waitlab.simulator.native_text import IfInt, Int, Label, Lit, Part, Text, Us, text_bytes
 
 #: Largest event table exported as a Chrome trace (the JSON grows ~150 bytes per event).
 CHROME_MAX_EVENTS = 1_000_000
@@ -116,15 +115,15 @@ def chrome_trace_text(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[
     With ``max_events``, a larger table is summarised: only its first steps that fit, or the lowest ranks of the
     first step (:func:`first_steps`), and ``otherData.summarised`` says which.
     """
-    out = io.StringIO()
+    out = io.BytesIO()
     _write_chrome(out, events, waits, metadata, max_events)
-    return out.getvalue()
+    return out.getvalue().decode("utf-8")
 
 
-def _write_chrome(out: TextIO, events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, Any],
+def _write_chrome(out: BinaryIO, events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, Any],
                   max_events: int | None) -> None:
-    """Write the text of :func:`chrome_trace_text` to ``out`` one section (metadata, slices, waits, flows) at a
-    time, so neither the whole list of records nor the whole text is held."""
+    """Write the text of :func:`chrome_trace_text` (UTF-8) to ``out`` one section (metadata, slices, waits, flows)
+    at a time, so neither the whole list of records nor the whole text is held."""
     if max_events is not None and len(events) > max_events:
         n_all = len(events)
         events, waits, last, n_ranks = first_steps(events, waits, max_events)
@@ -135,35 +134,19 @@ def _write_chrome(out: TextIO, events: pd.DataFrame, waits: pd.DataFrame, metada
             what += f", the first {t_end:.9g} s"
         metadata = {**metadata, "summarised": f"{what} only ({len(events)} of {n_all} events): "
                                               "waitlab export --chrome writes the whole run"}
-    out.write('{"traceEvents":[\n')
+    out.write(b'{"traceEvents":[\n')
     first = True
     for text in _chrome_sections(events, waits, metadata):
         if text:
-            out.write(("" if first else ",\n") + text)
+            if not first:
+                out.write(b",\n")
+            out.write(text)
             first = False
         del text
-    out.write('\n],"displayTimeUnit":"ns","otherData":' + json.dumps(metadata, sort_keys=True) + "}\n")
+    out.write(('\n],"displayTimeUnit":"ns","otherData":' + json.dumps(metadata, sort_keys=True) + "}\n").encode())
 
 
-def _large(values: npt.ArrayLike) -> pa.Array:
-    """Decimal text of integers (Arrow's cast gives Python's ``str``), as a large string array."""
-    v = np.asarray(values)
-    return pc.cast(pa.array(v, type=pa.from_numpy_dtype(v.dtype)), pa.large_string())  # typed: no inference pass
-
-
-def _cat(*parts: pa.Array | str) -> pa.Array:
-    """Element-wise concatenation of string arrays and constant strings (Arrow, no Python string per row)."""
-    return pc.binary_join_element_wise(*(pa.scalar(x, pa.large_string()) if isinstance(x, str) else x
-                                         for x in parts), pa.scalar("", pa.large_string()))
-
-
-def us_arrow(ns: npt.ArrayLike) -> pa.Array:
-    """:func:`us_text` as an Arrow string array: the same text, built in C++ (a trace's ~20 numbers per event)."""
-    q, r = np.divmod(np.asarray(ns, dtype=np.int64), 1000)
-    return _cat(_large(q), ".", pc.utf8_lpad(_large(r), 3, "0"), "2")
-
-
-def _label_array(col: pd.Series, quote: bool = True) -> pa.Array:
+def _labels(col: pd.Series, quote: bool = True) -> Label:
     """Label of every row of a column, JSON-quoted with ``quote`` (each distinct label converted once); a missing
     value of a categorical column is its last label when quoted (as numpy indexes -1), else ``nan`` (``str``)."""
     if isinstance(col.dtype, pd.CategoricalDtype):
@@ -175,30 +158,21 @@ def _label_array(col: pd.Series, quote: bool = True) -> pa.Array:
     else:
         uniq, inv = np.unique(col.astype(str).to_numpy(dtype=object), return_inverse=True)
         cats, codes = [str(u) for u in uniq], inv.astype(np.int64).ravel()
-    text = pa.array([json.dumps(c) if quote else c for c in cats], pa.large_string())
-    return text.take(pa.array(codes, type=pa.int64()))
+    return Label(codes, [json.dumps(c) if quote else c for c in cats])
 
 
-def _text_of(values: npt.NDArray[Any]) -> pa.Array:
-    """Python's ``f"{v}"`` of every value: Arrow's cast for integers, Python's own for anything else."""
+def _number(values: npt.NDArray[Any]) -> Int | Text:
+    """Python's ``f"{v}"`` of every value: integers in C, anything else (a float column) by Python itself."""
     if np.issubdtype(values.dtype, np.integer):
-        return _large(values)
-    return pa.array([f"{v}" for v in values.tolist()], pa.large_string())
+        return Int(values)
+    return Text(np.arange(values.size), [f"{v}" for v in values.tolist()])
 
 
-def _lines(text: pa.Array) -> str:
-    """The strings of ``text`` joined by ``",\\n"`` (one copy of Arrow's character buffer)."""
-    if len(text) == 0:
-        return ""
-    joined = _cat(text, ",\n").cast(pa.large_string())
-    offsets = np.frombuffer(joined.buffers()[1], np.int64, len(joined) + 1, joined.offset * 8)
-    data = joined.buffers()[2]
-    return data[int(offsets[0]):int(offsets[-1]) - 2].to_pybytes().decode("utf-8")
-
-
-def _chrome_sections(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, Any]) -> Iterator[str]:
+def _chrome_sections(events: pd.DataFrame, waits: pd.DataFrame,
+                     metadata: dict[str, Any]) -> Iterator[bytes | memoryview]:
     """The trace's records, section by section (process and thread names, slices, waits, message flows), each
-    section's records joined by ``",\\n"``; the records are built column-wise (Arrow string kernels)."""
+    section's records joined by ``",\\n"``; each section is one template filled from the columns in C
+    (:func:`waitlab.simulator.native_text.text_rows`)."""
     enter_ns = to_ns(events["enter"].to_numpy())
     exit_ns = np.maximum(to_ns(events["exit"].to_numpy()), enter_ns)
     rank = events["rank"].to_numpy()
@@ -206,30 +180,34 @@ def _chrome_sections(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[s
     yield ",\n".join([json.dumps({"name": "process_name", "ph": "M", "pid": 0,
                                   "args": {"name": f"waitlab: {metadata.get('scenario', '')}"}}),
                       *(f'{{"name":"thread_name","ph":"M","pid":0,"tid":{r},"args":{{"name":"rank {r}"}}}}'
-                        for r in sorted(set(rank.tolist())))])
-    name = pc.if_else(pa.array(is_region, type=pa.bool_()), _label_array(events["region"]), _label_array(events["op"]))
-    yield _lines(_cat('{"name":', name, ',"cat":', _label_array(events["kind"]), ',"ph":"X","ts":',
-                      us_arrow(enter_ns), ',"dur":', us_arrow(exit_ns - enter_ns), ',"pid":0,"tid":', _large(rank),
-                      ',"args":', _slice_args(events), "}"))
+                        for r in sorted(set(rank.tolist())))]).encode()
+    region, op = _labels(events["region"]), _labels(events["op"])  # a slice's name: its region's, else its op's
+    name = Label(np.where(is_region, region.codes, np.asarray(op.codes) + len(region.labels)),
+                 [*region.labels, *op.labels])
+    yield text_bytes([Lit('{"name":'), name, Lit(',"cat":'), _labels(events["kind"]), Lit(',"ph":"X","ts":'),
+                     Us(enter_ns), Lit(',"dur":'), Us(exit_ns - enter_ns), Lit(',"pid":0,"tid":'), Int(rank),
+                     Lit(',"args":'), *_slice_args(events), Lit("}")], len(events))
     del name
     # A wait is a child of its operation: it starts at the operation's enter and ends inside it.
     w_ev = waits["event"].to_numpy()
     w_end = np.minimum(to_ns(events["enter"].to_numpy()[w_ev] + waits["wait"].to_numpy()), exit_ns[w_ev])
     w_end = np.maximum(w_end, enter_ns[w_ev])
     if len(waits):
-        yield _lines(_cat('{"name":"wait: ', _label_array(waits["pattern"], quote=False), '","cat":"wait","ph":"X",'
-                          '"ts":', us_arrow(enter_ns[w_ev]), ',"dur":', us_arrow(w_end - enter_ns[w_ev]),
-                          ',"pid":0,"tid":', _text_of(waits["rank"].to_numpy()), ',"cname":"terrible","args":'
-                          '{"peer_rank":', _text_of(waits["peer_rank"].to_numpy()), "}}"))
+        yield text_bytes([Lit('{"name":"wait: '), _labels(waits["pattern"], quote=False),
+                         Lit('","cat":"wait","ph":"X","ts":'), Us(enter_ns[w_ev]), Lit(',"dur":'),
+                         Us(w_end - enter_ns[w_ev]), Lit(',"pid":0,"tid":'), _number(waits["rank"].to_numpy()),
+                         Lit(',"cname":"terrible","args":{"peer_rank":'), _number(waits["peer_rank"].to_numpy()),
+                         Lit("}}")], len(waits))
     # Messages as flow arrows from the send to the end of the operation that completed the receive.
-    op = events["op"]
-    send_codes = [i for i, c in enumerate(op.cat.categories) if c in SEND_ACTIONS]
-    recv_codes = [i for i, c in enumerate(op.cat.categories) if c in RECV_ACTIONS]
-    codes = op.cat.codes.to_numpy()
+    op_col = events["op"]
+    send_codes = [i for i, c in enumerate(op_col.cat.categories) if c in SEND_ACTIONS]
+    recv_codes = [i for i, c in enumerate(op_col.cat.categories) if c in RECV_ACTIONS]
+    codes = op_col.cat.codes.to_numpy()
     match = events["match"].to_numpy()
     done = events["done"].to_numpy()
-    s_rows = np.flatnonzero(np.isin(codes, send_codes))
-    r_rows = np.flatnonzero(np.isin(codes, recv_codes))
+    matched = match >= 0  # a send or receive without a message (MPI_PROC_NULL) has no flow
+    s_rows = np.flatnonzero(np.isin(codes, send_codes) & matched)
+    r_rows = np.flatnonzero(np.isin(codes, recv_codes) & matched)
     if s_rows.size and r_rows.size:
         recv_of = np.full(int(match.max()) + 1, -1, np.int64)
         recv_of[match[r_rows]] = r_rows
@@ -238,33 +216,33 @@ def _chrome_sections(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[s
         s_rows, rr = s_rows[ok], rr[ok]
         end = np.where(done[rr] >= 0, done[rr], rr)
         if s_rows.size:
-            ids = _text_of(match[s_rows])
-            yield _lines(_cat('{"name":"message","cat":"message","ph":"s","id":', ids, ',"ts":',
-                              us_arrow(enter_ns[s_rows]), ',"pid":0,"tid":', _large(rank[s_rows]), "}"))
-            yield _lines(_cat('{"name":"message","cat":"message","ph":"f","bp":"e","id":', ids, ',"ts":',
-                              us_arrow(exit_ns[end]), ',"pid":0,"tid":', _large(rank[end]), "}"))
+            ids = _number(match[s_rows])
+            yield text_bytes([Lit('{"name":"message","cat":"message","ph":"s","id":'), ids, Lit(',"ts":'),
+                             Us(enter_ns[s_rows]), Lit(',"pid":0,"tid":'), Int(rank[s_rows]), Lit("}")], s_rows.size)
+            yield text_bytes([Lit('{"name":"message","cat":"message","ph":"f","bp":"e","id":'), ids, Lit(',"ts":'),
+                             Us(exit_ns[end]), Lit(',"pid":0,"tid":'), Int(rank[end]), Lit("}")], s_rows.size)
 
 
-def _slice_args(events: pd.DataFrame) -> pa.Array:
+def _slice_args(events: pd.DataFrame) -> list[Part]:
     """The ``args`` of every slice: step, and where they apply peer (partner or root), bytes sent, tag (MPI
     operations) and the injected excess in seconds (Python's ``repr`` of the float)."""
-    n = len(events)
-    parts: list[pa.Array | str] = ['{"step":', _text_of(events["step"].to_numpy())]
+    parts: list[Part] = [Lit('{"step":'), _number(events["step"].to_numpy())]
     is_mpi = (events["kind"] == "mpi").to_numpy()
     for key, name, keep in (("peer", ',"peer":', lambda v: v >= 0), ("bytes", ',"bytes":', lambda v: v > 0),
                             ("tag", ',"tag":', lambda v: is_mpi & (v >= 0))):
         if key in events:
             values = events[key].to_numpy()
-            parts.append(pc.if_else(pa.array(keep(values), type=pa.bool_()), _cat(name, _text_of(values)),
-                                    pa.scalar("", pa.large_string())))
+            if np.issubdtype(values.dtype, np.integer):
+                parts.append(IfInt(name, values, keep(values)))
+            else:  # a float column (a hand-built table): Python's own text of the values kept
+                rows = np.flatnonzero(keep(values))
+                parts.append(Text(rows, [f"{name}{v}" for v in values[rows].tolist()]))
     if "excess" in events:
         excess = events["excess"].to_numpy()
         rows = np.flatnonzero(excess > 0)
         if rows.size:
-            text = np.full(n, "", dtype=object)
-            text[rows] = [f',"injected_excess_s":{float(e)!r}' for e in excess[rows].tolist()]
-            parts.append(pa.array(text, pa.large_string()))
-    return _cat(*parts, "}")
+            parts.append(Text(rows, [f',"injected_excess_s":{float(e)!r}' for e in excess[rows].tolist()]))
+    return [*parts, Lit("}")]
 
 
 def write_chrome_trace(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, Any], path: Path,
@@ -272,6 +250,6 @@ def write_chrome_trace(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict
     """Write the Chrome trace (summarised beyond ``max_events``) unless the table is too large for one."""
     if max_events is None and len(events) > CHROME_MAX_EVENTS:
         return False
-    with path.open("w") as out:
+    with path.open("wb") as out:
         _write_chrome(out, events, waits, metadata, max_events)
     return True

@@ -1,4 +1,4 @@
-"""trace.json is built column-wise (Arrow string kernels, issue 25: waitlab's own cost around a program run); its
+"""trace.json is built column-wise (a template filled in C, issue 25: waitlab's own cost around a program run); its
 text is checked against records written one by one with Python's own formatting (the independent method)."""
 
 from __future__ import annotations
@@ -10,14 +10,15 @@ import pandas as pd
 import pytest
 
 from waitlab.errors import SimulationError
-from waitlab.simulator.chrome_trace import chrome_trace_text, to_ns, us_arrow, us_text
+from waitlab.simulator.chrome_trace import chrome_trace_text, to_ns, us_text
+from waitlab.simulator.native_text import Label, Us, text_rows
 from waitlab.simulator.program_records import ARG_DTYPE, LOG_DTYPE, read_records
 
 
-def test_us_arrow_is_us_text() -> None:
+def test_native_us_is_us_text() -> None:
     rng = np.random.default_rng(7)
-    ns = np.r_[0, 1, 999, 1000, 1001, 10**15 - 1, -1, -1000, -1001, rng.integers(0, 10**13, 500)]
-    assert us_arrow(ns).to_pylist() == us_text(ns)
+    ns = np.r_[0, 1, 999, 1000, 1001, 10**15 - 1, -1, -1000, -1001, 2**63 - 1, -2**63, rng.integers(0, 10**13, 500)]
+    assert text_rows([Us(ns)], ns.size).split(",\n") == us_text(ns)
 
 
 def _python_record(ev: pd.Series, e_ns: int, x_ns: int) -> str:
@@ -86,3 +87,38 @@ def test_a_name_id_the_rank_does_not_list_is_one_error(tmp_path) -> None:
     _rank_files(tmp_path, 1, "0\thalo\n", [-1, 1, -1])  # id 1 is not in r1.names
     with pytest.raises(SimulationError, match=r"rank 1 use a name id that r1\.names does not list"):
         read_records(tmp_path, 2)
+
+
+def test_random_slices_match_records_written_one_by_one() -> None:
+    """Every slice of a random table (missing and non-ASCII labels, extreme integers, excess) as Python writes it."""
+    rng = np.random.default_rng(25)
+    n = 400
+    kinds = rng.choice(["region", "compute", "mpi"], n)
+    big = np.iinfo(np.int64)
+    ev = pd.DataFrame({
+        "rank": rng.integers(0, 9, n).astype(np.int32), "kind": pd.Categorical(kinds),
+        "op": pd.Categorical(rng.choice(["region", "compute", "send", "recv", "allreduce"], n)),
+        "region": pd.Categorical(rng.choice(["a\"b", "\u00e9t\u00e9", "x\\y", None], n)),
+        "step": rng.integers(-1, 40, n).astype(np.int32),
+        "enter": rng.random(n) * 100, "peer": rng.integers(-2, 9, n).astype(np.int32),
+        "tag": rng.integers(-1, 2**31 - 1, n).astype(np.int32),
+        "bytes": rng.choice([0, 1, big.max, big.min, 10**12], n).astype(np.int64),
+        "excess": np.where(rng.random(n) < 0.2, rng.random(n), 0.0),
+        "match": np.full(n, -1, np.int64), "done": np.full(n, -1, np.int64),
+    })  # fmt: skip
+    ev["exit"] = ev["enter"] + rng.random(n)
+    lines = set(chrome_trace_text(ev, pd.DataFrame({"event": np.zeros(0, np.int64), "rank": np.zeros(0, np.int32),
+                                                    "pattern": pd.Categorical([]), "wait": np.zeros(0),
+                                                    "peer_rank": np.zeros(0, np.int32)}), {"scenario": "r"})
+                .rsplit("\n],", 1)[0].split(",\n"))  # the records, without the trailer
+    e_ns, x_ns = to_ns(ev["enter"].to_numpy()), np.maximum(to_ns(ev["exit"].to_numpy()), to_ns(ev["enter"].to_numpy()))
+    for i in range(n):
+        row = ev.iloc[i].copy()
+        if pd.isna(row["region"]):  # a missing label is the last category (numpy's index -1), as before
+            row["region"] = ev["region"].cat.categories[-1]
+        assert _python_record(row, int(e_ns[i]), int(x_ns[i])) in lines
+
+
+def test_a_label_code_outside_its_labels_is_an_error() -> None:
+    with pytest.raises(SimulationError, match="outside its labels"):
+        text_rows([Label(np.array([0, 2]), ["a", "b"])], 2)
