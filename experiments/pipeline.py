@@ -200,8 +200,9 @@ def simulate_ops(prep: Prepared, ops: OpTable | None = None, *, speed_profiles: 
 def finish(prep: Prepared, ex: Execution, *, prewrite: bool = False) -> RunResult:
     """Wait states, summary and run metadata of a simulated event table: the common end of every run.
 
-    ``prewrite``: the run is going to be written to a results folder; its ``ops.parquet`` and ``events.parquet``
-    are encoded in the background as soon as their tables exist (:mod:`waitlab.experiments.prewrite`).
+    ``prewrite``: the run is going to be written to a results folder; its ``ops.parquet``, ``events.parquet`` and
+    ``waits.parquet`` are encoded in the background as soon as their tables exist
+    (:mod:`waitlab.experiments.prewrite`).
     """
     stages = dict(ex.stage_seconds)
     sc = prep.scenario
@@ -222,12 +223,18 @@ def finish(prep: Prepared, ex: Execution, *, prewrite: bool = False) -> RunResul
         t = time.perf_counter()
         events = ex.event_table()
         stages["parse"] = time.perf_counter() - t
-    if pre is not None:
-        pre.start("events.parquet", events, metadata, partial(encode_table, events, metadata, int64=ROW_REFERENCES))
-        pre.close()
-    t = time.perf_counter()
-    waits = wait_states(events)
-    stages["wait_states"] = time.perf_counter() - t
+    try:
+        if pre is not None:
+            pre.start("events.parquet", events, metadata,
+                      partial(encode_table, events, metadata, int64=ROW_REFERENCES))
+        t = time.perf_counter()
+        waits = wait_states(events)
+        stages["wait_states"] = time.perf_counter() - t
+        if pre is not None:  # on the encoder that wrote ops.parquet, done by now
+            pre.start("waits.parquet", waits, metadata, partial(encode_table, waits, metadata))
+    finally:
+        if pre is not None:
+            pre.close()
     budget = rank_budget(events, waits)
     summary = summarize(events, waits, budget)
     placement = placement_table(prep.platform.node_of_rank, prep.platform.host_of_rank, prep.platform.leaf_size)

@@ -3,8 +3,8 @@
 A real program's operation table exists before its event table is built, and the event table before its wait
 states and summary: when the run is going to be written to a results folder (``waitlab run -o``), one background
 thread encodes ``ops.parquet`` while the main thread builds the event table, and a second one ``events.parquet`` as
-soon as that table exists (not after ``ops.parquet``) while the main thread finds the wait states (pyarrow encodes
-without Python's lock, so the threads share the machine's cores).
+soon as that table exists (not after ``ops.parquet``) while the main thread finds the wait states, and the first of
+them free then ``waits.parquet`` (pyarrow encodes without Python's lock, so the threads share the machine's cores).
 :func:`waitlab.experiments.results.write_result` then writes the bytes it finds ready, if they were encoded from
 the very tables (the same objects) and metadata it writes; anything else it encodes itself, as before.  Each file
 is encoded by one thread in one pass, so its bytes are those :func:`waitlab.simulator.export.write_table` writes

@@ -80,7 +80,8 @@ def write_result(result: RunResult, folder: Path, *, png: bool = True, scenario_
     ``trace.json`` and the Parquet tables are written by one background thread while this one draws the pictures
     and the report (Arrow's kernels and pyarrow's encoder run without Python's lock): each file is written by one
     thread, so its bytes do not change.
-    ``ops.parquet`` and ``events.parquet`` may be encoded already (``result.prewritten``, from the same tables).
+    ``ops.parquet``, ``events.parquet`` and ``waits.parquet`` may be encoded already (``result.prewritten``, from
+    the same tables).
     """
     meta = result.metadata
     budget = result.budget  # made with the summary, unless a rank has no event
@@ -90,16 +91,19 @@ def write_result(result: RunResult, folder: Path, *, png: bool = True, scenario_
     pre = result.prewritten  # ops.parquet, events.parquet: being encoded since their tables exist
     ops_job = pre.take("ops.parquet", result.ops, meta) if pre is not None else None
     events_job = pre.take("events.parquet", result.events, meta) if pre is not None else None
+    waits_job = pre.take("waits.parquet", result.waits, meta) if pre is not None else None
     with ThreadPoolExecutor(max_workers=1) as pool:
         # a summary (the first steps) beyond CHROME_SUMMARY_EVENTS: `waitlab export --chrome` writes the whole run
         chrome = pool.submit(write_chrome_trace, result.events, result.waits, meta, folder / "trace.json",
                              max_events=CHROME_SUMMARY_EVENTS)
-        tables = [pool.submit(lambda: write_ops(result.ops, folder / "ops.parquet", meta, _ready(ops_job))),
+        # the files still being encoded last: the small ones are not queued behind them
+        tables = [pool.submit(write_table, ledger, folder / "ledger.parquet", meta),
+                  pool.submit(write_table, budget, folder / "ranks.parquet", meta),
+                  pool.submit(lambda: write_ops(result.ops, folder / "ops.parquet", meta, _ready(ops_job))),
+                  pool.submit(lambda: write_table(result.waits, folder / "waits.parquet", meta,
+                                                  encoded=_ready(waits_job))),
                   pool.submit(lambda: write_table(result.events, folder / "events.parquet", meta,
-                                                  int64=ROW_REFERENCES, encoded=_ready(events_job))),
-                  pool.submit(write_table, result.waits, folder / "waits.parquet", meta),
-                  pool.submit(write_table, ledger, folder / "ledger.parquet", meta),
-                  pool.submit(write_table, budget, folder / "ranks.parquet", meta)]
+                                                  int64=ROW_REFERENCES, encoded=_ready(events_job)))]
         if result.placement is not None:  # rank -> node, supernode (platform.placement)
             result.placement.to_csv(folder / "placement.csv", index=False)
         if png:

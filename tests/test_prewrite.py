@@ -112,7 +112,7 @@ def test_a_prewritten_folder_is_byte_identical_to_one_written_after_the_run(tmp_
     for name, run in (("plain", plain), ("early", early)):
         (tmp_path / name).mkdir()
         results.write_run(run, tmp_path / name)
-    assert sorted(used) == ["events.parquet", "ops.parquet"]
+    assert sorted(used) == ["events.parquet", "ops.parquet", "waits.parquet"]
 
     def files(folder: Path) -> dict[str, bytes]:
         return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
