@@ -25,9 +25,12 @@ MESSAGE_CAP = 200_000
 
 
 def _pack(a: np.ndarray) -> str:
-    """Little-endian bytes, gzip (mtime 0: same data, same bytes), base64."""
+    """Little-endian bytes, gzip (mtime 0: same data, same bytes), base64.
+
+    Level 1: the payload of a 4.2 M-event run in 0.064 s instead of level 6's 0.112 s (on the main thread after the
+    SMPI stage, issue 25), 0.72 MB instead of 0.61 MB of JSON."""
     return base64.b64encode(gzip.compress(np.ascontiguousarray(a).astype(a.dtype.newbyteorder("<")).tobytes(),
-                                          compresslevel=6, mtime=0)).decode("ascii")
+                                          compresslevel=1, mtime=0)).decode("ascii")
 
 
 def _codes(values: pd.Series) -> tuple[np.ndarray, list[str]]:
