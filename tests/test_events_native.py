@@ -188,3 +188,35 @@ def test_malformed_regions_get_the_numpy_message(case: str, filler: str) -> None
     with pytest.raises(SimulationError) as got:
         build_events(ops, np.arange(n, dtype=np.float64), np.arange(n, dtype=np.float64) + 0.5)
     assert str(got.value) == str(want.value)
+
+
+@pytest.mark.parametrize("comms", [(), ((0, 2, 4), (3, 1))])
+def test_a_large_table_is_the_numpy_one(comms: tuple[tuple[int, ...], ...]) -> None:
+    """Tens of thousands of rows (the pair table of call paths grows, the rank stacks deepen)."""
+    ops, te, tx, reg, lk = _inputs(_random_table(11, n_ranks=6, steps=30_000, comms=comms))
+    assert len(ops) > 65536
+    want = event_columns_numpy(ops, te, tx, reg, lk)
+    got = _native(ops, te, tx, reg, lk)
+    assert got is not None
+    _assert_same(got, want)
+
+
+@pytest.mark.parametrize("case", MALFORMED_REGIONS)
+def test_a_large_malformed_table_gets_the_numpy_message(case: str) -> None:
+    """A region structure's error after tens of thousands of good rows: numpy's message."""
+    small = malformed_region_ops(case, "compute")
+    pad = 70_000  # compute rows before rank 0's own
+    cols = {c: getattr(small, c) for c in OpTable.COLUMNS}
+    head = {c: np.zeros(pad, v.dtype) for c, v in cols.items()}
+    head["code"][:], head["name"][:], head["peer"][:], head["cause"][:] = CODE["compute"], -1, -1, -1
+    head["seq"][:] = np.arange(pad)
+    first = cols["rank"] == 0
+    cols["seq"] = np.where(first, cols["seq"] + pad, cols["seq"]).astype(np.int32)
+    ops = OpTable(n_ranks=2, names=small.names, ledger=small.ledger, comms=small.comms,
+                  **{c: np.concatenate([head[c], cols[c]]) for c in OpTable.COLUMNS})
+    n = len(ops)
+    with pytest.raises(SimulationError) as want:
+        region_structure(ops)
+    with pytest.raises(SimulationError) as got:
+        build_events(ops, np.arange(n, dtype=np.float64), np.arange(n, dtype=np.float64) + 0.5)
+    assert str(got.value) == str(want.value)
