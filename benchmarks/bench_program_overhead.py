@@ -12,10 +12,13 @@ the CPU seconds are the figure to trust):
 * the stock run (no layer recording): the layer's own cost inside the SMPI stage is the difference;
 * events per second of waitlab's own work, and peak memory (Python's, and the simulator's).
 
-The program is built (and every module imported) by a 1-step run first: not part of the figures.
+The program is built (and every module imported) by a 1-step run first: not part of the figures.  ``--repeat N``
+times N runs and ends with the median share and its spread (on a shared virtual machine the SMPI stage of the same
+run moves by a third from run to run, and waitlab's own work with it).
 
     nice -n 10 .venv/bin/python benchmarks/bench_program_overhead.py --ranks 16 --steps 3000    # ~384 k events
     nice -n 10 .venv/bin/python benchmarks/bench_program_overhead.py --ranks 16 --steps 33000   # ~4.2 M events
+    .venv/bin/python benchmarks/bench_program_overhead.py --ranks 16 --steps 13000 --no-stock --repeat 6  # ~10 s stages
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ import argparse
 import functools
 import json
 import resource
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -81,12 +86,56 @@ class Clock:
         setattr(owner, attr, timed)
 
 
+def _measure(args: argparse.Namespace, folder: Path, clock: Clock, peak_after_smpi: list[float],
+             out: str) -> dict[str, Any]:
+    """One timed run of ``folder/s.toml`` into ``folder/out`` (and its stock rerun): prints and returns the figures."""
+    clock.parts.clear()
+    whole = Clock(resource.RUSAGE_SELF)  # every thread of the process
+    with whole.part("api.run"):
+        run = api.run(folder / "s.toml", folder / out)
+    peak_py = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak_sim = peak_after_smpi[-1]
+    stages = dict(run.result.stage_seconds)
+    stock = Clock(resource.RUSAGE_SELF)
+    with stock.part("stock"):
+        cmd = ["true"] if args.no_stock else ["sh", str(folder / out / "program" / "rerun" / "smpirun.sh")]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+    events = len(run.result.events)
+    tw, ts, tc = whole.parts["api.run"]
+    sw, ss, sc = clock.parts["smpi"]
+    total_cpu, smpi_cpu = ts + tc, ss + sc
+    own_w, own_cpu = tw - sw, total_cpu - smpi_cpu
+    kw, ks, kc = stock.parts["stock"]
+    print(f"bsp.c, {args.ranks} ranks x {args.steps} steps: {events:,} events, stock rerun exit {proc.returncode}")
+    print(f"{'':34}{'wall s':>9}{'CPU s':>9}")
+    print(f"  waitlab run (api.run, folder)  {tw:9.2f}{total_cpu:9.2f}")
+    for name, (w, s, c) in clock.parts.items():
+        print(f"    {name:<29}{w:9.2f}{s + c:9.2f}")
+    print(f"  stock smpirun (rerun/)         {kw:9.2f}{ks + kc:9.2f}")
+    print(f"  layer's cost inside the SMPI stage (SMPI stage - stock): {sw - kw:.2f} s wall, "
+          f"{smpi_cpu - ks - kc:.2f} s CPU")
+    named = sum(s + c for name, (w, s, c) in clock.parts.items() if name != "smpi")
+    print(f"  other parts (wait states, summary, placement, ...): {own_cpu - named:.2f} s CPU")
+    print(f"  waitlab's own work: {own_w:.2f} s wall = {100 * own_w / max(sw, 1e-9):.1f}% of the SMPI stage; "
+          f"{own_cpu:.2f} s CPU = {100 * own_cpu / max(smpi_cpu, 1e-9):.1f}% of its CPU")
+    print(f"  events per CPU second of waitlab's own work: {events / max(own_cpu, 1e-9):,.0f}; "
+          f"SMPI stage: {events / max(smpi_cpu, 1e-9):,.0f}")
+    print(f"  peak memory: waitlab (Python) {peak_py:.0f} MiB, simulator {peak_sim:.0f} MiB")
+    print(f"  (stage_seconds: {json.dumps({k: round(v, 3) for k, v in sorted(stages.items())})})")
+    shutil.rmtree(folder / out, ignore_errors=True)  # a repeat's folder: not kept
+    return {"ranks": args.ranks, "steps": args.steps, "events": events, "total_wall": tw, "total_cpu": total_cpu,
+            "smpi_wall": sw, "smpi_cpu": smpi_cpu, "own_wall": own_w, "own_cpu": own_cpu, "stock_wall": kw,
+            "stock_cpu": ks + kc, "peak_python_mib": peak_py, "peak_simulator_mib": peak_sim,
+            "parts": {k: list(v) for k, v in clock.parts.items()}}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ranks", type=int, default=16)
     ap.add_argument("--steps", type=int, default=3000)
     ap.add_argument("--json", type=Path, help="also write the figures here")
     ap.add_argument("--no-stock", action="store_true", help="skip the stock SimGrid rerun (the layer's cost)")
+    ap.add_argument("--repeat", type=int, default=1, help="timed runs (this machine's noise: their median and spread)")
     args = ap.parse_args()
     clock = Clock()
     # the parts of waitlab's work (module attributes looked up at call time)
@@ -115,6 +164,7 @@ def main() -> int:
     clock.wrap(results, "timeline_png", "timeline.png")
     clock.wrap(results, "write_html_report", "report.html")
     clock.wrap(results, "write_program_output", "program/ (output, rerun)")
+    figures: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="waitlab-bench-overhead-") as tmp:
         folder = Path(tmp)
         scenario = ('[scenario]\nname = "bsp"\nranks = {ranks}\n[platform]\nname = "dawning_5000a"\n'
@@ -122,45 +172,18 @@ def main() -> int:
         (folder / "warm.toml").write_text(scenario.format(ranks=args.ranks, steps=1))
         api.run(folder / "warm.toml", folder / "warm")  # build the program, import every module
         (folder / "s.toml").write_text(scenario.format(ranks=args.ranks, steps=args.steps))
-        clock.parts.clear()
-        whole = Clock(resource.RUSAGE_SELF)  # every thread of the process
-        with whole.part("api.run"):
-            run = api.run(folder / "s.toml", folder / "out")
-        peak_py = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        peak_sim = peak_after_smpi[-1]
-        stages = dict(run.result.stage_seconds)
-        stock = Clock(resource.RUSAGE_SELF)
-        with stock.part("stock"):
-            cmd = ["true"] if args.no_stock else ["sh", str(folder / "out" / "program" / "rerun" / "smpirun.sh")]
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-    events = len(run.result.events)
-    tw, ts, tc = whole.parts["api.run"]
-    sw, ss, sc = clock.parts["smpi"]
-    total_cpu, smpi_cpu = ts + tc, ss + sc
-    own_w, own_cpu = tw - sw, total_cpu - smpi_cpu
-    kw, ks, kc = stock.parts["stock"]
-    print(f"bsp.c, {args.ranks} ranks x {args.steps} steps: {events:,} events, stock rerun exit {proc.returncode}")
-    print(f"{'':34}{'wall s':>9}{'CPU s':>9}")
-    print(f"  waitlab run (api.run, folder)  {tw:9.2f}{total_cpu:9.2f}")
-    for name, (w, s, c) in clock.parts.items():
-        print(f"    {name:<29}{w:9.2f}{s + c:9.2f}")
-    print(f"  stock smpirun (rerun/)         {kw:9.2f}{ks + kc:9.2f}")
-    print(f"  layer's cost inside the SMPI stage (SMPI stage - stock): {sw - kw:.2f} s wall, "
-          f"{smpi_cpu - ks - kc:.2f} s CPU")
-    named = sum(s + c for name, (w, s, c) in clock.parts.items() if name != "smpi")
-    print(f"  other parts (wait states, summary, placement, ...): {own_cpu - named:.2f} s CPU")
-    print(f"  waitlab's own work: {own_w:.2f} s wall = {100 * own_w / max(sw, 1e-9):.1f}% of the SMPI stage; "
-          f"{own_cpu:.2f} s CPU = {100 * own_cpu / max(smpi_cpu, 1e-9):.1f}% of its CPU")
-    print(f"  events per CPU second of waitlab's own work: {events / max(own_cpu, 1e-9):,.0f}; "
-          f"SMPI stage: {events / max(smpi_cpu, 1e-9):,.0f}")
-    print(f"  peak memory: waitlab (Python) {peak_py:.0f} MiB, simulator {peak_sim:.0f} MiB")
-    print(f"  (stage_seconds: {json.dumps({k: round(v, 3) for k, v in sorted(stages.items())})})")
+        for k in range(args.repeat):
+            if k:
+                print()
+            figures.append(_measure(args, folder, clock, peak_after_smpi, f"out{k}"))
+    if args.repeat > 1:
+        share = [100 * f["own_wall"] / max(f["smpi_wall"], 1e-9) for f in figures]
+        print(f"\n{args.repeat} runs: waitlab's own work {min(f['own_wall'] for f in figures):.2f} to "
+              f"{max(f['own_wall'] for f in figures):.2f} s wall, {statistics.median(share):.1f}% of the SMPI stage "
+              f"(median; {min(share):.1f} to {max(share):.1f}%, {sum(x < 10 for x in share)} of {len(share)} "
+              "under 10%)")
     if args.json:
-        args.json.write_text(json.dumps({
-            "ranks": args.ranks, "steps": args.steps, "events": events, "total_wall": tw, "total_cpu": total_cpu,
-            "smpi_wall": sw, "smpi_cpu": smpi_cpu, "own_wall": own_w, "own_cpu": own_cpu, "stock_wall": kw,
-            "stock_cpu": ks + kc, "peak_python_mib": peak_py, "peak_simulator_mib": peak_sim,
-            "parts": clock.parts}, indent=1) + "\n")
+        args.json.write_text(json.dumps(figures[0] if args.repeat == 1 else figures, indent=1) + "\n")
     return 0
 
 
