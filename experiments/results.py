@@ -78,8 +78,8 @@ def write_result(result: RunResult, folder: Path, *, png: bool = True, scenario_
     """Write every output file of one SMPI run into ``folder`` (``report.html`` too unless ``html=False``).
 
     ``trace.json`` and the Parquet tables are written by one background thread while this one draws the pictures
-    and the report (Arrow's kernels and pyarrow's encoder run without Python's lock): each file is written by one
-    thread, so its bytes do not change.
+    and the report (the trace's C formatter and pyarrow's encoder run without Python's lock): each file is written
+    by one thread, so its bytes do not change.
     ``ops.parquet``, ``events.parquet`` and ``waits.parquet`` may be encoded already (``result.prewritten``, from
     the same tables).
     """
@@ -88,7 +88,7 @@ def write_result(result: RunResult, folder: Path, *, png: bool = True, scenario_
     if budget is None or len(budget) != result.scenario.ranks:
         budget = rank_budget(result.events, result.waits, result.scenario.ranks)
     ledger = ledger_frame(result.ops)
-    pre = result.prewritten  # ops.parquet, events.parquet: being encoded since their tables exist
+    pre = result.prewritten  # ops.parquet, events.parquet, waits.parquet: being encoded since their tables exist
     ops_job = pre.take("ops.parquet", result.ops, meta) if pre is not None else None
     events_job = pre.take("events.parquet", result.events, meta) if pre is not None else None
     waits_job = pre.take("waits.parquet", result.waits, meta) if pre is not None else None
