@@ -1,0 +1,94 @@
+"""waitlab's own work around a program run as a shell user meets it (issue 25): ``waitlab run`` in a fresh process.
+
+``bench_program_overhead.py`` times ``api.run`` in a process that has imported waitlab and run once already; a
+command started from a shell also pays the import of waitlab before its SMPI stage, and the first use of every
+library after it.  Each repeat here is a new Python process running the command's own entry point
+(``waitlab.cli.main(["run", SCENARIO, "-o", FOLDER])``) on ``tests/programs/bsp.c`` (``--ranks`` x ``--steps``),
+timed in four parts: the imports, the work before the SMPI stage (scenario, platform, build cache), the SMPI stage
+(the ``smpirun`` process), and the work after it (records, event table, wait states, the results folder).  The first
+repeat builds the program (its build is not part of the figures: it is cached for the others and not timed).
+
+    .venv/bin/python benchmarks/bench_cli_overhead.py --steps 9500 --repeat 4    # ~10 s SMPI stages
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+BSP = Path(__file__).resolve().parent.parent / "tests" / "programs" / "bsp.c"
+SCENARIO = ('[scenario]\nname = "bsp"\nranks = {ranks}\n[platform]\nname = "dawning_5000a"\n'
+            '[application]\nkind = "program"\nsources = ["{bsp}"]\nargs = ["{steps}"]\n')
+
+
+def child(scenario: Path, folder: Path) -> None:
+    """One command in this (fresh) process; prints its four parts as JSON on the last line."""
+    t0 = time.perf_counter()
+    # imported here, not at the top: the import is what is timed (and the parent process never imports waitlab)
+    from waitlab import cli
+    from waitlab.simulator import program_run
+
+    t1 = time.perf_counter()
+    real = program_run.run_smpirun
+    mark: dict[str, float] = {}
+
+    def timed(*a: Any, **k: Any) -> Any:
+        mark["start"] = time.perf_counter()
+        try:
+            return real(*a, **k)
+        finally:
+            mark["end"] = time.perf_counter()
+
+    program_run.run_smpirun = timed  # type: ignore[assignment]
+    code = cli.main(["run", str(scenario), "-o", str(folder), "--force"])
+    t2 = time.perf_counter()
+    print(json.dumps({"exit": code, "imports": t1 - t0, "before": mark["start"] - t1,
+                      "smpi": mark["end"] - mark["start"], "after": t2 - mark["end"]}))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ranks", type=int, default=16)
+    ap.add_argument("--steps", type=int, default=9500)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--child", nargs=2, metavar=("SCENARIO", "FOLDER"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        child(Path(args.child[0]), Path(args.child[1]))
+        return 0
+    runs: list[dict[str, float]] = []
+    with tempfile.TemporaryDirectory(prefix="waitlab-bench-cli-") as tmp:
+        folder = Path(tmp)
+        scenario = folder / "s.toml"
+        scenario.write_text(SCENARIO.format(ranks=args.ranks, bsp=BSP, steps=args.steps))
+        warm = folder / "warm.toml"
+        warm.write_text(SCENARIO.format(ranks=args.ranks, bsp=BSP, steps=1))
+        subprocess.run([sys.executable, __file__, "--child", str(warm), str(folder / "warm")], check=True,
+                       capture_output=True)  # builds the program (cached for the timed runs)
+        for k in range(args.repeat):
+            out = subprocess.run([sys.executable, __file__, "--child", str(scenario), str(folder / f"out{k}")],
+                                 check=True, capture_output=True, text=True)
+            r = json.loads(out.stdout.strip().splitlines()[-1])
+            own = r["imports"] + r["before"] + r["after"]
+            r["own"], r["share"] = own, 100 * own / max(r["smpi"], 1e-9)
+            runs.append(r)
+            print(f"run {k + 1}: imports {r['imports']:.2f} s, before the SMPI stage {r['before']:.2f} s, SMPI stage "
+                  f"{r['smpi']:.2f} s, after it {r['after']:.2f} s: waitlab's own work {own:.2f} s = "
+                  f"{r['share']:.0f}% of the SMPI stage (exit {r['exit']})")
+    shares = [r["share"] for r in runs]
+    own, imports = statistics.median(r["own"] for r in runs), statistics.median(r["imports"] for r in runs)
+    print(f"{len(runs)} runs of bsp.c, {args.ranks} ranks x {args.steps} steps: waitlab's own work {own:.2f} s "
+          f"(median), {statistics.median(shares):.0f}% of the SMPI stage ({min(shares):.0f} to {max(shares):.0f}%); "
+          f"imports {imports:.2f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
