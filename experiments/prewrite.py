@@ -73,7 +73,7 @@ class Prewritten:
     """
 
     def __init__(self) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="waitlab-prewrite")  # ops, events
+        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="waitlab-prewrite")  # ops, events; then waits
         self._jobs: dict[str, _Job] = {}
 
     def start(self, name: str, table: object, metadata: dict[str, Any], encode: Callable[[], pa.Buffer]) -> None:
