@@ -25,10 +25,8 @@ import pyarrow.parquet as pq
 from waitlab.errors import InputError
 from waitlab.experiments import prewrite
 from waitlab.experiments.pipeline import Run, RunResult
-from waitlab.experiments.report.html import write_html_report
 from waitlab.experiments.report.notebook import loaded_html
 from waitlab.experiments.report.perturbation_report import buffer_timeline, jsonable, report_text
-from waitlab.experiments.report.plots import timeline_png
 from waitlab.experiments.run_folder import verify_folder
 from waitlab.experiments.scenario import Scenario, from_mapping, read_toml
 from waitlab.models.analysis.metrics import ledger_frame
@@ -73,6 +71,12 @@ def _ready(job: Future[pa.Buffer] | None) -> pa.Buffer | None:
     return job.result() if job is not None else None
 
 
+#: The writers of ``report.html`` and ``timeline.png``, imported by :func:`write_result` when it first runs, not at
+#: this module's top: they bring Bokeh and matplotlib (1-1.5 s of imports), which the way to a run's SMPI stage does
+#: not need.  :func:`waitlab.api.run` imports them on a thread while SMPI runs (:mod:`waitlab.experiments.preload`).
+PICTURE_MODULES = ("waitlab.experiments.report.html", "waitlab.experiments.report.plots")
+
+
 def write_result(result: RunResult, folder: Path, *, png: bool = True, scenario_file: bool = True,
                  html: bool = True) -> None:
     """Write every output file of one SMPI run into ``folder`` (``report.html`` too unless ``html=False``).
@@ -83,6 +87,10 @@ def write_result(result: RunResult, folder: Path, *, png: bool = True, scenario_
     ``ops.parquet``, ``events.parquet`` and ``waits.parquet`` may be encoded already (``result.prewritten``, from
     the same tables).
     """
+    # imported here, not at the top: PICTURE_MODULES
+    from waitlab.experiments.report.html import write_html_report
+    from waitlab.experiments.report.plots import timeline_png
+
     meta = result.metadata
     budget = result.budget  # made with the summary, unless a rank has no event
     if budget is None or len(budget) != result.scenario.ranks:

@@ -15,9 +15,20 @@ from pathlib import Path
 from waitlab.errors import InputError, write_error
 
 MARKER = ".waitlab"
+#: Folder default outputs go under (``results/<scenario name>``).
+RESULTS_ROOT = Path("results")
 #: Files of a results folder that later commands read back; their SHA-256 goes into the marker when the folder
 #: is written, and :func:`load_run` refuses a folder where one of them changed.
 CHECKED_FILES = ("run.json", "scenario.toml", "ops.parquet", "ledger.parquet", "events.parquet", "waits.parquet")
+
+
+def default_output(name: str, suffix: str = "", root: Path = RESULTS_ROOT) -> Path:
+    """``results/<name><suffix>``; names are checked plain by the schema, so this never leaves ``root``."""
+    out = root / f"{name}{suffix}"
+    if out.resolve().parent != root.resolve():
+        raise InputError("(command line)", "-o", f"the default output for {name!r} would leave {root}/",
+                         "pass -o FOLDER")
+    return out
 
 
 def file_digest(path: Path) -> str:

@@ -7,56 +7,65 @@ True
 
 from __future__ import annotations
 
-import json
+import importlib
 import math
 import re
 import signal
-from concurrent.futures import Executor
-from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from waitlab.errors import InputError
 from waitlab.experiments.capture import capture as _capture
 from waitlab.experiments.capture import trace_scenario_text
-from waitlab.experiments.compare import Comparison, compare_runs
-from waitlab.experiments.compare import compare_png as _compare_png
-from waitlab.experiments.diagnosis.check import check_model
-from waitlab.experiments.diagnosis.diagnose import Diagnosis, diagnose_path
-from waitlab.experiments.diagnosis.evaluate import evaluate as _evaluate
 from waitlab.experiments.diagnosis.groundtruth import cache_use
-from waitlab.experiments.diagnosis.leaderboard import write_leaderboard
-from waitlab.experiments.diagnosis.registry import BUILTIN, DEFAULT_DIAGNOSE, resolve_all
+from waitlab.experiments.diagnosis.names import BUILTIN_NAMES, DEFAULT_DIAGNOSE
 from waitlab.experiments.estimate import preflight, remember
 from waitlab.experiments.executors import open_executor
-from waitlab.experiments.exports import FORMATS as EXPORT_FORMATS
-from waitlab.experiments.exports import export_run
 from waitlab.experiments.otf2_convert import import_otf2 as _import_otf2
 from waitlab.experiments.pipeline import Run, RunResult, prepare
 from waitlab.experiments.pipeline import run as _run
-from waitlab.experiments.report.diagnosis_report import report_dict, to_markdown
-from waitlab.experiments.report.diagnosis_report import write_report as _write_report
+from waitlab.experiments.preload import preloading
 from waitlab.experiments.report.perturbation_report import report_text
-from waitlab.experiments.report.rebuild import rebuild_report
-from waitlab.experiments.report.sweep_plots import plot_sweep_folder
-from waitlab.experiments.reproduce import he_sunway, okita_spilling, rao_alltoall, spill_policies, wu_lared_s
-from waitlab.experiments.results import LoadedRun, load_events, load_run, summary_text, write_run
-from waitlab.experiments.run_folder import results_folder
+from waitlab.experiments.results import PICTURE_MODULES, LoadedRun, load_events, load_run, summary_text, write_run
+from waitlab.experiments.run_folder import RESULTS_ROOT, default_output, results_folder
 from waitlab.experiments.scenario import Scenario, load_scenario
-from waitlab.experiments.sweep import Sweep, load_sweep, run_sweep
-from waitlab.experiments.writer import check_picture_path, guarded_output
 from waitlab.models.perturb.condition_c import ConditionCReport, check_condition_c
 from waitlab.platforms import PLATFORM_ALIASES, describe_platform, list_platforms, load_platform, render_platform
 from waitlab.platforms.calibration import calibration_table
 from waitlab.simulator.doctor import doctor
 from waitlab.simulator.progress import reporting
 
+if TYPE_CHECKING:  # what __getattr__ returns, for type checkers and IDEs
+    from waitlab.api_studies import (
+        EXPORT_FORMATS,
+        REPRODUCTIONS,
+        Comparison,
+        Diagnosis,
+        Evaluation,
+        Sweep,
+        check_model,
+        compare,
+        compare_png,
+        diagnose,
+        evaluate,
+        export,
+        load_sweep,
+        plot,
+        report,
+        report_dict,
+        sweep,
+        to_markdown,
+        with_models,
+        write_report,
+    )
+
 __all__ = [
     "DEFAULT_MODELS",
     "EXPORT_FORMATS",
     "REPRODUCTIONS",
+    "RESULTS_ROOT",
     "Comparison",
     "Diagnosis",
     "Evaluation",
@@ -66,6 +75,7 @@ __all__ = [
     "Scenario",
     "Sweep",
     "cache_use",
+    "calibrate",
     "calibration_text",
     "capture",
     "check_c",
@@ -102,21 +112,22 @@ __all__ = [
     "write_report",
 ]
 
-#: Folder default outputs go under (``results/<scenario name>``).
-RESULTS_ROOT = Path("results")
+
+def __getattr__(name: str) -> Any:
+    """``waitlab.api.diagnose`` and the other studies: :mod:`waitlab.api_studies` is imported on first use."""
+    if name in STUDIES:  # (defined at the end of this module)
+        value = getattr(importlib.import_module("waitlab.api_studies"), name)
+        globals()[name] = value  # once: later uses are plain attribute reads
+        return value
+    raise AttributeError(f"module 'waitlab.api' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *STUDIES})
 
 
 def _scenario(scenario: Scenario | str | Path) -> Scenario:
     return scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
-
-
-def default_output(name: str, suffix: str = "", root: Path = RESULTS_ROOT) -> Path:
-    """``results/<name><suffix>``; names are checked plain by the schema, so this never leaves ``root``."""
-    out = root / f"{name}{suffix}"
-    if out.resolve().parent != root.resolve():
-        raise InputError("(command line)", "-o", f"the default output for {name!r} would leave {root}/",
-                         "pass -o FOLDER")
-    return out
 
 
 def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, force: bool = False,
@@ -141,37 +152,11 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, force
     else:
         with results_folder(Path(out), force) as partial:
             paje = partial / "smpi.paje" if sc.simulation.paje else None
-            result = _run(sc, paje_file=paje, prep=prep, prewrite=True)
+            with preloading(PICTURE_MODULES):  # imported while SMPI runs, for write_run
+                result = _run(sc, paje_file=paje, prep=prep, prewrite=True)
             write_run(result, partial, png=png)
     remember(est, prep, result.result.stage_seconds.get("smpi"))  # the estimate learns from this run
     return result
-
-
-def sweep(sweep_file: str | Path | Sweep, out: str | Path | None = None, *, executor: str | None = None,
-          workers: int | None = None, scheduler: str | None = None, progress: Any = None,
-          bar: bool = False) -> pd.DataFrame:
-    """Run a what-if grid (resumable): one results folder per point and ``OUT/sweep.csv``.
-
-    ``progress`` receives one message per point; ``bar`` shows a progress bar (k/N, ETA) on stderr.
-    """
-    sw = sweep_file if isinstance(sweep_file, Sweep) else load_sweep(sweep_file)
-    target = Path(out) if out is not None else default_output(sw.name)
-    kind = executor or ("dask" if scheduler else sw.executor)
-    with open_executor(kind, workers or sw.workers, scheduler or sw.scheduler, source=f"sweep {sw.name}") as ex:
-        return run_sweep(sw, target, executor=ex, progress=progress, bar=bar)
-
-
-def diagnose(source: str | Path, *, executor: Executor | None = None, **kwargs: Any) -> Diagnosis:
-    """CWP-DM, H-CWP-DM, the counterfactual ground truth and the scores of a results folder or scenario.
-
-    A results folder is read back as it is (only counterfactuals are simulated); see
-    :func:`waitlab.experiments.diagnosis.diagnose.diagnose` for the keyword arguments.
-    """
-    if executor is not None:
-        return diagnose_path(Path(source), executor=executor, **kwargs)
-    # waitlab's own worker processes: no __main__ guard needed (scripts, stdin, notebooks), Ctrl-C stops them
-    with open_executor("local", workers=2) as ex:
-        return diagnose_path(Path(source), executor=ex, **kwargs)
 
 
 def capture(scenario: Scenario | str | Path, out: str | Path, *, via: str = "layer", force: bool = False,
@@ -229,11 +214,6 @@ def describe(name: str, short: bool = False, xml_ranks: int | None = None) -> st
     return render_platform(model, xml_ranks).xml if xml_ranks else describe_platform(model, short=short)
 
 
-#: Paper reproductions of ``waitlab reproduce``: target name -> module (``reproduce``, ``write``, ``markdown``).
-REPRODUCTIONS = {"wu-lared-s": wu_lared_s, "okita-spilling": okita_spilling, "spill-policies": spill_policies,
-                 "rao-alltoall": rao_alltoall, "he-sunway": he_sunway}
-
-
 def calibrate(platform: str, *, timeout: float = 60.0) -> pd.DataFrame:
     """Every MPI-level figure of a platform against a simulated SMPI pingpong (size, source, simulated, error)."""
     return calibration_table(platform, timeout=timeout)
@@ -273,50 +253,6 @@ def calibration_text(table: pd.DataFrame) -> str:
     return "\n".join(line)
 
 
-def compare(run_a: str | Path | LoadedRun, run_b: str | Path | LoadedRun) -> Comparison:
-    """What changed from run A to run B (two results folders): makespan, waits, ranks and steps that moved.
-
-    ``.text()`` is what ``waitlab compare`` prints, ``.to_dict()`` its ``--json``; draw it with :func:`compare_png`.
-    """
-    a = run_a if isinstance(run_a, LoadedRun) else load_run(run_a)
-    b = run_b if isinstance(run_b, LoadedRun) else load_run(run_b)
-    return compare_runs(a, b)
-
-
-def export(run_folder: str | Path, formats: tuple[str, ...] = ("otf2",),
-           out: str | Path | None = None) -> dict[str, Path]:
-    """Export a results folder as OTF2, a Chrome/Perfetto trace and/or the wait-propagation graph (GraphML).
-
-    ``formats`` are names of :data:`EXPORT_FORMATS`; returns ``format -> written path``.
-    """
-    with guarded_output(Path(out) if out is not None else Path(run_folder), "export folder"):
-        return export_run(run_folder, formats, out)
-
-
-def plot(sweep_folder: str | Path, out: str | Path | None = None, results: tuple[str, ...] | None = None) -> Path:
-    """Draw each result of a sweep against each swept key, one line per value of the other keys."""
-    target = Path(out) if out else Path(sweep_folder) / "sweep.png"
-    check_picture_path(target, "-o")
-    with guarded_output(target, "picture folder", file=True):
-        return plot_sweep_folder(Path(sweep_folder), Path(out) if out else None, results)
-
-
-def write_report(diag: Diagnosis, out: str | Path, png: bool = True) -> list[Path]:
-    """Write a diagnosis report (``diagnosis.json``, ``diagnosis.md``, figures) into ``out``; return the files.
-
-    A folder that cannot be written is refused with the real cause; a failed write leaves no partial files.
-    """
-    with guarded_output(Path(out), "report folder"):
-        return _write_report(diag, Path(out), png=png)
-
-
-def compare_png(cmp: Comparison, path: str | Path) -> Path:
-    """Draw a comparison (:func:`compare`) into ``path`` (``.png``, ``.svg`` or ``.pdf``)."""
-    check_picture_path(Path(path))
-    with guarded_output(Path(path), "picture folder", file=True):
-        return _compare_png(cmp, Path(path))
-
-
 def signal_name(exc: BaseException) -> str:
     """``SIGINT`` or ``SIGTERM``: the signal behind an interruption (``SIGINT`` for a plain Ctrl-C)."""
     return signal.Signals(int(getattr(exc, "signum", signal.SIGINT))).name
@@ -328,56 +264,7 @@ DEFAULT_MODELS: tuple[str, ...] = DEFAULT_DIAGNOSE
 
 def diagnosis_models() -> dict[str, str]:
     """The built-in diagnosis models: key -> display name."""
-    return {k: s.name for k, s in BUILTIN.items()}
-
-
-@dataclass(frozen=True)
-class Evaluation:
-    """What ``waitlab evaluate`` produced: one row per (case, model), failures, what was simulated, the files."""
-
-    rows: pd.DataFrame
-    notes: list[str]
-    counts: dict[str, int]
-    files: list[Path]
-
-
-def evaluate(suite: str | Path | None = None, out: str | Path | None = None, *, models: tuple[Any, ...] = (),
-             only: tuple[str, ...] = (), executor: str = "local", workers: int | None = 2,
-             scheduler: str | None = None, cache_dir: str | Path | None = None, use_cache: bool = True,
-             progress: bool = False, png: bool = True) -> Evaluation:
-    """Score every model (built-in, plug-ins, ``models``) on every case of a suite (default: the built-in one)
-    and write the leaderboard into ``out`` (default ``results/leaderboard``).  See
-    :func:`waitlab.experiments.diagnosis.evaluate.evaluate`."""
-    target = Path(out) if out is not None else RESULTS_ROOT / "leaderboard"
-    with open_executor(executor, workers, scheduler, source="evaluate") as ex:
-        rows, notes, counts = _evaluate(suite, models=models, only=only, executor=ex,
-                                        cache_dir=Path(cache_dir) if cache_dir is not None else None,
-                                        use_cache=use_cache, progress=progress)
-    with guarded_output(target, "leaderboard folder"):
-        files = write_leaderboard(rows, target, notes, png=png)
-    return Evaluation(rows, notes, counts, files)
-
-
-def with_models(sw: Sweep, models: tuple[str, ...] | list[str]) -> Sweep:
-    """The sweep with more diagnosis models scored at every point (``[sweep] diagnose`` plus ``models``)."""
-    resolve_all(list(models))  # an unknown model is refused before any point runs
-    return replace(sw, diagnose=tuple(dict.fromkeys([*sw.diagnose, *models])))
-
-
-def report(run_folder: str | Path, diagnosis: str | Path | dict[str, Any] | None = None) -> Path:
-    """(Re)write ``run_folder/report.html``: the offline, interactive report of a results folder.
-
-    ``diagnosis`` is a diagnosis (``diagnosis.json``'s path or its data); by default the folder's own
-    ``diagnosis/diagnosis.json`` when ``waitlab diagnose`` wrote one.  Returns the page's path.
-    """
-    if isinstance(diagnosis, str | Path):
-        path = Path(diagnosis)
-        try:
-            diagnosis = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise InputError(str(path), "(file)", f"cannot be read as a diagnosis: {exc}",
-                             "pass the diagnosis.json written by `waitlab diagnose`") from None
-    return rebuild_report(run_folder, diagnosis if isinstance(diagnosis, dict) else None)
+    return dict(BUILTIN_NAMES)
 
 
 def import_otf2(archive: str | Path, out: str | Path, *, platform: str = "dawning_5000a", cpu_ratio: float = 1.0,
@@ -385,3 +272,8 @@ def import_otf2(archive: str | Path, out: str | Path, *, platform: str = "dawnin
     """Convert an OTF2 archive (Score-P's ``traces.otf2``) once into a TI trace folder (``kind = "trace"``);
     returns its index and a scenario TOML that replays it (:mod:`waitlab.experiments.otf2_convert`)."""
     return _import_otf2(archive, out, platform=platform, cpu_ratio=cpu_ratio, force=force)
+
+
+#: The names of ``__all__`` taken from :mod:`waitlab.api_studies` on first use (its rooms import Bokeh, matplotlib
+#: and networkx, which ``waitlab run`` does not need before its SMPI stage); the others are defined above.
+STUDIES = frozenset(__all__) - set(globals())

@@ -31,6 +31,7 @@ from typing import Any
 import pandas as pd
 
 from waitlab.errors import InputError
+from waitlab.experiments.diagnosis.names import BUILTIN_NAMES, DEFAULT_DIAGNOSE
 from waitlab.models.analysis import baselines, blame_models, graph_blame
 from waitlab.models.analysis.protocol import RunData, as_blame, blame_problems, normalise
 
@@ -70,28 +71,25 @@ class ModelSpec:
     builtin: bool = False
 
 
-def _builtin(key: str, name: str, fn: Callable[..., pd.DataFrame], detail: Detail | None = None,
+def _builtin(key: str, fn: Callable[..., pd.DataFrame], detail: Detail | None = None,
              frame: Frame | None = None) -> ModelSpec:
-    return ModelSpec(key, name, fn, detail=detail, frame=frame, builtin=True)
+    return ModelSpec(key, BUILTIN_NAMES[key], fn, detail=detail, frame=frame, builtin=True)
 
 
-#: The built-in models, in report order.
+#: The built-in models, in report order (their names: :data:`~waitlab.experiments.diagnosis.names.BUILTIN_NAMES`).
 BUILTIN: dict[str, ModelSpec] = {s.key: s for s in (
-    _builtin("cwpdm", "CWP-DM", blame_models.cwpdm_model, blame_models.cwpdm_detail,
+    _builtin("cwpdm", blame_models.cwpdm_model, blame_models.cwpdm_detail,
              lambda res, run, o: blame_models.cwpdm_frame(res)),
-    _builtin("hcwpdm", "H-CWP-DM (earliest)", blame_models.hcwpdm_earliest_model,
-             blame_models.hcwpdm_earliest_detail,
+    _builtin("hcwpdm", blame_models.hcwpdm_earliest_model, blame_models.hcwpdm_earliest_detail,
              lambda res, run, o: blame_models.hcwpdm_frame(
                  res, blame_models.focus_ops(run.waits, o.get("focus_share", 0.9)))),
-    _builtin("hcwpdm_each", "H-CWP-DM (each)", blame_models.hcwpdm_each_model, blame_models.hcwpdm_each_detail,
+    _builtin("hcwpdm_each", blame_models.hcwpdm_each_model, blame_models.hcwpdm_each_detail,
              lambda res, run, o: blame_models.hcwpdm_frame(res)),
-    _builtin("critical_path", "Critical-path imbalance", baselines.critical_path_model),
-    _builtin("blame_shifting", "Blame shifting", baselines.blame_shifting_model),
-    _builtin("profile", "Profile (waiter's region)", baselines.profile_model),
-    _builtin("graph", "Graph backtracking", graph_blame.graph_model),
+    _builtin("critical_path", baselines.critical_path_model),
+    _builtin("blame_shifting", baselines.blame_shifting_model),
+    _builtin("profile", baselines.profile_model),
+    _builtin("graph", graph_blame.graph_model),
 )}
-#: What ``waitlab diagnose`` runs without ``--model`` (the models of Wu et al.).
-DEFAULT_DIAGNOSE = ("cwpdm", "hcwpdm", "hcwpdm_each")
 
 
 def entry_point_models() -> dict[str, ModelSpec]:

@@ -1,0 +1,59 @@
+"""Modules imported on a thread while a run's SMPI stage goes on, so the work after the stage does not wait for them.
+
+``waitlab run`` from a shell needs Bokeh and matplotlib only to write ``report.html`` and ``timeline.png``, after
+its SMPI stage; imported before the stage they added 1-1.5 s to every run (issue 25, docs/performance.md).  The
+stage is a ``smpirun`` process that this one waits for without holding Python's lock, so the imports cost no time
+there.  The thread starts when the first ``smpirun`` process has started (:func:`waitlab.simulator.progress.on_launch`)
+and is joined when the stage's block ends: nothing it imports is used half-initialised, and nothing
+imports on two threads afterwards.
+
+>>> import sys
+>>> with preloading(["colorsys"]):
+...     progress.launched()  # what an SMPI run does once its process has started
+>>> "colorsys" in sys.modules
+True
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+from waitlab.simulator import progress
+
+
+def _import_all(modules: Sequence[str]) -> None:
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except BaseException:  # the same import on the main thread raises it again, where it is used
+            return
+
+
+@contextmanager
+def preloading(modules: Sequence[str]) -> Iterator[None]:
+    """Import ``modules`` on a thread from the moment the block's first ``smpirun`` process has started; join the
+    thread when the block ends normally.
+
+    Started earlier, the imports would take Python's lock from the work before the stage (measured: 0.06 s became
+    0.35-0.71 s).  Modules already imported are skipped (a second run in one process starts no thread); a block
+    that runs no SMPI stage starts none.  When the block raises (an error, Ctrl-C) the thread is not waited for:
+    it is a daemon and its imports are harmless.
+    """
+    missing = [m for m in modules if m not in sys.modules]
+    if not missing:
+        yield
+        return
+    thread = threading.Thread(target=_import_all, args=(missing,), name="waitlab-preload", daemon=True)
+
+    def start() -> None:
+        if thread.ident is None:  # the first SMPI stage of the block
+            thread.start()
+
+    with progress.on_launch(start):
+        yield
+    if thread.ident is not None:
+        thread.join()

@@ -1,0 +1,132 @@
+"""The way to a run's SMPI stage imports no report library, and what it defers is imported while SMPI runs (issue 25).
+
+``waitlab run`` from a shell paid 1.9-2.9 s of imports before its SMPI stage, most of it Bokeh, matplotlib and
+networkx, which only the work after the stage needs.  These tests hold the command line, the platforms and the
+pipeline to not importing them, the lazy names of :mod:`waitlab` and :mod:`waitlab.api` to resolving, and
+:func:`waitlab.experiments.preload.preloading` to its contract; the last one checks that a fresh process (which
+preloads) writes the same results folder as a warm one (which does not).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import waitlab
+from waitlab import api, api_studies
+from waitlab.cli import main
+from waitlab.experiments import preload
+from waitlab.experiments.diagnosis import registry
+from waitlab.experiments.diagnosis.names import BUILTIN_NAMES, DEFAULT_DIAGNOSE
+from waitlab.experiments.results import PICTURE_MODULES
+from waitlab.simulator import progress
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "stencil_late_rank.toml"
+#: What the way to the SMPI stage must not import (1.5-2 s between them).
+HEAVY = ("bokeh", "matplotlib", "networkx", "waitlab.api_studies", *PICTURE_MODULES)
+
+
+def fresh(code: str) -> str:
+    """The standard output of ``code`` run by a new Python process."""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout.strip().splitlines()[-1]
+
+
+def test_the_command_line_and_the_way_to_the_smpi_stage_import_no_report_library():
+    code = (f"import sys, waitlab.cli, waitlab.platforms, waitlab.experiments.pipeline as p\n"
+            f"from waitlab import api\n"
+            f"waitlab.cli.build_parser()\n"
+            f"prep = p.prepare(api.load_scenario({str(EXAMPLE)!r}))\n"
+            f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))")
+    assert fresh(code) == "[]"
+
+
+def test_import_waitlab_imports_no_api_until_a_name_is_used():
+    code = ("import sys, waitlab\nbefore = 'waitlab.api' in sys.modules\nrun = waitlab.run\n"
+            "print(before, 'waitlab.api' in sys.modules, run.__module__)")
+    assert fresh(code) == "False True waitlab.api"
+
+
+def test_every_exported_name_resolves_and_the_lazy_ones_are_the_studies():
+    for name in waitlab.__all__:
+        assert getattr(waitlab, name) is not None, name
+    for name in api.__all__:
+        assert getattr(api, name) is not None, name
+    assert api.STUDIES == set(api_studies.__all__)
+    assert api.diagnose is api_studies.diagnose and waitlab.diagnose is api_studies.diagnose
+    with pytest.raises(AttributeError, match="no attribute 'nonesuch'"):
+        _ = api.nonesuch  # type: ignore[attr-defined]
+    with pytest.raises(AttributeError, match="no attribute 'nonesuch'"):
+        _ = waitlab.nonesuch  # type: ignore[attr-defined]
+
+
+def test_the_names_of_the_builtin_models_are_the_registry_s():
+    assert list(registry.BUILTIN) == list(BUILTIN_NAMES)
+    assert {k: s.name for k, s in registry.BUILTIN.items()} == BUILTIN_NAMES == api.diagnosis_models()
+    assert registry.DEFAULT_DIAGNOSE == DEFAULT_DIAGNOSE == api.DEFAULT_MODELS
+
+
+@pytest.fixture
+def probe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A module that records which thread imported it (a new name each test: never imported before)."""
+    name = f"waitlab_probe_{tmp_path.name.replace('-', '_')}"
+    (tmp_path / f"{name}.py").write_text("import threading\nTHREAD = threading.current_thread().name\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield name
+    sys.modules.pop(name, None)
+
+
+def test_preloading_imports_on_its_thread_once_an_smpi_process_has_started(probe: str):
+    with preload.preloading([probe]):
+        assert probe not in sys.modules  # nothing before the stage: it would take the lock from that work
+        progress.launched()
+        progress.launched()  # a second SMPI stage (a perturbed run has two) starts no second thread
+    assert sys.modules[probe].THREAD == "waitlab-preload"  # joined: imported, on the preload thread
+
+
+def test_preloading_without_an_smpi_stage_imports_nothing(probe: str):
+    with preload.preloading([probe]):
+        pass
+    assert probe not in sys.modules
+    progress.launched()  # outside the block: no one listens
+    assert probe not in sys.modules
+
+
+def test_preloading_a_missing_module_leaves_the_error_to_the_place_that_uses_it(probe: str):
+    with preload.preloading(["waitlab_no_such_module", probe]):
+        progress.launched()
+    assert probe not in sys.modules  # stopped at the first failure, quietly
+    with pytest.raises(ModuleNotFoundError):
+        __import__("waitlab_no_such_module")
+
+
+def test_preloading_an_interrupted_block_does_not_wait(probe: str):
+    with pytest.raises(KeyboardInterrupt), preload.preloading([probe]):
+        progress.launched()
+        raise KeyboardInterrupt
+
+
+@pytest.mark.simgrid
+def test_a_fresh_process_preloads_during_smpi_and_writes_the_same_folder_as_a_warm_one(tmp_path: Path):
+    cold, warm = tmp_path / "cold", tmp_path / "warm"
+    code = ("import json, sys, threading\nfrom waitlab.experiments import preload\nseen = {}\n"
+            "real = preload._import_all\n"
+            "def spy(mods):\n    seen.update(thread=threading.current_thread().name, modules=list(mods))\n"
+            "    real(mods)\n"
+            "preload._import_all = spy\nfrom waitlab.cli import main\n"
+            f"rc = main(['run', {str(EXAMPLE)!r}, '-o', {str(cold)!r}, '--quiet'])\n"
+            "print(json.dumps({'rc': rc, **seen}))")
+    seen = json.loads(fresh(code))
+    assert seen == {"rc": 0, "thread": "waitlab-preload", "modules": list(PICTURE_MODULES)}
+    assert main(["run", str(EXAMPLE), "-o", str(warm), "--quiet"]) == 0  # this process: already imported
+    files = {p.relative_to(cold) for p in cold.rglob("*") if p.is_file()}
+    assert files == {p.relative_to(warm) for p in warm.rglob("*") if p.is_file()}
+    assert {"report.html", "timeline.png"} <= {str(f) for f in files}
+    differ = sorted(str(f) for f in files if (cold / f).read_bytes() != (warm / f).read_bytes())
+    assert differ == ["timing.json"]
