@@ -8,7 +8,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from test_realapps import program_scenario
+from program_scenarios import program_scenario
 
 from waitlab.experiments.capture import capture, trace_scenario_text
 from waitlab.experiments.pipeline import prepare, simulate

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from test_realapps import PROGRAMS, program_scenario
+from program_scenarios import PROGRAMS, program_scenario
 
 from waitlab.errors import InputError
 from waitlab.experiments.pipeline import simulate

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from program_scenarios import program_scenario, trace_scenario
 from test_programs_mpi import TOL, capture_and_replay, needs_smpi
-from test_realapps import program_scenario, trace_scenario
 
 from waitlab.experiments.capture import capture
 from waitlab.experiments.pipeline import simulate

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_realapps import program_scenario, trace_scenario
+from program_scenarios import program_scenario, trace_scenario
 
 from waitlab.errors import InputError
 from waitlab.experiments.capture import capture

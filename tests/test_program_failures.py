@@ -2,7 +2,8 @@
 
 The outputs below are SMPI 3.32's, copied from runs of ``tests/programs/fail.c`` (2 ranks) with plain
 ``smpirun`` (no measurement layer, so ``MPI_Abort`` has no error code); the end-to-end cases with the layer are in
-``tests/bad_inputs_programs.py`` and ``tests/test_realapps.py``.  Also: the output reader keeps at most its limit.
+``tests/bad_inputs_programs.py`` and ``tests/test_realapps_programs.py``.  Also: the output reader keeps at most its
+limit.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from test_realapps import program_scenario, trace_scenario
+from program_scenarios import program_scenario, trace_scenario
 
 import waitlab
 from waitlab.errors import InputError, SimulationError

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from test_realapps import program_scenario
+from program_scenarios import program_scenario
 
 from waitlab import api
 from waitlab.errors import InputError
