@@ -12,10 +12,10 @@ True
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from waitlab.errors import EnvironmentProblem, InputError, SimulationError, WaitlabError
+from waitlab.lazy import lazy_attributes
 from waitlab.version import __version__
 
 if TYPE_CHECKING:  # what __getattr__ returns, for type checkers and IDEs
@@ -84,18 +84,5 @@ __all__ = [
     "write_report",
 ]
 
-#: The names of ``__all__`` taken from :mod:`waitlab.api` when first used (the others are imported above).
-_FROM_API = frozenset(__all__) - set(globals())
-
-
-def __getattr__(name: str) -> Any:
-    """``waitlab.run`` and the other API names: :mod:`waitlab.api` is imported the first time one is used."""
-    if name in _FROM_API:
-        value = getattr(importlib.import_module("waitlab.api"), name)
-        globals()[name] = value  # once: later uses are plain attribute reads
-        return value
-    raise AttributeError(f"module 'waitlab' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_FROM_API})
+#: The names of ``__all__`` not imported above are taken from :mod:`waitlab.api` when first used.
+__getattr__, __dir__, _FROM_API = lazy_attributes(globals(), "waitlab.api")

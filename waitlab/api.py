@@ -7,7 +7,6 @@ True
 
 from __future__ import annotations
 
-import importlib
 import math
 import re
 import signal
@@ -31,6 +30,7 @@ from waitlab.experiments.report.perturbation_report import report_text
 from waitlab.experiments.results import PICTURE_MODULES, LoadedRun, load_events, load_run, summary_text, write_run
 from waitlab.experiments.run_folder import RESULTS_ROOT, default_output, results_folder
 from waitlab.experiments.scenario import Scenario, load_scenario
+from waitlab.lazy import lazy_attributes
 from waitlab.models.perturb.condition_c import ConditionCReport, check_condition_c
 from waitlab.platforms import PLATFORM_ALIASES, describe_platform, list_platforms, load_platform, render_platform
 from waitlab.platforms.calibration import calibration_table
@@ -111,19 +111,6 @@ __all__ = [
     "with_models",
     "write_report",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    """``waitlab.api.diagnose`` and the other studies: :mod:`waitlab.api_studies` is imported on first use."""
-    if name in STUDIES:  # (defined at the end of this module)
-        value = getattr(importlib.import_module("waitlab.api_studies"), name)
-        globals()[name] = value  # once: later uses are plain attribute reads
-        return value
-    raise AttributeError(f"module 'waitlab.api' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *STUDIES})
 
 
 def _scenario(scenario: Scenario | str | Path) -> Scenario:
@@ -274,6 +261,6 @@ def import_otf2(archive: str | Path, out: str | Path, *, platform: str = "dawnin
     return _import_otf2(archive, out, platform=platform, cpu_ratio=cpu_ratio, force=force)
 
 
-#: The names of ``__all__`` taken from :mod:`waitlab.api_studies` on first use (its rooms import Bokeh, matplotlib
-#: and networkx, which ``waitlab run`` does not need before its SMPI stage); the others are defined above.
-STUDIES = frozenset(__all__) - set(globals())
+#: The names of ``__all__`` not defined above are taken from :mod:`waitlab.api_studies` on first use (its rooms import
+#: Bokeh, matplotlib and networkx, which ``waitlab run`` does not need before its SMPI stage).
+__getattr__, __dir__, STUDIES = lazy_attributes(globals(), "waitlab.api_studies")
