@@ -29,7 +29,7 @@ def _import_all(modules: Sequence[str]) -> None:
     for name in modules:
         try:
             importlib.import_module(name)
-        except BaseException:  # the same import on the main thread raises it again, where it is used
+        except Exception:  # the same import on the main thread raises it again, where it is used
             return
 
 

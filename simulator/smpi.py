@@ -341,8 +341,8 @@ def run_smpirun(
                             cwd=cwd, start_new_session=True, preexec_fn=die_with_parent)
     assert proc.stdout is not None
     reader = OutputReader(proc.stdout, output_limit)
-    progress.launched()
     try:
+        progress.launched()
         ended = wait_for_output(reader, t0, timeout, report, progress_file, progress_total)
     except BaseException:
         kill_group(proc.pid)
