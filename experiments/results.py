@@ -74,7 +74,16 @@ def _ready(job: Future[pa.Buffer] | None) -> pa.Buffer | None:
 #: The writers of ``report.html`` and ``timeline.png``, imported by :func:`write_result` when it first runs, not at
 #: this module's top: they bring Bokeh and matplotlib (1-1.5 s of imports), which the way to a run's SMPI stage does
 #: not need.  :func:`waitlab.api.run` imports them on a thread while SMPI runs (:mod:`waitlab.experiments.preload`).
-PICTURE_MODULES = ("waitlab.experiments.report.html", "waitlab.experiments.report.plots")
+PICTURE_MODULES = {"report.html": "waitlab.experiments.report.html", "timeline.png": "waitlab.experiments.report.plots"}
+
+
+def picture_modules(png: bool) -> list[str]:
+    """The modules :func:`write_run` imports for its pictures (``png``: for ``timeline.png`` too).
+
+    >>> picture_modules(False)
+    ['waitlab.experiments.report.html']
+    """
+    return [module for file, module in PICTURE_MODULES.items() if png or file != "timeline.png"]
 
 
 def write_result(result: RunResult, folder: Path, *, png: bool = True, scenario_file: bool = True,

@@ -23,12 +23,12 @@ from waitlab.cli import main
 from waitlab.experiments import preload
 from waitlab.experiments.diagnosis import registry
 from waitlab.experiments.diagnosis.names import BUILTIN_NAMES, DEFAULT_DIAGNOSE
-from waitlab.experiments.results import PICTURE_MODULES
+from waitlab.experiments.results import PICTURE_MODULES, picture_modules
 from waitlab.simulator import progress
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "stencil_late_rank.toml"
 #: What the way to the SMPI stage must not import (1.5-2 s between them).
-HEAVY = ("bokeh", "matplotlib", "networkx", "waitlab.api_studies", *PICTURE_MODULES)
+HEAVY = ("bokeh", "matplotlib", "networkx", "waitlab.api_studies", *PICTURE_MODULES.values())
 
 
 def fresh(code: str) -> str:
@@ -113,20 +113,23 @@ def test_preloading_an_interrupted_block_does_not_wait(probe: str):
 
 
 @pytest.mark.simgrid
-def test_a_fresh_process_preloads_during_smpi_and_writes_the_same_folder_as_a_warm_one(tmp_path: Path):
+@pytest.mark.parametrize("png", [True, False])
+def test_a_fresh_process_preloads_during_smpi_and_writes_the_same_folder_as_a_warm_one(tmp_path: Path, png: bool):
     cold, warm = tmp_path / "cold", tmp_path / "warm"
+    flags = [] if png else ["--no-png"]
     code = ("import json, sys, threading\nfrom waitlab.experiments import preload\nseen = {}\n"
             "real = preload._import_all\n"
             "def spy(mods):\n    seen.update(thread=threading.current_thread().name, modules=list(mods))\n"
             "    real(mods)\n"
             "preload._import_all = spy\nfrom waitlab.cli import main\n"
-            f"rc = main(['run', {str(EXAMPLE)!r}, '-o', {str(cold)!r}, '--quiet'])\n"
+            f"rc = main(['run', {str(EXAMPLE)!r}, '-o', {str(cold)!r}, '--quiet', *{flags!r}])\n"
             "print(json.dumps({'rc': rc, **seen}))")
     seen = json.loads(fresh(code))
-    assert seen == {"rc": 0, "thread": "waitlab-preload", "modules": list(PICTURE_MODULES)}
-    assert main(["run", str(EXAMPLE), "-o", str(warm), "--quiet"]) == 0  # this process: already imported
+    assert seen == {"rc": 0, "thread": "waitlab-preload", "modules": picture_modules(png)}
+    assert main(["run", str(EXAMPLE), "-o", str(warm), "--quiet", *flags]) == 0  # this process: already imported
     files = {p.relative_to(cold) for p in cold.rglob("*") if p.is_file()}
     assert files == {p.relative_to(warm) for p in warm.rglob("*") if p.is_file()}
-    assert {"report.html", "timeline.png"} <= {str(f) for f in files}
+    assert {"report.html", *(["timeline.png"] if png else [])} <= {str(f) for f in files}
+    assert png or "timeline.png" not in {str(f) for f in files}
     differ = sorted(str(f) for f in files if (cold / f).read_bytes() != (warm / f).read_bytes())
     assert differ == ["timing.json"]

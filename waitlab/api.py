@@ -27,7 +27,7 @@ from waitlab.experiments.pipeline import Run, RunResult, prepare
 from waitlab.experiments.pipeline import run as _run
 from waitlab.experiments.preload import preloading
 from waitlab.experiments.report.perturbation_report import report_text
-from waitlab.experiments.results import PICTURE_MODULES, LoadedRun, load_events, load_run, summary_text, write_run
+from waitlab.experiments.results import LoadedRun, load_events, load_run, picture_modules, summary_text, write_run
 from waitlab.experiments.run_folder import RESULTS_ROOT, default_output, results_folder
 from waitlab.experiments.scenario import Scenario, load_scenario
 from waitlab.lazy import lazy_attributes
@@ -139,7 +139,7 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, force
     else:
         with results_folder(Path(out), force) as partial:
             paje = partial / "smpi.paje" if sc.simulation.paje else None
-            with preloading(PICTURE_MODULES):  # imported while SMPI runs, for write_run
+            with preloading(picture_modules(png)):  # imported while SMPI runs, for write_run
                 result = _run(sc, paje_file=paje, prep=prep, prewrite=True)
             write_run(result, partial, png=png)
     remember(est, prep, result.result.stage_seconds.get("smpi"))  # the estimate learns from this run
