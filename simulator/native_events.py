@@ -88,7 +88,7 @@ def event_columns(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: npt.ND
     m = n - int(np.count_nonzero(col["code"] == CODE["leave"]))
     ref = ref_dtype(max(m, len(ops.ledger)))
     local = local_ranks(ops)
-    size = np.array([m.size for m in comm_members(ops)], np.int64)
+    size = np.array([members.size for members in comm_members(ops)], np.int64)
     luts = (np.ascontiguousarray(kind_of_code, np.int8), np.ascontiguousarray(has_peer, np.uint8), _RULE_OF_CODE)
     # comm and excess zeroed (np.zeros: calloc), the pass writes their non-zero values only: mostly zero columns
     # are then never faulted in

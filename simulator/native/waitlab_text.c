@@ -1,8 +1,8 @@
 /* Rows of text from columns, by a template (issue 25: waitlab's own work around a program run).
  * Used by simulator/native_text.py through ctypes; built with the system C compiler.  The Chrome trace of a run
  * (simulator/chrome_trace.py) is written with it: every record is one template filled from numpy columns, the rows
- * joined by ",\n".  The Arrow version (chrome_trace.py _lines of _cat) stays the reference: the text is the same,
- * byte for byte (tests/test_trace_text_native.py).
+ * joined by ",\n".  Its reference is the records written one by one with Python's own formatting
+ * (tests/test_trace_text_columnwise.py); the text is the same as the Arrow version's it replaced, byte for byte.
  *
  * A template is a list of parts; each part is one of
  *   LIT    a constant text;
