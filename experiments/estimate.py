@@ -30,8 +30,8 @@ from typing import Any
 
 from waitlab.errors import EnvironmentProblem, WaitlabError
 from waitlab.experiments.estimate_history import learned_factor, read_history, record_run
-from waitlab.experiments.pipeline import Prepared
 from waitlab.experiments.sources import source_for
+from waitlab.experiments.stage import Prepared
 from waitlab.platforms.machine import EAGER_TRANSFER_KEY, TREE_ALLREDUCE
 from waitlab.simulator.spill import SPILL_MIN_OPS
 

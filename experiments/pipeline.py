@@ -11,24 +11,26 @@ delayed work booked into the ledger, condition C and the wait distortion.
 
 from __future__ import annotations
 
-import tempfile
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from functools import cached_property, partial
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from waitlab.errors import InputError
-from waitlab.experiments.perturbation import perturbation_config, platform_facts
 from waitlab.experiments.prewrite import Prewritten, encode_ops
 from waitlab.experiments.report.notebook import run_html
 from waitlab.experiments.report.perturbation_report import PerturbationResult, event_op_rows, perturbation_report
 from waitlab.experiments.scenario import Scenario
-from waitlab.experiments.sources import Execution, Source, source_for
+from waitlab.experiments.sources import Execution
+from waitlab.experiments.stage import Prepared as Prepared
+from waitlab.experiments.stage import execute, link_factors
+from waitlab.experiments.stage import prepare as prepare
+from waitlab.experiments.stage import smpi_config as smpi_config
+from waitlab.experiments.stage import without_links as without_links
 from waitlab.models.analysis.metrics import ledger_frame, wait_metrics
 from waitlab.models.analysis.summary import rank_budget, summarize
 from waitlab.models.analysis.waitstates import wait_states
@@ -39,21 +41,18 @@ from waitlab.models.perturb.link import link_ledger
 from waitlab.models.perturb.stage import (
     SPILL_KINDS,
     NoiseSetup,
-    PerturbationConfig,
-    PlatformFacts,
     noise_ledger,
     noise_setup,
     perturb_ops,
     with_ledger_rows,
 )
-from waitlab.platforms import PlatformModel, RenderedPlatform, load_platform, placement_table, render_platform
-from waitlab.platforms.degraded import degrade_links
-from waitlab.platforms.machine import alltoall_settings, contention_record, machine_settings
+from waitlab.platforms.machine import contention_record
+from waitlab.platforms.placement_table import placement_table
 from waitlab.platforms.smpi_factors import calibrate
 from waitlab.simulator.build import simgrid_version
 from waitlab.simulator.export import encode_table
 from waitlab.simulator.spill import release_free_memory
-from waitlab.simulator.timeline import ROW_REFERENCES, SCHEMA_VERSION
+from waitlab.simulator.timeline import ROW_REFERENCES, SCHEMA_VERSION, build_events
 from waitlab.version import __version__
 
 
@@ -84,75 +83,6 @@ class RunResult:
         return ledger_frame(self.ops)
 
 
-@dataclass(frozen=True)
-class Prepared:
-    """A scenario ready to simulate: its platform model and rendering (once), source and perturbation stage."""
-
-    scenario: Scenario
-    model: PlatformModel
-    platform: RenderedPlatform
-    source: Source
-    perturbation: PerturbationConfig | None
-
-    def smpi_config(self) -> dict[str, str]:
-        """SimGrid ``--cfg`` settings: the machine model (:func:`waitlab.platforms.machine.machine_settings`:
-        calibration, send-order cost, allreduce, solver precision, contention laws), the alltoall choice, then
-        the scenario's own (later ones win)."""
-        sim = self.scenario.simulation
-        machine = machine_settings(self.model, self.platform, contention=sim.contention,
-                                   solver_precision=sim.solver_precision, timing_precision=sim.timing_precision)
-        return {**machine, **smpi_config(self.scenario)}
-
-    @cached_property
-    def facts(self) -> PlatformFacts:
-        """What the perturbation models need to know about the platform (built once)."""
-        return platform_facts(self.model, self.platform)
-
-    def with_profiles(self, speed_profiles: Mapping[str, str] | None) -> RenderedPlatform:
-        """The platform with SimGrid speed profiles (system noise) attached to hosts."""
-        if not speed_profiles:
-            return self.platform
-        return _render(self.scenario, self.model, speed_profiles)
-
-
-def smpi_config(scenario: Scenario) -> dict[str, str]:
-    """SimGrid ``--cfg`` settings of a scenario itself: its alltoall choice and its ``[simulation] config``."""
-    cfg: dict[str, str] = {}
-    algorithm = scenario.simulation.alltoall
-    if algorithm == "default":  # the application may name an SMPI algorithm itself (fft's alltoall_algorithm)
-        algorithm = getattr(scenario.application, "alltoall_algorithm", "default")
-    if algorithm != "default":
-        cfg.update(alltoall_settings(algorithm))
-    cfg.update(dict(scenario.simulation.config_pairs()))
-    return cfg
-
-
-def _render(scenario: Scenario, model: PlatformModel,
-            speed_profiles: Mapping[str, str] | None = None) -> RenderedPlatform:
-    pl = scenario.platform
-    try:
-        rendered = render_platform(model, scenario.ranks, ranks_per_node=pl.ranks_per_node, nodes=pl.nodes,
-                                   split_cores=pl.split_cores, speed_profiles=speed_profiles,
-                                   placement=pl.placement_rule())
-        return degrade_links(rendered, model, link_factors(scenario), scenario.source)
-    except InputError as exc:  # a placement that does not fit: name the scenario file
-        if exc.field.startswith("platform.") and exc.file == "platform":
-            raise InputError(scenario.source, exc.field, exc.problem, exc.fix) from None
-        raise
-
-
-def link_factors(scenario: Scenario) -> dict[int, float]:
-    """Node -> bandwidth factor of the scenario's degraded links (``[[platform.degraded_link]]``)."""
-    return {d.node: d.bandwidth_factor for d in scenario.platform.degraded_link or ()}
-
-
-def without_links(scenario: Scenario, nodes: Iterable[int]) -> Scenario:
-    """``scenario`` with the degraded links of ``nodes`` restored (a counterfactual of cause kind ``link``)."""
-    drop = set(nodes)
-    keep = tuple(d for d in scenario.platform.degraded_link or () if d.node not in drop)
-    return replace(scenario, platform=scenario.platform.model_copy(update={"degraded_link": keep or None}))
-
-
 def with_link_ledger(prep: Prepared, res: RunResult) -> RunResult:
     """``res`` with the ledger rows of its degraded links (:func:`waitlab.models.perturb.link.link_ledger`)."""
     factors = link_factors(prep.scenario)
@@ -160,13 +90,6 @@ def with_link_ledger(prep: Prepared, res: RunResult) -> RunResult:
         return res
     bandwidth = calibrate(prep.model).inter_node.bandwidth  # what the node's link was rendered with
     return replace(res, ops=link_ledger(res.ops, prep.platform.node_of_rank, factors, bandwidth))
-
-
-def prepare(scenario: Scenario) -> Prepared:
-    """Load and render the platform once, pick the source, build the perturbation stage."""
-    model = load_platform(scenario.platform.name)
-    prep = Prepared(scenario, model, _render(scenario, model), source_for(scenario), perturbation_config(scenario))
-    return prep
 
 
 def simulate_ops(prep: Prepared, ops: OpTable | None = None, *, speed_profiles: Mapping[str, str] | None = None,
@@ -188,12 +111,7 @@ def simulate_ops(prep: Prepared, ops: OpTable | None = None, *, speed_profiles: 
         The run will be written to a results folder: encode its largest Parquet files in the background
         (:func:`finish`).
     """
-    platform = prep.with_profiles(speed_profiles)
-    flags = ["-trace", "-trace-file", str(Path(paje_file).resolve())] if paje_file is not None else []
-    with tempfile.TemporaryDirectory(prefix="waitlab-") as tmp:
-        work = keep_dir or Path(tmp)
-        work.mkdir(parents=True, exist_ok=True)
-        ex = prep.source.execute(ops, platform, prep.smpi_config(), work, flags)
+    ex = execute(prep, ops, speed_profiles=speed_profiles, paje_file=paje_file, keep_dir=keep_dir)
     return finish(prep, ex, prewrite=prewrite)
 
 
@@ -219,9 +137,11 @@ def finish(prep: Prepared, ex: Execution, *, prewrite: bool = False) -> RunResul
     if pre is not None:
         pre.start("ops.parquet", ex.ops, metadata, partial(encode_ops, ex.ops, metadata))
     events = ex.events
-    if events is None:  # a real program's run: its event table is built here
+    if events is None:  # a real program's run: its event table is built here, from each operation's times
+        if ex.times is None:
+            raise ValueError("an execution without events has the operations' times")
         t = time.perf_counter()
-        events = ex.event_table()
+        events = build_events(ex.ops, *ex.times)
         stages["parse"] = time.perf_counter() - t
     try:
         if pre is not None:
@@ -273,23 +193,32 @@ def simulate(scenario: Scenario, ops: OpTable | None = None, *,
 
 
 def run(scenario: Scenario, *, paje_file: Path | None = None, base: RunResult | None = None,
-        ops: OpTable | None = None, prep: Prepared | None = None, prewrite: bool = False) -> Run:
+        ops: OpTable | None = None, prep: Prepared | None = None, prewrite: bool = False,
+        first: Execution | None = None) -> Run:
     """Simulate a scenario as ``waitlab run`` does (see the module doc).
 
     ``base`` is the unperturbed run of the same operations when already simulated (studies that compare
     several perturbations of one run pass it to save the unperturbed SMPI run); ``ops`` replaces the
     source's operations (a hand-built case); ``prep`` is the scenario already prepared (:func:`prepare`);
     ``prewrite``: the run will be written to a results folder (an unperturbed run's largest Parquet files are
-    encoded in the background, :func:`finish`).
+    encoded in the background, :func:`finish`); ``first`` is the SMPI stage of the source's own operations, run
+    already (:func:`waitlab.experiments.stage.execute`, with ``paje_file`` when unperturbed, without it when
+    perturbed: :func:`waitlab.api.run` runs it while this module is imported).
     """
+    if first is not None and (ops is not None or base is not None):
+        raise ValueError("`first` is the run of the source's own operations: give it without `ops` and `base`")
     prep = prep if prep is not None else prepare(scenario)
     cfg = prep.perturbation
     if cfg is None:
-        return Run(with_link_ledger(prep, simulate_ops(prep, ops, paje_file=paje_file, prewrite=prewrite)))
+        res = finish(prep, first, prewrite=prewrite) if first is not None else \
+            simulate_ops(prep, ops, paje_file=paje_file, prewrite=prewrite)
+        return Run(with_link_ledger(prep, res))
     stages: dict[str, float] = {}
     t = time.perf_counter()
-    base = base if base is not None else simulate_ops(prep, ops)
-    stages["unperturbed_run"] = time.perf_counter() - t
+    if base is None:
+        base = finish(prep, first) if first is not None else simulate_ops(prep, ops)
+    # with `first`, its SMPI stage ran before this call: its build and stage seconds are added
+    stages["unperturbed_run"] = time.perf_counter() - t + (sum(first.stage_seconds.values()) if first else 0.0)
     horizon = max(cfg.noise.horizon_factor * max(float(base.summary["makespan"]), 1e-3), 1e-3)
     setup = noise_for(prep, horizon)
     p = perturb_ops(base.ops, cfg, prep.facts, scenario.seed)

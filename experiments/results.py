@@ -71,21 +71,6 @@ def _ready(job: Future[pa.Buffer] | None) -> pa.Buffer | None:
     return job.result() if job is not None else None
 
 
-#: The writers of ``report.html`` and ``timeline.png``, imported by :func:`write_result` when it first runs, not at
-#: this module's top: they bring Bokeh and matplotlib (1-1.5 s of imports), which the way to a run's SMPI stage does
-#: not need.  :func:`waitlab.api.run` imports them on a thread while SMPI runs (:mod:`waitlab.experiments.preload`).
-PICTURE_MODULES = {"report.html": "waitlab.experiments.report.html", "timeline.png": "waitlab.experiments.report.plots"}
-
-
-def picture_modules(png: bool) -> list[str]:
-    """The modules :func:`write_run` imports for its pictures (``png``: for ``timeline.png`` too).
-
-    >>> picture_modules(False)
-    ['waitlab.experiments.report.html']
-    """
-    return [module for file, module in PICTURE_MODULES.items() if png or file != "timeline.png"]
-
-
 def write_result(result: RunResult, folder: Path, *, png: bool = True, scenario_file: bool = True,
                  html: bool = True) -> None:
     """Write every output file of one SMPI run into ``folder`` (``report.html`` too unless ``html=False``).
@@ -96,7 +81,7 @@ def write_result(result: RunResult, folder: Path, *, png: bool = True, scenario_
     ``ops.parquet``, ``events.parquet`` and ``waits.parquet`` may be encoded already (``result.prewritten``, from
     the same tables).
     """
-    # imported here, not at the top: PICTURE_MODULES
+    # imported here, not at the top: waitlab.experiments.run_folder.PICTURE_MODULES
     from waitlab.experiments.report.html import write_html_report
     from waitlab.experiments.report.plots import timeline_png
 

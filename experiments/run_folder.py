@@ -14,6 +14,23 @@ from pathlib import Path
 
 from waitlab.errors import InputError, write_error
 
+#: The writers of ``report.html`` and ``timeline.png``, imported by :func:`waitlab.experiments.results.write_result`
+#: when it first runs, not at that module's top: they bring Bokeh and matplotlib (1-1.5 s of imports), which the way
+#: to a run's SMPI stage does not need.  :func:`waitlab.api.run` imports them on a thread while SMPI runs
+#: (:mod:`waitlab.experiments.preload`).
+PICTURE_MODULES = {"report.html": "waitlab.experiments.report.html", "timeline.png": "waitlab.experiments.report.plots"}
+
+
+def picture_modules(png: bool) -> list[str]:
+    """The modules :func:`waitlab.experiments.results.write_run` imports for its pictures (``png``: for
+    ``timeline.png`` too).
+
+    >>> picture_modules(False)
+    ['waitlab.experiments.report.html']
+    """
+    return [module for file, module in PICTURE_MODULES.items() if png or file != "timeline.png"]
+
+
 MARKER = ".waitlab"
 #: Folder default outputs go under (``results/<scenario name>``).
 RESULTS_ROOT = Path("results")

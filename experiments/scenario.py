@@ -292,6 +292,11 @@ def _check_imbalance_ranks(params: Any, ranks: int, file: str) -> None:
                          f"use a root below {ranks}")
 
 
+def as_scenario(scenario: Scenario | str | Path) -> Scenario:
+    """``scenario`` itself, or the scenario of the TOML file it names (:func:`load_scenario`)."""
+    return scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
+
+
 def load_scenario(path: str | Path) -> Scenario:
     """Read and validate a scenario TOML file."""
     return from_mapping(read_toml(path), str(path))

@@ -9,7 +9,8 @@ Every source answers two questions the pipeline asks (:class:`Source`):
   with causes removed) on the rendered platform with SMPI, and return the event
   table.
 
-A synthetic model and a trace are replayed by waitlab's replay extension; a
+A synthetic model and a trace are replayed by waitlab's replay extension
+(:mod:`waitlab.experiments.replay_sources`); a
 program runs under SMPI with waitlab's measurement layer, which executes the
 local operations of the target table that the program itself does not contain
 (perturbations, counterfactual changes).
@@ -20,30 +21,19 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
-import pandas as pd
 
-from waitlab.errors import InputError
-from waitlab.experiments.physics_limits import largest_node_memory
 from waitlab.experiments.programs import program_binary, program_config, run_real_program
-from waitlab.experiments.real_params import Otf2Params, ProgramParams, TraceParams
+from waitlab.experiments.real_params import ProgramParams
 from waitlab.experiments.scenario import Scenario
-from waitlab.models.analysis.trace_check import first_mismatch
-from waitlab.models.apps.registry import generate
 from waitlab.models.ops import OpTable
-from waitlab.models.otf2_ops import Otf2Unreplayable, records_to_ops
-from waitlab.models.vocabulary import BYTES_ACTIONS
 from waitlab.platforms import RenderedPlatform
-from waitlab.platforms.machine import replay_settings
-from waitlab.simulator.otf2_import import read_otf2
-from waitlab.simulator.replay import replay_ops
-from waitlab.simulator.spill import spill_ops
-from waitlab.simulator.ti_trace import ParsedTrace, parse_ti_trace
-from waitlab.simulator.timeline import build_events
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -53,6 +43,8 @@ class Execution:
     A real program's run leaves its event table to the pipeline (``events`` is ``None``): ``times`` holds each
     operation's enter and exit times, from which :func:`waitlab.experiments.pipeline.finish` builds it
     (:func:`waitlab.simulator.timeline.build_events`) while its operation table is encoded for the results folder.
+    This module imports no pandas (a program run's way to its SMPI stage, :mod:`waitlab.experiments.stage`): the
+    table's type is named for type checkers only.
     """
 
     ops: OpTable
@@ -67,14 +59,6 @@ class Execution:
     rerun: dict[str, bytes] = field(default_factory=dict)
     #: each operation's enter and exit times when ``events`` is ``None``
     times: tuple[np.ndarray, np.ndarray] | None = None
-
-    def event_table(self) -> pd.DataFrame:
-        """The event table: ``events``, or the one built from ``times``."""
-        if self.events is not None:
-            return self.events
-        if self.times is None:
-            raise ValueError("an execution without events has the operations' times")
-        return build_events(self.ops, *self.times)
 
 
 class Source(Protocol):
@@ -106,121 +90,9 @@ def compute_speed(scenario: Scenario, platform: RenderedPlatform) -> float:
     return float(ref) if ref is not None else float(platform.core_speed)
 
 
-def _what(scenario: Scenario) -> str:
+def replay_what(scenario: Scenario) -> str:
+    """How a replay of ``scenario`` is named in SimGrid's errors."""
     return f"SMPI replay of scenario '{scenario.name}' ({scenario.source})"
-
-
-@dataclass(frozen=True)
-class SyntheticSource:
-    """An application model of :mod:`waitlab.models.apps` (pure: operations in, no SMPI needed to make them)."""
-
-    scenario: Scenario
-    kind: str = "synthetic"
-
-    def operations(self, platform: RenderedPlatform, settings: Mapping[str, str], work: Path) -> OpTable:
-        return generate(self.scenario.application, self.scenario.ranks, self.scenario.seed)
-
-    def execute(self, ops: OpTable | None, platform: RenderedPlatform, settings: Mapping[str, str], work: Path,
-                flags: Sequence[str]) -> Execution:
-        sc = self.scenario
-        t = time.perf_counter()
-        if ops is None:  # a large table lives memory-mapped from here on (simulator/spill.py)
-            ops = spill_ops(self.operations(platform, settings, work), work)
-        gen = time.perf_counter() - t
-        xml, hostfile = platform.write(work)
-        rep = replay_ops(ops, xml, hostfile, compute_speed(sc, platform), config=replay_settings(settings),
-                         extra_flags=list(flags), timeout=sc.simulation.timeout, work=work, what=_what(sc))
-        return Execution(ops, rep.events, rep.output, dict(settings), {"generate": gen, **rep.stage_seconds})
-
-
-@lru_cache(maxsize=8)
-def _parse_cached(path: str, digest: str, fps: float, n_ranks: int) -> ParsedTrace:
-    parsed = parse_ti_trace(Path(path), flops_per_second=fps, n_ranks=n_ranks)
-    ops = parsed.ops
-    moved = ops.value[ops.mask(BYTES_ACTIONS)]
-    if moved.size and moved.max() > largest_node_memory():
-        i = int(np.flatnonzero(ops.mask(BYTES_ACTIONS) & (ops.value == moved.max()))[0])
-        raise InputError(path, f"rank {int(ops.rank[i])}, operation {int(ops.seq[i])}", f"a message of "
-                         f"{moved.max():g} bytes is larger than the memory of any platform's node "
-                         f"({largest_node_memory():g} bytes)", "check the counts and datatypes of the trace")
-    problem = first_mismatch(ops)  # before SMPI: SimGrid would crash or hang on these
-    if problem is not None:
-        raise InputError(path, f"({problem[0]})", problem[1], "fix the trace (or capture it again); waitlab checks "
-                         "collectives, message pairs and deadlocks before replaying")
-    return parsed
-
-
-@dataclass(frozen=True)
-class TraceSource:
-    """A time-independent trace (captured by ``waitlab capture``, ``smpirun -trace-ti`` or converted)."""
-
-    scenario: Scenario
-    kind: str = "trace"
-
-    def parsed(self, platform: RenderedPlatform) -> ParsedTrace:
-        """The trace as operations (cached by path, file digest and speed)."""
-        p: TraceParams = self.scenario.application
-        fps = p.flops_per_second or platform.core_speed
-        return _parse_cached(p.trace, p.digest, float(fps), self.scenario.ranks)
-
-    def operations(self, platform: RenderedPlatform, settings: Mapping[str, str], work: Path) -> OpTable:
-        return self.parsed(platform).ops
-
-    def execute(self, ops: OpTable | None, platform: RenderedPlatform, settings: Mapping[str, str], work: Path,
-                flags: Sequence[str]) -> Execution:
-        sc = self.scenario
-        t = time.perf_counter()
-        parsed = self.parsed(platform)
-        ops = parsed.ops if ops is None else ops
-        gen = time.perf_counter() - t
-        xml, hostfile = platform.write(work)
-        rep = replay_ops(ops, xml, hostfile, platform.core_speed, config=replay_settings(settings),
-                         extra_flags=list(flags),
-                         timeout=sc.simulation.timeout, work=work, vectors=parsed.vectors, what=_what(sc))
-        meta = {"trace": sc.application.trace, "flops_per_second": parsed.flops_per_second}
-        return Execution(ops, rep.events, rep.output, dict(settings), {"generate": gen, **rep.stage_seconds}, meta)
-
-
-@lru_cache(maxsize=4)
-def _otf2_ops_cached(path: str, digest: str, cpu_ratio: float, n_ranks: int) -> OpTable:
-    try:
-        ops = records_to_ops(read_otf2(path), cpu_ratio)
-    except Otf2Unreplayable as exc:
-        raise InputError(path, exc.where, exc.what, exc.fix) from None
-    if ops.n_ranks != n_ranks:
-        raise InputError(path, "(locations)", f"holds {ops.n_ranks} MPI ranks but the scenario has "
-                         f"ranks = {n_ranks}", f"set [scenario] ranks = {ops.n_ranks}")
-    problem = first_mismatch(ops)  # before SMPI: SimGrid would crash or hang on these
-    if problem is not None:
-        raise InputError(path, f"({problem[0]})", problem[1], "the archive is inconsistent (truncated, or a "
-                         "communicator or message is missing): record the run again")
-    return ops
-
-
-@dataclass(frozen=True)
-class Otf2Source:
-    """An OTF2 trace of a real run (e.g. Score-P's): its MPI calls replayed, the time between them as compute
-    scaled by ``cpu_ratio`` (:mod:`waitlab.models.otf2_ops`)."""
-
-    scenario: Scenario
-    kind: str = "otf2"
-
-    def operations(self, platform: RenderedPlatform, settings: Mapping[str, str], work: Path) -> OpTable:
-        p: Otf2Params = self.scenario.application
-        return _otf2_ops_cached(p.trace, p.digest, float(p.cpu_ratio), self.scenario.ranks)
-
-    def execute(self, ops: OpTable | None, platform: RenderedPlatform, settings: Mapping[str, str], work: Path,
-                flags: Sequence[str]) -> Execution:
-        sc = self.scenario
-        t = time.perf_counter()
-        ops = self.operations(platform, settings, work) if ops is None else ops
-        gen = time.perf_counter() - t
-        xml, hostfile = platform.write(work)
-        rep = replay_ops(ops, xml, hostfile, platform.core_speed, config=replay_settings(settings),
-                         extra_flags=list(flags),
-                         timeout=sc.simulation.timeout, work=work, what=_what(sc))
-        meta = {"trace": sc.application.trace, "cpu_ratio": sc.application.cpu_ratio}
-        return Execution(ops, rep.events, rep.output, dict(settings), {"import": gen, **rep.stage_seconds}, meta)
 
 
 #: Measured operations of the last unperturbed program runs, by scenario hash (a perturbed run starts from them).
@@ -264,8 +136,8 @@ def source_for(scenario: Scenario) -> Source:
     """The source of a scenario's operations, by its application kind."""
     if scenario.application_kind == "program":
         return ProgramSource(scenario)
-    if scenario.application_kind == "trace":
-        return TraceSource(scenario)
-    if scenario.application_kind == "otf2":
-        return Otf2Source(scenario)
-    return SyntheticSource(scenario)
+    # imported here, not at the top: the replayed kinds need the replay's event table (pandas), which a program run
+    # imports while its SMPI stage goes on (waitlab.experiments.stage)
+    from waitlab.experiments.replay_sources import replayed_source
+
+    return replayed_source(scenario)

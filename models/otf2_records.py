@@ -36,8 +36,11 @@ class Otf2Unreplayable(Exception):
     """A record waitlab cannot replay: ``what`` it is, ``where`` (rank and time), and the ``fix``."""
 
     def __init__(self, where: str, what: str, fix: str) -> None:
-        super().__init__(f"{where}: {what}")
+        super().__init__(where, what, fix)  # all three in ``args``: a pickled error is built again from them
         self.where, self.what, self.fix = where, what, fix
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.what}"
 
 
 class Otf2Inconsistent(Otf2Unreplayable):

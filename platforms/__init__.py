@@ -13,7 +13,7 @@ from waitlab.platforms.model import (
     load_platform,
 )
 from waitlab.platforms.mpi_spec import MpiPoint, MpiSpec
-from waitlab.platforms.placement import PLACEMENTS, Placement, place_ranks, placement_table
+from waitlab.platforms.placement import PLACEMENTS, Placement, place_ranks
 from waitlab.platforms.render import RenderedPlatform, render_platform
 from waitlab.platforms.smpi_factors import Calibration, calibrate
 
@@ -36,6 +36,5 @@ __all__ = [
     "list_platforms",
     "load_platform",
     "place_ranks",
-    "placement_table",
     "render_platform",
 ]

@@ -41,11 +41,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
 from waitlab.errors import InputError
 
-__all__ = ["PLACEMENTS", "Placement", "place_ranks", "placement_table", "slot_of_rank"]
+__all__ = ["PLACEMENTS", "Placement", "place_ranks", "slot_of_rank"]
 
 #: Placement rules (values of ``platform.placement``).
 PLACEMENTS: tuple[str, ...] = ("block", "cyclic", "random", "nodes", "supernodes")
@@ -160,15 +159,3 @@ def slot_of_rank(node_of_rank: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     slot = np.empty_like(node)
     slot[order] = np.arange(len(node)) - first
     return slot
-
-
-def placement_table(node_of_rank: npt.NDArray[np.int64] | tuple[int, ...], host_of_rank: tuple[str, ...],
-                    leaf_size: int) -> pd.DataFrame:
-    """The mapping a run records: ``rank, node, supernode, host``.
-
-    >>> placement_table((0, 0, 300), ("node-0", "node-0", "node-300"), 256)["supernode"].tolist()
-    [0, 0, 1]
-    """
-    node = np.asarray(node_of_rank, dtype=np.int64)
-    return pd.DataFrame({"rank": np.arange(len(node), dtype=np.int64), "node": node,
-                         "supernode": node // leaf_size, "host": list(host_of_rank)})

@@ -23,8 +23,8 @@ from waitlab.models.ops import OpTable
 from waitlab.models.vocabulary import ACTIONS
 from waitlab.simulator import progress
 from waitlab.simulator.build import require_tool
+from waitlab.simulator.log_reader import LOG_DTYPE
 from waitlab.simulator.output_reader import OutputReader, wait_for_output
-from waitlab.simulator.timeline import LOG_DTYPE
 
 #: Settings of waitlab's own native plugins, handed to them as environment variables instead of ``--cfg``
 #: (SimGrid refuses keys it does not know): the contention plugin (simulator/native/waitlab_contention.cpp).

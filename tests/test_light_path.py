@@ -1,10 +1,12 @@
-"""The way to a run's SMPI stage imports no report library, and what it defers is imported while SMPI runs (issue 25).
+"""The way to a run's SMPI stage imports no analysis or report library, and what it defers is imported while SMPI runs
+(issue 25).
 
-``waitlab run`` from a shell paid 1.9-2.9 s of imports before its SMPI stage, most of it Bokeh, matplotlib and
-networkx, which only the work after the stage needs.  These tests hold the command line, the platforms and the
-pipeline to not importing them, the lazy names of :mod:`waitlab` and :mod:`waitlab.api` to resolving, and
-:func:`waitlab.experiments.preload.preloading` to its contract; the last one checks that a fresh process (which
-preloads) writes the same results folder as a warm one (which does not).
+``waitlab run`` from a shell paid 1.9-2.9 s of imports before its SMPI stage: Bokeh, matplotlib and networkx, then
+pandas and pyarrow, which only the work after the stage needs.  These tests hold the command line, the platforms and
+the way to a program's SMPI stage to not importing them, the lazy names of :mod:`waitlab` and :mod:`waitlab.api` to
+resolving, and :func:`waitlab.experiments.preload.preloading` to its contract; the last ones check that a fresh
+process (which preloads) writes the same results folder as a warm one (which does not), and that a program's
+``smpirun`` starts before pandas is imported.
 """
 
 from __future__ import annotations
@@ -19,17 +21,19 @@ from pathlib import Path
 import pytest
 
 import waitlab
-from waitlab import api, api_studies
+from waitlab import api, api_results, api_studies
 from waitlab.cli import build_parser, main
 from waitlab.experiments import preload
 from waitlab.experiments.diagnosis import registry
 from waitlab.experiments.diagnosis.names import BUILTIN_NAMES, DEFAULT_DIAGNOSE
-from waitlab.experiments.results import PICTURE_MODULES, picture_modules
+from waitlab.experiments.run_folder import PICTURE_MODULES, picture_modules
 from waitlab.simulator import progress
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "stencil_late_rank.toml"
-#: What the way to the SMPI stage must not import (1.5-2 s between them).
-HEAVY = ("bokeh", "matplotlib", "networkx", "waitlab.api_studies", *PICTURE_MODULES.values())
+BSP = Path(__file__).resolve().parent / "programs" / "bsp.c"
+#: What the way to the SMPI stage must not import (2-3 s between them).
+HEAVY = ("bokeh", "matplotlib", "networkx", "pandas", "pyarrow", "waitlab.api_results", "waitlab.api_studies",
+         *api.AFTER_STAGE, *PICTURE_MODULES.values())
 
 
 def fresh(code: str) -> str:
@@ -39,13 +43,21 @@ def fresh(code: str) -> str:
     return out.stdout.strip().splitlines()[-1]
 
 
-def test_the_command_line_and_the_way_to_the_smpi_stage_import_no_report_library():
-    code = (f"import sys, waitlab.cli, waitlab.platforms, waitlab.experiments.pipeline as p\n"
+def test_the_command_line_and_the_way_to_the_smpi_stage_import_no_analysis_or_report_library(tmp_path: Path):
+    program = ('[scenario]\nname = "bsp"\nranks = 4\n[platform]\nname = "dawning_5000a"\n[application]\n'
+               f'kind = "program"\nsources = ["{BSP}"]\nargs = ["3"]\n')
+    code = (f"import sys, waitlab.cli, waitlab.platforms, waitlab.experiments.stage as s\n"
             f"from waitlab import api\n"
             f"waitlab.cli.build_parser()\n"
-            f"prep = p.prepare(api.load_scenario({str(EXAMPLE)!r}))\n"
+            f"prep = s.prepare(api.load_scenario({str(tmp_path / 'bsp.toml')!r}))\n"
+            f"prep.smpi_config()\n"
             f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))")
+    (tmp_path / "bsp.toml").write_text(program)
     assert fresh(code) == "[]"
+    # a replayed source (here a synthetic model) needs the replay's event table, pandas, but no report library
+    reports = ("bokeh", "matplotlib", "networkx", "waitlab.api_studies", *PICTURE_MODULES.values())
+    replayed = code.replace(str(tmp_path / "bsp.toml"), str(EXAMPLE)).replace(repr(HEAVY), repr(reports))
+    assert fresh(replayed) == "[]"
 
 
 def test_import_waitlab_imports_no_api_until_a_name_is_used():
@@ -54,13 +66,15 @@ def test_import_waitlab_imports_no_api_until_a_name_is_used():
     assert fresh(code) == "False True waitlab.api"
 
 
-def test_every_exported_name_resolves_and_the_lazy_ones_are_the_studies():
+def test_every_exported_name_resolves_and_the_lazy_ones_are_the_tools_and_studies():
     for name in waitlab.__all__:
         assert getattr(waitlab, name) is not None, name
     for name in api.__all__:
         assert getattr(api, name) is not None, name
-    assert api.STUDIES == set(api_studies.__all__)
+    assert api.LAZY == set(api_results.__all__) | set(api_studies.__all__)
+    assert not set(api_results.__all__) & set(api_studies.__all__)  # each lazy name has one home
     assert api.diagnose is api_studies.diagnose and waitlab.diagnose is api_studies.diagnose
+    assert api.load_run is api_results.load_run and waitlab.check_c is api_results.check_c
     with pytest.raises(AttributeError, match="no attribute 'nonesuch'"):
         _ = api.nonesuch  # type: ignore[attr-defined]
     with pytest.raises(AttributeError, match="no attribute 'nonesuch'"):
@@ -130,7 +144,7 @@ def test_a_fresh_process_preloads_during_smpi_and_writes_the_same_folder_as_a_wa
             f"rc = main(['run', {str(EXAMPLE)!r}, '-o', {str(cold)!r}, '--quiet', *{flags!r}])\n"
             "print(json.dumps({'rc': rc, **seen}))")
     seen = json.loads(fresh(code))
-    assert seen == {"rc": 0, "thread": "waitlab-preload", "modules": picture_modules(png)}
+    assert seen == {"rc": 0, "thread": "waitlab-preload", "modules": [*api.AFTER_STAGE, *picture_modules(png)]}
     assert main(["run", str(EXAMPLE), "-o", str(warm), "--quiet", *flags]) == 0  # this process: already imported
     files = {p.relative_to(cold) for p in cold.rglob("*") if p.is_file()}
     assert files == {p.relative_to(warm) for p in warm.rglob("*") if p.is_file()}
@@ -138,3 +152,21 @@ def test_a_fresh_process_preloads_during_smpi_and_writes_the_same_folder_as_a_wa
     assert png or "timeline.png" not in {str(f) for f in files}
     differ = sorted(str(f) for f in files if (cold / f).read_bytes() != (warm / f).read_bytes())
     assert differ == ["timing.json"]
+
+
+@pytest.mark.simgrid
+def test_a_program_s_smpirun_starts_before_pandas_is_imported(tmp_path: Path):
+    """From a shell, a program run's ``smpirun`` is launched with none of :data:`HEAVY` imported; they are imported
+    on the preload thread while it runs, and the results folder is complete."""
+    (tmp_path / "bsp.toml").write_text('[scenario]\nname = "bsp"\nranks = 4\n[platform]\nname = "dawning_5000a"\n'
+                                       f'[application]\nkind = "program"\nsources = ["{BSP}"]\nargs = ["20"]\n')
+    code = ("import json, sys\nfrom waitlab.simulator import progress\nseen = {}\nreal = progress.launched\n"
+            "def spy():\n"
+            f"    seen.setdefault('heavy', sorted(m for m in {HEAVY!r} if m in sys.modules))\n"
+            "    real()\n"
+            "progress.launched = spy\nfrom waitlab.cli import main\n"
+            f"rc = main(['run', {str(tmp_path / 'bsp.toml')!r}, '-o', {str(tmp_path / 'out')!r}, '--quiet'])\n"
+            "print(json.dumps({'rc': rc, **seen}))")
+    assert json.loads(fresh(code)) == {"rc": 0, "heavy": []}
+    written = {p.name for p in (tmp_path / "out").iterdir()}
+    assert {"report.html", "timeline.png", "events.parquet", "run.json"} <= written

@@ -7,37 +7,41 @@ True
 
 from __future__ import annotations
 
-import math
 import re
 import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
-from waitlab.errors import InputError
-from waitlab.experiments.capture import capture as _capture
-from waitlab.experiments.capture import trace_scenario_text
-from waitlab.experiments.diagnosis.groundtruth import cache_use
 from waitlab.experiments.diagnosis.names import BUILTIN_NAMES, DEFAULT_DIAGNOSE
 from waitlab.experiments.estimate import preflight, remember
 from waitlab.experiments.executors import open_executor
-from waitlab.experiments.otf2_convert import import_otf2 as _import_otf2
-from waitlab.experiments.pipeline import Run, RunResult, prepare
-from waitlab.experiments.pipeline import run as _run
 from waitlab.experiments.preload import preloading
-from waitlab.experiments.report.perturbation_report import report_text
-from waitlab.experiments.results import LoadedRun, load_events, load_run, picture_modules, summary_text, write_run
-from waitlab.experiments.run_folder import RESULTS_ROOT, default_output, results_folder
-from waitlab.experiments.scenario import Scenario, load_scenario
+from waitlab.experiments.run_folder import RESULTS_ROOT, default_output, picture_modules, results_folder
+from waitlab.experiments.scenario import Scenario, as_scenario, load_scenario
+from waitlab.experiments.stage import Prepared, execute, prepare
 from waitlab.lazy import lazy_attributes
-from waitlab.models.perturb.condition_c import ConditionCReport, check_condition_c
 from waitlab.platforms import PLATFORM_ALIASES, describe_platform, list_platforms, load_platform, render_platform
-from waitlab.platforms.calibration import calibration_table
 from waitlab.simulator.doctor import doctor
 from waitlab.simulator.progress import reporting
 
 if TYPE_CHECKING:  # what __getattr__ returns, for type checkers and IDEs
+    from waitlab.api_results import (
+        CALIBRATION_COLUMNS,
+        LoadedRun,
+        Run,
+        RunResult,
+        cache_use,
+        calibrate,
+        calibration_text,
+        capture,
+        check_c,
+        import_otf2,
+        load_events,
+        load_run,
+        report_text,
+        summary_text,
+        trace_scenario_text,
+    )
     from waitlab.api_studies import (
         EXPORT_FORMATS,
         REPRODUCTIONS,
@@ -62,6 +66,7 @@ if TYPE_CHECKING:  # what __getattr__ returns, for type checkers and IDEs
     )
 
 __all__ = [
+    "CALIBRATION_COLUMNS",
     "DEFAULT_MODELS",
     "EXPORT_FORMATS",
     "REPRODUCTIONS",
@@ -113,8 +118,10 @@ __all__ = [
 ]
 
 
-def _scenario(scenario: Scenario | str | Path) -> Scenario:
-    return scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
+#: What :func:`run` imports after its first SMPI stage (the pipeline's end and the results folder's writer, with
+#: pandas, pyarrow and the analysis models): imported on a thread while that stage runs
+#: (:mod:`waitlab.experiments.preload`), with the pictures' writers when a folder is written.
+AFTER_STAGE = ("waitlab.experiments.pipeline", "waitlab.experiments.results")
 
 
 def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, force: bool = False,
@@ -131,39 +138,32 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, force
     if smpi_progress is not None:
         with reporting(smpi_progress):
             return run(scenario, out, force=force, png=png, check_resources=check_resources, say=say)
-    sc = _scenario(scenario)
+    sc = as_scenario(scenario)
     prep = prepare(sc)  # once: the estimate and the run share it
     est = preflight(prep, say=say, check=check_resources)
     if out is None:
-        result = _run(sc, prep=prep)
+        result = _simulate(prep, None, pictures=[], prewrite=False)
     else:
         with results_folder(Path(out), force) as partial:
             paje = partial / "smpi.paje" if sc.simulation.paje else None
-            with preloading(picture_modules(png)):  # imported while SMPI runs, for write_run
-                result = _run(sc, paje_file=paje, prep=prep, prewrite=True)
+            result = _simulate(prep, paje, pictures=picture_modules(png), prewrite=True)
+            # imported here, not at the top: AFTER_STAGE
+            from waitlab.experiments.results import write_run
+
             write_run(result, partial, png=png)
     remember(est, prep, result.result.stage_seconds.get("smpi"))  # the estimate learns from this run
     return result
 
 
-def capture(scenario: Scenario | str | Path, out: str | Path, *, via: str = "layer", force: bool = False,
-            check: bool = True) -> Path:
-    """Record a program scenario once as a TI trace (replayed at once and compared with the live run unless
-    ``check=False``); returns the index file."""
-    return _capture(_scenario(scenario), Path(out), via=via, force=force, check=check)
+def _simulate(prep: Prepared, paje: Path | None, *, pictures: list[str], prewrite: bool) -> Run:
+    """:func:`waitlab.experiments.pipeline.run` of a prepared scenario, its first SMPI stage run from here: the
+    pipeline's end (:data:`AFTER_STAGE`) and ``pictures`` are imported while that stage runs."""
+    with preloading([*AFTER_STAGE, *pictures]):
+        first = execute(prep, paje_file=paje if prep.perturbation is None else None)  # measured runs get the Paje
+    # imported here, not at the top: AFTER_STAGE
+    from waitlab.experiments.pipeline import run as pipeline_run
 
-
-def check_c(events: str | Path, *, atol: float = 1e-9,
-            kinds: tuple[str, ...] = ("overhead", "swap", "flush", "delay")) -> ConditionCReport:
-    """Check condition C (Okita et al., formula 3) on an event table or results folder.
-
-    ``atol`` (seconds) must be finite and >= 0: a negative one would call equal sums different, NaN would call
-    every pair equal.
-    """
-    if not math.isfinite(atol) or atol < 0:
-        raise InputError("(command line)", "--atol", f"must be a finite number >= 0 (seconds), got {atol}",
-                         "e.g. --atol 1e-9")
-    return check_condition_c(load_events(Path(events)), atol=atol, kinds=kinds)
+    return pipeline_run(prep.scenario, paje_file=paje, prep=prep, first=first, prewrite=prewrite)
 
 
 def platforms() -> list[str]:
@@ -201,45 +201,6 @@ def describe(name: str, short: bool = False, xml_ranks: int | None = None) -> st
     return render_platform(model, xml_ranks).xml if xml_ranks else describe_platform(model, short=short)
 
 
-def calibrate(platform: str, *, timeout: float = 60.0) -> pd.DataFrame:
-    """Every MPI-level figure of a platform against a simulated SMPI pingpong (size, source, simulated, error)."""
-    return calibration_table(platform, timeout=timeout)
-
-
-#: Meaning of each column of ``waitlab calibrate`` (printed under the table).
-CALIBRATION_COLUMNS = {
-    "path": "inter_node (two nodes) or intra_node (two cores of one node)",
-    "size": "message size of the pingpong (bytes)",
-    "kind": "latency (one-way time of a small message) or bandwidth (of a large one)",
-    "source_s": "one-way time the platform's figure implies (s)",
-    "simulated_s": "one-way time of the simulated SMPI pingpong with waitlab's calibration (s)",
-    "error": "simulated_s / source_s - 1",
-    "default_s": "the same pingpong with SMPI's default factors instead (s), for comparison",
-    "default_error": "default_s / source_s - 1",
-    "provenance": "sourced (a paper or public figure) or ASSUMED (reason in `waitlab platforms NAME`)",
-}
-
-
-def calibration_text(table: pd.DataFrame) -> str:
-    """The calibration table in at most 120 columns, each column explained below it (``--json``: all of it)."""
-    if not len(table):
-        return "no MPI-level figure to calibrate against"
-    rows = [[str(r["path"]), f"{int(r['size']):,}", str(r["kind"]), f"{r['source_s']:.4g}", f"{r['simulated_s']:.4g}",
-             f"{100 * r['rel_error']:+.1f}%", f"{r['default_s']:.4g}", f"{100 * r['default_rel_error']:+.1f}%",
-             "ASSUMED" if "assum" in str(r["provenance"]).lower() else "sourced"]
-            for r in table.to_dict("records")]
-    head = list(CALIBRATION_COLUMNS)
-    width = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
-    line = [" ".join(h.ljust(w) if i in (0, 2, 8) else h.rjust(w) for i, (h, w) in enumerate(zip(head, width,
-                                                                                                    strict=True)))]
-    line += [" ".join(c.ljust(w) if i in (0, 2, 8) else c.rjust(w) for i, (c, w) in enumerate(zip(r, width,
-                                                                                                    strict=True)))
-             for r in rows]
-    line += ["", *(f"  {k}: {v}" for k, v in CALIBRATION_COLUMNS.items()),
-             "  (--json prints every column, with the source text of each figure)"]
-    return "\n".join(line)
-
-
 def signal_name(exc: BaseException) -> str:
     """``SIGINT`` or ``SIGTERM``: the signal behind an interruption (``SIGINT`` for a plain Ctrl-C)."""
     return signal.Signals(int(getattr(exc, "signum", signal.SIGINT))).name
@@ -254,13 +215,7 @@ def diagnosis_models() -> dict[str, str]:
     return dict(BUILTIN_NAMES)
 
 
-def import_otf2(archive: str | Path, out: str | Path, *, platform: str = "dawning_5000a", cpu_ratio: float = 1.0,
-                force: bool = False) -> tuple[Path, str]:
-    """Convert an OTF2 archive (Score-P's ``traces.otf2``) once into a TI trace folder (``kind = "trace"``);
-    returns its index and a scenario TOML that replays it (:mod:`waitlab.experiments.otf2_convert`)."""
-    return _import_otf2(archive, out, platform=platform, cpu_ratio=cpu_ratio, force=force)
-
-
-#: The names of ``__all__`` not defined above are taken from :mod:`waitlab.api_studies` on first use (its rooms import
-#: Bokeh, matplotlib and networkx, which ``waitlab run`` does not need before its SMPI stage).
-__getattr__, __dir__, STUDIES = lazy_attributes(globals(), "waitlab.api_studies")
+#: The names of ``__all__`` not defined above are taken on first use from :mod:`waitlab.api_results` (pandas and
+#: pyarrow) or :mod:`waitlab.api_studies` (Bokeh, matplotlib, networkx): ``waitlab run`` needs none of them before its
+#: SMPI stage.
+__getattr__, __dir__, LAZY = lazy_attributes(globals(), "waitlab.api_results", "waitlab.api_studies")

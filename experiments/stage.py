@@ -1,0 +1,116 @@
+"""A scenario prepared for SimGrid, and its SMPI stage: the part of :mod:`waitlab.experiments.pipeline` before SMPI's
+event table exists.
+
+:func:`prepare` loads and renders the platform once and picks the source; :func:`execute` runs the SMPI stage and
+returns its :class:`~waitlab.experiments.sources.Execution`; :func:`waitlab.experiments.pipeline.finish` turns that
+into the event table, wait states and summary.  Nothing here imports pandas, pyarrow or the analysis models: a
+``waitlab run`` from a shell imports those while its SMPI stage runs (:mod:`waitlab.experiments.preload`,
+docs/performance.md), and ``tests/test_light_path.py`` checks that this stays so.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from functools import cached_property
+from pathlib import Path
+
+from waitlab.errors import InputError
+from waitlab.experiments.perturbation import perturbation_config, platform_facts
+from waitlab.experiments.scenario import Scenario
+from waitlab.experiments.sources import Execution, Source, source_for
+from waitlab.models.ops import OpTable
+from waitlab.models.perturb.stage import PerturbationConfig, PlatformFacts
+from waitlab.platforms import PlatformModel, RenderedPlatform, load_platform, render_platform
+from waitlab.platforms.degraded import degrade_links
+from waitlab.platforms.machine import alltoall_settings, machine_settings
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A scenario ready to simulate: its platform model and rendering (once), source and perturbation stage."""
+
+    scenario: Scenario
+    model: PlatformModel
+    platform: RenderedPlatform
+    source: Source
+    perturbation: PerturbationConfig | None
+
+    def smpi_config(self) -> dict[str, str]:
+        """SimGrid ``--cfg`` settings: the machine model (:func:`waitlab.platforms.machine.machine_settings`:
+        calibration, send-order cost, allreduce, solver precision, contention laws), the alltoall choice, then
+        the scenario's own (later ones win)."""
+        sim = self.scenario.simulation
+        machine = machine_settings(self.model, self.platform, contention=sim.contention,
+                                   solver_precision=sim.solver_precision, timing_precision=sim.timing_precision)
+        return {**machine, **smpi_config(self.scenario)}
+
+    @cached_property
+    def facts(self) -> PlatformFacts:
+        """What the perturbation models need to know about the platform (built once)."""
+        return platform_facts(self.model, self.platform)
+
+    def with_profiles(self, speed_profiles: Mapping[str, str] | None) -> RenderedPlatform:
+        """The platform with SimGrid speed profiles (system noise) attached to hosts."""
+        if not speed_profiles:
+            return self.platform
+        return _render(self.scenario, self.model, speed_profiles)
+
+
+def smpi_config(scenario: Scenario) -> dict[str, str]:
+    """SimGrid ``--cfg`` settings of a scenario itself: its alltoall choice and its ``[simulation] config``."""
+    cfg: dict[str, str] = {}
+    algorithm = scenario.simulation.alltoall
+    if algorithm == "default":  # the application may name an SMPI algorithm itself (fft's alltoall_algorithm)
+        algorithm = getattr(scenario.application, "alltoall_algorithm", "default")
+    if algorithm != "default":
+        cfg.update(alltoall_settings(algorithm))
+    cfg.update(dict(scenario.simulation.config_pairs()))
+    return cfg
+
+
+def _render(scenario: Scenario, model: PlatformModel,
+            speed_profiles: Mapping[str, str] | None = None) -> RenderedPlatform:
+    pl = scenario.platform
+    try:
+        rendered = render_platform(model, scenario.ranks, ranks_per_node=pl.ranks_per_node, nodes=pl.nodes,
+                                   split_cores=pl.split_cores, speed_profiles=speed_profiles,
+                                   placement=pl.placement_rule())
+        return degrade_links(rendered, model, link_factors(scenario), scenario.source)
+    except InputError as exc:  # a placement that does not fit: name the scenario file
+        if exc.field.startswith("platform.") and exc.file == "platform":
+            raise InputError(scenario.source, exc.field, exc.problem, exc.fix) from None
+        raise
+
+
+def link_factors(scenario: Scenario) -> dict[int, float]:
+    """Node -> bandwidth factor of the scenario's degraded links (``[[platform.degraded_link]]``)."""
+    return {d.node: d.bandwidth_factor for d in scenario.platform.degraded_link or ()}
+
+
+def without_links(scenario: Scenario, nodes: Iterable[int]) -> Scenario:
+    """``scenario`` with the degraded links of ``nodes`` restored (a counterfactual of cause kind ``link``)."""
+    drop = set(nodes)
+    keep = tuple(d for d in scenario.platform.degraded_link or () if d.node not in drop)
+    return replace(scenario, platform=scenario.platform.model_copy(update={"degraded_link": keep or None}))
+
+
+
+def prepare(scenario: Scenario) -> Prepared:
+    """Load and render the platform once, pick the source, build the perturbation stage."""
+    model = load_platform(scenario.platform.name)
+    prep = Prepared(scenario, model, _render(scenario, model), source_for(scenario), perturbation_config(scenario))
+    return prep
+
+
+def execute(prep: Prepared, ops: OpTable | None = None, *, speed_profiles: Mapping[str, str] | None = None,
+            paje_file: Path | None = None, keep_dir: Path | None = None) -> Execution:
+    """The SMPI stage of ``ops`` (``None``: the source's own operations): the parameters of
+    :func:`waitlab.experiments.pipeline.simulate_ops`, which finishes what this returns."""
+    platform = prep.with_profiles(speed_profiles)
+    flags = ["-trace", "-trace-file", str(Path(paje_file).resolve())] if paje_file is not None else []
+    with tempfile.TemporaryDirectory(prefix="waitlab-") as tmp:
+        work = keep_dir or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        return prep.source.execute(ops, platform, prep.smpi_config(), work, flags)

@@ -1,0 +1,109 @@
+"""The API's tools over runs and traces: results folders, capture, condition C, calibration, OTF2 import.
+
+Reached through :mod:`waitlab.api` (``waitlab.api.load_run``, ``waitlab.check_c``), which imports this module on the
+first use of one of its names: these tools need pandas and pyarrow (0.5-0.8 s of imports), which ``waitlab run``
+imports while its SMPI stage goes on (docs/performance.md).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from waitlab.errors import InputError
+from waitlab.experiments.capture import capture as _capture
+from waitlab.experiments.capture import trace_scenario_text
+from waitlab.experiments.diagnosis.groundtruth import cache_use
+from waitlab.experiments.otf2_convert import import_otf2 as _import_otf2
+from waitlab.experiments.pipeline import Run, RunResult
+from waitlab.experiments.report.perturbation_report import report_text
+from waitlab.experiments.results import LoadedRun, load_events, load_run, summary_text
+from waitlab.experiments.scenario import Scenario, as_scenario
+from waitlab.models.perturb.condition_c import ConditionCReport, check_condition_c
+from waitlab.platforms.calibration import calibration_table
+
+__all__ = [
+    "CALIBRATION_COLUMNS",
+    "LoadedRun",
+    "Run",
+    "RunResult",
+    "cache_use",
+    "calibrate",
+    "calibration_text",
+    "capture",
+    "check_c",
+    "import_otf2",
+    "load_events",
+    "load_run",
+    "report_text",
+    "summary_text",
+    "trace_scenario_text",
+]
+
+
+def capture(scenario: Scenario | str | Path, out: str | Path, *, via: str = "layer", force: bool = False,
+            check: bool = True) -> Path:
+    """Record a program scenario once as a TI trace (replayed at once and compared with the live run unless
+    ``check=False``); returns the index file."""
+    return _capture(as_scenario(scenario), Path(out), via=via, force=force, check=check)
+
+
+def check_c(events: str | Path, *, atol: float = 1e-9,
+            kinds: tuple[str, ...] = ("overhead", "swap", "flush", "delay")) -> ConditionCReport:
+    """Check condition C (Okita et al., formula 3) on an event table or results folder.
+
+    ``atol`` (seconds) must be finite and >= 0: a negative one would call equal sums different, NaN would call
+    every pair equal.
+    """
+    if not math.isfinite(atol) or atol < 0:
+        raise InputError("(command line)", "--atol", f"must be a finite number >= 0 (seconds), got {atol}",
+                         "e.g. --atol 1e-9")
+    return check_condition_c(load_events(Path(events)), atol=atol, kinds=kinds)
+
+
+def calibrate(platform: str, *, timeout: float = 60.0) -> pd.DataFrame:
+    """Every MPI-level figure of a platform against a simulated SMPI pingpong (size, source, simulated, error)."""
+    return calibration_table(platform, timeout=timeout)
+
+
+#: Meaning of each column of ``waitlab calibrate`` (printed under the table).
+CALIBRATION_COLUMNS = {
+    "path": "inter_node (two nodes) or intra_node (two cores of one node)",
+    "size": "message size of the pingpong (bytes)",
+    "kind": "latency (one-way time of a small message) or bandwidth (of a large one)",
+    "source_s": "one-way time the platform's figure implies (s)",
+    "simulated_s": "one-way time of the simulated SMPI pingpong with waitlab's calibration (s)",
+    "error": "simulated_s / source_s - 1",
+    "default_s": "the same pingpong with SMPI's default factors instead (s), for comparison",
+    "default_error": "default_s / source_s - 1",
+    "provenance": "sourced (a paper or public figure) or ASSUMED (reason in `waitlab platforms NAME`)",
+}
+
+
+def calibration_text(table: pd.DataFrame) -> str:
+    """The calibration table in at most 120 columns, each column explained below it (``--json``: all of it)."""
+    if not len(table):
+        return "no MPI-level figure to calibrate against"
+    rows = [[str(r["path"]), f"{int(r['size']):,}", str(r["kind"]), f"{r['source_s']:.4g}", f"{r['simulated_s']:.4g}",
+             f"{100 * r['rel_error']:+.1f}%", f"{r['default_s']:.4g}", f"{100 * r['default_rel_error']:+.1f}%",
+             "ASSUMED" if "assum" in str(r["provenance"]).lower() else "sourced"]
+            for r in table.to_dict("records")]
+    head = list(CALIBRATION_COLUMNS)
+    width = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
+    line = [" ".join(h.ljust(w) if i in (0, 2, 8) else h.rjust(w) for i, (h, w) in enumerate(zip(head, width,
+                                                                                                    strict=True)))]
+    line += [" ".join(c.ljust(w) if i in (0, 2, 8) else c.rjust(w) for i, (c, w) in enumerate(zip(r, width,
+                                                                                                    strict=True)))
+             for r in rows]
+    line += ["", *(f"  {k}: {v}" for k, v in CALIBRATION_COLUMNS.items()),
+             "  (--json prints every column, with the source text of each figure)"]
+    return "\n".join(line)
+
+
+def import_otf2(archive: str | Path, out: str | Path, *, platform: str = "dawning_5000a", cpu_ratio: float = 1.0,
+                force: bool = False) -> tuple[Path, str]:
+    """Convert an OTF2 archive (Score-P's ``traces.otf2``) once into a TI trace folder (``kind = "trace"``);
+    returns its index and a scenario TOML that replays it (:mod:`waitlab.experiments.otf2_convert`)."""
+    return _import_otf2(archive, out, platform=platform, cpu_ratio=cpu_ratio, force=force)
