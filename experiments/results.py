@@ -71,6 +71,19 @@ def _ready(job: Future[pa.Buffer] | None) -> pa.Buffer | None:
     return job.result() if job is not None else None
 
 
+def prepare_report(scenario: Scenario) -> None:
+    """Make what ``report.html`` of a run of ``scenario`` can have before the run's data exists: its skeleton
+    (:func:`waitlab.experiments.report.html.run_page_skeleton`, kept for :func:`write_result`).  ``waitlab run``
+    calls it on the preload thread while SMPI runs; a page that needs the run's data for its figures (a heatmap)
+    is made whole after the stage."""
+    # imported here, not at the top: waitlab.experiments.run_folder.PICTURE_MODULES
+    from waitlab.experiments.report.html import PageShape, run_page_skeleton
+
+    shape = PageShape.of_run(scenario.name, scenario.ranks)
+    if shape.data_free:
+        run_page_skeleton(shape)
+
+
 def write_result(result: RunResult, folder: Path, *, png: bool = True, scenario_file: bool = True,
                  html: bool = True) -> None:
     """Write every output file of one SMPI run into ``folder`` (``report.html`` too unless ``html=False``).

@@ -15,6 +15,7 @@ import argparse
 import json
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -109,6 +110,21 @@ def test_preloading_imports_on_its_thread_once_an_smpi_process_has_started(probe
     assert sys.modules[probe].THREAD == "waitlab-preload"  # joined: imported, on the preload thread
 
 
+def test_preloading_then_runs_on_its_thread_after_the_imports_and_keeps_its_errors_there(probe: str):
+    calls: list[tuple[str, bool]] = []
+
+    def then() -> None:
+        calls.append((threading.current_thread().name, probe in sys.modules))
+        raise RuntimeError("made again where it is used")
+
+    with preload.preloading([probe], then=then):
+        progress.launched()
+    assert calls == [("waitlab-preload", True)]  # after the imports, on the thread; its error stayed there
+    with preload.preloading([probe], then=then):  # the modules imported already: still run, once a stage starts
+        progress.launched()
+    assert len(calls) == 2
+
+
 def test_preloading_without_an_smpi_stage_imports_nothing(probe: str):
     with preload.preloading([probe]):
         pass
@@ -138,8 +154,8 @@ def test_a_fresh_process_preloads_during_smpi_and_writes_the_same_folder_as_a_wa
     flags = [] if png else ["--no-png"]
     code = ("import json, sys, threading\nfrom waitlab.experiments import preload\nseen = {}\n"
             "real = preload._import_all\n"
-            "def spy(mods):\n    seen.update(thread=threading.current_thread().name, modules=list(mods))\n"
-            "    real(mods)\n"
+            "def spy(mods, then=None):\n    seen.update(thread=threading.current_thread().name, modules=list(mods))\n"
+            "    real(mods, then)\n"
             "preload._import_all = spy\nfrom waitlab.cli import main\n"
             f"rc = main(['run', {str(EXAMPLE)!r}, '-o', {str(cold)!r}, '--quiet', *{flags!r}])\n"
             "print(json.dumps({'rc': rc, **seen}))")

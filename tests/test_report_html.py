@@ -112,6 +112,8 @@ def test_stencil_late_rank_report_in_headless_chromium(tmp_path: Path):
         "blame": f"(() => {{ const d = {model}('wl-blame').renderers[0].data_source.data; const o = {{}}; "
                  "for (const k of Object.keys(d)) o[k] = Array.from(d[k]); return o; })()",
         "region_colour": "window.WAITLAB.regionColours['Stencil']",
+        "budget": f"(() => {{ const d = {model}('wl-budget-src').data; const o = {{}}; for (const k of Object.keys(d)) "
+                  f"o[k] = Array.from(d[k]); o.y_end = {model}('wl-budget').y_range.end; return o; }})()",
     })
     errors = [m for m in page.console if not m.startswith(("console.log:", "console.info:", "console.debug:"))]
     assert errors == [] and page.failed_requests == []
@@ -122,6 +124,14 @@ def test_stencil_late_rank_report_in_headless_chromium(tmp_path: Path):
     assert {"Stencil", "MPI", "wait: wait_at_nxn", "injected cause"} <= set(labels)
     cause_rows = {round(b + 0.45, 6) for lab, b in zip(labels, bottom, strict=True) if lab == "injected cause"}
     assert cause_rows == {5}  # the injected excess sits on rank 5 only
+    # the time budget's bars, filled by the page's script: each rank's seconds as ranks.parquet has them
+    ranks = pd.read_parquet(run / "ranks.parquet")
+    budget = v["budget"]
+    assert budget["rank"] == list(range(16))
+    for col in ("compute", "communication", "wait", "idle"):
+        assert np.allclose(budget[col], ranks[col].to_numpy(), rtol=1e-12, atol=0), col
+    stacked = ranks[["compute", "perturbation", "communication", "wait", "idle"]].clip(lower=0).sum(axis=1).max()
+    assert stacked < budget["y_end"] <= 1.06 * stacked  # the y range holds the highest stack, not the 0..1 it starts at
     blame = v["blame"]
     regions = blame.pop("x")
     for name in ("ground truth", "CWP-DM"):

@@ -3,16 +3,20 @@ here instead of on every page), ids renumbered outside the verbatim parts, waits
 
 from __future__ import annotations
 
+import json
+import re
 import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 from bokeh.core.validation.check import check_integrity
 from bokeh.settings import settings
 
 from waitlab.experiments.report import html as report_html
 from waitlab.models.analysis.summary import rank_budget
+from waitlab.models.analysis.waitstates import wait_states
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_report_html import _chain
@@ -40,7 +44,8 @@ def _pages() -> list[tuple]:
 def test_every_figure_passes_bokehs_validation():
     names = set()
     for args in _pages():
-        doc, parts, _payload, _config = report_html.report_document(*args)
+        meta, _summary, ev, waits, budget, _ledger, diagnosis = args
+        doc, parts = report_html.report_document(report_html.page_shape(meta, ev, budget), ev, waits, diagnosis)
         issues = check_integrity(doc.models)
         assert issues.error == [] and issues.warning == [], (issues.error, issues.warning)
         names |= {name for kind, name in parts if kind == "root"}
@@ -80,3 +85,45 @@ def test_waits_per_region_as_by_their_text():
     got = report_html._sum_by_name(waits["region"], waits["wait"])
     assert got.index.tolist() == expected.index.tolist() == ["", "MPI_Allreduce", "halo", "solve", "z"]
     assert got.to_numpy().tobytes() == expected.to_numpy().tobytes()  # the same floats, bit for bit
+
+
+def test_a_run_page_is_its_kept_skeleton_with_the_run_s_data_in_the_slots():
+    """A run's page without a diagnosis (up to 64 ranks) is the skeleton ``waitlab run`` makes while SMPI runs, with
+    the run's parts filled in: the skeleton holds none of the run's data, the page all of it."""
+    meta, summary, ev, _waits, _budget, ledger, _diag = _pages()[0]
+    slow = ev.assign(enter=ev["enter"] * 1.2345678, exit=ev["exit"] * 1.2345678)  # same shape, other numbers
+    pages = []
+    for events in (ev, slow):
+        w = wait_states(events)
+        budget = rank_budget(events, w, 3)
+        report_html.run_page_skeleton.cache_clear()
+        fresh = report_html.build_html(meta, summary, events, w, budget, ledger)
+        kept = report_html.build_html(meta, summary, events, w, budget, ledger)  # from the kept skeleton
+        assert kept == fresh
+        pages.append((fresh, budget))
+    shape = report_html.PageShape.of_run("chain", 3)
+    assert report_html.page_shape(meta, ev, pages[0][1]) == shape and shape.data_free
+    skeleton = report_html.run_page_skeleton(shape)
+    assert sorted(report_html._SLOT.findall(skeleton)) == ["causes", "config", "data", "detail", "summary"]
+    for page, budget in pages:
+        payload = json.loads(re.search(r'id="wl-timeline-data">(.*?)</script>', page, re.S).group(1))
+        assert payload["budget"]["bars"]["wait"] == budget["wait"].tolist()  # the budget's numbers: in the page
+    scaled = json.dumps(float(pages[1][1]["compute"].iloc[0]))  # 3 s x 1.2345678: its digits are the run's own
+    assert len(scaled) > 6 and scaled in pages[1][0] and scaled not in skeleton
+    assert pages[0][0] != pages[1][0]
+
+
+def test_fill_page_fills_every_slot_once():
+    page = "a\x00wl-slot-one\x00b\x00wl-slot-two\x00"
+    assert report_html.fill_page(page, {"one": "1", "two": "\x00wl-slot-one\x00"}) == "a1b\x00wl-slot-one\x00"
+    with pytest.raises(ValueError, match="slots"):
+        report_html.fill_page(page, {"one": "1"})  # a slot left unfilled would end up in the page
+    with pytest.raises(ValueError, match="slots"):
+        report_html.fill_page(page + page, {"one": "1", "two": "2"})
+
+
+def test_a_page_with_a_heatmap_has_no_kept_skeleton():
+    shape = report_html.PageShape.of_run("big", 81)
+    assert not shape.data_free
+    with pytest.raises(ValueError, match="heatmap"):
+        report_html.run_page_skeleton(shape)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import signal
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -146,7 +147,7 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, force
     else:
         with results_folder(Path(out), force) as partial:
             paje = partial / "smpi.paje" if sc.simulation.paje else None
-            result = _simulate(prep, paje, pictures=picture_modules(png), prewrite=True)
+            result = _simulate(prep, paje, pictures=picture_modules(png), prewrite=True, report=True)
             # imported here, not at the top: AFTER_STAGE
             from waitlab.experiments.results import write_run
 
@@ -155,15 +156,25 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, force
     return result
 
 
-def _simulate(prep: Prepared, paje: Path | None, *, pictures: list[str], prewrite: bool) -> Run:
+def _simulate(prep: Prepared, paje: Path | None, *, pictures: list[str], prewrite: bool, report: bool = False
+              ) -> Run:
     """:func:`waitlab.experiments.pipeline.run` of a prepared scenario, its first SMPI stage run from here: the
-    pipeline's end (:data:`AFTER_STAGE`) and ``pictures`` are imported while that stage runs."""
-    with preloading([*AFTER_STAGE, *pictures]):
+    pipeline's end (:data:`AFTER_STAGE`) and ``pictures`` are imported while that stage runs, and with ``report``
+    what ``report.html`` can have before the run's data exists is made then too."""
+    with preloading([*AFTER_STAGE, *pictures], then=partial(_prepare_report, prep.scenario) if report else None):
         first = execute(prep, paje_file=paje if prep.perturbation is None else None)  # measured runs get the Paje
     # imported here, not at the top: AFTER_STAGE
     from waitlab.experiments.pipeline import run as pipeline_run
 
     return pipeline_run(prep.scenario, paje_file=paje, prep=prep, first=first, prewrite=prewrite)
+
+
+def _prepare_report(scenario: Scenario) -> None:
+    """:func:`waitlab.experiments.results.prepare_report`, on the preload thread once :data:`AFTER_STAGE` is in."""
+    # imported here, not at the top: AFTER_STAGE
+    from waitlab.experiments.results import prepare_report
+
+    prepare_report(scenario)
 
 
 def platforms() -> list[str]:

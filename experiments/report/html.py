@@ -8,6 +8,12 @@ of more than :data:`DIRECT_RANKS` ranks open on a rank x step heatmap of wait wh
 their ranks.  Same folder, same bytes: Bokeh's model ids and document ids, which it draws from a
 per-process counter and from ``uuid4``, are renumbered in order of appearance.
 
+The page is made in two steps: its skeleton (:func:`page_skeleton`: Bokeh's document and library, the template, with
+a slot for each part that holds the run's data), then the slots filled (:func:`fill_page`).  A run's page without a
+diagnosis, of up to :data:`DIRECT_RANKS` ranks, has no figure drawn from its data (the page's script fills the time
+budget and the timeline), so its skeleton depends only on its :class:`PageShape`: ``waitlab run`` builds it on a
+thread while SMPI runs (:func:`run_page_skeleton`, kept for the page), and only the slots are filled after the stage.
+
 Bokeh, not Plotly: measured in headless Chromium on this machine kind, Plotly's library alone took
 6 s of script time to start (4.8 MB), Bokeh's 0.7 to 1.8 s (3.9 MB), and Plotly redrew a 32-rank
 window of 7,000 bars in 8 s (SVG).
@@ -19,6 +25,8 @@ import html
 import json
 import math
 import re
+from dataclasses import dataclass
+from functools import lru_cache
 from itertools import count
 from pathlib import Path
 from typing import Any
@@ -31,7 +39,7 @@ from bokeh.models import CustomJS
 from bokeh.resources import Resources
 from bokeh.settings import settings
 
-from waitlab.experiments.report.html_data import timeline_payload
+from waitlab.experiments.report.html_data import BUDGET_COLUMNS, budget_payload, timeline_payload
 from waitlab.experiments.report.html_figures import (
     blame_figure,
     budget_figure,
@@ -67,6 +75,8 @@ _PAGE = """{% from macros import embed %}
 #: Marks the page's parts that hold no Bokeh id, around them, for :func:`_ids_outside_verbatim` (NUL: never in JSON,
 #: Bokeh's library or the template).
 _VERBATIM = "\x00wl-verbatim\x00"
+#: A slot of a page's skeleton (:func:`fill_page`): a part that holds the run's data (NUL: not in the page's text).
+_SLOT = re.compile("\x00wl-slot-([a-z]+)\x00")
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _ID = re.compile(r'"p\d{4,}"')
 
@@ -154,22 +164,51 @@ def _ids(page: str) -> str:
     return _ID.sub(lambda m: ids.setdefault(m.group(0), f'"p{next(k)}"'), page)
 
 
-def report_document(meta: dict[str, Any], summary: dict[str, Any], events: pd.DataFrame, waits: pd.DataFrame,
-                    budget: pd.DataFrame, ledger: pd.DataFrame | None, diagnosis: dict[str, Any] | None = None
-                    ) -> tuple[Document, list[tuple[str, str]], dict[str, Any], dict[str, Any]]:
-    """The page's Bokeh document, its parts in order (``("html", text)`` or ``("root", name)``), the timeline's
-    payload and the page's configuration."""
+def _slot(key: str) -> str:
+    return f"\x00wl-slot-{key}\x00"
+
+
+@dataclass(frozen=True)
+class PageShape:
+    """What a page's skeleton depends on besides its data-drawn figures: known before a run's SMPI stage ends."""
+
+    #: the scenario's name (the page's title)
+    name: str
+    ranks: int
+    #: rows of the time budget (one per rank) and its columns
+    budget_rows: int
+    budget_columns: tuple[str, ...]
+
+    @classmethod
+    def of_run(cls, name: str, ranks: int) -> PageShape:
+        """The shape of the page of a run of ``ranks`` ranks named ``name``, as ``waitlab run`` writes it."""
+        return cls(name, ranks, ranks, BUDGET_COLUMNS)
+
+    @property
+    def data_free(self) -> bool:
+        """Whether a page without a diagnosis has no figure drawn from the run's data (no heatmap)."""
+        return self.ranks <= DIRECT_RANKS
+
+
+def page_shape(meta: dict[str, Any], events: pd.DataFrame, budget: pd.DataFrame) -> PageShape:
+    """The shape of a run's page from its metadata, events and time budget."""
     n_ranks = int(meta.get("ranks") or (int(events["rank"].max()) + 1 if len(events) else 0))
-    payload = timeline_payload(events, waits, ledger, n_ranks)
-    initial = [0, min(n_ranks, DIRECT_RANKS if n_ranks <= DIRECT_RANKS else WINDOW)]
-    config = {
-        "colours": {"kinds": KIND_COLOURS, "patterns": PATTERN_COLOURS, "wait": WAIT, "cause": CAUSE,
-                    "other": OTHER, "ink": INK},
-        "regionColours": {r: SERIES[i % len(SERIES)] for i, r in enumerate(payload["regions"])},
-        "initialRanks": initial, "window": WINDOW,
-    }
+    return PageShape(str(meta.get("scenario", "run")), n_ranks, len(budget),
+                     tuple(c for c in BUDGET_COLUMNS if c in budget))
+
+
+def _initial_ranks(n_ranks: int) -> list[int]:
+    return [0, min(n_ranks, DIRECT_RANKS if n_ranks <= DIRECT_RANKS else WINDOW)]
+
+
+def report_document(shape: PageShape, events: pd.DataFrame | None = None, waits: pd.DataFrame | None = None,
+                    diagnosis: dict[str, Any] | None = None) -> tuple[Document, list[tuple[str, str]]]:
+    """The page's Bokeh document and its parts in order (``("html", text)``, ``("root", name)``); text that holds the
+    run's data is a slot (:func:`fill_page`).  ``waits`` draw the heatmap (beyond :data:`DIRECT_RANKS` ranks),
+    ``diagnosis`` with ``events`` and ``waits`` the diagnosis's figures; a data-free shape needs none of them."""
+    n_ranks = shape.ranks
     doc = Document()
-    parts: list[tuple[str, str]] = [("html", "<h2 id='summary'>Summary</h2>" + _summary(meta, summary, waits))]
+    parts: list[tuple[str, str]] = [("html", "<h2 id='summary'>Summary</h2>" + _slot("summary"))]
 
     def fig(key: str, model: Any) -> None:
         model.name = key
@@ -177,23 +216,27 @@ def report_document(meta: dict[str, Any], summary: dict[str, Any], events: pd.Da
         parts.append(("root", key))
 
     with doc.models.freeze():  # the document's models are gathered once, at the end, not again for every root
-        if len(budget):
-            fig("wl-budget", budget_figure(budget))
-        parts.append(("html", "<h2 id='causes'>Injected causes (what the simulator did)</h2>" + _causes(ledger)
+        if shape.budget_rows:
+            fig("wl-budget", budget_figure(shape.budget_columns, shape.budget_rows))
+        parts.append(("html", "<h2 id='causes'>Injected causes (what the simulator did)</h2>" + _slot("causes")
                       + "<h2 id='timeline'>Timeline</h2>"))
         if n_ranks > DIRECT_RANKS:
+            if waits is None:
+                raise ValueError(f"a page of {n_ranks} ranks draws its heatmap from the wait states")
             fig("wl-heatmap", heatmap_figure(waits, n_ranks))
         parts.append(("html",
             "<p class='note'>Ranks x simulated time. Compute coloured by region, MPI yellow, wait states as thin bars "
             "in their pattern's colour, injected causes as thin blue bars; messages are arrows from the send to the "
             "receive, drawn once the window holds at most 1,500 of them (zoom in). Hover for the operation, peer, "
             "bytes, wait pattern and injected cause. Drag a box to zoom, wheel to zoom in time, reset to go back."
-            + _detail_note(payload, n_ranks) + "</p>"
+            + _slot("detail") + "</p>"
             f"<form id='wl-range-form'>ranks <input id='wl-r0' type='number' min='0' value='0'> to "
-            f"<input id='wl-r1' type='number' min='0' value='{initial[1] - 1}'> "
+            f"<input id='wl-r1' type='number' min='0' value='{_initial_ranks(n_ranks)[1] - 1}'> "
             "<button type='submit'>show</button> <span id='wl-range-status'>loading...</span></form>"))
         fig("wl-timeline", timeline_figure())
         if diagnosis is not None:
+            if events is None or waits is None:
+                raise ValueError("a page with a diagnosis draws its propagation graph from the events and waits")
             parts.append(("html", "<h2 id='diagnosis'>Diagnosis</h2>"))
             fig("wl-blame", blame_figure(diagnosis))
             parts.append(("html", _models_table(diagnosis)))
@@ -211,7 +254,7 @@ def report_document(meta: dict[str, Any], summary: dict[str, Any], events: pd.Da
                           "each model's blame, the ground truth, the critical path and the wait-propagation graph "
                           "here.</p>"))
         doc.js_on_event(DocumentReady, CustomJS(code="window.WAITLAB_start && window.WAITLAB_start();"))
-    return doc, parts, payload, config
+    return doc, parts
 
 
 def _detail_note(payload: dict[str, Any], n_ranks: int) -> str:
@@ -225,28 +268,71 @@ def _detail_note(payload: dict[str, Any], n_ranks: int) -> str:
     return ""
 
 
-def build_html(meta: dict[str, Any], summary: dict[str, Any], events: pd.DataFrame, waits: pd.DataFrame,
-               budget: pd.DataFrame, ledger: pd.DataFrame | None, diagnosis: dict[str, Any] | None = None) -> str:
-    """The page, as text (see the module docstring).
+def page_skeleton(shape: PageShape, events: pd.DataFrame | None = None, waits: pd.DataFrame | None = None,
+                  diagnosis: dict[str, Any] | None = None) -> str:
+    """The page with a slot for each part that holds the run's data (:func:`report_document`'s arguments).
 
     Bokeh's validation of the document (warnings about models that draw nothing, and the like) is not run on
     every page: it took a quarter of Bokeh's time here, the figures are the same code for every run, and
-    ``tests/test_report_html.py`` validates a document with every figure instead.
+    ``tests/test_report_html_parts.py`` validates a document with every figure instead.
     """
-    name = html.escape(str(meta.get("scenario", "run")))
-    doc, parts, payload, config = report_document(meta, summary, events, waits, budget, ledger, diagnosis)
-    data = json.dumps(payload, sort_keys=True).replace("</", "<\\/")
-    cfg = "window.WAITLAB = " + json.dumps(config, sort_keys=True) + ";"
+    name = html.escape(shape.name)
+    doc, parts = report_document(shape, events, waits, diagnosis)
     validate = settings.perform_document_validation
     validate.set_value(False)
     try:
         page = file_html(doc, Resources(mode="inline", log_level="warn"), title=f"waitlab report: {name}",
-                         template=_PAGE, template_variables={"css": _CSS, "name": name, "parts": parts, "data": data,
-                                                             "config": cfg, "js": _JS.read_text(encoding="utf-8"),
+                         template=_PAGE, template_variables={"css": _CSS, "name": name, "parts": parts,
+                                                             "data": _slot("data"), "config": _slot("config"),
+                                                             "js": _JS.read_text(encoding="utf-8"),
                                                              "verbatim": _VERBATIM})
     finally:
         validate.unset_value()
     return _ids_outside_verbatim(page)
+
+
+@lru_cache(maxsize=2)
+def run_page_skeleton(shape: PageShape) -> str:
+    """:func:`page_skeleton` of a data-free shape, kept: ``waitlab run`` makes it while SMPI runs (on the preload
+    thread) and fills it after the stage."""
+    if not shape.data_free:
+        raise ValueError(f"a page of {shape.ranks} ranks draws its heatmap from the run's data")
+    return page_skeleton(shape)
+
+
+def fill_page(skeleton: str, slots: dict[str, str]) -> str:
+    """``skeleton`` with each slot replaced by its text (every slot exactly once)."""
+    found: list[str] = []
+
+    def text(m: re.Match[str]) -> str:
+        found.append(m.group(1))
+        return slots.get(m.group(1), "")
+
+    page = _SLOT.sub(text, skeleton)
+    if sorted(found) != sorted(slots):
+        raise ValueError(f"the page's slots are {sorted(found)}, not {sorted(slots)}")
+    return page
+
+
+def build_html(meta: dict[str, Any], summary: dict[str, Any], events: pd.DataFrame, waits: pd.DataFrame,
+               budget: pd.DataFrame, ledger: pd.DataFrame | None, diagnosis: dict[str, Any] | None = None) -> str:
+    """The page, as text (see the module docstring): its skeleton (kept for a data-free page), then the slots."""
+    shape = page_shape(meta, events, budget)
+    payload = timeline_payload(events, waits, ledger, shape.ranks)
+    payload["budget"] = budget_payload(budget)
+    config = {
+        "colours": {"kinds": KIND_COLOURS, "patterns": PATTERN_COLOURS, "wait": WAIT, "cause": CAUSE,
+                    "other": OTHER, "ink": INK},
+        "regionColours": {r: SERIES[i % len(SERIES)] for i, r in enumerate(payload["regions"])},
+        "initialRanks": _initial_ranks(shape.ranks), "window": WINDOW,
+    }
+    skeleton = run_page_skeleton(shape) if diagnosis is None and shape.data_free else \
+        page_skeleton(shape, events, waits, diagnosis)
+    return fill_page(skeleton, {
+        "summary": _summary(meta, summary, waits), "causes": _causes(ledger), "detail": _detail_note(payload,
+                                                                                                       shape.ranks),
+        "data": json.dumps(payload, sort_keys=True).replace("</", "<\\/"),
+        "config": "window.WAITLAB = " + json.dumps(config, sort_keys=True) + ";"})
 
 
 def _ids_outside_verbatim(page: str) -> str:

@@ -133,6 +133,37 @@ def _messages(ev: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return send[order], recv[order]
 
 
+#: The columns of the time budget, in the order the figure stacks them (those a budget has).
+BUDGET_COLUMNS = ("compute", "perturbation", "communication", "wait", "idle")
+#: Most bars of the time budget: beyond it, ranks are binned.
+BUDGET_MAX_BARS = 256
+
+
+def budget_bins(n_ranks: int) -> int:
+    """Ranks per bar of the time budget: 1, or equal bins beyond :data:`BUDGET_MAX_BARS` ranks.
+
+    >>> budget_bins(256), budget_bins(257), budget_bins(1024)
+    (1, 2, 4)
+    """
+    return max(1, -(-n_ranks // BUDGET_MAX_BARS))
+
+
+def budget_payload(budget: pd.DataFrame) -> dict[str, Any]:
+    """The time budget's bars for the page, whose script fills the figure's ``wl-budget-src`` with ``bars`` (the first
+    rank of each bar and each column's mean per rank over the bar's ranks) and sets its height to ``top`` (the
+    highest stack).
+
+    >>> b = pd.DataFrame({"rank": [0, 1], "compute": [1.0, 2.0], "wait": [0.5, 0.0]})
+    >>> budget_payload(b)
+    {'bars': {'rank': [0, 1], 'compute': [1.0, 2.0], 'wait': [0.5, 0.0]}, 'top': 2.0}
+    """
+    cols = [c for c in BUDGET_COLUMNS if c in budget]
+    per = budget_bins(len(budget))
+    grp = budget[cols].groupby(np.arange(len(budget)) // per).mean()
+    top = float(grp.clip(lower=0.0).sum(axis=1).max()) if len(grp) else 0.0
+    return {"bars": {"rank": (np.arange(len(grp)) * per).tolist(), **{c: grp[c].tolist() for c in cols}}, "top": top}
+
+
 def rank_step_wait(waits: pd.DataFrame, n_ranks: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Seconds of wait per (rank bin, step): ``(z[bins, steps], first rank of each bin, steps)``.
 

@@ -7,6 +7,7 @@ range on screen from the packed columns of :mod:`waitlab.experiments.report.html
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import networkx as nx
@@ -17,7 +18,7 @@ from bokeh.models.annotations.arrows import Arrow, VeeHead
 from bokeh.plotting import figure
 from bokeh.transform import dodge
 
-from waitlab.experiments.report.html_data import rank_step_wait
+from waitlab.experiments.report.html_data import budget_bins, rank_step_wait
 from waitlab.experiments.report.palette import (
     CAUSE,
     HEAT,
@@ -36,19 +37,22 @@ GRAPH_EDGES, GRAPH_MAX_WAITS = 40, 20_000
 WIDTH = 1100
 
 
-def budget_figure(budget: pd.DataFrame) -> Any:
-    """Stacked bars of compute, perturbation, communication, wait and idle per rank (bins beyond 256 ranks)."""
-    cols = [c for c in ("compute", "perturbation", "communication", "wait", "idle") if c in budget]
-    per = max(1, -(-len(budget) // 256))
-    grp = budget[cols].groupby(np.arange(len(budget)) // per).mean()
-    src = ColumnDataSource({"rank": np.arange(len(grp)) * per, **{c: grp[c].to_numpy() for c in cols}})
+def budget_figure(columns: Sequence[str], n_ranks: int) -> Any:
+    """Stacked bars of ``columns`` (of compute, perturbation, communication, wait and idle) per rank (bins beyond 256
+    ranks), empty: the page fills ``wl-budget-src`` and sets the height of the y range
+    (:func:`~waitlab.experiments.report.html_data.budget_payload`); its ranges are set, not computed from data that
+    is not there yet."""
+    per = budget_bins(n_ranks)
+    bars = -(-n_ranks // per)
+    src = ColumnDataSource({"rank": [], **{c: [] for c in columns}}, name="wl-budget-src")
     colours = {"compute": KIND_COLOURS["compute"], "perturbation": KIND_COLOURS["noise"],
                "communication": KIND_COLOURS["mpi"], "wait": WAIT, "idle": OTHER}
     xl = "rank" if per == 1 else f"first rank of a bin of {per} ranks (mean per rank)"
     p = figure(title="Time budget per rank", width=WIDTH, height=300, x_axis_label=xl, y_axis_label="seconds (s)",
-               tools="xpan,xwheel_zoom,box_zoom,reset,hover", tooltips="rank @rank: $name @$name{0.0000} s")
-    p.vbar_stack(cols, x="rank", width=0.8 * per, source=src, color=[colours[c] for c in cols],
-                 legend_label=cols)
+               tools="xpan,xwheel_zoom,box_zoom,reset,hover", tooltips="rank @rank: $name @$name{0.0000} s",
+               x_range=Range1d(start=-0.6 * per, end=(bars - 0.4) * per), y_range=Range1d(start=0.0, end=1.0))
+    p.vbar_stack(list(columns), x="rank", width=0.8 * per, source=src, color=[colours[c] for c in columns],
+                 legend_label=list(columns))
     p.legend.click_policy = "hide"
     p.add_layout(p.legend[0], "right")
     return p

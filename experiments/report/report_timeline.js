@@ -1,7 +1,9 @@
 // waitlab report.html: the timeline of a rank range, filled in the browser from packed columns.
 // Why JavaScript: a figure written from Python repeats one hover text per event (10 MB for 100,000
 // events); the packed columns are 24 bytes per event before gzip (see html_data.py).  Bokeh draws,
-// zooms and pans; this file decodes the columns and fills the timeline's data sources (wl-seg, wl-msg).
+// zooms and pans; this file decodes the columns and fills the timeline's data sources (wl-seg, wl-msg),
+// and the time budget's (wl-budget-src): the page's Bokeh part holds no data of the run, so that
+// `waitlab run` builds it while SMPI runs (html.py).
 (function () {
   "use strict";
   const W = window.WAITLAB;
@@ -44,6 +46,12 @@
   })();
 
   async function start() {
+    const budget = model("wl-budget-src"), budgetFig = model("wl-budget");  // the time budget's bars
+    if (budget && budgetFig && D.budget) {
+      budget.data = D.budget.bars;
+      const yr = budgetFig.y_range, top = D.budget.top > 0 ? D.budget.top * 1.05 : 1;
+      yr.start = yr.reset_start = 0; yr.end = yr.reset_end = top;
+    }
     const c = await decoded;
     const tDecoded = performance.now();
     const seg = model("wl-seg"), msg = model("wl-msg"), fig = model("wl-timeline");
