@@ -54,25 +54,34 @@ def _partitions(n: int, largest: int | None = None) -> list[Partition]:
     return [(k, *rest) for k in range(min(n, largest), 0, -1) for rest in _partitions(n - k, k)]
 
 
+@cache
+def _one_ball(part: Partition, n: int) -> tuple[tuple[Partition, int], ...]:
+    """Where one packet takes partition ``part`` among ``n`` outputs: each next partition and its number of outputs
+    (an output with ``k`` HOL packets becomes one with ``k + 1``; ``k = 0``: an idle output becomes busy)."""
+    counts: dict[int, int] = {}
+    for k in part:
+        counts[k] = counts.get(k, 0) + 1
+    counts[0] = n - len(part)  # outputs without a HOL packet
+    out = []
+    for k, bins in counts.items():
+        if bins == 0:
+            continue
+        lst = list(part)
+        if k == 0:
+            lst.append(1)
+        else:
+            lst[lst.index(k)] = k + 1
+        out.append((tuple(sorted(lst, reverse=True)), bins))
+    return tuple(out)
+
+
 def _add_balls(state: Partition, balls: int, n: int) -> dict[Partition, float]:
     """Law of the partition after ``balls`` packets each pick one of ``n`` outputs uniformly at random."""
     dist: dict[Partition, float] = {state: 1.0}
     for _ in range(balls):
         nxt: dict[Partition, float] = {}
         for part, p in dist.items():
-            counts: dict[int, int] = {}
-            for k in part:
-                counts[k] = counts.get(k, 0) + 1
-            counts[0] = n - len(part)  # outputs without a HOL packet
-            for k, bins in counts.items():
-                if bins == 0:
-                    continue
-                lst = list(part)
-                if k == 0:
-                    lst.append(1)
-                else:
-                    lst[lst.index(k)] = k + 1
-                new = tuple(sorted(lst, reverse=True))
+            for new, bins in _one_ball(part, n):  # the same partitions recur from every state: worked out once
                 nxt[new] = nxt.get(new, 0.0) + p * bins / n
         dist = nxt
     return dist
