@@ -155,7 +155,7 @@ def main() -> int:
     clock.wrap(programs.prog, "read_records", "read records")
     clock.wrap(programs.prog, "records_to_ops", "records -> operations")
     clock.wrap(programs.prog, "rerun_files", "rerun files")
-    clock.wrap(sources, "build_events", "event table")
+    clock.wrap(pipeline, "build_events", "event table")
     clock.wrap(sources, "program_binary", "build (cached)")
     clock.wrap(pipeline, "encode_ops", "ops.parquet (encoded early)")
     clock.wrap(pipeline, "encode_table", "events.parquet (encoded early)")
