@@ -16,6 +16,7 @@ True
 
 from __future__ import annotations
 
+import gc
 import importlib
 import sys
 import threading
@@ -36,6 +37,10 @@ def _import_all(modules: Sequence[str], then: Callable[[], object] | None = None
             then()
         except Exception:  # what it prepares is made again where it is used, and its error raised there
             return
+    # A full collection here, while SMPI runs: the objects the imports made (and ``then``'s garbage) are otherwise
+    # scanned by the first full collection after the stage, on the main thread (0.12 s measured after a program run).
+    # A collection only sooner than Python would make it: no object is kept or freed differently.
+    gc.collect()
 
 
 @contextmanager

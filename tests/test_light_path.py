@@ -12,6 +12,7 @@ process (which preloads) writes the same results folder as a warm one (which doe
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import subprocess
 import sys
@@ -123,6 +124,23 @@ def test_preloading_then_runs_on_its_thread_after_the_imports_and_keeps_its_erro
     with preload.preloading([probe], then=then):  # the modules imported already: still run, once a stage starts
         progress.launched()
     assert len(calls) == 2
+
+
+def test_preloading_ends_with_a_full_collection_on_its_thread(probe: str):
+    """The imports' objects are scanned once while SMPI runs, not by the first full collection after the stage."""
+    full: list[str] = []
+
+    def seen(phase: str, info: dict[str, int]) -> None:
+        if phase == "start" and info["generation"] == 2:
+            full.append(threading.current_thread().name)
+
+    gc.callbacks.append(seen)
+    try:
+        with preload.preloading([probe]):
+            progress.launched()
+    finally:
+        gc.callbacks.remove(seen)
+    assert "waitlab-preload" in full
 
 
 def test_preloading_without_an_smpi_stage_imports_nothing(probe: str):
