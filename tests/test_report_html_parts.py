@@ -127,3 +127,13 @@ def test_a_page_with_a_heatmap_has_no_kept_skeleton():
     assert not shape.data_free
     with pytest.raises(ValueError, match="heatmap"):
         report_html.run_page_skeleton(shape)
+
+
+def test_a_region_name_cannot_close_the_page_s_scripts():
+    meta, summary, ev, _waits, budget, ledger, _diag = _pages()[0]
+    name = "</script><script>alert(1)</script>"
+    ev = ev.assign(region=pd.Categorical([name] * len(ev)))
+    page = report_html.build_html(meta, summary, ev, wait_states(ev), budget, ledger)
+    assert "</script><script>alert" not in page  # in the payload and the colours "<\/script>": the same JSON text
+    payload = json.loads(re.search(r'id="wl-timeline-data">(.*?)</script>', page, re.S).group(1))
+    assert payload["regions"] == [name]

@@ -332,7 +332,7 @@ def build_html(meta: dict[str, Any], summary: dict[str, Any], events: pd.DataFra
         "summary": _summary(meta, summary, waits), "causes": _causes(ledger), "detail": _detail_note(payload,
                                                                                                        shape.ranks),
         "data": json.dumps(payload, sort_keys=True).replace("</", "<\\/"),
-        "config": "window.WAITLAB = " + json.dumps(config, sort_keys=True) + ";"})
+        "config": "window.WAITLAB = " + json.dumps(config, sort_keys=True).replace("</", "<\\/") + ";"})
 
 
 def _ids_outside_verbatim(page: str) -> str:
