@@ -7,6 +7,9 @@ for an unperturbed scenario; for a perturbed one, the unperturbed run, the
 perturbation stage (jitter, instrumentation, buffers, spilling) on its
 operations, the measured run with the noise's speed profiles, the noise that
 delayed work booked into the ledger, condition C and the wait distortion.
+
+The part up to the end of an SMPI stage (:func:`prepare`, the stage itself) is :mod:`waitlab.experiments.stage`,
+which imports no pandas: ``waitlab run`` imports this module while its first stage runs.
 """
 
 from __future__ import annotations
