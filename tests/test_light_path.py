@@ -25,7 +25,7 @@ import pytest
 import waitlab
 from waitlab import api, api_results, api_studies
 from waitlab.cli import build_parser, main
-from waitlab.experiments import preload
+from waitlab.experiments import pipeline, preload
 from waitlab.experiments.diagnosis import registry
 from waitlab.experiments.diagnosis.names import BUILTIN_NAMES, DEFAULT_DIAGNOSE
 from waitlab.experiments.run_folder import PICTURE_MODULES, picture_modules
@@ -204,3 +204,9 @@ def test_a_program_s_smpirun_starts_before_pandas_is_imported(tmp_path: Path):
     assert json.loads(fresh(code)) == {"rc": 0, "heavy": []}
     written = {p.name for p in (tmp_path / "out").iterdir()}
     assert {"report.html", "timeline.png", "events.parquet", "run.json"} <= written
+
+
+def test_the_pipeline_finishes_a_first_stage_only_of_the_source_s_own_operations():
+    sc = api.load_scenario(EXAMPLE)
+    with pytest.raises(ValueError, match="first"):  # refused before anything runs
+        pipeline.run(sc, prep=api.prepare(sc), first=object(), ops=object())
