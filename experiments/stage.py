@@ -3,9 +3,10 @@ event table exists.
 
 :func:`prepare` loads and renders the platform once and picks the source; :func:`execute` runs the SMPI stage and
 returns its :class:`~waitlab.experiments.sources.Execution`; :func:`waitlab.experiments.pipeline.finish` turns that
-into the event table, wait states and summary.  Nothing here imports pandas, pyarrow or the analysis models: a
-``waitlab run`` from a shell imports those while its SMPI stage runs (:mod:`waitlab.experiments.preload`,
-docs/performance.md), and ``tests/test_light_path.py`` checks that this stays so.
+into the event table, wait states and summary.  On a program's way nothing here imports pandas, pyarrow or the
+analysis models (a replayed source's module does: its replay builds a pandas event table): a ``waitlab run`` from a
+shell imports those while its SMPI stage runs (:mod:`waitlab.experiments.preload`, docs/performance.md), and an
+import-linter contract and ``tests/test_light_path.py`` check that this stays so.
 """
 
 from __future__ import annotations
@@ -94,7 +95,6 @@ def without_links(scenario: Scenario, nodes: Iterable[int]) -> Scenario:
     drop = set(nodes)
     keep = tuple(d for d in scenario.platform.degraded_link or () if d.node not in drop)
     return replace(scenario, platform=scenario.platform.model_copy(update={"degraded_link": keep or None}))
-
 
 
 def prepare(scenario: Scenario) -> Prepared:
