@@ -1,11 +1,12 @@
 """Modules imported on a thread while a run's SMPI stage goes on, so the work after the stage does not wait for them.
 
-``waitlab run`` from a shell needs Bokeh and matplotlib only to write ``report.html`` and ``timeline.png``, after
-its SMPI stage; imported before the stage they added 1-1.5 s to every run (issue 25, docs/performance.md).  The
-stage is a ``smpirun`` process that this one waits for without holding Python's lock, so the imports cost no time
-there.  The thread starts when the first ``smpirun`` process has started (:func:`waitlab.simulator.progress.on_launch`)
-and is joined when the stage's block ends: nothing it imports is used half-initialised, and nothing
-imports on two threads afterwards.
+``waitlab run`` from a shell needs pandas, pyarrow and the analysis models only for the work after its SMPI stage,
+and Bokeh and matplotlib only to write ``report.html`` and ``timeline.png``; imported before the stage they added
+2-3 s to every run (issue 25, docs/performance.md).  The stage is a ``smpirun`` process that this one waits for
+without holding Python's lock, so the imports cost no time there; what can be made from the imports alone (the
+report page's skeleton) is made there too, and the thread ends with a full garbage collection.  The thread starts
+when the first ``smpirun`` process has started (:func:`waitlab.simulator.progress.on_launch`) and is joined when the
+stage's block ends: nothing it imports is used half-initialised, and nothing imports on two threads afterwards.
 
 >>> import sys
 >>> with preloading(["colorsys"]):
@@ -50,9 +51,9 @@ def preloading(modules: Sequence[str], then: Callable[[], object] | None = None)
     normally.
 
     Started earlier, the imports would take Python's lock from the work before the stage (measured: 0.06 s became
-    0.35-0.71 s).  Modules already imported are skipped (a second run in one process starts no thread); a block
-    that runs no SMPI stage starts none.  When the block raises (an error, Ctrl-C) the thread is not waited for:
-    it is a daemon and its imports are harmless.
+    0.35-0.71 s).  Modules already imported are skipped (a second run in one process starts a thread only for
+    ``then``); a block that runs no SMPI stage starts none.  When the block raises (an error, Ctrl-C) the thread is
+    not waited for: it is a daemon and its imports are harmless.
     """
     missing = [m for m in modules if m not in sys.modules]
     if not missing and then is None:
