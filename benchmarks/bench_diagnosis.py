@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from waitlab.experiments.report.canvas import subplots
 from waitlab.models.analysis.cwpdm import cwpdm
 from waitlab.models.analysis.hcwpdm import hcwpdm
 from waitlab.models.analysis.waitstates import wait_states
@@ -191,12 +192,7 @@ def scaling(ranks_list: list[int], steps_list: list[int], plot: Path | None) -> 
         print(f"{r['stage']:<8} {r['ranks']:>6} {r['steps']:>6} {r['events']:>10,} {r['seconds']:>8.3f} "
               f"{r['peak_bytes'] / 2**20:>9.1f}")
     if plot is not None:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+        fig, (ax1, ax2) = subplots(1, 2, figsize=(11, 4))
         for stage, marker in (("hcwpdm", "o"), ("cwpdm", "s")):
             for s in steps_list:
                 sel = [r for r in rows if r["stage"] == stage and r["steps"] == s]

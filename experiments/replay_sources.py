@@ -54,6 +54,14 @@ class SyntheticSource:
         return Execution(ops, rep.events, rep.output, dict(settings), {"generate": gen, **rep.stage_seconds})
 
 
+def _refuse_mismatch(path: str, ops: OpTable, fix: str) -> None:
+    """Refuse a trace whose collectives, message pairs or waits do not match, before SMPI (which would crash or hang
+    on them): the error names the first mismatch and ``fix``."""
+    problem = first_mismatch(ops)
+    if problem is not None:
+        raise InputError(path, f"({problem[0]})", problem[1], fix)
+
+
 @lru_cache(maxsize=8)
 def _parse_cached(path: str, digest: str, fps: float, n_ranks: int) -> ParsedTrace:
     parsed = parse_ti_trace(Path(path), flops_per_second=fps, n_ranks=n_ranks)
@@ -64,10 +72,8 @@ def _parse_cached(path: str, digest: str, fps: float, n_ranks: int) -> ParsedTra
         raise InputError(path, f"rank {int(ops.rank[i])}, operation {int(ops.seq[i])}", f"a message of "
                          f"{moved.max():g} bytes is larger than the memory of any platform's node "
                          f"({largest_node_memory():g} bytes)", "check the counts and datatypes of the trace")
-    problem = first_mismatch(ops)  # before SMPI: SimGrid would crash or hang on these
-    if problem is not None:
-        raise InputError(path, f"({problem[0]})", problem[1], "fix the trace (or capture it again); waitlab checks "
-                         "collectives, message pairs and deadlocks before replaying")
+    _refuse_mismatch(path, ops, "fix the trace (or capture it again); waitlab checks collectives, message pairs and "
+                     "deadlocks before replaying")
     return parsed
 
 
@@ -111,10 +117,8 @@ def _otf2_ops_cached(path: str, digest: str, cpu_ratio: float, n_ranks: int) -> 
     if ops.n_ranks != n_ranks:
         raise InputError(path, "(locations)", f"holds {ops.n_ranks} MPI ranks but the scenario has "
                          f"ranks = {n_ranks}", f"set [scenario] ranks = {ops.n_ranks}")
-    problem = first_mismatch(ops)  # before SMPI: SimGrid would crash or hang on these
-    if problem is not None:
-        raise InputError(path, f"({problem[0]})", problem[1], "the archive is inconsistent (truncated, or a "
-                         "communicator or message is missing): record the run again")
+    _refuse_mismatch(path, ops, "the archive is inconsistent (truncated, or a communicator or message is missing): "
+                     "record the run again")
     return ops
 
 

@@ -15,7 +15,7 @@ import json
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -27,14 +27,22 @@ from waitlab.experiments import prewrite
 from waitlab.experiments.pipeline import Run, RunResult
 from waitlab.experiments.report.notebook import loaded_html
 from waitlab.experiments.report.perturbation_report import buffer_timeline, jsonable, report_text
-from waitlab.experiments.run_folder import verify_folder
+from waitlab.experiments.run_folder import PICTURE_MODULES, verify_folder
 from waitlab.experiments.scenario import Scenario, from_mapping, read_toml
+from waitlab.lazy import Deferred
 from waitlab.models.analysis.metrics import ledger_frame
 from waitlab.models.analysis.summary import rank_budget
 from waitlab.models.ops import CAUSE_KINDS, Ledger, OpTable
 from waitlab.simulator.chrome_trace import CHROME_SUMMARY_EVENTS, write_chrome_trace
 from waitlab.simulator.export import read_table, write_table
 from waitlab.simulator.timeline import ROW_REFERENCES, SCHEMA_VERSION
+
+if TYPE_CHECKING:
+    from waitlab.experiments.report import html as _html
+    from waitlab.experiments.report import plots as _plots
+else:  # the pictures' writers (Bokeh, matplotlib): imported when first used, or on the preload thread during a stage
+    _html = Deferred(PICTURE_MODULES["report.html"])
+    _plots = Deferred(PICTURE_MODULES["timeline.png"])
 
 
 def summary_text(summary: dict[str, Any], metadata: dict[str, Any]) -> str:
@@ -76,12 +84,9 @@ def prepare_report(scenario: Scenario) -> None:
     (:func:`waitlab.experiments.report.html.run_page_skeleton`, kept for :func:`write_result`).  ``waitlab run``
     calls it on the preload thread while SMPI runs; a page that needs the run's data for its figures (a heatmap)
     is made whole after the stage."""
-    # imported here, not at the top: waitlab.experiments.run_folder.PICTURE_MODULES
-    from waitlab.experiments.report.html import PageShape, run_page_skeleton
-
-    shape = PageShape.of_run(scenario.name, scenario.ranks)
+    shape = _html.PageShape.of_run(scenario.name, scenario.ranks)
     if shape.data_free:
-        run_page_skeleton(shape)
+        _html.run_page_skeleton(shape)
 
 
 def write_result(result: RunResult, folder: Path, *, png: bool = True, scenario_file: bool = True,
@@ -94,10 +99,6 @@ def write_result(result: RunResult, folder: Path, *, png: bool = True, scenario_
     ``ops.parquet``, ``events.parquet`` and ``waits.parquet`` may be encoded already (``result.prewritten``, from
     the same tables).
     """
-    # imported here, not at the top: waitlab.experiments.run_folder.PICTURE_MODULES
-    from waitlab.experiments.report.html import write_html_report
-    from waitlab.experiments.report.plots import timeline_png
-
     meta = result.metadata
     budget = result.budget  # made with the summary, unless a rank has no event
     if budget is None or len(budget) != result.scenario.ranks:
@@ -122,7 +123,7 @@ def write_result(result: RunResult, folder: Path, *, png: bool = True, scenario_
         if result.placement is not None:  # rank -> node, supernode (platform.placement)
             result.placement.to_csv(folder / "placement.csv", index=False)
         if png:
-            timeline_png(result.events, result.waits, folder / "timeline.png", title=result.scenario.name)
+            _plots.timeline_png(result.events, result.waits, folder / "timeline.png", title=result.scenario.name)
         if scenario_file:
             (folder / "scenario.toml").write_text(f"# resolved scenario of a waitlab run: valid input\n"
                                                   f"{result.scenario.to_toml()}")
@@ -131,8 +132,8 @@ def write_result(result: RunResult, folder: Path, *, png: bool = True, scenario_
         (folder / "summary.json").write_text(json.dumps(jsonable(result.summary), indent=2, sort_keys=True) + "\n")
         (folder / "summary.txt").write_text(summary_text(result.summary, meta) + "\n")
         if html:  # offline, interactive; rewritten by `waitlab diagnose` and `waitlab report`
-            write_html_report(folder, jsonable(meta), jsonable(result.summary), result.events, result.waits, budget,
-                              ledger)
+            _html.write_html_report(folder, jsonable(meta), jsonable(result.summary), result.events, result.waits,
+                                    budget, ledger)
         for written in tables:
             written.result()  # a writer's error is raised here
     run = {**meta, "resolved_scenario": result.scenario.resolved(), "chrome_trace": chrome.result()}

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from waitlab.errors import InputError, write_error
 
-#: The writers of ``report.html`` and ``timeline.png``, imported by :func:`waitlab.experiments.results.write_result`
-#: when it first runs, not at that module's top: they bring Bokeh and matplotlib (1-1.5 s of imports), which the way
+#: The writers of ``report.html`` and ``timeline.png``, which :mod:`waitlab.experiments.results` imports when it first
+#: uses them (:class:`waitlab.lazy.Deferred`): they bring Bokeh and matplotlib (1-1.5 s of imports), which the way
 #: to a run's SMPI stage does not need.  :func:`waitlab.api.run` imports them on a thread while SMPI runs
 #: (:mod:`waitlab.experiments.preload`).
 PICTURE_MODULES = {"report.html": "waitlab.experiments.report.html", "timeline.png": "waitlab.experiments.report.plots"}

@@ -29,11 +29,17 @@ import numpy as np
 from waitlab.experiments.programs import program_binary, program_config, run_real_program
 from waitlab.experiments.real_params import ProgramParams
 from waitlab.experiments.scenario import Scenario
+from waitlab.lazy import Deferred
 from waitlab.models.ops import OpTable
 from waitlab.platforms import RenderedPlatform
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from waitlab.experiments import replay_sources as _replay_sources
+else:  # the replayed kinds build the replay's event table (pandas), which a program run imports while its SMPI stage
+    # goes on (waitlab.experiments.stage): imported for those kinds only, when first used
+    _replay_sources = Deferred("waitlab.experiments.replay_sources")
 
 
 @dataclass(frozen=True)
@@ -136,8 +142,4 @@ def source_for(scenario: Scenario) -> Source:
     """The source of a scenario's operations, by its application kind."""
     if scenario.application_kind == "program":
         return ProgramSource(scenario)
-    # imported here, not at the top: the replayed kinds need the replay's event table (pandas), which a program run
-    # imports while its SMPI stage goes on (waitlab.experiments.stage)
-    from waitlab.experiments.replay_sources import replayed_source
-
-    return replayed_source(scenario)
+    return _replay_sources.replayed_source(scenario)

@@ -20,12 +20,12 @@ from waitlab.experiments.preload import preloading
 from waitlab.experiments.run_folder import RESULTS_ROOT, default_output, picture_modules, results_folder
 from waitlab.experiments.scenario import Scenario, as_scenario, load_scenario
 from waitlab.experiments.stage import Prepared, execute, prepare
-from waitlab.lazy import lazy_attributes
+from waitlab.lazy import Deferred, lazy_attributes
 from waitlab.platforms import PLATFORM_ALIASES, describe_platform, list_platforms, load_platform, render_platform
 from waitlab.simulator.doctor import doctor
 from waitlab.simulator.progress import reporting
 
-if TYPE_CHECKING:  # what __getattr__ returns, for type checkers and IDEs
+if TYPE_CHECKING:  # what __getattr__ and the deferred modules return, for type checkers and IDEs
     from waitlab.api_results import (
         CALIBRATION_COLUMNS,
         LoadedRun,
@@ -65,6 +65,12 @@ if TYPE_CHECKING:  # what __getattr__ returns, for type checkers and IDEs
         with_models,
         write_report,
     )
+    from waitlab.experiments import pipeline as _pipeline
+    from waitlab.experiments import results as _results
+
+if not TYPE_CHECKING:  # the pipeline's end and the results writer: imported while the first SMPI stage runs
+    _pipeline = Deferred("waitlab.experiments.pipeline")
+    _results = Deferred("waitlab.experiments.results")
 
 __all__ = [
     "CALIBRATION_COLUMNS",
@@ -122,7 +128,7 @@ __all__ = [
 #: What :func:`run` imports after its first SMPI stage (the pipeline's end and the results folder's writer, with
 #: pandas, pyarrow and the analysis models): imported on a thread while that stage runs
 #: (:mod:`waitlab.experiments.preload`), with the pictures' writers when a folder is written.
-AFTER_STAGE = ("waitlab.experiments.pipeline", "waitlab.experiments.results")
+AFTER_STAGE = (_pipeline.__name__, _results.__name__)
 
 
 def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, force: bool = False,
@@ -148,10 +154,7 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, force
         with results_folder(Path(out), force) as partial:
             paje = partial / "smpi.paje" if sc.simulation.paje else None
             result = _simulate(prep, paje, pictures=picture_modules(png), prewrite=True, report=True)
-            # imported here, not at the top: AFTER_STAGE
-            from waitlab.experiments.results import write_run
-
-            write_run(result, partial, png=png)
+            _results.write_run(result, partial, png=png)
     remember(est, prep, result.result.stage_seconds.get("smpi"))  # the estimate learns from this run
     return result
 
@@ -163,18 +166,13 @@ def _simulate(prep: Prepared, paje: Path | None, *, pictures: list[str], prewrit
     what ``report.html`` can have before the run's data exists is made then too."""
     with preloading([*AFTER_STAGE, *pictures], then=partial(_prepare_report, prep.scenario) if report else None):
         first = execute(prep, paje_file=paje if prep.perturbation is None else None)  # measured runs get the Paje
-    # imported here, not at the top: AFTER_STAGE
-    from waitlab.experiments.pipeline import run as pipeline_run
-
-    return pipeline_run(prep.scenario, paje_file=paje, prep=prep, first=first, prewrite=prewrite)
+    return _pipeline.run(prep.scenario, paje_file=paje, prep=prep, first=first, prewrite=prewrite)
 
 
 def _prepare_report(scenario: Scenario) -> None:
-    """:func:`waitlab.experiments.results.prepare_report`, on the preload thread once :data:`AFTER_STAGE` is in."""
-    # imported here, not at the top: AFTER_STAGE
-    from waitlab.experiments.results import prepare_report
-
-    prepare_report(scenario)
+    """:func:`waitlab.experiments.results.prepare_report`, looked up on the preload thread once :data:`AFTER_STAGE` is
+    in (a ``partial`` of it, made before the stage, would import the results writer there)."""
+    _results.prepare_report(scenario)
 
 
 def platforms() -> list[str]:

@@ -1,6 +1,10 @@
-"""A module's names imported from other modules on first use (PEP 562): :mod:`waitlab` takes the API's names from
-:mod:`waitlab.api` this way, and :mod:`waitlab.api` its tools and studies from :mod:`waitlab.api_results` and
-:mod:`waitlab.api_studies`.
+"""Modules and names imported on first use.
+
+:func:`lazy_attributes` serves a module's names from other modules (PEP 562): :mod:`waitlab` takes the API's names
+from :mod:`waitlab.api` this way, and :mod:`waitlab.api` its tools and studies from :mod:`waitlab.api_results` and
+:mod:`waitlab.api_studies`.  :class:`Deferred` is a module named at the top of the one that uses it and imported on
+the first use of one of its attributes (the modules a run needs only after its SMPI stage, which the preload thread
+imports while that stage runs: :mod:`waitlab.experiments.preload`).
 
 >>> import types
 >>> m = types.ModuleType("m")
@@ -44,3 +48,33 @@ def lazy_attributes(namespace: MutableMapping[str, Any], *sources: str
         return sorted({*namespace, *lazy})
 
     return __getattr__, __dir__, lazy
+
+
+class Deferred:
+    """A module imported by :func:`importlib.import_module` when one of its attributes is first read: the normal
+    import, on the thread that asks first (a module imported already, e.g. by the preload thread, is simply used).
+
+    Declare it at the top of the module that uses it, beside an ``if TYPE_CHECKING:`` import of the same module under
+    the same name, so that type checkers and readers see the real module:
+
+    Its ``__name__`` is the module's, read without importing it:
+
+    >>> import sys
+    >>> sys.modules.pop("colorsys", None) and None
+    >>> colorsys = Deferred("colorsys")
+    >>> colorsys.__name__, "colorsys" in sys.modules
+    ('colorsys', False)
+    >>> round(colorsys.rgb_to_hsv(1.0, 0.0, 0.0)[2], 1), "colorsys" in sys.modules
+    (1.0, True)
+    """
+
+    __slots__ = ("__name__",)
+
+    def __init__(self, name: str) -> None:
+        self.__name__ = name
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(importlib.import_module(self.__name__), attr)
+
+    def __repr__(self) -> str:
+        return f"Deferred({self.__name__!r})"
