@@ -52,6 +52,7 @@ from waitlab.models.perturb.stage import (
 from waitlab.platforms.machine import contention_record
 from waitlab.platforms.placement_table import placement_table
 from waitlab.platforms.smpi_factors import calibrate
+from waitlab.simulator import heap
 from waitlab.simulator.build import simgrid_version
 from waitlab.simulator.export import encode_table
 from waitlab.simulator.spill import release_free_memory
@@ -161,7 +162,8 @@ def finish(prep: Prepared, ex: Execution, *, prewrite: bool = False) -> RunResul
     budget = rank_budget(events, waits)
     summary = summarize(events, waits, budget)
     placement = placement_table(prep.platform.node_of_rank, prep.platform.host_of_rank, prep.platform.leaf_size)
-    release_free_memory()  # the wait states' intermediates, before the results folder is written
+    if heap.active() is None:  # a reserve keeps the heap for the results folder's writers
+        release_free_memory()  # the wait states' intermediates, before the results folder is written
     return RunResult(sc, ex.ops, events, waits, summary, metadata, stages, ex.output, placement, ex.files,
                      ex.rerun, pre, budget)
 

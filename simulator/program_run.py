@@ -13,6 +13,7 @@ import re
 import shlex
 import signal
 from collections.abc import Mapping, Sequence
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +21,7 @@ import numpy.typing as npt
 
 from waitlab.errors import SimulationError, problem_text
 from waitlab.models.vocabulary import ACTIONS, LOCAL_ACTIONS
+from waitlab.simulator import heap
 from waitlab.simulator.smpi import (
     DeadlockError,
     OutputLimitError,
@@ -156,14 +158,16 @@ def run_program(binary: Path, n_ranks: int, platform_xml: Path, hostfile: Path, 
     """
     name = program or str(binary)
     out_dir.mkdir(parents=True, exist_ok=True)
-    for stale in out_dir.glob("r*.*"):
-        stale.unlink()
+    for stale in [*out_dir.glob("r*.*"), out_dir / heap.COUNT_FILE]:
+        stale.unlink(missing_ok=True)
+    reserve = heap.active()  # grows with the layer's records while SMPI runs
     cfg = dict(config or {})
     env = {**layer_env(env, schedule_dir, measured), "WAITLAB_OUT": str(out_dir.resolve())}
     try:
         res = run_smpirun(binary, n_ranks, platform_xml, hostfile, args=[*args, "--log=ker_engine.thres:info"],
                           config=cfg, extra_flags=extra_flags, env=env, cwd=cwd, timeout=timeout, what=what,
-                          privatize=True, accept_returncodes=tuple(exit_codes), output_limit=OUTPUT_LIMIT)
+                          privatize=True, accept_returncodes=tuple(exit_codes), output_limit=OUTPUT_LIMIT,
+                          meanwhile=None if reserve is None else partial(reserve.follow, out_dir))
     except OutputLimitError:
         raise ProgramError(name, f"the program printed more than {OUTPUT_LIMIT >> 20} MiB and was stopped",
                            "print less (waitlab keeps at most this much output), or write to a file") from None

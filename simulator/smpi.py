@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -291,6 +291,7 @@ def run_smpirun(
     progress_file: Path | None = None,
     progress_total: int = 0,
     output_limit: int | None = None,
+    meanwhile: Callable[[], object] | None = None,
 ) -> SmpiResult:
     """Run ``smpirun -no-privatize`` on ``binary`` and return its output.
 
@@ -304,7 +305,8 @@ def run_smpirun(
     replay program writes its simulated time there and it is reported while SMPI runs (``progress_total``: the
     actions it will replay).  ``output_limit``: the output (SimGrid's and the program's) is read in a thread and
     kept up to that many bytes; beyond it the run is stopped with :class:`OutputLimitError` (a program that
-    prints gigabytes never holds more than the limit in memory).
+    prints gigabytes never holds more than the limit in memory).  ``meanwhile`` is called on this thread about ten
+    times a second while ``smpirun`` runs (:class:`waitlab.simulator.heap.Reserve` grows then).
     """
     smpirun = require_tool("smpirun")
     cmd = [smpirun, *([] if privatize else ["-no-privatize"]), "-np", str(n_ranks), "-platform", str(platform_xml),
@@ -343,7 +345,7 @@ def run_smpirun(
     reader = OutputReader(proc.stdout, output_limit)
     try:
         progress.launched()
-        ended = wait_for_output(reader, t0, timeout, report, progress_file, progress_total)
+        ended = wait_for_output(reader, t0, timeout, report, progress_file, progress_total, meanwhile)
     except BaseException:
         kill_group(proc.pid)
         proc.wait()

@@ -23,6 +23,7 @@ from waitlab.experiments.stage import Prepared, execute, prepare
 from waitlab.lazy import Deferred, lazy_attributes
 from waitlab.platforms import PLATFORM_ALIASES, describe_platform, list_platforms, load_platform, render_platform
 from waitlab.simulator.doctor import doctor
+from waitlab.simulator.heap import reserving
 from waitlab.simulator.progress import reporting
 
 if TYPE_CHECKING:  # what __getattr__ and the deferred modules return, for type checkers and IDEs
@@ -148,13 +149,14 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, force
     sc = as_scenario(scenario)
     prep = prepare(sc)  # once: the estimate and the run share it
     est = preflight(prep, say=say, check=check_resources)
-    if out is None:
-        result = _simulate(prep, None, pictures=[], prewrite=False)
-    else:
-        with results_folder(Path(out), force) as partial:
-            paje = partial / "smpi.paje" if sc.simulation.paje else None
-            result = _simulate(prep, paje, pictures=picture_modules(png), prewrite=True, report=True)
-            _results.write_run(result, partial, png=png)
+    with reserving():  # the memory the work after a program's stage needs is made ready while it runs
+        if out is None:
+            result = _simulate(prep, None, pictures=[], prewrite=False)
+        else:
+            with results_folder(Path(out), force) as partial:
+                paje = partial / "smpi.paje" if sc.simulation.paje else None
+                result = _simulate(prep, paje, pictures=picture_modules(png), prewrite=True, report=True)
+                _results.write_run(result, partial, png=png)
     remember(est, prep, result.result.stage_seconds.get("smpi"))  # the estimate learns from this run
     return result
 
