@@ -4,7 +4,7 @@
 command started from a shell also pays the import of waitlab before its SMPI stage, and the first use of every
 library after it.  Each repeat here is a new Python process running the command's own entry point
 (``waitlab.cli.main(["run", SCENARIO, "-o", FOLDER])``) on ``tests/programs/bsp.c`` (``--ranks`` x ``--steps``),
-timed in four parts: the imports, the work before the SMPI stage (scenario, platform, build cache), the SMPI stage
+timed in four parts (and the process's peak memory): the imports, the work before the SMPI stage (scenario, platform, build cache), the SMPI stage
 (the ``smpirun`` process), and the work after it (records, event table, wait states, the results folder).  The first
 repeat builds the program (its build is not part of the figures: it is cached for the others and not timed).
 
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import subprocess
 import sys
@@ -49,8 +50,9 @@ def child(scenario: Path, folder: Path) -> None:
     program_run.run_smpirun = timed  # type: ignore[assignment]
     code = cli.main(["run", str(scenario), "-o", str(folder), "--force"])
     t2 = time.perf_counter()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
     print(json.dumps({"exit": code, "imports": t1 - t0, "before": mark["start"] - t1,
-                      "smpi": mark["end"] - mark["start"], "after": t2 - mark["end"]}))
+                      "smpi": mark["end"] - mark["start"], "after": t2 - mark["end"], "peak_mib": peak}))
 
 
 def main() -> int:
@@ -81,7 +83,7 @@ def main() -> int:
             runs.append(r)
             print(f"run {k + 1}: imports {r['imports']:.2f} s, before the SMPI stage {r['before']:.2f} s, SMPI stage "
                   f"{r['smpi']:.2f} s, after it {r['after']:.2f} s: waitlab's own work {own:.2f} s = "
-                  f"{r['share']:.0f}% of the SMPI stage (exit {r['exit']})")
+                  f"{r['share']:.0f}% of the SMPI stage; peak memory {r['peak_mib']:.0f} MiB (exit {r['exit']})")
     shares = [r["share"] for r in runs]
     own, imports = statistics.median(r["own"] for r in runs), statistics.median(r["imports"] for r in runs)
     print(f"{len(runs)} runs of bsp.c, {args.ranks} ranks x {args.steps} steps: waitlab's own work {own:.2f} s "

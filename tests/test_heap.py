@@ -83,7 +83,7 @@ def _digests(folder: Path) -> dict[str, str]:
 @pytest.mark.simgrid
 def test_a_run_writes_the_same_tables_with_and_without_a_reserve(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     scenario = tmp_path / "bsp.toml"
-    scenario.write_text(SCENARIO.format(bsp=BSP, steps=400))
+    scenario.write_text(SCENARIO.format(bsp=BSP, steps=4000))  # a stage of several ticks
     grown: list[int] = []
     real = heap.Reserve.grow_to
 
