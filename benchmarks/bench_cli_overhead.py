@@ -4,7 +4,8 @@
 command started from a shell also pays the import of waitlab before its SMPI stage, and the first use of every
 library after it.  Each repeat here is a new Python process running the command's own entry point
 (``waitlab.cli.main(["run", SCENARIO, "-o", FOLDER])``) on ``tests/programs/bsp.c`` (``--ranks`` x ``--steps``),
-timed in four parts (and the process's peak memory): the imports, the work before the SMPI stage (scenario, platform, build cache), the SMPI stage
+timed in four parts (and the process's peak memory): the imports, the work before the SMPI stage (scenario,
+platform, build cache), the SMPI stage
 (the ``smpirun`` process), and the work after it (records, event table, wait states, the results folder).  The first
 repeat builds the program (its build is not part of the figures: it is cached for the others and not timed).
 
