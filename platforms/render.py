@@ -62,7 +62,6 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from xml.sax.saxutils import escape, quoteattr
 
 from waitlab.errors import InputError
 from waitlab.platforms.fat_tree import d_mod_k_cluster, uses_d_mod_k
@@ -70,6 +69,7 @@ from waitlab.platforms.model import PlatformModel
 from waitlab.platforms.mpi_spec import rma_env
 from waitlab.platforms.placement import Placement, place_ranks, slot_of_rank
 from waitlab.platforms.smpi_factors import calibrate
+from waitlab.platforms.xml_text import escape, quoteattr
 
 __all__ = ["RenderedPlatform", "render_platform"]
 
