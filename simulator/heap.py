@@ -3,18 +3,21 @@
 After a program's SMPI stage, waitlab builds its tables (records, operations, message links, events: about
 :data:`BYTES_PER_RECORD` bytes per record of the measurement layer) in memory the process has never used.  On a
 virtual machine the first touch of such memory is slow: the guest kernel and then the hypervisor each fault the
-page in (measured here: 200 MiB of new memory took 0.23-0.57 s to touch, the same memory touched again 0.02 s).  In
-a 1.66 M-event run, 0.56-0.64 s of the 1.1-1.3 s after the stage were system time, nearly all of it page faults.
+page in (measured here: 200 MB of new memory took 0.23-0.25 s to touch, 400 MB in a fresh process 0.52-0.62 s, the
+same memory touched again 0.02 s).  In a 1.66 M-event run, 0.56-0.64 s of the 1.1-1.3 s after the stage were system
+time, nearly all of it page faults.
 
 While the stage runs, this process only waits for ``smpirun``.  :class:`Reserve` uses that time: the measurement
-layer keeps its record count in ``WAITLAB_OUT/count`` (``native/waitlab_pmpi.c``), and the waiting thread touches
-heap memory in step with it (:data:`BYTES_PER_RECORD` per record, at most :data:`STEP_BYTES` per tick, never more
-than a quarter of the memory available) and hands it back to glibc's heap, which is told to keep it (no trim, no
-``mmap`` for large blocks) until the run's results are written: the arrays made after the stage then land in memory
-that is already there.  Nothing is simulated differently: the reserve only changes where the process's arrays are.
+layer keeps its record count in ``WAITLAB_OUT/count`` (``native/waitlab_pmpi.c``), and the waiting thread
+(:func:`waitlab.simulator.program_run.run_program`, reading it with
+:func:`~waitlab.simulator.progress.read_layer_count`) touches heap memory in step with it (:data:`BYTES_PER_RECORD`
+per record, at most :data:`STEP_BYTES` per tick, never more than a quarter of the memory available) and hands it
+back to glibc's heap, which is told to keep it (no trim, no ``mmap`` for large blocks) until the run's results are
+written: the arrays made after the stage then land in memory that is already there.  Nothing is simulated
+differently: the reserve only changes where the process's arrays are.
 
 Only with glibc (``mallopt``); elsewhere a reserve does nothing.  Used through :func:`reserving` (a context manager
-around a whole run, set by ``waitlab run``), read by :func:`waitlab.simulator.smpi.run_smpirun` while it waits.
+around a whole run, set by ``waitlab run``).
 """
 
 from __future__ import annotations
@@ -25,15 +28,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from waitlab.simulator.spill import release_free_memory
 
-#: Name of the layer's record-count file in its output folder.
-COUNT_FILE = "count"
 #: Bytes the work after a program's stage allocates per layer record, on the thread that waited for it: the record
 #: (24 + 48, ``LOG_DTYPE`` + ``ARG_DTYPE``), about two operation rows per record (a call and the compute before it)
 #: of 86 bytes (``OpTable`` columns 61, times 16, record index 8, injected flag 1), their links (3 x 8) and event
@@ -72,26 +72,6 @@ class Reserve:
         if active() is None:  # not inside a run's block: nothing would give it back
             _default_heap()
         return self.size
-
-    def follow(self, folder: Path) -> int:
-        """Grow toward :data:`BYTES_PER_RECORD` times the records the layer writing into ``folder`` has so far."""
-        return self.grow_to(BYTES_PER_RECORD * records_so_far(folder))
-
-
-def records_so_far(folder: Path) -> int:
-    """Sum of the ranks' record counts in ``folder/count`` (0 while it does not exist).
-
-    >>> import tempfile
-    >>> with tempfile.TemporaryDirectory() as d:
-    ...     np.array([3, 4, 0], np.int64).tofile(Path(d) / COUNT_FILE)
-    ...     records_so_far(Path(d)), records_so_far(Path(d) / "none")
-    (7, 0)
-    """
-    try:
-        counts = np.fromfile(folder / COUNT_FILE, np.int64)
-    except (OSError, ValueError):
-        return 0
-    return int(counts[counts > 0].sum())
 
 
 def active() -> Reserve | None:

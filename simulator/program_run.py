@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 import shlex
 import signal
+import time
 from collections.abc import Mapping, Sequence
-from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +21,7 @@ import numpy.typing as npt
 
 from waitlab.errors import SimulationError, problem_text
 from waitlab.models.vocabulary import ACTIONS, LOCAL_ACTIONS
-from waitlab.simulator import heap
+from waitlab.simulator import heap, progress
 from waitlab.simulator.smpi import (
     DeadlockError,
     OutputLimitError,
@@ -158,16 +158,16 @@ def run_program(binary: Path, n_ranks: int, platform_xml: Path, hostfile: Path, 
     """
     name = program or str(binary)
     out_dir.mkdir(parents=True, exist_ok=True)
-    for stale in [*out_dir.glob("r*.*"), out_dir / heap.COUNT_FILE]:
+    for stale in [*out_dir.glob("r*.*"), out_dir / progress.LAYER_COUNT_FILE]:
         stale.unlink(missing_ok=True)
-    reserve = heap.active()  # grows with the layer's records while SMPI runs
+    watch = _Watch(out_dir, heap.active(), progress.reporter())
     cfg = dict(config or {})
     env = {**layer_env(env, schedule_dir, measured), "WAITLAB_OUT": str(out_dir.resolve())}
     try:
         res = run_smpirun(binary, n_ranks, platform_xml, hostfile, args=[*args, "--log=ker_engine.thres:info"],
                           config=cfg, extra_flags=extra_flags, env=env, cwd=cwd, timeout=timeout, what=what,
                           privatize=True, accept_returncodes=tuple(exit_codes), output_limit=OUTPUT_LIMIT,
-                          meanwhile=None if reserve is None else partial(reserve.follow, out_dir))
+                          meanwhile=watch if watch.needed else None)
     except OutputLimitError:
         raise ProgramError(name, f"the program printed more than {OUTPUT_LIMIT >> 20} MiB and was stopped",
                            "print less (waitlab keeps at most this much output), or write to a file") from None
@@ -181,10 +181,39 @@ def run_program(binary: Path, n_ranks: int, platform_xml: Path, hostfile: Path, 
         if isinstance(exc, SmpiFailed):
             raise explain_failure(exc.output, exc.returncode, _missing(out_dir, n_ranks), name) from None
         raise
+    finally:
+        watch.end()
     missing = _missing(out_dir, n_ranks)
     if missing:
         raise explain_failure(res.output, res.returncode, missing, name)
     return res
+
+
+class _Watch:
+    """What the waiting thread does while a program's ``smpirun`` runs (``meanwhile`` of :func:`run_smpirun`): read
+    the layer's count (:func:`waitlab.simulator.progress.read_layer_count`), grow the run's memory reserve with it
+    (:mod:`waitlab.simulator.heap`) and report progress at most once per :func:`~waitlab.simulator.progress.interval`;
+    :meth:`end` reports the end (``None``) if anything was reported."""
+
+    def __init__(self, out_dir: Path, reserve: heap.Reserve | None, report: progress.Reporter | None) -> None:
+        self.out_dir, self.reserve, self.report = out_dir, reserve, report
+        self.needed = reserve is not None or report is not None
+        self.t0 = self.last = time.perf_counter()
+        self.every = progress.interval()
+        self.reported = False
+
+    def __call__(self) -> None:
+        simulated, records = progress.read_layer_count(self.out_dir)
+        if self.reserve is not None:
+            self.reserve.grow_to(heap.BYTES_PER_RECORD * records)
+        now = time.perf_counter()
+        if self.report is not None and now - self.last >= self.every:
+            self.last, self.reported = now, True
+            self.report(progress.Progress(simulated, records, 0, now - self.t0, "calls recorded"))
+
+    def end(self) -> None:
+        if self.report is not None and self.reported:
+            self.report(None)
 
 
 def layer_env(env: Mapping[str, str] | None, schedule_dir: Path | None, measured: bool) -> dict[str, str]:

@@ -17,6 +17,14 @@ from waitlab import api
 from waitlab.experiments.stage import execute, prepare
 from waitlab.simulator import heap
 from waitlab.simulator import programs as prog
+from waitlab.simulator.progress import (
+    INTERVAL_ENV,
+    LAYER_COUNT_DTYPE,
+    LAYER_COUNT_FILE,
+    Progress,
+    read_layer_count,
+    reporting,
+)
 
 BSP = Path(__file__).resolve().parent / "programs" / "bsp.c"
 SCENARIO = ('[scenario]\nname = "bsp"\nranks = 4\n[platform]\nname = "dawning_5000a"\n[application]\n'
@@ -32,14 +40,6 @@ def test_a_reserve_grows_by_at_most_a_step_per_call_and_never_past_its_limit():
         assert reserve.grow_to(1000) == heap.STEP_BYTES + (1 << 20)  # it never shrinks
 
 
-def test_a_reserve_follows_the_records_of_the_count_file(tmp_path: Path):
-    reserve = heap.Reserve(limit=1 << 30)
-    assert reserve.follow(tmp_path) == 0  # no count file yet: nothing
-    np.array([1000, -1, 24], np.int64).tofile(tmp_path / heap.COUNT_FILE)  # a slot not yet written is ignored
-    with heap.reserving():
-        assert reserve.follow(tmp_path) == heap.BYTES_PER_RECORD * 1024
-
-
 def test_reserving_is_set_inside_its_block_only_and_bounded_by_the_memory_available():
     assert heap.active() is None
     with heap.reserving() as reserve:
@@ -52,28 +52,29 @@ def test_reserving_is_set_inside_its_block_only_and_bounded_by_the_memory_availa
 
 
 @pytest.mark.simgrid
-def test_the_layer_s_count_file_holds_the_number_of_records_it_wrote(tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch):
+def test_the_layer_s_count_file_holds_its_records_and_a_program_run_reports_its_progress(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     scenario = tmp_path / "bsp.toml"
-    scenario.write_text(SCENARIO.format(bsp=BSP, steps=300))
-    followed: list[int] = []
-    real = heap.Reserve.follow
-
-    def follow(self: heap.Reserve, folder: Path) -> int:
-        followed.append(heap.records_so_far(folder))
-        return real(self, folder)
-
-    monkeypatch.setattr(heap.Reserve, "follow", follow)
+    scenario.write_text(SCENARIO.format(bsp=BSP, steps=4000))
+    seen: list[Progress | None] = []
+    monkeypatch.setenv(INTERVAL_ENV, "0.02")
     monkeypatch.setattr("waitlab.simulator.output_reader.MEANWHILE_TICK", 0.01)
-    with heap.reserving():
-        ex = execute(prepare(api.load_scenario(scenario)), keep_dir=tmp_path / "work")
+    with heap.reserving() as reserve, reporting(seen.append):
+        execute(prepare(api.load_scenario(scenario)), keep_dir=tmp_path / "work")
     out = tmp_path / "work" / "records"
     records = prog.read_records(out, 4)
-    assert heap.records_so_far(out) == len(records) > 0
-    per_rank = np.fromfile(out / heap.COUNT_FILE, np.int64)
-    assert per_rank.tolist() == np.bincount(records.log["rank"], minlength=4).tolist()
-    assert followed and all(0 <= n <= len(records) for n in followed)  # read while SMPI ran
-    assert len(ex.ops) > 0
+    slots = np.fromfile(out / LAYER_COUNT_FILE, LAYER_COUNT_DTYPE)
+    assert slots["records"].tolist() == np.bincount(records.log["rank"], minlength=4).tolist()
+    assert slots["clock"].tolist() == [float(records.log["t_exit"][records.log["rank"] == r][-1]) for r in range(4)]
+    assert read_layer_count(out) == (float(slots["clock"].max()), len(records))
+    # progress while it ran: calls recorded, growing, at most the final count, then the end
+    assert len(seen) >= 2 and seen[-1] is None
+    shown = [p for p in seen[:-1] if p is not None]
+    assert all(p.unit == "calls recorded" and 0 <= p.actions <= len(records) for p in shown)
+    assert [p.actions for p in shown] == sorted(p.actions for p in shown)
+    assert "calls recorded" in shown[-1].text()
+    if reserve is not None:  # glibc: the reserve followed the count
+        assert 0 < reserve.size <= heap.BYTES_PER_RECORD * len(records)
 
 
 def _digests(folder: Path) -> dict[str, str]:

@@ -38,9 +38,10 @@
  * resolved at completion: "op_index peer tag"), r<rank>.comms ("id world ranks..."
  * of non-world communicators), r<rank>.nbc (the post of each completed nonblocking collective: "serial t_enter
  * t_exit"; its completion record has tag = serial) and last r<rank>.done ("records <n>").
- * While the program runs, WAITLAB_OUT/count holds each rank's number of records so far (one int64 per rank, rank r
- * at byte 8 r, a shared mapping updated at every record): waitlab reads it to make ready the memory it needs once the
- * run ends (simulator/heap.py).  Outside the simulation: nothing it does changes a simulated time.
+ * While the program runs, WAITLAB_OUT/count holds each rank's number of records so far and the simulated time of its
+ * last one (an int64 and a double per rank, rank r at byte 16 r, a shared mapping updated at every record): waitlab
+ * reports the run's progress from it and makes ready the memory it needs once the run ends (simulator/progress.py,
+ * simulator/heap.py).  Outside the simulation: nothing it does changes a simulated time.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -142,7 +143,12 @@ static char* wl_comms = NULL;
 static size_t wl_comms_len = 0, wl_comms_cap = 0;
 static int wl_n_comms = 0;
 static int** wl_comm_members = NULL;
-static volatile int64_t* wl_count = NULL; /* this rank's slot of WAITLAB_OUT/count (NULL: none) */
+typedef struct {
+  int64_t records;
+  double clock; /* simulated time of the last record's exit */
+} wl_count_t;
+_Static_assert(sizeof(wl_count_t) == 16, "count slot must be 16 bytes");
+static volatile wl_count_t* wl_count = NULL; /* this rank's slot of WAITLAB_OUT/count (NULL: none) */
 static int* wl_comm_sizes = NULL;
 
 static void wl_die(const char* what)
@@ -230,8 +236,10 @@ static int64_t wl_push(int code, double t0, double t1, int peer, int tag, int co
   a->value2 = value2;
   a->site = site;
   int64_t idx = wl_n++;
-  if (wl_count != NULL)
-    *wl_count = wl_n;
+  if (wl_count != NULL) {
+    wl_count->records = wl_n;
+    wl_count->clock = t1;
+  }
   wl_wtime_spin = 0;
   if (!(flags & (WL_FLAG_INJECTED | WL_FLAG_CAUSE)) && code != WL_INIT && code != WL_FINALIZE) {
     wl_anchor++;

@@ -254,14 +254,14 @@ static void wl_count_open(void)
   int fd = open(path, O_RDWR | O_CREAT, 0644);
   if (fd < 0)
     return;
-  size_t size = (size_t)wl_size * sizeof(int64_t);
+  size_t size = (size_t)wl_size * sizeof(wl_count_t);
   struct stat st;
   void* p = MAP_FAILED;
   if (fstat(fd, &st) == 0 && ((size_t)st.st_size >= size || ftruncate(fd, (off_t)size) == 0))
     p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
   if (p != MAP_FAILED)
-    wl_count = (volatile int64_t*)p + wl_rank;
+    wl_count = (volatile wl_count_t*)p + wl_rank;
 }
 
 static void wl_start(double t0, double t1, const void* ra)
