@@ -15,6 +15,9 @@ import pyarrow.parquet as pq
 
 #: Event tables larger than this are written as Parquet only (no CSV copy).
 CSV_MAX_ROWS = 200_000
+#: Values the Parquet writer takes per batch (pyarrow's default: 1,024).  The same bytes (its pages are cut by size
+#: either way), 10% less CPU on a 1.2 M-event table (0.217 -> 0.196 s, median of 6; issue 25).
+WRITE_BATCH_ROWS = 64 * 1024
 #: Rows per Parquet row group (pyarrow's default), written one at a time by :func:`write_table`.
 ROW_GROUP_ROWS = 1024 * 1024
 
@@ -41,7 +44,8 @@ def parquet_options(schema: pa.Schema) -> dict[str, Any]:
                 if pa.types.is_floating(f.type) or pa.types.is_integer(f.type)}
     categorical = [f.name for f in schema if pa.types.is_dictionary(f.type)]
     return {"compression": "zstd", "use_dictionary": categorical, "column_encoding": encoding,
-            "write_statistics": [f.name for f in schema if f.name not in categorical]}
+            "write_statistics": [f.name for f in schema if f.name not in categorical],
+            "write_batch_size": WRITE_BATCH_ROWS}
 
 
 def required(schema: pa.Schema, with_nulls: set[str] | frozenset[str] = frozenset()) -> pa.Schema:
