@@ -94,8 +94,9 @@ def test_a_run_writes_the_same_tables_with_and_without_a_reserve(tmp_path: Path,
 
     monkeypatch.setattr(heap.Reserve, "grow_to", grow_to)
     monkeypatch.setattr("waitlab.simulator.output_reader.MEANWHILE_TICK", 0.01)
-    api.run(scenario, tmp_path / "with", png=False)
-    monkeypatch.setattr(heap, "BYTES_PER_RECORD", 0)
-    api.run(scenario, tmp_path / "without", png=False)
-    assert max(grown, default=0) > 0  # the first run did reserve memory
+    api.run(scenario, tmp_path / "with", png=False, ready_memory=True)
+    assert max(grown, default=0) > 0  # the run did reserve memory
+    grown.clear()
+    api.run(scenario, tmp_path / "without", png=False)  # the API's default: no reserve
+    assert not grown
     assert _digests(tmp_path / "with") == _digests(tmp_path / "without")

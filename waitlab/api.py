@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import signal
+from contextlib import nullcontext
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -133,23 +134,30 @@ AFTER_STAGE = (_pipeline.__name__, _results.__name__)
 
 
 def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, force: bool = False,
-        png: bool = True, check_resources: bool = True, say: Any = None, smpi_progress: Any = None) -> Run:
+        png: bool = True, check_resources: bool = True, say: Any = None, smpi_progress: Any = None,
+        ready_memory: bool = False) -> Run:
     """Simulate a scenario (a :class:`Scenario` or a TOML path); with ``out``, write its results folder.
 
     Returns the :class:`~waitlab.experiments.pipeline.Run` (``.result`` has the event table, wait
     states, summary and metadata; ``.perturbation`` the perturbation study of a perturbed scenario).
     A run of 4,096 ranks or more is estimated first (memory, scratch, time: ``say`` receives the line) and
     refused when it will not fit this machine, unless ``check_resources=False``.
-    ``smpi_progress`` receives the progress of each SMPI replay at most once per second
-    (:class:`waitlab.simulator.progress.Progress`, then ``None`` when it ends); it changes no result.
+    ``smpi_progress`` receives the progress of each SMPI stage at most once per second (a replay's actions, a real
+    program's recorded calls: :class:`waitlab.simulator.progress.Progress`, then ``None`` when it ends); it changes no
+    result.
+    ``ready_memory``: a real program's after-stage memory is touched while SMPI runs
+    (:func:`waitlab.simulator.heap.reserving`: faster in a fresh process, where that memory is new; the peak memory
+    is higher by up to :data:`~waitlab.simulator.heap.BYTES_PER_RECORD` bytes per record, and more in a process that
+    still holds earlier runs).  ``waitlab run`` sets it; it changes no result.
     """
     if smpi_progress is not None:
         with reporting(smpi_progress):
-            return run(scenario, out, force=force, png=png, check_resources=check_resources, say=say)
+            return run(scenario, out, force=force, png=png, check_resources=check_resources, say=say,
+                       ready_memory=ready_memory)
     sc = as_scenario(scenario)
     prep = prepare(sc)  # once: the estimate and the run share it
     est = preflight(prep, say=say, check=check_resources)
-    with reserving():  # the memory the work after a program's stage needs is made ready while it runs
+    with reserving() if ready_memory else nullcontext():  # the after-stage memory, made ready during the stage
         if out is None:
             result = _simulate(prep, None, pictures=[], prewrite=False)
         else:
