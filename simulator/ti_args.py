@@ -28,6 +28,11 @@ class BadLine(ValueError):
         self.fix = fix
 
 
+#: Largest integer argument (a count, a tag, a rank): 2**53, the largest a double holds exactly; its bytes, times any
+#: datatype's size, still fit the event table's int64 columns.
+MAX_INTEGER = 2**53
+
+
 def number(args: list[str], i: int, what: str, *, integer: bool = True, negative: bool = False) -> float:
     if i >= len(args):
         raise BadLine(f"missing argument {i + 1} ({what})")
@@ -39,6 +44,9 @@ def number(args: list[str], i: int, what: str, *, integer: bool = True, negative
         raise BadLine(f"argument {i + 1} ({what}) must be a finite number >= 0, got {args[i]!r}")
     if integer and x != int(x):
         raise BadLine(f"argument {i + 1} ({what}) must be an integer, got {args[i]!r}")
+    if integer and abs(x) > MAX_INTEGER:
+        raise BadLine(f"argument {i + 1} ({what}) is too large: {args[i]!r} (at most 2**53 = {MAX_INTEGER:,}, "
+                      "the largest integer a double holds exactly)")
     return x
 
 

@@ -111,6 +111,9 @@ def test_ti_parser_reads_smpi_datatypes_and_shared_files(tmp_path: Path) -> None
     ("0 recv -333 2 10", "from any source"),
     ("0 send 1 2 10 99", "unknown datatype id '99'"),
     ("0 compute -5", "must be a finite number >= 0"),
+    ("0 gatherv 0 0 0 1e30", "argument 4 (root) is too large"),  # found by test_bad_inputs_fuzz (3 ranks: a count)
+    ("0 gatherv 0 0 1e30", "argument 3 (receive counts) is too large"),
+    ("0 send 1 2 1e19", "argument 3 (count) is too large"),
     ("5 barrier", "rank 5 is outside 0..1"),
     ("zero barrier", "expected '<rank> <action> <arguments>'"),
     ("0 alltoallv 10 5 5 10", "needs 2 receive counts"),
