@@ -117,8 +117,13 @@ TRACE_CASES: list[tuple[str, str | bytes | None, str, str]] = [
     ("send-count-inf", _line("0 send 1 0 100", "0 send 1 0 inf"), "trace.txt", "line 5"),
     ("send-count-nan", _line("0 send 1 0 100", "0 send 1 0 nan"), "trace.txt", "line 5"),
     ("send-count-fraction", _line("0 send 1 0 100", "0 send 1 0 1.5"), "trace.txt", "line 5"),
-    ("send-count-absurd", _line("0 send 1 0 100", "0 send 1 0 1e30").replace("1 recv 0 0 100", "1 recv 0 0 1e30"),
+    # larger than any node's memory, but a count a double holds exactly: refused once the trace is read
+    ("send-count-absurd", _line("0 send 1 0 100", "0 send 1 0 1e15").replace("1 recv 0 0 100", "1 recv 0 0 1e15"),
      "trace.txt", "rank 0, operation"),
+    # beyond 2**53: refused at its line
+    ("send-count-beyond-2**53", _line("0 send 1 0 100", "0 send 1 0 1e30").replace("1 recv 0 0 100",
+                                                                                    "1 recv 0 0 1e30"),
+     "trace.txt", "line 5"),
     ("send-extra-fields", _line("0 send 1 0 100", "0 send 1 0 100 6 99 oops"), "trace.txt", "line 5"),
     ("send-peer-outside", _line("0 send 1 0 100", "0 send 7 0 100"), "trace.txt", "line 5"),
     ("send-any-source", _line("1 recv 0 0 100", "1 recv -333 0 100"), "trace.txt", "line 6"),
