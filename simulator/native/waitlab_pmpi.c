@@ -143,13 +143,13 @@ static char* wl_comms = NULL;
 static size_t wl_comms_len = 0, wl_comms_cap = 0;
 static int wl_n_comms = 0;
 static int** wl_comm_members = NULL;
+static int* wl_comm_sizes = NULL;
 typedef struct {
   int64_t records;
   double clock; /* simulated time of the last record's exit */
 } wl_count_t;
 _Static_assert(sizeof(wl_count_t) == 16, "count slot must be 16 bytes");
 static volatile wl_count_t* wl_count = NULL; /* this rank's slot of WAITLAB_OUT/count (NULL: none) */
-static int* wl_comm_sizes = NULL;
 
 static void wl_die(const char* what)
 {
