@@ -20,6 +20,21 @@ import pytest
 
 from waitlab.simulator.progress import Progress, read_progress, reporter, reporting
 
+BSP = Path(__file__).resolve().parent / "programs" / "bsp.c"
+#: A real program long enough for several 20 ms progress updates (its layer's count, not the replay's file).
+PROGRAM = """[scenario]
+name = "progress-program"
+ranks = 4
+
+[platform]
+name = "dawning_5000a"
+
+[application]
+kind = "program"
+sources = ["{bsp}"]
+args = ["6000"]
+"""
+
 SCENARIO = """[scenario]
 name = "progress"
 ranks = 64
@@ -91,6 +106,28 @@ def test_progress_on_a_terminal_only_and_the_same_bytes(tmp_path: Path) -> None:
     assert tty.keys() == pipe.keys() and len(tty) > 3
     differ = [name for name in tty if tty[name] != pipe[name]]
     assert not differ, f"results differ with a terminal: {differ}"
+
+
+@pytest.mark.simgrid
+def test_a_program_shows_its_recorded_calls_on_a_terminal_and_writes_the_same_bytes(tmp_path: Path) -> None:
+    s = tmp_path / "s.toml"
+    s.write_text(PROGRAM.format(bsp=BSP), encoding="utf-8")
+    env = {**os.environ, "WAITLAB_PROGRESS_INTERVAL": "0.02", "TERM": "dumb"}
+    cli = [sys.executable, "-m", "waitlab.cli", "run", str(s), "--no-png"]
+    code, shown = _run_on_a_terminal([*cli, "-o", str(tmp_path / "tty")], env)
+    assert code == 0, shown
+    lines = re.findall(r"SMPI: simulated ([0-9.e+-]+) s, ([0-9,]+) calls recorded, (\d+) s elapsed", shown)
+    assert lines, f"no progress line on the terminal:\n{shown[-2000:]}"
+    calls = [int(n.replace(",", "")) for _, n, _ in lines]
+    sims = [float(t) for t, _, _ in lines]
+    assert calls == sorted(calls) and sims == sorted(sims) and calls[-1] > 0
+    piped = subprocess.run([*cli, "-o", str(tmp_path / "pipe")], env=env, capture_output=True, text=True,
+                           timeout=300)
+    assert piped.returncode == 0, piped.stderr
+    assert "SMPI:" not in piped.stderr + piped.stdout
+    tty, pipe = _files(tmp_path / "tty"), _files(tmp_path / "pipe")
+    assert tty.keys() == pipe.keys() and len(tty) > 3
+    assert not [name for name in tty if tty[name] != pipe[name]], "results differ with a terminal"
 
 
 def test_progress_is_reported_only_inside_the_block() -> None:
