@@ -31,6 +31,7 @@ SCENARIO = ('[scenario]\nname = "bsp"\nranks = 4\n[platform]\nname = "dawning_50
             'kind = "program"\nsources = ["{bsp}"]\nargs = ["{steps}"]\n')
 
 
+@pytest.mark.skipif(heap._mallopt() is None, reason="a reserve needs glibc's mallopt")
 def test_a_reserve_grows_by_at_most_a_step_per_call_and_never_past_its_limit():
     reserve = heap.Reserve(limit=heap.STEP_BYTES + (1 << 20))
     with heap.reserving():  # glibc keeps the blocks only inside a run (restored at its end)
