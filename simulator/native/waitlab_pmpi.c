@@ -344,6 +344,7 @@ static void wl_load_schedule(void)
 
 /* ---- the rest of the layer, one translation unit ---------------------------------------------------------------- */
 
+#include "waitlab_pmpi_count.c"
 #include "waitlab_pmpi_comms.c"
 #include "waitlab_pmpi_p2p.c"
 #include "waitlab_pmpi_coll.c"
