@@ -5,10 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import IO
-
-from waitlab.simulator import progress
 
 
 class OutputReader:
@@ -56,32 +53,23 @@ class OutputReader:
         return text.replace("\r\n", "\n").replace("\r", "\n")  # as a text-mode pipe reads it
 
 
-#: Seconds between two calls of a waiting loop's ``meanwhile``.
+#: Seconds between two calls of a waiting loop's ``meanwhile`` (a replay's progress is read once per
+#: :func:`waitlab.simulator.progress.interval`; its reports are throttled to that interval whatever the tick).
 MEANWHILE_TICK = 0.1
 
 
-def wait_for_output(reader: OutputReader, t0: float, timeout: float | None, report: progress.Reporter | None,
-                    progress_file: Path | None, total: int, meanwhile: Callable[[], object] | None = None) -> bool:
-    """Wait for the end of the output (``True``) or the time limit (``False``); report progress meanwhile, and call
-    ``meanwhile()`` every :data:`MEANWHILE_TICK` seconds."""
+def wait_for_output(reader: OutputReader, t0: float, timeout: float | None,
+                    meanwhile: Callable[[], object] | None = None, tick: float | None = None) -> bool:
+    """Wait for the end of the output (``True``) or the time limit (``False``), calling ``meanwhile()`` every
+    ``tick`` seconds (default :data:`MEANWHILE_TICK`) while it waits."""
     deadline = None if timeout is None else t0 + timeout
-    tick = progress.interval() if report is not None else None
-    if meanwhile is not None:
-        tick = MEANWHILE_TICK if tick is None else min(tick, MEANWHILE_TICK)
-    last_report = time.perf_counter()
+    every = None if meanwhile is None else (tick or MEANWHILE_TICK)
     while True:
         left = None if deadline is None else deadline - time.perf_counter()
         if left is not None and left <= 0:
             return False
-        step = left if tick is None else (tick if left is None else min(tick, left))
+        step = left if every is None else (every if left is None else min(every, left))
         if reader.ended.wait(step):
             return True
         if meanwhile is not None:
             meanwhile()
-            if report is None or time.perf_counter() - last_report < progress.interval():
-                continue
-        last_report = time.perf_counter()
-        if report is not None and progress_file is not None:
-            got = progress.read_progress(progress_file)
-            report(progress.Progress(got[0] if got else None, got[1] if got else 0, total,
-                                     time.perf_counter() - t0))

@@ -192,27 +192,24 @@ def run_program(binary: Path, n_ranks: int, platform_xml: Path, hostfile: Path, 
 class _Watch:
     """What the waiting thread does while a program's ``smpirun`` runs (``meanwhile`` of :func:`run_smpirun`): read
     the layer's count (:func:`waitlab.simulator.progress.read_layer_count`), grow the run's memory reserve with it
-    (:mod:`waitlab.simulator.heap`) and report progress at most once per :func:`~waitlab.simulator.progress.interval`;
+    (:mod:`waitlab.simulator.heap`) and report progress (:class:`~waitlab.simulator.progress.Throttled`);
     :meth:`end` reports the end (``None``) if anything was reported."""
 
     def __init__(self, out_dir: Path, reserve: heap.Reserve | None, report: progress.Reporter | None) -> None:
-        self.out_dir, self.reserve, self.report = out_dir, reserve, report
+        self.out_dir, self.reserve = out_dir, reserve
+        self.report = progress.Throttled(report) if report is not None else None
         self.needed = reserve is not None or report is not None
-        self.t0 = self.last = time.perf_counter()
-        self.every = progress.interval()
-        self.reported = False
+        self.t0 = time.perf_counter()
 
     def __call__(self) -> None:
         simulated, records = progress.read_layer_count(self.out_dir)
         if self.reserve is not None:
             self.reserve.grow_to(heap.BYTES_PER_RECORD * records)
-        now = time.perf_counter()
-        if self.report is not None and now - self.last >= self.every:
-            self.last, self.reported = now, True
-            self.report(progress.Progress(simulated, records, 0, now - self.t0, "calls recorded"))
+        if self.report is not None:
+            self.report(progress.Progress(simulated, records, 0, time.perf_counter() - self.t0, "calls recorded"))
 
     def end(self) -> None:
-        if self.report is not None and self.reported:
+        if self.report is not None and self.report.shown:
             self.report(None)
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -122,6 +123,34 @@ def launched() -> None:
     started = _LAUNCHED.get()
     if started is not None:
         started()
+
+
+class Throttled:
+    """``report`` called at most once per :func:`interval`, and ``None`` passed on as it comes; the first report
+    goes out one interval after this is made, or with the first call (``at_once``: a caller that already waits an
+    interval between calls).  ``shown`` says whether a report went out."""
+
+    def __init__(self, report: Reporter, *, at_once: bool = False) -> None:
+        self.report, self.every, self.shown = report, interval(), False
+        self.last = -math.inf if at_once else time.perf_counter()
+
+    def __call__(self, p: Progress | None) -> None:
+        now = time.perf_counter()
+        if p is None or now - self.last >= self.every:
+            self.last, self.shown = now, self.shown or p is not None
+            self.report(p)
+
+
+def replay_reader(report: Reporter, path: Path, total: int, t0: float) -> Callable[[], None]:
+    """What the waiting thread calls each tick while a replay runs: its progress file read and reported (at most
+    once per :func:`interval`)."""
+    throttled = Throttled(report, at_once=True)
+
+    def read() -> None:
+        got = read_progress(path)
+        throttled(Progress(got[0] if got else None, got[1] if got else 0, total, time.perf_counter() - t0))
+
+    return read
 
 
 def read_layer_count(folder: Path) -> tuple[float | None, int]:

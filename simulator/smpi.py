@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -339,13 +340,17 @@ def run_smpirun(
         full_env[progress.PROGRESS_ENV] = str(progress_file)
         full_env[progress.INTERVAL_ENV] = repr(progress.interval())
     t0 = time.perf_counter()
+    calls = [] if meanwhile is None else [meanwhile]
+    if report is not None and progress_file is not None:  # a replay's progress, read while it runs
+        calls.append(progress.replay_reader(report, progress_file, progress_total, t0))
+    tick = None if meanwhile is not None else progress.interval()  # None: output_reader.MEANWHILE_TICK
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=full_env,
                             cwd=cwd, start_new_session=True, preexec_fn=die_with_parent)
     assert proc.stdout is not None
     reader = OutputReader(proc.stdout, output_limit)
     try:
         progress.launched()
-        ended = wait_for_output(reader, t0, timeout, report, progress_file, progress_total, meanwhile)
+        ended = wait_for_output(reader, t0, timeout, partial(_each, calls) if calls else None, tick)
     except BaseException:
         kill_group(proc.pid)
         proc.wait()
@@ -369,6 +374,12 @@ def run_smpirun(
     if proc.returncode not in accept_returncodes or "Deadlock detected" in out:
         raise failure(what, proc.returncode, out)
     return SmpiResult(tuple(cmd), proc.returncode, out, wall)
+
+
+def _each(calls: Sequence[Callable[[], object]]) -> None:
+    """Each of ``calls``, in order (what the waiting thread does every tick)."""
+    for call in calls:
+        call()
 
 
 # ---------------------------------------------------------------------------------------------------------------

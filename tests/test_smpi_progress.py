@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from waitlab.simulator.progress import Progress, read_progress, reporter, reporting
+from waitlab.simulator.progress import Progress, Throttled, read_progress, reporter, reporting
 
 BSP = Path(__file__).resolve().parent / "programs" / "bsp.c"
 #: A real program long enough for several 20 ms progress updates (its layer's count, not the replay's file).
@@ -128,6 +128,20 @@ def test_a_program_shows_its_recorded_calls_on_a_terminal_and_writes_the_same_by
     tty, pipe = _files(tmp_path / "tty"), _files(tmp_path / "pipe")
     assert tty.keys() == pipe.keys() and len(tty) > 3
     assert not [name for name in tty if tty[name] != pipe[name]], "results differ with a terminal"
+
+
+def test_throttled_reports_at_most_once_per_interval_and_passes_the_end_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WAITLAB_PROGRESS_INTERVAL", "3600")
+    got: list[Progress | None] = []
+    first, second = Progress(0.5, 10, 20, 1.0), Progress(0.6, 12, 20, 1.1)
+    waits = Throttled(got.append)  # the first report one interval (an hour) after it is made
+    waits(first)
+    assert got == [] and not waits.shown
+    at_once = Throttled(got.append, at_once=True)
+    at_once(first)
+    at_once(second)  # within the hour: dropped
+    at_once(None)  # the end always goes through
+    assert got == [first, None] and at_once.shown
 
 
 def test_progress_is_reported_only_inside_the_block() -> None:
