@@ -127,9 +127,11 @@ __all__ = [
 
 
 #: What :func:`run` imports after its first SMPI stage (the pipeline's end and the results folder's writer, with
-#: pandas, pyarrow and the analysis models): imported on a thread while that stage runs
-#: (:mod:`waitlab.experiments.preload`), with the pictures' writers when a folder is written.
-AFTER_STAGE = (_pipeline.__name__, _results.__name__)
+#: pandas, pyarrow and the analysis models), and the API's tools over runs that its caller reaches next
+#: (``summary_text``, ``load_run``: :mod:`waitlab.api_results`, 0.03 s after the stage otherwise): imported on a
+#: thread while that stage runs (:mod:`waitlab.experiments.preload`), with the pictures' writers when a folder is
+#: written.
+AFTER_STAGE = (_pipeline.__name__, _results.__name__, "waitlab.api_results")
 
 
 def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, force: bool = False,
