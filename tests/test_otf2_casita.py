@@ -1,0 +1,63 @@
+"""A second Score-P trace of a real MPI run, with a collective: CASITA's late-sender-and-barrier test trace.
+
+The program's ranks block in ``MPI_Recv`` (inside a region ``late_sender``) and in ``MPI_Barrier`` (inside
+``barrier``) because other ranks arrive late; on the traced machine nearly all of that blocking time is waiting
+(the messages are small, and the ranks left ``MPI_Init`` within 4 us of each other, which the replay does not
+copy). Replayed with the traced compute (``cpu_ratio = 1``), the wait states must add up to the blocking time
+the trace recorded, read here with ``otf2-print`` (OTF2's own reader, independent of waitlab's), on both machines.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from waitlab import api
+
+pytestmark = pytest.mark.skipif(shutil.which("otf2-print") is None, reason="otf2-tools not installed")
+
+ANCHOR = Path(__file__).parent / "data" / "casita_ls_barr" / "traces.otf2"
+
+
+def recorded_seconds(anchor: Path) -> dict[tuple[str, str], float]:
+    """Seconds spent in each (enclosing region, MPI call) of the trace, from ``otf2-print``'s ENTER/LEAVE lines."""
+    text = subprocess.run(["otf2-print", str(anchor)], capture_output=True, text=True, check=True).stdout
+    ticks = subprocess.run(["otf2-print", "-G", str(anchor)], capture_output=True, text=True, check=True).stdout
+    per_second = int(next(x for x in ticks.splitlines() if x.startswith("CLOCK_PROPERTIES"))
+                     .split("Ticks per Seconds:")[1].split(",")[0])
+    stacks: dict[int, list[tuple[str, int]]] = defaultdict(list)
+    seconds: dict[tuple[str, str], float] = defaultdict(float)
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) < 5 or parts[0] not in ("ENTER", "LEAVE"):
+            continue
+        location, time, region = int(parts[1]), int(parts[2]), parts[4].strip('"')
+        if parts[0] == "ENTER":
+            stacks[location].append((region, time))
+            continue
+        name, start = stacks[location].pop()
+        assert name == region
+        if name.startswith("MPI_") and stacks[location]:
+            seconds[(stacks[location][-1][0], name)] += (time - start) / per_second
+    return dict(seconds)
+
+
+@pytest.mark.simgrid
+@pytest.mark.parametrize("platform", ["dawning_5000a", "sunway_taihulight"])
+def test_casita_late_sender_and_barrier_trace_replays_with_the_waits_it_recorded(tmp_path: Path, platform: str):
+    recorded = recorded_seconds(ANCHOR)
+    assert recorded[("late_sender", "MPI_Recv")] > 29 and recorded[("barrier", "MPI_Barrier")] > 21  # the trace's
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(f'[scenario]\nname = "casita_ls_barr"\nranks = 4\n[platform]\nname = "{platform}"\n'
+                        f'[application]\nkind = "otf2"\ntrace = "{ANCHOR}"\n')
+    run = api.run(scenario, tmp_path / "out").result
+    waits = run.waits.assign(region=run.events["region"].to_numpy()[run.waits["event"].to_numpy()].astype(str))
+    by = waits.groupby(["pattern", "region"], observed=True)["wait"].sum().to_dict()
+    assert set(by) == {("late_sender", "late_sender"), ("wait_at_barrier", "barrier")}  # the trace's region names
+    assert by[("late_sender", "late_sender")] == pytest.approx(recorded[("late_sender", "MPI_Recv")], rel=1e-3)
+    assert by[("wait_at_barrier", "barrier")] == pytest.approx(recorded[("barrier", "MPI_Barrier")], rel=1e-3)
+    assert run.metadata["platform"] == platform
