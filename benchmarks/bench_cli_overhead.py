@@ -42,18 +42,25 @@ def child(scenario: Path, folder: Path) -> None:
     mark: dict[str, float] = {}
 
     def timed(*a: Any, **k: Any) -> Any:
-        mark["start"] = time.perf_counter()
+        mark["start"], mark["cpu_start"] = time.perf_counter(), _cpu()
         try:
             return real(*a, **k)
         finally:
-            mark["end"] = time.perf_counter()
+            mark["end"], mark["cpu_end"] = time.perf_counter(), _cpu()
 
     program_run.run_smpirun = timed  # type: ignore[assignment]
     code = cli.main(["run", str(scenario), "-o", str(folder), "--force"])
-    t2 = time.perf_counter()
+    t2, cpu2 = time.perf_counter(), _cpu()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
     print(json.dumps({"exit": code, "imports": t1 - t0, "before": mark["start"] - t1,
-                      "smpi": mark["end"] - mark["start"], "after": t2 - mark["end"], "peak_mib": peak}))
+                      "smpi": mark["end"] - mark["start"], "after": t2 - mark["end"], "peak_mib": peak,
+                      "cpu_during": mark["cpu_end"] - mark["cpu_start"], "cpu_after": cpu2 - mark["cpu_end"]}))
+
+
+def _cpu() -> float:
+    """CPU seconds of this process so far, all its threads (user and system; not its children: ``smpirun``)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 def main() -> int:
@@ -84,12 +91,14 @@ def main() -> int:
             runs.append(r)
             print(f"run {k + 1}: imports {r['imports']:.2f} s, before the SMPI stage {r['before']:.2f} s, SMPI stage "
                   f"{r['smpi']:.2f} s, after it {r['after']:.2f} s: waitlab's own work {own:.2f} s = "
-                  f"{r['share']:.0f}% of the SMPI stage; peak memory {r['peak_mib']:.0f} MiB (exit {r['exit']})")
+                  f"{r['share']:.1f}% of the SMPI stage; CPU after it {r['cpu_after']:.2f} s (during it "
+                  f"{r['cpu_during']:.2f} s: imports and memory made ready on the other core); peak memory "
+                  f"{r['peak_mib']:.0f} MiB (exit {r['exit']})")
     shares = [r["share"] for r in runs]
     own, imports = statistics.median(r["own"] for r in runs), statistics.median(r["imports"] for r in runs)
     print(f"{len(runs)} runs of bsp.c, {args.ranks} ranks x {args.steps} steps: waitlab's own work {own:.2f} s "
-          f"(median), {statistics.median(shares):.0f}% of the SMPI stage ({min(shares):.0f} to {max(shares):.0f}%); "
-          f"imports {imports:.2f} s")
+          f"(median), {statistics.median(shares):.1f}% of the SMPI stage ({min(shares):.1f} to {max(shares):.1f}%); "
+          f"imports {imports:.2f} s; CPU after the stage {statistics.median(r['cpu_after'] for r in runs):.2f} s")
     return 0
 
 
