@@ -124,8 +124,16 @@ def finish(prep: Prepared, ex: Execution, *, prewrite: bool = False) -> RunResul
 
     ``prewrite``: the run is going to be written to a results folder; its ``ops.parquet``, ``events.parquet`` and
     ``waits.parquet`` are encoded in the background as soon as their tables exist
-    (:mod:`waitlab.experiments.prewrite`).
+    (:mod:`waitlab.experiments.prewrite`).  Returns once the stage's scratch folder is removed.
     """
+    try:
+        return _finish(prep, ex, prewrite)
+    finally:
+        if ex.scratch_removal is not None:
+            ex.scratch_removal.join()
+
+
+def _finish(prep: Prepared, ex: Execution, prewrite: bool) -> RunResult:
     stages = dict(ex.stage_seconds)
     sc = prep.scenario
     metadata = {

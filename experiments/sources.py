@@ -18,6 +18,7 @@ local operations of the target table that the program itself does not contain
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -65,6 +66,9 @@ class Execution:
     rerun: dict[str, bytes] = field(default_factory=dict)
     #: each operation's enter and exit times when ``events`` is ``None``
     times: tuple[np.ndarray, np.ndarray] | None = None
+    #: the stage's scratch folder being removed on a thread (:func:`waitlab.experiments.stage.execute`); joined by
+    #: :func:`waitlab.experiments.pipeline.finish`, so no scratch is left when a run returns
+    scratch_removal: threading.Thread | None = field(default=None, repr=False, compare=False)
 
 
 class Source(Protocol):

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -171,3 +174,22 @@ def test_a_results_folder_of_another_schema_version_is_refused(tmp_path: Path) -
     (tmp_path / "run.json").write_text(json.dumps({"schema_version": 999}))
     with pytest.raises(InputError, match="schema_version"):
         waitlab.load_run(tmp_path)
+
+
+@pytest.mark.simgrid
+def test_a_returned_run_has_left_no_scratch_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SMPI stage's scratch folder is removed on a thread while the run is finished; the run returns only once
+    it is gone (here its removal is made slow, so a run that did not wait for it would return first)."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    real = shutil.rmtree
+
+    def slow(path: Any, *args: Any, **kwargs: Any) -> None:
+        time.sleep(0.5)
+        real(path, *args, **kwargs)
+
+    monkeypatch.setattr(shutil, "rmtree", slow)
+    (tmp_path / "s.toml").write_text(BASE)
+    waitlab.run(tmp_path / "s.toml")
+    assert not list(scratch.iterdir())
