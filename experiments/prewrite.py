@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from waitlab.models.ops import OpTable
-from waitlab.simulator.export import ROW_GROUP_ROWS, parquet_options
+from waitlab.simulator.export import ROW_GROUP_ROWS, parquet_options, repeating_columns
 
 
 def write_ops(ops: OpTable, where: Path | pa.NativeFile, metadata: dict[str, Any]) -> None:
@@ -34,7 +34,8 @@ def write_ops(ops: OpTable, where: Path | pa.NativeFile, metadata: dict[str, Any
     schema = pa.schema([pa.field(c, pa.from_numpy_dtype(getattr(ops, c).dtype), nullable=False)  # numpy: no nulls
                         for c in OpTable.COLUMNS],
                        metadata=meta)
-    with pq.ParquetWriter(where, schema, **parquet_options(schema)) as writer:  # one row group at a time
+    repeating = repeating_columns({c: getattr(ops, c) for c in OpTable.COLUMNS})
+    with pq.ParquetWriter(where, schema, **parquet_options(schema, repeating)) as writer:  # a row group at a time
         for start in range(0, max(len(ops), 1), ROW_GROUP_ROWS):
             part = pa.table({c: getattr(ops, c)[start:start + ROW_GROUP_ROWS] for c in OpTable.COLUMNS},
                             schema=schema)
