@@ -13,6 +13,7 @@ import shutil
 import subprocess
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -61,3 +62,27 @@ def test_casita_late_sender_and_barrier_trace_replays_with_the_waits_it_recorded
     assert by[("late_sender", "late_sender")] == pytest.approx(recorded[("late_sender", "MPI_Recv")], rel=1e-3)
     assert by[("wait_at_barrier", "barrier")] == pytest.approx(recorded[("barrier", "MPI_Barrier")], rel=1e-3)
     assert run.metadata["platform"] == platform
+
+
+@pytest.mark.simgrid
+def test_casita_trace_survives_export_and_import_with_its_waits_and_names(tmp_path: Path):
+    """Score-P's trace -> a waitlab run -> ``export --otf2`` -> the export imported and replayed on the same
+    platform: the same wait states per (rank, pattern, region), to 0.1%."""
+    def scenario(name: str, anchor: Path) -> Path:
+        path = tmp_path / f"{name}.toml"
+        path.write_text(f'[scenario]\nname = "{name}"\nranks = 4\n[platform]\nname = "sunway_taihulight"\n'
+                        f'[application]\nkind = "otf2"\ntrace = "{anchor}"\n')
+        return path
+
+    def waits_by(result: Any) -> dict[tuple[int, str, str], float]:
+        region = result.events["region"].to_numpy()[result.waits["event"].to_numpy()].astype(str)
+        table = result.waits.assign(region=region)
+        return table.groupby(["rank", "pattern", "region"], observed=True)["wait"].sum().to_dict()
+
+    first = api.run(scenario("scorep", ANCHOR), tmp_path / "first").result
+    exported = api.export(tmp_path / "first", ("otf2",))["otf2"]
+    again = api.run(scenario("again", Path(exported)), tmp_path / "again").result
+    want, got = waits_by(first), waits_by(again)
+    assert set(got) == set(want) and len(want) >= 4
+    for key, seconds in want.items():
+        assert got[key] == pytest.approx(seconds, rel=1e-3), key
