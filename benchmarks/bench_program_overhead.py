@@ -112,9 +112,10 @@ def _measure(args: argparse.Namespace, folder: Path, clock: Clock, peak_after_sm
     print(f"  waitlab run (api.run, folder)  {tw:9.2f}{total_cpu:9.2f}")
     for name, (w, s, c) in clock.parts.items():
         print(f"    {name:<29}{w:9.2f}{s + c:9.2f}")
-    print(f"  stock smpirun (rerun/)         {kw:9.2f}{ks + kc:9.2f}")
-    print(f"  layer's cost inside the SMPI stage (SMPI stage - stock): {sw - kw:.2f} s wall, "
-          f"{smpi_cpu - ks - kc:.2f} s CPU")
+    if not args.no_stock:  # without the stock rerun there is nothing to take the stage's cost from
+        print(f"  stock smpirun (rerun/)         {kw:9.2f}{ks + kc:9.2f}")
+        print(f"  layer's cost inside the SMPI stage (SMPI stage - stock): {sw - kw:.2f} s wall, "
+              f"{smpi_cpu - ks - kc:.2f} s CPU")
     named = sum(s + c for name, (w, s, c) in clock.parts.items() if name != "smpi")
     print(f"  other parts (wait states, summary, placement, ...): {own_cpu - named:.2f} s CPU")
     print(f"  waitlab's own work: {own_w:.2f} s wall = {100 * own_w / max(sw, 1e-9):.1f}% of the SMPI stage; "
