@@ -120,7 +120,7 @@ def execute(prep: Prepared, ops: OpTable | None = None, *, speed_profiles: Mappi
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
-    # Removed on a thread while the run is finished (a program's records: 0.015-0.018 s of unlinking after a 2 M-record
+    # Removed on a thread while the run is finished (a program's records: 0.014-0.018 s of unlinking after a 2 M-record
     # run, which the event table waited for); pipeline.finish joins it, so a returned run has left no scratch.
     removal = threading.Thread(target=shutil.rmtree, args=(scratch,), kwargs={"ignore_errors": True},
                                name="waitlab-scratch-removal")

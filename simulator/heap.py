@@ -119,7 +119,7 @@ def _keep_heap() -> bool:
 def _default_heap() -> None:
     """glibc's defaults back, and the heap's free memory handed back to the system (after :func:`_keep_heap`).
 
-    The memory is handed back on a thread of its own: ``malloc_trim`` took 0.015 s after a 2 M-record run, which
+    The memory is handed back on a thread of its own: ``malloc_trim`` took 0.005-0.015 s after a 2 M-record run, which
     the command's end waited for (a process that ends first needs no trim; a daemon thread does not hold it up).
     """
     mallopt = _mallopt()
