@@ -36,12 +36,22 @@ from functools import cache
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["EXACT_MAX", "LIMIT", "hol_factors", "monte_carlo_throughput", "saturation_throughput"]
+__all__ = ["EXACT_MAX", "LIMIT", "SATURATION_THROUGHPUT", "hol_factors", "monte_carlo_throughput",
+           "saturation_throughput"]
 
 #: Karol et al.'s large-N saturation throughput, 2 - sqrt(2) (their section III, equation (13)).
 LIMIT = 2.0 - math.sqrt(2.0)
 #: Largest switch size the exact Markov chain is solved for (partitions of 12: 77 states).
 EXACT_MAX = 12
+#: ``rho(n)`` for ``n = 1 ..`` :data:`EXACT_MAX`, as :func:`saturation_throughput` solves them (its chains, to the
+#: last bit on this project's machine; ``tests/test_contention.py`` solves every one again and compares): what
+#: :func:`hol_factors` uses, since solving the 12 chains took 0.016 s of every run's start, before its SMPI stage
+#: (issue 25).  Karol et al.'s published values (their Table I, 4 digits) are checked against the chains too.
+SATURATION_THROUGHPUT: tuple[float, ...] = (
+    1.0, 0.7499999999999999, 0.6825396825396822, 0.655241935483871, 0.6399174806566312, 0.6301495667898707,
+    0.6233705315107362, 0.6183898924632463, 0.614575466007526, 0.611560406340764, 0.6091171873402913,
+    0.6070971741393494,
+)
 
 Partition = tuple[int, ...]  # sorted non-increasing counts of HOL packets per busy output (zeros dropped)
 
@@ -151,7 +161,7 @@ def monte_carlo_throughput(n: int, slots: int = 20000, seed: int = 0) -> float:
 def hol_factors(n_max: int) -> npt.NDArray[np.float64]:
     """Usable fraction of a port's capacity when ``n = 1 .. n_max`` inputs contend for it.
 
-    ``f(1) = 1``; ``f(n) = rho(n)`` (:func:`saturation_throughput`) up to :data:`EXACT_MAX`; beyond it the
+    ``f(1) = 1``; ``f(n) = rho(n)`` (:data:`SATURATION_THROUGHPUT`) up to :data:`EXACT_MAX`; beyond it the
     values move from ``rho(EXACT_MAX)`` towards Karol et al.'s limit ``2 - sqrt(2)`` as ``rho(N) - LIMIT``
     scales like ``1 / N`` (their finite-N values: ``N (rho(N) - LIMIT)`` is within 3% of constant from
     N = 8 to 12, checked in tests/test_contention.py), so ``f(n) = LIMIT + (rho(12) - LIMIT) * 12 / n``.
@@ -159,6 +169,6 @@ def hol_factors(n_max: int) -> npt.NDArray[np.float64]:
     if n_max < 1:
         raise ValueError(f"n_max must be >= 1, got {n_max}")
     n = np.arange(1, n_max + 1)
-    exact = np.array([saturation_throughput(int(k)) for k in range(1, min(n_max, EXACT_MAX) + 1)])
-    tail = LIMIT + (saturation_throughput(EXACT_MAX) - LIMIT) * EXACT_MAX / n[EXACT_MAX:]
+    exact = np.array(SATURATION_THROUGHPUT[:min(n_max, EXACT_MAX)])
+    tail = LIMIT + (SATURATION_THROUGHPUT[EXACT_MAX - 1] - LIMIT) * EXACT_MAX / n[EXACT_MAX:]
     return np.concatenate([exact, tail])

@@ -113,7 +113,8 @@ def calibrate(model: PlatformModel) -> Calibration:
     c = mpi.copy_per_byte  # per-byte CPU cost of one eager copy (sender and receiver each pay it)
     # A factor section "t:f" covers sizes > t (network_smpi.cpp of SimGrid 3.32): one section per line of
     # figures, split where the eager protocol (and with it o_s + o_r, smpi_request.cpp) stops.
-    thresholds = np.unique(np.concatenate([[0.0], interior, [float(eager - 1)] if eager > 1 else []]))
+    # sorted and distinct, as np.unique gives them (which imports numpy.ma: 0.008 s before a run's SMPI stage)
+    thresholds = np.array(sorted({0.0, *map(float, interior), *([float(eager - 1)] if eager > 1 else [])}))
     first = thresholds + 1  # smallest size of each section
     line = np.searchsorted(interior, first, side="left")  # figures strictly below the section's sizes
     overhead = np.where(first < eager, o, 0.0)

@@ -13,6 +13,7 @@ from waitlab.errors import InputError
 from waitlab.models.contention import (
     EXACT_MAX,
     LIMIT,
+    SATURATION_THROUGHPUT,
     hol_factors,
     monte_carlo_throughput,
     saturation_throughput,
@@ -37,6 +38,15 @@ def test_two_port_switch_by_hand() -> None:
                                               (7, 0.6234), (8, 0.6184)])
 def test_exact_chain_gives_karol_et_al_table(n: int, published: float) -> None:
     assert saturation_throughput(n) == pytest.approx(published, abs=6e-5)
+
+
+def test_the_table_hol_factors_uses_is_what_the_chains_give() -> None:
+    """:data:`SATURATION_THROUGHPUT` (read by :func:`hol_factors` instead of solving the chains at every start) is
+    every chain solved again here; the factors up to EXACT_MAX are those values."""
+    solved = [saturation_throughput(n) for n in range(1, EXACT_MAX + 1)]
+    assert len(SATURATION_THROUGHPUT) == EXACT_MAX
+    assert SATURATION_THROUGHPUT == pytest.approx(solved, rel=1e-12, abs=1e-12)
+    assert hol_factors(EXACT_MAX).tolist() == list(SATURATION_THROUGHPUT)
 
 
 def test_monte_carlo_of_the_same_model_agrees_and_reaches_the_limit() -> None:
