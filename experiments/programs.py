@@ -249,15 +249,17 @@ class Measured:
 
 
 def run_real_program(scenario: Scenario, platform: RenderedPlatform, work: Path, settings: Mapping[str, str],
-                     target: OpTable | None = None, extra_flags: Sequence[str] = ()) -> Measured:
+                     target: OpTable | None = None, extra_flags: Sequence[str] = (),
+                     binary: Path | None = None) -> Measured:
     """Run the scenario's program once; with ``target``, inject its local operations.
 
     Without ``target`` the operations are the measured ones; with it, they are
     ``target``'s rows with measured times (:func:`merge_measured`).  ``settings`` are the
-    scenario's SimGrid settings (after the deterministic defaults of a program run).
+    scenario's SimGrid settings (after the deterministic defaults of a program run).  ``binary``: the program
+    as :func:`program_binary` gave it already (else it is looked up again: its build cache hashes every header).
     """
     p: ProgramParams = scenario.application
-    binary = program_binary(scenario)
+    binary = binary if binary is not None else program_binary(scenario)
     xml, hostfile = platform.write(work)
     schedule_dir = None
     sched = None

@@ -129,7 +129,7 @@ class ProgramSource:
         binary = program_binary(sc)
         built = time.perf_counter() - t
         t = time.perf_counter()
-        m = run_real_program(sc, platform, work, settings, target=ops, extra_flags=flags)
+        m = run_real_program(sc, platform, work, settings, target=ops, extra_flags=flags, binary=binary)
         smpi = time.perf_counter() - t
         if ops is None:
             while len(_PROGRAM_OPS) >= 4:
