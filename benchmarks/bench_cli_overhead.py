@@ -2,12 +2,12 @@
 
 ``bench_program_overhead.py`` times ``api.run`` in a process that has imported waitlab and run once already; a
 command started from a shell also pays the import of waitlab before its SMPI stage, and the first use of every
-library after it.  Each repeat here is a new Python process running the command's own entry point
-(``waitlab.cli.main(["run", SCENARIO, "-o", FOLDER])``) on ``tests/programs/bsp.c`` (``--ranks`` x ``--steps``),
-timed in four parts (and the process's peak memory): the imports, the work before the SMPI stage (scenario,
-platform, build cache), the SMPI stage
-(the ``smpirun`` process), and the work after it (records, event table, wait states, the results folder).  The first
-repeat builds the program (its build is not part of the figures: it is cached for the others and not timed).
+library after it. Each repeat here is a new Python process running the command's own entry point
+(``waitlab.entry.main(["run", SCENARIO, "-o", FOLDER])``, what the ``waitlab`` script calls) on
+``tests/programs/bsp.c`` (``--ranks`` x ``--steps``), timed in four parts (and the process's peak memory): the
+imports, the work before the SMPI stage (scenario, platform, build cache), the SMPI stage (the ``smpirun`` process),
+and the work after it (records, event table, wait states, the results folder). The first repeat builds the program
+(its build is not part of the figures: it is cached for the others and not timed).
 
     .venv/bin/python benchmarks/bench_cli_overhead.py --steps 9500 --repeat 4    # ~10 s SMPI stages
 """
@@ -34,7 +34,7 @@ def child(scenario: Path, folder: Path) -> None:
     """One command in this (fresh) process; prints its four parts as JSON on the last line."""
     t0 = time.perf_counter()
     # imported here, not at the top: the import is what is timed (and the parent process never imports waitlab)
-    from waitlab import cli
+    from waitlab import entry
     from waitlab.simulator import program_run
 
     t1 = time.perf_counter()
@@ -49,7 +49,7 @@ def child(scenario: Path, folder: Path) -> None:
             mark["end"], mark["cpu_end"] = time.perf_counter(), _cpu()
 
     program_run.run_smpirun = timed  # type: ignore[assignment]
-    code = cli.main(["run", str(scenario), "-o", str(folder), "--force"])
+    code = entry.main(["run", str(scenario), "-o", str(folder), "--force"])
     t2, cpu2 = time.perf_counter(), _cpu()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
     print(json.dumps({"exit": code, "imports": t1 - t0, "before": mark["start"] - t1,

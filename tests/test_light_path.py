@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -210,3 +211,19 @@ def test_the_pipeline_finishes_a_first_stage_only_of_the_source_s_own_operations
     sc = api.load_scenario(EXAMPLE)
     with pytest.raises(ValueError, match="first"):  # refused before anything runs
         pipeline.run(sc, prep=api.prepare(sc), first=object(), ops=object())
+
+
+def test_the_command_turns_pydantic_s_plugin_search_off_unless_told_and_the_library_leaves_it_alone():
+    """``waitlab.entry`` (the ``waitlab`` script, ``python -m waitlab``) sets ``PYDANTIC_DISABLE_PLUGINS`` when it is
+    unset (pydantic then skips its search of every distribution's entry points), keeps a value the user set, and
+    ``import waitlab`` / ``waitlab.cli`` in a user's program set nothing."""
+    env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+    show = "import os, sys; {}; print(repr(os.environ.get('PYDANTIC_DISABLE_PLUGINS')))"
+    for code, want in [(show.format("import waitlab.entry"), "'__all__'"),
+                       (show.format("os.environ['PYDANTIC_DISABLE_PLUGINS'] = ''; import waitlab.entry"), "''"),
+                       (show.format("import waitlab, waitlab.cli, waitlab.api"), "None")]:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+        assert out.returncode == 0 and out.stdout.strip() == want, (code, out.stdout, out.stderr[-500:])
+    version = subprocess.run([sys.executable, "-m", "waitlab", "--version"], capture_output=True, text=True, env=env,
+                             timeout=120)
+    assert version.returncode == 0 and version.stdout.startswith("waitlab "), version.stderr[-500:]
