@@ -15,6 +15,7 @@ and the work after it (records, event table, wait states, the results folder). T
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import resource
 import statistics
@@ -33,10 +34,10 @@ SCENARIO = ('[scenario]\nname = "bsp"\nranks = {ranks}\n[platform]\nname = "dawn
 def child(scenario: Path, folder: Path) -> None:
     """One command in this (fresh) process; prints its four parts as JSON on the last line."""
     t0 = time.perf_counter()
-    # imported here, not at the top: the import is what is timed (and the parent process never imports waitlab)
-    from waitlab import entry
-    from waitlab.simulator import program_run
-
+    # loaded by name here, not imported at the top: the import is what is timed (and the parent process never
+    # imports waitlab)
+    entry = importlib.import_module("waitlab.entry")
+    program_run = importlib.import_module("waitlab.simulator.program_run")
     t1 = time.perf_counter()
     real = program_run.run_smpirun
     mark: dict[str, float] = {}
@@ -48,7 +49,7 @@ def child(scenario: Path, folder: Path) -> None:
         finally:
             mark["end"], mark["cpu_end"] = time.perf_counter(), _cpu()
 
-    program_run.run_smpirun = timed  # type: ignore[assignment]
+    program_run.run_smpirun = timed
     code = entry.main(["run", str(scenario), "-o", str(folder), "--force"])
     t2, cpu2 = time.perf_counter(), _cpu()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux

@@ -112,11 +112,12 @@ def execute(prep: Prepared, ops: OpTable | None = None, *, speed_profiles: Mappi
     :func:`waitlab.experiments.pipeline.simulate_ops`, which finishes what this returns."""
     platform = prep.with_profiles(speed_profiles)
     flags = ["-trace", "-trace-file", str(Path(paje_file).resolve())] if paje_file is not None else []
+    if keep_dir is not None:  # the caller keeps the trace, platform and log files: no scratch
+        keep_dir.mkdir(parents=True, exist_ok=True)
+        return prep.source.execute(ops, platform, prep.smpi_config(), keep_dir, flags)
     scratch = Path(tempfile.mkdtemp(prefix="waitlab-"))
     try:
-        work = keep_dir or scratch
-        work.mkdir(parents=True, exist_ok=True)
-        ex = prep.source.execute(ops, platform, prep.smpi_config(), work, flags)
+        ex = prep.source.execute(ops, platform, prep.smpi_config(), scratch, flags)
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
         raise

@@ -47,17 +47,27 @@ def recorded_seconds(anchor: Path) -> dict[tuple[str, str], float]:
     return dict(seconds)
 
 
+def scenario_file(folder: Path, name: str, platform: str, anchor: Path) -> Path:
+    """A scenario replaying the OTF2 archive ``anchor`` with 4 ranks on ``platform``."""
+    path = folder / f"{name}.toml"
+    path.write_text(f'[scenario]\nname = "{name}"\nranks = 4\n[platform]\nname = "{platform}"\n'
+                    f'[application]\nkind = "otf2"\ntrace = "{anchor}"\n')
+    return path
+
+
+def wait_seconds(result: Any, keys: list[str]) -> dict[Any, float]:
+    """The run's wait seconds summed per ``keys`` (columns of the wait states, or ``region``: the waiting event's)."""
+    region = result.events["region"].to_numpy()[result.waits["event"].to_numpy()].astype(str)
+    return result.waits.assign(region=region).groupby(keys, observed=True)["wait"].sum().to_dict()
+
+
 @pytest.mark.simgrid
 @pytest.mark.parametrize("platform", ["dawning_5000a", "sunway_taihulight"])
 def test_casita_late_sender_and_barrier_trace_replays_with_the_waits_it_recorded(tmp_path: Path, platform: str):
     recorded = recorded_seconds(ANCHOR)
     assert recorded[("late_sender", "MPI_Recv")] > 29 and recorded[("barrier", "MPI_Barrier")] > 21  # the trace's
-    scenario = tmp_path / "s.toml"
-    scenario.write_text(f'[scenario]\nname = "casita_ls_barr"\nranks = 4\n[platform]\nname = "{platform}"\n'
-                        f'[application]\nkind = "otf2"\ntrace = "{ANCHOR}"\n')
-    run = api.run(scenario, tmp_path / "out").result
-    waits = run.waits.assign(region=run.events["region"].to_numpy()[run.waits["event"].to_numpy()].astype(str))
-    by = waits.groupby(["pattern", "region"], observed=True)["wait"].sum().to_dict()
+    run = api.run(scenario_file(tmp_path, "casita_ls_barr", platform, ANCHOR), tmp_path / "out").result
+    by = wait_seconds(run, ["pattern", "region"])
     assert set(by) == {("late_sender", "late_sender"), ("wait_at_barrier", "barrier")}  # the trace's region names
     assert by[("late_sender", "late_sender")] == pytest.approx(recorded[("late_sender", "MPI_Recv")], rel=1e-3)
     assert by[("wait_at_barrier", "barrier")] == pytest.approx(recorded[("barrier", "MPI_Barrier")], rel=1e-3)
@@ -68,21 +78,11 @@ def test_casita_late_sender_and_barrier_trace_replays_with_the_waits_it_recorded
 def test_casita_trace_survives_export_and_import_with_its_waits_and_names(tmp_path: Path):
     """Score-P's trace -> a waitlab run -> ``export --otf2`` -> the export imported and replayed on the same
     platform: the same wait states per (rank, pattern, region), to 0.1%."""
-    def scenario(name: str, anchor: Path) -> Path:
-        path = tmp_path / f"{name}.toml"
-        path.write_text(f'[scenario]\nname = "{name}"\nranks = 4\n[platform]\nname = "sunway_taihulight"\n'
-                        f'[application]\nkind = "otf2"\ntrace = "{anchor}"\n')
-        return path
-
-    def waits_by(result: Any) -> dict[tuple[int, str, str], float]:
-        region = result.events["region"].to_numpy()[result.waits["event"].to_numpy()].astype(str)
-        table = result.waits.assign(region=region)
-        return table.groupby(["rank", "pattern", "region"], observed=True)["wait"].sum().to_dict()
-
-    first = api.run(scenario("scorep", ANCHOR), tmp_path / "first").result
-    exported = api.export(tmp_path / "first", ("otf2",))["otf2"]
-    again = api.run(scenario("again", Path(exported)), tmp_path / "again").result
-    want, got = waits_by(first), waits_by(again)
+    first = api.run(scenario_file(tmp_path, "scorep", "sunway_taihulight", ANCHOR), tmp_path / "first").result
+    exported = Path(api.export(tmp_path / "first", ("otf2",))["otf2"])
+    again = api.run(scenario_file(tmp_path, "again", "sunway_taihulight", exported), tmp_path / "again").result
+    keys = ["rank", "pattern", "region"]
+    want, got = wait_seconds(first, keys), wait_seconds(again, keys)
     assert set(got) == set(want) and len(want) >= 4
     for key, seconds in want.items():
         assert got[key] == pytest.approx(seconds, rel=1e-3), key
