@@ -4,12 +4,14 @@
 command started from a shell also pays the import of waitlab before its SMPI stage, and the first use of every
 library after it. Each repeat here is a new Python process running the command's own entry point
 (``waitlab.entry.main(["run", SCENARIO, "-o", FOLDER])``, what the ``waitlab`` script calls) on
-``tests/programs/bsp.c`` (``--ranks`` x ``--steps``), timed in four parts (and the process's peak memory): the
+``tests/programs/bsp.c`` or ``benchmarks/programs/pingpong.c`` (``--program``; ``--ranks`` x ``--steps``), timed in
+four parts (and the process's peak memory): the
 imports, the work before the SMPI stage (scenario, platform, build cache), the SMPI stage (the ``smpirun`` process),
 and the work after it (records, event table, wait states, the results folder). The first repeat builds the program
 (its build is not part of the figures: it is cached for the others and not timed).
 
-    .venv/bin/python benchmarks/bench_cli_overhead.py --steps 9500 --repeat 4    # ~10 s SMPI stages
+    .venv/bin/python benchmarks/bench_cli_overhead.py --repeat 4                      # bsp.c, ~10 s SMPI stages
+    .venv/bin/python benchmarks/bench_cli_overhead.py --program pingpong --repeat 4   # no step markers, ~10 s
 """
 
 from __future__ import annotations
@@ -26,9 +28,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-BSP = Path(__file__).resolve().parent.parent / "tests" / "programs" / "bsp.c"
-SCENARIO = ('[scenario]\nname = "bsp"\nranks = {ranks}\n[platform]\nname = "dawning_5000a"\n'
-            '[application]\nkind = "program"\nsources = ["{bsp}"]\nargs = ["{steps}"]\n')
+HERE = Path(__file__).resolve().parent
+#: The programs timed: the source and its default ranks and argument (about a 10 s SMPI stage here).
+PROGRAMS = {"bsp": (HERE.parent / "tests" / "programs" / "bsp.c", 16, 13000),
+            "pingpong": (HERE / "programs" / "pingpong.c", 2, 400000)}
+SCENARIO = ('[scenario]\nname = "{name}"\nranks = {ranks}\n[platform]\nname = "dawning_5000a"\n'
+            '[application]\nkind = "program"\nsources = ["{source}"]\nargs = ["{steps}"]\n')
 
 
 def child(scenario: Path, folder: Path) -> None:
@@ -66,8 +71,11 @@ def _cpu() -> float:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ranks", type=int, default=16)
-    ap.add_argument("--steps", type=int, default=9500)
+    ap.add_argument("--program", choices=sorted(PROGRAMS), default="bsp",
+                    help="bsp.c (16 ranks, 8 events per rank and step, step markers) or pingpong.c (2 ranks, "
+                         "blocking send and receive, no step markers, as most real programs)")
+    ap.add_argument("--ranks", type=int, help="default: the program's (16, 2)")
+    ap.add_argument("--steps", type=int, help="the program's argument (default: 13000, 400000: ~10 s stages)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--child", nargs=2, metavar=("SCENARIO", "FOLDER"), help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -78,9 +86,11 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="waitlab-bench-cli-") as tmp:
         folder = Path(tmp)
         scenario = folder / "s.toml"
-        scenario.write_text(SCENARIO.format(ranks=args.ranks, bsp=BSP, steps=args.steps))
+        source, ranks, steps = PROGRAMS[args.program]
+        ranks, steps = args.ranks or ranks, args.steps or steps
+        scenario.write_text(SCENARIO.format(name=args.program, ranks=ranks, source=source, steps=steps))
         warm = folder / "warm.toml"
-        warm.write_text(SCENARIO.format(ranks=args.ranks, bsp=BSP, steps=1))
+        warm.write_text(SCENARIO.format(name=args.program, ranks=ranks, source=source, steps=1))
         subprocess.run([sys.executable, __file__, "--child", str(warm), str(folder / "warm")], check=True,
                        capture_output=True)  # builds the program (cached for the timed runs)
         for k in range(args.repeat):
@@ -97,7 +107,7 @@ def main() -> int:
                   f"{r['peak_mib']:.0f} MiB (exit {r['exit']})")
     shares = [r["share"] for r in runs]
     own, imports = statistics.median(r["own"] for r in runs), statistics.median(r["imports"] for r in runs)
-    print(f"{len(runs)} runs of bsp.c, {args.ranks} ranks x {args.steps} steps: waitlab's own work {own:.2f} s "
+    print(f"{len(runs)} runs of {source.name}, {ranks} ranks x {steps} steps: waitlab's own work {own:.2f} s "
           f"(median), {statistics.median(shares):.1f}% of the SMPI stage ({min(shares):.1f} to {max(shares):.1f}%); "
           f"imports {imports:.2f} s; CPU after the stage {statistics.median(r['cpu_after'] for r in runs):.2f} s")
     return 0

@@ -93,9 +93,9 @@ def write_result(result: RunResult, folder: Path, *, png: bool = True, scenario_
                  html: bool = True) -> None:
     """Write every output file of one SMPI run into ``folder`` (``report.html`` too unless ``html=False``).
 
-    ``trace.json`` and the Parquet tables are written by one background thread while this one draws the pictures
-    and the report (the trace's C formatter and pyarrow's encoder run without Python's lock): each file is written
-    by one thread, so its bytes do not change.
+    ``trace.json`` and ``report.html`` are made by two background threads, then the Parquet tables, while this one
+    draws the timeline (the trace's C formatter, the page's gzip and pyarrow's encoder run without Python's lock,
+    matplotlib mostly with it): each file is written by one thread, so its bytes do not change.
     ``ops.parquet``, ``events.parquet`` and ``waits.parquet`` may be encoded already (``result.prewritten``, from
     the same tables).
     """
@@ -108,12 +108,15 @@ def write_result(result: RunResult, folder: Path, *, png: bool = True, scenario_
     ops_job = pre.take("ops.parquet", result.ops, meta) if pre is not None else None
     events_job = pre.take("events.parquet", result.events, meta) if pre is not None else None
     waits_job = pre.take("waits.parquet", result.waits, meta) if pre is not None else None
-    with ThreadPoolExecutor(max_workers=1) as pool:
+    with ThreadPoolExecutor(max_workers=2) as pool:
         # a summary (the first steps) beyond CHROME_SUMMARY_EVENTS: `waitlab export --chrome` writes the whole run
         chrome = pool.submit(write_chrome_trace, result.events, result.waits, meta, folder / "trace.json",
                              max_events=CHROME_SUMMARY_EVENTS)
+        # offline, interactive; rewritten by `waitlab diagnose` and `waitlab report`
+        page = pool.submit(_html.write_html_report, folder, jsonable(meta), jsonable(result.summary), result.events,
+                           result.waits, budget, ledger) if html else None
         # the files still being encoded last: the small ones are not queued behind them
-        tables = [pool.submit(write_table, ledger, folder / "ledger.parquet", meta),
+        tables: list[Future[Any]] = [pool.submit(write_table, ledger, folder / "ledger.parquet", meta),
                   pool.submit(write_table, budget, folder / "ranks.parquet", meta),
                   pool.submit(lambda: write_ops(result.ops, folder / "ops.parquet", meta, _ready(ops_job))),
                   pool.submit(lambda: write_table(result.waits, folder / "waits.parquet", meta,
@@ -131,10 +134,7 @@ def write_result(result: RunResult, folder: Path, *, png: bool = True, scenario_
             write_program_output(result, folder / "program")
         (folder / "summary.json").write_text(json.dumps(jsonable(result.summary), indent=2, sort_keys=True) + "\n")
         (folder / "summary.txt").write_text(summary_text(result.summary, meta) + "\n")
-        if html:  # offline, interactive; rewritten by `waitlab diagnose` and `waitlab report`
-            _html.write_html_report(folder, jsonable(meta), jsonable(result.summary), result.events, result.waits,
-                                    budget, ledger)
-        for written in tables:
+        for written in tables if page is None else [*tables, page]:
             written.result()  # a writer's error is raised here
     run = {**meta, "resolved_scenario": result.scenario.resolved(), "chrome_trace": chrome.result()}
     run["files"] = sorted([*(p.name for p in folder.iterdir()), "run.json"])

@@ -74,7 +74,25 @@ def first_steps(events: pd.DataFrame, waits: pd.DataFrame, max_events: int
 
 
 def _keep_rows(events: pd.DataFrame, waits: pd.DataFrame, keep: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Rows ``keep`` of the event table and their waits, row references (``done``, ``waits.event``) renumbered."""
+    """Rows ``keep`` of the event table and their waits, row references (``done``, ``waits.event``) renumbered.
+
+    When the rows kept are the table's first ones (the lowest ranks, or all of them: a run without step markers),
+    the events are a slice of the table, not a copy of it, and no reference needs a new number.
+
+    >>> ev = pd.DataFrame({"rank": [0, 0, 1], "done": [1, -1, -1]})
+    >>> e2, w2 = _keep_rows(ev, pd.DataFrame({"event": [0, 2], "wait": [1.0, 2.0]}), np.array([True, True, False]))
+    >>> e2["done"].tolist(), w2["event"].tolist()
+    ([1, -1], [0])
+    """
+    n_keep = int(np.count_nonzero(keep))
+    if keep[:n_keep].all():
+        out = events.iloc[:n_keep]
+        if "done" in out:
+            done = out["done"].to_numpy()
+            if (done >= n_keep).any():  # completed by a row left out
+                out = out.assign(done=np.where(done < n_keep, done, -1))
+        w_keep = waits["event"].to_numpy() < n_keep if len(waits) else np.zeros(0, bool)
+        return out, waits if w_keep.all() else waits[w_keep].reset_index(drop=True)
     new_row = np.cumsum(keep) - 1
     out = events[keep].reset_index(drop=True)
     if "done" in out:

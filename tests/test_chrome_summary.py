@@ -6,9 +6,12 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pandas as pd
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from waitlab.models.analysis.waitstates import make_events, wait_states
-from waitlab.simulator.chrome_trace import chrome_trace_text, first_steps
+from waitlab.simulator.chrome_trace import _keep_rows, chrome_trace_text, first_steps
 
 
 def _one_step_barrier(n_ranks: int, per_rank: int):
@@ -61,3 +64,33 @@ def test_a_run_without_steps_is_bounded_by_a_time_window() -> None:
     assert len(slices) == 50  # rank 0's first 50 computes: enter 0..49 s
     assert doc["otherData"]["summarised"] == ("ranks 0..0, the first 50 s only (50 of 800 events): "
                                               "waitlab export --chrome writes the whole run")
+
+
+def _keep_rows_by_mask(ev: pd.DataFrame, waits: pd.DataFrame, keep: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The rows ``keep`` and their waits, references renumbered, the plain way (a copy and a lookup table)."""
+    new_row = np.full(len(ev) + 1, -1, np.int64)
+    new_row[np.flatnonzero(keep)] = np.arange(int(keep.sum()))
+    out = ev[keep].reset_index(drop=True)
+    out["done"] = new_row[ev["done"].to_numpy()[keep]]  # -1 (none) looks up the last entry: -1
+    w_out = waits[keep[waits["event"].to_numpy()]].reset_index(drop=True)
+    w_out["event"] = new_row[w_out["event"].to_numpy()]
+    return out, w_out
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 40), st.data())
+def test_kept_rows_match_a_plain_copy_whether_or_not_they_are_the_first(n: int, data: st.DataObject) -> None:
+    # issue 25: the first rows (all of them for a program without step markers) are a slice, not a copy
+    done = np.array(data.draw(st.lists(st.integers(-1, n - 1), min_size=n, max_size=n)), np.int64)
+    ev = pd.DataFrame({"rank": np.arange(n) // 3, "enter": np.arange(n, dtype=float), "done": done})
+    w_events = sorted(data.draw(st.sets(st.integers(0, n - 1))))
+    waits = pd.DataFrame({"event": np.array(w_events, np.int64), "wait": np.ones(len(w_events))})
+    prefix = data.draw(st.booleans())
+    k = data.draw(st.integers(0, n))
+    keep = np.arange(n) < k if prefix else np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)))
+    got, got_w = _keep_rows(ev, waits, keep)
+    want, want_w = _keep_rows_by_mask(ev, waits, keep)
+    np.testing.assert_array_equal(got["enter"].to_numpy(), want["enter"].to_numpy())
+    np.testing.assert_array_equal(got["done"].to_numpy(), want["done"].to_numpy())
+    np.testing.assert_array_equal(got_w["event"].to_numpy(), want_w["event"].to_numpy())
+    np.testing.assert_array_equal(got_w["wait"].to_numpy(), want_w["wait"].to_numpy())

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from waitlab.models.analysis import waitstates as W
 from waitlab.models.analysis.rma_epochs import has_rma
 from waitlab.models.analysis.summary import rank_budget
 from waitlab.models.analysis.waitstates import make_events, wait_states
@@ -157,3 +158,26 @@ def test_has_rma_looks_at_rows_not_only_categories():
     assert has_rma(ev)
     assert not has_rma(pd.DataFrame({"op": pd.Categorical(["send", "recv"])}))  # no RMA label at all
     assert not has_rma(pd.DataFrame({"op": pd.Categorical([None, "send"], categories=["send", "put"])}))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 30), st.sampled_from([0.0, 1e-13, 0.5, 1.0, 2.0]), st.integers(0, 99)),
+                max_size=40), st.booleans())
+def test_one_wait_per_blocking_operation_is_its_latest_partner(rows: list[tuple[int, float, int]],
+                                                               one_each: bool) -> None:
+    # issue 25: blockers that are all different and in row order (blocking receives) skip the sort; the result is
+    # the same as for any blockers: per blocker, its largest wait and the first partner that has it
+    if one_each:
+        rows = [(b, w, p) for b, (_, w, p) in zip(range(0, 3 * len(rows), 3), rows, strict=False)]
+    blocker = np.array([r[0] for r in rows], np.int64)
+    wait = np.array([r[1] for r in rows], np.float64)
+    partner = np.array([r[2] for r in rows], np.int64)
+    acc = W._empty()
+    W._add_max_per_blocker(acc, "late_sender", blocker, wait, partner)
+    got = list(zip(*(np.concatenate(acc[k] or [np.zeros(0)]).tolist() for k in ("event", "wait", "peer_event")),
+                   strict=True))
+    want: dict[int, tuple[float, int]] = {}
+    for b, w, p in rows:
+        if w > W.EPSILON and (b not in want or w > want[b][0]):
+            want[b] = (w, p)
+    assert got == [(b, w, p) for b, (w, p) in sorted(want.items())]

@@ -103,6 +103,9 @@ def _add_max_per_blocker(acc: dict[str, list[npt.NDArray[Any]]], pattern: str, b
     blocker, wait, partner = blocker[positive], wait[positive], partner[positive]
     if blocker.size == 0:
         return
+    if (blocker[1:] > blocker[:-1]).all():  # one partner per blocking operation, in row order: nothing to choose
+        _add(acc, pattern, blocker, wait, partner)
+        return
     order = np.lexsort((-wait, blocker))
     b, w, p = blocker[order], wait[order], partner[order]
     first = np.ones(b.size, bool)
