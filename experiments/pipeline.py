@@ -54,6 +54,7 @@ from waitlab.platforms.placement_table import placement_table
 from waitlab.platforms.smpi_factors import calibrate
 from waitlab.simulator import heap
 from waitlab.simulator.build import simgrid_version
+from waitlab.simulator.chrome_trace import CHROME_SUMMARY_EVENTS, chrome_trace_bytes
 from waitlab.simulator.export import encode_table
 from waitlab.simulator.spill import release_free_memory
 from waitlab.simulator.timeline import ROW_REFERENCES, SCHEMA_VERSION, build_events
@@ -122,8 +123,8 @@ def simulate_ops(prep: Prepared, ops: OpTable | None = None, *, speed_profiles: 
 def finish(prep: Prepared, ex: Execution, *, prewrite: bool = False) -> RunResult:
     """Wait states, summary and run metadata of a simulated event table: the common end of every run.
 
-    ``prewrite``: the run is going to be written to a results folder; its ``ops.parquet``, ``events.parquet`` and
-    ``waits.parquet`` are encoded in the background as soon as their tables exist
+    ``prewrite``: the run is going to be written to a results folder; its ``ops.parquet``, ``events.parquet``,
+    ``waits.parquet`` and ``trace.json`` are encoded in the background as soon as their tables exist
     (:mod:`waitlab.experiments.prewrite`).  Returns once the stage's scratch folder is removed.
     """
     try:
@@ -162,8 +163,10 @@ def _finish(prep: Prepared, ex: Execution, prewrite: bool) -> RunResult:
         t = time.perf_counter()
         waits = wait_states(events)
         stages["wait_states"] = time.perf_counter() - t
-        if pre is not None:  # on the encoder that wrote ops.parquet, done by now
+        if pre is not None:  # on the encoder that wrote ops.parquet, done by now; then the Chrome trace's summary
             pre.start("waits.parquet", waits, metadata, partial(encode_table, waits, metadata))
+            pre.start("trace.json", (events, waits), metadata,
+                      partial(chrome_trace_bytes, events, waits, metadata, CHROME_SUMMARY_EVENTS))
     finally:
         if pre is not None:
             pre.close()

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -49,11 +49,15 @@ def encode_ops(ops: OpTable, metadata: dict[str, Any]) -> pa.Buffer:
     return sink.getvalue()
 
 
+#: What a background encoder makes: a file's bytes.
+Encoded: TypeAlias = pa.Buffer | memoryview
+
+
 @dataclass(frozen=True)
 class _Job:
-    table: object  # the table encoded (compared by identity)
+    tables: tuple[object, ...]  # the tables encoded (compared by identity)
     metadata: str  # the metadata as JSON when the job started
-    encoded: Future[pa.Buffer]
+    encoded: Future[Encoded]
 
 
 class Prewritten:
@@ -74,12 +78,16 @@ class Prewritten:
     """
 
     def __init__(self) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="waitlab-prewrite")  # ops, events; then waits
+        # ops, events; then waits and the Chrome trace
+        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="waitlab-prewrite")
         self._jobs: dict[str, _Job] = {}
 
-    def start(self, name: str, table: object, metadata: dict[str, Any], encode: Callable[[], pa.Buffer]) -> None:
-        """Encode file ``name`` of ``table`` with ``metadata`` in the background (a thread of its own while two run)."""
-        self._jobs[name] = _Job(table, json.dumps(metadata, sort_keys=True), self._pool.submit(encode))
+    def start(self, name: str, table: object | tuple[object, ...], metadata: dict[str, Any],
+              encode: Callable[[], Encoded]) -> None:
+        """Encode file ``name`` of ``table`` (or of a tuple of tables) with ``metadata`` in the background (a thread
+        of its own while two run)."""
+        tables = table if isinstance(table, tuple) else (table,)
+        self._jobs[name] = _Job(tables, json.dumps(metadata, sort_keys=True), self._pool.submit(encode))
 
     def __reduce__(self) -> tuple[type[Prewritten], tuple[()]]:
         """A copy (pickled with its run: process pools, caches) has no jobs: its writer encodes every file."""
@@ -89,10 +97,14 @@ class Prewritten:
         """No more jobs: the thread ends when the started ones are done."""
         self._pool.shutdown(wait=False)
 
-    def take(self, name: str, table: object, metadata: dict[str, Any]) -> Future[pa.Buffer] | None:
+    def take(self, name: str, table: object | tuple[object, ...], metadata: dict[str, Any]
+             ) -> Future[Encoded] | None:
         """The bytes of file ``name`` to come (``.result()``: an encoder's error is raised there) if they are
-        encoded from ``table`` itself and the same metadata, else ``None``."""
+        encoded from ``table`` itself (each of a tuple's tables) and the same metadata, else ``None``."""
         job = self._jobs.pop(name, None)
-        if job is None or job.table is not table or job.metadata != json.dumps(metadata, sort_keys=True):
+        tables = table if isinstance(table, tuple) else (table,)
+        same = job is not None and len(job.tables) == len(tables) \
+            and all(a is b for a, b in zip(job.tables, tables, strict=True))
+        if job is None or not same or job.metadata != json.dumps(metadata, sort_keys=True):
             return None
         return job.encoded

@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from waitlab.errors import InputError
 from waitlab.experiments import prewrite
 from waitlab.experiments.pipeline import Run, RunResult
+from waitlab.experiments.prewrite import Encoded
 from waitlab.experiments.report.notebook import loaded_html
 from waitlab.experiments.report.perturbation_report import buffer_timeline, jsonable, report_text
 from waitlab.experiments.run_folder import PICTURE_MODULES, verify_folder
@@ -64,7 +64,7 @@ def summary_text(summary: dict[str, Any], metadata: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def write_ops(ops: OpTable, path: Path, metadata: dict[str, Any], encoded: pa.Buffer | None = None) -> None:
+def write_ops(ops: OpTable, path: Path, metadata: dict[str, Any], encoded: Encoded | None = None) -> None:
     """The operation table as Parquet; names and rank count in the file's metadata (``encoded``: its bytes, already
     encoded by :func:`waitlab.experiments.prewrite.encode_ops` with the same arguments)."""
     if encoded is None:
@@ -74,9 +74,15 @@ def write_ops(ops: OpTable, path: Path, metadata: dict[str, Any], encoded: pa.Bu
         f.write(memoryview(encoded))
 
 
-def _ready(job: Future[pa.Buffer] | None) -> pa.Buffer | None:
+def _ready(job: Future[Encoded] | None) -> Encoded | None:
     """The bytes a background encoder made (waiting for them), or ``None`` when there was none."""
     return job.result() if job is not None else None
+
+
+def _trace_bytes(job: Future[Encoded] | None) -> memoryview | None:
+    """The Chrome trace a background encoder made (:func:`~waitlab.simulator.chrome_trace.chrome_trace_bytes`)."""
+    encoded = _ready(job)
+    return memoryview(encoded) if encoded is not None else None
 
 
 def prepare_report(scenario: Scenario) -> None:
@@ -96,22 +102,24 @@ def write_result(result: RunResult, folder: Path, *, png: bool = True, scenario_
     ``trace.json`` and ``report.html`` are made by two background threads, then the Parquet tables, while this one
     draws the timeline (the trace's C formatter, the page's gzip and pyarrow's encoder run without Python's lock,
     matplotlib mostly with it): each file is written by one thread, so its bytes do not change.
-    ``ops.parquet``, ``events.parquet`` and ``waits.parquet`` may be encoded already (``result.prewritten``, from
-    the same tables).
+    ``ops.parquet``, ``events.parquet``, ``waits.parquet`` and ``trace.json`` may be encoded already
+    (``result.prewritten``, from the same tables).
     """
     meta = result.metadata
     budget = result.budget  # made with the summary, unless a rank has no event
     if budget is None or len(budget) != result.scenario.ranks:
         budget = rank_budget(result.events, result.waits, result.scenario.ranks)
     ledger = ledger_frame(result.ops)
-    pre = result.prewritten  # ops.parquet, events.parquet, waits.parquet: being encoded since their tables exist
+    pre = result.prewritten  # ops, events, waits (Parquet), trace.json: being encoded since their tables exist
     ops_job = pre.take("ops.parquet", result.ops, meta) if pre is not None else None
     events_job = pre.take("events.parquet", result.events, meta) if pre is not None else None
     waits_job = pre.take("waits.parquet", result.waits, meta) if pre is not None else None
+    chrome_job = pre.take("trace.json", (result.events, result.waits), meta) if pre is not None else None
     with ThreadPoolExecutor(max_workers=2) as pool:
         # a summary (the first steps) beyond CHROME_SUMMARY_EVENTS: `waitlab export --chrome` writes the whole run
-        chrome = pool.submit(write_chrome_trace, result.events, result.waits, meta, folder / "trace.json",
-                             max_events=CHROME_SUMMARY_EVENTS)
+        chrome = pool.submit(lambda: write_chrome_trace(result.events, result.waits, meta, folder / "trace.json",
+                                                        max_events=CHROME_SUMMARY_EVENTS,
+                                                        encoded=_trace_bytes(chrome_job)))
         # offline, interactive; rewritten by `waitlab diagnose` and `waitlab report`
         page = pool.submit(_html.write_html_report, folder, jsonable(meta), jsonable(result.summary), result.events,
                            result.waits, budget, ledger) if html else None

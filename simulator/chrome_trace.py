@@ -264,10 +264,31 @@ def _slice_args(events: pd.DataFrame) -> list[Part]:
 
 
 def write_chrome_trace(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, Any], path: Path,
-                       max_events: int | None = None) -> bool:
-    """Write the Chrome trace (summarised beyond ``max_events``) unless the table is too large for one."""
-    if max_events is None and len(events) > CHROME_MAX_EVENTS:
+                       max_events: int | None = None, encoded: memoryview | None = None) -> bool:
+    """Write the Chrome trace (summarised beyond ``max_events``) unless the table is too large for one.
+
+    ``encoded``: its bytes already made by :func:`chrome_trace_bytes` with the same arguments (written as they are).
+    """
+    if encoded is None and max_events is None and len(events) > CHROME_MAX_EVENTS:
         return False
     with path.open("wb") as out:
-        _write_chrome(out, events, waits, metadata, max_events)
+        if encoded is not None:
+            out.write(encoded)
+        else:
+            _write_chrome(out, events, waits, metadata, max_events)
     return True
+
+
+def chrome_trace_bytes(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, Any], max_events: int
+                       ) -> memoryview:
+    """The bytes :func:`write_chrome_trace` writes for a summary of at most ``max_events`` events, in memory.
+
+    >>> from waitlab.models.analysis.waitstates import make_events, wait_states
+    >>> ev = make_events(rank=[0, 1], op=["barrier", "barrier"], enter=[1.0, 3.0], exit=[3.0, 3.0], match=[0, 0])
+    >>> w = wait_states(ev)
+    >>> bytes(chrome_trace_bytes(ev, w, {}, 10)) == chrome_trace_text(ev, w, {}, 10).encode()
+    True
+    """
+    out = io.BytesIO()
+    _write_chrome(out, events, waits, metadata, max_events)
+    return out.getbuffer()

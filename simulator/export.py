@@ -127,7 +127,7 @@ def _arrow_rows(df: pd.DataFrame, start: int, stop: int, schema: pa.Schema, int6
 
 def write_table(df: pd.DataFrame, path: Path, metadata: dict[str, Any], csv: bool = True,
                 row_group_rows: int = ROW_GROUP_ROWS, int64: Sequence[str] = (),
-                encoded: pa.Buffer | None = None) -> None:
+                encoded: pa.Buffer | memoryview | None = None) -> None:
     """Write ``df`` as Parquet (metadata under the key ``waitlab``) and, optionally, CSV beside it.
 
     The Parquet file is written one row group of ``row_group_rows`` rows at a time, each converted from

@@ -55,6 +55,19 @@ def test_a_job_is_taken_only_for_the_same_table_and_metadata():
     assert pre.take("v.parquet", df, meta) is None  # taken once
 
 
+def test_a_job_of_several_tables_is_taken_only_for_the_same_ones():
+    # trace.json is made from the events and the waits: both must be the tables the writer has
+    events, waits, meta = _table(20), _table(5), {"seed": 1}
+    pre = Prewritten()
+    for name in ("a", "b", "c"):
+        pre.start(name, (events, waits), meta, lambda: memoryview(b"trace"))
+    pre.close()
+    assert pre.take("a", (events, waits.copy()), meta) is None  # equal waits, not the same table
+    assert pre.take("b", events, meta) is None  # the events alone
+    job = pre.take("c", (events, waits), meta)
+    assert job is not None and bytes(job.result()) == b"trace"
+
+
 def test_a_pickled_copy_has_no_jobs():
     df, meta = _table(5), {}
     pre = Prewritten()
@@ -107,12 +120,20 @@ def test_a_prewritten_folder_is_byte_identical_to_one_written_after_the_run(tmp_
             used.append(path.name)
         write_o(ops, path, meta, encoded)
 
+    write_c = results.write_chrome_trace
+
+    def recording_chrome(*a: Any, encoded: Any = None, **k: Any) -> bool:
+        if encoded is not None:
+            used.append(a[3].name)
+        return write_c(*a, encoded=encoded, **k)
+
     monkeypatch.setattr(results, "write_table", recording)
     monkeypatch.setattr(results, "write_ops", recording_ops)
+    monkeypatch.setattr(results, "write_chrome_trace", recording_chrome)
     for name, run in (("plain", plain), ("early", early)):
         (tmp_path / name).mkdir()
         results.write_run(run, tmp_path / name)
-    assert sorted(used) == ["events.parquet", "ops.parquet", "waits.parquet"]
+    assert sorted(used) == ["events.parquet", "ops.parquet", "trace.json", "waits.parquet"]
 
     def files(folder: Path) -> dict[str, bytes]:
         return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
