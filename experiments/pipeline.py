@@ -54,7 +54,7 @@ from waitlab.platforms.placement_table import placement_table
 from waitlab.platforms.smpi_factors import calibrate
 from waitlab.simulator import heap
 from waitlab.simulator.build import simgrid_version
-from waitlab.simulator.chrome_trace import CHROME_SUMMARY_EVENTS, chrome_trace_bytes
+from waitlab.simulator.chrome_trace import CHROME_SUMMARY_EVENTS, chrome_trace_chunks
 from waitlab.simulator.export import encode_table
 from waitlab.simulator.spill import release_free_memory
 from waitlab.simulator.timeline import ROW_REFERENCES, SCHEMA_VERSION, build_events
@@ -166,7 +166,7 @@ def _finish(prep: Prepared, ex: Execution, prewrite: bool) -> RunResult:
         if pre is not None:  # on the encoder that wrote ops.parquet, done by now; then the Chrome trace's summary
             pre.start("waits.parquet", waits, metadata, partial(encode_table, waits, metadata))
             pre.start("trace.json", (events, waits), metadata,
-                      partial(chrome_trace_bytes, events, waits, metadata, CHROME_SUMMARY_EVENTS))
+                      partial(chrome_trace_chunks, events, waits, metadata, CHROME_SUMMARY_EVENTS))
     finally:
         if pre is not None:
             pre.close()

@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from waitlab.models.ops import OpTable
+from waitlab.simulator.chrome_trace import Chunks
 from waitlab.simulator.export import ROW_GROUP_ROWS, parquet_options, repeating_columns
 
 
@@ -49,8 +50,8 @@ def encode_ops(ops: OpTable, metadata: dict[str, Any]) -> pa.Buffer:
     return sink.getvalue()
 
 
-#: What a background encoder makes: a file's bytes.
-Encoded: TypeAlias = pa.Buffer | memoryview
+#: What a background encoder makes: a file's bytes (a Chrome trace's: its pieces, in order).
+Encoded: TypeAlias = pa.Buffer | memoryview | Chunks
 
 
 @dataclass(frozen=True)

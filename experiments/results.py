@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from waitlab.errors import InputError
@@ -33,7 +34,7 @@ from waitlab.lazy import Deferred
 from waitlab.models.analysis.metrics import ledger_frame
 from waitlab.models.analysis.summary import rank_budget
 from waitlab.models.ops import CAUSE_KINDS, Ledger, OpTable
-from waitlab.simulator.chrome_trace import CHROME_SUMMARY_EVENTS, write_chrome_trace
+from waitlab.simulator.chrome_trace import CHROME_SUMMARY_EVENTS, Chunks, write_chrome_trace
 from waitlab.simulator.export import read_table, write_table
 from waitlab.simulator.timeline import ROW_REFERENCES, SCHEMA_VERSION
 
@@ -64,7 +65,8 @@ def summary_text(summary: dict[str, Any], metadata: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def write_ops(ops: OpTable, path: Path, metadata: dict[str, Any], encoded: Encoded | None = None) -> None:
+def write_ops(ops: OpTable, path: Path, metadata: dict[str, Any], encoded: pa.Buffer | memoryview | None = None
+              ) -> None:
     """The operation table as Parquet; names and rank count in the file's metadata (``encoded``: its bytes, already
     encoded by :func:`waitlab.experiments.prewrite.encode_ops` with the same arguments)."""
     if encoded is None:
@@ -74,15 +76,16 @@ def write_ops(ops: OpTable, path: Path, metadata: dict[str, Any], encoded: Encod
         f.write(memoryview(encoded))
 
 
-def _ready(job: Future[Encoded] | None) -> Encoded | None:
+def _ready(job: Future[Encoded] | None) -> pa.Buffer | memoryview | None:
     """The bytes a background encoder made (waiting for them), or ``None`` when there was none."""
-    return job.result() if job is not None else None
+    encoded = job.result() if job is not None else None
+    return None if isinstance(encoded, tuple) else encoded
 
 
-def _trace_bytes(job: Future[Encoded] | None) -> memoryview | None:
-    """The Chrome trace a background encoder made (:func:`~waitlab.simulator.chrome_trace.chrome_trace_bytes`)."""
-    encoded = _ready(job)
-    return memoryview(encoded) if encoded is not None else None
+def _trace_text(job: Future[Encoded] | None) -> Chunks | None:
+    """The Chrome trace a background encoder made (:func:`~waitlab.simulator.chrome_trace.chrome_trace_chunks`)."""
+    encoded = job.result() if job is not None else None
+    return encoded if isinstance(encoded, tuple) else None
 
 
 def prepare_report(scenario: Scenario) -> None:
@@ -119,7 +122,7 @@ def write_result(result: RunResult, folder: Path, *, png: bool = True, scenario_
         # a summary (the first steps) beyond CHROME_SUMMARY_EVENTS: `waitlab export --chrome` writes the whole run
         chrome = pool.submit(lambda: write_chrome_trace(result.events, result.waits, meta, folder / "trace.json",
                                                         max_events=CHROME_SUMMARY_EVENTS,
-                                                        encoded=_trace_bytes(chrome_job)))
+                                                        encoded=_trace_text(chrome_job)))
         # offline, interactive; rewritten by `waitlab diagnose` and `waitlab report`
         page = pool.submit(_html.write_html_report, folder, jsonable(meta), jsonable(result.summary), result.events,
                            result.waits, budget, ledger) if html else None
