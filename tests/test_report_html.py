@@ -42,7 +42,10 @@ def _chain() -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def _unpack(b64: str, dtype: str) -> np.ndarray:
-    return np.frombuffer(gzip.decompress(base64.b64decode(b64)), dtype=np.dtype(dtype).newbyteorder("<"))
+    """A packed column: gzip of its byte planes (byte 0 of every value, then byte 1, ...), base64."""
+    t = np.dtype(dtype).newbyteorder("<")
+    planes = np.frombuffer(gzip.decompress(base64.b64decode(b64)), np.uint8)
+    return np.frombuffer(planes.reshape(t.itemsize, -1).T.tobytes(), dtype=t)
 
 
 def test_payload_carries_the_events_waits_causes_and_messages():
