@@ -15,6 +15,9 @@ import pyarrow.parquet as pq
 
 #: Event tables larger than this are written as Parquet only (no CSV copy).
 CSV_MAX_ROWS = 200_000
+#: Rows the CSV writer formats per batch (pyarrow's default: 1,024): the same bytes, 15% less CPU on a 195,000-row
+#: wait-state table (68 -> 57 ms, best of five; issue 25).
+CSV_BATCH_ROWS = 32 * 1024
 #: Values the Parquet writer takes per batch (pyarrow's default: 1,024).  The same bytes (its pages are cut by size
 #: either way), 10% less CPU on a 1.2 M-event table (0.217 -> 0.196 s, median of 6; issue 25).
 WRITE_BATCH_ROWS = 64 * 1024
@@ -147,7 +150,7 @@ def write_table(df: pd.DataFrame, path: Path, metadata: dict[str, Any], csv: boo
         table = pa.Table.from_pandas(_widened(df, int64), preserve_index=False)
         plain = table.cast(pa.schema([pa.field(f.name, f.type.value_type if pa.types.is_dictionary(f.type)
                                                else f.type) for f in table.schema]))
-        pacsv.write_csv(plain, path.with_suffix(".csv"))
+        pacsv.write_csv(plain, path.with_suffix(".csv"), pacsv.WriteOptions(batch_size=CSV_BATCH_ROWS))
 
 
 def write_parquet(df: pd.DataFrame, where: Path | pa.NativeFile, metadata: dict[str, Any],
