@@ -8,6 +8,8 @@ with and without it.
 from __future__ import annotations
 
 import hashlib
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -101,3 +103,49 @@ def test_a_run_writes_the_same_tables_with_and_without_a_reserve(tmp_path: Path,
     api.run(scenario, tmp_path / "without", png=False)  # the API's default: no reserve
     assert not grown
     assert _digests(tmp_path / "with") == _digests(tmp_path / "without")
+
+
+#: A fresh interpreter counts glibc's arenas (``malloc_info``: one ``<heap nr=...>`` each) after a thread started
+#: inside (argv[1] == "1") or outside a reserve's block has allocated memory.
+_ARENAS = r"""
+import ctypes, sys, threading
+import numpy as np
+from waitlab.simulator import heap
+
+def arenas() -> int:
+    libc = ctypes.CDLL(None)
+    libc.open_memstream.restype = ctypes.c_void_p
+    buf, size = ctypes.c_void_p(), ctypes.c_size_t()
+    stream = libc.open_memstream(ctypes.byref(buf), ctypes.byref(size))
+    libc.malloc_info(0, ctypes.c_void_p(stream))
+    libc.fclose(ctypes.c_void_p(stream))
+    return ctypes.string_at(buf, size.value).decode().count("<heap nr=")
+
+def work() -> None:
+    block = np.ones(1 << 20)  # 8 MB from this thread
+    block.sum()
+
+def in_thread() -> None:
+    t = threading.Thread(target=work)
+    t.start()
+    t.join()
+
+if sys.argv[1] == "1":
+    with heap.reserving():
+        in_thread()
+        print(arenas())
+else:
+    in_thread()
+    print(arenas())
+"""
+
+
+@pytest.mark.skipif(heap._mallopt() is None, reason="a reserve needs glibc's mallopt")
+def test_threads_started_inside_a_reserve_allocate_from_its_heap() -> None:
+    # issue 25: the encoders' and writers' memory after the stage lands in the reserve (glibc's main arena), not in
+    # an arena of their own that the kernel faults in then
+    counts = {}
+    for inside in ("0", "1"):
+        out = subprocess.run([sys.executable, "-c", _ARENAS, inside], capture_output=True, text=True, check=True)
+        counts[inside] = int(out.stdout.split()[-1])
+    assert counts == {"0": 2, "1": 1}
