@@ -149,7 +149,8 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, force
     ``ready_memory``: a real program's after-stage memory is touched while SMPI runs
     (:func:`waitlab.simulator.heap.reserving`: faster in a fresh process, where that memory is new; the peak memory
     is higher by up to :data:`~waitlab.simulator.heap.BYTES_PER_RECORD` bytes per record, and more in a process that
-    still holds earlier runs).  ``waitlab run`` sets it; it changes no result.
+    still holds earlier runs; glibc then keeps one arena for the rest of the process, so that the threads writing the
+    results use that memory).  ``waitlab run`` sets it; it changes no result.
     """
     if smpi_progress is not None:
         with reporting(smpi_progress):
