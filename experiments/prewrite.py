@@ -87,8 +87,7 @@ class Prewritten:
               encode: Callable[[], Encoded]) -> None:
         """Encode file ``name`` of ``table`` (or of a tuple of tables) with ``metadata`` in the background (a thread
         of its own while two run)."""
-        tables = table if isinstance(table, tuple) else (table,)
-        self._jobs[name] = _Job(tables, json.dumps(metadata, sort_keys=True), self._pool.submit(encode))
+        self._jobs[name] = _Job(_as_tuple(table), json.dumps(metadata, sort_keys=True), self._pool.submit(encode))
 
     def __reduce__(self) -> tuple[type[Prewritten], tuple[()]]:
         """A copy (pickled with its run: process pools, caches) has no jobs: its writer encodes every file."""
@@ -103,9 +102,13 @@ class Prewritten:
         """The bytes of file ``name`` to come (``.result()``: an encoder's error is raised there) if they are
         encoded from ``table`` itself (each of a tuple's tables) and the same metadata, else ``None``."""
         job = self._jobs.pop(name, None)
-        tables = table if isinstance(table, tuple) else (table,)
-        same = job is not None and len(job.tables) == len(tables) \
-            and all(a is b for a, b in zip(job.tables, tables, strict=True))
-        if job is None or not same or job.metadata != json.dumps(metadata, sort_keys=True):
+        if job is None or job.metadata != json.dumps(metadata, sort_keys=True):
             return None
-        return job.encoded
+        tables = _as_tuple(table)
+        same = len(job.tables) == len(tables) and all(a is b for a, b in zip(job.tables, tables, strict=True))
+        return job.encoded if same else None
+
+
+def _as_tuple(table: object | tuple[object, ...]) -> tuple[object, ...]:
+    """The tables a job is made from: a tuple of them, or one table."""
+    return table if isinstance(table, tuple) else (table,)

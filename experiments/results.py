@@ -76,15 +76,20 @@ def write_ops(ops: OpTable, path: Path, metadata: dict[str, Any], encoded: pa.Bu
         f.write(memoryview(encoded))
 
 
+def _made(job: Future[Encoded] | None) -> Encoded | None:
+    """What a background encoder made (waiting for it), or ``None`` when there was none."""
+    return job.result() if job is not None else None
+
+
 def _ready(job: Future[Encoded] | None) -> pa.Buffer | memoryview | None:
-    """The bytes a background encoder made (waiting for them), or ``None`` when there was none."""
-    encoded = job.result() if job is not None else None
+    """A file's bytes a background encoder made (a Parquet file's)."""
+    encoded = _made(job)
     return None if isinstance(encoded, tuple) else encoded
 
 
 def _trace_text(job: Future[Encoded] | None) -> Chunks | None:
     """The Chrome trace a background encoder made (:func:`~waitlab.simulator.chrome_trace.chrome_trace_chunks`)."""
-    encoded = job.result() if job is not None else None
+    encoded = _made(job)
     return encoded if isinstance(encoded, tuple) else None
 
 
