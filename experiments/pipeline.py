@@ -56,6 +56,7 @@ from waitlab.simulator import heap
 from waitlab.simulator.build import simgrid_version
 from waitlab.simulator.chrome_trace import CHROME_SUMMARY_EVENTS, chrome_trace_chunks
 from waitlab.simulator.export import encode_table
+from waitlab.simulator.smpi import laws_acted
 from waitlab.simulator.spill import release_free_memory
 from waitlab.simulator.timeline import ROW_REFERENCES, SCHEMA_VERSION, build_events
 from waitlab.version import __version__
@@ -143,7 +144,7 @@ def _finish(prep: Prepared, ex: Execution, prewrite: bool) -> RunResult:
         "ranks_per_node": prep.platform.ranks_per_node, "ranks": sc.ranks, "seed": sc.seed, "scenario": sc.name,
         "scenario_hash": sc.hash(), "smpi_config": ex.smpi_config, "application_kind": sc.application_kind,
         "source": prep.source.kind, "placement": sc.platform.placement,
-        "contention": contention_record(prep.model, sc.simulation.contention),
+        "contention": {**contention_record(prep.model, sc.simulation.contention), "acted": laws_acted(ex.output)},
         "supernodes_used": len(set(n // prep.platform.leaf_size for n in prep.platform.node_of_rank)), **ex.metadata,
     }  # fmt: skip
     pre = Prewritten() if prewrite else None

@@ -28,6 +28,7 @@ from waitlab.models.ops import ACTIONS, CODE, MPI_ACTIONS, OpTable
 from waitlab.platforms.machine import computation_measured, program_settings
 from waitlab.platforms.render import RenderedPlatform
 from waitlab.simulator import programs as prog
+from waitlab.simulator.smpi import plugin_environment
 
 
 def program_binary(scenario: Scenario) -> Path:
@@ -285,7 +286,8 @@ def run_real_program(scenario: Scenario, platform: RenderedPlatform, work: Path,
     ops, t_enter, t_exit = run.ops, run.t_enter, run.t_exit
     if target is not None and sched is not None:
         ops, t_enter, t_exit = merge_measured(target, run, sched)
-    env = prog.layer_env(program_env(scenario, platform), schedule_dir, computation_measured(cfg))
+    env = {**prog.layer_env(program_env(scenario, platform), schedule_dir, computation_measured(cfg)),
+           **plugin_environment(cfg)}
     rerun = prog.rerun_files(res.command, binary, xml, hostfile, env, schedule_dir)
     return Measured(run, ops, t_enter, t_exit, res.output, res.wall_seconds, written_files(cwd, p.inputs), rerun)
 

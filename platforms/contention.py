@@ -35,10 +35,11 @@ loss applies to the MPI-level rate (the behaviour before ``port_bandwidth`` exis
 but together they cannot exceed ``M = intra_node.memory_bandwidth`` (divided by the large-message bandwidth
 factor, which SMPI applies to every flow: the figure is MPI-level).
 
-The laws reach SimGrid through the replay extension's contention plugin
-(``simulator/native/waitlab_contention.cpp``) as the setting ``waitlab/contention`` (rules, see
-:func:`plugin_rules`), which the simulator hands to the plugin in the ``WAITLAB_CONTENTION`` environment
-variable; it is recorded with every other setting in run.json.
+The laws reach SimGrid through waitlab's contention plugin (``simulator/native/waitlab_contention.cpp``, a shared
+object loaded into every SMPI run that has rules: replays and real programs alike) as the setting
+``waitlab/contention`` (rules, see :func:`plugin_rules`), which the simulator hands to the plugin in the
+``WAITLAB_CONTENTION`` environment variable; it is recorded with every other setting in run.json, and the links each
+law acted on in ``contention.acted``.
 """
 
 from __future__ import annotations

@@ -25,9 +25,13 @@ REPLAY_SOURCE = NATIVE_DIR / "waitlab_replay.cpp"
 #: header they share (part of the build's cache key).
 REPLAY_PARTS = (NATIVE_DIR / "waitlab_replay_subcomm.cpp", NATIVE_DIR / "waitlab_replay_rma.cpp")
 REPLAY_HEADER = NATIVE_DIR / "waitlab_replay.hpp"
-#: The contention plugin (NONLINEAR link sharing from the ``WAITLAB_CONTENTION`` rules), linked into the replay
-#: program: :mod:`waitlab.platforms.contention` writes the rules.
+#: The contention plugin (NONLINEAR link sharing from the ``WAITLAB_CONTENTION`` rules), built as a shared object
+#: (:func:`contention_plugin`) that every SMPI run with rules loads (``LD_PRELOAD``, :func:`waitlab.simulator.smpi.
+#: plugin_wrapper`): replays, real programs and a program's stock re-run alike; :mod:`waitlab.platforms.contention`
+#: writes the rules.
 CONTENTION_SOURCE = NATIVE_DIR / "waitlab_contention.cpp"
+#: Compiler flags of the contention plugin's shared object.
+PLUGIN_FLAGS = ("-O2", "-std=c++17", "-shared", "-fPIC")
 #: Nonblocking collectives of the replay (posts and their completions), linked into the replay program.
 NBC_SOURCE = NATIVE_DIR / "waitlab_replay_nbc.cpp"
 #: The progress file of a long replay (simulated time reached, actions replayed): :mod:`waitlab.simulator.progress`.
@@ -118,17 +122,23 @@ def build_native(source: Path, output_name: str, compiler: str = "smpicxx",
 def replay_binary() -> Path:
     """Path of the (built, up-to-date) waitlab replay program."""
     return build_native(REPLAY_SOURCE, "waitlab-replay",
-                        extra_sources=(CONTENTION_SOURCE, NBC_SOURCE, PROGRESS_SOURCE, *REPLAY_PARTS),
-                        key_files=(REPLAY_HEADER,))
+                        extra_sources=(NBC_SOURCE, PROGRESS_SOURCE, *REPLAY_PARTS), key_files=(REPLAY_HEADER,))
+
+
+def contention_plugin() -> Path:
+    """Path of the (built, up-to-date) contention plugin, a shared object loaded into SMPI with ``LD_PRELOAD``."""
+    return build_native(CONTENTION_SOURCE, "waitlab-contention", flags=PLUGIN_FLAGS)
 
 
 def main() -> int:
     try:
         path = replay_binary()
+        plugin = contention_plugin()
     except (EnvironmentProblem, SimulationError) as exc:
         print(f"waitlab: {exc}", file=sys.stderr)
         return 1
     print(f"waitlab: replay extension ready: {path}")
+    print(f"waitlab: contention plugin ready: {plugin}")
     return 0
 
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 from waitlab.errors import WaitlabError
-from waitlab.simulator.build import INSTALL_HINT, replay_binary, simgrid_version
+from waitlab.simulator.build import INSTALL_HINT, contention_plugin, replay_binary, simgrid_version
 from waitlab.simulator.limits import MAPS_BASE, MAPS_PER_RANK_GUARDED, max_map_count, open_files_limit
 from waitlab.simulator.programs import layer_object
 
@@ -33,6 +33,10 @@ def doctor() -> int:
         report("replay extension", True, str(replay_binary()))
     except WaitlabError as exc:
         report("replay extension", False, str(exc))
+    try:
+        report("contention plugin", True, str(contention_plugin()))
+    except WaitlabError as exc:
+        report("contention plugin", False, str(exc))
     try:
         report("measurement layer (real programs)", True, str(layer_object()))
     except WaitlabError as exc:

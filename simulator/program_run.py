@@ -22,7 +22,9 @@ import numpy.typing as npt
 from waitlab.errors import SimulationError, problem_text
 from waitlab.models.vocabulary import ACTIONS, LOCAL_ACTIONS
 from waitlab.simulator import heap, progress
+from waitlab.simulator.build import CONTENTION_SOURCE, PLUGIN_FLAGS, contention_plugin, simgrid_version
 from waitlab.simulator.smpi import (
+    PLUGIN_ENV,
     DeadlockError,
     OutputLimitError,
     SmpiFailed,
@@ -33,6 +35,9 @@ from waitlab.simulator.smpi import (
 )
 
 ITEM_DTYPE = np.dtype([("anchor", "<i8"), ("code", "<i4"), ("phase", "<i4"), ("value", "<f8"), ("value2", "<f8")])
+
+#: The contention plugin's file in a program's stock re-run folder (:func:`rerun_files`).
+PLUGIN_FILE = "waitlab_contention.so"
 
 #: Actions the layer can inject (``WAITLAB_SCHEDULE``).
 INJECTABLE = tuple(sorted(a for a in ACTIONS if a in LOCAL_ACTIONS))
@@ -228,18 +233,31 @@ def rerun_files(command: Sequence[str], binary: Path, platform_xml: Path, hostfi
     """What re-runs a program run with stock SimGrid, no Python: ``platform.xml``, ``hostfile``, the program,
     its injection schedule (if any) and ``smpirun.sh``, the exact smpirun command line (every ``--cfg``) with
     those files' names; arguments given to the script are appended (e.g. ``--cfg=smpi/display-timing:yes``).
-    The layer linked into the program records nothing without ``WAITLAB_OUT``."""
+    The layer linked into the program records nothing without ``WAITLAB_OUT``.
+
+    A run under contention laws (``WAITLAB_CONTENTION`` in ``env``) also ships the contention plugin, built for this
+    SimGrid (``waitlab_contention.so``, and its source to rebuild it), which the script loads into the simulator
+    process the way waitlab did (``-wrapper "env LD_PRELOAD=..."``): the stock run gets the same laws."""
     files = {"platform.xml": platform_xml.read_bytes(), "hostfile": hostfile.read_bytes(),
              "program": binary.read_bytes()}
     rename = {str(platform_xml): "platform.xml", str(hostfile): "hostfile", str(binary): "./program"}
     cmd = list(command)
-    if "-wrapper" in cmd:  # waitlab's own guard that kills the simulator with smpirun: not needed by hand
+    if "-wrapper" in cmd:  # waitlab's own guard that kills the simulator with smpirun, and its plugin path
         i = cmd.index("-wrapper")
         del cmd[i:i + 2]
     cmd = ["smpirun" if i == 0 else rename.get(c, c) for i, c in enumerate(cmd)]
     lines = ["#!/bin/sh", "# The exact smpirun command of this run (waitlab's measurement layer, linked into the",
              "# program, records nothing when WAITLAB_OUT is unset). Extra arguments are appended, e.g.",
-             "#   sh smpirun.sh --cfg=smpi/display-timing:yes", 'cd "$(dirname "$0")" || exit 1']
+             "#   sh smpirun.sh --cfg=smpi/display-timing:yes"]
+    if env.get(PLUGIN_ENV):
+        files[PLUGIN_FILE] = contention_plugin().read_bytes()
+        files[PLUGIN_FILE.replace(".so", ".cpp")] = CONTENTION_SOURCE.read_bytes()
+        cmd[1:1] = ["-wrapper", f"env LD_PRELOAD=./{PLUGIN_FILE}"]
+        lines += ["# The platform's contention laws (WAITLAB_CONTENTION) act through waitlab's contention plugin,",
+                  f"# {PLUGIN_FILE}, loaded into the simulator as waitlab loads it; built for SimGrid "
+                  f"{simgrid_version()} (rebuild:", f"#   smpicxx {' '.join(PLUGIN_FLAGS)} -o {PLUGIN_FILE} "
+                  f"{PLUGIN_FILE.replace('.so', '.cpp')}). Without it stock smpirun runs without the laws."]
+    lines.append('cd "$(dirname "$0")" || exit 1')
     if schedule_dir is not None:
         for f in sorted(schedule_dir.glob("s*.bin")):
             files[f"schedule/{f.name}"] = f.read_bytes()

@@ -23,13 +23,16 @@ from waitlab.errors import SimulationError
 from waitlab.models.ops import OpTable
 from waitlab.models.vocabulary import ACTIONS
 from waitlab.simulator import progress
-from waitlab.simulator.build import require_tool
+from waitlab.simulator.build import contention_plugin, require_tool
 from waitlab.simulator.log_reader import LOG_DTYPE
 from waitlab.simulator.output_reader import OutputReader, wait_for_output
 
 #: Settings of waitlab's own native plugins, handed to them as environment variables instead of ``--cfg``
 #: (SimGrid refuses keys it does not know): the contention plugin (simulator/native/waitlab_contention.cpp).
-PLUGIN_SETTINGS: dict[str, str] = {"waitlab/contention": "WAITLAB_CONTENTION"}
+CONTENTION_SETTING = "waitlab/contention"
+#: The contention plugin's environment variable (its rules).
+PLUGIN_ENV = "WAITLAB_CONTENTION"
+PLUGIN_SETTINGS: dict[str, str] = {CONTENTION_SETTING: PLUGIN_ENV}
 
 #: Environment of every SimGrid process: glibc's malloc asks the kernel for transparent huge pages
 #: (``madvise``), which cuts the TLB misses of SimGrid's solver walking tens of thousands of flows.  It changes
@@ -230,6 +233,47 @@ def death_wrapper() -> list[str]:
     return ["-wrapper", f"{setpriv} --pdeathsig KILL"] if setpriv else []
 
 
+def plugin_environment(config: Mapping[str, str] | None) -> dict[str, str]:
+    """The environment variables of waitlab's native plugins from a run's settings (:data:`PLUGIN_SETTINGS`)."""
+    return {PLUGIN_SETTINGS[k]: v for k, v in (config or {}).items() if k in PLUGIN_SETTINGS}
+
+
+def plugin_wrapper(flags: Sequence[str], plugin: Path) -> list[str]:
+    """``flags`` whose ``-wrapper`` (or a new one) loads ``plugin`` into the simulator process alone
+    (``env LD_PRELOAD=...``; in the environment of smpirun's shell it would load SimGrid into each of its helpers).
+
+    smpirun splits the wrapper on spaces: a plugin path with spaces or shell characters is refused.
+    """
+    if _SPLIT.search(str(plugin)):
+        raise ConfigKeyError(f"waitlab's contention plugin lives at {plugin}, whose path holds spaces or shell "
+                             "characters smpirun would split (fix: set WAITLAB_CACHE to a plain folder)")
+    out = list(flags)
+    preload = f"env LD_PRELOAD={plugin}"
+    if "-wrapper" in out:
+        i = out.index("-wrapper") + 1
+        out[i] = f"{out[i]} {preload}"
+    else:
+        out += ["-wrapper", preload]
+    return out
+
+
+#: The contention plugin's line per rule once it has set the links' sharing policies (waitlab_contention.cpp).
+_LAW_LINE = re.compile(r"^waitlab contention: (?P<kind>\w+) law on (?P<links>\d+) links$", re.MULTILINE)
+
+
+def laws_acted(output: str) -> dict[str, int]:
+    """Links each contention law of the plugin acted on in a run, from the plugin's own lines in ``output``
+    (``{}``: the plugin set no link's sharing policy, or was not loaded).
+
+    >>> laws_acted("waitlab contention: hol law on 8 links\\nwaitlab contention: mem law on 4 links\\n")
+    {'hol': 8, 'mem': 4}
+    """
+    acted: dict[str, int] = {}
+    for m in _LAW_LINE.finditer(output):
+        acted[m["kind"]] = acted.get(m["kind"], 0) + int(m["links"])
+    return acted
+
+
 def name_blocked_calls(exc: DeadlockError, log_path: Path, ops: OpTable) -> DeadlockError:
     """``exc`` with the MPI call each blocked rank is in, read from the replay log (what each rank finished).
 
@@ -312,14 +356,15 @@ def run_smpirun(
     smpirun = require_tool("smpirun")
     cmd = [smpirun, *([] if privatize else ["-no-privatize"]), "-np", str(n_ranks), "-platform", str(platform_xml),
            "-hostfile", str(hostfile)]
-    cmd += list(extra_flags)
-    if "-wrapper" not in extra_flags:
-        cmd += death_wrapper()
+    plugin_env = plugin_environment(config)
+    flags = list(extra_flags) if "-wrapper" in extra_flags else [*extra_flags, *death_wrapper()]
+    if plugin_env.get(PLUGIN_ENV):  # one plugin for every run: replays and programs
+        flags = plugin_wrapper(flags, contention_plugin())
+    cmd += flags
     if replay_index is not None:
         cmd += ["-replay", str(replay_index)]
     cmd.append(str(binary))
     cmd += list(args)
-    plugin_env = {PLUGIN_SETTINGS[k]: v for k, v in (config or {}).items() if k in PLUGIN_SETTINGS}
     for key, value in (config or {}).items():
         if key in PLUGIN_SETTINGS:  # read by waitlab's native plugin from its environment, not by SimGrid
             continue

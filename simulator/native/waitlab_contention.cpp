@@ -1,7 +1,9 @@
 // waitlab contention plugin: link capacities that depend on who shares the link (SimGrid 3.32 NONLINEAR sharing).
 //
-// Linked into waitlab's replay extension (simulator/build.py).  When the platform is built (at once when the
-// program is loaded after it, as smpirun does; else from Engine::on_platform_created) it reads the environment variable
+// Built as a shared object (simulator/build.py, contention_plugin) that every SMPI run with rules loads with
+// LD_PRELOAD into the simulator process alone (smpirun -wrapper "env LD_PRELOAD=..."): waitlab's replays, real programs
+// and a program's stock re-run recipe.  When the platform is built (at once when the plugin is loaded after it; else,
+// as under LD_PRELOAD, from Engine::on_platform_created) it reads the environment variable
 // WAITLAB_CONTENTION (set by the Python side from the "waitlab/contention" setting of the run, see
 // waitlab.platforms.contention) and gives every matching link a NONLINEAR sharing policy:
 //
