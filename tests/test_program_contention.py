@@ -87,3 +87,24 @@ def test_on_node_incast_program_shares_the_memory_path(tmp_path: Path) -> None:
     api.run(incast(tmp_path, "platform", ranks=8, platform="deepcomp_7000", rpn=8), tmp_path / "law")
     assert 7 * S / makespan(tmp_path / "law") == pytest.approx(m.memory_bandwidth, rel=0.01)
     assert json.loads((tmp_path / "law" / "run.json").read_text())["contention"]["acted"].get("mem") == 1
+
+
+@pytest.mark.simgrid
+@needs_smpi
+def test_osu_style_alltoall_capture_is_kept_under_the_law(tmp_path: Path) -> None:
+    # 16 ranks on 4 nodes, 10 alltoalls of 64 KiB per peer (benchmarks/programs/alltoall.c): the traffic contends
+    # (the law adds ~7% to the run); the capture of the program is kept and its replay gives the run's figures.
+    src = Path(__file__).resolve().parents[1] / "benchmarks" / "programs" / "alltoall.c"
+
+    def scenario(contention: str) -> Scenario:
+        data = {"scenario": {"name": "alltoall", "ranks": 16},
+                "platform": {"name": "dawning_5000a", "ranks_per_node": 4},
+                "application": {"kind": "program", "sources": [str(src)]},
+                "simulation": {"contention": contention}}
+        return from_mapping(data, str(tmp_path / f"alltoall-{contention}.toml"))
+
+    index = api.capture(scenario("platform"), tmp_path / "cap")
+    check = json.loads((index.parent / "capture.json").read_text())["replay_check"]
+    assert check["replay"] == pytest.approx(check["live"], rel=1e-3)
+    api.run(scenario("none"), tmp_path / "none")
+    assert check["live"]["makespan"] > 1.05 * makespan(tmp_path / "none")
