@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 OUT ?= results/demo
 
-.PHONY: setup demo test lint docs bench clean
+.PHONY: setup demo test lint docs bench clean scalasca
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -17,7 +17,12 @@ lint: setup
 docs: setup
 	$(VENV)/bin/sphinx-build -W --keep-going -q -b html docs docs/_build/html
 
-test: setup lint docs
+# Scalasca 2.6 for the cross-check tests (tests/test_scalasca.py): built once into the cache from
+# ../shared/tools/scalasca-2.6.tar.gz; skipped with a message when that file is absent. Not needed by demo.
+scalasca:
+	@bash scripts/build_scalasca.sh
+
+test: setup lint docs scalasca
 	$(VENV)/bin/python -m pytest -q
 
 bench: setup

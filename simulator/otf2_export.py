@@ -67,6 +67,16 @@ COLLECTIVES: dict[str, tuple[str, str]] = {
 ROOTED = frozenset({"bcast", "reduce", "gather", "scatter", "gatherv", "scatterv"})
 #: OTF2's "undefined" 32-bit value (no root).
 UNDEFINED_UINT32 = 0xFFFFFFFF
+#: Source file of every MPI region, as Score-P writes it: Scalasca classifies regions as MPI by it.
+MPI_SOURCE_FILE = "MPI"
+#: Region (and program name) of the ``ProgramBegin``/``ProgramEnd`` records: the root of every call path.
+PROGRAM_NAME = "waitlab"
+#: Region roles of the MPI functions that are neither collectives nor point-to-point (Score-P's roles).
+MPI_ROLES = {"waitall": "FUNCTION", "wait": "FUNCTION", "test": "FUNCTION", "put": "RMA", "rput": "RMA", "get": "RMA",
+             "rget": "RMA", "accumulate": "ATOMIC", "get_accumulate": "ATOMIC",
+             **{o: "FUNCTION" for o in ("win_create", "win_free", "win_fence", "win_post", "win_start", "win_complete",
+                                        "win_wait", "win_lock", "win_lock_shared", "win_unlock", "win_lock_all",
+                                        "win_unlock_all", "win_flush", "win_flush_local", "win_group")}}
 #: Event-table ops that are not MPI but the measurement system's own activity.
 MEASUREMENT_OPS = frozenset({"overhead", "flush", "swap"})
 
@@ -220,9 +230,10 @@ def write_otf2(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, An
                 if k == "region":
                     regions[key] = defs.region(name, region_role=RegionRole.CODE, paradigm=Paradigm.USER)
                 elif k == "mpi":
-                    role = COLLECTIVES[o][1] if o in COLLECTIVES else "POINT2POINT"
+                    role = COLLECTIVES[o][1] if o in COLLECTIVES else MPI_ROLES.get(o, "POINT2POINT")
+                    # source file "MPI": Scalasca classifies a region as MPI by it (pearl's Region.cpp ``classify``)
                     regions[key] = defs.region(mpi_function_name(o), region_role=getattr(RegionRole, role),
-                                               paradigm=Paradigm.MPI)
+                                               paradigm=Paradigm.MPI, source_file=MPI_SOURCE_FILE)
                 else:
                     par = Paradigm.MEASUREMENT_SYSTEM if o in MEASUREMENT_OPS else Paradigm.USER
                     regions[key] = defs.region(o, region_role=RegionRole.ARTIFICIAL, paradigm=par)
@@ -230,7 +241,18 @@ def write_otf2(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, An
 
         writers = {r: trace.event_writer_from_location(locations[r]) for r in ranks.tolist()}
         stacks: dict[int, list[int]] = {r: [] for r in ranks.tolist()}
-        last = {r: 0 for r in ranks.tolist()}
+        # the frame a measured MPI run has (Scalasca relies on it): the program, then MPI_Init on every rank at
+        # the first time of the run; MPI_Finalize from each rank's end to the run's end (a synchronization)
+        t_begin = int(enter.min()) if n else 0
+        t_end = int(exit_.max()) if n else 0
+        program = defs.region(PROGRAM_NAME, region_role=RegionRole.ARTIFICIAL, paradigm=Paradigm.MEASUREMENT_SYSTEM)
+        init, finalize = (defs.region(f, region_role=RegionRole.FUNCTION, paradigm=Paradigm.MPI,
+                                      source_file=MPI_SOURCE_FILE) for f in ("MPI_Init", "MPI_Finalize"))
+        for r in ranks.tolist():
+            writers[r].program_begin(t_begin, program.name, [])
+            writers[r].enter(t_begin, init)
+            writers[r].leave(t_begin, init)
+        last = {r: t_begin for r in ranks.tolist()}
         for i in range(n):  # one pass in (rank, seq) order: regions open before their children
             r = int(rank[i])
             w, stack = writers[r], stacks[r]
@@ -279,6 +301,9 @@ def write_otf2(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, An
                 j = stack.pop()
                 last[r] = max(last[r], int(exit_[j]))
                 writers[r].leave(last[r], region(region_name[j], op[j], "region"))
+            writers[r].enter(last[r], finalize)
+            writers[r].leave(t_end, finalize)
+            writers[r].program_end(t_end, 0)
         props = {k: v for k, v in metadata.items() if isinstance(v, (str, int, float, bool))}
         props["wait_states"] = len(waits)
         props["wait_seconds"] = float(waits["wait"].sum()) if len(waits) else 0.0

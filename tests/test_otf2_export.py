@@ -62,7 +62,9 @@ def test_otf2_print_reads_every_mpi_event(replay, tmp_path):
     mpi = events[events["kind"] == "mpi"]
     coll = int(mpi["op"].isin(["bcast", "allreduce"]).sum())
     # expected counts straight from the event table: one region visit per row, one MPI record per message end
-    assert counts["ENTER"] == counts["LEAVE"] == len(events)
+    # plus the frame of a measured run on each of the 4 ranks: program begin/end, MPI_Init and MPI_Finalize
+    assert counts["ENTER"] == counts["LEAVE"] == len(events) + 2 * 4
+    assert counts["PROGRAM_BEGIN"] == counts["PROGRAM_END"] == 4
     assert counts["MPI_SEND"] == (op == "send").sum() == 2
     assert counts["MPI_RECV"] == (op == "recv").sum() == 2
     assert counts["MPI_ISEND"] == counts["MPI_ISEND_COMPLETE"] == (op == "isend").sum() == 8
