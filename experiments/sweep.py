@@ -51,6 +51,7 @@ from waitlab.experiments.results import write_run
 from waitlab.experiments.run_folder import clean_stale_partials, results_folder, write_error
 from waitlab.experiments.scenario import Scenario, from_mapping, load_scenario, read_toml, set_dotted
 from waitlab.experiments.schema import STRICT, FieldProblem, PlainName, freeze, raise_validation
+from waitlab.experiments.sweep_columns import details, figures_note
 
 #: Most points of one sweep: each is a results folder and a validated scenario (a 10^6-point grid took minutes
 #: to expand before it was refused); larger studies are several sweeps.
@@ -319,9 +320,11 @@ def _run_locked(sweep: Sweep, out: Path, runs: Path, executor: Executor | None,
     table, failed_csv = _write_tables(sweep, out, runs, failures, say)
     (out / INCOMPLETE).unlink(missing_ok=True)
     table.attrs["counts"] = {"done": len(table), "ran": ran, "failed": len(failures), "skipped": skipped}
+    note = figures_note(table, [(pt.key, str(pt.scenario.platform.name)) for pt in sweep.points])
     say(f"sweep {sweep.name}: {len(table)} of {len(sweep.points)} points done ({ran} this run, {skipped} skipped "
         f"as already done), {len(failures)} failed" + (f" (see {failed_csv}; run the sweep again to retry them)"
-                                                       if failures else ""))
+                                                       if failures else "")
+        + (f"\n{note}" if note else ""))
     return table
 
 
@@ -335,10 +338,11 @@ def _write_tables(sweep: Sweep, out: Path, runs: Path, failures: list[dict[str, 
                   say: Callable[[str], None] | None = None) -> tuple[pd.DataFrame, Path]:
     """``sweep.csv`` of the finished points (grid order) and ``failed.csv`` (removed when nothing failed)."""
     rows = []
+    figures: dict[str, tuple[int, int]] = {}
     for pt in sweep.points:
         summary_file = runs / pt.key / "summary.json"
         if summary_file.exists():
-            rows.append(_row(pt, json.loads(summary_file.read_text())))
+            rows.append({**_row(pt, json.loads(summary_file.read_text())), **details(runs / pt.key, figures)})
     table = pd.DataFrame(rows)
     if sweep.diagnose and say is not None:  # diagnosis scores per point (issue 24); not when interrupted
         table = add_scores(table, sweep.points, runs, sweep.diagnose, say)
