@@ -144,7 +144,8 @@ def _finish(prep: Prepared, ex: Execution, prewrite: bool) -> RunResult:
         "ranks_per_node": prep.platform.ranks_per_node, "ranks": sc.ranks, "seed": sc.seed, "scenario": sc.name,
         "scenario_hash": sc.hash(), "smpi_config": ex.smpi_config, "application_kind": sc.application_kind,
         "source": prep.source.kind, "placement": sc.platform.placement,
-        "contention": {**contention_record(prep.model, sc.simulation.contention), "acted": laws_acted(ex.output)},
+        "contention": None if prep.recorded else  # a recorded run: no platform model
+        {**contention_record(prep.model, sc.simulation.contention), "acted": laws_acted(ex.output)},
         "supernodes_used": len(set(n // prep.platform.leaf_size for n in prep.platform.node_of_rank)), **ex.metadata,
     }  # fmt: skip
     pre = Prewritten() if prewrite else None
@@ -162,7 +163,7 @@ def _finish(prep: Prepared, ex: Execution, prewrite: bool) -> RunResult:
             pre.start("events.parquet", events, metadata,
                       partial(encode_table, events, metadata, int64=ROW_REFERENCES))
         t = time.perf_counter()
-        waits = wait_states(events)
+        waits = wait_states(events) if ex.eager_threshold is None else wait_states(events, ex.eager_threshold)
         stages["wait_states"] = time.perf_counter() - t
         if pre is not None:  # on the encoder that wrote ops.parquet, done by now; then the Chrome trace's summary
             pre.start("waits.parquet", waits, metadata, partial(encode_table, waits, metadata))

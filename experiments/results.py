@@ -49,10 +49,12 @@ else:  # the pictures' writers (Bokeh, matplotlib): imported when first used, or
 def summary_text(summary: dict[str, Any], metadata: dict[str, Any]) -> str:
     """Human-readable summary printed by ``waitlab run``."""
     t = summary["totals"]
+    where = (f"as recorded in {metadata.get('trace')} on {metadata['nodes']} hosts (no simulation)"
+             if metadata.get("source") == "recorded" else
+             f"on {metadata['platform']} ({metadata['nodes']} nodes x {metadata['ranks_per_node']}), seed "
+             f"{metadata['seed']}, SimGrid {metadata['simgrid_version']}")
     lines = [
-        f"scenario {metadata['scenario']} ({metadata['scenario_hash']}): {metadata['ranks']} ranks on "
-        f"{metadata['platform']} ({metadata['nodes']} nodes x {metadata['ranks_per_node']}), seed {metadata['seed']}, "
-        f"SimGrid {metadata['simgrid_version']}",
+        f"scenario {metadata['scenario']} ({metadata['scenario_hash']}): {metadata['ranks']} ranks {where}",
         f"makespan {summary['makespan']:.6f} s, {summary['events']} events, {summary['wait_states']} wait states",
         "rank-seconds: " + ", ".join(f"{k} {v:.4f}" for k, v in t.items()),
     ]

@@ -80,6 +80,11 @@ WRAPPERS: tuple[Wrapper, ...] = (
 )  # fmt: skip
 
 
+#: Fortran wrappers that call a function of the layer instead of SMPI's own Fortran binding (which calls SMPI's C
+#: function inside libsimgrid, out of the layer's reach): Ibarrier with barrier semantics (waitlab_pmpi_coll.c).
+FORTRAN_VIA: dict[str, str] = {"Ibarrier": "wl_f_ibarrier"}
+
+
 def _values(w: Wrapper) -> tuple[str, str]:
     """``value`` and ``value2`` of the recorded action (the vocabulary's meaning of its columns)."""
     names = {n for n, _ in w.params}
@@ -131,8 +136,10 @@ def _f_wrapper(w: Wrapper) -> str:
     args = ", ".join([*(n if k in ("buf", "cbuf") else f"{n}_f" for n, k in w.params), "ierr"])
     conv = "".join(f"    WL_UNUSED {_C_TYPE[k]} {n} = {_F_CONVERT[k].format(n=n)};\n" for n, k in w.params
                    if k in _F_CONVERT)
+    via = FORTRAN_VIA.get(w.name)
+    real = (f"  WL_REAL(real, wl_f_{w.name.lower()}_t, \"{f}\");\n" if via is None else "")
     return (f"typedef void (*wl_f_{w.name.lower()}_t)({types});\n\nvoid {f}({params})\n{{\n"
-            f"  WL_REAL(real, wl_f_{w.name.lower()}_t, \"{f}\");\n{_begin(w)}  real({args});\n"
+            f"{real}{_begin(w)}  {via or 'real'}({args});\n"
             f"  if (wl_on && *ierr == MPI_SUCCESS) {{\n{conv}    {_record(w, 'wl_fkey(*req_f)')}\n  }}\n}}\n")
 
 

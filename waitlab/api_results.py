@@ -18,6 +18,7 @@ from waitlab.experiments.capture import trace_scenario_text
 from waitlab.experiments.diagnosis.groundtruth import cache_use
 from waitlab.experiments.otf2_convert import import_otf2 as _import_otf2
 from waitlab.experiments.pipeline import Run, RunResult
+from waitlab.experiments.recorded import recorded_scenario as _recorded_scenario
 from waitlab.experiments.report.perturbation_report import report_text
 from waitlab.experiments.results import LoadedRun, load_events, load_run, summary_text
 from waitlab.experiments.scenario import Scenario, as_scenario
@@ -37,6 +38,7 @@ __all__ = [
     "import_otf2",
     "load_events",
     "load_run",
+    "recorded_scenario",
     "report_text",
     "summary_text",
     "trace_scenario_text",
@@ -107,3 +109,10 @@ def import_otf2(archive: str | Path, out: str | Path, *, platform: str = "dawnin
     """Convert an OTF2 archive (Score-P's ``traces.otf2``) once into a TI trace folder (``kind = "trace"``);
     returns its index and a scenario TOML that replays it (:mod:`waitlab.experiments.otf2_convert`)."""
     return _import_otf2(archive, out, platform=platform, cpu_ratio=cpu_ratio, force=force)
+
+def recorded_scenario(archive: str | Path, name: str | None = None) -> Scenario:
+    """The scenario that reads an OTF2 archive (Score-P's ``traces.otf2``) as it was recorded (``kind =
+    "recorded"``: no simulation; :mod:`waitlab.experiments.recorded`): :func:`waitlab.api.run` of it writes the
+    results folder of the recorded run (``waitlab analyze``).  Bad archives raise the one-line errors of
+    :func:`import_otf2`."""
+    return _recorded_scenario(archive, name)

@@ -1,8 +1,9 @@
 """waitlab command line: simulate MPI wait propagation with SimGrid SMPI.
 
 Sub-commands: run, sweep, diagnose, compare, export, plot, check-c, reproduce, platforms, calibrate, doctor,
-capture, evaluate, report.  Errors in input files or in SimGrid are printed as one message, without a traceback.  Every
-command takes ``--quiet`` (no progress, no text summary); commands that print a summary take ``--json``.
+capture, evaluate, report, analyze.  Errors in input files or in SimGrid are printed as one message, without a
+traceback.  Every command takes ``--quiet`` (no progress, no text summary); commands that print a summary take
+``--json``.
 Progress bars go to stderr, and only to a terminal.
 """
 
@@ -14,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from waitlab import api, cli_outputs, cli_reproduce, cli_workbench
+from waitlab import api, cli_analyze, cli_outputs, cli_reproduce, cli_workbench
 from waitlab.cli_common import _REGISTRY, subcommand
 from waitlab.cli_common import bar as _bar
 from waitlab.cli_common import dump as _dump
@@ -311,6 +312,7 @@ def _diagnose(sub: Any) -> None:
 for _add in cli_outputs.COMMANDS:  # compare, export, plot
     subcommand(_add)
 subcommand(cli_workbench.evaluate_command)
+subcommand(cli_analyze.analyze_command)
 subcommand(cli_reproduce.reproduce_command)
 
 

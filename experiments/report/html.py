@@ -109,12 +109,17 @@ def _sum_by_name(key: pd.Series, values: pd.Series) -> pd.Series:
 
 def _summary(meta: dict[str, Any], summary: dict[str, Any], waits: pd.DataFrame) -> str:
     t = summary.get("totals", {})
-    out = [f"<p>{meta.get('ranks', '?')} ranks on <b>{html.escape(str(meta.get('platform', '?')))}</b> "
-           f"({meta.get('nodes', '?')} nodes x {meta.get('ranks_per_node', '?')}), seed {meta.get('seed', '?')}, "
+    recorded = meta.get("source") == "recorded"  # read as recorded (waitlab analyze): nothing was simulated
+    where = (f"as recorded in <code>{html.escape(str(meta.get('trace', '?')))}</code> on {meta.get('nodes', '?')} "
+             "hosts (no simulation)" if recorded else
+             f"on <b>{html.escape(str(meta.get('platform', '?')))}</b> ({meta.get('nodes', '?')} nodes x "
+             f"{meta.get('ranks_per_node', '?')}), seed {meta.get('seed', '?')}")
+    out = [f"<p>{meta.get('ranks', '?')} ranks {where}, "
            f"scenario hash <code>{html.escape(str(meta.get('scenario_hash', '')))}</code>. "
            f"Makespan <b>{summary['makespan']:.6f} s</b>, {summary['events']:,} events, "
            f"{summary['wait_states']:,} wait states.</p>",
-           "<p class='note'>All times are simulated seconds; rank-seconds add one rank's seconds over the ranks.</p>",
+           f"<p class='note'>All times are {'recorded' if recorded else 'simulated'} seconds; rank-seconds add one "
+           "rank's seconds over the ranks.</p>",
            _table(["activity", "rank-seconds (s)"],
                   [[k, _s(t[k])] for k in sorted(t, key=lambda k: _ORDER.get(k, (9, k)))])]
     wbp = summary.get("wait_by_pattern", {})

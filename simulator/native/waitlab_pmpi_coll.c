@@ -124,6 +124,18 @@ static int wl_ibarrier(MPI_Comm comm, MPI_Request* req)
 }
 #define PMPI_Ibarrier wl_ibarrier
 
+/* Fortran's mpi_ibarrier through the same path: SMPI's own Fortran binding would call SMPI's MPI_Ibarrier inside
+ * libsimgrid, where the layer cannot redirect it.  The generated Fortran wrapper mpi_ibarrier_ calls this instead of
+ * SMPI's binding (layer_wrappers.FORTRAN_VIA); the program gets the C request's Fortran handle, as from SMPI's
+ * binding (smpi_f77_coll.cpp: MPI_Ibarrier, then req->c2f()). */
+static void wl_f_ibarrier(int* comm_f, int* req_f, int* ierr)
+{
+  MPI_Request req = MPI_REQUEST_NULL;
+  *ierr = wl_ibarrier(PMPI_Comm_f2c(*comm_f), &req);
+  if (*ierr == MPI_SUCCESS)
+    *req_f = PMPI_Request_c2f(req);
+}
+
 /* Nonblocking v-collectives are refused: their per-peer counts would have to be kept until completion. */
 #define WL_REFUSE(NAME)                                                                                                \
   wl_die(NAME " is not supported by waitlab's measurement layer (nonblocking v-collectives); use the blocking "    \
