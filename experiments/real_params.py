@@ -17,12 +17,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from waitlab.errors import InputError
-from waitlab.experiments.schema import STRICT, freeze, raise_validation
+from waitlab.experiments.schema import RECORDED, STRICT, freeze, raise_validation
 from waitlab.readers import read_bytes
 from waitlab.simulator.programs import COMPILERS, language_of, sources_digest
 from waitlab.simulator.ti_files import trace_files
 
-REAL_KINDS = ("program", "trace", "otf2")
+REAL_KINDS = ("program", "trace", "otf2", "recorded")
+
 #: Largest program source read (bytes).
 MAX_SOURCE_BYTES = 64 << 20
 
@@ -94,6 +95,24 @@ class Otf2Section(BaseModel):
     description: str = Field("", description="free text")
 
 
+class RecordedSection(BaseModel):
+    """``[application] kind = "recorded"``: an OTF2 trace of a real MPI run read as it was recorded (no simulation)."""
+
+    model_config = STRICT
+    trace: str = Field(min_length=1, description="anchor file of the OTF2 archive (traces.otf2 in Score-P's "
+                       "experiment folder), relative to the scenario file")
+    description: str = Field("", description="free text")
+
+
+@dataclass(frozen=True)
+class RecordedParams:
+    """A validated recorded trace: the absolute anchor path and a digest of the archive's files."""
+
+    trace: str
+    description: str = ""
+    digest: str = field(default="", metadata={"derived": True})
+
+
 @dataclass(frozen=True)
 class Otf2Params:
     """A validated OTF2 trace: the absolute anchor path and a digest of the archive's files."""
@@ -142,25 +161,33 @@ def file_digest(paths: Sequence[Path]) -> str:
     return h.hexdigest()[:16]
 
 
+def archive_files(anchor: Path) -> list[Path]:
+    """The files of the OTF2 archive whose anchor file is ``anchor``: itself, ``traces.def`` and ``traces/*``."""
+    folder = anchor.with_suffix("")
+    files = sorted(p for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else []
+    extra = [anchor.with_suffix(".def")] if anchor.with_suffix(".def").is_file() else []
+    return [anchor, *extra, *files]
+
+
 def real_params(kind: str, table: Mapping[str, Any], file: str, base: Path
-                ) -> ProgramParams | TraceParams | Otf2Params:
+                ) -> ProgramParams | TraceParams | Otf2Params | RecordedParams:
     """Validate ``[application]`` of a program or trace (``kind`` removed); paths relative to ``base``."""
-    models: dict[str, type[BaseModel]] = {"trace": TraceSection, "otf2": Otf2Section}
+    models: dict[str, type[BaseModel]] = {"trace": TraceSection, "otf2": Otf2Section, RECORDED: RecordedSection}
     model = models.get(kind, ProgramSection)
     try:
         sec = model.model_validate(freeze(dict(table)))
     except ValidationError as exc:
         raise_validation(exc, file, "application", model)
         raise
-    if isinstance(sec, Otf2Section):
+    if isinstance(sec, Otf2Section | RecordedSection):
         anchor = (base / sec.trace).resolve()
         if not anchor.is_file():
             raise InputError(file, "application.trace", f"{anchor} does not exist", "give the anchor file of the "
                              "archive (traces.otf2 in Score-P's experiment folder), relative to the scenario file")
-        folder = anchor.with_suffix("")
-        files = sorted(p for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else []
-        extra = [anchor.with_suffix(".def")] if anchor.with_suffix(".def").is_file() else []
-        return Otf2Params(str(anchor), sec.cpu_ratio, sec.description, file_digest([anchor, *extra, *files]))
+        digest = file_digest(archive_files(anchor))
+        if isinstance(sec, RecordedSection):
+            return RecordedParams(str(anchor), sec.description, digest)
+        return Otf2Params(str(anchor), sec.cpu_ratio, sec.description, digest)
     if isinstance(sec, TraceSection):
         path = (base / sec.trace).resolve()
         if not path.is_file():
@@ -232,8 +259,10 @@ def resolve_flag_paths(flags: Sequence[str], base: Path) -> tuple[str, ...]:
     return tuple(out)
 
 
-def real_params_to_toml(p: ProgramParams | TraceParams | Otf2Params) -> dict[str, Any]:
+def real_params_to_toml(p: ProgramParams | TraceParams | Otf2Params | RecordedParams) -> dict[str, Any]:
     """The ``[application]`` table (without kind) that validates back into ``p``."""
+    if isinstance(p, RecordedParams):
+        return {"trace": p.trace, "description": p.description}
     if isinstance(p, Otf2Params):
         return {"trace": p.trace, "cpu_ratio": p.cpu_ratio, "description": p.description}
     if isinstance(p, TraceParams):

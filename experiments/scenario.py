@@ -32,6 +32,7 @@ from waitlab.errors import InputError
 from waitlab.experiments.physics_limits import application_problem, is_platform_path
 from waitlab.experiments.real_params import REAL_KINDS, real_params, real_params_to_toml
 from waitlab.experiments.schema import (
+    RECORDED,
     SECTIONS,
     InstrumentationSection,
     NoiseSection,
@@ -102,6 +103,8 @@ class Scenario:
         if self.noise is not None:  # only the keys the noise model uses (the others are errors as input)
             keep = self.noise.used_keys()
             out["noise"] = {k: v for k, v in out["noise"].items() if k in keep}
+        if self.application_kind == RECORDED:  # read as recorded: no platform, nothing simulated
+            del out["platform"], out["simulation"]
         return out
 
     def fingerprint(self) -> str:
@@ -146,7 +149,7 @@ def _plain(x: Any) -> Any:
 
 def params_to_toml(params: Any) -> dict[str, Any]:
     """An application's parameters as the ``[application]`` table (without ``kind``)."""
-    if type(params).__name__ in ("ProgramParams", "TraceParams", "Otf2Params"):
+    if type(params).__name__ in ("ProgramParams", "TraceParams", "Otf2Params", "RecordedParams"):
         return real_params_to_toml(params)
     out = _plain(params)
     assert isinstance(out, dict)
@@ -200,6 +203,9 @@ def from_mapping(data: Mapping[str, Any], file: str = "<scenario>") -> Scenario:
     for key in data:
         if key not in SECTIONS:
             raise InputError(file, key, "unknown section", f"allowed sections: {', '.join(SECTIONS)}")
+    if kind_of(data) == RECORDED:
+        _check_recorded(data, file)
+        data = {**data, "platform": {"name": RECORDED}}
     for sec in ("platform", "application"):
         if sec not in data:
             example = 'name = "dawning_5000a"' if sec == "platform" else 'kind = "stencil"'
@@ -221,6 +227,9 @@ def from_mapping(data: Mapping[str, Any], file: str = "<scenario>") -> Scenario:
     if is_platform_path(platform.name) and not Path(platform.name).is_file():
         raise InputError(file, "platform.name", f"platform file {platform.name} does not exist",
                          "paths are relative to the scenario file; or use a built-in name (waitlab platforms)")
+    if platform.name == RECORDED and kind_of(data) != RECORDED:
+        raise InputError(file, "platform.name", f"{RECORDED!r} is the platform of a recorded run only "
+                         '([application] kind = "recorded")', "name a platform to simulate on (waitlab platforms)")
     app = data["application"]
     if not isinstance(app, Mapping):
         raise InputError(file, "application", "must be a table", 'write [application] with kind = "stencil"')
@@ -248,6 +257,25 @@ def from_mapping(data: Mapping[str, Any], file: str = "<scenario>") -> Scenario:
         raise InputError(file, *problem)
     return Scenario(meta=meta, platform=platform, application_kind=kind, application=params,
                     simulation=simulation, source=file, **sections)
+
+
+def kind_of(data: Mapping[str, Any]) -> Any:
+    """``[application] kind`` of parsed scenario data, ``None`` when absent."""
+    app = data.get("application")
+    return app.get("kind") if isinstance(app, Mapping) else None
+
+
+def _check_recorded(data: Mapping[str, Any], file: str) -> None:
+    """A recorded run (``kind = "recorded"``) is read, not simulated: no platform, no perturbation."""
+    default = {"platform": {"name": RECORDED}, "simulation": {}}  # as the resolved scenario writes them back
+    for sec in ("platform", "noise", "instrumentation", "tracing", "simulation"):
+        if sec in default and (sec not in data or validate_section(sec, data[sec], file) ==
+                               validate_section(sec, default[sec], file)):
+            continue
+        if sec in data:
+            what = "has no platform model" if sec == "platform" else "nothing in it is simulated or perturbed"
+            raise InputError(file, sec, f"a recorded run is read as it ran: {what}",
+                             f'remove [{sec}], or replay the trace on a platform with kind = "otf2"')
 
 
 def _check_alltoall(sim: SimulationSection, params: Any, ranks: int, file: str) -> None:

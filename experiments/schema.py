@@ -103,6 +103,10 @@ class DegradedLink(BaseModel):
     bandwidth_factor: float = Field(gt=0, lt=1, description="fraction of the link's bandwidth left (0 < f < 1)")
 
 
+#: The ``[platform]`` name of a run read as recorded (``[application] kind = "recorded"``): no platform is modeled.
+RECORDED = "recorded"
+
+
 class PlatformSection(BaseModel):
     """``[platform]``: which machine model, and how much of it."""
 
@@ -142,6 +146,8 @@ class PlatformSection(BaseModel):
     @classmethod
     def _known_platform(cls, v: str) -> str:
         v = PLATFORM_ALIASES.get(v, v)  # a deprecated name resolves to the current one
+        if v == RECORDED:  # a recorded run's (kind = "recorded"): none is modeled
+            return v
         if not is_platform_path(v) and v not in list_platforms():
             raise ValueError(f"unknown platform {v[:60]!r}; use one of: {', '.join(list_platforms())}, or a path "
                              "to a platform .toml file")

@@ -37,10 +37,12 @@ from waitlab.platforms import RenderedPlatform
 if TYPE_CHECKING:
     import pandas as pd
 
+    from waitlab.experiments import recorded as _recorded
     from waitlab.experiments import replay_sources as _replay_sources
 else:  # the replayed kinds build the replay's event table (pandas), which a program run imports while its SMPI stage
     # goes on (waitlab.experiments.stage): imported for those kinds only, when first used
     _replay_sources = Deferred("waitlab.experiments.replay_sources")
+    _recorded = Deferred("waitlab.experiments.recorded")  # it imports this module (Execution)
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,9 @@ class Execution:
     rerun: dict[str, bytes] = field(default_factory=dict)
     #: each operation's enter and exit times when ``events`` is ``None``
     times: tuple[np.ndarray, np.ndarray] | None = None
+    #: messages of at most this many bytes never wait for their receive (``None``: SMPI's,
+    #: :data:`waitlab.models.analysis.waitstates.EAGER_THRESHOLD`; a recorded run's timestamps decide: 0)
+    eager_threshold: int | None = None
     #: the stage's scratch folder being removed on a thread (:func:`waitlab.experiments.stage.execute`); joined by
     #: :func:`waitlab.experiments.pipeline.finish`, so no scratch is left when a run returns
     scratch_removal: threading.Thread | None = field(default=None, repr=False, compare=False)
@@ -76,7 +81,7 @@ class Source(Protocol):
 
     @property
     def kind(self) -> str:
-        """``synthetic``, ``trace``, ``otf2`` or ``program``."""
+        """``synthetic``, ``trace``, ``otf2``, ``program`` or ``recorded``."""
         ...
 
     def operations(self, platform: RenderedPlatform, settings: Mapping[str, str], work: Path) -> OpTable:
@@ -146,4 +151,6 @@ def source_for(scenario: Scenario) -> Source:
     """The source of a scenario's operations, by its application kind."""
     if scenario.application_kind == "program":
         return ProgramSource(scenario)
+    if scenario.application_kind == "recorded":
+        return _recorded.RecordedSource(scenario)
     return _replay_sources.replayed_source(scenario)

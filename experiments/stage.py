@@ -18,27 +18,52 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from waitlab.errors import InputError
 from waitlab.experiments.perturbation import perturbation_config, platform_facts
+from waitlab.experiments.real_params import RECORDED
 from waitlab.experiments.scenario import Scenario
 from waitlab.experiments.sources import Execution, Source, source_for
+from waitlab.lazy import Deferred
 from waitlab.models.ops import OpTable
 from waitlab.models.perturb.stage import PerturbationConfig, PlatformFacts
 from waitlab.platforms import PlatformModel, RenderedPlatform, load_platform, render_platform
 from waitlab.platforms.degraded import degrade_links
 from waitlab.platforms.machine import alltoall_settings, machine_settings
 
+if TYPE_CHECKING:
+    from waitlab.experiments import recorded as _recorded
+else:  # the OTF2 reader imports pandas, which a program run's way to SMPI does not: imported for that kind only
+    _recorded = Deferred("waitlab.experiments.recorded")
+
 
 @dataclass(frozen=True)
 class Prepared:
-    """A scenario ready to simulate: its platform model and rendering (once), source and perturbation stage."""
+    """A scenario ready to simulate: its platform model and rendering (once), source and perturbation stage.
+
+    A recorded run (``kind = "recorded"``, :mod:`waitlab.experiments.recorded`) has no platform model
+    (``machine`` is ``None``) and its ``platform`` says where its ranks ran; its stage reads the archive.
+    """
 
     scenario: Scenario
-    model: PlatformModel
+    machine: PlatformModel | None
     platform: RenderedPlatform
     source: Source
     perturbation: PerturbationConfig | None
+
+    @property
+    def recorded(self) -> bool:
+        """Whether the run is read as recorded (no platform model, no SMPI stage)."""
+        return self.machine is None
+
+    @property
+    def model(self) -> PlatformModel:
+        """The platform model (a recorded run has none: an error naming the scenario)."""
+        if self.machine is None:
+            raise InputError(self.scenario.source, "application.kind", "a recorded run has no platform model: "
+                             "nothing in it can be simulated", 'replay the trace on a platform with kind = "otf2"')
+        return self.machine
 
     def smpi_config(self) -> dict[str, str]:
         """SimGrid ``--cfg`` settings: the machine model (:func:`waitlab.platforms.machine.machine_settings`:
@@ -101,6 +126,9 @@ def without_links(scenario: Scenario, nodes: Iterable[int]) -> Scenario:
 
 def prepare(scenario: Scenario) -> Prepared:
     """Load and render the platform once, pick the source, build the perturbation stage."""
+    if scenario.application_kind == RECORDED:  # read, not simulated: where the ranks ran, no platform model
+        source = _recorded.RecordedSource(scenario)
+        return Prepared(scenario, None, _recorded.recorded_platform(source.recording()), source, None)
     model = load_platform(scenario.platform.name)
     prep = Prepared(scenario, model, _render(scenario, model), source_for(scenario), perturbation_config(scenario))
     return prep
@@ -110,6 +138,8 @@ def execute(prep: Prepared, ops: OpTable | None = None, *, speed_profiles: Mappi
             paje_file: Path | None = None, keep_dir: Path | None = None) -> Execution:
     """The SMPI stage of ``ops`` (``None``: the source's own operations): the parameters of
     :func:`waitlab.experiments.pipeline.simulate_ops`, which finishes what this returns."""
+    if prep.recorded:  # no SMPI stage: the archive's operations and times (nothing to keep, no scratch)
+        return prep.source.execute(ops, prep.platform, {}, keep_dir or Path(tempfile.gettempdir()), [])
     platform = prep.with_profiles(speed_profiles)
     flags = ["-trace", "-trace-file", str(Path(paje_file).resolve())] if paje_file is not None else []
     if keep_dir is not None:  # the caller keeps the trace, platform and log files: no scratch

@@ -58,7 +58,7 @@ from waitlab.models.otf2_records import (
 )
 from waitlab.models.vocabulary import SUBCOMM_COLLECTIVES
 
-__all__ = ["Otf2Inconsistent", "Otf2Unreplayable", "TraceRecords", "records_to_ops"]
+__all__ = ["Otf2Inconsistent", "Otf2Unreplayable", "TraceRecords", "records_to_ops", "records_to_timed_ops"]
 
 def _collective_values(rec: TraceRecords, rows: npt.NDArray[np.int64], comms: dict[tuple[int, ...], int]
                        ) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.float64], npt.NDArray[np.float64],
@@ -141,6 +141,20 @@ def records_to_ops(rec: TraceRecords, cpu_ratio: float = 1.0) -> OpTable:
     cpu_ratio : float
         Speed of the traced machine's core over the modeled one's: compute durations are multiplied by it.
     """
+    return records_to_timed_ops(rec, cpu_ratio)[0]
+
+
+def records_to_timed_ops(rec: TraceRecords, cpu_ratio: float = 1.0
+                         ) -> tuple[OpTable, npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """The operation table of :func:`records_to_ops` and each operation's recorded enter and exit times (seconds
+    since the trace's first timestamp): what the trace measured, for an event table built without a simulation.
+
+    An MPI call's operations span the call (its region's ``Enter`` and ``Leave``); a call holding several
+    (``MPI_Sendrecv``: isend, irecv and their waits; an ``MPI_Waitall`` completing requests one by one) has its last
+    operation span it and the others take no time at its start, so a rank's operations never overlap.  A compute
+    operation spans the time between its two boundaries; a region marker takes no time.  Time inside MPI calls that
+    make no operation (``MPI_Init``, ``MPI_Comm_rank``, ...) is in no operation.
+    """
     check_supported(rec)
     n = rec.kind.size
     kind = rec.kind
@@ -189,24 +203,57 @@ def records_to_ops(rec: TraceRecords, cpu_ratio: float = 1.0) -> OpTable:
     gap[outside] = (rec.time[bnd[outside]] - t_prev[outside]).astype(np.float64) / rec.resolution
     comp = bnd[gap > 0]
     parts: list[dict[str, npt.NDArray[np.generic]]] = [
-        _block(comp, 0, CODE["compute"], rec.rank[comp], value=gap[gap > 0] * cpu_ratio)]
+        _block(comp, 0, CODE["compute"], rec.rank[comp], value=gap[gap > 0] * cpu_ratio,
+               t0=t_prev[gap > 0], t1=rec.time[comp])]
     # user region markers
     marks = np.flatnonzero(is_el & (cls == USER))
     mark_code = np.where(kind[marks] == K["enter"], CODE["enter"], CODE["leave"]).astype(np.int8)
-    parts.append(_block(marks, 1, mark_code, rec.rank[marks], name=rec.a[marks].astype(np.int32)))
+    parts.append(_block(marks, 1, mark_code, rec.rank[marks], name=rec.a[marks].astype(np.int32),
+                        t0=rec.time[marks], t1=rec.time[marks]))
     parts += _p2p_blocks(rec, kind, depth, cls)
     coll = np.flatnonzero(kinds_mask(kind, "collective_end", "nonblocking_collective"))
     comms: dict[tuple[int, ...], int] = {}
     code, value, value2, root, comm = _collective_values(rec, coll, comms)
     parts.append(_block(coll, 1, code, rec.rank[coll], value=value, value2=value2, peer=root, comm=comm))
-    return _assemble(rec, parts, tuple(sorted(comms, key=comms.__getitem__)))
+    ops, cols = _assemble(rec, parts, tuple(sorted(comms, key=comms.__getitem__)))
+    t0, t1 = _call_times(rec, kind, mpi_like, depth, cols)
+    origin = rec.time.min() if n else 0
+    return ops, (t0 - origin) / rec.resolution, (t1 - origin) / rec.resolution
+
+
+def _call_times(rec: TraceRecords, kind: npt.NDArray[np.uint32], mpi_like: npt.NDArray[np.bool_],
+                depth: npt.NDArray[np.int64], cols: dict[str, npt.NDArray[Any]]
+                ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Enter and exit ticks of the assembled operations (``cols``, in table order): the compute and marker blocks
+    carry theirs; an MPI operation gets its call's ``Enter`` and ``Leave`` (its own record's time outside a call),
+    and of several operations of one call only the last spans it (:func:`records_to_timed_ops`)."""
+    t0, t1 = cols["t0"].copy(), cols["t1"].copy()
+    todo = np.flatnonzero(t0 < 0)
+    row = cols["key"][todo] // 4
+    is_enter = (kind == K["enter"]) & mpi_like
+    call = np.cumsum(is_enter)  # call number of each record: the last MPI call entered at or before it
+    enter_of_call = np.zeros(int(call[-1]) + 1 if call.size else 1, np.int64)
+    enter_of_call[call[is_enter]] = np.flatnonzero(is_enter)
+    leave_of_call = np.zeros_like(enter_of_call)
+    leaves = np.flatnonzero((kind == K["leave"]) & mpi_like)
+    leave_of_call[call[leaves]] = leaves
+    inside = (depth[row] > 0) | ((kind[row] == K["leave"]) & mpi_like[row])
+    c = call[row]
+    t0[todo] = np.where(inside, rec.time[enter_of_call[c]], rec.time[row])
+    t1[todo] = np.where(inside, rec.time[leave_of_call[c]], rec.time[row])
+    op_call = np.full(t0.size, -1, np.int64)
+    op_call[todo[inside]] = c[inside]
+    shared = np.flatnonzero((op_call[:-1] >= 0) & (op_call[:-1] == op_call[1:]))  # not the call's last operation
+    t1[shared] = t0[shared]
+    return t0, t1
 
 
 def _block(rows: npt.NDArray[np.int64], sub: int | npt.NDArray[np.int64], code: int | npt.NDArray[np.int8],
            rank: npt.NDArray[np.int32], *, value: npt.ArrayLike = 0.0, value2: npt.ArrayLike = 0.0,
-           peer: npt.ArrayLike = -1, tag: npt.ArrayLike = 0, name: npt.ArrayLike = -1, comm: npt.ArrayLike = 0
-           ) -> dict[str, npt.NDArray[np.generic]]:
-    """Operations placed at record ``rows`` (``sub`` orders them there: 0 before the record's own, 1 its own)."""
+           peer: npt.ArrayLike = -1, tag: npt.ArrayLike = 0, name: npt.ArrayLike = -1, comm: npt.ArrayLike = 0,
+           t0: npt.ArrayLike = -1, t1: npt.ArrayLike = -1) -> dict[str, npt.NDArray[np.generic]]:
+    """Operations placed at record ``rows`` (``sub`` orders them there: 0 before the record's own, 1 its own);
+    ``t0``, ``t1``: their recorded enter and exit ticks (-1: their MPI call's, :func:`_call_times`)."""
     n = rows.size
 
     def col(x: npt.ArrayLike, dtype: type) -> npt.NDArray[Any]:
@@ -214,7 +261,8 @@ def _block(rows: npt.NDArray[np.int64], sub: int | npt.NDArray[np.int64], code: 
 
     return {"key": 4 * rows + col(sub, np.int64), "rank": rank.astype(np.int32), "code": col(code, np.int8),
             "value": col(value, np.float64), "value2": col(value2, np.float64), "peer": col(peer, np.int32),
-            "tag": col(tag, np.int32), "name": col(name, np.int32), "comm": col(comm, np.int32)}
+            "tag": col(tag, np.int32), "name": col(name, np.int32), "comm": col(comm, np.int32),
+            "t0": col(t0, np.int64), "t1": col(t1, np.int64)}
 
 
 def _p2p_blocks(rec: TraceRecords, kind: npt.NDArray[np.uint32],
@@ -285,7 +333,8 @@ def _p2p_blocks(rec: TraceRecords, kind: npt.NDArray[np.uint32],
 
 
 def _assemble(rec: TraceRecords, parts: Sequence[dict[str, npt.NDArray[np.generic]]],
-              comms: tuple[tuple[int, ...], ...] = ()) -> OpTable:
+              comms: tuple[tuple[int, ...], ...] = ()) -> tuple[OpTable, dict[str, npt.NDArray[Any]]]:
+    """The operation table of the blocks ``parts``, and their columns in its order (``key``, ``t0``, ``t1``, ...)."""
     cols = {c: np.concatenate([p[c] for p in parts]) for c in parts[0]}
     order = np.argsort(cols["key"], kind="stable")
     cols = {c: v[order] for c, v in cols.items()}
@@ -302,4 +351,4 @@ def _assemble(rec: TraceRecords, parts: Sequence[dict[str, npt.NDArray[np.generi
                    value=cols["value"].astype(np.float64), value2=cols["value2"].astype(np.float64),
                    peer=cols["peer"].astype(np.int32), tag=cols["tag"].astype(np.int32),
                    cause=np.full(n, -1, np.int64), excess=np.zeros(n), names=tuple(labels), ledger=empty,
-                   comm=cols["comm"].astype(np.int32), comms=comms)
+                   comm=cols["comm"].astype(np.int32), comms=comms), cols

@@ -77,6 +77,9 @@ class TraceRecords:
         OTF2 collective operation code -> its name (``ALLREDUCE``).
     unsupported : tuple of str
         Names of the record types counted from :data:`UNSUPPORTED`.
+    host_of_rank : tuple of str
+        The node each rank ran on (its location group's system tree node: Score-P's host name); empty when the
+        archive does not say.
     """
 
     n_ranks: int
@@ -94,6 +97,7 @@ class TraceRecords:
     comm_members: Mapping[int, tuple[int, ...] | None]
     collective_names: Mapping[int, str]
     unsupported: tuple[str, ...] = ()
+    host_of_rank: tuple[str, ...] = ()
 
 
 def region_label(name: str, canonical: str = "") -> str:

@@ -161,4 +161,21 @@ def read_otf2(anchor: str | Path) -> TraceRecords:
     return TraceRecords(
         n_ranks=len(ranks), rank=rank, time=time_, resolution=float(clock.timer_resolution), region_names=names,
         region_class=cls, comm_members=_comms(otf2, defs, rank_of), collective_names=collective_names,
-        unsupported=_unsupported_names(dll), **cols)
+        unsupported=_unsupported_names(dll), host_of_rank=_hosts(ranks), **cols)
+
+
+def _hosts(ranks: list[Any]) -> tuple[str, ...]:
+    """The system tree node (Score-P: the host) of each rank's process, or ``()`` when one is not named."""
+    hosts = []
+    for loc in ranks:
+        node = getattr(getattr(loc, "group", None), "system_tree_parent", None)
+        name = getattr(node, "name", None)
+        if not name:
+            return ()
+        hosts.append(str(name))
+    return tuple(hosts)
+
+
+def otf2_version() -> str:
+    """The version of the OTF2 bindings (Debian's ``python3-otf2``) archives are read with."""
+    return str(getattr(_import_otf2(), "__version__", "unknown"))
