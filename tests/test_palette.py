@@ -71,16 +71,16 @@ def test_ground_truth_has_one_colour_in_both_blame_panels():
 def test_sweep_series_have_distinct_colours_and_categories_are_not_joined():
     rows = [{"ranks": r, "alltoall": a, "noise": n, "makespan": r * (2 if a == "ring" else 1) + n}
             for r in (16, 32, 64) for a in ("ring", "bruck") for n in (0.0, 0.1)]
-    fig = sweep_figure(pd.DataFrame(rows), ["ranks", "alltoall", "noise"], ["makespan"])
-    by_label: dict[str, set[str]] = {}
-    for ax in fig.axes:
-        for line in ax.get_lines():
-            by_label.setdefault(line.get_label(), set()).add(mcolors.to_hex(line.get_color()))
-    colour_of = {lab: next(iter(c)) for lab, c in by_label.items()}
-    assert all(len(c) == 1 for c in by_label.values())  # a series keeps its colour
-    assert len(set(colour_of.values())) == len(colour_of)  # and no two series share one
-    cat = fig.axes[1]  # the alltoall column: categorical
+    keys = ["ranks", "alltoall", "noise"]
+    fig = sweep_figure(pd.DataFrame(rows), keys, ["makespan"], x="alltoall", facet="noise")  # series: ranks
+    per_panel = [[mcolors.to_hex(line.get_color()) for line in ax.get_lines()] for ax in fig.axes]
+    assert per_panel[0] == per_panel[1]  # a series keeps its colour in every panel
+    assert len(set(per_panel[0])) == len(per_panel[0]) == 3  # and no two series share one
+    legend = [mcolors.to_hex(h.get_color()) for h in fig.legends[0].legend_handles]
+    assert legend == per_panel[0]
+    cat = fig.axes[0]  # x = alltoall: categorical
     assert cat.get_xlabel() == "alltoall"
     assert all(line.get_linestyle() == "None" for line in cat.get_lines())
-    assert all(line.get_linestyle() == "-" for line in fig.axes[0].get_lines())
     assert np.isfinite([line.get_xdata() for line in cat.get_lines()]).all()
+    numeric = sweep_figure(pd.DataFrame(rows), keys, ["makespan"], x="ranks", facet="noise")
+    assert all(line.get_linestyle() == "-" for line in numeric.axes[0].get_lines())

@@ -112,12 +112,15 @@ def export(run_folder: str | Path, formats: tuple[str, ...] = ("otf2",),
         return export_run(run_folder, formats, out)
 
 
-def plot(sweep_folder: str | Path, out: str | Path | None = None, results: tuple[str, ...] | None = None) -> Path:
-    """Draw each result of a sweep against each swept key, one line per value of the other keys."""
+def plot(sweep_folder: str | Path, out: str | Path | None = None, results: tuple[str, ...] | None = None, *,
+         x: str | None = None, facet: str | None = None) -> Path:
+    """Draw each result of a sweep (``results``, the y axes) against one swept key (``x``), one panel per value
+    of ``facet`` and one line per combination of the other keys; see
+    :func:`waitlab.experiments.report.sweep_plots.sweep_figure` for the defaults."""
     target = Path(out) if out else Path(sweep_folder) / "sweep.png"
     check_picture_path(target, "-o")
     with guarded_output(target, "picture folder", file=True):
-        return plot_sweep_folder(Path(sweep_folder), Path(out) if out else None, results)
+        return plot_sweep_folder(Path(sweep_folder), Path(out) if out else None, results, x=x, facet=facet)
 
 
 def write_report(diag: Diagnosis, out: str | Path, png: bool = True) -> list[Path]:

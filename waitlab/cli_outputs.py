@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from waitlab import api
-from waitlab.cli_common import dump, json_flag, say
+from waitlab.cli_common import dump, json_flag, say, trust_flag, warn_edited
+from waitlab.errors import InputError
 
 
 def _compare(sub: Any) -> None:
@@ -17,10 +18,14 @@ def _compare(sub: Any) -> None:
     p.add_argument("run_b", type=Path, help="results folder of the changed run (B)")
     p.add_argument("--top", type=int, default=5, help="ranks and steps listed (default 5)")
     p.add_argument("--png", type=Path, default=None, metavar="FILE", help="also draw the comparison into FILE")
+    trust_flag(p)
     json_flag(p)
 
     def go(args: argparse.Namespace) -> int:
-        cmp = api.compare(args.run_a, args.run_b)
+        if args.top < 0:
+            raise InputError("(command line)", "--top", f"must be >= 0, got {args.top}", "e.g. --top 5")
+        cmp = api.compare(args.run_a, args.run_b, trust_edited=args.trust_edited)
+        warn_edited(args, args.run_a, args.run_b)
         if args.png is not None:
             api.compare_png(cmp, args.png)
         if args.json:
@@ -42,13 +47,15 @@ def _export(sub: Any) -> None:
                       ("graphml", "wait-propagation graph propagation.graphml (+ .png when small)")):
         p.add_argument(f"--{fmt}", action="store_true", help=what)
     p.add_argument("-o", "--output", type=Path, default=None, help="folder to write into (default: the run folder)")
+    trust_flag(p)
     json_flag(p)
 
     def go(args: argparse.Namespace) -> int:
         formats = tuple(f for f in api.EXPORT_FORMATS if getattr(args, f))
-        written = api.export(args.run, formats or ("otf2",), args.output)
+        written = api.export(args.run, formats or ("otf2",), args.output, trust_edited=args.trust_edited)
+        edited = warn_edited(args, args.run)
         if args.json:
-            dump({k: str(v) for k, v in written.items()})
+            dump({**{k: str(v) for k, v in written.items()}, **({"trust_edited": edited} if edited else {})})
         for fmt, path in written.items():
             say(args, f"{fmt}: {path}")
         if "otf2" in written:
@@ -83,13 +90,16 @@ def _report(sub: Any) -> None:
                        "(with its diagnosis when `waitlab diagnose` wrote one)")
     p.add_argument("run", type=Path, help="results folder of `waitlab run`")
     p.add_argument("--diagnosis", type=Path, default=None,
-                   help="diagnosis.json to include (default: RUN/diagnosis/diagnosis.json if present)")
+                   help="diagnosis.json to include (default: RUN/diagnosis/diagnosis.json if present); it must be "
+                   "the diagnosis of this run")
+    trust_flag(p)
     json_flag(p)
 
     def go(args: argparse.Namespace) -> int:
-        path = api.report(args.run, args.diagnosis)
+        path = api.report(args.run, args.diagnosis, trust_edited=args.trust_edited)
+        edited = warn_edited(args, args.run)
         if args.json:
-            dump({"report": str(path), "bytes": path.stat().st_size})
+            dump({"report": str(path), "bytes": path.stat().st_size, **({"trust_edited": edited} if edited else {})})
         say(args, f"report written to {path} (open it in a browser; it works offline)")
         return 0
 
