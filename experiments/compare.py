@@ -149,7 +149,7 @@ class Comparison:
 
 def compare_runs(a: LoadedRun, b: LoadedRun) -> Comparison:
     """Compare two loaded results folders (B against A)."""
-    notes: list[str] = []
+    notes = [f"{side} was read with --trust-edited: {run.edited}" for side, run in (("A", a), ("B", b)) if run.edited]
     na, nb = int(a.scenario.ranks), int(b.scenario.ranks)
     ba, bb = rank_budget(a.events, a.waits, na), rank_budget(b.events, b.waits, nb)
     totals = _side_by_side(ba[list(CATEGORIES)].sum(), bb[list(CATEGORIES)].sum(), "category")

@@ -18,7 +18,7 @@ import pandas as pd
 from waitlab.errors import InputError
 from waitlab.experiments.report.graph_plots import draw_propagation
 from waitlab.experiments.results import load_run
-from waitlab.experiments.run_folder import MARKER
+from waitlab.experiments.run_folder import MARKER, read_record
 from waitlab.models.analysis.propagation import propagation_graph, write_graphml
 from waitlab.simulator.chrome_trace import CHROME_MAX_EVENTS, write_chrome_trace
 from waitlab.simulator.otf2_export import write_otf2
@@ -35,14 +35,15 @@ def _register(folder: Path, written: Path) -> None:
         return
     if not marker.is_file() or not rel.parts:
         return
-    data = json.loads(marker.read_text())
+    data = read_record(folder)
     files = set(data.get("files", []))
     files.add(rel.parts[0])
     data["files"] = sorted(files)
     marker.write_text(json.dumps(data, indent=1) + "\n")
 
 
-def export_run(folder: str | Path, formats: tuple[str, ...], out: str | Path | None = None) -> dict[str, Path]:
+def export_run(folder: str | Path, formats: tuple[str, ...], out: str | Path | None = None,
+               trust_edited: bool = False) -> dict[str, Path]:
     """Write the requested ``formats`` of a results folder; return ``format -> path``.
 
     Parameters
@@ -54,12 +55,15 @@ def export_run(folder: str | Path, formats: tuple[str, ...], out: str | Path | N
     out : path, optional
         Folder the exports go to (default: the results folder itself): ``otf2/traces.otf2``,
         ``trace.json``, ``propagation.graphml`` (and ``propagation.png`` for graphs small enough to draw).
+    trust_edited : bool
+        Export a folder whose integrity record is missing or whose files changed; the exports' metadata
+        (OTF2 properties, the Chrome trace's ``otherData``) then carry ``trust_edited`` with the reason.
     """
     unknown = [f for f in formats if f not in FORMATS]
     if unknown or not formats:
         raise InputError("(command line)", "format", f"unknown or missing export format {unknown or formats}",
                          f"choose among: {', '.join('--' + f for f in FORMATS)}")
-    run = load_run(folder)
+    run = load_run(folder, trust_edited)
     target = Path(out) if out is not None else run.folder
     target.mkdir(parents=True, exist_ok=True)
     meta = run.metadata
@@ -76,6 +80,8 @@ def export_run(folder: str | Path, formats: tuple[str, ...], out: str | Path | N
         written["chrome"] = path
     if "graphml" in formats:
         graph = propagation_graph(run.events, run.waits)
+        if run.edited:
+            graph.graph["trust_edited"] = run.edited
         written["graphml"] = target / "propagation.graphml"
         write_graphml(graph, written["graphml"])
         png = target / "propagation.png"

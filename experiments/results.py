@@ -33,7 +33,9 @@ from waitlab.experiments.scenario import Scenario, from_mapping, read_toml
 from waitlab.lazy import Deferred
 from waitlab.models.analysis.metrics import ledger_frame
 from waitlab.models.analysis.summary import rank_budget
+from waitlab.models.analysis.timeline_check import impossible_line
 from waitlab.models.ops import CAUSE_KINDS, Ledger, OpTable
+from waitlab.readers import read_json
 from waitlab.simulator.chrome_trace import CHROME_SUMMARY_EVENTS, Chunks, write_chrome_trace
 from waitlab.simulator.export import read_table, write_table
 from waitlab.simulator.timeline import ROW_REFERENCES, SCHEMA_VERSION
@@ -64,6 +66,8 @@ def summary_text(summary: dict[str, Any], metadata: dict[str, Any]) -> str:
         if items:
             total = sum(summary[key].values())
             lines.append(f"{title}: " + ", ".join(f"{k} {v:.4f} s ({100 * v / total:.1f}%)" for k, v in items))
+    if summary.get("impossible_collectives"):
+        lines.append(impossible_line(summary["impossible_collectives"]))
     return "\n".join(lines)
 
 
@@ -230,6 +234,9 @@ class LoadedRun:
     events: pd.DataFrame
     waits: pd.DataFrame
     metadata: dict[str, Any]
+    #: Why the folder is not the one its run wrote, when read with ``trust_edited`` ("" when intact); the same
+    #: words are in ``metadata["trust_edited"]``, so every output made from it says so.
+    edited: str = ""
 
     @property
     def perturbed(self) -> bool:
@@ -294,17 +301,25 @@ def read_ops(path: Path) -> OpTable:
                    **{c: np.asarray(cols[c], dtypes[c]) for c in OpTable.COLUMNS})
 
 
-def load_run(folder: str | Path) -> LoadedRun:
-    """Read a results folder of ``waitlab run`` (any kind of run) back, checking its schema version."""
+#: Largest run.json read back (bytes); waitlab's own are a few KiB.
+MAX_RUN_JSON_BYTES = 16 << 20
+#: Key of the metadata (and so of every output made from a run) saying it was read from an edited folder.
+EDITED_KEY = "trust_edited"
+
+
+def load_run(folder: str | Path, trust_edited: bool = False) -> LoadedRun:
+    """Read a results folder of ``waitlab run`` (any kind of run) back, checking its schema version and its
+    integrity record (:func:`~waitlab.experiments.run_folder.verify_folder`).
+
+    ``trust_edited`` reads a folder whose record is missing or whose files changed anyway; the reason is then
+    in ``edited`` and in ``metadata["trust_edited"]``, which every output made from the run carries.
+    """
     folder = Path(folder)
     run_json = folder / "run.json"
     if not folder.is_dir() or not run_json.is_file():
         raise InputError(str(folder), "(folder)", "is not a results folder of `waitlab run` (no run.json)",
                          "pass the folder written by `waitlab run`")
-    try:
-        meta = json.loads(run_json.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise InputError(str(run_json), "(file)", f"cannot be read as JSON: {exc}", "re-run `waitlab run`") from None
+    meta = read_json(run_json, "run.json", MAX_RUN_JSON_BYTES, "re-run `waitlab run`")
     version = meta.get("schema_version") if isinstance(meta, dict) else None
     if version != SCHEMA_VERSION:
         raise InputError(str(run_json), "schema_version", f"is {version!r}; this waitlab reads version "
@@ -316,19 +331,42 @@ def load_run(folder: str | Path) -> LoadedRun:
     ops = read_ops(folder / "ops.parquet")
     events = _read_parquet(folder / "events.parquet", "event table")
     waits = _read_parquet(folder / "waits.parquet", "wait states")
-    verify_folder(folder)  # last: a damaged file gets its own error first; a valid but edited one this one
-    return LoadedRun(folder, scenario, ops, events, waits, meta)
+    # last: a damaged file gets its own error first; a valid but edited one this one
+    edited = verify_folder(folder, trust_edited)
+    if edited:
+        meta[EDITED_KEY] = edited
+    return LoadedRun(folder, scenario, ops, events, waits, meta, edited)
 
 
-def load_events(path: Path) -> pd.DataFrame:
-    """An event table from ``events.parquet``, ``events.csv`` or a results folder holding one."""
+def events_digest(events: pd.DataFrame) -> str:
+    """SHA-256 (hex) of an event table's identity columns (rank, seq, enter, exit): the same for a run read
+    back from its folder and for the same run simulated again, different after an edit.  A diagnosis names
+    the run it belongs to with it (``diagnosis.json``'s ``run``)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for column, dtype in (("rank", np.int64), ("seq", np.int64), ("enter", np.float64), ("exit", np.float64)):
+        h.update(np.ascontiguousarray(events[column].to_numpy(dtype)).tobytes())
+    return h.hexdigest()
+
+
+def run_identity(meta: dict[str, Any], events: pd.DataFrame) -> dict[str, Any]:
+    """What names a run in its diagnosis (``diagnosis.json``'s ``run``): scenario hash, ranks and the digest of
+    its event table."""
+    return {"scenario_hash": meta.get("scenario_hash"), "ranks": meta.get("ranks"),
+            "events_digest": events_digest(events)}
+
+
+def load_events(path: Path, trust_edited: bool = False) -> pd.DataFrame:
+    """An event table from ``events.parquet``, ``events.csv`` or a results folder holding one (checked against
+    its integrity record unless ``trust_edited``)."""
     path = Path(path)
     if path.is_dir():
         found = [c for c in (path / "events.parquet", path / "events.csv") if c.exists()]
         if not found:
             raise InputError(str(path), "(folder)", "holds no events.parquet or events.csv",
                              "pass a results folder written by waitlab run, or the event file itself")
-        verify_folder(path)  # its event table must be the one its run wrote
+        verify_folder(path, trust_edited)  # its event table must be the one its run wrote
         path = found[0]
     if not path.exists():
         raise InputError(str(path), "(file)", "does not exist", "check the path")

@@ -11,8 +11,10 @@ import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from waitlab.errors import InputError, write_error
+from waitlab.readers import parse_json, read_text
 
 #: The writers of ``report.html`` and ``timeline.png``, which :mod:`waitlab.experiments.results` imports when it first
 #: uses them (:class:`waitlab.lazy.Deferred`): they bring Bokeh and matplotlib (1-1.5 s of imports), which the way
@@ -34,9 +36,17 @@ def picture_modules(png: bool) -> list[str]:
 MARKER = ".waitlab"
 #: Folder default outputs go under (``results/<scenario name>``).
 RESULTS_ROOT = Path("results")
-#: Files of a results folder that later commands read back; their SHA-256 goes into the marker when the folder
-#: is written, and :func:`load_run` refuses a folder where one of them changed.
-CHECKED_FILES = ("run.json", "scenario.toml", "ops.parquet", "ledger.parquet", "events.parquet", "waits.parquet")
+#: Files of a results folder that later commands read back; their SHA-256 goes into the marker (the folder's
+#: integrity record) when the folder is written, and :func:`verify_folder` refuses a folder where one of them
+#: changed, or whose record does not hold it.  Every run writes the first six; the others when present.
+CHECKED_FILES = ("run.json", "scenario.toml", "ops.parquet", "ledger.parquet", "events.parquet", "waits.parquet",
+                 "summary.json", "ranks.parquet", "placement.csv")
+REQUIRED_SUMS = CHECKED_FILES[:6]
+#: Largest integrity record read (bytes); a record lists a few dozen names and sums.
+MAX_MARKER_BYTES = 1 << 20
+#: Said by every refusal of an unverifiable folder: how to rebuild it, or read it anyway.
+REBUILD = ("re-run `waitlab run` to rewrite the folder (copy results folders whole: `cp -a RUN DEST`), or pass "
+           "--trust-edited to read it anyway, every output then marked as read from an edited folder")
 
 
 def default_output(name: str, suffix: str = "", root: Path = RESULTS_ROOT) -> Path:
@@ -54,31 +64,71 @@ def file_digest(path: Path) -> str:
         return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
-def verify_folder(folder: Path) -> None:
-    """Refuse a results folder whose checked files differ from the SHA-256 sums its run recorded.
+def seal(folder: Path, kind: str = "run", sums_of: tuple[str, ...] = CHECKED_FILES, **more: Any) -> None:
+    """Write ``folder``'s integrity record: what waitlab wrote there and the SHA-256 of the files read back
+    (``more``: further keys, e.g. the run a diagnosis belongs to).  A sub-folder holding a run of its own
+    (``unperturbed/``) gets its own record."""
+    files = sorted(p.name for p in folder.iterdir() if p.name != MARKER)
+    sums = {n: file_digest(folder / n) for n in sums_of if (folder / n).is_file()}
+    for sub in files:
+        if (folder / sub / "run.json").is_file() and not (folder / sub / MARKER).exists():
+            seal(folder / sub, kind)
+    (folder / MARKER).write_text(json.dumps({"kind": kind, "files": files, "sha256": sums, **more}, indent=1)
+                                 + "\n")
 
-    Folders written before the sums were recorded (no ``sha256`` in the marker) are read as they are.
-    """
+
+def read_record(folder: Path, what: str = "results folder", fix: str = REBUILD) -> dict[str, Any]:
+    """The integrity record of ``folder`` (``.waitlab``, a JSON object with ``sha256``), or one
+    :class:`InputError` saying what is missing and how to rebuild it."""
     marker = folder / MARKER
-    if not marker.is_file():
-        return
+    why = ""
+    if marker.is_symlink():
+        why = "is a symbolic link, not waitlab's record"
+    elif not marker.exists():
+        why = ("is missing (a copy such as `cp RUN/* DEST/` leaves this hidden file behind), so waitlab cannot "
+               f"tell whether the {what} was edited after waitlab wrote it")
+    if why:
+        raise InputError(str(marker), "(integrity record)", why, fix)
     try:
-        data = json.loads(marker.read_text(encoding="utf-8"))
-        sums = data.get("sha256", {}) if isinstance(data, dict) else None
-    except (OSError, ValueError):
-        sums = None
-    if not isinstance(sums, dict):
-        raise InputError(str(marker), "(file)", "is damaged: waitlab's record of the folder cannot be read",
-                         "re-run `waitlab run` to rewrite the folder")
-    for name, digest in sorted(sums.items()):
-        path = folder / str(name)
-        if not path.is_file():
-            raise InputError(str(path), "(file)", "was deleted after the run wrote the folder",
-                             "re-run `waitlab run` to rewrite the folder")
-        if file_digest(path) != digest:
-            raise InputError(str(path), "(file)", "was changed after the run wrote it (its SHA-256 differs from "
-                             f"the one recorded in {MARKER}); an edited results folder is not trusted",
-                             "restore the file or re-run `waitlab run` to rewrite the folder")
+        raw = read_text(marker, "integrity record", MAX_MARKER_BYTES)
+    except InputError as exc:
+        raise InputError(str(marker), "(integrity record)", f"{exc.problem}", fix) from None
+    data = parse_json(raw, str(marker), "integrity record", fix=fix, quiet=True)
+    sums = data.get("sha256") if isinstance(data, dict) else None
+    if not isinstance(sums, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in sums.items()):
+        raise InputError(str(marker), "(integrity record)", "is damaged or empty: it holds no SHA-256 sums "
+                         "(key sha256) of the folder's files", fix)
+    assert isinstance(data, dict)
+    return data
+
+
+def verify_folder(folder: Path, trust_edited: bool = False) -> str:
+    """Refuse a results folder whose integrity record is missing or damaged, or whose checked files differ from
+    the SHA-256 sums its run recorded; ``""`` when it is intact.
+
+    With ``trust_edited`` nothing is refused: the reason it would have been is returned, for the outputs to
+    say they were made from an edited folder.
+    """
+    try:
+        sums = read_record(folder)["sha256"]
+        for name in CHECKED_FILES:
+            path = folder / name
+            if name not in sums:
+                if name in REQUIRED_SUMS or path.exists():
+                    raise InputError(str(path), "(integrity record)", f"has no SHA-256 in {MARKER}: it was added "
+                                     "after the run, or the record was edited", REBUILD)
+                continue
+            if not path.is_file():
+                raise InputError(str(path), "(file)", "was deleted after the run wrote the folder", REBUILD)
+            if file_digest(path) != sums[name]:
+                raise InputError(str(path), "(file)", "was changed after the run wrote it (its SHA-256 differs "
+                                 f"from the one recorded in {MARKER}); an edited results folder is not trusted",
+                                 REBUILD)
+    except InputError as exc:
+        if not trust_edited:
+            raise
+        return str(exc).split(" (fix: ")[0]
+    return ""
 
 
 def pid_alive(pid: int) -> bool:
@@ -108,12 +158,9 @@ def clean_stale_partials(parent: Path) -> list[Path]:
 def foreign_entries(folder: Path) -> list[str]:
     """Entries of ``folder`` that waitlab's marker does not list (all of them when there is no marker)."""
     entries = sorted(p.name for p in folder.iterdir())
-    marker = folder / MARKER
-    if not marker.is_file():
-        return entries
     try:
-        listed = set(json.loads(marker.read_text())["files"])
-    except (OSError, ValueError, KeyError, TypeError):
+        listed = set(read_record(folder)["files"])
+    except (InputError, KeyError, TypeError):
         return entries
     return [e for e in entries if e != MARKER and e not in listed]
 
@@ -160,9 +207,7 @@ def results_folder(out: Path, force: bool = False, kind: str = "run") -> Iterato
         raise write_error(exc, out.parent) from None
     try:
         yield partial
-        files = sorted(p.name for p in partial.iterdir())
-        sums = {n: file_digest(partial / n) for n in CHECKED_FILES if (partial / n).is_file()}
-        (partial / MARKER).write_text(json.dumps({"kind": kind, "files": files, "sha256": sums}, indent=1) + "\n")
+        seal(partial, kind)
         if out.exists():
             check_replaceable(out, force)
             shutil.rmtree(out)

@@ -264,7 +264,7 @@ FOLDER_CASES: list[tuple[str, Callable[[Path], object], str, str]] = [
     ("no-run-json", _remove("run.json"), "run", "(folder)"),
     ("run-json-truncated", _truncate("run.json"), "run.json", "(file)"),
     ("run-json-not-json", _replace("run.json", "schema_version = 3\n"), "run.json", "(file)"),
-    ("run-json-not-utf8", _replace("run.json", b'{"a": "\xff"}'), "run.json", "(file)"),
+    ("run-json-not-utf8", _replace("run.json", b'{"a": "\xff"}'), "run.json", "(encoding)"),
     ("run-json-list", _replace("run.json", "[1, 2]"), "run.json", "schema_version"),
     ("run-json-folder", _as_folder("run.json"), "run", "(folder)"),
     ("schema-version-old", _json_edit("schema_version", 0), "run.json", "schema_version"),

@@ -239,8 +239,9 @@ for _id, _damage, _file in (EDITS[0], EDITS[4], EDITS[6]):
     CASES.append(Case("run folder", f"edited-export-chrome-{_id}", _export(_damage, _file, "chrome")))
 CASES.append(Case("run folder", "edited-check-c-events", _check_c(_scale("events.parquet", "exit"),
                                                                   "events.parquet")))
-CASES.append(Case("run folder", "edited-marker-damaged", _diagnose(_marker_damaged, ".waitlab")))
-CASES.append(Case("run folder", "edited-marker-sums-list", _diagnose(_marker_sums_list, ".waitlab")))
+CASES.append(Case("run folder", "edited-marker-damaged", _diagnose(_marker_damaged, ".waitlab", "(integrity record)")))
+CASES.append(Case("run folder", "edited-marker-sums-list", _diagnose(_marker_sums_list, ".waitlab",
+                                                                     "(integrity record)")))
 CASES.append(Case("run folder", "edited-compare-deleted-events", _compare(lambda r: (r / "events.parquet").unlink(),
                                                                           "events.parquet")))
 

@@ -21,6 +21,7 @@ from waitlab.experiments.pipeline import Run, RunResult
 from waitlab.experiments.recorded import recorded_scenario as _recorded_scenario
 from waitlab.experiments.report.perturbation_report import report_text
 from waitlab.experiments.results import LoadedRun, load_events, load_run, summary_text
+from waitlab.experiments.run_folder import verify_folder
 from waitlab.experiments.scenario import Scenario, as_scenario
 from waitlab.models.perturb.condition_c import ConditionCReport, check_condition_c
 from waitlab.platforms.calibration import calibration_table
@@ -36,6 +37,7 @@ __all__ = [
     "capture",
     "check_c",
     "import_otf2",
+    "integrity",
     "load_events",
     "load_run",
     "recorded_scenario",
@@ -52,17 +54,24 @@ def capture(scenario: Scenario | str | Path, out: str | Path, *, via: str = "lay
     return _capture(as_scenario(scenario), Path(out), via=via, force=force, check=check)
 
 
+def integrity(folder: str | Path) -> str:
+    """Why a results folder is not the one its run wrote (its integrity record ``.waitlab`` is missing or
+    damaged, or a file changed since), or ``""`` when it is intact."""
+    return verify_folder(Path(folder), trust_edited=True)
+
+
 def check_c(events: str | Path, *, atol: float = 1e-9,
-            kinds: tuple[str, ...] = ("overhead", "swap", "flush", "delay")) -> ConditionCReport:
+            kinds: tuple[str, ...] = ("overhead", "swap", "flush", "delay"),
+            trust_edited: bool = False) -> ConditionCReport:
     """Check condition C (Okita et al., formula 3) on an event table or results folder.
 
     ``atol`` (seconds) must be finite and >= 0: a negative one would call equal sums different, NaN would call
-    every pair equal.
+    every pair equal.  A results folder is checked against its integrity record unless ``trust_edited``.
     """
     if not math.isfinite(atol) or atol < 0:
         raise InputError("(command line)", "--atol", f"must be a finite number >= 0 (seconds), got {atol}",
                          "e.g. --atol 1e-9")
-    return check_condition_c(load_events(Path(events)), atol=atol, kinds=kinds)
+    return check_condition_c(load_events(Path(events), trust_edited), atol=atol, kinds=kinds)
 
 
 def calibrate(platform: str, *, timeout: float = 60.0) -> pd.DataFrame:
@@ -109,6 +118,7 @@ def import_otf2(archive: str | Path, out: str | Path, *, platform: str = "dawnin
     """Convert an OTF2 archive (Score-P's ``traces.otf2``) once into a TI trace folder (``kind = "trace"``);
     returns its index and a scenario TOML that replays it (:mod:`waitlab.experiments.otf2_convert`)."""
     return _import_otf2(archive, out, platform=platform, cpu_ratio=cpu_ratio, force=force)
+
 
 def recorded_scenario(archive: str | Path, name: str | None = None) -> Scenario:
     """The scenario that reads an OTF2 archive (Score-P's ``traces.otf2``) as it was recorded (``kind =

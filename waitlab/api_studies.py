@@ -7,7 +7,6 @@ the first use of one of its names: these rooms bring Bokeh, matplotlib and netwo
 
 from __future__ import annotations
 
-import json
 from concurrent.futures import Executor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -77,9 +76,14 @@ def sweep(sweep_file: str | Path | Sweep, out: str | Path | None = None, *, exec
 def diagnose(source: str | Path, *, executor: Executor | None = None, **kwargs: Any) -> Diagnosis:
     """CWP-DM, H-CWP-DM, the counterfactual ground truth and the scores of a results folder or scenario.
 
-    A results folder is read back as it is (only counterfactuals are simulated); see
+    A results folder is read back as it is (only counterfactuals are simulated), checked against its integrity
+    record unless ``trust_edited=True``; see
     :func:`waitlab.experiments.diagnosis.diagnose.diagnose` for the keyword arguments.
     """
+    cache = kwargs.get("cache_dir")
+    if cache is not None and Path(cache).exists() and not Path(cache).is_dir():
+        raise InputError(str(cache), "--cache", "is a file, not a folder", "pass a folder for the counterfactual "
+                         "cache (it is created when missing)")
     if executor is not None:
         return diagnose_path(Path(source), executor=executor, **kwargs)
     # waitlab's own worker processes: no __main__ guard needed (scripts, stdin, notebooks), Ctrl-C stops them
@@ -92,24 +96,28 @@ REPRODUCTIONS = {"wu-lared-s": wu_lared_s, "okita-spilling": okita_spilling, "sp
                  "rao-alltoall": rao_alltoall, "he-sunway": he_sunway}
 
 
-def compare(run_a: str | Path | LoadedRun, run_b: str | Path | LoadedRun) -> Comparison:
+def compare(run_a: str | Path | LoadedRun, run_b: str | Path | LoadedRun, *,
+            trust_edited: bool = False) -> Comparison:
     """What changed from run A to run B (two results folders): makespan, waits, ranks and steps that moved.
 
     ``.text()`` is what ``waitlab compare`` prints, ``.to_dict()`` its ``--json``; draw it with :func:`compare_png`.
+    ``trust_edited`` reads folders whose integrity record is missing or whose files changed (the comparison
+    then says so).
     """
-    a = run_a if isinstance(run_a, LoadedRun) else load_run(run_a)
-    b = run_b if isinstance(run_b, LoadedRun) else load_run(run_b)
+    a = run_a if isinstance(run_a, LoadedRun) else load_run(run_a, trust_edited)
+    b = run_b if isinstance(run_b, LoadedRun) else load_run(run_b, trust_edited)
     return compare_runs(a, b)
 
 
 def export(run_folder: str | Path, formats: tuple[str, ...] = ("otf2",),
-           out: str | Path | None = None) -> dict[str, Path]:
+           out: str | Path | None = None, *, trust_edited: bool = False) -> dict[str, Path]:
     """Export a results folder as OTF2, a Chrome/Perfetto trace and/or the wait-propagation graph (GraphML).
 
-    ``formats`` are names of :data:`EXPORT_FORMATS`; returns ``format -> written path``.
+    ``formats`` are names of :data:`EXPORT_FORMATS`; returns ``format -> written path``.  ``trust_edited``
+    exports a folder whose integrity record is missing or whose files changed (the exports' metadata say so).
     """
     with guarded_output(Path(out) if out is not None else Path(run_folder), "export folder"):
-        return export_run(run_folder, formats, out)
+        return export_run(run_folder, formats, out, trust_edited)
 
 
 def plot(sweep_folder: str | Path, out: str | Path | None = None, results: tuple[str, ...] | None = None, *,
@@ -172,17 +180,13 @@ def with_models(sw: Sweep, models: tuple[str, ...] | list[str]) -> Sweep:
     return replace(sw, diagnose=tuple(dict.fromkeys([*sw.diagnose, *models])))
 
 
-def report(run_folder: str | Path, diagnosis: str | Path | dict[str, Any] | None = None) -> Path:
+def report(run_folder: str | Path, diagnosis: str | Path | dict[str, Any] | None = None, *,
+           trust_edited: bool = False) -> Path:
     """(Re)write ``run_folder/report.html``: the offline, interactive report of a results folder.
 
     ``diagnosis`` is a diagnosis (``diagnosis.json``'s path or its data); by default the folder's own
-    ``diagnosis/diagnosis.json`` when ``waitlab diagnose`` wrote one.  Returns the page's path.
+    ``diagnosis/diagnosis.json`` when ``waitlab diagnose`` wrote one.  It must be the diagnosis of this run
+    (scenario hash, ranks and event table), and a file must match its folder's integrity record unless
+    ``trust_edited`` (as must the results folder).  Returns the page's path.
     """
-    if isinstance(diagnosis, str | Path):
-        path = Path(diagnosis)
-        try:
-            diagnosis = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise InputError(str(path), "(file)", f"cannot be read as a diagnosis: {exc}",
-                             "pass the diagnosis.json written by `waitlab diagnose`") from None
-    return rebuild_report(run_folder, diagnosis if isinstance(diagnosis, dict) else None)
+    return rebuild_report(run_folder, diagnosis, trust_edited)

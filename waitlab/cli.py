@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from waitlab import api, cli_analyze, cli_outputs, cli_reproduce, cli_workbench
-from waitlab.cli_common import _REGISTRY, subcommand
+from waitlab.cli_common import _REGISTRY, subcommand, trust_flag, warn_edited
 from waitlab.cli_common import bar as _bar
 from waitlab.cli_common import dump as _dump
 from waitlab.cli_common import frame as _frame
@@ -221,16 +221,19 @@ def _check_c(sub: Any) -> None:
     p.add_argument("--atol", type=float, default=1e-9, help="prefix sums closer than this are equal (s)")
     p.add_argument("--show", type=int, default=10, metavar="N", help="print the first N violations")
     p.add_argument("--strict", action="store_true", help=argparse.SUPPRESS)  # the default now; kept for scripts
+    trust_flag(p)
     _json_flag(p)
 
     def go(args: argparse.Namespace) -> int:
         kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
-        rep = api.check_c(args.events, atol=args.atol, kinds=kinds)
+        rep = api.check_c(args.events, atol=args.atol, kinds=kinds, trust_edited=args.trust_edited)
+        edited = warn_edited(args, args.events)
         if args.json:
             _dump({"holds": rep.holds, "pairs": rep.pairs, "violating_pairs": rep.violating_pairs,
                    "collectives": rep.collectives, "violating_collectives": rep.violating_collectives,
                    "max_difference": rep.max_difference, "first": rep.first, "total_overhead": rep.total_overhead,
-                   "violations": _frame(rep.violations.head(args.show)), "kinds": list(kinds)})
+                   "violations": _frame(rep.violations.head(args.show)), "kinds": list(kinds),
+                   **({"trust_edited": edited} if edited else {})})
         _say(args, f"counted as overhead: event kinds {', '.join(kinds)} (--kinds picks them; e.g. --kinds "
              "overhead,swap,flush counts only the tracer's own costs, not injected delays)")
         _say(args, rep.text())
@@ -261,6 +264,7 @@ def _diagnose(sub: Any) -> None:
     p.add_argument("--scheduler", default=None, help="address of an existing Dask scheduler (--executor dask)")
     p.add_argument("--no-png", action="store_true", help="skip the figures")
     cli_workbench.model_flag(p, "besides CWP-DM and H-CWP-DM")
+    trust_flag(p)
     _json_flag(p)
 
     def go(args: argparse.Namespace) -> int:
@@ -278,7 +282,7 @@ def _diagnose(sub: Any) -> None:
                 diag = api.diagnose(args.source, threshold=args.threshold, top_k=args.top_k,
                                     n_candidates=args.candidates, truth=not args.no_truth, executor=ex,
                                     cache_dir=args.cache, use_cache=not args.no_cache, progress=_bar(args),
-                                    models=models)
+                                    models=models, trust_edited=args.trust_edited)
         except KeyboardInterrupt as exc:  # the re-runs were stopped by open_executor; say what stays
             kept = ("nothing was kept (--no-cache)" if args.no_cache else "the counterfactual re-runs that "
                     "finished are kept in the cache (--cache; default ~/.cache/waitlab/counterfactuals) and are "
@@ -294,7 +298,8 @@ def _diagnose(sub: Any) -> None:
             out = api.default_output(diag.scenario.name if diag.scenario else args.source.stem, "-diagnosis")
         api.write_report(diag, out, png=not args.no_png)
         if args.source.is_dir():  # the run's report.html gains the diagnosis
-            api.report(args.source, out / "diagnosis.json")
+            api.report(args.source, out / "diagnosis.json", trust_edited=args.trust_edited)
+            warn_edited(args, args.source)
         if args.json:
             _dump({"output": str(out), **api.report_dict(diag)})
         _say(args, api.to_markdown(diag))

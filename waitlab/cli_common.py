@@ -9,6 +9,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TextIO
 
 Command = Callable[[argparse.Namespace], int]
@@ -23,6 +24,24 @@ def subcommand(fn: Callable[[Any], None]) -> Callable[[Any], None]:
 
 def json_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the summary as JSON on stdout (nothing else)")
+
+
+def trust_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--trust-edited", action="store_true",
+                   help="read a results folder whose integrity record (.waitlab) is missing or whose files changed "
+                   "since its run; every output then says it was made from an edited folder")
+
+
+def warn_edited(args: argparse.Namespace, *folders: Any) -> dict[str, str]:
+    """With ``--trust-edited``: one warning line on stderr per folder that is not its run's; ``folder -> why``."""
+    if not getattr(args, "trust_edited", False):
+        return {}
+    from waitlab import api
+
+    edited = {str(f): why for f in folders if Path(f).is_dir() and (why := api.integrity(f))}
+    for f, why in edited.items():
+        print(f"waitlab: warning: {f} was read with --trust-edited: {why}", file=sys.stderr)
+    return edited
 
 
 def bar(args: argparse.Namespace) -> bool:

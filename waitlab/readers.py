@@ -7,6 +7,8 @@ and program sources, so that every reader says the same thing the same way.
 
 from __future__ import annotations
 
+import json
+import re
 import stat
 import sys
 import tomllib
@@ -17,6 +19,9 @@ from waitlab.errors import InputError
 
 #: Largest TOML input read (bytes): larger files are refused before parsing.
 MAX_TOML_BYTES = 16 << 20
+#: Deepest nesting of arrays, tables and objects in a TOML or JSON file waitlab reads (its own files nest 4 deep).
+MAX_DEPTH = 64
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 
 
 def read_bytes(path: str | Path, what: str, max_bytes: int) -> bytes:
@@ -63,6 +68,60 @@ def read_text(path: str | Path, what: str, max_bytes: int) -> str:
                          f"save the {what} file as UTF-8") from None
 
 
+def json_depth(text: str) -> int:
+    """Deepest nesting of ``[`` and ``{`` in a JSON text (strings skipped), counted without parsing it.
+
+    >>> json_depth('{"a": [1, {"b": "[[["}]}')
+    3
+    """
+    import numpy as np  # not on the way to a run's stage
+
+    raw = np.frombuffer(_JSON_STRING.sub('""', text).encode("utf-8", "replace"), np.uint8)
+    step = np.isin(raw, (0x5B, 0x7B)).astype(np.int64) - np.isin(raw, (0x5D, 0x7D))
+    return int(np.cumsum(step).max(initial=0))
+
+
+def parse_json(text: str, file: str, what: str, fix: str = "", quiet: bool = False) -> Any:
+    """``json.loads`` of a file's text; nesting deeper than :data:`MAX_DEPTH` and every syntax error are one
+    :class:`InputError` (``quiet``: without the parser's words)."""
+    fix = fix or f"give a {what} file written by waitlab"
+    if json_depth(text) > MAX_DEPTH:
+        raise InputError(file, "(file)", f"nests arrays or objects more than {MAX_DEPTH} deep: not a {what}", fix)
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        words = "" if quiet else f" ({str(exc)[:200]})"
+        raise InputError(file, "(file)", f"cannot be read as JSON{words}", fix) from None
+
+
+def read_json(path: str | Path, what: str, max_bytes: int = MAX_TOML_BYTES, fix: str = "") -> Any:
+    """A JSON file, read with bounds (size, encoding, nesting) before parsing: one :class:`InputError` otherwise."""
+    try:
+        text = read_text(path, what, max_bytes)
+    except InputError as exc:
+        if not fix or exc.field != "(encoding)":
+            raise
+        raise InputError(exc.file, exc.field, exc.problem, fix) from None
+    return parse_json(text, str(path), what, fix)
+
+
+def toml_depth(data: Any) -> int:
+    """Deepest nesting of tables and arrays in parsed TOML, walked without recursion.
+
+    >>> toml_depth({"a": {"b": [1, {"c": 2}]}})
+    4
+    """
+    deepest, todo = 0, [(data, 0)]
+    while todo:
+        node, depth = todo.pop()
+        if isinstance(node, dict | list):
+            deepest = max(deepest, depth + 1)
+            if depth + 1 > MAX_DEPTH:
+                break
+            todo.extend((v, depth + 1) for v in (node.values() if isinstance(node, dict) else node))
+    return deepest
+
+
 def read_toml(path: str | Path, what: str = "scenario") -> dict[str, Any]:
     """Parse a TOML file (``-``: standard input); every way the file can be bad is one :class:`InputError`."""
     if str(path) == "-":  # relative paths inside it are then relative to the working folder
@@ -75,8 +134,12 @@ def read_toml(path: str | Path, what: str = "scenario") -> dict[str, Any]:
     if "\0" in text:
         raise InputError(str(path), "(syntax)", "holds NUL bytes: not a TOML text file", f"give a {what} .toml file")
     try:
-        return tomllib.loads(text)
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise InputError(str(path), "(syntax)", f"not valid TOML: {exc}", "fix the TOML syntax at that line") from None
     except RecursionError:
         raise InputError(str(path), "(syntax)", "nested too deeply", "flatten the arrays") from None
+    if toml_depth(data) > MAX_DEPTH:
+        raise InputError(str(path), "(syntax)", f"nests tables, arrays or dotted keys more than {MAX_DEPTH} deep",
+                         f"a {what} file nests a few levels; flatten it")
+    return data

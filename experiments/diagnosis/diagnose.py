@@ -294,11 +294,12 @@ def noise_profiles(scenario: Scenario, horizon: float | None) -> Mapping[str, st
     return noise_for(prep, float(horizon)).speed_profiles or None
 
 
-def load_source(path: Path) -> Source:
-    """A results folder of ``waitlab run`` (read back, nothing re-simulated) or a scenario TOML (run now)."""
+def load_source(path: Path, trust_edited: bool = False) -> Source:
+    """A results folder of ``waitlab run`` (read back, nothing re-simulated; checked against its integrity record
+    unless ``trust_edited``) or a scenario TOML (run now)."""
     path = Path(path)
     if path.is_dir():
-        run = load_run(path)
+        run = load_run(path, trust_edited)
         placement = pd.read_csv(path / "placement.csv") if (path / "placement.csv").is_file() else None
         return Source(run.events, run.waits, run.scenario, run.ops, dict(run.metadata),
                       noise_profiles(run.scenario, run.metadata.get("noise_horizon")), placement)
@@ -312,9 +313,9 @@ def load_source(path: Path) -> Source:
                      "pass the folder written by `waitlab run` or a scenario file")
 
 
-def diagnose_path(path: Path, **kwargs: Any) -> Diagnosis:
+def diagnose_path(path: Path, trust_edited: bool = False, **kwargs: Any) -> Diagnosis:
     """:func:`diagnose` of a results folder or scenario TOML."""
-    src = load_source(path)
+    src = load_source(path, trust_edited)
     diag = diagnose(src.events, src.waits, scenario=src.scenario, ops=src.ops, metadata=src.metadata,
                     speed_profiles=src.speed_profiles, placement=src.placement, **kwargs)
     diag.metadata.setdefault("source", str(path))

@@ -59,6 +59,7 @@ from waitlab.experiments.diagnosis.registry import (
 from waitlab.experiments.diagnosis.suite import Case, load_suite
 from waitlab.experiments.pipeline import run as run_pipeline
 from waitlab.experiments.results import write_run
+from waitlab.experiments.run_folder import MARKER, seal
 from waitlab.experiments.scenario import Scenario
 from waitlab.models.analysis import suite_scores
 from waitlab.models.analysis.protocol import RunData
@@ -133,12 +134,14 @@ def run_folder(cache: Path, scenario: Scenario) -> Path:
 def materialize(scenario: Scenario, folder: str) -> str:
     """Simulate a case and write its results folder (atomically); picklable for executors."""
     dest = Path(folder)
-    if (dest / "run.json").is_file():
+    if (dest / MARKER).is_file():
         return folder
+    shutil.rmtree(dest, ignore_errors=True)  # a run cached before runs carried their integrity record
     tmp = dest.with_name(f"{dest.name}.tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     write_run(run_pipeline(scenario), tmp, png=False)
+    seal(tmp)
     try:
         os.replace(tmp, dest)
     except OSError:  # another process wrote it first
@@ -148,7 +151,7 @@ def materialize(scenario: Scenario, folder: str) -> str:
 
 def materialize_all(cases: Sequence[Case], cache: Path, executor: Executor | None, progress: bool) -> int:
     """Simulate the cases not in the cache; the number simulated."""
-    todo = [c for c in cases if not (run_folder(cache, c.scenario) / "run.json").is_file()]
+    todo = [c for c in cases if not (run_folder(cache, c.scenario) / MARKER).is_file()]
     if not todo:
         return 0
     own = executor is None

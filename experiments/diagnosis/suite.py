@@ -14,13 +14,13 @@ the C program ``rma_suite.c`` of that folder.
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from waitlab.errors import InputError
 from waitlab.experiments.scenario import Scenario, load_scenario
+from waitlab.readers import read_toml
 
 #: Folder of the built-in suite.
 BUILTIN_SUITE = Path(__file__).resolve().parent / "builtin_suite"
@@ -57,10 +57,7 @@ def load_suite(suite: str | Path | None = None, only: Sequence[str] = ()) -> lis
     if not index.is_file():
         raise InputError(str(path), "(suite)", f"has no {INDEX}", "pass a suite folder holding suite.toml "
                          "([[case]] tables with file, cause, what), or nothing for the built-in suite")
-    try:
-        data = tomllib.loads(index.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise InputError(str(index), "(file)", f"is not valid TOML: {exc}", "fix the syntax") from None
+    data = read_toml(index, "suite")
     entries = data.get("case")
     if not isinstance(entries, list) or not entries:
         raise InputError(str(index), "case", "is missing or empty", "add [[case]] tables with file, cause, what")

@@ -11,6 +11,8 @@ from waitlab.experiments.diagnosis.diagnose import Diagnosis
 from waitlab.experiments.diagnosis.groundtruth import cache_use
 from waitlab.experiments.report.critical_report import critical_path_dict, critical_path_markdown, run_critical_path
 from waitlab.experiments.report.diagnosis_plots import blame_figure, culprit_timeline
+from waitlab.experiments.results import run_identity
+from waitlab.experiments.run_folder import seal
 from waitlab.models.analysis.cwpdm import CwpdmResult
 from waitlab.models.analysis.hcwpdm import HcwpdmResult
 from waitlab.models.analysis.scoring import by_rank_region, by_region
@@ -117,13 +119,16 @@ def to_markdown(diag: Diagnosis) -> str:
 
 
 def report_dict(diag: Diagnosis) -> dict[str, Any]:
-    """``diagnosis.json``: the diagnosis as plain data, with the critical path of the run."""
+    """``diagnosis.json``: the diagnosis as plain data, with the critical path of the run and the run it belongs to
+    (``run``: :func:`~waitlab.experiments.results.run_identity`, checked by ``waitlab report --diagnosis``)."""
     cp = run_critical_path(diag.events, diag.waits)
-    return {**diag.to_dict(), "critical_path": critical_path_dict(cp) if cp is not None else None}
+    ident = run_identity(diag.metadata, diag.events) if diag.events is not None else None
+    return {**diag.to_dict(), "critical_path": critical_path_dict(cp) if cp is not None else None, "run": ident}
 
 
 def write_report(diag: Diagnosis, out: Path, png: bool = True) -> list[Path]:
-    """Write ``diagnosis.json``, ``diagnosis.md`` and the figures into ``out``; return the files."""
+    """Write ``diagnosis.json``, ``diagnosis.md`` and the figures into ``out``, and its integrity record
+    (``.waitlab``: the SHA-256 of ``diagnosis.json``); return the files."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     files = [out / "diagnosis.json", out / "diagnosis.md"]
@@ -135,4 +140,5 @@ def write_report(diag: Diagnosis, out: Path, png: bool = True) -> list[Path]:
         if diag.events is not None and diag.waits is not None:
             culprit_timeline(diag.events, diag.waits, diag, out / "culprit_timeline.png")
             files.append(out / "culprit_timeline.png")
+    seal(out, "diagnosis", ("diagnosis.json",))
     return files

@@ -49,6 +49,7 @@ from waitlab.experiments.report.html_figures import (
     timeline_figure,
 )
 from waitlab.experiments.report.palette import CAUSE, INK, KIND_COLOURS, OTHER, PATTERN_COLOURS, SERIES, WAIT
+from waitlab.models.analysis.timeline_check import impossible_line
 
 #: Runs up to this many ranks open on the whole timeline; larger ones on the heatmap and a rank window.
 DIRECT_RANKS = 64
@@ -109,12 +110,15 @@ def _sum_by_name(key: pd.Series, values: pd.Series) -> pd.Series:
 
 def _summary(meta: dict[str, Any], summary: dict[str, Any], waits: pd.DataFrame) -> str:
     t = summary.get("totals", {})
+    edited = meta.get("trust_edited")  # read with --trust-edited from a folder that is not its run's
+    out = [f"<p class='note'><b>Made from an edited results folder (--trust-edited)</b>: "
+           f"{html.escape(str(edited))}</p>"] if edited else []
     recorded = meta.get("source") == "recorded"  # read as recorded (waitlab analyze): nothing was simulated
     where = (f"as recorded in <code>{html.escape(str(meta.get('trace', '?')))}</code> on {meta.get('nodes', '?')} "
              "hosts (no simulation)" if recorded else
              f"on <b>{html.escape(str(meta.get('platform', '?')))}</b> ({meta.get('nodes', '?')} nodes x "
              f"{meta.get('ranks_per_node', '?')}), seed {meta.get('seed', '?')}")
-    out = [f"<p>{meta.get('ranks', '?')} ranks {where}, "
+    out += [f"<p>{meta.get('ranks', '?')} ranks {where}, "
            f"scenario hash <code>{html.escape(str(meta.get('scenario_hash', '')))}</code>. "
            f"Makespan <b>{summary['makespan']:.6f} s</b>, {summary['events']:,} events, "
            f"{summary['wait_states']:,} wait states.</p>",
@@ -122,6 +126,8 @@ def _summary(meta: dict[str, Any], summary: dict[str, Any], waits: pd.DataFrame)
            "rank's seconds over the ranks.</p>",
            _table(["activity", "rank-seconds (s)"],
                   [[k, _s(t[k])] for k in sorted(t, key=lambda k: _ORDER.get(k, (9, k)))])]
+    if summary.get("impossible_collectives"):  # a simulator or trace fault: the collective's waits are wrong
+        out.append(f"<p class='note'><b>{html.escape(impossible_line(summary['impossible_collectives']))}</b></p>")
     wbp = summary.get("wait_by_pattern", {})
     wsum = sum(wbp.values()) or 1.0
     out.append(_table(["wait pattern", "wait (s)", "share"],
