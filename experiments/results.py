@@ -33,6 +33,7 @@ from waitlab.experiments.scenario import Scenario, from_mapping, read_toml
 from waitlab.lazy import Deferred
 from waitlab.models.analysis.metrics import ledger_frame
 from waitlab.models.analysis.summary import rank_budget
+from waitlab.models.analysis.timeline_check import impossible_line
 from waitlab.models.ops import CAUSE_KINDS, Ledger, OpTable
 from waitlab.readers import read_json
 from waitlab.simulator.chrome_trace import CHROME_SUMMARY_EVENTS, Chunks, write_chrome_trace
@@ -65,6 +66,8 @@ def summary_text(summary: dict[str, Any], metadata: dict[str, Any]) -> str:
         if items:
             total = sum(summary[key].values())
             lines.append(f"{title}: " + ", ".join(f"{k} {v:.4f} s ({100 * v / total:.1f}%)" for k, v in items))
+    if summary.get("impossible_collectives"):
+        lines.append(impossible_line(summary["impossible_collectives"]))
     return "\n".join(lines)
 
 

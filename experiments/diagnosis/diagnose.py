@@ -27,6 +27,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,7 @@ from waitlab.experiments.diagnosis.groundtruth import (
 )
 from waitlab.experiments.diagnosis.registry import (
     DEFAULT_DIAGNOSE,
+    DEFAULT_TIMEOUT,
     ModelFailure,
     ModelRun,
     ModelSpec,
@@ -57,11 +59,13 @@ from waitlab.experiments.report.notebook import diagnosis_html
 from waitlab.experiments.results import load_run
 from waitlab.experiments.scenario import Scenario, load_scenario
 from waitlab.models.analysis.blame_models import focus_ops
+from waitlab.models.analysis.critical_path import CriticalPath, critical_path
 from waitlab.models.analysis.cwpdm import CwpdmResult
 from waitlab.models.analysis.hcwpdm import DEFAULT_THRESHOLD, HcwpdmResult
 from waitlab.models.analysis.protocol import RunData
 from waitlab.models.analysis.scoring import by_rank_region, by_region, culprits, improvement, score
 from waitlab.models.analysis.ties import TIE_TOLERANCE, tie_counts
+from waitlab.models.analysis.timeline_check import impossible_collectives, impossible_line
 from waitlab.models.ops import OpTable
 
 #: The models of a diagnosis by default: key -> (display name, metric of the truth it is compared with).
@@ -76,18 +80,20 @@ ModelLike = str | Callable[..., pd.DataFrame] | ModelSpec
 
 def run_models(events: pd.DataFrame, waits: pd.DataFrame, *, threshold: float = DEFAULT_THRESHOLD,
                focus_share: float = 0.9, memory: bool = True, models: Sequence[ModelLike] | None = None,
-               ops: OpTable | None = None, placement: pd.DataFrame | None = None,
-               errors: dict[str, str] | None = None) -> list[ModelRun]:
+               placement: pd.DataFrame | None = None, errors: dict[str, str] | None = None,
+               model_timeout: float = DEFAULT_TIMEOUT) -> list[ModelRun]:
     """Run diagnosis models (default CWP-DM and H-CWP-DM, both pairings) on the same timelines.
 
     H-CWP-DM with the paper's "earliest" pairing looks at the waits of the dominant MPI operations
     (:func:`focus_ops`), as Wu et al. does for MPI_Allreduce; the other models at every wait.  Each model's
     time (and, with ``memory``, peak memory) is measured.  A model that fails
     (:class:`~waitlab.experiments.diagnosis.registry.ModelFailure`) is left out and its message put in
-    ``errors`` (model key -> message); without ``errors`` the failure is raised.
+    ``errors`` (model key -> message); without ``errors`` the failure is raised.  The models read the tables as a
+    measured trace holds them (:class:`~waitlab.models.analysis.protocol.RunData`): no cause ledger, no injected
+    seconds.  A user's model (a spec, a plug-in) runs in a child process, ``model_timeout`` seconds at most.
     """
-    run = RunData(events, waits, ops, placement)
-    specs = resolve_all(list(models) if models is not None else list(DEFAULT_DIAGNOSE))
+    run = RunData(events, waits, placement)
+    specs = resolve_all(list(models) if models is not None else list(DEFAULT_DIAGNOSE), timeout=model_timeout)
     out = []
     for spec in specs:
         opts: dict[str, Any] = {}
@@ -123,6 +129,13 @@ class Diagnosis:
 
     def model(self, key: str) -> ModelRun:
         return next(m for m in self.models if m.key == key)
+
+    @cached_property
+    def critical(self) -> CriticalPath | None:
+        """The run's critical path (computed on first use, once), or None without its tables."""
+        if self.events is None or self.waits is None or not len(self.events):
+            return None
+        return critical_path(self.events, self.waits)
 
     def _repr_html_(self) -> str:  # a notebook shows each model next to the ground truth
         return diagnosis_html(self)
@@ -182,7 +195,8 @@ def diagnose(events: pd.DataFrame, waits: pd.DataFrame, *, scenario: Scenario | 
              use_cache: bool = True, progress: bool = False, memory: bool = False,
              speed_profiles: Mapping[str, str] | None = None, rerun: Rerun | None = None,
              extra_sets: Sequence[CauseSet] = (), focus_share: float = 0.9,
-             models: Sequence[ModelLike] | None = None, placement: pd.DataFrame | None = None) -> Diagnosis:
+             models: Sequence[ModelLike] | None = None, placement: pd.DataFrame | None = None,
+             model_timeout: float = DEFAULT_TIMEOUT) -> Diagnosis:
     """Run both models, the ground truth (needs ``scenario`` and ``ops``) and the scores.
 
     Parameters
@@ -214,14 +228,20 @@ def diagnose(events: pd.DataFrame, waits: pd.DataFrame, *, scenario: Scenario | 
         naming it (``Diagnosis.errors``); the others are kept.
     placement : DataFrame, optional
         ``rank, node, ...`` of the run (given to the models).
+    model_timeout : float
+        Seconds a user's model may take on the run (it runs in a child process,
+        :mod:`~waitlab.experiments.diagnosis.sandbox`).
     """
     baseline = wait_metrics(events, waits)
     errors: dict[str, str] = {}
     run_list = run_models(events, waits, threshold=threshold, focus_share=focus_share, memory=memory,
-                          models=models, ops=ops, placement=placement, errors=errors)
+                          models=models, placement=placement, errors=errors, model_timeout=model_timeout)
     diag = Diagnosis(scenario=scenario, metadata=dict(metadata or {}), baseline=baseline, models=run_list,
                      truth=None, events=events, waits=waits, errors=errors)
     diag.notes += list(errors.values())
+    impossible = impossible_line(impossible_collectives(events))
+    if impossible:
+        diag.notes.append(impossible)
     ties = tie_counts(events, waits)
     diag.metadata["ties"] = {**ties, "tolerance": TIE_TOLERANCE}
     if ties["exact"] or ties["near"]:
@@ -252,13 +272,14 @@ def diagnose(events: pd.DataFrame, waits: pd.DataFrame, *, scenario: Scenario | 
     if gt.partial_noise:
         diag.notes.append("system noise from SimGrid speed profiles and degraded links can only be removed as a "
                           "whole: the per-region and per-rank truths keep them (" + ", ".join(gt.partial_noise) + ")")
-    causal = set(ledger.loc[ledger["seconds"] > 0, "region"].astype(str))
+    pos = ledger["seconds"] > 0  # false blame: blame on a (rank, region) without injected seconds, as in evaluate
+    causal = set(zip(ledger.loc[pos, "rank"].astype(int), ledger.loc[pos, "region"].astype(str), strict=True))
     for m in run_list:
         blame = m.blame()
         diag.scores[m.key] = score(
             by_region(blame), gt.cost("region", m.metric), predicted_rank_region=by_rank_region(blame),
             true_rank_region=gt.cost("rank_region", m.metric), attributed=m.attributed,
-            true_total=gt.cost_of("all", m.metric), causal_regions=causal, k=top_k)
+            true_total=gt.cost_of("all", m.metric), causal=causal, k=top_k)
         label = f"balance:{m.key}"
         if label in gt.reruns:
             reg = by_region(blame)

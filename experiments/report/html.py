@@ -49,6 +49,7 @@ from waitlab.experiments.report.html_figures import (
     timeline_figure,
 )
 from waitlab.experiments.report.palette import CAUSE, INK, KIND_COLOURS, OTHER, PATTERN_COLOURS, SERIES, WAIT
+from waitlab.models.analysis.timeline_check import impossible_line
 
 #: Runs up to this many ranks open on the whole timeline; larger ones on the heatmap and a rank window.
 DIRECT_RANKS = 64
@@ -125,6 +126,8 @@ def _summary(meta: dict[str, Any], summary: dict[str, Any], waits: pd.DataFrame)
            "rank's seconds over the ranks.</p>",
            _table(["activity", "rank-seconds (s)"],
                   [[k, _s(t[k])] for k in sorted(t, key=lambda k: _ORDER.get(k, (9, k)))])]
+    if summary.get("impossible_collectives"):  # a simulator or trace fault: the collective's waits are wrong
+        out.append(f"<p class='note'><b>{html.escape(impossible_line(summary['impossible_collectives']))}</b></p>")
     wbp = summary.get("wait_by_pattern", {})
     wsum = sum(wbp.values()) or 1.0
     out.append(_table(["wait pattern", "wait (s)", "share"],

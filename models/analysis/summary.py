@@ -15,6 +15,8 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from waitlab.models.analysis.timeline_check import impossible_collectives
+
 PERTURBATION_KINDS = ("noise", "overhead", "flush", "swap", "delay", "sleep")
 
 
@@ -98,4 +100,6 @@ def summarize(events: pd.DataFrame, waits: pd.DataFrame, budget: pd.DataFrame | 
         "wait_by_op": breakdown("op"),
         "wait_by_path": breakdown("path"),
         "max_rank_wait": float(budget["wait"].max()) if len(budget) else 0.0,
+        # collective instances with a rank leaving before the last one entered ([] when the timeline is possible)
+        "impossible_collectives": impossible_collectives(events),
     }
