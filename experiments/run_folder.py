@@ -162,7 +162,13 @@ def foreign_entries(folder: Path) -> list[str]:
         listed = set(read_record(folder)["files"])
     except (InputError, KeyError, TypeError):
         return entries
-    return [e for e in entries if e != MARKER and e not in listed]
+    return [e for e in entries if e != MARKER and e not in listed and not _own_folder(folder / e)]
+
+
+def _own_folder(path: Path) -> bool:
+    """A folder waitlab wrote into a results folder later (``diagnose``'s ``diagnosis/``): it holds its own record
+    and nothing that record does not list."""
+    return path.is_dir() and not path.is_symlink() and (path / MARKER).is_file() and not foreign_entries(path)
 
 
 def check_replaceable(out: Path, force: bool) -> None:

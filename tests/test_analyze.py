@@ -258,3 +258,16 @@ def test_bad_archives_and_scenarios_are_one_line(tmp_path: Path, capsys: pytest.
                       "application": {"kind": "stencil"}}, "s.toml")
     with pytest.raises(InputError, match="holds 2 MPI ranks"):
         api.run(from_mapping({**base, "scenario": {"name": "r", "ranks": 3}}, "s.toml"))
+
+
+def test_force_replaces_an_analyzed_folder_but_not_a_foreign_file(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """The folder holds diagnosis/ with its own record: --force replaces the whole folder, unless a file waitlab did
+    not write is in it."""
+    argv = ["analyze", str(PINGPONG), "-o", str(tmp_path / "a"), "--no-png", "-q"]
+    assert main(argv) == 0 and (tmp_path / "a" / "diagnosis" / "diagnosis.json").is_file()
+    assert main(argv) == 2 and "already exists" in capsys.readouterr().err
+    assert main([*argv, "--force"]) == 0
+    (tmp_path / "a" / "diagnosis" / "mine.txt").write_text("a user's note\n")
+    assert main([*argv, "--force"]) == 2 and "did not write" in capsys.readouterr().err
+    assert (tmp_path / "a" / "diagnosis" / "mine.txt").is_file()

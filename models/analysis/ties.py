@@ -23,6 +23,15 @@ SMPI releases equally late ranks from a collective sub-microseconds apart, so wi
 them took all the blame (17x to 61x the others', measured on barrier, reduce and alltoall at 8 and 16
 ranks).  ``tolerance = 0`` gives exact ties only.
 
+*Relative* ties (off by default; ``relative = f`` > 0): a wait state's culprits are also every candidate that
+arrived within ``f`` times that wait of its latest culprit.  Skew that grows with the run (SMPI's binomial reduce
+lets equally loaded ranks leave microseconds apart, more at every repetition: an ATS-style early reduce at 16 ranks
+gave one rank 61x another's blame at 1 us) is then split as the tie it is for a wait a thousand times longer.  The
+default stays absolute, a tracer's clock agreement: a relative rule also ties ranks that were genuinely, if
+slightly, later, so it is a choice about the question asked, not about the clock.  :func:`near_equal_waits` names
+the wait states a rule decided between culprits that arrived within a fraction of the wait of each other (the
+diagnosis reports their share at :data:`NEAR_FRACTION`).
+
 Late receivers, one-sided wait states and late broadcasts are never split (a ``waitall`` of sends whose
 receivers are exactly equally late still blames the one receiver the wait-state table names: a known gap).
 
@@ -56,12 +65,14 @@ TIE_PATTERNS = ("late_sender", "wait_at_barrier", "wait_at_nxn", "early_reduce",
 _TIE_OPS = (*BARRIER_OPS, *NXN_OPS, *N_TO_ONE_OPS, *SCAN_OPS)
 _IS_TIE = np.array([p in TIE_PATTERNS for p in PATTERNS], bool)
 _IS_SCAN = np.array([p == "early_scan" for p in PATTERNS], bool)
+#: Fraction of a wait within which culprits count as near-equal in the diagnosis's report (:func:`near_equal_waits`).
+NEAR_FRACTION = 0.01
 #: Two culprits are tied when their Enter times differ by at most this many seconds (see the module doc).
 TIE_TOLERANCE = 1e-6
 
 
-def tied_culprits(events: pd.DataFrame, waits: pd.DataFrame, tolerance: float = TIE_TOLERANCE
-                  ) -> tuple[IntArray, IntArray]:
+def tied_culprits(events: pd.DataFrame, waits: pd.DataFrame, tolerance: float = TIE_TOLERANCE,
+                  relative: float = 0.0) -> tuple[IntArray, IntArray]:
     """Every (wait-state row, culprit event row) pair, ties included.
 
     Parameters
@@ -70,6 +81,9 @@ def tied_culprits(events: pd.DataFrame, waits: pd.DataFrame, tolerance: float = 
         The event table and its wait states.
     tolerance : float
         Culprits whose Enter times differ by at most this (s) are tied (0: exact ties only).
+    relative : float
+        Also tied: candidates that arrived within ``relative`` times the wait of the wait state's latest culprit
+        (0: off; see the module doc).
 
     Returns
     -------
@@ -109,6 +123,9 @@ def tied_culprits(events: pd.DataFrame, waits: pd.DataFrame, tolerance: float = 
                          "or the sender of a receive its call completes")
     g = group[pos]
     lo, hi = g_start[g], g_end[g]
+    if relative > 0:  # back to the first candidate of the instance within relative x wait of the culprit
+        lo = np.minimum(lo, _first_at_or_after(c_g1, c_g2, c_enter, pos,
+                                               c_enter[pos] - relative * waits["wait"].to_numpy()[tie]))
     scan = _IS_SCAN[pat[tie]]
     if scan.any():  # only lower-ranked members count for a scan: ranks are sorted within the group
         r_max = int(rank.max()) + 1
@@ -123,10 +140,46 @@ def tied_culprits(events: pd.DataFrame, waits: pd.DataFrame, tolerance: float = 
     lens = hi - lo
     at = np.repeat(first[tie], lens) + (np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens))
     culprit[at] = cand[np.repeat(lo, lens) + (at - np.repeat(first[tie], lens))]
-    if tolerance > 0:  # a near-tied group may hold the waiter itself: it does not wait for itself
+    if tolerance > 0 or relative > 0:  # a near-tied group may hold the waiter itself: it does not wait for itself
         own = culprit == waits["event"].to_numpy().astype(np.int64)[out_row]
         out_row, culprit = out_row[~own], culprit[~own]
     return out_row, culprit
+
+
+def _first_at_or_after(g1: IntArray, g2: IntArray, enter: npt.NDArray[np.float64], pos: IntArray,
+                       threshold: npt.NDArray[np.float64]) -> IntArray:
+    """Per query: the position of the first candidate of the group of candidate ``pos`` (candidates sorted by group
+    ``(g1, g2)``, then Enter) whose Enter is at least ``threshold`` (one merge of candidates and queries)."""
+    new = np.r_[True, (g1[1:] != g1[:-1]) | (g2[1:] != g2[:-1])]
+    inst = np.cumsum(new) - 1
+    key_inst = np.concatenate((inst, inst[pos]))
+    key_enter = np.concatenate((enter, threshold))
+    is_cand = np.r_[np.ones(enter.size, bool), np.zeros(pos.size, bool)]
+    order = np.lexsort((is_cand, key_enter, key_inst))  # a query sorts before a candidate of equal Enter
+    before = np.cumsum(is_cand[order]) - is_cand[order]  # candidates strictly before each element
+    out = np.empty(pos.size, np.int64)
+    q = ~is_cand[order]
+    out[order[q] - enter.size] = before[q]
+    return out
+
+
+def near_equal_waits(events: pd.DataFrame, waits: pd.DataFrame, fraction: float = NEAR_FRACTION,
+                     tolerance: float = TIE_TOLERANCE, relative: float = 0.0) -> npt.NDArray[np.bool_]:
+    """Wait states whose culprits under the rule (``tolerance``, ``relative``) leave out a candidate that arrived
+    within ``fraction`` of the wait of the latest: blame decided by skew much smaller than the wait.
+
+    >>> from waitlab.models.analysis.waitstates import make_events, wait_states
+    >>> ev = make_events(rank=[0, 1, 2], op=["barrier"] * 3, enter=[0.0, 1.0 - 5e-3, 1.0], exit=[1.0] * 3,
+    ...                  match=[0] * 3)
+    >>> near_equal_waits(ev, wait_states(ev)).tolist()  # rank 0 waits 1 s for rank 2, rank 1 arrived 5 ms before
+    [True, False]
+    """
+    n = len(waits)
+    if not n:
+        return np.zeros(0, bool)
+    m_rule = np.bincount(tied_culprits(events, waits, tolerance, relative)[0], minlength=n)
+    m_near = np.bincount(tied_culprits(events, waits, tolerance, max(relative, fraction))[0], minlength=n)
+    return m_near > m_rule
 
 
 def _senders_of_completed_receives(events: pd.DataFrame, op: IntArray, names: list[str], match: IntArray
@@ -145,15 +198,16 @@ def _senders_of_completed_receives(events: pd.DataFrame, op: IntArray, names: li
 
 
 def split_culprits(events: pd.DataFrame, waits: pd.DataFrame, select: npt.NDArray[np.bool_] | None = None,
-                   tie_budget: int | None = None, tolerance: float = TIE_TOLERANCE) -> tuple[IntArray, IntArray]:
+                   tie_budget: int | None = None, tolerance: float = TIE_TOLERANCE, relative: float = 0.0
+                   ) -> tuple[IntArray, IntArray]:
     """(wait-state row, culprit event) pairs of :func:`tied_culprits`, within a budget.
 
     A wait at a collective where ``W`` ranks wait for ``m`` tied ranks makes ``W * m`` pairs.  At most
     ``tie_budget`` extra pairs (default ``4 * len(waits) + 1e6``) are made: the wait states with the
     fewest tied ranks are split first; the others keep their one ``peer_event`` (``tied`` = 1 in the
-    model results says so).  Wait states outside ``select`` are not split.
+    model results says so).  Wait states outside ``select`` are not split.  ``relative``: the relative tie rule.
     """
-    row, culprit = tied_culprits(events, waits, tolerance)
+    row, culprit = tied_culprits(events, waits, tolerance, relative)
     n = len(waits)
     m = np.bincount(row, minlength=n)
     if select is not None:
