@@ -171,6 +171,35 @@ def _own_folder(path: Path) -> bool:
     return path.is_dir() and not path.is_symlink() and (path / MARKER).is_file() and not foreign_entries(path)
 
 
+def check_output_folder(out: Path, what: str = "output folder", *, inputs: tuple[Path, ...] = (),
+                        own: tuple[str, ...] = (), why: str = "") -> None:
+    """The one check of every command's output folder: refuse the root or home folder, a folder holding the
+    current one (``.``), a folder that is, holds or lies inside one of the command's ``inputs`` folders, and an
+    existing folder with entries waitlab did not write (not in its ``.waitlab`` record, nor among ``own``: names
+    the command writes).
+
+    ``why`` is said after the foreign entries (e.g. what ``--force`` replaces).
+    """
+    out = Path(out)
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise InputError(str(out), f"({what})", "exists and is not a folder", "choose another -o")
+    real = out.resolve()
+    if real in (Path("/"), Path.home().resolve()) or Path.cwd().resolve().is_relative_to(real):
+        raise InputError(str(out), f"({what})", "is the current, home or root folder (or holds the "
+                         "current folder)", "write results into a folder of their own")
+    for inp in inputs:
+        if Path(inp).resolve().is_relative_to(real) or real.is_relative_to(Path(inp).resolve()):
+            raise InputError(str(out), f"({what})", f"is, holds or lies inside an input folder of the command ({inp})",
+                             "write results into a folder of their own")
+    if not out.exists():
+        return
+    foreign = [e for e in foreign_entries(out) if e not in own]
+    if foreign:
+        raise InputError(str(out), f"({what})", f"holds {len(foreign)} entr{'y' if len(foreign) == 1 else 'ies'}"
+                         f" waitlab did not write (e.g. {foreign[0]!r}){why}", "choose another -o, or move those "
+                         "files away")
+
+
 def check_replaceable(out: Path, force: bool) -> None:
     """Refuse to overwrite ``out`` unless it is waitlab's own folder (or empty) and ``force`` is given."""
     if not out.exists() and not out.is_symlink():
@@ -179,16 +208,7 @@ def check_replaceable(out: Path, force: bool) -> None:
         raise InputError(str(out), "(output folder)", "exists and is not a folder", "choose another -o")
     if not force:
         raise InputError(str(out), "(output folder)", "already exists", "pass --force to replace it, or use -o NEW")
-    home = Path.home().resolve()
-    real = out.resolve()
-    if real in (Path("/"), home) or Path.cwd().resolve().is_relative_to(real):
-        raise InputError(str(out), "(output folder)", "is the current, home or root folder (or holds the "
-                         "current folder)", "write results into a folder of their own")
-    foreign = foreign_entries(out)
-    if foreign:
-        raise InputError(str(out), "(output folder)", f"holds {len(foreign)} entr{'y' if len(foreign) == 1 else 'ies'}"
-                         f" waitlab did not write (e.g. {foreign[0]!r}); --force replaces only a waitlab results "
-                         "folder", "choose another -o, or move those files away")
+    check_output_folder(out, why="; --force replaces only a waitlab results folder")
 
 
 @contextmanager

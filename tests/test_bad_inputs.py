@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from bad_inputs_corpus import CASES, GOOD, Case, write
 from bad_inputs_files import GOOD_RUN
+from bad_inputs_models import CASE as _MODEL_CASE  # noqa: F401 - registers the issue-40 cases
 from bad_inputs_more import FFT  # noqa: F401 - registers the issue-23 cases
 from bad_inputs_programs import PROGRAMS  # registers the programs that fail while they run
 
@@ -31,7 +32,7 @@ def test_the_corpus_is_large_and_covers_every_file_kind():
     assert len(CASES) >= 300
     assert {f"program-runs-{k}" for k in PROGRAMS} <= {c.id for c in CASES}  # programs that fail while they run
     assert set(KINDS) == {"scenario", "platform", "sweep", "noise", "trace", "program", "run folder", "output folder",
-                          "sweep folder"}
+                          "sweep folder", "model"}
 
 
 @pytest.fixture(scope="session")

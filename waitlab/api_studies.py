@@ -20,8 +20,10 @@ from waitlab.experiments.compare import compare_png as _compare_png
 from waitlab.experiments.diagnosis.check import check_model
 from waitlab.experiments.diagnosis.diagnose import Diagnosis, diagnose_path
 from waitlab.experiments.diagnosis.evaluate import evaluate as _evaluate
-from waitlab.experiments.diagnosis.leaderboard import write_leaderboard
-from waitlab.experiments.diagnosis.registry import resolve_all
+from waitlab.experiments.diagnosis.groundtruth import default_cache_dir
+from waitlab.experiments.diagnosis.leaderboard import LEADERBOARD_FILES, write_leaderboard
+from waitlab.experiments.diagnosis.registry import DEFAULT_TIMEOUT, resolve_all
+from waitlab.experiments.diagnosis.suite import BUILTIN_SUITE
 from waitlab.experiments.executors import open_executor
 from waitlab.experiments.exports import FORMATS as EXPORT_FORMATS
 from waitlab.experiments.exports import export_run
@@ -31,7 +33,7 @@ from waitlab.experiments.report.rebuild import rebuild_report
 from waitlab.experiments.report.sweep_plots import plot_sweep_folder
 from waitlab.experiments.reproduce import he_sunway, okita_spilling, rao_alltoall, spill_policies, wu_lared_s
 from waitlab.experiments.results import LoadedRun, load_run
-from waitlab.experiments.run_folder import RESULTS_ROOT, default_output
+from waitlab.experiments.run_folder import RESULTS_ROOT, check_output_folder, default_output, seal
 from waitlab.experiments.sweep import Sweep, load_sweep, run_sweep
 from waitlab.experiments.writer import check_picture_path, guarded_output
 
@@ -160,18 +162,26 @@ class Evaluation:
 def evaluate(suite: str | Path | None = None, out: str | Path | None = None, *, models: tuple[Any, ...] = (),
              only: tuple[str, ...] = (), executor: str = "local", workers: int | None = 2,
              scheduler: str | None = None, cache_dir: str | Path | None = None, use_cache: bool = True,
-             progress: bool = False, png: bool = True) -> Evaluation:
+             progress: bool = False, png: bool = True, model_timeout: float = DEFAULT_TIMEOUT) -> Evaluation:
     """Score every model (built-in, plug-ins, ``models``) on every case of a suite (default: the built-in one)
     and write the leaderboard into ``out`` (default ``results/leaderboard``).  See
-    :func:`waitlab.experiments.diagnosis.evaluate.evaluate`."""
+    :func:`waitlab.experiments.diagnosis.evaluate.evaluate`.
+
+    ``out`` is refused up front (:func:`~waitlab.experiments.run_folder.check_output_folder`) when it is the root,
+    home or current folder, the suite's or the cache's folder, or holds files waitlab did not write."""
     target = Path(out) if out is not None else RESULTS_ROOT / "leaderboard"
     with open_executor(executor, workers, scheduler, source="evaluate") as ex:
+    suite_dir = BUILTIN_SUITE if suite is None else Path(suite) if Path(suite).is_dir() else Path(suite).parent
+    inputs = (suite_dir, Path(cache_dir) if cache_dir is not None else default_cache_dir().parent)
+    check_output_folder(target, "leaderboard folder", inputs=inputs, own=LEADERBOARD_FILES)
         rows, notes, counts = _evaluate(suite, models=models, only=only, executor=ex,
                                         cache_dir=Path(cache_dir) if cache_dir is not None else None,
-                                        use_cache=use_cache, progress=progress)
+                                        use_cache=use_cache, progress=progress, model_timeout=model_timeout)
+    check_output_folder(target, "leaderboard folder", inputs=inputs, own=LEADERBOARD_FILES)
     with guarded_output(target, "leaderboard folder"):
         files = write_leaderboard(rows, target, notes, png=png)
     return Evaluation(rows, notes, counts, files)
+        seal(target, "leaderboard", sums_of=())
 
 
 def with_models(sw: Sweep, models: tuple[str, ...] | list[str]) -> Sweep:
@@ -187,6 +197,7 @@ def report(run_folder: str | Path, diagnosis: str | Path | dict[str, Any] | None
     ``diagnosis`` is a diagnosis (``diagnosis.json``'s path or its data); by default the folder's own
     ``diagnosis/diagnosis.json`` when ``waitlab diagnose`` wrote one.  It must be the diagnosis of this run
     (scenario hash, ranks and event table), and a file must match its folder's integrity record unless
-    ``trust_edited`` (as must the results folder).  Returns the page's path.
+    ``trust_edited`` (as must the results folder; a run already read back is used as it is).  Returns the
+    page's path.
     """
     return rebuild_report(run_folder, diagnosis, trust_edited)

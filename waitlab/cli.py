@@ -73,7 +73,7 @@ def _sweep(sub: Any) -> None:
     p.add_argument("--executor", choices=("local", "dask"), default=None, help="override [sweep] executor")
     p.add_argument("--workers", type=int, default=None, help="worker processes (default: cores)")
     p.add_argument("--scheduler", default=None, help="address of an existing Dask scheduler")
-    cli_workbench.model_flag(p, "and score at every point, besides [sweep] diagnose")
+    cli_workbench.model_flag(p, "and score at every point, besides [sweep] diagnose", timeout=False)
     _json_flag(p)
 
     def go(args: argparse.Namespace) -> int:
@@ -282,7 +282,8 @@ def _diagnose(sub: Any) -> None:
                 diag = api.diagnose(args.source, threshold=args.threshold, top_k=args.top_k,
                                     n_candidates=args.candidates, truth=not args.no_truth, executor=ex,
                                     cache_dir=args.cache, use_cache=not args.no_cache, progress=_bar(args),
-                                    models=models, trust_edited=args.trust_edited)
+                                    models=models, trust_edited=args.trust_edited,
+                                    model_timeout=cli_workbench.model_timeout(args))
         except KeyboardInterrupt as exc:  # the re-runs were stopped by open_executor; say what stays
             kept = ("nothing was kept (--no-cache)" if args.no_cache else "the counterfactual re-runs that "
                     "finished are kept in the cache (--cache; default ~/.cache/waitlab/counterfactuals) and are "

@@ -11,13 +11,31 @@ from waitlab import api
 from waitlab.cli_common import bar, dump, json_flag, say
 from waitlab.errors import InputError, Interrupted
 
+#: Default of ``--model-timeout`` (:data:`waitlab.experiments.diagnosis.sandbox.DEFAULT_TIMEOUT`, not imported here:
+#: the CLI's start-up stays light).
+MODEL_TIMEOUT = 600.0
 
-def model_flag(p: argparse.ArgumentParser, what: str) -> None:
-    """Add the repeatable ``--model`` option (``what``: which models it runs besides)."""
+
+def model_flag(p: argparse.ArgumentParser, what: str, timeout: bool = True) -> None:
+    """Add the repeatable ``--model`` option (``what``: which models it runs besides) and, with ``timeout``,
+    ``--model-timeout``."""
     p.add_argument("--model", action="append", default=None, metavar="MODEL",
                    help=f"a diagnosis model to run {what} (repeatable): package.module:function, "
                    "path/file.py:function, an installed plug-in or a built-in ("
                    + ", ".join(api.diagnosis_models()) + ")")
+    if timeout:
+        p.add_argument("--model-timeout", type=float, default=MODEL_TIMEOUT, metavar="SECONDS",
+                       help="seconds a user's model (a --model spec or a plug-in, run in a process of its own) may "
+                       f"take on one run before it is stopped (default {MODEL_TIMEOUT:g})")
+
+
+def model_timeout(args: argparse.Namespace) -> float:
+    """``--model-timeout``, checked."""
+    t = float(args.model_timeout)
+    if not t > 0 or t == float("inf"):
+        raise InputError("(command line)", "--model-timeout", f"must be a positive number of seconds, got {t:g}",
+                         f"e.g. --model-timeout {MODEL_TIMEOUT:g}")
+    return t
 
 
 def evaluate_command(sub: Any) -> None:
@@ -45,7 +63,7 @@ def evaluate_command(sub: Any) -> None:
             ev = api.evaluate(args.suite, args.output, models=tuple(args.model or ()), only=tuple(args.case or ()),
                               executor=args.executor, workers=args.workers, scheduler=args.scheduler,
                               cache_dir=args.cache, use_cache=not args.no_cache, progress=bar(args),
-                              png=not args.no_png)
+                              png=not args.no_png, model_timeout=model_timeout(args))
         except KeyboardInterrupt as exc:  # open_executor stopped the running simulations; say what stays
             kept = ("nothing was kept (--no-cache)" if args.no_cache else "the suite runs and counterfactual "
                     "re-runs that finished are kept in the cache and are reused")

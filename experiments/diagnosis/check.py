@@ -6,7 +6,10 @@ late senders, a run without any wait, an exact tie, a barrier on a sub-communica
 waits) and every output is checked with
 :func:`~waitlab.models.analysis.protocol.blame_problems`: a DataFrame, the columns ``rank, region,
 seconds``, finite non-negative blame, ranks that exist, no more blame than wait.  Exceptions are
-reported, not raised.
+reported, not raised.  The cases' event tables carry the simulator's truth columns (``cause``, ``excess``) as a
+run's do; the model gets them as a measured trace holds them
+(:class:`~waitlab.models.analysis.protocol.RunData`), so a model that reads the truth is reported.  A model named
+by a spec runs in a child process (:mod:`~waitlab.experiments.diagnosis.sandbox`), as in ``waitlab diagnose``.
 
 Examples
 --------
@@ -29,7 +32,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from waitlab.experiments.diagnosis.registry import ModelSpec, resolve
+from waitlab.experiments.diagnosis.registry import ModelSpec, hint, resolve
+from waitlab.experiments.diagnosis.sandbox import SandboxError
 from waitlab.models.analysis.protocol import RunData, blame_problems
 from waitlab.models.analysis.waitstates import make_events, wait_states
 
@@ -59,10 +63,15 @@ def tiny_cases() -> dict[str, RunData]:
                                    "win_unlock"],
                                enter=[0, 0, 0, 3, 3.1, 1, 3.1, 3.2], exit=[3.3, 0, 3, 3.1, 3.2, 3.1, 3.2, 3.3],
                                peer=[-1, 0, -1, 0, 0, 0, 0, 0]))
-    return {name: RunData(ev, wait_states(ev)) for name, ev in (
+    return {name: RunData(_with_truth(ev), wait_states(ev)) for name, ev in (
         ("barrier, one late rank", barrier), ("late-sender chain", chain), ("no wait", balanced),
         ("exact tie at an allreduce", tie), ("barrier on two sub-communicators", subcomm),
         ("one-sided fence, one late rank", fence), ("one-sided lock contention", lock))}
+
+
+def _with_truth(ev: pd.DataFrame) -> pd.DataFrame:
+    """``ev`` with the truth columns of a simulated run (no injected cause), which the model must not get."""
+    return ev.assign(cause=np.full(len(ev), -1, np.int64), excess=np.zeros(len(ev)))
 
 
 def _window(ev: pd.DataFrame) -> pd.DataFrame:
@@ -92,8 +101,11 @@ def check_model(model: str | Callable[..., pd.DataFrame] | ModelSpec, **options:
     for name, run in tiny_cases().items():
         try:
             frame = spec.fn(run, **{**spec.options, **options})
+        except SandboxError as exc:  # a user's model in its process: it failed, said in one line
+            out.append(f"{name}: {hint(str(exc))}")
+            continue
         except Exception as exc:  # any exception of a model is a finding, not a crash of the checker
-            out.append(f"{name}: raised {type(exc).__name__}: {exc}")
+            out.append(f"{name}: {hint(f'raised {type(exc).__name__}: {exc}')}")
             continue
         out += [f"{name}: {p}" for p in blame_problems(frame, run)]
     return out

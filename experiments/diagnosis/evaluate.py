@@ -56,6 +56,7 @@ from waitlab.experiments.diagnosis.registry import (
     resolve_all,
     run_model,
 )
+from waitlab.experiments.diagnosis.sandbox import DEFAULT_TIMEOUT, IsolatedModel
 from waitlab.experiments.diagnosis.suite import Case, load_suite
 from waitlab.experiments.pipeline import run as run_pipeline
 from waitlab.experiments.results import write_run
@@ -94,9 +95,11 @@ class Settings:
         return f"k{self.top_k}-c{self.n_candidates}-s{self.culprit_share}-v{SCORES_VERSION}-{__version__}"
 
 
-def all_models(extra: Sequence[str | Callable[..., pd.DataFrame] | ModelSpec] = ()) -> list[ModelSpec]:
-    """The built-in models, every installed plug-in (entry points) and ``extra``."""
-    return resolve_all([*BUILTIN.values(), *entry_point_models().values(), *extra])
+def all_models(extra: Sequence[str | Callable[..., pd.DataFrame] | ModelSpec] = (),
+               timeout: float = DEFAULT_TIMEOUT) -> list[ModelSpec]:
+    """The built-in models, every installed plug-in (entry points) and ``extra`` (the users' models get
+    ``timeout`` seconds per run)."""
+    return resolve_all([*BUILTIN.values(), *entry_point_models(timeout).values(), *extra], timeout=timeout)
 
 
 def model_digest(spec: ModelSpec) -> str:
@@ -104,6 +107,14 @@ def model_digest(spec: ModelSpec) -> str:
     h = hashlib.sha256(spec.key.encode())
     for fn in (spec.fn, spec.detail):
         if fn is None:
+            continue
+        if isinstance(fn, IsolatedModel):  # a user's model: its file (or plug-in version), not the proxy
+            h.update(fn.version.encode())
+            if fn.source is not None:
+                try:
+                    h.update(Path(fn.source).read_bytes())
+                except OSError:
+                    h.update(fn.source.encode())
             continue
         try:
             src = inspect.getsourcefile(fn)
@@ -255,7 +266,7 @@ def evaluate_case(case: Case, specs: Sequence[ModelSpec], cache: Path, settings:
     simulated, notes = 0, []
     if todo:
         src = load_source(folder if folder is not None else run_folder(cache, case.scenario))
-        run = RunData(src.events, src.waits, src.ops, src.placement)
+        run = RunData(src.events, src.waits, src.placement)  # what a trace holds: the ledger is the scorer's
         ledger = ledger_frame(src.ops)
         runs: dict[str, ModelRun] = {}
         for spec in todo:
@@ -295,9 +306,13 @@ def evaluate_case(case: Case, specs: Sequence[ModelSpec], cache: Path, settings:
 
 def evaluate(suite: str | Path | None = None, *, models: Sequence[str | Callable[..., pd.DataFrame] | ModelSpec] = (),
              only: Sequence[str] = (), executor: Executor | None = None, cache_dir: Path | None = None,
-             use_cache: bool = True, progress: bool = False, settings: Settings | None = None
-             ) -> tuple[pd.DataFrame, list[str], dict[str, int]]:
+             use_cache: bool = True, progress: bool = False, settings: Settings | None = None,
+             model_timeout: float = DEFAULT_TIMEOUT) -> tuple[pd.DataFrame, list[str], dict[str, int]]:
     """Run and score every model on every case of a suite.
+
+    The users' models (specs, plug-ins) run in a child process each, ``model_timeout`` seconds per case at
+    most (:mod:`~waitlab.experiments.diagnosis.sandbox`); a model that fails leaves its rows with an
+    ``error`` and the others are scored.
 
     Returns
     -------
@@ -312,7 +327,7 @@ def evaluate(suite: str | Path | None = None, *, models: Sequence[str | Callable
     st = settings or Settings()
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir().parent
     cases = load_suite(suite, only)
-    specs = all_models(models)
+    specs = all_models(models, model_timeout)
     n_runs = materialize_all(cases, cache, executor, progress)
     rows: list[dict[str, Any]] = []
     notes: list[str] = []

@@ -156,6 +156,10 @@ def figure(rows: pd.DataFrame, path: Path) -> None:
     fig.savefig(path, dpi=110, metadata={"Software": None})
 
 
+#: The files ``waitlab evaluate`` writes into its folder.
+LEADERBOARD_FILES = ("leaderboard.md", "leaderboard.csv", "leaderboard.json", "leaderboard.png", "cost.csv")
+
+
 def write_leaderboard(rows: pd.DataFrame, out: Path, notes: list[str], png: bool = True) -> list[Path]:
     """Write the leaderboard files into ``out``; return them."""
     out = Path(out)
@@ -174,4 +178,4 @@ def write_leaderboard(rows: pd.DataFrame, out: Path, notes: list[str], png: bool
     return files
 
 
-__all__ = ["aggregate", "figure", "leaderboard_dict", "to_markdown", "write_leaderboard"]
+__all__ = ["LEADERBOARD_FILES", "aggregate", "figure", "leaderboard_dict", "to_markdown", "write_leaderboard"]

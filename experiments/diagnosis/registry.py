@@ -11,18 +11,17 @@ Models are found, in this order:
   ``path/to/file.py:function``.
 
 :func:`run_model` runs one model safely: a model that raises or returns garbage gives a
-:class:`ModelFailure` naming the model and what went wrong, never a traceback.
+:class:`ModelFailure` naming the model and what went wrong, never a traceback.  A model named by a spec or
+an entry point is the user's code: it is imported and run in a process of its own
+(:mod:`~waitlab.experiments.diagnosis.sandbox`, with a time limit); the built-in models run in waitlab's.
 """
 
 from __future__ import annotations
 
-import importlib
 import importlib.metadata
-import importlib.util
-import os
+import math
+import re
 import sys
-import time
-import tracemalloc
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,11 +31,16 @@ import pandas as pd
 
 from waitlab.errors import InputError
 from waitlab.experiments.diagnosis.names import BUILTIN_NAMES, DEFAULT_DIAGNOSE
+from waitlab.experiments.diagnosis.sandbox import (
+    DEFAULT_TIMEOUT,
+    ENTRY_POINT_GROUP,
+    IsolatedModel,
+    SandboxError,
+    measure,
+    probe,
+)
 from waitlab.models.analysis import baselines, blame_models, graph_blame
-from waitlab.models.analysis.protocol import RunData, as_blame, blame_problems, normalise
-
-#: Entry-point group third-party packages register their models in.
-ENTRY_POINT_GROUP = "waitlab.diagnosis_models"
+from waitlab.models.analysis.protocol import TRUTH_COLUMNS, RunData, as_blame, blame_problems, normalise
 
 Detail = Callable[..., Any]
 Frame = Callable[[Any, RunData, dict[str, Any]], pd.DataFrame]
@@ -92,78 +96,80 @@ BUILTIN: dict[str, ModelSpec] = {s.key: s for s in (
 )}
 
 
-def entry_point_models() -> dict[str, ModelSpec]:
-    """Models registered by installed packages in the group :data:`ENTRY_POINT_GROUP` (loaded lazily)."""
+def entry_point_models(timeout: float = DEFAULT_TIMEOUT) -> dict[str, ModelSpec]:
+    """Models registered by installed packages in the group :data:`ENTRY_POINT_GROUP` (imported only in the
+    process that runs them)."""
     out: dict[str, ModelSpec] = {}
     for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-        out[ep.name] = ModelSpec(ep.name, ep.name, _lazy(ep))
+        version = f"{ep.value}@{ep.dist.version if ep.dist is not None else ''}"
+        out[ep.name] = ModelSpec(ep.name, ep.name, IsolatedModel(ep.value, None, timeout, tuple(sys.path), version))
     return out
 
 
-def _lazy(ep: importlib.metadata.EntryPoint) -> Callable[..., pd.DataFrame]:
-    def fn(run: RunData, **options: Any) -> pd.DataFrame:
-        return ep.load()(run, **options)
-    return fn
+_MODULE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+_FIX_SPEC = "write package.module:function or path/to/file.py:function"
 
 
-def _import(module: str, where: str, key_name: str) -> Any:
-    if module.endswith(".py") or os.sep in module:
+def _check_spec(spec: str, where: str, key_name: str) -> None:
+    """Refuse a ``module:function`` spec that cannot name a function, before any import."""
+    module, _, attr = spec.rpartition(":")
+    if not module or not attr:
+        raise InputError(where, key_name, f"{spec!r} names no {'module' if not module else 'function'}", _FIX_SPEC)
+    if not attr.isidentifier():
+        raise InputError(where, key_name, f"{attr!r} in {spec!r} is not a Python function name", _FIX_SPEC)
+    if module.endswith(".py") or "/" in module:
         path = Path(module)
-        if not path.is_file():
+        if path.suffix != ".py" or not path.is_file():
             raise InputError(where, key_name, f"no file {module}", "give an existing .py file or package.module")
-        spec = importlib.util.spec_from_file_location(path.stem, path)
-        if spec is None or spec.loader is None:
-            raise InputError(where, key_name, f"cannot import {module}", "give a .py file")
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        return mod
-    try:
-        return importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        if exc.name != module.split(".")[0] or os.getcwd() in sys.path:
-            raise InputError(where, key_name, f"cannot import {module}: {exc}", "check the module name") from None
-    sys.path.insert(0, os.getcwd())  # a model file in the current folder, as `python -m` would find it
-    try:
-        return importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        raise InputError(where, key_name, f"cannot import {module}: {exc}",
-                         "write package.module:function (the module on the Python path or in this folder)") from None
+    elif not _MODULE.fullmatch(module):
+        raise InputError(where, key_name, f"{module!r} in {spec!r} is not a module name (dotted Python names)",
+                         _FIX_SPEC)
 
 
 def resolve(spec: str | Callable[..., pd.DataFrame] | ModelSpec, where: str = "(command line)",
-            key_name: str = "--model") -> ModelSpec:
+            key_name: str = "--model", timeout: float = DEFAULT_TIMEOUT) -> ModelSpec:
     """A :class:`ModelSpec` from a built-in key, an entry-point name, ``module:function`` or a function.
 
-    A spec that names nothing is an :class:`~waitlab.errors.InputError` naming ``where`` and ``key_name``.
+    A spec that names nothing, or whose module cannot be imported (a syntax error, an exception or a missing
+    dependency at import: the import is tried in a child process, :func:`~.sandbox.probe`), is an
+    :class:`~waitlab.errors.InputError` naming ``where`` and ``key_name``.  Specs and plug-ins run in a child
+    process with ``timeout`` seconds per run; a function given here runs in this process.
     """
     if isinstance(spec, ModelSpec):
         return spec
     if callable(spec):
         name = f"{getattr(spec, '__module__', '?')}:{getattr(spec, '__name__', repr(spec))}"
         return ModelSpec(name, name, spec)
+    if not isinstance(spec, str):
+        raise InputError(where, key_name, f"{spec!r} is not a model name", _FIX_SPEC)
     if spec in BUILTIN:
         return BUILTIN[spec]
+    if not math.isfinite(timeout) or timeout <= 0:
+        raise InputError(where, "--model-timeout", f"must be a positive number of seconds, got {timeout}",
+                         f"e.g. --model-timeout {DEFAULT_TIMEOUT:g}")
     if ":" not in spec:
-        eps = entry_point_models()
+        eps = entry_point_models(timeout)
         if spec in eps:
             return eps[spec]
         raise InputError(where, key_name, f"unknown model {spec!r}",
                          f"use package.module:function, an installed plug-in, or one of: {', '.join(BUILTIN)}")
-    module, _, attr = spec.rpartition(":")
-    mod = _import(module, where, key_name)
-    fn = getattr(mod, attr, None)
-    if not callable(fn):
-        raise InputError(where, key_name, f"{module} has no function {attr!r}",
-                         "name a function defined in that module")
-    return ModelSpec(spec, str(getattr(fn, "waitlab_name", spec)), fn)
+    _check_spec(spec, where, key_name)
+    try:
+        source, name = probe(spec, timeout)
+    except SandboxError as exc:
+        raise InputError(where, key_name, f"model {spec!r}: {exc}",
+                         "fix the model's file (python -c 'import MODULE' shows the same error)") from None
+    return ModelSpec(spec, name, IsolatedModel(spec, source, timeout, tuple(sys.path)))
 
 
 def resolve_all(specs: Sequence[str | Callable[..., pd.DataFrame] | ModelSpec], where: str = "(command line)",
-                key_name: str = "--model") -> list[ModelSpec]:
+                key_name: str = "--model", timeout: float = DEFAULT_TIMEOUT) -> list[ModelSpec]:
     """:func:`resolve` of each spec, duplicates (same key) dropped."""
     out: dict[str, ModelSpec] = {}
     for s in specs:
-        m = resolve(s, where, key_name)
+        if isinstance(s, str) and s in out:
+            continue
+        m = resolve(s, where, key_name, timeout)
         out.setdefault(m.key, m)
     return list(out.values())
 
@@ -204,35 +210,42 @@ class ModelFailure(Exception):
     """A model raised or returned something the protocol does not allow (the message names the model)."""
 
 
-def _measure(fn: Callable[[], Any], memory: bool) -> tuple[Any, float, int]:
-    t = time.perf_counter()
-    out = fn()
-    seconds = time.perf_counter() - t
-    peak = 0
-    if memory:
-        tracemalloc.start()
-        try:
-            fn()
-            peak = tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
-    return out, seconds, peak
+_TRUTH_READ = re.compile(r"KeyError: '(" + "|".join(TRUTH_COLUMNS) + r")'|has no attribute 'ops'")
+
+
+def hint(message: str) -> str:
+    """``message`` with a pointer to the protocol when the model read what a measured trace does not hold."""
+    if _TRUTH_READ.search(message):
+        return (message + "; a model reads what a measured trace holds: no injected causes (cause, excess) and no "
+                "cause ledger (run.ops), see docs/workbench.md")
+    return message
 
 
 def run_model(spec: ModelSpec, run: RunData, *, memory: bool = False, **options: Any) -> ModelRun:
-    """Run one model on ``run``; :class:`ModelFailure` (naming the model) if it raises or returns garbage."""
+    """Run one model on ``run``; :class:`ModelFailure` (naming the model) if it raises or returns garbage.
+
+    A user's model (:class:`~.sandbox.IsolatedModel`) runs in a child process: its exit, crash, time limit or
+    exception is a :class:`ModelFailure` too (naming the model's file).
+    """
     opts = {**spec.options, **options}
     try:
         if spec.detail is not None and spec.frame is not None:
             detail, frame_of = spec.detail, spec.frame
-            result, sec, peak = _measure(lambda: detail(run, **opts), memory)
+            result, sec, peak = measure(lambda: detail(run, **opts), memory)
             frame = frame_of(result, run, opts)
+        elif isinstance(spec.fn, IsolatedModel):
+            frame, sec, peak = spec.fn.measure(run, opts, memory)
+            result = None
         else:
             fn = spec.fn
-            frame, sec, peak = _measure(lambda: fn(run, **opts), memory)
+            frame, sec, peak = measure(lambda: fn(run, **opts), memory)
             result = None
-    except Exception as exc:  # a plug-in may raise anything: report it, keep the other models
-        raise ModelFailure(f"model {spec.key!r} raised {type(exc).__name__}: {exc}") from None
+    except SandboxError as exc:
+        src = spec.fn.source if isinstance(spec.fn, IsolatedModel) else None
+        where = f" ({src})" if src and Path(src).name not in str(exc) else ""
+        raise ModelFailure(hint(f"model {spec.key!r} {exc}{where}")) from None
+    except Exception as exc:  # a function given through the API may raise anything: report it, keep the others
+        raise ModelFailure(hint(f"model {spec.key!r} raised {type(exc).__name__}: {exc}")) from None
     problems = blame_problems(frame, run)
     if problems:
         raise ModelFailure(f"model {spec.key!r} returned a table the protocol does not allow: " + "; ".join(problems))
@@ -242,5 +255,5 @@ def run_model(spec: ModelSpec, run: RunData, *, memory: bool = False, **options:
     return ModelRun(spec.key, spec.name, metric, out, sec, peak, denom, result)
 
 
-__all__ = ["BUILTIN", "DEFAULT_DIAGNOSE", "ENTRY_POINT_GROUP", "ModelFailure", "ModelRun", "ModelSpec",
-           "entry_point_models", "resolve", "resolve_all", "run_model"]
+__all__ = ["BUILTIN", "DEFAULT_DIAGNOSE", "DEFAULT_TIMEOUT", "ENTRY_POINT_GROUP", "ModelFailure", "ModelRun",
+           "ModelSpec", "entry_point_models", "hint", "resolve", "resolve_all", "run_model"]

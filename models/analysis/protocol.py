@@ -4,8 +4,11 @@ A diagnosis model is a plain function (networkx style)::
 
     def model(run: RunData, **options) -> pandas.DataFrame
 
-``run`` holds the run's data (:class:`RunData`: ``events``, ``waits`` with a ``wait`` column in seconds,
-``ops``, ``regions``, ``callpaths``, ``placement``, ``n_ranks``).  The returned table has one row per
+``run`` holds what a measured trace of the run holds (:class:`RunData`: ``events`` with the columns
+:data:`EVENT_COLUMNS`, ``waits`` with :data:`WAIT_COLUMNS` (``wait`` in seconds), ``placement``,
+``regions``, ``callpaths``, ``n_ranks``).  What only the simulator knows (the injected cause of each
+activity, the cause ledger, the kind of an inserted perturbation) is not in it: that is the answer the
+scores compare with (:func:`measured_events`).  The returned table has one row per
 blamed item with at least the columns
 
 * ``rank`` (int): the rank blamed;
@@ -44,7 +47,6 @@ import numpy as np
 import pandas as pd
 
 from waitlab.models.analysis.callpaths import CallPaths, call_paths
-from waitlab.models.ops import OpTable
 
 #: Columns every model output must have.
 REQUIRED_COLUMNS = ("rank", "region", "seconds")
@@ -53,28 +55,81 @@ OPTIONAL_COLUMNS = ("callpath", "kind", "improvement")
 #: Relative slack of the "more blame than wait" check (float sums of many shares).
 BLAME_SLACK = 1e-6
 
+#: The event-table columns a model reads: those a measured trace holds (a table may lack some of them).
+EVENT_COLUMNS = ("rank", "seq", "kind", "op", "region", "path", "step", "enter", "exit", "peer", "tag", "comm",
+                 "bytes", "recv_bytes", "match", "done", "parent", "depth")
+#: The wait-state columns a model reads.
+WAIT_COLUMNS = ("event", "rank", "pattern", "op", "wait", "peer_rank", "peer_event", "region", "path", "step")
+#: Event columns only the simulator knows (the cause-ledger row and injected seconds of each activity): never
+#: given to a model.
+TRUTH_COLUMNS = ("cause", "excess")
+#: Operations a perturbation inserts that a tracer does not record as activities of their own (system noise,
+#: instrumentation overhead, swap stalls, a flush's pad): a model sees them as ``compute``.  A trace-buffer
+#: ``flush`` stays one (Score-P records its flushes, as the region ``TRACE_BUFFER_FLUSH``).
+HIDDEN_OPS = ("noise", "overhead", "swap", "delay")
+
+
+def _as_compute(col: pd.Series, hidden: tuple[str, ...]) -> pd.Series:
+    """A categorical (or string) column with the values ``hidden`` relabelled ``compute``."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        cats = [str(c) for c in col.cat.categories]
+        if not any(c in hidden for c in cats):
+            return col
+        keep = [c for c in cats if c not in hidden]
+        new = keep if "compute" in keep else [*keep, "compute"]
+        to = np.array([new.index("compute" if c in hidden else c) for c in cats], np.int64)
+        codes = col.cat.codes.to_numpy()
+        return pd.Series(pd.Categorical.from_codes(np.where(codes >= 0, to[codes], -1), categories=new),
+                         index=col.index, name=col.name)
+    values = col.astype(str)
+    return col.where(~values.isin(hidden), "compute")
+
+
+def measured_events(events: pd.DataFrame) -> pd.DataFrame:
+    """The event table as a measured trace holds it: the columns :data:`EVENT_COLUMNS` only, and the
+    inserted perturbations (:data:`HIDDEN_OPS`) labelled ``compute`` (``op`` and ``kind``).
+
+    >>> import pandas as pd
+    >>> ev = pd.DataFrame({"rank": [0, 0], "op": pd.Categorical(["compute", "noise"]),
+    ...                    "kind": pd.Categorical(["compute", "noise"]), "cause": [-1, 0], "excess": [0.0, 0.1]})
+    >>> out = measured_events(ev)
+    >>> list(out.columns), out["op"].astype(str).tolist(), out["kind"].astype(str).tolist()
+    (['rank', 'kind', 'op'], ['compute', 'compute'], ['compute', 'compute'])
+    """
+    out = events[[c for c in EVENT_COLUMNS if c in events.columns]]
+    for c in ("op", "kind"):
+        if c in out.columns:
+            col = out[c]
+            relabelled = _as_compute(col, HIDDEN_OPS)
+            if relabelled is not col:
+                out = out.assign(**{c: relabelled})
+    return out
+
 
 @dataclass(frozen=True)
 class RunData:
-    """What a diagnosis model reads: one run's tables.
+    """What a diagnosis model reads: one run's tables, as a measured trace holds them.
+
+    The tables given are reduced to what a trace holds (:func:`measured_events`; waits to
+    :data:`WAIT_COLUMNS`): a model never sees the injected causes the scores compare with.
 
     Attributes
     ----------
     events : DataFrame
-        The event table (:mod:`waitlab.models.analysis.waitstates`).
+        The event table (:mod:`waitlab.models.analysis.waitstates`), columns :data:`EVENT_COLUMNS`.
     waits : DataFrame
         Its wait states (``wait`` in seconds, ``rank``, ``event``, ``peer_event``, ``pattern``, ``op``, ...).
-    ops : OpTable, optional
-        The operations the run replayed (with the cause ledger; a model must not read the ledger to
-        blame: that is the answer).
     placement : DataFrame, optional
         ``rank, node, supernode, host`` of every rank.
     """
 
     events: pd.DataFrame
     waits: pd.DataFrame
-    ops: OpTable | None = None
     placement: pd.DataFrame | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "events", measured_events(self.events))
+        object.__setattr__(self, "waits", self.waits[[c for c in WAIT_COLUMNS if c in self.waits.columns]])
 
     @cached_property
     def callpaths(self) -> CallPaths:
@@ -183,5 +238,5 @@ def from_costs(costs: pd.DataFrame, **attrs: Any) -> pd.DataFrame:
     return out
 
 
-__all__ = ["OPTIONAL_COLUMNS", "REQUIRED_COLUMNS", "DiagnosisModel", "RunData", "as_blame", "blame_problems",
-           "from_costs", "normalise"]
+__all__ = ["EVENT_COLUMNS", "HIDDEN_OPS", "OPTIONAL_COLUMNS", "REQUIRED_COLUMNS", "TRUTH_COLUMNS", "WAIT_COLUMNS",
+           "DiagnosisModel", "RunData", "as_blame", "blame_problems", "from_costs", "measured_events", "normalise"]
