@@ -170,18 +170,18 @@ def evaluate(suite: str | Path | None = None, out: str | Path | None = None, *, 
     ``out`` is refused up front (:func:`~waitlab.experiments.run_folder.check_output_folder`) when it is the root,
     home or current folder, the suite's or the cache's folder, or holds files waitlab did not write."""
     target = Path(out) if out is not None else RESULTS_ROOT / "leaderboard"
-    with open_executor(executor, workers, scheduler, source="evaluate") as ex:
     suite_dir = BUILTIN_SUITE if suite is None else Path(suite) if Path(suite).is_dir() else Path(suite).parent
     inputs = (suite_dir, Path(cache_dir) if cache_dir is not None else default_cache_dir().parent)
     check_output_folder(target, "leaderboard folder", inputs=inputs, own=LEADERBOARD_FILES)
+    with open_executor(executor, workers, scheduler, source="evaluate") as ex:
         rows, notes, counts = _evaluate(suite, models=models, only=only, executor=ex,
                                         cache_dir=Path(cache_dir) if cache_dir is not None else None,
                                         use_cache=use_cache, progress=progress, model_timeout=model_timeout)
     check_output_folder(target, "leaderboard folder", inputs=inputs, own=LEADERBOARD_FILES)
     with guarded_output(target, "leaderboard folder"):
         files = write_leaderboard(rows, target, notes, png=png)
-    return Evaluation(rows, notes, counts, files)
         seal(target, "leaderboard", sums_of=())
+    return Evaluation(rows, notes, counts, files)
 
 
 def with_models(sw: Sweep, models: tuple[str, ...] | list[str]) -> Sweep:
