@@ -1,5 +1,6 @@
 """Sphinx configuration for waitlab (built with -W: warnings are errors)."""
 
+import json
 import shutil
 from pathlib import Path
 
@@ -21,7 +22,10 @@ nb_execution_mode = "force"
 nb_execution_timeout = 600
 nb_execution_raise_on_error = True
 nb_execution_show_tb = True
-myst_enable_extensions = ["dollarmath", "colon_fence"]
+myst_enable_extensions = ["dollarmath", "colon_fence", "substitution"]
+# The lab pages' measured numbers ({{ ex2_wait }}): docs/lab_numbers.py measures them from the lab's own commands,
+# tests/test_lab_numbers.py fails when a fresh measurement differs from the file.
+myst_substitutions = json.loads((Path(__file__).parent / "lab" / "numbers.json").read_text(encoding="utf-8"))
 myst_heading_anchors = 3
 exclude_patterns = ["_build", "_generated"]
 html_theme = "alabaster"

@@ -1,6 +1,6 @@
 """Exports of a results folder for the tools users already have: OTF2, Chrome/Perfetto, GraphML.
 
-* OTF2 (Vampir, Scalasca, Score-P's tools, pipit) through Debian's ``python3-otf2``;
+* OTF2 (Vampir, Scalasca, Score-P's tools) through Debian's ``python3-otf2``;
 * the Chrome trace (Perfetto UI, ``chrome://tracing``), exact to the nanosecond;
 * the wait-propagation graph (GraphML for Gephi, yEd, Cytoscape, networkx) and its picture for small runs.
 

@@ -289,3 +289,57 @@ def test_nonblocking_collective_is_booked_where_it_completes(tmp_path):
         assert ops.value[mine & (ops.code == CODE["allreduce"])].tolist() == [16.0]
         # compute: 2 ns before the solve, the solve, none inside MPI calls
         np.testing.assert_allclose(ops.value[mine & (ops.code == CODE["compute"])].sum(), (48 + 10 * r) * 1e-9)
+
+
+def test_irecv_carries_the_size_of_a_small_message(tmp_path):
+    """An ``MPI_Irecv`` of a 4-byte message: the irecv operation has the 4 bytes its completion record received
+    (``MpiIrecv``), not the request id (101) that its ``MpiIrecvRequest`` holds; the isend's size is its own."""
+    def body(ws, reg, world, sub):
+        ws[0].enter(0, reg["MPI_Send"])
+        ws[0].mpi_isend(1, 1, world, 3, 4, 100)
+        ws[0].mpi_isend_complete(2, 100)
+        ws[0].leave(3, reg["MPI_Send"])
+        ws[1].enter(0, reg["MPI_Send"])
+        ws[1].mpi_irecv_request(1, 101)
+        ws[1].leave(2, reg["MPI_Send"])
+        ws[1].enter(10, reg["MPI_Send"])
+        ws[1].mpi_irecv(11, 0, world, 3, 4, 101)
+        ws[1].leave(12, reg["MPI_Send"])
+
+    ops = records_to_ops(read_otf2(_archive(tmp_path / "small", 2, body)))
+    recv = np.flatnonzero(ops.code == CODE["irecv"])
+    assert [(int(ops.rank[i]), float(ops.value[i]), int(ops.peer[i]), int(ops.tag[i])) for i in recv] == \
+        [(1, 4.0, 0, 3)]
+    send = np.flatnonzero(ops.code == CODE["isend"])
+    assert [(int(ops.rank[i]), float(ops.value[i]), int(ops.peer[i])) for i in send] == [(0, 4.0, 1)]
+
+
+def test_nonblocking_collective_posted_right_after_a_blocking_call(tmp_path):
+    """An ``MPI_Iallreduce`` posted at the very tick its rank left an ``MPI_Send`` (``MPI_Recv``): the send and the
+    receive stay blocking operations of their own call, and the all-reduce is booked where it completes."""
+    def body(ws, reg, world, sub):
+        for me, w in enumerate(ws):
+            w.enter(0, reg["MPI_Send"])
+            if me == 0:
+                w.mpi_send(1, 1, world, 5, 16)
+            else:
+                w.mpi_recv(9, 0, world, 5, 16)
+            w.leave(10, reg["MPI_Send"])
+            w.enter(10, reg["MPI_Allreduce"])  # posted at the tick the blocking call left
+            w.non_blocking_collective_request(10, 600)
+            w.leave(11, reg["MPI_Allreduce"])
+            w.enter(11, reg["solve"])
+            w.leave(40, reg["solve"])
+            w.enter(40, reg["MPI_Send"])  # the MPI_Wait completing it
+            w.non_blocking_collective_complete(45, CollectiveOp.ALLREDUCE, world, 0xFFFFFFFF, 8, 8, 600)
+            w.leave(45, reg["MPI_Send"])
+
+    ops = records_to_ops(read_otf2(_archive(tmp_path / "post", 2, body)))
+    for r, first in ((0, "send"), (1, "recv")):
+        mine = ops.rank == r
+        assert [ACTIONS[c] for c in ops.code[mine] if ACTIONS[c] != "compute"] == [first, "enter", "leave", "allreduce"]
+        assert ops.value[mine & (ops.code == CODE[first])].tolist() == [16.0]
+        # 8 bytes sent per rank over 2 ranks: 4 bytes each (Score-P's accounting, as for a blocking all-reduce)
+        assert ops.value[mine & (ops.code == CODE["allreduce"])].tolist() == [4.0]
+        # compute: the solve's 29 ns, nothing inside the MPI calls
+        np.testing.assert_allclose(ops.value[mine & (ops.code == CODE["compute"])].sum(), 29e-9)

@@ -65,10 +65,14 @@ def test_aggregations_and_culprits():
 def test_score_collects_everything():
     pred = pd.Series({"A": 6.0, "B": 3.0, "X": 1.0})
     truth = pd.Series({"A": 5.0, "B": 4.0})
-    s = score(pred, truth, attributed=10.0, true_total=9.0, causal_regions={"A", "B"}, k=2)
+    # per (rank, region): only rank 0's A and rank 1's B were injected; rank 2's B (1 s) and rank 0's X (1 s) were
+    # not, although B is an injected region: false blame 2 s of 10 s (as waitlab evaluate counts it)
+    pairs = pd.Series({(0, "A"): 6.0, (1, "B"): 2.0, (2, "B"): 1.0, (0, "X"): 1.0})
+    s = score(pred, truth, predicted_rank_region=pairs, attributed=10.0, true_total=9.0,
+              causal={(0, "A"), (1, "B")}, k=2)
     assert s["top_k_region"] == 1.0
     assert s["relative_error_total"] == pytest.approx(1 / 9)
-    assert s["false_blame_seconds"] == 1.0 and s["false_blame_share"] == pytest.approx(0.1)
+    assert s["false_blame_seconds"] == 2.0 and s["false_blame_share"] == pytest.approx(0.2)
     assert s["spearman_region"] == pytest.approx(1.0)
 
 

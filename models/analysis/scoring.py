@@ -7,7 +7,9 @@ ground truth compare item by item.
 * :func:`top_k_precision`: share of the model's k most blamed items among the k truly costliest;
 * :func:`spearman`: rank correlation of the two cost vectors over the union of items;
 * :func:`relative_error`: (attributed - true) / true of the total;
-* :func:`false_blame`: seconds (and share) blamed on items with no injected cause;
+* :func:`false_blame`: seconds (and share) blamed on items with no injected cause; :func:`score` counts it per
+  ``(rank, region)``, as ``waitlab evaluate`` does (blame on rank 4's ``Sweep`` is false when only rank 0's
+  ``Sweep`` was slowed), never per region;
 * :func:`improvement`: predicted vs realized improvement when the blamed items are balanced.
 
 Examples
@@ -136,11 +138,18 @@ def improvement(predicted_seconds: float, baseline: float, after: float) -> dict
     return {"predicted": pred, "realized": real, "ratio": real / pred if pred else math.nan}
 
 
-def score(predicted_region: pd.Series, true_region: pd.Series, *, predicted_rank_region: pd.Series | None = None,
+def score(predicted_region: pd.Series, true_region: pd.Series, *, predicted_rank_region: pd.Series,
           true_rank_region: pd.Series | None = None, attributed: float, true_total: float,
-          causal_regions: Collection[Hashable], k: int = 5) -> dict[str, float]:
-    """All scores of one model in one dictionary (NaN where a score is undefined)."""
-    fb, fb_share = false_blame(predicted_region, causal_regions)
+          causal: Collection[tuple[int, str]], k: int = 5) -> dict[str, float]:
+    """All scores of one model in one dictionary (NaN where a score is undefined).
+
+    ``causal``: the ``(rank, region)`` pairs with injected seconds; the false blame is the blame on every other
+    pair (the definition of ``false_blame`` in ``waitlab evaluate``, :func:`~waitlab.models.analysis.suite_scores.
+    share_without_cause`).
+    """
+    pairs = pd.Series(predicted_rank_region.to_numpy(float),
+                      index=pd.Index([(int(r), str(g)) for r, g in predicted_rank_region.index], tupleize_cols=False))
+    fb, fb_share = false_blame(pairs, {(int(r), str(g)) for r, g in causal})
     out = {
         "top_k_region": top_k_precision(predicted_region, true_region, k),
         "spearman_region": spearman(predicted_region, true_region),
@@ -148,7 +157,7 @@ def score(predicted_region: pd.Series, true_region: pd.Series, *, predicted_rank
         "false_blame_seconds": fb,
         "false_blame_share": fb_share,
     }
-    if predicted_rank_region is not None and true_rank_region is not None:
+    if true_rank_region is not None:
         out["top_k_rank_region"] = top_k_precision(predicted_rank_region, true_rank_region, k)
         common = true_rank_region.index
         out["spearman_rank_region"] = spearman(predicted_rank_region.reindex(common, fill_value=0.0),
