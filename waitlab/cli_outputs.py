@@ -39,10 +39,10 @@ def _compare(sub: Any) -> None:
 
 
 def _export(sub: Any) -> None:
-    p = sub.add_parser("export", help="export a results folder for other tools: OTF2 (Vampir, Scalasca, pipit), "
+    p = sub.add_parser("export", help="export a results folder for other tools: OTF2 (Vampir, Scalasca), "
                        "Chrome/Perfetto trace, wait-propagation graph (GraphML)")
     p.add_argument("run", type=Path, help="results folder of `waitlab run`")
-    for fmt, what in (("otf2", "OTF2 archive otf2/traces.otf2 (otf2-print, Vampir, Scalasca, pipit)"),
+    for fmt, what in (("otf2", "OTF2 archive otf2/traces.otf2 (otf2-print, Vampir, Scalasca)"),
                       ("chrome", "Chrome trace trace.json, exact to the ns (ui.perfetto.dev, chrome://tracing)"),
                       ("graphml", "wait-propagation graph propagation.graphml (+ .png when small)")):
         p.add_argument(f"--{fmt}", action="store_true", help=what)
