@@ -72,6 +72,7 @@ def test_x_facet_and_y_are_chosen_by_name():
                        facet="platform.supernodes")
     drawn(fig)
     assert len(fig.axes) == 2 and fig.axes[0].get_xlabel() == "application.bytes_per_peer"
+    assert list(fig.axes[-1].get_xticks()) == [4096, 65536]  # the swept values, nothing in between
     assert len(fig.legends[0].get_texts()) == len(ALGS)  # one series per algorithm
     # numeric x: lines through the points, one colour per series, the same in both facets
     colours = [[line.get_color() for line in ax.get_lines()] for ax in fig.axes]

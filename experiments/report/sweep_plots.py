@@ -119,6 +119,9 @@ def sweep_figure(table: pd.DataFrame, swept_keys: Sequence[str], results: Sequen
     if not numeric:
         for ax in axes[-1]:
             ax.set_xticks(list(xpos.values()), [str(v) for v in xpos], rotation=90, ha="center")
+    elif len(xpos) <= 12:  # the swept values themselves, not 1.2, 1.4, ... between two switch counts
+        for ax in axes[-1]:
+            ax.set_xticks(sorted(float(v) for v in xpos), [str(v) for v in sorted(xpos)])
     if series_keys:
         fig.legend(handles=[handles[k] for k in sorted(handles)], title=", ".join(series_keys),
                    loc="outside right upper", fontsize=8, title_fontsize=8, frameon=False)
