@@ -273,7 +273,7 @@ def _check_recorded(data: Mapping[str, Any], file: str) -> None:
                                validate_section(sec, default[sec], file)):
             continue
         if sec in data:
-            what = "has no platform model" if sec == "platform" else "nothing in it is simulated or perturbed"
+            what = "it has no platform model" if sec == "platform" else "nothing in it is simulated or perturbed"
             raise InputError(file, sec, f"a recorded run is read as it ran: {what}",
                              f'remove [{sec}], or replay the trace on a platform with kind = "otf2"')
 

@@ -59,7 +59,10 @@ def _run(sub: Any) -> None:
         else:
             written = [f for f in ("timeline.png", "trace.json", "events.parquet") if (out / f).exists()]
             _say(args, f"results written to {out}/ ({', '.join(written)})")
-        _say(args, f"next: waitlab diagnose {out}   # who caused the waits, scored against the injected truth")
+        if result.result.metadata.get("source") == "recorded":  # read as recorded: nothing was injected
+            _say(args, f"next: waitlab diagnose {out} --no-truth   # who caused the waits (no truth: nothing injected)")
+        else:
+            _say(args, f"next: waitlab diagnose {out}   # who caused the waits, scored against the injected truth")
         return 0
 
     p.set_defaults(func=go)
