@@ -116,6 +116,9 @@ def _platforms(sub: Any) -> None:
     _json_flag(p)
 
     def go(args: argparse.Namespace) -> int:
+        if args.name is None and args.xml is not None:
+            raise InputError("(command line)", "--xml", "renders one platform: name it", "e.g. waitlab platforms "
+                             "dawning_5000a --xml 16")
         if args.name is None:  # old names (api.platform_aliases) still load but are not listed
             listing = [api.platform_sources(name) for name in api.platforms()]
             if args.json:
@@ -129,7 +132,7 @@ def _platforms(sub: Any) -> None:
             return 0
         if args.json:
             _dump({**api.platform_sources(args.name), "description": api.describe(args.name),
-                   **({"xml": api.describe(args.name, xml_ranks=args.xml)} if args.xml else {})})
+                   **({"xml": api.describe(args.name, xml_ranks=args.xml)} if args.xml is not None else {})})
             return 0
         print(api.describe(args.name, xml_ranks=args.xml))
         return 0
@@ -254,6 +257,9 @@ def _diagnose(sub: Any) -> None:
     p.add_argument("-o", "--output", type=Path, default=None,
                    help="report folder (default: SOURCE/diagnosis, or results/<name>-diagnosis for a TOML)")
     p.add_argument("--threshold", type=float, default=0.01, help="H-CWP-DM hotspot threshold (default 0.01 = 1%%)")
+    p.add_argument("--tie-relative", type=float, default=0.0, metavar="F",
+                   help="CWP-DM and H-CWP-DM share a wait among culprits that arrived within F of the wait of the "
+                   "latest (e.g. 0.01; default 0: ties within 1 us only)")
     p.add_argument("--top-k", type=int, default=5, help="k of the top-k precision (default 5)")
     p.add_argument("--candidates", type=int, default=8,
                    help="(rank, region) pairs with the most injected seconds to cost individually (default 8)")
@@ -280,9 +286,12 @@ def _diagnose(sub: Any) -> None:
             raise InputError("(command line)", "--top-k" if args.top_k < 1 else "--candidates",
                              f"must be >= {1 if args.top_k < 1 else 0}", "e.g. --top-k 5 --candidates 8")
         models = [*api.DEFAULT_MODELS, *(args.model or [])]
+        # a results folder is read once, for the diagnosis and for its report.html
+        run = api.load_run(args.source, args.trust_edited) if args.source.is_dir() else None
         try:
             with api.open_executor(args.executor, workers=args.workers, scheduler=args.scheduler) as ex:
-                diag = api.diagnose(args.source, threshold=args.threshold, top_k=args.top_k,
+                diag = api.diagnose(run or args.source, threshold=args.threshold, tie_relative=args.tie_relative,
+                                    top_k=args.top_k,
                                     n_candidates=args.candidates, truth=not args.no_truth, executor=ex,
                                     cache_dir=args.cache, use_cache=not args.no_cache, progress=_bar(args),
                                     models=models, trust_edited=args.trust_edited,
@@ -301,12 +310,13 @@ def _diagnose(sub: Any) -> None:
         else:
             out = api.default_output(diag.scenario.name if diag.scenario else args.source.stem, "-diagnosis")
         api.write_report(diag, out, png=not args.no_png)
-        if args.source.is_dir():  # the run's report.html gains the diagnosis
-            api.report(args.source, out / "diagnosis.json", trust_edited=args.trust_edited)
+        if run is not None:  # the run's report.html gains the diagnosis
+            api.report(run, out / "diagnosis.json", trust_edited=args.trust_edited)
             warn_edited(args, args.source)
         if args.json:
             _dump({"output": str(out), **api.report_dict(diag)})
-        _say(args, api.to_markdown(diag))
+        if not args.quiet and not args.json:  # the text summary is built only when printed
+            _say(args, api.to_markdown(diag))
         if diag.truth is not None:
             _say(args, api.cache_use(diag.truth))
         _say(args, f"report written to {out}/" + (f" and {args.source / 'report.html'}" if args.source.is_dir()

@@ -56,7 +56,7 @@ from waitlab.experiments.diagnosis.registry import (
 from waitlab.experiments.pipeline import noise_for, prepare
 from waitlab.experiments.pipeline import run as run_pipeline
 from waitlab.experiments.report.notebook import diagnosis_html
-from waitlab.experiments.results import load_run
+from waitlab.experiments.results import LoadedRun, load_run
 from waitlab.experiments.scenario import Scenario, load_scenario
 from waitlab.models.analysis.blame_models import focus_ops
 from waitlab.models.analysis.critical_path import CriticalPath, critical_path
@@ -64,10 +64,12 @@ from waitlab.models.analysis.cwpdm import CwpdmResult
 from waitlab.models.analysis.hcwpdm import DEFAULT_THRESHOLD, HcwpdmResult
 from waitlab.models.analysis.protocol import RunData
 from waitlab.models.analysis.scoring import by_rank_region, by_region, culprits, improvement, score
-from waitlab.models.analysis.ties import TIE_TOLERANCE, tie_counts
+from waitlab.models.analysis.ties import NEAR_FRACTION, TIE_TOLERANCE, near_equal_waits, tie_counts
 from waitlab.models.analysis.timeline_check import impossible_collectives, impossible_line
 from waitlab.models.ops import OpTable
 
+#: Built-in models that split a wait among tied culprits (they take the relative tie rule, ``tie_relative``).
+TIE_SPLITTING = ("cwpdm", "hcwpdm", "hcwpdm_each")
 #: The models of a diagnosis by default: key -> (display name, metric of the truth it is compared with).
 MODELS: dict[str, tuple[str, str]] = {
     "cwpdm": ("CWP-DM", "total_wait"),
@@ -81,7 +83,7 @@ ModelLike = str | Callable[..., pd.DataFrame] | ModelSpec
 def run_models(events: pd.DataFrame, waits: pd.DataFrame, *, threshold: float = DEFAULT_THRESHOLD,
                focus_share: float = 0.9, memory: bool = True, models: Sequence[ModelLike] | None = None,
                placement: pd.DataFrame | None = None, errors: dict[str, str] | None = None,
-               model_timeout: float = DEFAULT_TIMEOUT) -> list[ModelRun]:
+               model_timeout: float = DEFAULT_TIMEOUT, tie_relative: float = 0.0) -> list[ModelRun]:
     """Run diagnosis models (default CWP-DM and H-CWP-DM, both pairings) on the same timelines.
 
     H-CWP-DM with the paper's "earliest" pairing looks at the waits of the dominant MPI operations
@@ -91,6 +93,8 @@ def run_models(events: pd.DataFrame, waits: pd.DataFrame, *, threshold: float = 
     ``errors`` (model key -> message); without ``errors`` the failure is raised.  The models read the tables as a
     measured trace holds them (:class:`~waitlab.models.analysis.protocol.RunData`): no cause ledger, no injected
     seconds.  A user's model (a spec, a plug-in) runs in a child process, ``model_timeout`` seconds at most.
+    ``tie_relative`` > 0 switches the relative tie rule on in the built-in models that split ties (CWP-DM,
+    H-CWP-DM; :mod:`waitlab.models.analysis.ties`).
     """
     run = RunData(events, waits, placement)
     specs = resolve_all(list(models) if models is not None else list(DEFAULT_DIAGNOSE), timeout=model_timeout)
@@ -101,6 +105,8 @@ def run_models(events: pd.DataFrame, waits: pd.DataFrame, *, threshold: float = 
             opts["threshold"] = threshold
         if spec.builtin and spec.key == "hcwpdm":
             opts["focus_share"] = focus_share
+        if spec.builtin and tie_relative > 0 and spec.key in TIE_SPLITTING:
+            opts["tie_relative"] = tie_relative
         try:
             out.append(run_model(spec, run, memory=memory, **opts))
         except ModelFailure as exc:
@@ -196,7 +202,7 @@ def diagnose(events: pd.DataFrame, waits: pd.DataFrame, *, scenario: Scenario | 
              speed_profiles: Mapping[str, str] | None = None, rerun: Rerun | None = None,
              extra_sets: Sequence[CauseSet] = (), focus_share: float = 0.9,
              models: Sequence[ModelLike] | None = None, placement: pd.DataFrame | None = None,
-             model_timeout: float = DEFAULT_TIMEOUT) -> Diagnosis:
+             model_timeout: float = DEFAULT_TIMEOUT, tie_relative: float = 0.0) -> Diagnosis:
     """Run both models, the ground truth (needs ``scenario`` and ``ops``) and the scores.
 
     Parameters
@@ -231,11 +237,20 @@ def diagnose(events: pd.DataFrame, waits: pd.DataFrame, *, scenario: Scenario | 
     model_timeout : float
         Seconds a user's model may take on the run (it runs in a child process,
         :mod:`~waitlab.experiments.diagnosis.sandbox`).
+    tie_relative : float
+        The relative tie rule (0: off, the default): in CWP-DM and H-CWP-DM, culprits that arrived within this
+        fraction of a wait of its latest culprit share it (:mod:`waitlab.models.analysis.ties`).  Either way the
+        notes give the share of the wait decided between culprits within
+        :data:`~waitlab.models.analysis.ties.NEAR_FRACTION` of the wait of each other.
     """
+    if not 0 <= tie_relative < 1:
+        raise InputError("(command line)", "--tie-relative", f"must be in [0, 1), got {tie_relative!r}",
+                         "e.g. --tie-relative 0.01 (culprits within 1% of the wait share it)")
     baseline = wait_metrics(events, waits)
     errors: dict[str, str] = {}
     run_list = run_models(events, waits, threshold=threshold, focus_share=focus_share, memory=memory,
-                          models=models, placement=placement, errors=errors, model_timeout=model_timeout)
+                          models=models, placement=placement, errors=errors, model_timeout=model_timeout,
+                          tie_relative=tie_relative)
     diag = Diagnosis(scenario=scenario, metadata=dict(metadata or {}), baseline=baseline, models=run_list,
                      truth=None, events=events, waits=waits, errors=errors)
     diag.notes += list(errors.values())
@@ -243,7 +258,19 @@ def diagnose(events: pd.DataFrame, waits: pd.DataFrame, *, scenario: Scenario | 
     if impossible:
         diag.notes.append(impossible)
     ties = tie_counts(events, waits)
-    diag.metadata["ties"] = {**ties, "tolerance": TIE_TOLERANCE}
+    near = near_equal_waits(events, waits, NEAR_FRACTION, TIE_TOLERANCE, tie_relative)
+    near_seconds = float(waits["wait"].to_numpy()[near].sum()) if len(waits) else 0.0
+    total_wait = float(waits["wait"].sum()) if len(waits) else 0.0
+    near_share = near_seconds / total_wait if total_wait > 0 else 0.0
+    diag.metadata["ties"] = {**ties, "tolerance": TIE_TOLERANCE, "relative": tie_relative,
+                             "near_fraction": NEAR_FRACTION, "near_equal_waits": int(near.sum()),
+                             "near_equal_seconds": near_seconds, "near_equal_share": near_share}
+    if near.any():
+        diag.notes.append(f"fragile blame: {100 * near_share:.1f}% of the wait ({int(near.sum())} wait states, "
+                          f"{near_seconds:.6g} s) was blamed on one culprit while another arrived within "
+                          f"{100 * NEAR_FRACTION:g}% of the wait of it; every model that follows the wait states' "
+                          "culprits inherits that split (diagnose --tie-relative F shares a wait among culprits "
+                          "within F of it in CWP-DM and H-CWP-DM)")
     if ties["exact"] or ties["near"]:
         diag.notes.append(f"ties: {ties['exact']} waits split equally between exactly tied culprits and "
                           f"{ties['near']} between culprits arriving within {TIE_TOLERANCE * 1e6:g} us of each other "
@@ -315,15 +342,20 @@ def noise_profiles(scenario: Scenario, horizon: float | None) -> Mapping[str, st
     return noise_for(prep, float(horizon)).speed_profiles or None
 
 
-def load_source(path: Path, trust_edited: bool = False) -> Source:
+def _run_source(run: LoadedRun) -> Source:
+    placement = pd.read_csv(run.folder / "placement.csv") if (run.folder / "placement.csv").is_file() else None
+    return Source(run.events, run.waits, run.scenario, run.ops, dict(run.metadata),
+                  noise_profiles(run.scenario, run.metadata.get("noise_horizon")), placement)
+
+
+def load_source(path: Path | LoadedRun, trust_edited: bool = False) -> Source:
     """A results folder of ``waitlab run`` (read back, nothing re-simulated; checked against its integrity record
-    unless ``trust_edited``) or a scenario TOML (run now)."""
+    unless ``trust_edited``; or already read back) or a scenario TOML (run now)."""
+    if isinstance(path, LoadedRun):
+        return _run_source(path)
     path = Path(path)
     if path.is_dir():
-        run = load_run(path, trust_edited)
-        placement = pd.read_csv(path / "placement.csv") if (path / "placement.csv").is_file() else None
-        return Source(run.events, run.waits, run.scenario, run.ops, dict(run.metadata),
-                      noise_profiles(run.scenario, run.metadata.get("noise_horizon")), placement)
+        return _run_source(load_run(path, trust_edited))
     if path.suffix == ".toml":
         scenario = load_scenario(path)
         r = run_pipeline(scenario)
@@ -334,12 +366,12 @@ def load_source(path: Path, trust_edited: bool = False) -> Source:
                      "pass the folder written by `waitlab run` or a scenario file")
 
 
-def diagnose_path(path: Path, trust_edited: bool = False, **kwargs: Any) -> Diagnosis:
-    """:func:`diagnose` of a results folder or scenario TOML."""
+def diagnose_path(path: Path | LoadedRun, trust_edited: bool = False, **kwargs: Any) -> Diagnosis:
+    """:func:`diagnose` of a results folder (or a run read back from one) or scenario TOML."""
     src = load_source(path, trust_edited)
     diag = diagnose(src.events, src.waits, scenario=src.scenario, ops=src.ops, metadata=src.metadata,
                     speed_profiles=src.speed_profiles, placement=src.placement, **kwargs)
-    diag.metadata.setdefault("source", str(path))
+    diag.metadata.setdefault("source", str(path.folder if isinstance(path, LoadedRun) else path))
     return diag
 
 

@@ -53,9 +53,9 @@ def focus_ops(waits: pd.DataFrame, share: float = 0.9) -> list[str]:
     return [str(o) for o in by_op.index[:k]]
 
 
-def cwpdm_detail(run: RunData, **_: Any) -> CwpdmResult:
-    """CWP-DM's own result on ``run``."""
-    return cwpdm(run.events, run.waits)
+def cwpdm_detail(run: RunData, *, tie_relative: float = 0.0, **_: Any) -> CwpdmResult:
+    """CWP-DM's own result on ``run`` (``tie_relative``: the relative tie rule, see ``ties``)."""
+    return cwpdm(run.events, run.waits, tie_relative=tie_relative)
 
 
 def cwpdm_frame(res: CwpdmResult) -> pd.DataFrame:
@@ -73,12 +73,13 @@ def _focus_metric(focus: list[str]) -> str:
 
 
 def hcwpdm_earliest_detail(run: RunData, *, threshold: float = DEFAULT_THRESHOLD, focus_share: float = 0.9,
-                           **_: Any) -> HcwpdmResult:
+                           tie_relative: float = 0.0, **_: Any) -> HcwpdmResult:
     """H-CWP-DM, earliest pairing, over the waits of :func:`focus_ops`."""
     focus = focus_ops(run.waits, focus_share)
     w = run.waits
     focused = w[w["op"].astype(str).isin(focus)] if len(w) else w
-    return hcwpdm(run.events, focused, threshold=threshold, pairing="earliest", callpaths=run.callpaths)
+    return hcwpdm(run.events, focused, threshold=threshold, pairing="earliest", callpaths=run.callpaths,
+                  tie_relative=tie_relative)
 
 
 def hcwpdm_frame(res: HcwpdmResult, focus: list[str] | None = None) -> pd.DataFrame:
@@ -92,9 +93,11 @@ def hcwpdm_earliest_model(run: RunData, **options: Any) -> pd.DataFrame:
     return hcwpdm_frame(hcwpdm_earliest_detail(run, **options), focus_ops(run.waits, options.get("focus_share", 0.9)))
 
 
-def hcwpdm_each_detail(run: RunData, *, threshold: float = DEFAULT_THRESHOLD, **_: Any) -> HcwpdmResult:
+def hcwpdm_each_detail(run: RunData, *, threshold: float = DEFAULT_THRESHOLD, tie_relative: float = 0.0,
+                       **_: Any) -> HcwpdmResult:
     """H-CWP-DM pairing every waiting rank, over every wait."""
-    return hcwpdm(run.events, run.waits, threshold=threshold, pairing="each", callpaths=run.callpaths)
+    return hcwpdm(run.events, run.waits, threshold=threshold, pairing="each", callpaths=run.callpaths,
+                  tie_relative=tie_relative)
 
 
 def hcwpdm_each_model(run: RunData, **options: Any) -> pd.DataFrame:

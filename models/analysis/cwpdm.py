@@ -107,7 +107,8 @@ class CwpdmResult:
         return self.costs[["rank", "region", "callpath", "cost"]]
 
 
-def cwpdm(events: pd.DataFrame, waits: pd.DataFrame, *, sync: SyncPoints | None = None) -> CwpdmResult:
+def cwpdm(events: pd.DataFrame, waits: pd.DataFrame, *, sync: SyncPoints | None = None,
+          tie_relative: float = 0.0) -> CwpdmResult:
     """Run CWP-DM on an event table and its wait states.
 
     Parameters
@@ -117,12 +118,15 @@ def cwpdm(events: pd.DataFrame, waits: pd.DataFrame, *, sync: SyncPoints | None 
     sync : SyncPoints, optional
         Precomputed :func:`~waitlab.models.analysis.syncpoints.sync_points` for all wait states (default:
         computed with ``split_ties=True``: a wait for several exactly tied ranks is split equally among them).
+    tie_relative : float
+        The relative tie rule (:mod:`~waitlab.models.analysis.ties`): culprits within this fraction of a wait of
+        its latest culprit share it (0: off, the default).
 
     Returns
     -------
     CwpdmResult
     """
-    sp = sync if sync is not None else sync_points(events, waits, split_ties=True)
+    sp = sync if sync is not None else sync_points(events, waits, split_ties=True, tie_relative=tie_relative)
     if (sp.q_interval < 0).any():
         raise ValueError("cwpdm needs the synchronization intervals of every wait state (sync_points without select)")
     n = len(sp)

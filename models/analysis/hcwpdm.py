@@ -135,7 +135,8 @@ def hotspot_mask(total_time: npt.NDArray[np.float64], threshold: float) -> npt.N
 
 
 def hcwpdm(events: pd.DataFrame, waits: pd.DataFrame, *, threshold: float = DEFAULT_THRESHOLD,
-           pairing: Pairing = "earliest", callpaths: CallPaths | None = None) -> HcwpdmResult:
+           pairing: Pairing = "earliest", callpaths: CallPaths | None = None, tie_relative: float = 0.0
+           ) -> HcwpdmResult:
     """Run H-CWP-DM on an event table and its wait states.
 
     Parameters
@@ -147,6 +148,8 @@ def hcwpdm(events: pd.DataFrame, waits: pd.DataFrame, *, threshold: float = DEFA
         Collective pairing (see the module docstring).
     callpaths : CallPaths, optional
         Precomputed :func:`~waitlab.models.analysis.syncpoints.call_paths`.
+    tie_relative : float
+        The relative tie rule (:mod:`~waitlab.models.analysis.ties`; 0: off, the default).
 
     Returns
     -------
@@ -156,7 +159,8 @@ def hcwpdm(events: pd.DataFrame, waits: pd.DataFrame, *, threshold: float = DEFA
         raise ValueError(f"threshold must be in [0, 1), got {threshold!r}")
     cps = callpaths if callpaths is not None else call_paths(events)
     select = considered_waits(events, waits, pairing)
-    sp = sync_points(events, waits, select, callpaths=cps, split_ties=True)  # exact ties: equal shares
+    sp = sync_points(events, waits, select, callpaths=cps, split_ties=True,  # tied culprits: equal shares
+                     tie_relative=tie_relative)
     sel = select[sp.index]
     rows = np.flatnonzero(sel)
     n = len(sp)

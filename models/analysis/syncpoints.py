@@ -217,7 +217,8 @@ def _entry_keys(offsets: IntArray, callpath: IntArray, n_cp: int) -> IntArray:
 
 def sync_points(events: pd.DataFrame, waits: pd.DataFrame, select: npt.NDArray[np.bool_] | None = None,
                 *, callpaths: CallPaths | None = None, dense_limit: int | None = None, split_ties: bool = False,
-                tie_budget: int | None = None, tie_tolerance: float = TIE_TOLERANCE) -> SyncPoints:
+                tie_budget: int | None = None, tie_tolerance: float = TIE_TOLERANCE,
+                tie_relative: float = 0.0) -> SyncPoints:
     """Synchronization points of ``waits`` and their intervals (DESIGN.md section 6).
 
     Parameters
@@ -242,6 +243,9 @@ def sync_points(events: pd.DataFrame, waits: pd.DataFrame, select: npt.NDArray[n
     tie_tolerance : float
         Culprits whose Enter times differ by at most this are tied (default
         :data:`~waitlab.models.analysis.ties.TIE_TOLERANCE`, 1 us; 0: exact ties only).
+    tie_relative : float
+        Also tied: culprits within this fraction of the wait of the latest (0: off; the relative tie rule of
+        :mod:`~waitlab.models.analysis.ties`).
 
     Returns
     -------
@@ -250,7 +254,7 @@ def sync_points(events: pd.DataFrame, waits: pd.DataFrame, select: npt.NDArray[n
     cps = callpaths if callpaths is not None else call_paths(events)
     n_in = len(waits)
     if split_ties:  # one sync point per (wait state, tied culprit), each with an equal share of the wait
-        origin, culprit = split_culprits(events, waits, select, tie_budget, tie_tolerance)
+        origin, culprit = split_culprits(events, waits, select, tie_budget, tie_tolerance, tie_relative)
         share = 1.0 / np.bincount(origin, minlength=n_in)[origin]
     else:
         origin = np.arange(n_in, dtype=np.int64)
