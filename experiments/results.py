@@ -289,8 +289,9 @@ def read_ops(path: Path) -> OpTable:
     names = tuple(meta["names"])
     led = _read_parquet(path.parent / "ledger.parquet", "cause ledger")
     lookup = {n: i for i, n in enumerate(names)}
-    region = np.array([lookup.get(r, -1) for r in led["region"].astype(str)], np.int32)
-    kind = np.array([CAUSE_KINDS.index(k) for k in led["kind"].astype(str)], np.int8)
+    reg, kinds = led["region"].astype("category"), led["kind"].astype("category")  # one look-up per name
+    region = np.array([lookup.get(str(r), -1) for r in reg.cat.categories] + [-1], np.int32)[reg.cat.codes]
+    kind = np.array([CAUSE_KINDS.index(str(k)) for k in kinds.cat.categories] + [-1], np.int8)[kinds.cat.codes]
     ledger = Ledger(rank=led["rank"].to_numpy(np.int32), region=region, step=led["step"].to_numpy(np.int32),
                     seconds=led["seconds"].to_numpy(np.float64), kind=kind)
     dtypes = {"rank": np.int32, "seq": np.int32, "code": np.int8, "step": np.int32, "name": np.int32,

@@ -75,7 +75,7 @@ def sweep(sweep_file: str | Path | Sweep, out: str | Path | None = None, *, exec
         return run_sweep(sw, target, executor=ex, progress=progress, bar=bar)
 
 
-def diagnose(source: str | Path, *, executor: Executor | None = None, **kwargs: Any) -> Diagnosis:
+def diagnose(source: str | Path | LoadedRun, *, executor: Executor | None = None, **kwargs: Any) -> Diagnosis:
     """CWP-DM, H-CWP-DM, the counterfactual ground truth and the scores of a results folder or scenario.
 
     A results folder is read back as it is (only counterfactuals are simulated), checked against its integrity
@@ -86,11 +86,12 @@ def diagnose(source: str | Path, *, executor: Executor | None = None, **kwargs: 
     if cache is not None and Path(cache).exists() and not Path(cache).is_dir():
         raise InputError(str(cache), "--cache", "is a file, not a folder", "pass a folder for the counterfactual "
                          "cache (it is created when missing)")
+    src = source if isinstance(source, LoadedRun) else Path(source)
     if executor is not None:
-        return diagnose_path(Path(source), executor=executor, **kwargs)
+        return diagnose_path(src, executor=executor, **kwargs)
     # waitlab's own worker processes: no __main__ guard needed (scripts, stdin, notebooks), Ctrl-C stops them
     with open_executor("local", workers=2) as ex:
-        return diagnose_path(Path(source), executor=ex, **kwargs)
+        return diagnose_path(src, executor=ex, **kwargs)
 
 
 #: Paper reproductions of ``waitlab reproduce``: target name -> module (``reproduce``, ``write``, ``markdown``).
@@ -190,7 +191,7 @@ def with_models(sw: Sweep, models: tuple[str, ...] | list[str]) -> Sweep:
     return replace(sw, diagnose=tuple(dict.fromkeys([*sw.diagnose, *models])))
 
 
-def report(run_folder: str | Path, diagnosis: str | Path | dict[str, Any] | None = None, *,
+def report(run_folder: str | Path | LoadedRun, diagnosis: str | Path | dict[str, Any] | None = None, *,
            trust_edited: bool = False) -> Path:
     """(Re)write ``run_folder/report.html``: the offline, interactive report of a results folder.
 

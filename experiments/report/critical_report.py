@@ -9,16 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import pandas as pd
-
-from waitlab.models.analysis.critical_path import CriticalPath, critical_path
-
-
-def run_critical_path(events: pd.DataFrame | None, waits: pd.DataFrame | None) -> CriticalPath | None:
-    """The critical path of the run, or None when the tables are not at hand."""
-    if events is None or waits is None or not len(events):
-        return None
-    return critical_path(events, waits)
+from waitlab.models.analysis.critical_path import CriticalPath
 
 
 def critical_path_dict(cp: CriticalPath, top: int = 10) -> dict[str, Any]:

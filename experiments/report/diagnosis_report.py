@@ -9,7 +9,7 @@ from typing import Any
 
 from waitlab.experiments.diagnosis.diagnose import Diagnosis
 from waitlab.experiments.diagnosis.groundtruth import cache_use
-from waitlab.experiments.report.critical_report import critical_path_dict, critical_path_markdown, run_critical_path
+from waitlab.experiments.report.critical_report import critical_path_dict, critical_path_markdown
 from waitlab.experiments.report.diagnosis_plots import blame_figure, culprit_timeline
 from waitlab.experiments.results import run_identity
 from waitlab.experiments.run_folder import seal
@@ -65,7 +65,7 @@ def to_markdown(diag: Diagnosis) -> str:
         rr = by_rank_region(m.blame()).head(5)
         lines += ["", "Most blamed (rank, region): " + ", ".join(f"({r}, `{g}`) {v:.4g} s"
                                                               for (r, g), v in rr.items()), ""]
-    cp = run_critical_path(diag.events, diag.waits)
+    cp = diag.critical
     if cp is not None:
         lines += critical_path_markdown(cp)
     gt = diag.truth
@@ -121,7 +121,7 @@ def to_markdown(diag: Diagnosis) -> str:
 def report_dict(diag: Diagnosis) -> dict[str, Any]:
     """``diagnosis.json``: the diagnosis as plain data, with the critical path of the run and the run it belongs to
     (``run``: :func:`~waitlab.experiments.results.run_identity`, checked by ``waitlab report --diagnosis``)."""
-    cp = run_critical_path(diag.events, diag.waits)
+    cp = diag.critical
     ident = run_identity(diag.metadata, diag.events) if diag.events is not None else None
     return {**diag.to_dict(), "critical_path": critical_path_dict(cp) if cp is not None else None, "run": ident}
 

@@ -66,13 +66,13 @@ def check_belongs(diagnosis: Any, where: str, run: LoadedRun) -> dict[str, Any]:
     return diagnosis
 
 
-def rebuild_report(folder: str | Path, diagnosis: str | Path | dict[str, Any] | None = None,
+def rebuild_report(folder: str | Path | LoadedRun, diagnosis: str | Path | dict[str, Any] | None = None,
                    trust_edited: bool = False) -> Path:
     """Write ``folder/report.html`` from the folder's tables, with the diagnosis ``diagnosis`` (a
     ``diagnosis.json`` or its plain data) or, when not given, ``folder/diagnosis/diagnosis.json`` if there is
     one.  The folder and the diagnosis must pass their integrity records unless ``trust_edited``, and the
     diagnosis must be this run's."""
-    run = load_run(folder, trust_edited)
+    run = folder if isinstance(folder, LoadedRun) else load_run(folder, trust_edited)
     meta = dict(run.metadata)
     summary = _json(run.folder / "summary.json")
     if summary is None:

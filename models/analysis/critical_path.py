@@ -8,9 +8,12 @@ count as busy time of the next activity, so busy + wait telescope to ``exit - t0
 *condensed*: its nodes are only the points where ranks synchronize -- the start of every operation
 waited for, ``(q,k)``, the end of every wait, and each rank's start and end -- and an edge joins
 consecutive points of a rank with the busy time between them as weight (numpy cumulative sums).  A
-wait adds the edge ``(q,k) -> end of the wait of (p,i)`` of weight 0.  The longest path (networkx,
-``dag_longest_path``) from a super-source to the rank that finishes last is the critical path; on a
-schedule without idle time its length is the makespan of the step range.
+wait adds the edge ``(q,k) -> end of the wait of (p,i)`` of weight 0.  The longest path from a
+super-source (:func:`longest_path`, on arrays) to the rank that finishes last is the critical path; on a
+schedule without idle time its length is the makespan of the step range.  Between paths of equal length
+it picks as networkx's ``dag_longest_path`` does at each point (the first of the best predecessors:
+the rank's own previous point, then the waits in table order) and ends at the earliest point of the
+lowest rank that reaches the length.
 
 Examples
 --------
@@ -28,10 +31,8 @@ The critical path runs through rank 0's work and the two messages, 3 s = the mak
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 
-import networkx as nx
 import numpy as np
 import pandas as pd
 
@@ -66,23 +67,37 @@ class CriticalPath:
     by_rank: pd.Series
 
 
-def _labels(ev: pd.DataFrame) -> np.ndarray:
-    """Region of each activity as tools name it: ``MPI_<Op>`` for MPI operations, else the innermost region."""
-    op = ev["op"].astype(str).to_numpy()
-    region = ev["region"].astype(str).to_numpy()
-    is_mpi = (ev["kind"].astype(str) == "mpi").to_numpy()
-    mpi = np.char.add("MPI_", np.char.capitalize(op.astype(str)))
-    return np.where(is_mpi, mpi, np.where(region == "", op, region)).astype(object)
+def _codes(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """``(codes, names)`` of a column, categorical or not (one string conversion per distinct value)."""
+    cat = col.astype("category") if not isinstance(col.dtype, pd.CategoricalDtype) else col
+    return cat.cat.codes.to_numpy(), np.array([str(c) for c in cat.cat.categories] + [""], dtype=object)
+
+
+def _labels(ev: pd.DataFrame, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Region of each activity as tools name it: ``MPI_<Op>`` for MPI operations, else the innermost region.
+
+    Returns ``(code, names)``: ``names[code]`` is the label of each of ``rows`` (strings made once per
+    distinct (kind, op, region), not per row)."""
+    kind, kinds = _codes(ev["kind"])
+    op, ops = _codes(ev["op"])
+    region, regions = _codes(ev["region"])
+    kind, op, region = kind[rows], op[rows], region[rows]
+    combo = (kind.astype(np.int64) * (ops.size + 1) + op) * (regions.size + 1) + region
+    uniq, code = np.unique(combo, return_inverse=True)
+    k_u, rest = np.divmod(uniq, (ops.size + 1) * (regions.size + 1))
+    o_u, r_u = np.divmod(rest, regions.size + 1)
+    names = [f"MPI_{ops[o].capitalize()}" if kinds[k] == "mpi" else (regions[r] or ops[o])
+             for k, o, r in zip(k_u.tolist(), o_u.tolist(), r_u.tolist(), strict=True)]
+    return code.ravel(), np.array(names, dtype=object)
 
 
 def critical_path(events: pd.DataFrame, waits: pd.DataFrame, steps: tuple[int, int] | None = None) -> CriticalPath:
     """Critical path of the activities of ``steps`` (inclusive ``(first, last)``; all steps by default)."""
-    leaf = (events["kind"].astype(str) != "region").to_numpy()
+    leaf = (events["kind"] != "region").to_numpy()
     if steps is not None:
         s = events["step"].to_numpy()
         leaf = leaf & (s >= steps[0]) & (s <= steps[1])
     rows = np.flatnonzero(leaf)  # event rows in the range, sorted by (rank, seq)
-    ev = events.iloc[rows]
     n = rows.size
     if n == 0:
         empty = pd.DataFrame(columns=["rank", "region", "seconds"])
@@ -91,8 +106,8 @@ def critical_path(events: pd.DataFrame, waits: pd.DataFrame, steps: tuple[int, i
                             pd.Series(dtype=float))
     pos_of = np.full(len(events), -1, np.int64)
     pos_of[rows] = np.arange(n)
-    rank = ev["rank"].to_numpy().astype(np.int64)
-    enter, exit_ = ev["enter"].to_numpy(), ev["exit"].to_numpy()
+    rank = events["rank"].to_numpy().astype(np.int64)[rows]
+    enter, exit_ = events["enter"].to_numpy()[rows], events["exit"].to_numpy()[rows]
     t0 = float(enter.min())
     wait = np.zeros(n)
     w_pos = pos_of[waits["event"].to_numpy()]
@@ -114,38 +129,102 @@ def critical_path(events: pd.DataFrame, waits: pd.DataFrame, steps: tuple[int, i
     x = np.concatenate([starts, ends, sp_q, sp_p])
     f = np.concatenate([np.zeros(starts.size + ends.size + sp_q.size, np.int64), np.ones(sp_p.size, np.int64)])
     r = np.concatenate([rank[starts], rank[ends - 1], rank[sp_q], rank[sp_p]])
-    key = np.unique(np.stack([r, x, f], axis=1), axis=0)  # sorted by (rank, x, f)
-    same = key[1:, 0] == key[:-1, 0]
-    weight = cum[key[1:, 1]] - cum[key[:-1, 1]]
-    nodes = [tuple(k) for k in key.tolist()]
-    g = nx.DiGraph()
-    g.add_weighted_edges_from((nodes[i], nodes[i + 1], float(weight[i])) for i in np.flatnonzero(same).tolist())
-    g.add_weighted_edges_from(("source", (int(rank[s]), int(s), 0), float(enter[s] - t0)) for s in starts.tolist())
-    g.add_weighted_edges_from(((int(rank[e - 1]), int(e), 0), "sink", 0.0) for e in ends.tolist())
-    g.add_weighted_edges_from(((int(rank[q]), int(q), 0), (int(rank[p]), int(p), 1), 0.0)
-                              for p, q in zip(sp_p.tolist(), sp_q.tolist(), strict=True))
-    path = nx.dag_longest_path(g, weight="weight")
-    length = float(nx.path_weight(g, path, weight="weight"))
+    code, node = np.unique(r * (2 * (n + 1)) + 2 * x + f, return_inverse=True)  # nodes sorted by (rank, x, f)
+    node = node.ravel()
+    k_r, k_x = np.divmod(code, 2 * (n + 1))
+    k_x //= 2
+    k_n = code.size
+    source, sink = k_n, k_n + 1
+    start_nodes, end_nodes, q_nodes, p_nodes = np.split(node, np.cumsum([starts.size, ends.size, sp_q.size]))
+    # edges in networkx's insertion order of the former graph (ties pick the first best predecessor)
+    chain = np.flatnonzero(k_r[1:] == k_r[:-1])
+    src = np.concatenate([chain, np.full(starts.size, source), end_nodes, q_nodes])
+    dst = np.concatenate([chain + 1, start_nodes, np.full(ends.size, sink), p_nodes])
+    w = np.concatenate([cum[k_x[chain + 1]] - cum[k_x[chain]], enter[starts] - t0, np.zeros(ends.size + sp_p.size)])
+    dist, path = longest_path(k_n + 2, src, dst, w)
+    length = float(dist[path[-1]])
     # segments: consecutive points of the path on one rank cover the rows between them
-    seg = [(a[1], b[1]) for a, b in itertools.pairwise(path)
-           if isinstance(a, tuple) and isinstance(b, tuple) and a[0] == b[0] and b[1] > a[1]]
+    a_n, b_n = path[:-1], path[1:]
+    inner = (a_n < k_n) & (b_n < k_n)
+    a_n, b_n = a_n[inner], b_n[inner]
+    keep = (k_r[a_n] == k_r[b_n]) & (k_x[b_n] > k_x[a_n])
+    sa, sb = k_x[a_n[keep]], k_x[b_n[keep]]
     cover = np.zeros(n + 1, np.int64)
-    for a_, b_ in seg:
-        cover[a_] += 1
-        cover[b_] -= 1
+    np.add.at(cover, sa, 1)
+    np.add.at(cover, sb, -1)
     on = np.cumsum(cover[:-1]) > 0
-    label = _labels(ev)
-    table = pd.DataFrame({"rank": rank[on], "region": label[on], "seconds": busy[on]})
-    by_rr = table.groupby(["rank", "region"], as_index=False, sort=True)["seconds"].sum()
-    allr = pd.DataFrame({"rank": rank, "region": label, "seconds": busy})
-    mean = allr.groupby("region")["seconds"].sum() / max(np.unique(rank).size, 1)
-    by_region = table.groupby("region")["seconds"].sum().rename("seconds").to_frame()
+    code, names = _labels(events, rows)
+    labs, lab_of = np.unique(names.astype(str), return_inverse=True)  # labels in alphabetical order
+    lab = lab_of.ravel()[code]
+    table = pd.DataFrame({"rank": rank[on], "lab": lab[on], "seconds": busy[on]})
+    by_rr = table.groupby(["rank", "lab"], as_index=False, sort=True)["seconds"].sum()
+    by_rr.insert(1, "region", labs.astype(object)[by_rr.pop("lab").to_numpy()])
+    mean = pd.Series(busy).groupby(lab).sum() / max(np.unique(rank).size, 1)
+    on_path = table.groupby("lab")["seconds"].sum()
+    by_region = pd.DataFrame({"seconds": on_path.to_numpy()},
+                             index=pd.Index(labs.astype(object)[on_path.index.to_numpy()], name="region"))
     by_region["share"] = by_region["seconds"] / length if length > 0 else 0.0
-    by_region["mean_per_rank"] = mean.reindex(by_region.index).to_numpy()
+    by_region["mean_per_rank"] = mean.reindex(on_path.index).to_numpy()
     by_region["imbalance"] = by_region["seconds"] - by_region["mean_per_rank"]
     by_region = by_region.sort_values("seconds", ascending=False).reset_index()
-    sa, sb = np.array([a_ for a_, _ in seg], np.int64), np.array([b_ for _, b_ in seg], np.int64)
     segments = pd.DataFrame({"rank": rank[sa], "first_row": rows[sa], "last_row": rows[sb - 1],
                              "seconds": cum[sb] - cum[sa]})
     return CriticalPath(length=length, makespan=float(exit_.max() - t0), segments=segments, by_region_rank=by_rr,
                         by_region=by_region, by_rank=table.groupby("rank")["seconds"].sum())
+
+
+def _ranges(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The positions ``lo[j] .. hi[j] - 1`` of every ``j``, concatenated, and the ``j`` of each."""
+    lens = hi - lo
+    owner = np.repeat(np.arange(lo.size), lens)
+    return np.arange(owner.size) - np.repeat(np.cumsum(lens) - lens - lo, lens), owner
+
+
+def longest_path(n: int, src: np.ndarray, dst: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Longest path of a DAG given as edge arrays; returns every node's distance and the path's nodes.
+
+    Kahn's topological sort one wave at a time (every node whose predecessors are all settled, at
+    once), with networkx ``dag_longest_path``'s rule at each node: the distance is the best of
+    ``distance(u) + weight`` over its in-edges, the first best in edge order is the predecessor, and a
+    negative best restarts the path at the node (distance 0).  The path ends at the lowest-numbered node
+    of the largest distance.
+
+    >>> dist, path = longest_path(4, np.array([0, 1, 0, 2]), np.array([1, 3, 2, 3]), np.array([1.0, 1.0, 3.0, 0.5]))
+    >>> dist.tolist(), path.tolist()
+    ([0.0, 1.0, 3.0, 3.5], [0, 2, 3])
+    """
+    src, dst, weight = np.asarray(src, np.int64), np.asarray(dst, np.int64), np.asarray(weight, float)
+    in_order = np.argsort(dst, kind="stable")
+    in_ptr = np.r_[0, np.cumsum(np.bincount(dst, minlength=n))]
+    out_order = np.argsort(src, kind="stable")
+    out_ptr = np.r_[0, np.cumsum(np.bincount(src, minlength=n))]
+    indeg = np.diff(in_ptr)
+    dist, pred = np.zeros(n), np.full(n, -1, np.int64)
+    wave = np.flatnonzero(indeg == 0)
+    settled = 0
+    while wave.size:
+        settled += wave.size
+        pos, owner = _ranges(in_ptr[wave], in_ptr[wave + 1])
+        if pos.size:
+            e = in_order[pos]
+            cand = dist[src[e]] + weight[e]
+            first = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
+            best = np.maximum.reduceat(cand, first)
+            hit = np.flatnonzero(cand == np.repeat(best, np.diff(np.r_[first, owner.size])))
+            pick = hit[np.r_[True, owner[hit[1:]] != owner[hit[:-1]]]]  # the first best of each node
+            v, ok = wave[owner[pick]], best >= 0
+            dist[v[ok]] = best[ok]
+            pred[v[ok]] = src[e[pick[ok]]]
+        succ = dst[out_order[_ranges(out_ptr[wave], out_ptr[wave + 1])[0]]]
+        u, c = np.unique(succ, return_counts=True)
+        indeg[u] -= c
+        wave = u[indeg[u] == 0]
+    if settled < n:
+        raise ValueError(f"the graph has a cycle ({n - settled} node(s) on or after it)")
+    end = int(np.argmax(dist)) if n else -1
+    path = []
+    pred_l = pred.tolist()
+    while end >= 0:
+        path.append(end)
+        end = pred_l[end]
+    return dist, np.array(path[::-1], np.int64)
