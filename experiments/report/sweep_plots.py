@@ -117,8 +117,11 @@ def sweep_figure(table: pd.DataFrame, swept_keys: Sequence[str], results: Sequen
         if pos.size and pos.size == np.isfinite(vals).sum() and pos.max() >= LOG_SPAN * pos.min():
             axes[i, 0].set_yscale("log")  # shared along the row
     if not numeric:
+        names = [str(v) for v in xpos]
+        upright = 90 if sum(map(len, names)) > 24 else 0  # names that do not fit side by side stand upright
         for ax in axes[-1]:
-            ax.set_xticks(list(xpos.values()), [str(v) for v in xpos], rotation=90, ha="center")
+            ax.set_xticks(list(xpos.values()), names, rotation=upright, ha="center")
+            ax.set_xlim(-0.5, len(xpos) - 0.5)  # each category in the middle of its own slot
     elif len(xpos) <= 12:  # the swept values themselves, not 1.2, 1.4, ... between two switch counts
         for ax in axes[-1]:
             ax.set_xticks(sorted(float(v) for v in xpos), [str(v) for v in sorted(xpos)])
