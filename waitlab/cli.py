@@ -102,7 +102,7 @@ def _sweep(sub: Any) -> None:
             if len(table):
                 _say(args, table.to_string(index=False, float_format=lambda x: f"{x:.6g}"))
             _say(args, f"sweep table written to {out}/sweep.csv\nnext: waitlab plot {out}   # each result "
-                 "against each swept key")
+                 "against a swept key, a line per value of the others")
         return 0 if len(table) == len(sw.points) else 3
 
     p.set_defaults(func=go)
