@@ -21,7 +21,8 @@ from matplotlib import image as mimage
 from waitlab.experiments.report import html as report_html
 from waitlab.experiments.report import html_data
 from waitlab.experiments.report.html_data import rank_step_wait, timeline_payload
-from waitlab.experiments.report.palette import CAUSE
+from waitlab.experiments.report.palette import CAUSE, PATTERN_COLOURS
+from waitlab.models.analysis.propagation import propagation_graph
 from waitlab.models.analysis.summary import rank_budget
 from waitlab.models.analysis.waitstates import make_events, wait_states
 
@@ -166,3 +167,58 @@ def test_a_rank_beyond_the_detail_cap_carries_its_first_events(monkeypatch: pyte
     p = timeline_payload(ev, waits, None, 3)
     assert p["detail_ranks"] == 1 and p["events"] == 2 and p["until"] is None
     assert report_html._detail_note(p, 3) == " Detail is carried for ranks 0 to 0 only (the first 2 events)."
+
+
+def _box(name: str) -> str:
+    """JS: the page rows and columns a named Bokeh root is drawn in."""
+    return (f"(() => {{ const m = Bokeh.documents[0].get_model_by_name('{name}'); "
+            "const el = document.querySelector('[data-root-id=\"' + m.id + '\"]'); "
+            "const r = (el.firstElementChild || el).getBoundingClientRect(); "
+            "return [r.top + window.scrollY, r.bottom + window.scrollY, r.left, r.right]; })()")
+
+
+def _source(name: str) -> str:
+    """JS: the columns of a named data source, as lists."""
+    return (f"(() => {{ const d = Bokeh.documents[0].get_model_by_name('{name}').data; const o = {{}}; "
+            "for (const k of Object.keys(d)) o[k] = Array.from(d[k]); return o; })()")
+
+
+@pytest.mark.simgrid
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is installed by scripts/bootstrap.sh")
+def test_wavefront_report_shows_the_propagation_picture_and_the_communication_matrix(tmp_path: Path):
+    waitlab = shutil.which("waitlab", path=str(Path(sys.executable).parent)) or "waitlab"
+    run = tmp_path / "W"
+    for cmd in ([waitlab, "run", "-q", str(ROOT / "examples" / "wavefront_propagation.toml"), "-o", str(run)],
+                [waitlab, "diagnose", "-q", str(run)]):
+        subprocess.run(cmd, check=True, timeout=600)
+    shot = tmp_path / "shot.png"
+    page = load(run / "report.html", screenshot=shot, values={
+        "graph": _source("wl-propagation-src"), "matrix": _source("wl-matrix-src"),
+        "graph_box": _box("wl-propagation"), "matrix_box": _box("wl-matrix")})
+    errors = [m for m in page.console if not m.startswith(("console.log:", "console.info:", "console.debug:"))]
+    assert errors == [] and page.failed_requests == []
+    v = page.values
+    # the picture is the propagation graph at (time, rank), node for node (as propagation.png draws it)
+    events, waits = pd.read_parquet(run / "events.parquet"), pd.read_parquet(run / "waits.parquet")
+    g = propagation_graph(events, waits)
+    want = sorted((int(d["rank"]), round(float(d["time"]), 9)) for _, d in g.nodes(data=True))
+    assert sorted(zip(v["graph"]["rank"], [round(t, 9) for t in v["graph"]["time"]], strict=True)) == want
+    assert v["graph"]["label"].count("root cause: excess work") == sum(1 for _, d in g.nodes(data=True)
+                                                                       if d["kind"] == "delay")
+    # the matrix by hand: on the 4 x 4 grid each rank sends east and south, 2 steps x 4 blocks of 8 KiB
+    m = v["matrix"]
+    east_south = {(r, r + 1) for r in range(16) if r % 4 != 3} | {(r, r + 4) for r in range(12)}
+    assert set(zip(m["sender"], m["receiver"], strict=True)) == east_south
+    assert set(m["messages"]) == {8} and set(m["bytes"]) == {8 * 8192}
+    # every wait of the run is a late sender, so the pairs' waits add up to the run's total wait
+    assert sum(m["wait"]) == pytest.approx(float(waits["wait"].sum()), rel=1e-9)
+    # the screenshot: the picture's band holds the waits' red and the causes' blue; the matrix's its grey cells
+    img = mimage.imread(shot)[..., :3]
+    top, bottom, left, right = (int(x) for x in v["graph_box"])
+    band = img[top:bottom, left:right]
+    assert _pixels_near(band, PATTERN_COLOURS["late_sender"]).sum() > 2000
+    assert _pixels_near(band, CAUSE).sum() > 500
+    top, bottom, left, right = (int(x) for x in v["matrix_box"])
+    cells = img[top:bottom, left:right]
+    grey = (np.ptp(cells, axis=-1) < 0.02) & (cells.mean(axis=-1) < 0.8)
+    assert grey.sum() > 24 * 300  # 24 cells of about 30 x 30 pixels

@@ -49,7 +49,8 @@ def test_every_figure_passes_bokehs_validation():
         issues = check_integrity(doc.models)
         assert issues.error == [] and issues.warning == [], (issues.error, issues.warning)
         names |= {name for kind, name in parts if kind == "root"}
-    assert names == {"wl-budget", "wl-heatmap", "wl-timeline", "wl-blame", "wl-critical", "wl-propagation"}
+    assert names == {"wl-budget", "wl-heatmap", "wl-timeline", "wl-blame", "wl-critical", "wl-propagation",
+                     "wl-matrix"}
 
 
 def test_page_leaves_no_mark_and_validation_on_for_others():

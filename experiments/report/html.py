@@ -45,6 +45,7 @@ from waitlab.experiments.report.html_figures import (
     budget_figure,
     critical_figure,
     heatmap_figure,
+    matrix_figure,
     propagation_figure,
     timeline_figure,
 )
@@ -256,10 +257,11 @@ def report_document(shape: PageShape, events: pd.DataFrame | None = None, waits:
                 fig("wl-critical", critical_figure(cp))
                 parts.append(("html", "<p>Ranks on the path: " + ", ".join(
                     f"{k} ({float(v):.4g} s)" for k, v in cp.get("by_rank", {}).items()) + "</p>"))
-            graph, note = propagation_figure(events, waits)
-            if graph is not None:
-                fig("wl-propagation", graph)
-            parts.append(("html", f"<p class='note'>{html.escape(note)}</p>"))
+            for name, (picture, note) in (("wl-propagation", propagation_figure(events, waits)),
+                                          ("wl-matrix", matrix_figure(events, waits, n_ranks))):
+                if picture is not None:
+                    fig(name, picture)
+                parts.append(("html", f"<p class='note'>{html.escape(note)}</p>"))
         else:
             parts.append(("html", "<p class='note'>No diagnosis yet: <code>waitlab diagnose FOLDER</code> adds "
                           "each model's blame, the ground truth, the critical path and the wait-propagation graph "

@@ -188,3 +188,37 @@ def rank_step_wait(waits: pd.DataFrame, n_ranks: int) -> tuple[np.ndarray, np.nd
         z = np.bincount(b * steps.size + s, weights=waits["wait"].to_numpy(np.float64),
                         minlength=n_bins * steps.size).reshape(n_bins, steps.size)
     return z, np.arange(n_bins) * per_bin, steps
+
+
+#: Point-to-point operations that send a message (their ``peer`` is the destination, ``bytes`` its size).
+SENDS = ("send", "isend")
+
+
+def comm_matrix(events: pd.DataFrame, waits: pd.DataFrame) -> pd.DataFrame:
+    """Bytes and messages per (sender, receiver) pair, and the seconds of wait their messages caused.
+
+    The wait of a pair is what its point-to-point messages made a partner wait: the receiver's ``late_sender``
+    waits for the sender and the sender's ``late_receiver`` waits for the receiver.  Columns ``sender,
+    receiver, bytes, messages, wait``, one row per pair that exchanged a message, ordered by sender and receiver.
+
+    >>> ev = pd.DataFrame({"rank": [0, 0, 1, 1], "op": ["send", "isend", "recv", "send"], "peer": [1, 1, 0, 0],
+    ...                    "bytes": [8, 4, 0, 2]})
+    >>> w = pd.DataFrame({"rank": [1, 1], "pattern": ["late_sender", "wait_at_nxn"], "peer_rank": [0, 0],
+    ...                   "wait": [0.5, 9.0]})
+    >>> comm_matrix(ev, w).to_dict("records")  # doctest: +NORMALIZE_WHITESPACE
+    [{'sender': 0, 'receiver': 1, 'bytes': 12, 'messages': 2, 'wait': 0.5},
+     {'sender': 1, 'receiver': 0, 'bytes': 2, 'messages': 1, 'wait': 0.0}]
+    """
+    send = _is_one_of(events["op"], SENDS) & (events["peer"].to_numpy() >= 0)
+    pairs = pd.DataFrame({"sender": events["rank"].to_numpy(np.int64)[send],
+                          "receiver": events["peer"].to_numpy(np.int64)[send],
+                          "bytes": events["bytes"].to_numpy(np.int64)[send]})
+    out = pairs.groupby(["sender", "receiver"], sort=True).agg(bytes=("bytes", "sum"), messages=("bytes", "size"))
+    pattern = waits["pattern"].astype(str).to_numpy()
+    rank, peer, wait = (waits["rank"].to_numpy(np.int64), waits["peer_rank"].to_numpy(np.int64),
+                        waits["wait"].to_numpy(float))
+    ls, lr = pattern == "late_sender", pattern == "late_receiver"
+    caused = pd.DataFrame({"sender": np.r_[peer[ls], rank[lr]], "receiver": np.r_[rank[ls], peer[lr]],
+                           "wait": np.r_[wait[ls], wait[lr]]}).groupby(["sender", "receiver"])["wait"].sum()
+    out["wait"] = caused.reindex(out.index, fill_value=0.0).to_numpy(float)
+    return out.reset_index()

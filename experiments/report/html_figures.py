@@ -10,15 +10,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import networkx as nx
 import numpy as np
 import pandas as pd
 from bokeh.models import ColumnDataSource, CustomJS, FactorRange, HoverTool, LinearColorMapper, Range1d
+from bokeh.models.annotations import ColorBar
 from bokeh.models.annotations.arrows import Arrow, VeeHead
+from bokeh.palettes import Greys256
 from bokeh.plotting import figure
 from bokeh.transform import dodge
 
-from waitlab.experiments.report.html_data import budget_bins, rank_step_wait
+from waitlab.experiments.report.html_data import budget_bins, comm_matrix, rank_step_wait
 from waitlab.experiments.report.palette import (
     CAUSE,
     HEAT,
@@ -32,8 +33,11 @@ from waitlab.experiments.report.palette import (
 )
 from waitlab.models.analysis.propagation import propagation_graph
 
-#: Most edges of the wait-propagation picture; most waits whose graph is built.
-GRAPH_EDGES, GRAPH_MAX_WAITS = 40, 20_000
+#: Most waits whose propagation graph is built; most waits and causes drawn (as propagation.png:
+#: :data:`waitlab.experiments.report.graph_plots.DRAW_MAX_NODES`, not imported: it would bring matplotlib).
+GRAPH_MAX_WAITS, DRAW_MAX_NODES = 20_000, 400
+#: Largest run whose communication matrix is drawn (a cell per rank pair).
+MATRIX_MAX_RANKS = 64
 WIDTH = 1100
 
 
@@ -136,7 +140,9 @@ def critical_figure(cp: dict[str, Any]) -> Any:
 
 
 def propagation_figure(events: pd.DataFrame, waits: pd.DataFrame) -> tuple[Any | None, str]:
-    """The wait-propagation graph folded to ranks: root causes (blue) and the ranks that waited (red).
+    """The wait-propagation graph at (simulated time, rank), as ``waitlab export --graphml`` draws
+    ``propagation.png`` (:func:`~waitlab.experiments.report.graph_plots.draw_propagation`): wait states in their
+    pattern's colour, root causes (excess work) in blue, an arrow from each wait to what caused it.
 
     Returns the figure (None when not drawn) and a sentence saying what it shows.
     """
@@ -144,38 +150,76 @@ def propagation_figure(events: pd.DataFrame, waits: pd.DataFrame) -> tuple[Any |
         return None, (f"Wait-propagation graph: not drawn ({len(waits):,} wait states; drawn up to "
                       f"{GRAPH_MAX_WAITS:,}); `waitlab export --graphml` writes the whole graph.")
     g = propagation_graph(events, waits)
-    flows: dict[tuple[str, str], float] = {}
-    for a, b, s in g.edges(data="seconds"):
-        na, nb = g.nodes[a], g.nodes[b]
-        cause = f"cause: rank {nb['rank']} {nb.get('callpath', '')}".strip() if nb["kind"] == "delay" \
-            else f"rank {nb['rank']} waiting"
-        key = (f"rank {na['rank']} waiting", cause)
-        flows[key] = flows.get(key, 0.0) + float(s)
-    top = sorted(flows.items(), key=lambda kv: (-kv[1], kv[0]))[:GRAPH_EDGES]
-    if not top:
+    if not g.number_of_edges():
         return None, "Wait-propagation graph: no wait has a cause inside the run."
-    rank_graph = nx.DiGraph()
-    for (a, b), s in top:
-        rank_graph.add_edge(a, b, seconds=s)
-    pos = nx.spring_layout(rank_graph, seed=1, k=1.2 / max(1.0, np.sqrt(rank_graph.number_of_nodes())))
-    names = sorted(rank_graph.nodes)
-    xy = np.array([pos[n] for n in names])
-    nodes = ColumnDataSource({"x": xy[:, 0], "y": xy[:, 1], "name": names,
-                              "color": [CAUSE if n.startswith("cause") else PATTERN_COLOURS["late_sender"]
-                                        for n in names]})
-    smax = max(s for _, s in top)
-    edges = ColumnDataSource({"x_start": [pos[a][0] for (a, _), _ in top], "y_start": [pos[a][1] for (a, _), _ in top],
-                              "x_end": [pos[b][0] for (_, b), _ in top], "y_end": [pos[b][1] for (_, b), _ in top],
-                              "width": [0.5 + 5 * s / smax for _, s in top]})
-    p = figure(width=WIDTH, height=460, tools="pan,wheel_zoom,reset,save", x_axis_location=None,
-               y_axis_location=None, title=f"Wait propagation: the {len(top)} largest flows, from a waiting rank to "
-               "what it waited for (a rank that waited itself, or a root cause in blue); width = seconds")
-    p.grid.visible = False
-    p.add_layout(Arrow(end=VeeHead(size=8, fill_color=INK, line_color=INK), line_color=OTHER,
-                       line_width="width", x_start="x_start", y_start="y_start", x_end="x_end", y_end="y_end",
+    if g.number_of_nodes() > DRAW_MAX_NODES:
+        return None, (f"Wait-propagation graph: not drawn ({g.number_of_nodes():,} waits and causes; drawn up to "
+                      f"{DRAW_MAX_NODES}); `waitlab export --graphml` writes it for Gephi or yEd.")
+    names = list(g.nodes)
+    at = {n: i for i, n in enumerate(names)}
+    data = [g.nodes[n] for n in names]
+    secs = np.array([d.get("wait", d.get("delay", 0.0)) for d in data], float)
+    smax = float(secs.max()) if secs.size and secs.max() > 0 else 1.0
+    nodes = ColumnDataSource({
+        "time": [float(d["time"]) for d in data], "rank": [int(d["rank"]) for d in data], "seconds": secs,
+        "size": 7 + 16 * np.sqrt(secs / smax),
+        "colour": [CAUSE if d["kind"] == "delay" else PATTERN_COLOURS.get(d.get("pattern", ""), WAIT) for d in data],
+        "label": ["root cause: excess work" if d["kind"] == "delay" else f"wait: {d.get('pattern', '')}"
+                  for d in data]}, name="wl-propagation-src")
+    a, b = zip(*g.edges, strict=True)
+    ia, ib = np.array([at[x] for x in a]), np.array([at[x] for x in b])
+    t, r = np.asarray(nodes.data["time"], float), np.asarray(nodes.data["rank"], float)
+    edges = ColumnDataSource({"x_start": t[ia], "y_start": r[ia], "x_end": t[ib], "y_end": r[ib]})
+    ranks = sorted({int(x) for x in r})
+    span = float(t.max() - t.min()) or 1.0
+    p = figure(width=WIDTH, height=max(260, 26 * len(ranks) + 110), tools="pan,wheel_zoom,box_zoom,reset,save",
+               x_range=Range1d(start=float(t.min()) - 0.03 * span, end=float(t.max()) + 0.03 * span),
+               y_range=Range1d(start=max(ranks) + 0.7, end=min(ranks) - 0.7), x_axis_label="simulated time (s)",
+               y_axis_label="rank", title="Wait propagation: each wait (coloured by pattern) points to what caused it "
+               "(a wait of another rank, or excess work in blue); area = seconds")
+    p.yaxis.ticker = ranks
+    p.add_layout(Arrow(end=VeeHead(size=6, fill_color=INK, line_color=INK), line_color=INK, line_width=0.8,
+                       line_alpha=0.6, x_start="x_start", y_start="y_start", x_end="x_end", y_end="y_end",
                        source=edges))  # type: ignore[call-arg]
-    r = p.scatter("x", "y", size=14, color="color", source=nodes)
-    p.text("x", "y", text="name", source=nodes, text_font_size="9pt", x_offset=8, y_offset=-4)
-    p.add_tools(HoverTool(renderers=[r], tooltips="@name"))
-    return p, f"{len(top)} flows of {len(flows)}; seconds: " + ", ".join(f"{a} -> {b} {s:.4g} s"
-                                                                         for (a, b), s in top[:5])
+    dots = p.scatter("time", "rank", size="size", color="colour", line_color=INK, line_width=0.5, source=nodes,
+                     legend_field="label")
+    p.add_layout(p.legend[0], "right")
+    p.add_tools(HoverTool(renderers=[dots], tooltips="@label: rank @rank at @time{0.000000} s, @seconds{0.0000} s"))
+    waits_n = int(sum(1 for d in data if d["kind"] != "delay"))
+    return p, (f"{waits_n} wait states and {len(names) - waits_n} root causes, {len(a)} arrows \"caused by\" "
+               "(the picture waitlab export --graphml writes as propagation.png).")
+
+
+def matrix_figure(events: pd.DataFrame, waits: pd.DataFrame, n_ranks: int) -> tuple[Any | None, str]:
+    """The communication matrix: bytes sent from each rank (row) to each rank (column), and the wait that pair's
+    messages caused (a red dot, area = seconds); hover for bytes, messages and wait
+    (:func:`~waitlab.experiments.report.html_data.comm_matrix`)."""
+    if n_ranks > MATRIX_MAX_RANKS:
+        return None, f"Communication matrix: not drawn above {MATRIX_MAX_RANKS} ranks ({n_ranks})."
+    m = comm_matrix(events, waits)
+    if not len(m):
+        return None, "Communication matrix: the run sends no point-to-point message."
+    wmax = float(m["wait"].max()) or 1.0
+    src = ColumnDataSource({"sender": m["sender"].to_numpy(), "receiver": m["receiver"].to_numpy(),
+                            "bytes": m["bytes"].to_numpy(), "messages": m["messages"].to_numpy(),
+                            "wait": m["wait"].to_numpy(), "dot": np.where(m["wait"] > 0, 4 + 14 * np.sqrt(
+                                m["wait"].to_numpy() / wmax), 0)}, name="wl-matrix-src")
+    side = min(700, 160 + 28 * n_ranks)
+    p = figure(width=side + 120, height=side, tools="hover,save", x_range=Range1d(start=-0.5, end=n_ranks - 0.5),
+               y_range=Range1d(start=n_ranks - 0.5, end=-0.5), x_axis_label="receiver", y_axis_label="sender",
+               title="Communication matrix: bytes per rank pair; red dots: the wait its messages caused",
+               tooltips="rank @sender -> rank @receiver: @bytes bytes in @messages messages, wait caused "
+                        "@wait{0.000000} s")
+    mapper = LinearColorMapper(palette=Greys256[200:40:-1], low=0, high=float(m["bytes"].max()))
+    p.rect("receiver", "sender", width=0.95, height=0.95, source=src, fill_color={"field": "bytes",
+           "transform": mapper}, line_color=None)
+    p.scatter("receiver", "sender", size="dot", color=PATTERN_COLOURS["late_sender"], line_color=INK,
+              line_width=0.5, source=src)
+    p.add_layout(ColorBar(color_mapper=mapper, title="bytes"), "right")
+    p.grid.visible = False
+    top = m.sort_values(["wait", "sender", "receiver"], ascending=[False, True, True]).head(3)
+    said = ", ".join(f"{s} -> {r} {w:.4g} s" for s, r, w in zip(top["sender"], top["receiver"], top["wait"],
+                                                                  strict=True) if w > 0)
+    return p, (f"{len(m)} rank pairs exchanged {int(m['messages'].sum()):,} messages "
+               f"({int(m['bytes'].sum()):,} bytes); their messages caused {float(m['wait'].sum()):.4g} s of wait"
+               + (f", most: {said}." if said else "."))
