@@ -418,6 +418,10 @@ def run_smpirun(
     wall = time.perf_counter() - t0
     if proc.returncode not in accept_returncodes or "Deadlock detected" in out:
         raise failure(what, proc.returncode, out)
+    if plugin_env.get(PLUGIN_ENV) and not _LAW_LINE.search(out):  # a law recorded in run.json must have acted
+        raise SimulationError(f"{what}: the platform's contention laws did not act: waitlab's contention plugin "
+                              "reported no link (it was not loaded into the simulator); rebuild it with: python -m "
+                              "waitlab.simulator.build, or set [simulation] contention = \"none\"")
     return SmpiResult(tuple(cmd), proc.returncode, out, wall)
 
 

@@ -13,9 +13,11 @@ import pytest
 from program_scenarios import PROGRAMS, needs_smpi
 
 from waitlab import api
+from waitlab.errors import SimulationError
 from waitlab.experiments.scenario import Scenario, from_mapping
 from waitlab.models.contention import saturation_throughput
 from waitlab.platforms import load_platform
+from waitlab.simulator import smpi
 
 S = 4 * 2**20  # each sender's message: 4 MiB (tests/programs/incast.c's default)
 
@@ -108,3 +110,25 @@ def test_osu_style_alltoall_capture_is_kept_under_the_law(tmp_path: Path) -> Non
     assert check["replay"] == pytest.approx(check["live"], rel=1e-3)
     api.run(scenario("none"), tmp_path / "none")
     assert check["live"]["makespan"] > 1.05 * makespan(tmp_path / "none")
+
+
+def test_plugin_wrapper_and_the_laws_acted() -> None:
+    plugin = Path("/cache/waitlab-contention-0123")
+    assert smpi.plugin_wrapper([], plugin) == ["-wrapper", f"env LD_PRELOAD={plugin}"]
+    assert smpi.plugin_wrapper(["-wrapper", "/usr/bin/setpriv --pdeathsig KILL", "-trace"], plugin) == \
+        ["-wrapper", f"/usr/bin/setpriv --pdeathsig KILL env LD_PRELOAD={plugin}", "-trace"]
+    with pytest.raises(smpi.ConfigKeyError, match="WAITLAB_CACHE"):
+        smpi.plugin_wrapper([], Path("/my cache/waitlab-contention-0123"))
+    out = "hello\nwaitlab contention: hol law on 5 links\nwaitlab contention: mem law on 5 links\nrank 0 done\n"
+    assert smpi.laws_acted(out) == {"hol": 5, "mem": 5} and smpi.laws_acted("hello\n") == {}
+    assert smpi.plugin_environment({"waitlab/contention": "hol:*_DOWN:inputs:1,0.75", "smpi/os": "0:1e-7:0"}) == \
+        {"WAITLAB_CONTENTION": "hol:*_DOWN:inputs:1,0.75"}
+
+
+@pytest.mark.simgrid
+@needs_smpi
+def test_a_law_that_did_not_act_fails_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the plugin not loaded (ld.so ignores a missing LD_PRELOAD object): the run has no law, and says so
+    monkeypatch.setattr(smpi, "contention_plugin", lambda: tmp_path / "missing-plugin")
+    with pytest.raises(SimulationError, match="contention laws did not act"):
+        api.run(incast(tmp_path, "platform"), tmp_path / "out")
