@@ -32,7 +32,7 @@ from waitlab.experiments.run_folder import PICTURE_MODULES, verify_folder
 from waitlab.experiments.scenario import Scenario, from_mapping, read_toml
 from waitlab.lazy import Deferred
 from waitlab.models.analysis.metrics import ledger_frame
-from waitlab.models.analysis.summary import rank_budget
+from waitlab.models.analysis.summary import placement_text, rank_budget
 from waitlab.models.analysis.timeline_check import impossible_line
 from waitlab.models.ops import CAUSE_KINDS, Ledger, OpTable
 from waitlab.readers import read_json
@@ -53,7 +53,8 @@ def summary_text(summary: dict[str, Any], metadata: dict[str, Any]) -> str:
     t = summary["totals"]
     where = (f"as recorded in {metadata.get('trace')} on {metadata['nodes']} hosts (no simulation)"
              if metadata.get("source") == "recorded" else
-             f"on {metadata['platform']} ({metadata['nodes']} nodes x {metadata['ranks_per_node']}), seed "
+             f"on {metadata['platform']} "
+             f"({placement_text(metadata['ranks'], metadata['nodes'], metadata['ranks_per_node'])}), seed "
              f"{metadata['seed']}, SimGrid {metadata['simgrid_version']}")
     lines = [
         f"scenario {metadata['scenario']} ({metadata['scenario_hash']}): {metadata['ranks']} ranks {where}",

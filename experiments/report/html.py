@@ -50,6 +50,7 @@ from waitlab.experiments.report.html_figures import (
     timeline_figure,
 )
 from waitlab.experiments.report.palette import CAUSE, INK, KIND_COLOURS, OTHER, PATTERN_COLOURS, SERIES, WAIT
+from waitlab.models.analysis.summary import placement_text
 from waitlab.models.analysis.timeline_check import impossible_line
 
 #: Runs up to this many ranks open on the whole timeline; larger ones on the heatmap and a rank window.
@@ -117,8 +118,7 @@ def _summary(meta: dict[str, Any], summary: dict[str, Any], waits: pd.DataFrame)
     recorded = meta.get("source") == "recorded"  # read as recorded (waitlab analyze): nothing was simulated
     where = (f"as recorded in <code>{html.escape(str(meta.get('trace', '?')))}</code> on {meta.get('nodes', '?')} "
              "hosts (no simulation)" if recorded else
-             f"on <b>{html.escape(str(meta.get('platform', '?')))}</b> ({meta.get('nodes', '?')} nodes x "
-             f"{meta.get('ranks_per_node', '?')}), seed {meta.get('seed', '?')}")
+             f"on <b>{html.escape(str(meta.get('platform', '?')))}</b> ({_placed(meta)}), seed {meta.get('seed', '?')}")
     out += [f"<p>{meta.get('ranks', '?')} ranks {where}, "
            f"scenario hash <code>{html.escape(str(meta.get('scenario_hash', '')))}</code>. "
            f"Makespan <b>{summary['makespan']:.6f} s</b>, {summary['events']:,} events, "
@@ -268,6 +268,14 @@ def report_document(shape: PageShape, events: pd.DataFrame | None = None, waits:
                           "here.</p>"))
         doc.js_on_event(DocumentReady, CustomJS(code="window.WAITLAB_start && window.WAITLAB_start();"))
     return doc, parts
+
+
+def _placed(meta: dict[str, Any]) -> str:
+    """The nodes a run's ranks sit on (:func:`~waitlab.models.analysis.summary.placement_text`), '?' when unknown."""
+    try:
+        return placement_text(int(meta["ranks"]), int(meta["nodes"]), int(meta["ranks_per_node"]))
+    except (KeyError, TypeError, ValueError):
+        return f"{meta.get('nodes', '?')} nodes"
 
 
 def _detail_note(payload: dict[str, Any], n_ranks: int) -> str:

@@ -103,3 +103,15 @@ def summarize(events: pd.DataFrame, waits: pd.DataFrame, budget: pd.DataFrame | 
         # collective instances with a rank leaving before the last one entered ([] when the timeline is possible)
         "impossible_collectives": impossible_collectives(events),
     }
+
+
+def placement_text(ranks: int, nodes: int, per_node: int) -> str:
+    """How the ranks sit on the nodes, for a summary line: full nodes as ``nodes x ranks``, else the room per node.
+
+    >>> placement_text(16, 2, 8), placement_text(8, 1, 16), placement_text(16, 16, 1), placement_text(20, 2, 16)
+    ('2 nodes x 8 ranks', '1 node, up to 16 ranks per node', '16 nodes x 1 rank', '2 nodes, up to 16 ranks per node')
+    """
+    node_s = f"{nodes} node{'s' if nodes != 1 else ''}"
+    if ranks == nodes * per_node:
+        return f"{node_s} x {per_node} rank{'s' if per_node != 1 else ''}"
+    return f"{node_s}, up to {per_node} ranks per node"
