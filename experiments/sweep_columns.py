@@ -43,7 +43,8 @@ def details(folder: Path, figures: dict[str, tuple[int, int]]) -> dict[str, Any]
     shapes = alltoall_shapes(events)
     app_alg = meta.get("resolved_scenario", {}).get("application", {}).get("alltoall_algorithm")
     if shapes:
-        out["alltoall_ran"] = "+".join(dict.fromkeys(alltoall_ran(configured, p, n) for p, n in shapes))
+        per_host = _ranks_per_host(folder) if configured == "impi" else 1
+        out["alltoall_ran"] = "+".join(dict.fromkeys(alltoall_ran(configured, p, n, per_host) for p, n in shapes))
     elif app_alg in P2P_ALLTOALL_ALGORITHMS:
         out["alltoall_ran"] = app_alg
     platform = str(meta.get("resolved_scenario", {}).get("platform", {}).get("name", ""))
@@ -53,6 +54,16 @@ def details(folder: Path, figures: dict[str, tuple[int, int]]) -> dict[str, Any]
     if platform:
         out["figures_assumed"], out["figures_sourced"] = figures[platform]
     return out
+
+
+def _ranks_per_host(folder: Path) -> int:
+    """Ranks on every SimGrid host of the run (``placement.csv``), or 1 when hosts hold different numbers (SMPI's
+    ``Comm::is_uniform``, which Intel MPI's selector reads)."""
+    placement = folder / "placement.csv"
+    if not placement.is_file():
+        return 1
+    counts = pd.read_csv(placement, usecols=["host"])["host"].value_counts()
+    return int(counts.iloc[0]) if counts.nunique() == 1 else 1
 
 
 def figures_note(table: pd.DataFrame, platforms: Sequence[tuple[str, str]]) -> str:

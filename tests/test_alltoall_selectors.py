@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 import waitlab.platforms
+from waitlab.errors import InputError
+from waitlab.experiments.scenario import load_scenario
 from waitlab.experiments.sweep import load_sweep, run_sweep
 from waitlab.models.apps.alltoall_selectors import alltoall_ran
 
@@ -34,10 +36,32 @@ from waitlab.models.apps.alltoall_selectors import alltoall_ran
     ("mvapich2", 16, 64, "rdb"), ("mvapich2", 16, 65, "bruck"), ("mvapich2", 16, 513, "mvapich2_scatter_dest"),
     ("mvapich2", 3, 262144, "mvapich2_scatter_dest"), ("mvapich2", 3, 262145, "pair"), ("mvapich2", 1000, 8, "rdb"),
     # not selectors, or not resolved
-    ("ring", 64, 1, "ring"), ("impi", 64, 4096, "impi"),
+    ("ring", 64, 1, "ring"), ("automatic", 64, 4096, "automatic"),
 ])
 def test_selectors_resolve_as_simgrid_332_does(selector, ranks, nbytes, expected):
     assert alltoall_ran(selector, ranks, nbytes) == expected
+
+
+@pytest.mark.parametrize(("ranks", "nbytes", "per_host", "expected"), [
+    # alltoall__impi: the table of the ranks per host, the first row with p <= its process count, n < bound
+    (64, 100, 8, "bruck"),  # 8 per host, 64-process row: < 114 -> algorithm 4 = mvapich2 -> (64 ranks, 100 B) bruck
+    (64, 300, 8, "bruck"),  # < 552 -> algorithm 1 = bruck
+    (64, 20000, 8, "pair"),  # < 32768 -> 3
+    (64, 65536, 8, "mvapich2_scatter_dest"),  # < 160113 -> 4 -> mvapich2 (> 1024 B) scatter_dest
+    (16, 256, 8, "bruck"), (16, 256, 1, "mvapich2_scatter_dest"),  # the 8-per-host vs the 1-per-host table
+    (16, 256, 3, "mvapich2_scatter_dest"),  # no table for 3 per host: the table of 1
+    (2, 5, 1, "pair"), (300, 100, 16, "bruck"), (300, 70000, 16, "mvapich2_scatter_dest"),
+])
+def test_impi_reads_its_table_of_ranks_per_host(ranks, nbytes, per_host, expected):
+    assert alltoall_ran("impi", ranks, nbytes, per_host) == expected
+
+
+@pytest.mark.parametrize("selector", ["impi", "automatic"])
+def test_selectors_simgrid_crashes_in_are_refused_in_one_line(tmp_path, selector):
+    (tmp_path / "s.toml").write_text('[scenario]\nname = "s"\nranks = 16\n[platform]\nname = "deepcomp_7000"\n'
+                                     f'[application]\nkind = "fft"\n[simulation]\nalltoall = "{selector}"\n')
+    with pytest.raises(InputError, match=rf"simulation\.alltoall: SimGrid 3\.32 crashes in its '{selector}'"):
+        load_scenario(tmp_path / "s.toml")
 
 
 def _count_marks(path: Path) -> tuple[int, int]:
