@@ -64,9 +64,10 @@ HOSTILE = textwrap.dedent('''
 
 
     def mutates(run, **options):
+        blame = _blame(run)
         run.waits["wait"] = 0.0
         run.events.drop(run.events.index, inplace=True)
-        return pd.DataFrame({"rank": [0], "region": ["(top level)"], "seconds": [1.0]})
+        return blame
 
 
     def prints(run, **options):
@@ -199,6 +200,7 @@ def test_a_users_model_is_never_imported_in_waitlabs_process(user_dir: Path) -> 
 
 
 @pytest.mark.simgrid
+@pytest.mark.slow
 def test_evaluate_keeps_the_builtin_rows_byte_identical(user_dir: Path, tmp_path: Path,
                                                         capsys: pytest.CaptureFixture[str]) -> None:
     from waitlab.cli import main
@@ -240,3 +242,23 @@ def test_evaluate_refuses_unsafe_output_folders_before_running(tmp_path: Path, m
         assert len(err.splitlines()) == 1 and "(leaderboard folder)" in err, err
     assert not (tmp_path / "cache").exists()
     assert not (tmp_path / "leaderboard.md").exists()
+
+
+def test_the_leaderboard_marks_a_failed_models_cases() -> None:
+    from waitlab.experiments.diagnosis.evaluate import SCORES
+    from waitlab.experiments.diagnosis.leaderboard import to_markdown
+
+    rows = []
+    for m in ("good", "half", "broken"):
+        for case in ("x", "y"):
+            err = "boom" if m == "broken" or (m == "half" and case == "y") else ""
+            rows.append({"model": m, "name": m.upper(), "case": case, "cause": "k", "what": "w", "ranks": 4,
+                         "platform": "p", "error": err, **{s: (np.nan if err else 0.5) for s in SCORES}})
+    md = to_markdown(pd.DataFrame(rows), ["broken failed"])
+    table: dict[str, str] = {}
+    for ln in md.splitlines():  # the overall table's rows (the first row of each model)
+        if ln.startswith("| ") and ln.endswith(" |"):
+            table.setdefault(ln.split(" | ")[0][2:], ln)
+    assert table["GOOD"].endswith("| 2 |")
+    assert table["HALF"].endswith("| 1 (1 failed) |")
+    assert table["BROKEN"].count("failed") == len(SCORES) + 1 and table["BROKEN"].endswith("| 0 (2 failed) |")

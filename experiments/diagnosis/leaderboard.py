@@ -106,12 +106,16 @@ def to_markdown(rows: pd.DataFrame, notes: list[str]) -> str:
              "| model | " + " | ".join(TITLES[c] for c in SCORES) + " | cases |",
              "| --- |" + " ---: |" * (len(SCORES) + 1)]
     overall = aggregate(_abs_total(rows), ["model"]).set_index("model")
-    order = overall.sort_values(["top1", "blame_error"], ascending=[False, True], kind="stable").index
+    order = [*overall.sort_values(["top1", "blame_error"], ascending=[False, True], kind="stable").index,
+             *[m for m in models if m not in overall.index]]  # a model that failed on every case: last
+    failed = rows[rows["error"].fillna("") != ""].groupby("model").size() if "error" in rows else pd.Series()
     for m in order:
-        r = overall.loc[m]
         pct = {"top1", "topk", "false_blame", "predicted", "realized", "total_error", "blame_error", "rank_error"}
-        lines.append(f"| {names[m]} | " + " | ".join(_cell(float(r[c]), c in pct) for c in SCORES)
-                     + f" | {int(r['cases'])} |")
+        k = int(failed.get(m, 0))
+        cases = (f"{int(overall.loc[m, 'cases'])}" if m in overall.index else "0") + (f" ({k} failed)" if k else "")
+        cells = [_cell(float(overall.loc[m, c]), c in pct) for c in SCORES] if m in overall.index \
+            else ["failed"] * len(SCORES)
+        lines.append(f"| {names[m]} | " + " | ".join(cells) + f" | {cases} |")
     by = aggregate(_abs_total(rows), ["model", "cause"]).set_index(["model", "cause"])
     for score in ("top1", "blame_error", "rank_error", "false_blame"):
         lines += ["", f"## {TITLES[score]} by cause class", "",
