@@ -148,3 +148,25 @@ def test_hol_factor_past_the_exact_chains_matches_a_monte_carlo(n: int, slots: i
     assert float(hol_factors(n)[n - 1]) == pytest.approx(simulated, abs=tol)
     assert abs(2 - math.sqrt(2) - simulated) > tol  # the limit itself is too far off
     assert np.all(np.diff(hol_factors(n)) < 0)
+
+
+# ------------------------------------------------------------------------------------------ blame floor
+
+
+def test_diagnosis_report_lists_no_blame_below_the_floor() -> None:
+    """1.127e-17 s of blame (floating-point dust of a subtraction) is below SimGrid's 1 ns clock: not listed."""
+    from waitlab.experiments.diagnosis.diagnose import Diagnosis
+    from waitlab.experiments.diagnosis.registry import ModelRun
+    from waitlab.experiments.report.diagnosis_report import to_markdown
+
+    frame = pd.DataFrame({"rank": [0, 1, 2], "region": ["A", "B", "C"], "callpath": ["A", "B", "C"],
+                          "seconds": [2.0, 1.127e-17, 3e-9]})
+    model = ModelRun(key="m", name="M", metric="total_wait", frame=frame, seconds=0.0, peak_bytes=0, denominator=2.0)
+    diag = Diagnosis(scenario=None, metadata={"scenario": "x"}, models=[model], truth=None,
+                     baseline={"total_wait": 2.0, "makespan": 3.0, "collective_max_wait": 0.0,
+                               "wait_by_op": {"barrier": 2.0}})
+    md = to_markdown(diag)
+    assert "1.127e-17" not in md and "`B`" not in md
+    assert "| `C` | 3e-09 |" in md  # 3 ns is above the floor
+    assert "Most blamed (rank, region): (0, `A`) 2 s, (2, `C`) 3e-09 s" in md
+    assert "Blame below 1e-09 s" in md

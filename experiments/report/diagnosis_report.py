@@ -17,6 +17,10 @@ from waitlab.models.analysis.cwpdm import CwpdmResult
 from waitlab.models.analysis.hcwpdm import HcwpdmResult
 from waitlab.models.analysis.scoring import by_rank_region, by_region
 
+#: Blame below this many seconds (SimGrid's clock precision, ``timing_precision``) is rounding, not a finding: the
+#: tables and the most blamed pairs leave it out, and the report says so.
+BLAME_FLOOR = 1e-9
+
 
 def _pct(x: float) -> str:
     return "n/a" if x is None or not math.isfinite(x) else f"{100 * x:.1f}%"
@@ -38,7 +42,8 @@ def to_markdown(diag: Diagnosis) -> str:
     lines += [f"Total wait {b['total_wait']:.4g} s (makespan {b['makespan']:.4g} s); largest wait per collective "
               f"instance summed: {b['collective_max_wait']:.4g} s. Wait by operation: "
               + ", ".join(f"{k} {v:.4g} s" for k, v in sorted(b["wait_by_op"].items(), key=lambda kv: -kv[1])), ""]
-    lines += ["## What each model blames", ""]
+    lines += ["## What each model blames", "", f"(Blame below {BLAME_FLOOR:g} s, SimGrid's clock precision, is "
+              "not listed.)", ""]
     for m in diag.models:
         reg = by_region(m.blame())
         what = "total wait" if m.metric == "total_wait" else \
@@ -60,11 +65,12 @@ def to_markdown(diag: Diagnosis) -> str:
                       + ", ".join(f"`{h}`" for h in m.result.hotspots), ""]
         lines += ["| region | blamed (s) | share |", "| --- | ---: | ---: |"]
         total = float(reg.sum()) or 1.0
-        for r, v in reg.head(10).items():
+        for r, v in reg[reg >= BLAME_FLOOR].head(10).items():
             lines.append(f"| `{r}` | {v:.4g} | {_pct(v / total)} |")
-        rr = by_rank_region(m.blame()).head(5)
-        lines += ["", "Most blamed (rank, region): " + ", ".join(f"({r}, `{g}`) {v:.4g} s"
-                                                              for (r, g), v in rr.items()), ""]
+        rr = by_rank_region(m.blame())
+        rr = rr[rr >= BLAME_FLOOR].head(5)
+        lines += ["", "Most blamed (rank, region): " + (", ".join(f"({r}, `{g}`) {v:.4g} s"
+                                                               for (r, g), v in rr.items()) or "none"), ""]
     cp = diag.critical
     if cp is not None:
         lines += critical_path_markdown(cp)
