@@ -17,14 +17,12 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from waitlab.experiments.prewrite import Prewritten, encode_ops
 from waitlab.experiments.report.notebook import run_html
 from waitlab.experiments.report.perturbation_report import PerturbationResult, event_op_rows, perturbation_report
 from waitlab.experiments.scenario import Scenario
@@ -52,13 +50,10 @@ from waitlab.models.perturb.stage import (
 from waitlab.platforms.machine import contention_record
 from waitlab.platforms.placement_table import placement_table
 from waitlab.platforms.smpi_factors import calibrate
-from waitlab.simulator import heap
 from waitlab.simulator.build import simgrid_version
-from waitlab.simulator.chrome_trace import CHROME_SUMMARY_EVENTS, chrome_trace_chunks
-from waitlab.simulator.export import encode_table
 from waitlab.simulator.smpi import laws_acted
 from waitlab.simulator.spill import release_free_memory
-from waitlab.simulator.timeline import ROW_REFERENCES, SCHEMA_VERSION, build_events
+from waitlab.simulator.timeline import SCHEMA_VERSION, build_events
 from waitlab.version import __version__
 
 
@@ -79,8 +74,6 @@ class RunResult:
     files: dict[str, bytes] = field(default_factory=dict)
     #: what re-runs a real program's run with stock SimGrid (file name -> content), kept in ``program/rerun/``
     rerun: dict[str, bytes] = field(default_factory=dict)
-    #: Parquet files encoded in the background for the results folder (``finish(..., prewrite=True)``)
-    prewritten: Prewritten | None = field(default=None, repr=False, compare=False)
     #: the per-rank budget of ``events`` and ``waits`` (:func:`~waitlab.models.analysis.summary.rank_budget`)
     budget: pd.DataFrame | None = field(default=None, repr=False, compare=False)
 
@@ -99,7 +92,7 @@ def with_link_ledger(prep: Prepared, res: RunResult) -> RunResult:
 
 
 def simulate_ops(prep: Prepared, ops: OpTable | None = None, *, speed_profiles: Mapping[str, str] | None = None,
-                 paje_file: Path | None = None, keep_dir: Path | None = None, prewrite: bool = False) -> RunResult:
+                 paje_file: Path | None = None, keep_dir: Path | None = None) -> RunResult:
     """Simulate ``ops`` (``None``: the source's own operations) with SMPI; the one path to SimGrid.
 
     Parameters
@@ -113,29 +106,12 @@ def simulate_ops(prep: Prepared, ops: OpTable | None = None, *, speed_profiles: 
         Also record SMPI's own Paje trace there.
     keep_dir : Path, optional
         Keep the trace, platform and log files there instead of a temporary folder.
-    prewrite : bool
-        The run will be written to a results folder: encode its largest Parquet files in the background
-        (:func:`finish`).
     """
-    ex = execute(prep, ops, speed_profiles=speed_profiles, paje_file=paje_file, keep_dir=keep_dir)
-    return finish(prep, ex, prewrite=prewrite)
+    return finish(prep, execute(prep, ops, speed_profiles=speed_profiles, paje_file=paje_file, keep_dir=keep_dir))
 
 
-def finish(prep: Prepared, ex: Execution, *, prewrite: bool = False) -> RunResult:
-    """Wait states, summary and run metadata of a simulated event table: the common end of every run.
-
-    ``prewrite``: the run is going to be written to a results folder; its ``ops.parquet``, ``events.parquet``,
-    ``waits.parquet`` and ``trace.json`` are encoded in the background as soon as their tables exist
-    (:mod:`waitlab.experiments.prewrite`).  Returns once the stage's scratch folder is removed.
-    """
-    try:
-        return _finish(prep, ex, prewrite)
-    finally:
-        if ex.scratch_removal is not None:
-            ex.scratch_removal.join()
-
-
-def _finish(prep: Prepared, ex: Execution, prewrite: bool) -> RunResult:
+def finish(prep: Prepared, ex: Execution) -> RunResult:
+    """Wait states, summary and run metadata of a simulated event table: the common end of every run."""
     stages = dict(ex.stage_seconds)
     sc = prep.scenario
     metadata = {
@@ -148,9 +124,6 @@ def _finish(prep: Prepared, ex: Execution, prewrite: bool) -> RunResult:
         {**contention_record(prep.model, sc.simulation.contention), "acted": laws_acted(ex.output)},
         "supernodes_used": len(set(n // prep.platform.leaf_size for n in prep.platform.node_of_rank)), **ex.metadata,
     }  # fmt: skip
-    pre = Prewritten() if prewrite else None
-    if pre is not None:
-        pre.start("ops.parquet", ex.ops, metadata, partial(encode_ops, ex.ops, metadata))
     events = ex.events
     if events is None:  # a real program's run: its event table is built here, from each operation's times
         if ex.times is None:
@@ -158,27 +131,15 @@ def _finish(prep: Prepared, ex: Execution, prewrite: bool) -> RunResult:
         t = time.perf_counter()
         events = build_events(ex.ops, *ex.times)
         stages["parse"] = time.perf_counter() - t
-    try:
-        if pre is not None:
-            pre.start("events.parquet", events, metadata,
-                      partial(encode_table, events, metadata, int64=ROW_REFERENCES))
-        t = time.perf_counter()
-        waits = wait_states(events) if ex.eager_threshold is None else wait_states(events, ex.eager_threshold)
-        stages["wait_states"] = time.perf_counter() - t
-        if pre is not None:  # on the encoder that wrote ops.parquet, done by now; then the Chrome trace's summary
-            pre.start("waits.parquet", waits, metadata, partial(encode_table, waits, metadata))
-            pre.start("trace.json", (events, waits), metadata,
-                      partial(chrome_trace_chunks, events, waits, metadata, CHROME_SUMMARY_EVENTS))
-    finally:
-        if pre is not None:
-            pre.close()
+    t = time.perf_counter()
+    waits = wait_states(events) if ex.eager_threshold is None else wait_states(events, ex.eager_threshold)
+    stages["wait_states"] = time.perf_counter() - t
     budget = rank_budget(events, waits)
     summary = summarize(events, waits, budget)
     placement = placement_table(prep.platform.node_of_rank, prep.platform.host_of_rank, prep.platform.leaf_size)
-    if heap.active() is None:  # a reserve keeps the heap for the results folder's writers
-        release_free_memory()  # the wait states' intermediates, before the results folder is written
+    release_free_memory()  # the wait states' intermediates, before the results folder is written
     return RunResult(sc, ex.ops, events, waits, summary, metadata, stages, ex.output, placement, ex.files,
-                     ex.rerun, pre, budget)
+                     ex.rerun, budget)
 
 
 @dataclass(frozen=True)
@@ -211,32 +172,22 @@ def simulate(scenario: Scenario, ops: OpTable | None = None, *,
 
 
 def run(scenario: Scenario, *, paje_file: Path | None = None, base: RunResult | None = None,
-        ops: OpTable | None = None, prep: Prepared | None = None, prewrite: bool = False,
-        first: Execution | None = None) -> Run:
+        ops: OpTable | None = None, prep: Prepared | None = None) -> Run:
     """Simulate a scenario as ``waitlab run`` does (see the module doc).
 
     ``base`` is the unperturbed run of the same operations when already simulated (studies that compare
     several perturbations of one run pass it to save the unperturbed SMPI run); ``ops`` replaces the
-    source's operations (a hand-built case); ``prep`` is the scenario already prepared (:func:`prepare`);
-    ``prewrite``: the run will be written to a results folder (an unperturbed run's largest Parquet files are
-    encoded in the background, :func:`finish`); ``first`` is the SMPI stage of the source's own operations, run
-    already (:func:`waitlab.experiments.stage.execute`, with ``paje_file`` when unperturbed, without it when
-    perturbed: :func:`waitlab.api.run` runs it while this module is imported).
+    source's operations (a hand-built case); ``prep`` is the scenario already prepared (:func:`prepare`).
     """
-    if first is not None and (ops is not None or base is not None):
-        raise ValueError("`first` is the run of the source's own operations: give it without `ops` and `base`")
     prep = prep if prep is not None else prepare(scenario)
     cfg = prep.perturbation
     if cfg is None:
-        res = finish(prep, first, prewrite=prewrite) if first is not None else \
-            simulate_ops(prep, ops, paje_file=paje_file, prewrite=prewrite)
-        return Run(with_link_ledger(prep, res))
+        return Run(with_link_ledger(prep, simulate_ops(prep, ops, paje_file=paje_file)))
     stages: dict[str, float] = {}
     t = time.perf_counter()
     if base is None:
-        base = finish(prep, first) if first is not None else simulate_ops(prep, ops)
-    # with `first`, its SMPI stage ran before this call: its build and stage seconds are added
-    stages["unperturbed_run"] = time.perf_counter() - t + (sum(first.stage_seconds.values()) if first else 0.0)
+        base = simulate_ops(prep, ops)
+    stages["unperturbed_run"] = time.perf_counter() - t
     horizon = max(cfg.noise.horizon_factor * max(float(base.summary["makespan"]), 1e-3), 1e-3)
     setup = noise_for(prep, horizon)
     p = perturb_ops(base.ops, cfg, prep.facts, scenario.seed)

@@ -18,19 +18,8 @@ from waitlab.readers import parse_json, read_text
 
 #: The writers of ``report.html`` and ``timeline.png``, which :mod:`waitlab.experiments.results` imports when it first
 #: uses them (:class:`waitlab.lazy.Deferred`): they bring Bokeh and matplotlib (1-1.5 s of imports), which the way
-#: to a run's SMPI stage does not need.  :func:`waitlab.api.run` imports them on a thread while SMPI runs
-#: (:mod:`waitlab.experiments.preload`).
+#: to a run's SMPI stage does not need.
 PICTURE_MODULES = {"report.html": "waitlab.experiments.report.html", "timeline.png": "waitlab.experiments.report.plots"}
-
-
-def picture_modules(png: bool) -> list[str]:
-    """The modules :func:`waitlab.experiments.results.write_run` imports for its pictures (``png``: for
-    ``timeline.png`` too).
-
-    >>> picture_modules(False)
-    ['waitlab.experiments.report.html']
-    """
-    return [module for file, module in PICTURE_MODULES.items() if png or file != "timeline.png"]
 
 
 MARKER = ".waitlab"

@@ -18,7 +18,6 @@ local operations of the target table that the program itself does not contain
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -71,9 +70,6 @@ class Execution:
     #: messages of at most this many bytes never wait for their receive (``None``: SMPI's,
     #: :data:`waitlab.models.analysis.waitstates.EAGER_THRESHOLD`; a recorded run's timestamps decide: 0)
     eager_threshold: int | None = None
-    #: the stage's scratch folder being removed on a thread (:func:`waitlab.experiments.stage.execute`); joined by
-    #: :func:`waitlab.experiments.pipeline.finish`, so no scratch is left when a run returns
-    scratch_removal: threading.Thread | None = field(default=None, repr=False, compare=False)
 
 
 class Source(Protocol):

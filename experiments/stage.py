@@ -5,15 +5,14 @@ event table exists.
 returns its :class:`~waitlab.experiments.sources.Execution`; :func:`waitlab.experiments.pipeline.finish` turns that
 into the event table, wait states and summary.  On a program's way nothing here imports pandas, pyarrow or the
 analysis models (a replayed source's module does: its replay builds a pandas event table): a ``waitlab run`` from a
-shell imports those while its SMPI stage runs (:mod:`waitlab.experiments.preload`, docs/performance.md), and an
-import-linter contract and ``tests/test_light_path.py`` check that this stays so.
+shell imports those after its SMPI stage, when first used (docs/performance.md), and an import-linter contract and
+``tests/test_light_path.py`` check that this stays so.
 """
 
 from __future__ import annotations
 
 import shutil
 import tempfile
-import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -147,13 +146,6 @@ def execute(prep: Prepared, ops: OpTable | None = None, *, speed_profiles: Mappi
         return prep.source.execute(ops, platform, prep.smpi_config(), keep_dir, flags)
     scratch = Path(tempfile.mkdtemp(prefix="waitlab-"))
     try:
-        ex = prep.source.execute(ops, platform, prep.smpi_config(), scratch, flags)
-    except BaseException:
+        return prep.source.execute(ops, platform, prep.smpi_config(), scratch, flags)
+    finally:
         shutil.rmtree(scratch, ignore_errors=True)
-        raise
-    # Removed on a thread while the run is finished (a program's records: 0.014-0.018 s of unlinking after a 2 M-record
-    # run, which the event table waited for); pipeline.finish joins it, so a returned run has left no scratch.
-    removal = threading.Thread(target=shutil.rmtree, args=(scratch,), kwargs={"ignore_errors": True},
-                               name="waitlab-scratch-removal")
-    removal.start()
-    return replace(ex, scratch_removal=removal)

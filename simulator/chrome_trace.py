@@ -11,7 +11,7 @@ import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO, cast
+from typing import Any, BinaryIO
 
 import numpy as np
 import numpy.typing as npt
@@ -263,48 +263,13 @@ def _slice_args(events: pd.DataFrame) -> list[Part]:
     return [*parts, Lit("}")]
 
 
-#: A Chrome trace's text as the pieces :func:`chrome_trace_chunks` made, in order (written one after another).
-Chunks = tuple[bytes | memoryview, ...]
-
-
 def write_chrome_trace(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, Any], path: Path,
-                       max_events: int | None = None, encoded: Chunks | None = None) -> bool:
-    """Write the Chrome trace (summarised beyond ``max_events``) unless the table is too large for one.
-
-    ``encoded``: its text already made by :func:`chrome_trace_chunks` with the same arguments (written as it is).
-    """
-    if encoded is None and max_events is None and len(events) > CHROME_MAX_EVENTS:
+                       max_events: int | None = None) -> bool:
+    """Write the Chrome trace (summarised beyond ``max_events``) unless the table is too large for one."""
+    if max_events is None and len(events) > CHROME_MAX_EVENTS:
         return False
     with path.open("wb") as out:
-        if encoded is not None:
-            out.writelines(encoded)
-        else:
-            _write_chrome(out, events, waits, metadata, max_events)
+        _write_chrome(out, events, waits, metadata, max_events)
     return True
 
 
-class _Pieces:
-    """A binary sink that keeps what is written to it, piece by piece (no copy into one buffer)."""
-
-    def __init__(self) -> None:
-        self.pieces: list[bytes | memoryview] = []
-
-    def write(self, data: bytes | memoryview) -> int:
-        self.pieces.append(data)
-        return len(data)
-
-
-def chrome_trace_chunks(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, Any], max_events: int
-                        ) -> Chunks:
-    """The text :func:`write_chrome_trace` writes for a summary of at most ``max_events`` events, in memory (its
-    sections as they are made: joined, they are the file).
-
-    >>> from waitlab.models.analysis.waitstates import make_events, wait_states
-    >>> ev = make_events(rank=[0, 1], op=["barrier", "barrier"], enter=[1.0, 3.0], exit=[3.0, 3.0], match=[0, 0])
-    >>> w = wait_states(ev)
-    >>> b"".join(chrome_trace_chunks(ev, w, {}, 10)) == chrome_trace_text(ev, w, {}, 10).encode()
-    True
-    """
-    sink = _Pieces()
-    _write_chrome(cast(BinaryIO, sink), events, waits, metadata, max_events)
-    return tuple(sink.pieces)

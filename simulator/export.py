@@ -129,22 +129,15 @@ def _arrow_rows(df: pd.DataFrame, start: int, stop: int, schema: pa.Schema, int6
 
 
 def write_table(df: pd.DataFrame, path: Path, metadata: dict[str, Any], csv: bool = True,
-                row_group_rows: int = ROW_GROUP_ROWS, int64: Sequence[str] = (),
-                encoded: pa.Buffer | memoryview | None = None) -> None:
+                row_group_rows: int = ROW_GROUP_ROWS, int64: Sequence[str] = ()) -> None:
     """Write ``df`` as Parquet (metadata under the key ``waitlab``) and, optionally, CSV beside it.
 
     The Parquet file is written one row group of ``row_group_rows`` rows at a time, each converted from
     its slice of ``df`` just before it is written, so no Arrow copy of the whole table is held; the bytes
     are those of ``pyarrow.parquet.write_table`` with the same row group size and :func:`parquet_options`.  Columns
     named in ``int64`` are written as int64 whatever their type in memory (the event table's row references).
-    ``encoded``: the Parquet file's bytes already encoded by :func:`encode_table` with the same arguments
-    (written as they are).
     """
-    if encoded is not None:
-        with open(path, "wb") as f:
-            f.write(memoryview(encoded))
-    else:
-        write_parquet(df, path, metadata, row_group_rows, int64)
+    write_parquet(df, path, metadata, row_group_rows, int64)
     if csv and len(df) <= CSV_MAX_ROWS:
         # pyarrow's C++ writer: ~10x faster than pandas; categoricals are written as their labels
         table = pa.Table.from_pandas(_widened(df, int64), preserve_index=False)
@@ -171,14 +164,6 @@ def write_parquet(df: pd.DataFrame, where: Path | pa.NativeFile, metadata: dict[
             part = _arrow_rows(df, start, start + row_group_rows, schema, int64)
             writer.write_table(part, row_group_size=row_group_rows)
             del part
-
-
-def encode_table(df: pd.DataFrame, metadata: dict[str, Any], row_group_rows: int = ROW_GROUP_ROWS,
-                 int64: Sequence[str] = ()) -> pa.Buffer:
-    """The bytes :func:`write_table` writes to ``df``'s Parquet file, in memory (for ``encoded=``)."""
-    sink = pa.BufferOutputStream()
-    write_parquet(df, sink, metadata, row_group_rows, int64)
-    return sink.getvalue()
 
 
 def read_table(path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:

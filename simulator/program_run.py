@@ -21,7 +21,7 @@ import numpy.typing as npt
 
 from waitlab.errors import SimulationError, problem_text
 from waitlab.models.vocabulary import ACTIONS, LOCAL_ACTIONS
-from waitlab.simulator import heap, progress
+from waitlab.simulator import progress
 from waitlab.simulator.build import CONTENTION_SOURCE, PLUGIN_FLAGS, contention_plugin, simgrid_version
 from waitlab.simulator.smpi import (
     PLUGIN_ENV,
@@ -165,7 +165,7 @@ def run_program(binary: Path, n_ranks: int, platform_xml: Path, hostfile: Path, 
     out_dir.mkdir(parents=True, exist_ok=True)
     for stale in [*out_dir.glob("r*.*"), out_dir / progress.LAYER_COUNT_FILE]:
         stale.unlink(missing_ok=True)
-    watch = _Watch(out_dir, heap.active(), progress.reporter())
+    watch = _Watch(out_dir, progress.reporter())
     cfg = dict(config or {})
     env = {**layer_env(env, schedule_dir, measured), "WAITLAB_OUT": str(out_dir.resolve())}
     try:
@@ -196,21 +196,19 @@ def run_program(binary: Path, n_ranks: int, platform_xml: Path, hostfile: Path, 
 
 class _Watch:
     """What the waiting thread does while a program's ``smpirun`` runs (``meanwhile`` of :func:`run_smpirun`): read
-    the layer's count (:func:`waitlab.simulator.progress.read_layer_count`), grow the run's memory reserve with it
-    (:mod:`waitlab.simulator.heap`) and report progress (:class:`~waitlab.simulator.progress.Throttled`);
-    :meth:`end` reports the end (``None``) if anything was reported."""
+    the layer's count (:func:`waitlab.simulator.progress.read_layer_count`) and report progress
+    (:class:`~waitlab.simulator.progress.Throttled`); :meth:`end` reports the end (``None``) if anything was
+    reported."""
 
-    def __init__(self, out_dir: Path, reserve: heap.Reserve | None, report: progress.Reporter | None) -> None:
-        self.out_dir, self.reserve = out_dir, reserve
+    def __init__(self, out_dir: Path, report: progress.Reporter | None) -> None:
+        self.out_dir = out_dir
         self.report = progress.Throttled(report) if report is not None else None
-        self.needed = reserve is not None or report is not None
+        self.needed = report is not None
         self.t0 = time.perf_counter()
 
     def __call__(self) -> None:
-        simulated, records = progress.read_layer_count(self.out_dir)
-        if self.reserve is not None:
-            self.reserve.grow_to(heap.BYTES_PER_RECORD * records)
         if self.report is not None:
+            simulated, records = progress.read_layer_count(self.out_dir)
             self.report(progress.Progress(simulated, records, 0, time.perf_counter() - self.t0, "calls recorded"))
 
     def end(self) -> None:

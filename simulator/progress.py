@@ -19,9 +19,6 @@ per interval while SMPI runs and ``None`` when the stage has ended::
 The setting is per thread of control (a :class:`contextvars.ContextVar`): runs in other threads or worker
 processes (a sweep's points) report nothing.
 
-:func:`on_launch` is the same kind of setting for a caller that puts the stage's wall time to use (this process
-only waits for ``smpirun``): its function is called as soon as each ``smpirun`` process of the block has started
-(:mod:`waitlab.experiments.preload` imports the report's libraries then).
 """
 
 from __future__ import annotations
@@ -81,7 +78,6 @@ class Progress:
 Reporter = Callable[["Progress | None"], None]
 
 _REPORTER: ContextVar[Reporter | None] = ContextVar("waitlab_smpi_progress", default=None)
-_LAUNCHED: ContextVar[Callable[[], None] | None] = ContextVar("waitlab_smpi_launched", default=None)
 
 
 def interval() -> float:
@@ -106,23 +102,6 @@ def reporting(report: Reporter) -> Iterator[None]:
 def reporter() -> Reporter | None:
     """The function progress goes to in this thread of control (``None``: nobody asked for it)."""
     return _REPORTER.get()
-
-
-@contextmanager
-def on_launch(started: Callable[[], None]) -> Iterator[None]:
-    """``started()`` is called, on this thread, each time an SMPI run inside this block has started its process."""
-    token = _LAUNCHED.set(started)
-    try:
-        yield
-    finally:
-        _LAUNCHED.reset(token)
-
-
-def launched() -> None:
-    """Called by :func:`waitlab.simulator.smpi.run_smpirun` once its ``smpirun`` process has started."""
-    started = _LAUNCHED.get()
-    if started is not None:
-        started()
 
 
 class Throttled:

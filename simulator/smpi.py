@@ -351,7 +351,7 @@ def run_smpirun(
     actions it will replay).  ``output_limit``: the output (SimGrid's and the program's) is read in a thread and
     kept up to that many bytes; beyond it the run is stopped with :class:`OutputLimitError` (a program that
     prints gigabytes never holds more than the limit in memory).  ``meanwhile`` is called on this thread about ten
-    times a second while ``smpirun`` runs (:class:`waitlab.simulator.heap.Reserve` grows then).
+    times a second while ``smpirun`` runs (a program's progress is read then).
     """
     smpirun = require_tool("smpirun")
     cmd = [smpirun, *([] if privatize else ["-no-privatize"]), "-np", str(n_ranks), "-platform", str(platform_xml),
@@ -394,7 +394,6 @@ def run_smpirun(
     assert proc.stdout is not None
     reader = OutputReader(proc.stdout, output_limit)
     try:
-        progress.launched()
         ended = wait_for_output(reader, t0, timeout, partial(_each, calls) if calls else None, tick)
     except BaseException:
         kill_group(proc.pid)

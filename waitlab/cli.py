@@ -44,8 +44,7 @@ def _run(sub: Any) -> None:
         out = args.output or api.default_output(scenario.name)
         result = api.run(scenario, out, force=args.force, png=not args.no_png,
                          check_resources=not args.no_resource_check, say=lambda m: _say(args, m),
-                         smpi_progress=_progress_line() if _bar(args) else None,
-                         ready_memory=True)  # one run in a fresh process: its new memory is slow to touch
+                         smpi_progress=_progress_line() if _bar(args) else None)
         if args.json:
             pert = result.perturbation.report if result.perturbation is not None else None
             _dump({"output": str(out), "metadata": result.result.metadata, "summary": result.result.summary,

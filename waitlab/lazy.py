@@ -3,8 +3,7 @@
 :func:`lazy_attributes` serves a module's names from other modules (PEP 562): :mod:`waitlab` takes the API's names
 from :mod:`waitlab.api` this way, and :mod:`waitlab.api` its tools and studies from :mod:`waitlab.api_results` and
 :mod:`waitlab.api_studies`.  :class:`Deferred` is a module named at the top of the one that uses it and imported on
-the first use of one of its attributes (the modules a run needs only after its SMPI stage, which the preload thread
-imports while that stage runs: :mod:`waitlab.experiments.preload`).
+the first use of one of its attributes (the modules a run needs only after its SMPI stage).
 
 >>> import types
 >>> m = types.ModuleType("m")
@@ -52,7 +51,7 @@ def lazy_attributes(namespace: MutableMapping[str, Any], *sources: str
 
 class Deferred:
     """A module imported by :func:`importlib.import_module` when one of its attributes is first read: the normal
-    import, on the thread that asks first (a module imported already, e.g. by the preload thread, is simply used).
+    import, on the thread that asks first (a module imported already is simply used).
 
     Declare it at the top of the module that uses it, beside an ``if TYPE_CHECKING:`` import of the same module under
     the same name, so that type checkers and readers see the real module:

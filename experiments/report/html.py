@@ -11,8 +11,8 @@ per-process counter and from ``uuid4``, are renumbered in order of appearance.
 The page is made in two steps: its skeleton (:func:`page_skeleton`: Bokeh's document and library, the template, with
 a slot for each part that holds the run's data), then the slots filled (:func:`fill_page`).  A run's page without a
 diagnosis, of up to :data:`DIRECT_RANKS` ranks, has no figure drawn from its data (the page's script fills the time
-budget and the timeline), so its skeleton depends only on its :class:`PageShape`: ``waitlab run`` builds it on a
-thread while SMPI runs (:func:`run_page_skeleton`, kept for the page), and only the slots are filled after the stage.
+budget and the timeline), so its skeleton depends only on its :class:`PageShape` (:func:`run_page_skeleton`, kept
+for the next page of the same shape), and only the slots are filled with the run's data.
 
 Bokeh, not Plotly: measured in headless Chromium on this machine kind, Plotly's library alone took
 6 s of script time to start (4.8 MB), Bokeh's 0.7 to 1.8 s (3.9 MB), and Plotly redrew a 32-rank
@@ -314,8 +314,7 @@ def page_skeleton(shape: PageShape, events: pd.DataFrame | None = None, waits: p
 
 @lru_cache(maxsize=2)
 def run_page_skeleton(shape: PageShape) -> str:
-    """:func:`page_skeleton` of a data-free shape, kept: ``waitlab run`` makes it while SMPI runs (on the preload
-    thread) and fills it after the stage."""
+    """:func:`page_skeleton` of a data-free shape, kept for the next page of the same shape (a sweep's points)."""
     if not shape.data_free:
         raise ValueError(f"a page of {shape.ranks} ranks draws its heatmap from the run's data")
     return page_skeleton(shape)
