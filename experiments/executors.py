@@ -8,6 +8,7 @@ re-runs do not care which one runs them.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from concurrent.futures import Executor
@@ -68,6 +69,8 @@ def open_executor(kind: str = "local", workers: int | None = None, scheduler: st
         with Client(scheduler) as client:
             yield client.get_executor()
         return
-    with LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
-            Client(cluster) as client:
+    # distributed's own log (a failed task's traceback, workers killed at the end) stays out of the terminal: a
+    # point's failure is said once, in one line, by the sweep
+    with LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
+                      silence_logs=logging.CRITICAL) as cluster, Client(cluster) as client:
         yield client.get_executor()

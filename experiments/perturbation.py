@@ -36,6 +36,17 @@ from waitlab.readers import read_bytes
 
 #: Largest noise signature file read (bytes).
 MAX_SIGNATURE_BYTES = 64 << 20
+#: Most detours a signature may hold: each becomes two speed changes per host in SimGrid's speed profiles, and
+#: the profiles are written, checked and parsed as text (100,000 detours take a few seconds; 2 million took
+#: 85 s and ended in a MemoryError), so a larger file is refused before it is parsed.
+MAX_SIGNATURE_DETOURS = 100_000
+
+
+def _count_detours(raw: bytes) -> int:
+    """Lines of a signature that hold a detour (not blank, not only a comment); cheap when the file is small."""
+    if raw.count(b"\n") < MAX_SIGNATURE_DETOURS:
+        return raw.count(b"\n") + 1
+    return sum(1 for line in raw.splitlines() if line.split(b"#", 1)[0].strip())
 
 
 def _signature(sec: NoiseSection, file: str) -> nz.SignatureNoise:
@@ -47,7 +58,14 @@ def _signature(sec: NoiseSection, file: str) -> nz.SignatureNoise:
     if path.is_dir():
         raise InputError(file, "noise.file", f"{str(path)!r} is a folder", "name a noise signature file")
     try:  # a regular file, read with the size limit (a device or FIFO is refused by read_bytes)
-        text = read_bytes(path, "noise signature", MAX_SIGNATURE_BYTES).decode("utf-8")
+        raw = read_bytes(path, "noise signature", MAX_SIGNATURE_BYTES)
+        detours = _count_detours(raw)
+        if detours > MAX_SIGNATURE_DETOURS:
+            raise InputError(str(path), "(file)", f"holds {detours:,} detours; a noise signature holds at most "
+                             f"{MAX_SIGNATURE_DETOURS:,} (each becomes two speed changes per host in SimGrid's "
+                             "profiles)", "keep the detours that matter (e.g. the longest) or describe the noise "
+                             'with model = "periodic" or "poisson"')
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise InputError(str(path), "(encoding)", "not UTF-8 text", "save the noise file as UTF-8") from None
     except OSError as exc:

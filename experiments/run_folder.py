@@ -79,10 +79,10 @@ def read_record(folder: Path, what: str = "results folder", fix: str = REBUILD) 
     if why:
         raise InputError(str(marker), "(integrity record)", why, fix)
     try:
-        raw = read_text(marker, "integrity record", MAX_MARKER_BYTES)
+        data = parse_json(read_text(marker, "integrity record", MAX_MARKER_BYTES), str(marker), "integrity record",
+                          quiet=True)
     except InputError as exc:
-        raise InputError(str(marker), "(integrity record)", f"{exc.problem}", fix) from None
-    data = parse_json(raw, str(marker), "integrity record", fix=fix, quiet=True)
+        raise InputError(str(marker), "(integrity record)", exc.problem, fix) from None
     sums = data.get("sha256") if isinstance(data, dict) else None
     if not isinstance(sums, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in sums.items()):
         raise InputError(str(marker), "(integrity record)", "is damaged or empty: it holds no SHA-256 sums "

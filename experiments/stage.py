@@ -30,6 +30,7 @@ from waitlab.models.perturb.stage import PerturbationConfig, PlatformFacts
 from waitlab.platforms import PlatformModel, RenderedPlatform, load_platform, render_platform
 from waitlab.platforms.degraded import degrade_links
 from waitlab.platforms.machine import alltoall_settings, machine_settings
+from waitlab.simulator.settings_check import check_settings
 
 if TYPE_CHECKING:
     from waitlab.experiments import recorded as _recorded
@@ -128,6 +129,7 @@ def prepare(scenario: Scenario) -> Prepared:
     if scenario.application_kind == RECORDED:  # read, not simulated: where the ranks ran, no platform model
         source = _recorded.RecordedSource(scenario)
         return Prepared(scenario, None, _recorded.recorded_platform(source.recording()), source, None)
+    check_settings(dict(scenario.simulation.config_pairs()), scenario.source)  # before the run, in one line
     model = load_platform(scenario.platform.name)
     prep = Prepared(scenario, model, _render(scenario, model), source_for(scenario), perturbation_config(scenario))
     return prep

@@ -12,7 +12,11 @@ events is refused (threads cannot be replayed), so is an archive without MPI loc
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import io
+import stat
+import sys
 import tempfile
 from functools import lru_cache
 from pathlib import Path
@@ -32,6 +36,34 @@ RECORD_DTYPE = np.dtype([("loc", "<u8"), ("time", "<u8"), ("d", "<u8"), ("e", "<
 INIT_REGIONS = frozenset({"MPI_Init", "MPI_Init_thread"})
 FINALIZE_REGIONS = frozenset({"MPI_Finalize"})
 FIX = "the archive is truncated or damaged: record the run again (let it reach MPI_Finalize)"
+#: How every OTF2 file (anchor aside) begins: a chunk header record (3), then the byte order ('B' or 'L').
+CHUNK_STARTS = (b"\x03B", b"\x03L")
+
+
+def check_archive_files(anchor: Path) -> None:
+    """Refuse an archive whose definition or event files are not OTF2 files before OTF2 opens them: a pipe or
+    device (opening it would block, or never end) or a file that does not begin as every OTF2 file does (a
+    random per-location ``.def`` was read silently)."""
+    folder = anchor.with_suffix("")
+    files = [anchor.with_suffix(".def")]
+    if folder.is_dir():
+        files += sorted(p for p in folder.iterdir() if p.suffix in (".def", ".evt"))
+    for p in files:
+        try:
+            st = p.stat()
+        except OSError:
+            continue  # a missing file is OTF2's to report
+        if not stat.S_ISREG(st.st_mode):
+            raise InputError(str(p), "(file)", "is not a regular file (a pipe, device or socket): reading it "
+                             "would block", "remove it from the archive, or record the run again")
+        try:
+            with open(p, "rb") as fh:
+                head = fh.read(2)
+        except OSError as exc:
+            raise InputError(str(p), "(file)", f"cannot be read: {exc.strerror}", "check the file") from None
+        if head not in CHUNK_STARTS:
+            raise InputError(str(p), "(file)", "is not an OTF2 file (it does not begin with OTF2's chunk "
+                             "header)", FIX)
 
 
 def _libotf2() -> Path:
@@ -68,13 +100,22 @@ def _unsupported_names(dll: ctypes.CDLL) -> tuple[str, ...]:
 def _definitions(otf2: Any, anchor: Path) -> tuple[Any, list[Any]]:
     """The archive's definition registry and its MPI locations in rank order."""
     enums = otf2.enums
+    said = io.StringIO()  # the bindings print a callback's traceback to stderr: kept, and said in one line
     try:
-        with otf2.reader.open(str(anchor)) as reader:
+        with contextlib.redirect_stderr(said), otf2.reader.open(str(anchor)) as reader:
             defs = reader.definitions
     except Exception as exc:  # the bindings raise their own error types, or TraceReaderError
-        msg = reader_library().wl_otf2_last_error().decode() or str(exc)
+        cause = [ln for ln in said.getvalue().splitlines() if ln.startswith("UnicodeDecodeError")]
+        if cause:
+            raise InputError(str(anchor.with_suffix(".def")), "(definitions)", "a name (of a region, rank, file or "
+                             f"attribute) is not UTF-8 text ({cause[-1]})", "record the run again with names in "
+                             "UTF-8 (OTF2 stores UTF-8 strings)") from None
+        msg = reader_library().wl_otf2_last_error().decode(errors="replace") or str(exc)
         raise InputError(str(anchor), "(archive)", f"cannot be read as OTF2 ({type(exc).__name__}: {msg})",
                          FIX) from None
+    finally:
+        if said.getvalue() and sys.exc_info()[0] is None:
+            sys.stderr.write(said.getvalue())
     mpi_groups = [g for g in defs.groups if g.group_type == enums.GroupType.COMM_LOCATIONS
                   and g.paradigm == enums.Paradigm.MPI]
     if not mpi_groups or not mpi_groups[0].members:
@@ -131,6 +172,7 @@ def read_otf2(anchor: str | Path) -> TraceRecords:
     if not anchor.is_file():
         raise InputError(str(anchor), "(file)", "does not exist", "give the anchor file of the archive "
                          "(traces.otf2 in Score-P's experiment folder)")
+    check_archive_files(anchor)
     otf2 = _import_otf2()
     dll = reader_library()
     defs, ranks = _definitions(otf2, anchor)

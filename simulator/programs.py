@@ -113,7 +113,7 @@ def sources_digest(sources: Sequence[Path]) -> str:
 
 
 def _run(cmd: Sequence[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(cmd), capture_output=True, text=True, cwd=cwd)
+    return subprocess.run(list(cmd), capture_output=True, text=True, errors="replace", cwd=cwd)
 
 
 def layer_object() -> Path:

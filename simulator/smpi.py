@@ -111,6 +111,9 @@ _SPLIT = re.compile(r"[\s*?\[\]]")
 _ACTOR = re.compile(r"Actor (?P<pid>\d+) \((?P<name>[^@)]*)@(?P<host>[^)]*)\): (?P<status>.*)$")
 _TIME = re.compile(r"^\[(?P<t>[0-9.]+)\]")
 _ADDRESS = re.compile(r" ?0x[0-9a-f]+ ?(\(\))?")
+#: SimGrid's words when a setting's value cannot be read (SMPI's own keys: not checked before the run).
+_VALUE_REFUSED = re.compile(r"std::range_error: invalid|std::invalid_argument: Invalid|has no algorithm|"
+                            r"is invalid! Valid")
 #: SimGrid lines that say what went wrong (first match wins), ahead of the tail of its output.
 _KEY_LINES = ("Bad config key", "Invalid value", "Cannot parse", "Deadlock detected", "File size limit exceeded",
               "No space left on device", "xbt_die", "Assertion",
@@ -164,6 +167,10 @@ def failure(what: str, returncode: int, output: str) -> SimulationError:
         key = words.split(":")[-1].strip()
         return ConfigKeyError(f"{what}: SimGrid refused a setting of simulation.config: \"{words}\" (fix: remove or "
                               f"correct {key!r}; `smpirun --help-cfg` lists every key)")
+    if _VALUE_REFUSED.search(words):  # a value of an SMPI setting SimGrid could not read, or an unknown model
+        said = re.sub(r"^\[[^]]*CRITICAL\] (Uncaught exception )?", "", words)[:400]
+        return ConfigKeyError(f"{what}: simulation.config: SimGrid refused a value: \"{said}\" (fix: correct that "
+                              "setting of [simulation.config] or remove it)")
     reason = f"exit status {returncode}"
     if returncode < 0:
         reason = f"killed by signal {signal.Signals(-returncode).name}"

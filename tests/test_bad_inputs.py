@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from bad_inputs_corpus import CASES, GOOD, Case, write
 from bad_inputs_files import GOOD_RUN
+from bad_inputs_issue40 import INTEGRITY  # noqa: F401 - registers the issue-40 cases (items 2, 4-7)
 from bad_inputs_models import CASE as _MODEL_CASE  # noqa: F401 - registers the issue-40 cases
 from bad_inputs_more import FFT  # noqa: F401 - registers the issue-23 cases
 from bad_inputs_programs import PROGRAMS  # registers the programs that fail while they run

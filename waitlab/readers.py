@@ -133,6 +133,11 @@ def read_toml(path: str | Path, what: str = "scenario") -> dict[str, Any]:
         text = read_text(path, what, MAX_TOML_BYTES)
     if "\0" in text:
         raise InputError(str(path), "(syntax)", "holds NUL bytes: not a TOML text file", f"give a {what} .toml file")
+    if text.count(".") > MAX_DEPTH:  # a dotted key of thousands of parts: refused before the parser nests them
+        for no, line in enumerate(text.splitlines(), 1):
+            if line.split("=", 1)[0].count(".") > MAX_DEPTH:
+                raise InputError(str(path), f"line {no}", f"a key nests more than {MAX_DEPTH} tables deep (dotted "
+                                 "key)", f"a {what} file nests a few levels; flatten it")
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
