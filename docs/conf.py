@@ -27,7 +27,7 @@ myst_enable_extensions = ["dollarmath", "colon_fence", "substitution"]
 # tests/test_lab_numbers.py fails when a fresh measurement differs from the file.
 myst_substitutions = json.loads((Path(__file__).parent / "lab" / "numbers.json").read_text(encoding="utf-8"))
 myst_heading_anchors = 3
-exclude_patterns = ["_build", "_generated"]
+exclude_patterns = ["_build", "_generated", "_leaderboard"]  # _leaderboard: tables leaderboard.md includes
 html_theme = "alabaster"
 numpydoc_show_class_members = False
 numpydoc_validation_checks: set[str] = set()
