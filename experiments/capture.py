@@ -21,6 +21,7 @@ from waitlab.experiments.scenario import Scenario, from_mapping
 from waitlab.models.analysis.waitstates import wait_states
 from waitlab.models.ops import OpTable
 from waitlab.models.vocabulary import RMA_ACTIONS
+from waitlab.readers import read_json
 from waitlab.simulator.nbc_capture import read_nbc_posts, with_nbc_posts
 from waitlab.simulator.replayable import check_replayable, replayable_ops
 from waitlab.simulator.ti_trace import parse_ti_trace
@@ -167,8 +168,9 @@ def trace_scenario_text(index: Path, scenario: Scenario) -> str:
     data = scenario.resolved()
     platform = dict(data["platform"])
     meta_path = Path(index).parent / "capture.json"
-    placed = json.loads(meta_path.read_text()).get("placement") if meta_path.is_file() else None
-    if placed and platform.get("placement", "block") in ("block", "cyclic"):
+    meta = read_json(meta_path, "capture.json", 1 << 20, "capture the program again") if meta_path.is_file() else {}
+    placed = meta.get("placement") if isinstance(meta, dict) else None
+    if isinstance(placed, dict) and platform.get("placement", "block") in ("block", "cyclic"):
         platform["nodes"] = int(placed["nodes"])
         platform["ranks_per_node"] = int(placed["ranks_per_node"])
     out = {"scenario": {"name": f"{scenario.name}-replay", "ranks": scenario.ranks, "seed": scenario.seed},

@@ -26,7 +26,6 @@ from __future__ import annotations
 import copy
 import fcntl
 import itertools
-import json
 import math
 import os
 import signal
@@ -52,6 +51,7 @@ from waitlab.experiments.run_folder import clean_stale_partials, results_folder,
 from waitlab.experiments.scenario import Scenario, from_mapping, load_scenario, read_toml, set_dotted
 from waitlab.experiments.schema import STRICT, FieldProblem, PlainName, freeze, raise_validation
 from waitlab.experiments.sweep_columns import details, figures_note
+from waitlab.readers import read_json
 
 #: Most points of one sweep: each is a results folder and a validated scenario (a 10^6-point grid took minutes
 #: to expand before it was refused); larger studies are several sweeps.
@@ -342,7 +342,8 @@ def _write_tables(sweep: Sweep, out: Path, runs: Path, failures: list[dict[str, 
     for pt in sweep.points:
         summary_file = runs / pt.key / "summary.json"
         if summary_file.exists():
-            rows.append({**_row(pt, json.loads(summary_file.read_text())), **details(runs / pt.key, figures)})
+            summary = read_json(summary_file, "summary.json", 16 << 20, "run the sweep again")
+            rows.append({**_row(pt, summary), **details(runs / pt.key, figures)})
     table = pd.DataFrame(rows)
     if sweep.diagnose and say is not None:  # diagnosis scores per point (issue 24); not when interrupted
         table = add_scores(table, sweep.points, runs, sweep.diagnose, say)
