@@ -7,7 +7,6 @@ minus the end of the step before.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -106,9 +105,6 @@ class Comparison:
                 "ranks_own_work_moved": rec(self.ranks_by("own_work_delta", top), "own_work_delta")
                 if len(self.ranks) else [],
                 "steps_moved": rec(self.steps_moved(top)), "notes": list(self.notes)}
-
-    def to_json(self, top: int = 5) -> str:
-        return json.dumps(self.to_dict(top), indent=2, sort_keys=True)
 
     def text(self, top: int = 5) -> str:
         """The report ``waitlab compare`` prints."""

@@ -111,7 +111,6 @@ class PointProcesses(ThreadPoolExecutor):
         self._stopping = threading.Event()
         self._local = threading.local()
         self._children: list[_Child] = []
-        self._busy: set[int] = set()
 
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
         return super().submit(self._call, fn, args, kwargs)
@@ -140,19 +139,13 @@ class PointProcesses(ThreadPoolExecutor):
         assert proc.stdin is not None and proc.stdout is not None
         child.err.seek(0)
         child.err.truncate()
-        with _LIVE_LOCK:
-            self._busy.add(proc.pid)
         try:
-            try:
-                proc.stdin.write(struct.pack("<Q", len(payload)) + payload)
-                proc.stdin.flush()
-            except BrokenPipeError:
-                pass
-            head = _read_exact(proc.stdout, 8)
-            data = _read_exact(proc.stdout, struct.unpack("<Q", head)[0]) if len(head) == 8 else b""
-        finally:
-            with _LIVE_LOCK:
-                self._busy.discard(proc.pid)
+            proc.stdin.write(struct.pack("<Q", len(payload)) + payload)
+            proc.stdin.flush()
+        except BrokenPipeError:
+            pass
+        head = _read_exact(proc.stdout, 8)
+        data = _read_exact(proc.stdout, struct.unpack("<Q", head)[0]) if len(head) == 8 else b""
         if data:
             status, value = pickle.loads(data)
             if status == "ok":
@@ -207,11 +200,6 @@ class PointProcesses(ThreadPoolExecutor):
             child.err.close()
             with _LIVE_LOCK:
                 _LIVE.pop(child.proc.pid, None)
-
-    def running_pids(self) -> list[int]:
-        """PIDs of the children running a call now."""
-        with _LIVE_LOCK:
-            return sorted(self._busy)
 
 
 def _on_term(signum: int, frame: FrameType | None) -> None:

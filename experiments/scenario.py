@@ -80,11 +80,6 @@ class Scenario:
         return self.meta.ranks
 
     @property
-    def base_dir(self) -> Path:
-        """Folder relative paths of the scenario are read from."""
-        return Path(self.source).parent if not self.source.startswith("<") else Path.cwd()
-
-    @property
     def perturbed(self) -> bool:
         """Whether any perturbation section (noise, instrumentation, tracing) is present."""
         return any(s is not None for s in (self.noise, self.instrumentation, self.tracing))

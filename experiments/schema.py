@@ -377,12 +377,6 @@ def freeze(x: Any) -> Any:
     return x
 
 
-def section_defaults(name: str) -> dict[str, Any]:
-    """The plain-data default values of a section (used for resolved scenarios)."""
-    model = SECTION_MODELS[name]
-    return {k: f.get_default(call_default_factory=True) for k, f in model.model_fields.items()}
-
-
 def sweepable_keys(kind: str | None = None) -> list[str]:
     """Dotted keys a sweep may vary: every key of every section, plus the keys of application ``kind``.
 

@@ -89,11 +89,6 @@ def read_nbc_posts(out_dir: Path, n_ranks: int) -> npt.NDArray[np.void]:
     return np.concatenate(parts) if parts else np.zeros(0, POST_DTYPE)
 
 
-def nbc_completions(ops: OpTable) -> npt.NDArray[np.bool_]:
-    """Rows that complete a nonblocking collective with a post in ``ops`` (a ``tag`` > 0 twin on MPI_COMM_WORLD)."""
-    return _IS_TWIN[ops.code] & (ops.tag > 0) & (ops.comm == 0)
-
-
 def _rank_bounds(rank: npt.NDArray[np.int32], n_ranks: int) -> npt.NDArray[np.int64]:
     return np.r_[0, np.cumsum(np.bincount(rank, minlength=n_ranks))].astype(np.int64)
 

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import ctypes
-import multiprocessing
 import os
 import re
 import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -215,23 +213,6 @@ def die_with_parent() -> None:
         return
     if os.getppid() != parent:  # the parent died before prctl took effect
         os._exit(1)
-
-
-def worker_dies_with_parent() -> None:
-    """Initializer of worker processes: :func:`die_with_parent`, plus a watchdog thread for the window before it
-    took effect (a parent killed while the worker was still starting): when the parent is gone the worker exits,
-    and the SimGrid runs it started die with it."""
-    parent = multiprocessing.parent_process()
-    parent_pid = parent.pid if parent is not None else os.getppid()
-    die_with_parent()
-
-    def watch() -> None:
-        while True:
-            if os.getppid() != parent_pid:
-                os._exit(1)
-            time.sleep(0.5)
-
-    threading.Thread(target=watch, name="waitlab-parent-watchdog", daemon=True).start()
 
 
 def death_wrapper() -> list[str]:

@@ -138,10 +138,6 @@ class Records:
     def __len__(self) -> int:
         return int(self.rank.size)
 
-    def per_rank_bytes(self, n_ranks: int) -> _F:
-        """Total trace bytes every rank records."""
-        return np.bincount(self.rank, weights=self.bytes, minlength=n_ranks).astype(np.float64)
-
 
 def _action_codes(names: frozenset[str] | set[str] | tuple[str, ...]) -> npt.NDArray[np.int8]:
     return codes_of(names)

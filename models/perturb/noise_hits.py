@@ -2,7 +2,7 @@
 
 A detour during a wait costs nothing; one during compute, tracer overhead or the CPU part of a
 reduction delays it.  :func:`cpu_intervals` finds those intervals in a run, :func:`noise_hits` cuts
-them against the detour pattern, and :func:`hits_ledger` books each hit as a ``noise`` cause.
+them against the detour pattern (the pipeline books each hit as a ``noise`` cause).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from waitlab.models.ops import CAUSE_KINDS, CODE, Ledger, OpTable
+from waitlab.models.ops import CODE, OpTable
 from waitlab.models.perturb.detours import NoisePattern
 from waitlab.models.vocabulary import names_where
 
@@ -187,10 +187,3 @@ def noise_hits(pattern: NoisePattern, host_of_rank: _I, rank: _I, row: _I, start
                      np.concatenate(out_start)[order2], np.concatenate(out_sec)[order2])
 
 
-def hits_ledger(hits: NoiseHits, ops: OpTable) -> Ledger:
-    """Ledger rows (kind ``noise``) for noise hits: rank, region and step of the delayed operation."""
-    return Ledger(
-        rank=hits.rank.astype(np.int32), region=ops.name[hits.row].astype(np.int32),
-        step=ops.step[hits.row].astype(np.int32), seconds=hits.seconds.astype(np.float64),
-        kind=np.full(len(hits), CAUSE_KINDS.index("noise"), np.int8),
-    )  # fmt: skip
