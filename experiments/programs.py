@@ -281,7 +281,7 @@ def run_real_program(scenario: Scenario, platform: RenderedPlatform, work: Path,
                            cwd=cwd, what=f"program of scenario '{scenario.name}' ({scenario.source})",
                            env=program_env(scenario, platform), measured=computation_measured(cfg),
                            program=p.sources[0] if p.sources else str(p.binary))
-    records = prog.read_records(out_dir, scenario.ranks)
+    records = prog.read_records(out_dir, scenario.ranks, program=p.sources[0] if p.sources else str(p.binary))
     run = prog.records_to_ops(records, binary, callsite_regions=p.callsite_regions)
     ops, t_enter, t_exit = run.ops, run.t_enter, run.t_exit
     if target is not None and sched is not None:

@@ -59,7 +59,19 @@ class Records:
         return int(self.log.size)
 
 
-def read_records(out_dir: Path, n_ranks: int, *, parts: int | None = None) -> Records:
+def _names_text(path: Path, rank: int, program: str) -> str:
+    """A rank's ``r<rank>.names`` (``id<TAB>name`` lines), UTF-8: a region named in another encoding (a Latin-1
+    string in the source) is one :class:`InputError` naming the program, not a name with U+FFFD in it."""
+    raw = path.read_bytes()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[raw.rfind(b"\n", 0, exc.start) + 1:].split(b"\n", 1)[0].partition(b"\t")[2]
+        raise InputError(program, "(region name)", f"rank {rank} named a region that is not UTF-8 text "
+                         f"({line[:80]!r})", "write region names in UTF-8 (save the source file as UTF-8)") from None
+
+
+def read_records(out_dir: Path, n_ranks: int, *, parts: int | None = None, program: str = "(program)") -> Records:
     """Read and merge the per-rank files the layer wrote (global name ids, row-indexed vectors).
 
     The small text files (names, vectors, communicators) are read first; then the binary files are read straight
@@ -83,7 +95,7 @@ def read_records(out_dir: Path, n_ranks: int, *, parts: int | None = None) -> Re
     luts: tuple[list[npt.NDArray[np.int32]], list[npt.NDArray[np.int32]]] = ([], [])  # names, communicators
     for r in range(n_ranks):
         local: dict[int, int] = {}
-        for line in (out_dir / f"r{r}.names").read_text().splitlines():
+        for line in _names_text(out_dir / f"r{r}.names", r, program).splitlines():
             sid, _, nm = line.partition("\t")
             local[int(sid)] = names.setdefault(nm, len(names))
         lut = np.full(max(local, default=-1) + 2, -1, np.int32)  # local id -> global id; last entry: -1 for -1

@@ -8,7 +8,8 @@ Every case gives exit status 2 and one line naming the file and the field, leavi
   sums or not a file (``cp r/* dest/`` leaves it behind), read by diagnose, export, report, compare and check-c;
   ``report --diagnosis`` given ``{}``, ``[1,2,3]``, a 100 MB file, another run's diagnosis or an edited one;
 - ``TRACEBACKS``: deeply nested run.json, ``.waitlab``, suite.toml and scenario (a 10,000-deep dotted key), a
-  noise signature of 2 million detours, a C source that is not UTF-8, an OTF2 archive whose names are not UTF-8;
+  noise signature of 2 million detours, a C source that is not UTF-8, a program naming a region in Latin-1, an
+  OTF2 archive whose names are not UTF-8;
 - ``ACCEPTED``: a Latin-1 region in a TI trace, ``compare --top -3``, ``diagnose --cache FILE``,
   ``platforms --xml 0``, a random per-location ``.def`` of an OTF2 archive;
 - ``HANGS``: a FIFO among an OTF2 archive's files;
@@ -236,6 +237,13 @@ def _c_not_utf8(d: Path) -> Built:
     return run_argv(d, write(d / "s.toml", PROGRAM_SCENARIO)), "m.c", "(compile)"
 
 
+def _region_not_utf8(d: Path) -> Built:
+    write(d / "m.c", b'#include <mpi.h>\n#include "waitlab.h"\nint main(int c, char **v) { MPI_Init(&c, &v); '
+          b'WAITLAB_REGION_BEGIN("R\xe9gion"); MPI_Barrier(MPI_COMM_WORLD); WAITLAB_REGION_END("R\xe9gion"); '
+          b"MPI_Finalize(); return 0; }\n")
+    return run_argv(d, write(d / "s.toml", PROGRAM_SCENARIO)), "m.c", "(region name)"
+
+
 def _archive(d: Path, damage: Callable[[Path], object]) -> Path:
     shutil.copytree(SCOREP, d / "exp")
     damage(d / "exp")
@@ -269,6 +277,7 @@ _add(TRACEBACKS, "scenario", "scenario-deep-dotted-key", _scenario_deep_key)
 _add(TRACEBACKS, "sweep", "suite-deep-dotted-key", _suite_deep)
 _add(TRACEBACKS, "noise", "noise-2-million-detours", _noise_millions)
 _add(TRACEBACKS, "program", "program-not-utf8", _c_not_utf8)
+_add(TRACEBACKS, "program", "program-region-not-utf8", _region_not_utf8)
 try:
     import otf2  # noqa: F401
 
