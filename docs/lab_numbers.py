@@ -169,9 +169,9 @@ def exercise2(n: dict[str, str]) -> None:
     n["ex2_fill"] = f"{total - float(n['ex2_truth']):.2f}"
     # exercise 4 reads the same diagnosis
     n["ex4_cwp_sweep"], n["ex4_cwp_sweep_share"] = blamed(md, "CWP-DM", "Sweep")
-    n["ex4_cwp_recv"], _ = blamed(md, "CWP-DM", "MPI_recv")
+    n["ex4_cwp_recv"], _ = blamed(md, "CWP-DM", "MPI_Recv")
     n["ex4_h_sweep"], n["ex4_h_sweep_share"] = blamed(md, "H-CWP-DM (earliest)", "Sweep")
-    n["ex4_h_recv"], n["ex4_h_recv_share"] = blamed(md, "H-CWP-DM (earliest)", "MPI_recv")
+    n["ex4_h_recv"], n["ex4_h_recv_share"] = blamed(md, "H-CWP-DM (earliest)", "MPI_Recv")
     n["ex4_cwp_rank0"] = find(r"^Most blamed \(rank, region\): \(0, `Sweep`\) (\S+) s,", model_section(md, "CWP-DM"),
                               "ex4 CWP-DM's most blamed pair").group(1)
     if blamed(md, "H-CWP-DM (each)", "Sweep")[0] != n["ex4_h_sweep"]:
@@ -182,7 +182,7 @@ def exercise2(n: dict[str, str]) -> None:
     n["ex4_h_total_error"], n["ex4_h_false_blame"] = h[4], h[5]
     imp = table_row(md, "CWP-DM | `Sweep`", "ex4 improvement")
     n["ex4_cwp_predicted"], n["ex4_realized"], n["ex4_makespan_gain"] = imp[0], imp[1], imp[2]
-    n["ex4_h_predicted"] = table_row(md, "H-CWP-DM (earliest) | `Sweep`, `MPI_recv`", "ex4 improvement")[0]
+    n["ex4_h_predicted"] = table_row(md, "H-CWP-DM (earliest) | `Sweep`, `MPI_Recv`", "ex4 improvement")[0]
 
 
 def exercise3(n: dict[str, str]) -> None:

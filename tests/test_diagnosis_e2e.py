@@ -47,7 +47,7 @@ def test_three_hop_chain_through_smpi(replay):
     # the indirect waits of ranks 2 and 3 are not explained by rank 0's work: H-CWP-DM puts them on the
     # few microseconds by which the intermediate ranks' receives exceed (a documented disagreement)
     assert float(got.drop((0, "work")).sum()) + h.unexplained == pytest.approx(2 * x, abs=30 * US)
-    assert set(h.costs.loc[h.costs["region"] != "work", "region"]) <= {"MPI_recv", "MPI_send"}
+    assert set(h.costs.loc[h.costs["region"] != "work", "region"]) <= {"MPI_Recv", "MPI_Send"}
 
 
 def independent_eos_balance(ops: OpTable) -> OpTable:

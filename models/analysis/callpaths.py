@@ -86,7 +86,7 @@ class CallPaths:
     code : int32 array
         Call path of each event row; -1 for region rows.
     names : tuple of str
-        Call path names (``outer>inner``, ``outer>MPI_allreduce``, ``(top level)``).
+        Call path names (``outer>inner``, ``outer>MPI_Allreduce``, ``(top level)``).
     region : tuple of str
         The region each call path is blamed as: the innermost enclosing region for
         non-MPI activities (``"(top level)"`` outside regions), ``MPI_<op>`` for MPI operations.
@@ -112,7 +112,7 @@ def call_paths(events: pd.DataFrame) -> CallPaths:
     >>> ev = make_events(rank=[0, 0], op=["compute", "barrier"], enter=[0.0, 1.0], exit=[1.0, 1.0], match=[-1, 0])
     >>> cp = call_paths(ev)
     >>> [cp.names[c] for c in cp.code], [cp.region[c] for c in cp.code]
-    (['(top level)', 'MPI_barrier'], ['(top level)', 'MPI_barrier'])
+    (['(top level)', 'MPI_Barrier'], ['(top level)', 'MPI_Barrier'])
     """
     n = len(events)
     kind, kind_names = category_codes(events["kind"])
@@ -145,7 +145,7 @@ def call_paths(events: pd.DataFrame) -> CallPaths:
             rname = region_names[r] if 0 <= r < len(region_names) else ""
             labels.append(rname or "(top level)")
         else:
-            mpi = f"MPI_{op_names[o]}"
+            mpi = f"MPI_{op_names[o].capitalize()}"  # as MPI spells it (MPI_Recv), as the critical path does
             names.append(f"{pname}>{mpi}" if pname else mpi)
             labels.append(mpi)
             mpi_flags[j] = True
