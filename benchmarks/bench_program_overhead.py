@@ -26,12 +26,14 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -85,6 +87,37 @@ class Clock:
                 return fn(*a, **k)
 
         setattr(owner, attr, timed)
+
+
+def _descendants(root: int) -> list[int]:
+    """PIDs of ``root``'s descendants (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(d.name))
+    out, todo = [], [root]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def _watch_peak(done: threading.Event, seen: list[float]) -> None:
+    """Until ``done``: the largest peak resident size (VmHWM, MiB) of any descendant of this process, in ``seen``."""
+    while not done.wait(0.05):
+        for pid in _descendants(os.getpid()):
+            try:
+                status = Path(f"/proc/{pid}/status").read_text()
+            except OSError:
+                continue
+            for line in status.splitlines():
+                if line.startswith("VmHWM:"):
+                    seen[0] = max(seen[0], int(line.split()[1]) / 1024)
 
 
 def _measure(args: argparse.Namespace, folder: Path, clock: Clock, peak_after_smpi: list[float],
@@ -142,15 +175,23 @@ def main() -> int:
     clock = Clock()
     # the parts of waitlab's work (module attributes looked up at call time)
     clock.wrap(program_run, "run_smpirun", "smpi")
-    # the simulator's peak: the largest child's RSS right after the SMPI stage (read later, it would be that of
-    # ``addr2line``, which a fork from the large Python process starts with the parent's resident pages counted)
+    # the simulator's own peak: the largest VmHWM of this process's descendants while the SMPI stage runs, read
+    # from /proc (RUSAGE_CHILDREN would report the largest child ever waited for: an earlier fork of this large
+    # process, such as the compiler of the first run, counts the parent's resident pages)
     smpirun = program_run.run_smpirun
     peak_after_smpi: list[float] = []
 
     def run_and_peak(*a: Any, **k: Any) -> Any:
-        out = smpirun(*a, **k)
-        peak_after_smpi.append(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)
-        return out
+        seen = [0.0]
+        done = threading.Event()
+        watcher = threading.Thread(target=_watch_peak, args=(done, seen))
+        watcher.start()
+        try:
+            return smpirun(*a, **k)
+        finally:
+            done.set()
+            watcher.join()
+            peak_after_smpi.append(seen[0])
 
     program_run.run_smpirun = run_and_peak  # type: ignore[assignment]
     clock.wrap(programs.prog, "read_records", "read records")
@@ -158,8 +199,6 @@ def main() -> int:
     clock.wrap(programs.prog, "rerun_files", "rerun files")
     clock.wrap(pipeline, "build_events", "event table")
     clock.wrap(sources, "program_binary", "build (cached)")
-    clock.wrap(pipeline, "encode_ops", "ops.parquet (encoded early)")
-    clock.wrap(pipeline, "encode_table", "events.parquet (encoded early)")
     clock.wrap(results, "write_ops", "ops.parquet")
     clock.wrap(results, "write_table", "events/waits/... parquet")
     clock.wrap(results, "write_chrome_trace", "trace.json")

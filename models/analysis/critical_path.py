@@ -106,7 +106,7 @@ def critical_path(events: pd.DataFrame, waits: pd.DataFrame, steps: tuple[int, i
                             pd.Series(dtype=float))
     pos_of = np.full(len(events), -1, np.int64)
     pos_of[rows] = np.arange(n)
-    rank = events["rank"].to_numpy().astype(np.int64)[rows]
+    rank = events["rank"].to_numpy()[rows].astype(np.int64)
     enter, exit_ = events["enter"].to_numpy()[rows], events["exit"].to_numpy()[rows]
     t0 = float(enter.min())
     wait = np.zeros(n)
@@ -115,7 +115,11 @@ def critical_path(events: pd.DataFrame, waits: pd.DataFrame, steps: tuple[int, i
     np.add.at(wait, w_pos[ok], waits["wait"].to_numpy()[ok])
     first = np.r_[True, rank[1:] != rank[:-1]]
     prev_exit = np.where(first, t0, np.r_[t0, exit_[:-1]])
-    busy = np.maximum(exit_ - np.maximum(prev_exit, t0) - wait, 0.0)
+    np.maximum(prev_exit, t0, out=prev_exit)
+    busy = exit_ - prev_exit
+    busy -= wait
+    np.maximum(busy, 0.0, out=busy)
+    del prev_exit, wait  # large temporaries: n floats each
     cum = np.r_[0.0, np.cumsum(busy)]  # cum[pos]: busy before position pos (over all ranks, in row order)
     starts = np.flatnonzero(first)
     ends = np.r_[starts[1:], n]  # one past the last position of each rank
@@ -123,6 +127,7 @@ def critical_path(events: pd.DataFrame, waits: pd.DataFrame, steps: tuple[int, i
     pe = pos_of[waits["peer_event"].to_numpy()]
     sync = ok & (pe >= 0)
     sp_p, sp_q = w_pos[sync], pe[sync]
+    del pos_of
     # nodes (rank, x, f): f=0 "before row x" (the start of an operation waited for), f=1 "after the wait of
     # row x"; each rank's start and end are f=0 points.  Consecutive points of a rank are joined by the busy
     # time between them; a wait adds (q, k, 0) -> (p, i, 1) with weight 0.
