@@ -271,3 +271,25 @@ def test_force_replaces_an_analyzed_folder_but_not_a_foreign_file(tmp_path: Path
     (tmp_path / "a" / "diagnosis" / "mine.txt").write_text("a user's note\n")
     assert main([*argv, "--force"]) == 2 and "did not write" in capsys.readouterr().err
     assert (tmp_path / "a" / "diagnosis" / "mine.txt").is_file()
+
+
+@pytest.mark.simgrid
+@pytest.mark.parametrize("app", [
+    {"kind": "wavefront", "steps": 2, "blocks": 2, "compute_seconds": 0.01},  # late senders that travel
+    {"kind": "stencil", "dims": 2, "steps": 2, "compute_seconds": 0.01},  # wait at the allreduce (NxN)
+])
+def test_a_simulated_runs_export_reads_back_as_recorded(tmp_path: Path, app: dict[str, Any]) -> None:
+    """waitlab's own OTF2 export of a simulated run, analyzed as recorded, has the run's waits per (pattern, rank)
+    to the export's nanosecond rounding: the recorded path's times are the simulated ones."""
+    region = "Sweep" if app["kind"] == "wavefront" else "Stencil"
+    sc = from_mapping({"scenario": {"name": "rt", "ranks": 4}, "platform": {"name": "dawning_5000a"},
+                       "application": {**app, "imbalance": [{"region": region, "ranks": [1], "magnitude": 0.02,
+                                                             "distribution": "constant"}]}}, "rt.toml")
+    api.run(sc, tmp_path / "run", png=False)
+    api.export(tmp_path / "run", ("otf2",), tmp_path / "exp")
+    assert main(["analyze", str(tmp_path / "exp" / "otf2" / "traces.otf2"), "-o", str(tmp_path / "an"),
+                 "--no-png", "-q"]) == 0
+    simulated, recorded = _waits(tmp_path / "run"), _waits(tmp_path / "an")
+    assert set(recorded) == set(simulated) and sum(simulated.values()) > 0.01
+    for key, seconds in simulated.items():
+        assert recorded[key] == pytest.approx(seconds, abs=2e-8), key  # a few ns per wait state
