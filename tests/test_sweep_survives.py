@@ -20,6 +20,7 @@ from scenario_files import scenario_toml
 from test_interruptions import SLOW  # the slow 128-rank point, declared once
 
 from waitlab.cli import main
+from waitlab.experiments.run_folder import MARKER
 
 pytestmark = [pytest.mark.simgrid, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc")]
 
@@ -54,7 +55,12 @@ TWELVE = ('base = "g.toml"\n[grid]\n"application.steps" = [3, 4, 5, 6, 7, 8, 9, 
 
 
 def finished(out: Path) -> int:
-    return len(list((out / "runs").glob("*/run.json"))) if (out / "runs").is_dir() else 0
+    """Points the product calls finished: sealed folders (renamed into place, marker inside), never a hidden
+    ``.KEY.partial-PID`` folder still being written (pathlib's ``*`` matches hidden names too)."""
+    runs = out / "runs"
+    if not runs.is_dir():
+        return 0
+    return sum(1 for p in runs.iterdir() if not p.name.startswith(".") and (p / MARKER).is_file())
 
 
 def test_ctrl_c_stops_at_once_keeps_the_finished_points_and_the_rerun_completes_them(tmp_path: Path) -> None:
@@ -83,6 +89,7 @@ def test_ctrl_c_stops_at_once_keeps_the_finished_points_and_the_rerun_completes_
             assert len(list(csv.DictReader(fh))) == kept
         assert not list((out / "runs").glob(".*partial*")), "a partial folder was left"
         assert len(list((out / "runs").iterdir())) == kept
+        sealed = {p.name: (p.stat().st_ino, (p / MARKER).stat().st_mtime_ns) for p in (out / "runs").iterdir()}
     finally:
         cleanup(proc, mark)
 
@@ -93,6 +100,9 @@ def test_ctrl_c_stops_at_once_keeps_the_finished_points_and_the_rerun_completes_
     assert f"({12 - kept} this run, {kept} skipped as already done)" in text
     assert not (out / "incomplete.txt").exists()
     assert (out / "sweep.csv").read_bytes() == (ref / "sweep.csv").read_bytes()
+    for name, (inode, mtime) in sealed.items():  # finished points are skipped: never redone or overwritten
+        folder = out / "runs" / name
+        assert (folder.stat().st_ino, (folder / MARKER).stat().st_mtime_ns) == (inode, mtime), name
 
 
 def test_sigterm_stops_with_status_143_and_leaves_no_process(tmp_path: Path) -> None:
