@@ -170,3 +170,4 @@ def test_diagnosis_report_lists_no_blame_below_the_floor() -> None:
     assert "| `C` | 3e-09 |" in md  # 3 ns is above the floor
     assert "Most blamed (rank, region): (0, `A`) 2 s, (2, `C`) 3e-09 s" in md
     assert "Blame below 1e-09 s" in md
+    assert "Wait by operation: MPI_Barrier 2 s" in md  # one spelling per MPI call in the report

@@ -41,7 +41,8 @@ def to_markdown(diag: Diagnosis) -> str:
                   f"seed {sc.seed}, scenario hash `{sc.hash()}`.", ""]
     lines += [f"Total wait {b['total_wait']:.4g} s (makespan {b['makespan']:.4g} s); largest wait per collective "
               f"instance summed: {b['collective_max_wait']:.4g} s. Wait by operation: "
-              + ", ".join(f"{k} {v:.4g} s" for k, v in sorted(b["wait_by_op"].items(), key=lambda kv: -kv[1])), ""]
+              + ", ".join(f"MPI_{k.capitalize()} {v:.4g} s"  # as the blame and the critical path spell it
+                          for k, v in sorted(b["wait_by_op"].items(), key=lambda kv: -kv[1])), ""]
     lines += ["## What each model blames", "", f"(Blame below {BLAME_FLOOR:g} s, SimGrid's clock precision, is "
               "not listed.)", ""]
     for m in diag.models:
