@@ -43,10 +43,13 @@ HERE = Path(__file__).resolve().parent
 WAITLAB = str(Path(sys.executable).with_name("waitlab"))
 STOCK = "/usr/lib/x86_64-linux-gnu/simgrid/smpireplaymain"
 PINGPONG = HERE / "programs" / "pingpong.c"
+#: CPU seconds of every command :func:`timed` ran, in order (on a loaded machine the figure to compare).
+CPU: list[float] = []
 
 
 def timed(cmd: list[str], cwd: Path | None = None) -> tuple[float, float]:
-    """Wall seconds and peak memory (MiB) of one command run as its own process."""
+    """Wall seconds and peak memory (MiB) of one command run as its own process; its CPU seconds (user + system,
+    with the children it waited for) go to :data:`CPU`."""
     t = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
@@ -54,6 +57,7 @@ def timed(cmd: list[str], cwd: Path | None = None) -> tuple[float, float]:
     err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"failed: {' '.join(cmd)}\n{err[-2000:]}")
+    CPU.append(usage.ru_utime + usage.ru_stime)
     return wall, usage.ru_maxrss / 1024
 
 
@@ -74,9 +78,11 @@ def stock_replay(toml: Path, work: Path) -> Callable[[], float]:
     index = write_trace(ops.take(keep), prep.platform.core_speed, work / "trace", shared=True)
 
     def run() -> float:
-        t = time.perf_counter()
+        t, before = time.perf_counter(), os.times()
         run_smpirun(Path(STOCK), ops.n_ranks, xml, hostfile, replay_index=index, config=prep.smpi_config(),
                     timeout=36000, what="stock replay")
+        after = os.times()
+        CPU.append(after.children_user + after.children_system - before.children_user - before.children_system)
         return time.perf_counter() - t
 
     return run
@@ -113,10 +119,14 @@ def main() -> int:
             toml.write_text(replay_scenario(args.replay, args.steps))
             stock = stock_replay(toml, work / "stock")
             out = work / "out"
+            CPU.clear()
             wa, wb, peak = pairs([WAITLAB, "run", str(toml), "-o", str(out), "--force", "-q"], stock, args.pairs)
             ratios = [a / b for a, b in zip(wa, wb, strict=True)]
+            ca, cb = CPU[0::2], CPU[1::2]
             print(f"{args.replay} ranks x {args.steps} steps: waitlab run {spread(wa, ' s')}, stock "
                   f"{spread(wb, ' s')}; run / stock {spread(ratios)}; waitlab peak {spread(peak, ' MiB')}")
+            print(f"  CPU: waitlab run {spread(ca, ' s')}, stock {spread(cb, ' s')}; run / stock "
+                  f"{spread([a / b for a, b in zip(ca, cb, strict=True)])}")
         if args.pingpong:
             toml = work / "p.toml"
             toml.write_text(f'[scenario]\nname = "shell-pingpong"\nranks = 2\n[platform]\nname = "dawning_5000a"\n'
@@ -126,15 +136,20 @@ def main() -> int:
             timed(cmd)  # builds the program (cached for the timed runs) and writes the folder whose rerun is timed
             rerun = work / "rerun"
             shutil.copytree(out / "program" / "rerun", rerun)
+            CPU.clear()
             wa, wb, peak = pairs(cmd, lambda: timed(["sh", str(rerun / "smpirun.sh")])[0], args.pairs)
             diffs = [a - b for a, b in zip(wa, wb, strict=True)]
+            ca, cb = CPU[0::2], CPU[1::2]
             print(f"ping-pong, 2 ranks x {args.messages}: waitlab run {spread(wa, ' s')}, stock rerun "
                   f"{spread(wb, ' s')}; run - stock {spread(diffs, ' s')}; waitlab peak {spread(peak, ' MiB')}")
+            print(f"  CPU: waitlab run {spread(ca, ' s')}, stock rerun {spread(cb, ' s')}; run - stock "
+                  f"{spread([a - b for a, b in zip(ca, cb, strict=True)], ' s')}")
         if args.diagnose:
+            CPU.clear()
             runs = [timed([WAITLAB, "diagnose", "--no-truth", "-q", str(args.diagnose), "-o",
                            str(work / "diag")]) for _ in range(args.pairs)]
-            print(f"diagnose --no-truth {args.diagnose}: wall {spread([w for w, _ in runs], ' s')}, peak "
-                  f"{spread([m for _, m in runs], ' MiB')}")
+            print(f"diagnose --no-truth {args.diagnose}: wall {spread([w for w, _ in runs], ' s')}, CPU "
+                  f"{spread(CPU, ' s')}, peak {spread([m for _, m in runs], ' MiB')}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0
