@@ -18,7 +18,6 @@ wait states use ``eager_threshold = 0`` (:data:`RECORDED_EAGER_THRESHOLD`), wher
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ import numpy as np
 
 from waitlab.errors import InputError
 from waitlab.experiments.real_params import RECORDED, RecordedParams, archive_files
+from waitlab.experiments.run_folder import file_digest
 from waitlab.experiments.scenario import Scenario, from_mapping
 from waitlab.experiments.sources import Execution
 from waitlab.models.analysis.trace_check import first_mismatch
@@ -52,15 +52,6 @@ class Recording:
     host_of_rank: tuple[str, ...]
     resolution: float
     seconds: float
-
-
-def sha256_of(path: Path) -> str:
-    """SHA-256 of a file's bytes."""
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 @lru_cache(maxsize=4)
@@ -118,7 +109,7 @@ def recorded_scenario(archive: str | Path, name: str | None = None) -> Scenario:
 def archive_record(anchor: Path, rec: Recording) -> dict[str, Any]:
     """What ``run.json`` says about the archive: its files' SHA-256, timer and where the ranks ran."""
     files = archive_files(anchor)
-    return {"anchor": str(anchor), "sha256": {str(p.relative_to(anchor.parent)): sha256_of(p) for p in files},
+    return {"anchor": str(anchor), "sha256": {str(p.relative_to(anchor.parent)): file_digest(p) for p in files},
             "timer_resolution": rec.resolution, "hosts": list(dict.fromkeys(rec.host_of_rank))}
 
 
