@@ -9,7 +9,6 @@ platform file's own marks (``waitlab platforms NAME``).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from waitlab.models.analysis.collective_times import alltoall_shapes, collective
 from waitlab.models.apps.alltoall import P2P_ALLTOALL_ALGORITHMS
 from waitlab.models.apps.alltoall_selectors import alltoall_ran
 from waitlab.platforms import load_platform
+from waitlab.readers import read_json
 
 __all__ = ["details", "figures_note"]
 
@@ -38,7 +38,7 @@ def details(folder: Path, figures: dict[str, tuple[int, int]]) -> dict[str, Any]
     events = pd.read_parquet(folder / "events.parquet", columns=_EVENT_COLUMNS)
     for op, seconds in collective_times(events).items():
         out[f"{op}_time"] = seconds
-    meta = json.loads((folder / "run.json").read_text())
+    meta = read_json(folder / "run.json", "run.json", 16 << 20, "run the sweep again")
     configured = str(meta.get("smpi_config", {}).get("smpi/alltoall", "default"))
     shapes = alltoall_shapes(events)
     app_alg = meta.get("resolved_scenario", {}).get("application", {}).get("alltoall_algorithm")

@@ -258,7 +258,7 @@ class Counterfactuals:
                 try:
                     results[d] = json.loads(path.read_text())["metrics"]
                     continue
-                except (OSError, ValueError, KeyError):
+                except (OSError, ValueError, KeyError, TypeError, RecursionError):  # a damaged entry: simulated again
                     pass
             todo[d] = job
         if todo:
