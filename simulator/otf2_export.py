@@ -19,6 +19,13 @@ collective             ``MpiCollectiveBegin`` and ``MpiCollectiveEnd`` (operatio
                        root, bytes sent and received)
 =====================  =====================================================================
 
+Around each rank's records is the frame of a measured MPI run, which Scalasca's ``scout.mpi`` relies on
+(Scalasca 2.6's sources): ``ProgramBegin`` and a zero-length ``MPI_Init`` at the run's first time (scout's
+root-cause analysis starts from the synchronization point of ``MPI_Init``: without it it aborts,
+``SynchpointHandler.cpp:120``), ``MPI_Finalize`` from the rank's last exit to the run's end, ``ProgramEnd``.
+MPI regions carry the source file ``MPI``, as Score-P writes them: pearl classifies a region as MPI by that
+file name, not by its paradigm (``Region.cpp``, ``classify``), so without it scout saw no MPI call and no wait.
+
 Peers and roots are ranks within the operation's communicator (``MPI_COMM_WORLD`` and the
 sub-communicators of the operation table's ``comms``, each an OTF2 ``Comm`` with its group), as Score-P
 records them.  The system tree is ``machine / node k / rank r`` from the run's placement (``placement.csv``);
