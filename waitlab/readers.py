@@ -22,6 +22,8 @@ MAX_TOML_BYTES = 16 << 20
 #: Deepest nesting of arrays, tables and objects in a TOML or JSON file waitlab reads (its own files nest 4 deep).
 MAX_DEPTH = 64
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+#: What of a TOML text holds no nesting: multi-line, basic and literal strings, comments.
+_TOML_INERT = re.compile(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'[^\'\n]*\'|#[^\n]*')
 
 
 def read_bytes(path: str | Path, what: str, max_bytes: int) -> bytes:
@@ -68,17 +70,31 @@ def read_text(path: str | Path, what: str, max_bytes: int) -> str:
                          f"save the {what} file as UTF-8") from None
 
 
+def _bracket_depth(text: str) -> int:
+    import numpy as np  # not on the way to a run's stage
+
+    raw = np.frombuffer(text.encode("utf-8", "replace"), np.uint8)
+    step = np.isin(raw, (0x5B, 0x7B)).astype(np.int64) - np.isin(raw, (0x5D, 0x7D))
+    return int(np.cumsum(step).max(initial=0))
+
+
 def json_depth(text: str) -> int:
     """Deepest nesting of ``[`` and ``{`` in a JSON text (strings skipped), counted without parsing it.
 
     >>> json_depth('{"a": [1, {"b": "[[["}]}')
     3
     """
-    import numpy as np  # not on the way to a run's stage
+    return _bracket_depth(_JSON_STRING.sub('""', text))
 
-    raw = np.frombuffer(_JSON_STRING.sub('""', text).encode("utf-8", "replace"), np.uint8)
-    step = np.isin(raw, (0x5B, 0x7B)).astype(np.int64) - np.isin(raw, (0x5D, 0x7D))
-    return int(np.cumsum(step).max(initial=0))
+
+def toml_text_depth(text: str) -> int:
+    """Deepest nesting of arrays and inline tables in a TOML text (strings and comments skipped), counted
+    without parsing it.
+
+    >>> toml_text_depth('a = [[1], {b = "[[["}]  # [[[[')
+    2
+    """
+    return _bracket_depth(_TOML_INERT.sub("", text))
 
 
 def parse_json(text: str, file: str, what: str, fix: str = "", quiet: bool = False) -> Any:
@@ -133,6 +149,9 @@ def read_toml(path: str | Path, what: str = "scenario") -> dict[str, Any]:
         text = read_text(path, what, MAX_TOML_BYTES)
     if "\0" in text:
         raise InputError(str(path), "(syntax)", "holds NUL bytes: not a TOML text file", f"give a {what} .toml file")
+    if text.count("[") + text.count("{") > MAX_DEPTH and toml_text_depth(text) > MAX_DEPTH:
+        raise InputError(str(path), "(syntax)", f"nests arrays or inline tables more than {MAX_DEPTH} deep",
+                         f"a {what} file nests a few levels; flatten it")
     if text.count(".") > MAX_DEPTH:  # a dotted key of thousands of parts: refused before the parser nests them
         for no, line in enumerate(text.splitlines(), 1):
             if line.split("=", 1)[0].count(".") > MAX_DEPTH:
