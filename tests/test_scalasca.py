@@ -177,3 +177,23 @@ def test_scalasca_finds_waitlabs_wait_states(tmp_path, scenario, patterns):
     _agree(cmp, run.waits)
     if "rma" in str(scenario):
         assert rma.any()  # waitlab does find one-sided waits there
+
+
+@pytest.mark.simgrid
+def test_scalasca_root_cause_and_critical_path_as_models_blame_the_late_rank(tmp_path):
+    """Scalasca's delay costs and critical-path imbalance, as diagnosis models, on the late-rank stencil.
+
+    Rank 5 does 0.05 s more in ``Stencil`` every step and every other rank waits for it at the allreduce, so
+    nearly all of the wait (7.50 s) is rank 5's ``Stencil``: both models must put at least 99% of their blame
+    there, and neither may blame more than the run's wait (protocol check).
+    """
+    from waitlab.experiments.diagnosis.scalasca_models import scalasca_critical_path_model, scalasca_delay_model
+    from waitlab.models.analysis.protocol import RunData, blame_problems
+
+    result = api.run(EXAMPLES / "stencil_late_rank.toml", tmp_path / "run", png=False).result
+    run = RunData(result.events, result.waits)
+    for model in (scalasca_delay_model, scalasca_critical_path_model):
+        blame = model(run)
+        assert blame_problems(blame, run) == [], model.__name__
+        top = blame[(blame["rank"] == 5) & (blame["region"] == "Stencil")]["seconds"].sum()
+        assert top >= 0.99 * blame["seconds"].sum() > 0.99 * 0.99 * run.total_wait, model.__name__
