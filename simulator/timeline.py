@@ -220,7 +220,26 @@ def build_events(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: npt.NDA
         cols = event_columns_numpy(ops, t_enter, t_exit, reg, _links(ops, collective_instances))
         path_names = reg.path_names
         del reg
-    return event_frame(cols, ops.names, path_names)
+    out = event_frame(cols, ops.names, path_names)
+    call = call_column(ops)
+    if call is not None:
+        out["call"] = call
+    return out
+
+
+def call_column(ops: OpTable) -> pd.Categorical | None:
+    """The ``call`` column of the event table: the MPI call the program made (``MPI_Sendrecv``) on the rows of an
+    MPI operation that carry a name (waitlab runs such a call as several operations: isend, irecv, waitall), ``""``
+    on every other row; None (no column) when no operation carries one, so other tables keep their bytes."""
+    named = (ops.name >= 0) & (_KIND_OF_CODE[ops.code] == KINDS.index("mpi"))
+    if not named.any():
+        return None
+    src_rows = np.flatnonzero(ops.code != CODE["leave"])  # the event rows' operations, in their order
+    name = np.where(named[src_rows], ops.name[src_rows], -1)
+    used = np.unique(name[name >= 0])
+    lut_ = np.full(len(ops.names) + 1, len(used), np.int64)  # last entry (-1): ""
+    lut_[used] = np.arange(used.size)
+    return pd.Categorical.from_codes(lut_[name], categories=[*(ops.names[i] for i in used.tolist()), ""])
 
 
 def event_frame(cols: dict[str, npt.NDArray[Any]], names: tuple[str, ...], path_names: list[str]) -> pd.DataFrame:

@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from waitlab.models.analysis.waitstates import call_ops
+
 #: Most leaf events whose detail goes into one report (the first ranks up to this count).
 DETAIL_CAP = 250_000
 #: Most rows of the rank x step heatmap (ranks are summed in bins beyond it).
@@ -76,7 +78,8 @@ def timeline_payload(events: pd.DataFrame, waits: pd.DataFrame, ledger: pd.DataF
     new_row[rows] = np.arange(rows.size)
     rank = ev["rank"].to_numpy(np.int32)
     region, region_names = _codes(ev["region"])
-    op, op_names = _codes(ev["op"])
+    # the operation as the program called it (sendRecv for the isend, irecv and waitall of an MPI_Sendrecv)
+    op, op_names = _codes(pd.Series(call_ops(ev, np.arange(len(ev)))) if "call" in ev else ev["op"])
     kind, kind_names = _codes(ev["kind"])
     offsets = np.concatenate([[0], np.cumsum(np.bincount(rank, minlength=detail_ranks))]).astype(np.int32)
     cols: dict[str, str] = {

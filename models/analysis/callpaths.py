@@ -70,6 +70,27 @@ def group_codes(key: IntArray, size: int) -> tuple[IntArray, IntArray]:
     return np.asarray(uniq, np.int64), np.asarray(codes, np.int64)
 
 
+def mpi_call_codes(events: pd.DataFrame) -> tuple[npt.NDArray[np.int64], list[str]]:
+    """The MPI call of each row, as the program made it: ``(codes, names)``, ``names[codes[i]]`` the call of row
+    ``i`` (meaningful on MPI rows): the ``call`` column where it names one (``MPI_Sendrecv``, which waitlab runs
+    as isend, irecv and waitall), else ``MPI_<Op>`` (``MPI_Recv``, as the critical path and MPI spell it).
+
+    >>> ev = pd.DataFrame({"op": ["isend", "waitall", "recv"], "call": ["MPI_Sendrecv", "MPI_Sendrecv", ""]})
+    >>> codes, names = mpi_call_codes(ev)
+    >>> [names[c] for c in codes]
+    ['MPI_Sendrecv', 'MPI_Sendrecv', 'MPI_Recv']
+    """
+    op, op_names = category_codes(events["op"])
+    names = [f"MPI_{o.capitalize()}" for o in op_names]
+    codes = op.copy()
+    if "call" in events.columns:
+        call, call_names = category_codes(events["call"])
+        named = np.array([bool(c) for c in call_names] + [False])[call]
+        codes[named] = len(names) + call[named]
+        names += call_names
+    return codes, names
+
+
 def pattern_codes(waits: pd.DataFrame) -> npt.NDArray[np.int8]:
     """Index into :data:`~waitlab.models.analysis.waitstates.PATTERNS` of each wait state's pattern."""
     codes, names = category_codes(waits["pattern"])
@@ -89,7 +110,8 @@ class CallPaths:
         Call path names (``outer>inner``, ``outer>MPI_Allreduce``, ``(top level)``).
     region : tuple of str
         The region each call path is blamed as: the innermost enclosing region for
-        non-MPI activities (``"(top level)"`` outside regions), ``MPI_<op>`` for MPI operations.
+        non-MPI activities (``"(top level)"`` outside regions), the MPI call for MPI operations
+        (:func:`mpi_call_codes`: ``MPI_<Op>``, or the program's own call such as ``MPI_Sendrecv``).
     is_mpi : bool array
         Whether the call path is an MPI operation.
     """
@@ -116,7 +138,7 @@ def call_paths(events: pd.DataFrame) -> CallPaths:
     """
     n = len(events)
     kind, kind_names = category_codes(events["kind"])
-    op, op_names = category_codes(events["op"])
+    op, op_names = mpi_call_codes(events)
     path, path_names = category_codes(events["path"])
     region, region_names = category_codes(events["region"])
     is_leaf = ~isin_names(kind, kind_names, ("region",))
@@ -145,7 +167,7 @@ def call_paths(events: pd.DataFrame) -> CallPaths:
             rname = region_names[r] if 0 <= r < len(region_names) else ""
             labels.append(rname or "(top level)")
         else:
-            mpi = f"MPI_{op_names[o].capitalize()}"  # as MPI spells it (MPI_Recv), as the critical path does
+            mpi = op_names[o]  # as the program called it (MPI_Recv, MPI_Sendrecv), as the critical path does
             names.append(f"{pname}>{mpi}" if pname else mpi)
             labels.append(mpi)
             mpi_flags[j] = True

@@ -36,6 +36,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from waitlab.models.analysis.callpaths import mpi_call_codes
+
 
 @dataclass(frozen=True)
 class CriticalPath:
@@ -74,19 +76,23 @@ def _codes(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _labels(ev: pd.DataFrame, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Region of each activity as tools name it: ``MPI_<Op>`` for MPI operations, else the innermost region.
+    """Region of each activity as tools name it: the MPI call for MPI operations (``MPI_<Op>``, or the program's
+    own call: ``MPI_Sendrecv``), else the innermost region.
 
     Returns ``(code, names)``: ``names[code]`` is the label of each of ``rows`` (strings made once per
     distinct (kind, op, region), not per row)."""
     kind, kinds = _codes(ev["kind"])
-    op, ops = _codes(ev["op"])
+    _, raw_ops = _codes(ev["op"])
+    op, call_names = mpi_call_codes(ev)  # the program's MPI call (MPI_Sendrecv), else MPI_<Op>
+    ops = np.array([*call_names, ""], dtype=object)
+    op = np.where(op >= 0, op, ops.size - 1)
     region, regions = _codes(ev["region"])
     kind, op, region = kind[rows], op[rows], region[rows]
     combo = (kind.astype(np.int64) * (ops.size + 1) + op) * (regions.size + 1) + region
     uniq, code = np.unique(combo, return_inverse=True)
     k_u, rest = np.divmod(uniq, (ops.size + 1) * (regions.size + 1))
     o_u, r_u = np.divmod(rest, regions.size + 1)
-    names = [f"MPI_{ops[o].capitalize()}" if kinds[k] == "mpi" else (regions[r] or ops[o])
+    names = [ops[o] if kinds[k] == "mpi" else (regions[r] or raw_ops[min(o, raw_ops.size - 1)])
              for k, o, r in zip(k_u.tolist(), o_u.tolist(), r_u.tolist(), strict=True)]
     return code.ravel(), np.array(names, dtype=object)
 

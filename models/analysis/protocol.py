@@ -57,7 +57,7 @@ BLAME_SLACK = 1e-6
 
 #: The event-table columns a model reads: those a measured trace holds (a table may lack some of them).
 EVENT_COLUMNS = ("rank", "seq", "kind", "op", "region", "path", "step", "enter", "exit", "peer", "tag", "comm",
-                 "bytes", "recv_bytes", "match", "done", "parent", "depth")
+                 "bytes", "recv_bytes", "match", "done", "parent", "depth", "call")
 #: The wait-state columns a model reads.
 WAIT_COLUMNS = ("event", "rank", "pattern", "op", "wait", "peer_rank", "peer_event", "region", "path", "step")
 #: Event columns only the simulator knows (the cause-ledger row and injected seconds of each activity): never

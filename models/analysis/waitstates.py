@@ -30,7 +30,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from waitlab.models.analysis.rma_waits import RMA_PATTERNS, rma_wait_states
-from waitlab.models.vocabulary import MPI_ACTIONS, RECV_ACTIONS, SEND_ACTIONS, SYNC_SEND_ACTIONS, names_where
+from waitlab.models.vocabulary import ACTIONS, MPI_ACTIONS, RECV_ACTIONS, SEND_ACTIONS, SYNC_SEND_ACTIONS, names_where
 
 PATTERNS: tuple[str, ...] = ("late_sender", "late_receiver", "wait_at_barrier", "wait_at_nxn", "late_broadcast",
                              "early_reduce", "early_scan", *RMA_PATTERNS)
@@ -275,7 +275,7 @@ def wait_states(events: pd.DataFrame, eager_threshold: int = EAGER_THRESHOLD) ->
         "event": event.astype(np.int64),
         "rank": rank[event].astype(np.int32),
         "pattern": pd.Categorical.from_codes(pattern, categories=list(PATTERNS)),
-        "op": take("op"),
+        "op": call_ops(events, event) if "call" in events.columns else take("op"),
         "wait": wait,
         "peer_rank": rank[peer_event].astype(np.int32),
         "peer_event": peer_event.astype(np.int64),
@@ -283,6 +283,25 @@ def wait_states(events: pd.DataFrame, eager_threshold: int = EAGER_THRESHOLD) ->
         "path": take("path"),
         "step": events["step"].to_numpy()[event].astype(np.int32),
     })  # fmt: skip
+
+
+def call_ops(events: pd.DataFrame, rows: npt.NDArray[np.int64]) -> pd.Categorical:
+    """The waiting MPI operation of ``rows`` as the program called it: the action of the event's ``call``
+    (``MPI_Sendrecv`` -> ``sendRecv``, which waitlab runs as isend, irecv and waitall), else the event's ``op``.
+
+    >>> ev = pd.DataFrame({"op": pd.Categorical(["waitall", "recv"]), "call": pd.Categorical(["MPI_Sendrecv", ""])})
+    >>> call_ops(ev, np.array([0, 1])).tolist()
+    ['sendRecv', 'recv']
+    """
+    spelled = {a.lower(): a for a in ACTIONS}
+    op = pd.Categorical(events["op"].to_numpy()[rows])
+    call = pd.Categorical(events["call"].to_numpy()[rows])
+    ops, calls = [str(c) for c in op.categories], [str(c) for c in call.categories]
+    names = ops + [spelled.get(c[4:].lower(), c[4:].lower()) for c in calls]  # one look-up per distinct call
+    named = np.array([c != "" for c in calls] + [False])[call.codes]
+    codes = np.where(named, len(ops) + call.codes, op.codes)
+    used = np.unique(codes)
+    return pd.Categorical(np.array(names, dtype=object)[used][np.searchsorted(used, codes)])
 
 
 def make_events(*, rank: list[int], op: list[str], enter: list[float], exit: list[float],

@@ -1,0 +1,88 @@
+"""A program's ``MPI_Sendrecv`` is named as the program called it (issue 42).
+
+waitlab runs a sendrecv as isend + irecv + waitall (how SMPI runs it; the matching and the wait states need the
+parts), but the outputs that name calls -- blame and critical-path labels, call paths, wait by operation,
+diagnosis.md/json, report.html -- say ``MPI_Sendrecv``, never ``MPI_Waitall`` (a call the program never makes).
+
+``programs/sendrecv.c``: a ring of 4 ranks; rank 0 runs 0.2 s of injected work (``WAITLAB_INJECT``) before its
+``MPI_Sendrecv``, the others enter theirs at 0 s.  By hand: rank 1 receives from rank 0, so it waits 0.2 s (late
+sender) in its sendrecv; ranks 2 and 3 receive from ranks 1 and 2, which sent at 0 s: no wait.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from program_scenarios import PROGRAMS, needs_smpi
+
+import waitlab
+from waitlab.cli import main
+from waitlab.models.analysis.callpaths import call_paths
+from waitlab.models.analysis.critical_path import critical_path
+from waitlab.models.analysis.waitstates import make_events, wait_states
+
+TOL = 1e-4
+PARTS = ("MPI_Waitall", "MPI_Isend", "MPI_Irecv")  # what waitlab runs, never a name the program sees
+
+
+@pytest.mark.simgrid
+@needs_smpi
+def test_program_sendrecv_is_named_mpi_sendrecv(tmp_path: Path) -> None:
+    scenario = tmp_path / "scenario.toml"
+    scenario.write_text(f'[scenario]\nname = "sendrecv"\nranks = 4\n[platform]\nname = "dawning_5000a"\n'
+                        f'[application]\nkind = "program"\nsources = ["{PROGRAMS / "sendrecv.c"}"]\n')
+    out = tmp_path / "run"
+    waitlab.run(scenario, out, png=False)
+    ev = pd.read_parquet(out / "events.parquet")
+    mpi = ev[ev["kind"] == "mpi"]
+    # the matching still sees the parts; each part says which call of the program it belongs to
+    assert mpi["op"].astype(str).tolist() == ["isend", "irecv", "waitall"] * 4
+    assert set(mpi["call"].astype(str)) == {"MPI_Sendrecv"}
+    assert set(ev.loc[ev["kind"] != "mpi", "call"].astype(str)) == {""}
+    waits = pd.read_parquet(out / "waits.parquet")
+    assert waits[["rank", "pattern", "op"]].astype(str).values.tolist() == [["1", "late_sender", "sendRecv"]]
+    assert float(waits["wait"].iloc[0]) == pytest.approx(0.2, abs=TOL)
+    summary = json.loads((out / "summary.json").read_text())
+    assert list(summary["wait_by_op"]) == ["sendRecv"]
+
+    assert main(["diagnose", str(out), "--no-png", "-q"]) == 0
+    md = (out / "diagnosis" / "diagnosis.md").read_text()
+    js = (out / "diagnosis" / "diagnosis.json").read_text()
+    html = (out / "report.html").read_text()
+    assert "Wait by operation: MPI_Sendrecv 0.2 s" in md
+    assert "each instance of MPI_Sendrecv" in md  # H-CWP-DM (earliest) looks at the sendrecv's waits
+    assert "Hotspots (>= 1% of the time): `MPI_Sendrecv`" in md
+    assert "| `MPI_Sendrecv` |" in md  # the critical path by region
+    diag = json.loads(js)
+    assert "MPI_Sendrecv" in diag["models"]["hcwpdm"]["hotspots"]
+    assert "MPI_Sendrecv" in [r["region"] for r in diag["critical_path"]["by_region"]]
+    assert "MPI_Sendrecv" in html
+    for text in (md, js, html):
+        for part in PARTS:
+            assert part not in text
+
+
+def test_call_names_label_call_paths_and_critical_path_by_hand() -> None:
+    # rank 0: compute 1 s, then a sendrecv to/from rank 1 (isend, irecv, waitall) that takes 0.5 s; rank 1 enters
+    # its sendrecv at 0 s and waits 1 s in the waitall for rank 0's message (late sender), then 0.5 s as rank 0.
+    # Critical path (1.5 s): rank 0's compute (1 s), then the sendrecv (0.5 s).
+    ev = make_events(rank=[0, 0, 0, 0, 1, 1, 1], op=["compute", "isend", "irecv", "waitall", "isend", "irecv",
+                                                      "waitall"],
+                     enter=[0.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0], exit=[1.0, 1.0, 1.0, 1.5, 0.0, 0.0, 1.5],
+                     match=[-1, 0, 1, -1, 1, 0, -1], done=[-1, 3, 3, -1, 6, 6, -1], peer=[-1, 1, 1, -1, 0, 0, -1])
+    ev["call"] = pd.Categorical([""] + ["MPI_Sendrecv"] * 6)
+    waits = wait_states(ev)
+    assert waits[["rank", "op"]].astype(str).values.tolist() == [["1", "sendRecv"]]
+    assert float(waits["wait"].iloc[0]) == 1.0
+    cp = call_paths(ev)
+    assert [cp.names[c] for c in cp.code] == ["(top level)"] + ["MPI_Sendrecv"] * 6  # one call path per call
+    by_region = critical_path(ev, waits).by_region
+    assert dict(zip(by_region["region"], by_region["seconds"], strict=True)) == {"compute": 1.0, "MPI_Sendrecv": 0.5}
+    # without the column, the same rows are named after their parts (traces that say nothing more)
+    plain = ev.drop(columns="call")
+    assert sorted({call_paths(plain).names[c] for c in call_paths(plain).code}) == \
+        ["(top level)", "MPI_Irecv", "MPI_Isend", "MPI_Waitall"]
+    assert wait_states(plain)["op"].astype(str).tolist() == ["waitall"]
