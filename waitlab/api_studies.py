@@ -163,10 +163,11 @@ class Evaluation:
 def evaluate(suite: str | Path | None = None, out: str | Path | None = None, *, models: tuple[Any, ...] = (),
              only: tuple[str, ...] = (), executor: str = "local", workers: int | None = 2,
              scheduler: str | None = None, cache_dir: str | Path | None = None, use_cache: bool = True,
-             progress: bool = False, png: bool = True, model_timeout: float = DEFAULT_TIMEOUT) -> Evaluation:
-    """Score every model (built-in, plug-ins, ``models``) on every case of a suite (default: the built-in one)
-    and write the leaderboard into ``out`` (default ``results/leaderboard``).  See
-    :func:`waitlab.experiments.diagnosis.evaluate.evaluate`.
+             progress: bool = False, png: bool = True, model_timeout: float = DEFAULT_TIMEOUT,
+             scalasca: bool = False) -> Evaluation:
+    """Score every model (built-in, plug-ins, ``models``; Scalasca's two with ``scalasca``) on every case of a
+    suite (default: the built-in one) and write the leaderboard into ``out`` (default ``results/leaderboard``).
+    See :func:`waitlab.experiments.diagnosis.evaluate.evaluate`.
 
     ``out`` is refused up front (:func:`~waitlab.experiments.run_folder.check_output_folder`) when it is the root,
     home or current folder, the suite's or the cache's folder, or holds files waitlab did not write."""
@@ -177,7 +178,8 @@ def evaluate(suite: str | Path | None = None, out: str | Path | None = None, *, 
     with open_executor(executor, workers, scheduler, source="evaluate") as ex:
         rows, notes, counts = _evaluate(suite, models=models, only=only, executor=ex,
                                         cache_dir=Path(cache_dir) if cache_dir is not None else None,
-                                        use_cache=use_cache, progress=progress, model_timeout=model_timeout)
+                                        use_cache=use_cache, progress=progress, model_timeout=model_timeout,
+                                        scalasca=scalasca)
     check_output_folder(target, "leaderboard folder", inputs=inputs, own=LEADERBOARD_FILES)
     with guarded_output(target, "leaderboard folder"):
         files = write_leaderboard(rows, target, notes, png=png)

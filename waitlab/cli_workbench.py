@@ -53,6 +53,8 @@ def evaluate_command(sub: Any) -> None:
     p.add_argument("--cache", type=Path, default=None, help="cache folder (default: waitlab's cache)")
     p.add_argument("--no-cache", action="store_true", help="simulate and score again even if cached")
     p.add_argument("--no-png", action="store_true", help="skip the figure")
+    p.add_argument("--scalasca", action="store_true", help="also score Scalasca's delay costs and critical path "
+                   "(needs Scalasca: WAITLAB_SCALASCA, scout.mpi on PATH, or scripts/build_scalasca.sh)")
     model_flag(p, "besides the built-in ones and the installed plug-ins")
     json_flag(p)
 
@@ -63,7 +65,7 @@ def evaluate_command(sub: Any) -> None:
             ev = api.evaluate(args.suite, args.output, models=tuple(args.model or ()), only=tuple(args.case or ()),
                               executor=args.executor, workers=args.workers, scheduler=args.scheduler,
                               cache_dir=args.cache, use_cache=not args.no_cache, progress=bar(args),
-                              png=not args.no_png, model_timeout=model_timeout(args))
+                              png=not args.no_png, model_timeout=model_timeout(args), scalasca=args.scalasca)
         except KeyboardInterrupt as exc:  # open_executor stopped the running simulations; say what stays
             kept = ("nothing was kept (--no-cache)" if args.no_cache else "the suite runs and counterfactual "
                     "re-runs that finished are kept in the cache and are reused")

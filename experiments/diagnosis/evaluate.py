@@ -307,8 +307,12 @@ def evaluate_case(case: Case, specs: Sequence[ModelSpec], cache: Path, settings:
 def evaluate(suite: str | Path | None = None, *, models: Sequence[str | Callable[..., pd.DataFrame] | ModelSpec] = (),
              only: Sequence[str] = (), executor: Executor | None = None, cache_dir: Path | None = None,
              use_cache: bool = True, progress: bool = False, settings: Settings | None = None,
-             model_timeout: float = DEFAULT_TIMEOUT) -> tuple[pd.DataFrame, list[str], dict[str, int]]:
+             model_timeout: float = DEFAULT_TIMEOUT, scalasca: bool = False
+             ) -> tuple[pd.DataFrame, list[str], dict[str, int]]:
     """Run and score every model on every case of a suite.
+
+    ``scalasca``: also Scalasca's delay costs and critical path (:mod:`.scalasca_models`) when Scalasca is
+    found; when it is not, one line on stderr says their rows are skipped and why.
 
     The users' models (specs, plug-ins) run in a child process each, ``model_timeout`` seconds per case at
     most (:mod:`~waitlab.experiments.diagnosis.sandbox`); a model that fails leaves its rows with an
@@ -328,6 +332,13 @@ def evaluate(suite: str | Path | None = None, *, models: Sequence[str | Callable
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir().parent
     cases = load_suite(suite, only)
     specs = all_models(models, model_timeout)
+    if scalasca:
+        from waitlab.experiments.diagnosis.scalasca_models import scalasca_specs
+
+        found, reason = scalasca_specs()
+        specs += found
+        if not found:
+            print(f"waitlab: Scalasca's rows (delay costs, critical path) skipped: {reason}", file=sys.stderr)
     n_runs = materialize_all(cases, cache, executor, progress)
     rows: list[dict[str, Any]] = []
     notes: list[str] = []
