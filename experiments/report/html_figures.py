@@ -31,7 +31,6 @@ from waitlab.experiments.report.palette import (
     WAIT,
     model_colour,
 )
-from waitlab.models.analysis.propagation import propagation_graph
 
 #: Most waits whose propagation graph is built; most waits and causes drawn (as propagation.png:
 #: :data:`waitlab.experiments.report.graph_plots.DRAW_MAX_NODES`, not imported: it would bring matplotlib).
@@ -149,6 +148,8 @@ def propagation_figure(events: pd.DataFrame, waits: pd.DataFrame) -> tuple[Any |
     if not len(waits) or len(waits) > GRAPH_MAX_WAITS:
         return None, (f"Wait-propagation graph: not drawn ({len(waits):,} wait states; drawn up to "
                       f"{GRAPH_MAX_WAITS:,}); `waitlab export --graphml` writes the whole graph.")
+    from waitlab.models.analysis.propagation import propagation_graph  # networkx (0.3 s): only to build a graph
+
     g = propagation_graph(events, waits)
     if not g.number_of_edges():
         return None, "Wait-propagation graph: no wait has a cause inside the run."
