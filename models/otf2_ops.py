@@ -9,7 +9,8 @@ The reader (:mod:`waitlab.simulator.otf2_import`) hands over every location's re
   ``MpiSend``/``MpiRecv`` -> ``send``/``recv``; ``MpiIsend`` -> ``isend``; ``MpiIrecvRequest`` -> ``irecv``
   (partner, tag and size from the matching ``MpiIrecv``); ``MpiIsendComplete``/``MpiIrecv`` -> ``wait`` for
   that request, or one ``waitall`` when an ``MPI_Waitall`` completes every outstanding request of its rank;
-  a call holding several blocking records (``MPI_Sendrecv``) -> non-blocking ones, each then waited for;
+  a call holding several blocking records (``MPI_Sendrecv``) -> non-blocking ones, each then waited for, all
+  named after the call's region (the event table's ``call`` column: the outputs say ``MPI_Sendrecv``);
   ``MpiCollectiveEnd`` -> the collective, its counts recovered from Score-P's byte accounting
   (:mod:`waitlab.models.byte_accounting`, inverted); ``NonBlockingCollectiveComplete`` -> the blocking
   collective, booked in the call that completes it (as waitlab's measurement layer records ``MPI_Iallreduce``);
@@ -294,11 +295,16 @@ def _p2p_blocks(rec: TraceRecords, kind: npt.NDArray[np.uint32],
     parts.append(_block(single, 1, np.where(is_send, CODE["send"], CODE["recv"]).astype(np.int8), own[single],
                         value=nbytes[single], peer=world[single], tag=tag[single]))
     ps = kind[paired] == K["send"]
+    enter_of_call = np.zeros(per_call.size, np.int64)
+    enters = np.flatnonzero((kind == K["enter"]) & (cls == MPI))
+    enter_of_call[call[enters]] = enters
+    # the parts carry their call's region (MPI_Sendrecv): the event table's `call` names the call the program made
+    region_of = rec.a[enter_of_call[call[paired]]].astype(np.int64)
     parts.append(_block(paired, 1, np.where(ps, CODE["isend"], CODE["irecv"]).astype(np.int8), own[paired],
-                        value=nbytes[paired], peer=world[paired], tag=tag[paired]))
+                        value=nbytes[paired], peer=world[paired], tag=tag[paired], name=region_of))
     at = leave_of_call[call[paired]]
     parts.append(_block(at, 0, CODE["wait"], own[paired], value2=(~ps).astype(np.float64), peer=world[paired],
-                        tag=tag[paired]))
+                        tag=tag[paired], name=region_of))
     # non-blocking: the isend at its record, the irecv at its request with the completion's partner and size
     parts.append(_block(isend, 1, CODE["isend"], own[isend], value=nbytes[isend], peer=world[isend],
                         tag=tag[isend]))
@@ -316,9 +322,6 @@ def _p2p_blocks(rec: TraceRecords, kind: npt.NDArray[np.uint32],
     left = per_rank_cumsum(outstanding, np.bincount(rec.rank, minlength=rec.n_ranks).astype(np.int64))
     ccall = call[completions]
     waitall_name = np.array([nm == "MPI_Waitall" for nm in rec.region_names] + [False])
-    enter_of_call = np.zeros(per_call.size, np.int64)
-    enters = np.flatnonzero((kind == K["enter"]) & (cls == MPI))
-    enter_of_call[call[enters]] = enters
     in_waitall = waitall_name[np.where(depth[completions] > 0, rec.a[enter_of_call[ccall]].astype(np.int64), -1)]
     whole = in_waitall & (left[leave_of_call[ccall]] == 0) & (depth[completions] > 0)
     first_in_call = np.r_[True, ccall[1:] != ccall[:-1]]

@@ -12,6 +12,7 @@ sender) in its sendrecv; ranks 2 and 3 receive from ranks 1 and 2, which sent at
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -86,3 +87,54 @@ def test_call_names_label_call_paths_and_critical_path_by_hand() -> None:
     assert sorted({call_paths(plain).names[c] for c in call_paths(plain).code}) == \
         ["(top level)", "MPI_Irecv", "MPI_Isend", "MPI_Waitall"]
     assert wait_states(plain)["op"].astype(str).tolist() == ["waitall"]
+
+
+def _sendrecv_archive(folder: Path) -> Path:
+    """A 2-rank OTF2 archive as Score-P records an MPI_Sendrecv (1 ns ticks): the send and receive records inside
+    one ``MPI_Sendrecv`` region visit.  Rank 0 enters its call at 110 ns, rank 1 at 150 ns; both leave at 200 ns.
+    (None of the Score-P traces of tests/data enters MPI_Sendrecv: they only define the region.)"""
+    otf2 = pytest.importorskip("otf2")
+    from otf2.enums import GroupType, LocationType, Paradigm, RegionRole
+
+    with otf2.writer.open(str(folder), timer_resolution=10**9) as trace:
+        d = trace.definitions
+        node = d.system_tree_node("node7")
+        locs = [d.location("Master thread", type=LocationType.CPU_THREAD,
+                           group=d.location_group(f"MPI Rank {r}", system_tree_parent=node)) for r in range(2)]
+        d.group("", group_type=GroupType.COMM_LOCATIONS, paradigm=Paradigm.MPI, members=locs)
+        world = d.comm("MPI_COMM_WORLD", group=d.group("", group_type=GroupType.COMM_GROUP, paradigm=Paradigm.MPI,
+                                                       members=[0, 1]))
+        reg = {n: d.region(n, region_role=RegionRole.POINT2POINT, paradigm=Paradigm.MPI)
+               for n in ("MPI_Sendrecv", "MPI_Comm_rank")}
+        for me, w in enumerate(trace.event_writer_from_location(x) for x in locs):
+            w.enter(100, reg["MPI_Comm_rank"])
+            w.leave(105, reg["MPI_Comm_rank"])
+            w.enter(110 + 40 * me, reg["MPI_Sendrecv"])
+            w.mpi_send(111 + 40 * me, 1 - me, world, 7, 32)
+            w.mpi_recv(190, 1 - me, world, 7, 32)
+            w.leave(200, reg["MPI_Sendrecv"])
+    return folder / "traces.otf2"
+
+
+def test_otf2_import_names_a_recorded_sendrecv_mpi_sendrecv(tmp_path: Path) -> None:
+    if shutil.which("otf2-print") is None or shutil.which("cc") is None:
+        pytest.skip("otf2-tools / a C compiler not installed")
+    archive = _sendrecv_archive(tmp_path / "sr")
+    out = tmp_path / "an"
+    assert main(["analyze", str(archive), "-o", str(out), "--no-png", "-q"]) == 0
+    ev = pd.read_parquet(out / "events.parquet")
+    mpi = ev[ev["kind"] == "mpi"]
+    assert mpi["op"].astype(str).tolist() == ["isend", "irecv", "wait", "wait"] * 2  # what the matching reads
+    assert set(mpi["call"].astype(str)) == {"MPI_Sendrecv"}
+    # rank 0 waits in its receive's wait for rank 1 to enter: 150 - 110 = 40 ns (late sender), in its sendrecv
+    waits = pd.read_parquet(out / "waits.parquet")
+    assert waits[["rank", "pattern", "op"]].astype(str).values.tolist() == [["0", "late_sender", "sendRecv"]]
+    assert float(waits["wait"].iloc[0]) == pytest.approx(40e-9)
+    md = (out / "diagnosis" / "diagnosis.md").read_text()
+    js = (out / "diagnosis" / "diagnosis.json").read_text()
+    html = (out / "report.html").read_text()
+    assert "Wait by operation: MPI_Sendrecv 4e-08 s" in md
+    assert "MPI_Sendrecv" in js and "MPI_Sendrecv" in html
+    for text in (md, js, html):
+        for part in ("MPI_Wait", "MPI_Isend", "MPI_Irecv"):  # MPI_Wait also rules out MPI_Waitall
+            assert part not in text
