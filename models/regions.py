@@ -7,6 +7,7 @@ import numpy.typing as npt
 
 from waitlab.errors import SimulationError
 from waitlab.models.ops import CODE, OpTable
+from waitlab.models.vocabulary import VOCABULARY
 
 
 def region_structure(ops: OpTable) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
@@ -58,8 +59,13 @@ def region_structure(ops: OpTable) -> tuple[npt.NDArray[np.int64], npt.NDArray[n
     return e_rows, l_rows, enclosing
 
 
+#: Codes of MPI operations: their ``name`` is the call the program made (``MPI_Sendrecv``), not a region.
+_IS_MPI = np.array([a.event_kind == "mpi" for a in VOCABULARY])
+
+
 def enclosing_region(ops: OpTable) -> npt.NDArray[np.int32]:
-    """Region (index into ``ops.names``) of every operation: its own name, else the innermost open region."""
+    """Region (index into ``ops.names``) of every operation: its own name (not an MPI operation's: that names its
+    call), else the innermost open region."""
     _, _, enclosing = region_structure(ops)
     inner = np.where(enclosing >= 0, ops.name[np.maximum(enclosing, 0)], -1)
-    return np.where(ops.name >= 0, ops.name, inner).astype(np.int32)
+    return np.where((ops.name >= 0) & ~_IS_MPI[ops.code], ops.name, inner).astype(np.int32)

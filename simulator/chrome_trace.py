@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from waitlab.models.analysis.waitstates import call_ops
 from waitlab.models.vocabulary import RECV_ACTIONS, SEND_ACTIONS
 from waitlab.simulator.native_text import IfInt, Int, Label, Lit, Part, Text, Us, text_bytes
 
@@ -199,7 +200,9 @@ def _chrome_sections(events: pd.DataFrame, waits: pd.DataFrame,
                                   "args": {"name": f"waitlab: {metadata.get('scenario', '')}"}}),
                       *(f'{{"name":"thread_name","ph":"M","pid":0,"tid":{r},"args":{{"name":"rank {r}"}}}}'
                         for r in sorted(set(rank.tolist())))]).encode()
-    region, op = _labels(events["region"]), _labels(events["op"])  # a slice's name: its region's, else its op's
+    # a slice's name: its region's, else its operation's as the program called it (sendRecv, not its waitall)
+    region = _labels(events["region"])
+    op = _labels(pd.Series(call_ops(events, np.arange(len(events)))) if "call" in events else events["op"])
     name = Label(np.where(is_region, region.codes, np.asarray(op.codes) + len(region.labels)),
                  [*region.labels, *op.labels])
     yield text_bytes([Lit('{"name":'), name, Lit(',"cat":'), _labels(events["kind"]), Lit(',"ph":"X","ts":'),

@@ -15,6 +15,7 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from program_scenarios import PROGRAMS, needs_smpi
@@ -24,6 +25,8 @@ from waitlab.cli import main
 from waitlab.models.analysis.callpaths import call_paths
 from waitlab.models.analysis.critical_path import critical_path
 from waitlab.models.analysis.waitstates import make_events, wait_states
+from waitlab.models.vocabulary import CODE
+from waitlab.simulator.ti_trace import parse_ti_trace
 
 TOL = 1e-4
 PARTS = ("MPI_Waitall", "MPI_Isend", "MPI_Irecv")  # what waitlab runs, never a name the program sees
@@ -48,6 +51,9 @@ def test_program_sendrecv_is_named_mpi_sendrecv(tmp_path: Path) -> None:
     assert float(waits["wait"].iloc[0]) == pytest.approx(0.2, abs=TOL)
     summary = json.loads((out / "summary.json").read_text())
     assert list(summary["wait_by_op"]) == ["sendRecv"]
+    slices = [e["name"] for e in json.loads((out / "trace.json").read_text())["traceEvents"]
+              if e.get("ph") == "X" and e.get("cat") == "mpi"]
+    assert slices == ["sendRecv"] * 12  # the Chrome trace's slices: the call, not its parts
 
     assert main(["diagnose", str(out), "--no-png", "-q"]) == 0
     md = (out / "diagnosis" / "diagnosis.md").read_text()
@@ -138,3 +144,14 @@ def test_otf2_import_names_a_recorded_sendrecv_mpi_sendrecv(tmp_path: Path) -> N
     for text in (md, js, html):
         for part in ("MPI_Wait", "MPI_Isend", "MPI_Irecv"):  # MPI_Wait also rules out MPI_Waitall
             assert part not in text
+
+
+def test_ti_trace_sendrecv_is_named_mpi_sendrecv(tmp_path: Path) -> None:
+    # SMPI's -trace-ti writes one sendRecv line per call; waitlab runs it as isend, irecv, waitall
+    (tmp_path / "t.txt").write_text("0 init\n1 init\n0 sendRecv 2 1 3 1\n1 sendRecv 3 0 2 0\n"
+                                    "0 finalize\n1 finalize\n")
+    (tmp_path / "index").write_text("t.txt\n")
+    ops = parse_ti_trace(tmp_path / "index", flops_per_second=1e9).ops
+    mpi = np.flatnonzero(np.isin(ops.code, [CODE["isend"], CODE["irecv"], CODE["waitall"]]))
+    assert mpi.size == 6 and {ops.names[i] for i in ops.name[mpi].tolist()} == {"MPI_Sendrecv"}
+    assert (ops.name[~np.isin(np.arange(len(ops)), mpi)] == -1).all()
