@@ -82,13 +82,11 @@ def mpi_call_codes(events: pd.DataFrame) -> tuple[npt.NDArray[np.int64], list[st
     """
     op, op_names = category_codes(events["op"])
     names = [f"MPI_{o.capitalize()}" for o in op_names]
-    codes = op.copy()
-    if "call" in events.columns:
-        call, call_names = category_codes(events["call"])
-        named = np.array([bool(c) for c in call_names] + [False])[call]
-        codes[named] = len(names) + call[named]
-        names += call_names
-    return codes, names
+    if "call" not in events.columns:
+        return op, names
+    call, call_names = category_codes(events["call"])
+    named = np.array([bool(c) for c in call_names] + [False])[call]
+    return np.where(named, len(names) + call, op), names + call_names
 
 
 def pattern_codes(waits: pd.DataFrame) -> npt.NDArray[np.int8]:

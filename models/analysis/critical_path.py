@@ -36,8 +36,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from waitlab.models.analysis.callpaths import mpi_call_codes
-
 
 @dataclass(frozen=True)
 class CriticalPath:
@@ -82,17 +80,22 @@ def _labels(ev: pd.DataFrame, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     Returns ``(code, names)``: ``names[code]`` is the label of each of ``rows`` (strings made once per
     distinct (kind, op, region), not per row)."""
     kind, kinds = _codes(ev["kind"])
-    _, raw_ops = _codes(ev["op"])
-    op, call_names = mpi_call_codes(ev)  # the program's MPI call (MPI_Sendrecv), else MPI_<Op>
-    ops = np.array([*call_names, ""], dtype=object)
-    op = np.where(op >= 0, op, ops.size - 1)
+    op, ops = _codes(ev["op"])
     region, regions = _codes(ev["region"])
     kind, op, region = kind[rows], op[rows], region[rows]
+    mpi_names = [f"MPI_{o.capitalize()}" for o in ops]  # as MPI spells it (MPI_Recv)
+    if "call" in ev:  # the program's own call (MPI_Sendrecv) where it names one: op code ops.size + its code
+        call, calls = _codes(ev["call"])
+        call = call[rows].astype(np.int64)
+        named = np.array([c != "" for c in calls])[call]  # code -1 (missing): the last, "", not named
+        op = np.where(named, ops.size + call, op)
+        ops = np.concatenate([ops, calls])
+        mpi_names += list(calls)
     combo = (kind.astype(np.int64) * (ops.size + 1) + op) * (regions.size + 1) + region
     uniq, code = np.unique(combo, return_inverse=True)
     k_u, rest = np.divmod(uniq, (ops.size + 1) * (regions.size + 1))
     o_u, r_u = np.divmod(rest, regions.size + 1)
-    names = [ops[o] if kinds[k] == "mpi" else (regions[r] or raw_ops[min(o, raw_ops.size - 1)])
+    names = [mpi_names[o] if kinds[k] == "mpi" else (regions[r] or ops[o])
              for k, o, r in zip(k_u.tolist(), o_u.tolist(), r_u.tolist(), strict=True)]
     return code.ravel(), np.array(names, dtype=object)
 
