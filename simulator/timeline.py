@@ -231,6 +231,8 @@ def call_column(ops: OpTable) -> pd.Categorical | None:
     """The ``call`` column of the event table: the MPI call the program made (``MPI_Sendrecv``) on the rows of an
     MPI operation that carry a name (waitlab runs such a call as several operations: isend, irecv, waitall), ``""``
     on every other row; None (no column) when no operation carries one, so other tables keep their bytes."""
+    if not any(n.startswith("MPI_") for n in ops.names):  # a call's name always is MPI's: no pass over the rows
+        return None
     named = (ops.name >= 0) & (_KIND_OF_CODE[ops.code] == KINDS.index("mpi"))
     if not named.any():
         return None
