@@ -83,12 +83,12 @@ def pattern_figure(path: Path) -> None:
 
 
 def run_figures(work: Path) -> None:
-    waitlab.run(ROOT / "examples" / "stencil_late_rank.toml", work / "late")
+    waitlab.run(ROOT / "examples" / "stencil_late_rank.toml", work / "late", png=True)
     shutil.copy(work / "late" / "timeline.png", IMG / "tutorial_late_timeline.png")
     diag = waitlab.diagnose(work / "late")
     waitlab.write_report(diag, work / "late" / "diagnosis")
     shutil.copy(work / "late" / "diagnosis" / "culprit_timeline.png", IMG / "tutorial_late_culprit.png")
-    waitlab.run(ROOT / "examples" / "wavefront_propagation.toml", work / "wave")
+    waitlab.run(ROOT / "examples" / "wavefront_propagation.toml", work / "wave", png=True)
     shutil.copy(work / "wave" / "timeline.png", IMG / "tutorial_wave_timeline.png")
     written = waitlab.api.export(work / "wave", ("graphml",))
     shutil.copy(written["graph picture"], IMG / "tutorial_wave_graph.png")

@@ -93,7 +93,7 @@ def test_the_names_of_the_builtin_models_are_the_registry_s():
 @pytest.mark.parametrize("png", [True, False])
 def test_a_fresh_process_writes_the_same_folder_as_a_warm_one(tmp_path: Path, png: bool):
     cold, warm = tmp_path / "cold", tmp_path / "warm"
-    flags = [] if png else ["--no-png"]
+    flags = ["--png"] if png else []  # timeline.png is drawn only when asked
     code = ("import threading\nfrom waitlab.cli import main\n"
             f"rc = main(['run', {str(EXAMPLE)!r}, '-o', {str(cold)!r}, '--quiet', *{flags!r}])\n"
             "print(rc, sorted(t.name for t in threading.enumerate()))")
@@ -111,7 +111,8 @@ def test_a_fresh_process_writes_the_same_folder_as_a_warm_one(tmp_path: Path, pn
 def test_a_program_s_smpirun_starts_before_the_report_libraries_are_imported(tmp_path: Path):
     """From a shell, a program run's ``smpirun`` is launched with no report library imported (the pipeline's end,
     pandas and pyarrow are: :func:`waitlab.api.run` has one path, and they are needed after the stage anyway); the
-    report's are imported when first used, and the results folder is complete."""
+    report's are imported when first used, and the results folder is complete; matplotlib never, without
+    ``--png``."""
     (tmp_path / "bsp.toml").write_text('[scenario]\nname = "bsp"\nranks = 4\n[platform]\nname = "dawning_5000a"\n'
                                        f'[application]\nkind = "program"\nsources = ["{BSP}"]\nargs = ["20"]\n')
     code = ("import json, subprocess, sys\nseen = {}\n"
@@ -122,10 +123,11 @@ def test_a_program_s_smpirun_starts_before_the_report_libraries_are_imported(tmp
             "        super().__init__(cmd, *a, **k)\n"
             "subprocess.Popen = Spy\nfrom waitlab.cli import main\n"
             f"rc = main(['run', {str(tmp_path / 'bsp.toml')!r}, '-o', {str(tmp_path / 'out')!r}, '--quiet'])\n"
-            "print(json.dumps({'rc': rc, **seen}))")
-    assert json.loads(fresh(code)) == {"rc": 0, "heavy": []}
+            "print(json.dumps({'rc': rc, **seen, 'matplotlib': 'matplotlib' in sys.modules}))")
+    assert json.loads(fresh(code)) == {"rc": 0, "heavy": [], "matplotlib": False}  # no --png: never imported
     written = {p.name for p in (tmp_path / "out").iterdir()}
-    assert {"report.html", "timeline.png", "events.parquet", "run.json"} <= written
+    assert {"report.html", "events.parquet", "run.json"} <= written
+    assert "timeline.png" not in written  # not asked for (--png)
 
 
 def test_the_command_turns_pydantic_s_plugin_search_off_unless_told_and_the_library_leaves_it_alone():

@@ -21,7 +21,7 @@ def test_two_runs_of_an_example_are_byte_identical_apart_from_timing(tmp_path: P
     runs = []
     for n in (1, 2):
         out = tmp_path / f"run{n}"
-        assert main(["run", str(EXAMPLES / example), "-o", str(out), *([] if png else ["--no-png"])]) == 0
+        assert main(["run", str(EXAMPLES / example), "-o", str(out), *(["--png"] if png else [])]) == 0
         runs.append(files(out))
     first, second = runs
     assert sorted(first) == sorted(second)

@@ -128,8 +128,9 @@ __all__ = [
 
 
 def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, force: bool = False,
-        png: bool = True, check_resources: bool = True, say: Any = None, smpi_progress: Any = None) -> Run:
-    """Simulate a scenario (a :class:`Scenario` or a TOML path); with ``out``, write its results folder.
+        png: bool = False, check_resources: bool = True, say: Any = None, smpi_progress: Any = None) -> Run:
+    """Simulate a scenario (a :class:`Scenario` or a TOML path); with ``out``, write its results folder
+    (``timeline.png`` too when ``png``: drawing it imports matplotlib, about half a second of CPU).
 
     Returns the :class:`~waitlab.experiments.pipeline.Run` (``.result`` has the event table, wait
     states, summary and metadata; ``.perturbation`` the perturbation study of a perturbed scenario).
