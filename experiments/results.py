@@ -23,9 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from waitlab.errors import InputError
-from waitlab.experiments import prewrite
 from waitlab.experiments.pipeline import Run, RunResult
-from waitlab.experiments.prewrite import Encoded
 from waitlab.experiments.report.notebook import loaded_html
 from waitlab.experiments.report.perturbation_report import buffer_timeline, jsonable, report_text
 from waitlab.experiments.run_folder import PICTURE_MODULES, verify_folder
@@ -36,14 +34,14 @@ from waitlab.models.analysis.summary import placement_text, rank_budget
 from waitlab.models.analysis.timeline_check import impossible_line
 from waitlab.models.ops import CAUSE_KINDS, Ledger, OpTable
 from waitlab.readers import read_json
-from waitlab.simulator.chrome_trace import CHROME_SUMMARY_EVENTS, Chunks, write_chrome_trace
-from waitlab.simulator.export import read_table, write_table
+from waitlab.simulator.chrome_trace import CHROME_SUMMARY_EVENTS, write_chrome_trace
+from waitlab.simulator.export import ROW_GROUP_ROWS, parquet_options, read_table, repeating_columns, write_table
 from waitlab.simulator.timeline import ROW_REFERENCES, SCHEMA_VERSION
 
 if TYPE_CHECKING:
     from waitlab.experiments.report import html as _html
     from waitlab.experiments.report import plots as _plots
-else:  # the pictures' writers (Bokeh, matplotlib): imported when first used, or on the preload thread during a stage
+else:  # the pictures' writers (Bokeh, matplotlib): imported when first used
     _html = Deferred(PICTURE_MODULES["report.html"])
     _plots = Deferred(PICTURE_MODULES["timeline.png"])
 
@@ -72,42 +70,19 @@ def summary_text(summary: dict[str, Any], metadata: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def write_ops(ops: OpTable, path: Path, metadata: dict[str, Any], encoded: pa.Buffer | memoryview | None = None
-              ) -> None:
-    """The operation table as Parquet; names and rank count in the file's metadata (``encoded``: its bytes, already
-    encoded by :func:`waitlab.experiments.prewrite.encode_ops` with the same arguments)."""
-    if encoded is None:
-        prewrite.write_ops(ops, path, metadata)
-        return
-    with open(path, "wb") as f:
-        f.write(memoryview(encoded))
-
-
-def _made(job: Future[Encoded] | None) -> Encoded | None:
-    """What a background encoder made (waiting for it), or ``None`` when there was none."""
-    return job.result() if job is not None else None
-
-
-def _ready(job: Future[Encoded] | None) -> pa.Buffer | memoryview | None:
-    """A file's bytes a background encoder made (a Parquet file's)."""
-    encoded = _made(job)
-    return None if isinstance(encoded, tuple) else encoded
-
-
-def _trace_text(job: Future[Encoded] | None) -> Chunks | None:
-    """The Chrome trace a background encoder made (:func:`~waitlab.simulator.chrome_trace.chrome_trace_chunks`)."""
-    encoded = _made(job)
-    return encoded if isinstance(encoded, tuple) else None
-
-
-def prepare_report(scenario: Scenario) -> None:
-    """Make what ``report.html`` of a run of ``scenario`` can have before the run's data exists: its skeleton
-    (:func:`waitlab.experiments.report.html.run_page_skeleton`, kept for :func:`write_result`).  ``waitlab run``
-    calls it on the preload thread while SMPI runs; a page that needs the run's data for its figures (a heatmap)
-    is made whole after the stage."""
-    shape = _html.PageShape.of_run(scenario.name, scenario.ranks)
-    if shape.data_free:
-        _html.run_page_skeleton(shape)
+def write_ops(ops: OpTable, path: Path, metadata: dict[str, Any]) -> None:
+    """The operation table as Parquet; names and rank count in the file's metadata."""
+    meta = {b"waitlab": json.dumps({**metadata, "n_ranks": ops.n_ranks, "names": list(ops.names),
+                                    "comms": [list(c) for c in ops.comms]}, sort_keys=True).encode()}
+    schema = pa.schema([pa.field(c, pa.from_numpy_dtype(getattr(ops, c).dtype), nullable=False)  # numpy: no nulls
+                        for c in OpTable.COLUMNS],
+                       metadata=meta)
+    repeating = repeating_columns({c: getattr(ops, c) for c in OpTable.COLUMNS})
+    with pq.ParquetWriter(path, schema, **parquet_options(schema, repeating)) as writer:  # a row group at a time
+        for start in range(0, max(len(ops), 1), ROW_GROUP_ROWS):
+            part = pa.table({c: getattr(ops, c)[start:start + ROW_GROUP_ROWS] for c in OpTable.COLUMNS},
+                            schema=schema)
+            writer.write_table(part, row_group_size=ROW_GROUP_ROWS)
 
 
 def write_result(result: RunResult, folder: Path, *, png: bool = True, scenario_file: bool = True,
@@ -117,35 +92,24 @@ def write_result(result: RunResult, folder: Path, *, png: bool = True, scenario_
     ``trace.json`` and ``report.html`` are made by two background threads, then the Parquet tables, while this one
     draws the timeline (the trace's C formatter, the page's gzip and pyarrow's encoder run without Python's lock,
     matplotlib mostly with it): each file is written by one thread, so its bytes do not change.
-    ``ops.parquet``, ``events.parquet``, ``waits.parquet`` and ``trace.json`` may be encoded already
-    (``result.prewritten``, from the same tables).
     """
     meta = result.metadata
     budget = result.budget  # made with the summary, unless a rank has no event
     if budget is None or len(budget) != result.scenario.ranks:
         budget = rank_budget(result.events, result.waits, result.scenario.ranks)
     ledger = ledger_frame(result.ops)
-    pre = result.prewritten  # ops, events, waits (Parquet), trace.json: being encoded since their tables exist
-    ops_job = pre.take("ops.parquet", result.ops, meta) if pre is not None else None
-    events_job = pre.take("events.parquet", result.events, meta) if pre is not None else None
-    waits_job = pre.take("waits.parquet", result.waits, meta) if pre is not None else None
-    chrome_job = pre.take("trace.json", (result.events, result.waits), meta) if pre is not None else None
     with ThreadPoolExecutor(max_workers=2) as pool:
         # a summary (the first steps) beyond CHROME_SUMMARY_EVENTS: `waitlab export --chrome` writes the whole run
         chrome = pool.submit(lambda: write_chrome_trace(result.events, result.waits, meta, folder / "trace.json",
-                                                        max_events=CHROME_SUMMARY_EVENTS,
-                                                        encoded=_trace_text(chrome_job)))
+                                                        max_events=CHROME_SUMMARY_EVENTS))
         # offline, interactive; rewritten by `waitlab diagnose` and `waitlab report`
         page = pool.submit(_html.write_html_report, folder, jsonable(meta), jsonable(result.summary), result.events,
                            result.waits, budget, ledger) if html else None
-        # the files still being encoded last: the small ones are not queued behind them
         tables: list[Future[Any]] = [pool.submit(write_table, ledger, folder / "ledger.parquet", meta),
                   pool.submit(write_table, budget, folder / "ranks.parquet", meta),
-                  pool.submit(lambda: write_ops(result.ops, folder / "ops.parquet", meta, _ready(ops_job))),
-                  pool.submit(lambda: write_table(result.waits, folder / "waits.parquet", meta,
-                                                  encoded=_ready(waits_job))),
-                  pool.submit(lambda: write_table(result.events, folder / "events.parquet", meta,
-                                                  int64=ROW_REFERENCES, encoded=_ready(events_job)))]
+                  pool.submit(write_ops, result.ops, folder / "ops.parquet", meta),
+                  pool.submit(write_table, result.waits, folder / "waits.parquet", meta),
+                  pool.submit(write_table, result.events, folder / "events.parquet", meta, int64=ROW_REFERENCES)]
         if result.placement is not None:  # rank -> node, supernode (platform.placement)
             result.placement.to_csv(folder / "placement.csv", index=False)
         if png:

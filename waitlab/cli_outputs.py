@@ -66,19 +66,24 @@ def _export(sub: Any) -> None:
 
 
 def _plot(sub: Any) -> None:
-    p = sub.add_parser("plot", help="draw a sweep: each result against each swept key, one line per value of the "
-                       "other keys")
+    p = sub.add_parser("plot", help="draw a sweep: each result against one swept key, a panel per value of "
+                       "another, one line per value of the others")
     p.add_argument("sweep", type=Path, help="sweep folder written by `waitlab sweep` (holds sweep.csv)")
     p.add_argument("-o", "--output", type=Path, default=None, help="PNG file (default: SWEEP/sweep.png)")
-    p.add_argument("--results", default=None,
-                   help="comma-separated columns to draw (default: makespan,total_wait,max_rank_wait)")
+    p.add_argument("--y", "--results", dest="results", default=None, metavar="COLUMNS",
+                   help="comma-separated result columns, one row of panels each (default: makespan, total_wait, "
+                   "max_rank_wait and every <op>_time)")
+    p.add_argument("--x", default=None, metavar="KEY", help="swept key on the x axis (default: the one with the "
+                   "most values)")
+    p.add_argument("--facet", default=None, metavar="KEY", help="swept key whose values get a column of panels "
+                   "each (default with 3+ keys: the remaining one with the fewest values)")
     json_flag(p)
 
     def go(args: argparse.Namespace) -> int:
         res = tuple(r.strip() for r in args.results.split(",") if r.strip()) if args.results else None
-        path = api.plot(args.sweep, args.output, res)
+        path = api.plot(args.sweep, args.output, res, x=args.x, facet=args.facet)
         if args.json:
-            dump({"picture": str(path), "results": list(res) if res else None})
+            dump({"picture": str(path), "results": list(res) if res else None, "x": args.x, "facet": args.facet})
         say(args, f"sweep picture written to {path}")
         return 0
 
