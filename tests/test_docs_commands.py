@@ -51,6 +51,7 @@ def test_every_command_block_runs(doc: str, tmp_path: Path):
         pytest.skip("SimGrid SMPI is not installed")
     venv = Path(sys.executable).parent.parent
     shutil.copytree(ROOT / "examples", tmp_path / "examples")
+    shutil.copytree(ROOT / "tests" / "data", tmp_path / "tests" / "data")  # the Score-P traces `analyze` reads
     (tmp_path / ".venv").symlink_to(venv)
     todo = commands((ROOT / doc).read_text(encoding="utf-8"))
     assert len(todo) >= 5, f"{doc}: too few command blocks found"
