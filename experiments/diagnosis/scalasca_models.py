@@ -81,7 +81,11 @@ def _blame(table: pd.DataFrame, metrics: tuple[str, ...], run: RunData) -> pd.Da
 def scalasca_delay_model(run: RunData, **_: Any) -> pd.DataFrame:
     """Scalasca's delay costs (short- plus long-term, every MPI wait pattern) per rank and region."""
     metrics = tuple(m for pair in DELAY_METRICS.values() for m in pair)
-    return _blame(scout_table(run), metrics, run)
+    out = _blame(scout_table(run), metrics, run)
+    total = float(out["seconds"].sum())  # Scalasca's Late Receiver counts waits waitlab's does not (diagnosis.md)
+    if total > run.total_wait > 0:
+        out["seconds"] *= run.total_wait / total
+    return out
 
 
 def scalasca_critical_path_model(run: RunData, **_: Any) -> pd.DataFrame:
