@@ -8,6 +8,12 @@ installed; they are left out of both sides of the comparison.  To refresh the fi
 
     .venv/bin/waitlab evaluate -o results/leaderboard
     .venv/bin/python docs/leaderboard_tables.py results/leaderboard
+
+``docs/_leaderboard/scalasca.md`` holds the Scalasca models' rows of the overall table, from a run with
+``--scalasca`` (Scalasca installed; about 30 minutes on two cores, so no test re-runs it)::
+
+    .venv/bin/waitlab evaluate --scalasca -o results/leaderboard-scalasca
+    .venv/bin/python docs/leaderboard_tables.py --scalasca results/leaderboard-scalasca
 """
 
 from __future__ import annotations
@@ -42,6 +48,17 @@ def tables(leaderboard_md: str) -> str:
     return "".join("#" + s.rstrip("\n") + "\n\n" for s in keep).rstrip("\n") + "\n"
 
 
+def scalasca_rows(leaderboard_md: str) -> str:
+    """The overall table's header and the rows of the Scalasca models, from a ``leaderboard.md`` written by
+    ``waitlab evaluate --scalasca``."""
+    overall = tables(leaderboard_md).split("\n### ")[0].splitlines()
+    head = [line for line in overall if line.startswith("|")][:2]
+    rows = [line for line in overall if line.startswith("|") and "scalasca" in line.lower()]
+    if not rows:
+        raise ValueError("leaderboard.md: no Scalasca rows (was it written by `waitlab evaluate --scalasca`?)")
+    return "\n".join(head + rows) + "\n"
+
+
 def _pct(x: float) -> str:
     return "n/a" if not math.isfinite(x) else f"{100 * x:.0f}%"
 
@@ -69,11 +86,16 @@ def generate(folder: Path) -> dict[str, str]:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: docs/leaderboard_tables.py LEADERBOARD_FOLDER (written by waitlab evaluate)", file=sys.stderr)
+    if len(argv) == 2 and argv[0] == "--scalasca":
+        made = {"scalasca.md": scalasca_rows((Path(argv[1]) / "leaderboard.md").read_text(encoding="utf-8"))}
+    elif len(argv) == 1:
+        made = generate(Path(argv[0]))
+    else:
+        print("usage: docs/leaderboard_tables.py [--scalasca] LEADERBOARD_FOLDER (written by waitlab evaluate)",
+              file=sys.stderr)
         return 2
     FOLDER.mkdir(exist_ok=True)
-    for name, text in generate(Path(argv[0])).items():
+    for name, text in made.items():
         (FOLDER / name).write_text(text, encoding="utf-8")
         print(f"written: {(FOLDER / name).relative_to(ROOT)}")
     return 0
