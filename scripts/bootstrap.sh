@@ -9,17 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 
-need_apt=()
-for pkg in libsimgrid-dev python3-simgrid python3-venv python3-dev g++ gfortran make python3-otf2 otf2-tools libjs-mathjax chromium; do
-  dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
-done
-if [ ${#need_apt[@]} -gt 0 ]; then
-  SUDO=""
-  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  echo "bootstrap: installing Debian packages: ${need_apt[*]}"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
-fi
+. scripts/apt_need.sh
+apt_need bootstrap libsimgrid-dev python3-simgrid python3-venv python3-dev g++ gfortran make python3-otf2 otf2-tools libjs-mathjax chromium
 
 if [ ! -x "$VENV/bin/python" ]; then
   echo "bootstrap: creating $VENV from /usr/bin/python3 (system site packages, for python3-simgrid)"

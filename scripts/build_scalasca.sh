@@ -32,17 +32,8 @@ if [ ! -f "$TARBALL" ]; then
   exit 0
 fi
 
-need_apt=()
-for pkg in libopenmpi-dev openmpi-bin; do
-  dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
-done
-if [ ${#need_apt[@]} -gt 0 ]; then
-  SUDO=""
-  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  echo "build_scalasca: installing Debian packages: ${need_apt[*]}"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
-fi
+. scripts/apt_need.sh
+apt_need build_scalasca libopenmpi-dev openmpi-bin
 
 mkdir -p "$CACHE"
 WORK=$(mktemp -d "$CACHE/scalasca-build.XXXXXX")
