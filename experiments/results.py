@@ -11,6 +11,7 @@ what it wrote: ``--force`` replaces only such a folder with nothing foreign insi
 
 from __future__ import annotations
 
+import hashlib
 import json
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -308,8 +309,6 @@ def events_digest(events: pd.DataFrame) -> str:
     """SHA-256 (hex) of an event table's identity columns (rank, seq, enter, exit): the same for a run read
     back from its folder and for the same run simulated again, different after an edit.  A diagnosis names
     the run it belongs to with it (``diagnosis.json``'s ``run``)."""
-    import hashlib
-
     h = hashlib.sha256()
     for column, dtype in (("rank", np.int64), ("seq", np.int64), ("enter", np.float64), ("exit", np.float64)):
         h.update(np.ascontiguousarray(events[column].to_numpy(dtype)).tobytes())
