@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from otf2_archives import two_rank_archive
 
 from waitlab import api
 from waitlab.cli import main
@@ -31,8 +32,7 @@ from waitlab.experiments.scenario import from_mapping
 from waitlab.models.vocabulary import ACTIONS
 
 try:
-    import otf2
-    from otf2.enums import GroupType, LocationType, Paradigm, RegionRole
+    import otf2  # noqa: F401  (the bindings: the archives below are written with them)
 
     from waitlab.models.otf2_ops import records_to_timed_ops
     from waitlab.simulator.otf2_import import read_otf2
@@ -192,22 +192,6 @@ def test_diagnose_report_export_and_rerun_work_on_it(analyzed: dict[str, Path], 
     np.testing.assert_array_equal(again.waits["wait"].to_numpy(), mine["wait"].to_numpy())
 
 
-def _archive(folder: Path, body: Any) -> Path:
-    """A 2-rank OTF2 archive (1 ns ticks); ``body(writers, regions, world)`` writes the events."""
-    with otf2.writer.open(str(folder), timer_resolution=10**9) as trace:
-        d = trace.definitions
-        node = d.system_tree_node("node7")
-        locs = [d.location("Master thread", type=LocationType.CPU_THREAD,
-                           group=d.location_group(f"MPI Rank {r}", system_tree_parent=node)) for r in range(2)]
-        d.group("", group_type=GroupType.COMM_LOCATIONS, paradigm=Paradigm.MPI, members=locs)
-        world = d.comm("MPI_COMM_WORLD", group=d.group("", group_type=GroupType.COMM_GROUP, paradigm=Paradigm.MPI,
-                                                       members=[0, 1]))
-        regions = {n: d.region(n, region_role=RegionRole.POINT2POINT, paradigm=Paradigm.MPI)
-                   for n in ("MPI_Sendrecv", "MPI_Comm_rank")}
-        body([trace.event_writer_from_location(x) for x in locs], regions, world)
-    return folder / "traces.otf2"
-
-
 def test_timed_operations_of_one_call_do_not_overlap(tmp_path: Path) -> None:
     """A sendrecv (both records in one MPI call) is isend, irecv, two waits: only the last spans the call."""
     def body(ws: list[Any], reg: dict[str, Any], world: Any) -> None:
@@ -219,7 +203,7 @@ def test_timed_operations_of_one_call_do_not_overlap(tmp_path: Path) -> None:
             w.mpi_recv(190, 1 - me, world, 7, 32)
             w.leave(200, reg["MPI_Sendrecv"])
 
-    ops, t0, t1 = records_to_timed_ops(read_otf2(_archive(tmp_path / "sr", body)))
+    ops, t0, t1 = records_to_timed_ops(read_otf2(two_rank_archive(tmp_path / "sr", body)))
     for r in (0, 1):
         rows = np.flatnonzero(ops.rank == r)
         assert [ACTIONS[c] for c in ops.code[rows]] == ["compute", "isend", "irecv", "wait", "wait"]

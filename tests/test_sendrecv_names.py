@@ -14,10 +14,12 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
+from otf2_archives import two_rank_archive
 from program_scenarios import PROGRAMS, needs_smpi
 
 import waitlab
@@ -99,27 +101,15 @@ def _sendrecv_archive(folder: Path) -> Path:
     """A 2-rank OTF2 archive as Score-P records an MPI_Sendrecv (1 ns ticks): the send and receive records inside
     one ``MPI_Sendrecv`` region visit.  Rank 0 enters its call at 110 ns, rank 1 at 150 ns; both leave at 200 ns.
     (None of the Score-P traces of tests/data enters MPI_Sendrecv: they only define the region.)"""
-    otf2 = pytest.importorskip("otf2")
-    from otf2.enums import GroupType, LocationType, Paradigm, RegionRole
-
-    with otf2.writer.open(str(folder), timer_resolution=10**9) as trace:
-        d = trace.definitions
-        node = d.system_tree_node("node7")
-        locs = [d.location("Master thread", type=LocationType.CPU_THREAD,
-                           group=d.location_group(f"MPI Rank {r}", system_tree_parent=node)) for r in range(2)]
-        d.group("", group_type=GroupType.COMM_LOCATIONS, paradigm=Paradigm.MPI, members=locs)
-        world = d.comm("MPI_COMM_WORLD", group=d.group("", group_type=GroupType.COMM_GROUP, paradigm=Paradigm.MPI,
-                                                       members=[0, 1]))
-        reg = {n: d.region(n, region_role=RegionRole.POINT2POINT, paradigm=Paradigm.MPI)
-               for n in ("MPI_Sendrecv", "MPI_Comm_rank")}
-        for me, w in enumerate(trace.event_writer_from_location(x) for x in locs):
+    def body(writers: list[Any], reg: dict[str, Any], world: Any) -> None:
+        for me, w in enumerate(writers):
             w.enter(100, reg["MPI_Comm_rank"])
             w.leave(105, reg["MPI_Comm_rank"])
             w.enter(110 + 40 * me, reg["MPI_Sendrecv"])
             w.mpi_send(111 + 40 * me, 1 - me, world, 7, 32)
             w.mpi_recv(190, 1 - me, world, 7, 32)
             w.leave(200, reg["MPI_Sendrecv"])
-    return folder / "traces.otf2"
+    return two_rank_archive(folder, body)
 
 
 def test_otf2_import_names_a_recorded_sendrecv_mpi_sendrecv(tmp_path: Path) -> None:
