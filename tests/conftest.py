@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import shutil
-from collections.abc import Callable
+import subprocess
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -48,3 +50,18 @@ def replay(tmp_path: Path) -> Replayer:
         return rep.events, wait_states(rep.events)
 
     return run
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 20 MB tmpfs mounted at ``tmp_path/disk`` for the test (unmounted after it); skipped without root."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    root = hasattr(os, "geteuid") and os.geteuid() == 0
+    if not root or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=20m", "tmpfs", str(disk)],
+                                  capture_output=True).returncode != 0:
+        pytest.skip("mounting a 20 MB tmpfs needs root (and mount rights)")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", str(disk)], check=False)

@@ -88,32 +88,25 @@ def test_non_writable_folder_is_one_line_rc_2(shared: Path, name: str) -> None:
 
 
 @pytest.mark.simgrid
-def test_a_sweep_onto_a_full_disk_names_the_disk_and_leaves_nothing_partial(tmp_path: Path) -> None:
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    if not ROOT or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=20m", "tmpfs", str(disk)],
-                                  capture_output=True).returncode != 0:
-        pytest.skip("mounting a 20 MB tmpfs needs root (and mount rights)")
-    try:
-        free = shutil.disk_usage(disk).free
-        with open(disk / "filler", "wb") as fh:  # leave room for about one point (~150 kB each)
-            fh.write(b"\0" * (free - 200_000))
-        write(tmp_path / "g.toml", GOOD)
-        write(tmp_path / "sw.toml", 'base = "g.toml"\n[grid]\n"application.steps" = [3, 4, 5, 6, 7, 8]\n'
-              '[sweep]\nname = "full"\nworkers = 2\n')
-        proc = subprocess.run([sys.executable, "-m", "waitlab.cli", "sweep", str(tmp_path / "sw.toml"), "-o",
-                               str(disk / "out")], capture_output=True, text=True, timeout=300,
-                              env=dict(os.environ, TMPDIR=str(tmp_path)))
-        assert proc.returncode in (2, 3), proc.stderr
-        assert "Traceback" not in proc.stderr, proc.stderr
-        failed = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-        assert failed, proc.stderr
-        for line in failed:  # every failure names the full disk
-            assert "No space left on device: the disk is full" in line, line
-        runs = disk / "out" / "runs"
-        assert not list(runs.glob(".*")), f"partial folders left: {list(runs.glob('.*'))}"
-        for folder in runs.iterdir():  # what is there is complete
-            assert (folder / "run.json").is_file() and (folder / ".waitlab").is_file()
-        assert len(list(runs.iterdir())) < 6
-    finally:
-        subprocess.run(["umount", str(disk)], check=False)
+def test_a_sweep_onto_a_full_disk_names_the_disk_and_leaves_nothing_partial(tmp_path: Path, small_disk: Path) -> None:
+    disk = small_disk
+    free = shutil.disk_usage(disk).free
+    with open(disk / "filler", "wb") as fh:  # leave room for about one point (~150 kB each)
+        fh.write(b"\0" * (free - 200_000))
+    write(tmp_path / "g.toml", GOOD)
+    write(tmp_path / "sw.toml", 'base = "g.toml"\n[grid]\n"application.steps" = [3, 4, 5, 6, 7, 8]\n'
+          '[sweep]\nname = "full"\nworkers = 2\n')
+    proc = subprocess.run([sys.executable, "-m", "waitlab.cli", "sweep", str(tmp_path / "sw.toml"), "-o",
+                           str(disk / "out")], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, TMPDIR=str(tmp_path)))
+    assert proc.returncode in (2, 3), proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    failed = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert failed, proc.stderr
+    for line in failed:  # every failure names the full disk
+        assert "No space left on device: the disk is full" in line, line
+    runs = disk / "out" / "runs"
+    assert not list(runs.glob(".*")), f"partial folders left: {list(runs.glob('.*'))}"
+    for folder in runs.iterdir():  # what is there is complete
+        assert (folder / "run.json").is_file() and (folder / ".waitlab").is_file()
+    assert len(list(runs.iterdir())) < 6
