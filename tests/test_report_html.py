@@ -222,3 +222,43 @@ def test_wavefront_report_shows_the_propagation_picture_and_the_communication_ma
     cells = img[top:bottom, left:right]
     grey = (np.ptp(cells, axis=-1) < 0.02) & (cells.mean(axis=-1) < 0.8)
     assert grey.sum() > 24 * 300  # 24 cells of about 30 x 30 pixels
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is installed by scripts/bootstrap.sh")
+@pytest.mark.parametrize("ranks", [81, 600])
+def test_the_page_s_script_fills_the_heatmap_and_the_time_budget(tmp_path: Path, monkeypatch, ranks: int):
+    """A run page's figures hold no data (their skeleton is kept, html.py): the script fills them. The chain's waits
+    (2 s on rank 1, 2 s on rank 2) moved to ranks 40 and 80 (x 40) or 80 and 160 (x 80) of an 81- or 600-rank run;
+    every rank its own heatmap row (up to 1,024 rows), time budget bars of 1 rank (81) or of 3 ranks (600: 200 bars
+    of at most 256)."""
+    monkeypatch.setenv("WAITLAB_CACHE", str(tmp_path))
+    ev, waits = _chain()
+    k = 40 if ranks == 81 else 80
+    ev, waits = ev.assign(rank=ev["rank"] * k), waits.assign(rank=waits["rank"] * k)
+    meta = {"scenario": "chain", "ranks": ranks, "platform": "p", "nodes": 1, "ranks_per_node": ranks, "seed": 0}
+    summary = {"makespan": 3.0, "events": 7, "wait_states": 2, "totals": {}, "wait_by_pattern": {}}
+    (tmp_path / "p.html").write_text(report_html.build_html(meta, summary, ev, waits, rank_budget(ev, waits, ranks),
+                                                            None))
+    model = "Bokeh.documents[0].get_model_by_name"
+    page = load(tmp_path / "p.html", values={
+        "heat": f"(() => {{ const d = {model}('wl-heat-src').data, z = d.image[0]; return [z.shape, Array.from(z), "
+                "d.dw[0], d.dh[0]]; })()",
+        "heat_ranges": f"(() => {{ const f = {model}('wl-heatmap'); return [f.y_range.start, f.y_range.end, "
+                       f"f.x_range.start, f.x_range.end, {model}('wl-heat-colours').high]; }})()",
+        "budget": f"(() => {{ const f = {model}('wl-budget'), d = {model}('wl-budget-src').data; return ["
+                  "f.x_range.start, f.x_range.end, Array.from(d.rank), Array.from(d.w), Array.from(d.wait), "
+                  "f.below[0].axis_label]; })()"})
+    errors = [m for m in page.console if not m.startswith(("console.log:", "console.info:", "console.debug:"))]
+    assert errors == [] and page.failed_requests == []
+    shape, z, dw, dh = page.values["heat"]
+    assert shape == [ranks, 1] and dw == 1 and dh == ranks  # one step (0), a row per rank
+    assert [(i, w) for i, w in enumerate(z) if w] == [(k, 2.0), (2 * k, 2.0)]
+    assert page.values["heat_ranges"] == [ranks, 0, -0.5, 0.5, 2.0]
+    x0, x1, first, width, wait, label = page.values["budget"]
+    per = 1 if ranks == 81 else 3
+    assert first == list(range(0, ranks, per)) and width == [0.8 * per] * len(first)
+    assert [x0, x1] == pytest.approx([-0.6 * per, (ranks // per - 0.4) * per])
+    # the wait per bar is the mean per rank of its ranks: 2 s on one rank of the bar
+    assert [(b, w) for b, w in zip(first, wait, strict=True) if w] == [(k // per * per, 2.0 / per),
+                                                                      (2 * k // per * per, 2.0 / per)]
+    assert label == ("rank" if per == 1 else "first rank of a bin of 3 ranks (mean per rank)")

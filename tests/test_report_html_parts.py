@@ -45,7 +45,8 @@ def test_every_figure_passes_bokehs_validation():
     names = set()
     for args in _pages():
         meta, _summary, ev, waits, budget, _ledger, diagnosis = args
-        doc, parts = report_html.report_document(report_html.page_shape(meta, ev, budget), ev, waits, diagnosis)
+        doc, parts = report_html.report_document(report_html.page_shape(meta["ranks"], budget), ev, waits, diagnosis,
+                                                 meta["ranks"])
         issues = check_integrity(doc.models)
         assert issues.error == [] and issues.warning == [], (issues.error, issues.warning)
         names |= {name for kind, name in parts if kind == "root"}
@@ -88,30 +89,49 @@ def test_waits_per_region_as_by_their_text():
     assert got.to_numpy().tobytes() == expected.to_numpy().tobytes()  # the same floats, bit for bit
 
 
-def test_a_run_page_is_its_kept_skeleton_with_the_run_s_data_in_the_slots():
-    """A run's page without a diagnosis (up to 64 ranks) is the skeleton ``waitlab run`` makes while SMPI runs, with
-    the run's parts filled in: the skeleton holds none of the run's data, the page all of it."""
+def test_a_run_page_is_its_kept_skeleton_with_the_run_s_data_in_the_slots(tmp_path: Path, monkeypatch):
+    """A run's page without a diagnosis is the skeleton kept in waitlab's cache with the run's parts filled in: the
+    skeleton holds none of the run's data (nor its name or rank count), the page all of it, and a page from the kept
+    skeleton is the page made with Bokeh, byte for byte."""
+    monkeypatch.setenv("WAITLAB_CACHE", str(tmp_path))
     meta, summary, ev, _waits, _budget, ledger, _diag = _pages()[0]
     slow = ev.assign(enter=ev["enter"] * 1.2345678, exit=ev["exit"] * 1.2345678)  # same shape, other numbers
     pages = []
-    for events in (ev, slow):
+    for i, events in enumerate((ev, slow)):
         w = wait_states(events)
         budget = rank_budget(events, w, 3)
-        report_html.run_page_skeleton.cache_clear()
-        fresh = report_html.build_html(meta, summary, events, w, budget, ledger)
-        kept = report_html.build_html(meta, summary, events, w, budget, ledger)  # from the kept skeleton
+        for kept in tmp_path.glob("report-*.html"):
+            kept.unlink()
+        fresh = report_html.build_html({**meta, "scenario": f"run{i}"}, summary, events, w, budget, ledger)
+        assert len(list(tmp_path.glob("report-*.html"))) == 1  # kept
+        kept = report_html.build_html({**meta, "scenario": f"run{i}"}, summary, events, w, budget, ledger)
         assert kept == fresh
         pages.append((fresh, budget))
-    shape = report_html.PageShape.of_run("chain", 3)
-    assert report_html.page_shape(meta, ev, pages[0][1]) == shape and shape.data_free
+    shape = report_html.PageShape.of_run(3)
+    assert report_html.page_shape(3, pages[0][1]) == shape and not shape.heatmap
     skeleton = report_html.run_page_skeleton(shape)
-    assert sorted(report_html._SLOT.findall(skeleton)) == ["causes", "config", "data", "detail", "summary"]
-    for page, budget in pages:
+    assert sorted(report_html._SLOT.findall(skeleton)) == sorted(report_html.SLOTS)
+    for i, (page, budget) in enumerate(pages):
         payload = json.loads(re.search(r'id="wl-timeline-data">(.*?)</script>', page, re.S).group(1))
         assert payload["budget"]["bars"]["wait"] == budget["wait"].tolist()  # the budget's numbers: in the page
+        assert f"<title>waitlab report: run{i}</title>" in page and f"<h1>waitlab report: run{i}</h1>" in page
     scaled = json.dumps(float(pages[1][1]["compute"].iloc[0]))  # 3 s x 1.2345678: its digits are the run's own
     assert len(scaled) > 6 and scaled in pages[1][0] and scaled not in skeleton
     assert pages[0][0] != pages[1][0]
+
+
+def test_a_kept_skeleton_is_made_again_when_its_slots_are_not_all_there(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("WAITLAB_CACHE", str(tmp_path))
+    shape = report_html.PageShape.of_run(81)
+    assert shape.heatmap
+    made = report_html.run_page_skeleton(shape)
+    (kept,) = tmp_path.glob("report-*.html")
+    kept.write_text(made.replace("\x00wl-slot-data\x00", ""))  # damaged: a slot lost
+    assert report_html.run_page_skeleton(shape) == made
+    assert kept.read_text() == made  # and kept again whole
+    other = report_html.PageShape(("compute", "wait"), True)  # another shape: another file
+    report_html.run_page_skeleton(other)
+    assert len(list(tmp_path.glob("report-*.html"))) == 2
 
 
 def test_fill_page_fills_every_slot_once():
@@ -121,13 +141,6 @@ def test_fill_page_fills_every_slot_once():
         report_html.fill_page(page, {"one": "1"})  # a slot left unfilled would end up in the page
     with pytest.raises(ValueError, match="slots"):
         report_html.fill_page(page + page, {"one": "1", "two": "2"})
-
-
-def test_a_page_with_a_heatmap_has_no_kept_skeleton():
-    shape = report_html.PageShape.of_run("big", 81)
-    assert not shape.data_free
-    with pytest.raises(ValueError, match="heatmap"):
-        report_html.run_page_skeleton(shape)
 
 
 def test_a_region_name_cannot_close_the_page_s_scripts():

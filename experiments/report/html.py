@@ -9,10 +9,12 @@ their ranks.  Same folder, same bytes: Bokeh's model ids and document ids, which
 per-process counter and from ``uuid4``, are renumbered in order of appearance.
 
 The page is made in two steps: its skeleton (:func:`page_skeleton`: Bokeh's document and library, the template, with
-a slot for each part that holds the run's data), then the slots filled (:func:`fill_page`).  A run's page without a
-diagnosis, of up to :data:`DIRECT_RANKS` ranks, has no figure drawn from its data (the page's script fills the time
-budget and the timeline), so its skeleton depends only on its :class:`PageShape` (:func:`run_page_skeleton`, kept
-for the next page of the same shape), and only the slots are filled with the run's data.
+a slot for each part that holds the run's data), then the slots filled (:func:`fill_page`).  The figures of a run's
+page (time budget, heatmap, timeline) hold none of its data: the page's script fills them from the payload.  So the
+skeleton of a page without a diagnosis depends only on its :class:`PageShape` and on the code that draws it, and is
+kept in waitlab's cache (:func:`run_page_skeleton`): a run imports Bokeh (0.5 to 0.9 s) only for the first page of
+its shape that this code and this Bokeh draw.  A diagnosis's figures (blame, critical path, propagation graph,
+communication matrix) are drawn from its data, with Bokeh, every time.
 
 Bokeh, not Plotly: measured in headless Chromium on this machine kind, Plotly's library alone took
 6 s of script time to start (4.8 MB), Bokeh's 0.7 to 1.8 s (3.9 MB), and Plotly redrew a 32-rank
@@ -21,35 +23,27 @@ window of 7,000 bars in 8 s (SVG).
 
 from __future__ import annotations
 
+import hashlib
 import html
 import json
 import math
+import os
 import re
+import tempfile
 from dataclasses import dataclass
-from functools import lru_cache
+from importlib.metadata import version
 from itertools import count
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
-from bokeh.document import Document
-from bokeh.embed import file_html
-from bokeh.events import DocumentReady
-from bokeh.models import CustomJS
-from bokeh.resources import Resources
-from bokeh.settings import settings
 
-from waitlab.experiments.report.html_data import BUDGET_COLUMNS, budget_payload, timeline_payload
-from waitlab.experiments.report.html_figures import (
-    blame_figure,
-    budget_figure,
-    critical_figure,
-    heatmap_figure,
-    matrix_figure,
-    propagation_figure,
-    timeline_figure,
-)
+from waitlab.experiments.report.html_data import BUDGET_COLUMNS, budget_payload, heatmap_payload, timeline_payload
 from waitlab.experiments.report.palette import CAUSE, INK, KIND_COLOURS, OTHER, PATTERN_COLOURS, SERIES, WAIT
+from waitlab.simulator.build import cache_dir
+
+if TYPE_CHECKING:
+    from bokeh.document import Document
 from waitlab.models.analysis.summary import placement_text
 from waitlab.models.analysis.timeline_check import impossible_line
 
@@ -182,31 +176,27 @@ def _slot(key: str) -> str:
 
 @dataclass(frozen=True)
 class PageShape:
-    """What a page's skeleton depends on besides its data-drawn figures: known before a run's SMPI stage ends."""
+    """What a page's skeleton depends on besides the diagnosis's figures: the run's figures (time budget, heatmap,
+    timeline) are filled by the page's script, so neither the run's name, its rank count nor its data is here."""
 
-    #: the scenario's name (the page's title)
-    name: str
-    ranks: int
-    #: rows of the time budget (one per rank) and its columns
-    budget_rows: int
+    #: the time budget's columns, in stacking order (empty: no time budget)
     budget_columns: tuple[str, ...]
+    #: whether the page opens on the rank x step heatmap (more than :data:`DIRECT_RANKS` ranks)
+    heatmap: bool
 
     @classmethod
-    def of_run(cls, name: str, ranks: int) -> PageShape:
-        """The shape of the page of a run of ``ranks`` ranks named ``name``, as ``waitlab run`` writes it."""
-        return cls(name, ranks, ranks, BUDGET_COLUMNS)
-
-    @property
-    def data_free(self) -> bool:
-        """Whether a page without a diagnosis has no figure drawn from the run's data (no heatmap)."""
-        return self.ranks <= DIRECT_RANKS
+    def of_run(cls, ranks: int) -> PageShape:
+        """The shape of the page of a run of ``ranks`` ranks, as ``waitlab run`` writes it."""
+        return cls(BUDGET_COLUMNS if ranks else (), ranks > DIRECT_RANKS)
 
 
-def page_shape(meta: dict[str, Any], events: pd.DataFrame, budget: pd.DataFrame) -> PageShape:
-    """The shape of a run's page from its metadata, events and time budget."""
-    n_ranks = int(meta.get("ranks") or (int(events["rank"].max()) + 1 if len(events) else 0))
-    return PageShape(str(meta.get("scenario", "run")), n_ranks, len(budget),
-                     tuple(c for c in BUDGET_COLUMNS if c in budget))
+def page_shape(n_ranks: int, budget: pd.DataFrame) -> PageShape:
+    """The shape of the page of a run of ``n_ranks`` ranks whose time budget is ``budget``."""
+    return PageShape(tuple(c for c in BUDGET_COLUMNS if c in budget) if len(budget) else (), n_ranks > DIRECT_RANKS)
+
+
+def _run_ranks(meta: dict[str, Any], events: pd.DataFrame) -> int:
+    return int(meta.get("ranks") or (int(events["rank"].max()) + 1 if len(events) else 0))
 
 
 def _initial_ranks(n_ranks: int) -> list[int]:
@@ -214,11 +204,25 @@ def _initial_ranks(n_ranks: int) -> list[int]:
 
 
 def report_document(shape: PageShape, events: pd.DataFrame | None = None, waits: pd.DataFrame | None = None,
-                    diagnosis: dict[str, Any] | None = None) -> tuple[Document, list[tuple[str, str]]]:
+                    diagnosis: dict[str, Any] | None = None, n_ranks: int = 0
+                    ) -> tuple[Document, list[tuple[str, str]]]:
     """The page's Bokeh document and its parts in order (``("html", text)``, ``("root", name)``); text that holds the
-    run's data is a slot (:func:`fill_page`).  ``waits`` draw the heatmap (beyond :data:`DIRECT_RANKS` ranks),
-    ``diagnosis`` with ``events`` and ``waits`` the diagnosis's figures; a data-free shape needs none of them."""
-    n_ranks = shape.ranks
+    run's data is a slot (:func:`fill_page`).  ``diagnosis`` with ``events``, ``waits`` and ``n_ranks`` draws the
+    diagnosis's figures; a page without a diagnosis needs none of them."""
+    from bokeh.document import Document
+    from bokeh.events import DocumentReady
+    from bokeh.models import CustomJS
+
+    from waitlab.experiments.report.html_figures import (
+        blame_figure,
+        budget_figure,
+        critical_figure,
+        heatmap_figure,
+        matrix_figure,
+        propagation_figure,
+        timeline_figure,
+    )
+
     doc = Document()
     parts: list[tuple[str, str]] = [("html", "<h2 id='summary'>Summary</h2>" + _slot("summary"))]
 
@@ -228,22 +232,20 @@ def report_document(shape: PageShape, events: pd.DataFrame | None = None, waits:
         parts.append(("root", key))
 
     with doc.models.freeze():  # the document's models are gathered once, at the end, not again for every root
-        if shape.budget_rows:
-            fig("wl-budget", budget_figure(shape.budget_columns, shape.budget_rows))
+        if shape.budget_columns:
+            fig("wl-budget", budget_figure(shape.budget_columns))
         parts.append(("html", "<h2 id='causes'>Injected causes (what the simulator did)</h2>" + _slot("causes")
                       + "<h2 id='timeline'>Timeline</h2>"))
-        if n_ranks > DIRECT_RANKS:
-            if waits is None:
-                raise ValueError(f"a page of {n_ranks} ranks draws its heatmap from the wait states")
-            fig("wl-heatmap", heatmap_figure(waits, n_ranks))
+        if shape.heatmap:
+            fig("wl-heatmap", heatmap_figure())
         parts.append(("html",
             "<p class='note'>Ranks x simulated time. Compute coloured by region, MPI yellow, wait states as thin bars "
             "in their pattern's colour, injected causes as thin blue bars; messages are arrows from the send to the "
             "receive, drawn once the window holds at most 1,500 of them (zoom in). Hover for the operation, peer, "
             "bytes, wait pattern and injected cause. Drag a box to zoom, wheel to zoom in time, reset to go back."
             + _slot("detail") + "</p>"
-            f"<form id='wl-range-form'>ranks <input id='wl-r0' type='number' min='0' value='0'> to "
-            f"<input id='wl-r1' type='number' min='0' value='{_initial_ranks(n_ranks)[1] - 1}'> "
+            "<form id='wl-range-form'>ranks <input id='wl-r0' type='number' min='0' value='0'> to "
+            "<input id='wl-r1' type='number' min='0' value='" + _slot("last") + "'> "
             "<button type='submit'>show</button> <span id='wl-range-status'>loading...</span></form>"))
         fig("wl-timeline", timeline_figure())
         if diagnosis is not None:
@@ -290,20 +292,23 @@ def _detail_note(payload: dict[str, Any], n_ranks: int) -> str:
 
 
 def page_skeleton(shape: PageShape, events: pd.DataFrame | None = None, waits: pd.DataFrame | None = None,
-                  diagnosis: dict[str, Any] | None = None) -> str:
+                  diagnosis: dict[str, Any] | None = None, n_ranks: int = 0) -> str:
     """The page with a slot for each part that holds the run's data (:func:`report_document`'s arguments).
 
     Bokeh's validation of the document (warnings about models that draw nothing, and the like) is not run on
     every page: it took a quarter of Bokeh's time here, the figures are the same code for every run, and
     ``tests/test_report_html_parts.py`` validates a document with every figure instead.
     """
-    name = html.escape(shape.name)
-    doc, parts = report_document(shape, events, waits, diagnosis)
+    from bokeh.embed import file_html
+    from bokeh.resources import Resources
+    from bokeh.settings import settings
+
+    doc, parts = report_document(shape, events, waits, diagnosis, n_ranks)
     validate = settings.perform_document_validation
     validate.set_value(False)
     try:
-        page = file_html(doc, Resources(mode="inline", log_level="warn"), title=f"waitlab report: {name}",
-                         template=_PAGE, template_variables={"css": _CSS, "name": name, "parts": parts,
+        page = file_html(doc, Resources(mode="inline", log_level="warn"), title=_slot("title"),
+                         template=_PAGE, template_variables={"css": _CSS, "name": _slot("name"), "parts": parts,
                                                              "data": _slot("data"), "config": _slot("config"),
                                                              "js": _JS.read_text(encoding="utf-8"),
                                                              "verbatim": _VERBATIM})
@@ -312,12 +317,43 @@ def page_skeleton(shape: PageShape, events: pd.DataFrame | None = None, waits: p
     return _ids_outside_verbatim(page)
 
 
-@lru_cache(maxsize=2)
+#: The files whose text a page's skeleton is made from (with Bokeh's and Jinja's versions: :func:`skeleton_key`).
+SKELETON_SOURCES = ("html.py", "html_figures.py", "html_data.py", "palette.py", _JS.name)
+#: The slots of every page (:func:`fill_page`).
+SLOTS = ("causes", "config", "data", "detail", "last", "name", "summary", "title")
+
+
+def skeleton_key(shape: PageShape) -> str:
+    """What a page's skeleton is made from, hashed: the shape, the text of :data:`SKELETON_SOURCES` and the versions
+    of Bokeh and Jinja (the skeleton's file in the cache: a change of any of them makes a new one)."""
+    h = hashlib.sha256(repr((shape, version("bokeh"), version("jinja2"))).encode())
+    for name in SKELETON_SOURCES:
+        h.update((_JS.parent / name).read_bytes())
+    return h.hexdigest()[:16]
+
+
 def run_page_skeleton(shape: PageShape) -> str:
-    """:func:`page_skeleton` of a data-free shape, kept for the next page of the same shape (a sweep's points)."""
-    if not shape.data_free:
-        raise ValueError(f"a page of {shape.ranks} ranks draws its heatmap from the run's data")
-    return page_skeleton(shape)
+    """:func:`page_skeleton` of a page without a diagnosis, kept in waitlab's cache (``report-KEY.html``,
+    :func:`skeleton_key`): made with Bokeh the first time, read from the cache after.  A kept file without every slot
+    (edited, or written by other code under the same name) is made again; a cache that cannot be written is only not
+    used."""
+    path = cache_dir() / f"report-{skeleton_key(shape)}.html"
+    try:
+        kept = path.read_text(encoding="utf-8")
+        if sorted(_SLOT.findall(kept)) == sorted(SLOTS):
+            return kept
+    except (OSError, UnicodeDecodeError):
+        pass
+    page = page_skeleton(shape)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(page)
+        os.replace(tmp, path)  # whole or not at all: another process may read it now
+    except OSError:
+        pass
+    return page
 
 
 def fill_page(skeleton: str, slots: dict[str, str]) -> str:
@@ -336,21 +372,27 @@ def fill_page(skeleton: str, slots: dict[str, str]) -> str:
 
 def build_html(meta: dict[str, Any], summary: dict[str, Any], events: pd.DataFrame, waits: pd.DataFrame,
                budget: pd.DataFrame, ledger: pd.DataFrame | None, diagnosis: dict[str, Any] | None = None) -> str:
-    """The page, as text (see the module docstring): its skeleton (kept for a data-free page), then the slots."""
-    shape = page_shape(meta, events, budget)
-    payload = timeline_payload(events, waits, ledger, shape.ranks)
+    """The page, as text (see the module docstring): its skeleton (kept for a page without a diagnosis), then the
+    slots."""
+    n_ranks = _run_ranks(meta, events)
+    shape = page_shape(n_ranks, budget)
+    payload = timeline_payload(events, waits, ledger, n_ranks)
     payload["budget"] = budget_payload(budget)
+    if shape.heatmap:
+        payload["heatmap"] = heatmap_payload(waits, n_ranks)
+    initial = _initial_ranks(n_ranks)
+    name = html.escape(str(meta.get("scenario", "run")))
     config = {
         "colours": {"kinds": KIND_COLOURS, "patterns": PATTERN_COLOURS, "wait": WAIT, "cause": CAUSE,
                     "other": OTHER, "ink": INK},
         "regionColours": {r: SERIES[i % len(SERIES)] for i, r in enumerate(payload["regions"])},
-        "initialRanks": _initial_ranks(shape.ranks), "window": WINDOW,
+        "initialRanks": initial, "window": WINDOW,
     }
-    skeleton = run_page_skeleton(shape) if diagnosis is None and shape.data_free else \
-        page_skeleton(shape, events, waits, diagnosis)
+    skeleton = run_page_skeleton(shape) if diagnosis is None else \
+        page_skeleton(shape, events, waits, diagnosis, n_ranks)
     return fill_page(skeleton, {
-        "summary": _summary(meta, summary, waits), "causes": _causes(ledger), "detail": _detail_note(payload,
-                                                                                                       shape.ranks),
+        "name": name, "title": f"waitlab report: {name}", "last": str(initial[1] - 1),
+        "summary": _summary(meta, summary, waits), "causes": _causes(ledger), "detail": _detail_note(payload, n_ranks),
         "data": json.dumps(payload, sort_keys=True).replace("</", "<\\/"),
         "config": "window.WAITLAB = " + json.dumps(config, sort_keys=True).replace("</", "<\\/") + ";"})
 

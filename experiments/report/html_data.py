@@ -163,17 +163,18 @@ def budget_bins(n_ranks: int) -> int:
 def budget_payload(budget: pd.DataFrame) -> dict[str, Any]:
     """The time budget's bars for the page, whose script fills the figure's ``wl-budget-src`` with ``bars`` (the first
     rank of each bar and each column's mean per rank over the bar's ranks) and sets its height to ``top`` (the
-    highest stack).
+    highest stack) and its bars' width to ``per`` ranks (:func:`budget_bins`).
 
     >>> b = pd.DataFrame({"rank": [0, 1], "compute": [1.0, 2.0], "wait": [0.5, 0.0]})
     >>> budget_payload(b)
-    {'bars': {'rank': [0, 1], 'compute': [1.0, 2.0], 'wait': [0.5, 0.0]}, 'top': 2.0}
+    {'bars': {'rank': [0, 1], 'compute': [1.0, 2.0], 'wait': [0.5, 0.0]}, 'top': 2.0, 'per': 1}
     """
     cols = [c for c in BUDGET_COLUMNS if c in budget]
     per = budget_bins(len(budget))
     grp = budget[cols].groupby(np.arange(len(budget)) // per).mean()
     top = float(grp.clip(lower=0.0).sum(axis=1).max()) if len(grp) else 0.0
-    return {"bars": {"rank": (np.arange(len(grp)) * per).tolist(), **{c: grp[c].tolist() for c in cols}}, "top": top}
+    return {"bars": {"rank": (np.arange(len(grp)) * per).tolist(), **{c: grp[c].tolist() for c in cols}}, "top": top,
+            "per": per}
 
 
 def rank_step_wait(waits: pd.DataFrame, n_ranks: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -191,6 +192,20 @@ def rank_step_wait(waits: pd.DataFrame, n_ranks: int) -> tuple[np.ndarray, np.nd
         z = np.bincount(b * steps.size + s, weights=waits["wait"].to_numpy(np.float64),
                         minlength=n_bins * steps.size).reshape(n_bins, steps.size)
     return z, np.arange(n_bins) * per_bin, steps
+
+
+def heatmap_payload(waits: pd.DataFrame, n_ranks: int) -> dict[str, Any]:
+    """The heatmap's image for the page (:func:`rank_step_wait`): ``z`` packed (float64, row-major: one row per bin of
+    ``per`` ranks, one column per step), its shape, the ranks, and whether column 0 holds the waits outside steps.
+
+    >>> h = heatmap_payload(pd.DataFrame({"rank": [0, 2], "step": [-1, 0], "wait": [1.0, 2.0]}), 3)
+    >>> h["rows"], h["cols"], h["per"], h["outside"], h["high"]
+    (3, 2, 1, True, 2.0)
+    """
+    z, first, steps = rank_step_wait(waits, n_ranks)
+    return {"z": _pack(np.ascontiguousarray(z, np.float64).ravel()), "rows": int(z.shape[0]), "cols": int(z.shape[1]),
+            "per": int(first[1] - first[0]) if first.size > 1 else 1, "ranks": n_ranks,
+            "outside": bool(steps.size and steps[0] < 0), "high": float(z.max()) if z.size else 0.0}
 
 
 #: Point-to-point operations that send a message (their ``peer`` is the destination, ``bytes`` its size).

@@ -19,7 +19,7 @@ from bokeh.palettes import Greys256
 from bokeh.plotting import figure
 from bokeh.transform import dodge
 
-from waitlab.experiments.report.html_data import budget_bins, comm_matrix, rank_step_wait
+from waitlab.experiments.report.html_data import comm_matrix
 from waitlab.experiments.report.palette import (
     CAUSE,
     HEAT,
@@ -40,38 +40,34 @@ MATRIX_MAX_RANKS = 64
 WIDTH = 1100
 
 
-def budget_figure(columns: Sequence[str], n_ranks: int) -> Any:
-    """Stacked bars of ``columns`` (of compute, perturbation, communication, wait and idle) per rank (bins beyond 256
-    ranks), empty: the page fills ``wl-budget-src`` and sets the height of the y range
-    (:func:`~waitlab.experiments.report.html_data.budget_payload`); its ranges are set, not computed from data that
-    is not there yet."""
-    per = budget_bins(n_ranks)
-    bars = -(-n_ranks // per)
-    src = ColumnDataSource({"rank": [], **{c: [] for c in columns}}, name="wl-budget-src")
+def budget_figure(columns: Sequence[str]) -> Any:
+    """Stacked bars of ``columns`` (of compute, perturbation, communication, wait and idle) per rank (or per bin of
+    ranks beyond 256 ranks), empty: the page fills ``wl-budget-src`` (its column ``w`` the bars' width) and sets the
+    ranges and the x axis's label (:func:`~waitlab.experiments.report.html_data.budget_payload`)."""
+    src = ColumnDataSource({"rank": [], "w": [], **{c: [] for c in columns}}, name="wl-budget-src")
     colours = {"compute": KIND_COLOURS["compute"], "perturbation": KIND_COLOURS["noise"],
                "communication": KIND_COLOURS["mpi"], "wait": WAIT, "idle": OTHER}
-    xl = "rank" if per == 1 else f"first rank of a bin of {per} ranks (mean per rank)"
-    p = figure(title="Time budget per rank", width=WIDTH, height=300, x_axis_label=xl, y_axis_label="seconds (s)",
+    p = figure(title="Time budget per rank", width=WIDTH, height=300, x_axis_label="rank", y_axis_label="seconds (s)",
                tools="xpan,xwheel_zoom,box_zoom,reset,hover", tooltips="rank @rank: $name @$name{0.0000} s",
-               x_range=Range1d(start=-0.6 * per, end=(bars - 0.4) * per), y_range=Range1d(start=0.0, end=1.0))
-    p.vbar_stack(list(columns), x="rank", width=0.8 * per, source=src, color=[colours[c] for c in columns],
+               x_range=Range1d(start=-0.6, end=0.6), y_range=Range1d(start=0.0, end=1.0))
+    p.vbar_stack(list(columns), x="rank", width="w", source=src, color=[colours[c] for c in columns],
                  legend_label=list(columns))
     p.legend.click_policy = "hide"
     p.add_layout(p.legend[0], "right")
     return p
 
 
-def heatmap_figure(waits: pd.DataFrame, n_ranks: int) -> Any:
-    """Wait per (rank, step); a click shows that rank's window in the timeline."""
-    z, first, steps = rank_step_wait(waits, n_ranks)
-    per = int(first[1] - first[0]) if first.size > 1 else 1
-    mapper = LinearColorMapper(palette=list(HEAT),
-                               low=0.0, high=float(z.max()) if z.size and z.max() > 0 else 1.0)
+def heatmap_figure() -> Any:
+    """Wait per (rank, step), empty: the page fills ``wl-heat-src`` (one image), the colour mapper's top
+    (``wl-heat-colours``), the ranges and the x axis's label
+    (:func:`~waitlab.experiments.report.html_data.heatmap_payload`); a click shows that rank's window in the
+    timeline."""
+    src = ColumnDataSource({k: [] for k in ("image", "x", "y", "dw", "dh")}, name="wl-heat-src")
+    mapper = LinearColorMapper(palette=list(HEAT), low=0.0, high=1.0, name="wl-heat-colours")
     p = figure(title="Wait per rank and BSP step (click a cell: its ranks in the timeline below)", width=WIDTH,
-               height=380, x_axis_label="BSP step (column 0: outside steps)" if steps.size and steps[0] < 0
-               else "BSP step", y_axis_label="rank", tools="pan,wheel_zoom,box_zoom,reset,tap",
-               x_range=Range1d(start=-0.5, end=max(steps.size, 1) - 0.5), y_range=Range1d(start=n_ranks, end=0))
-    p.image(image=[z], x=-0.5, y=0, dw=max(steps.size, 1), dh=z.shape[0] * per, color_mapper=mapper)  # type: ignore[call-arg]
+               height=380, x_axis_label="BSP step", y_axis_label="rank", tools="pan,wheel_zoom,box_zoom,reset,tap",
+               x_range=Range1d(start=-0.5, end=0.5), y_range=Range1d(start=1, end=0))
+    p.image(image="image", x="x", y="y", dw="dw", dh="dh", source=src, color_mapper=mapper)  # type: ignore[call-arg]
     p.add_tools(HoverTool(tooltips=[("rank", "$y{0}"), ("step column", "$x{0}"), ("wait (s)", "@image{0.0000}")]))
     p.js_on_event("tap", CustomJS(code="window.WAITLAB.showRanks(Math.max(0, Math.floor(cb_obj.y) - "
                                        "window.WAITLAB.window / 2));"))

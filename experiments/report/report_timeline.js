@@ -2,8 +2,8 @@
 // Why JavaScript: a figure written from Python repeats one hover text per event (10 MB for 100,000
 // events); the packed columns are 24 bytes per event before gzip (see html_data.py).  Bokeh draws,
 // zooms and pans; this file decodes the columns and fills the timeline's data sources (wl-seg, wl-msg),
-// and the time budget's (wl-budget-src): the page's Bokeh part holds no data of the run, so that
-// `waitlab run` builds it while SMPI runs (html.py).
+// the time budget's (wl-budget-src) and the heatmap's (wl-heat-src): the page's Bokeh part holds no data of the
+// run, so that one kept skeleton serves every run page of its shape (html.py).
 (function () {
   "use strict";
   const W = window.WAITLAB;
@@ -55,9 +55,25 @@
   async function start() {
     const budget = model("wl-budget-src"), budgetFig = model("wl-budget");  // the time budget's bars
     if (budget && budgetFig && D.budget) {
-      budget.data = D.budget.bars;
+      const per = D.budget.per, bars = D.budget.bars.rank.length;
+      budget.data = Object.assign({w: D.budget.bars.rank.map(() => 0.8 * per)}, D.budget.bars);
       const yr = budgetFig.y_range, top = D.budget.top > 0 ? D.budget.top * 1.05 : 1;
       yr.start = yr.reset_start = 0; yr.end = yr.reset_end = top;
+      const xr = budgetFig.x_range;
+      xr.start = xr.reset_start = -0.6 * per; xr.end = xr.reset_end = (Math.max(bars, 1) - 0.4) * per;
+      if (per > 1) budgetFig.below[0].axis_label = "first rank of a bin of " + per + " ranks (mean per rank)";
+    }
+    const heat = model("wl-heat-src"), heatFig = model("wl-heatmap"), H = D.heatmap;  // wait per rank and step
+    if (heat && heatFig && H) {
+      const {ndarray} = window.Bokeh.require("core/util/ndarray");  // an image is a 2-D array of BokehJS's own
+      const cols = Math.max(H.cols, 1);
+      const z = H.cols ? await unpack(H.z, Float64Array) : new Float64Array(H.rows);
+      heat.data = {image: [ndarray(z, {shape: [H.rows, cols]})], x: [-0.5], y: [0], dw: [cols], dh: [H.rows * H.per]};
+      model("wl-heat-colours").high = H.high > 0 ? H.high : 1;
+      const xr = heatFig.x_range, yr = heatFig.y_range;
+      xr.start = xr.reset_start = -0.5; xr.end = xr.reset_end = cols - 0.5;
+      yr.start = yr.reset_start = H.ranks; yr.end = yr.reset_end = 0;
+      if (H.outside) heatFig.below[0].axis_label = "BSP step (column 0: outside steps)";
     }
     const c = await decoded;
     const tDecoded = performance.now();
