@@ -7,14 +7,37 @@ distributions, five fresh processes), before a run's SMPI stage can start.  The 
 plugin, so it sets pydantic's documented switch ``PYDANTIC_DISABLE_PLUGINS=__all__`` when the variable is unset
 (set it to an empty string to keep a plugin, such as an observability one).  ``import waitlab`` in a user's program
 leaves the environment alone.
+
+A command that returns ends the process without the interpreter's teardown: the exit handlers run (``atexit``,
+logging's flush), the output is flushed, then ``os._exit``.  The teardown frees every module and object one by one:
+0.20-0.22 s after a ping-pong program's run (pandas and pyarrow alone 0.11 s), a sixth of that command's time, for
+memory the operating system takes back whole.  An exception or ``SystemExit`` (``--help``, a usage error) leaves
+as usual.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+import sys
 
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")  # before waitlab.cli imports pydantic
 
-from waitlab.cli import main  # after the environment above
+from waitlab import cli  # after the environment above
 
 __all__ = ["main"]
+
+
+def main() -> int:
+    """The command: :func:`waitlab.cli.main`, then the exit described above (returns only if the output cannot be
+    flushed, to let the interpreter report it)."""
+    code = cli.main()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except OSError:  # a closed pipe (`waitlab ... | head`): the interpreter's usual account of it
+        return code
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
