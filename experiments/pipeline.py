@@ -9,7 +9,7 @@ operations, the measured run with the noise's speed profiles, the noise that
 delayed work booked into the ledger, condition C and the wait distortion.
 
 The part up to the end of an SMPI stage (:func:`prepare`, the stage itself) is :mod:`waitlab.experiments.stage`,
-which imports no pandas: ``waitlab run`` imports this module while its first stage runs.
+which imports no pandas: ``waitlab run`` prepares a scenario (and estimates it) before importing this module.
 """
 
 from __future__ import annotations

@@ -138,8 +138,9 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, force
     refused when it will not fit this machine, unless ``check_resources=False``.
     ``smpi_progress`` receives the progress of each SMPI stage at most once per second (a replay's actions, a real
     program's recorded calls: :class:`waitlab.simulator.progress.Progress`, then ``None`` when it ends); it changes no
-    result.  The pipeline's end, the results writer and the pictures' libraries are imported after the SMPI
-    stage, when first used (:mod:`waitlab.lazy`).
+    result.  The pipeline (with pandas and pyarrow) is imported once the scenario is prepared and estimated, the
+    results writer after the SMPI stage, and the pictures' libraries only when a picture is drawn
+    (:mod:`waitlab.lazy`).
     """
     if smpi_progress is not None:
         with reporting(smpi_progress):
