@@ -15,6 +15,7 @@ import hashlib
 import json
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +31,7 @@ from waitlab.experiments.report.perturbation_report import buffer_timeline, json
 from waitlab.experiments.run_folder import PICTURE_MODULES, verify_folder
 from waitlab.experiments.scenario import Scenario, from_mapping, read_toml
 from waitlab.lazy import Deferred
-from waitlab.models.analysis.metrics import ledger_frame
+from waitlab.models.analysis.metrics import ledger_frame, ledger_table
 from waitlab.models.analysis.summary import placement_text, rank_budget
 from waitlab.models.analysis.timeline_check import impossible_line
 from waitlab.models.ops import CAUSE_KINDS, Ledger, OpTable
@@ -196,7 +197,6 @@ class LoadedRun:
 
     folder: Path
     scenario: Scenario
-    ops: OpTable
     events: pd.DataFrame
     waits: pd.DataFrame
     metadata: dict[str, Any]
@@ -208,9 +208,19 @@ class LoadedRun:
     def perturbed(self) -> bool:
         return (self.folder / "perturbation.json").is_file()
 
+    @cached_property
+    def ops(self) -> OpTable:
+        """The operations the run replayed, with the cause ledger: read when first used (the ground truth needs
+        them, the models and ``diagnose --no-truth`` do not; 9 M operations take 0.6 GB)."""
+        return read_ops(self.folder / "ops.parquet")
+
     def ledger(self) -> pd.DataFrame:
-        """The cause ledger (rank, region, step, seconds, kind)."""
-        return ledger_frame(self.ops)
+        """The cause ledger (rank, region, step, seconds, kind), without reading the operations."""
+        if "ops" in self.__dict__:
+            return ledger_frame(self.ops)
+        path = self.folder / "ops.parquet"
+        names = _ops_meta(path, _parquet_schema(path, "operation table"))[1]
+        return ledger_table(read_ledger(self.folder / "ledger.parquet", names), names)
 
     def _repr_html_(self) -> str:
         return loaded_html(self)
@@ -224,20 +234,53 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _read_parquet(path: Path, what: str) -> pd.DataFrame:
+def _parquet_schema(path: Path, what: str = "") -> pa.Schema:
+    """The schema of a results folder's table (its footer only), refused in one line when the file is missing,
+    is no Parquet file or lacks a column it must have."""
     if not path.is_file():
-        raise InputError(str(path), "(file)", "is missing", f"the results folder needs its {what}; re-run "
-                         "`waitlab run` to rewrite it")
+        raise InputError(str(path), "(file)", "is missing", f"the results folder needs its {what or path.name}; "
+                         "re-run `waitlab run` to rewrite it")
+    try:
+        schema = pq.read_schema(path)
+    except Exception as exc:  # pyarrow raises many kinds for truncated or foreign files
+        raise InputError(str(path), "(file)", f"cannot be read as Parquet ({type(exc).__name__}: {exc})",
+                         "the file is damaged; re-run `waitlab run` to rewrite it") from None
+    missing = [c for c in REQUIRED_COLUMNS.get(path.name, ()) if c not in schema.names]
+    if missing:
+        raise InputError(str(path), f"column {missing[0]}", "is missing", "the file is damaged or not waitlab's; "
+                         "re-run `waitlab run` to rewrite the folder")
+    return schema
+
+
+def _read_parquet(path: Path, what: str) -> pd.DataFrame:
+    _parquet_schema(path, what)
     try:
         df, _ = read_table(path)
     except Exception as exc:  # pyarrow raises many kinds for truncated or foreign files
         raise InputError(str(path), "(file)", f"cannot be read as Parquet ({type(exc).__name__}: {exc})",
                          "the file is damaged; re-run `waitlab run` to rewrite it") from None
-    missing = [c for c in REQUIRED_COLUMNS.get(path.name, ()) if c not in df.columns]
-    if missing:
-        raise InputError(str(path), f"column {missing[0]}", "is missing", "the file is damaged or not waitlab's; "
-                         "re-run `waitlab run` to rewrite the folder")
     return df
+
+
+def _ops_meta(path: Path, schema: pa.Schema) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The waitlab metadata of ``ops.parquet`` and its names (region names of the operations and the ledger)."""
+    try:
+        meta = json.loads((schema.metadata or {})[b"waitlab"])
+        return meta, tuple(str(n) for n in meta["names"])
+    except Exception as exc:
+        raise InputError(str(path), "(file)", f"is not an operation table ({type(exc).__name__}: {exc})",
+                         "re-run `waitlab run` to rewrite the folder") from None
+
+
+def read_ledger(path: Path, names: tuple[str, ...]) -> Ledger:
+    """The cause ledger of ``ledger.parquet``; ``names``: the operation table's names its regions index."""
+    led = _read_parquet(path, "cause ledger")
+    lookup = {n: i for i, n in enumerate(names)}
+    reg, kinds = led["region"].astype("category"), led["kind"].astype("category")  # one look-up per name
+    region = np.array([lookup.get(str(r), -1) for r in reg.cat.categories] + [-1], np.int32)[reg.cat.codes]
+    kind = np.array([CAUSE_KINDS.index(str(k)) for k in kinds.cat.categories] + [-1], np.int8)[kinds.cat.codes]
+    return Ledger(rank=led["rank"].to_numpy(np.int32), region=region, step=led["step"].to_numpy(np.int32),
+                  seconds=led["seconds"].to_numpy(np.float64), kind=kind)
 
 
 def read_ops(path: Path) -> OpTable:
@@ -246,20 +289,13 @@ def read_ops(path: Path) -> OpTable:
         raise InputError(str(path), "(file)", "is missing", "re-run `waitlab run` to rewrite the folder")
     try:
         table = pq.read_table(path)
-        meta = json.loads(table.schema.metadata[b"waitlab"])
         cols = {c: table.column(c).to_numpy() if c in table.column_names else np.zeros(table.num_rows, np.int32)
                 for c in OpTable.COLUMNS}  # folders written before the comm column: MPI_COMM_WORLD
     except Exception as exc:
         raise InputError(str(path), "(file)", f"is not an operation table ({type(exc).__name__}: {exc})",
                          "re-run `waitlab run` to rewrite the folder") from None
-    names = tuple(meta["names"])
-    led = _read_parquet(path.parent / "ledger.parquet", "cause ledger")
-    lookup = {n: i for i, n in enumerate(names)}
-    reg, kinds = led["region"].astype("category"), led["kind"].astype("category")  # one look-up per name
-    region = np.array([lookup.get(str(r), -1) for r in reg.cat.categories] + [-1], np.int32)[reg.cat.codes]
-    kind = np.array([CAUSE_KINDS.index(str(k)) for k in kinds.cat.categories] + [-1], np.int8)[kinds.cat.codes]
-    ledger = Ledger(rank=led["rank"].to_numpy(np.int32), region=region, step=led["step"].to_numpy(np.int32),
-                    seconds=led["seconds"].to_numpy(np.float64), kind=kind)
+    meta, names = _ops_meta(path, table.schema)
+    ledger = read_ledger(path.parent / "ledger.parquet", names)
     dtypes = {"rank": np.int32, "seq": np.int32, "code": np.int8, "step": np.int32, "name": np.int32,
               "value": np.float64, "value2": np.float64, "peer": np.int32, "tag": np.int32, "cause": np.int64,
               "excess": np.float64, "comm": np.int32}
@@ -295,14 +331,16 @@ def load_run(folder: str | Path, trust_edited: bool = False) -> LoadedRun:
     if not scenario_path.is_file():
         raise InputError(str(scenario_path), "(file)", "is missing", "re-run `waitlab run` to rewrite the folder")
     scenario = from_mapping(read_toml(scenario_path), str(scenario_path))
-    ops = read_ops(folder / "ops.parquet")
+    ops_path = folder / "ops.parquet"  # the operations are read when first used (LoadedRun.ops); checked here
+    _ops_meta(ops_path, _parquet_schema(ops_path, "operation table"))
+    _parquet_schema(folder / "ledger.parquet", "cause ledger")
     events = _read_parquet(folder / "events.parquet", "event table")
     waits = _read_parquet(folder / "waits.parquet", "wait states")
     # last: a damaged file gets its own error first; a valid but edited one this one
     edited = verify_folder(folder, trust_edited)
     if edited:
         meta[EDITED_KEY] = edited
-    return LoadedRun(folder, scenario, ops, events, waits, meta, edited)
+    return LoadedRun(folder, scenario, events, waits, meta, edited)
 
 
 def events_digest(events: pd.DataFrame) -> str:

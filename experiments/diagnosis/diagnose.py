@@ -96,7 +96,14 @@ def run_models(events: pd.DataFrame, waits: pd.DataFrame, *, threshold: float = 
     ``tie_relative`` > 0 switches the relative tie rule on in the built-in models that split ties (CWP-DM,
     H-CWP-DM; :mod:`waitlab.models.analysis.ties`).
     """
-    run = RunData(events, waits, placement)
+    return _run_models(RunData(events, waits, placement), threshold=threshold, focus_share=focus_share,
+                       memory=memory, models=models, errors=errors, model_timeout=model_timeout,
+                       tie_relative=tie_relative)
+
+
+def _run_models(run: RunData, *, threshold: float, focus_share: float, memory: bool,
+                models: Sequence[ModelLike] | None, errors: dict[str, str] | None, model_timeout: float,
+                tie_relative: float) -> list[ModelRun]:
     specs = resolve_all(list(models) if models is not None else list(DEFAULT_DIAGNOSE), timeout=model_timeout)
     out = []
     for spec in specs:
@@ -248,17 +255,18 @@ def diagnose(events: pd.DataFrame, waits: pd.DataFrame, *, scenario: Scenario | 
                          "e.g. --tie-relative 0.01 (culprits within 1% of the wait share it)")
     baseline = wait_metrics(events, waits)
     errors: dict[str, str] = {}
-    run_list = run_models(events, waits, threshold=threshold, focus_share=focus_share, memory=memory,
-                          models=models, placement=placement, errors=errors, model_timeout=model_timeout,
-                          tie_relative=tie_relative)
+    run = RunData(events, waits, placement)  # what the built-in models derive from the events is made once
+    run_list = _run_models(run, threshold=threshold, focus_share=focus_share, memory=memory, models=models,
+                           errors=errors, model_timeout=model_timeout, tie_relative=tie_relative)
     diag = Diagnosis(scenario=scenario, metadata=dict(metadata or {}), baseline=baseline, models=run_list,
                      truth=None, events=events, waits=waits, errors=errors)
     diag.notes += list(errors.values())
     impossible = impossible_line(impossible_collectives(events))
     if impossible:
         diag.notes.append(impossible)
-    ties = tie_counts(events, waits)
-    near = near_equal_waits(events, waits, NEAR_FRACTION, TIE_TOLERANCE, tie_relative)
+    ties = tie_counts(events, waits, candidates=run.ties)  # the hidden operations are no candidates: the same
+    near = near_equal_waits(events, waits, NEAR_FRACTION, TIE_TOLERANCE, tie_relative, run.ties)
+    del run
     near_seconds = float(waits["wait"].to_numpy()[near].sum()) if len(waits) else 0.0
     total_wait = float(waits["wait"].sum()) if len(waits) else 0.0
     near_share = near_seconds / total_wait if total_wait > 0 else 0.0
@@ -323,12 +331,13 @@ def diagnose(events: pd.DataFrame, waits: pd.DataFrame, *, scenario: Scenario | 
 
 @dataclass(frozen=True)
 class Source:
-    """What a diagnosis reads: the run's tables, its scenario and operations, and its noise profiles."""
+    """What a diagnosis reads: the run's tables, its scenario and operations, and its noise profiles (the last two
+    None for a results folder read without the ground truth, which alone needs them)."""
 
     events: pd.DataFrame
     waits: pd.DataFrame
     scenario: Scenario
-    ops: OpTable
+    ops: OpTable | None
     metadata: dict[str, Any]
     speed_profiles: Mapping[str, str] | None = None
     placement: pd.DataFrame | None = None
@@ -342,20 +351,23 @@ def noise_profiles(scenario: Scenario, horizon: float | None) -> Mapping[str, st
     return noise_for(prep, float(horizon)).speed_profiles or None
 
 
-def _run_source(run: LoadedRun) -> Source:
+def _run_source(run: LoadedRun, truth: bool) -> Source:
     placement = pd.read_csv(run.folder / "placement.csv") if (run.folder / "placement.csv").is_file() else None
+    if not truth:  # the operations (0.6 GB at 9 M) and the noise profiles are the ground truth's
+        return Source(run.events, run.waits, run.scenario, None, dict(run.metadata), None, placement)
     return Source(run.events, run.waits, run.scenario, run.ops, dict(run.metadata),
                   noise_profiles(run.scenario, run.metadata.get("noise_horizon")), placement)
 
 
-def load_source(path: Path | LoadedRun, trust_edited: bool = False) -> Source:
+def load_source(path: Path | LoadedRun, trust_edited: bool = False, truth: bool = True) -> Source:
     """A results folder of ``waitlab run`` (read back, nothing re-simulated; checked against its integrity record
-    unless ``trust_edited``; or already read back) or a scenario TOML (run now)."""
+    unless ``trust_edited``; or already read back) or a scenario TOML (run now).  Without ``truth`` a results
+    folder's operations and noise profiles are not read (``Source.ops`` and ``speed_profiles`` are None)."""
     if isinstance(path, LoadedRun):
-        return _run_source(path)
+        return _run_source(path, truth)
     path = Path(path)
     if path.is_dir():
-        return _run_source(load_run(path, trust_edited))
+        return _run_source(load_run(path, trust_edited), truth)
     if path.suffix == ".toml":
         scenario = load_scenario(path)
         r = run_pipeline(scenario)
@@ -368,7 +380,7 @@ def load_source(path: Path | LoadedRun, trust_edited: bool = False) -> Source:
 
 def diagnose_path(path: Path | LoadedRun, trust_edited: bool = False, **kwargs: Any) -> Diagnosis:
     """:func:`diagnose` of a results folder (or a run read back from one) or scenario TOML."""
-    src = load_source(path, trust_edited)
+    src = load_source(path, trust_edited, bool(kwargs.get("truth", True)))
     diag = diagnose(src.events, src.waits, scenario=src.scenario, ops=src.ops, metadata=src.metadata,
                     speed_profiles=src.speed_profiles, placement=src.placement, **kwargs)
     diag.metadata.setdefault("source", str(path.folder if isinstance(path, LoadedRun) else path))

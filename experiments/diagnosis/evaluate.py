@@ -266,8 +266,10 @@ def evaluate_case(case: Case, specs: Sequence[ModelSpec], cache: Path, settings:
     simulated, notes = 0, []
     if todo:
         src = load_source(folder if folder is not None else run_folder(cache, case.scenario))
+        ops = src.ops
+        assert ops is not None  # read with the truth (load_source's default)
         run = RunData(src.events, src.waits, src.placement)  # what a trace holds: the ledger is the scorer's
-        ledger = ledger_frame(src.ops)
+        ledger = ledger_frame(ops)
         runs: dict[str, ModelRun] = {}
         for spec in todo:
             try:
@@ -275,7 +277,7 @@ def evaluate_case(case: Case, specs: Sequence[ModelSpec], cache: Path, settings:
             except ModelFailure as exc:
                 rows[spec.key] = {"error": str(exc), "seconds": math.nan, **dict.fromkeys(SCORES, math.nan)}
                 notes.append(f"{case.name}: {exc}")
-        tc = tie_counts(src.events, src.waits)  # waits split between tied culprits (TIE_TOLERANCE)
+        tc = tie_counts(src.events, src.waits, candidates=run.ties)  # waits split between tied culprits (TIE_TOLERANCE)
         cands = top_candidates(ledger, settings.n_candidates)
         ties = {members: "tie:" + "+".join(f"{r}:{g}" for r, g in members) for members in tie_sets(ledger, cands)}
         pos = (ledger["seconds"] > 0).to_numpy()
@@ -286,7 +288,7 @@ def evaluate_case(case: Case, specs: Sequence[ModelSpec], cache: Path, settings:
         cul = {k: [str(c) for c in culprits(by_region(r.blame()), share=settings.culprit_share)]
                for k, r in runs.items()}
         extra += [region_set(ledger, c, f"balance:{k}") for k, c in cul.items() if c]
-        gt = ground_truth(case.scenario, src.ops, wait_metrics(src.events, src.waits), candidates=[],
+        gt = ground_truth(case.scenario, ops, wait_metrics(src.events, src.waits), candidates=[],
                           n_candidates=settings.n_candidates, extra_sets=extra, executor=executor,
                           cache_dir=cache / "counterfactuals", use_cache=use_cache, progress=progress,
                           speed_profiles=src.speed_profiles)

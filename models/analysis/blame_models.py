@@ -55,7 +55,7 @@ def focus_ops(waits: pd.DataFrame, share: float = 0.9) -> list[str]:
 
 def cwpdm_detail(run: RunData, *, tie_relative: float = 0.0, **_: Any) -> CwpdmResult:
     """CWP-DM's own result on ``run`` (``tie_relative``: the relative tie rule, see ``ties``)."""
-    return cwpdm(run.events, run.waits, tie_relative=tie_relative)
+    return cwpdm(run.events, run.waits, tie_relative=tie_relative, index=run.index)
 
 
 def cwpdm_frame(res: CwpdmResult) -> pd.DataFrame:
@@ -78,8 +78,8 @@ def hcwpdm_earliest_detail(run: RunData, *, threshold: float = DEFAULT_THRESHOLD
     focus = focus_ops(run.waits, focus_share)
     w = run.waits
     focused = w[w["op"].astype(str).isin(focus)] if len(w) else w
-    return hcwpdm(run.events, focused, threshold=threshold, pairing="earliest", callpaths=run.callpaths,
-                  tie_relative=tie_relative)
+    return hcwpdm(run.events, focused, threshold=threshold, pairing="earliest", tie_relative=tie_relative,
+                  index=run.index)
 
 
 def hcwpdm_frame(res: HcwpdmResult, focus: list[str] | None = None) -> pd.DataFrame:
@@ -96,8 +96,8 @@ def hcwpdm_earliest_model(run: RunData, **options: Any) -> pd.DataFrame:
 def hcwpdm_each_detail(run: RunData, *, threshold: float = DEFAULT_THRESHOLD, tie_relative: float = 0.0,
                        **_: Any) -> HcwpdmResult:
     """H-CWP-DM pairing every waiting rank, over every wait."""
-    return hcwpdm(run.events, run.waits, threshold=threshold, pairing="each", callpaths=run.callpaths,
-                  tie_relative=tie_relative)
+    return hcwpdm(run.events, run.waits, threshold=threshold, pairing="each", tie_relative=tie_relative,
+                  index=run.index)
 
 
 def hcwpdm_each_model(run: RunData, **options: Any) -> pd.DataFrame:

@@ -55,7 +55,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from waitlab.models.analysis.callpaths import group_codes
-from waitlab.models.analysis.syncpoints import SyncPoints, sync_points, wait_table
+from waitlab.models.analysis.syncpoints import EventIndex, SyncPoints, sync_points, wait_table
 from waitlab.models.analysis.waitstates import PATTERNS
 
 
@@ -108,7 +108,7 @@ class CwpdmResult:
 
 
 def cwpdm(events: pd.DataFrame, waits: pd.DataFrame, *, sync: SyncPoints | None = None,
-          tie_relative: float = 0.0) -> CwpdmResult:
+          tie_relative: float = 0.0, index: EventIndex | None = None) -> CwpdmResult:
     """Run CWP-DM on an event table and its wait states.
 
     Parameters
@@ -121,12 +121,15 @@ def cwpdm(events: pd.DataFrame, waits: pd.DataFrame, *, sync: SyncPoints | None 
     tie_relative : float
         The relative tie rule (:mod:`~waitlab.models.analysis.ties`): culprits within this fraction of a wait of
         its latest culprit share it (0: off, the default).
+    index : EventIndex, optional
+        :func:`~waitlab.models.analysis.syncpoints.event_index` of ``events``, when already built.
 
     Returns
     -------
     CwpdmResult
     """
-    sp = sync if sync is not None else sync_points(events, waits, split_ties=True, tie_relative=tie_relative)
+    sp = sync if sync is not None else sync_points(events, waits, split_ties=True, tie_relative=tie_relative,
+                                                   index=index)
     if (sp.q_interval < 0).any():
         raise ValueError("cwpdm needs the synchronization intervals of every wait state (sync_points without select)")
     n = len(sp)

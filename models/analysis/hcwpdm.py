@@ -44,7 +44,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from waitlab.models.analysis.callpaths import CallPaths, call_paths, group_codes, pattern_codes
-from waitlab.models.analysis.syncpoints import _P2P_TABLE, sync_points, wait_table
+from waitlab.models.analysis.syncpoints import _P2P_TABLE, EventIndex, sync_points, wait_table
 
 Pairing = Literal["earliest", "each"]
 PAIRINGS: tuple[str, ...] = ("earliest", "each")
@@ -135,8 +135,8 @@ def hotspot_mask(total_time: npt.NDArray[np.float64], threshold: float) -> npt.N
 
 
 def hcwpdm(events: pd.DataFrame, waits: pd.DataFrame, *, threshold: float = DEFAULT_THRESHOLD,
-           pairing: Pairing = "earliest", callpaths: CallPaths | None = None, tie_relative: float = 0.0
-           ) -> HcwpdmResult:
+           pairing: Pairing = "earliest", callpaths: CallPaths | None = None, tie_relative: float = 0.0,
+           index: EventIndex | None = None) -> HcwpdmResult:
     """Run H-CWP-DM on an event table and its wait states.
 
     Parameters
@@ -150,6 +150,9 @@ def hcwpdm(events: pd.DataFrame, waits: pd.DataFrame, *, threshold: float = DEFA
         Precomputed :func:`~waitlab.models.analysis.syncpoints.call_paths`.
     tie_relative : float
         The relative tie rule (:mod:`~waitlab.models.analysis.ties`; 0: off, the default).
+    index : EventIndex, optional
+        :func:`~waitlab.models.analysis.syncpoints.event_index` of ``events``, when already built (its call paths
+        replace ``callpaths``).
 
     Returns
     -------
@@ -157,10 +160,10 @@ def hcwpdm(events: pd.DataFrame, waits: pd.DataFrame, *, threshold: float = DEFA
     """
     if not 0 <= threshold < 1:
         raise ValueError(f"threshold must be in [0, 1), got {threshold!r}")
-    cps = callpaths if callpaths is not None else call_paths(events)
+    cps = index.callpaths if index is not None else callpaths if callpaths is not None else call_paths(events)
     select = considered_waits(events, waits, pairing)
     sp = sync_points(events, waits, select, callpaths=cps, split_ties=True,  # tied culprits: equal shares
-                     tie_relative=tie_relative)
+                     tie_relative=tie_relative, index=index)
     sel = select[sp.index]
     rows = np.flatnonzero(sel)
     n = len(sp)

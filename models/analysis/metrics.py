@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -10,7 +10,7 @@ import pandas as pd
 
 from waitlab.models.analysis.callpaths import pattern_codes
 from waitlab.models.analysis.waitstates import PATTERNS
-from waitlab.models.ops import CAUSE_KINDS, OpTable
+from waitlab.models.ops import CAUSE_KINDS, Ledger, OpTable
 
 #: Wait metrics recorded for every run (see :func:`wait_metrics`).
 METRICS = ("total_wait", "makespan", "considered_wait", "collective_max_wait")
@@ -71,10 +71,14 @@ def metric_value(metrics: Mapping[str, Any], metric: str) -> float:
 
 def ledger_frame(ops: OpTable) -> pd.DataFrame:
     """The cause ledger of ``ops`` as a table (``rank, region, step, seconds, kind``); ``(top level)`` = no region."""
-    led = ops.ledger
-    names = np.array([*ops.names, "(top level)"], dtype=object)  # outside regions: "(top level)", as the models say
+    return ledger_table(ops.ledger, ops.names)
+
+
+def ledger_table(led: Ledger, region_names: Sequence[str]) -> pd.DataFrame:
+    """:func:`ledger_frame` of a ledger whose ``region`` indexes ``region_names`` (an operation table's names)."""
+    names = np.array([*region_names, "(top level)"], dtype=object)  # outside regions: "(top level)", as models say
     return pd.DataFrame({
-        "rank": led.rank.astype(int), "region": names[np.where(led.region >= 0, led.region, len(ops.names))],
+        "rank": led.rank.astype(int), "region": names[np.where(led.region >= 0, led.region, len(region_names))],
         "step": led.step.astype(int), "seconds": led.seconds,
         "kind": np.array(CAUSE_KINDS, dtype=object)[led.kind] if len(led) else np.array([], dtype=object),
     })  # fmt: skip

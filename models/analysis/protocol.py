@@ -47,6 +47,8 @@ import numpy as np
 import pandas as pd
 
 from waitlab.models.analysis.callpaths import CallPaths, call_paths
+from waitlab.models.analysis.syncpoints import EventIndex, event_index
+from waitlab.models.analysis.ties import TieCandidates, tie_candidates
 
 #: Columns every model output must have.
 REQUIRED_COLUMNS = ("rank", "region", "seconds")
@@ -135,6 +137,18 @@ class RunData:
     def callpaths(self) -> CallPaths:
         """Call paths of the event table (computed once, shared by the models)."""
         return call_paths(self.events)
+
+    @cached_property
+    def index(self) -> EventIndex:
+        """What the synchronization points derive from the event table alone (built once, shared by the
+        built-in models: :func:`~waitlab.models.analysis.syncpoints.event_index`)."""
+        return event_index(self.events, self.callpaths, self.ties)
+
+    @cached_property
+    def ties(self) -> TieCandidates:
+        """The events that can be tied culprits (:func:`~waitlab.models.analysis.ties.tie_candidates`; built
+        once)."""
+        return tie_candidates(self.events)
 
     @property
     def regions(self) -> list[str]:

@@ -61,7 +61,7 @@ from waitlab.models.analysis.callpaths import (
     pattern_codes,
     unique_inverse,
 )
-from waitlab.models.analysis.ties import TIE_TOLERANCE, split_culprits
+from waitlab.models.analysis.ties import TIE_TOLERANCE, TieCandidates, split_culprits, tie_candidates
 from waitlab.models.analysis.waitstates import PATTERNS
 from waitlab.models.vocabulary import COLLECTIVE_ACTIONS, P2P_ACTIONS
 
@@ -121,6 +121,24 @@ class Delimiters:
             ok = (j >= 0) & (self.rank[self.coll_rows[jc]] == x)
             out = np.where(ok, np.maximum(out, self.coll_rows[jc]), out)
         return out
+
+
+@dataclass(frozen=True)
+class EventIndex:
+    """What :func:`sync_points` derives from the event table alone (call paths, delimiters, tie candidates):
+    built once by :func:`event_index` and shared by the models run on one table."""
+
+    callpaths: CallPaths
+    delimiters: Delimiters
+    ties: TieCandidates
+
+
+def event_index(events: pd.DataFrame, callpaths: CallPaths | None = None,
+                ties: TieCandidates | None = None) -> EventIndex:
+    """The :class:`EventIndex` of an event table (``callpaths``, ``ties``: its :func:`call_paths` and
+    :func:`~waitlab.models.analysis.ties.tie_candidates`, when already made)."""
+    return EventIndex(callpaths if callpaths is not None else call_paths(events), Delimiters.build(events),
+                      ties if ties is not None else tie_candidates(events))
 
 
 @dataclass(frozen=True)
@@ -218,7 +236,7 @@ def _entry_keys(offsets: IntArray, callpath: IntArray, n_cp: int) -> IntArray:
 def sync_points(events: pd.DataFrame, waits: pd.DataFrame, select: npt.NDArray[np.bool_] | None = None,
                 *, callpaths: CallPaths | None = None, dense_limit: int | None = None, split_ties: bool = False,
                 tie_budget: int | None = None, tie_tolerance: float = TIE_TOLERANCE,
-                tie_relative: float = 0.0) -> SyncPoints:
+                tie_relative: float = 0.0, index: EventIndex | None = None) -> SyncPoints:
     """Synchronization points of ``waits`` and their intervals (DESIGN.md section 6).
 
     Parameters
@@ -246,15 +264,18 @@ def sync_points(events: pd.DataFrame, waits: pd.DataFrame, select: npt.NDArray[n
     tie_relative : float
         Also tied: culprits within this fraction of the wait of the latest (0: off; the relative tie rule of
         :mod:`~waitlab.models.analysis.ties`).
+    index : EventIndex, optional
+        :func:`event_index` of ``events``, when already built (its call paths replace ``callpaths``).
 
     Returns
     -------
     SyncPoints
     """
-    cps = callpaths if callpaths is not None else call_paths(events)
+    cps = index.callpaths if index is not None else callpaths if callpaths is not None else call_paths(events)
     n_in = len(waits)
     if split_ties:  # one sync point per (wait state, tied culprit), each with an equal share of the wait
-        origin, culprit = split_culprits(events, waits, select, tie_budget, tie_tolerance, tie_relative)
+        origin, culprit = split_culprits(events, waits, select, tie_budget, tie_tolerance, tie_relative,
+                                         index.ties if index is not None else None)
         share = 1.0 / np.bincount(origin, minlength=n_in)[origin]
     else:
         origin = np.arange(n_in, dtype=np.int64)
@@ -274,7 +295,7 @@ def sync_points(events: pd.DataFrame, waits: pd.DataFrame, select: npt.NDArray[n
     n_w = event.size
     sel = np.ones(n_w, bool) if select is None else np.asarray(select, bool)[src]
 
-    delim = Delimiters.build(events)
+    delim = index.delimiters if index is not None else Delimiters.build(events)
     rows = np.flatnonzero(sel)
     p_start = np.full(n_w, -1, np.int64)
     q_start = np.full(n_w, -1, np.int64)

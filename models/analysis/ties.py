@@ -52,6 +52,8 @@ Ranks 1 and 3 arrive 2 s after ranks 0 and 2 at an allreduce: each wait has two 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
@@ -71,8 +73,42 @@ NEAR_FRACTION = 0.01
 TIE_TOLERANCE = 1e-6
 
 
+@dataclass(frozen=True)
+class TieCandidates:
+    """Every event that can be a tied culprit, sorted by group, then Enter, then rank (:func:`tie_candidates`).
+
+    Groups: the members of the collectives that can tie (roots of reduce/gather send nothing: out), by
+    ``(op code, instance)``; the senders of the receives a blocking call completes, by ``(-1, that call)``.
+    It depends on the event table only: build it once and give it to every :func:`tied_culprits` of that table.
+    """
+
+    cand: IntArray  # event rows
+    g1: IntArray
+    g2: IntArray
+    enter: npt.NDArray[np.float64]
+    by_row: IntArray  # positions of ``cand`` sorted by event row (stable)
+    sorted_rows: IntArray  # cand[by_row]
+
+
+def tie_candidates(events: pd.DataFrame) -> TieCandidates:
+    """The :class:`TieCandidates` of an event table."""
+    rank = events["rank"].to_numpy().astype(np.int64)
+    enter, match, peer = events["enter"].to_numpy(), events["match"].to_numpy(), events["peer"].to_numpy()
+    op, names = category_codes(events["op"])
+    coll = np.flatnonzero(isin_names(op, names, _TIE_OPS) & (match >= 0))
+    coll = coll[~(isin_names(op, names, N_TO_ONE_OPS)[coll] & (rank[coll] == peer[coll]))]
+    snd, blocker = _senders_of_completed_receives(events, op, names, match)
+    cand = np.concatenate((coll, snd))
+    c_g1 = np.concatenate((op[coll], np.full(snd.size, -1, np.int64)))
+    c_g2 = np.concatenate((match[coll], blocker))
+    order = np.lexsort((rank[cand], enter[cand], c_g2, c_g1))
+    cand, c_g1, c_g2 = cand[order], c_g1[order], c_g2[order]
+    by_row = np.argsort(cand, kind="stable")  # cand is not sorted by row: find each culprit's position
+    return TieCandidates(cand, c_g1, c_g2, enter[cand], by_row, cand[by_row])
+
+
 def tied_culprits(events: pd.DataFrame, waits: pd.DataFrame, tolerance: float = TIE_TOLERANCE,
-                  relative: float = 0.0) -> tuple[IntArray, IntArray]:
+                  relative: float = 0.0, candidates: TieCandidates | None = None) -> tuple[IntArray, IntArray]:
     """Every (wait-state row, culprit event row) pair, ties included.
 
     Parameters
@@ -84,6 +120,8 @@ def tied_culprits(events: pd.DataFrame, waits: pd.DataFrame, tolerance: float = 
     relative : float
         Also tied: candidates that arrived within ``relative`` times the wait of the wait state's latest culprit
         (0: off; see the module doc).
+    candidates : TieCandidates, optional
+        :func:`tie_candidates` of ``events``, when already built.
 
     Returns
     -------
@@ -98,26 +136,13 @@ def tied_culprits(events: pd.DataFrame, waits: pd.DataFrame, tolerance: float = 
     tie = np.flatnonzero(_IS_TIE[pat]) if n_w else rows
     if tie.size == 0:
         return rows, peer_event
-    rank = events["rank"].to_numpy().astype(np.int64)
-    enter, match, peer = events["enter"].to_numpy(), events["match"].to_numpy(), events["peer"].to_numpy()
-    op, names = category_codes(events["op"])
-    # candidates: members of the collectives that can tie (roots of reduce/gather send nothing: out), grouped by
-    # (op, instance); and the senders of the receives a blocking call completes, grouped by (-1, that call)
-    coll = np.flatnonzero(isin_names(op, names, _TIE_OPS) & (match >= 0))
-    coll = coll[~(isin_names(op, names, N_TO_ONE_OPS)[coll] & (rank[coll] == peer[coll]))]
-    snd, blocker = _senders_of_completed_receives(events, op, names, match)
-    cand = np.concatenate((coll, snd))
-    c_g1 = np.concatenate((op[coll], np.full(snd.size, -1, np.int64)))
-    c_g2 = np.concatenate((match[coll], blocker))
-    order = np.lexsort((rank[cand], enter[cand], c_g2, c_g1))
-    cand, c_g1, c_g2 = cand[order], c_g1[order], c_g2[order]
-    c_enter = enter[cand]
+    tc = candidates if candidates is not None else tie_candidates(events)
+    cand, c_g1, c_g2, c_enter = tc.cand, tc.g1, tc.g2, tc.enter
     new = np.r_[True, (c_g1[1:] != c_g1[:-1]) | (c_g2[1:] != c_g2[:-1]) | (c_enter[1:] - c_enter[:-1] > tolerance)]
     group = np.cumsum(new) - 1
     g_start = np.flatnonzero(new)
     g_end = np.r_[g_start[1:], cand.size]
-    by_row = np.argsort(cand, kind="stable")  # cand is not sorted by row: find each culprit's position
-    pos = by_row[np.searchsorted(cand[by_row], peer_event[tie])]
+    pos = tc.by_row[np.searchsorted(tc.sorted_rows, peer_event[tie])]
     if not np.array_equal(cand[pos], peer_event[tie]):
         raise ValueError("tied_culprits: a wait state names a culprit that is not a member of its instance "
                          "or the sender of a receive its call completes")
@@ -128,6 +153,7 @@ def tied_culprits(events: pd.DataFrame, waits: pd.DataFrame, tolerance: float = 
                                                c_enter[pos] - relative * waits["wait"].to_numpy()[tie]))
     scan = _IS_SCAN[pat[tie]]
     if scan.any():  # only lower-ranked members count for a scan: ranks are sorted within the group
+        rank = events["rank"].to_numpy().astype(np.int64)
         r_max = int(rank.max()) + 1
         key = group * r_max + rank[cand]
         own = rank[waits["event"].to_numpy()[tie]]
@@ -144,6 +170,14 @@ def tied_culprits(events: pd.DataFrame, waits: pd.DataFrame, tolerance: float = 
         own = culprit == waits["event"].to_numpy().astype(np.int64)[out_row]
         out_row, culprit = out_row[~own], culprit[~own]
     return out_row, culprit
+
+
+def _candidates(events: pd.DataFrame, waits: pd.DataFrame, given: TieCandidates | None) -> TieCandidates | None:
+    """``given``, else the :func:`tie_candidates` of ``events`` when a wait state can tie (built once for the
+    several :func:`tied_culprits` of one caller)."""
+    if given is not None or not _IS_TIE[pattern_codes(waits)].any():
+        return given
+    return tie_candidates(events)
 
 
 def _first_at_or_after(g1: IntArray, g2: IntArray, enter: npt.NDArray[np.float64], pos: IntArray,
@@ -164,7 +198,8 @@ def _first_at_or_after(g1: IntArray, g2: IntArray, enter: npt.NDArray[np.float64
 
 
 def near_equal_waits(events: pd.DataFrame, waits: pd.DataFrame, fraction: float = NEAR_FRACTION,
-                     tolerance: float = TIE_TOLERANCE, relative: float = 0.0) -> npt.NDArray[np.bool_]:
+                     tolerance: float = TIE_TOLERANCE, relative: float = 0.0,
+                     candidates: TieCandidates | None = None) -> npt.NDArray[np.bool_]:
     """Wait states whose culprits under the rule (``tolerance``, ``relative``) leave out a candidate that arrived
     within ``fraction`` of the wait of the latest: blame decided by skew much smaller than the wait.
 
@@ -177,8 +212,9 @@ def near_equal_waits(events: pd.DataFrame, waits: pd.DataFrame, fraction: float 
     n = len(waits)
     if not n:
         return np.zeros(0, bool)
-    m_rule = np.bincount(tied_culprits(events, waits, tolerance, relative)[0], minlength=n)
-    m_near = np.bincount(tied_culprits(events, waits, tolerance, max(relative, fraction))[0], minlength=n)
+    tc = _candidates(events, waits, candidates)
+    m_rule = np.bincount(tied_culprits(events, waits, tolerance, relative, tc)[0], minlength=n)
+    m_near = np.bincount(tied_culprits(events, waits, tolerance, max(relative, fraction), tc)[0], minlength=n)
     return m_near > m_rule
 
 
@@ -198,16 +234,17 @@ def _senders_of_completed_receives(events: pd.DataFrame, op: IntArray, names: li
 
 
 def split_culprits(events: pd.DataFrame, waits: pd.DataFrame, select: npt.NDArray[np.bool_] | None = None,
-                   tie_budget: int | None = None, tolerance: float = TIE_TOLERANCE, relative: float = 0.0
-                   ) -> tuple[IntArray, IntArray]:
+                   tie_budget: int | None = None, tolerance: float = TIE_TOLERANCE, relative: float = 0.0,
+                   candidates: TieCandidates | None = None) -> tuple[IntArray, IntArray]:
     """(wait-state row, culprit event) pairs of :func:`tied_culprits`, within a budget.
 
     A wait at a collective where ``W`` ranks wait for ``m`` tied ranks makes ``W * m`` pairs.  At most
     ``tie_budget`` extra pairs (default ``4 * len(waits) + 1e6``) are made: the wait states with the
     fewest tied ranks are split first; the others keep their one ``peer_event`` (``tied`` = 1 in the
-    model results says so).  Wait states outside ``select`` are not split.  ``relative``: the relative tie rule.
+    model results says so).  Wait states outside ``select`` are not split.  ``relative``: the relative tie rule;
+    ``candidates``: :func:`tie_candidates` of ``events`` when already built.
     """
-    row, culprit = tied_culprits(events, waits, tolerance, relative)
+    row, culprit = tied_culprits(events, waits, tolerance, relative, candidates)
     n = len(waits)
     m = np.bincount(row, minlength=n)
     if select is not None:
@@ -222,7 +259,8 @@ def split_culprits(events: pd.DataFrame, waits: pd.DataFrame, select: npt.NDArra
     return row[keep], culprit[keep]
 
 
-def tie_counts(events: pd.DataFrame, waits: pd.DataFrame, tolerance: float = TIE_TOLERANCE) -> dict[str, int]:
+def tie_counts(events: pd.DataFrame, waits: pd.DataFrame, tolerance: float = TIE_TOLERANCE,
+               candidates: TieCandidates | None = None) -> dict[str, int]:
     """How many wait states have several culprits: ``exact`` (equal Enter times) and ``near`` (tied only
     within ``tolerance``), and the culprits' count ``culprits`` over all of them.
 
@@ -235,8 +273,9 @@ def tie_counts(events: pd.DataFrame, waits: pd.DataFrame, tolerance: float = TIE
     if not len(waits):
         return {"exact": 0, "near": 0, "culprits": 0}
     n = len(waits)
-    m_near = np.bincount(tied_culprits(events, waits, tolerance)[0], minlength=n)
-    m_exact = np.bincount(tied_culprits(events, waits, 0.0)[0], minlength=n)
+    tc = _candidates(events, waits, candidates)
+    m_near = np.bincount(tied_culprits(events, waits, tolerance, candidates=tc)[0], minlength=n)
+    m_exact = np.bincount(tied_culprits(events, waits, 0.0, candidates=tc)[0], minlength=n)
     exact = m_exact > 1
     near = (m_near > 1) & ~exact
     return {"exact": int(exact.sum()), "near": int(near.sum()), "culprits": int(m_near[m_near > 1].sum())}

@@ -1,0 +1,50 @@
+"""A results folder read back: the operation table is read only when used (diagnose --no-truth never does)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from scenario_files import imbalance_toml, scenario_toml
+
+import waitlab
+from waitlab.errors import InputError
+from waitlab.experiments.diagnosis.diagnose import diagnose_path
+from waitlab.models.analysis.metrics import ledger_frame
+
+SCENARIO = scenario_toml("lazy", 4, 'kind = "stencil"\nsteps = 2\ndims = 1\ncompute_seconds = 0.01\nhalo_bytes = 1024',
+                         seed=2, more=imbalance_toml("1", 0.005))
+
+
+@pytest.fixture(scope="module")
+def run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("lazy")
+    (d / "s.toml").write_text(SCENARIO)
+    waitlab.run(d / "s.toml", d / "run", png=False)
+    return d / "run"
+
+
+@pytest.mark.simgrid
+def test_the_operations_are_read_when_first_used(run_folder: Path) -> None:
+    run = waitlab.load_run(run_folder)
+    assert "ops" not in run.__dict__
+    ledger = run.ledger()  # from ledger.parquet alone
+    assert "ops" not in run.__dict__ and (ledger["seconds"] > 0).any()
+    diag = diagnose_path(run, truth=False)
+    assert diag.models and "ops" not in run.__dict__  # the models and the no-truth diagnosis need no operations
+    assert len(run.ops) > 0 and "ops" in run.__dict__
+    pd.testing.assert_frame_equal(ledger, ledger_frame(run.ops))  # the same table either way
+    pd.testing.assert_frame_equal(run.ledger(), ledger)
+
+
+@pytest.mark.simgrid
+def test_a_damaged_operation_table_is_refused_when_the_folder_is_read(run_folder: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "bad"
+    shutil.copytree(run_folder, bad)
+    raw = (bad / "ops.parquet").read_bytes()
+    (bad / "ops.parquet").write_bytes(raw[: len(raw) // 2])
+    with pytest.raises(InputError) as err:
+        waitlab.load_run(bad, trust_edited=True)  # not only later, when the operations are first used
+    assert err.value.field == "(file)" and "ops.parquet" in str(err.value)
