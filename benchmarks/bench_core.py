@@ -58,7 +58,7 @@ def one(ranks: int, steps: int) -> dict:
     result = simulate_ops(prep, keep_dir=workdir)
     with tempfile.TemporaryDirectory() as tmp:
         t = time.perf_counter()
-        write_run(Run(result), Path(tmp), png=True)
+        write_run(Run(result), Path(tmp), png=False)  # as `waitlab run` (timeline.png only with --png)
         outputs = time.perf_counter() - t
     total = time.perf_counter() - t0
     py_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

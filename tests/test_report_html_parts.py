@@ -132,6 +132,11 @@ def test_a_kept_skeleton_is_made_again_when_its_slots_are_not_all_there(tmp_path
     other = report_html.PageShape(("compute", "wait"), True)  # another shape: another file
     report_html.run_page_skeleton(other)
     assert len(list(tmp_path.glob("report-*.html"))) == 2
+    stale = tmp_path / "report-000000000000-00000000.html"  # kept for other code (an older waitlab or Bokeh)
+    stale.write_text(made)
+    kept.unlink()
+    report_html.run_page_skeleton(shape)  # a new file: the stale one goes, the other shape's stays
+    assert sorted(tmp_path.glob("report-*.html")) == sorted([kept, report_html.skeleton_file(other)])
 
 
 def test_fill_page_fills_every_slot_once():

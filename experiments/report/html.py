@@ -317,27 +317,29 @@ def page_skeleton(shape: PageShape, events: pd.DataFrame | None = None, waits: p
     return _ids_outside_verbatim(page)
 
 
-#: The files whose text a page's skeleton is made from (with Bokeh's and Jinja's versions: :func:`skeleton_key`).
+#: The files whose text a page's skeleton is made from (with Bokeh's and Jinja's versions: :func:`skeleton_file`).
 SKELETON_SOURCES = ("html.py", "html_figures.py", "html_data.py", "palette.py", _JS.name)
 #: The slots of every page (:func:`fill_page`).
 SLOTS = ("causes", "config", "data", "detail", "last", "name", "summary", "title")
 
 
-def skeleton_key(shape: PageShape) -> str:
-    """What a page's skeleton is made from, hashed: the shape, the text of :data:`SKELETON_SOURCES` and the versions
-    of Bokeh and Jinja (the skeleton's file in the cache: a change of any of them makes a new one)."""
-    h = hashlib.sha256(repr((shape, version("bokeh"), version("jinja2"))).encode())
+def skeleton_file(shape: PageShape) -> Path:
+    """The kept skeleton of ``shape``: ``report-CODE-SHAPE.html`` in waitlab's cache, CODE a hash of the text of
+    :data:`SKELETON_SOURCES` and of the versions of Bokeh and Jinja (a change of any of them makes a new file), SHAPE
+    a hash of the shape."""
+    code = hashlib.sha256(repr((version("bokeh"), version("jinja2"))).encode())
     for name in SKELETON_SOURCES:
-        h.update((_JS.parent / name).read_bytes())
-    return h.hexdigest()[:16]
+        code.update((_JS.parent / name).read_bytes())
+    kind = hashlib.sha256(repr(shape).encode()).hexdigest()[:8]
+    return cache_dir() / f"report-{code.hexdigest()[:12]}-{kind}.html"
 
 
 def run_page_skeleton(shape: PageShape) -> str:
-    """:func:`page_skeleton` of a page without a diagnosis, kept in waitlab's cache (``report-KEY.html``,
-    :func:`skeleton_key`): made with Bokeh the first time, read from the cache after.  A kept file without every slot
-    (edited, or written by other code under the same name) is made again; a cache that cannot be written is only not
-    used."""
-    path = cache_dir() / f"report-{skeleton_key(shape)}.html"
+    """:func:`page_skeleton` of a page without a diagnosis, kept in waitlab's cache (:func:`skeleton_file`): made
+    with Bokeh the first time, read from the cache after.  A kept file without every slot (edited, or damaged) is made
+    again; skeletons kept for other code are removed when a new one is written; a cache that cannot be written is
+    only not used."""
+    path = skeleton_file(shape)
     try:
         kept = path.read_text(encoding="utf-8")
         if sorted(_SLOT.findall(kept)) == sorted(SLOTS):
@@ -351,6 +353,10 @@ def run_page_skeleton(shape: PageShape) -> str:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(page)
         os.replace(tmp, path)  # whole or not at all: another process may read it now
+        code = path.name.split("-")[1]
+        for old in path.parent.glob("report-*.html"):
+            if old.name.split("-")[1] != code:
+                old.unlink(missing_ok=True)
     except OSError:
         pass
     return page
