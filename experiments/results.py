@@ -336,6 +336,7 @@ def load_run(folder: str | Path, trust_edited: bool = False) -> LoadedRun:
     _parquet_schema(folder / "ledger.parquet", "cause ledger")
     events = _read_parquet(folder / "events.parquet", "event table")
     waits = _read_parquet(folder / "waits.parquet", "wait states")
+    pa.default_memory_pool().release_unused()  # the Parquet decoding's buffers: back to the system now, not later
     # last: a damaged file gets its own error first; a valid but edited one this one
     edited = verify_folder(folder, trust_edited)
     if edited:

@@ -184,7 +184,7 @@ def exclusive_times(events: pd.DataFrame, waits: pd.DataFrame) -> FloatArray:
     """
     kind, kind_names = category_codes(events["kind"])
     t = events["exit"].to_numpy() - events["enter"].to_numpy()
-    t = np.where(isin_names(kind, kind_names, ("region",)), 0.0, t)
+    t[isin_names(kind, kind_names, ("region",))] = 0.0  # in place: one event-sized array, not four
     if len(waits):
-        t = t - np.bincount(waits["event"].to_numpy(), weights=waits["wait"].to_numpy(), minlength=len(events))
+        t -= np.bincount(waits["event"].to_numpy(), weights=waits["wait"].to_numpy(), minlength=len(events))
     return t

@@ -92,7 +92,12 @@ def _labels(ev: pd.DataFrame, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]
         ops = np.concatenate([ops, calls])
         mpi_names += list(calls)
     combo = (kind.astype(np.int64) * (ops.size + 1) + op) * (regions.size + 1) + region
-    uniq, code = np.unique(combo, return_inverse=True)
+    del kind, op, region
+    # np.unique(combo, return_inverse=True) by counting (the combinations are few): no sort of every row
+    present = np.bincount(combo, minlength=kinds.size * (ops.size + 1) * (regions.size + 1)) > 0
+    uniq = np.flatnonzero(present)
+    code = (np.cumsum(present) - 1)[combo]
+    del combo
     k_u, rest = np.divmod(uniq, (ops.size + 1) * (regions.size + 1))
     o_u, r_u = np.divmod(rest, regions.size + 1)
     names = [mpi_names[o] if kinds[k] == "mpi" else (regions[r] or ops[o])
@@ -116,8 +121,8 @@ def critical_path(events: pd.DataFrame, waits: pd.DataFrame, steps: tuple[int, i
     pos_of = np.full(len(events), -1, np.int64)
     pos_of[rows] = np.arange(n)
     rank = events["rank"].to_numpy()[rows].astype(np.int64)
-    enter, exit_ = events["enter"].to_numpy()[rows], events["exit"].to_numpy()[rows]
-    t0 = float(enter.min())
+    enter, exit_ = events["enter"].to_numpy(), events["exit"].to_numpy()[rows]  # enter: of event rows
+    t0 = float(enter.min(where=leaf, initial=np.inf))
     wait = np.zeros(n)
     w_pos = pos_of[waits["event"].to_numpy()]
     ok = w_pos >= 0
@@ -128,7 +133,8 @@ def critical_path(events: pd.DataFrame, waits: pd.DataFrame, steps: tuple[int, i
     busy = exit_ - prev_exit
     busy -= wait
     np.maximum(busy, 0.0, out=busy)
-    del prev_exit, wait  # large temporaries: n floats each
+    makespan = float(exit_.max() - t0)
+    del prev_exit, wait, exit_  # large temporaries: n floats each
     cum = np.r_[0.0, np.cumsum(busy)]  # cum[pos]: busy before position pos (over all ranks, in row order)
     starts = np.flatnonzero(first)
     ends = np.r_[starts[1:], n]  # one past the last position of each rank
@@ -154,7 +160,8 @@ def critical_path(events: pd.DataFrame, waits: pd.DataFrame, steps: tuple[int, i
     chain = np.flatnonzero(k_r[1:] == k_r[:-1])
     src = np.concatenate([chain, np.full(starts.size, source), end_nodes, q_nodes])
     dst = np.concatenate([chain + 1, start_nodes, np.full(ends.size, sink), p_nodes])
-    w = np.concatenate([cum[k_x[chain + 1]] - cum[k_x[chain]], enter[starts] - t0, np.zeros(ends.size + sp_p.size)])
+    w = np.concatenate([cum[k_x[chain + 1]] - cum[k_x[chain]], enter[rows[starts]] - t0,
+                        np.zeros(ends.size + sp_p.size)])
     dist, path = longest_path(k_n + 2, src, dst, w)
     length = float(dist[path[-1]])
     # segments: consecutive points of the path on one rank cover the rows between them
@@ -170,10 +177,11 @@ def critical_path(events: pd.DataFrame, waits: pd.DataFrame, steps: tuple[int, i
     code, names = _labels(events, rows)
     labs, lab_of = np.unique(names.astype(str), return_inverse=True)  # labels in alphabetical order
     lab = lab_of.ravel()[code]
+    del code
     table = pd.DataFrame({"rank": rank[on], "lab": lab[on], "seconds": busy[on]})
     by_rr = table.groupby(["rank", "lab"], as_index=False, sort=True)["seconds"].sum()
     by_rr.insert(1, "region", labs.astype(object)[by_rr.pop("lab").to_numpy()])
-    mean = pd.Series(busy).groupby(lab).sum() / max(np.unique(rank).size, 1)
+    mean = pd.Series(busy).groupby(lab).sum() / starts.size  # rows sorted by rank: one start per rank
     on_path = table.groupby("lab")["seconds"].sum()
     by_region = pd.DataFrame({"seconds": on_path.to_numpy()},
                              index=pd.Index(labs.astype(object)[on_path.index.to_numpy()], name="region"))
@@ -183,7 +191,7 @@ def critical_path(events: pd.DataFrame, waits: pd.DataFrame, steps: tuple[int, i
     by_region = by_region.sort_values("seconds", ascending=False).reset_index()
     segments = pd.DataFrame({"rank": rank[sa], "first_row": rows[sa], "last_row": rows[sb - 1],
                              "seconds": cum[sb] - cum[sa]})
-    return CriticalPath(length=length, makespan=float(exit_.max() - t0), segments=segments, by_region_rank=by_rr,
+    return CriticalPath(length=length, makespan=makespan, segments=segments, by_region_rank=by_rr,
                         by_region=by_region, by_rank=table.groupby("rank")["seconds"].sum())
 
 

@@ -90,7 +90,7 @@ class Delimiters:
 
     @classmethod
     def build(cls, events: pd.DataFrame) -> Delimiters:
-        rank = events["rank"].to_numpy().astype(np.int32)
+        rank = events["rank"].to_numpy().astype(np.int32, copy=False)
         n = len(events)
         n_ranks = int(rank.max()) + 1 if n else 0
         if n_ranks * n_ranks * (n + 1) >= 2**62:
@@ -354,26 +354,22 @@ def _interval_times(iv_start: IntArray, iv_end: IntArray, cp_code: npt.NDArray[n
     if total == 0:
         dense = np.zeros((n_iv, n_cp)) if use_dense else None
         return np.zeros(n_iv + 1, np.int64), np.zeros(0, np.int64), np.zeros(0), dense
-    csum = np.concatenate(([0], np.cumsum(lens)[:-1]))
-    rows = np.repeat(iv_start + 1 - csum, lens) + np.arange(total)
-    cp = cp_code[rows].astype(np.int64)
-    t = excl[rows]
-    del rows
-    key = np.repeat(np.arange(n_iv, dtype=np.int64) * n_cp, lens)
-    key += cp
-    leaf = cp >= 0
-    del cp
-    key = key[leaf]
-    t = t[leaf]
-    del leaf
-    if use_dense:
-        flat = np.bincount(key, weights=t, minlength=n_iv * n_cp)
-        del key, t
+    if use_dense:  # a slice of intervals at a time: the entries' arrays stay small (each sum is one interval's)
+        flat = np.empty(n_iv * n_cp)
+        ends = np.cumsum(lens)
+        cuts = [0, *np.searchsorted(ends, np.arange(_CHUNK_ENTRIES, total, _CHUNK_ENTRIES), side="right").tolist(),
+                n_iv]
+        for a, b in zip(cuts[:-1], cuts[1:], strict=True):
+            if b > a:
+                key, t = _entries(iv_start[a:b], lens[a:b], cp_code, excl, n_cp)
+                flat[a * n_cp:b * n_cp] = np.bincount(key, weights=t, minlength=(b - a) * n_cp)
         nz = np.flatnonzero(flat)
-        entry_iv = nz // n_cp
-        offsets = np.searchsorted(entry_iv, np.arange(n_iv + 1))
-        return (offsets.astype(np.int64), (nz % n_cp).astype(np.int64), flat[nz].astype(np.float64),
-                flat.reshape(n_iv, n_cp).astype(np.float64, copy=False))
+        offsets = np.zeros(n_iv + 1, np.int64)
+        np.cumsum(np.count_nonzero(flat.reshape(n_iv, n_cp), axis=1), out=offsets[1:])
+        nz_t = flat[nz]
+        nz %= n_cp
+        return offsets, nz, nz_t, flat.reshape(n_iv, n_cp)
+    key, t = _entries(iv_start, lens, cp_code, excl, n_cp)
     codes, uniq = pd.factorize(key, sort=False)
     sums = np.bincount(codes, weights=t, minlength=uniq.size)
     del codes, key, t
@@ -383,6 +379,26 @@ def _interval_times(iv_start: IntArray, iv_end: IntArray, cp_code: npt.NDArray[n
     entry_iv = uniq // n_cp
     offsets = np.searchsorted(entry_iv, np.arange(n_iv + 1))
     return offsets.astype(np.int64), (uniq % n_cp).astype(np.int64), sums.astype(np.float64), None
+
+
+#: Entries (leaf rows inside intervals) summed at a time by :func:`_interval_times`.
+_CHUNK_ENTRIES = 1 << 20
+
+
+def _entries(iv_start: IntArray, lens: IntArray, cp_code: npt.NDArray[np.int32], excl: FloatArray,
+             n_cp: int) -> tuple[IntArray, FloatArray]:
+    """``(interval * n_cp + call path, exclusive time)`` of the leaf rows inside intervals ``iv_start`` (``lens``
+    rows each), intervals numbered from 0 in the given order."""
+    total = int(lens.sum())
+    csum = np.concatenate(([0], np.cumsum(lens)[:-1]))
+    rows = np.repeat(iv_start + 1 - csum, lens) + np.arange(total)
+    cp = cp_code[rows].astype(np.int64)
+    t = excl[rows]
+    del rows
+    key = np.repeat(np.arange(lens.size, dtype=np.int64) * n_cp, lens)
+    key += cp
+    leaf = cp >= 0
+    return key[leaf], t[leaf]
 
 
 def wait_table(sp: SyncPoints, **columns: npt.NDArray[Any]) -> pd.DataFrame:
