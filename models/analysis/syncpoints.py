@@ -44,6 +44,7 @@ waits 2 s for rank 0, and its interval compares both ranks' compute.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -359,7 +360,7 @@ def _interval_times(iv_start: IntArray, iv_end: IntArray, cp_code: npt.NDArray[n
         ends = np.cumsum(lens)
         cuts = [0, *np.searchsorted(ends, np.arange(_CHUNK_ENTRIES, total, _CHUNK_ENTRIES), side="right").tolist(),
                 n_iv]
-        for a, b in zip(cuts[:-1], cuts[1:], strict=True):
+        for a, b in pairwise(cuts):
             if b > a:
                 key, t = _entries(iv_start[a:b], lens[a:b], cp_code, excl, n_cp)
                 flat[a * n_cp:b * n_cp] = np.bincount(key, weights=t, minlength=(b - a) * n_cp)
