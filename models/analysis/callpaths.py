@@ -22,12 +22,20 @@ def category_codes(col: pd.Series) -> tuple[npt.NDArray[np.int64], list[str]]:
     return np.asarray(codes, np.int64), [str(u) for u in uniq]
 
 
+def native_codes(col: pd.Series) -> tuple[npt.NDArray[np.integer], list[str]]:
+    """:func:`category_codes` without widening a categorical's codes to int64 (int8 for a few categories, no copy):
+    for look-ups (:func:`isin_names`, indexing), not for arithmetic that may overflow their type."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        return col.cat.codes.to_numpy(), [str(c) for c in col.cat.categories]
+    return category_codes(col)
+
+
 def lookup_codes(names: list[str], wanted: tuple[str, ...] | list[str]) -> npt.NDArray[np.int64]:
     pos = {n: i for i, n in enumerate(names)}
     return np.array([pos[w] for w in wanted if w in pos], np.int64)
 
 
-def isin_names(codes: npt.NDArray[np.int64], names: list[str],
+def isin_names(codes: npt.NDArray[np.integer], names: list[str],
                wanted: tuple[str, ...] | list[str]) -> npt.NDArray[np.bool_]:
     """``codes`` (of categories ``names``) is one of ``wanted`` -- a table lookup, faster than np.isin."""
     table = np.zeros(len(names) + 1, bool)
@@ -135,21 +143,23 @@ def call_paths(events: pd.DataFrame) -> CallPaths:
     (['(top level)', 'MPI_Barrier'], ['(top level)', 'MPI_Barrier'])
     """
     n = len(events)
-    kind, kind_names = category_codes(events["kind"])
+    kind, kind_names = native_codes(events["kind"])
     op, op_names = mpi_call_codes(events)
     path, path_names = category_codes(events["path"])
-    region, region_names = category_codes(events["region"])
+    region, region_names = native_codes(events["region"])
     is_leaf = ~isin_names(kind, kind_names, ("region",))
     is_mpi = isin_names(kind, kind_names, ("mpi",))
     n_ops = len(op_names) + 1
     key = path * n_ops + np.where(is_mpi, op, n_ops - 1)
+    key = key[is_leaf]
     present = np.zeros(max(len(path_names), 1) * n_ops, bool)
-    present[key[is_leaf]] = True
+    present[key] = True
     keys = np.flatnonzero(present)
     remap = np.full(present.size, -1, np.int64)
     remap[keys] = np.arange(keys.size)
     code = np.full(n, -1, np.int32)
-    code[is_leaf] = remap[key[is_leaf]]
+    code[is_leaf] = remap[key]
+    del key
     # Region label of each call path: any row's region (all rows of one non-MPI call path share it).
     region_of = np.full(keys.size, -1, np.int64)
     region_of[code[is_leaf]] = region[is_leaf]
@@ -182,9 +192,10 @@ def exclusive_times(events: pd.DataFrame, waits: pd.DataFrame) -> FloatArray:
     >>> exclusive_times(ev, wait_states(ev)).tolist()
     [0.5, 0.5]
     """
-    kind, kind_names = category_codes(events["kind"])
+    kind, kind_names = native_codes(events["kind"])
     t = events["exit"].to_numpy() - events["enter"].to_numpy()
     t[isin_names(kind, kind_names, ("region",))] = 0.0  # in place: one event-sized array, not four
-    if len(waits):
-        t -= np.bincount(waits["event"].to_numpy(), weights=waits["wait"].to_numpy(), minlength=len(events))
+    if len(waits):  # each row's wait: summed per row in table order (as a bincount over every row would)
+        rows, at = unique_inverse(waits["event"].to_numpy().astype(np.int64))
+        t[rows] -= np.bincount(at, weights=waits["wait"].to_numpy(), minlength=rows.size)
     return t

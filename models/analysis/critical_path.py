@@ -120,7 +120,7 @@ def critical_path(events: pd.DataFrame, waits: pd.DataFrame, steps: tuple[int, i
                             pd.Series(dtype=float))
     pos_of = np.full(len(events), -1, np.int64)
     pos_of[rows] = np.arange(n)
-    rank = events["rank"].to_numpy()[rows].astype(np.int64)
+    rank = events["rank"].to_numpy()[rows]  # as stored (int32): widened where it is multiplied
     enter, exit_ = events["enter"].to_numpy(), events["exit"].to_numpy()[rows]  # enter: of event rows
     t0 = float(enter.min(where=leaf, initial=np.inf))
     wait = np.zeros(n)
@@ -135,7 +135,9 @@ def critical_path(events: pd.DataFrame, waits: pd.DataFrame, steps: tuple[int, i
     np.maximum(busy, 0.0, out=busy)
     makespan = float(exit_.max() - t0)
     del prev_exit, wait, exit_  # large temporaries: n floats each
-    cum = np.r_[0.0, np.cumsum(busy)]  # cum[pos]: busy before position pos (over all ranks, in row order)
+    cum = np.empty(n + 1)  # cum[pos]: busy before position pos (over all ranks, in row order)
+    cum[0] = 0.0
+    np.cumsum(busy, out=cum[1:])
     starts = np.flatnonzero(first)
     ends = np.r_[starts[1:], n]  # one past the last position of each rank
     # synchronization points: (q,k) -> end of the wait of (p,i), both inside the range
@@ -148,7 +150,7 @@ def critical_path(events: pd.DataFrame, waits: pd.DataFrame, steps: tuple[int, i
     # time between them; a wait adds (q, k, 0) -> (p, i, 1) with weight 0.
     x = np.concatenate([starts, ends, sp_q, sp_p])
     f = np.concatenate([np.zeros(starts.size + ends.size + sp_q.size, np.int64), np.ones(sp_p.size, np.int64)])
-    r = np.concatenate([rank[starts], rank[ends - 1], rank[sp_q], rank[sp_p]])
+    r = np.concatenate([rank[starts], rank[ends - 1], rank[sp_q], rank[sp_p]]).astype(np.int64)
     code, node = np.unique(r * (2 * (n + 1)) + 2 * x + f, return_inverse=True)  # nodes sorted by (rank, x, f)
     node = node.ravel()
     k_r, k_x = np.divmod(code, 2 * (n + 1))
@@ -174,11 +176,16 @@ def critical_path(events: pd.DataFrame, waits: pd.DataFrame, steps: tuple[int, i
     np.add.at(cover, sa, 1)
     np.add.at(cover, sb, -1)
     on = np.cumsum(cover[:-1]) > 0
+    segments = pd.DataFrame({"rank": rank[sa].astype(np.int64), "first_row": rows[sa], "last_row": rows[sb - 1],
+                             "seconds": cum[sb] - cum[sa]})
+    del cum, cover
     code, names = _labels(events, rows)
+    del rows
     labs, lab_of = np.unique(names.astype(str), return_inverse=True)  # labels in alphabetical order
-    lab = lab_of.ravel()[code]
+    lab = lab_of.ravel().astype(np.int64)[code]
     del code
-    table = pd.DataFrame({"rank": rank[on], "lab": lab[on], "seconds": busy[on]})
+    table = pd.DataFrame({"rank": rank[on].astype(np.int64), "lab": lab[on], "seconds": busy[on]})
+    del rank
     by_rr = table.groupby(["rank", "lab"], as_index=False, sort=True)["seconds"].sum()
     by_rr.insert(1, "region", labs.astype(object)[by_rr.pop("lab").to_numpy()])
     mean = pd.Series(busy).groupby(lab).sum() / starts.size  # rows sorted by rank: one start per rank
@@ -189,8 +196,6 @@ def critical_path(events: pd.DataFrame, waits: pd.DataFrame, steps: tuple[int, i
     by_region["mean_per_rank"] = mean.reindex(on_path.index).to_numpy()
     by_region["imbalance"] = by_region["seconds"] - by_region["mean_per_rank"]
     by_region = by_region.sort_values("seconds", ascending=False).reset_index()
-    segments = pd.DataFrame({"rank": rank[sa], "first_row": rows[sa], "last_row": rows[sb - 1],
-                             "seconds": cum[sb] - cum[sa]})
     return CriticalPath(length=length, makespan=makespan, segments=segments, by_region_rank=by_rr,
                         by_region=by_region, by_rank=table.groupby("rank")["seconds"].sum())
 

@@ -56,9 +56,9 @@ from waitlab.models.analysis.callpaths import (
     FloatArray,
     IntArray,
     call_paths,
-    category_codes,
     exclusive_times,
     isin_names,
+    native_codes,
     pattern_codes,
     unique_inverse,
 )
@@ -96,11 +96,11 @@ class Delimiters:
         n_ranks = int(rank.max()) + 1 if n else 0
         if n_ranks * n_ranks * (n + 1) >= 2**62:
             raise ValueError(f"event table too large for delimiter keys ({n_ranks} ranks, {n} rows)")
-        op, op_names = category_codes(events["op"])
+        op, op_names = native_codes(events["op"])
         done = events["done"].to_numpy()
-        peer = events["peer"].to_numpy().astype(np.int64)
+        peer = events["peer"].to_numpy()
         p2p = np.flatnonzero(isin_names(op, op_names, _P2P_OPS) & (done >= 0) & (peer >= 0))
-        key = (rank[p2p].astype(np.int64) * n_ranks + peer[p2p]) * n + done[p2p]
+        key = (rank[p2p].astype(np.int64) * n_ranks + peer[p2p].astype(np.int64)) * n + done[p2p].astype(np.int64)
         match = events["match"].to_numpy()
         coll = np.flatnonzero(isin_names(op, op_names, _COLLECTIVE_OPS) & (match >= 0))
         counts = np.bincount(rank, minlength=n_ranks)
@@ -132,14 +132,22 @@ class EventIndex:
     callpaths: CallPaths
     delimiters: Delimiters
     ties: TieCandidates
+    total_time: FloatArray  # raw (wait-inclusive) leaf seconds per call path over all ranks
+
+
+def _total_time(events: pd.DataFrame, cps: CallPaths) -> FloatArray:
+    leaf = cps.code >= 0
+    raw = events["exit"].to_numpy() - events["enter"].to_numpy()
+    return np.bincount(cps.code[leaf], weights=raw[leaf], minlength=len(cps)).astype(np.float64)
 
 
 def event_index(events: pd.DataFrame, callpaths: CallPaths | None = None,
                 ties: TieCandidates | None = None) -> EventIndex:
     """The :class:`EventIndex` of an event table (``callpaths``, ``ties``: its :func:`call_paths` and
     :func:`~waitlab.models.analysis.ties.tie_candidates`, when already made)."""
-    return EventIndex(callpaths if callpaths is not None else call_paths(events), Delimiters.build(events),
-                      ties if ties is not None else tie_candidates(events))
+    cps = callpaths if callpaths is not None else call_paths(events)
+    return EventIndex(cps, Delimiters.build(events), ties if ties is not None else tie_candidates(events),
+                      _total_time(events, cps))
 
 
 @dataclass(frozen=True)
@@ -155,8 +163,9 @@ class SyncPoints:
     states of q strictly between k' and k are rows ``inner_lo:inner_hi``).
 
     Per unique interval: ``iv_rank``, ``iv_start`` (delimiter row, exclusive),
-    ``iv_end`` (row, exclusive); its call-path times are the CSR slice
-    ``iv_offsets[j]:iv_offsets[j+1]`` of ``entry_callpath`` / ``entry_time``.
+    ``iv_end`` (row, exclusive); its call-path times are row ``j`` of ``dense`` when the matrix is small enough,
+    else the CSR slice ``iv_offsets[j]:iv_offsets[j+1]`` of ``entry_callpath`` / ``entry_time`` (empty with
+    ``dense``: the same data is not kept twice).
     """
 
     index: IntArray
@@ -182,7 +191,7 @@ class SyncPoints:
     entry_time: FloatArray
     callpaths: CallPaths
     total_time: FloatArray  # raw (wait-inclusive) leaf seconds per call path over all ranks
-    dense: FloatArray | None = None  # [interval, call path] times when small enough (same data as the CSR)
+    dense: FloatArray | None = None  # [interval, call path] times when small enough (then no CSR)
     n_input: int = -1  # rows of the input waits table (``index`` repeats rows when ties are split)
 
     def __len__(self) -> int:
@@ -190,6 +199,9 @@ class SyncPoints:
 
     def interval_times(self, j: int) -> dict[str, float]:
         """``{call path: T}`` of interval ``j`` (for inspection and doctests)."""
+        if self.dense is not None:
+            cps = np.flatnonzero(self.dense[j])
+            return {self.callpaths.names[c]: float(self.dense[j, c]) for c in cps.tolist()}
         lo, hi = int(self.iv_offsets[j]), int(self.iv_offsets[j + 1])
         return {self.callpaths.names[c]: float(t) for c, t in
                 zip(self.entry_callpath[lo:hi].tolist(), self.entry_time[lo:hi].tolist(), strict=True)}
@@ -326,16 +338,14 @@ def sync_points(events: pd.DataFrame, waits: pd.DataFrame, select: npt.NDArray[n
     limit = 2 * n_rows + 1_000_000 if dense_limit is None else dense_limit
     offsets, entry_cp, entry_t, dense = _interval_times(iv_start, iv_end, cps.code, exclusive_times(events, waits),
                                                         len(cps), dense_limit=limit)
-    leaf = cps.code >= 0
-    raw = events["exit"].to_numpy() - events["enter"].to_numpy()
-    total_time = np.bincount(cps.code[leaf], weights=raw[leaf], minlength=len(cps))
+    total_time = index.total_time if index is not None else _total_time(events, cps)
     return SyncPoints(
         index=src.astype(np.int64), event=event, peer_event=peer_event, rank=rank, peer_rank=peer_rank,
         wait=wait, pattern=pattern, collective=collective, instance=instance, p_start=p_start, q_start=q_start,
         p_interval=p_interval, q_interval=q_interval, inner_lo=inner_lo, inner_hi=inner_hi,
         iv_rank=rank_col[np.minimum(iv_end, max(n_rows - 1, 0))].astype(np.int64) if n_rows else iv_end,
         iv_start=iv_start, iv_end=iv_end, iv_offsets=offsets, entry_callpath=entry_cp, entry_time=entry_t,
-        callpaths=cps, total_time=total_time.astype(np.float64), dense=dense, n_input=n_in,
+        callpaths=cps, total_time=total_time, dense=dense, n_input=n_in,
     )  # fmt: skip
 
 
@@ -343,8 +353,8 @@ def _interval_times(iv_start: IntArray, iv_end: IntArray, cp_code: npt.NDArray[n
                     n_cp: int, dense_limit: int = 0) -> tuple[IntArray, IntArray, FloatArray, FloatArray | None]:
     """Sum ``excl`` per (interval, call path) over the leaf rows strictly inside each interval.
 
-    Returns CSR ``offsets`` (per interval), the entries sorted by (interval, call path), and the same
-    data as a dense ``[interval, call path]`` matrix when it has at most ``dense_limit`` cells.
+    Returns CSR ``offsets`` (per interval) and the entries sorted by (interval, call path), or, when the dense
+    ``[interval, call path]`` matrix has at most ``dense_limit`` cells, that matrix (and empty entries).
     Entries that sum to exactly 0 may be left out (they never make a positive delta).
     """
     n_iv = iv_start.size
@@ -364,12 +374,7 @@ def _interval_times(iv_start: IntArray, iv_end: IntArray, cp_code: npt.NDArray[n
             if b > a:
                 key, t = _entries(iv_start[a:b], lens[a:b], cp_code, excl, n_cp)
                 flat[a * n_cp:b * n_cp] = np.bincount(key, weights=t, minlength=(b - a) * n_cp)
-        nz = np.flatnonzero(flat)
-        offsets = np.zeros(n_iv + 1, np.int64)
-        np.cumsum(np.count_nonzero(flat.reshape(n_iv, n_cp), axis=1), out=offsets[1:])
-        nz_t = flat[nz]
-        nz %= n_cp
-        return offsets, nz, nz_t, flat.reshape(n_iv, n_cp)
+        return np.zeros(n_iv + 1, np.int64), np.zeros(0, np.int64), np.zeros(0), flat.reshape(n_iv, n_cp)
     key, t = _entries(iv_start, lens, cp_code, excl, n_cp)
     codes, uniq = pd.factorize(key, sort=False)
     sums = np.bincount(codes, weights=t, minlength=uniq.size)
@@ -423,5 +428,5 @@ def wait_table(sp: SyncPoints, **columns: npt.NDArray[Any]) -> pd.DataFrame:
         summed = arr.dtype.kind == "f" and len(sp) != n
         out[k] = np.bincount(sp.index, weights=arr, minlength=n) if summed else v[first]
     out["tied"] = np.bincount(sp.index, minlength=n).astype(np.int32)
-    return pd.DataFrame(out)
+    return pd.DataFrame(out, copy=False)  # every column is a new array: no copy into one block
 

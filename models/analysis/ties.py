@@ -58,7 +58,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from waitlab.models.analysis.callpaths import IntArray, category_codes, isin_names, pattern_codes
+from waitlab.models.analysis.callpaths import IntArray, isin_names, native_codes, pattern_codes
 from waitlab.models.analysis.waitstates import BARRIER_OPS, N_TO_ONE_OPS, NXN_OPS, PATTERNS, SCAN_OPS
 from waitlab.models.vocabulary import RECV_ACTIONS, SEND_ACTIONS
 
@@ -92,14 +92,14 @@ class TieCandidates:
 
 def tie_candidates(events: pd.DataFrame) -> TieCandidates:
     """The :class:`TieCandidates` of an event table."""
-    rank = events["rank"].to_numpy().astype(np.int64)
+    rank = events["rank"].to_numpy()
     enter, match, peer = events["enter"].to_numpy(), events["match"].to_numpy(), events["peer"].to_numpy()
-    op, names = category_codes(events["op"])
+    op, names = native_codes(events["op"])
     coll = np.flatnonzero(isin_names(op, names, _TIE_OPS) & (match >= 0))
     coll = coll[~(isin_names(op, names, N_TO_ONE_OPS)[coll] & (rank[coll] == peer[coll]))]
     snd, blocker = _senders_of_completed_receives(events, op, names, match)
     cand = np.concatenate((coll, snd))
-    c_g1 = np.concatenate((op[coll], np.full(snd.size, -1, np.int64)))
+    c_g1 = np.concatenate((op[coll].astype(np.int64), np.full(snd.size, -1, np.int64)))
     c_g2 = np.concatenate((match[coll], blocker))
     order = np.lexsort((rank[cand], enter[cand], c_g2, c_g1))
     cand, c_g1, c_g2 = cand[order], c_g1[order], c_g2[order]
@@ -218,10 +218,10 @@ def near_equal_waits(events: pd.DataFrame, waits: pd.DataFrame, fraction: float 
     return m_near > m_rule
 
 
-def _senders_of_completed_receives(events: pd.DataFrame, op: IntArray, names: list[str], match: IntArray
-                                   ) -> tuple[IntArray, IntArray]:
+def _senders_of_completed_receives(events: pd.DataFrame, op: npt.NDArray[np.integer], names: list[str],
+                                   match: IntArray) -> tuple[IntArray, IntArray]:
     """(send row, row of the call completing its receive) of every matched, completed receive."""
-    done = events["done"].to_numpy().astype(np.int64)
+    done = events["done"].to_numpy().astype(np.int64, copy=False)
     sends = np.flatnonzero(isin_names(op, names, SEND_ACTIONS) & (match >= 0))
     recvs = np.flatnonzero(isin_names(op, names, RECV_ACTIONS) & (match >= 0) & (done >= 0))
     if sends.size == 0 or recvs.size == 0:
