@@ -51,6 +51,8 @@ def _run(sub: Any) -> None:
             _dump({"output": str(out), "metadata": result.result.metadata, "summary": result.result.summary,
                    "perturbation": pert})
             return 0
+        if args.quiet:  # nothing is printed: no text is built (api.summary_text imports the API's tools)
+            return 0
         _say(args, api.summary_text(result.result.summary, result.result.metadata))
         if result.perturbation is not None:
             _say(args, api.report_text(result.perturbation.report))
