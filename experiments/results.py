@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from waitlab.errors import InputError
@@ -274,13 +275,24 @@ def _ops_meta(path: Path, schema: pa.Schema) -> tuple[dict[str, Any], tuple[str,
 
 def read_ledger(path: Path, names: tuple[str, ...]) -> Ledger:
     """The cause ledger of ``ledger.parquet``; ``names``: the operation table's names its regions index."""
-    led = _read_parquet(path, "cause ledger")
+    _parquet_schema(path, "cause ledger")
+    try:  # with pyarrow alone: the names are looked up once per distinct name, no pandas string column is made
+        led = pq.read_table(path, columns=list(REQUIRED_COLUMNS["ledger.parquet"]))
+        reg, kinds = (pc.dictionary_encode(led.column(c).combine_chunks()) for c in ("region", "kind"))
+    except Exception as exc:  # pyarrow raises many kinds for truncated or foreign files
+        raise InputError(str(path), "(file)", f"cannot be read as Parquet ({type(exc).__name__}: {exc})",
+                         "the file is damaged; re-run `waitlab run` to rewrite it") from None
     lookup = {n: i for i, n in enumerate(names)}
-    reg, kinds = led["region"].astype("category"), led["kind"].astype("category")  # one look-up per name
-    region = np.array([lookup.get(str(r), -1) for r in reg.cat.categories] + [-1], np.int32)[reg.cat.codes]
-    kind = np.array([CAUSE_KINDS.index(str(k)) for k in kinds.cat.categories] + [-1], np.int8)[kinds.cat.codes]
-    return Ledger(rank=led["rank"].to_numpy(np.int32), region=region, step=led["step"].to_numpy(np.int32),
-                  seconds=led["seconds"].to_numpy(np.float64), kind=kind)
+    region = np.array([lookup.get(str(r), -1) for r in reg.dictionary.to_pylist()] + [-1],
+                      np.int32)[reg.indices.to_numpy()]
+    kind = np.array([CAUSE_KINDS.index(str(k)) for k in kinds.dictionary.to_pylist()] + [-1],
+                    np.int8)[kinds.indices.to_numpy()]
+    out = Ledger(rank=led.column("rank").to_numpy().astype(np.int32), region=region,
+                 step=led.column("step").to_numpy().astype(np.int32),
+                 seconds=led.column("seconds").to_numpy().astype(np.float64), kind=kind)
+    del led, reg, kinds
+    pa.default_memory_pool().release_unused()
+    return out
 
 
 def read_ops(path: Path) -> OpTable:

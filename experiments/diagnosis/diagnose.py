@@ -381,8 +381,12 @@ def load_source(path: Path | LoadedRun, trust_edited: bool = False, truth: bool 
 def diagnose_path(path: Path | LoadedRun, trust_edited: bool = False, **kwargs: Any) -> Diagnosis:
     """:func:`diagnose` of a results folder (or a run read back from one) or scenario TOML."""
     src = load_source(path, trust_edited, bool(kwargs.get("truth", True)))
+    # the report of a run needs its critical path: made first, while only the tables are in memory (after the
+    # models its event-sized arrays would come on top of what they leave behind: 0.1 GB more peak at 7 M events)
+    critical = critical_path(src.events, src.waits) if len(src.events) else None
     diag = diagnose(src.events, src.waits, scenario=src.scenario, ops=src.ops, metadata=src.metadata,
                     speed_profiles=src.speed_profiles, placement=src.placement, **kwargs)
+    diag.__dict__["critical"] = critical  # Diagnosis.critical (a cached property), already made
     diag.metadata.setdefault("source", str(path.folder if isinstance(path, LoadedRun) else path))
     return diag
 

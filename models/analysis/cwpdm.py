@@ -176,10 +176,11 @@ def cwpdm(events: pd.DataFrame, waits: pd.DataFrame, *, sync: SyncPoints | None 
     })  # fmt: skip
     costs = costs[costs["cost"] > 0].sort_values(["cost", "rank"], ascending=[False, True], kind="stable")
     costs = costs.reset_index(drop=True)
+    gsum = g.sum(axis=1)
+    del w_of, cp, delta, key, codes, g, phi  # one entry per (wait state, call path): freed before the wait table
 
     indirect = s * ohat
     propagating = np.minimum(ps, 1.0) * omega
-    gsum = g.sum(axis=1)
     table = wait_table(
         sp, direct=omega - indirect, indirect=indirect, propagating=propagating, terminal=omega - propagating,
         phi=phi_tot, short=s * dhat, long=gsum * dhat, capped=np.where(ok, omega - s * denom, 0.0),

@@ -214,11 +214,15 @@ class SyncPoints:
         """
         iq = self.q_interval[rows]
         ip = self.p_interval[rows]
-        if self.dense is not None:
-            d = self.dense[iq]
-            d -= self.dense[ip]
-            w, c = np.nonzero(d > 0)
-            return rows[w].astype(np.int64), c.astype(np.int64), d[w, c]
+        if self.dense is not None:  # a block of wait states at a time: no [wait state, call path] matrix of all
+            parts = [(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0))]
+            for a in range(0, rows.size, _CHUNK_ROWS):
+                d = self.dense[iq[a:a + _CHUNK_ROWS]]
+                d -= self.dense[ip[a:a + _CHUNK_ROWS]]
+                w, c = np.nonzero(d > 0)
+                parts.append((rows[a:a + _CHUNK_ROWS][w].astype(np.int64), c.astype(np.int64), d[w, c]))
+            w_all, c_all, d_all = (np.concatenate(x) for x in zip(*parts, strict=True))
+            return w_all, c_all, d_all
         lo, hi = self.iv_offsets[iq], self.iv_offsets[iq + 1]
         lens = hi - lo
         total = int(lens.sum())
@@ -389,6 +393,8 @@ def _interval_times(iv_start: IntArray, iv_end: IntArray, cp_code: npt.NDArray[n
 
 #: Entries (leaf rows inside intervals) summed at a time by :func:`_interval_times`.
 _CHUNK_ENTRIES = 1 << 20
+#: Wait states whose deltas :meth:`SyncPoints.deltas` takes from the dense matrix at a time.
+_CHUNK_ROWS = 1 << 16
 
 
 def _entries(iv_start: IntArray, lens: IntArray, cp_code: npt.NDArray[np.int32], excl: FloatArray,
