@@ -61,6 +61,19 @@ def unique_inverse(key: IntArray) -> tuple[IntArray, IntArray]:
     return sk[new].astype(np.int64), inv
 
 
+def searchsorted_many(a: npt.NDArray[np.generic], v: npt.NDArray[np.generic], side: str = "left") -> IntArray:
+    """``np.searchsorted(a, v, side)`` with ``v`` sorted first: numpy starts each search where the previous key's
+    ended, so many unsorted keys are found faster (the same positions).
+
+    >>> searchsorted_many(np.array([1, 3, 5]), np.array([4, 0, 5])).tolist()
+    [2, 0, 2]
+    """
+    order = np.argsort(v, kind="stable")
+    out = np.empty(v.shape, np.int64)
+    out[order] = np.searchsorted(a, v[order], side=side)  # type: ignore[call-overload]
+    return out
+
+
 def group_codes(key: IntArray, size: int) -> tuple[IntArray, IntArray]:
     """Sorted distinct values of ``key`` (all in ``[0, size)``) and each key's group number.
 

@@ -60,6 +60,7 @@ from waitlab.models.analysis.callpaths import (
     isin_names,
     native_codes,
     pattern_codes,
+    searchsorted_many,
     unique_inverse,
 )
 from waitlab.models.analysis.ties import TIE_TOLERANCE, TieCandidates, split_culprits, tie_candidates
@@ -112,12 +113,12 @@ class Delimiters:
         out = self.first_row[x] - 1
         if self.p2p_key.size:
             group = x * self.n_ranks + partner
-            j = np.searchsorted(self.p2p_key, group * self.n_rows + row, side="left") - 1
+            j = searchsorted_many(self.p2p_key, group * self.n_rows + row) - 1
             jc = np.maximum(j, 0)
             ok = (j >= 0) & (self.p2p_key[jc] // self.n_rows == group)
             out = np.where(ok, np.maximum(out, self.p2p_key[jc] % self.n_rows), out)
         if self.coll_rows.size:
-            j = np.searchsorted(self.coll_rows, row, side="left") - 1
+            j = searchsorted_many(self.coll_rows, row) - 1
             jc = np.maximum(j, 0)
             ok = (j >= 0) & (self.rank[self.coll_rows[jc]] == x)
             out = np.where(ok, np.maximum(out, self.coll_rows[jc]), out)

@@ -58,7 +58,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from waitlab.models.analysis.callpaths import IntArray, isin_names, native_codes, pattern_codes
+from waitlab.models.analysis.callpaths import IntArray, isin_names, native_codes, pattern_codes, searchsorted_many
 from waitlab.models.analysis.waitstates import BARRIER_OPS, N_TO_ONE_OPS, NXN_OPS, PATTERNS, SCAN_OPS
 from waitlab.models.vocabulary import RECV_ACTIONS, SEND_ACTIONS
 
@@ -142,7 +142,7 @@ def tied_culprits(events: pd.DataFrame, waits: pd.DataFrame, tolerance: float = 
     group = np.cumsum(new) - 1
     g_start = np.flatnonzero(new)
     g_end = np.r_[g_start[1:], cand.size]
-    pos = tc.by_row[np.searchsorted(tc.sorted_rows, peer_event[tie])]
+    pos = tc.by_row[searchsorted_many(tc.sorted_rows, peer_event[tie])]
     if not np.array_equal(cand[pos], peer_event[tie]):
         raise ValueError("tied_culprits: a wait state names a culprit that is not a member of its instance "
                          "or the sender of a receive its call completes")
