@@ -362,8 +362,14 @@ def events_digest(events: pd.DataFrame) -> str:
     the run it belongs to with it (``diagnosis.json``'s ``run``)."""
     h = hashlib.sha256()
     for column, dtype in (("rank", np.int64), ("seq", np.int64), ("enter", np.float64), ("exit", np.float64)):
-        h.update(np.ascontiguousarray(events[column].to_numpy(dtype)).tobytes())
+        values = events[column].to_numpy()
+        for start in range(0, len(values), _DIGEST_ROWS):  # a slice at a time: no copy of the whole column
+            h.update(np.ascontiguousarray(values[start:start + _DIGEST_ROWS], dtype).data)
     return h.hexdigest()
+
+
+#: Rows of a column :func:`events_digest` converts at a time.
+_DIGEST_ROWS = 1 << 20
 
 
 def run_identity(meta: dict[str, Any], events: pd.DataFrame) -> dict[str, Any]:

@@ -393,7 +393,7 @@ def _interval_times(iv_start: IntArray, iv_end: IntArray, cp_code: npt.NDArray[n
 
 
 #: Entries (leaf rows inside intervals) summed at a time by :func:`_interval_times`.
-_CHUNK_ENTRIES = 1 << 20
+_CHUNK_ENTRIES = 1 << 18
 #: Wait states whose deltas :meth:`SyncPoints.deltas` takes from the dense matrix at a time.
 _CHUNK_ROWS = 1 << 16
 
