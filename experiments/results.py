@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
@@ -253,10 +254,10 @@ def _parquet_schema(path: Path, what: str = "") -> pa.Schema:
     return schema
 
 
-def _read_parquet(path: Path, what: str) -> pd.DataFrame:
+def _read_parquet(path: Path, what: str, int32: Sequence[str] = ()) -> pd.DataFrame:
     _parquet_schema(path, what)
     try:
-        df, _ = read_table(path)
+        df, _ = read_table(path, int32)
     except Exception as exc:  # pyarrow raises many kinds for truncated or foreign files
         raise InputError(str(path), "(file)", f"cannot be read as Parquet ({type(exc).__name__}: {exc})",
                          "the file is damaged; re-run `waitlab run` to rewrite it") from None
@@ -346,7 +347,7 @@ def load_run(folder: str | Path, trust_edited: bool = False) -> LoadedRun:
     ops_path = folder / "ops.parquet"  # the operations are read when first used (LoadedRun.ops); checked here
     _ops_meta(ops_path, _parquet_schema(ops_path, "operation table"))
     _parquet_schema(folder / "ledger.parquet", "cause ledger")
-    events = _read_parquet(folder / "events.parquet", "event table")
+    events = _read_parquet(folder / "events.parquet", "event table", ROW_REFERENCES)  # int32, as in the run
     waits = _read_parquet(folder / "waits.parquet", "wait states")
     pa.default_memory_pool().release_unused()  # the Parquet decoding's buffers: back to the system now, not later
     # last: a damaged file gets its own error first; a valid but edited one this one

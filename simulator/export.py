@@ -166,13 +166,19 @@ def write_parquet(df: pd.DataFrame, where: Path | pa.NativeFile, metadata: dict[
             del part
 
 
-def read_table(path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
+def read_table(path: Path, int32: Collection[str] = ()) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Read a table written by :func:`write_table` and its waitlab metadata.
 
     Each column becomes its own block and Arrow's copy is freed column by column as it is converted
     (``split_blocks``, ``self_destruct``): a 7.2 M-event table peaks at 1.2 GB instead of 1.7 GB and converts in
-    0.9 s of CPU instead of 2.2 s."""
+    0.9 s of CPU instead of 2.2 s.  Columns named in ``int32`` (written as int64 by :func:`write_table`'s ``int64``)
+    are read back as int32, as they were in memory, when the table has fewer than 2**31 rows (an event table's row
+    references: 115 MB less at 7.2 M events)."""
     table = pq.read_table(path)
+    if table.num_rows < 2**31:
+        for c in int32:
+            if c in table.column_names and table.schema.field(c).type == pa.int64():
+                table = table.set_column(table.column_names.index(c), c, table.column(c).cast(pa.int32()))
     meta = json.loads((table.schema.metadata or {}).get(b"waitlab", b"{}"))
     return table.to_pandas(split_blocks=True, self_destruct=True), meta
 

@@ -46,4 +46,7 @@ def test_row_references_are_int32_in_memory_and_int64_in_files(tmp_path: Path) -
         assert meta == {"x": 1}
         for c in ev.columns:
             assert back[c].tolist() == ev[c].tolist(), c
+        again, _ = read_table(path, int32=ROW_REFERENCES)  # as they were in memory
+        for c in ev.columns:
+            assert again[c].dtype == ev[c].dtype and again[c].tolist() == ev[c].tolist(), c
     assert ev["match"].dtype == np.int32  # writing did not change the table
