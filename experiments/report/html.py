@@ -40,12 +40,12 @@ import pandas as pd
 
 from waitlab.experiments.report.html_data import BUDGET_COLUMNS, budget_payload, heatmap_payload, timeline_payload
 from waitlab.experiments.report.palette import CAUSE, INK, KIND_COLOURS, OTHER, PATTERN_COLOURS, SERIES, WAIT
+from waitlab.models.analysis.summary import placement_text
+from waitlab.models.analysis.timeline_check import impossible_line
 from waitlab.simulator.build import cache_dir
 
 if TYPE_CHECKING:
     from bokeh.document import Document
-from waitlab.models.analysis.summary import placement_text
-from waitlab.models.analysis.timeline_check import impossible_line
 
 #: Runs up to this many ranks open on the whole timeline; larger ones on the heatmap and a rank window.
 DIRECT_RANKS = 64
@@ -354,7 +354,7 @@ def run_page_skeleton(shape: PageShape) -> str:
             f.write(page)
         os.replace(tmp, path)  # whole or not at all: another process may read it now
         code = path.name.split("-")[1]
-        for old in path.parent.glob("report-*.html"):
+        for old in path.parent.glob("report-*"):  # and the files a writer of other code left half written
             if old.name.split("-")[1] != code:
                 old.unlink(missing_ok=True)
     except OSError:
