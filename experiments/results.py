@@ -286,6 +286,10 @@ def read_ledger(path: Path, names: tuple[str, ...]) -> Ledger:
     lookup = {n: i for i, n in enumerate(names)}
     region = np.array([lookup.get(str(r), -1) for r in reg.dictionary.to_pylist()] + [-1],
                       np.int32)[reg.indices.to_numpy()]
+    unknown = sorted({str(k) for k in kinds.dictionary.to_pylist()} - set(CAUSE_KINDS))
+    if unknown:
+        raise InputError(str(path), "column kind", f"holds {unknown[0]!r}, not a kind of cause "
+                         f"({', '.join(CAUSE_KINDS)})", "the file is damaged; re-run `waitlab run` to rewrite it")
     kind = np.array([CAUSE_KINDS.index(str(k)) for k in kinds.dictionary.to_pylist()] + [-1],
                     np.int8)[kinds.indices.to_numpy()]
     out = Ledger(rank=led.column("rank").to_numpy().astype(np.int32), region=region,

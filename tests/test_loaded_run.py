@@ -6,6 +6,8 @@ import shutil
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from scenario_files import imbalance_toml, scenario_toml
 
@@ -48,3 +50,17 @@ def test_a_damaged_operation_table_is_refused_when_the_folder_is_read(run_folder
     with pytest.raises(InputError) as err:
         waitlab.load_run(bad, trust_edited=True)  # not only later, when the operations are first used
     assert err.value.field == "(file)" and "ops.parquet" in str(err.value)
+
+
+@pytest.mark.simgrid
+def test_a_ledger_with_an_unknown_kind_of_cause_is_refused_in_one_line(run_folder: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "bad"
+    shutil.copytree(run_folder, bad)
+    table = pq.read_table(bad / "ledger.parquet")
+    assert table.num_rows > 0
+    table = table.set_column(table.column_names.index("kind"), "kind", pa.array(["bogus"] * table.num_rows))
+    pq.write_table(table, bad / "ledger.parquet")
+    run = waitlab.load_run(bad, trust_edited=True)
+    with pytest.raises(InputError) as err:
+        run.ledger()
+    assert err.value.field == "column kind" and "'bogus'" in str(err.value) and "imbalance" in str(err.value)
