@@ -48,7 +48,7 @@ def start(tmp_path: Path, *args: str) -> tuple[subprocess.Popen[str], str]:
     token = uuid.uuid4().hex
     (tmp_path / "tmp").mkdir(exist_ok=True)
     env = dict(os.environ, WAITLAB_TEST_MARK=token, TMPDIR=str(tmp_path / "tmp"))
-    proc = subprocess.Popen([sys.executable, "-m", "waitlab.cli", *args], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "waitlab", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path, start_new_session=True)
     return proc, f"WAITLAB_TEST_MARK={token}"
 
