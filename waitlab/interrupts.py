@@ -6,8 +6,9 @@
 - Signals: the first Ctrl-C (or SIGTERM) raises :class:`~waitlab.errors.Interrupted` (a
   :class:`KeyboardInterrupt` carrying the signal), so results folders being written are removed, no more work
   is dispatched and SimGrid runs are stopped; a second signal exits at once (status 128 + signal: 130 for
-  SIGINT, 143 for SIGTERM), killing the worker processes, also while the command ends after the first; SimGrid
-  runs die with their parent (``PR_SET_PDEATHSIG``, see :mod:`waitlab.simulator.smpi`).
+  SIGINT, 143 for SIGTERM), killing the worker processes; SimGrid runs die with their parent
+  (``PR_SET_PDEATHSIG``, see :mod:`waitlab.simulator.smpi`).  Outside the session, the ``waitlab`` command
+  (:mod:`waitlab.entry`) ends at once on a signal, with the same status.
 """
 
 from __future__ import annotations
@@ -83,8 +84,8 @@ def session() -> Iterator[Path]:
     try:
         yield scratch
     finally:
-        for s, handler in previous.items():  # after an interrupt the command is ending: a second signal still
-            signal.signal(s, handler if not interrupts else on_signal)  # exits at once with 128 + signal
+        for s, handler in previous.items():
+            signal.signal(s, handler)
         if old_env is None:
             os.environ.pop("TMPDIR", None)
         else:
