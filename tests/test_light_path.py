@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -144,3 +145,14 @@ def test_the_command_turns_pydantic_s_plugin_search_off_unless_told_and_the_libr
     version = subprocess.run([sys.executable, "-m", "waitlab", "--version"], capture_output=True, text=True, env=env,
                              timeout=120)
     assert version.returncode == 0 and version.stdout.startswith("waitlab "), version.stderr[-500:]
+
+
+def test_a_command_whose_output_reader_went_away_ends_quietly():
+    """``waitlab ... | head``: the reader closes the pipe; the command ends with 128 + SIGPIPE, as shell tools do,
+    without a traceback (the output's first write raised BrokenPipeError)."""
+    proc = subprocess.Popen([sys.executable, "-m", "waitlab", "platforms"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # before the command's first line: it takes half a second to start
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 128 + signal.SIGPIPE and "Traceback" not in err, err

@@ -12,11 +12,12 @@ Before and after a command's session (:func:`waitlab.interrupts.session`: its fi
 a SIGINT or SIGTERM ends the process at once with status 128 + signal: there is nothing to clean up then, and a second
 Ctrl-C while the command ends after its first one is not turned into a traceback or a death by the signal.
 
-A command that returns ends the process without the interpreter's teardown: the exit handlers run (``atexit``,
-logging's flush), the output is flushed, then ``os._exit``.  The teardown frees every module and object one by one:
-0.20-0.22 s after a ping-pong program's run (pandas and pyarrow alone 0.11 s), a sixth of that command's time, for
-memory the operating system takes back whole.  An exception or ``SystemExit`` (``--help``, a usage error) leaves
-as usual.
+A command whose output's reader went away (``waitlab ... | head``) ends quietly with 128 + SIGPIPE, as shell tools
+do, not with a traceback.  A command that returns ends the process without the interpreter's teardown: the exit
+handlers run (``atexit``, logging's flush), the output is flushed, then ``os._exit``.  The teardown frees every module
+and object one by one: 0.20-0.22 s after a ping-pong program's run (pandas and pyarrow alone 0.11 s), a sixth of that
+command's time, for memory the operating system takes back whole.  An exception or ``SystemExit`` (``--help``, a
+usage error) leaves as usual.
 """
 
 from __future__ import annotations
@@ -43,11 +44,16 @@ def main() -> int:
     flushed, to let the interpreter report it)."""
     for s in (signal.SIGINT, signal.SIGTERM):
         signal.signal(s, _exit_at_once)
-    code = cli.main()
+    try:
+        code = cli.main()
+    except BrokenPipeError:  # the reader of the output went away (`waitlab ... | head`): end as a shell tool does
+        os._exit(128 + signal.SIGPIPE)
     try:
         sys.stdout.flush()
         sys.stderr.flush()
-    except OSError:  # a closed pipe (`waitlab ... | head`): the interpreter's usual account of it
+    except BrokenPipeError:
+        os._exit(128 + signal.SIGPIPE)
+    except OSError:  # the output cannot be written (a full disk): the interpreter's usual account of it
         return code
     atexit._run_exitfuncs()
     sys.stdout.flush()
