@@ -156,3 +156,11 @@ def test_a_region_name_cannot_close_the_page_s_scripts():
     assert "</script><script>alert" not in page  # in the payload and the colours "<\/script>": the same JSON text
     payload = json.loads(re.search(r'id="wl-timeline-data">(.*?)</script>', page, re.S).group(1))
     assert payload["regions"] == [name]
+
+
+def test_bokeh_s_settings_from_the_environment_name_another_kept_skeleton(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("WAITLAB_CACHE", str(tmp_path))
+    shape = report_html.PageShape.of_run(3)
+    plain = report_html.skeleton_file(shape)
+    monkeypatch.setenv("BOKEH_MINIFIED", "false")  # Bokeh then inlines its library unminified: another page
+    assert report_html.skeleton_file(shape) != plain

@@ -325,9 +325,10 @@ SLOTS = ("causes", "config", "data", "detail", "last", "name", "summary", "title
 
 def skeleton_file(shape: PageShape) -> Path:
     """The kept skeleton of ``shape``: ``report-CODE-SHAPE.html`` in waitlab's cache, CODE a hash of the text of
-    :data:`SKELETON_SOURCES` and of the versions of Bokeh and Jinja (a change of any of them makes a new file), SHAPE
-    a hash of the shape."""
-    code = hashlib.sha256(repr((version("bokeh"), version("jinja2"))).encode())
+    :data:`SKELETON_SOURCES`, of the versions of Bokeh and Jinja and of Bokeh's settings from the environment
+    (``BOKEH_*``: a change of any of them makes a new file), SHAPE a hash of the shape."""
+    bokeh_env = sorted((k, v) for k, v in os.environ.items() if k.startswith("BOKEH_"))
+    code = hashlib.sha256(repr((version("bokeh"), version("jinja2"), bokeh_env)).encode())
     for name in SKELETON_SOURCES:
         code.update((_JS.parent / name).read_bytes())
     kind = hashlib.sha256(repr(shape).encode()).hexdigest()[:8]
