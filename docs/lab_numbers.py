@@ -25,6 +25,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from waitlab import cli
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path("results")  # as on the pages: the commands run in a scratch folder holding a link to examples/
 NUMBERS = ROOT / "docs" / "lab" / "numbers.json"
@@ -37,12 +39,10 @@ RAN: list[str] = []
 def waitlab(*argv: str | Path) -> str:
     """Run one ``waitlab`` command in this process; what it printed (stdout, then stderr).  A failing command
     raises."""
-    from waitlab.cli import main
-
     RAN.append(" ".join(["waitlab", *map(str, argv)]))
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        status = main([str(a) for a in argv])
+        status = cli.main([str(a) for a in argv])
     # check-c exits 1 when condition C is violated: that is an answer, not a failure
     if status not in (0, 1) or (status == 1 and argv[0] != "check-c"):
         raise RuntimeError(f"waitlab {' '.join(map(str, argv))} exited {status}: {err.getvalue()[-2000:]}")

@@ -27,6 +27,9 @@ from pathlib import Path
 from bad_inputs_corpus import CASES, GOOD, Built, Case, run_argv, write
 from bad_inputs_files import GOOD_RUN, PROGRAM_SCENARIO, TRACE, TRACE_SCENARIO
 
+from waitlab import api
+from waitlab.experiments.run_folder import seal
+
 SCOREP = Path(__file__).parent / "data" / "scorep_ping_pong"
 DEEP = 10_000
 #: Diagnoses of the good run, made once (``diagnosis/`` with its record) for the report cases.
@@ -53,8 +56,6 @@ def _copy_run(d: Path) -> Path:
 def good_diagnosis() -> Path:
     """``diagnosis.json`` of the good run, written (with its folder's record) by ``waitlab diagnose`` once."""
     if not GOOD_DIAGNOSIS:
-        from waitlab import api
-
         folder = GOOD_RUN[0].parent / "diagnosis"
         api.write_report(api.diagnose(GOOD_RUN[0], truth=False), folder, png=False)
         GOOD_DIAGNOSIS.append(folder / "diagnosis.json")
@@ -153,8 +154,6 @@ def _report_diagnosis(content: Callable[[Path], Path], file: str, field: str,
 def _sealed(name: str, data: str | bytes) -> Callable[[Path], Path]:
     """A diagnosis file in a folder whose record holds its sum: only its content can be wrong."""
     def make(d: Path) -> Path:
-        from waitlab.experiments.run_folder import seal
-
         folder = d / "diag"
         write(folder / name, data)
         seal(folder, "diagnosis", (name,))

@@ -23,8 +23,10 @@ import pandas as pd
 import pytest
 
 from waitlab import api
+from waitlab.experiments.diagnosis.scalasca_models import scalasca_critical_path_model, scalasca_delay_model
 from waitlab.experiments.diagnosis.suite import builtin_suite
 from waitlab.experiments.scalasca_check import compare_waits, pattern_totals, scout_run_folder
+from waitlab.models.analysis.protocol import RunData, blame_problems
 from waitlab.simulator.scalasca import find_scalasca, read_cubex, run_scout, scalasca_waits
 
 PREFIX, REASON = find_scalasca()
@@ -187,9 +189,6 @@ def test_scalasca_root_cause_and_critical_path_as_models_blame_the_late_rank(tmp
     nearly all of the wait (7.50 s) is rank 5's ``Stencil``: both models must put at least 99% of their blame
     there, and neither may blame more than the run's wait (protocol check).
     """
-    from waitlab.experiments.diagnosis.scalasca_models import scalasca_critical_path_model, scalasca_delay_model
-    from waitlab.models.analysis.protocol import RunData, blame_problems
-
     result = api.run(EXAMPLES / "stencil_late_rank.toml", tmp_path / "run", png=False).result
     run = RunData(result.events, result.waits)
     for model in (scalasca_delay_model, scalasca_critical_path_model):

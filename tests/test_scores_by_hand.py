@@ -15,8 +15,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from waitlab.experiments.diagnosis.diagnose import Diagnosis
 from waitlab.experiments.diagnosis.evaluate import SCORES, case_scores
 from waitlab.experiments.diagnosis.leaderboard import leaderboard_dict
+from waitlab.experiments.diagnosis.registry import ModelRun
+from waitlab.experiments.report.diagnosis_report import to_markdown
 from waitlab.models.analysis.baselines import blame_shifting_model
 from waitlab.models.analysis.cwpdm import cwpdm
 from waitlab.models.analysis.protocol import RunData
@@ -155,10 +158,6 @@ def test_hol_factor_past_the_exact_chains_matches_a_monte_carlo(n: int, slots: i
 
 def test_diagnosis_report_lists_no_blame_below_the_floor() -> None:
     """1.127e-17 s of blame (floating-point dust of a subtraction) is below SimGrid's 1 ns clock: not listed."""
-    from waitlab.experiments.diagnosis.diagnose import Diagnosis
-    from waitlab.experiments.diagnosis.registry import ModelRun
-    from waitlab.experiments.report.diagnosis_report import to_markdown
-
     frame = pd.DataFrame({"rank": [0, 1, 2], "region": ["A", "B", "C"], "callpath": ["A", "B", "C"],
                           "seconds": [2.0, 1.127e-17, 3e-9]})
     model = ModelRun(key="m", name="M", metric="total_wait", frame=frame, seconds=0.0, peak_bytes=0, denominator=2.0)

@@ -18,6 +18,8 @@ import pytest
 
 from waitlab.experiments.sweep import load_sweep, run_sweep
 from waitlab.models.contention import hol_factors
+from waitlab.platforms import load_platform
+from waitlab.platforms.smpi_factors import calibrate
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = """[scenario]
@@ -87,9 +89,6 @@ def test_2dmesh_gains_from_a_second_switch_only_through_simgrids_latency_weighte
     get ``C / 12.2`` and end together.  On two, node 1 is node 0's leaf-mate (``p_l``), nodes 2, 3 are not
     (``p_r``): the leaf-mates' flows get ``C / (4.2 + 8 p_l / p_r)``, end earlier and start the next step early.
     """
-    from waitlab.platforms import load_platform
-    from waitlab.platforms.smpi_factors import calibrate
-
     model = load_platform("deepcomp_7000")
     cal = calibrate(model)
     link_bw, link_lat = cal.inter_node.bandwidth, cal.inter_node.latency / 2  # a node's link, as rendered

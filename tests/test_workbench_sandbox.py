@@ -19,9 +19,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from waitlab.cli import main
 from waitlab.experiments.diagnosis import registry
 from waitlab.experiments.diagnosis.check import check_model
 from waitlab.experiments.diagnosis.diagnose import run_models
+from waitlab.experiments.diagnosis.evaluate import SCORES
+from waitlab.experiments.diagnosis.leaderboard import to_markdown
 from waitlab.models.analysis.protocol import EVENT_COLUMNS, TRUTH_COLUMNS, RunData, measured_events
 from waitlab.models.analysis.waitstates import make_events, wait_states
 
@@ -203,8 +206,6 @@ def test_a_users_model_is_never_imported_in_waitlabs_process(user_dir: Path) -> 
 @pytest.mark.slow
 def test_evaluate_keeps_the_builtin_rows_byte_identical(user_dir: Path, tmp_path: Path,
                                                         capsys: pytest.CaptureFixture[str]) -> None:
-    from waitlab.cli import main
-
     base = ["evaluate", "--case", "imbalance-one-late-16", "--cache", str(tmp_path / "cache"), "--no-png", "-q"]
     assert main([*base, "-o", str(tmp_path / "plain")]) == 0
     capsys.readouterr()
@@ -232,8 +233,6 @@ def test_evaluate_keeps_the_builtin_rows_byte_identical(user_dir: Path, tmp_path
 
 def test_evaluate_refuses_unsafe_output_folders_before_running(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
-    from waitlab.cli import main
-
     monkeypatch.chdir(tmp_path)
     base = ["evaluate", "--case", "imbalance-one-late-16", "--cache", str(tmp_path / "cache"), "--no-png", "-q"]
     for target in ("/", ".", str(Path.home())):
@@ -245,9 +244,6 @@ def test_evaluate_refuses_unsafe_output_folders_before_running(tmp_path: Path, m
 
 
 def test_the_leaderboard_marks_a_failed_models_cases() -> None:
-    from waitlab.experiments.diagnosis.evaluate import SCORES
-    from waitlab.experiments.diagnosis.leaderboard import to_markdown
-
     rows = []
     for m in ("good", "half", "broken"):
         for case in ("x", "y"):

@@ -57,6 +57,7 @@ from waitlab.experiments.diagnosis.registry import (
     run_model,
 )
 from waitlab.experiments.diagnosis.sandbox import DEFAULT_TIMEOUT, IsolatedModel
+from waitlab.experiments.diagnosis.scalasca_models import scalasca_specs
 from waitlab.experiments.diagnosis.suite import Case, load_suite
 from waitlab.experiments.pipeline import run as run_pipeline
 from waitlab.experiments.results import write_run
@@ -335,8 +336,6 @@ def evaluate(suite: str | Path | None = None, *, models: Sequence[str | Callable
     cases = load_suite(suite, only)
     specs = all_models(models, model_timeout)
     if scalasca:
-        from waitlab.experiments.diagnosis.scalasca_models import scalasca_specs
-
         found, reason = scalasca_specs()
         specs += found
         if not found:
