@@ -103,6 +103,19 @@ def spread(xs: list[float], unit: str = "") -> str:
     return f"median {statistics.median(xs):.3g}{unit} (min {min(xs):.3g}, max {max(xs):.3g})"
 
 
+def compare(what: str, stock: str, wa: list[float], wb: list[float], peak: list[float], op: str) -> None:
+    """Print the pairs' wall seconds and CPU seconds (:data:`CPU`, alternated) of waitlab and ``stock``, and their
+    ratios (``op`` "/") or differences ("-")."""
+    def vs(a: list[float], b: list[float]) -> str:
+        return spread([x / y for x, y in zip(a, b, strict=True)]) if op == "/" else \
+            spread([x - y for x, y in zip(a, b, strict=True)], " s")
+
+    ca, cb = CPU[0::2], CPU[1::2]
+    print(f"{what}: waitlab run {spread(wa, ' s')}, {stock} {spread(wb, ' s')}; run {op} stock {vs(wa, wb)}; "
+          f"waitlab peak {spread(peak, ' MiB')}")
+    print(f"  CPU: waitlab run {spread(ca, ' s')}, {stock} {spread(cb, ' s')}; run {op} stock {vs(ca, cb)}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--replay", type=int, metavar="RANKS")
@@ -121,12 +134,7 @@ def main() -> int:
             out = work / "out"
             CPU.clear()
             wa, wb, peak = pairs([WAITLAB, "run", str(toml), "-o", str(out), "--force", "-q"], stock, args.pairs)
-            ratios = [a / b for a, b in zip(wa, wb, strict=True)]
-            ca, cb = CPU[0::2], CPU[1::2]
-            print(f"{args.replay} ranks x {args.steps} steps: waitlab run {spread(wa, ' s')}, stock "
-                  f"{spread(wb, ' s')}; run / stock {spread(ratios)}; waitlab peak {spread(peak, ' MiB')}")
-            print(f"  CPU: waitlab run {spread(ca, ' s')}, stock {spread(cb, ' s')}; run / stock "
-                  f"{spread([a / b for a, b in zip(ca, cb, strict=True)])}")
+            compare(f"{args.replay} ranks x {args.steps} steps", "stock", wa, wb, peak, "/")
         if args.pingpong:
             toml = work / "p.toml"
             toml.write_text(f'[scenario]\nname = "shell-pingpong"\nranks = 2\n[platform]\nname = "dawning_5000a"\n'
@@ -138,12 +146,7 @@ def main() -> int:
             shutil.copytree(out / "program" / "rerun", rerun)
             CPU.clear()
             wa, wb, peak = pairs(cmd, lambda: timed(["sh", str(rerun / "smpirun.sh")])[0], args.pairs)
-            diffs = [a - b for a, b in zip(wa, wb, strict=True)]
-            ca, cb = CPU[0::2], CPU[1::2]
-            print(f"ping-pong, 2 ranks x {args.messages}: waitlab run {spread(wa, ' s')}, stock rerun "
-                  f"{spread(wb, ' s')}; run - stock {spread(diffs, ' s')}; waitlab peak {spread(peak, ' MiB')}")
-            print(f"  CPU: waitlab run {spread(ca, ' s')}, stock rerun {spread(cb, ' s')}; run - stock "
-                  f"{spread([a - b for a, b in zip(ca, cb, strict=True)], ' s')}")
+            compare(f"ping-pong, 2 ranks x {args.messages}", "stock rerun", wa, wb, peak, "-")
         if args.diagnose:
             CPU.clear()
             runs = [timed([WAITLAB, "diagnose", "--no-truth", "-q", str(args.diagnose), "-o",
