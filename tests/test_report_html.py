@@ -92,6 +92,16 @@ def test_page_is_self_contained_and_deterministic():
     assert '"name":"wl-heatmap"' in page_big
 
 
+def _run_and_diagnose(example: str, run: Path) -> Path:
+    """``waitlab run`` of ``examples/EXAMPLE.toml`` into ``run``, then ``waitlab diagnose`` of it (the commands as
+    users type them)."""
+    waitlab = shutil.which("waitlab", path=str(Path(sys.executable).parent)) or "waitlab"
+    for cmd in ([waitlab, "run", "-q", str(ROOT / "examples" / f"{example}.toml"), "-o", str(run)],
+                [waitlab, "diagnose", "-q", str(run)]):
+        subprocess.run(cmd, check=True, timeout=600)
+    return run
+
+
 def _pixels_near(img: np.ndarray, colour: str, tol: float = 0.06) -> np.ndarray:
     rgb = np.array(mcolors.to_rgb(colour))
     return np.all(np.abs(img[..., :3] - rgb) < tol, axis=-1)
@@ -100,11 +110,7 @@ def _pixels_near(img: np.ndarray, colour: str, tol: float = 0.06) -> np.ndarray:
 @pytest.mark.simgrid
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is installed by scripts/bootstrap.sh")
 def test_stencil_late_rank_report_in_headless_chromium(tmp_path: Path):
-    waitlab = shutil.which("waitlab", path=str(Path(sys.executable).parent)) or "waitlab"
-    run = tmp_path / "R"
-    for cmd in ([waitlab, "run", "-q", str(ROOT / "examples" / "stencil_late_rank.toml"), "-o", str(run)],
-                [waitlab, "diagnose", "-q", str(run)]):
-        subprocess.run(cmd, check=True, timeout=600)
+    run = _run_and_diagnose("stencil_late_rank", tmp_path / "R")
     page_file = run / "report.html"
     assert page_file.is_file() and page_file.stat().st_size < 10 * 2**20
     shot = tmp_path / "shot.png"
@@ -186,11 +192,7 @@ def _source(name: str) -> str:
 @pytest.mark.simgrid
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is installed by scripts/bootstrap.sh")
 def test_wavefront_report_shows_the_propagation_picture_and_the_communication_matrix(tmp_path: Path):
-    waitlab = shutil.which("waitlab", path=str(Path(sys.executable).parent)) or "waitlab"
-    run = tmp_path / "W"
-    for cmd in ([waitlab, "run", "-q", str(ROOT / "examples" / "wavefront_propagation.toml"), "-o", str(run)],
-                [waitlab, "diagnose", "-q", str(run)]):
-        subprocess.run(cmd, check=True, timeout=600)
+    run = _run_and_diagnose("wavefront_propagation", tmp_path / "W")
     shot = tmp_path / "shot.png"
     page = load(run / "report.html", screenshot=shot, values={
         "graph": _source("wl-propagation-src"), "matrix": _source("wl-matrix-src"),
