@@ -8,7 +8,6 @@ file: re-measure with ``.venv/bin/python docs/lab_numbers.py`` and read the page
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import shutil
@@ -16,6 +15,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from docs_scripts import docs_script
 
 ROOT = Path(__file__).resolve().parent.parent
 LAB = ROOT / "docs" / "lab"
@@ -26,11 +26,7 @@ UNMEASURED = re.compile(r"^waitlab (plot|report) |^cat ")
 
 
 def lab_numbers() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("lab_numbers", ROOT / "docs" / "lab_numbers.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return docs_script("lab_numbers")
 
 
 def pages() -> dict[str, str]:

@@ -7,23 +7,19 @@ Scalasca is installed: both sides are compared without them.  Refresh with ``doc
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 from pathlib import Path
 from types import ModuleType
 
 import pandas as pd
 import pytest
+from docs_scripts import docs_script
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("leaderboard_tables", ROOT / "docs" / "leaderboard_tables.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return docs_script("leaderboard_tables")
 
 
 def test_the_page_includes_both_files_and_no_copied_table():
