@@ -21,6 +21,7 @@ from matplotlib import image as mimage
 from waitlab.experiments.report import html as report_html
 from waitlab.experiments.report import html_data
 from waitlab.experiments.report.html_data import rank_step_wait, timeline_payload
+from waitlab.experiments.report.html_text import detail_note
 from waitlab.experiments.report.palette import CAUSE, PATTERN_COLOURS
 from waitlab.models.analysis.propagation import propagation_graph
 from waitlab.models.analysis.summary import rank_budget
@@ -167,12 +168,12 @@ def test_a_rank_beyond_the_detail_cap_carries_its_first_events(monkeypatch: pyte
     assert p["detail_ranks"] == 1 and p["events"] == 1 and p["until"] == 3.0  # rank 0's compute, 0 to 3 s
     assert _unpack(p["offsets"], "int32").tolist() == [0, 1]
     assert _unpack(p["cols"]["enter"], "float32").tolist() == [0.0]
-    assert report_html._detail_note(p, 3) == (" Detail is carried for rank 0 up to 3 s only (its first 1 events; "
+    assert detail_note(p, 3) == (" Detail is carried for rank 0 up to 3 s only (its first 1 events; "
                                               "<code>waitlab export --chrome</code> writes the whole run).")
     monkeypatch.setattr(html_data, "DETAIL_CAP", 3)  # ranks 0 and 1 do not fit together: rank 0 whole
     p = timeline_payload(ev, waits, None, 3)
     assert p["detail_ranks"] == 1 and p["events"] == 2 and p["until"] is None
-    assert report_html._detail_note(p, 3) == " Detail is carried for ranks 0 to 0 only (the first 2 events)."
+    assert detail_note(p, 3) == " Detail is carried for ranks 0 to 0 only (the first 2 events)."
 
 
 def _box(name: str) -> str:
