@@ -24,5 +24,9 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stam
   PYTHONWARNINGS="ignore:Editable installation" "$VENV/bin/python" -m pip install -q -e ".[dev]"
   touch "$stamp"
 fi
+# waitlab's bytecode, as pip writes it for a regular install: an editable install leaves it to the first import, and
+# where PYTHONDONTWRITEBYTECODE is set (CI images, sandboxes) every command would compile its ~100 modules again
+# (0.07 s of a small run's 0.7 s, measured).  Quick when up to date.
+"$VENV/bin/python" -m compileall -q -j 0 waitlab experiments models platforms simulator >/dev/null
 # Build (or verify) the native replay extension; rebuilt when its source changes.
 "$VENV/bin/python" -c "import sys; from waitlab.simulator.build import main; sys.exit(main())"  # -m would warn: the package imports build
