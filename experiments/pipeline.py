@@ -9,22 +9,24 @@ operations, the measured run with the noise's speed profiles, the noise that
 delayed work booked into the ledger, condition C and the wait distortion.
 
 The part up to the end of an SMPI stage (:func:`prepare`, the stage itself) is :mod:`waitlab.experiments.stage`,
-which imports no pandas: ``waitlab run`` prepares a scenario (and estimates it) before importing this module.
+which imports no pandas, and neither does this module when imported: the analysis a run needs after its stage
+(pandas, the event table, wait states, summary, condition C) is imported while its first SMPI stage runs
+(:data:`AFTER_STAGE`), so a command's imports and SimGrid's simulation overlap instead of adding up.
 """
 
 from __future__ import annotations
 
+import importlib
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from waitlab.experiments.report.notebook import run_html
-from waitlab.experiments.report.perturbation_report import PerturbationResult, event_op_rows, perturbation_report
+from waitlab.experiments.run_folder import PICTURE_MODULES
 from waitlab.experiments.scenario import Scenario
 from waitlab.experiments.sources import Execution
 from waitlab.experiments.stage import Prepared as Prepared
@@ -32,12 +34,9 @@ from waitlab.experiments.stage import execute, link_factors
 from waitlab.experiments.stage import prepare as prepare
 from waitlab.experiments.stage import smpi_config as smpi_config
 from waitlab.experiments.stage import without_links as without_links
-from waitlab.models.analysis.metrics import ledger_frame, wait_metrics
-from waitlab.models.analysis.summary import rank_budget, summarize
-from waitlab.models.analysis.waitstates import wait_states
+from waitlab.lazy import Deferred
 from waitlab.models.ops import CODE, OpTable
 from waitlab.models.perturb import noise_hits as nh
-from waitlab.models.perturb.condition_c import check_condition_c, original_keys, wait_distortion
 from waitlab.models.perturb.link import link_ledger
 from waitlab.models.perturb.stage import (
     SPILL_KINDS,
@@ -48,13 +47,42 @@ from waitlab.models.perturb.stage import (
     with_ledger_rows,
 )
 from waitlab.platforms.machine import contention_record
-from waitlab.platforms.placement_table import placement_table
 from waitlab.platforms.smpi_factors import calibrate
 from waitlab.simulator.build import simgrid_version
 from waitlab.simulator.smpi import laws_acted
 from waitlab.simulator.spill import release_free_memory
-from waitlab.simulator.timeline import SCHEMA_VERSION, build_events
 from waitlab.version import __version__
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from waitlab.experiments.report import perturbation_report as _report
+    from waitlab.experiments.report.perturbation_report import PerturbationResult
+    from waitlab.models.analysis import metrics as _metrics
+    from waitlab.models.analysis import summary as _summary
+    from waitlab.models.analysis import waitstates as _waitstates
+    from waitlab.models.perturb import condition_c as _condition_c
+    from waitlab.platforms import placement_table as _placement
+    from waitlab.simulator import timeline as _timeline
+else:  # pandas and the analysis: imported while the first SMPI stage runs (import_after_stage)
+    _report = Deferred("waitlab.experiments.report.perturbation_report")
+    _metrics = Deferred("waitlab.models.analysis.metrics")
+    _summary = Deferred("waitlab.models.analysis.summary")
+    _waitstates = Deferred("waitlab.models.analysis.waitstates")
+    _condition_c = Deferred("waitlab.models.perturb.condition_c")
+    _placement = Deferred("waitlab.platforms.placement_table")
+    _timeline = Deferred("waitlab.simulator.timeline")
+
+#: What a run needs after its SMPI stage, imported while the stage runs (:func:`import_after_stage`): the modules
+#: above (pandas among them: 0.2-0.3 s) and the results folder's writer with its page.
+AFTER_STAGE = (*(m.__name__ for m in (_timeline, _waitstates, _summary, _placement, _metrics, _condition_c, _report)),
+               "waitlab.experiments.results", PICTURE_MODULES["report.html"])
+
+
+def import_after_stage() -> None:
+    """Import :data:`AFTER_STAGE` (quick once done): :func:`simulate_ops` calls it as soon as SMPI runs."""
+    for name in AFTER_STAGE:
+        importlib.import_module(name)
 
 
 @dataclass(frozen=True)
@@ -79,7 +107,7 @@ class RunResult:
 
     def ledger(self) -> pd.DataFrame:
         """The cause ledger as a table (rank, region, step, seconds, kind)."""
-        return ledger_frame(self.ops)
+        return _metrics.ledger_frame(self.ops)
 
 
 def with_link_ledger(prep: Prepared, res: RunResult) -> RunResult:
@@ -107,7 +135,8 @@ def simulate_ops(prep: Prepared, ops: OpTable | None = None, *, speed_profiles: 
     keep_dir : Path, optional
         Keep the trace, platform and log files there instead of a temporary folder.
     """
-    return finish(prep, execute(prep, ops, speed_profiles=speed_profiles, paje_file=paje_file, keep_dir=keep_dir))
+    return finish(prep, execute(prep, ops, speed_profiles=speed_profiles, paje_file=paje_file, keep_dir=keep_dir,
+                                on_start=import_after_stage))
 
 
 def finish(prep: Prepared, ex: Execution) -> RunResult:
@@ -115,7 +144,8 @@ def finish(prep: Prepared, ex: Execution) -> RunResult:
     stages = dict(ex.stage_seconds)
     sc = prep.scenario
     metadata = {
-        "schema_version": SCHEMA_VERSION, "waitlab_version": __version__, "simgrid_version": simgrid_version(),
+        "schema_version": _timeline.SCHEMA_VERSION, "waitlab_version": __version__,
+        "simgrid_version": simgrid_version(),
         "platform": prep.platform.name, "nodes": prep.platform.n_nodes,
         "ranks_per_node": prep.platform.ranks_per_node, "ranks": sc.ranks, "seed": sc.seed, "scenario": sc.name,
         "scenario_hash": sc.hash(), "smpi_config": ex.smpi_config, "application_kind": sc.application_kind,
@@ -129,14 +159,16 @@ def finish(prep: Prepared, ex: Execution) -> RunResult:
         if ex.times is None:
             raise ValueError("an execution without events has the operations' times")
         t = time.perf_counter()
-        events = build_events(ex.ops, *ex.times)
+        events = _timeline.build_events(ex.ops, *ex.times)
         stages["parse"] = time.perf_counter() - t
     t = time.perf_counter()
-    waits = wait_states(events) if ex.eager_threshold is None else wait_states(events, ex.eager_threshold)
+    waits = (_waitstates.wait_states(events) if ex.eager_threshold is None else
+             _waitstates.wait_states(events, ex.eager_threshold))
     stages["wait_states"] = time.perf_counter() - t
-    budget = rank_budget(events, waits)
-    summary = summarize(events, waits, budget)
-    placement = placement_table(prep.platform.node_of_rank, prep.platform.host_of_rank, prep.platform.leaf_size)
+    budget = _summary.rank_budget(events, waits)
+    summary = _summary.summarize(events, waits, budget)
+    plat = prep.platform
+    placement = _placement.placement_table(plat.node_of_rank, plat.host_of_rank, plat.leaf_size)
     release_free_memory()  # the wait states' intermediates, before the results folder is written
     return RunResult(sc, ex.ops, events, waits, summary, metadata, stages, ex.output, placement, ex.files,
                      ex.rerun, budget)
@@ -197,7 +229,7 @@ def run(scenario: Scenario, *, paje_file: Path | None = None, base: RunResult | 
     ev = measured.events
     hits = nh.NoiseHits(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0))
     if setup.active:  # noise that delayed work -> ledger
-        rows = event_op_rows(ev, measured.ops)
+        rows = _report.event_op_rows(ev, measured.ops)
         t_enter = np.zeros(len(measured.ops))
         t_exit = np.zeros(len(measured.ops))
         t_enter[rows] = ev["enter"].to_numpy()
@@ -207,19 +239,19 @@ def run(scenario: Scenario, *, paje_file: Path | None = None, base: RunResult | 
         led, hits = noise_ledger(measured.ops, t_enter, t_exit, setup, prep.facts.core_speed)
         measured = replace(measured, ops=with_ledger_rows(measured.ops, led))
     measured = with_link_ledger(prep, measured)
-    cc = check_condition_c(ev)
-    cc_spill = check_condition_c(ev, kinds=SPILL_KINDS)
-    mkeys = original_keys(ev, p.origin_seq(base.ops)[event_op_rows(ev, measured.ops)])
-    dist = wait_distortion(measured.waits, mkeys, base.waits, original_keys(base.events))
-    report = perturbation_report(scenario.name, cfg, base, measured, p, setup, hits, cc, cc_spill, dist)
+    cc = _condition_c.check_condition_c(ev)
+    cc_spill = _condition_c.check_condition_c(ev, kinds=SPILL_KINDS)
+    mkeys = _condition_c.original_keys(ev, p.origin_seq(base.ops)[_report.event_op_rows(ev, measured.ops)])
+    dist = _condition_c.wait_distortion(measured.waits, mkeys, base.waits, _condition_c.original_keys(base.events))
+    report = _report.perturbation_report(scenario.name, cfg, base, measured, p, setup, hits, cc, cc_spill, dist)
     measured = replace(measured, stage_seconds={**measured.stage_seconds, **stages,
                                                 **{f"perturb_{k}": v for k, v in p.seconds.items()}},
                        metadata={**measured.metadata, "noise_horizon": horizon})
-    pres = PerturbationResult(cfg, base, measured, p, setup, hits, cc, cc_spill, dist, report)
+    pres = _report.PerturbationResult(cfg, base, measured, p, setup, hits, cc, cc_spill, dist, report)
     return Run(measured, pres)
 
 
 def rerun(scenario: Scenario, ops: OpTable, speed_profiles: Mapping[str, str] | None) -> dict[str, Any]:
     """Wait metrics of ``scenario`` with operations ``ops`` (a counterfactual re-run; picklable for executors)."""
     res = simulate_ops(prepare(scenario), ops, speed_profiles=speed_profiles)
-    return wait_metrics(res.events, res.waits)
+    return _metrics.wait_metrics(res.events, res.waits)

@@ -14,7 +14,7 @@ The sources of :mod:`waitlab.experiments.sources` call :func:`run_real_program`.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -251,13 +251,14 @@ class Measured:
 
 def run_real_program(scenario: Scenario, platform: RenderedPlatform, work: Path, settings: Mapping[str, str],
                      target: OpTable | None = None, extra_flags: Sequence[str] = (),
-                     binary: Path | None = None) -> Measured:
+                     binary: Path | None = None, on_start: Callable[[], object] | None = None) -> Measured:
     """Run the scenario's program once; with ``target``, inject its local operations.
 
     Without ``target`` the operations are the measured ones; with it, they are
     ``target``'s rows with measured times (:func:`merge_measured`).  ``settings`` are the
     scenario's SimGrid settings (after the deterministic defaults of a program run).  ``binary``: the program
     as :func:`program_binary` gave it already (else it is looked up again: its build cache hashes every header).
+    ``on_start``: the caller's work while SMPI runs (:func:`waitlab.simulator.smpi.run_smpirun`).
     """
     p: ProgramParams = scenario.application
     binary = binary if binary is not None else program_binary(scenario)
@@ -280,7 +281,7 @@ def run_real_program(scenario: Scenario, platform: RenderedPlatform, work: Path,
                            extra_flags=extra_flags, timeout=scenario.simulation.timeout, exit_codes=p.exit_codes,
                            cwd=cwd, what=f"program of scenario '{scenario.name}' ({scenario.source})",
                            env=program_env(scenario, platform), measured=computation_measured(cfg),
-                           program=p.sources[0] if p.sources else str(p.binary))
+                           program=p.sources[0] if p.sources else str(p.binary), on_start=on_start)
     records = prog.read_records(out_dir, scenario.ranks, program=p.sources[0] if p.sources else str(p.binary))
     run = prog.records_to_ops(records, binary, callsite_regions=p.callsite_regions)
     ops, t_enter, t_exit = run.ops, run.t_enter, run.t_exit

@@ -19,7 +19,7 @@ wait states use ``eager_threshold = 0`` (:data:`RECORDED_EAGER_THRESHOLD`), wher
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -132,8 +132,9 @@ class RecordedSource:
         return self.recording().ops
 
     def execute(self, ops: OpTable | None, platform: RenderedPlatform, settings: Mapping[str, str], work: Path,
-                flags: Sequence[str]) -> Execution:
-        """The recorded operations and times (``ops`` other than those: refused, nothing can be re-run)."""
+                flags: Sequence[str], on_start: Callable[[], object] | None = None) -> Execution:
+        """The recorded operations and times (``ops`` other than those: refused, nothing can be re-run; no SMPI stage,
+        so ``on_start`` is not called)."""
         rec = self.recording()
         if ops is not None and ops is not rec.ops:
             raise InputError(self.scenario.source, "application.kind", "a recorded run cannot be re-run with other "

@@ -1,15 +1,17 @@
 """The replayed sources of a run's operations: a synthetic model, a captured TI trace, an OTF2 trace of a real run
 (:mod:`waitlab.experiments.sources` has the protocol and the program source).  Each simulates its operations with
-waitlab's replay extension, whose event table is a pandas table.
+waitlab's replay extension, whose event table is a pandas table (pandas is imported while SMPI runs; a trace's
+check and the OTF2 reader, which use it before, are imported by those kinds only).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -18,17 +20,23 @@ from waitlab.experiments.physics_limits import largest_node_memory
 from waitlab.experiments.real_params import Otf2Params, TraceParams
 from waitlab.experiments.scenario import Scenario
 from waitlab.experiments.sources import Execution, Source, compute_speed, replay_what
-from waitlab.models.analysis.trace_check import first_mismatch
+from waitlab.lazy import Deferred
 from waitlab.models.apps.registry import generate
 from waitlab.models.ops import OpTable
 from waitlab.models.otf2_ops import Otf2Unreplayable, records_to_ops
 from waitlab.models.vocabulary import BYTES_ACTIONS
 from waitlab.platforms import RenderedPlatform
 from waitlab.platforms.machine import replay_settings
-from waitlab.simulator.otf2_import import read_otf2
 from waitlab.simulator.replay import replay_ops
 from waitlab.simulator.spill import spill_ops
 from waitlab.simulator.ti_trace import ParsedTrace, parse_ti_trace
+
+if TYPE_CHECKING:
+    from waitlab.models.analysis import trace_check as _trace_check
+    from waitlab.simulator import otf2_import as _otf2_import
+else:  # they import pandas: the kinds that read a trace use them before SMPI, a synthetic model does not
+    _trace_check = Deferred("waitlab.models.analysis.trace_check")
+    _otf2_import = Deferred("waitlab.simulator.otf2_import")
 
 
 @dataclass(frozen=True)
@@ -42,7 +50,7 @@ class SyntheticSource:
         return generate(self.scenario.application, self.scenario.ranks, self.scenario.seed)
 
     def execute(self, ops: OpTable | None, platform: RenderedPlatform, settings: Mapping[str, str], work: Path,
-                flags: Sequence[str]) -> Execution:
+                flags: Sequence[str], on_start: Callable[[], object] | None = None) -> Execution:
         sc = self.scenario
         t = time.perf_counter()
         if ops is None:  # a large table lives memory-mapped from here on (simulator/spill.py)
@@ -50,14 +58,15 @@ class SyntheticSource:
         gen = time.perf_counter() - t
         xml, hostfile = platform.write(work)
         rep = replay_ops(ops, xml, hostfile, compute_speed(sc, platform), config=replay_settings(settings),
-                         extra_flags=list(flags), timeout=sc.simulation.timeout, work=work, what=replay_what(sc))
+                         extra_flags=list(flags), timeout=sc.simulation.timeout, work=work, what=replay_what(sc),
+                         on_start=on_start)
         return Execution(ops, rep.events, rep.output, dict(settings), {"generate": gen, **rep.stage_seconds})
 
 
 def _refuse_mismatch(path: str, ops: OpTable, fix: str) -> None:
     """Refuse a trace whose collectives, message pairs or waits do not match, before SMPI (which would crash or hang
     on them): the error names the first mismatch and ``fix``."""
-    problem = first_mismatch(ops)
+    problem = _trace_check.first_mismatch(ops)
     if problem is not None:
         raise InputError(path, f"({problem[0]})", problem[1], fix)
 
@@ -94,7 +103,7 @@ class TraceSource:
         return self.parsed(platform).ops
 
     def execute(self, ops: OpTable | None, platform: RenderedPlatform, settings: Mapping[str, str], work: Path,
-                flags: Sequence[str]) -> Execution:
+                flags: Sequence[str], on_start: Callable[[], object] | None = None) -> Execution:
         sc = self.scenario
         t = time.perf_counter()
         parsed = self.parsed(platform)
@@ -103,7 +112,8 @@ class TraceSource:
         xml, hostfile = platform.write(work)
         rep = replay_ops(ops, xml, hostfile, platform.core_speed, config=replay_settings(settings),
                          extra_flags=list(flags),
-                         timeout=sc.simulation.timeout, work=work, vectors=parsed.vectors, what=replay_what(sc))
+                         timeout=sc.simulation.timeout, work=work, vectors=parsed.vectors, what=replay_what(sc),
+                         on_start=on_start)
         meta = {"trace": sc.application.trace, "flops_per_second": parsed.flops_per_second}
         return Execution(ops, rep.events, rep.output, dict(settings), {"generate": gen, **rep.stage_seconds}, meta)
 
@@ -111,7 +121,7 @@ class TraceSource:
 @lru_cache(maxsize=4)
 def _otf2_ops_cached(path: str, digest: str, cpu_ratio: float, n_ranks: int) -> OpTable:
     try:
-        ops = records_to_ops(read_otf2(path), cpu_ratio)
+        ops = records_to_ops(_otf2_import.read_otf2(path), cpu_ratio)
     except Otf2Unreplayable as exc:
         raise InputError(path, exc.where, exc.what, exc.fix) from None
     if ops.n_ranks != n_ranks:
@@ -135,7 +145,7 @@ class Otf2Source:
         return _otf2_ops_cached(p.trace, p.digest, float(p.cpu_ratio), self.scenario.ranks)
 
     def execute(self, ops: OpTable | None, platform: RenderedPlatform, settings: Mapping[str, str], work: Path,
-                flags: Sequence[str]) -> Execution:
+                flags: Sequence[str], on_start: Callable[[], object] | None = None) -> Execution:
         sc = self.scenario
         t = time.perf_counter()
         ops = self.operations(platform, settings, work) if ops is None else ops
@@ -143,7 +153,8 @@ class Otf2Source:
         xml, hostfile = platform.write(work)
         rep = replay_ops(ops, xml, hostfile, platform.core_speed, config=replay_settings(settings),
                          extra_flags=list(flags),
-                         timeout=sc.simulation.timeout, work=work, what=replay_what(sc))
+                         timeout=sc.simulation.timeout, work=work, what=replay_what(sc),
+                         on_start=on_start)
         meta = {"trace": sc.application.trace, "cpu_ratio": sc.application.cpu_ratio}
         return Execution(ops, rep.events, rep.output, dict(settings), {"import": gen, **rep.stage_seconds}, meta)
 

@@ -19,7 +19,7 @@ local operations of the target table that the program itself does not contain
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -85,8 +85,9 @@ class Source(Protocol):
         ...
 
     def execute(self, ops: OpTable | None, platform: RenderedPlatform, settings: Mapping[str, str], work: Path,
-                flags: Sequence[str]) -> Execution:
-        """Simulate ``ops`` (``None``: the source's own operations) on ``platform`` with SMPI."""
+                flags: Sequence[str], on_start: Callable[[], object] | None = None) -> Execution:
+        """Simulate ``ops`` (``None``: the source's own operations) on ``platform`` with SMPI; ``on_start`` is called
+        once as soon as SMPI runs (:func:`waitlab.simulator.smpi.run_smpirun`)."""
         ...
 
 
@@ -124,21 +125,20 @@ class ProgramSource:
         return self.execute(None, platform, settings, work / "base", ()).ops
 
     def execute(self, ops: OpTable | None, platform: RenderedPlatform, settings: Mapping[str, str], work: Path,
-                flags: Sequence[str]) -> Execution:
+                flags: Sequence[str], on_start: Callable[[], object] | None = None) -> Execution:
         sc = self.scenario
         t = time.perf_counter()
         binary = program_binary(sc)
         built = time.perf_counter() - t
-        t = time.perf_counter()
-        m = run_real_program(sc, platform, work, settings, target=ops, extra_flags=flags, binary=binary)
-        smpi = time.perf_counter() - t
+        m = run_real_program(sc, platform, work, settings, target=ops, extra_flags=flags, binary=binary,
+                             on_start=on_start)
         if ops is None:
             while len(_PROGRAM_OPS) >= 4:
                 _PROGRAM_OPS.pop(next(iter(_PROGRAM_OPS)))
             _PROGRAM_OPS[sc.hash()] = m.ops
         p: ProgramParams = sc.application
         return Execution(m.ops, None, m.output, program_config(sc, platform, settings),
-                         {"build": built, "smpi": smpi},
+                         {"build": built, "smpi": m.wall_seconds},
                          {"program": str(binary), "computation": p.computation}, m.files, m.rerun,
                          (m.t_enter, m.t_exit))
 

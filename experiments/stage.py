@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
@@ -136,18 +136,20 @@ def prepare(scenario: Scenario) -> Prepared:
 
 
 def execute(prep: Prepared, ops: OpTable | None = None, *, speed_profiles: Mapping[str, str] | None = None,
-            paje_file: Path | None = None, keep_dir: Path | None = None) -> Execution:
+            paje_file: Path | None = None, keep_dir: Path | None = None,
+            on_start: Callable[[], object] | None = None) -> Execution:
     """The SMPI stage of ``ops`` (``None``: the source's own operations): the parameters of
-    :func:`waitlab.experiments.pipeline.simulate_ops`, which finishes what this returns."""
+    :func:`waitlab.experiments.pipeline.simulate_ops`, which finishes what this returns; ``on_start`` is called
+    once as soon as SMPI runs (the pipeline imports what it needs after the stage then)."""
     if prep.recorded:  # no SMPI stage: the archive's operations and times (nothing to keep, no scratch)
         return prep.source.execute(ops, prep.platform, {}, keep_dir or Path(tempfile.gettempdir()), [])
     platform = prep.with_profiles(speed_profiles)
     flags = ["-trace", "-trace-file", str(Path(paje_file).resolve())] if paje_file is not None else []
     if keep_dir is not None:  # the caller keeps the trace, platform and log files: no scratch
         keep_dir.mkdir(parents=True, exist_ok=True)
-        return prep.source.execute(ops, platform, prep.smpi_config(), keep_dir, flags)
+        return prep.source.execute(ops, platform, prep.smpi_config(), keep_dir, flags, on_start)
     scratch = Path(tempfile.mkdtemp(prefix="waitlab-"))
     try:
-        return prep.source.execute(ops, platform, prep.smpi_config(), scratch, flags)
+        return prep.source.execute(ops, platform, prep.smpi_config(), scratch, flags, on_start)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

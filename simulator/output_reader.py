@@ -13,7 +13,8 @@ class OutputReader:
 
     ``ended`` is set at the end of the output (the process closed it, normally by exiting) or as soon as the
     output passed the limit (``over``); beyond the limit the rest is read and dropped, so the process never
-    blocks on a full pipe.
+    blocks on a full pipe.  ``ended_at`` is when (:func:`time.perf_counter`), seen by the reading thread: the
+    process's end even when the thread that waits for it was busy with other work then.
     """
 
     def __init__(self, stream: IO[bytes], limit: int | None) -> None:
@@ -21,6 +22,7 @@ class OutputReader:
         self.size = 0
         self.over = False
         self.ended = threading.Event()
+        self.ended_at: float | None = None
         self._chunks: list[bytes] = []
         self._stream = stream
         self._thread = threading.Thread(target=self._read, daemon=True)
@@ -34,13 +36,18 @@ class OutputReader:
                         self._chunks.append(chunk[: self.limit - self.size])
                         self.size = self.limit
                         self.over = True
-                        self.ended.set()
+                        self._end()
                     continue
                 self._chunks.append(chunk)
                 self.size += len(chunk)
         except (OSError, ValueError):  # the pipe was closed under us
             pass
         finally:
+            self._end()
+
+    def _end(self) -> None:
+        if not self.ended.is_set():
+            self.ended_at = time.perf_counter()
             self.ended.set()
 
     def join(self) -> None:

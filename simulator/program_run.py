@@ -13,7 +13,7 @@ import re
 import shlex
 import signal
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -146,13 +146,15 @@ def run_program(binary: Path, n_ranks: int, platform_xml: Path, hostfile: Path, 
                 args: Sequence[str] = (), config: Mapping[str, str] | None = None,
                 schedule_dir: Path | None = None, extra_flags: Sequence[str] = (), timeout: float | None = None,
                 exit_codes: Sequence[int] = (0,), cwd: Path | None = None, what: str = "program",
-                env: Mapping[str, str] | None = None, measured: bool = False, program: str = "") -> SmpiResult:
+                env: Mapping[str, str] | None = None, measured: bool = False, program: str = "",
+                on_start: Callable[[], object] | None = None) -> SmpiResult:
     """Run a program built by :func:`build_program` under SMPI with the layer recording into ``out_dir``.
 
     ``config`` is every SimGrid setting of the run (:func:`waitlab.platforms.machine.program_settings` and the
     platform's); ``env`` adds environment variables for the layer (e.g. the platform's ``program_env``: its one-sided
     protocol); ``measured``: SimGrid benchmarks the program's computation (the layer books it before each call).
-    ``program`` names the program's file in the error of a failed run (default ``binary``).
+    ``program`` names the program's file in the error of a failed run (default ``binary``); ``on_start``: the
+    caller's work while SMPI runs (:func:`~waitlab.simulator.smpi.run_smpirun`).
 
     Raises
     ------
@@ -172,7 +174,7 @@ def run_program(binary: Path, n_ranks: int, platform_xml: Path, hostfile: Path, 
         res = run_smpirun(binary, n_ranks, platform_xml, hostfile, args=[*args, "--log=ker_engine.thres:info"],
                           config=cfg, extra_flags=extra_flags, env=env, cwd=cwd, timeout=timeout, what=what,
                           privatize=True, accept_returncodes=tuple(exit_codes), output_limit=OUTPUT_LIMIT,
-                          meanwhile=watch if watch.needed else None)
+                          meanwhile=watch if watch.needed else None, on_start=on_start)
     except OutputLimitError:
         raise ProgramError(name, f"the program printed more than {OUTPUT_LIMIT >> 20} MiB and was stopped",
                            "print less (waitlab keeps at most this much output), or write to a file") from None

@@ -4,22 +4,29 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
+from waitlab.lazy import Deferred
 from waitlab.models.ops import CODE, OpTable
 from waitlab.simulator.build import replay_binary
 from waitlab.simulator.limits import check_replay_limits
 from waitlab.simulator.smpi import DeadlockError, name_blocked_calls, run_smpirun
 from waitlab.simulator.spill import release_free_memory
 from waitlab.simulator.ti_vectors import VectorStore
-from waitlab.simulator.timeline import build_events, read_log
 from waitlab.simulator.trace import write_trace
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from waitlab.simulator import timeline as _timeline
+else:  # the event table (pandas): imported when first used, after the SMPI stage or while it runs (``on_start``)
+    _timeline = Deferred("waitlab.simulator.timeline")
 
 
 @dataclass(frozen=True)
@@ -35,14 +42,15 @@ def replay_ops(ops: OpTable, platform_xml: Path, hostfile: Path, core_speed: flo
                config: Mapping[str, str] | None = None, extra_flags: Sequence[str] = (),
                timeout: float | None = None, what: str = "SMPI replay", work: Path | None = None,
                markers_in_trace: bool = False, vectors: VectorStore | None = None,
-               shared_trace: bool = True) -> Replay:
+               shared_trace: bool = True, on_start: Callable[[], object] | None = None) -> Replay:
     """Write the trace, replay it with waitlab's replay extension and parse the timelines.
 
     ``work`` keeps the trace and log files (a temporary folder otherwise).  Region markers are left
     out of the trace (their times are the previous action's exit) unless ``markers_in_trace``.
     ``vectors`` holds exact per-peer counts of v-collectives (see :func:`~waitlab.simulator.trace.write_trace`).
     ``shared_trace`` writes one trace file for all ranks (no open file per rank; the same simulated
-    times as per-rank files, which ``shared_trace=False`` writes).
+    times as per-rank files, which ``shared_trace=False`` writes).  ``on_start``: the caller's work while SMPI
+    runs (:func:`~waitlab.simulator.smpi.run_smpirun`).
     """
     stages: dict[str, float] = {}
     # Machine limits first (open files, memory maps): a clear message instead of SimGrid's, and no
@@ -68,14 +76,15 @@ def replay_ops(ops: OpTable, platform_xml: Path, hostfile: Path, core_speed: flo
         try:
             res = run_smpirun(binary, ops.n_ranks, platform_xml, hostfile, replay_index=index, config=settings,
                               extra_flags=extra_flags, env=env, timeout=timeout, what=what,
-                              cwd=folder, progress_file=folder / "progress", progress_total=actions)
+                              cwd=folder, progress_file=folder / "progress", progress_total=actions,
+                              on_start=on_start)
         except DeadlockError as exc:  # name the call each blocked rank is in
             written = _written_rows(ops, markers_in_trace)
             raise name_blocked_calls(exc, log, ops if written is None else ops.take(written)) from None
-        stages["smpi"] = time.perf_counter() - t
+        stages["smpi"] = res.wall_seconds  # until SimGrid ended, not until on_start's work did
         t = time.perf_counter()
-        t_enter, t_exit = read_log(log, ops)
-        events = build_events(ops, t_enter, t_exit)
+        t_enter, t_exit = _timeline.read_log(log, ops)
+        events = _timeline.build_events(ops, t_enter, t_exit)
         del t_enter, t_exit
         release_free_memory()  # the intermediates of the event table: ~60 B per event kept by glibc otherwise
         stages["parse"] = time.perf_counter() - t

@@ -325,6 +325,7 @@ def run_smpirun(
     progress_total: int = 0,
     output_limit: int | None = None,
     meanwhile: Callable[[], object] | None = None,
+    on_start: Callable[[], object] | None = None,
 ) -> SmpiResult:
     """Run ``smpirun -no-privatize`` on ``binary`` and return its output.
 
@@ -339,7 +340,10 @@ def run_smpirun(
     actions it will replay).  ``output_limit``: the output (SimGrid's and the program's) is read in a thread and
     kept up to that many bytes; beyond it the run is stopped with :class:`OutputLimitError` (a program that
     prints gigabytes never holds more than the limit in memory).  ``meanwhile`` is called on this thread about ten
-    times a second while ``smpirun`` runs (a program's progress is read then).
+    times a second while ``smpirun`` runs (a program's progress is read then).  ``on_start`` is called once on this
+    thread as soon as ``smpirun`` has started: the caller's own work, done while SimGrid simulates (a run imports
+    what it needs after its stage then).  The result's ``wall_seconds`` end when the output ended, even if
+    ``on_start`` was still working then.
     """
     smpirun = require_tool("smpirun")
     cmd = [smpirun, *([] if privatize else ["-no-privatize"]), "-np", str(n_ranks), "-platform", str(platform_xml),
@@ -382,6 +386,8 @@ def run_smpirun(
     assert proc.stdout is not None
     reader = OutputReader(proc.stdout, output_limit)
     try:
+        if on_start is not None:
+            on_start()
         ended = wait_for_output(reader, t0, timeout, partial(_each, calls) if calls else None, tick)
     except BaseException:
         kill_group(proc.pid)
@@ -402,7 +408,7 @@ def run_smpirun(
     if not ended:
         raise SimulationError(f"{what} exceeded the time limit of {timeout:g} s and was stopped. "
                               f"Last output of SimGrid:\n{_tail(out or '')}")
-    wall = time.perf_counter() - t0
+    wall = (reader.ended_at or time.perf_counter()) - t0
     if proc.returncode not in accept_returncodes or "Deadlock detected" in out:
         raise failure(what, proc.returncode, out)
     if plugin_env.get(PLUGIN_ENV) and not _LAW_LINE.search(out):  # a law recorded in run.json must have acted

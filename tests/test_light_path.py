@@ -5,7 +5,7 @@ the stage, when first used (issue 41).
 pandas and pyarrow, which only the work after the stage needs.  These tests hold the command line, the platforms and
 the way to a program's SMPI stage to not importing them, the lazy names of :mod:`waitlab` and :mod:`waitlab.api` to
 resolving; the last ones check that a fresh process writes the same results folder as a warm one (which has
-imported everything already), and that a program's ``smpirun`` starts before pandas is imported.
+imported everything already), and that a run's ``smpirun`` starts before pandas is imported.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,8 @@ from waitlab.cli import build_parser, main
 from waitlab.experiments.diagnosis import registry
 from waitlab.experiments.diagnosis.names import BUILTIN_NAMES, DEFAULT_DIAGNOSE
 from waitlab.experiments.run_folder import PICTURE_MODULES
+from waitlab.experiments.scenario import load_scenario
+from waitlab.experiments.stage import execute, prepare
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "stencil_late_rank.toml"
 BSP = Path(__file__).resolve().parent / "programs" / "bsp.c"
@@ -54,8 +57,10 @@ def test_the_command_line_and_the_way_to_the_smpi_stage_import_no_analysis_or_re
             f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))")
     (tmp_path / "bsp.toml").write_text(program)
     assert fresh(code) == "[]"
-    # a replayed source (here a synthetic model) needs the replay's event table, pandas, but no report library
-    replayed = code.replace(str(tmp_path / "bsp.toml"), str(EXAMPLE)).replace(repr(HEAVY), repr(REPORTS))
+    # a replayed source (here a synthetic model) too, and the pipeline, whose end is imported while SMPI runs
+    replayed = code.replace(str(tmp_path / "bsp.toml"), str(EXAMPLE)).replace(
+        "import sys, ", "import sys, waitlab.experiments.pipeline, waitlab.simulator.replay, ").replace(
+        repr(HEAVY), repr(tuple(m for m in HEAVY if m != "waitlab.experiments.pipeline")))
     assert fresh(replayed) == "[]"
 
 
@@ -109,26 +114,51 @@ def test_a_fresh_process_writes_the_same_folder_as_a_warm_one(tmp_path: Path, pn
 
 
 @pytest.mark.simgrid
-def test_a_program_s_smpirun_starts_before_the_report_libraries_are_imported(tmp_path: Path):
-    """From a shell, a program run's ``smpirun`` is launched with no report library imported (the pipeline's end,
-    pandas and pyarrow are: :func:`waitlab.api.run` has one path, and they are needed after the stage anyway); the
-    report's are imported when first used, and the results folder is complete; matplotlib never, without
-    ``--png``."""
+@pytest.mark.parametrize("kind", ["program", "replay"])
+def test_smpirun_starts_before_pandas_and_the_reports_are_imported(tmp_path: Path, kind: str):
+    """From a shell, a run's ``smpirun`` (a program's, a synthetic model's replay) is launched before pandas, pyarrow,
+    the results writer or a report library is imported: the pipeline's end and the writer are imported while SMPI
+    runs (:data:`waitlab.experiments.pipeline.AFTER_STAGE`), and by the time it ends; the results folder is complete;
+    matplotlib is never imported without ``--png``."""
     (tmp_path / "bsp.toml").write_text('[scenario]\nname = "bsp"\nranks = 4\n[platform]\nname = "dawning_5000a"\n'
                                        f'[application]\nkind = "program"\nsources = ["{BSP}"]\nargs = ["20"]\n')
+    scenario = tmp_path / "bsp.toml" if kind == "program" else EXAMPLE
+    later = ("pandas", "pyarrow", "waitlab.experiments.results", *REPORTS)
     code = ("import json, subprocess, sys\nseen = {}\n"
             "class Spy(subprocess.Popen):\n"
             "    def __init__(self, cmd, *a, **k):\n"
-            "        if 'smpirun' in str(cmd[0]):\n"
-            f"            seen.setdefault('heavy', sorted(m for m in {REPORTS!r} if m in sys.modules))\n"
+            "        if 'smpirun' in str(cmd[0]) and '-np' in cmd:  # the simulation, not `smpirun -version`\n"
+            f"            seen.setdefault('heavy', sorted(m for m in {later!r} if m in sys.modules))\n"
             "        super().__init__(cmd, *a, **k)\n"
+            "    def wait(self, *a, **k):\n"
+            "        if 'smpirun' in str(self.args[0]) and '-np' in self.args:\n"
+            "            seen.setdefault('after', 'waitlab.experiments.results' in sys.modules)\n"
+            "        return super().wait(*a, **k)\n"
             "subprocess.Popen = Spy\nfrom waitlab.cli import main\n"
-            f"rc = main(['run', {str(tmp_path / 'bsp.toml')!r}, '-o', {str(tmp_path / 'out')!r}, '--quiet'])\n"
+            f"rc = main(['run', {str(scenario)!r}, '-o', {str(tmp_path / 'out')!r}, '--quiet'])\n"
             "print(json.dumps({'rc': rc, **seen, 'matplotlib': 'matplotlib' in sys.modules}))")
-    assert json.loads(fresh(code)) == {"rc": 0, "heavy": [], "matplotlib": False}  # no --png: never imported
+    assert json.loads(fresh(code)) == {"rc": 0, "heavy": [], "after": True, "matplotlib": False}
     written = {p.name for p in (tmp_path / "out").iterdir()}
     assert {"report.html", "events.parquet", "run.json"} <= written
     assert "timeline.png" not in written  # not asked for (--png)
+
+
+@pytest.mark.simgrid
+def test_work_done_while_smpi_runs_is_not_counted_as_smpi_s_time():
+    """``on_start`` runs once, while SMPI runs; the stage's seconds end when SimGrid's output ended, not when the
+    caller's work did (here a 3 s sleep against an SMPI stage of about 0.1 s)."""
+    calls = []
+
+    def slow() -> None:
+        calls.append(time.perf_counter())
+        time.sleep(3.0)
+
+    t = time.perf_counter()
+    ex = execute(prepare(load_scenario(EXAMPLE)), on_start=slow)
+    elapsed = time.perf_counter() - t
+    assert len(calls) == 1 and elapsed >= 3.0
+    assert ex.stage_seconds["smpi"] < elapsed - 1.0  # SMPI's own time, not the sleep
+    assert len(ex.events) > 0
 
 
 def test_the_command_turns_pydantic_s_plugin_search_off_unless_told_and_the_library_leaves_it_alone():

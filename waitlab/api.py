@@ -68,7 +68,7 @@ if TYPE_CHECKING:  # what __getattr__ and the deferred modules return, for type 
     )
     from waitlab.experiments import pipeline as _pipeline
     from waitlab.experiments import results as _results
-else:  # the pipeline's end and the results writer: imported while the first SMPI stage runs
+else:  # the pipeline and the results writer: the writer (and the pipeline's end) imported while SMPI runs
     _pipeline = Deferred("waitlab.experiments.pipeline")
     _results = Deferred("waitlab.experiments.results")
 
