@@ -168,6 +168,7 @@ def hcwpdm(events: pd.DataFrame, waits: pd.DataFrame, *, threshold: float = DEFA
     rows = np.flatnonzero(sel)
     n = len(sp)
     w_of, cp, sigma = sp.deltas(rows) if rows.size else (rows, rows, np.zeros(0))  # formulas (3), (4)
+    sp = sp.without_times()  # the interval times (up to 16 bytes per event) are not read again
     hot = hotspot_mask(sp.total_time, threshold)
     keep = hot[cp] if cp.size else np.zeros(0, bool)
     w_of, cp, sigma = w_of[keep], cp[keep], sigma[keep]
@@ -188,6 +189,7 @@ def hcwpdm(events: pd.DataFrame, waits: pd.DataFrame, *, threshold: float = DEFA
         "cost": np.bincount(codes, weights=cost, minlength=m),
     })  # fmt: skip
     costs = costs[costs["cost"] > 0].sort_values(["cost", "rank"], ascending=[False, True], kind="stable")
+    del w_of, cp, sigma, share, cost, key, codes  # one entry per (wait state, call path): freed before the wait table
     explained = np.where(sel & ok, sp.wait, 0.0)
     table = wait_table(sp, considered=sel, explained=explained, unexplained=np.where(sel & ~ok, sp.wait, 0.0))
     return HcwpdmResult(costs=costs.reset_index(drop=True), waits=table,

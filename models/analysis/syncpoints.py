@@ -43,7 +43,7 @@ waits 2 s for rank 0, and its interval compares both ranks' compute.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import pairwise
 from typing import Any
 
@@ -206,6 +206,20 @@ class SyncPoints:
         lo, hi = int(self.iv_offsets[j]), int(self.iv_offsets[j + 1])
         return {self.callpaths.names[c]: float(t) for c, t in
                 zip(self.entry_callpath[lo:hi].tolist(), self.entry_time[lo:hi].tolist(), strict=True)}
+
+    def without_times(self) -> SyncPoints:
+        """These synchronization points without their intervals' call-path times (``dense``, ``iv_offsets``,
+        ``entry_callpath``, ``entry_time``: empty), for a model done with :meth:`deltas` to free them.
+
+        >>> from waitlab.models.analysis.waitstates import make_events, wait_states
+        >>> ev = make_events(rank=[0, 0, 1, 1], op=["compute", "barrier", "compute", "barrier"],
+        ...                  enter=[0.0, 3.0, 0.0, 1.0], exit=[3.0, 3.0, 1.0, 3.0], match=[-1, 0, -1, 0])
+        >>> sp = sync_points(ev, wait_states(ev)).without_times()
+        >>> sp.dense, sp.entry_time.size, sp.wait.tolist()
+        (None, 0, [2.0])
+        """
+        empty = np.zeros(0, np.int64)
+        return replace(self, dense=None, iv_offsets=empty, entry_callpath=empty, entry_time=np.zeros(0))
 
     def deltas(self, rows: IntArray) -> tuple[IntArray, IntArray, FloatArray]:
         """Positive per-call-path excess of q over p in the intervals of wait states ``rows``.
@@ -431,9 +445,8 @@ def wait_table(sp: SyncPoints, **columns: npt.NDArray[Any]) -> pd.DataFrame:
     base.update(columns)
     out: dict[str, Any] = {}
     for k, v in base.items():
-        arr = np.asarray(v)
-        summed = arr.dtype.kind == "f" and len(sp) != n
-        out[k] = np.bincount(sp.index, weights=arr, minlength=n) if summed else v[first]
+        summed = v.dtype.kind == "f" and len(sp) != n  # (no np.asarray: it makes a string per row of a categorical)
+        out[k] = np.bincount(sp.index, weights=v, minlength=n) if summed else v[first]
     out["tied"] = np.bincount(sp.index, minlength=n).astype(np.int32)
     return pd.DataFrame(out, copy=False)  # every column is a new array: no copy into one block
 
