@@ -213,3 +213,16 @@ def test_hcwpdm_attributed_plus_unexplained_is_considered_wait(ops, pairing, thr
     assert res.attributed + res.unexplained == pytest.approx(res.considered_wait, abs=1e-9)
     if pairing == "each":
         assert res.considered_wait == pytest.approx(float(ws["wait"].sum()))
+
+
+def test_exclusive_times_of_asked_rows():
+    """Each asked row's seconds minus every wait of that row (two waits on row 1: 0.25 + 0.5), region rows 0, rows
+    in any order and repeated (by hand: 2 - 0 = 2, 2 - 0.75 = 1.25, region 0, 2.5 - 1 = 1.5)."""
+    from waitlab.models.analysis.callpaths import exclusive_times
+    from waitlab.models.analysis.waitstates import make_events
+
+    ev = make_events(rank=[0, 0, 0, 1], op=["compute", "barrier", "region", "recv"], enter=[0.0, 2.0, 0.0, 1.0],
+                     exit=[2.0, 4.0, 10.0, 3.5], kind=["compute", "mpi", "region", "mpi"])
+    ws = pd.DataFrame({"event": [1, 3, 1], "wait": [0.25, 1.0, 0.5]})
+    assert exclusive_times(ev, ws)[np.array([3, 2, 1, 0, 1])].tolist() == [1.5, 0.0, 1.25, 2.0, 1.25]
+    assert exclusive_times(ev, ws.iloc[:0])[np.array([1, 3])].tolist() == [2.0, 2.5]

@@ -195,20 +195,43 @@ def call_paths(events: pd.DataFrame) -> CallPaths:
     return CallPaths(code=code, names=tuple(names), region=tuple(labels), is_mpi=mpi_flags)
 
 
-def exclusive_times(events: pd.DataFrame, waits: pd.DataFrame) -> FloatArray:
-    """Exclusive seconds of each event row with its own wait removed (region rows: 0).
+@dataclass(frozen=True)
+class ExclusiveTimes:
+    """Exclusive seconds of event rows with their own wait removed (region rows: 0), made for the rows asked
+    (``times[rows]``): no event-sized array is kept, only the rows that wait and their summed wait.
 
     Examples
     --------
     >>> from waitlab.models.analysis.waitstates import make_events, wait_states
     >>> ev = make_events(rank=[0, 1], op=["barrier", "barrier"], enter=[1.0, 3.0], exit=[3.5, 3.5], match=[0, 0])
-    >>> exclusive_times(ev, wait_states(ev)).tolist()
+    >>> exclusive_times(ev, wait_states(ev))[np.array([1, 0])].tolist()
     [0.5, 0.5]
     """
+
+    enter: FloatArray
+    exit: FloatArray
+    is_region: npt.NDArray[np.bool_]  # per kind code (the last entry: a missing kind)
+    kind: npt.NDArray[np.integer]
+    waits: npt.NDArray[np.bool_]  # per row: it waits (1 byte per event)
+    wait_rows: IntArray  # sorted rows that wait
+    wait_sum: FloatArray  # their wait, summed per row in table order
+
+    def __getitem__(self, rows: IntArray) -> FloatArray:
+        t = self.exit[rows] - self.enter[rows]
+        t[self.is_region[self.kind[rows]]] = 0.0
+        hit = np.flatnonzero(self.waits[rows])
+        t[hit] -= self.wait_sum[np.searchsorted(self.wait_rows, rows[hit])]
+        return t
+
+
+def exclusive_times(events: pd.DataFrame, waits: pd.DataFrame) -> ExclusiveTimes:
+    """The :class:`ExclusiveTimes` of an event table and its wait states."""
     kind, kind_names = native_codes(events["kind"])
-    t = events["exit"].to_numpy() - events["enter"].to_numpy()
-    t[isin_names(kind, kind_names, ("region",))] = 0.0  # in place: one event-sized array, not four
-    if len(waits):  # each row's wait: summed per row in table order (as a bincount over every row would)
-        rows, at = unique_inverse(waits["event"].to_numpy().astype(np.int64))
-        t[rows] -= np.bincount(at, weights=waits["wait"].to_numpy(), minlength=rows.size)
-    return t
+    table = np.zeros(len(kind_names) + 1, bool)
+    table[lookup_codes(kind_names, ("region",))] = True
+    rows, at = unique_inverse(waits["event"].to_numpy().astype(np.int64)) if len(waits) else \
+        (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    waiting = np.zeros(len(events), bool)
+    waiting[rows] = True
+    return ExclusiveTimes(events["enter"].to_numpy(), events["exit"].to_numpy(), table, kind, waiting, rows,
+                          np.bincount(at, weights=waits["wait"].to_numpy(), minlength=rows.size).astype(np.float64))

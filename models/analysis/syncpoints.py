@@ -53,6 +53,7 @@ import pandas as pd
 
 from waitlab.models.analysis.callpaths import (
     CallPaths,
+    ExclusiveTimes,
     FloatArray,
     IntArray,
     call_paths,
@@ -368,7 +369,7 @@ def sync_points(events: pd.DataFrame, waits: pd.DataFrame, select: npt.NDArray[n
     )  # fmt: skip
 
 
-def _interval_times(iv_start: IntArray, iv_end: IntArray, cp_code: npt.NDArray[np.int32], excl: FloatArray,
+def _interval_times(iv_start: IntArray, iv_end: IntArray, cp_code: npt.NDArray[np.int32], excl: ExclusiveTimes,
                     n_cp: int, dense_limit: int = 0) -> tuple[IntArray, IntArray, FloatArray, FloatArray | None]:
     """Sum ``excl`` per (interval, call path) over the leaf rows strictly inside each interval.
 
@@ -412,7 +413,7 @@ _CHUNK_ENTRIES = 1 << 18
 _CHUNK_ROWS = 1 << 16
 
 
-def _entries(iv_start: IntArray, lens: IntArray, cp_code: npt.NDArray[np.int32], excl: FloatArray,
+def _entries(iv_start: IntArray, lens: IntArray, cp_code: npt.NDArray[np.int32], excl: ExclusiveTimes,
              n_cp: int) -> tuple[IntArray, FloatArray]:
     """``(interval * n_cp + call path, exclusive time)`` of the leaf rows inside intervals ``iv_start`` (``lens``
     rows each), intervals numbered from 0 in the given order."""
