@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from waitlab.errors import InputError
@@ -277,26 +276,43 @@ def _ops_meta(path: Path, schema: pa.Schema) -> tuple[dict[str, Any], tuple[str,
 def read_ledger(path: Path, names: tuple[str, ...]) -> Ledger:
     """The cause ledger of ``ledger.parquet``; ``names``: the operation table's names its regions index."""
     _parquet_schema(path, "cause ledger")
-    try:  # with pyarrow alone: the names are looked up once per distinct name, no pandas string column is made
-        led = pq.read_table(path, columns=list(REQUIRED_COLUMNS["ledger.parquet"]))
-        reg, kinds = (pc.dictionary_encode(led.column(c).combine_chunks()) for c in ("region", "kind"))
+    lookup = {n: i for i, n in enumerate(names)}
+    kind_of = {k: i for i, k in enumerate(CAUSE_KINDS)}
+    unknown: set[str] = set()
+    try:  # a row group's column at a time, copied into the ledger's arrays: the Parquet reader holds one column's
+        # worth, not the table (0.1 GB at 1.3 M rows); region and kind come as dictionaries: no string per row
+        pf = pq.ParquetFile(path, read_dictionary=["region", "kind"])
+        n = pf.metadata.num_rows
+        out = Ledger(rank=np.empty(n, np.int32), region=np.empty(n, np.int32), step=np.empty(n, np.int32),
+                     seconds=np.empty(n, np.float64), kind=np.empty(n, np.int8))
+        at = 0
+        for g in range(pf.num_row_groups):
+            rows = pf.metadata.row_group(g).num_rows
+            for c in REQUIRED_COLUMNS["ledger.parquet"]:
+                col, pos = pf.read_row_group(g, columns=[c]).column(0), at
+                for chunk in col.chunks:
+                    dst = getattr(out, c)[pos:pos + len(chunk)]
+                    if c in ("region", "kind"):  # each chunk's own dictionary, looked up once per name
+                        idx = chunk.indices.to_numpy()
+                        used = np.bincount(idx, minlength=len(chunk.dictionary)) > 0
+                        values = [str(v) for v in chunk.dictionary.to_pylist()]
+                        if c == "kind":
+                            unknown |= {v for v, u in zip(values, used, strict=True) if u and v not in kind_of}
+                        table = lookup if c == "region" else kind_of
+                        dst[:] = np.array([table.get(v, -1) for v in values] + [-1], dst.dtype)[idx]
+                    else:
+                        dst[:] = chunk.to_numpy()
+                    pos += len(chunk)
+                del col
+            at += rows
     except Exception as exc:  # pyarrow raises many kinds for truncated or foreign files
         raise InputError(str(path), "(file)", f"cannot be read as Parquet ({type(exc).__name__}: {exc})",
                          "the file is damaged; re-run `waitlab run` to rewrite it") from None
-    lookup = {n: i for i, n in enumerate(names)}
-    region = np.array([lookup.get(str(r), -1) for r in reg.dictionary.to_pylist()] + [-1],
-                      np.int32)[reg.indices.to_numpy()]
-    unknown = sorted({str(k) for k in kinds.dictionary.to_pylist()} - set(CAUSE_KINDS))
+    finally:
+        pa.default_memory_pool().release_unused()
     if unknown:
-        raise InputError(str(path), "column kind", f"holds {unknown[0]!r}, not a kind of cause "
+        raise InputError(str(path), "column kind", f"holds {sorted(unknown)[0]!r}, not a kind of cause "
                          f"({', '.join(CAUSE_KINDS)})", "the file is damaged; re-run `waitlab run` to rewrite it")
-    kind = np.array([CAUSE_KINDS.index(str(k)) for k in kinds.dictionary.to_pylist()] + [-1],
-                    np.int8)[kinds.indices.to_numpy()]
-    out = Ledger(rank=led.column("rank").to_numpy().astype(np.int32), region=region,
-                 step=led.column("step").to_numpy().astype(np.int32),
-                 seconds=led.column("seconds").to_numpy().astype(np.float64), kind=kind)
-    del led, reg, kinds
-    pa.default_memory_pool().release_unused()
     return out
 
 

@@ -217,7 +217,8 @@ class ExclusiveTimes:
     wait_sum: FloatArray  # their wait, summed per row in table order
 
     def __getitem__(self, rows: IntArray) -> FloatArray:
-        t = self.exit[rows] - self.enter[rows]
+        t = self.exit[rows]
+        t -= self.enter[rows]
         t[self.is_region[self.kind[rows]]] = 0.0
         hit = np.flatnonzero(self.waits[rows])
         t[hit] -= self.wait_sum[np.searchsorted(self.wait_rows, rows[hit])]
