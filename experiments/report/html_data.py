@@ -51,6 +51,19 @@ def _codes(values: pd.Series) -> tuple[np.ndarray, list[str]]:
     return cat.cat.codes.to_numpy().astype(np.uint16), [str(c) for c in cat.cat.categories]
 
 
+def bincount_chunked(values: np.ndarray, minlength: int) -> np.ndarray:
+    """``np.bincount(values, minlength=minlength)`` a million values at a time: bincount widens an int32 column to
+    int64 whole first (57 MB for the ranks of 7 M events).
+
+    >>> bincount_chunked(np.array([2, 0, 2], np.int32), 4).tolist(), bincount_chunked(np.array([3]), 2).tolist()
+    ([1, 0, 2, 0], [0, 0, 0, 1])
+    """
+    out = np.zeros(max(minlength, int(values.max()) + 1 if values.size else 0), np.int64)
+    for a in range(0, values.size, 1 << 20):
+        out += np.bincount(values[a:a + (1 << 20)], minlength=out.size)
+    return out
+
+
 def timeline_payload(events: pd.DataFrame, waits: pd.DataFrame, ledger: pd.DataFrame | None,
                      n_ranks: int) -> dict[str, Any]:
     """The JSON object of the page's timeline: names, per-rank offsets and packed columns.
@@ -62,7 +75,7 @@ def timeline_payload(events: pd.DataFrame, waits: pd.DataFrame, ledger: pd.DataF
     one pass over its rank column.
     """
     all_rank = events["rank"].to_numpy()
-    counts = np.bincount(all_rank, minlength=n_ranks) if len(events) else np.zeros(n_ranks, np.int64)
+    counts = bincount_chunked(all_rank, n_ranks)
     cum = np.cumsum(counts)
     detail_ranks = int(np.searchsorted(cum, DETAIL_CAP, side="right")) if cum.size and cum[-1] > DETAIL_CAP \
         else n_ranks
