@@ -231,14 +231,19 @@ class SyncPoints:
         iq = self.q_interval[rows]
         ip = self.p_interval[rows]
         if self.dense is not None:  # a block of wait states at a time: no [wait state, call path] matrix of all
-            parts = [(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0))]
+            ws, cs, ds = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], [np.zeros(0)]
             for a in range(0, rows.size, _CHUNK_ROWS):
                 d = self.dense[iq[a:a + _CHUNK_ROWS]]
                 d -= self.dense[ip[a:a + _CHUNK_ROWS]]
                 w, c = np.nonzero(d > 0)
-                parts.append((rows[a:a + _CHUNK_ROWS][w].astype(np.int64), c.astype(np.int64), d[w, c]))
-            w_all, c_all, d_all = (np.concatenate(x) for x in zip(*parts, strict=True))
-            return w_all, c_all, d_all
+                ws.append(rows[a:a + _CHUNK_ROWS][w].astype(np.int64))
+                cs.append(c.astype(np.int64))
+                ds.append(d[w, c])
+            w_all = np.concatenate(ws)  # one column at a time, its blocks freed: the triples are not held twice
+            del ws
+            c_all = np.concatenate(cs)
+            del cs
+            return w_all, c_all, np.concatenate(ds)
         lo, hi = self.iv_offsets[iq], self.iv_offsets[iq + 1]
         lens = hi - lo
         total = int(lens.sum())
