@@ -320,9 +320,10 @@ def sync_points(events: pd.DataFrame, waits: pd.DataFrame, select: npt.NDArray[n
         culprit, share = waits["peer_event"].to_numpy(), np.ones(n_in)
     order = np.argsort(waits["event"].to_numpy()[origin], kind="stable")
     src = origin[order]
-    event = waits["event"].to_numpy()[src].astype(np.int64)
-    peer_event = culprit[order].astype(np.int64)
-    wait = (waits["wait"].to_numpy()[src] * share[order]).astype(np.float64)
+    event = waits["event"].to_numpy()[src].astype(np.int64, copy=False)
+    peer_event = culprit[order].astype(np.int64, copy=False)
+    wait = (waits["wait"].to_numpy()[src] * share[order]).astype(np.float64, copy=False)
+    del origin, culprit, share, order
     pattern = pattern_codes(waits)[src]
     rank_col = events["rank"].to_numpy()
     rank = rank_col[event].astype(np.int64)
@@ -359,13 +360,14 @@ def sync_points(events: pd.DataFrame, waits: pd.DataFrame, select: npt.NDArray[n
     q_interval = np.full(n_w, -1, np.int64)
     p_interval[rows] = inv[: rows.size]
     q_interval[rows] = inv[rows.size:]
+    del starts, ends, key, uniq, inv, rows, sel  # freed before the interval times (their peak)
 
     limit = 2 * n_rows + 1_000_000 if dense_limit is None else dense_limit
     offsets, entry_cp, entry_t, dense = _interval_times(iv_start, iv_end, cps.code, exclusive_times(events, waits),
                                                         len(cps), dense_limit=limit)
     total_time = index.total_time if index is not None else _total_time(events, cps)
     return SyncPoints(
-        index=src.astype(np.int64), event=event, peer_event=peer_event, rank=rank, peer_rank=peer_rank,
+        index=src.astype(np.int64, copy=False), event=event, peer_event=peer_event, rank=rank, peer_rank=peer_rank,
         wait=wait, pattern=pattern, collective=collective, instance=instance, p_start=p_start, q_start=q_start,
         p_interval=p_interval, q_interval=q_interval, inner_lo=inner_lo, inner_hi=inner_hi,
         iv_rank=rank_col[np.minimum(iv_end, max(n_rows - 1, 0))].astype(np.int64) if n_rows else iv_end,
