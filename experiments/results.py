@@ -290,9 +290,10 @@ def read_ledger(path: Path, names: tuple[str, ...]) -> Ledger:
             rows = pf.metadata.row_group(g).num_rows
             for c in REQUIRED_COLUMNS["ledger.parquet"]:
                 col, pos = pf.read_row_group(g, columns=[c]).column(0), at
-                for chunk in col.chunks:
+                for chunk in (ch for ch in col.chunks if len(ch)):  # (an empty ledger's text columns have no type)
                     dst = getattr(out, c)[pos:pos + len(chunk)]
                     if c in ("region", "kind"):  # each chunk's own dictionary, looked up once per name
+                        chunk = chunk if pa.types.is_dictionary(chunk.type) else chunk.dictionary_encode()
                         idx = chunk.indices.to_numpy()
                         used = np.bincount(idx, minlength=len(chunk.dictionary)) > 0
                         values = [str(v) for v in chunk.dictionary.to_pylist()]

@@ -64,3 +64,22 @@ def test_a_ledger_with_an_unknown_kind_of_cause_is_refused_in_one_line(run_folde
     with pytest.raises(InputError) as err:
         run.ledger()
     assert err.value.field == "column kind" and "'bogus'" in str(err.value) and "imbalance" in str(err.value)
+
+
+def test_read_ledger_over_row_groups_with_plain_and_empty_text_columns(tmp_path: Path) -> None:
+    """Three rows in two row groups, region and kind written as plain strings: regions index the names given ("zz"
+    is none of them: -1), kinds index CAUSE_KINDS (imbalance 0, noise 1); an empty ledger, whose text columns
+    pandas writes without a type, reads as empty arrays."""
+    from waitlab.experiments.results import read_ledger
+
+    table = pa.table({"rank": [0, 1, 2], "region": ["b", "zz", "a"], "step": [0, 0, 1], "seconds": [0.5, 1.0, 2.0],
+                      "kind": ["noise", "imbalance", "noise"]})
+    pq.write_table(table, tmp_path / "ledger.parquet", row_group_size=2, use_dictionary=False)
+    led = read_ledger(tmp_path / "ledger.parquet", ("a", "b"))
+    assert (led.rank.tolist(), led.region.tolist(), led.step.tolist(), led.seconds.tolist(), led.kind.tolist()) == \
+        ([0, 1, 2], [1, -1, 0], [0, 0, 1], [0.5, 1.0, 2.0], [1, 0, 1])
+    empty = pa.table({"rank": pa.array([], pa.int64()), "region": pa.array([], pa.null()),
+                      "step": pa.array([], pa.int64()), "seconds": pa.array([], pa.float64()),
+                      "kind": pa.array([], pa.null())})
+    pq.write_table(empty, tmp_path / "ledger.parquet")
+    assert len(read_ledger(tmp_path / "ledger.parquet", ("a",))) == 0
