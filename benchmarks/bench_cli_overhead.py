@@ -3,10 +3,10 @@
 ``bench_program_overhead.py`` times ``api.run`` in a process that has imported waitlab and run once already; a
 command started from a shell also pays the import of waitlab before its SMPI stage, and the first use of every
 library after it. Each repeat here is a new Python process running the command's own entry point
-(``waitlab.entry.main(["run", SCENARIO, "-o", FOLDER])``, what the ``waitlab`` script calls) on
-``tests/programs/bsp.c`` or ``benchmarks/programs/pingpong.c`` (``--program``; ``--ranks`` x ``--steps``), timed in
-four parts (and the process's peak memory): the
-imports, the work before the SMPI stage (scenario, platform, build cache), the SMPI stage (the ``smpirun`` process),
+(``waitlab.entry``'s command line, ``waitlab.cli.main(["run", SCENARIO, "-o", FOLDER])``, without the process's
+end) on ``tests/programs/bsp.c`` or ``benchmarks/programs/pingpong.c`` (``--program``; ``--ranks`` x ``--steps``),
+timed in four parts (and the process's peak memory): the imports, the work before the SMPI stage (scenario,
+platform, build cache), the SMPI stage (the ``smpirun`` process, while which the command imports what follows it),
 and the work after it (records, event table, wait states, the results folder). The first repeat builds the program
 (its build is not part of the figures: it is cached for the others and not timed).
 
@@ -55,7 +55,7 @@ def child(scenario: Path, folder: Path) -> None:
             mark["end"], mark["cpu_end"] = time.perf_counter(), _cpu()
 
     program_run.run_smpirun = timed
-    code = entry.main(["run", str(scenario), "-o", str(folder), "--force"])
+    code = entry.cli.main(["run", str(scenario), "-o", str(folder), "--force"])  # entry.main would end the process
     t2, cpu2 = time.perf_counter(), _cpu()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
     print(json.dumps({"exit": code, "imports": t1 - t0, "before": mark["start"] - t1,
@@ -103,7 +103,7 @@ def main() -> int:
             print(f"run {k + 1}: imports {r['imports']:.2f} s, before the SMPI stage {r['before']:.2f} s, SMPI stage "
                   f"{r['smpi']:.2f} s, after it {r['after']:.2f} s: waitlab's own work {own:.2f} s = "
                   f"{r['share']:.1f}% of the SMPI stage; CPU after it {r['cpu_after']:.2f} s (during it "
-                  f"{r['cpu_during']:.2f} s: imports and memory made ready on the other core); peak memory "
+                  f"{r['cpu_during']:.2f} s: the imports that follow the stage, done while SMPI runs); peak memory "
                   f"{r['peak_mib']:.0f} MiB (exit {r['exit']})")
     shares = [r["share"] for r in runs]
     own, imports = statistics.median(r["own"] for r in runs), statistics.median(r["imports"] for r in runs)
