@@ -35,6 +35,8 @@ sources = ["{bsp}"]
 args = ["6000"]
 """
 
+#: A replay whose SMPI stage (about 2 s) outlasts the imports a run makes while it (0.3-0.8 s, before which no
+#: progress is read): a terminal shows progress lines.
 SCENARIO = """[scenario]
 name = "progress"
 ranks = 64
@@ -45,7 +47,7 @@ name = "dawning_5000a"
 
 [application]
 kind = "stencil"
-steps = 60
+steps = 300
 compute_seconds = 0.01
 """
 
