@@ -10,6 +10,7 @@ seconds to flops with the core speed of the rendered platform, printed with
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -309,6 +310,7 @@ def _write_shared(ops: OpTable, sel: npt.NDArray[np.int64], lines: _Lines, folde
     order = np.lexsort((key_rank, key_epoch))  # stable: a rank's rows stay in sequence order
     del key_epoch
     path = folder / "trace.txt"
+    prefix = np.array([f"{r} " for r in range(n)], dtype=object)  # each line starts with its rank
     with path.open("w", encoding="utf-8") as fh:
         fh.write(head)
         for i in range(0, order.size, TRACE_CHUNK_ROWS):
@@ -319,7 +321,7 @@ def _write_shared(ops: OpTable, sel: npt.NDArray[np.int64], lines: _Lines, folde
             if body.size:
                 written = o[body] - n
                 text[body] = lines(sel[written], written)
-            fh.write("".join(f"{r} {t}\n" for r, t in zip(key_rank[o].tolist(), text.tolist(), strict=True)))
+            fh.write("\n".join(map(operator.add, prefix[key_rank[o]].tolist(), text.tolist())) + "\n")
     index = folder / "index.txt"
     index.write_text((path.name if relative else str(path.resolve())) + "\n")
     return index
