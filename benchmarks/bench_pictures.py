@@ -67,7 +67,7 @@ def main() -> int:
     ap.add_argument("folder", nargs="?", type=Path, help="a results folder of `waitlab run`")
     ap.add_argument("--store", type=Path, help="records kept by bench_post_smpi.py --record (instead of a folder)")
     ap.add_argument("--steps", type=int, default=33000, help="the steps of the recorded run (with --store)")
-    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--repeat", type=int, default=5, help="calls of each (the first is cold; default 5)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="waitlab-bench-pictures-") as tmp:
         folder = replayed_folder(args.store, args.steps, Path(tmp)) if args.store else args.folder
@@ -87,8 +87,9 @@ def main() -> int:
         print(f"{folder.name}: {len(run.events):,} events, {len(run.waits):,} wait states")
         for name, fn in parts.items():
             cpu, wall, warm = timed(fn, args.repeat)
-            print(f"{name}: first call {cpu:.3f} CPU s ({wall:.3f} s wall); later calls {statistics.median(warm):.3f} "
-                  f"CPU s (median of {len(warm)}, {min(warm):.3f} to {max(warm):.3f})")
+            later = (f"; later calls {statistics.median(warm):.3f} CPU s (median of {len(warm)}, {min(warm):.3f} to "
+                     f"{max(warm):.3f})") if warm else ""
+            print(f"{name}: first call {cpu:.3f} CPU s ({wall:.3f} s wall){later}")
     return 0
 
 
