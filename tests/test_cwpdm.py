@@ -11,10 +11,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ideal_replay import chain_ops, ideal_replay, work
 
+from waitlab.models.analysis.callpaths import exclusive_times
 from waitlab.models.analysis.cwpdm import cwpdm
 from waitlab.models.analysis.hcwpdm import hcwpdm
 from waitlab.models.analysis.syncpoints import sync_points
-from waitlab.models.analysis.waitstates import wait_states
+from waitlab.models.analysis.waitstates import make_events, wait_states
 from waitlab.models.ops import OpBuilder, OpTable
 
 EXAMPLES = int(os.environ.get("WAITLAB_HYPOTHESIS_EXAMPLES", "60"))
@@ -218,9 +219,6 @@ def test_hcwpdm_attributed_plus_unexplained_is_considered_wait(ops, pairing, thr
 def test_exclusive_times_of_asked_rows():
     """Each asked row's seconds minus every wait of that row (two waits on row 1: 0.25 + 0.5), region rows 0, rows
     in any order and repeated (by hand: 2 - 0 = 2, 2 - 0.75 = 1.25, region 0, 2.5 - 1 = 1.5)."""
-    from waitlab.models.analysis.callpaths import exclusive_times
-    from waitlab.models.analysis.waitstates import make_events
-
     ev = make_events(rank=[0, 0, 0, 1], op=["compute", "barrier", "region", "recv"], enter=[0.0, 2.0, 0.0, 1.0],
                      exit=[2.0, 4.0, 10.0, 3.5], kind=["compute", "mpi", "region", "mpi"])
     ws = pd.DataFrame({"event": [1, 3, 1], "wait": [0.25, 1.0, 0.5]})

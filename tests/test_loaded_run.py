@@ -14,6 +14,7 @@ from scenario_files import imbalance_toml, scenario_toml
 import waitlab
 from waitlab.errors import InputError
 from waitlab.experiments.diagnosis.diagnose import diagnose_path
+from waitlab.experiments.results import read_ledger
 from waitlab.models.analysis.metrics import ledger_frame
 
 SCENARIO = scenario_toml("lazy", 4, 'kind = "stencil"\nsteps = 2\ndims = 1\ncompute_seconds = 0.01\nhalo_bytes = 1024',
@@ -70,8 +71,6 @@ def test_read_ledger_over_row_groups_with_plain_and_empty_text_columns(tmp_path:
     """Three rows in two row groups, region and kind written as plain strings: regions index the names given ("zz"
     is none of them: -1), kinds index CAUSE_KINDS (imbalance 0, noise 1); an empty ledger, whose text columns
     pandas writes without a type, reads as empty arrays."""
-    from waitlab.experiments.results import read_ledger
-
     table = pa.table({"rank": [0, 1, 2], "region": ["b", "zz", "a"], "step": [0, 0, 1], "seconds": [0.5, 1.0, 2.0],
                       "kind": ["noise", "imbalance", "noise"]})
     pq.write_table(table, tmp_path / "ledger.parquet", row_group_size=2, use_dictionary=False)
