@@ -19,7 +19,7 @@ from waitlab.simulator.limits import check_replay_limits
 from waitlab.simulator.smpi import DeadlockError, name_blocked_calls, run_smpirun
 from waitlab.simulator.spill import release_free_memory
 from waitlab.simulator.ti_vectors import VectorStore
-from waitlab.simulator.trace import stream_trace, write_trace
+from waitlab.simulator.trace import write_trace
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -43,16 +43,14 @@ def replay_ops(ops: OpTable, platform_xml: Path, hostfile: Path, core_speed: flo
                timeout: float | None = None, what: str = "SMPI replay", work: Path | None = None,
                markers_in_trace: bool = False, vectors: VectorStore | None = None,
                shared_trace: bool = True, on_start: Callable[[], object] | None = None) -> Replay:
-    """Give SMPI the trace, replay it with waitlab's replay extension and parse the timelines.
+    """Write the trace, replay it with waitlab's replay extension and parse the timelines.
 
-    ``shared_trace``: one trace for all ranks (no open file per rank), streamed into SMPI while it simulates
-    through a FIFO in a temporary folder (:mod:`~waitlab.simulator.trace_stream`: it is formatted while SimGrid
-    starts and simulates, and kept nowhere); ``shared_trace=False`` writes a file per rank into ``work`` first
-    (the same simulated times).  ``work`` keeps the log (and per-rank trace files; a temporary folder
-    otherwise).  Region markers are left out of the trace (their times are the previous action's exit) unless
-    ``markers_in_trace``.  ``vectors`` holds exact per-peer counts of v-collectives (see
-    :func:`~waitlab.simulator.trace.write_trace`).  ``on_start``: the caller's work while SMPI runs
-    (:func:`~waitlab.simulator.smpi.run_smpirun`), after the trace was fed.
+    ``work`` keeps the trace and log files (a temporary folder otherwise).  Region markers are left
+    out of the trace (their times are the previous action's exit) unless ``markers_in_trace``.
+    ``vectors`` holds exact per-peer counts of v-collectives (see :func:`~waitlab.simulator.trace.write_trace`).
+    ``shared_trace`` writes one trace file for all ranks (no open file per rank; the same simulated
+    times as per-rank files, which ``shared_trace=False`` writes).  ``on_start``: the caller's work while SMPI
+    runs (:func:`~waitlab.simulator.smpi.run_smpirun`).
     """
     stages: dict[str, float] = {}
     # Machine limits first (open files, memory maps): a clear message instead of SimGrid's, and no
@@ -64,31 +62,25 @@ def replay_ops(ops: OpTable, platform_xml: Path, hostfile: Path, core_speed: flo
         folder.mkdir(parents=True, exist_ok=True)
         t = time.perf_counter()
         rows = _written_rows(ops, markers_in_trace)
-        stream = None
-        if shared_trace:  # streamed into SMPI while it runs (simulator/trace_stream.py)
-            stream = stream_trace(ops, core_speed, Path(tmp) / "trace", rows=rows, vectors=vectors)
-            index = stream.index
-        else:
-            index = write_trace(ops, core_speed, folder / "trace", rows=rows, vectors=vectors)
+        index = write_trace(ops, core_speed, folder / "trace", rows=rows, vectors=vectors, shared=shared_trace)
         actions = (len(ops) if rows is None else len(rows)) + 2 * ops.n_ranks  # and init, finalize per rank
         del rows  # recomputed only to name a deadlock
         stages["write_trace"] = time.perf_counter() - t
-        release_free_memory()  # what generation (and the per-rank trace's text) freed goes to SMPI, not our heap
+        release_free_memory()  # what generation and the trace's text freed goes to SMPI, not to our heap
         log = folder / "events.bin"
         log.unlink(missing_ok=True)
         env = {"WAITLAB_LOG": str(log)}
         if (ops.code == CODE["issend"]).any():  # the replay extension's request bookkeeping for MPI_Issend
             env["WAITLAB_ISSEND"] = "1"
+        t = time.perf_counter()
         try:
             res = run_smpirun(binary, ops.n_ranks, platform_xml, hostfile, replay_index=index, config=settings,
                               extra_flags=extra_flags, env=env, timeout=timeout, what=what,
                               cwd=folder, progress_file=folder / "progress", progress_total=actions,
-                              on_start=on_start, trace_stream=stream)
+                              on_start=on_start)
         except DeadlockError as exc:  # name the call each blocked rank is in
             written = _written_rows(ops, markers_in_trace)
             raise name_blocked_calls(exc, log, ops if written is None else ops.take(written)) from None
-        if stream is not None:  # formatted while SMPI ran: seconds within the stage's
-            stages["write_trace"] += stream.seconds
         stages["smpi"] = res.wall_seconds  # until SimGrid ended, not until on_start's work did
         t = time.perf_counter()
         t_enter, t_exit = _timeline.read_log(log, ops)

@@ -23,8 +23,7 @@ from waitlab.models.vocabulary import ACTIONS
 from waitlab.simulator import progress
 from waitlab.simulator.build import contention_plugin, require_tool
 from waitlab.simulator.log_reader import LOG_DTYPE
-from waitlab.simulator.output_reader import MEANWHILE_TICK, OutputReader, wait_for_output
-from waitlab.simulator.trace_stream import TraceStream, feed
+from waitlab.simulator.output_reader import OutputReader, wait_for_output
 
 #: Settings of waitlab's own native plugins, handed to them as environment variables instead of ``--cfg``
 #: (SimGrid refuses keys it does not know): the contention plugin (simulator/native/waitlab_contention.cpp).
@@ -327,7 +326,6 @@ def run_smpirun(
     output_limit: int | None = None,
     meanwhile: Callable[[], object] | None = None,
     on_start: Callable[[], object] | None = None,
-    trace_stream: TraceStream | None = None,
 ) -> SmpiResult:
     """Run ``smpirun -no-privatize`` on ``binary`` and return its output.
 
@@ -345,8 +343,7 @@ def run_smpirun(
     times a second while ``smpirun`` runs (a program's progress is read then).  ``on_start`` is called once on this
     thread as soon as ``smpirun`` has started: the caller's own work, done while SimGrid simulates (a run imports
     what it needs after its stage then).  The result's ``wall_seconds`` end when the output ended, even if
-    ``on_start`` was still working then.  ``trace_stream``: the shared trace that ``replay_index`` names is a FIFO,
-    fed as SMPI reads it (:func:`waitlab.simulator.trace_stream.feed`), before ``on_start``.
+    ``on_start`` was still working then.
     """
     smpirun = require_tool("smpirun")
     cmd = [smpirun, *([] if privatize else ["-no-privatize"]), "-np", str(n_ranks), "-platform", str(platform_xml),
@@ -389,9 +386,6 @@ def run_smpirun(
     assert proc.stdout is not None
     reader = OutputReader(proc.stdout, output_limit)
     try:
-        if trace_stream is not None:
-            feed(trace_stream, lambda: not reader.ended.is_set(), None if timeout is None else t0 + timeout,
-                 partial(_each, calls) if calls else None, tick or MEANWHILE_TICK)
         if on_start is not None:
             on_start()
         ended = wait_for_output(reader, t0, timeout, partial(_each, calls) if calls else None, tick)

@@ -11,8 +11,6 @@ seconds to flops with the core speed of the rendered platform, printed with
 from __future__ import annotations
 
 import operator
-import os
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,7 +37,6 @@ from waitlab.models.vocabulary import (
 from waitlab.simulator.nbc_capture import nbc_lines
 from waitlab.simulator.ti_vectors import VectorStore, occurrence, occurrence_of, v_line
 from waitlab.simulator.trace_rma import RMA_TI_ACTIONS, format_rma
-from waitlab.simulator.trace_stream import TraceStream
 
 _Cols = dict[str, list[Any]]
 _IS_COLLECTIVE = lut(COLLECTIVE_ACTIONS)
@@ -247,13 +244,14 @@ def write_trace(ops: OpTable, core_speed: float, folder: Path, *, rows: npt.NDAr
     Lines are formatted and written :data:`TRACE_CHUNK_ROWS` operations at a time.
     """
     folder.mkdir(parents=True, exist_ok=True)
-    sel, lines = _selected(ops, core_speed, rows, vectors)
+    sel = np.arange(len(ops), dtype=np.int64) if rows is None else np.asarray(rows, np.int64)
+    _check_table(ops, sel)
+    has_v = vectors is not None or bool(_IS_V[ops.code[sel]].any())
+    k = occurrence_of(ops.rank[sel], ops.code[sel], ops.seq[sel]) if has_v else None
+    lines = _Lines(ops, core_speed, vectors, k)
     head = "".join(f"# {h}\n" for h in header.splitlines()) if header else ""
     if shared:
-        path = folder / "trace.txt"
-        with path.open("w", encoding="utf-8") as fh:
-            fh.writelines(_shared_text(ops, sel, lines, head))
-        return _index(folder, path, relative)
+        return _write_shared(ops, sel, lines, folder, head, relative)
     counts = np.bincount(ops.rank[sel], minlength=ops.n_ranks)
     bounds = np.concatenate(([0], np.cumsum(counts))).tolist()
     index_lines = []
@@ -277,37 +275,6 @@ def write_trace(ops: OpTable, core_speed: float, folder: Path, *, rows: npt.NDAr
     return index
 
 
-def stream_trace(ops: OpTable, core_speed: float, folder: Path, *, rows: npt.NDArray[np.int64] | None = None,
-                 vectors: VectorStore | None = None) -> TraceStream:
-    """The shared trace of :func:`write_trace` (``shared=True``) to stream into SMPI while it runs
-    (:mod:`waitlab.simulator.trace_stream`): its index and a FIFO in ``folder``, and its text, formatted chunk by
-    chunk as SMPI reads it.  The table's bad input (region names, negative values) is refused here, before SMPI
-    starts; an operation the trace cannot hold is refused when its chunk is formatted."""
-    folder.mkdir(parents=True, exist_ok=True)
-    sel, lines = _selected(ops, core_speed, rows, vectors)
-    fifo = folder / "trace.txt"
-    fifo.unlink(missing_ok=True)
-    os.mkfifo(fifo)
-    return TraceStream(_index(folder, fifo, relative=False), fifo, _shared_text(ops, sel, lines, ""))
-
-
-def _selected(ops: OpTable, core_speed: float, rows: npt.NDArray[np.int64] | None,
-              vectors: VectorStore | None) -> tuple[npt.NDArray[np.int64], _Lines]:
-    """The rows a trace writes (checked) and their line formatter."""
-    sel = np.arange(len(ops), dtype=np.int64) if rows is None else np.asarray(rows, np.int64)
-    _check_table(ops, sel)
-    has_v = vectors is not None or bool(_IS_V[ops.code[sel]].any())
-    k = occurrence_of(ops.rank[sel], ops.code[sel], ops.seq[sel]) if has_v else None
-    return sel, _Lines(ops, core_speed, vectors, k)
-
-
-def _index(folder: Path, trace: Path, relative: bool) -> Path:
-    """The one-line index of a shared trace."""
-    index = folder / "index.txt"
-    index.write_text((trace.name if relative else str(trace.resolve())) + "\n")
-    return index
-
-
 def _check_table(ops: OpTable, sel: npt.NDArray[np.int64]) -> None:
     """The whole table's bad input, before any file is written."""
     for nm in ops.names:
@@ -322,9 +289,9 @@ def _check_table(ops: OpTable, sel: npt.NDArray[np.int64]) -> None:
                          "durations and sizes must be >= 0")
 
 
-def _shared_text(ops: OpTable, sel: npt.NDArray[np.int64], lines: _Lines, head: str) -> Iterator[str]:
-    """The text of one trace file for every rank, ordered by (superstep, rank, sequence), in chunks of
-    :data:`TRACE_CHUNK_ROWS` lines (``head`` first)."""
+def _write_shared(ops: OpTable, sel: npt.NDArray[np.int64], lines: _Lines, folder: Path, head: str,
+                  relative: bool) -> Path:
+    """One trace file for every rank, ordered by (superstep, rank, sequence); a one-line index."""
     n, m = ops.n_ranks, sel.size
     rank = ops.rank[sel]
     epoch = _epochs(rank, ops.code[sel], n)
@@ -342,15 +309,19 @@ def _shared_text(ops: OpTable, sel: npt.NDArray[np.int64], lines: _Lines, head: 
     key_rank = np.concatenate((ranks, rank, ranks))
     order = np.lexsort((key_rank, key_epoch))  # stable: a rank's rows stay in sequence order
     del key_epoch
+    path = folder / "trace.txt"
     prefix = np.array([f"{r} " for r in range(n)], dtype=object)  # each line starts with its rank
-    if head:
-        yield head
-    for i in range(0, order.size, TRACE_CHUNK_ROWS):
-        o = order[i:i + TRACE_CHUNK_ROWS]
-        text = np.full(o.size, "finalize", dtype=object)
-        text[o < n] = "init"
-        body = np.flatnonzero((o >= n) & (o < n + m))
-        if body.size:
-            written = o[body] - n
-            text[body] = lines(sel[written], written)
-        yield "\n".join(map(operator.add, prefix[key_rank[o]].tolist(), text.tolist())) + "\n"
+    with path.open("w", encoding="utf-8") as fh:
+        fh.write(head)
+        for i in range(0, order.size, TRACE_CHUNK_ROWS):
+            o = order[i:i + TRACE_CHUNK_ROWS]
+            text = np.full(o.size, "finalize", dtype=object)
+            text[o < n] = "init"
+            body = np.flatnonzero((o >= n) & (o < n + m))
+            if body.size:
+                written = o[body] - n
+                text[body] = lines(sel[written], written)
+            fh.write("\n".join(map(operator.add, prefix[key_rank[o]].tolist(), text.tolist())) + "\n")
+    index = folder / "index.txt"
+    index.write_text((path.name if relative else str(path.resolve())) + "\n")
+    return index
