@@ -58,8 +58,11 @@ PYTHON_BASE_BYTES = 150 * MiB
 PYTHON_EVENT_BYTES = 190
 PYTHON_DURING_SMPI_EVENT_BYTES = 75
 PYTHON_DURING_SMPI_SPILLED_EVENT_BYTES = 10
-#: Scratch files per event: trace line (~40 B) + log record (24 B); results folder (Parquet) ~12 B.
+#: Scratch files per event: trace line (~40 B) + log record (24 B); results folder (Parquet) ~12 B.  A spilled
+#: operation table (simulator/spill.py) adds its columns, 61 B per operation (OpTable.COLUMNS), in unlinked files of
+#: the scratch folder.
 SCRATCH_EVENT_BYTES = 76
+SCRATCH_SPILLED_OP_BYTES = 61
 #: Replay time with waitlab's default binomial allreduce: per event, plus per event and rank; fitted to
 #: waitlab's SMPI stage of the LARED-S-like scenario, 20 steps on a quiet machine: 33.1 s for 1,792,000
 #: events at 4,096 ranks, 186.6 s for 7,188,480 events at 16,384 ranks (docs/performance.md, "Scale").
@@ -239,7 +242,8 @@ def estimate(prep: Prepared) -> Estimate:
     if law is not None:  # each step after the first, as measured
         replay += law.seconds(ranks) * max(int(getattr(prep.scenario.application, "steps", 1)) - 1, 0)
     seconds = replay + WAITLAB_SECONDS_PER_EVENT * events
-    return Estimate(ranks, events, exact, smpi, python, SCRATCH_EVENT_BYTES * events, seconds, during, replay)
+    scratch = SCRATCH_EVENT_BYTES * events + (SCRATCH_SPILLED_OP_BYTES * (events - 2 * ranks) if spilled else 0)
+    return Estimate(ranks, events, exact, smpi, python, scratch, seconds, during, replay)
 
 
 def learn(est: Estimate, prep: Prepared, records: list[dict[str, Any]] | None = None) -> Estimate:

@@ -12,11 +12,19 @@ import numpy as np
 import pytest
 
 from waitlab.errors import EnvironmentProblem
-from waitlab.experiments.estimate import SMPI_BASE_BYTES, SMPI_EVENT_BYTES, SMPI_RANK_BYTES, Budget, estimate
+from waitlab.experiments.estimate import (
+    SCRATCH_EVENT_BYTES,
+    SCRATCH_SPILLED_OP_BYTES,
+    SMPI_BASE_BYTES,
+    SMPI_EVENT_BYTES,
+    SMPI_RANK_BYTES,
+    Budget,
+    estimate,
+)
 from waitlab.experiments.pipeline import prepare
 from waitlab.experiments.scenario import from_mapping
 from waitlab.experiments.sources import compute_speed
-from waitlab.models.ops import OpBuilder
+from waitlab.models.ops import OpBuilder, OpTable
 from waitlab.simulator import limits
 from waitlab.simulator.replay import replay_ops
 from waitlab.simulator.smpi import limit_hint
@@ -125,6 +133,7 @@ def test_estimate_counts_operations_and_checks_a_budget() -> None:
     est = estimate(prep)
     assert est.exact_events and est.events == len(ops) + 2 * 32  # + init and finalize per rank
     assert est.smpi_memory_bytes == SMPI_BASE_BYTES + 32 * SMPI_RANK_BYTES + SMPI_EVENT_BYTES * est.events
+    assert est.scratch_bytes == SCRATCH_EVENT_BYTES * est.events  # a table this small is not spilled
     assert est.check(Budget(memory_bytes=est.memory_bytes, scratch_bytes=est.scratch_bytes)) is est
     tight = Budget(memory_bytes=est.memory_bytes - 1, seconds=est.seconds * 2)
     with pytest.raises(EnvironmentProblem, match="of memory"):
@@ -137,3 +146,10 @@ def test_estimate_counts_operations_and_checks_a_budget() -> None:
     big = estimate(prepare(sc.with_values({"scenario.ranks": 20_000})))
     assert not big.exact_events
     assert big.events == round(per_rank * 20_000) + 40_000
+    # a spilled table's columns are in the scratch folder too: their bytes per operation, counted from the table
+    assert SCRATCH_SPILLED_OP_BYTES == sum(getattr(ops, c).dtype.itemsize for c in OpTable.COLUMNS)
+    assert big.scratch_bytes == SCRATCH_EVENT_BYTES * big.events  # 1.1 M operations: held in memory
+    spilled = estimate(prepare(sc.with_values({"scenario.ranks": 20_000, "application.steps": 20})))
+    assert spilled.events - 40_000 > 1 << 22  # SPILL_MIN_OPS: memory-mapped from the scratch folder
+    assert spilled.scratch_bytes == (SCRATCH_EVENT_BYTES * spilled.events
+                                     + SCRATCH_SPILLED_OP_BYTES * (spilled.events - 40_000))
