@@ -28,5 +28,5 @@ fi
 # where PYTHONDONTWRITEBYTECODE is set (CI images, sandboxes) every command would compile its ~100 modules again
 # (0.07 s of a small run's 0.7 s, measured).  Quick when up to date.
 "$VENV/bin/python" -m compileall -q -j 0 waitlab experiments models platforms simulator >/dev/null
-# Build (or verify) the native replay extension; rebuilt when its source changes.
+# Build (or verify) the native parts (replay extension, contention plugin, text library); rebuilt when their sources change.
 "$VENV/bin/python" -c "import sys; from waitlab.simulator.build import main; sys.exit(main())"  # -m would warn: the package imports build

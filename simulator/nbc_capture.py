@@ -36,20 +36,6 @@ for _t in NBC_TWINS:
 NBC_PREFIX = "nbc="
 
 
-def nbc_lines(action: str, lines: list[str], serial: npt.NDArray[np.int32]) -> list[str]:
-    """TI lines of ``action`` rows (formatted as the twin's), with ``nbc=<serial>`` on posts and on completions
-    (``serial`` > 0); a post's line is named ``i<twin>``.
-
-    >>> nbc_lines("ialltoall", ["alltoall 8 8"], np.array([3])), nbc_lines("alltoall", ["alltoall 8 8"], np.array([0]))
-    (['ialltoall 8 8 nbc=3'], ['alltoall 8 8'])
-    """
-    post = action in NBC_TWIN
-    if not post and (action not in NBC_TWINS or not (serial > 0).any()):
-        return lines
-    return [(f"{action}{ln[ln.find(' '):] if ' ' in ln else ''} {NBC_PREFIX}{k}" if post else f"{ln} {NBC_PREFIX}{k}")
-            if k > 0 else ln for ln, k in zip(lines, serial.tolist(), strict=True)]
-
-
 def pop_nbc(action: str, args: list[str], rank: int, posted: dict[tuple[int, int], str]) -> int:
     """Remove and return the serial of a TI line's last argument ``nbc=<k>`` (0 when absent); ``posted`` holds the
     (rank, serial) of the posts read so far.  Raises ValueError naming what is wrong with the line."""

@@ -10,7 +10,7 @@ seconds to flops with the core speed of the rendered platform, printed with
 
 from __future__ import annotations
 
-import operator
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,9 +23,11 @@ from waitlab.models.ops import OpTable
 from waitlab.models.vocabulary import (
     ACTION,
     ACTIONS,
+    CODE,
     COLLECTIVE_ACTIONS,
     EXCHANGE_ARGS,
     NBC_TWIN,
+    NBC_TWINS,
     REDUCTION_ARGS,
     REGION_ARGS,
     ROOTED_EXCHANGE_ARGS,
@@ -34,54 +36,80 @@ from waitlab.models.vocabulary import (
     VOCABULARY,
     lut,
 )
-from waitlab.simulator.nbc_capture import nbc_lines
+from waitlab.simulator.native_text import IfInt, IfRepr, Int, Label, Lit, Part, Text, text_bytes
+from waitlab.simulator.nbc_capture import NBC_PREFIX
 from waitlab.simulator.ti_vectors import VectorStore, occurrence, occurrence_of, v_line
 from waitlab.simulator.trace_rma import RMA_TI_ACTIONS, format_rma
 
-_Cols = dict[str, list[Any]]
 _IS_COLLECTIVE = lut(COLLECTIVE_ACTIONS)
 _IS_V = lut(V_ACTIONS)
+_IS_RMA = lut(RMA_TI_ACTIONS)
+_IS_POST = lut(NBC_TWIN)
+_IS_NBC_TWIN = lut(NBC_TWINS)
+(_NONE, _P2P, _WAIT, _COMPUTE, _SECONDS, _BCAST, _REDUCE, _REDUCTION, _EXCHANGE, _ROOTED_EXCHANGE, _FLUSH, _REGION,
+ _TEST, _OTHER) = range(14)
 
 
-def _ints(values: npt.NDArray[np.float64]) -> list[int]:
-    return np.rint(values).astype(np.int64).tolist()
+def _shape_of(action: str) -> int:
+    """How a line of ``action`` goes on after its name: actions of one TI argument shape are written alike, and a
+    nonblocking collective's post as its blocking twin."""
+    a = ACTION[NBC_TWIN.get(action, action)]
+    named = {"wait": _WAIT, "test": _TEST, "compute": _COMPUTE, "bcast": _BCAST, "reduce": _REDUCE, "flush": _FLUSH}
+    if a.kind in ("send", "recv"):
+        return _P2P
+    if a.name in named:
+        return named[a.name]
+    if a.name in SECONDS_ACTIONS:
+        return _SECONDS
+    if not a.ti_args:
+        return _NONE
+    return {REDUCTION_ARGS: _REDUCTION, EXCHANGE_ARGS: _EXCHANGE, ROOTED_EXCHANGE_ARGS: _ROOTED_EXCHANGE,
+            REGION_ARGS: _REGION}.get(a.ti_args, _OTHER)
 
 
-def _fmt(action: str, cols: _Cols) -> list[str]:
-    """Lines of one action for a subset of rows (columns as Python lists)."""
-    v, v2, peer, tag, rank, name = (cols[k] for k in ("count", "value2", "peer", "tag", "rank", "name"))
-    shape = ACTION[action].ti_args  # actions of one TI argument shape are written alike
-    if ACTION[action].kind in ("send", "recv"):
-        return [f"{action} {p} {t} {c}" for p, t, c in zip(peer, tag, v, strict=True)]
-    if action == "wait":  # wait src dst tag; value2 = 1 when it completes a receive (peer is then the source)
-        return [f"wait {p} {r} {t}" if rc else f"wait {r} {p} {t}"
-                for p, r, t, rc in zip(peer, rank, tag, v2, strict=True)]
-    if not shape:
-        return [action] * len(rank)
-    root = peer
-    if ACTION[action].is_rooted and any(p < 0 for p in peer):
-        i = next(j for j, p in enumerate(peer) if p < 0)
-        raise InputError("operations", f"rank {rank[i]} {action}", "a rooted collective without a root (peer -1)",
-                         "give the root rank as the operation's peer")
-    if action == "bcast":
-        return [f"bcast {c} {q} 6" for c, q in zip(v, root, strict=True)]  # datatype 6 = MPI_BYTE
-    if action == "reduce":
-        return [f"reduce {c} {f!r} {q} 6" for c, f, q in zip(v, v2, root, strict=True)]
-    if shape == REDUCTION_ARGS:
-        return [f"{action} {c} {f!r}" for c, f in zip(v, v2, strict=True)]
-    if shape == EXCHANGE_ARGS:
-        return [f"{action} {c} {c2}" for c, c2 in zip(v, cols["count2"], strict=True)]
-    if shape == ROOTED_EXCHANGE_ARGS:
-        return [f"{action} {c} {c2} {q}" for c, c2, q in zip(v, cols["count2"], root, strict=True)]
-    if action in SECONDS_ACTIONS:
-        return [f"{action} {x!r}" for x in cols["value"]]
-    if action == "flush":
-        return [f"flush {c} {f!r}" for c, f in zip(v, v2, strict=True)]
-    if shape == REGION_ARGS:
-        return [f"{action} {n}" for n in name]
-    if action == "test":
-        return ["test -1 -1 0"] * len(rank)
-    raise KeyError(action)
+#: The line shape of each action code.
+_SHAPE = np.array([_shape_of(a) for a in ACTIONS], np.int8)
+#: The arguments after an action's name, per line shape: (text before it, column), the columns named as in
+#: :func:`_parts` ("six": MPI_BYTE's datatype code 6; a column named "*_repr" is a float written as Python's repr).
+_ARGS: dict[int, tuple[str, ...]] = {
+    _P2P: ("peer", "tag", "count"),  # send/recv dst|src tag count
+    _WAIT: ("first", "second", "tag"),  # wait src dst tag
+    _COMPUTE: ("flops_repr",),
+    _SECONDS: ("value_repr",),
+    _BCAST: ("count", "peer", "six"),  # bcast count root datatype
+    _REDUCE: ("count", "value2_repr", "peer", "six"),  # reduce count flops root datatype
+    _REDUCTION: ("count", "value2_repr"),  # allreduce, scan, exscan: count flops
+    _EXCHANGE: ("count", "count2"),
+    _ROOTED_EXCHANGE: ("count", "count2", "peer"),
+    _FLUSH: ("count", "value2_repr"),
+    _TEST: ("minus_one", "minus_one", "zero"),  # test -1 -1 0
+}
+
+
+def _refuse_unwritable(ops: OpTable, rows: npt.NDArray[np.int64], code: npt.NDArray[np.int64],
+                       v_lines: bool) -> None:
+    """The first action of ``rows`` (by code) that a trace cannot hold, as an :class:`InputError`."""
+    for c in np.unique(code).tolist():
+        action = ACTIONS[c]
+        if action == "compute" or _IS_RMA[c]:
+            continue
+        if ACTION[action].kind == "rma":  # SimGrid 3.32's smpi_replay.cpp registers no one-sided action
+            raise InputError("scenario", f"operation {action}", f"the program uses one-sided MPI ({action}): "
+                             "SimGrid 3.32's time-independent replay has no RMA action and waitlab's replay "
+                             f"extension runs only {', '.join(RMA_TI_ACTIONS)}, so it cannot be captured or "
+                             "replayed as a trace",
+                             'run the program itself (application.kind = "program") instead of a trace')
+        if action not in WRITABLE and not (v_lines and _IS_V[c]):
+            raise InputError("scenario", f"operation {action}", "this action cannot be written to a trace yet",
+                             f"use one of: {', '.join(sorted(WRITABLE))}")
+        twin = ACTION[NBC_TWIN.get(action, action)]
+        if twin.is_rooted and not _IS_V[c]:
+            bad = rows[(code == c) & (ops.peer[rows] < 0)]
+            if bad.size:
+                i = int(bad.min())
+                raise InputError("operations", f"rank {ops.rank[i]} {twin.name}",
+                                 "a rooted collective without a root (peer -1)",
+                                 "give the root rank as the operation's peer")
 
 
 #: Actions :func:`format_lines` writes (v-collectives: :func:`format_ti_lines`;
@@ -89,6 +117,99 @@ def _fmt(action: str, cols: _Cols) -> list[str]:
 WRITABLE = (*(a.name for a in VOCABULARY
                  if a.kind not in ("setup", "sendrecv", "rma") and not a.vector and a.name != "location"),
             *RMA_TI_ACTIONS)
+
+
+def _parts(ops: OpTable, rows: npt.NDArray[np.int64], core_speed: float, *, vectors: VectorStore | None = None,
+           occurrences: npt.NDArray[np.int64] | None = None, v_lines: bool = False, names: Sequence[str] = (),
+           name_of: npt.NDArray[np.int64] | None = None) -> list[Part]:
+    """The template (:mod:`waitlab.simulator.native_text`) of the TI lines, without rank prefix, of ``ops`` rows
+    ``rows`` in that order.  A position where ``rows`` is -1 is the line ``names[name_of[i]]`` alone (the shared
+    trace's ``init`` and ``finalize``).  ``v_lines``: v-collectives are written (:func:`v_line`; exact with
+    ``vectors`` and the rows' ``occurrences``), else refused; one-sided actions by :func:`format_rma`.
+
+    Compute durations are converted to flops with ``core_speed`` and, like every float of a line, written as
+    Python's ``repr`` writes them (the shortest text that reads back exactly)."""
+    n = rows.size
+    op = rows >= 0
+    at = rows[op]
+    code = np.full(n, -1, np.int64)
+    code[op] = ops.code[at]
+    _refuse_unwritable(ops, at, code[op], v_lines)
+
+    def col(values: npt.NDArray[Any], fill: float = 0) -> npt.NDArray[Any]:
+        out = np.full(n, fill, values.dtype)
+        out[op] = values[at]
+        return out
+
+    text = op & (_IS_V[np.maximum(code, 0)] | _IS_RMA[np.maximum(code, 0)])  # formatted one by one
+    plain = op & ~text
+    shape = np.where(plain, _SHAPE[np.maximum(code, 0)], _NONE)
+    tag = col(ops.tag)
+    post = plain & _IS_POST[np.maximum(code, 0)]
+    name = np.where(op, code, len(ACTIONS) + 1 + (name_of if name_of is not None else np.zeros(n, np.int64)))
+    name[text] = len(ACTIONS)  # the whole line is in the text part
+    twin_name = np.array([CODE[NBC_TWIN.get(a, a)] for a in ACTIONS], np.int64)
+    unnumbered_post = post & (tag <= 0)  # a post without its serial is written as its twin
+    name[unnumbered_post] = twin_name[code[unnumbered_post]]
+    parts: list[Part] = [Label(name, [*ACTIONS, "", *names])]
+    if plain.any():
+        value, value2, peer = col(ops.value), col(ops.value2), col(ops.peer)
+        recv = value2 != 0  # a wait that completes a receive: its peer is the source
+        rank = col(ops.rank)
+        columns = {"peer": peer, "tag": tag, "count": np.rint(value).astype(np.int64),
+                   "count2": np.rint(value2).astype(np.int64), "first": np.where(recv, peer, rank),
+                   "second": np.where(recv, rank, peer), "flops_repr": value * core_speed, "value_repr": value,
+                   "value2_repr": value2, "six": np.full(n, 6, np.int64), "minus_one": np.full(n, -1, np.int64),
+                   "zero": np.zeros(n, np.int64)}
+        for sh, args in _ARGS.items():
+            mask = shape == sh
+            if mask.any():
+                parts += [IfRepr(" ", columns[a], mask) if a.endswith("_repr") else IfInt(" ", columns[a], mask)
+                          for a in args]
+        region = shape == _REGION
+        if region.any():  # enter / leave: the region's name (-1: none)
+            label = np.where(region, col(ops.name, -1) + 1, 0)
+            label[region & (label == 0)] = len(ops.names) + 1
+            parts.append(Label(label, ["", *(f" {nm}" for nm in ops.names), " "]))
+        nbc = (post | (plain & _IS_NBC_TWIN[np.maximum(code, 0)])) & (tag > 0)
+        if nbc.any():  # a nonblocking collective's post and completion end with its serial
+            parts.append(IfInt(f" {NBC_PREFIX}", tag, nbc))
+        if ops.comms:  # a collective on a sub-communicator ends with its members (subcomm_arg)
+            comm = np.where(plain & _IS_COLLECTIVE[np.maximum(code, 0)], col(ops.comm), 0)
+            if comm.any():
+                parts.append(Label(comm, ["", *(f" {subcomm_arg(c)}" for c in ops.comms)]))
+    if text.any():
+        parts.append(Text(np.flatnonzero(text), _one_by_one(ops, rows, code, text, vectors, occurrences)))
+    return parts
+
+
+def _one_by_one(ops: OpTable, rows: npt.NDArray[np.int64], code: npt.NDArray[np.int64],
+                text: npt.NDArray[np.bool_], vectors: VectorStore | None,
+                occurrences: npt.NDArray[np.int64] | None) -> list[str]:
+    """The lines of the positions ``text`` (one-sided actions, v-collectives), in position order."""
+    where = np.flatnonzero(text)
+    out: list[str] = [""] * where.size
+    for c in np.unique(code[where]).tolist():
+        pick = np.flatnonzero(code[where] == c)
+        idx = rows[where[pick]]
+        action = ACTIONS[c]
+        if _IS_RMA[c]:  # waitlab's replay extension runs them (native/waitlab_replay_rma.cpp)
+            got = format_rma(action, ops, idx)
+        else:
+            k = occurrence(ops)[idx] if occurrences is None else occurrences[where[pick]]
+            got = [v_line(action, int(ops.rank[i]), float(ops.value[i]), float(ops.value2[i]), int(ops.peer[i]),
+                          ops.n_ranks, vectors.get(int(ops.rank[i]), c, int(j)) if vectors is not None else None)
+                   for i, j in zip(idx.tolist(), k.tolist(), strict=True)]
+        for j, line in zip(pick.tolist(), got, strict=True):
+            out[j] = line
+    return out
+
+
+def _lines(ops: OpTable, rows: npt.NDArray[np.int64], core_speed: float, **kw: Any) -> list[str]:
+    """The TI lines (without rank prefix) of ``ops`` rows ``rows``, as a list."""
+    if rows.size == 0:
+        return []
+    return bytes(text_bytes(_parts(ops, rows, core_speed, **kw), rows.size, sep="\n")).decode().split("\n")
 
 
 def format_lines(ops: OpTable, core_speed: float) -> list[str]:
@@ -104,8 +225,7 @@ def format_lines(ops: OpTable, core_speed: float) -> list[str]:
     >>> format_lines(b.build(), core_speed=1e9)
     ['compute 500000000.0', 'send 1 3 8', 'compute 500000000.0', 'recv 0 3 8']
     """
-    names = ops.names
-    for nm in names:
+    for nm in ops.names:
         if not nm or any(ch.isspace() for ch in nm):
             raise InputError("scenario", f"region name {nm!r}", "region names cannot be empty or contain spaces",
                              "use '_' or '>' instead of spaces")
@@ -114,38 +234,7 @@ def format_lines(ops: OpTable, core_speed: float) -> list[str]:
         raise InputError("scenario", f"rank {ops.rank[bad]} operation {ops.seq[bad]}",
                          f"negative value {ops.value[bad]} for {ACTIONS[ops.code[bad]]}",
                          "durations and sizes must be >= 0")
-    lines = np.empty(len(ops), dtype=object)
-    name_table = np.array([*names, ""], dtype=object)
-    for code in np.unique(ops.code).tolist():
-        action = ACTIONS[code]
-        idx = np.flatnonzero(ops.code == code)
-        if action == "compute":
-            lines[idx] = [f"compute {f!r}" for f in (ops.value[idx] * core_speed).tolist()]
-            continue
-        if action in RMA_TI_ACTIONS:  # waitlab's replay extension runs them (native/waitlab_replay_rma.cpp)
-            lines[idx] = format_rma(action, ops, idx)
-            continue
-        if ACTION[action].kind == "rma":  # SimGrid 3.32's smpi_replay.cpp registers no one-sided action
-            raise InputError("scenario", f"operation {action}", f"the program uses one-sided MPI ({action}): "
-                             "SimGrid 3.32's time-independent replay has no RMA action and waitlab's replay "
-                             f"extension runs only {', '.join(RMA_TI_ACTIONS)}, so it cannot be captured or "
-                             "replayed as a trace",
-                             'run the program itself (application.kind = "program") instead of a trace')
-        if action not in WRITABLE:
-            raise InputError("scenario", f"operation {action}", "this action cannot be written to a trace yet",
-                             f"use one of: {', '.join(sorted(WRITABLE))}")
-        cols: _Cols = {
-            "count": _ints(ops.value[idx]), "count2": _ints(ops.value2[idx]), "value": ops.value[idx].tolist(),
-            "value2": ops.value2[idx].tolist(), "peer": ops.peer[idx].tolist(), "tag": ops.tag[idx].tolist(),
-            "rank": ops.rank[idx].tolist(), "name": name_table[ops.name[idx]].tolist(),
-        }  # fmt: skip
-        lines[idx] = nbc_lines(action, _fmt(NBC_TWIN.get(action, action), cols), ops.tag[idx])  # nonblocking
-        if _IS_COLLECTIVE[code] and ops.comms:  # a sub-communicator's members end its line (subcomm_arg)
-            sub = idx[ops.comm[idx] != 0]
-            tokens = [subcomm_arg(ops.comms[k - 1]) for k in range(1, len(ops.comms) + 1)]
-            lines[sub] = [f"{ln} {tokens[k - 1]}" for ln, k in zip(lines[sub].tolist(), ops.comm[sub].tolist(),
-                                                                  strict=True)]
-    return lines.tolist()
+    return _lines(ops, np.arange(len(ops), dtype=np.int64), core_speed)
 
 
 #: Start of the last argument of a collective line on a sub-communicator (:func:`subcomm_arg`).
@@ -170,22 +259,8 @@ def format_ti_lines(ops: OpTable, core_speed: float, vectors: VectorStore | None
 
     ``occurrences`` (:func:`occurrence` of the whole trace) is given when ``ops`` is a part of it.
     """
-    own = ops.mask(V_ACTIONS)
-    lines: list[str] = [""] * len(ops)
-    rest = np.flatnonzero(~own)
-    if rest.size:
-        sub = ops.take(rest.astype(np.int64)) if rest.size < len(ops) else ops
-        for i, ln in zip(rest.tolist(), format_lines(sub, core_speed), strict=True):
-            lines[i] = ln
-    idx = np.flatnonzero(own)
-    if idx.size:
-        k = occurrence(ops) if occurrences is None else occurrences
-        for i in idx.tolist():
-            action = ACTIONS[ops.code[i]]
-            r, v, v2, p = int(ops.rank[i]), float(ops.value[i]), float(ops.value2[i]), int(ops.peer[i])
-            vec = vectors.get(r, int(ops.code[i]), int(k[i])) if vectors is not None else None
-            lines[i] = v_line(action, r, v, v2, p, ops.n_ranks, vec)
-    return lines
+    return _lines(ops, np.arange(len(ops), dtype=np.int64), core_speed, vectors=vectors, occurrences=occurrences,
+                  v_lines=True)
 
 
 def _epochs(rank: npt.NDArray[np.int32], code: npt.NDArray[np.int8], n_ranks: int) -> npt.NDArray[np.int32]:
@@ -194,6 +269,7 @@ def _epochs(rank: npt.NDArray[np.int32], code: npt.NDArray[np.int8], n_ranks: in
     counts = np.bincount(rank, minlength=n_ranks)
     before = np.cumsum(coll, dtype=np.int64) - coll
     starts = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
+    starts = np.minimum(starts, rank.size - 1)  # a rank without rows repeats its start 0 times (may be past the end)
     return (before - np.repeat(before[starts] if rank.size else before[:0], counts)).astype(np.int32)
 
 
@@ -212,15 +288,19 @@ class _Lines:
 
     def __call__(self, rows: npt.NDArray[np.int64], written: npt.NDArray[np.int64]) -> list[str]:
         """Lines of ``ops`` rows ``rows`` (positions ``written`` among the written rows), in that order."""
-        order = np.argsort(rows, kind="stable")  # OpTable.take keeps (rank, seq) order: give it sorted rows
-        sub = self.ops.take(rows[order])
-        if self.occurrences is None:
-            text = format_lines(sub, self.core_speed)
-        else:
-            text = format_ti_lines(sub, self.core_speed, self.vectors, occurrences=self.occurrences[written[order]])
-        out = np.empty(rows.size, dtype=object)
-        out[order] = text
-        return list(out)
+        return _lines(self.ops, rows, self.core_speed, **self._kw(written))
+
+    def text(self, rows: npt.NDArray[np.int64], written: npt.NDArray[np.int64], ranks: npt.NDArray[np.int32],
+             names: Sequence[str], name_of: npt.NDArray[np.int64]) -> memoryview:
+        """The lines ``"<rank> <line>"`` of ``rows`` (``written``: their positions among the written rows), joined by
+        newlines; where ``rows`` is -1 the line is ``"<rank> <names[name_of]>"``."""
+        parts = [Int(ranks), Lit(" "), *_parts(self.ops, rows, self.core_speed, names=names, name_of=name_of,
+                                               **self._kw(written))]
+        return text_bytes(parts, rows.size, sep="\n")
+
+    def _kw(self, written: npt.NDArray[np.int64]) -> dict[str, Any]:
+        occ = None if self.occurrences is None or not self.occurrences.size else self.occurrences[written]
+        return {"vectors": self.vectors, "occurrences": occ, "v_lines": True}
 
 
 def write_trace(ops: OpTable, core_speed: float, folder: Path, *, rows: npt.NDArray[np.int64] | None = None,
@@ -310,18 +390,16 @@ def _write_shared(ops: OpTable, sel: npt.NDArray[np.int64], lines: _Lines, folde
     order = np.lexsort((key_rank, key_epoch))  # stable: a rank's rows stay in sequence order
     del key_epoch
     path = folder / "trace.txt"
-    prefix = np.array([f"{r} " for r in range(n)], dtype=object)  # each line starts with its rank
-    with path.open("w", encoding="utf-8") as fh:
-        fh.write(head)
+    with path.open("wb") as fh:
+        fh.write(head.encode())
         for i in range(0, order.size, TRACE_CHUNK_ROWS):
             o = order[i:i + TRACE_CHUNK_ROWS]
-            text = np.full(o.size, "finalize", dtype=object)
-            text[o < n] = "init"
-            body = np.flatnonzero((o >= n) & (o < n + m))
-            if body.size:
-                written = o[body] - n
-                text[body] = lines(sel[written], written)
-            fh.write("\n".join(map(operator.add, prefix[key_rank[o]].tolist(), text.tolist())) + "\n")
+            body = (o >= n) & (o < n + m)
+            written = np.where(body, o - n, 0)
+            rows = np.full(o.size, -1, np.int64)
+            rows[body] = sel[written[body]]
+            fh.write(lines.text(rows, written, key_rank[o], ("init", "finalize"), (o >= n + m).astype(np.int64)))
+            fh.write(b"\n")
     index = folder / "index.txt"
     index.write_text((path.name if relative else str(path.resolve())) + "\n")
     return index
