@@ -67,8 +67,9 @@ def _shape_of(action: str) -> int:
             REGION_ARGS: _REGION}.get(a.ti_args, _OTHER)
 
 
-#: The line shape of each action code.
+#: The line shape of each action code, and the code of its blocking twin (its own for all but posts).
 _SHAPE = np.array([_shape_of(a) for a in ACTIONS], np.int8)
+_TWIN_CODE = np.array([CODE[NBC_TWIN.get(a, a)] for a in ACTIONS], np.int64)
 #: The arguments after an action's name, per line shape: (text before it, column), the columns named as in
 #: :func:`_parts` ("six": MPI_BYTE's datatype code 6; a column named "*_repr" is a float written as Python's repr).
 _ARGS: dict[int, tuple[str, ...]] = {
@@ -148,9 +149,8 @@ def _parts(ops: OpTable, rows: npt.NDArray[np.int64], core_speed: float, *, vect
     post = plain & _IS_POST[np.maximum(code, 0)]
     name = np.where(op, code, len(ACTIONS) + 1 + (name_of if name_of is not None else np.zeros(n, np.int64)))
     name[text] = len(ACTIONS)  # the whole line is in the text part
-    twin_name = np.array([CODE[NBC_TWIN.get(a, a)] for a in ACTIONS], np.int64)
     unnumbered_post = post & (tag <= 0)  # a post without its serial is written as its twin
-    name[unnumbered_post] = twin_name[code[unnumbered_post]]
+    name[unnumbered_post] = _TWIN_CODE[code[unnumbered_post]]
     parts: list[Part] = [Label(name, [*ACTIONS, "", *names])]
     if plain.any():
         value, value2, peer = col(ops.value), col(ops.value2), col(ops.peer)
