@@ -131,18 +131,18 @@ def contention_plugin() -> Path:
 
 
 def main() -> int:
-    from waitlab.simulator.native_text import text_library  # it builds with build_native (this module)
+    from waitlab.simulator.native_text import text_library_file  # it builds with build_native (this module)
 
     try:
         path = replay_binary()
         plugin = contention_plugin()
-        text = text_library()
+        text = text_library_file()
     except (EnvironmentProblem, SimulationError) as exc:
         print(f"waitlab: {exc}", file=sys.stderr)
         return 1
     print(f"waitlab: replay extension ready: {path}")
     print(f"waitlab: contention plugin ready: {plugin}")
-    print(f"waitlab: text library ready: {text._name}")
+    print(f"waitlab: text library ready: {text}")
     return 0
 
 

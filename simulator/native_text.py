@@ -20,6 +20,7 @@ import ctypes
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -102,11 +103,15 @@ class _Texts(ctypes.Structure):
     _fields_ = [("bytes", ctypes.c_void_p), ("offsets", ctypes.c_void_p), ("n", ctypes.c_int64)]
 
 
+def text_library_file() -> Path:
+    """The shared object of ``native/waitlab_text.cpp``, built when its source changed (``make setup`` builds it)."""
+    return build_native(TEXT_SOURCE, "waitlab-text.so", compiler="c++", flags=("-O2", "-std=c++17", "-shared", "-fPIC"))
+
+
 @lru_cache(maxsize=1)
 def text_library() -> ctypes.CDLL:
     """``native/waitlab_text.cpp``, built (and cached) on first use."""
-    dll = ctypes.CDLL(str(build_native(TEXT_SOURCE, "waitlab-text.so", compiler="c++",
-                                       flags=("-O2", "-std=c++17", "-shared", "-fPIC"))))
+    dll = ctypes.CDLL(str(text_library_file()))
     p = ctypes.c_void_p
     dll.wl_text_rows.restype = ctypes.c_int64
     dll.wl_text_rows.argtypes = [ctypes.c_int64, ctypes.c_int32, p, p, p, p, p, p, p, ctypes.c_char_p, ctypes.c_int64,
