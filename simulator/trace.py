@@ -70,8 +70,9 @@ def _shape_of(action: str) -> int:
 #: The line shape of each action code, and the code of its blocking twin (its own for all but posts).
 _SHAPE = np.array([_shape_of(a) for a in ACTIONS], np.int8)
 _TWIN_CODE = np.array([CODE[NBC_TWIN.get(a, a)] for a in ACTIONS], np.int64)
-#: The arguments after an action's name, per line shape: (text before it, column), the columns named as in
-#: :func:`_parts` ("six": MPI_BYTE's datatype code 6; a column named "*_repr" is a float written as Python's repr).
+#: The arguments after an action's name, per line shape, each written after a space: the columns of :func:`_parts`
+#: ("six": MPI_BYTE's datatype code 6; a column named "*_repr" is a float written as Python's repr).  A shape not
+#: here writes no argument (_NONE) or is not written by a template (_OTHER: v-collectives, set-up).
 _ARGS: dict[int, tuple[str, ...]] = {
     _P2P: ("peer", "tag", "count"),  # send/recv dst|src tag count
     _WAIT: ("first", "second", "tag"),  # wait src dst tag

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from waitlab.models.ops import OpBuilder, OpTable
 from waitlab.models.vocabulary import ACTION, ACTIONS, NBC_TWIN, NBC_TWINS, SECONDS_ACTIONS
 from waitlab.simulator.native_text import IfRepr, text_rows
-from waitlab.simulator.trace import format_lines, subcomm_arg, write_trace
+from waitlab.simulator.trace import _ARGS, _NONE, _SHAPE, WRITABLE, format_lines, subcomm_arg, write_trace
+from waitlab.simulator.trace_rma import RMA_TI_ACTIONS
 
 
 def reference_line(ops: OpTable, i: int, core_speed: float) -> str:
@@ -121,3 +122,10 @@ def test_a_rank_without_operations_still_has_its_init_and_finalize_in_the_shared
     assert (tmp_path / "trace.txt").read_text() == ("0 init\n1 init\n2 init\n0 compute 500000000.0\n0 barrier\n"
                                                     "1 compute 500000000.0\n1 barrier\n0 finalize\n1 finalize\n"
                                                     "2 finalize\n")
+
+
+def test_every_writable_action_has_a_line_shape():
+    # a writable action (one-sided ones aside: format_rma) whose arguments no template writes would lose them
+    for code, action in enumerate(ACTIONS):
+        if action in WRITABLE and action not in RMA_TI_ACTIONS:
+            assert _SHAPE[code] == _NONE or _SHAPE[code] in _ARGS or action in ("enter", "leave"), action
