@@ -302,17 +302,17 @@ class OpBuilder:
             return
         if r.min() < 0 or r.max() >= self.n_ranks:
             raise ValueError(f"rank out of range 0..{self.n_ranks - 1} in {action}")
-        block = _defaults(n)
-        block["rank"] = r
-        block["code"] = np.full(n, CODE[action], np.int8)
-        block["step"] = np.broadcast_to(np.asarray(step, np.int32), (n,)).copy()
-        block["value"] = np.broadcast_to(np.asarray(value, np.float64), (n,)).copy()
-        block["value2"] = np.broadcast_to(np.asarray(value2, np.float64), (n,)).copy()
-        block["peer"] = np.broadcast_to(np.asarray(peer, np.int32), (n,)).copy()
-        block["tag"] = np.broadcast_to(np.asarray(tag, np.int32), (n,)).copy()
         rid = self.name_id(region) if region is not None else -1
-        block["name"] = np.full(n, rid, np.int32)
-        block["comm"] = np.full(n, comm, np.int32)
+        block = {  # every column but seq, which build() numbers
+            "rank": r, "code": np.full(n, CODE[action], np.int8),
+            "step": np.broadcast_to(np.asarray(step, np.int32), (n,)).copy(),
+            "value": np.broadcast_to(np.asarray(value, np.float64), (n,)).copy(),
+            "value2": np.broadcast_to(np.asarray(value2, np.float64), (n,)).copy(),
+            "peer": np.broadcast_to(np.asarray(peer, np.int32), (n,)).copy(),
+            "tag": np.broadcast_to(np.asarray(tag, np.int32), (n,)).copy(),
+            "name": np.full(n, rid, np.int32), "comm": np.full(n, comm, np.int32),
+            "cause": np.full(n, -1, np.int64), "excess": np.zeros(n, np.float64),
+        }  # fmt: skip
         if excess is not None:
             ex = np.broadcast_to(np.asarray(excess, np.float64), (n,)).copy()
             if (ex < 0).any():
