@@ -190,6 +190,8 @@ def _one_by_one(ops: OpTable, rows: npt.NDArray[np.int64], code: npt.NDArray[np.
     """The lines of the positions ``text`` (one-sided actions, v-collectives), in position order."""
     where = np.flatnonzero(text)
     out: list[str] = [""] * where.size
+    if occurrences is None and _IS_V[code[where]].any():  # the whole table's: ops is all of the trace
+        occurrences = occurrence(ops)[rows]
     for c in np.unique(code[where]).tolist():
         pick = np.flatnonzero(code[where] == c)
         idx = rows[where[pick]]
@@ -197,7 +199,8 @@ def _one_by_one(ops: OpTable, rows: npt.NDArray[np.int64], code: npt.NDArray[np.
         if _IS_RMA[c]:  # waitlab's replay extension runs them (native/waitlab_replay_rma.cpp)
             got = format_rma(action, ops, idx)
         else:
-            k = occurrence(ops)[idx] if occurrences is None else occurrences[where[pick]]
+            assert occurrences is not None
+            k = occurrences[where[pick]]
             got = [v_line(action, int(ops.rank[i]), float(ops.value[i]), float(ops.value2[i]), int(ops.peer[i]),
                           ops.n_ranks, vectors.get(int(ops.rank[i]), c, int(j)) if vectors is not None else None)
                    for i, j in zip(idx.tolist(), k.tolist(), strict=True)]
