@@ -303,7 +303,7 @@ class OpBuilder:
         if r.min() < 0 or r.max() >= self.n_ranks:
             raise ValueError(f"rank out of range 0..{self.n_ranks - 1} in {action}")
         rid = self.name_id(region) if region is not None else -1
-        block = {  # every column but seq, which build() numbers
+        block: dict[str, npt.NDArray[Any]] = {  # every column but seq, which build() numbers
             "rank": r, "code": np.full(n, CODE[action], np.int8),
             "step": np.broadcast_to(np.asarray(step, np.int32), (n,)).copy(),
             "value": np.broadcast_to(np.asarray(value, np.float64), (n,)).copy(),
