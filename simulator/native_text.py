@@ -181,9 +181,13 @@ def text_bytes(parts: Sequence[Part], n: int, sep: str = ",\n") -> memoryview:
             plan.append((_US, build.column(part.ns), 0, 0))
             row_bytes += _INT_CHARS + 5  # ".rrr2"
         elif isinstance(part, Label):
-            t, longest = build.table([s.encode() for s in part.labels])
-            plan.append((_LABEL, build.column(part.codes), t, 0))
-            row_bytes += longest
+            encoded = [s.encode() for s in part.labels]
+            t, _ = build.table(encoded)
+            codes = build.columns[build.column(part.codes)]
+            plan.append((_LABEL, len(build.columns) - 1, t, 0))
+            sizes = np.fromiter((len(e) for e in encoded), np.int64, len(encoded))
+            # each row's own label (a sub-communicator's member list can be 100 kB long: not n times the longest)
+            extra += int(sizes[codes[(codes >= 0) & (codes < sizes.size)]].sum())
         elif isinstance(part, IfInt):
             t, longest = build.table([part.text.encode()])
             plan.append((_IFINT, build.column(part.values), build.mask(part.mask), t))

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from waitlab.models.ops import OpBuilder, OpTable
 from waitlab.models.vocabulary import ACTION, ACTIONS, NBC_TWIN, NBC_TWINS, SECONDS_ACTIONS
-from waitlab.simulator.native_text import IfRepr, text_rows
+from waitlab.simulator.native_text import IfRepr, Label, text_rows
 from waitlab.simulator.trace import _ARGS, _NONE, _SHAPE, WRITABLE, format_lines, subcomm_arg, write_trace
 from waitlab.simulator.trace_rma import RMA_TI_ACTIONS
 
@@ -129,3 +129,12 @@ def test_every_writable_action_has_a_line_shape():
     for code, action in enumerate(ACTIONS):
         if action in WRITABLE and action not in RMA_TI_ACTIONS:
             assert _SHAPE[code] == _NONE or _SHAPE[code] in _ARGS or action in ("enter", "leave"), action
+
+
+def test_a_long_label_on_few_rows_needs_no_buffer_of_its_length_per_row():
+    # a sub-communicator of 20,000 members is a 110 kB label: a bound of 2 M rows of it would be 220 GB
+    members = " comm=" + ",".join(map(str, range(20_000)))
+    codes = np.zeros(2_000_000, np.int64)
+    codes[[5, 1_999_999]] = 1
+    text = text_rows([Label(codes, ["", members])], codes.size, sep="\n")
+    assert len(text) == 2 * len(members) + codes.size - 1 and text.split("\n")[5] == members
