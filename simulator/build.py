@@ -21,6 +21,7 @@ from waitlab.models.vocabulary import c_header
 
 NATIVE_DIR = Path(__file__).resolve().parent / "native"
 REPLAY_SOURCE = NATIVE_DIR / "waitlab_replay.cpp"
+TEXT_SOURCE = NATIVE_DIR / "waitlab_text.cpp"
 #: The replay extension's other parts, linked with it (sub-communicator collectives, one-sided communication) and the
 #: header they share (part of the build's cache key).
 REPLAY_PARTS = (NATIVE_DIR / "waitlab_replay_subcomm.cpp", NATIVE_DIR / "waitlab_replay_rma.cpp")
@@ -130,9 +131,13 @@ def contention_plugin() -> Path:
     return build_native(CONTENTION_SOURCE, "waitlab-contention", flags=PLUGIN_FLAGS)
 
 
-def main() -> int:
-    from waitlab.simulator.native_text import text_library_file  # it builds with build_native (this module)
+def text_library_file() -> Path:
+    """The shared object of ``native/waitlab_text.cpp`` (:mod:`waitlab.simulator.native_text`), built when its
+    source changed."""
+    return build_native(TEXT_SOURCE, "waitlab-text.so", compiler="c++", flags=("-O2", "-std=c++17", "-shared", "-fPIC"))
 
+
+def main() -> int:
     try:
         path = replay_binary()
         plugin = contention_plugin()

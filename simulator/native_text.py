@@ -20,17 +20,15 @@ import ctypes
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from waitlab.errors import SimulationError
-from waitlab.simulator.build import NATIVE_DIR, build_native
+from waitlab.simulator.build import text_library_file
 from waitlab.simulator.native_tables import ptr
 
-TEXT_SOURCE = NATIVE_DIR / "waitlab_text.cpp"
 _LIT, _INT, _US, _LABEL, _IFINT, _TEXT, _IFREPR = range(7)  # the part kinds of native/waitlab_text.cpp
 _REPR_CHARS = 24  # the longest repr of a float (-1.7976931348623157e+308)
 _INT_CHARS = 20  # the longest int64 in decimal (-9223372036854775808)
@@ -101,11 +99,6 @@ Part = Lit | Int | Us | Label | IfInt | IfRepr | Text
 
 class _Texts(ctypes.Structure):
     _fields_ = [("bytes", ctypes.c_void_p), ("offsets", ctypes.c_void_p), ("n", ctypes.c_int64)]
-
-
-def text_library_file() -> Path:
-    """The shared object of ``native/waitlab_text.cpp``, built when its source changed (``make setup`` builds it)."""
-    return build_native(TEXT_SOURCE, "waitlab-text.so", compiler="c++", flags=("-O2", "-std=c++17", "-shared", "-fPIC"))
 
 
 @lru_cache(maxsize=1)

@@ -143,11 +143,12 @@ def _parts(ops: OpTable, rows: npt.NDArray[np.int64], core_speed: float, *, vect
         out[op] = values[at]
         return out
 
-    text = op & (_IS_V[np.maximum(code, 0)] | _IS_RMA[np.maximum(code, 0)])  # formatted one by one
+    known = np.maximum(code, 0)  # the lookup tables' index (positions without an operation are masked out)
+    text = op & (_IS_V[known] | _IS_RMA[known])  # formatted one by one
     plain = op & ~text
-    shape = np.where(plain, _SHAPE[np.maximum(code, 0)], _NONE)
+    shape = np.where(plain, _SHAPE[known], _NONE)
     tag = col(ops.tag)
-    post = plain & _IS_POST[np.maximum(code, 0)]
+    post = plain & _IS_POST[known]
     name = np.where(op, code, len(ACTIONS) + 1 + (name_of if name_of is not None else np.zeros(n, np.int64)))
     name[text] = len(ACTIONS)  # the whole line is in the text part
     unnumbered_post = post & (tag <= 0)  # a post without its serial is written as its twin
@@ -172,11 +173,11 @@ def _parts(ops: OpTable, rows: npt.NDArray[np.int64], core_speed: float, *, vect
             label = np.where(region, col(ops.name, -1) + 1, 0)
             label[region & (label == 0)] = len(ops.names) + 1
             parts.append(Label(label, ["", *(f" {nm}" for nm in ops.names), " "]))
-        nbc = (post | (plain & _IS_NBC_TWIN[np.maximum(code, 0)])) & (tag > 0)
+        nbc = (post | (plain & _IS_NBC_TWIN[known])) & (tag > 0)
         if nbc.any():  # a nonblocking collective's post and completion end with its serial
             parts.append(IfInt(f" {NBC_PREFIX}", tag, nbc))
         if ops.comms:  # a collective on a sub-communicator ends with its members (subcomm_arg)
-            comm = np.where(plain & _IS_COLLECTIVE[np.maximum(code, 0)], col(ops.comm), 0)
+            comm = np.where(plain & _IS_COLLECTIVE[known], col(ops.comm), 0)
             if comm.any():
                 parts.append(Label(comm, ["", *(f" {subcomm_arg(c)}" for c in ops.comms)]))
     if text.any():

@@ -19,6 +19,8 @@ from waitlab.experiments.estimate import (
     SMPI_EVENT_BYTES,
     SMPI_RANK_BYTES,
     Budget,
+    _duration,
+    _gib,
     estimate,
 )
 from waitlab.experiments.pipeline import prepare
@@ -153,3 +155,19 @@ def test_estimate_counts_operations_and_checks_a_budget() -> None:
     assert spilled.events - 40_000 > 1 << 22  # SPILL_MIN_OPS: memory-mapped from the scratch folder
     assert spilled.scratch_bytes == (SCRATCH_EVENT_BYTES * spilled.events
                                      + SCRATCH_SPILLED_OP_BYTES * (spilled.events - 40_000))
+
+
+def test_the_estimates_in_docs_performance_are_the_models():
+    """docs/performance.md's estimate table (memory, scratch, predicted time) is what ``estimate`` says today."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "performance.md").read_text()
+    rows = {r.split("|")[1].strip(): [c.strip() for c in r.split("|")[3:6]]
+            for r in text.splitlines() if r.startswith("| ") and " ranks x 20 steps" in r.split("|")[1]}
+    cases = {"1,024 ranks x 20 steps": (1024, "dawning_5000a", {}),
+             "16,384 ranks x 20 steps": (16_384, "dawning_5000a", {}),
+             "163,840 ranks x 20 steps, Sunway, eager small messages":
+                 (163_840, "sunway_taihulight", {"smpi/async-small-thresh": "65536"})}
+    for title, (ranks, platform, config) in cases.items():
+        sc = from_mapping({"scenario": {"name": "x", "ranks": ranks, "seed": 1}, "platform": {"name": platform},
+                           "application": {"kind": "lared_s", "steps": 20}, "simulation": {"config": config}}, "x")
+        est = estimate(prepare(sc))
+        assert rows[title] == [_gib(est.memory_bytes), _gib(est.scratch_bytes), _duration(est.seconds)], title

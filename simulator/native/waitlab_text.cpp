@@ -187,21 +187,14 @@ extern "C" int64_t wl_text_rows(int64_t n_rows, int32_t n_parts, const int32_t* 
           p = put_text(p, t, v);
           break;
         case P_IFINT:
+        case P_IFREPR: /* the constant, then the row's number: an int64 or a double */
           if (masks[b[k]][i]) {
             t = &texts[c[k]];
             if (end - p < t->offsets[1] - t->offsets[0] + 64)
               return -1;
             p = put_text(p, t, 0);
-            p = put_int(p, ((const int64_t*)columns[a[k]])[i]);
-          }
-          break;
-        case P_IFREPR:
-          if (masks[b[k]][i]) {
-            t = &texts[c[k]];
-            if (end - p < t->offsets[1] - t->offsets[0] + 64)
-              return -1;
-            p = put_text(p, t, 0);
-            p = put_repr(p, ((const double*)columns[a[k]])[i]);
+            p = kind[k] == P_IFINT ? put_int(p, ((const int64_t*)columns[a[k]])[i])
+                                   : put_repr(p, ((const double*)columns[a[k]])[i]);
           }
           break;
         case P_TEXT:
