@@ -165,6 +165,11 @@ def compare_runs(a: LoadedRun, b: LoadedRun) -> Comparison:
     steps = steps.merge(wait_steps.rename(columns={"a": "wait_a", "b": "wait_b", "delta": "wait_delta"}),
                         on="step", how="left").fillna(0.0)
     steps = steps[steps["step"] >= 0].reset_index(drop=True)
+    stepless = [side for side, run in (("A", a), ("B", b)) if not (run.events["step"].to_numpy() >= 0).any()]
+    if stepless:  # a replayed trace has no steps (step -1): its steps would all read as moved to 0 s
+        steps = steps.iloc[:0]
+        notes.append(f"{' and '.join(stepless)} {'has' if len(stepless) == 1 else 'have'} no steps (a trace replay "
+                     "or import): no per-step comparison")
     if a.scenario.platform.name != b.scenario.platform.name:
         notes.append(f"platforms differ ({a.scenario.platform.name} vs {b.scenario.platform.name})")
     if a.scenario.seed != b.scenario.seed:

@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from waitlab.errors import InputError
 from waitlab.experiments.schema import RECORDED, STRICT, freeze, raise_validation
-from waitlab.readers import read_bytes
+from waitlab.readers import not_a_file, read_bytes
 from waitlab.simulator.programs import COMPILERS, language_of, sources_digest
 from waitlab.simulator.ti_files import trace_files
 
@@ -182,7 +182,7 @@ def real_params(kind: str, table: Mapping[str, Any], file: str, base: Path
     if isinstance(sec, Otf2Section | RecordedSection):
         anchor = (base / sec.trace).resolve()
         if not anchor.is_file():
-            raise InputError(file, "application.trace", f"{anchor} does not exist", "give the anchor file of the "
+            raise InputError(file, "application.trace", f"{anchor} {not_a_file(anchor)}", "give the anchor file of the "
                              "archive (traces.otf2 in Score-P's experiment folder), relative to the scenario file")
         digest = file_digest(archive_files(anchor))
         if isinstance(sec, RecordedSection):
@@ -191,7 +191,7 @@ def real_params(kind: str, table: Mapping[str, Any], file: str, base: Path
     if isinstance(sec, TraceSection):
         path = (base / sec.trace).resolve()
         if not path.is_file():
-            raise InputError(file, "application.trace", f"{path} does not exist",
+            raise InputError(file, "application.trace", f"{path} {not_a_file(path)}",
                              "record one with 'waitlab capture SCENARIO -o DIR'")
         files = trace_files(path)
         return TraceParams(str(path), sec.flops_per_second, sec.description, file_digest([path, *files]))
@@ -199,19 +199,19 @@ def real_params(kind: str, table: Mapping[str, Any], file: str, base: Path
     src_paths = [(base / s).resolve() for s in sec.sources]
     for s in src_paths:
         if not s.is_file():
-            raise InputError(file, "application.sources", f"{s} does not exist",
+            raise InputError(file, "application.sources", f"{s} {not_a_file(s)}",
                              "paths are relative to the scenario file")
         read_bytes(s, "program source", MAX_SOURCE_BYTES)  # unreadable or absurdly large: one clear error
         if sec.language is None:
             language_of(s)
     bin_path = (base / sec.binary).resolve() if sec.binary is not None else None
     if bin_path is not None and not bin_path.is_file():
-        raise InputError(file, "application.binary", f"{bin_path} does not exist", "build it with smpicc first")
+        raise InputError(file, "application.binary", f"{bin_path} {not_a_file(bin_path)}", "build it with smpicc first")
     assert sec.language is None or sec.language in COMPILERS
     inputs = [(base / f).resolve() for f in sec.inputs]
     for f in inputs:
         if not f.is_file():
-            raise InputError(file, "application.inputs", f"{f} does not exist or is not a file",
+            raise InputError(file, "application.inputs", f"{f} {not_a_file(f)}",
                              "paths are relative to the scenario file")
     names = [f.name for f in inputs]
     if len(set(names)) != len(names):

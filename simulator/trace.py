@@ -270,12 +270,14 @@ def format_ti_lines(ops: OpTable, core_speed: float, vectors: VectorStore | None
 
 def _epochs(rank: npt.NDArray[np.int32], code: npt.NDArray[np.int8], n_ranks: int) -> npt.NDArray[np.int32]:
     """Per row (rows in (rank, seq) order), how many collectives of its rank came before it (its BSP superstep)."""
+    if rank.size == 0:  # no rank has an operation
+        return np.zeros(0, np.int32)
     coll = _IS_COLLECTIVE[code].astype(np.int32)
     counts = np.bincount(rank, minlength=n_ranks)
     before = np.cumsum(coll, dtype=np.int64) - coll
     starts = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
     starts = np.minimum(starts, rank.size - 1)  # a rank without rows repeats its start 0 times (may be past the end)
-    return (before - np.repeat(before[starts] if rank.size else before[:0], counts)).astype(np.int32)
+    return (before - np.repeat(before[starts], counts)).astype(np.int32)
 
 
 #: Operations formatted at a time: the trace's text is never held whole (issue 15, waitlab's memory at scale).

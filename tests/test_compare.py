@@ -6,12 +6,15 @@ import json
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from scenario_files import imbalance_toml, scenario_toml
 
 from waitlab import api, cli
+from waitlab.experiments.compare import compare_runs
+from waitlab.experiments.results import load_run
 from waitlab.models.analysis.waitstates import make_events
 
 BASE = scenario_toml("{name}", 4, 'kind = "stencil"\ndims = 2\nsteps = 6\ncompute_seconds = 0.01', seed=1)
@@ -60,6 +63,18 @@ def test_compare_finds_the_injected_delay(two_runs, tmp_path, capsys):
     assert data["makespan"]["delta"] == pytest.approx(DELAY, abs=1e-6)
     assert data["steps_moved"][0]["step"] == LATE_STEP
     assert data["ranks_own_work_moved"][0]["rank"] == LATE_RANK
+
+
+@pytest.mark.simgrid
+def test_compare_with_a_run_without_steps_compares_no_step(two_runs):
+    # a trace replay has no steps (step -1): its steps must not read as moved to 0 s
+    a = load_run(two_runs[0])
+    replayed = replace(a, events=a.events.assign(step=-1), waits=a.waits.assign(step=-1))
+    cmp = compare_runs(a, replayed)
+    assert cmp.steps.empty and cmp.makespan_delta == 0
+    assert any("B has no steps" in n for n in cmp.notes)
+    assert "step 0" not in cmp.text()
+    assert compare_runs(a, a).steps["step"].tolist() == list(range(6))  # 6 steps when both have them
 
 
 @pytest.mark.simgrid

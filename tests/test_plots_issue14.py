@@ -36,6 +36,16 @@ def test_draw_propagation_writes_a_png(tmp_path: Path):
     assert (tmp_path / "g.png").read_bytes()[:8] == PNG
 
 
+def test_draw_propagation_of_a_run_without_waits_draws_nothing(tmp_path: Path):
+    # the receive is posted after the send: no wait state, so the graph has no node
+    ev = make_events(rank=[0, 1], op=["send", "recv"], enter=[0, 1], exit=[0, 1], match=[0, 0], done=[0, 1],
+                     peer=[1, 0])
+    graph = propagation_graph(ev, wait_states(ev))
+    assert graph.number_of_nodes() == 0
+    assert not draw_propagation(graph, tmp_path / "g.png")
+    assert not (tmp_path / "g.png").exists()
+
+
 def test_waitlab_plot_reads_a_sweep_folder(tmp_path: Path, capsys):
 
     rows = [{"simulation.alltoall": a, "scenario.ranks": r, "scenario_hash": f"h{a}{r}", "makespan": r * 0.1,

@@ -174,6 +174,9 @@ def test_injection_schedule_places_operations_around_the_programs_computation() 
     ({"kind": "program", "sources": ["late_sender.c"], "language": "cobol"}, "allowed: 'c', 'c++' or 'fortran'"),
     ({"kind": "trace"}, "application.trace: is required"),
     ({"kind": "trace", "trace": "none/index.txt"}, "does not exist"),
+    ({"kind": "trace", "trace": "."}, "programs is a folder"),
+    ({"kind": "trace", "trace": "/dev/null"}, "/dev/null is not a regular file (a device, pipe or socket)"),
+    ({"kind": "program", "sources": ["."]}, "programs is a folder"),
 ])
 def test_real_application_keys_are_validated(app: dict[str, Any], message: str) -> None:
     data = {"scenario": {"ranks": 2}, "platform": {"name": "dawning_5000a"}, "application": app}

@@ -124,6 +124,11 @@ def test_a_rank_without_operations_still_has_its_init_and_finalize_in_the_shared
                                                     "2 finalize\n")
 
 
+def test_a_trace_where_no_rank_has_an_operation_is_init_and_finalize(tmp_path: Path):
+    write_trace(OpBuilder(2).build(), 1e9, tmp_path, shared=True)
+    assert (tmp_path / "trace.txt").read_text() == "0 init\n1 init\n0 finalize\n1 finalize\n"
+
+
 def test_every_writable_action_has_a_line_shape():
     # a writable action (one-sided ones aside: format_rma) whose arguments no template writes would lose them
     for code, action in enumerate(ACTIONS):

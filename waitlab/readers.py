@@ -26,6 +26,19 @@ _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 _TOML_INERT = re.compile(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'[^\'\n]*\'|#[^\n]*')
 
 
+def not_a_file(path: Path) -> str:
+    """What ``path`` is when it is not a regular file, said the way an error says it.
+
+    >>> not_a_file(Path("/nonexistent.toml")), not_a_file(Path("/")), not_a_file(Path("/dev/null"))
+    ('does not exist', 'is a folder', 'is not a regular file (a device, pipe or socket)')
+    """
+    if not path.exists():
+        return "does not exist"
+    if path.is_dir():
+        return "is a folder"
+    return "is not a regular file (a device, pipe or socket)"
+
+
 def read_bytes(path: str | Path, what: str, max_bytes: int) -> bytes:
     """The bytes of ``path``; a clear :class:`InputError` if it is missing, a folder, unreadable or too large.
 

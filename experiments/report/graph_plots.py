@@ -18,10 +18,11 @@ DRAW_MAX_NODES = 400
 def draw_propagation(graph: nx.DiGraph, out_png: Path, title: str = "") -> bool:
     """Draw the graph at (time, rank): waits coloured by pattern, root causes blue, arrows "caused by".
 
-    Node area grows with the seconds of the wait (or of the delay).  Returns False (and draws nothing)
-    above :data:`DRAW_MAX_NODES` nodes: use the GraphML file with Gephi or yEd for large runs.
+    Node area grows with the seconds of the wait (or of the delay).  Returns False (and draws nothing) for a
+    graph without nodes (a run without waits) and above :data:`DRAW_MAX_NODES` nodes: use the GraphML file with
+    Gephi or yEd for large runs.
     """
-    if graph.number_of_nodes() > DRAW_MAX_NODES:
+    if not 0 < graph.number_of_nodes() <= DRAW_MAX_NODES:
         return False
     pos = {n: (d["time"], d["rank"]) for n, d in graph.nodes(data=True)}
     secs = np.array([d.get("wait", d.get("delay", 0.0)) for _, d in graph.nodes(data=True)], float)
