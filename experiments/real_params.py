@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from waitlab.errors import InputError
 from waitlab.experiments.schema import RECORDED, STRICT, freeze, raise_validation
@@ -37,7 +37,8 @@ class ProgramSection(BaseModel):
                                "instead of sources")
     language: Literal["c", "c++", "fortran"] | None = Field(None, description="language of every source "
                                                              "(default: from the suffixes)")
-    args: tuple[str, ...] = Field((), description="program arguments; {ranks} is replaced by the rank count")
+    args: tuple[str, ...] = Field((), description="program arguments, one word each (no blanks, not empty, not "
+                                  "--cfg=/--log=, which are SimGrid's); {ranks} is replaced by the rank count")
     compile_flags: tuple[str, ...] = Field((), description="extra compiler flags (paths of -I, -include, ... "
                                            "relative to the scenario file)")
     link_flags: tuple[str, ...] = Field((), description="extra linker flags (paths of -L relative to the scenario "
@@ -56,6 +57,20 @@ class ProgramSection(BaseModel):
                                     "it runs (relative to the scenario file); what it writes there is kept in "
                                     "RUNDIR/program/workdir")
     description: str = Field("", description="free text")
+
+    @field_validator("args")
+    @classmethod
+    def _passable(cls, args: tuple[str, ...]) -> tuple[str, ...]:
+        """What smpirun hands over unchanged: it splits its arguments at blanks, drops empty ones and takes
+        ``--cfg=``/``--log=`` (SimGrid's own options) for itself."""
+        for i, a in enumerate(args):
+            if not a or any(c.isspace() for c in a):
+                raise ValueError(f"args[{i}] would not reach the program: smpirun splits arguments at blanks and "
+                                 "drops empty ones")
+            if a.startswith(("--cfg=", "--log=")):
+                raise ValueError(f"args[{i}] would not reach the program: smpirun takes --cfg= and --log= for "
+                                 "SimGrid's own options (set those in [simulation.config])")
+        return args
 
     @model_validator(mode="after")
     def _one_input(self) -> ProgramSection:

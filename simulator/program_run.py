@@ -71,7 +71,9 @@ _EXIT_STATUS = re.compile(_WHO + r".*did not return 0\. Return value : (?P<code>
 _LAYER_DIED = re.compile(r"waitlab measurement layer \(rank (?P<rank>-?\d+)\): (?P<what>.*)$", re.MULTILINE)
 #: Lines that are not the program's own output (SimGrid's log, backtraces, smpirun's summary, the layer's line).
 _NOT_PROGRAM = re.compile(r"^(\[|Backtrace|\s+->|Segmentation fault|Execution failed with code|Aborted|"
-                          r"waitlab-layer:|waitlab measurement layer|\S+ --cfg=)")
+                          r"waitlab-layer:|waitlab measurement layer|waitlab contention|\S+ --cfg=)")
+#: SMPI's refusal of an MPI function it does not have (``Not yet implemented: PMPI_Mprobe``).
+_NOT_IMPLEMENTED = re.compile(_WHO + r".*Not yet implemented: P?(?P<call>MPI_\w+)")
 
 
 def explain_failure(output: str, returncode: int | None, missing: str, program: str) -> ProgramError:
@@ -85,6 +87,10 @@ def explain_failure(output: str, returncode: int | None, missing: str, program: 
     if m := _LAYER_DIED.search(output):
         return ProgramError(program, f"waitlab's measurement layer stopped rank {m['rank']}: {m['what'].strip()}",
                             "")
+    if m := _NOT_IMPLEMENTED.search(output):
+        return ProgramError(program, f"rank {m['rank']} called {m['call']}, which SMPI (SimGrid {simgrid_version()}) "
+                            "does not implement", f"do without {m['call']} (e.g. MPI_Probe and MPI_Recv for "
+                            "MPI_Mprobe and MPI_Mrecv), or run the program with another MPI")
     if m := _ABORT_LAYER.search(output):
         return ProgramError(program, f"rank {m['rank']} called MPI_Abort({m['comm']}, {m['code']}) at simulated "
                             f"{float(m['t']):.6g} s{last}", "the program stopped itself: see why in its own output")
@@ -107,14 +113,18 @@ def explain_failure(output: str, returncode: int | None, missing: str, program: 
                             f"{shown} blocked waiting for communications that can never complete (SimGrid: "
                             f"Deadlock detected){last}",
                             "every blocking receive needs a matching send; two ranks that both call MPI_Recv first "
-                            "wait for each other: send first on one side, or use MPI_Sendrecv or MPI_Irecv")
+                            "wait for each other: send first on one side, or use MPI_Sendrecv or MPI_Irecv (a program "
+                            "that completes under another MPI may have met a limit of SMPI: rerun it with stock "
+                            "smpirun to tell)")
     if returncode is not None and (returncode < 0 or returncode > 128):
         sig = -returncode if returncode < 0 else returncode - 128
         try:
             name = signal.Signals(sig).name
         except ValueError:
             name = f"signal {sig}"
-        return ProgramError(program, f"the program was killed by {name}{missing}{last}",
+        words = simgrid_words(output)
+        said_simgrid = f"; SimGrid said: {words[:200]!r}" if words and "Aborted" not in words else ""
+        return ProgramError(program, f"the program was killed by {name}{missing}{said_simgrid}{last}",
                             "run it outside waitlab to see why (smpirun -wrapper gdb)")
     if missing:
         return ProgramError(program, f"the program stopped early:{missing}{last}",

@@ -106,7 +106,9 @@ class ConfigKeyError(SimulationError):
 
 #: Characters smpirun's unquoted expansion of ``--cfg`` settings would split or glob on.
 _SPLIT = re.compile(r"[\s*?\[\]]")
-_ACTOR = re.compile(r"Actor (?P<pid>\d+) \((?P<name>[^@)]*)@(?P<host>[^)]*)\): (?P<status>.*)$")
+#: SimGrid lists a blocked actor as ``Actor <pid> (<name>@<host>): <status>``, or without the colon when it is blocked
+#: in a simcall (``Actor 3 (2@h2) simcall actor::ActivityWaitanySimcall``).
+_ACTOR = re.compile(r"Actor (?P<pid>\d+) \((?P<name>[^@)]*)@(?P<host>[^)]*)\):? (?P<status>.*)$")
 _TIME = re.compile(r"^\[(?P<t>[0-9.]+)\]")
 _ADDRESS = re.compile(r" ?0x[0-9a-f]+ ?(\(\))?")
 #: SimGrid's words when a setting's value cannot be read (SMPI's own keys: not checked before the run).
@@ -126,6 +128,8 @@ def parse_deadlock(output: str) -> tuple[float, tuple[BlockedActor, ...]] | None
     >>> t, actors = parse_deadlock(head + chr(10) + line)
     >>> t, actors[0].rank, actors[0].host, actors[0].status
     (0.001, 0, 'n0', 'waiting for communication activity in state')
+    >>> parse_deadlock(head + chr(10) + "[0.1] [ker_engine/INFO] Actor 3 (2@h2) simcall actor::ActivityWaitanySimcall")
+    (0.001, (BlockedActor(pid=3, rank=2, host='h2', status='simcall actor::ActivityWaitanySimcall'),))
     """
     if "Deadlock detected" not in output:
         return None

@@ -35,6 +35,38 @@ Segmentation fault
 Execution failed with code 139.
 """
 
+#: SMPI 3.32 on a correct ring of persistent requests (MPI_Startall + MPI_Waitall, 4 ranks): actors blocked in a
+#: simcall are listed without the colon; the contention plugin's line is waitlab's, not the program's.
+SIMCALL_DEADLOCK = """rank 2 late
+waitlab contention: mem law on 1 links
+[0.100607] ./src/kernel/EngineImpl.cpp:718: [ker_engine/CRITICAL] Oops! Deadlock detected, some activities are still \
+around but will never complete. This usually happens when the user code is not perfectly clean.
+[0.100607] [ker_engine/INFO] 2 actors are still running, waiting for something.
+[0.100607] [ker_engine/INFO] Legend of the following listing: "Actor <pid> (<name>@<host>): <status>"
+[0.100607] [ker_engine/INFO] Actor 3 (2@h2) simcall actor::ActivityWaitanySimcall
+[0.100607] [ker_engine/INFO] Actor 4 (3@h3) simcall actor::ActivityWaitanySimcall
+"""
+#: SMPI 3.32 on MPI_Mprobe (2 ranks).
+NOT_IMPLEMENTED = """waitlab contention: mem law on 1 links
+[h1:1:(2) 0.000000] ./src/smpi/bindings/smpi_mpi.cpp:469: [root/CRITICAL] Not yet implemented: PMPI_Mprobe. Please \
+contact the SimGrid team if support is needed
+Aborted
+./mprobe --cfg=smpi/privatization:1  --cfg=surf/precision:1e-9 --cfg=network/model:SMPI plat.xml
+Execution failed with code 134.
+"""
+
+
+def test_a_deadlock_in_a_simcall_names_its_ranks_and_not_waitlabs_own_line() -> None:
+    err = str(explain_failure(SIMCALL_DEADLOCK, 0, "", "prog.c"))
+    assert err.startswith("prog.c: (run): deadlock at simulated 0.100607 s: ranks 2, 3 blocked ")
+    assert "its last output line: 'rank 2 late'" in err and "contention" not in err
+
+
+def test_a_call_smpi_does_not_implement_is_named() -> None:
+    err = explain_failure(NOT_IMPLEMENTED, 134, " (ranks 0, 1 did not reach MPI_Finalize)", "prog.c")
+    assert str(err).startswith("prog.c: (run): rank 1 called MPI_Mprobe, which SMPI (SimGrid 3.")
+    assert "(fix: do without MPI_Mprobe" in str(err) and err.exit_code == 2
+
 
 def test_abort_without_the_layer_names_rank_and_time_and_the_last_line() -> None:
     err = explain_failure(ABORT, 0, " (rank 1 did not reach MPI_Finalize)", "prog.c")

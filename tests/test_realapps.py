@@ -177,6 +177,12 @@ def test_injection_schedule_places_operations_around_the_programs_computation() 
     ({"kind": "trace", "trace": "."}, "programs is a folder"),
     ({"kind": "trace", "trace": "/dev/null"}, "/dev/null is not a regular file (a device, pipe or socket)"),
     ({"kind": "program", "sources": ["."]}, "programs is a folder"),
+    ({"kind": "program", "sources": ["late_sender.c"], "args": ["8", "a b"]},
+     "application.args: args[1] would not reach the program: smpirun splits arguments at blanks"),
+    ({"kind": "program", "sources": ["late_sender.c"], "args": [""]},
+     "args[0] would not reach the program: smpirun splits"),
+    ({"kind": "program", "sources": ["late_sender.c"], "args": ["--cfg=x:1"]},
+     "args[0] would not reach the program: smpirun takes --cfg= and --log="),
 ])
 def test_real_application_keys_are_validated(app: dict[str, Any], message: str) -> None:
     data = {"scenario": {"ranks": 2}, "platform": {"name": "dawning_5000a"}, "application": app}
