@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -108,3 +109,17 @@ def test_cli_run_then_diagnose_folder(tmp_path, monkeypatch, capsys):
     assert main(again) == 0
     assert "counterfactual runs: 0 simulated," in capsys.readouterr().out
     assert Path(tmp_path / "again" / "diagnosis.md").exists()
+
+
+def test_a_trace_without_operations_runs_and_diagnoses_without_a_warning(tmp_path: Path, capsys):
+    # no rank does anything: no event, no wait; every step of run and diagnose must still work, silently
+    (tmp_path / "trace.txt").write_text("0 init\n1 init\n")
+    (tmp_path / "s.toml").write_text('[scenario]\nname = "idle"\nranks = 2\n[platform]\nname = "dawning_5000a"\n'
+                                     '[application]\nkind = "trace"\ntrace = "trace.txt"\n')
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(["run", str(tmp_path / "s.toml"), "-o", str(tmp_path / "run"), "-q"]) == 0
+        assert main(["diagnose", str(tmp_path / "run"), "-q"]) == 0
+        assert main(["export", str(tmp_path / "run"), "--graphml", "--chrome"]) == 0
+    assert [str(w.message) for w in caught] == []
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["events"] == 0

@@ -114,7 +114,7 @@ def culprit_timeline(events: pd.DataFrame, waits: pd.DataFrame, diag: Diagnosis,
     ax.autoscale_view()
     ax.set_yticks(np.arange(ranks.size))
     ax.set_yticklabels([str(r) for r in ranks], fontsize=6 if ranks.size > 24 else 8)
-    ax.set_ylim(ranks.size - 0.5, -0.5)
+    ax.set_ylim(max(ranks.size, 1) - 0.5, -0.5)  # no rank shown (a run without events): an empty lane
     ax.set_xlabel("simulated time (s)")
     ax.set_ylabel("rank" if ranks.size == n_ranks else f"rank ({ranks.size} of {n_ranks})")
     name = diag.scenario.name if diag.scenario is not None else ""
