@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -40,6 +41,20 @@ def _register(folder: Path, written: Path) -> None:
     files.add(rel.parts[0])
     data["files"] = sorted(files)
     marker.write_text(json.dumps(data, indent=1) + "\n")
+
+
+def _run_ranks(folder: Path, meta: dict[str, Any], events: pd.DataFrame, default: int) -> int:
+    """The run's rank count (``run.json`` ``ranks``, else the scenario's): every rank is an OTF2 location, those
+    without events too.  Refused in one line when the event table names a rank beyond it (an edited folder)."""
+    ranks = meta.get("ranks", default)
+    if not isinstance(ranks, int) or isinstance(ranks, bool) or ranks < 1:
+        raise InputError(str(folder / "run.json"), "ranks", f"must be a whole number >= 1, got {ranks!r}",
+                         "restore the run's run.json, or run the scenario again")
+    top = int(events["rank"].max()) + 1 if len(events) else 0
+    if top > ranks:
+        raise InputError(str(folder / "run.json"), "ranks", f"says {ranks} ranks but events.parquet has rank "
+                         f"{top - 1}", "restore the run's run.json and events.parquet, or run the scenario again")
+    return ranks
 
 
 def export_run(folder: str | Path, formats: tuple[str, ...], out: str | Path | None = None,
@@ -71,7 +86,8 @@ def export_run(folder: str | Path, formats: tuple[str, ...], out: str | Path | N
     if "otf2" in formats:
         placement = pd.read_csv(run.folder / "placement.csv") if (run.folder / "placement.csv").is_file() else None
         written["otf2"] = write_otf2(run.events, run.waits, meta, target / "otf2", placement=placement,
-                                     comms=run.ops.comms, ledger_kinds=run.ledger()["kind"].astype(str).tolist())
+                                     comms=run.ops.comms, ledger_kinds=run.ledger()["kind"].astype(str).tolist(),
+                                     n_ranks=_run_ranks(run.folder, meta, run.events, run.scenario.ranks))
     if "chrome" in formats:
         path = target / "trace.json"
         if not write_chrome_trace(run.events, run.waits, meta, path):

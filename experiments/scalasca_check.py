@@ -26,8 +26,7 @@ def scout_run_folder(folder: str | Path, *, rootcause: bool = True, critical_pat
     """
     run = load_run(folder)
     anchor = export_run(folder, ("otf2",), out=out)["otf2"]
-    ranks = int(run.events["rank"].max()) + 1 if len(run.events) else 1
-    return run_scout(anchor, ranks, rootcause=rootcause, critical_path=critical_path, timeout=timeout)
+    return run_scout(anchor, int(run.scenario.ranks), rootcause=rootcause, critical_path=critical_path, timeout=timeout)
 
 
 def waitlab_waits(waits: pd.DataFrame) -> pd.DataFrame:

@@ -24,10 +24,15 @@ The reader (:mod:`waitlab.simulator.otf2_import`) hands over every location's re
   time counts as compute.
 
 Partner and root ranks are recorded within their communicator; they become world ranks through the
-communicator's members.  v-collectives keep their totals with equal counts per peer (OTF2 records totals,
-not per-peer counts).  What cannot be replayed raises :class:`Otf2Unreplayable` naming the first such
-record; an inconsistent archive (a request never completed, a region never left) raises
-:class:`Otf2Inconsistent`.
+communicator's members.  v-collectives (``MPI_Gatherv``, ``MPI_Scatterv``, ``MPI_Allgatherv``, ``MPI_Alltoallv``)
+become their equal-count forms and ``MPI_Reduce_scatter`` (``_block``) a ``reducescatter`` split evenly: OTF2 records
+each rank's total bytes, not per-peer counts, so every rank of one instance (the k-th collective of its ranks on
+one communicator) gets the same count, from the bytes the instance moved
+(:data:`~waitlab.models.otf2_records.EQUAL_COUNTS`): the replay's ranks agree (a rank's count differing from its
+peers' made SMPI fail with MPI_ERR_TRUNCATE or deadlock) and the instance moves its recorded total, to the
+rounding of one count to whole bytes.  What cannot be replayed raises
+:class:`Otf2Unreplayable` naming the first such record; an inconsistent archive (a request never completed, a region
+never left) raises :class:`Otf2Inconsistent`.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ import numpy.typing as npt
 from waitlab.models.ops import CODE, Ledger, OpTable, seq_within_rank
 from waitlab.models.otf2_records import (
     COLLECTIVES,
+    EQUAL_COUNTS,
     FINALIZE,
     INIT,
     MPI,
@@ -61,21 +67,32 @@ from waitlab.models.vocabulary import SUBCOMM_COLLECTIVES
 
 __all__ = ["Otf2Inconsistent", "Otf2Unreplayable", "TraceRecords", "records_to_ops", "records_to_timed_ops"]
 
+#: Collectives read on a sub-communicator: those waitlab's replay runs there, and ``reducescatter`` (a recorded
+#: trace's analysis replays nothing; :func:`records_to_ops`, the conversion for a replay, refuses it).
+_ON_SUBCOMM = frozenset((*SUBCOMM_COLLECTIVES, "reducescatter"))
+
+
 def _collective_values(rec: TraceRecords, rows: npt.NDArray[np.int64], comms: dict[tuple[int, ...], int]
                        ) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.float64], npt.NDArray[np.float64],
                                   npt.NDArray[np.int32], npt.NDArray[np.int32]]:
     """Action code, value, value2, root (world rank, -1) and communicator (0: MPI_COMM_WORLD, else its id in
     ``comms``, which gets the new member lists) of ``MpiCollectiveEnd`` rows: Score-P's byte accounting (module
-    :mod:`waitlab.models.byte_accounting`) solved for the counts."""
+    :mod:`waitlab.models.byte_accounting`) solved for the counts; the collectives of
+    :data:`~waitlab.models.otf2_records.EQUAL_COUNTS` get one count per instance (:func:`_instance_counts`)."""
     n = rows.size
     code = np.zeros(n, np.int8)
     value, value2 = np.zeros(n), np.zeros(n)
     root = np.full(n, -1, np.int32)
     comm_id = np.zeros(n, np.int32)
+    n_comm = np.zeros(n)
+    me = np.zeros(n)  # rank within the communicator
+    world_root = np.zeros(n, np.int32)
     sent, got = rec.d[rows].astype(np.float64), rec.e[rows].astype(np.float64)
     me_world = rec.rank[rows]
-    for op in np.unique(rec.a[rows]).tolist():
-        name = rec.collective_names.get(int(op), f"collective {op}")
+    ops = np.unique(rec.a[rows]).tolist()
+    names = {op: rec.collective_names.get(int(op), f"collective {op}") for op in ops}
+    for op in ops:  # communicators, sizes and roots (a pass before the counts: an instance spans ops' rows)
+        name = names[op]
         sel = np.flatnonzero(rec.a[rows] == op)
         if name not in COLLECTIVES:
             j = int(rows[sel[0]])
@@ -84,17 +101,16 @@ def _collective_values(rec: TraceRecords, rows: npt.NDArray[np.int64], comms: di
         action = COLLECTIVES[name]
         code[sel] = CODE[action]
         comm = rec.b[rows[sel]]
-        n_comm = np.zeros(sel.size)
-        me = np.zeros(sel.size)  # rank within the communicator
         r = rec.c[rows[sel]]
         r = np.where(r == UNDEFINED_UINT32, 0, r).astype(np.int64)
-        world_root = np.zeros(sel.size, np.int32)
         for ref in np.unique(comm).tolist():
             members = rec.comm_members.get(int(ref), ())
-            on = comm == ref
+            on = sel[comm == ref]
             world = members is not None and tuple(members) == tuple(range(rec.n_ranks))
-            if members is None or not members or (not world and action not in SUBCOMM_COLLECTIVES):
-                j = int(rows[sel[np.flatnonzero(on)[0]]])
+            # a reduce-scatter on a sub-communicator is read (waitlab analyze needs no replay); records_to_ops,
+            # the conversion for a replay, refuses it (_check_replayable)
+            if members is None or not members or (not world and action not in _ON_SUBCOMM):
+                j = int(rows[on[0]])
                 size = 1 if members is None else len(members)
                 raise Otf2Unreplayable(f"rank {int(rec.rank[j])}", f"{name} on a communicator of {size} of the "
                                        f"{rec.n_ranks} ranks cannot be replayed: waitlab's trace replay runs only "
@@ -105,36 +121,76 @@ def _collective_values(rec: TraceRecords, rows: npt.NDArray[np.int64], comms: di
             local = np.full(rec.n_ranks, -1, np.int64)
             local[lut] = np.arange(lut.size)
             n_comm[on] = lut.size
-            me[on] = local[me_world[sel][on]]
-            world_root[on] = lut[np.minimum(r[on], lut.size - 1)]  # root: communicator rank -> world rank
+            me[on] = local[me_world[on]]
+            world_root[on] = lut[np.minimum(r[comm == ref], lut.size - 1)]  # root: communicator rank -> world rank
             if not world:
-                comm_id[sel[on]] = comms.setdefault(tuple(int(m) for m in members), len(comms) + 1)
-        s, g = sent[sel], got[sel]
+                comm_id[on] = comms.setdefault(tuple(int(m) for m in members), len(comms) + 1)
+    per_peer = _instance_counts(me_world, comm_id, sent, got)
+    for op in ops:
+        name = names[op]
+        action = COLLECTIVES[name]
+        sel = np.flatnonzero(rec.a[rows] == op)
+        s, g, nc = sent[sel], got[sel], n_comm[sel]
         if action in ("bcast", "reduce", "gather", "scatter"):
-            root[sel] = world_root
+            root[sel] = world_root[sel]
         is_root = root[sel] == me_world[sel]
-        if action == "bcast":  # one_to_all: every rank receives the buffer
+        if name in EQUAL_COUNTS:  # every rank of the instance: one count from the instance's totals
+            c = per_peer[sel] / nc ** EQUAL_COUNTS[name]
+            value[sel] = c
+            value2[sel] = 0.0 if action == "reducescatter" else c  # reducescatter: value2 = flops (unknown)
+        elif action == "bcast":  # one_to_all: every rank receives the buffer
             value[sel] = g
         elif action == "reduce":  # all_to_one: every rank sends its buffer
             value[sel] = s
         elif action in ("allreduce", "alltoall", "allgather"):  # all_to_all: N messages each way
-            value[sel] = s / n_comm
-            value2[sel] = 0.0 if action == "allreduce" else g / n_comm
+            value[sel] = s / nc
+            value2[sel] = 0.0 if action == "allreduce" else g / nc
         elif action == "gather":  # all_to_one: the root receives N blocks
             value[sel] = s
-            value2[sel] = np.where(is_root, g / n_comm, s)
+            value2[sel] = np.where(is_root, g / nc, s)
         elif action == "scatter":  # one_to_all: the root sends N blocks
-            value[sel] = np.where(is_root, s / n_comm, g)
+            value[sel] = np.where(is_root, s / nc, g)
             value2[sel] = g
         elif action == "scan":  # scan: rank me receives (me + 1) blocks
-            value[sel] = g / (me + 1)
+            value[sel] = g / (me[sel] + 1)
         elif action == "exscan":  # exscan: rank me sends (N - me - 1) blocks, receives me
-            value[sel] = np.where(me > 0, g / np.maximum(me, 1), s / np.maximum(n_comm - me - 1, 1))
+            m = me[sel]
+            value[sel] = np.where(m > 0, g / np.maximum(m, 1), s / np.maximum(nc - m - 1, 1))
     return code, np.rint(value), np.rint(value2), root, comm_id
 
 
+def _instance_counts(rank: npt.NDArray[np.int32], comm: npt.NDArray[np.int32], sent: npt.NDArray[np.float64],
+                     got: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """For each collective row (in trace order per rank), the bytes its instance moved: the mean of the instance's
+    bytes sent and received, each summed over its ranks (equal for a consistent archive).
+
+    An instance is the k-th collective of every rank on one communicator (``comm``: the operation table's, so
+    MPI_COMM_WORLD and its duplicates are one, as the replay matches them), in the order MPI requires.
+
+    >>> _instance_counts(np.array([0, 0, 1, 1], np.int32), np.zeros(4, np.int32), np.array([10.0, 30, 20, 70]),
+    ...                  np.array([30.0, 40, 0, 60])).tolist()
+    [30.0, 100.0, 30.0, 100.0]
+    """
+    n = rank.size
+    if n == 0:
+        return np.zeros(0)
+    group = rank.astype(np.int64) * (int(comm.max()) + 1) + comm
+    order = np.lexsort((np.arange(n), group))  # stable: each (rank, communicator)'s collectives in trace order
+    sg = group[order]
+    start = np.r_[True, sg[1:] != sg[:-1]]
+    first = np.maximum.accumulate(np.where(start, np.arange(n), 0))
+    k = np.empty(n, np.int64)
+    k[order] = np.arange(n) - first
+    _, inst = np.unique(comm.astype(np.int64) * (int(k.max()) + 1) + k, return_inverse=True)
+    inst = inst.ravel()
+    total = (np.bincount(inst, sent) + np.bincount(inst, got)) / 2.0
+    return total[inst]
+
+
 def records_to_ops(rec: TraceRecords, cpu_ratio: float = 1.0) -> OpTable:
-    """The operation table of a trace's records (module docstring).
+    """The operation table of a trace's records (module docstring), for a replay: what
+    :func:`records_to_timed_ops` reads but a replay cannot run (a reduce-scatter on a sub-communicator) raises
+    :class:`Otf2Unreplayable`.
 
     Parameters
     ----------
@@ -142,7 +198,24 @@ def records_to_ops(rec: TraceRecords, cpu_ratio: float = 1.0) -> OpTable:
     cpu_ratio : float
         Speed of the traced machine's core over the modeled one's: compute durations are multiplied by it.
     """
-    return records_to_timed_ops(rec, cpu_ratio)[0]
+    ops = records_to_timed_ops(rec, cpu_ratio)[0]
+    _check_replayable(ops)
+    return ops
+
+
+def _check_replayable(ops: OpTable) -> None:
+    """Raise :class:`Otf2Unreplayable` for what :func:`records_to_timed_ops` reads but a replay cannot run: a
+    reduce-scatter on a sub-communicator (SimGrid 3.32's replay runs it on MPI_COMM_WORLD only, and waitlab's
+    extension does not run it on others)."""
+    bad = np.flatnonzero((ops.code == CODE["reducescatter"]) & (ops.comm != 0))
+    if bad.size:
+        i = int(bad[0])
+        members = ops.comms[int(ops.comm[i]) - 1]
+        raise Otf2Unreplayable(f"rank {int(ops.rank[i])}", f"MPI_Reduce_scatter on a communicator of {len(members)} "
+                               f"of the {ops.n_ranks} ranks cannot be replayed: waitlab's trace replay runs a "
+                               "reduce-scatter on MPI_COMM_WORLD only", "analyze the trace as recorded (waitlab "
+                               "analyze ARCHIVE), record a run whose reduce-scatters use MPI_COMM_WORLD, or run the "
+                               'program itself (application.kind = "program")')
 
 
 def records_to_timed_ops(rec: TraceRecords, cpu_ratio: float = 1.0

@@ -24,12 +24,20 @@ UNSUPPORTED = 100
 USER, MPI, TRANSPARENT, INIT, FINALIZE = 0, 1, 2, 3, 4
 #: OTF2's undefined 32-bit value (no root).
 UNDEFINED_UINT32 = 0xFFFFFFFF
-#: OTF2 collective operations -> (waitlab action, v-collective replayed with equal counts).
+#: OTF2 collective operations -> waitlab action (a v-collective becomes its equal-count form: :data:`EQUAL_COUNTS`).
 COLLECTIVES: dict[str, str] = {
     "BARRIER": "barrier", "BCAST": "bcast", "GATHER": "gather", "GATHERV": "gather", "SCATTER": "scatter",
     "SCATTERV": "scatter", "ALLGATHER": "allgather", "ALLGATHERV": "allgather", "ALLTOALL": "alltoall",
     "ALLTOALLV": "alltoall", "ALLREDUCE": "allreduce", "REDUCE": "reduce", "SCAN": "scan", "EXSCAN": "exscan",
+    "REDUCE_SCATTER": "reducescatter", "REDUCE_SCATTER_BLOCK": "reducescatter",
 }  # fmt: skip
+#: OTF2 collectives whose records hold a rank's total bytes, not its per-peer counts (v-collectives,
+#: reduce-scatter): every rank of one instance gets the same count ``c``, from the instance's totals (bytes sent
+#: and received summed over its ranks, averaged) = ``N ** p * c`` on ``N`` ranks, with ``p`` given here: 1 for a
+#: gatherv/scatterv (``N`` blocks of ``c``; ``c`` per peer) and a reduce-scatter (``c``: the whole reduced vector,
+#: which the replay splits evenly), 2 for an alltoallv/allgatherv (``N x N`` blocks of ``c``).
+EQUAL_COUNTS: dict[str, int] = {"GATHERV": 1, "SCATTERV": 1, "ALLGATHERV": 2, "ALLTOALLV": 2, "REDUCE_SCATTER": 1,
+                                "REDUCE_SCATTER_BLOCK": 1}
 
 
 class Otf2Unreplayable(Exception):

@@ -1,10 +1,11 @@
 """OTF2 export of the event table (Debian's ``python3-otf2``): the format Vampir, Scalasca, Score-P's tools
 and pipit read.
 
-One location (a CPU thread in its own process location group) per rank, timer resolution 1 ns (times
-rounded once, like the Chrome trace), every row of the event table as an Enter/Leave pair of a region
-(user regions, ``MPI_*`` functions, and the local activities ``compute``, ``noise``, ...), and inside
-the MPI functions the MPI records Scalasca's wait-state analysis replays:
+One location (a CPU thread in its own process location group) per rank of the run, those without events too
+(``MPI_COMM_WORLD`` has every rank, in rank order), timer resolution 1 ns (times rounded once, like the Chrome
+trace), every row of the event table as an Enter/Leave pair of a region (user regions, ``MPI_*`` functions, and
+the local activities ``compute``, ``noise``, ...), and inside the MPI functions the MPI records Scalasca's
+wait-state analysis replays:
 
 =====================  =====================================================================
 event table row        OTF2 records (between the row's Enter and Leave)
@@ -140,7 +141,7 @@ def _row_metrics(events: pd.DataFrame, waits: pd.DataFrame, ledger_kinds: Sequen
 
 def write_otf2(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, Any], folder: Path,
                placement: pd.DataFrame | None = None, comms: Sequence[Sequence[int]] = (),
-               ledger_kinds: Sequence[str] | None = None) -> Path:
+               ledger_kinds: Sequence[str] | None = None, n_ranks: int | None = None) -> Path:
     """Write the event table as an OTF2 archive in ``folder``; return the anchor file ``folder/traces.otf2``.
 
     Parameters
@@ -160,6 +161,14 @@ def write_otf2(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, An
         Members (world ranks) of communicators 1, 2, ... of the event table's ``comm`` column.
     ledger_kinds : sequence of str, optional
         Cause kind of each cause-ledger row (attribute of the ``injected_excess`` metric).
+    n_ranks : int, optional
+        Ranks of the run (default: the highest rank of ``events`` plus one).  Every rank is a location and a member
+        of ``MPI_COMM_WORLD``, those without events too (they get the frame alone: ``MPI_Init``, ``MPI_Finalize``).
+
+    Raises
+    ------
+    ValueError
+        When ``events`` name a rank outside ``0 .. n_ranks - 1``.
     """
     otf2 = _import_otf2()
     enums = otf2.enums
@@ -167,13 +176,19 @@ def write_otf2(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, An
     LocationType, MetricMode, MetricType = enums.LocationType, enums.MetricMode, enums.MetricType
     Paradigm, RegionRole, Type = enums.Paradigm, enums.RegionRole, enums.Type
 
+    n = len(events)
+    rank = events["rank"].to_numpy().astype(np.int64)
+    top = int(rank.max()) + 1 if n else 0
+    if n_ranks is None:
+        n_ranks = top
+    if top > n_ranks or (n and int(rank.min()) < 0):  # before an older archive is removed
+        raise ValueError(f"events name ranks {int(rank.min())} .. {top - 1}, outside the run's {n_ranks} ranks")
+    # every rank of the run is a location, one without events too: MPI_COMM_WORLD has all of them, in rank order
+    ranks = np.arange(n_ranks, dtype=np.int64)
     folder = Path(folder)
     if folder.exists():
         shutil.rmtree(folder)
     folder.parent.mkdir(parents=True, exist_ok=True)
-    n = len(events)
-    rank = events["rank"].to_numpy().astype(np.int64)
-    ranks = np.unique(rank)
     enter = to_ns(events["enter"].to_numpy())
     exit_ = np.maximum(to_ns(events["exit"].to_numpy()), enter)
     op = events["op"].astype(str).to_numpy()

@@ -61,7 +61,7 @@ def scout_table(run: RunData, *, timeout: float = 600.0) -> pd.DataFrame:
     prefix = require_scalasca()
     with tempfile.TemporaryDirectory(prefix="waitlab-scalasca-") as tmp:
         anchor = write_otf2(run.events, run.waits, {"scenario": "model"}, Path(tmp) / "otf2",
-                            placement=run.placement, comms=_comms(run.events))
+                            placement=run.placement, comms=_comms(run.events), n_ranks=run.n_ranks)
         cubex = run_scout(anchor, run.n_ranks, timeout=timeout, prefix=prefix)
         table = read_cubex(cubex)
     _LAST[:] = [(run, table)]
