@@ -26,6 +26,7 @@ import numpy as np
 
 from waitlab.errors import InputError
 from waitlab.models.otf2_records import FINALIZE, INIT, MPI, TRANSPARENT, USER, TraceRecords, region_label
+from waitlab.readers import not_a_file
 from waitlab.simulator.build import NATIVE_DIR, build_native
 from waitlab.simulator.otf2_export import _import_otf2
 
@@ -170,8 +171,10 @@ def read_otf2(anchor: str | Path) -> TraceRecords:
     """
     anchor = Path(anchor)
     if not anchor.is_file():
-        raise InputError(str(anchor), "(file)", "does not exist", "give the anchor file of the archive "
-                         "(traces.otf2 in Score-P's experiment folder)")
+        inside = anchor / "traces.otf2"
+        raise InputError(str(anchor), "(file)", not_a_file(anchor), f"give {inside}, the archive's anchor file"
+                         if inside.is_file() else "give the anchor file of the archive (traces.otf2 in Score-P's "
+                         "experiment folder)")
     check_archive_files(anchor)
     otf2 = _import_otf2()
     dll = reader_library()

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from waitlab.errors import InputError
+from waitlab.readers import not_a_file
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _CONTROL_BYTES = bytes([*range(0, 9), 11, 12, *range(14, 32), 127])  # the same characters (found 3x faster)
@@ -70,7 +71,7 @@ def trace_files(path: Path) -> list[Path]:
     """
     path = Path(path)
     if not path.is_file():
-        raise InputError(str(path), "(file)", "trace index does not exist", "give the index written by "
+        raise InputError(str(path), "(file)", f"trace index {not_a_file(path)}", "give the index written by "
                          "'waitlab capture' or 'smpirun -trace-ti' (-trace-file NAME)")
     entries: list[tuple[int, str]] = []
     for first, lines in text_blocks(path):
@@ -89,7 +90,7 @@ def trace_files(path: Path) -> list[Path]:
         if not p.is_absolute():
             p = path.parent / p
         if not p.is_file():
-            raise InputError(str(path), f"line {n}", f"trace file {name} does not exist",
+            raise InputError(str(path), f"line {n}", f"trace file {name} {not_a_file(p)}",
                              "keep the per-rank files next to the index (paths are relative to it)")
         files.append(p)
     return files

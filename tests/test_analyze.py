@@ -222,6 +222,8 @@ def test_bad_archives_and_scenarios_are_one_line(tmp_path: Path, capsys: pytest.
     shutil.copytree(PINGPONG.parent, tmp_path / "cut")
     (tmp_path / "cut" / "traces" / "1.evt").write_bytes((PINGPONG.parent / "traces" / "1.evt").read_bytes()[:200])
     for archive, needle in ((tmp_path / "missing.otf2", "does not exist"),
+                            (tmp_path / "cut", f"is a folder (fix: give {tmp_path / 'cut' / 'traces.otf2'}, the"),
+                            (tmp_path, "is a folder (fix: give the anchor file of the archive"),
                             (tmp_path / "junk.otf2", "cannot be read as OTF2"),
                             (tmp_path / "cut" / "traces.otf2", "traces.otf2")):
         for command in (["analyze", str(archive), "-o", str(tmp_path / "out")],
