@@ -110,7 +110,9 @@ def _assign_waits(ops: OpTable, match: npt.NDArray[np.int64]) -> None:
     hit = nb_key[order][pos] == wt_key if found else np.zeros(wt.size, bool)
     if not np.all(hit):
         bad = wt[int(np.flatnonzero(~hit)[0])]
-        raise SimulationError(f"wait of rank {ops.rank[bad]} operation {ops.seq[bad]} completes no pending request")
+        raise SimulationError(f"wait of rank {ops.rank[bad]} operation {ops.seq[bad]} completes no pending request "
+                              f"(no isend or irecv to or from rank {ops.peer[bad]} with tag {ops.tag[bad]} is left for "
+                              "it; fix: a wait completes the oldest request of its partner and tag posted before it)")
     match[wt] = match[nb[order[pos]]]
 
 

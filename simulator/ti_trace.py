@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from waitlab.errors import InputError
 from waitlab.models.ops import Ledger, OpTable, seq_within_rank
@@ -45,6 +46,7 @@ from waitlab.models.vocabulary import (
 )
 from waitlab.models.vocabulary import V_ACTIONS as V_ACTIONS
 from waitlab.simulator.nbc_capture import pop_nbc
+from waitlab.simulator.replayable import unrunnable
 from waitlab.simulator.ti_args import BadLine, counts, datatype_size, number, root_arg
 from waitlab.simulator.ti_files import iter_lines, trace_files
 from waitlab.simulator.ti_vectors import VectorStore
@@ -94,6 +96,8 @@ class _Lines:
         self.names: dict[str, int] = {}
         self.comm: dict[int, int] = {}  # row -> communicator id (1, 2, ...) of collectives on sub-communicators
         self.comms: dict[tuple[int, ...], int] = {}
+        self.line: list[int] = []  # line number of each row
+        self.at = 0  # line number of the line being read
 
     def add(self, rank: int, action: str, value: float = 0.0, value2: float = 0.0, peer: int = -1, tag: int = 0,
             name: str | None = None) -> None:
@@ -103,6 +107,7 @@ class _Lines:
         self.value2.append(value2)
         self.peer.append(peer)
         self.tag.append(tag)
+        self.line.append(self.at)
         if name is None:
             self.name.append(-1)
         else:
@@ -161,12 +166,16 @@ def parse_ti_trace(path: Path, *, flops_per_second: float, n_ranks: int | None =
             raise bad(f"line of rank {rank} in the file of rank {fi} (index order is rank order)")
         ranks_seen.add(rank)
         action, args = parts[1], parts[2:]
+        out.at = n
         try:
             serial = pop_nbc(action, args, rank, posted)  # a nonblocking collective's post or completion: nbc=<k>
+            members = None
             if args and args[-1].startswith(SUBCOMM_PREFIX):
-                _parse_subcomm(out, rank, action, args.pop(), world)
+                members = _parse_subcomm(out, rank, action, args.pop(), world)
             _parse_action(out, vectors, v_seen, default_dt, rank, NBC_TWIN.get(action, action), args, world,
                           flops_per_second)
+            if members is not None:
+                _subcomm_root(out, members, NBC_TWIN.get(action, action), args)
             if serial:
                 out.code[-1], out.tag[-1] = CODE[action], serial
         except ValueError as exc:
@@ -174,8 +183,27 @@ def parse_ti_trace(path: Path, *, flops_per_second: float, n_ranks: int | None =
     if n_ranks is not None and ranks_seen and max(ranks_seen) + 1 != n_ranks:
         raise InputError(str(path), "(ranks)", f"the trace has {max(ranks_seen) + 1} ranks but the scenario "
                          f"asks for {n_ranks}", "set [scenario] ranks to the trace's number of ranks")
-    ops = _to_table(out, world)
+    ops, lines = _to_table(out, world)
+    _refuse_unrunnable(ops, vectors, lines, files, flops_per_second)
     return ParsedTrace(ops, vectors, tuple(files), flops_per_second)
+
+
+def _refuse_unrunnable(ops: OpTable, vectors: VectorStore, lines: npt.NDArray[np.int64], files: list[Path],
+                       fps: float) -> None:
+    """Refuse, naming the file and line, what the replay cannot run or represent: sizes past a C int, times past a
+    year (:func:`~waitlab.simulator.ti_args.value_problem`), unbalanced regions, waits without their request, and
+    v-collectives whose counts disagree between ranks (SMPI would wrap, abort or stop with MPI_ERR_TRUNCATE)."""
+    def file_of(i: int) -> Path:
+        return files[int(ops.rank[i])] if len(files) > 1 else files[0]
+
+    def where(i: int) -> str:
+        return f"line {int(lines[i])}" + (f" of {file_of(i).name}" if len(files) > 1 else "")
+
+    found = unrunnable(ops, vectors, where, fps)
+    if found is not None:
+        i, problem, fix = found
+        raise InputError(str(file_of(i)), f"line {int(lines[i])} (rank {int(ops.rank[i])}, operation "
+                         f"{int(ops.seq[i])})", problem, fix)
 
 
 def _parse_action(out: _Lines, vectors: VectorStore, v_seen: dict[tuple[int, int], int], default_dt: dict[int, int],
@@ -266,7 +294,7 @@ def _parse_action(out: _Lines, vectors: VectorStore, v_seen: dict[tuple[int, int
         raise BadLine(f"action {action!r} cannot be replayed by waitlab", f"use one of: {', '.join(known)}")
 
 
-def _parse_subcomm(out: _Lines, rank: int, action: str, arg: str, world: int) -> None:
+def _parse_subcomm(out: _Lines, rank: int, action: str, arg: str, world: int) -> tuple[int, ...]:
     """The last argument ``comm=<w0>,<w1>,...`` of a collective on a sub-communicator (its members' world ranks in
     communicator-rank order): the next row gets that communicator."""
     if action not in SUBCOMM_COLLECTIVES:
@@ -281,6 +309,19 @@ def _parse_subcomm(out: _Lines, rank: int, action: str, arg: str, world: int) ->
     if len(set(members)) != len(members) or rank not in members or not all(0 <= m < world for m in members):
         raise BadLine(f"communicator {arg!r} must list distinct world ranks 0..{world - 1}, including rank {rank}")
     out.comm[len(out.rank)] = out.comms.setdefault(members, len(out.comms) + 1)
+    return members
+
+
+def _subcomm_root(out: _Lines, members: tuple[int, ...], action: str, args: list[str]) -> None:
+    """The root of a rooted collective on a sub-communicator (the row just added): a member, given as its world
+    rank; without one the communicator's rank 0, as waitlab's replay extension takes it."""
+    if not ACTION[action].is_rooted:
+        return
+    if len(args) <= _pos(action, "root"):
+        out.peer[-1] = members[0]
+    elif out.peer[-1] not in members:
+        raise BadLine(f"root {out.peer[-1]} is not a member of comm={','.join(map(str, members))}",
+                      "give the root's world rank, one of the communicator's members")
 
 
 def _parse_v(out: _Lines, vectors: VectorStore, v_seen: dict[tuple[int, int], int], rank: int, action: str,
@@ -325,7 +366,8 @@ def _parse_v(out: _Lines, vectors: VectorStore, v_seen: dict[tuple[int, int], in
         out.add(rank, action, float(sum(send)), float(sum(recv)), peer=root)
 
 
-def _to_table(out: _Lines, n_ranks: int) -> OpTable:
+def _to_table(out: _Lines, n_ranks: int) -> tuple[OpTable, npt.NDArray[np.int64]]:
+    """The operations, in (rank, line) order, and the line number of each."""
     rank = np.asarray(out.rank, np.int32)
     order = np.argsort(rank, kind="stable")
     n = rank.size
@@ -348,4 +390,5 @@ def _to_table(out: _Lines, n_ranks: int) -> OpTable:
     cols["seq"] = seq_within_rank(cols["rank"], n_ranks)
     names = tuple(sorted(out.names, key=out.names.__getitem__))
     comms = tuple(sorted(out.comms, key=out.comms.__getitem__))
-    return OpTable(n_ranks=n_ranks, names=names, ledger=Ledger.empty(), comms=comms, **cols)
+    ops = OpTable(n_ranks=n_ranks, names=names, ledger=Ledger.empty(), comms=comms, **cols)
+    return ops, np.asarray(out.line, np.int64)[order]

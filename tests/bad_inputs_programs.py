@@ -2,9 +2,9 @@
 
 Two ranks each, a few lines of C: a segmentation fault, a deadlock (both ranks call ``MPI_Recv`` first), an
 ``MPI_Abort`` with error code 3, a rank that exits with status 2 before ``MPI_Finalize``, a ``main`` that returns 1
-after it, a program that prints without end (stopped at waitlab's output limit, never held in memory beyond it)
-and one that prints bytes that are not UTF-8 before it crashes.  Each must give exit status 2 and one line naming
-the program's file and what happened (``tests/test_bad_inputs.py``).
+after it, a program that prints without end (stopped at waitlab's output limit, never held in memory beyond it),
+one that prints bytes that are not UTF-8 before it crashes, and region markers that do not nest.  Each must give
+exit status 2 and one line naming the program's file and what happened (``tests/test_bad_inputs.py``).
 """
 
 from __future__ import annotations
@@ -38,6 +38,14 @@ PROGRAMS: dict[str, tuple[str, str]] = {
     "return-nonzero": (_program("", "  MPI_Finalize();\n  return 1;\n}\n"), "exit status 1"),
     "prints-gigabytes": (_program('  char line[1024];\n  for (int i = 0; i < 1023; i++) line[i] = \'x\';\n'
                                   "  line[1023] = 0;\n  for (;;) puts(line);\n"), "printed more than 64 MiB"),
+    "region-never-left": ('#include "waitlab.h"\n' + _program('  if (r == 1) WAITLAB_REGION_BEGIN("solve");\n'
+                                                                "  MPI_Barrier(MPI_COMM_WORLD);\n"),
+                          "region solve is entered and never left"),
+    "regions-crossed": ('#include "waitlab.h"\n' + _program('  WAITLAB_REGION_BEGIN("a");\n'
+                                                              '  WAITLAB_REGION_BEGIN("b");\n'
+                                                              '  WAITLAB_REGION_END("a");\n'
+                                                              '  WAITLAB_REGION_END("b");\n'),
+                        "leave a closes region b"),
     "not-utf8-then-crash": (_program('  if (r == 0) { fwrite("\\xff\\xfe\\xc3(\\n", 1, 5, stdout); fflush(stdout); }\n'
                                      "  if (r == 0) { volatile int *p = NULL; *p = 1; }\n"
                                      "  MPI_Barrier(MPI_COMM_WORLD);\n"), "segmentation fault"),

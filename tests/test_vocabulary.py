@@ -111,8 +111,11 @@ def test_bytes_of_every_collective_by_hand() -> None:
 def _rooted_ops(root: int):  # type: ignore[no-untyped-def]
     b = OpBuilder(n_ranks=4)
     everyone = np.arange(4)
-    for action in ("bcast", "reduce", "gather", "scatter", "gatherv", "scatterv"):
+    for action in ("bcast", "reduce", "gather", "scatter"):
         b.add(action, everyone, value=8, value2=8, peer=root)
+    # v-collectives: the root's total is its 4 peers' 8 bytes (the writer spreads it evenly; counts must agree)
+    b.add("gatherv", everyone, value=8, value2=32, peer=root)
+    b.add("scatterv", everyone, value=32, value2=8, peer=root)
     b.add("allreduce", everyone, value=8, value2=1)
     return b.build()
 

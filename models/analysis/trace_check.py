@@ -1,14 +1,18 @@
 """Checks of an operation table before SMPI replays it: collectives agree, messages pair up, no certain deadlock.
 
 SimGrid meets a broken trace with a crash ("malloc_consolidate(): invalid chunk size") or a bare deadlock; these
-checks name the first mismatch instead.  All of them are over the world communicator (the only one a TI trace
-has):
+checks name the first mismatch instead:
 
-- every rank calls the same collectives in the same order, with the same root;
+- every member of a communicator (the world, or a sub-communicator of ``ops.comms``) calls the same collectives
+  on it in the same order, with the same root;
 - the k-th send from p to q with tag t pairs with the k-th receive posted by q from p with tag t (MPI's
   non-overtaking order), and the receive is not smaller than the send (MPI_ERR_TRUNCATE);
 - a walk of the blocking receives that finds ranks waiting on each other even when every send is buffered
   (eager) and every collective lets ranks through: such a deadlock happens in every MPI, SMPI included.
+
+The TI reader also asks, at a trace's lines (:func:`waitlab.simulator.replayable.unrunnable`): every ``wait``
+completes a request still pending (:func:`wait_problem`), and what rank i's v-collective sends to rank j is what
+rank j's expects from rank i (:func:`v_count_mismatch`).
 
 Examples
 --------
@@ -22,16 +26,28 @@ Examples
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from waitlab.models.ops import OpTable
-from waitlab.models.vocabulary import ACTIONS, CODE, COLLECTIVE_ACTIONS, RECV_ACTIONS, SEND_ACTIONS, codes_of, is_rooted
+from waitlab.models.vocabulary import (
+    ACTIONS,
+    CODE,
+    COLLECTIVE_ACTIONS,
+    RECV_ACTIONS,
+    SEND_ACTIONS,
+    VOCABULARY,
+    codes_of,
+    is_rooted,
+)
 
 _COLLECTIVE = codes_of(sorted(COLLECTIVE_ACTIONS))
 _SEND = codes_of(SEND_ACTIONS)  # send, isend, ssend, issend
 _RECV = codes_of(RECV_ACTIONS)
+_NONBLOCKING_P2P = codes_of(a.name for a in VOCABULARY if a.kind in ("send", "recv") and not a.blocking)
 _SEND_SET = frozenset(_SEND.tolist())
 #: Largest table the deadlock walk runs on (a Python walk over blocking receives); SimGrid's own deadlock
 #: report (parsed by waitlab.simulator.smpi) covers larger ones.
@@ -42,43 +58,171 @@ def _op(ops: OpTable, i: int) -> str:
     return f"{ACTIONS[int(ops.code[i])]} (operation {int(ops.seq[i])} of rank {int(ops.rank[i])})"
 
 
+def _members(ops: OpTable, comms: npt.NDArray[np.int32]) -> pd.DataFrame:
+    """(comm, rank, pos) of every member of the communicators ``comms`` (0: the world), ``pos`` its rank in it."""
+    groups = [np.arange(ops.n_ranks) if c == 0 else np.asarray(ops.comms[c - 1]) for c in comms.tolist()]
+    sizes = np.array([g.size for g in groups], np.int64)
+    return pd.DataFrame({"comm": np.repeat(comms, sizes), "rank": np.concatenate(groups),
+                         "pos": np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)})
+
+
+def _on(ops: OpTable, comm: int) -> str:
+    """How a message names communicator ``comm``: nothing for the world, else ``on comm=<members>``."""
+    return "" if comm == 0 else " on comm=" + ",".join(map(str, ops.comms[comm - 1]))
+
+
 def collective_mismatch(ops: OpTable) -> str | None:
-    """The first place where a rank's collectives differ from rank 0's (action, order or root), else ``None``."""
+    """The first place where a rank's collectives on a communicator differ from those of the communicator's rank 0
+    (action, order or root), else ``None``.  Each communicator (``ops.comm``: 0 the world, ``k`` the members
+    ``ops.comms[k - 1]``) is checked over its own members and calls only."""
     sel = np.isin(ops.code, _COLLECTIVE)
     if not sel.any():
         return None
-    df = pd.DataFrame({"rank": ops.rank[sel], "seq": ops.seq[sel], "code": ops.code[sel].astype(int),
+    df = pd.DataFrame({"comm": ops.comm[sel].astype(np.int64), "rank": ops.rank[sel].astype(np.int64),
+                       "seq": ops.seq[sel], "code": ops.code[sel].astype(int),
                        "root": np.where(is_rooted(ops.code[sel]), ops.peer[sel], -1)})
-    df = df.sort_values(["rank", "seq"], kind="stable")
-    df["k"] = df.groupby("rank").cumcount()
-    counts = np.bincount(df["rank"].to_numpy(), minlength=ops.n_ranks)
-    ref = df[df["rank"] == 0].set_index("k")
-    other = df[df["rank"] != 0].merge(ref[["code", "root"]], left_on="k", right_index=True, suffixes=("", "_0"))
-    diff = other[(other["code"] != other["code_0"]) | (other["root"] != other["root_0"])]
-    first_diff = int(diff["k"].min()) if len(diff) else None
-    short = np.flatnonzero(counts != counts[0])
-    gap = np.minimum(counts[short], counts[0])  # first collective index one side of each pair lacks
-    first_short = int(gap.min()) if short.size else None
-    if first_diff is None and first_short is None:
+    df = df.sort_values(["comm", "rank", "seq"], kind="stable")
+    df["k"] = df.groupby(["comm", "rank"]).cumcount()
+    mem = _members(ops, np.unique(df["comm"].to_numpy()))
+    counts = df.groupby(["comm", "rank"]).size().rename("count")
+    mem = mem.merge(counts, left_on=["comm", "rank"], right_index=True, how="left").fillna({"count": 0})
+    ref = mem[mem["pos"] == 0][["comm", "rank", "count"]].rename(columns={"rank": "rank_0", "count": "count_0"})
+    mem = mem.merge(ref, on="comm")
+    ref_calls = df.merge(ref[["comm", "rank_0"]], left_on=["comm", "rank"], right_on=["comm", "rank_0"])
+    other = df.merge(ref_calls[["comm", "k", "code", "root", "rank_0"]], on=["comm", "k"], suffixes=("", "_0"))
+    diff = other[(other["rank"] != other["rank_0"]) & ((other["code"] != other["code_0"])
+                                                         | (other["root"] != other["root_0"]))]
+    short = mem[mem["count"] != mem["count_0"]].copy()
+    short["k"] = np.minimum(short["count"], short["count_0"])  # first collective one side of each pair lacks
+    short, diff = short.sort_values(["k", "comm", "pos"]), diff.sort_values(["k", "comm", "rank"])
+    if not len(short) and not len(diff):
         return None
-    if first_short is not None and (first_diff is None or first_short <= first_diff):
-        k = first_short
-        r = int(short[gap == k][0])
-        if counts[r] < counts[0]:
-            name = ACTIONS[int(ref.loc[k, "code"])]
-            return f"rank {r} makes {counts[r]} collective calls, rank 0 makes {counts[0]}: rank {r} never calls " \
-                   f"{name} (rank 0's collective #{k + 1})"
-        row = df[(df["rank"] == r) & (df["k"] == k)].iloc[0]
-        return f"rank 0 makes {counts[0]} collective calls, rank {r} makes {counts[r]}: rank 0 never calls " \
-               f"{ACTIONS[int(row['code'])]} (rank {r}'s collective #{k + 1})"
-    assert first_diff is not None
-    k = first_diff
-    row = diff[diff["k"] == k].iloc[0]
-    r = int(row["rank"])
+    if len(short) and (not len(diff) or short["k"].iloc[0] <= diff["k"].iloc[0]):
+        row = short.iloc[0]
+        c, r, r0, k = int(row["comm"]), int(row["rank"]), int(row["rank_0"]), int(row["k"])
+        n, n0, on = int(row["count"]), int(row["count_0"]), _on(ops, c)
+        if n < n0:
+            name = ACTIONS[int(ref_calls[(ref_calls["comm"] == c) & (ref_calls["k"] == k)]["code"].iloc[0])]
+            return f"rank {r} makes {n} collective calls{on}, rank {r0} makes {n0}: rank {r} never calls {name} " \
+                   f"(rank {r0}'s collective #{k + 1}{on})"
+        name = ACTIONS[int(df[(df["comm"] == c) & (df["rank"] == r) & (df["k"] == k)]["code"].iloc[0])]
+        return f"rank {r0} makes {n0} collective calls{on}, rank {r} makes {n}: rank {r0} never calls {name} " \
+               f"(rank {r}'s collective #{k + 1}{on})"
+    row = diff.iloc[0]
+    r, r0, k, on = int(row["rank"]), int(row["rank_0"]), int(row["k"]), _on(ops, int(row["comm"]))
     name, name0 = ACTIONS[int(row["code"])], ACTIONS[int(row["code_0"])]
     if name != name0:
-        return f"rank {r} calls {name} as its collective #{k + 1} where rank 0 calls {name0}"
-    return f"rank {r} calls {name} #{k + 1} with root {int(row['root'])}, rank 0 with root {int(row['root_0'])}"
+        return f"rank {r} calls {name} as its collective #{k + 1}{on} where rank {r0} calls {name0}"
+    return f"rank {r} calls {name} #{k + 1}{on} with root {int(row['root'])}, rank {r0} with root " \
+           f"{int(row['root_0'])}"
+
+
+#: Where an operation is, as a message names it: its row -> e.g. "operation 3 of rank 1" or "line 7".
+Where = Callable[[int], str]
+#: A problem found at a row: (row, problem, fix).
+Found = tuple[int, str, str]
+_WAIT_FIX = "a wait reads 'wait <source> <destination> <tag>' of an isend or irecv posted before it on its rank"
+
+
+def _operation(ops: OpTable) -> Where:
+    return lambda i: f"operation {int(ops.seq[i])} of rank {int(ops.rank[i])}"
+
+
+def wait_problem(ops: OpTable, where: Where | None = None) -> Found | None:
+    """The first ``wait`` that completes no request as the replay and the matcher see it, else ``None``.
+
+    The k-th wait of a rank for a (direction, partner, tag) completes the k-th isend/issend (irecv) of the rank to
+    (from) that partner with that tag (:func:`waitlab.simulator.matching.match_messages`); that request must be
+    posted before the wait and not be completed already by a ``waitall`` between them (SimGrid's replay completes
+    every pending request there, and aborts on a wait with none pending).  ``where`` names a row (default: its
+    operation and rank).
+    """
+    name = where or _operation(ops)
+    waits = np.flatnonzero(ops.code == CODE["wait"])
+    if not waits.size:
+        return None
+    nb = np.flatnonzero(np.isin(ops.code, _NONBLOCKING_P2P))
+    keys = ["rank", "recv", "peer", "tag"]
+    w = pd.DataFrame({"rank": ops.rank[waits], "recv": ops.value2[waits] != 0, "peer": ops.peer[waits],
+                      "tag": ops.tag[waits], "row": waits})
+    q = pd.DataFrame({"rank": ops.rank[nb], "recv": np.isin(ops.code[nb], _RECV), "peer": ops.peer[nb],
+                      "tag": ops.tag[nb], "req": nb})
+    w["k"], q["k"] = w.groupby(keys).cumcount(), q.groupby(keys).cumcount()  # rows are in (rank, seq) order
+    m = w.merge(q, on=[*keys, "k"], how="left")
+    req = m["req"].fillna(-1).to_numpy(np.int64)
+    row = m["row"].to_numpy(np.int64)
+    waitall = np.flatnonzero(ops.code == CODE["waitall"])
+    last_waitall = np.searchsorted(waitall, row) - 1  # the rank's last waitall before the wait, if any
+    between = np.where(last_waitall >= 0, np.append(waitall, -1)[last_waitall], -1)
+    bad = (req < 0) | (req > row) | ((between > req) & (req >= 0))
+    if not bad.any():
+        return None
+    j = int(np.flatnonzero(bad)[np.argmin(row[bad])])
+    i, r, p, tag, recv = int(row[j]), int(ops.rank[row[j]]), int(ops.peer[row[j]]), int(ops.tag[row[j]]), \
+        bool(ops.value2[row[j]] != 0)
+    text = f"wait {p if recv else r} {r if recv else p} {tag}"
+    if req[j] < 0:
+        kind = f"irecv from rank {p}" if recv else f"isend to rank {p}"
+        return i, (f"{text} completes no pending request: rank {r} posted no {kind} with tag {tag} for it (the k-th "
+                   f"wait of a partner and tag completes the k-th request to or from it with that tag)"), \
+            f"post the request before the wait, or remove the wait; {_WAIT_FIX}"
+    action = ACTIONS[int(ops.code[req[j]])]
+    if req[j] > i:
+        return i, f"{text} completes the {action} of {name(int(req[j]))}, which is posted after it", \
+            f"move the wait after its request; {_WAIT_FIX}"
+    return i, (f"{text} completes the {action} of {name(int(req[j]))}, which the waitall of "
+               f"{name(int(between[j]))} already completed"), \
+        "remove the wait (a waitall completes every request pending on its rank) or move the waitall after it; " \
+        "'waitlab capture' writes the waitall of a measured program as the waits of its requests"
+
+
+def v_count_mismatch(action: str, send: npt.NDArray[np.int64], recv: npt.NDArray[np.int64],
+                     root: npt.NDArray[np.int64]) -> tuple[int, int, int, int, int] | None:
+    """The first ``(b, i, j, sent, expected)`` where call ``b`` of a v-collective moves other bytes (``sent``) from
+    rank i to rank j than rank j expects from rank i (``expected``; SMPI then aborts with MPI_ERR_TRUNCATE or
+    hangs), else ``None``.
+
+    ``send[b, i, j]`` is what rank i's call ``b`` says it sends to rank j (gatherv and allgatherv: its one send
+    count at j = root and j = i); ``recv[b, j, i]`` what rank j's call says it receives from rank i; ``root[b]`` the
+    root of a gatherv or scatterv (only its receive counts, or send counts, count).  For ``reducescatter`` (every
+    rank gives the same receive counts) ``expected`` is rank 0's count for rank j, ``sent`` rank i's.
+
+    >>> s = np.array([[[10, 20], [10, 20]]]); v_count_mismatch("alltoallv", s, s, np.array([-1]))
+    (0, 0, 1, 20, 10)
+    """
+    n = send.shape[1]
+    if action == "reducescatter":
+        sent, got = recv, np.broadcast_to(recv[:, :1, :], recv.shape)
+        bad = sent != got
+    else:
+        sent = send
+        if action == "allgatherv":  # rank i sends its one block to every rank
+            sent = np.broadcast_to(np.diagonal(send, axis1=1, axis2=2)[:, :, None], send.shape)
+        got = recv.transpose(0, 2, 1)
+        bad = sent != got
+        peer = np.arange(n)
+        if action == "gatherv":
+            bad = bad & (peer[None, None, :] == root[:, None, None])
+        elif action == "scatterv":
+            bad = bad & (peer[None, :, None] == root[:, None, None])
+    first = np.flatnonzero(bad.ravel())
+    if not first.size:
+        return None
+    b, i, j = np.unravel_index(int(first[0]), bad.shape)
+    return int(b), int(i), int(j), int(sent[b, i, j]), int(got[b, i, j])
+
+
+def v_count_text(action: str, k: int, i: int, j: int, sent: int, expected: int, other: str) -> tuple[str, str]:
+    """(problem, fix) of :func:`v_count_mismatch`'s finding in rank i's ``k``-th ``action``; ``other`` names the call
+    of the other rank (rank j's, or rank 0's for reducescatter)."""
+    if action == "reducescatter":
+        return (f"rank {i}'s reducescatter #{k + 1} gives rank {j} a receive count of {sent} bytes where rank 0's "
+                f"({other}) gives {expected}: every rank must give the same receive counts",
+                "give every rank's reducescatter the same receive counts")
+    return (f"rank {i}'s {action} #{k + 1} sends {sent} bytes to rank {j}, but rank {j}'s ({other}) expects "
+            f"{expected} bytes from rank {i} (SMPI would stop with MPI_ERR_TRUNCATE)",
+            f"make what rank {i}'s line sends to rank {j} equal what rank {j}'s line receives from rank {i} "
+            "(count x datatype size)")
 
 
 def _numbered(ops: OpTable, codes: np.ndarray, src: np.ndarray, dst: np.ndarray) -> pd.DataFrame:
