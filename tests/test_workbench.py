@@ -126,6 +126,12 @@ def _frame(**cols: list[object]) -> pd.DataFrame:
     return pd.DataFrame(cols)
 
 
+def _with_attrs(**attrs: object) -> pd.DataFrame:
+    out = _frame(rank=[0], region=["A"], seconds=[0.0])
+    out.attrs = dict(attrs)
+    return out
+
+
 @pytest.mark.parametrize(("model", "expected"), [
     (lambda run, **o: [1, 2], "not a pandas DataFrame"),
     (lambda run, **o: _frame(rank=[0], seconds=[1.0]), "has no column region"),
@@ -133,10 +139,32 @@ def _frame(**cols: list[object]) -> pd.DataFrame:
     (lambda run, **o: _frame(rank=[99], region=["A"], seconds=[0.1]), "rank 99, which does not exist"),
     (lambda run, **o: _frame(rank=[0], region=["A"], seconds=[run.total_wait + 1.0]), "more than the run's"),
     (lambda run, **o: 1 / 0, "raised ZeroDivisionError"),
+    (lambda run, **o: _frame(rank=[0], region=[None], seconds=[0.1]), "region values that are not strings"),
+    (lambda run, **o: _frame(rank=[0], region=[5], seconds=[0.1]), "region values that are not strings"),
+    (lambda run, **o: _frame(rank=[0], region=["A"], callpath=[None], seconds=[0.1]),
+     "callpath values that are not strings"),
+    (lambda run, **o: _frame(rank=[0], region=["A"], seconds=["0.1"]), "seconds column of"),
+    (lambda run, **o: _with_attrs(explains="bogus_measure"), "says it explains 'bogus_measure'"),
+    (lambda run, **o: _with_attrs(explains=""), "says it explains ''"),
+    (lambda run, **o: _with_attrs(explains="considered_wait:nosuchop"), "naming nosuchop, which is no MPI operation"),
+    (lambda run, **o: _with_attrs(explains_wait=float("nan")), "says it explains_wait nan"),
 ])
 def test_check_model_names_each_problem(model: object, expected: str) -> None:
     problems = check_model(model)  # type: ignore[arg-type]
     assert any(expected in p for p in problems), problems
+
+
+def test_a_model_explaining_considered_wait_is_measured_against_that_wait() -> None:
+    # an allreduce entered at 0, 1 and 3 s: ranks 0 and 1 wait 3 and 2 s (5 s in all); the largest wait of the
+    # instance (what considered_wait:allreduce counts) is 3 s, the denominator when the model gives no explains_wait
+    ev = make_events(rank=[0, 1, 2], op=["allreduce"] * 3, enter=[0.0, 1.0, 3.0], exit=[3.0] * 3, match=[0] * 3)
+    run = RunData(ev, wait_states(ev))
+
+    def focused(run: RunData, **o: object) -> pd.DataFrame:
+        return _with_attrs(explains="considered_wait:allreduce")
+
+    res = registry.run_model(registry.resolve(focused), run)
+    assert run.total_wait == 5.0 and res.denominator == 3.0 and res.metric == "considered_wait:allreduce"
 
 
 @pytest.mark.parametrize("key", list(registry.BUILTIN))

@@ -40,6 +40,7 @@ from waitlab.experiments.diagnosis.sandbox import (
     probe,
 )
 from waitlab.models.analysis import baselines, blame_models, graph_blame
+from waitlab.models.analysis.metrics import metric_value, wait_metrics
 from waitlab.models.analysis.protocol import TRUTH_COLUMNS, RunData, as_blame, blame_problems, normalise
 
 Detail = Callable[..., Any]
@@ -251,7 +252,10 @@ def run_model(spec: ModelSpec, run: RunData, *, memory: bool = False, **options:
         raise ModelFailure(f"model {spec.key!r} returned a table the protocol does not allow: " + "; ".join(problems))
     out = normalise(frame)
     metric = str(out.attrs.get("explains", "total_wait"))
-    denom = float(out.attrs.get("explains_wait", run.total_wait))
+    if "explains_wait" in out.attrs:
+        denom = float(out.attrs["explains_wait"])
+    else:  # the run's own figure of the wait the model says it explains
+        denom = run.total_wait if metric == "total_wait" else metric_value(wait_metrics(run.events, run.waits), metric)
     return ModelRun(spec.key, spec.name, metric, out, sec, peak, denom, result)
 
 

@@ -49,6 +49,7 @@ import pandas as pd
 from waitlab.models.analysis.callpaths import CallPaths, call_paths
 from waitlab.models.analysis.syncpoints import EventIndex, event_index
 from waitlab.models.analysis.ties import TieCandidates, tie_candidates
+from waitlab.models.vocabulary import MPI_ACTIONS
 
 #: Columns every model output must have.
 REQUIRED_COLUMNS = ("rank", "region", "seconds")
@@ -197,6 +198,12 @@ def blame_problems(frame: Any, run: RunData, wait: float | None = None) -> list[
         rank_f = pd.to_numeric(frame["rank"], errors="raise").to_numpy(float)
     except (TypeError, ValueError):
         return ["column rank is not numeric"]
+    if not pd.api.types.is_numeric_dtype(frame["seconds"]) or pd.api.types.is_bool_dtype(frame["seconds"]):
+        out.append(f"has a seconds column of {frame['seconds'].dtype} values, not numbers")
+    for col in ("region", "callpath"):
+        if col in frame.columns and _not_strings(frame[col]):
+            out.append(f"has {col} values that are not strings (None, NaN or a number): name every one, "
+                       "\"(top level)\" for code outside every region")
     if not np.isfinite(sec).all():
         out.append("has seconds that are NaN or infinite")
     elif (sec < 0).any():
@@ -211,11 +218,51 @@ def blame_problems(frame: Any, run: RunData, wait: float | None = None) -> list[
         imp = pd.to_numeric(frame["improvement"], errors="coerce").to_numpy(float)
         if not np.isfinite(imp).all():
             out.append("has an improvement column that is not a finite number in every row")
+    explains = explains_problem(frame.attrs)
+    if explains:
+        out.append(explains)
     total = run.total_wait if wait is None else wait
     blamed = float(sec[np.isfinite(sec)].sum())
     if blamed > total * (1 + BLAME_SLACK) + 1e-12:
         out.append(f"blames {blamed:.4g} s, more than the run's {total:.4g} s of wait")
     return out
+
+
+def _not_strings(col: pd.Series) -> bool:
+    """Whether a column holds anything but strings (a categorical: its categories, and no missing value)."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        return bool(col.isna().any()) or pd.api.types.infer_dtype(col.cat.categories, skipna=False) not in (
+            "string", "empty")
+    return pd.api.types.infer_dtype(col, skipna=False) not in ("string", "empty")
+
+
+def explains_problem(attrs: dict[Any, Any]) -> str:
+    """What is wrong with the wait a model's output says it explains (``attrs``; '' when nothing).
+
+    ``explains`` is ``"total_wait"`` (the default) or ``"considered_wait:OP+OP"`` naming MPI operations of the event
+    table's ``op`` column; ``explains_wait``, when given, a finite number of seconds >= 0.
+
+    >>> explains_problem({"explains": "considered_wait:allreduce+waitall", "explains_wait": 2.0})
+    ''
+    >>> explains_problem({"explains": "considered_wait:nosuchop"})
+    "says it explains 'considered_wait:nosuchop', naming nosuchop, which is no MPI operation of the event table"
+    """
+    explains = attrs.get("explains", "total_wait")
+    if explains != "total_wait":
+        ops = explains.split(":", 1)[1].split("+") if isinstance(explains, str) and \
+            explains.startswith("considered_wait:") else None
+        if ops is None:
+            return (f"says it explains {explains!r}: attrs['explains'] is 'total_wait' (the default) or "
+                    "'considered_wait:OP+OP' (MPI operations of the event table, e.g. considered_wait:allreduce)")
+        unknown = [o for o in ops if o not in MPI_ACTIONS]
+        if unknown:
+            return (f"says it explains {explains!r}, naming {', '.join(repr(o) if not o else o for o in unknown)}, "
+                    "which is no MPI operation of the event table")
+    wait = attrs.get("explains_wait")
+    if wait is not None and (isinstance(wait, bool) or not isinstance(wait, int | float) or not math.isfinite(wait)
+                             or wait < 0):
+        return f"says it explains_wait {wait!r}: give the seconds of wait it explains, a finite number >= 0"
+    return ""
 
 
 def normalise(frame: pd.DataFrame) -> pd.DataFrame:
