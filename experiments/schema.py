@@ -318,6 +318,10 @@ def _fix_for(model: type[BaseModel] | None, field: str, err: Any) -> str:
         desc = model.model_fields[field].description or ""
         if err["type"] == "missing":
             return f"add {field} = ... ({desc})"
+        rule = _MESSAGES.get(err["type"], "")
+        if rule.startswith("must be "):  # a range or type rule: say what to give, then what the key is
+            return f"give {field} a value that is {rule.removeprefix('must be ').format(**ctx)}" + \
+                (f" ({desc})" if desc else "")
         return desc
     return ""
 

@@ -86,8 +86,13 @@ def test_cli_reports_errors_without_traceback(tmp_path):
     out = cli("run", str(p), "-o", str(tmp_path / "out"))
     assert out.returncode == 2
     assert "Traceback" not in out.stderr
-    assert out.stderr.startswith(f"waitlab: error: {p}: scenario.ranks: must be >= 1")
+    line = f"{p}: scenario.ranks: must be >= 1, got 0 (fix: give ranks a value that is >= 1 (number of MPI processes))"
+    assert out.stderr == f"waitlab: error: {line}\n"
     assert not (tmp_path / "out").exists()
+    # the docs quote this very line
+    for doc in ("quickstart.md", "scenarios.md", "tutorial.md"):
+        text = (Path(__file__).resolve().parents[1] / "docs" / doc).read_text()
+        assert line.split(": ", 1)[1] in text, doc
 
 
 @pytest.mark.simgrid
