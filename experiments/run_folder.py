@@ -23,6 +23,9 @@ PICTURE_MODULES = {"report.html": "waitlab.experiments.report.html", "timeline.p
 
 
 MARKER = ".waitlab"
+#: Written next to a sweep's ``sweep.csv`` when the sweep was interrupted: that table then lists only the finished
+#: points.
+INCOMPLETE = "incomplete.txt"
 #: Folder default outputs go under (``results/<scenario name>``).
 RESULTS_ROOT = Path("results")
 #: Files of a results folder that later commands read back; their SHA-256 goes into the marker (the folder's

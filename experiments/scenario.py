@@ -195,6 +195,9 @@ def from_mapping(data: Mapping[str, Any], file: str = "<scenario>") -> Scenario:
     """Validate parsed TOML into a :class:`Scenario`."""
     if not isinstance(data, Mapping):
         raise InputError(file, "(content)", "is not a table of sections", "start with [scenario]")
+    if "base" in data and ("grid" in data or "sweep" in data) and "scenario" not in data:
+        raise InputError(file, "(file)", "is a sweep file (base, [grid], [sweep]), not a scenario",
+                         f"run it with `waitlab sweep {file}`, or give the scenario it names as base")
     for key in data:
         if key not in SECTIONS:
             raise InputError(file, key, "unknown section", f"allowed sections: {', '.join(SECTIONS)}")
@@ -293,6 +296,12 @@ def _check_alltoall_overflow(sim: SimulationSection, params: Any, ranks: int, fi
     algorithm = sim.alltoall if sim.alltoall != "default" else getattr(params, "alltoall_algorithm", "default")
     if nbytes is None or algorithm == "default":
         return
+    if sim.alltoall == "default":  # the application's algorithm: one that cannot run these ranks is its key's fault
+        try:
+            check_alltoall_algorithm(algorithm, ranks)
+        except ValueError as exc:
+            raise InputError(file, "application.alltoall_algorithm", str(exc),
+                             "pick another algorithm or rank count") from None
     try:
         check_alltoall_point(algorithm, ranks, nbytes)
     except InputError as exc:

@@ -106,9 +106,13 @@ def _render(scenario: Scenario, model: PlatformModel,
                                    split_cores=pl.split_cores, speed_profiles=speed_profiles,
                                    placement=pl.placement_rule())
         return degrade_links(rendered, model, link_factors(scenario), scenario.source)
-    except InputError as exc:  # a placement that does not fit: name the scenario file
+    except InputError as exc:  # a placement or layout that does not fit: name the scenario file and its key
         if exc.field.startswith("platform.") and exc.file == "platform":
             raise InputError(scenario.source, exc.field, exc.problem, exc.fix) from None
+        if exc.file == model.name and exc.field in ("ranks_per_node", "nodes", "n_ranks"):
+            key = {"ranks_per_node": "platform.ranks_per_node", "n_ranks": "scenario.ranks",
+                   "nodes": "platform.nodes" if pl.nodes is not None else "scenario.ranks"}[exc.field]
+            raise InputError(scenario.source, key, exc.problem, exc.fix) from None
         raise
 
 

@@ -47,7 +47,7 @@ from waitlab.experiments.diagnosis.sweep_scores import add_scores
 from waitlab.experiments.executors import check_executor, open_executor
 from waitlab.experiments.pipeline import run
 from waitlab.experiments.results import write_run
-from waitlab.experiments.run_folder import clean_stale_partials, results_folder, write_error
+from waitlab.experiments.run_folder import INCOMPLETE, clean_stale_partials, results_folder, write_error
 from waitlab.experiments.scenario import Scenario, from_mapping, load_scenario, read_toml, set_dotted
 from waitlab.experiments.schema import STRICT, FieldProblem, PlainName, freeze, raise_validation
 from waitlab.experiments.sweep_columns import details, figures_note
@@ -68,6 +68,14 @@ class SweepSection(BaseModel):
     scheduler: str | None = Field(None, min_length=1, description="address of an existing Dask scheduler")
     diagnose: tuple[str, ...] = Field((), description="diagnosis models scored at every point (columns "
                                       "<model>.<score>): built-in keys or package.module:function")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _scheduler_implies_dask(cls, data: Any) -> Any:
+        """``scheduler`` without ``executor``: the Dask executor (a scheduler is Dask's)."""
+        if isinstance(data, Mapping) and data.get("scheduler") is not None and "executor" not in data:
+            return {**data, "executor": "dask"}
+        return data
 
     @model_validator(mode="after")
     def _scheduler_needs_dask(self) -> SweepSection:
@@ -105,6 +113,10 @@ def load_sweep(path: str | Path) -> Sweep:
     p = Path(path)
     file = str(p)
     data = read_toml(p, "sweep")
+    if "scenario" in data and "base" not in data:
+        raise InputError(file, "(file)", "is a scenario, not a sweep file (base, [grid], [sweep])",
+                         f"run it with `waitlab run {file}`, or write a sweep file with base = \"{p.name}\" and a "
+                         "[grid]")
     for key in data:
         if key not in ("base", "grid", "sweep"):
             raise InputError(file, key, "unknown key", "allowed: base, [grid], [sweep]")
@@ -180,8 +192,8 @@ def _row(point: SweepPoint, summary: Mapping[str, Any]) -> dict[str, Any]:
 
 
 LOCK = ".sweep.lock"
-#: Written next to ``sweep.csv`` when a sweep was interrupted: that table then lists only the finished points.
-INCOMPLETE = "incomplete.txt"
+#: The diagnosis models that failed at a point (``[sweep] diagnose``): point, scenario_hash, model, error.
+MODEL_FAILURES = "model_failures.csv"
 
 
 @contextmanager
@@ -232,10 +244,11 @@ def run_sweep(sweep: Sweep, out: Path, *, executor: Executor | None = None,
     """Run every point not finished yet; return the table of all finished points (also ``out/sweep.csv``).
 
     A point that fails (its error, any kind) is recorded in ``out/failed.csv`` and the others go on; rerunning
-    the sweep retries it.  ``table.attrs["counts"]`` holds how many points are done (``done``: finished, this
-    run or before), ``ran`` (this run), ``failed`` and ``skipped`` (already finished before this run).  The
-    folder is locked (:func:`sweep_lock`) while the sweep runs.  ``bar`` shows a tqdm progress bar (k/N points,
-    ETA) on stderr.
+    the sweep retries it.  A diagnosis model that fails at a point is recorded in ``out/model_failures.csv``
+    (``table.attrs["model_failures"]``).  ``table.attrs["counts"]`` holds how many points are done (``done``:
+    finished, this run or before), ``ran`` (this run), ``failed`` and ``skipped`` (already finished before this
+    run).  The folder is locked (:func:`sweep_lock`) while the sweep runs.  ``bar`` shows a tqdm progress bar (k/N
+    points, ETA) on stderr.
 
     Interrupted (Ctrl-C, SIGTERM: a :class:`KeyboardInterrupt`), the sweep starts no more points, stops the
     running ones (their folders are removed), writes ``sweep.csv`` of the finished points with
@@ -344,16 +357,19 @@ def _write_tables(sweep: Sweep, out: Path, runs: Path, failures: list[dict[str, 
         if summary_file.exists():
             summary = read_json(summary_file, "summary.json", 16 << 20, "run the sweep again")
             rows.append({**_row(pt, summary), **details(runs / pt.key, figures)})
-    table = pd.DataFrame(rows)
+    # no point finished (interrupted early): the header alone, so the table still reads as the sweep's
+    table = pd.DataFrame(rows) if rows else pd.DataFrame(columns=[*(k for k, _ in sweep.points[0].values),
+                                                                   "scenario_hash", "makespan"])
     if sweep.diagnose and say is not None:  # diagnosis scores per point (issue 24); not when interrupted
         table = add_scores(table, sweep.points, runs, sweep.diagnose, say)
     failed_csv = out / "failed.csv"
     try:
         _write_csv(table, out / "sweep.csv")
-        if failures:
-            _write_csv(pd.DataFrame(failures), failed_csv)
-        else:
-            failed_csv.unlink(missing_ok=True)
+        for path, rows_of in ((failed_csv, failures), (out / MODEL_FAILURES, table.attrs.get("model_failures"))):
+            if rows_of:
+                _write_csv(pd.DataFrame(rows_of), path)
+            else:
+                path.unlink(missing_ok=True)
     except OSError as exc:
         raise write_error(exc, out, "sweep folder") from None
     return table, failed_csv

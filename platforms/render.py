@@ -194,7 +194,8 @@ def _layout(model: PlatformModel, n_ranks: int, ranks_per_node: int | None, node
                          f"{n_nodes} nodes requested, but {model.name} has only {model.max_nodes} "
                          "(machine.max_nodes)",
                          f"use at most {model.max_nodes * rpn} ranks at {rpn} per node "
-                         f"(at most {model.max_nodes * cores} with {cores} per node)")
+                         f"(at most {model.max_nodes * cores} with {cores} per node)" if nodes is None else
+                         f"use nodes <= {model.max_nodes}")
     if n_nodes * rpn < n_ranks:
         raise InputError(model.name, "n_ranks",
                          f"{n_ranks} ranks do not fit on {n_nodes} nodes x {rpn} ranks per node",

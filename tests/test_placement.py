@@ -87,6 +87,21 @@ def test_double_listed_node_with_one_slot_is_refused() -> None:
         prepare(_scenario({"placement": "nodes", "placement_nodes": [3, 300, 3, 301]}))  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(("scenario", "platform", "field", "words"), [
+    ({"ranks": 4}, {"name": "dawning_5000a", "ranks_per_node": 100}, "platform.ranks_per_node", "16 rank slots"),
+    ({"ranks": 17}, {"name": "okita_myrinet"}, "scenario.ranks", "need 17 nodes, but okita_myrinet has only 16"),
+    ({"ranks": 4}, {"name": "okita_myrinet", "nodes": 40}, "platform.nodes", "use nodes <= 16"),
+])
+def test_a_layout_that_does_not_fit_names_the_scenario_file_and_key(scenario: dict[str, object],
+                                                                   platform: dict[str, object], field: str,
+                                                                   words: str) -> None:
+    sc = from_mapping({"scenario": {"name": "fit", **scenario}, "platform": platform,
+                       "application": {"kind": "stencil", "steps": 1}}, "fit.toml")
+    with pytest.raises(InputError) as exc:
+        prepare(sc)
+    assert (exc.value.file, exc.value.field) == ("fit.toml", field) and words in str(exc.value)
+
+
 @pytest.mark.simgrid
 def test_run_writes_placement_csv(tmp_path: Path) -> None:
     res = run(_scenario({"placement": "nodes", "placement_nodes": [3, 300, 4, 301]})).result  # type: ignore[arg-type]

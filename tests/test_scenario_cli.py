@@ -64,6 +64,21 @@ def test_simulation_section_errors(tmp_path):
         assert info.value.field == field and words in info.value.problem, line
 
 
+def test_an_application_alltoall_algorithm_the_ranks_cannot_run_names_its_key(tmp_path):
+    text = ('[scenario]\nname = "f"\nranks = 6\n[platform]\nname = "dawning_5000a"\n'
+            '[application]\nkind = "fft"\nalltoall_algorithm = "pair"\n')
+    with pytest.raises(InputError) as info:
+        load_scenario(write(tmp_path, text))
+    assert info.value.field == "application.alltoall_algorithm" and "power-of-two" in info.value.problem
+
+
+def test_a_scenario_saved_with_a_byte_order_mark_reads_as_without(tmp_path):
+    plain = load_scenario(write(tmp_path, GOOD))
+    p = tmp_path / "bom.toml"
+    p.write_bytes(b"\xef\xbb\xbf" + GOOD.encode())
+    assert load_scenario(p).hash() == plain.hash()
+
+
 def test_syntax_and_missing_file_errors(tmp_path):
     with pytest.raises(InputError, match=r"\(syntax\): not valid TOML"):
         load_scenario(write(tmp_path, "[scenario\nranks = 4\n"))

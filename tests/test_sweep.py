@@ -8,6 +8,9 @@ import pytest
 from scenario_files import scenario_toml
 
 from waitlab.errors import InputError
+from waitlab.experiments import sweep as sweep_module
+from waitlab.experiments.report.sweep_plots import plot_sweep_folder
+from waitlab.experiments.scenario import load_scenario
 from waitlab.experiments.sweep import load_sweep, run_sweep
 
 BASE = scenario_toml("tiny", 4, 'kind = "stencil"\nsteps = 2', seed=3, platform="deepcomp_7000")
@@ -35,6 +38,35 @@ def test_bad_sweeps_are_reported(tmp_path):
         load_sweep(make(tmp_path, '"scenario.ranks" = 4'))
     with pytest.raises(InputError, match=r"sweep\.executr: unknown key"):
         load_sweep(make(tmp_path, '"scenario.ranks" = [4]', '[sweep]\nexecutr = "dask"\n'))
+
+
+def test_a_sweep_interrupted_before_any_point_keeps_the_tables_header(tmp_path):
+    sw = load_sweep(make(tmp_path, '"scenario.seed" = [1, 2]'))
+    out = tmp_path / "out"
+    (out / "runs").mkdir(parents=True)
+    stopped = sweep_module._interrupted(sw, out, out / "runs", [], KeyboardInterrupt(), 2)
+    assert "0 of 2 points finished" in str(stopped)
+    assert (out / "sweep.csv").read_text().splitlines() == ["scenario.seed,scenario_hash,makespan"]
+    with pytest.raises(InputError, match=r"no point finished: the sweep was interrupted before the first"):
+        plot_sweep_folder(out)
+
+
+def test_a_scheduler_implies_the_dask_executor(tmp_path):
+    sw = load_sweep(make(tmp_path, '"scenario.seed" = [1]', '[sweep]\nscheduler = "tcp://127.0.0.1:1"\n'))
+    assert (sw.executor, sw.scheduler) == ("dask", "tcp://127.0.0.1:1")
+    with pytest.raises(InputError, match=r"sweep\.scheduler: only used with the dask executor"):
+        load_sweep(make(tmp_path, '"scenario.seed" = [1]', '[sweep]\nexecutor = "local"\nscheduler = "tcp://h:1"\n'))
+
+
+def test_a_scenario_given_as_sweep_and_a_sweep_given_as_scenario_say_so(tmp_path):
+    sweep = make(tmp_path, '"scenario.seed" = [1, 2]')
+    with pytest.raises(InputError, match=r"base\.toml: \(file\): is a scenario, not a sweep file .*waitlab run"):
+        load_sweep(tmp_path / "base.toml")
+    with pytest.raises(InputError, match=r"sweep\.toml: \(file\): is a sweep file .*waitlab sweep"):
+        load_scenario(sweep)
+    (tmp_path / "again.toml").write_text('base = "sweep.toml"\n[grid]\n"scenario.seed" = [1]\n')
+    with pytest.raises(InputError, match=r"is a sweep file"):  # a sweep whose base is a sweep
+        load_sweep(tmp_path / "again.toml")
 
 
 @pytest.mark.simgrid

@@ -44,7 +44,8 @@ def test_a_bad_point_fails_alone_with_its_own_message(tmp_path: Path, capsys: py
     with open(out / "failed.csv") as fh:
         failed = list(csv.DictReader(fh))
     assert [r["platform.name"] for r in failed] == ["okita_myrinet"]
-    assert "64 ranks at 1 per node need 64 nodes, but okita_myrinet has only 16" in failed[0]["error"]
+    assert "fft.toml: scenario.ranks: 64 ranks at 1 per node need 64 nodes, but okita_myrinet has only 16" in \
+        failed[0]["error"]
     assert "\n" not in failed[0]["error"]
     folders = [p.name for p in (out / "runs").iterdir()]
     assert folders == [done[0]["scenario_hash"]], folders  # the failed point left nothing

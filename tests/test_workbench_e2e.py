@@ -99,3 +99,10 @@ def test_sweep_with_diagnose_adds_score_columns(user_dir: Path, tmp_path: Path) 
     assert (table["cwpdm.top1"] == 1.0).all() and (table["profile.top1"] == 0.0).all()
     assert main(["plot", str(out), "-q"]) == 0
     assert (out / "sweep.png").stat().st_size > 0
+    assert not (out / "model_failures.csv").exists()
+    # a model that fails at every point: its scores are empty, each failure is a row, the command exits 1
+    assert main(["sweep", str(user_dir / "sw.toml"), "-o", str(out), "--model", "mymodels:broken", "-q"]) == 1
+    failed = pd.read_csv(out / "model_failures.csv")
+    assert failed["model"].tolist() == ["mymodels:broken"] * 2
+    assert failed["error"].str.contains("raised RuntimeError: not written yet").all()
+    assert pd.read_csv(out / "sweep.csv")["mymodels:broken.top1"].isna().all()

@@ -105,7 +105,14 @@ def _sweep(sub: Any) -> None:
                 _say(args, table.to_string(index=False, float_format=lambda x: f"{x:.6g}"))
             _say(args, f"sweep table written to {out}/sweep.csv\nnext: waitlab plot {out}   # each result "
                  "against a swept key, a line per value of the others")
-        return 0 if len(table) == len(sw.points) else 3
+        if len(table) != len(sw.points):
+            return 3
+        failed = table.attrs.get("model_failures") or []
+        if failed:  # a model that failed is an error of the command (docs/workbench.md), its table is written
+            print(f"waitlab: {len(failed)} diagnosis(es) failed (model, point): {out}/model_failures.csv",
+                  file=sys.stderr)
+            return 1
+        return 0
 
     p.set_defaults(func=go)
 

@@ -160,6 +160,7 @@ def read_toml(path: str | Path, what: str = "scenario") -> dict[str, Any]:
         path = "(stdin)"
     else:
         text = read_text(path, what, MAX_TOML_BYTES)
+    text = text.removeprefix("\ufeff")  # a byte-order mark (Windows editors write one): not TOML, and not content
     if "\0" in text:
         raise InputError(str(path), "(syntax)", "holds NUL bytes: not a TOML text file", f"give a {what} .toml file")
     if text.count("[") + text.count("{") > MAX_DEPTH and toml_text_depth(text) > MAX_DEPTH:

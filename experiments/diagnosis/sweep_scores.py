@@ -35,7 +35,8 @@ def add_scores(table: pd.DataFrame, points: Sequence[Any], runs: Path, models: S
     """``table`` (one row per finished point, ``scenario_hash`` column) with the diagnosis score columns.
 
     ``points`` are the sweep's :class:`~waitlab.experiments.sweep.SweepPoint` objects; a model that fails on
-    a point leaves n/a there and one line through ``say``.
+    a point leaves n/a there, one line through ``say`` and a row of ``attrs["model_failures"]`` (``point``,
+    ``scenario_hash``, ``model``, ``error``).
     """
     if not len(table) or not models:
         return table
@@ -43,6 +44,7 @@ def add_scores(table: pd.DataFrame, points: Sequence[Any], runs: Path, models: S
     root = Path(cache) if cache is not None else default_cache_dir().parent
     by_key = {pt.key: pt for pt in points}
     cols: dict[str, list[float]] = {c: [] for c in score_columns([s.key for s in specs])}
+    failures: list[dict[str, str]] = []
     for key in table["scenario_hash"]:
         pt = by_key[str(key)]
         label = ", ".join(f"{k}={v}" for k, v in pt.values)
@@ -51,12 +53,16 @@ def add_scores(table: pd.DataFrame, points: Sequence[Any], runs: Path, models: S
         for msg in oc.notes:
             say(f"diagnosis at {label}: {msg}")
         for row in oc.rows:
+            if row.get("error"):
+                failures.append({"point": label, "scenario_hash": str(key), "model": row["model"],
+                                 "error": row["error"]})
             for s in SWEEP_SCORES:
                 v = row.get(s, math.nan)
                 cols[f"{row['model']}.{s}"].append(float(v) if v is not None else math.nan)
     out = table.copy()
     for c, v in cols.items():
         out[c] = v
+    out.attrs["model_failures"] = failures
     return out
 
 

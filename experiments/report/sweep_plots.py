@@ -19,6 +19,7 @@ from matplotlib.lines import Line2D
 
 from waitlab.errors import InputError
 from waitlab.experiments.report.palette import SERIES, distinct
+from waitlab.experiments.run_folder import INCOMPLETE
 
 #: Results drawn by default (those present), then every ``<op>_time`` column and the diagnosis scores.
 DEFAULT_RESULTS = ("makespan", "total_wait", "max_rank_wait")
@@ -141,6 +142,9 @@ def _read_table(folder: Path) -> pd.DataFrame:
     except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError, OSError) as exc:
         raise InputError(str(csv), "(file)", f"is not a sweep table: {str(exc).splitlines()[0] if str(exc) else exc}",
                          "re-run `waitlab sweep` to rewrite the table") from None
+    if "scenario_hash" in table.columns and not len(table) and (Path(folder) / INCOMPLETE).is_file():
+        raise InputError(str(csv), "(rows)", "no point finished: the sweep was interrupted before the first",
+                         "run the same `waitlab sweep` command again: it runs the missing points")
     if "scenario_hash" not in table.columns or not len(table):
         raise InputError(str(csv), "scenario_hash", "is missing or the table is empty",
                          "re-run `waitlab sweep` to rewrite the table")
