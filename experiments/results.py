@@ -36,7 +36,7 @@ from waitlab.models.analysis.metrics import ledger_frame, ledger_table
 from waitlab.models.analysis.summary import placement_text, rank_budget
 from waitlab.models.analysis.timeline_check import impossible_line
 from waitlab.models.ops import CAUSE_KINDS, Ledger, OpTable
-from waitlab.readers import read_json
+from waitlab.readers import path_argument, read_json
 from waitlab.simulator.chrome_trace import CHROME_SUMMARY_EVENTS, write_chrome_trace
 from waitlab.simulator.export import ROW_GROUP_ROWS, parquet_options, read_table, repeating_columns, write_table
 from waitlab.simulator.timeline import ROW_REFERENCES, SCHEMA_VERSION
@@ -351,7 +351,7 @@ def load_run(folder: str | Path, trust_edited: bool = False) -> LoadedRun:
     ``trust_edited`` reads a folder whose record is missing or whose files changed anyway; the reason is then
     in ``edited`` and in ``metadata["trust_edited"]``, which every output made from the run carries.
     """
-    folder = Path(folder)
+    folder = path_argument(folder, "folder", "results folder")
     run_json = folder / "run.json"
     if not folder.is_dir() or not run_json.is_file():
         raise InputError(str(folder), "(folder)", "is not a results folder of `waitlab run` (no run.json)",
@@ -417,7 +417,8 @@ def load_events(path: Path, trust_edited: bool = False) -> pd.DataFrame:
     try:
         ev = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
     except Exception as exc:  # pyarrow/pandas raise many kinds
-        raise InputError(str(path), "(file)", f"cannot be read as an event table: {exc}",
+        said = " ".join(str(exc).split())  # pandas' parser errors span lines
+        raise InputError(str(path), "(file)", f"cannot be read as an event table: {said[:300]}",
                          "use events.parquet or events.csv from a waitlab results folder") from None
     need = ("rank", "seq", "kind", "op", "enter", "exit", "match")
     missing = [c for c in need if c not in ev.columns]

@@ -46,7 +46,7 @@ from waitlab.experiments.schema import (
 from waitlab.models.apps.alltoall import check_alltoall_algorithm, check_alltoall_point
 from waitlab.models.apps.imbalance import RankSelection
 from waitlab.models.apps.registry import params_from_mapping
-from waitlab.readers import MAX_TOML_BYTES
+from waitlab.readers import MAX_TOML_BYTES, not_a_file, path_argument
 from waitlab.readers import read_toml as read_toml
 
 #: Maximum size of a scenario or sweep file read (bytes): larger files are refused before parsing.
@@ -223,7 +223,7 @@ def from_mapping(data: Mapping[str, Any], file: str = "<scenario>") -> Scenario:
     if platform.name.endswith(".toml") and not Path(platform.name).is_absolute() and not file.startswith("<"):
         platform = platform.model_copy(update={"name": str((Path(file).parent / platform.name).resolve())})
     if is_platform_path(platform.name) and not Path(platform.name).is_file():
-        raise InputError(file, "platform.name", f"platform file {platform.name} does not exist",
+        raise InputError(file, "platform.name", f"platform file {platform.name} {not_a_file(Path(platform.name))}",
                          "paths are relative to the scenario file; or use a built-in name (waitlab platforms)")
     if platform.name == RECORDED and kind_of(data) != RECORDED:
         raise InputError(file, "platform.name", f"{RECORDED!r} is the platform of a recorded run only "
@@ -326,7 +326,8 @@ def _check_imbalance_ranks(params: Any, ranks: int, file: str) -> None:
 
 def as_scenario(scenario: Scenario | str | Path) -> Scenario:
     """``scenario`` itself, or the scenario of the TOML file it names (:func:`load_scenario`)."""
-    return scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
+    return scenario if isinstance(scenario, Scenario) else load_scenario(path_argument(scenario, "scenario",
+                                                                                      "scenario TOML file"))
 
 
 def load_scenario(path: str | Path) -> Scenario:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -70,6 +71,13 @@ def test_an_application_alltoall_algorithm_the_ranks_cannot_run_names_its_key(tm
     with pytest.raises(InputError) as info:
         load_scenario(write(tmp_path, text))
     assert info.value.field == "application.alltoall_algorithm" and "power-of-two" in info.value.problem
+
+
+def test_a_platform_path_that_is_a_folder_says_so(tmp_path):
+    data = tomllib.loads(GOOD)
+    data["platform"]["name"] = str(tmp_path)
+    with pytest.raises(InputError, match=rf"platform\.name: platform file {tmp_path} is a folder"):
+        from_mapping(data, str(tmp_path / "s.toml"))
 
 
 def test_a_scenario_saved_with_a_byte_order_mark_reads_as_without(tmp_path):

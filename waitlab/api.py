@@ -21,6 +21,7 @@ from waitlab.experiments.scenario import Scenario, as_scenario, load_scenario
 from waitlab.experiments.stage import prepare
 from waitlab.lazy import Deferred, lazy_attributes
 from waitlab.platforms import PLATFORM_ALIASES, describe_platform, list_platforms, load_platform, render_platform
+from waitlab.readers import path_argument
 from waitlab.simulator.doctor import doctor
 from waitlab.simulator.progress import reporting
 
@@ -145,13 +146,17 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, force
     if smpi_progress is not None:
         with reporting(smpi_progress):
             return run(scenario, out, force=force, png=png, check_resources=check_resources, say=say)
+    if not isinstance(force, bool):  # force="no" must not replace a folder
+        raise InputError("(python call)", "force", f"must be True or False, got {force!r}", "pass force=True to "
+                         "replace a results folder of waitlab's, else leave it out")
+    folder = path_argument(out, "out", "results folder") if out is not None else None
     sc = as_scenario(scenario)
     prep = prepare(sc)  # once: the estimate and the run share it
     est = preflight(prep, say=say, check=check_resources)
-    if out is None:
+    if folder is None:
         result = _pipeline.run(sc, prep=prep)
     else:
-        with results_folder(Path(out), force) as partial:
+        with results_folder(folder, force) as partial:
             paje = partial / "smpi.paje" if sc.simulation.paje else None
             result = _pipeline.run(sc, paje_file=paje, prep=prep)
             _results.write_run(result, partial, png=png)

@@ -36,6 +36,7 @@ from waitlab.experiments.results import LoadedRun, load_run
 from waitlab.experiments.run_folder import RESULTS_ROOT, check_output_folder, default_output, seal
 from waitlab.experiments.sweep import Sweep, load_sweep, run_sweep
 from waitlab.experiments.writer import check_picture_path, guarded_output
+from waitlab.readers import path_argument
 
 __all__ = [
     "EXPORT_FORMATS",
@@ -86,7 +87,7 @@ def diagnose(source: str | Path | LoadedRun, *, executor: Executor | None = None
     if cache is not None and Path(cache).exists() and not Path(cache).is_dir():
         raise InputError(str(cache), "--cache", "is a file, not a folder", "pass a folder for the counterfactual "
                          "cache (it is created when missing)")
-    src = source if isinstance(source, LoadedRun) else Path(source)
+    src = source if isinstance(source, LoadedRun) else path_argument(source, "source", "results folder or scenario")
     if executor is not None:
         return diagnose_path(src, executor=executor, **kwargs)
     # waitlab's own worker processes: no __main__ guard needed (scripts, stdin, notebooks), Ctrl-C stops them
@@ -119,7 +120,8 @@ def export(run_folder: str | Path, formats: tuple[str, ...] = ("otf2",),
     ``formats`` are names of :data:`EXPORT_FORMATS`; returns ``format -> written path``.  ``trust_edited``
     exports a folder whose integrity record is missing or whose files changed (the exports' metadata say so).
     """
-    with guarded_output(Path(out) if out is not None else Path(run_folder), "export folder"):
+    folder = path_argument(run_folder, "run_folder", "results folder")
+    with guarded_output(path_argument(out, "out", "export folder") if out is not None else folder, "export folder"):
         return export_run(run_folder, formats, out, trust_edited)
 
 

@@ -8,6 +8,7 @@ and program sources, so that every reader says the same thing the same way.
 from __future__ import annotations
 
 import json
+import os
 import re
 import stat
 import sys
@@ -24,6 +25,27 @@ MAX_DEPTH = 64
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 #: What of a TOML text holds no nesting: multi-line, basic and literal strings, comments.
 _TOML_INERT = re.compile(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'[^\'\n]*\'|#[^\n]*')
+
+
+def path_argument(value: object, name: str, what: str) -> Path:
+    """``value`` as a :class:`~pathlib.Path`, or one :class:`InputError` naming the argument ``name`` when a Python
+    caller passed something else (a number, ``None``, a dict) or the text of a file instead of its path.
+
+    >>> path_argument("runs/a", "folder", "results folder")
+    PosixPath('runs/a')
+    >>> path_argument(5, "folder", "results folder")
+    Traceback (most recent call last):
+    ...
+    waitlab.errors.InputError: (python call): folder: must be the path of a results folder (str or pathlib.Path), \
+got int (fix: pass the results folder's path)
+    """
+    if isinstance(value, str) and "\n" in value:
+        raise InputError("(python call)", name, f"is a text of {len(value.splitlines())} lines, not the path of a "
+                         f"{what}", "save the text to a file and pass the file's path")
+    if not isinstance(value, str | os.PathLike):
+        raise InputError("(python call)", name, f"must be the path of a {what} (str or pathlib.Path), got "
+                         f"{type(value).__name__}", f"pass the {what}'s path")
+    return Path(value)
 
 
 def not_a_file(path: Path) -> str:

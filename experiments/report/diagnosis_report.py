@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from waitlab.errors import InputError
 from waitlab.experiments.diagnosis.diagnose import Diagnosis
 from waitlab.experiments.diagnosis.groundtruth import cache_use
 from waitlab.experiments.report.critical_report import critical_path_dict, critical_path_markdown
@@ -32,6 +33,9 @@ def _num(x: float, unit: str = "") -> str:
 
 def to_markdown(diag: Diagnosis) -> str:
     """The human-readable report."""
+    if not isinstance(diag, Diagnosis):
+        raise InputError("(python call)", "diag", f"must be a Diagnosis (what waitlab.diagnose returns), got "
+                         f"{type(diag).__name__}", "pass the result of waitlab.diagnose(RUNDIR)")
     b = diag.baseline
     name = diag.scenario.name if diag.scenario is not None else diag.metadata.get("scenario", "?")
     lines = [f"# Diagnosis of `{name}`", ""]
