@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -12,6 +14,7 @@ from waitlab.models.analysis import waitstates as W
 from waitlab.models.analysis.rma_epochs import has_rma
 from waitlab.models.analysis.summary import rank_budget
 from waitlab.models.analysis.waitstates import make_events, wait_states
+from waitlab.simulator.export import read_table, write_table
 
 
 def test_late_sender_clipped_to_time_in_receive():
@@ -181,3 +184,14 @@ def test_one_wait_per_blocking_operation_is_its_latest_partner(rows: list[tuple[
         if w > W.EPSILON and (b not in want or w > want[b][0]):
             want[b] = (w, p)
     assert got == [(b, w, p) for b, (w, p) in sorted(want.items())]
+
+
+def test_a_table_with_call_names_and_no_wait_writes_its_waits(tmp_path: Path) -> None:
+    # a program's sendrecv with no wait: the op column of the (empty) wait table still holds strings for Arrow
+    ev = make_events(rank=[0, 1], op=["send", "recv"], enter=[1.0, 2.0], exit=[1.0, 2.0], match=[0, 0], done=[0, 1],
+                     peer=[1, 0])
+    ev["call"] = pd.Categorical(["MPI_Sendrecv", "MPI_Sendrecv"])
+    waits = wait_states(ev)
+    assert len(waits) == 0
+    write_table(waits, tmp_path / "waits.parquet", {})
+    assert read_table(tmp_path / "waits.parquet")[0].columns.tolist() == waits.columns.tolist()

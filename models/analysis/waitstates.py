@@ -293,6 +293,8 @@ def call_ops(events: pd.DataFrame, rows: npt.NDArray[np.int64]) -> pd.Categorica
     >>> call_ops(ev, np.array([0, 1])).tolist()
     ['sendRecv', 'recv']
     """
+    if rows.size == 0:  # no wait: an empty column of strings, as the op column's (Arrow has no type for nothing)
+        return pd.Categorical.from_codes(np.zeros(0, np.int8), categories=pd.Index([], dtype=str))
     spelled = {a.lower(): a for a in ACTIONS}
     op = pd.Categorical(events["op"].to_numpy()[rows])
     call = pd.Categorical(events["call"].to_numpy()[rows])
