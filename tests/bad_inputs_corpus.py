@@ -327,7 +327,8 @@ SWEEP_FIELDS = [
     ("executor-bad", 'base = "base.toml"\n[grid]\n"scenario.ranks" = [4]\n[sweep]\nexecutor = "slurm"\n',
      "sweep.executor"),
     ("name-escape", 'base = "base.toml"\n[grid]\n"scenario.ranks" = [4]\n[sweep]\nname = "../x"\n', "sweep.name"),
-    ("scheduler-local", 'base = "base.toml"\n[grid]\n"scenario.ranks" = [4]\n[sweep]\nscheduler = "tcp://h:1"\n',
+    ("scheduler-local", 'base = "base.toml"\n[grid]\n"scenario.ranks" = [4]\n[sweep]\nexecutor = "local"\n'
+                        'scheduler = "tcp://h:1"\n',
      "scheduler"),
     ("sweep-not-table", 'base = "base.toml"\nsweep = 3\n[grid]\n"scenario.ranks" = [4]\n', "sweep"),
     ("grid-not-table", 'base = "base.toml"\ngrid = [1, 2]\n', "grid"),

@@ -39,6 +39,7 @@ Examples
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Protocol
@@ -218,7 +219,7 @@ def blame_problems(frame: Any, run: RunData, wait: float | None = None) -> list[
         imp = pd.to_numeric(frame["improvement"], errors="coerce").to_numpy(float)
         if not np.isfinite(imp).all():
             out.append("has an improvement column that is not a finite number in every row")
-    explains = explains_problem(frame.attrs)
+    explains = explains_problem(frame.attrs, run.waits["op"].astype(str).unique() if "op" in run.waits else ())
     if explains:
         out.append(explains)
     total = run.total_wait if wait is None else wait
@@ -236,11 +237,12 @@ def _not_strings(col: pd.Series) -> bool:
     return pd.api.types.infer_dtype(col, skipna=False) not in ("string", "empty")
 
 
-def explains_problem(attrs: dict[Any, Any]) -> str:
+def explains_problem(attrs: dict[Any, Any], waited_in: Iterable[str] = ()) -> str:
     """What is wrong with the wait a model's output says it explains (``attrs``; '' when nothing).
 
-    ``explains`` is ``"total_wait"`` (the default) or ``"considered_wait:OP+OP"`` naming MPI operations of the event
-    table's ``op`` column; ``explains_wait``, when given, a finite number of seconds >= 0.
+    ``explains`` is ``"total_wait"`` (the default) or ``"considered_wait:OP+OP"`` naming MPI operations (of the event
+    table's vocabulary, or ``waited_in``: the ``op`` column of the run's wait table, which names a program's calls as
+    it made them, ``sendrecv_replace``); ``explains_wait``, when given, a finite number of seconds >= 0.
 
     >>> explains_problem({"explains": "considered_wait:allreduce+waitall", "explains_wait": 2.0})
     ''
@@ -254,7 +256,8 @@ def explains_problem(attrs: dict[Any, Any]) -> str:
         if ops is None:
             return (f"says it explains {explains!r}: attrs['explains'] is 'total_wait' (the default) or "
                     "'considered_wait:OP+OP' (MPI operations of the event table, e.g. considered_wait:allreduce)")
-        unknown = [o for o in ops if o not in MPI_ACTIONS]
+        known = set(MPI_ACTIONS) | set(waited_in)
+        unknown = [o for o in ops if o not in known]
         if unknown:
             return (f"says it explains {explains!r}, naming {', '.join(repr(o) if not o else o for o in unknown)}, "
                     "which is no MPI operation of the event table")

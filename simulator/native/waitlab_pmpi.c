@@ -13,6 +13,9 @@
  * and the call site (return address relative to the program's load address).
  * Region markers (waitlab.h) are records too.  Action codes are the WL_*
  * constants of waitlab_actions.h, generated from waitlab.models.vocabulary.
+ * Polls (MPI_Test* that complete nothing, MPI_Request_get_status, MPI_Iprobe, MPI_Probe) are held back until the
+ * next call (waitlab_pmpi_poll.c): the call right after them that completes or receives what they polled for
+ * enters when the first poll did; otherwise they become one `test` record of their own (MPI time).
  *
  * Injection schedule (WAITLAB_SCHEDULE=<dir>, file s<rank>.bin, 32-byte records
  * {int64 anchor, int32 code, int32 phase, float64 value, float64 value2}, in
@@ -92,6 +95,8 @@ typedef struct {
   double value, value2;
   int64_t serial;         /* nonblocking collective: the rank's request serial (1, 2, ...) */
   double t_post0, t_post1; /* nonblocking collective: its post call (MPI_I<collective>) */
+  long long* vec;          /* nonblocking reduce-scatter: bytes each member receives (n_vec of them, heap), else NULL */
+  int n_vec;
 } wl_req_t;
 
 /* A persistent request's template (MPI_Send_init, ..., MPI_Recv_init): started by MPI_Start(all). */
@@ -312,10 +317,24 @@ static void wl_post_hook(void)
     wl_run_items(wl_anchor, 1);
 }
 
-#define WL_PRE()                                                                                                       \
+static void wl_poll_flush(void); /* waitlab_pmpi_poll.c: writes a pending run of failed polls as a record */
+
+/* Whether injected items are due before the next anchor (phase 0). */
+static int wl_items_due(void) { return wl_next_item < wl_n_items && wl_items[wl_next_item].anchor <= wl_anchor; }
+
+/* The injected items due before the next anchor. */
+#define WL_RUN_ITEMS()                                                                                                 \
   do {                                                                                                                 \
     if (wl_next_item < wl_n_items)                                                                                     \
       wl_run_items(wl_anchor, 0);                                                                                      \
+  } while (0)
+
+/* Before a recorded call or region marker: a pending run of failed polls is recorded first (it is the anchor before
+ * this one), then the injected items due before this anchor run. */
+#define WL_PRE()                                                                                                       \
+  do {                                                                                                                 \
+    wl_poll_flush();                                                                                                   \
+    WL_RUN_ITEMS();                                                                                                    \
   } while (0)
 
 static void wl_load_schedule(void)
@@ -346,8 +365,10 @@ static void wl_load_schedule(void)
 
 #include "waitlab_pmpi_count.c"
 #include "waitlab_pmpi_comms.c"
+#include "waitlab_pmpi_poll.c"
 #include "waitlab_pmpi_p2p.c"
 #include "waitlab_pmpi_coll.c"
+#include "waitlab_pmpi_f.c"
 
 /* ---- generated wrappers: sends, scalar collectives (blocking and nonblocking), C and Fortran ------------------ */
 

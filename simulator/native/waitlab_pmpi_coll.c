@@ -7,27 +7,32 @@
 #define WL_COLL(code, peer, comm, v, v2)                                                                               \
   wl_push((code), t0_, wl_now(), (peer), 0, wl_comm_id(comm), (v), (v2), -1, wl_site(ra_), 0)
 
-static void wl_vector(int64_t op, int n, const int* scounts, MPI_Datatype stype, const int* rcounts,
-                      MPI_Datatype rtype, double* ssum, double* rsum)
+/* Bytes of counts[i] elements of types[i] (types NULL: of type dt) for i < n, on the heap; NULL counts: NULL. */
+static long long* wl_count_bytes(int n, const int* counts, MPI_Datatype dt, const MPI_Datatype* types)
 {
-  int ssize = 0, rsize = 0;
-  if (scounts && stype != MPI_DATATYPE_NULL)
-    PMPI_Type_size(stype, &ssize);
-  if (rcounts && rtype != MPI_DATATYPE_NULL)
-    PMPI_Type_size(rtype, &rsize);
-  *ssum = *rsum = 0;
-  wl_text(&wl_vec, &wl_vec_len, &wl_vec_cap, "%lld %d", (long long)op, n);
+  if (counts == NULL)
+    return NULL;
+  long long* b = wl_malloc(sizeof(long long) * (size_t)(n > 0 ? n : 1));
   for (int i = 0; i < n; i++) {
-    long long b = scounts ? (long long)scounts[i] * ssize : 0;
-    *ssum += (double)b;
-    wl_text(&wl_vec, &wl_vec_len, &wl_vec_cap, " %lld", b);
+    MPI_Datatype t = types ? types[i] : dt;
+    int size = 0;
+    if (t != MPI_DATATYPE_NULL)
+      PMPI_Type_size(t, &size);
+    b[i] = (long long)counts[i] * size;
   }
-  for (int i = 0; i < n; i++) {
-    long long b = rcounts ? (long long)rcounts[i] * rsize : 0;
-    *rsum += (double)b;
-    wl_text(&wl_vec, &wl_vec_len, &wl_vec_cap, " %lld", b);
-  }
-  wl_text(&wl_vec, &wl_vec_len, &wl_vec_cap, "\n");
+  return b;
+}
+
+/* A v-collective record with per-member bytes sbytes/rbytes (NULL: the scalar sscalar/rscalar instead). */
+static int64_t wl_vcoll_bytes(int code, double t0, const void* ra, int peer, MPI_Comm comm, int n,
+                              const long long* sbytes, const long long* rbytes, double sscalar, double rscalar)
+{
+  int64_t op = wl_push(code, t0, wl_now(), peer, 0, wl_comm_id(comm), 0.0, 0.0, -1, wl_site(ra), 0);
+  double ssum, rsum;
+  wl_vector_bytes(op, n, sbytes, rbytes, &ssum, &rsum);
+  wl_args[op].value = sbytes ? ssum : sscalar;
+  wl_args[op].value2 = rbytes ? rsum : rscalar;
+  return op;
 }
 
 static int64_t wl_vcoll(int code, double t0, const void* ra, int peer, MPI_Comm comm, const int* scounts,
@@ -35,11 +40,11 @@ static int64_t wl_vcoll(int code, double t0, const void* ra, int peer, MPI_Comm 
 {
   int n;
   PMPI_Comm_size(comm, &n);
-  int64_t op = wl_push(code, t0, wl_now(), peer, 0, wl_comm_id(comm), 0.0, 0.0, -1, wl_site(ra), 0);
-  double ssum, rsum;
-  wl_vector(op, n, scounts, stype, rcounts, rtype, &ssum, &rsum);
-  wl_args[op].value = scounts ? ssum : sscalar;
-  wl_args[op].value2 = rcounts ? rsum : rscalar;
+  long long* sb = wl_count_bytes(n, scounts, stype, NULL);
+  long long* rb = wl_count_bytes(n, rcounts, rtype, NULL);
+  int64_t op = wl_vcoll_bytes(code, t0, ra, peer, comm, n, sb, rb, sscalar, rscalar);
+  free(sb);
+  free(rb);
   return op;
 }
 
@@ -91,15 +96,64 @@ int MPI_Allgatherv(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf,
   return rc;
 }
 
+/* A reduce-scatter record: vocabulary value = bytes of the whole reduced vector (sum of rcounts), value2 = flops
+ * (not measured); the per-member counts as a v-collective's receive counts. */
+static void wl_reduce_scatter(double t0, const void* ra, MPI_Comm comm, const int* rcounts, MPI_Datatype dt)
+{
+  int64_t op = wl_vcoll(WL_REDUCESCATTER, t0, ra, -1, comm, NULL, dt, rcounts, dt, 0.0, 0.0);
+  wl_args[op].value = wl_args[op].value2;
+  wl_args[op].value2 = 0.0;
+}
+
 int MPI_Reduce_scatter(const void* sbuf, void* rbuf, const int* rcounts, MPI_Datatype dt, MPI_Op op, MPI_Comm comm)
 {
   WL_BEGIN();
   int rc = PMPI_Reduce_scatter(sbuf, rbuf, rcounts, dt, op, comm);
+  if (wl_on && rc == MPI_SUCCESS)
+    wl_reduce_scatter(t0_, ra_, comm, rcounts, dt);
+  return rc;
+}
+
+/* rcount of every member of comm (heap). */
+static int* wl_equal_counts(MPI_Comm comm, int rcount)
+{
+  int n;
+  PMPI_Comm_size(comm, &n);
+  int* counts = wl_malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
+  for (int i = 0; i < n; i++)
+    counts[i] = rcount;
+  return counts;
+}
+
+/* MPI_Reduce_scatter_block: a reduce-scatter whose members all receive rcount elements. */
+int MPI_Reduce_scatter_block(const void* sbuf, void* rbuf, int rcount, MPI_Datatype dt, MPI_Op op, MPI_Comm comm)
+{
+  WL_BEGIN();
+  int rc = PMPI_Reduce_scatter_block(sbuf, rbuf, rcount, dt, op, comm);
   if (wl_on && rc == MPI_SUCCESS) {
-    /* vocabulary: value = bytes of the whole reduced vector (sum of rcounts), value2 = flops (not measured) */
-    int64_t op = wl_vcoll(WL_REDUCESCATTER, t0_, ra_, -1, comm, NULL, dt, rcounts, dt, 0.0, 0.0);
-    wl_args[op].value = wl_args[op].value2;
-    wl_args[op].value2 = 0.0;
+    int* counts = wl_equal_counts(comm, rcount);
+    wl_reduce_scatter(t0_, ra_, comm, counts, dt);
+    free(counts);
+  }
+  return rc;
+}
+
+/* MPI_Alltoallw: an alltoallv whose per-peer bytes come from each peer's datatype (MPI_IN_PLACE: sends what it
+ * receives). */
+int MPI_Alltoallw(const void* sbuf, const int* scounts, const int* sdispls, const MPI_Datatype* stypes, void* rbuf,
+                  const int* rcounts, const int* rdispls, const MPI_Datatype* rtypes, MPI_Comm comm)
+{
+  WL_BEGIN();
+  int rc = PMPI_Alltoallw(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm);
+  if (wl_on && rc == MPI_SUCCESS) {
+    int n;
+    PMPI_Comm_size(comm, &n);
+    int in_place = sbuf == MPI_IN_PLACE;
+    long long* sb = wl_count_bytes(n, in_place ? rcounts : scounts, MPI_DATATYPE_NULL, in_place ? rtypes : stypes);
+    long long* rb = wl_count_bytes(n, rcounts, MPI_DATATYPE_NULL, rtypes);
+    wl_vcoll_bytes(WL_ALLTOALLV, t0_, ra_, -1, comm, n, sb, rb, 0.0, 0.0);
+    free(sb);
+    free(rb);
   }
   return rc;
 }
@@ -134,6 +188,41 @@ static void wl_f_ibarrier(int* comm_f, int* req_f, int* ierr)
   *ierr = wl_ibarrier(PMPI_Comm_f2c(*comm_f), &req);
   if (*ierr == MPI_SUCCESS)
     *req_f = PMPI_Request_c2f(req);
+}
+
+/* Nonblocking reduce-scatters: recorded as `reducescatter` by the call that completes them, like the other
+ * nonblocking collectives (its times: the wait is booked to the collective's pattern), with their per-member counts
+ * kept until then.  The replay has no nonblocking reduce-scatter: a capture replays it blocking at its completion. */
+int MPI_Ireduce_scatter(const void* sbuf, void* rbuf, const int* rcounts, MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
+                        MPI_Request* req)
+{
+  double tp_ = wl_post_clock();
+  int rc = PMPI_Ireduce_scatter(sbuf, rbuf, rcounts, dt, op, comm, req);
+  if (wl_on && rc == MPI_SUCCESS) {
+    int n;
+    PMPI_Comm_size(comm, &n);
+    long long* rb = wl_count_bytes(n, rcounts, dt, NULL);
+    wl_coll_add_vec((uintptr_t)*req, WL_REDUCESCATTER, comm, rb, tp_, wl_now());
+    free(rb);
+  }
+  return rc;
+}
+
+int MPI_Ireduce_scatter_block(const void* sbuf, void* rbuf, int rcount, MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
+                              MPI_Request* req)
+{
+  double tp_ = wl_post_clock();
+  int rc = PMPI_Ireduce_scatter_block(sbuf, rbuf, rcount, dt, op, comm, req);
+  if (wl_on && rc == MPI_SUCCESS) {
+    int n;
+    PMPI_Comm_size(comm, &n);
+    int* counts = wl_equal_counts(comm, rcount);
+    long long* rb = wl_count_bytes(n, counts, dt, NULL);
+    wl_coll_add_vec((uintptr_t)*req, WL_REDUCESCATTER, comm, rb, tp_, wl_now());
+    free(rb);
+    free(counts);
+  }
+  return rc;
 }
 
 /* Nonblocking v-collectives are refused: their per-peer counts would have to be kept until completion. */
@@ -171,6 +260,14 @@ int MPI_Iallgatherv(const void* a, int b, MPI_Datatype c, void* d, const int* e,
   if (wl_on)
     WL_REFUSE("MPI_Iallgatherv");
   return PMPI_Iallgatherv(a, b, c, d, e, f, g, h, i);
+}
+
+int MPI_Ialltoallw(const void* a, const int* b, const int* c, const MPI_Datatype* d, void* e, const int* f,
+                   const int* g, const MPI_Datatype* h, MPI_Comm i, MPI_Request* j)
+{
+  if (wl_on)
+    WL_REFUSE("MPI_Ialltoallw");
+  return PMPI_Ialltoallw(a, b, c, d, e, f, g, h, i, j);
 }
 
 /* ---- Fortran bindings: wrap SMPI's own, found with dlsym(RTLD_NEXT) -------------------------------------------- */
@@ -226,13 +323,13 @@ typedef void (*wl_f_recv_t)(void*, int*, int*, int*, int*, int*, MPI_Status*, in
 void mpi_recv_(void* buf, int* count, int* dt, int* src, int* tag, int* comm, MPI_Status* status, int* ierr)
 {
   WL_REAL(real, wl_f_recv_t, "mpi_recv_");
-  WL_BEGIN();
+  MPI_Comm c = PMPI_Comm_f2c(*comm);
+  WL_BEGIN_KEEP(*src != MPI_PROC_NULL && wl_poll_keeps_msg(c, *src, *tag));
   MPI_Status own;
   MPI_Status* st = wl_fstatus_ignored(status) ? &own : status;
   real(buf, count, dt, src, tag, comm, st, ierr);
   if (wl_on && *ierr == MPI_SUCCESS && *src != MPI_PROC_NULL) {
-    MPI_Comm c = PMPI_Comm_f2c(*comm);
-    wl_push(WL_RECV, t0_, wl_now(), wl_world(c, st->MPI_SOURCE), st->MPI_TAG, wl_comm_id(c),
+    wl_push(WL_RECV, wl_poll_take(t0_), wl_now(), wl_world(c, st->MPI_SOURCE), st->MPI_TAG, wl_comm_id(c),
             wl_bytes(*count, PMPI_Type_f2c(*dt)), 0.0, -1, wl_site(ra_), 0);
   }
 }
@@ -264,7 +361,7 @@ void mpi_sendrecv_(void* sbuf, int* scount, int* stype, int* dst, int* stag, voi
   real(sbuf, scount, stype, dst, stag, rbuf, rcount, rtype, src, rtag, comm, st, ierr);
   if (wl_on && *ierr == MPI_SUCCESS)
     wl_sendrecv(t0_, ra_, *scount, PMPI_Type_f2c(*stype), *dst, *stag, *rcount, PMPI_Type_f2c(*rtype), *src,
-                PMPI_Comm_f2c(*comm), st);
+                PMPI_Comm_f2c(*comm), st, wl_sendrecv_name());
 }
 
 typedef void (*wl_f_wait_t)(int*, MPI_Status*, int*);
@@ -273,33 +370,28 @@ typedef void (*wl_f_waitall_t)(int*, int*, MPI_Status*, int*);
 void mpi_wait_(int* req, MPI_Status* status, int* ierr)
 {
   WL_REAL(real, wl_f_wait_t, "mpi_wait_");
-  WL_BEGIN();
   uintptr_t key = wl_fkey(*req);
+  WL_BEGIN_KEEP(wl_poll_keeps_reqs(1, &key));
   MPI_Status own;
   MPI_Status* st = wl_fstatus_ignored(status) ? &own : status;
   real(req, st, ierr);
-  if (wl_on && *ierr == MPI_SUCCESS) {
-    wl_req_t r;
-    int found = wl_req_take(key, &r);
-    if (found)
-      wl_resolve(&r, st, MPI_COMM_WORLD);
-    wl_record_completion(found, &r, t0_, wl_now(), wl_site(ra_));
-  }
+  if (wl_on && *ierr == MPI_SUCCESS)
+    wl_completed_one(key, st, wl_poll_take(t0_), ra_);
 }
 
 void mpi_waitall_(int* count, int* reqs, MPI_Status* statuses, int* ierr)
 {
   WL_REAL(real, wl_f_waitall_t, "mpi_waitall_");
-  WL_BEGIN();
   int n = *count > 0 ? *count : 1;
   uintptr_t* keys = wl_malloc(sizeof(uintptr_t) * (size_t)n);
   for (int i = 0; i < *count; i++)
     keys[i] = wl_fkey(reqs[i]);
+  WL_BEGIN_KEEP(wl_poll_keeps_reqs(*count, keys));
   int ignored = statuses == NULL || (const void*)statuses == (const void*)&mpi_statuses_ignore_;
   MPI_Status* own = ignored ? wl_malloc(sizeof(MPI_Status) * (size_t)n) : NULL;
   real(count, reqs, own ? own : statuses, ierr);
   if (wl_on && *ierr == MPI_SUCCESS)
-    wl_completed(*count, keys, NULL, own ? own : statuses, t0_, ra_);
+    wl_completed(*count, keys, NULL, own ? own : statuses, wl_poll_take(t0_), ra_);
   free(keys);
   free(own);
 }

@@ -119,7 +119,7 @@ static void wl_req_add(uintptr_t key, int64_t op, int peer, int tag, int is_recv
 {
   if (key == 0)
     return;
-  wl_req_t r = {key, op, peer, tag, is_recv, unresolved, -1, -1, comm, 0.0, 0.0, 0, 0.0, 0.0};
+  wl_req_t r = {key, op, peer, tag, is_recv, unresolved, -1, -1, comm, 0.0, 0.0, 0, 0.0, 0.0, NULL, 0};
   wl_req_insert(&r);
 }
 
@@ -131,8 +131,10 @@ static double wl_post_clock(void)
     smpi_bench_end();
     smpi_bench_begin();
   }
-  if (wl_on)
+  if (wl_on) {
     wl_charge_counted();
+    wl_poll_flush(); /* a run of failed polls before the post is MPI time of its own */
+  }
   return wl_now();
 }
 
@@ -141,8 +143,47 @@ static void wl_coll_add(uintptr_t key, int code, int root, int cid, double value
 {
   if (key == 0)
     return;
-  wl_req_t r = {key, -1, root, 0, 0, 0, code, cid, MPI_COMM_NULL, value, value2, ++wl_nbc_serial, t0, t1};
+  wl_req_t r = {key, -1, root, 0, 0, 0, code, cid, MPI_COMM_NULL, value, value2, ++wl_nbc_serial, t0, t1, NULL, 0};
   wl_req_insert(&r);
+}
+
+/* A nonblocking reduce-scatter of comm posted over [t0, t1], each member receiving rbytes[i] bytes: recorded as a
+ * `reducescatter` (value: the bytes of the reduced vector) when it completes, with its per-member counts. */
+static void wl_coll_add_vec(uintptr_t key, int code, MPI_Comm comm, const long long* rbytes, double t0, double t1)
+{
+  if (key == 0)
+    return;
+  int n;
+  PMPI_Comm_size(comm, &n);
+  long long* vec = wl_malloc(sizeof(long long) * (size_t)(n > 0 ? n : 1));
+  double sum = 0.0;
+  for (int i = 0; i < n; i++) {
+    vec[i] = rbytes[i];
+    sum += (double)rbytes[i];
+  }
+  wl_req_t r = {key, -1, -1, 0, 0, 0, code, wl_comm_id(comm), MPI_COMM_NULL, sum, 0.0, ++wl_nbc_serial, t0, t1, vec,
+                n};
+  wl_req_insert(&r);
+}
+
+/* The per-peer byte counts of v-collective record `op` (r<rank>.vec: "op n s_0..s_n-1 r_0..r_n-1"; NULL: zeros);
+ * their sums to *ssum and *rsum. */
+static void wl_vector_bytes(int64_t op, int n, const long long* sbytes, const long long* rbytes, double* ssum,
+                            double* rsum)
+{
+  *ssum = *rsum = 0;
+  wl_text(&wl_vec, &wl_vec_len, &wl_vec_cap, "%lld %d", (long long)op, n);
+  for (int i = 0; i < n; i++) {
+    long long b = sbytes ? sbytes[i] : 0;
+    *ssum += (double)b;
+    wl_text(&wl_vec, &wl_vec_len, &wl_vec_cap, " %lld", b);
+  }
+  for (int i = 0; i < n; i++) {
+    long long b = rbytes ? rbytes[i] : 0;
+    *rsum += (double)b;
+    wl_text(&wl_vec, &wl_vec_len, &wl_vec_cap, " %lld", b);
+  }
+  wl_text(&wl_vec, &wl_vec_len, &wl_vec_cap, "\n");
 }
 
 /* Remove and return the pending request with this key (0 if unknown): O(1). */
@@ -194,12 +235,26 @@ static void wl_resolve(wl_req_t* r, const MPI_Status* st, MPI_Comm comm)
   r->unresolved = 0;
 }
 
-static void wl_record_completion(int found, wl_req_t* r, double t0, double t1, uint64_t site)
+/* The record of a completed nonblocking collective over [t0, t1] (tag: its serial, or 0), and the post it had (tag >
+ * 0: r<rank>.nbc, so a capture posts it where the program did) or its per-member counts (a reduce-scatter: the
+ * replay has no nonblocking form of it, so a capture replays it blocking at this completion). */
+static void wl_coll_completed(wl_req_t* r, int tag, double t0, double t1, uint64_t site)
 {
-  if (found && r->coll >= 0) { /* a nonblocking collective: its wait is the collective's (Scalasca) */
-    wl_push(r->coll, t0, t1, r->peer, (int)r->serial, r->cid, r->value, r->value2, -1, site, 0);
+  int64_t op = wl_push(r->coll, t0, t1, r->peer, tag, r->cid, r->value, r->value2, -1, site, 0);
+  if (r->vec != NULL) {
+    double ssum, rsum;
+    wl_vector_bytes(op, r->n_vec, NULL, r->vec, &ssum, &rsum);
+    free(r->vec);
+    r->vec = NULL;
+  } else if (tag > 0) {
     wl_text(&wl_nbc, &wl_nbc_len, &wl_nbc_cap, "%lld %.17g %.17g\n", (long long)r->serial, r->t_post0, r->t_post1);
   }
+}
+
+static void wl_record_completion(int found, wl_req_t* r, double t0, double t1, uint64_t site)
+{
+  if (found && r->coll >= 0) /* a nonblocking collective: its wait is the collective's (Scalasca) */
+    wl_coll_completed(r, (int)r->serial, t0, t1, site);
   else if (found)
     wl_push(WL_WAIT, t0, t1, r->peer, r->tag, 0, 0.0, r->is_recv ? 1.0 : 0.0, -1, site, 0);
   else /* a request waitlab does not track (persistent, collective, null): kept as a 'test' */

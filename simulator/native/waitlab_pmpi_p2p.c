@@ -5,8 +5,11 @@
 /* ---- C bindings ----------------------------------------------------------------------------------------------- */
 
 /* smpi_bench_end() charges the program's computation since the last MPI call (computation = "measured") before the
- * clock is read, so it is booked as compute, not inside this call; smpi_bench_begin() restarts the benchmark. */
-#define WL_BEGIN()                                                                                                     \
+ * clock is read, so it is booked as compute, not inside this call; smpi_bench_begin() restarts the benchmark.
+ * KEEP (evaluated after that charge): whether this call continues or may end the pending run of failed polls
+ * (waitlab_pmpi_poll.c); any other call records the run first, and so does one before which injected items are due
+ * (none are while a run is pending: they ran before its first poll, the anchor has not moved since). */
+#define WL_BEGIN_KEEP(KEEP)                                                                                            \
   const void* ra_ = __builtin_return_address(0);                                                                       \
   if (wl_on) {                                                                                                         \
     if (wl_measured) {                                                                                                 \
@@ -14,9 +17,13 @@
       smpi_bench_begin();                                                                                              \
     }                                                                                                                  \
     wl_charge_counted();                                                                                               \
-    WL_PRE();                                                                                                          \
+    if (!(KEEP) || wl_items_due())                                                                                     \
+      wl_poll_flush();                                                                                                 \
+    WL_RUN_ITEMS();                                                                                                    \
   }                                                                                                                    \
   double t0_ = wl_now()
+
+#define WL_BEGIN() WL_BEGIN_KEEP(0)
 
 int MPI_Init(int* argc, char*** argv)
 {
@@ -52,16 +59,18 @@ static int wl_p2p_send(int code, const void* ra, double t0, int count, MPI_Datat
                       wl_site(ra), 0);
 }
 
+/* A blocking receive right after probes of its message enters when the first probe did (waitlab_pmpi_poll.c): the
+ * time the rank waited in MPI_Probe or an MPI_Iprobe loop is this receive's, a late sender's wait. */
 int MPI_Recv(void* buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm comm, MPI_Status* status)
 {
-  WL_BEGIN();
+  WL_BEGIN_KEEP(src != MPI_PROC_NULL && wl_poll_keeps_msg(comm, src, tag));
   MPI_Status own;
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &own : status;
   int rc = PMPI_Recv(buf, count, dt, src, tag, comm, st);
   if (wl_on && rc == MPI_SUCCESS && src != MPI_PROC_NULL) {
     int got = 0;
     PMPI_Get_count(st, MPI_BYTE, &got);
-    wl_push(WL_RECV, t0_, wl_now(), wl_world(comm, st->MPI_SOURCE), st->MPI_TAG, wl_comm_id(comm),
+    wl_push(WL_RECV, wl_poll_take(t0_), wl_now(), wl_world(comm, st->MPI_SOURCE), st->MPI_TAG, wl_comm_id(comm),
             got != MPI_UNDEFINED && got >= 0 ? (double)got : wl_bytes(count, dt), 0.0, -1, wl_site(ra_), 0);
   }
   return rc;
@@ -82,14 +91,13 @@ int MPI_Irecv(void* buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm 
 }
 
 /* A sendrecv, recorded as isend + irecv + waitall (which is how SMPI runs it); the receive's bytes as received.
- * The three records carry the name "MPI_Sendrecv" (a region name id; MPI records otherwise have none), so the
- * outputs name the call the program made (the event table's `call` column). */
+ * The three records carry the call's name `call` ("MPI_Sendrecv": a region name id; MPI records otherwise have
+ * none), so the outputs name the call the program made (the event table's `call` column).
+ * With MPI_PROC_NULL on both sides nothing is sent or received: one `test` record (a waitall of no request would
+ * complete the rank's pending requests in the matching). */
 static void wl_sendrecv(double t0, const void* ra, int scount, MPI_Datatype stype, int dst, int stag, int rcount,
-                        MPI_Datatype rtype, int src, MPI_Comm comm, MPI_Status* st)
+                        MPI_Datatype rtype, int src, MPI_Comm comm, MPI_Status* st, int call)
 {
-  static int call = -1;
-  if (call < 0)
-    call = wl_name_id("MPI_Sendrecv");
   double t1 = wl_now();
   int cid = wl_comm_id(comm);
   uint64_t site = wl_site(ra);
@@ -102,7 +110,17 @@ static void wl_sendrecv(double t0, const void* ra, int scount, MPI_Datatype styp
                        : wl_bytes(rcount, rtype);
     wl_push(WL_IRECV, t0, t0, wl_world(comm, st->MPI_SOURCE), st->MPI_TAG, cid, bytes, 0.0, call, site, 0);
   }
-  wl_push(WL_WAITALL, t0, t1, -1, 0, cid, 0.0, 0.0, call, site, 0);
+  wl_push(dst == MPI_PROC_NULL && src == MPI_PROC_NULL ? WL_TEST : WL_WAITALL, t0, t1, -1, 0, cid, 0.0, 0.0, call,
+          site, 0);
+}
+
+/* Call name ids of the sendrecvs (per rank: SMPI privatizes this file's static data). */
+static int wl_sendrecv_name(void)
+{
+  static int id = -1;
+  if (id < 0)
+    id = wl_name_id("MPI_Sendrecv");
+  return id;
 }
 
 int MPI_Sendrecv(const void* sbuf, int scount, MPI_Datatype stype, int dst, int stag, void* rbuf, int rcount,
@@ -113,50 +131,77 @@ int MPI_Sendrecv(const void* sbuf, int scount, MPI_Datatype stype, int dst, int 
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &own : status;
   int rc = PMPI_Sendrecv(sbuf, scount, stype, dst, stag, rbuf, rcount, rtype, src, rtag, comm, st);
   if (wl_on && rc == MPI_SUCCESS)
-    wl_sendrecv(t0_, ra_, scount, stype, dst, stag, rcount, rtype, src, comm, st);
+    wl_sendrecv(t0_, ra_, scount, stype, dst, stag, rcount, rtype, src, comm, st, wl_sendrecv_name());
   return rc;
+}
+
+/* MPI_Sendrecv_replace: a sendrecv of one buffer (SMPI runs it as a sendrecv through a temporary buffer), recorded
+ * as MPI_Sendrecv is, call name included: the outputs name its operation as the vocabulary's (sendRecv). */
+int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype dt, int dst, int stag, int src, int rtag, MPI_Comm comm,
+                         MPI_Status* status)
+{
+  WL_BEGIN();
+  MPI_Status own;
+  MPI_Status* st = status == MPI_STATUS_IGNORE ? &own : status;
+  int rc = PMPI_Sendrecv_replace(buf, count, dt, dst, stag, src, rtag, comm, st);
+  if (wl_on && rc == MPI_SUCCESS)
+    wl_sendrecv(t0_, ra_, count, dt, dst, stag, count, dt, src, comm, st, wl_sendrecv_name());
+  return rc;
+}
+
+/* ---- completions and polls ------------------------------------------------------------------------------------
+ * A completion call right after failed polls of one of its requests takes their run (waitlab_pmpi_poll.c): its
+ * record enters when the first poll did.  A poll that completes nothing continues or starts the run. */
+
+/* The handles of reqs[0..count), before the call changes them (completed requests become MPI_REQUEST_NULL). */
+static uintptr_t* wl_keys(int count, const MPI_Request* reqs)
+{
+  uintptr_t* keys = wl_malloc(sizeof(uintptr_t) * (size_t)(count > 0 ? count : 1));
+  for (int i = 0; i < count; i++)
+    keys[i] = (uintptr_t)reqs[i];
+  return keys;
+}
+
+/* One request completed by a call (Wait, Waitany, Test, Testany): its completion record over [t0, now]. */
+static void wl_completed_one(uintptr_t key, MPI_Status* st, double t0, const void* ra)
+{
+  wl_req_t r;
+  int found = wl_req_take(key, &r);
+  if (found)
+    wl_resolve(&r, st, MPI_COMM_WORLD);
+  wl_record_completion(found, &r, t0, wl_now(), wl_site(ra));
 }
 
 int MPI_Wait(MPI_Request* req, MPI_Status* status)
 {
-  WL_BEGIN();
   uintptr_t key = req ? (uintptr_t)*req : 0;
+  WL_BEGIN_KEEP(wl_poll_keeps_reqs(1, &key));
   MPI_Status own;
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &own : status;
   int rc = PMPI_Wait(req, st);
-  if (wl_on && rc == MPI_SUCCESS) {
-    wl_req_t r;
-    int found = wl_req_take(key, &r);
-    if (found)
-      wl_resolve(&r, st, MPI_COMM_WORLD);
-    wl_record_completion(found, &r, t0_, wl_now(), wl_site(ra_));
-  }
+  if (wl_on && rc == MPI_SUCCESS)
+    wl_completed_one(key, st, wl_poll_take(t0_), ra_);
   return rc;
 }
 
 int MPI_Waitany(int count, MPI_Request reqs[], int* index, MPI_Status* status)
 {
-  WL_BEGIN();
-  uintptr_t* keys = wl_malloc(sizeof(uintptr_t) * (size_t)(count > 0 ? count : 1));
-  for (int i = 0; i < count; i++)
-    keys[i] = (uintptr_t)reqs[i];
+  uintptr_t* keys = wl_keys(count, reqs);
+  WL_BEGIN_KEEP(wl_poll_keeps_reqs(count, keys));
   MPI_Status own;
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &own : status;
   int rc = PMPI_Waitany(count, reqs, index, st);
-  if (wl_on && rc == MPI_SUCCESS && *index != MPI_UNDEFINED) {
-    wl_req_t r;
-    int found = wl_req_take(keys[*index], &r);
-    if (found)
-      wl_resolve(&r, st, MPI_COMM_WORLD);
-    wl_record_completion(found, &r, t0_, wl_now(), wl_site(ra_));
-  }
+  if (wl_on && rc == MPI_SUCCESS && *index != MPI_UNDEFINED)
+    wl_completed_one(keys[*index], st, wl_poll_take(t0_), ra_);
   free(keys);
   return rc;
 }
 
 /* Requests `keys[idx[j]]` (j < n; idx NULL: all) completed by one call: one waitall record for the point-to-point
  * ones (which requests it completed is known from the event table: every request not completed by its own wait),
- * then one record of each nonblocking collective it completed. */
+ * then one record of each nonblocking collective it completed.  A call that completed no request waitlab tracks
+ * (null or untracked requests only) is a `test`: a waitall of no request would complete the rank's pending requests
+ * in the matching. */
 static void wl_completed(int n, const uintptr_t* keys, const int* idx, MPI_Status* st, double t0, const void* ra)
 {
   int p2p = 0, colls = 0;
@@ -177,14 +222,14 @@ static void wl_completed(int n, const uintptr_t* keys, const int* idx, MPI_Statu
   double t1 = wl_now();
   uint64_t site = wl_site(ra);
   if (p2p || !colls)
-    wl_push(WL_WAITALL, t0, t1, -1, 0, 0, 0.0, 0.0, -1, site, 0);
+    wl_push(p2p ? WL_WAITALL : WL_TEST, t0, t1, -1, 0, 0, 0.0, 0.0, -1, site, 0);
   for (int c = 0; c < colls; c++)
-    wl_push(coll[c].coll, t0, t1, coll[c].peer, 0, coll[c].cid, coll[c].value, coll[c].value2, -1, site, 0);
+    wl_coll_completed(&coll[c], 0, t0, t1, site);
   free(coll);
 }
 
-/* Requests completed by a call that may complete only some of them (Waitsome): one completion record per request,
- * the first with the call's times, the others at its exit, so each is matched to its own request. */
+/* Requests completed by a call that may complete only some of them (Waitsome, Testsome): one completion record per
+ * request, the first with the call's times, the others at its exit, so each is matched to its own request. */
 static void wl_completed_each(int n, const uintptr_t* keys, const int* idx, MPI_Status* st, double t0, const void* ra)
 {
   double t1 = wl_now();
@@ -205,15 +250,13 @@ static void wl_completed_each(int n, const uintptr_t* keys, const int* idx, MPI_
 
 int MPI_Waitall(int count, MPI_Request reqs[], MPI_Status statuses[])
 {
-  WL_BEGIN();
+  uintptr_t* keys = wl_keys(count, reqs);
+  WL_BEGIN_KEEP(wl_poll_keeps_reqs(count, keys));
   size_t n = (size_t)(count > 0 ? count : 1);
-  uintptr_t* keys = wl_malloc(sizeof(uintptr_t) * n);
   MPI_Status* own = statuses == MPI_STATUSES_IGNORE ? wl_malloc(sizeof(MPI_Status) * n) : NULL;
-  for (int i = 0; i < count; i++)
-    keys[i] = (uintptr_t)reqs[i];
   int rc = PMPI_Waitall(count, reqs, own ? own : statuses);
   if (wl_on && rc == MPI_SUCCESS)
-    wl_completed(count, keys, NULL, own ? own : statuses, t0_, ra_);
+    wl_completed(count, keys, NULL, own ? own : statuses, wl_poll_take(t0_), ra_);
   free(keys);
   free(own);
   return rc;
@@ -221,53 +264,124 @@ int MPI_Waitall(int count, MPI_Request reqs[], MPI_Status statuses[])
 
 int MPI_Waitsome(int incount, MPI_Request reqs[], int* outcount, int indices[], MPI_Status statuses[])
 {
-  WL_BEGIN();
+  uintptr_t* keys = wl_keys(incount, reqs);
+  WL_BEGIN_KEEP(wl_poll_keeps_reqs(incount, keys));
   size_t n = (size_t)(incount > 0 ? incount : 1);
-  uintptr_t* keys = wl_malloc(sizeof(uintptr_t) * n);
-  for (int i = 0; i < incount; i++)
-    keys[i] = (uintptr_t)reqs[i];
   MPI_Status* own = statuses == MPI_STATUSES_IGNORE ? wl_malloc(sizeof(MPI_Status) * n) : NULL;
   MPI_Status* st = own ? own : statuses;
   int rc = PMPI_Waitsome(incount, reqs, outcount, indices, st);
   if (wl_on && rc == MPI_SUCCESS && *outcount != MPI_UNDEFINED)
-    wl_completed_each(*outcount, keys, indices, st, t0_, ra_);
+    wl_completed_each(*outcount, keys, indices, st, wl_poll_take(t0_), ra_);
   free(keys);
   free(own);
   return rc;
 }
 
+/* A test that completes a request is recorded as the wait completing it (a request waitlab does not track: `test`);
+ * one that completes nothing is a poll.  A null request is neither. */
 int MPI_Test(MPI_Request* req, int* flag, MPI_Status* status)
 {
-  WL_BEGIN();
   uintptr_t key = req ? (uintptr_t)*req : 0;
+  WL_BEGIN_KEEP(wl_poll_keeps_reqs(1, &key));
   MPI_Status own;
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &own : status;
   int rc = PMPI_Test(req, flag, st);
-  if (wl_on && rc == MPI_SUCCESS && *flag && key != 0) {
-    /* only a test that completes a request is recorded (as the wait completing it) */
-    wl_req_t r;
-    int found = wl_req_take(key, &r);
-    if (found) {
-      wl_resolve(&r, st, MPI_COMM_WORLD);
-      wl_record_completion(found, &r, t0_, wl_now(), wl_site(ra_));
-    }
+  if (wl_on && rc == MPI_SUCCESS && key != 0) {
+    if (*flag)
+      wl_completed_one(key, st, wl_poll_take(t0_), ra_);
+    else
+      wl_poll_reqs(t0_, wl_now(), 1, &key, wl_site(ra_));
   }
+  return rc;
+}
+
+int MPI_Testany(int count, MPI_Request reqs[], int* index, int* flag, MPI_Status* status)
+{
+  uintptr_t* keys = wl_keys(count, reqs);
+  WL_BEGIN_KEEP(wl_poll_keeps_reqs(count, keys));
+  MPI_Status own;
+  MPI_Status* st = status == MPI_STATUS_IGNORE ? &own : status;
+  int rc = PMPI_Testany(count, reqs, index, flag, st);
+  if (wl_on && rc == MPI_SUCCESS) {
+    if (*flag && *index != MPI_UNDEFINED)
+      wl_completed_one(keys[*index], st, wl_poll_take(t0_), ra_);
+    else if (!*flag)
+      wl_poll_reqs(t0_, wl_now(), count, keys, wl_site(ra_));
+  }
+  free(keys);
   return rc;
 }
 
 int MPI_Testall(int count, MPI_Request reqs[], int* flag, MPI_Status statuses[])
 {
-  WL_BEGIN();
+  uintptr_t* keys = wl_keys(count, reqs);
+  WL_BEGIN_KEEP(wl_poll_keeps_reqs(count, keys));
   size_t n = (size_t)(count > 0 ? count : 1);
-  uintptr_t* keys = wl_malloc(sizeof(uintptr_t) * n);
   MPI_Status* own = statuses == MPI_STATUSES_IGNORE ? wl_malloc(sizeof(MPI_Status) * n) : NULL;
-  for (int i = 0; i < count; i++)
-    keys[i] = (uintptr_t)reqs[i];
   int rc = PMPI_Testall(count, reqs, flag, own ? own : statuses);
-  if (wl_on && rc == MPI_SUCCESS && *flag)
-    wl_completed(count, keys, NULL, own ? own : statuses, t0_, ra_);
+  if (wl_on && rc == MPI_SUCCESS) {
+    if (*flag)
+      wl_completed(count, keys, NULL, own ? own : statuses, wl_poll_take(t0_), ra_);
+    else
+      wl_poll_reqs(t0_, wl_now(), count, keys, wl_site(ra_));
+  }
   free(keys);
   free(own);
+  return rc;
+}
+
+int MPI_Testsome(int incount, MPI_Request reqs[], int* outcount, int indices[], MPI_Status statuses[])
+{
+  uintptr_t* keys = wl_keys(incount, reqs);
+  WL_BEGIN_KEEP(wl_poll_keeps_reqs(incount, keys));
+  size_t n = (size_t)(incount > 0 ? incount : 1);
+  MPI_Status* own = statuses == MPI_STATUSES_IGNORE ? wl_malloc(sizeof(MPI_Status) * n) : NULL;
+  MPI_Status* st = own ? own : statuses;
+  int rc = PMPI_Testsome(incount, reqs, outcount, indices, st);
+  if (wl_on && rc == MPI_SUCCESS && *outcount != MPI_UNDEFINED) {
+    if (*outcount > 0)
+      wl_completed_each(*outcount, keys, indices, st, wl_poll_take(t0_), ra_);
+    else
+      wl_poll_reqs(t0_, wl_now(), incount, keys, wl_site(ra_));
+  }
+  free(keys);
+  free(own);
+  return rc;
+}
+
+/* MPI_Request_get_status completes nothing (the request stays to be waited for or freed), whatever its flag: a poll
+ * of the request (SMPI 3.32 may even say flag = 1 before the message arrived). */
+int MPI_Request_get_status(MPI_Request req, int* flag, MPI_Status* status)
+{
+  uintptr_t key = (uintptr_t)req;
+  WL_BEGIN_KEEP(wl_poll_keeps_reqs(1, &key));
+  int rc = PMPI_Request_get_status(req, flag, status);
+  if (wl_on && rc == MPI_SUCCESS && key != 0)
+    wl_poll_reqs(t0_, wl_now(), 1, &key, wl_site(ra_));
+  return rc;
+}
+
+/* Probes: a probe that found a message is ended by the blocking receive of it right after (MPI_Recv enters when the
+ * first probe did); else the probes are MPI time of their own, a `test` record (waitlab_pmpi_poll.c). */
+int MPI_Iprobe(int src, int tag, MPI_Comm comm, int* flag, MPI_Status* status)
+{
+  WL_BEGIN_KEEP(src != MPI_PROC_NULL && wl_poll_keeps_msg(comm, src, tag));
+  MPI_Status own;
+  MPI_Status* st = status == MPI_STATUS_IGNORE ? &own : status;
+  int rc = PMPI_Iprobe(src, tag, comm, flag, st);
+  if (wl_on && rc == MPI_SUCCESS && src != MPI_PROC_NULL)
+    wl_poll_probe(t0_, wl_now(), comm, src, tag, *flag ? st : NULL, wl_site(ra_));
+  return rc;
+}
+
+int MPI_Probe(int src, int tag, MPI_Comm comm, MPI_Status* status)
+{
+  WL_BEGIN_KEEP(src != MPI_PROC_NULL && wl_poll_keeps_msg(comm, src, tag));
+  MPI_Status own;
+  MPI_Status* st = status == MPI_STATUS_IGNORE ? &own : status;
+  int rc = PMPI_Probe(src, tag, comm, st);
+  if (wl_on && rc == MPI_SUCCESS && src != MPI_PROC_NULL)
+    wl_poll_probe(t0_, wl_now(), comm, src, tag, st, wl_site(ra_));
   return rc;
 }
 
