@@ -141,10 +141,20 @@ def completions(ops: OpTable, match: npt.NDArray[np.int64]) -> npt.NDArray[np.in
     pending = nb[done[nb] < 0]
     if pending.size:
         wa = np.flatnonzero(ops.code == CODE["waitall"])
-        # next waitall on the same rank: global row order is (rank, seq)
-        p = np.searchsorted(wa, pending)
-        valid = p < wa.size
-        p2 = np.minimum(p, max(wa.size - 1, 0))
-        same_rank = valid & (wa.size > 0) & (ops.rank[wa[p2]] == ops.rank[pending]) if wa.size else valid & False
-        done[pending[same_rank]] = wa[p2[same_rank]]
+        # a waitall named after a call (a program's MPI_Sendrecv: isend, irecv, waitall) completes only that call's
+        # requests, right before it; every other request goes to the next waitall of the program's own
+        own = ops.name[pending] >= 0
+        for rows, candidates in ((pending[own], wa), (pending[~own], wa[ops.name[wa] < 0])):
+            done[rows] = _next_on_rank(ops, rows, candidates)
     return done
+
+
+def _next_on_rank(ops: OpTable, rows: npt.NDArray[np.int64], candidates: npt.NDArray[np.int64]
+                  ) -> npt.NDArray[np.int64]:
+    """The first of ``candidates`` after each of ``rows`` on the same rank (-1: none); rows are in (rank, seq)
+    order."""
+    if candidates.size == 0:
+        return np.full(rows.size, -1, np.int64)
+    p = np.minimum(np.searchsorted(candidates, rows), candidates.size - 1)
+    after = (candidates[p] > rows) & (ops.rank[candidates[p]] == ops.rank[rows])
+    return np.where(after, candidates[p], -1)

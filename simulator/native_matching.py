@@ -51,7 +51,7 @@ def matching_library() -> ctypes.CDLL:
                                        flags=("-O2", "-shared", "-fPIC"))))
     p, i64, i32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32
     dll.wl_links.restype = i64
-    dll.wl_links.argtypes = [*([p] * 7), i64, i32, i32, i32, *([p] * 5), i32, i32, i32, *([p] * 4)]
+    dll.wl_links.argtypes = [*([p] * 8), i64, i32, i32, i32, *([p] * 5), i32, i32, i32, *([p] * 4)]
     dll.wl_instances.restype = i64
     dll.wl_instances.argtypes = [p, p, i64, p, p, i64, p]
     return dll
@@ -65,11 +65,11 @@ def links(ops: OpTable, numpy_instances: Callable[[OpTable], npt.NDArray[np.int6
     n_comms = 1 + len(ops.comms)
     col = {c: np.ascontiguousarray(getattr(ops, c), t) for c, t in (
         ("code", np.int8), ("rank", np.int32), ("seq", np.int32), ("peer", np.int32), ("tag", np.int32),
-        ("value2", np.float64), ("comm", np.int32))}
+        ("value2", np.float64), ("comm", np.int32), ("name", np.int32))}
     match, done, inst = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
     counts = np.empty((n_comms, ops.n_ranks), np.int64)
     lib = matching_library()
-    rc = lib.wl_links(*(ptr(col[c]) for c in ("code", "rank", "seq", "peer", "tag", "value2", "comm")), n,
+    rc = lib.wl_links(*(ptr(col[c]) for c in ("code", "rank", "seq", "peer", "tag", "value2", "comm", "name")), n,
                       ops.n_ranks, n_comms, len(ACTIONS), *(ptr(x) for x in _LUTS), CODE["wait"], CODE["waitall"],
                       CODE["irecv"], ptr(match), ptr(done), ptr(inst), ptr(counts))
     if rc == _OK:

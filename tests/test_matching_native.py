@@ -6,6 +6,7 @@ case, the same event table column by column, and the numpy versions' message on 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 import numpy.typing as npt
@@ -183,3 +184,19 @@ def test_event_table_is_the_numpy_one(monkeypatch: pytest.MonkeyPatch, seed: int
     for c in want.columns:
         assert got[c].dtype == want[c].dtype, c
         pd.testing.assert_series_equal(got[c], want[c], check_exact=True)
+
+
+def test_a_sendrecvs_waitall_completes_only_its_own_requests(monkeypatch: pytest.MonkeyPatch) -> None:
+    # rank 0: an irecv (tag 5) left pending over an MPI_Sendrecv (isend, irecv, waitall: rows named after the call),
+    # then the program's own waitall; rank 1: the matching sendrecv, then the send of tag 5.  MPI's sendrecv does not
+    # complete the pending irecv: the program's waitall (row 4) does.
+    ops = _table([[("irecv", 1, 5, 0.0, 0), ("isend", 1, 1, 0.0, 0), ("irecv", 1, 2, 0.0, 0), ("waitall", -1, 0, 0, 0),
+                   ("waitall", -1, 0, 0.0, 0)],
+                  [("isend", 0, 2, 0.0, 0), ("irecv", 0, 1, 0.0, 0), ("waitall", -1, 0, 0.0, 0), ("send", 0, 5, 0, 0)]])
+    ops = replace(ops, names=("MPI_Sendrecv",), name=np.array([-1, 0, 0, 0, -1, 0, 0, 0, -1], np.int32))
+    want = _numpy_links(ops)
+    _no_fallback(monkeypatch)
+    got = native_matching.links(ops, collective_instances)
+    for g, w, what in zip(got, want, ("match", "done", "instance"), strict=True):
+        np.testing.assert_array_equal(g, w, err_msg=what)
+    assert got[1][[0, 1, 2, 5, 6]].tolist() == [4, 3, 3, 7, 7]

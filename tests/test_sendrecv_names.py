@@ -34,6 +34,44 @@ TOL = 1e-4
 PARTS = ("MPI_Waitall", "MPI_Isend", "MPI_Irecv")  # what waitlab runs, never a name the program sees
 
 
+PENDING_OVER_SENDRECV = """#include <mpi.h>
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int r, a = 0, b = 0, c = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  MPI_Request q;
+  if (r == 0) {
+    MPI_Irecv(&c, 1, MPI_INT, 1, 5, MPI_COMM_WORLD, &q);
+    MPI_Sendrecv(&a, 1, MPI_INT, 1, 1, &b, 1, MPI_INT, 1, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Waitall(1, &q, MPI_STATUSES_IGNORE);
+  } else {
+    MPI_Sendrecv(&a, 1, MPI_INT, 0, 2, &b, 1, MPI_INT, 0, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    smpi_execute_benched(0.2);
+    MPI_Send(&c, 1, MPI_INT, 0, 5, MPI_COMM_WORLD);
+  }
+  MPI_Finalize();
+  return 0;
+}
+"""
+
+
+@pytest.mark.simgrid
+@needs_smpi
+def test_a_sendrecv_does_not_complete_the_programs_pending_irecv(tmp_path: Path) -> None:
+    # rank 0's irecv (tag 5) is completed by its own MPI_Waitall, after the sendrecv: rank 1 sends at 0.2 s, so rank
+    # 0 waits 0.2 s in that waitall (late sender), none in the sendrecv (by hand)
+    (tmp_path / "p.c").write_text(PENDING_OVER_SENDRECV)
+    (tmp_path / "s.toml").write_text('[scenario]\nname = "pending"\nranks = 2\n[platform]\nname = "dawning_5000a"\n'
+                                     '[application]\nkind = "program"\nsources = ["p.c"]\n')
+    res = waitlab.run(tmp_path / "s.toml").result
+    ev, waits = res.events, res.waits
+    rows0 = ev[(ev["rank"] == 0) & (ev["kind"] == "mpi")]
+    assert rows0["op"].astype(str).tolist() == ["irecv", "isend", "irecv", "waitall", "waitall"]
+    assert int(rows0["done"].iloc[0]) == int(rows0.index[4])  # the program's waitall, not the sendrecv's
+    assert waits[["rank", "op"]].astype(str).values.tolist() == [["0", "waitall"]]
+    assert float(waits["wait"].iloc[0]) == pytest.approx(0.2, abs=TOL)
+
+
 @pytest.mark.simgrid
 @needs_smpi
 def test_program_sendrecv_is_named_mpi_sendrecv(tmp_path: Path) -> None:

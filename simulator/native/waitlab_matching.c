@@ -42,7 +42,7 @@ static int radix_sort(uint64_t* key, int64_t* row, int64_t m, int bits) {
 static int bits_of(uint64_t x) { int b = 0; while (x) { b++; x >>= 1; } return b; }
 
 int64_t wl_links(const int8_t* code, const int32_t* rank, const int32_t* seq, const int32_t* peer, const int32_t* tag,
-                 const double* value2, const int32_t* comm, int64_t n, int32_t n_ranks, int32_t n_comms, int32_t n_codes,
+                 const double* value2, const int32_t* comm, const int32_t* name, int64_t n, int32_t n_ranks, int32_t n_comms, int32_t n_codes,
                  const uint8_t* is_send, const uint8_t* is_recv, const uint8_t* is_nb, const uint8_t* is_blocking,
                  const uint8_t* is_coll, int32_t c_wait, int32_t c_waitall, int32_t c_irecv,
                  int64_t* match, int64_t* done, int64_t* coll_k, int64_t* coll_counts) {
@@ -121,16 +121,21 @@ int64_t wl_links(const int8_t* code, const int32_t* rank, const int32_t* seq, co
       else { rc = WL_FALLBACK; goto out; } /* two waits of one rank on one message: numpy's choice is unordered */
     }
   }
-  /* completions: the request's wait (same rank, same message), else the rank's next waitall */
-  int64_t next_wa = -1;
+  /* completions: the request's wait (same rank, same message), else the rank's next waitall; a waitall named after
+   * a call (a program's MPI_Sendrecv: isend, irecv, waitall) completes only that call's (named) requests */
+  int64_t next_wa = -1, next_own_wa = -1;
   for (int64_t i = n - 1; i >= 0; i--) {
-    if (i < n - 1 && rank[i] != rank[i + 1]) next_wa = -1;
-    if (code[i] == c_waitall) { next_wa = i; continue; }
+    if (i < n - 1 && rank[i] != rank[i + 1]) next_wa = next_own_wa = -1;
+    if (code[i] == c_waitall) {
+      next_wa = i;
+      if (name[i] < 0) next_own_wa = i;
+      continue;
+    }
     if (!is_nb[(uint8_t)code[i]]) continue;
     int64_t m = match[i];
     if (w0 && w0[m] >= 0 && rank[w0[m]] == rank[i]) done[i] = w0[m];
     else if (w1 && w1[m] >= 0 && rank[w1[m]] == rank[i]) done[i] = w1[m];
-    else done[i] = next_wa;
+    else done[i] = name[i] >= 0 ? next_wa : next_own_wa;
   }
 out:
   free(skey); free(srow); free(rkey); free(rrow); free(nkey); free(nrow); free(wkey); free(wrow); free(w0); free(w1);
