@@ -32,6 +32,7 @@ from waitlab.models.perturb import noise as nz
 from waitlab.models.perturb.instrumentation import Instrumentation
 from waitlab.models.perturb.stage import NoiseConfig, PerturbationConfig, PlatformFacts, TracingConfig
 from waitlab.platforms import PlatformModel
+from waitlab.platforms.machine import TIMING_PRECISION
 from waitlab.readers import read_bytes
 
 #: Largest noise signature file read (bytes).
@@ -88,8 +89,35 @@ def _signature(sec: NoiseSection, file: str) -> nz.SignatureNoise:
         raise InputError(str(path), "(content)", str(exc), "fix the noise file") from None
 
 
-def noise_config(sec: NoiseSection, file: str) -> NoiseConfig:
-    """The noise model of a validated ``[noise]`` section."""
+def _check_resolution(sec: NoiseSection, model: Any, file: str, timing_precision: float) -> None:
+    """Refuse detours SimGrid cannot resolve: shorter than its timing precision (``surf/precision``), or with less
+    than that between two periodic detours (events closer than the precision are handled together)."""
+    p = timing_precision
+    fix_p = f"or a finer [simulation] timing_precision (now {p:g} s)"
+    if isinstance(model, nz.PeriodicNoise | nz.PoissonNoise) and 0 < model.duration < p:
+        raise InputError(file, "noise.duration", f"{model.duration:g} s is shorter than the simulation's timing "
+                         f"precision ({p:g} s, simulation.timing_precision): SimGrid handles events closer than that "
+                         "together, so the detours would not be simulated as written",
+                         f"use duration >= {p:g} s (fewer, longer detours give the same noise fraction), {fix_p}")
+    gap = 1.0 / model.frequency - model.duration if isinstance(model, nz.PeriodicNoise) and model.frequency > 0 \
+        and model.duration > 0 else p
+    if gap < p:
+        raise InputError(file, "noise.frequency", f"{model.frequency:g} Hz leaves {gap:g} s between two "
+                         f"{model.duration:g} s detours, less than the simulation's timing precision ({p:g} s, "
+                         "simulation.timing_precision)", f"use a lower frequency, {fix_p}")
+    if isinstance(model, nz.SignatureNoise):
+        d = np.asarray(model.duration, float)
+        short = d[(d > 0) & (d < p)]
+        if short.size:
+            raise InputError(str(sec.file), "(content)", f"{short.size} detour(s) are shorter than the simulation's "
+                             f"timing precision ({p:g} s, simulation.timing_precision of {file}), the shortest "
+                             f"{short.min():g} s: SimGrid handles events closer than that together",
+                             f"drop or lengthen them, {fix_p}")
+
+
+def noise_config(sec: NoiseSection, file: str, timing_precision: float = TIMING_PRECISION) -> NoiseConfig:
+    """The noise model of a validated ``[noise]`` section; ``timing_precision`` is the scenario's
+    ``[simulation] timing_precision`` (no detour may be shorter)."""
     model: Any = nz.NoNoise()
     try:
         if sec.model == "periodic":
@@ -102,6 +130,7 @@ def noise_config(sec: NoiseSection, file: str) -> NoiseConfig:
             model = _signature(sec, file)
     except ValueError as exc:  # a model's own physics check
         raise InputError(file, "noise", str(exc), "see the perturbation page of the docs") from None
+    _check_resolution(sec, model, file, timing_precision)
     return NoiseConfig(model=model, scope=sec.scope, jitter=nz.GaussianJitter(sec.jitter_std, sec.jitter_mean),
                        horizon_factor=sec.horizon_factor, nodes=tuple(sec.nodes or ()))
 
@@ -112,9 +141,11 @@ def tracing_config(sec: TracingSection) -> TracingConfig:
 
 
 def build_config(noise: NoiseSection | None, instrumentation: InstrumentationSection | None,
-                 tracing: TracingSection | None, file: str) -> PerturbationConfig:
-    """The perturbation stage of validated sections (``None`` = section absent)."""
-    noise_cfg = noise_config(noise, file) if noise is not None else NoiseConfig()
+                 tracing: TracingSection | None, file: str,
+                 timing_precision: float = TIMING_PRECISION) -> PerturbationConfig:
+    """The perturbation stage of validated sections (``None`` = section absent); ``timing_precision``: the
+    scenario's ``[simulation] timing_precision``."""
+    noise_cfg = noise_config(noise, file, timing_precision) if noise is not None else NoiseConfig()
     if instrumentation is not None:
         inst = Instrumentation(**instrumentation.model_dump())
     elif tracing is not None:
@@ -131,7 +162,8 @@ def perturbation_config(scenario: Scenario) -> PerturbationConfig | None:
     """The perturbation stage of a scenario, or ``None`` when it has no perturbation section."""
     if not scenario.perturbed:
         return None
-    return build_config(scenario.noise, scenario.instrumentation, scenario.tracing, scenario.source)
+    return build_config(scenario.noise, scenario.instrumentation, scenario.tracing, scenario.source,
+                        scenario.simulation.timing_precision)
 
 
 def parse_perturbation(tables: Mapping[str, Any], file: str = "<scenario>") -> PerturbationConfig:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -35,6 +35,7 @@ from waitlab.models.perturb.noise import DURATION_LAWS
 from waitlab.models.perturb.spill_policies import POLICIES
 from waitlab.models.validation import TYPE_TAGS, dotted
 from waitlab.platforms import PLATFORM_ALIASES, list_platforms
+from waitlab.platforms.figures import MIN_BANDWIDTH
 from waitlab.platforms.machine import COMPUTATION_KEY, SOLVER_PRECISION, TIMING_PRECISION
 from waitlab.platforms.placement import PLACEMENTS, Placement
 
@@ -259,6 +260,13 @@ class NoiseSection(BaseModel):
         return self
 
 
+def lists_every_key(section: BaseModel) -> bool:
+    """Whether ``section`` was given every key that has a value (what :meth:`Scenario.resolved` writes: a resolved
+    scenario file, valid input again); a hand-written section gives only the keys it changes."""
+    fields = type(section).model_fields
+    return all(name in section.model_fields_set for name, f in fields.items() if f.default is not None)
+
+
 class InstrumentationSection(BaseModel):
     """``[instrumentation]``: what a tracer records and what each record costs."""
 
@@ -271,6 +279,16 @@ class InstrumentationSection(BaseModel):
     copy_cost: float = Field(0.0, ge=0, le=1, description="seconds per byte copied")
     where: Literal["after", "before", "both"] = Field("after", description="where the overhead is paid")
 
+    @model_validator(mode="after")
+    def _only_not_empty(self) -> InstrumentationSection:
+        # an empty list records everything (as no list does): a hand-written `only = []` means something else.
+        # A resolved scenario lists every key, `only = []` included, for "everything": accepted as such.
+        if "only" in self.model_fields_set and not self.only and not lists_every_key(self):
+            raise FieldProblem("only", "an empty list selects nothing, and waitlab would record every event (as "
+                               "without only): name the MPI actions or regions to record, e.g. only = [\"recv\"], "
+                               "remove only to record every event, or set events = \"none\" to record none")
+        return self
+
 
 class TracingSection(BaseModel):
     """``[tracing]``: the trace buffer, the disk, and the spilling policy."""
@@ -280,7 +298,7 @@ class TracingSection(BaseModel):
     memory: float | None = Field(None, gt=0, le=1e15, description="bytes per node left for trace buffers")
     buffer_bytes: float | None = Field(None, gt=0, le=1e15, description="bytes per rank of the trace buffer")
     swap_factor: float = Field(74.8, ge=1, le=1e6, description="per-MB cost factor past memory (Okita et al.: 74.8)")
-    disk_bandwidth: float | None = Field(None, gt=0, le=1e13, description="bytes per second per node")
+    disk_bandwidth: float | None = Field(None, ge=MIN_BANDWIDTH, le=1e13, description="bytes per second per node")
     disk_latency: float | None = Field(None, ge=0, le=1e3, description="seconds per flush")
     writeback_cost: float = Field(0.0, ge=0, le=1, description="seconds per flushed byte")
     tau: float = Field(1.0, gt=0, le=1e5, description="fixed duration of the swap-out function f (s)")
@@ -290,12 +308,31 @@ class TracingSection(BaseModel):
     safety: float = Field(1.5, ge=1, le=1e3, description="safety factor of predictive flushes")
     window: int = Field(0, ge=0, le=1 << 30, description="intervals a predictive policy looks back (0 = all)")
 
+    #: The policy parameters and the policies that read them (the others ignore them).
+    _USES: ClassVar[dict[str, tuple[str, ...]]] = {
+        "tau": ("swapout_f",), "every": ("swapout_f",), "sync": ("swapout_f",),
+        "fill_level": ("vampir_sync", "padded_sync"), "safety": ("predictive_sync",), "window": ("predictive_sync",)}
+
     @field_validator("every")
     @classmethod
     def _every(cls, v: int | str) -> int | str:
         if isinstance(v, int) and v < 1:
             raise ValueError("must be an integer >= 1 or \"auto\"")
         return v
+
+    @model_validator(mode="after")
+    def _policy_keys(self) -> TracingSection:
+        # as [noise] refuses keys its model does not read; a resolved scenario (every key listed) keeps the
+        # defaults of the other policies' parameters, so a default value is refused only in a hand-written section
+        complete = lists_every_key(self)
+        for key, policies in self._USES.items():
+            if self.policy in policies or key not in self.model_fields_set:
+                continue
+            if getattr(self, key) != type(self).model_fields[key].default or not complete:
+                users = " or ".join(repr(p) for p in policies)
+                raise FieldProblem(key, f"{key} is not used by policy = {self.policy!r} (only by {users}): remove "
+                                   "it, or choose the policy that uses it")
+        return self
 
 
 #: Every section of a scenario file except ``[application]`` (validated by the application's class).

@@ -7,11 +7,13 @@ of the platform file and reports source figure, simulated time and relative erro
 
 from __future__ import annotations
 
+import sys
 import tempfile
 from pathlib import Path
 
 import pandas as pd
 
+from waitlab.errors import InputError
 from waitlab.models.apps.pingpong import PingpongParams, generate
 from waitlab.platforms.machine import machine_settings
 from waitlab.platforms.model import PlatformModel, load_platform
@@ -19,7 +21,7 @@ from waitlab.platforms.render import render_platform
 from waitlab.platforms.smpi_factors import Calibration, calibrate
 from waitlab.simulator.replay import replay_ops
 
-__all__ = ["Calibration", "calibrate", "calibration_table", "pingpong_time"]
+__all__ = ["Calibration", "calibrate", "calibration_table", "pingpong_time", "unmeasurable"]
 
 
 def pingpong_time(model: PlatformModel, size: int, path: str = "inter_node", *, calibrated: bool = True,
@@ -42,6 +44,23 @@ def pingpong_time(model: PlatformModel, size: int, path: str = "inter_node", *, 
     return float(rep.events["exit"].max()) / (2 * steps)
 
 
+#: The two paths a pingpong measures.
+PATHS: tuple[str, ...] = ("inter_node", "intra_node")
+
+
+def unmeasurable(model: PlatformModel) -> dict[str, tuple[str, str]]:
+    """Paths whose pingpong cannot run on ``model``: path -> (the platform key that prevents it, why).
+
+    ``inter_node`` needs two nodes (one rank on each), ``intra_node`` two rank slots on one node.
+    """
+    out: dict[str, tuple[str, str]] = {}
+    if model.max_nodes < 2:
+        out["inter_node"] = ("machine.max_nodes", "a pingpong between two nodes needs 2 nodes, the platform has 1")
+    if model.node.cores < 2:
+        out["intra_node"] = ("node.cores", "a pingpong inside one node needs 2 rank slots, a node has 1")
+    return out
+
+
 def calibration_table(platform_name: str, *, timeout: float = 60.0) -> pd.DataFrame:
     """Every MPI-level figure of a platform against a simulated SMPI pingpong.
 
@@ -53,7 +72,10 @@ def calibration_table(platform_name: str, *, timeout: float = 60.0) -> pd.DataFr
     Returns
     -------
     pandas.DataFrame
-        One row per figure: ``path``, ``size`` (B), ``kind`` (latency | bandwidth), ``figure`` (the file's
+        One row per figure that can be measured on the platform (:func:`unmeasurable`: inter-node figures need
+        two nodes, intra-node ones two rank slots per node; a line on stderr names the figures left out, and a
+        platform on which none can be measured is an :class:`~waitlab.errors.InputError`):
+        ``path``, ``size`` (B), ``kind`` (latency | bandwidth), ``figure`` (the file's
         value), ``provenance``, ``source_s`` (one-way seconds it implies), ``simulated_s`` (calibrated SMPI),
         ``rel_error`` ((simulated - source) / source), ``default_s`` (same links, SMPI's default factors) and
         ``default_rel_error``.
@@ -63,7 +85,18 @@ def calibration_table(platform_name: str, *, timeout: float = 60.0) -> pd.DataFr
     if model.mpi is None:
         return pd.DataFrame(columns=["path", "size", "kind", "figure", "provenance", "source_s", "simulated_s",
                                      "rel_error", "default_s", "default_rel_error"])
-    for path in ("inter_node", "intra_node"):
+    skipped = {path: v for path, v in unmeasurable(model).items() if model.mpi.points(path)}
+    if skipped and all(path in skipped or not model.mpi.points(path) for path in PATHS):
+        key = next(iter(skipped.values()))[0]
+        raise InputError(model.file, key, "no [mpi] figure can be measured on this platform: "
+                         + "; ".join(f"mpi.{path}: {why}" for path, (_, why) in skipped.items()),
+                         "calibrate a platform with " + " or ".join(f"{k} >= 2 (for the mpi.{path} figures)"
+                                                                    for path, (k, _) in skipped.items()))
+    for path, (key, why) in skipped.items():
+        print(f"waitlab: note: {model.file}: mpi.{path}: not measured: {why} ({key})", file=sys.stderr)
+    for path in PATHS:
+        if path in skipped:
+            continue
         for p in model.mpi.points(path):
             sim = pingpong_time(model, p.size, path, timeout=timeout)
             dflt = pingpong_time(model, p.size, path, calibrated=False, timeout=timeout)

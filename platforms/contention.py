@@ -28,7 +28,10 @@ of the platform's largest-message ``[mpi]`` figure (the rate SMPI's calibrated l
 happens in the switch, at the port's own rate; what limits one message to ``B`` is the host side (adapter and
 I/O bus), which HOL blocking does not slow.  A port fed by ``n`` inputs then delivers ``min(B, P f(n))``, i.e.
 the link's factor is ``min(1, r f(n))`` with ``r = P / B`` (:func:`port_factors`).  Without it ``r = 1``: the
-loss applies to the MPI-level rate (the behaviour before ``port_bandwidth`` existed).
+loss applies to the MPI-level rate (the behaviour before ``port_bandwidth`` existed).  A ``port_bandwidth`` below
+``B``, or without ``law = "karol_hol"`` or without ``[mpi]`` (no ``B``), is refused when the file is loaded
+(:func:`check_contention`), as are ``memory_path`` without ``intra_node.memory_bandwidth`` and ``send_order``
+without ``[mpi]``: settings that could not act.
 
 ``memory_path = true``: the loopback of every node (the intra-node path of SMPI's cluster) gets capacity
 ``min(n C, M)``: each of ``n`` on-node messages still gets the calibrated intra-node bandwidth ``C`` alone,
@@ -53,9 +56,11 @@ import numpy.typing as npt
 
 from waitlab.errors import InputError
 from waitlab.models.contention import LIMIT, hol_factors
+from waitlab.platforms.figures import bandwidth
+from waitlab.platforms.mpi_spec import MpiSpec
 
-__all__ = ["CONTENTION_KEYS", "CONTENTION_LAWS", "HOL_SOURCE", "SETTING", "ContentionSpec", "plugin_rules",
-           "port_factors", "read_contention"]
+__all__ = ["CONTENTION_KEYS", "CONTENTION_LAWS", "HOL_SOURCE", "SETTING", "ContentionSpec", "check_contention",
+           "plugin_rules", "port_factors", "read_contention"]
 
 #: Laws a platform may name.
 CONTENTION_LAWS: tuple[str, ...] = ("none", "karol_hol")
@@ -88,10 +93,6 @@ class _FigureReader(Protocol):
                check: Callable[[float], str] = ...) -> float: ...
 
 
-def _positive(v: float) -> str:
-    return "" if v > 0 else "must be positive"
-
-
 def read_contention(section: Mapping[str, Any], file: str, reader: _FigureReader | None = None) -> ContentionSpec:
     """Validate a ``[contention]`` table; one-line :class:`InputError` naming the key and the fix.
 
@@ -119,8 +120,43 @@ def read_contention(section: Mapping[str, Any], file: str, reader: _FigureReader
         if reader is None:
             raise InputError(file, "contention.port_bandwidth", "needs the platform file's figure reader",
                              "load the file with waitlab.platforms.load_platform")
-        port = reader.figure("contention.port_bandwidth", section["port_bandwidth"], check=_positive)
+        port = reader.figure("contention.port_bandwidth", section["port_bandwidth"], check=bandwidth)
     return ContentionSpec(law, flags["memory_path"], flags["send_order"], note, port)
+
+
+def check_contention(spec: ContentionSpec, file: str, mpi: MpiSpec | None, memory_bandwidth: float | None) -> None:
+    """Refuse settings of a valid ``[contention]`` table that cannot apply to the rest of the platform file.
+
+    ``memory_path`` needs ``intra_node.memory_bandwidth`` (the capacity shared); ``send_order`` needs ``[mpi]`` (its
+    per-byte cost is the largest-message MPI-level rate); ``port_bandwidth`` needs ``law = "karol_hol"`` and
+    ``[mpi]`` (the ratio ``r = P / B``) and must not be below that MPI-level rate ``B`` (module docstring).
+    """
+    if spec.memory_path and memory_bandwidth is None:
+        raise InputError(file, "contention.memory_path", "needs intra_node.memory_bandwidth (the capacity the "
+                         "node's messages share), which this file does not give",
+                         'add memory_bandwidth = { value = ..., source = "..." } under [intra_node], or remove '
+                         "memory_path")
+    if spec.send_order and mpi is None:
+        raise InputError(file, "contention.send_order", "needs the [mpi] section: the send-order cost is charged per "
+                         "byte at the MPI-level rate of its largest inter_node figure",
+                         "add [mpi] with its inter_node figures, or remove send_order")
+    if spec.port_bandwidth is None:
+        return
+    if spec.law != "karol_hol":
+        raise InputError(file, "contention.port_bandwidth", f'is only used by law = "karol_hol" (law is {spec.law!r})',
+                         'remove port_bandwidth, or set law = "karol_hol"')
+    if mpi is None:
+        raise InputError(file, "contention.port_bandwidth", "needs the [mpi] section: the port's data rate acts "
+                         "through its ratio to the MPI-level rate of the largest inter_node figure",
+                         "add [mpi] with its inter_node figures, or remove port_bandwidth")
+    last = mpi.inter_node[-1]
+    rate = last.size / last.seconds
+    if spec.port_bandwidth < rate:
+        raise InputError(file, "contention.port_bandwidth.value",
+                         f"{spec.port_bandwidth:g} B/s is below the MPI-level rate {rate:g} B/s ({last.key}, "
+                         f"{last.size} B): a port slower than one message is not a head-of-line effect",
+                         f"give the switch port's data rate, at least {rate:g} B/s, or remove port_bandwidth (the "
+                         "law then acts on the MPI-level rate)")
 
 
 def port_factors(n_max: int, ratio: float = 1.0) -> npt.NDArray[np.float64]:

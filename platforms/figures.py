@@ -8,13 +8,15 @@ them and collects a :class:`Figure` per number, in file order.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from waitlab.errors import InputError
 
-__all__ = ["Figure", "FigureReader", "non_negative", "positive"]
+__all__ = ["MAX_CORES", "MAX_LATENCY", "MIN_BANDWIDTH", "MIN_CORE_SPEED", "Figure", "FigureReader", "bandwidth",
+           "core_count", "core_speed", "latency", "non_negative", "positive"]
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,25 @@ class Figure:
 
 #: Largest figure accepted (flop/s, bytes, B/s, s): anything above is a typo, and SimGrid's doubles overflow.
 MAX_FIGURE = 1e18
+#: Simulated times are int64 nanoseconds in the results (events, trace.json): they end at 2^63 ns = 9.22e9 s.
+CLOCK_END_SECONDS = 2**63 / 1e9
+#: Largest message SimGrid 3.32's replay takes (bytes): it reads a size as a C ``int``
+#: (``waitlab.experiments.physics_limits.MAX_MESSAGE_BYTES``).
+LARGEST_MESSAGE = 2**31 - 1
+#: Smallest bandwidth accepted (B/s).  The largest message, 2^31 - 1 bytes, takes 2.1e9 s at 1 B/s, below the
+#: 9.22e9 s where the int64-nanosecond clock ends; below 0.23 B/s that one message alone would pass it.
+MIN_BANDWIDTH = 1.0
+#: Largest latency or per-message overhead accepted (s).  The slowest path a platform describes (a disk, a
+#: wide-area link) has a latency below 1 s; 1e3 s is a thousand times that, the cap [tracing] disk_latency has, and
+#: still lets 9.2 million latency-bound messages follow each other on one rank before the clock ends.
+MAX_LATENCY = 1e3
+#: Smallest core speed accepted (flop/s).  A compute of t seconds reaches SimGrid as t x core_speed flops, and its
+#: solver drops work below maxmin/precision x surf/precision (solver_precision <= 0.1 by the schema): a compute
+#: as long as the timing precision keeps its work when core_speed >= solver_precision, so >= 0.1 flop/s; and the
+#: flops SimGrid charges as they are (a reduction's allreduce_flops, 1 by default) take at most 1 s each at 1 flop/s.
+MIN_CORE_SPEED = 1.0
+#: Most rank slots per node: SimGrid 3.32 reads a host's ``core`` count with ``std::stoi`` (a C ``int``).
+MAX_CORES = 2**31 - 1
 
 
 def positive(v: float) -> str:
@@ -60,6 +81,42 @@ def positive(v: float) -> str:
 def non_negative(v: float) -> str:
     return "" if 0 <= v <= MAX_FIGURE else f"must be >= 0, got {v!r}" if v < 0 else \
         f"must be <= {MAX_FIGURE:g}, got {v!r}"
+
+
+def latency(v: float) -> str:
+    """A latency or per-message time in s: 0 .. :data:`MAX_LATENCY`."""
+    if v < 0:
+        return non_negative(v)
+    return "" if v <= MAX_LATENCY else \
+        f"must be <= {MAX_LATENCY:g} s, got {v!r} (longer times leave the int64-nanosecond clock of the results)"
+
+
+def bandwidth(v: float) -> str:
+    """A bandwidth in B/s: :data:`MIN_BANDWIDTH` .. :data:`MAX_FIGURE`."""
+    if v <= 0:
+        return positive(v)
+    if v < MIN_BANDWIDTH:
+        return (f"must be >= {MIN_BANDWIDTH:g} B/s, got {v!r} (slower, the largest message SimGrid's replay takes, "
+                f"{LARGEST_MESSAGE} bytes, would take more than {LARGEST_MESSAGE / MIN_BANDWIDTH:.3g} s of the "
+                f"{CLOCK_END_SECONDS:.3g} s the int64-nanosecond clock of the results holds)")
+    return positive(v)
+
+
+def core_speed(v: float) -> str:
+    """A core speed in flop/s: :data:`MIN_CORE_SPEED` .. :data:`MAX_FIGURE`."""
+    if v <= 0:
+        return positive(v)
+    if v < MIN_CORE_SPEED:
+        return (f"must be >= {MIN_CORE_SPEED:g} flop/s, got {v!r} (SimGrid drops the work of short computes "
+                "and a 1-flop reduction would take over 1 s)")
+    return positive(v)
+
+
+def core_count(v: float) -> str:
+    """Rank slots of a node: 1 .. :data:`MAX_CORES`."""
+    if v < 1:
+        return positive(v)
+    return "" if v <= MAX_CORES else f"must be <= {MAX_CORES}, got {v!r} (SimGrid reads a host's core count as a C int)"
 
 
 class FigureReader:
@@ -130,7 +187,9 @@ class FigureReader:
             value = float(value)
         problem = check(value)
         if problem:
-            raise InputError(self.file, f"{dotted}.value", problem, "write a value in the allowed range")
+            bound = re.match(r"must be (.+?), got", problem)
+            raise InputError(self.file, f"{dotted}.value", problem,
+                             f"give a value {bound.group(1)}" if bound else "write a value in the allowed range")
         source = entry.get("source", "")
         assumed = entry.get("assumed", False)
         reason = entry.get("reason", "")

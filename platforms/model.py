@@ -68,8 +68,16 @@ from pathlib import Path
 from typing import Any
 
 from waitlab.errors import InputError
-from waitlab.platforms.contention import ContentionSpec, read_contention
-from waitlab.platforms.figures import Figure, FigureReader, non_negative, positive
+from waitlab.platforms.contention import ContentionSpec, check_contention, read_contention
+from waitlab.platforms.figures import (
+    Figure,
+    FigureReader,
+    bandwidth,
+    core_count,
+    core_speed,
+    latency,
+    positive,
+)
 from waitlab.platforms.mpi_spec import MPI_KEYS, MpiSpec, read_mpi
 from waitlab.readers import read_toml
 
@@ -353,14 +361,14 @@ def from_mapping(data: Mapping[str, Any], file: str = "<platform>", default_name
         return int(v)
 
     max_nodes = whole("machine", "max_nodes")
-    cores = whole("node", "cores")
-    core_speed = num("node", "core_speed")
+    cores = whole("node", "cores", core_count)
+    speed = num("node", "core_speed", core_speed)
     memory = whole("node", "memory")
-    hw = r.number("node", "hardware_cores", integer=True, required=False)
-    node = NodeSpec(cores, core_speed, memory, cores if hw is None else int(hw))
-    intra = LinkSpec(num("intra_node", "bandwidth"), num("intra_node", "latency", non_negative))
-    mem = r.number("intra_node", "memory_bandwidth", required=False)
-    inter = LinkSpec(num("inter_node", "bandwidth"), num("inter_node", "latency", non_negative))
+    hw = r.number("node", "hardware_cores", integer=True, required=False, check=core_count)
+    node = NodeSpec(cores, speed, memory, cores if hw is None else int(hw))
+    intra = LinkSpec(num("intra_node", "bandwidth", bandwidth), num("intra_node", "latency", latency))
+    mem = r.number("intra_node", "memory_bandwidth", required=False, check=bandwidth)
+    inter = LinkSpec(num("inter_node", "bandwidth", bandwidth), num("inter_node", "latency", latency))
 
     kind = r.string("topology", "kind")
     note = r.string("topology", "note", default="")
@@ -373,7 +381,7 @@ def from_mapping(data: Mapping[str, Any], file: str = "<platform>", default_name
             raise InputError(file, "topology.routing", f"unknown routing {routing!r}",
                              f"use one of: {', '.join(repr(k) for k in TOPOLOGY_ROUTINGS)}")
         topology = TopologySpec(kind, whole("topology", "leaf_size"), num("topology", "taper"),
-                                num("topology", "hop_latency", non_negative), note, routing)
+                                num("topology", "hop_latency", latency), note, routing)
     else:
         extra = [k for k in ("leaf_size", "taper", "hop_latency", "routing") if k in r.section("topology")]
         if extra:
@@ -381,7 +389,7 @@ def from_mapping(data: Mapping[str, Any], file: str = "<platform>", default_name
                              'remove it, or set kind = "fat_tree"')
         topology = TopologySpec(kind, max_nodes, 1.0, 0.0, note)
 
-    disk = DiskSpec(num("disk", "bandwidth"), num("disk", "latency", non_negative))
+    disk = DiskSpec(num("disk", "bandwidth", bandwidth), num("disk", "latency", latency))
     buffer = whole("trace", "buffer_memory")
     if buffer > memory:
         raise InputError(file, "trace.buffer_memory.value",
@@ -392,7 +400,12 @@ def from_mapping(data: Mapping[str, Any], file: str = "<platform>", default_name
     if not isinstance(sec, Mapping):
         raise InputError(file, "contention", f"must be a table, got {type(sec).__name__}", "write it as [contention]")
     contention = read_contention(sec, file, r)
-    return PlatformModel(name=name, description=description.strip(), file=file, max_nodes=max_nodes, node=node,
+    check_contention(contention, file, mpi, None if mem is None else float(mem))
+    model = PlatformModel(name=name, description=description.strip(), file=file, max_nodes=max_nodes, node=node,
                          intra_node=intra, inter_node=inter, topology=topology, disk=disk,
                          trace_buffer_memory=buffer, figures=tuple(r.figures), mpi=mpi,
                          memory_bandwidth=None if mem is None else float(mem), contention=contention)
+    from waitlab.platforms.smpi_factors import check_calibration  # imports this module: here, not at the top
+
+    check_calibration(model)
+    return model

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from waitlab.errors import InputError
+from waitlab.platforms.figures import bandwidth, latency
 
 __all__ = ["MPI_KEYS", "RMA_PROTOCOLS", "MpiPoint", "MpiSpec", "read_mpi", "rma_env"]
 
@@ -126,10 +127,6 @@ def _non_negative(v: float) -> str:
     return "" if v >= 0 else f"must be >= 0, got {v!r}"
 
 
-def _positive(v: float) -> str:
-    return "" if v > 0 else f"must be > 0 B/s, got {v!r}"
-
-
 def _points(reader: _FigureReader, file: str, sec: Mapping[str, Any], path: str) -> tuple[MpiPoint, ...]:
     fix = ("write e.g. inter_node = [ { size = 8, latency = { value = 1.6e-6, source = \"...\" } }, "
            "{ size = 1048576, bandwidth = { value = 1.4e9, assumed = true, reason = \"...\" } } ]")
@@ -153,7 +150,7 @@ def _points(reader: _FigureReader, file: str, sec: Mapping[str, Any], path: str)
             raise InputError(file, where, "needs exactly one of latency or bandwidth",
                              "give latency = { ... } (one-way seconds) or bandwidth = { ... } (B/s), not both")
         kind = kinds[0]
-        value = reader.figure(f"{where}.{kind}", entry[kind])
+        value = reader.figure(f"{where}.{kind}", entry[kind], check=latency if kind == "latency" else bandwidth)
         seconds = value if kind == "latency" else size / value
         out.append(MpiPoint(size, seconds, f"{where}.{kind}", kind, value))
     sizes = [p.size for p in out]
@@ -166,16 +163,16 @@ def _points(reader: _FigureReader, file: str, sec: Mapping[str, Any], path: str)
 def read_mpi(reader: _FigureReader, file: str, sec: Mapping[str, Any]) -> MpiSpec:
     """Validate the ``[mpi]`` table ``sec`` of ``file`` (keys already checked against :data:`MPI_KEYS`)."""
 
-    def need(key: str, integer: bool = False) -> float:
+    def need(key: str, integer: bool = False, check: Callable[[float], str] = _non_negative) -> float:
         if key not in sec:
             raise InputError(file, f"mpi.{key}", "is missing",
                              f'add {key} = {{ value = ..., source = "..." }} (or assumed = true, reason = "...") '
                              "under [mpi]")
-        return reader.figure(f"mpi.{key}", sec[key], integer=integer, check=_non_negative)
+        return reader.figure(f"mpi.{key}", sec[key], integer=integer, check=check)
 
     eager = int(need("eager_threshold", integer=True))
-    o_s, o_r = need("send_overhead"), need("recv_overhead")
-    copy_bw = (reader.figure("mpi.copy_bandwidth", sec["copy_bandwidth"], check=_positive)
+    o_s, o_r = need("send_overhead", check=latency), need("recv_overhead", check=latency)
+    copy_bw = (reader.figure("mpi.copy_bandwidth", sec["copy_bandwidth"], check=bandwidth)
                if "copy_bandwidth" in sec else None)
     inter, intra = _points(reader, file, sec, "inter_node"), _points(reader, file, sec, "intra_node")
     if not inter:

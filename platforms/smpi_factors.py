@@ -32,10 +32,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from waitlab.errors import InputError
 from waitlab.platforms.model import LinkSpec, PlatformModel
 from waitlab.platforms.mpi_spec import MpiPoint, MpiSpec
 
-__all__ = ["ENVELOPE", "Calibration", "calibrate"]
+__all__ = ["ENVELOPE", "Calibration", "calibrate", "check_calibration"]
 
 #: Bytes SMPI adds to every message on the wire ("MPI enveloppe size (tag+dest+communicator)",
 #: ``payload_size_ = size_ + 16`` in smpi_request.cpp of SimGrid 3.32); factors are looked up by this payload.
@@ -92,6 +93,107 @@ def _lines(points: tuple[MpiPoint, ...], fallback_bw: float) -> tuple[np.ndarray
     return s[1:-1], t[:-1] - b * s[:-1], b
 
 
+@dataclass(frozen=True)
+class _Sections:
+    """The factor sections of the inter-node figures (see :func:`calibrate`): one per line of figures and protocol."""
+
+    thresholds: np.ndarray  # a section covers sizes above its threshold
+    first: np.ndarray  # smallest size of each section
+    line: np.ndarray  # the line of figures (joining figures line and line + 1) that serves it
+    overhead: np.ndarray  # o_s + o_r in eager sections, 0 in rendezvous ones
+    copy: np.ndarray  # per-byte CPU cost c of one eager copy (0 in rendezvous sections)
+    slope: np.ndarray  # b of each line (s per byte)
+    lat_part: np.ndarray  # a_k - o - 16 (b_k - 2c) = lat_factor_k * L
+
+
+def _sections(model: PlatformModel, mpi: MpiSpec) -> _Sections:
+    link = model.inter_node
+    interior, a, b = _lines(mpi.inter_node, link.bandwidth)
+    eager = mpi.eager_threshold
+    o = mpi.send_overhead + mpi.recv_overhead
+    c = mpi.copy_per_byte  # per-byte CPU cost of one eager copy (sender and receiver each pay it)
+    # A factor section "t:f" covers sizes > t (network_smpi.cpp of SimGrid 3.32): one section per line of
+    # figures, split where the eager protocol (and with it o_s + o_r, smpi_request.cpp) stops.
+    # sorted and distinct, as np.unique gives them (which imports numpy.ma: 0.008 s before a run's SMPI stage)
+    thresholds = np.array(sorted({0.0, *map(float, interior), *([float(eager - 1)] if eager > 1 else [])}))
+    first = thresholds + 1  # smallest size of each section
+    line = np.searchsorted(interior, first, side="left")  # figures strictly below the section's sizes
+    overhead = np.where(first < eager, o, 0.0)
+    copy = np.where(first < eager, c, 0.0)
+    net_b = b[line] - 2.0 * copy  # slope left to the network: b_k - 2c (eager)
+    lat_part = a[line] - overhead - ENVELOPE * net_b  # a_k - o - 16 (b_k - 2c) = lat_factor_k * L
+    return _Sections(thresholds, first, line, overhead, copy, b, lat_part)
+
+
+def check_calibration(model: PlatformModel) -> None:
+    """Refuse ``[mpi]`` figures SMPI cannot be calibrated to: one-line :class:`InputError` naming the figure.
+
+    * An eager message cannot take less than its CPU overheads: every figure below the eager threshold must
+      imply a one-way time above ``o_s + o_r + 2 c S`` (inter- and intra-node).  When every such figure is
+      below, the overheads are named instead (they are what is out of scale).
+    * Every eager factor section of the inter-node figures must keep some network latency
+      (``lat_factor = (a_k - o - 16 (b_k - 2c)) / L > 0``, :func:`calibrate`): a factor of 0 takes the latency
+      out of SMPI's small messages.  (A rendezvous section whose line has no latency left keeps the clamped factor
+      0 and a note, as before: large messages are bandwidth-bound.)
+    """
+    mpi = model.mpi
+    if mpi is None:
+        return
+    file = model.file
+    o = mpi.send_overhead + mpi.recv_overhead
+    c = mpi.copy_per_byte
+    eager_points = [p for path in ("inter_node", "intra_node") for p in mpi.points(path)
+                    if p.size < mpi.eager_threshold]
+    below = [p for p in eager_points if p.seconds <= o + 2.0 * c * p.size]
+    if below and len(below) == len(eager_points) and len(eager_points) > 1:
+        key = "mpi.send_overhead" if mpi.send_overhead >= mpi.recv_overhead else "mpi.recv_overhead"
+        shortest = min(eager_points, key=lambda p: p.seconds)
+        raise InputError(file, f"{key}.value", f"o_s + o_r = {o:.4g} s is at least the one-way time of every "
+                         f"eager figure (the shortest: {shortest.key}, {shortest.seconds:.4g} s): a message cannot "
+                         "take less than the CPU time of its send and receive calls",
+                         f"give the CPU time of one {key.split('.')[1].split('_')[0]} call, so that o_s + o_r stays "
+                         f"below {shortest.seconds - 2.0 * c * shortest.size:.4g} s (check the units: seconds)")
+    if below:
+        p = below[0]
+        need = o + 2.0 * c * p.size
+        raise InputError(file, f"{p.key}.value", f"implies {p.seconds:.4g} s one way for an eager message of "
+                         f"{p.size} B, not more than its CPU overheads o_s + o_r"
+                         f"{' + 2 S / copy_bandwidth' if c else ''} = {need:.4g} s: SMPI's latency would be zeroed",
+                         _above(p, need) + ", or lower mpi.send_overhead / mpi.recv_overhead")
+    if not mpi.smpi_factors or model.inter_node.latency <= 0:
+        return  # factors 1 (or no link latency to scale): nothing is zeroed
+    sec = _sections(model, mpi)
+    bad = np.flatnonzero((sec.lat_part <= 0) & (sec.first < mpi.eager_threshold))  # rendezvous: clamped, noted
+    if bad.size == 0:
+        return
+    k = int(bad[0])
+    pts = mpi.inter_node
+    j = int(sec.line[k])
+    p = pts[j]
+    # lat_part = t_j - b (s_j + 16) - o + 32 c with b the slope to figure j + 1 (or 1 / link bandwidth): solve
+    # lat_part > 0 for t_j
+    o_k, c_k = float(sec.overhead[k]), float(sec.copy[k])
+    if len(pts) > 1:
+        nxt = pts[j + 1]
+        w = (p.size + ENVELOPE) / (nxt.size - p.size)
+        need = (o_k - 2.0 * ENVELOPE * c_k + nxt.seconds * w) / (1.0 + w)
+        line = f"the line through {p.key} and {nxt.key}"
+    else:
+        need = o_k - 2.0 * ENVELOPE * c_k + (p.size + ENVELOPE) / model.inter_node.bandwidth
+        line = f"{p.key} with the link bandwidth (inter_node.bandwidth)"
+    raise InputError(file, f"{p.key}.value", f"{line} leaves {float(sec.lat_part[k]):.3g} s of network latency for "
+                     f"eager messages of {int(sec.first[k])} B and more (after o_s + o_r = {o_k:.4g} s and the "
+                     "16-byte envelope): SMPI's latency factor would be 0 there",
+                     _above(p, need) + ", or lower mpi.send_overhead / mpi.recv_overhead")
+
+
+def _above(p: MpiPoint, seconds: float) -> str:
+    """The fix for figure ``p``: a one-way time above ``seconds`` (as a latency or a bandwidth)."""
+    if p.kind == "latency":
+        return f"give {p.key} more than {seconds:.4g} s"
+    return f"give {p.key} less than {p.size / seconds:.4g} B/s" if seconds > 0 else f"check {p.key}"
+
+
 def calibrate(model: PlatformModel) -> Calibration:
     """Derive SMPI's factors and overheads from ``model.mpi`` (see the module docstring).
 
@@ -107,19 +209,12 @@ def calibrate(model: PlatformModel) -> Calibration:
         return Calibration({"smpi/lat-factor": "0:1", "smpi/bw-factor": "0:1"}, model.intra_node, model.inter_node,
                            (0,), (1.0,), (1.0,), ())
     link = model.inter_node
-    interior, a, b = _lines(mpi.inter_node, link.bandwidth)
     eager = mpi.eager_threshold
     o = mpi.send_overhead + mpi.recv_overhead
     c = mpi.copy_per_byte  # per-byte CPU cost of one eager copy (sender and receiver each pay it)
-    # A factor section "t:f" covers sizes > t (network_smpi.cpp of SimGrid 3.32): one section per line of
-    # figures, split where the eager protocol (and with it o_s + o_r, smpi_request.cpp) stops.
-    # sorted and distinct, as np.unique gives them (which imports numpy.ma: 0.008 s before a run's SMPI stage)
-    thresholds = np.array(sorted({0.0, *map(float, interior), *([float(eager - 1)] if eager > 1 else [])}))
-    first = thresholds + 1  # smallest size of each section
-    line = np.searchsorted(interior, first, side="left")  # figures strictly below the section's sizes
-    overhead = np.where(first < eager, o, 0.0)
-    net_b = b[line] - np.where(first < eager, 2.0 * c, 0.0)  # slope left to the network: b_k - 2c (eager)
-    lat_part = a[line] - overhead - ENVELOPE * net_b  # a_k - o - 16 (b_k - 2c) = lat_factor_k * L
+    sec = _sections(model, mpi)
+    thresholds, first, lat_part = sec.thresholds, sec.first, sec.lat_part
+    net_b = sec.slope[sec.line] - 2.0 * sec.copy  # slope left to the network: b_k - 2c (eager)
     notes: list[str] = []
     if np.any(lat_part < 0):
         bad = first[lat_part < 0].astype(int).tolist()
@@ -171,7 +266,9 @@ def _fit_intra(model: PlatformModel, mpi: MpiSpec, thresholds: np.ndarray, lat_f
     o = np.where(eager, mpi.send_overhead + mpi.recv_overhead + 2.0 * mpi.copy_per_byte * size, 0.0)
     wire = size + ENVELOPE
     # target - o = lat_f * L + (wire / bw_f) * (1 / B): linear in (L, 1/B)
-    if len(pts) == 1:
+    if not np.all(lat_f[k] > 0):  # no network latency to scale in a section (a clamped factor): not met
+        sol = np.array([-1.0, 1.0])
+    elif len(pts) == 1:
         lat = (target[0] - o[0] - wire[0] / (bw_f[k[0]] * model.intra_node.bandwidth)) / lat_f[k[0]]
         sol = np.array([lat, 1.0 / model.intra_node.bandwidth])
     else:

@@ -99,6 +99,7 @@ def test_copy_bandwidth_must_be_positive() -> None:
 def test_platform_without_mpi_section_switches_factors_off() -> None:
     data = tomllib.loads((DATA / "dawning_5000a.toml").read_text())
     del data["mpi"]
+    del data["contention"]  # its send order and port rate act through [mpi]: refused without it
     m = from_mapping(data, "x.toml")
     assert m.mpi is None
     assert render_platform(m, 4).smpi_config == {"smpi/lat-factor": "0:1", "smpi/bw-factor": "0:1"}

@@ -289,6 +289,38 @@ class NoiseSetup:
         return bool(self.speed_profiles)
 
 
+#: Most detours one host may get over the unperturbed run.  Each is two speed changes SimGrid processes and, when it
+#: delays work, a noise row of the ledger: measured at 1.5 million per host (50 MHz periodic noise on a 0.03 s,
+#: 2-node stencil) about 3 us and 0.4 KB per detour and host, so this bound keeps the noise of one host within a few
+#: seconds and 0.5 GB, and still lets 1 kHz noise run for 1,000 simulated seconds.
+MAX_DETOURS_PER_HOST = 1_000_000
+
+
+def check_detour_count(cfg: NoiseConfig, horizon: float, file: str = "<scenario>") -> None:
+    """Refuse a noise model that would give one host more than :data:`MAX_DETOURS_PER_HOST` detours over the run
+    (``horizon / cfg.horizon_factor`` seconds: the unperturbed makespan) with a one-line :class:`InputError`."""
+    m = cfg.model
+    run = horizon / cfg.horizon_factor
+    if isinstance(m, nz.PeriodicNoise):
+        key, per_second, what = "noise.frequency", m.frequency, "frequency"
+    elif isinstance(m, nz.PoissonNoise):
+        key, per_second, what = "noise.rate", m.rate, "rate"
+    elif isinstance(m, nz.SignatureNoise):
+        key, per_second, what = "noise.period", len(m.start) / m.period, "signature"
+    else:
+        return
+    count = per_second * run
+    if count <= MAX_DETOURS_PER_HOST:
+        return
+    most = MAX_DETOURS_PER_HOST / run
+    fix = (f"use {what} <= {most:.3g} per second for this run (fewer, longer detours give the same noise fraction)"
+           if what != "signature" else f"use a period of at least {len(m.start) / most:.3g} s, or keep fewer detours "
+           "in the signature")
+    raise InputError(file, key, f"{per_second:.3g} detours per second over the {run:.3g} s run give {count:.3g} "
+                     f"detours per host; waitlab simulates at most {MAX_DETOURS_PER_HOST:,} per host (each is two "
+                     "speed changes in SimGrid and, when it delays work, a row of the ledger)", fix)
+
+
 def noise_setup(cfg: NoiseConfig, facts: PlatformFacts, seed: int, horizon: float,
                 file: str = "<scenario>") -> NoiseSetup:
     """Draw the detours and render one speed profile per host that runs ranks.
@@ -313,6 +345,7 @@ def noise_setup(cfg: NoiseConfig, facts: PlatformFacts, seed: int, horizon: floa
         n_hosts = int(phost.max()) + 1 if n else 0
     if not cfg.has_detours:
         return NoiseSetup(dt.empty_pattern(n_hosts), phost, {}, horizon)
+    check_detour_count(cfg, horizon, file)
     rng = np.random.default_rng([seed, _NOISE_STREAM])
     pattern = cfg.model.pattern(n_hosts, rng, horizon)
     if cfg.nodes:
