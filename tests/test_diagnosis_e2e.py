@@ -123,3 +123,5 @@ def test_a_trace_without_operations_runs_and_diagnoses_without_a_warning(tmp_pat
         assert main(["export", str(tmp_path / "run"), "--graphml", "--chrome"]) == 0
     assert [str(w.message) for w in caught] == []
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["events"] == 0
+    md = (tmp_path / "run" / "diagnosis" / "diagnosis.md").read_text()
+    assert "the largest wait of each instance of no operation (the run has no wait)" in md and "MPI_)" not in md

@@ -195,3 +195,18 @@ def test_a_table_with_call_names_and_no_wait_writes_its_waits(tmp_path: Path) ->
     assert len(waits) == 0
     write_table(waits, tmp_path / "waits.parquet", {})
     assert read_table(tmp_path / "waits.parquet")[0].columns.tolist() == waits.columns.tolist()
+
+
+def test_a_waitall_of_an_exchange_waits_once_not_as_late_sender_and_late_receiver() -> None:
+    # rank 0 enters its exchange (isend of 100 kB, irecv, waitall) at 0; rank 1 enters its own at 0.1 s.  Rank 0's
+    # waitall waits 0.1 s for rank 1: its data comes late (late sender) and its own rendezvous send waits for the
+    # same late rank (late receiver) -- one wait of 0.1 s, booked as the late sender (Scalasca's rule)
+    ev = make_events(rank=[0, 0, 0, 1, 1, 1], op=["isend", "irecv", "waitall"] * 2,
+                     enter=[0.0, 0.0, 0.0, 0.1, 0.1, 0.1], exit=[0.0, 0.0, 0.1001, 0.1, 0.1, 0.1001],
+                     match=[0, 1, -1, 1, 0, -1], done=[2, 2, -1, 5, 5, -1], peer=[1, 1, -1, 0, 0, -1],
+                     nbytes=[100_000, 100_000, 0, 100_000, 100_000, 0])
+    ws = wait_states(ev)
+    assert ws[["event", "pattern"]].astype(str).values.tolist() == [["2", "late_sender"]]
+    assert ws["wait"].tolist() == pytest.approx([0.1])
+    budget = rank_budget(ev, ws)
+    assert (budget[["compute", "communication", "wait"]].to_numpy() >= -1e-12).all()  # no negative communication

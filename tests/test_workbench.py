@@ -23,7 +23,7 @@ from waitlab.models.analysis.blame_models import cwpdm_model, hcwpdm_each_model
 from waitlab.models.analysis.cwpdm import cwpdm
 from waitlab.models.analysis.graph_blame import graph_model
 from waitlab.models.analysis.hcwpdm import hcwpdm
-from waitlab.models.analysis.protocol import RunData
+from waitlab.models.analysis.protocol import RunData, blame_problems
 from waitlab.models.analysis.suite_scores import l1_error, shared_truth, tie_sets, top_hit
 from waitlab.models.analysis.syncpoints import sync_points
 from waitlab.models.analysis.waitstates import make_events, wait_states
@@ -72,6 +72,17 @@ def test_critical_path_imbalance_by_hand() -> None:
     # critical path = rank 0's 3 s of compute; mean compute per rank (3+1+1)/3; iota = 3 - 5/3 = 4/3;
     # in seconds of wait n * iota = 3 * 4/3 = 4 = the two waits of 2 s
     assert _by(critical_path_model(_run(_barrier()))) == pytest.approx({(0, "(top level)"): 4.0})
+
+
+def test_critical_path_imbalance_without_any_wait_blames_nothing() -> None:
+    # the root of a reduce computes 3 s, the others 1 s: the path is imbalanced, but nobody waits (a late root of a
+    # reduce makes no wait state), so no wait can be blamed and the output keeps the protocol
+    ev = make_events(rank=[0, 0, 1, 1, 2, 2], op=["compute", "reduce"] * 3, enter=[0, 3, 0, 1, 0, 1],
+                     exit=[3, 3, 1, 1, 1, 1], match=[-1, 0] * 3, peer=[-1, 0] * 3)
+    run = _run(ev)
+    assert run.total_wait == 0.0
+    out = critical_path_model(run)
+    assert out["seconds"].sum() == 0.0 and blame_problems(out, run) == []
 
 
 def test_graph_backtracks_both_waits_to_rank_0() -> None:

@@ -57,8 +57,8 @@ def blame_figure(diag: Diagnosis, path: Path) -> None:
     if truth is not None:
         left["ground truth"] = truth.cost("region").clip(lower=0)
         right["ground truth"] = truth.cost("region", right_metric).clip(lower=0)
-    ops = ", ".join("MPI_" + o.capitalize() for o in right_metric.split(":", 1)[1].split("+")) \
-        if ":" in right_metric else "every operation"
+    ops = (", ".join("MPI_" + o.capitalize() for o in right_metric.split(":", 1)[1].split("+") if o)
+           or "no operation") if ":" in right_metric else "every operation"
     fig, (ax1, ax2) = subplots(1, 2, figsize=(13, 4.8))
     _bars(ax1, left, "total wait")
     _bars(ax2, right, f"largest wait of each instance of {ops} (Wu et al.'s measure)")

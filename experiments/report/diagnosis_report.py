@@ -52,7 +52,8 @@ def to_markdown(diag: Diagnosis) -> str:
     for m in diag.models:
         reg = by_region(m.blame())
         what = "total wait" if m.metric == "total_wait" else "the largest wait of each instance of " + \
-            ", ".join("MPI_" + o.capitalize() for o in m.metric.split(":", 1)[1].split("+"))
+            (", ".join("MPI_" + o.capitalize() for o in m.metric.split(":", 1)[1].split("+") if o) or
+             "no operation (the run has no wait)")
         memory = f", peak memory {m.peak_bytes / 2**20:.1f} MiB" if m.peak_bytes else \
             " (peak memory measured only on request: a second, traced run of the model)"
         lines += [f"### {m.name}", "",

@@ -112,7 +112,7 @@ def critical_path_model(run: RunData, **_: Any) -> pd.DataFrame:
     share = np.divide(rr["seconds"].to_numpy(float), on_path, out=np.zeros(len(rr)), where=on_path > 0)
     seconds = n * iota.reindex(rr["region"]).to_numpy(float) * share  # n * iota(f): the wait it makes
     total = float(seconds.sum())
-    if total > run.total_wait > 0:
+    if total > run.total_wait:  # at most the run's wait (none: nobody made anyone wait, however imbalanced the path)
         seconds *= run.total_wait / total
     label = rr["region"].astype(str).to_numpy()
     region = np.where(np.isin(label, run.regions), label, "(top level)")  # compute outside regions: "(top level)"

@@ -256,7 +256,7 @@ def explains_problem(attrs: dict[Any, Any], waited_in: Iterable[str] = ()) -> st
         if ops is None:
             return (f"says it explains {explains!r}: attrs['explains'] is 'total_wait' (the default) or "
                     "'considered_wait:OP+OP' (MPI operations of the event table, e.g. considered_wait:allreduce)")
-        known = set(MPI_ACTIONS) | set(waited_in)
+        known = set(MPI_ACTIONS) | set(waited_in) | {""}  # "considered_wait:" (no operation): a run without waits
         unknown = [o for o in ops if o not in known]
         if unknown:
             return (f"says it explains {explains!r}, naming {', '.join(repr(o) if not o else o for o in unknown)}, "

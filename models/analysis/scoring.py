@@ -68,9 +68,14 @@ def _top(s: pd.Series, k: int) -> list[Hashable]:
 def top_k_precision(predicted: pd.Series, truth: pd.Series, k: int) -> float:
     """Share of the model's top-k items that are among the true top-k.
 
-    ``k`` shrinks to the number of items with a positive true cost; NaN when there is none.
+    ``k`` shrinks to the number of items with a positive true cost (above
+    :data:`~waitlab.models.analysis.suite_scores.MIN_TRUTH`, 1 ns: float noise of two equal times is no cost); NaN
+    when there is none.
+
+    >>> top_k_precision(pd.Series({"a": 1.0, "b": 0.5}), pd.Series({"a": 5.6e-17, "b": -0.2}), 1)
+    nan
     """
-    kk = min(k, int((truth > 0).sum()))
+    kk = min(k, int((truth > MIN_TRUTH).sum()))
     if kk <= 0:
         return math.nan
     return len(set(_top(predicted, kk)) & set(_top(truth, kk))) / kk

@@ -9,7 +9,8 @@ could not complete before activity k of rank q started.  Its wait time is
   ``irecv``) entered before its matching send: ``min(E_send, X_recv) - E_recv``;
 * late receiver: a send that could not complete (rendezvous, or a synchronous
   ``ssend``/``issend`` of any size) until the receive was posted:
-  ``min(E_recv, X_send) - E_send`` when the send ended after E_recv;
+  ``min(E_recv, X_send) - E_send`` when the send ended after E_recv, unless the blocking call is a late
+  sender already (a ``waitall`` of an isend and an irecv waits once, as Scalasca books it);
 * wait at barrier / wait at NxN: ``min(max_E, X_own) - E_own``;
 * late broadcast (bcast, scatter): non-roots wait ``min(E_root, X_own) - E_own``;
 * early reduce (reduce, gather): the root waits ``min(max_{senders} E, X_root) - E_root``;
@@ -83,10 +84,12 @@ def _p2p(ev: pd.DataFrame, acc: dict[str, list[npt.NDArray[Any]]], eager_thresho
     r_rows, blk = r_rows[ok], blk[ok]
     snd = send_of[match[r_rows]]
     w = np.minimum(enter[snd], exit_[blk]) - enter[blk]
-    _add_max_per_blocker(acc, "late_sender", blk, w, snd)
-    # Late receiver: the sender blocks in done[s] until the receive is posted.
+    late_sender = _add_max_per_blocker(acc, "late_sender", blk, w, snd)
+    # Late receiver: the sender blocks in done[s] until the receive is posted -- unless that blocking call is a late
+    # sender already (a waitall of an isend and an irecv: its time is one wait, Scalasca's rule), else one call would
+    # wait twice its own length.
     blk = done[s_rows]
-    ok = blk >= 0
+    ok = (blk >= 0) & ~np.isin(blk, late_sender)
     s_rows, blk = s_rows[ok], blk[ok]
     rcv = recv_of[match[s_rows]]
     # a synchronous send (ssend/issend) waits for its receive at any size; others only above the eager threshold
@@ -97,20 +100,22 @@ def _p2p(ev: pd.DataFrame, acc: dict[str, list[npt.NDArray[Any]]], eager_thresho
 
 
 def _add_max_per_blocker(acc: dict[str, list[npt.NDArray[Any]]], pattern: str, blocker: npt.NDArray[np.int64],
-                         wait: npt.NDArray[np.float64], partner: npt.NDArray[np.int64]) -> None:
-    """One wait per blocking operation: a ``waitall`` waits for its latest partner, not the sum."""
+                         wait: npt.NDArray[np.float64], partner: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """One wait per blocking operation: a ``waitall`` waits for its latest partner, not the sum.  Returns the
+    blocking operations that wait."""
     positive = wait > EPSILON  # most partners arrived in time: sort only the real waits
     blocker, wait, partner = blocker[positive], wait[positive], partner[positive]
     if blocker.size == 0:
-        return
+        return blocker
     if (blocker[1:] > blocker[:-1]).all():  # one partner per blocking operation, in row order: nothing to choose
         _add(acc, pattern, blocker, wait, partner)
-        return
+        return blocker
     order = np.lexsort((-wait, blocker))
     b, w, p = blocker[order], wait[order], partner[order]
     first = np.ones(b.size, bool)
     first[1:] = b[1:] != b[:-1]
     _add(acc, pattern, b[first], w[first], p[first])
+    return b[first]
 
 
 def _member(codes: npt.NDArray[Any], wanted: list[int], n_categories: int) -> npt.NDArray[np.bool_]:
