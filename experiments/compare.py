@@ -170,6 +170,15 @@ def compare_runs(a: LoadedRun, b: LoadedRun) -> Comparison:
         steps = steps.iloc[:0]
         notes.append(f"{' and '.join(stepless)} {'has' if len(stepless) == 1 else 'have'} no steps (a trace replay "
                      "or import): no per-step comparison")
+    else:  # a step only one run has did not move to 0 s: it is not compared
+        only = {side: sorted(set(own) - set(other)) for side, own, other in (
+            ("A", a.events["step"].to_numpy(), b.events["step"].to_numpy()),
+            ("B", b.events["step"].to_numpy(), a.events["step"].to_numpy()))}
+        for side, missing in only.items():
+            if missing:
+                notes.append(f"steps {', '.join(map(str, missing[:8]))}{' ...' if len(missing) > 8 else ''} are "
+                             f"only in {side}: not compared")
+        steps = steps[~steps["step"].isin([*only["A"], *only["B"]])].reset_index(drop=True)
     if a.scenario.platform.name != b.scenario.platform.name:
         notes.append(f"platforms differ ({a.scenario.platform.name} vs {b.scenario.platform.name})")
     if a.scenario.seed != b.scenario.seed:

@@ -79,7 +79,7 @@ from waitlab.platforms.figures import (
     positive,
 )
 from waitlab.platforms.mpi_spec import MPI_KEYS, MpiSpec, read_mpi
-from waitlab.readers import read_toml
+from waitlab.readers import not_a_file, read_toml
 
 __all__ = [
     "DiskSpec",
@@ -295,7 +295,7 @@ def load_platform(name_or_path: str | Path) -> PlatformModel:
     if is_path:
         path = Path(text)
         if not path.is_file():
-            raise InputError(text, "file", "platform file not found",
+            raise InputError(text, "file", f"platform file {not_a_file(path)}",
                              f"give an existing .toml path or a built-in name ({', '.join(list_platforms())})")
         default_name = path.stem
     else:

@@ -12,21 +12,23 @@ from waitlab.simulator.limits import MAPS_BASE, MAPS_PER_RANK_GUARDED, max_map_c
 from waitlab.simulator.programs import layer_object
 
 
-def doctor() -> int:
-    """Print one line per check; return 0 when all pass, 1 otherwise."""
+def doctor(quiet: bool = False) -> int:
+    """Print one line per check (``quiet``: only the failed ones); return 0 when all pass, 1 otherwise."""
     ok = True
 
     def report(name: str, good: bool, detail: str) -> None:
         nonlocal ok
         ok &= good
-        print(f"[{'ok' if good else 'FAIL'}] {name}: {detail}")
+        if not good or not quiet:
+            print(f"[{'ok' if good else 'FAIL'}] {name}: {detail}")
 
     for tool in ("smpirun", "smpicc", "smpicxx"):
         path = shutil.which(tool)
         report(tool, path is not None, path or f"not found; install with: {INSTALL_HINT}")
     fortran = shutil.which("smpif90") and shutil.which("gfortran")
-    print(f"[{'ok' if fortran else 'note'}] smpif90 + gfortran: "
-          f"{fortran or 'missing (only needed for Fortran programs): sudo apt-get install -y gfortran'}")
+    if not quiet:
+        print(f"[{'ok' if fortran else 'note'}] smpif90 + gfortran: "
+              f"{fortran or 'missing (only needed for Fortran programs): sudo apt-get install -y gfortran'}")
     if shutil.which("smpirun"):
         report("SimGrid version", True, simgrid_version())
     try:
@@ -49,11 +51,14 @@ def doctor() -> int:
         proc = subprocess.run(["/usr/bin/python3", "-c", "import simgrid; print(simgrid.__file__)"],
                               capture_output=True, text=True)
         detail = f"in {proc.stdout.strip()} but not importable here" if proc.returncode == 0 else "not installed"
-        print(f"[note] python3-simgrid bindings (optional; waitlab does not import them): {detail}; for your own "
-              f"s4u scripts install {INSTALL_HINT} and use a venv made by '/usr/bin/python3 -m venv "
-              "--system-site-packages'")
-    _limits()
-    print("all checks passed" if ok else "some checks failed")
+        if not quiet:
+            print(f"[note] python3-simgrid bindings (optional; waitlab does not import them): {detail}; for your "
+                  f"own s4u scripts install {INSTALL_HINT} and use a venv made by '/usr/bin/python3 -m venv "
+                  "--system-site-packages'")
+    if not quiet:
+        _limits()
+    if not ok or not quiet:
+        print("all checks passed" if ok else "some checks failed")
     return 0 if ok else 1
 
 

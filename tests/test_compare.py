@@ -75,6 +75,10 @@ def test_compare_with_a_run_without_steps_compares_no_step(two_runs):
     assert any("B has no steps" in n for n in cmp.notes)
     assert "step 0" not in cmp.text()
     assert compare_runs(a, a).steps["step"].tolist() == list(range(6))  # 6 steps when both have them
+    # B stops after step 3: steps 4 and 5 are not compared (they did not move to 0 s)
+    shorter = replace(a, events=a.events[a.events["step"] <= 3], waits=a.waits[a.waits["step"] <= 3])
+    cut = compare_runs(a, shorter)
+    assert cut.steps["step"].tolist() == [0, 1, 2, 3] and "steps 4, 5 are only in A: not compared" in cut.notes
 
 
 @pytest.mark.simgrid
@@ -143,3 +147,22 @@ def test_doctor_prints_only_its_own_lines():
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stderr == ""  # importing SimGrid's bindings prints an INFO line: done in a child process
     assert all(line.startswith("[") or line == "all checks passed" for line in proc.stdout.splitlines())
+
+
+def test_quiet_doctor_and_platforms_print_nothing_on_success(capsys):
+    # -q: "no progress and no text summary (errors only)"; a failed check would still be printed
+    for argv in (["doctor", "-q"], ["platforms", "-q"], ["platforms", "okita_myrinet", "-q"]):
+        assert cli.main(argv) == 0, argv
+        out = capsys.readouterr()
+        assert out.out == out.err == "", argv
+
+
+@pytest.mark.simgrid
+def test_compare_json_of_an_edited_folder_says_so(two_runs, tmp_path, capsys):
+    a, _ = two_runs
+    edited = tmp_path / "edited"
+    shutil.copytree(a, edited)
+    (edited / "summary.json").write_text((edited / "summary.json").read_text() + "\n")
+    assert cli.main(["compare", str(a), str(edited), "--json", "--trust-edited"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert list(data["trust_edited"]) == [str(edited)]

@@ -109,8 +109,13 @@ def test_unknown_platform_lists_the_available_ones() -> None:
 
 
 def test_missing_file() -> None:
-    with pytest.raises(InputError, match=r"nope\.toml: file: platform file not found"):
+    with pytest.raises(InputError, match=r"nope\.toml: file: platform file does not exist"):
         load_platform("nope.toml")
+
+
+def test_a_folder_given_as_platform_file_says_so(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match=r"file: platform file is a folder"):
+        load_platform(tmp_path)
 
 
 def test_negative_speed(tmp_path: Path) -> None:

@@ -134,16 +134,16 @@ def _platforms(sub: Any) -> None:
                 _dump(listing)
                 return 0
             for d in listing:
-                print(d["summary"])
-                print(f"    sources: {'; '.join(d['sources']) or 'none'} ({d['sourced']} figures sourced, "
-                      f"{d['assumed']} assumed)")
-            print("every figure with its source: waitlab platforms NAME")
+                _say(args, d["summary"])
+                _say(args, f"    sources: {'; '.join(d['sources']) or 'none'} ({d['sourced']} figures sourced, "
+                     f"{d['assumed']} assumed)")
+            _say(args, "every figure with its source: waitlab platforms NAME")
             return 0
         if args.json:
             _dump({**api.platform_sources(args.name), "description": api.describe(args.name),
                    **({"xml": api.describe(args.name, xml_ranks=args.xml)} if args.xml is not None else {})})
             return 0
-        print(api.describe(args.name, xml_ranks=args.xml))
+        _say(args, api.describe(args.name, xml_ranks=args.xml))  # (-q: the platform file is still checked)
         return 0
 
     p.set_defaults(func=go)
@@ -170,7 +170,7 @@ def _doctor(sub: Any) -> None:
     p = sub.add_parser("doctor", help="check that SimGrid, smpirun, the replay extension and the bindings work")
 
     def go(args: argparse.Namespace) -> int:
-        return api.doctor()
+        return api.doctor(quiet=args.quiet)
 
     p.set_defaults(func=go)
 

@@ -25,11 +25,11 @@ def _compare(sub: Any) -> None:
         if args.top < 0:
             raise InputError("(command line)", "--top", f"must be >= 0, got {args.top}", "e.g. --top 5")
         cmp = api.compare(args.run_a, args.run_b, trust_edited=args.trust_edited)
-        warn_edited(args, args.run_a, args.run_b)
+        edited = warn_edited(args, args.run_a, args.run_b)
         if args.png is not None:
             api.compare_png(cmp, args.png)
         if args.json:
-            dump(cmp.to_dict(args.top))
+            dump({**cmp.to_dict(args.top), **({"trust_edited": edited} if edited else {})})
         say(args, cmp.text(args.top))
         if args.png is not None:
             say(args, f"picture written to {args.png}")
