@@ -25,9 +25,9 @@ def critical_path_markdown(cp: CriticalPath, top: int = 8) -> list[str]:
     ranks = cp.by_rank.sort_values(ascending=False)
     lines = ["## Critical path", "",
              f"The longest chain of busy time through the run is {cp.length:.4g} s of the {cp.makespan:.4g} s "
-             f"makespan and passes through {int((ranks > 0).sum())} rank(s). Time on it per region (as Scalasca's "
-             "critical-path analysis reports it); the imbalance is the region's time on the path minus its mean "
-             "time per rank, the most that balancing it could save:", "",
+             f"from its first activity to its last and passes through {int((ranks > 0).sum())} rank(s). Time on "
+             "it per region (as Scalasca's critical-path analysis reports it); the imbalance is the region's time "
+             "on the path minus its mean time per rank, the most that balancing it could save:", "",
              "| region | on the path (s) | share | mean per rank (s) | imbalance (s) |",
              "| --- | ---: | ---: | ---: | ---: |"]
     for r in cp.by_region.head(top).to_dict("records"):

@@ -128,7 +128,8 @@ def critical_figure(cp: dict[str, Any]) -> Any:
     src = ColumnDataSource({"region": regions, "seconds": [r["seconds"] for r in by][::-1] or [0.0],
                             "color": [KIND_COLOURS["mpi"] if r.startswith("MPI_") else CAUSE for r in regions]})
     p = figure(y_range=FactorRange(factors=regions), width=WIDTH, height=60 + 28 * len(regions), tools="hover,save",
-               title=f"Critical path: {cp['length']:.4g} s of the {cp['makespan']:.4g} s makespan, by region",
+               title=f"Critical path: {cp['length']:.4g} s of the {cp['makespan']:.4g} s from the first activity to "
+               "the last, by region",
                x_axis_label="seconds on the path (s)", tooltips="@region: @seconds{0.0000} s")
     p.hbar(y="region", right="seconds", height=0.7, color="color", source=src)
     return p
