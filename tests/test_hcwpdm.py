@@ -7,7 +7,7 @@ import pytest
 from ideal_replay import chain_ops, ideal_replay, work
 
 from waitlab.models.analysis.hcwpdm import considered_waits, hcwpdm
-from waitlab.models.analysis.waitstates import wait_states
+from waitlab.models.analysis.waitstates import make_events, wait_states
 from waitlab.models.ops import OpBuilder
 
 
@@ -105,3 +105,19 @@ def test_p2p_waits_are_all_considered():
     ws = wait_states(ev)
     assert considered_waits(ev, ws, "earliest").all()
     assert np.isclose(hcwpdm(ev, ws).considered_wait, 1.0)
+
+
+def test_float_noise_of_equal_times_is_no_excess() -> None:
+    # rank 2 is 0.5 s late; rank 0 waits for it, then computes 0.1 + 0.2 s and sends to rank 1, which computed 0.3 s
+    # and waits 0.5 s.  Rank 0's compute equals rank 1's (its two parts sum to 0.30000000000000004 in floats): no
+    # excess of rank 0, so none of rank 1's wait is blamed on it -- both waits go back to rank 2 (by hand)
+    ev = make_events(rank=[0, 0, 0, 0, 1, 1, 2, 2],
+                     op=["recv", "compute", "compute", "send", "compute", "recv", "compute", "send"],
+                     enter=[0, 0.5, 0.6, 0.8, 0, 0.3, 0, 0.5], exit=[0.5, 0.6, 0.8, 0.8, 0.3, 0.8, 0.5, 0.5],
+                     match=[0, -1, -1, 1, -1, 1, -1, 0], done=[0, -1, -1, 3, -1, 5, -1, 7],
+                     peer=[2, -1, -1, 1, -1, 0, -1, 0])
+    waits = wait_states(ev)
+    assert waits["wait"].tolist() == pytest.approx([0.5, 0.5])
+    for pairing in ("earliest", "each"):
+        costs = hcwpdm(ev, waits, pairing=pairing).costs
+        assert costs["rank"].tolist() == [2], pairing

@@ -65,7 +65,7 @@ from waitlab.models.analysis.callpaths import (
     unique_inverse,
 )
 from waitlab.models.analysis.ties import TIE_TOLERANCE, TieCandidates, split_culprits, tie_candidates
-from waitlab.models.analysis.waitstates import PATTERNS
+from waitlab.models.analysis.waitstates import EPSILON, PATTERNS
 from waitlab.models.vocabulary import COLLECTIVE_ACTIONS, P2P_ACTIONS
 
 #: Pairwise wait-state patterns: one waiter, one culprit (its peer); all other patterns are collective.
@@ -226,7 +226,9 @@ class SyncPoints:
         """Positive per-call-path excess of q over p in the intervals of wait states ``rows``.
 
         Returns ``(wait_row, call_path, delta)`` triples with
-        ``delta = T_q(k',k)[c] - T_p(i',i)[c] > 0`` (DESIGN.md section 6; Wu et al. formula 4).
+        ``delta = T_q(k',k)[c] - T_p(i',i)[c] > 0`` (DESIGN.md section 6; Wu et al. formula 4); a delta of at most
+        :data:`~waitlab.models.analysis.waitstates.EPSILON` (1e-12 s, below which a wait is the float noise of the
+        simulated clock, too) is no excess: two equal times summed in another order differ by ~1e-17 s.
         """
         iq = self.q_interval[rows]
         ip = self.p_interval[rows]
@@ -235,7 +237,7 @@ class SyncPoints:
             for a in range(0, rows.size, _CHUNK_ROWS):
                 d = self.dense[iq[a:a + _CHUNK_ROWS]]
                 d -= self.dense[ip[a:a + _CHUNK_ROWS]]
-                w, c = np.nonzero(d > 0)
+                w, c = np.nonzero(d > EPSILON)
                 ws.append(rows[a:a + _CHUNK_ROWS][w].astype(np.int64))
                 cs.append(c.astype(np.int64))
                 ds.append(d[w, c])
@@ -262,7 +264,7 @@ class SyncPoints:
         found = (j < entry_key.size) & (entry_key[jc] == want) if entry_key.size else np.zeros(total, bool)
         tp = np.where(found, self.entry_time[jc] if entry_key.size else 0.0, 0.0)
         delta = tq - tp
-        keep = delta > 0
+        keep = delta > EPSILON
         return w_of[keep], cp[keep], delta[keep]
 
 
