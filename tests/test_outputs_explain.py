@@ -74,6 +74,10 @@ def test_chrome_slices_carry_peer_bytes_tag_and_injected_excess():
     assert args[(0, "compute")] == {"step": 0, "injected_excess_s": 2.0}
     assert args[(0, "send")] == {"step": 0, "peer": 1, "bytes": 800, "tag": 7}
     assert args[(1, "recv")] == {"step": 0, "peer": 0, "tag": 7}
+    # a wait's slice names the rank waited for (docs/outputs.md, "The slices of trace.json"); times are JSON numbers
+    waits = [(e["tid"], e["name"], e["args"]) for e in trace["traceEvents"] if e.get("cat") == "wait"]
+    assert waits == [(1, "wait: late_sender", {"peer_rank": 0})]
+    assert all(isinstance(e["ts"], float) for e in trace["traceEvents"] if e["ph"] == "X")
 
 
 def test_scenario_from_stdin(tmp_path: Path, monkeypatch):
@@ -167,23 +171,46 @@ def _text_after(markdown: str, command: str) -> list[str]:
 
 @pytest.mark.simgrid
 def test_tutorial_outputs_are_what_the_code_prints(tmp_path: Path):
-    """The tutorial's printed hash, makespan and comparison come from this code (a line ending in ``...`` is
-    compared up to the dots)."""
-    md = (ROOT / "docs" / "tutorial.md").read_text(encoding="utf-8")
-    waitlab = [sys.executable, "-m", "waitlab"]
-    scen = ROOT / "examples" / "stencil_late_rank.toml"
-    late = subprocess.run([*waitlab, "run", str(scen), "-o", str(tmp_path / "late")], capture_output=True,
-                          text=True, check=True, timeout=600).stdout.splitlines()
-    balanced = tmp_path / "balanced.toml"
-    text = scen.read_text()
-    balanced.write_text(text[:text.index("[[application.imbalance]]")].replace("stencil-late-rank", "stencil-balanced"))
-    subprocess.run([*waitlab, "run", "-q", str(balanced), "-o", str(tmp_path / "balanced")], check=True, timeout=600)
-    cmp = subprocess.run([*waitlab, "compare", str(tmp_path / "balanced"), str(tmp_path / "late")],
-                         capture_output=True, text=True, check=True, timeout=600).stdout.splitlines()
-    for command, printed in (("waitlab run examples/stencil_late_rank.toml -o results/late", late),
-                             ("waitlab compare results/balanced results/late", cmp)):
-        for line in _text_after(md, command):
+    """The printed outputs of the tutorial (run, diagnose with an empty cache, compare) and of the quick start's
+    demo are what this code prints for their commands, run as written from a folder holding ``examples/`` (a line
+    ending in ``...`` is compared up to the dots, a line ``...`` stands for lines left out)."""
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+
+    def waitlab(*args: str) -> list[str]:
+        return subprocess.run([sys.executable, "-m", "waitlab", *args], cwd=tmp_path, capture_output=True, text=True,
+                              check=True, timeout=600).stdout.splitlines()
+
+    late = waitlab("run", "examples/stencil_late_rank.toml", "-o", "results/late", "--png")
+    diagnosis = waitlab("diagnose", "results/late", "--cache", str(tmp_path / "cache"))  # empty: 1 re-run simulated
+    text = (ROOT / "examples" / "stencil_late_rank.toml").read_text()
+    (tmp_path / "balanced.toml").write_text(text[:text.index("[[application.imbalance]]")]
+                                            .replace("stencil-late-rank", "stencil-balanced"))
+    waitlab("run", "-q", "balanced.toml", "-o", "results/balanced")
+    cmp = waitlab("compare", "results/balanced", "results/late", "--png", "results/compare.png")
+    demo = waitlab("run", "examples/lared_s_dawning.toml", "-o", "results/demo", "--force")
+    tutorial = (ROOT / "docs" / "tutorial.md").read_text(encoding="utf-8")
+    quickstart = (ROOT / "docs" / "quickstart.md").read_text(encoding="utf-8")
+    for md, command, printed in (
+            (tutorial, ".venv/bin/waitlab run examples/stencil_late_rank.toml -o results/late --png\n", late),
+            (tutorial, ".venv/bin/waitlab diagnose results/late\n", diagnosis),
+            (tutorial, ".venv/bin/waitlab compare results/balanced results/late --png results/compare.png\n", cmp),
+            (quickstart, "make demo\n", demo)):
+        shown = _text_after(md, command)
+        assert len(shown) >= 7, command
+        for line in shown:
             assert any(p == line or (line.endswith("...") and p.startswith(line[:-3])) for p in printed), line
+    # whole blocks where nothing is left out: every line printed is shown, in order
+    assert _text_after(tutorial, ".venv/bin/waitlab run examples/stencil_late_rank.toml -o results/late --png\n") \
+        == late
+    assert _text_after(quickstart, "make demo\n") == demo
+    assert _text_after(tutorial, "results/late --png results/compare.png\n") == cmp
+    # the lines the diagnose block shows appear in the order waitlab prints them
+    at = 0
+    for line in (x for x in _text_after(tutorial, ".venv/bin/waitlab diagnose results/late\n") if x != "..."):
+        found = [i for i in range(at, len(diagnosis)) if diagnosis[i] == line
+                 or (line.endswith("...") and diagnosis[i].startswith(line[:-3]))]
+        assert found, f"not printed after line {at}: {line}"
+        at = found[0] + 1
 
 
 def test_setup_names_every_importable_folder_so_setuptools_does_not_warn():
