@@ -25,11 +25,9 @@ from waitlab.errors import InputError, SimulationError
 from waitlab.experiments.real_params import ProgramParams
 from waitlab.experiments.scenario import Scenario
 from waitlab.models.ops import ACTIONS, CODE, MPI_ACTIONS, OpTable
-from waitlab.models.regions import region_problem
 from waitlab.platforms.machine import computation_measured, program_settings
 from waitlab.platforms.render import RenderedPlatform
 from waitlab.simulator import programs as prog
-from waitlab.simulator.program_run import ProgramError
 from waitlab.simulator.smpi import plugin_environment
 
 
@@ -286,11 +284,6 @@ def run_real_program(scenario: Scenario, platform: RenderedPlatform, work: Path,
                            program=p.sources[0] if p.sources else str(p.binary), on_start=on_start)
     records = prog.read_records(out_dir, scenario.ranks, program=p.sources[0] if p.sources else str(p.binary))
     run = prog.records_to_ops(records, binary, callsite_regions=p.callsite_regions)
-    unbalanced = region_problem(run.ops)
-    if unbalanced is not None:  # the program's own region markers: said in its terms (exit status 2)
-        raise ProgramError(p.sources[0] if p.sources else str(p.binary), unbalanced[1],
-                           "pair every WAITLAB_REGION_BEGIN(name) with a WAITLAB_REGION_END(name) on the same rank, "
-                           "ending the inner of two nested regions first")
     ops, t_enter, t_exit = run.ops, run.t_enter, run.t_exit
     if target is not None and sched is not None:
         ops, t_enter, t_exit = merge_measured(target, run, sched)

@@ -40,12 +40,14 @@ PROGRAMS: dict[str, tuple[str, str]] = {
                                   "  line[1023] = 0;\n  for (;;) puts(line);\n"), "printed more than 64 MiB"),
     "region-never-left": ('#include "waitlab.h"\n' + _program('  if (r == 1) WAITLAB_REGION_BEGIN("solve");\n'
                                                                 "  MPI_Barrier(MPI_COMM_WORLD);\n"),
-                          "region solve is entered and never left"),
+                          'region "solve" is entered and never left'),
     "regions-crossed": ('#include "waitlab.h"\n' + _program('  WAITLAB_REGION_BEGIN("a");\n'
                                                               '  WAITLAB_REGION_BEGIN("b");\n'
                                                               '  WAITLAB_REGION_END("a");\n'
                                                               '  WAITLAB_REGION_END("b");\n'),
-                        "leave a closes region b"),
+                        'WAITLAB_REGION_END("a") closes region "b": regions must nest'),
+    "region-end-without-begin": ('#include "waitlab.h"\n' + _program('  WAITLAB_REGION_END("solve");\n'),
+                                 'WAITLAB_REGION_END("solve") without a WAITLAB_REGION_BEGIN("solve") before it'),
     "not-utf8-then-crash": (_program('  if (r == 0) { fwrite("\\xff\\xfe\\xc3(\\n", 1, 5, stdout); fflush(stdout); }\n'
                                      "  if (r == 0) { volatile int *p = NULL; *p = 1; }\n"
                                      "  MPI_Barrier(MPI_COMM_WORLD);\n"), "segmentation fault"),

@@ -310,8 +310,10 @@ void mpi_finalize_(int* ierr)
 {
   WL_REAL(real, wl_f_init_t, "mpi_finalize_");
   WL_BEGIN();
-  if (wl_on)
+  if (wl_on) {
+    wl_regions_closed();
     wl_run_items(INT64_MAX, 0);
+  }
   real(ierr);
   if (wl_on && *ierr == MPI_SUCCESS)
     wl_finish(t0_, wl_now(), ra_);

@@ -356,10 +356,57 @@ static void wl_finish(double t0, double t1, const void* ra)
 
 /* ---- region markers (waitlab.h) ------------------------------------------------------------------------------- */
 
+/* The regions this rank is in, innermost last: a marker that does not nest stops the run naming it, in the program's
+ * own terms, where it happens (the event table could not be built from it). */
+static char** wl_open_regions = NULL;
+static int wl_open_depth = 0, wl_open_cap = 0;
+
+static void wl_region_push(const char* name)
+{
+  if (wl_open_depth == wl_open_cap) {
+    wl_open_cap = wl_open_cap ? 2 * wl_open_cap : 16;
+    wl_open_regions = realloc(wl_open_regions, sizeof(char*) * (size_t)wl_open_cap);
+    if (!wl_open_regions)
+      wl_die("out of memory");
+  }
+  wl_open_regions[wl_open_depth++] = strdup(name);
+}
+
+static void wl_region_pop(const char* name)
+{
+  char what[512];
+  if (wl_open_depth == 0) {
+    snprintf(what, sizeof what, "WAITLAB_REGION_END(\"%.100s\") without a WAITLAB_REGION_BEGIN(\"%.100s\") before "
+             "it (fix: pair every WAITLAB_REGION_BEGIN(name) with a WAITLAB_REGION_END(name) on the same rank)", name,
+             name);
+    wl_die(what);
+  }
+  const char* open = wl_open_regions[wl_open_depth - 1];
+  if (strcmp(open, name) != 0) {
+    snprintf(what, sizeof what, "WAITLAB_REGION_END(\"%.100s\") closes region \"%.100s\": regions must nest (fix: "
+             "end region \"%.100s\" first)", name, open, open);
+    wl_die(what);
+  }
+  free(wl_open_regions[--wl_open_depth]);
+}
+
+/* At MPI_Finalize: a region still open stops the run. */
+static void wl_regions_closed(void)
+{
+  if (wl_open_depth > 0) {
+    char what[512];
+    snprintf(what, sizeof what, "region \"%.100s\" is entered and never left (fix: call "
+             "WAITLAB_REGION_END(\"%.100s\") before MPI_Finalize)", wl_open_regions[wl_open_depth - 1],
+             wl_open_regions[wl_open_depth - 1]);
+    wl_die(what);
+  }
+}
+
 void waitlab_region_begin(const char* name)
 {
   if (!wl_on)
     return;
+  wl_region_push(name ? name : "");
   if (wl_measured) { /* computation = "measured": book the computation before the marker */
     smpi_bench_end();
     smpi_bench_begin();
@@ -374,6 +421,7 @@ void waitlab_region_end(const char* name)
 {
   if (!wl_on)
     return;
+  wl_region_pop(name ? name : "");
   if (wl_measured) {
     smpi_bench_end();
     smpi_bench_begin();

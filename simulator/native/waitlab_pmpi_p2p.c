@@ -44,8 +44,10 @@ int MPI_Init_thread(int* argc, char*** argv, int required, int* provided)
 int MPI_Finalize(void)
 {
   WL_BEGIN();
-  if (wl_on)
+  if (wl_on) {
+    wl_regions_closed();
     wl_run_items(INT64_MAX, 0);
+  }
   int rc = PMPI_Finalize();
   if (wl_on && rc == MPI_SUCCESS)
     wl_finish(t0_, wl_now(), ra_);
