@@ -134,7 +134,7 @@ def check_calibration(model: PlatformModel) -> None:
     * Every eager factor section of the inter-node figures must keep some network latency
       (``lat_factor = (a_k - o - 16 (b_k - 2c)) / L > 0``, :func:`calibrate`): a factor of 0 takes the latency
       out of SMPI's small messages.  (A rendezvous section whose line has no latency left keeps the clamped factor
-      0 and a note, as before: large messages are bandwidth-bound.)
+      0 and a note: large messages are bandwidth-bound.)
     """
     mpi = model.mpi
     if mpi is None:
