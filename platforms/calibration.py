@@ -7,7 +7,6 @@ of the platform file and reports source figure, simulated time and relative erro
 
 from __future__ import annotations
 
-import sys
 import tempfile
 from pathlib import Path
 
@@ -73,8 +72,8 @@ def calibration_table(platform_name: str, *, timeout: float = 60.0) -> pd.DataFr
     -------
     pandas.DataFrame
         One row per figure that can be measured on the platform (:func:`unmeasurable`: inter-node figures need
-        two nodes, intra-node ones two rank slots per node; a line on stderr names the figures left out, and a
-        platform on which none can be measured is an :class:`~waitlab.errors.InputError`):
+        two nodes, intra-node ones two rank slots per node; ``attrs["not_measured"]`` says which were left out, and
+        a platform on which none can be measured is an :class:`~waitlab.errors.InputError`):
         ``path``, ``size`` (B), ``kind`` (latency | bandwidth), ``figure`` (the file's
         value), ``provenance``, ``source_s`` (one-way seconds it implies), ``simulated_s`` (calibrated SMPI),
         ``rel_error`` ((simulated - source) / source), ``default_s`` (same links, SMPI's default factors) and
@@ -92,8 +91,6 @@ def calibration_table(platform_name: str, *, timeout: float = 60.0) -> pd.DataFr
                          + "; ".join(f"mpi.{path}: {why}" for path, (_, why) in skipped.items()),
                          "calibrate a platform with " + " or ".join(f"{k} >= 2 (for the mpi.{path} figures)"
                                                                     for path, (k, _) in skipped.items()))
-    for path, (key, why) in skipped.items():
-        print(f"waitlab: note: {model.file}: mpi.{path}: not measured: {why} ({key})", file=sys.stderr)
     for path in PATHS:
         if path in skipped:
             continue
@@ -104,4 +101,6 @@ def calibration_table(platform_name: str, *, timeout: float = 60.0) -> pd.DataFr
                          "provenance": model.figure(p.key).provenance, "source_s": p.seconds,
                          "simulated_s": sim, "rel_error": (sim - p.seconds) / p.seconds, "default_s": dflt,
                          "default_rel_error": (dflt - p.seconds) / p.seconds})
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    table.attrs["not_measured"] = [f"mpi.{path}: not measured: {why} ({key})" for path, (key, why) in skipped.items()]
+    return table

@@ -109,7 +109,8 @@ def calibration_text(table: pd.DataFrame) -> str:
                                                                                                     strict=True)))
              for r in rows]
     line += ["", *(f"  {k}: {v}" for k, v in CALIBRATION_COLUMNS.items()),
-             "  (--json prints every column, with the source text of each figure)"]
+             "  (--json prints every column, with the source text of each figure)",
+             *(f"note: {n}" for n in table.attrs.get("not_measured", ()))]
     return "\n".join(line)
 
 
