@@ -10,12 +10,12 @@ wait-state analysis replays:
 =====================  =====================================================================
 event table row        OTF2 records (between the row's Enter and Leave)
 =====================  =====================================================================
-``send``               ``MpiSend`` (receiver, communicator, tag, bytes)
-``isend``              ``MpiIsend`` (request id = row); ``MpiIsendComplete`` in the completing
-                       ``wait``/``waitall`` (column ``done``)
+``send``, ``ssend``    ``MpiSend`` (receiver, communicator, tag, bytes), in ``MPI_Send`` / ``MPI_Ssend``
+``isend``, ``issend``  ``MpiIsend`` (request id = row); ``MpiIsendComplete`` in the completing
+                       ``wait``/``waitall`` (column ``done``), else in the rank's ``MPI_Finalize``
 ``recv``               ``MpiRecv`` (sender, communicator, tag, bytes received: ``recv_bytes``)
 ``irecv``              ``MpiIrecvRequest``; ``MpiIrecv`` (with ``recv_bytes``) in the completing
-                       ``wait``/``waitall``
+                       ``wait``/``waitall``, else in the rank's ``MPI_Finalize`` (a request only tested)
 collective             ``MpiCollectiveBegin`` and ``MpiCollectiveEnd`` (operation, communicator,
                        root, bytes sent and received)
 =====================  =====================================================================
@@ -88,7 +88,10 @@ MPI_ROLES = {"waitall": "FUNCTION", "wait": "FUNCTION", "test": "FUNCTION", "put
 #: Event-table ops that are not MPI but the measurement system's own activity.
 MEASUREMENT_OPS = frozenset({"overhead", "flush", "swap"})
 
-_P2P = {"send": 0, "isend": 1, "recv": 2, "irecv": 3}
+#: Point-to-point ops -> 0 MpiSend, 1 MpiIsend, 2 MpiRecv, 3 MpiIrecvRequest (a synchronous send is a send in its
+#: own MPI_Ssend / MPI_Issend region, as Score-P records it).
+_P2P = {"send": 0, "ssend": 0, "isend": 1, "issend": 1, "recv": 2, "irecv": 3}
+_REQUESTS = ("isend", "issend", "irecv")
 
 
 def mpi_function_name(op: str) -> str:
@@ -204,10 +207,15 @@ def write_otf2(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, An
     parent = events["parent"].to_numpy().astype(np.int64)
     done = events["done"].to_numpy().astype(np.int64)
     # completions: for each completing row, the non-blocking rows it completes (irecv -> MpiIrecv)
-    nb = np.flatnonzero(np.isin(op, ("isend", "irecv")) & (done >= 0))
+    nb = np.flatnonzero(np.isin(op, _REQUESTS) & (done >= 0))
     completes: dict[int, list[int]] = {}
     for row, d in zip(nb.tolist(), done[nb].tolist(), strict=True):
         completes.setdefault(d, []).append(row)
+    # requests the run never completed (tested only, or left open): completed in their rank's MPI_Finalize, so every
+    # request of the archive has its completion record (OTF2 readers, waitlab's own, refuse one without)
+    open_requests: dict[int, list[int]] = {}
+    for row in np.flatnonzero(np.isin(op, _REQUESTS) & (done < 0)).tolist():
+        open_requests.setdefault(int(rank[row]), []).append(row)
     metrics_of = _row_metrics(events, waits, ledger_kinds)
     node_of = ({int(r): int(k) for r, k in zip(placement["rank"], placement["node"], strict=True)}
                if placement is not None and len(placement) else {})
@@ -261,6 +269,13 @@ def write_otf2(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, An
                     regions[key] = defs.region(o, region_role=RegionRole.ARTIFICIAL, paradigm=par)
             return regions[key]
 
+        def complete(w: Any, t: int, j: int) -> None:
+            """The completion record of request row ``j`` at time ``t``."""
+            if op[j] == "irecv":
+                w.mpi_irecv(t, int(peer[j]), comm_defs[int(comm[j])], int(tag[j]), int(rbytes[j]), j)
+            else:
+                w.mpi_isend_complete(t, j)
+
         writers = {r: trace.event_writer_from_location(locations[r]) for r in ranks.tolist()}
         stacks: dict[int, list[int]] = {r: [] for r in ranks.tolist()}
         # the frame a measured MPI run has (Scalasca relies on it): the program, then MPI_Init on every rank at
@@ -307,10 +322,7 @@ def write_otf2(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, An
                 w.mpi_collective_end(t1, getattr(CollectiveOp, COLLECTIVES[o][0]), cm, root,
                                      int(nbytes[i]), int(rbytes[i]))
             for j in completes.get(i, ()):
-                if op[j] == "isend":
-                    w.mpi_isend_complete(t1, j)
-                else:
-                    w.mpi_irecv(t1, int(peer[j]), comm_defs[int(comm[j])], int(tag[j]), int(rbytes[j]), j)
+                complete(w, t1, j)
             for name, value, label, q in metrics_of.get(i, ()):
                 attrs: dict[Any, Any] = {label_attr[name]: label}
                 if q >= 0:
@@ -324,6 +336,8 @@ def write_otf2(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, An
                 last[r] = max(last[r], int(exit_[j]))
                 writers[r].leave(last[r], region(region_name[j], op[j], "region"))
             writers[r].enter(last[r], finalize)
+            for j in open_requests.get(r, ()):
+                complete(writers[r], last[r], j)
             writers[r].leave(t_end, finalize)
             writers[r].program_end(t_end, 0)
         props = {k: v for k, v in metadata.items() if isinstance(v, (str, int, float, bool))}

@@ -312,3 +312,24 @@ def test_reduce_scatter_on_a_sub_communicator_is_read_but_not_replayed(tmp_path:
     err = capsys.readouterr().err.strip()
     assert str(anchor) in err and "MPI_Reduce_scatter" in err and "waitlab analyze" in err and "\n" not in err, err
     assert not (tmp_path / "imp").exists()
+
+
+@pytest.mark.simgrid
+@needs_otf2
+@needs_reader
+@pytest.mark.parametrize(("case", "lines"), [
+    # rank 1 posts its receive 1 s late: a synchronous send waits for it (late receiver, 1 s, by hand)
+    ("ssend", ["1 sleep 1", "0 ssend 1 0 10", "1 recv 0 0 10"]),
+    ("issend", ["1 sleep 1", "0 issend 1 0 10", "0 wait 0 1 0", "1 recv 0 0 10"]),
+    # requests the run never completes (only tested, or left open): completed in MPI_Finalize in the archive
+    ("tested", ["0 isend 1 0 10", "0 test 0 1 0", "1 recv 0 0 10"]),
+    ("open irecv", ["0 send 1 0 10", "1 irecv 0 0 10"]),
+])
+def test_synchronous_sends_and_unfinished_requests_survive_the_round_trip(tmp_path: Path, case: str,
+                                                                         lines: list[str]) -> None:
+    run = _run_trace(tmp_path, 2, lines)
+    anchor = _export(run)
+    assert main(["analyze", str(anchor), "-o", str(tmp_path / "an"), "-q", "--no-png"]) == 0
+    assert _waits(tmp_path / "an") == pytest.approx(_waits(run))
+    if case.endswith("send"):
+        assert _waits(run) == pytest.approx({("late_receiver", 0): 1.0}, abs=1e-3)
