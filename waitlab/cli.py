@@ -109,8 +109,8 @@ def _sweep(sub: Any) -> None:
             return 3
         failed = table.attrs.get("model_failures") or []
         if failed:  # a model that failed is an error of the command (docs/workbench.md), its table is written
-            print(f"waitlab: {len(failed)} diagnosis(es) failed (model, point): {out}/model_failures.csv",
-                  file=sys.stderr)
+            print(f"waitlab: {len(failed)} diagnosis model run(s) failed, one row per model and point in "
+                  f"{out}/model_failures.csv", file=sys.stderr)
             return 1
         return 0
 
