@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from otf2_archives import communicator, score_p_ranks
 from test_otf2_export import _records, needs_otf2
 
 from waitlab.cli import main
@@ -33,7 +34,7 @@ from waitlab.models.otf2_ops import Otf2Unreplayable, records_to_ops, records_to
 
 try:
     import otf2
-    from otf2.enums import CollectiveOp, GroupType, LocationType, Paradigm, RegionRole
+    from otf2.enums import CollectiveOp, Paradigm, RegionRole
 
     from waitlab.simulator.otf2_import import read_otf2
     HAVE_READER = shutil.which("cc") is not None
@@ -95,14 +96,8 @@ def _hand_archive(folder: Path, n: int, subs: list[list[int]],
     (communicator-rank order); ``body(writers, regions, world, subs)`` writes the events."""
     with otf2.writer.open(str(folder), timer_resolution=10**9) as trace:
         d = trace.definitions
-        node = d.system_tree_node("machine")
-        locs = [d.location("Master thread", type=LocationType.CPU_THREAD,
-                           group=d.location_group(f"MPI Rank {r}", system_tree_parent=node)) for r in range(n)]
-        d.group("", group_type=GroupType.COMM_LOCATIONS, paradigm=Paradigm.MPI, members=locs)
-        world = d.comm("MPI_COMM_WORLD", group=d.group("", group_type=GroupType.COMM_GROUP, paradigm=Paradigm.MPI,
-                                                       members=list(range(n))))
-        comms = [d.comm(f"sub {k}", group=d.group(f"sub {k}", group_type=GroupType.COMM_GROUP, paradigm=Paradigm.MPI,
-                                                  members=m)) for k, m in enumerate(subs)]
+        locs, world = score_p_ranks(d, n)
+        comms = [communicator(d, f"sub {k}", m) for k, m in enumerate(subs)]
         regions = {name: d.region(name, region_role=RegionRole.COLL_ALL2ALL, paradigm=Paradigm.MPI)
                    for name in ("MPI_Gatherv", "MPI_Alltoallv", "MPI_Allgatherv", "MPI_Reduce_scatter")}
         body([trace.event_writer_from_location(x) for x in locs], regions, world, comms)

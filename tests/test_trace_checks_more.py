@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from waitlab.cli import main
@@ -255,7 +256,6 @@ def test_run_refuses_a_wait_without_request_in_one_line(tmp_path: Path, capsys: 
 
 @pytest.mark.simgrid
 def test_run_replays_bcasts_on_two_sub_communicators(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    import pandas as pd
 
     text = "0 bcast 8 0 comm=0,1\n1 bcast 8 0 comm=0,1\n2 bcast 8 2 comm=2,3\n3 bcast 8 2 comm=2,3\n"
     code = main(_scenario(tmp_path, text, 4))
