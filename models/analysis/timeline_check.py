@@ -1,11 +1,14 @@
 """Impossible timelines: a collective instance where a rank left before the last rank entered.
 
-A barrier, an allreduce, an alltoall, an allgather (and their v-variants, reduce-scatter) complete on no rank
-before every member contributed: in a correct timeline no member leaves the instance before its last member
-entered it.  A simulator fault (SMPI 3.32's own ``MPI_Ibarrier`` released ranks early: docs/real_programs.md) or a
-broken trace breaks that, and then the wait states of the instance are wrong (a rank that left early waited less
-than the barrier implies).  :func:`impossible_collectives` finds such instances, per collective operation;
-:func:`impossible_line` says it in one line.
+A barrier completes on no rank before every member entered it; an allreduce, an alltoall, an allgather(v) or a
+reduce-scatter completes on no member that receives data before every member that sends data entered it: in a
+correct timeline no such member leaves the instance before the last of those entered.  Members that move no data
+are not checked (Scalasca 2.6's rule: no payload, no synchronization point), nor is ``alltoallv`` (a sparse
+exchange may legally let a rank leave before an unrelated one entered).  A simulator fault (SMPI 3.32's own
+``MPI_Ibarrier`` released ranks early: docs/real_programs.md) or a broken trace breaks that, and then the wait
+states of the instance are wrong (a rank that left early waited less than the barrier implies).
+:func:`impossible_collectives` finds such instances, per collective operation; :func:`impossible_line` says it in
+one line.
 
 A nonblocking collective is booked at its completion call (``tag`` > 0: the rank's request serial), whose entry
 is not when the rank joined the collective (it posted earlier): such a member's exit is checked against the others'
@@ -31,12 +34,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from waitlab.models.analysis.waitstates import BARRIER_OPS, NXN_OPS
+from waitlab.models.analysis.waitstates import BARRIER_OPS, NXN_OPS, payload
 
 __all__ = ["CHECKED_OPS", "GAP_TOLERANCE", "impossible_collectives", "impossible_line"]
 
-#: Collectives whose every member needs every other member's contribution before it can leave.
-CHECKED_OPS: tuple[str, ...] = (*BARRIER_OPS, *NXN_OPS)
+#: Collectives whose every receiving member needs every sending member's contribution before it can leave.
+CHECKED_OPS: tuple[str, ...] = (*BARRIER_OPS, *(o for o in NXN_OPS if o != "alltoallv"))
 #: Seconds a member may leave before the last entry without being reported (the simulated clock's rounding).
 GAP_TOLERANCE = 1e-6
 
@@ -60,8 +63,11 @@ def impossible_collectives(events: pd.DataFrame, tolerance: float = GAP_TOLERANC
     exit_ = events["exit"].to_numpy()[rows]
     tag = events["tag"].to_numpy()[rows] if "tag" in events else np.zeros(rows.size, np.int32)
     blocking = tag <= 0  # a nonblocking completion's entry is not its arrival
-    last_enter = np.maximum.reduceat(np.where(blocking, enter, -np.inf), start)
-    first_exit = np.minimum.reduceat(exit_, start)
+    sends, receives = payload(events)
+    barrier = op.isin(BARRIER_OPS).to_numpy()[rows]
+    sent, got = sends[rows] | barrier, receives[rows] | barrier  # a barrier's members all synchronize
+    last_enter = np.maximum.reduceat(np.where(blocking & sent, enter, -np.inf), start)
+    first_exit = np.minimum.reduceat(np.where(got, exit_, np.inf), start)
     gap = last_enter - first_exit
     bad = gap > tolerance
     if not bad.any():

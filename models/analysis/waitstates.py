@@ -16,6 +16,15 @@ could not complete before activity k of rank q started.  Its wait time is
 * early reduce (reduce, gather): the root waits ``min(max_{senders} E, X_root) - E_root``;
 * early scan: ``w_n = min(max_{m<=n} E_m, X_n) - E_n``.
 
+Which members of a collective synchronize follows Scalasca 2.6 (``MpiCommunicationHandler.cpp``), from each row's
+``bytes`` sent and ``recv_bytes`` received: no payload, no synchronization point, no wait (a bcast whose root sends
+nothing, a reduce or gather whose root receives nothing, an NxN or scan instance where no member moves a byte; a
+barrier always synchronizes); a non-root of a bcast or scatter waits for the root only if it receives data; the
+latest *sender* (``bytes`` > 0) is the one a reduce, gather, scan or NxN member waits for.  An NxN instance where a
+member left before the latest one entered (no full overlap: some pairs exchanged nothing) books waits only for
+members that receive data and entered before the latest sender, as Scalasca does; an ``alltoallv`` without full
+overlap books none (its totals do not say who receives from whom: Scalasca ignores every ``alltoallv``).
+
 When several ranks are exactly equally late, ``peer_rank`` names the lowest-numbered of them; the
 diagnosis models split the wait among all of them (:mod:`waitlab.models.analysis.ties`).
 
@@ -141,6 +150,8 @@ def _collectives(ev: pd.DataFrame, acc: dict[str, list[npt.NDArray[Any]]]) -> No
               "early_reduce": N_TO_ONE_OPS, "early_scan": SCAN_OPS}
     rank_col = ev["rank"].to_numpy()
     enter_col, exit_col, peer_col = ev["enter"].to_numpy(), ev["exit"].to_numpy(), ev["peer"].to_numpy()
+    sends, receives = payload(ev)
+    alltoallv = _member(ops, _codes_of(op_col, ["alltoallv"]), len(op_col.cat.categories))
     n_cats = len(op_col.cat.categories)
     # one pass over the table for the rows of every pattern family, then each family's rows among those
     coll_rows = np.flatnonzero(_member(ops, _codes_of(op_col, [c for g in groups.values() for c in g]), n_cats)
@@ -159,26 +170,43 @@ def _collectives(ev: pd.DataFrame, acc: dict[str, list[npt.NDArray[Any]]]) -> No
         start = np.flatnonzero(np.r_[True, inst[1:] != inst[:-1]])
         seg = np.repeat(np.arange(start.size), np.diff(np.r_[start, rows.size]))
         enter, exit_ = enter_col[rows], exit_col[rows]
+        sent, got = sends[rows], receives[rows]
         pos = np.arange(rows.size)
-        if pattern in ("wait_at_barrier", "wait_at_nxn"):
+        if pattern == "wait_at_barrier":
             last = _segment_argmax(enter, start, seg)  # the last rank to enter
             w = np.minimum(enter[last][seg], exit_) - enter
             peer = rows[last][seg]
+        elif pattern == "wait_at_nxn":
+            moved = np.logical_or.reduceat(sent | got, start)  # no payload: no synchronization point
+            full = np.minimum.reduceat(exit_, start) >= np.maximum.reduceat(enter, start)  # every member overlaps
+            masked = np.where(full[seg] | sent, enter, -np.inf)  # without full overlap: the latest sender
+            last = _segment_argmax(masked, start, seg)
+            syncs = moved[seg] & (full[seg] | (got & ~alltoallv[rows]))
+            w = np.where(syncs, np.minimum(masked[last][seg], exit_) - enter, 0.0)
+            peer = rows[last][seg]
         elif pattern == "late_broadcast":
             root = _segment_roots(rows, seg, start, rank_col, peer_col, pattern)
-            w = np.where(pos == root[seg], 0.0, np.minimum(enter[root][seg], exit_) - enter)
+            syncs = sent[root][seg] & got & (pos != root[seg])  # the root sends, this member receives
+            w = np.where(syncs, np.minimum(enter[root][seg], exit_) - enter, 0.0)
             peer = rows[root][seg]
         elif pattern == "early_reduce":
             root = _segment_roots(rows, seg, start, rank_col, peer_col, pattern)
-            masked = np.where(pos == root[seg], -np.inf, enter)
+            masked = np.where((pos == root[seg]) | ~sent, -np.inf, enter)
             last = _segment_argmax(masked, start, seg)  # the last sender
-            w = np.where(pos == root[seg], np.minimum(masked[last][seg], exit_) - enter, 0.0)
+            w = np.where((pos == root[seg]) & got, np.minimum(masked[last][seg], exit_) - enter, 0.0)
             peer = rows[last][seg]
-        else:  # early scan: prefix maximum over lower ranks of the same instance
-            prefix, arg = _segment_prefix_max(enter, start, seg)
-            w = np.minimum(prefix, exit_) - enter
+        else:  # early scan: prefix maximum over the senders among the lower ranks of the same instance
+            prefix, arg = _segment_prefix_max(np.where(sent, enter, -np.inf), start, seg)
+            w = np.where(sent | got, np.minimum(prefix, exit_) - enter, 0.0)
             peer = rows[arg]
         _add(acc, pattern, rows, w, peer)
+
+
+def payload(ev: pd.DataFrame) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+    """Whether each row sends (``bytes`` > 0) and receives (``recv_bytes`` > 0, or ``bytes`` in a table without
+    that column) any data: a collective member without either has no synchronization point (Scalasca 2.6)."""
+    sent = ev["bytes"].to_numpy() > 0
+    return sent, (ev["recv_bytes"].to_numpy() > 0 if "recv_bytes" in ev else sent)
 
 
 def _segment_argmax(a: npt.NDArray[np.float64], start: npt.NDArray[np.int64], seg: npt.NDArray[np.int64]
@@ -313,9 +341,15 @@ def call_ops(events: pd.DataFrame, rows: npt.NDArray[np.int64]) -> pd.Categorica
 
 def make_events(*, rank: list[int], op: list[str], enter: list[float], exit: list[float],
                 match: list[int] | None = None, done: list[int] | None = None, peer: list[int] | None = None,
-                kind: list[str] | None = None, nbytes: list[int] | None = None) -> pd.DataFrame:
-    """A minimal event table for examples and hand-computed tests (no regions)."""
+                kind: list[str] | None = None, nbytes: list[int] | None = None,
+                recv_bytes: list[int] | None = None) -> pd.DataFrame:
+    """A minimal event table for examples and hand-computed tests (no regions).
+
+    ``nbytes`` (the ``bytes`` column) defaults to 0 for point-to-point operations and to 8 (one double) for
+    collectives but the barrier; ``recv_bytes`` (bytes received) to ``nbytes``."""
     n = len(rank)
+    collective = set(BARRIER_OPS + NXN_OPS + ONE_TO_N_OPS + N_TO_ONE_OPS + SCAN_OPS) - set(BARRIER_OPS)
+    sent = nbytes if nbytes is not None else [8 if o in collective else 0 for o in op]
     return pd.DataFrame({
         "rank": np.asarray(rank, np.int32),
         "kind": pd.Categorical(kind or ["mpi" if o in MPI_ACTIONS else o for o in op]),
@@ -323,7 +357,8 @@ def make_events(*, rank: list[int], op: list[str], enter: list[float], exit: lis
         "enter": np.asarray(enter, float),
         "exit": np.asarray(exit, float),
         "peer": np.asarray(peer if peer is not None else [-1] * n, np.int32),
-        "bytes": np.asarray(nbytes if nbytes is not None else [0] * n, np.int64),
+        "bytes": np.asarray(sent, np.int64),
+        "recv_bytes": np.asarray(recv_bytes if recv_bytes is not None else sent, np.int64),
         "match": np.asarray(match if match is not None else [-1] * n, np.int64),
         "done": np.asarray(done if done is not None else [-1] * n, np.int64),
         "region": pd.Categorical([""] * n),
