@@ -165,7 +165,7 @@ def finish(prep: Prepared, ex: Execution) -> RunResult:
     waits = (_waitstates.wait_states(events) if ex.eager_threshold is None else
              _waitstates.wait_states(events, ex.eager_threshold))
     stages["wait_states"] = time.perf_counter() - t
-    budget = _summary.rank_budget(events, waits)
+    budget = _summary.rank_budget(events, waits, ex.ops.n_ranks)  # ranks without an event too
     summary = _summary.summarize(events, waits, budget)
     plat = prep.platform
     placement = _placement.placement_table(plat.node_of_rank, plat.host_of_rank, plat.leaf_size)

@@ -97,8 +97,8 @@ def blame_shifting_model(run: RunData, **_: Any) -> pd.DataFrame:
 
 def critical_path_model(run: RunData, **_: Any) -> pd.DataFrame:
     """Critical-path imbalance blame (Boehme et al., IPDPS 2012), in seconds of wait."""
-    cp = critical_path(run.events, run.waits)
     n = run.n_ranks
+    cp = critical_path(run.events, run.waits, n_ranks=n)
     reg = cp.by_region
     if not len(reg) or n == 0:
         return _grouped(np.zeros(0), np.zeros(0), np.zeros(0))

@@ -105,8 +105,12 @@ def _labels(ev: pd.DataFrame, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return code.ravel(), np.array(names, dtype=object)
 
 
-def critical_path(events: pd.DataFrame, waits: pd.DataFrame, steps: tuple[int, int] | None = None) -> CriticalPath:
-    """Critical path of the activities of ``steps`` (inclusive ``(first, last)``; all steps by default)."""
+def critical_path(events: pd.DataFrame, waits: pd.DataFrame, steps: tuple[int, int] | None = None,
+                  n_ranks: int | None = None) -> CriticalPath:
+    """Critical path of the activities of ``steps`` (inclusive ``(first, last)``; all steps by default).
+
+    A region's ``mean_per_rank`` is its busy time over ``n_ranks`` ranks (default: the highest rank of ``events``
+    plus one), those without an event in the range included, as Scalasca averages over every process."""
     leaf = (events["kind"] != "region").to_numpy()
     if steps is not None:
         s = events["step"].to_numpy()
@@ -188,7 +192,8 @@ def critical_path(events: pd.DataFrame, waits: pd.DataFrame, steps: tuple[int, i
     del rank
     by_rr = table.groupby(["rank", "lab"], as_index=False, sort=True)["seconds"].sum()
     by_rr.insert(1, "region", labs.astype(object)[by_rr.pop("lab").to_numpy()])
-    mean = pd.Series(busy).groupby(lab).sum() / starts.size  # rows sorted by rank: one start per rank
+    ranks = n_ranks if n_ranks is not None else int(events["rank"].max()) + 1
+    mean = pd.Series(busy).groupby(lab).sum() / max(ranks, starts.size)  # starts: one per rank with an event
     on_path = table.groupby("lab")["seconds"].sum()
     by_region = pd.DataFrame({"seconds": on_path.to_numpy()},
                              index=pd.Index(labs.astype(object)[on_path.index.to_numpy()], name="region"))
