@@ -85,13 +85,17 @@ class DeadlockError(SimulationError):
     """SimGrid found a deadlock; ``actors`` are the blocked ones, ``time`` the simulated time it happened."""
 
     def __init__(self, what: str, time: float, actors: tuple[BlockedActor, ...], output: str,
-                 blocked: str = "") -> None:
+                 blocked: str = "", fix: str = "") -> None:
         listed = blocked or "; ".join(f"rank {a.rank if a.rank is not None else a.pid} on {a.host}: {a.status}"
                                       for a in actors[:8])
         more = f" and {len(actors) - 8} more" if len(actors) > 8 and not blocked else ""
-        super().__init__(f"{what} deadlocked at simulated time {time:g} s (SimGrid: Deadlock detected): "
-                         f"{len(actors)} ranks are blocked: {listed}{more}. Last lines of SimGrid's output:\n"
-                         f"{_tail(output, 12)}")
+        head = (f"{what} deadlocked at simulated time {time:g} s (SimGrid: Deadlock detected): {len(actors)} ranks "
+                f"are blocked: {listed}{more}")
+        # the calls named in the input (fix): one line, bad input; else what SimGrid listed
+        super().__init__(f"{head} (fix: {fix})" if fix else
+                         f"{head}. Last lines of SimGrid's output:\n{_tail(output, 12)}")
+        if fix:
+            self.exit_code = 2
         self.what = what
         self.time = time
         self.actors = actors
@@ -279,7 +283,7 @@ def name_blocked_calls(exc: DeadlockError, log_path: Path, ops: OpTable) -> Dead
     counts = ops.per_rank_counts()
     first = np.concatenate(([0], np.cumsum(counts)[:-1]))
     order = np.lexsort((ops.seq, ops.rank))
-    parts = []
+    parts, calls = [], []
     for a in exc.actors[:8]:
         if a.rank is None or not 0 <= a.rank < ops.n_ranks:
             continue
@@ -295,10 +299,18 @@ def name_blocked_calls(exc: DeadlockError, log_path: Path, ops: OpTable) -> Dead
                 call += f", partner rank {int(ops.peer[i])}, tag {int(ops.tag[i])}"
             call += ")"
         parts.append(f"rank {a.rank} in {call}")
+        calls.append(call.split(" ")[0])
     if not parts:
         return exc
     more = f" and {len(exc.actors) - 8} more" if len(exc.actors) > 8 else ""
-    return DeadlockError(exc.what, exc.time, exc.actors, exc.output, "; ".join(parts) + more)
+    if set(calls) <= {"send", "ssend", "sendRecv"}:
+        fix = ("a blocking send above the platform's eager threshold ([mpi] eager_threshold), and every ssend, "
+               "waits until its receive is posted: post the receives first (irecv before the send), or send with "
+               "isend and wait after the receive")
+    else:
+        fix = ("the blocked calls wait for each other: check that every send has its receive and every rank of a "
+               "communicator calls its collectives in the same order, then reorder the trace's lines")
+    return DeadlockError(exc.what, exc.time, exc.actors, exc.output, "; ".join(parts) + more, fix)
 
 
 def kill_group(pid: int) -> None:

@@ -70,7 +70,25 @@ def test_a_deadlocked_replay_names_the_blocked_ranks_and_their_calls(tmp_path: P
     assert "rank 0 in recv (operation 1, partner rank 1, tag 0)" in text
     assert "rank 1 in recv (operation 1, partner rank 0, tag 4)" in text
     assert "rank 2 in barrier (operation 1)" in text
-    assert isinstance(info.value, SimulationError) and info.value.exit_code == 3
+    # the calls are named: one line with the fix, bad input (the trace or its operations), no SimGrid log
+    assert "(fix: the blocked calls wait for each other" in text and "\n" not in text
+    assert isinstance(info.value, SimulationError) and info.value.exit_code == 2
+
+
+@pytest.mark.simgrid
+def test_a_send_send_deadlock_says_to_post_the_receives_first(tmp_path: Path):
+    xml, hostfile = star_platform(tmp_path, 2)
+    b = OpBuilder(2)
+    b.add("send", ranks=0, peer=1, value=1e6)  # both ranks send 1 MB (rendezvous) before receiving
+    b.add("send", ranks=1, peer=0, value=1e6)
+    b.add("recv", ranks=0, peer=1, value=1e6)
+    b.add("recv", ranks=1, peer=0, value=1e6)
+    with pytest.raises(DeadlockError) as info:
+        replay_ops(b.build(), xml, hostfile, SPEED, timeout=120, work=tmp_path / "w")
+    text = str(info.value)
+    assert "rank 0 in send (operation 0, partner rank 1, tag 0); rank 1 in send (operation 0, partner rank 0" in text
+    assert "(fix: a blocking send above the platform's eager threshold" in text and "post the receives first" in text
+    assert info.value.exit_code == 2
 
 
 @pytest.mark.simgrid
