@@ -289,7 +289,7 @@ def run_real_program(scenario: Scenario, platform: RenderedPlatform, work: Path,
         ops, t_enter, t_exit = merge_measured(target, run, sched)
     env = {**prog.layer_env(program_env(scenario, platform), schedule_dir, computation_measured(cfg)),
            **plugin_environment(cfg)}
-    rerun = prog.rerun_files(res.command, binary, xml, hostfile, env, schedule_dir)
+    rerun = prog.rerun_files(res.command, binary, xml, hostfile, env, schedule_dir, [Path(f) for f in p.inputs])
     return Measured(run, ops, t_enter, t_exit, res.output, res.wall_seconds, written_files(cwd, p.inputs), rerun)
 
 
@@ -308,19 +308,24 @@ def program_workdir(folder: Path, inputs: Sequence[str]) -> Path:
 
 
 def written_files(folder: Path, inputs: Sequence[str]) -> dict[str, bytes]:
-    """What the program left in its working folder (input files it did not change excluded), in name order;
-    beyond :data:`MAX_KEPT_BYTES` in all, a file is replaced by a note."""
+    """What the program left in its working folder (input files it did not change excluded), in name order.
+
+    Files are kept in name order while they fit in :data:`MAX_KEPT_BYTES` in all; a file that does not fit is
+    replaced by a note and uses none of the budget, so a smaller file after it is still kept (whether a file is kept
+    depends on the sizes of the files before it in name order, never on their names alone)."""
     given = {Path(f).name: Path(f) for f in inputs}
     out: dict[str, bytes] = {}
     total = 0
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         rel = path.relative_to(folder).as_posix()
-        data = path.read_bytes()
-        if rel in given and given[rel].read_bytes() == data:
+        size = path.stat().st_size
+        if rel in given and given[rel].stat().st_size == size and given[rel].read_bytes() == path.read_bytes():
             continue
+        if total + size > MAX_KEPT_BYTES:  # not read: a file that is not kept costs neither memory nor budget
+            out[rel] = (f"not kept: {size} bytes, more than the {MAX_KEPT_BYTES - total} bytes left of the "
+                        f"{MAX_KEPT_BYTES >> 20} MiB of files waitlab keeps\n").encode()
+            continue
+        data = path.read_bytes()
         total += len(data)
-        out[rel] = data if total <= MAX_KEPT_BYTES else (f"not kept: {len(data)} bytes, over the "
-                                                         f"{MAX_KEPT_BYTES >> 20} MiB waitlab keeps\n").encode()
+        out[rel] = data
     return out
-
-

@@ -136,8 +136,14 @@ MAX_OUTPUT_CHARS = 8 << 20
 
 
 def bounded_output(text: str, limit: int = MAX_OUTPUT_CHARS) -> str:
-    """``text``, or its first and last ``limit / 2`` characters with a line saying how much was left out.
+    """``text``, or at most its first and last ``limit / 2`` characters, cut at line ends, with a line of its own
+    saying how much was left out.  A side whose kept part holds no line end (one line longer than ``limit / 2``)
+    is cut inside that line, the marker still on a line of its own.
 
+    >>> print(bounded_output("one\\ntwo\\nthree\\nfour\\nfive", 10))
+    one
+    [waitlab: 15 characters of the program's output left out here (output.txt keeps 8)]
+    five
     >>> print(bounded_output("abcdefghij", 4))
     ab
     [waitlab: 6 characters of the program's output left out here (output.txt keeps 4)]
@@ -146,8 +152,14 @@ def bounded_output(text: str, limit: int = MAX_OUTPUT_CHARS) -> str:
     if len(text) <= limit:
         return text
     half = limit // 2
-    return (f"{text[:half]}\n[waitlab: {len(text) - 2 * half} characters of the program's output left out here "
-            f"(output.txt keeps {2 * half})]\n{text[-half:]}")
+    end = text.rfind("\n", 0, half) + 1  # the first kept part: whole lines, else the first half of the first line
+    head = text[:end] if end else text[:half]
+    start = text.find("\n", len(text) - half - 1) + 1  # the last kept part: whole lines, else the last half
+    tail = text[start:] if 0 < start < len(text) else text[len(text) - half:]
+    kept = len(head) + len(tail)
+    sep = "" if head.endswith("\n") else "\n"
+    return (f"{head}{sep}[waitlab: {len(text) - kept} characters of the program's output left out here "
+            f"(output.txt keeps {kept})]\n{tail}")
 
 
 def write_program_output(result: RunResult, folder: Path) -> None:

@@ -39,6 +39,12 @@ ITEM_DTYPE = np.dtype([("anchor", "<i8"), ("code", "<i4"), ("phase", "<i4"), ("v
 #: The contention plugin's file in a program's stock re-run folder (:func:`rerun_files`).
 PLUGIN_FILE = "waitlab_contention.so"
 
+#: The files of a program's stock re-run folder besides the program's inputs (:func:`rerun_files`).
+RERUN_NAMES = ("platform.xml", "hostfile", "program", "smpirun.sh", "schedule", PLUGIN_FILE,
+               PLUGIN_FILE.replace(".so", ".cpp"))
+#: The program's working folder in its re-run folder when an input has one of the :data:`RERUN_NAMES`.
+RERUN_CWD = "cwd"
+
 #: Actions the layer can inject (``WAITLAB_SCHEDULE``).
 INJECTABLE = tuple(sorted(a for a in ACTIONS if a in LOCAL_ACTIONS))
 
@@ -72,6 +78,8 @@ _LAYER_DIED = re.compile(r"waitlab measurement layer \(rank (?P<rank>-?\d+)\): (
 #: Lines that are not the program's own output (SimGrid's log, backtraces, smpirun's summary, the layer's line).
 _NOT_PROGRAM = re.compile(r"^(\[|Backtrace|\s+->|Segmentation fault|Execution failed with code|Aborted|"
                           r"waitlab-layer:|waitlab measurement layer|waitlab contention|\S+ --cfg=)")
+#: The ranks of :func:`_missing`'s words (``" (ranks 0, 1 did not reach MPI_Finalize)"``).
+_MISSING = re.compile(r"(?P<ranks>ranks? [^()]*?) did not reach MPI_Finalize")
 #: SMPI's refusal of an MPI function it does not have (``Not yet implemented: PMPI_Mprobe``).
 _NOT_IMPLEMENTED = re.compile(_WHO + r".*Not yet implemented: P?(?P<call>MPI_\w+)")
 
@@ -126,9 +134,9 @@ def explain_failure(output: str, returncode: int | None, missing: str, program: 
         said_simgrid = f"; SimGrid said: {words[:200]!r}" if words and "Aborted" not in words else ""
         return ProgramError(program, f"the program was killed by {name}{missing}{said_simgrid}{last}",
                             "run it outside waitlab to see why (smpirun -wrapper gdb)")
-    if missing:
-        return ProgramError(program, f"the program stopped early:{missing}{last}",
-                            "every rank must call MPI_Finalize and return 0")
+    if m := _MISSING.search(missing):  # nothing else went wrong: the ranks ended without MPI_Finalize
+        return ProgramError(program, f"{m['ranks']} ended without calling MPI_Finalize{last}",
+                            "call MPI_Finalize on every rank before main returns or the program exits")
     words = simgrid_words(output)
     return ProgramError(program, f"the program failed in SimGrid (exit status {returncode})"
                         + (f": {words[:200]}" if words else "") + last, "run it outside waitlab to see why")
@@ -239,7 +247,7 @@ def layer_env(env: Mapping[str, str] | None, schedule_dir: Path | None, measured
 
 
 def rerun_files(command: Sequence[str], binary: Path, platform_xml: Path, hostfile: Path, env: Mapping[str, str],
-                schedule_dir: Path | None) -> dict[str, bytes]:
+                schedule_dir: Path | None, inputs: Sequence[Path] = ()) -> dict[str, bytes]:
     """What re-runs a program run with stock SimGrid, no Python: ``platform.xml``, ``hostfile``, the program,
     its injection schedule (if any) and ``smpirun.sh``, the exact smpirun command line (every ``--cfg``) with
     those files' names; arguments given to the script are appended (e.g. ``--cfg=smpi/display-timing:yes``).
@@ -247,10 +255,19 @@ def rerun_files(command: Sequence[str], binary: Path, platform_xml: Path, hostfi
 
     A run under contention laws (``WAITLAB_CONTENTION`` in ``env``) also ships the contention plugin, built for this
     SimGrid (``waitlab_contention.so``, and its source to rebuild it), which the script loads into the simulator
-    process the way waitlab did (``-wrapper "env LD_PRELOAD=..."``): the stock run gets the same laws."""
+    process the way waitlab did (``-wrapper "env LD_PRELOAD=..."``): the stock run gets the same laws.
+
+    ``inputs``, the program's input files (``[application] inputs``), are shipped where the program finds them: in
+    its working folder, which is the re-run folder itself, or its :data:`RERUN_CWD` subfolder when an input has the
+    name of one of the re-run's own files (:data:`RERUN_NAMES`)."""
+    up = "../" if any(f.name in RERUN_NAMES for f in inputs) else ""
+    cwd = RERUN_CWD + "/" if up else ""
     files = {"platform.xml": platform_xml.read_bytes(), "hostfile": hostfile.read_bytes(),
              "program": binary.read_bytes()}
-    rename = {str(platform_xml): "platform.xml", str(hostfile): "hostfile", str(binary): "./program"}
+    for f in inputs:
+        files[cwd + f.name] = f.read_bytes()
+    rename = {str(platform_xml): f"{up}platform.xml", str(hostfile): f"{up}hostfile",
+              str(binary): f"{up or './'}program"}
     cmd = list(command)
     if "-wrapper" in cmd:  # waitlab's own guard that kills the simulator with smpirun, and its plugin path
         i = cmd.index("-wrapper")
@@ -262,17 +279,20 @@ def rerun_files(command: Sequence[str], binary: Path, platform_xml: Path, hostfi
     if env.get(PLUGIN_ENV):
         files[PLUGIN_FILE] = contention_plugin().read_bytes()
         files[PLUGIN_FILE.replace(".so", ".cpp")] = CONTENTION_SOURCE.read_bytes()
-        cmd[1:1] = ["-wrapper", f"env LD_PRELOAD=./{PLUGIN_FILE}"]
+        cmd[1:1] = ["-wrapper", f"env LD_PRELOAD={up or './'}{PLUGIN_FILE}"]
         lines += ["# The platform's contention laws (WAITLAB_CONTENTION) act through waitlab's contention plugin,",
                   f"# {PLUGIN_FILE}, loaded into the simulator as waitlab loads it; built for SimGrid "
                   f"{simgrid_version()} (rebuild:", f"#   smpicxx {' '.join(PLUGIN_FLAGS)} -o {PLUGIN_FILE} "
                   f"{PLUGIN_FILE.replace('.so', '.cpp')}). Without it stock smpirun runs without the laws."]
-    lines.append('cd "$(dirname "$0")" || exit 1')
+    if cwd:
+        lines += [f"# The program runs in {RERUN_CWD}/, the folder of its input files (an input has the name of",
+                  "# one of the files of this folder)."]
+    lines.append(f'cd "$(dirname "$0"){"/" + RERUN_CWD if cwd else ""}" || exit 1')
     if schedule_dir is not None:
         for f in sorted(schedule_dir.glob("s*.bin")):
             files[f"schedule/{f.name}"] = f.read_bytes()
     for key, value in sorted(env.items()):
-        shown = '"$(pwd)/schedule"' if key == "WAITLAB_SCHEDULE" else shlex.quote(value)
+        shown = f'"$(pwd)/{up}schedule"' if key == "WAITLAB_SCHEDULE" else shlex.quote(value)
         lines.append(f"export {key}={shown}")
     lines.append("exec " + " ".join(shlex.quote(c) for c in cmd) + ' "$@"')
     files["smpirun.sh"] = ("\n".join(lines) + "\n").encode()

@@ -136,21 +136,72 @@ def layer_object() -> Path:
 
 
 _DIAG = re.compile(r"^(?P<file>[^\s:][^:]*):(?P<line>\d+)(?::\d+)?:\s*(?:fatal )?[Ee]rror")
+#: Any diagnostic line (an error, a warning or a note): it ends the chain of includes before it.
+_ANY_DIAG = re.compile(r"^[^\s:][^:]*:\d+(?::\d+)?:\s*(?:fatal error|error|warning|note)\b")
+#: A line of the chain of includes GCC and Clang print before a diagnostic in an included file
+#: (``In file included from a.h:3,`` / ``                 from m.c:2:``).
+_INCLUDED = re.compile(r"^(?:In file included from|from)\s+(?P<file>[^\s:][^:]*):(?P<line>\d+)(?::\d+)?[,:]?$")
 
 
 def _first_error(output: str, context: int = 6) -> str:
     """The compiler's first error and the source lines it shows, on one line (`` | `` between lines)."""
     lines = output.splitlines()
-    start = next((i for i, ln in enumerate(lines) if "error" in ln), 0)
+    start = next((i for i, ln in enumerate(lines) if "error" in ln and not _INCLUDED.match(ln.strip())), 0)
     return " | ".join(" ".join(ln.split()) for ln in lines[start:start + context] if ln.strip()) or "no message"
 
 
-def _failing_file(output: str, default: Path) -> str:
-    for line in output.splitlines():
-        m = _DIAG.match(line.strip())
-        if m:
-            return m.group("file")
-    return str(default)
+def _user_folders(source: Path, compile_flags: Sequence[str]) -> list[Path]:
+    """Folders of the user's own files: the source's and those of the path flags (``-I``, ``-iquote``, ...)."""
+    folders = [source.parent]
+    flags = list(compile_flags)
+    for i, flag in enumerate(flags):
+        for prefix in ("-I", "-iquote", "-isystem", "-idirafter", "-include"):
+            if flag.startswith(prefix):
+                value = flag[len(prefix):] or (flags[i + 1] if i + 1 < len(flags) else "")
+                if value:
+                    path = Path(value)
+                    folders.append(path.parent if prefix == "-include" else path)
+                break
+    return [f.resolve() for f in folders]
+
+
+def _failing_file(output: str, default: Path, compile_flags: Sequence[str] = ()) -> tuple[str, str]:
+    """The user's file the compiler's error points at, and a hint when the compiler points at no file of the user's.
+
+    The file is that of the first error in one of the user's files (``default``, the files in its folder and in the
+    folders of the path flags, waitlab's ``waitlab.h`` excluded), else the innermost of the user's files in the
+    chain of includes of the first error: an error in a system header (e.g. after an unfinished declaration in a
+    header included before it) names the user's file whose ``#include`` led there, with a hint naming that line;
+    else ``default``."""
+    folders = _user_folders(default, compile_flags)
+
+    def users(name: str) -> bool:
+        resolved = (default.parent / name).resolve()  # an absolute name stays itself
+        return resolved == default.resolve() or (not resolved.is_relative_to(NATIVE_DIR)
+                                                 and any(resolved.is_relative_to(f) for f in folders))
+
+    chain: list[tuple[str, str]] = []
+    first: tuple[str, list[tuple[str, str]]] | None = None
+    for raw in output.splitlines():
+        line = raw.strip()
+        if (m := _INCLUDED.match(line)) and (line.startswith("In file") or raw[:1].isspace()):
+            chain = [] if line.startswith("In file") else chain
+            chain.append((m.group("file"), m.group("line")))
+            continue
+        if (m := _DIAG.match(line)) and not raw[:1].isspace():
+            if users(m.group("file")):
+                return m.group("file"), ""
+            if first is None:
+                first = (m.group("file"), chain)
+        if _ANY_DIAG.match(line) and not raw[:1].isspace():
+            chain = []
+    if first is not None:
+        for name, at in first[1]:
+            if users(name):
+                return name, (f" (the first error is in {first[0]}, reached from the #include on line {at} of "
+                              f"{Path(name).name}: look at the code before that line, e.g. an unfinished declaration "
+                              "in a header included earlier)")
+    return str(default), ""
 
 
 def build_program(sources: Sequence[Path], *, language: str | None = None, compile_flags: Sequence[str] = (),
@@ -212,8 +263,9 @@ def build_program(sources: Sequence[Path], *, language: str | None = None, compi
             proc = _run(cmd, work)
             if proc.returncode != 0:
                 out = f"{proc.stdout}{proc.stderr}".rstrip()
-                raise InputError(_failing_file(out, src), "(compile)",
-                                 f"{COMPILERS[lang]} could not compile {src.name}: {_first_error(out)}",
+                where, hint = _failing_file(out, src, compile_flags)
+                raise InputError(where, "(compile)",
+                                 f"{COMPILERS[lang]} could not compile {src.name}: {_first_error(out)}{hint}",
                                  f"fix the program (all messages: {COMPILERS[lang]} -c {src})")
             objects.append(str(obj))
             deps |= _dependencies(obj.with_suffix(".d"), work) if dep_flags else _include_dir_files(compile_flags)
