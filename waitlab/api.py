@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from waitlab.errors import InputError
-from waitlab.experiments.diagnosis.names import BUILTIN_NAMES, DEFAULT_DIAGNOSE
+from waitlab.experiments.diagnosis.names import BUILTIN_NAMES, DEFAULT_DIAGNOSE, FlagValue
 from waitlab.experiments.estimate import preflight, remember
 from waitlab.experiments.executors import open_executor
 from waitlab.experiments.run_folder import RESULTS_ROOT, default_output, results_folder
@@ -102,6 +102,7 @@ __all__ = [
     "doctor",
     "evaluate",
     "export",
+    "flag_value",
     "import_otf2",
     "integrity",
     "load_events",
@@ -214,6 +215,17 @@ DEFAULT_MODELS: tuple[str, ...] = DEFAULT_DIAGNOSE
 def diagnosis_models() -> dict[str, str]:
     """The built-in diagnosis models: key -> display name."""
     return dict(BUILTIN_NAMES)
+
+
+def flag_value(text: str, flag: str) -> str:
+    """``text`` as given on the command line with ``flag`` (the ``type=`` of ``--model``): an error about it names the
+    flag (``(command line): --model: ...``), where the same text passed from Python names the argument
+    (``(python call): models: ...``).  It is the same text otherwise.
+
+    >>> flag_value("mymodels:f", "--model") == "mymodels:f"
+    True
+    """
+    return FlagValue(text, flag)
 
 
 #: The names of ``__all__`` not defined above are taken on first use from :mod:`waitlab.api_results` (pandas and

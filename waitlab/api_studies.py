@@ -18,7 +18,7 @@ from waitlab.errors import InputError
 from waitlab.experiments.compare import Comparison, compare_runs
 from waitlab.experiments.compare import compare_png as _compare_png
 from waitlab.experiments.diagnosis.check import check_model
-from waitlab.experiments.diagnosis.diagnose import Diagnosis, diagnose_path
+from waitlab.experiments.diagnosis.diagnose import Diagnosis, check_options, diagnose_path
 from waitlab.experiments.diagnosis.evaluate import evaluate as _evaluate
 from waitlab.experiments.diagnosis.groundtruth import default_cache_dir
 from waitlab.experiments.diagnosis.leaderboard import LEADERBOARD_FILES, write_leaderboard
@@ -81,8 +81,17 @@ def diagnose(source: str | Path | LoadedRun, *, executor: Executor | None = None
 
     A results folder is read back as it is (only counterfactuals are simulated), checked against its integrity
     record unless ``trust_edited=True``; see
-    :func:`waitlab.experiments.diagnosis.diagnose.diagnose` for the keyword arguments.
+    :func:`waitlab.experiments.diagnosis.diagnose.diagnose` for the keyword arguments.  ``threshold``, ``tie_relative``
+    (in [0, 1)), ``top_k`` (>= 1), ``n_candidates`` (>= 0) and ``model_timeout`` (> 0) out of range are refused
+    before anything is read or simulated, as are ``models`` that are not a list; an error names the Python argument
+    (``models``, ``top_k``).
     """
+    check_options(**{k: kwargs[k] for k in ("threshold", "tie_relative", "top_k", "n_candidates", "model_timeout")
+                     if k in kwargs})
+    models = kwargs.get("models")
+    if isinstance(models, str):
+        raise InputError("(python call)", "models", f"must be a list of models, got the text {models!r}",
+                         f"e.g. models=[{models!r}]")
     cache = kwargs.get("cache_dir")
     if cache is not None and Path(cache).exists() and not Path(cache).is_dir():
         raise InputError(str(cache), "--cache", "is a file, not a folder", "pass a folder for the counterfactual "
@@ -113,16 +122,41 @@ def compare(run_a: str | Path | LoadedRun, run_b: str | Path | LoadedRun, *,
     return compare_runs(a, b)
 
 
-def export(run_folder: str | Path, formats: tuple[str, ...] = ("otf2",),
+def export(run_folder: str | Path, formats: str | tuple[str, ...] = ("otf2",),
            out: str | Path | None = None, *, trust_edited: bool = False) -> dict[str, Path]:
     """Export a results folder as OTF2, a Chrome/Perfetto trace and/or the wait-propagation graph (GraphML).
 
-    ``formats`` are names of :data:`EXPORT_FORMATS`; returns ``format -> written path``.  ``trust_edited``
-    exports a folder whose integrity record is missing or whose files changed (the exports' metadata say so).
+    ``formats`` are names of :data:`EXPORT_FORMATS` (a tuple or list of them, or one name: ``"otf2"``); returns
+    ``format -> written path``.  ``trust_edited`` exports a folder whose integrity record is missing or whose files
+    changed (the exports' metadata say so).
     """
     folder = path_argument(run_folder, "run_folder", "results folder")
+    formats = _export_formats(formats)
     with guarded_output(path_argument(out, "out", "export folder") if out is not None else folder, "export folder"):
         return export_run(run_folder, formats, out, trust_edited)
+
+
+def _export_formats(formats: object) -> tuple[str, ...]:
+    """``formats`` of :func:`export` as a tuple of names of :data:`EXPORT_FORMATS` (one name is one format), or an
+    :class:`~waitlab.errors.InputError` naming the argument ``formats``.
+
+    >>> _export_formats("otf2"), _export_formats(["chrome", "otf2"])
+    (('otf2',), ('chrome', 'otf2'))
+    >>> try:
+    ...     _export_formats(("otf2", "pdf"))
+    ... except InputError as exc:
+    ...     print(exc.file, exc.field, exc.problem)
+    (python call) formats unknown export format 'pdf'
+    """
+    names = (formats,) if isinstance(formats, str) else formats
+    if not isinstance(names, tuple | list) or not names or not all(isinstance(f, str) for f in names):
+        raise InputError("(python call)", "formats", f"must be a format name or a tuple of them, got {formats!r}",
+                         f"e.g. formats=('otf2', 'graphml') among {', '.join(map(repr, EXPORT_FORMATS))}")
+    unknown = [f for f in names if f not in EXPORT_FORMATS]
+    if unknown:
+        raise InputError("(python call)", "formats", f"unknown export format {', '.join(map(repr, unknown))}",
+                         f"choose among {', '.join(map(repr, EXPORT_FORMATS))}; e.g. formats=('otf2', 'graphml')")
+    return tuple(names)
 
 
 def plot(sweep_folder: str | Path, out: str | Path | None = None, results: tuple[str, ...] | None = None, *,

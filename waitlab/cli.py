@@ -264,7 +264,9 @@ def _diagnose(sub: Any) -> None:
     p = sub.add_parser("diagnose", help="run CWP-DM and H-CWP-DM on a run, compute the ground truth, score them")
     p.add_argument("source", type=Path, help="results folder of `waitlab run`, or a scenario TOML (simulated first)")
     p.add_argument("-o", "--output", type=Path, default=None,
-                   help="report folder (default: SOURCE/diagnosis, or results/<name>-diagnosis for a TOML)")
+                   help="report folder (default: SOURCE/diagnosis, and SOURCE/report.html gains the diagnosis; "
+                   "results/<name>-diagnosis for a TOML). With -o only that folder is written: `waitlab report "
+                   "SOURCE --diagnosis OUTPUT/diagnosis.json` rebuilds SOURCE's page with it")
     p.add_argument("--threshold", type=float, default=0.01, help="H-CWP-DM hotspot threshold (default 0.01 = 1%%)")
     p.add_argument("--tie-relative", type=float, default=0.0, metavar="F",
                    help="CWP-DM and H-CWP-DM share a wait among culprits that arrived within F of the wait of the "
@@ -291,6 +293,9 @@ def _diagnose(sub: Any) -> None:
         if not 0 <= args.threshold < 1:  # NaN fails this too
             raise InputError("(command line)", "--threshold", f"must be in [0, 1), got {args.threshold}",
                              "e.g. --threshold 0.01 (1%)")
+        if not 0 <= args.tie_relative < 1:
+            raise InputError("(command line)", "--tie-relative", f"must be in [0, 1), got {args.tie_relative}",
+                             "e.g. --tie-relative 0.01 (1%)")
         if args.top_k < 1 or args.candidates < 0:
             raise InputError("(command line)", "--top-k" if args.top_k < 1 else "--candidates",
                              f"must be >= {1 if args.top_k < 1 else 0}", "e.g. --top-k 5 --candidates 8")
@@ -319,8 +324,10 @@ def _diagnose(sub: Any) -> None:
         else:
             out = api.default_output(diag.scenario.name if diag.scenario else args.source.stem, "-diagnosis")
         api.write_report(diag, out, png=not args.no_png)
-        if run is not None:  # the run's report.html gains the diagnosis
+        page = run is not None and args.output is None  # the run's report.html gains its own diagnosis (not -o's)
+        if run is not None and page:
             api.report(run, out / "diagnosis.json", trust_edited=args.trust_edited)
+        if run is not None:
             warn_edited(args, args.source)
         if args.json:
             _dump({"output": str(out), **api.report_dict(diag)})
@@ -328,8 +335,7 @@ def _diagnose(sub: Any) -> None:
             _say(args, api.to_markdown(diag))
         if diag.truth is not None:
             _say(args, api.cache_use(diag.truth))
-        _say(args, f"report written to {out}/" + (f" and {args.source / 'report.html'}" if args.source.is_dir()
-                                                    else ""))
+        _say(args, f"report written to {out}/" + (f" and {args.source / 'report.html'}" if page else ""))
         for msg in diag.errors.values():  # the other models' results are in the report
             print(f"waitlab: error: {msg}", file=sys.stderr)
         return 1 if diag.errors else 0

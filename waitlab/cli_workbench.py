@@ -19,7 +19,7 @@ MODEL_TIMEOUT = 600.0
 def model_flag(p: argparse.ArgumentParser, what: str, timeout: bool = True) -> None:
     """Add the repeatable ``--model`` option (``what``: which models it runs besides) and, with ``timeout``,
     ``--model-timeout``."""
-    p.add_argument("--model", action="append", default=None, metavar="MODEL",
+    p.add_argument("--model", action="append", default=None, metavar="MODEL", type=_model_value,
                    help=f"a diagnosis model to run {what} (repeatable): package.module:function, "
                    "path/file.py:function, an installed plug-in or a built-in ("
                    + ", ".join(api.diagnosis_models()) + ")")
@@ -27,6 +27,11 @@ def model_flag(p: argparse.ArgumentParser, what: str, timeout: bool = True) -> N
         p.add_argument("--model-timeout", type=float, default=MODEL_TIMEOUT, metavar="SECONDS",
                        help="seconds a user's model (a --model spec or a plug-in, run in a process of its own) may "
                        f"take on one run before it is stopped (default {MODEL_TIMEOUT:g})")
+
+
+def _model_value(text: str) -> str:
+    """A ``--model`` value: an error about it names ``--model`` (:func:`waitlab.api.flag_value`)."""
+    return api.flag_value(text, "--model")
 
 
 def model_timeout(args: argparse.Namespace) -> float:

@@ -5,17 +5,20 @@ The model runs on tiny hand-made runs (:func:`tiny_cases`: a barrier one rank is
 late senders, a run without any wait, an exact tie, a barrier on a sub-communicator, one-sided fence and lock
 waits) and every output is checked with
 :func:`~waitlab.models.analysis.protocol.blame_problems`: a DataFrame, the columns ``rank, region,
-seconds``, finite non-negative blame, ranks that exist, no more blame than wait.  Exceptions are
-reported, not raised.  The cases' event tables carry the simulator's truth columns (``cause``, ``excess``) as a
-run's do; the model gets them as a measured trace holds them
-(:class:`~waitlab.models.analysis.protocol.RunData`), so a model that reads the truth is reported.  A model named
-by a spec runs in a child process (:mod:`~waitlab.experiments.diagnosis.sandbox`), as in ``waitlab diagnose``.
+seconds``, finite non-negative blame, ranks that exist, no more blame than wait (and a region named ``"(top)"``
+where the protocol says ``"(top level)"``).  The model gets a copy of each case's tables and its output is checked
+against the case as it was given, so a model that changes its input (inflating the waits it then blames) is caught.
+Exceptions, ``sys.exit`` included, are reported, not raised (only Ctrl-C goes through).  The cases' event tables
+carry the simulator's truth columns (``cause``, ``excess``) as a run's do; the model gets them as a measured trace
+holds them (:class:`~waitlab.models.analysis.protocol.RunData`), so a model that reads the truth is reported.
+A model named by a spec runs in a child process (:mod:`~waitlab.experiments.diagnosis.sandbox`), as in
+``waitlab diagnose``.
 
 Examples
 --------
 >>> import pandas as pd
 >>> def blame_zero(run, **options):
-...     return pd.DataFrame({"rank": [0], "region": ["(top)"], "seconds": [run.total_wait]})
+...     return pd.DataFrame({"rank": [0], "region": ["(top level)"], "seconds": [run.total_wait]})
 >>> check_model(blame_zero)
 []
 >>> def negative(run, **options):
@@ -32,9 +35,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from waitlab.experiments.diagnosis.registry import ModelSpec, hint, resolve
-from waitlab.experiments.diagnosis.sandbox import SandboxError
-from waitlab.models.analysis.protocol import RunData, blame_problems
+from waitlab.experiments.diagnosis.registry import ModelSpec, hint, model_input, resolve
+from waitlab.experiments.diagnosis.sandbox import SandboxError, describe_exception
+from waitlab.models.analysis.protocol import RunData, blame_problems, top_level_problem
 from waitlab.models.analysis.waitstates import make_events, wait_states
 
 
@@ -96,18 +99,22 @@ def check_model(model: str | Callable[..., pd.DataFrame] | ModelSpec, **options:
     list of str
         One line per problem, each naming the case: ``"<case>: <problem>"``.
     """
-    spec = resolve(model)
+    spec = resolve(model, python_name="model")
     out: list[str] = []
     for name, run in tiny_cases().items():
-        try:
-            frame = spec.fn(run, **{**spec.options, **options})
+        try:  # the model gets tables of its own; its output is checked against the untouched case
+            frame = spec.fn(model_input(spec, run), **{**spec.options, **options})
         except SandboxError as exc:  # a user's model in its process: it failed, said in one line
             out.append(f"{name}: {hint(str(exc))}")
             continue
-        except Exception as exc:  # any exception of a model is a finding, not a crash of the checker
-            out.append(f"{name}: {hint(f'raised {type(exc).__name__}: {exc}')}")
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # any exception (sys.exit too) is a finding, not the end of the checker
+            out.append(f"{name}: {hint(describe_exception(exc))}")
             continue
-        out += [f"{name}: {p}" for p in blame_problems(frame, run)]
+        problems = blame_problems(frame, run)
+        top = top_level_problem(frame, run)
+        out += [f"{name}: {p}" for p in [*problems, *([top] if top else [])]]
     return out
 
 

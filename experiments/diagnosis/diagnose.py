@@ -24,6 +24,7 @@ each collective instance (plus point-to-point waits), as the paper's 41.6 s.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
@@ -250,9 +251,7 @@ def diagnose(events: pd.DataFrame, waits: pd.DataFrame, *, scenario: Scenario | 
         notes give the share of the wait decided between culprits within
         :data:`~waitlab.models.analysis.ties.NEAR_FRACTION` of the wait of each other.
     """
-    if not 0 <= tie_relative < 1:
-        raise InputError("(command line)", "--tie-relative", f"must be in [0, 1), got {tie_relative!r}",
-                         "e.g. --tie-relative 0.01 (culprits within 1% of the wait share it)")
+    check_options(threshold=threshold, top_k=top_k, n_candidates=n_candidates, tie_relative=tie_relative)
     baseline = wait_metrics(events, waits)
     errors: dict[str, str] = {}
     run = RunData(events, waits, placement)  # what the built-in models derive from the events is made once
@@ -328,6 +327,35 @@ def diagnose(events: pd.DataFrame, waits: pd.DataFrame, *, scenario: Scenario | 
 
 # ------------------------------------------------------------------------------------------ inputs
 
+#: The numeric options of :func:`diagnose`: name -> (test, valid range, example).
+_OPTIONS: dict[str, tuple[Callable[[Any], bool], str, str]] = {
+    "threshold": (lambda v: 0 <= v < 1, "a number in [0, 1)", "threshold=0.01 (1%)"),
+    "tie_relative": (lambda v: 0 <= v < 1, "a number in [0, 1)",
+                     "tie_relative=0.01 (culprits within 1% of the wait share it)"),
+    "top_k": (lambda v: isinstance(v, numbers.Integral) and int(v) >= 1, "a whole number >= 1", "top_k=5"),
+    "n_candidates": (lambda v: isinstance(v, numbers.Integral) and int(v) >= 0, "a whole number >= 0",
+                     "n_candidates=8"),
+    "model_timeout": (lambda v: v > 0, "a number of seconds > 0", "model_timeout=600"),
+}
+
+
+def check_options(**values: Any) -> None:
+    """Refuse a numeric option of :func:`diagnose` out of its range (an :class:`~waitlab.errors.InputError` naming
+    the Python argument; the command line checks its flags before).
+
+    >>> check_options(threshold=0.01, top_k=5)
+    >>> check_options(top_k=0)
+    Traceback (most recent call last):
+    ...
+    waitlab.errors.InputError: (python call): top_k: must be a whole number >= 1, got 0 (fix: e.g. top_k=5)
+    """
+    for name, value in values.items():
+        test, valid, example = _OPTIONS[name]
+        ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+        if not ok or not test(value):  # NaN fails the ranges too
+            raise InputError("(python call)", name, f"must be {valid}, got {value!r}", f"e.g. {example}")
+
+
 
 @dataclass(frozen=True)
 class Source:
@@ -397,6 +425,7 @@ __all__ = [
     "ModelFailure",
     "ModelRun",
     "Source",
+    "check_options",
     "diagnose",
     "diagnose_path",
     "focus_ops",

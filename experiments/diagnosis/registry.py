@@ -30,12 +30,13 @@ from typing import Any
 import pandas as pd
 
 from waitlab.errors import InputError
-from waitlab.experiments.diagnosis.names import BUILTIN_NAMES, DEFAULT_DIAGNOSE
+from waitlab.experiments.diagnosis.names import BUILTIN_NAMES, DEFAULT_DIAGNOSE, argument_label
 from waitlab.experiments.diagnosis.sandbox import (
     DEFAULT_TIMEOUT,
     ENTRY_POINT_GROUP,
     IsolatedModel,
     SandboxError,
+    describe_exception,
     measure,
     probe,
 )
@@ -127,17 +128,26 @@ def _check_spec(spec: str, where: str, key_name: str) -> None:
                          _FIX_SPEC)
 
 
-def resolve(spec: str | Callable[..., pd.DataFrame] | ModelSpec, where: str = "(command line)",
-            key_name: str = "--model", timeout: float = DEFAULT_TIMEOUT) -> ModelSpec:
+def resolve(spec: str | Callable[..., pd.DataFrame] | ModelSpec, where: str | None = None,
+            key_name: str | None = None, timeout: float = DEFAULT_TIMEOUT, python_name: str = "models") -> ModelSpec:
     """A :class:`ModelSpec` from a built-in key, an entry-point name, ``module:function`` or a function.
 
     A spec that names nothing, or whose module cannot be imported (a syntax error, an exception or a missing
     dependency at import: the import is tried in a child process, :func:`~.sandbox.probe`), is an
-    :class:`~waitlab.errors.InputError` naming ``where`` and ``key_name``.  Specs and plug-ins run in a child
-    process with ``timeout`` seconds per run; a function given here runs in this process.
+    :class:`~waitlab.errors.InputError` naming ``where`` and ``key_name`` (a file and its key); without ``where``,
+    the command line's flag for a spec given there (:class:`~waitlab.experiments.diagnosis.names.FlagValue`), else
+    the Python argument ``python_name`` (and ``model_timeout``).  Specs and plug-ins run in a child process with
+    ``timeout`` seconds per run; a function given here runs in this process.
     """
     if isinstance(spec, ModelSpec):
         return spec
+    if where is None:
+        where, key_name = argument_label(spec, python_name)
+        timeout_name = "--model-timeout" if where == "(command line)" else "model_timeout"
+    else:
+        key_name, timeout_name = key_name or "--model", "--model-timeout"
+    if isinstance(spec, str):
+        spec = str(spec)  # a command line's FlagValue: plain text from here on
     if callable(spec):
         name = f"{getattr(spec, '__module__', '?')}:{getattr(spec, '__name__', repr(spec))}"
         return ModelSpec(name, name, spec)
@@ -146,8 +156,9 @@ def resolve(spec: str | Callable[..., pd.DataFrame] | ModelSpec, where: str = "(
     if spec in BUILTIN:
         return BUILTIN[spec]
     if not math.isfinite(timeout) or timeout <= 0:
-        raise InputError(where, "--model-timeout", f"must be a positive number of seconds, got {timeout}",
-                         f"e.g. --model-timeout {DEFAULT_TIMEOUT:g}")
+        raise InputError(where, timeout_name, f"must be a positive number of seconds, got {timeout}",
+                         f"e.g. {timeout_name} {DEFAULT_TIMEOUT:g}" if timeout_name.startswith("--") else
+                         f"e.g. model_timeout={DEFAULT_TIMEOUT:g}")
     if ":" not in spec:
         eps = entry_point_models(timeout)
         if spec in eps:
@@ -163,14 +174,20 @@ def resolve(spec: str | Callable[..., pd.DataFrame] | ModelSpec, where: str = "(
     return ModelSpec(spec, name, IsolatedModel(spec, source, timeout, tuple(sys.path)))
 
 
-def resolve_all(specs: Sequence[str | Callable[..., pd.DataFrame] | ModelSpec], where: str = "(command line)",
-                key_name: str = "--model", timeout: float = DEFAULT_TIMEOUT) -> list[ModelSpec]:
+def resolve_all(specs: Sequence[str | Callable[..., pd.DataFrame] | ModelSpec], where: str | None = None,
+                key_name: str | None = None, timeout: float = DEFAULT_TIMEOUT,
+                python_name: str = "models") -> list[ModelSpec]:
     """:func:`resolve` of each spec, duplicates (same key) dropped."""
+    if isinstance(specs, str | bytes) or not isinstance(specs, Sequence):
+        label = where if where is not None else "(python call)"
+        raise InputError(label, key_name or python_name, f"must be a list of models, got {type(specs).__name__} "
+                         f"{str(specs)[:80]!r}", f"e.g. {python_name}=[{str(specs)[:40]!r}]"
+                         if isinstance(specs, str) else f"e.g. {python_name}=['cwpdm', 'mymodels:blame_zero']")
     out: dict[str, ModelSpec] = {}
     for s in specs:
         if isinstance(s, str) and s in out:
             continue
-        m = resolve(s, where, key_name, timeout)
+        m = resolve(s, where, key_name, timeout, python_name)
         out.setdefault(m.key, m)
     return list(out.values())
 
@@ -222,11 +239,21 @@ def hint(message: str) -> str:
     return message
 
 
+def model_input(spec: ModelSpec, run: RunData) -> RunData:
+    """The run a model is given: ``run`` itself for a built-in model (waitlab's code, which changes no table: they
+    share what is derived from it, :attr:`RunData.index`) and a user's model in its own process (which gets the
+    tables pickled), else a copy of its own (:meth:`RunData.copy`): what a function handed to the API changes in its
+    tables changes nothing for the other models, nor for the checks of its output."""
+    return run if spec.builtin or isinstance(spec.fn, IsolatedModel) else run.copy()
+
+
 def run_model(spec: ModelSpec, run: RunData, *, memory: bool = False, **options: Any) -> ModelRun:
     """Run one model on ``run``; :class:`ModelFailure` (naming the model) if it raises or returns garbage.
 
     A user's model (:class:`~.sandbox.IsolatedModel`) runs in a child process: its exit, crash, time limit or
-    exception is a :class:`ModelFailure` too (naming the model's file).
+    exception is a :class:`ModelFailure` too (naming the model's file).  A function runs here, on a copy of the
+    tables (:func:`model_input`); its exceptions, ``sys.exit`` included (not Ctrl-C), are a :class:`ModelFailure`.
+    Its output is checked against the run as it was given.
     """
     opts = {**spec.options, **options}
     try:
@@ -238,15 +265,17 @@ def run_model(spec: ModelSpec, run: RunData, *, memory: bool = False, **options:
             frame, sec, peak = spec.fn.measure(run, opts, memory)
             result = None
         else:
-            fn = spec.fn
-            frame, sec, peak = measure(lambda: fn(run, **opts), memory)
+            fn, own = spec.fn, [model_input(spec, run) for _ in range(1 + memory)]  # a second call with memory
+            frame, sec, peak = measure(lambda: fn(own.pop(), **opts), memory)
             result = None
     except SandboxError as exc:
         src = spec.fn.source if isinstance(spec.fn, IsolatedModel) else None
         where = f" ({src})" if src and Path(src).name not in str(exc) else ""
         raise ModelFailure(hint(f"model {spec.key!r} {exc}{where}")) from None
-    except Exception as exc:  # a function given through the API may raise anything: report it, keep the others
-        raise ModelFailure(hint(f"model {spec.key!r} raised {type(exc).__name__}: {exc}")) from None
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # a function given through the API may raise (or exit): report it, keep the others
+        raise ModelFailure(hint(f"model {spec.key!r} {describe_exception(exc)}")) from None
     problems = blame_problems(frame, run)
     if problems:
         raise ModelFailure(f"model {spec.key!r} returned a table the protocol does not allow: " + "; ".join(problems))
@@ -260,4 +289,4 @@ def run_model(spec: ModelSpec, run: RunData, *, memory: bool = False, **options:
 
 
 __all__ = ["BUILTIN", "DEFAULT_DIAGNOSE", "DEFAULT_TIMEOUT", "ENTRY_POINT_GROUP", "ModelFailure", "ModelRun",
-           "ModelSpec", "entry_point_models", "hint", "resolve", "resolve_all", "run_model"]
+           "ModelSpec", "entry_point_models", "hint", "model_input", "resolve", "resolve_all", "run_model"]

@@ -8,6 +8,7 @@ waitlab.experiments.diagnosis.sandbox`` child, in a process group of its own:
 - the child gets a copy of the run's tables (pickled; what it changes stays in the child) and imports the
   model's module itself: waitlab's process never runs the user's code, not even at import;
 - a time limit per call (:data:`DEFAULT_TIMEOUT`, ``--model-timeout``): past it the child's group is killed;
+- when the child ends, what it left in its process group (a ``subprocess.Popen`` it did not wait for) is killed too;
 - what the model prints (``stdout``, ``stderr``, even from C) goes to a file, relayed to waitlab's stderr
   with the model's name (never into ``--json`` output);
 - every way it can fail is one :class:`SandboxError` line saying what happened and where (file, line);
@@ -154,6 +155,7 @@ def _call(payload: dict[str, Any], timeout: float, spec: str) -> Any:
                                 start_new_session=True, preexec_fn=die_with_parent)
         try:
             code = _wait(proc, folder / "started", timeout)
+            _kill(proc)  # the model's process has ended: what it left behind in its group goes with it
         except SandboxError:
             _kill(proc)
             _relay(folder, spec)
@@ -187,10 +189,10 @@ def _wait(proc: subprocess.Popen[bytes], started: Path, timeout: float) -> int:
     t0 = time.monotonic()
     called: float | None = None
     while True:
-        try:
-            return proc.wait(timeout=0.05)
-        except subprocess.TimeoutExpired:
-            pass
+        code = _ended(proc)
+        if code is not None:
+            return code
+        time.sleep(0.05)
         now = time.monotonic()
         if called is None and started.exists():
             called = now
@@ -201,7 +203,18 @@ def _wait(proc: subprocess.Popen[bytes], started: Path, timeout: float) -> int:
                                "stopped")
 
 
+def _ended(proc: subprocess.Popen[bytes]) -> int | None:
+    """The child's exit status (negative: the signal that ended it) once it has ended, else None; the child is left
+    a zombie (not reaped), so its process group id stays its own until :func:`_kill` has killed the group."""
+    info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    if info is None or info.si_pid == 0:
+        return None
+    return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+
+
 def _kill(proc: subprocess.Popen[bytes]) -> None:
+    """Kill the child's process group (the child, if alive, and every process it left in the group), then reap the
+    child."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -289,7 +302,12 @@ def _where(exc: BaseException, source: str | None) -> str:
     return f" ({f.filename}, line {f.lineno})"
 
 
-def _what(exc: BaseException) -> str:
+def describe_exception(exc: BaseException) -> str:
+    """What a model did, in one line: ``called sys.exit(0)``, ``raised ValueError: ...``.
+
+    >>> describe_exception(SystemExit(3)), describe_exception(KeyError("excess"))
+    ('called sys.exit(3)', "raised KeyError: 'excess'")
+    """
     if isinstance(exc, SystemExit):
         return f"called sys.exit({exc.code!r})"
     if isinstance(exc, RecursionError):
@@ -343,7 +361,7 @@ def child_main(folder: Path) -> int:
         _answer(folder, "error", str(exc))
         return 0
     except BaseException as exc:  # SyntaxError, an exception at import, a missing dependency, NUL bytes, ...
-        what = f"cannot be imported: {_what(exc)}{_where(exc, None)}"
+        what = f"cannot be imported: {describe_exception(exc)}{_where(exc, None)}"
         _answer(folder, "error", what)
         return 0
     if req["op"] == "probe":
@@ -359,7 +377,7 @@ def child_main(folder: Path) -> int:
     try:
         frame, seconds, peak = measure(lambda: fn(run, **options), req["memory"])
     except BaseException as exc:  # anything of the model's, sys.exit included
-        _answer(folder, "error", _what(exc) + _where(exc, source))
+        _answer(folder, "error", describe_exception(exc) + _where(exc, source))
         return 0
     problems = blame_problems(frame, before)
     if problems:
@@ -368,7 +386,7 @@ def child_main(folder: Path) -> int:
     try:
         cols, attrs = _plain_table(frame)
     except Exception as exc:  # a table whose cells are objects of the user's that do not convert
-        _answer(folder, "error", f"returned a table waitlab cannot read: {_what(exc)}")
+        _answer(folder, "error", f"returned a table waitlab cannot read: {describe_exception(exc)}")
         return 0
     _answer(folder, "ok", (cols, attrs, float(seconds), int(peak)))
     return 0

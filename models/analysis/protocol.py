@@ -135,6 +135,30 @@ class RunData:
         object.__setattr__(self, "events", measured_events(self.events))
         object.__setattr__(self, "waits", self.waits[[c for c in WAIT_COLUMNS if c in self.waits.columns]])
 
+    def copy(self) -> RunData:
+        """The run with tables of its own (deep copies of :attr:`events`, :attr:`waits` and :attr:`placement`, the
+        columns a model is given): what a model changes in it stays in it.  What the built-in models derive
+        (:attr:`index`, :attr:`ties`, :attr:`callpaths`) is not shared with the copy.
+
+        Every in-process model but the built-in ones gets one
+        (:func:`~waitlab.experiments.diagnosis.registry.run_model`; a user's model in its own process gets the tables
+        pickled).  A shallow copy would not do: pandas writes
+        through ``Series.array`` into the shared arrays even with copy-on-write, and before pandas 3 through
+        ``to_numpy()`` as well.  Cost: about 80 ms and the tables' size (83 MiB) per million events.
+
+        >>> import pandas as pd
+        >>> run = RunData(pd.DataFrame({"rank": [0, 1]}), pd.DataFrame({"rank": [1], "wait": [2.0]}))
+        >>> mine = run.copy()
+        >>> mine.waits["wait"] = 1e-3
+        >>> run.total_wait, mine.total_wait
+        (2.0, 0.001)
+        """
+        out = object.__new__(RunData)  # the tables are already reduced to what a model reads: no __post_init__
+        object.__setattr__(out, "events", self.events.copy(deep=True))
+        object.__setattr__(out, "waits", self.waits.copy(deep=True))
+        object.__setattr__(out, "placement", self.placement.copy(deep=True) if self.placement is not None else None)
+        return out
+
     @cached_property
     def callpaths(self) -> CallPaths:
         """Call paths of the event table (computed once, shared by the models)."""
@@ -229,6 +253,26 @@ def blame_problems(frame: Any, run: RunData, wait: float | None = None) -> list[
     return out
 
 
+def top_level_problem(frame: Any, run: RunData) -> str:
+    """'' unless a model's output names the region ``"(top)"`` (and the run has none): time outside every region is
+    ``"(top level)"`` in the built-in models and the truth, so blame on ``"(top)"`` never matches it.
+
+    >>> import pandas as pd
+    >>> from waitlab.models.analysis.waitstates import make_events, wait_states
+    >>> ev = make_events(rank=[0, 1], op=["barrier"] * 2, enter=[0.0, 2.0], exit=[2.0, 2.0], match=[0, 0])
+    >>> blame = pd.DataFrame({"rank": [1], "region": ["(top)"], "seconds": [1.0]})
+    >>> top_level_problem(blame, RunData(ev, wait_states(ev)))
+    'names the region "(top)", which the run does not have: time outside every region is "(top level)"'
+    """
+    if not isinstance(frame, pd.DataFrame) or "region" not in frame.columns or not len(frame):
+        return ""
+    col = frame["region"]
+    names = col.cat.categories if isinstance(col.dtype, pd.CategoricalDtype) else col.unique()  # a few: cheap
+    if "(top)" in {str(v) for v in names} and "(top)" not in run.regions:
+        return 'names the region "(top)", which the run does not have: time outside every region is "(top level)"'
+    return ""
+
+
 def _not_strings(col: pd.Series) -> bool:
     """Whether a column holds anything but strings (a categorical: its categories, and no missing value)."""
     if isinstance(col.dtype, pd.CategoricalDtype):
@@ -303,4 +347,5 @@ def from_costs(costs: pd.DataFrame, **attrs: Any) -> pd.DataFrame:
 
 
 __all__ = ["EVENT_COLUMNS", "HIDDEN_OPS", "OPTIONAL_COLUMNS", "REQUIRED_COLUMNS", "TRUTH_COLUMNS", "WAIT_COLUMNS",
-           "DiagnosisModel", "RunData", "as_blame", "blame_problems", "from_costs", "measured_events", "normalise"]
+           "DiagnosisModel", "RunData", "as_blame", "blame_problems", "from_costs", "measured_events", "normalise",
+           "top_level_problem"]
