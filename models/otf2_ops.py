@@ -6,7 +6,8 @@ The reader (:mod:`waitlab.simulator.otf2_import`) hands over every location's re
 * a user region's ``Enter``/``Leave`` (Score-P's function, user and OpenMP-free regions) -> ``enter`` /
   ``leave`` of that region, under its Score-P name (:func:`region_label`);
 * every MPI call's records (the MPI region's ``Enter``/``Leave`` bound the call) -> its operation:
-  ``MpiSend``/``MpiRecv`` -> ``send``/``recv``; ``MpiIsend`` -> ``isend``; ``MpiIrecvRequest`` -> ``irecv``
+  ``MpiSend``/``MpiRecv`` -> ``send``/``recv``; ``MpiIsend`` -> ``isend`` (in an ``MPI_Ssend`` / ``MPI_Issend``
+  region: ``ssend`` / ``issend``, synchronous); ``MpiIrecvRequest`` -> ``irecv``
   (partner, tag and size from the matching ``MpiIrecv``); ``MpiIsendComplete``/``MpiIrecv`` -> ``wait`` for
   that request, or one ``waitall`` when an ``MPI_Waitall`` completes every outstanding request of its rank;
   a call holding several blocking records (``MPI_Sendrecv``) -> non-blocking ones, each then waited for, all
@@ -63,7 +64,7 @@ from waitlab.models.otf2_records import (
     request_pairs,
     world_ranks,
 )
-from waitlab.models.vocabulary import SUBCOMM_COLLECTIVES
+from waitlab.models.vocabulary import COLLECTIVE_ACTIONS, SUBCOMM_COLLECTIVES
 
 __all__ = ["Otf2Inconsistent", "Otf2Unreplayable", "TraceRecords", "records_to_ops", "records_to_timed_ops"]
 
@@ -200,7 +201,8 @@ def records_to_ops(rec: TraceRecords, cpu_ratio: float = 1.0) -> OpTable:
     """
     ops = records_to_timed_ops(rec, cpu_ratio)[0]
     _check_replayable(ops)
-    return ops
+    # a nonblocking collective's completion replays as its blocking collective (no post: no request serial)
+    return ops.replace_columns(tag=np.where(ops.mask(COLLECTIVE_ACTIONS), 0, ops.tag).astype(np.int32))
 
 
 def _check_replayable(ops: OpTable) -> None:
@@ -288,11 +290,30 @@ def records_to_timed_ops(rec: TraceRecords, cpu_ratio: float = 1.0
     coll = np.flatnonzero(kinds_mask(kind, "collective_end", "nonblocking_collective"))
     comms: dict[tuple[int, ...], int] = {}
     code, value, value2, root, comm = _collective_values(rec, coll, comms)
-    parts.append(_block(coll, 1, code, rec.rank[coll], value=value, value2=value2, peer=root, comm=comm))
+    parts.append(_block(coll, 1, code, rec.rank[coll], value=value, value2=value2, peer=root, comm=comm,
+                        tag=_completion_serials(rec, coll, kind, mpi_like, depth)))
     ops, cols = _assemble(rec, parts, tuple(sorted(comms, key=comms.__getitem__)))
     t0, t1 = _call_times(rec, kind, mpi_like, depth, cols)
     origin = rec.time.min() if n else 0
     return ops, (t0 - origin) / rec.resolution, (t1 - origin) / rec.resolution
+
+
+def _completion_serials(rec: TraceRecords, coll: npt.NDArray[np.int64], kind: npt.NDArray[np.uint32],
+                        mpi_like: npt.NDArray[np.bool_], depth: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """The event table's ``tag`` of collective rows ``coll``: a nonblocking collective's completion (its record in
+    an ``MPI_Wait*``/``MPI_Test*`` call, not in its own ``MPI_<Collective>``) gets its rank's serial 1, 2, ... (its
+    call's entry is not when the rank joined the collective: the timeline check ignores it), others 0."""
+    enters = np.flatnonzero((kind == K["enter"]) & mpi_like)
+    if not coll.size or not enters.size:
+        return np.zeros(coll.size, np.int64)
+    at = np.searchsorted(enters, coll, side="right") - 1  # the last MPI call entered before the record
+    completing = np.array([nm.startswith(("MPI_Wait", "MPI_Test")) for nm in rec.region_names] + [False])
+    inside = (depth[coll] > 0) & (at >= 0)
+    nbc = np.zeros(coll.size, bool)
+    nbc[inside] = completing[rec.a[enters[at[inside]]].astype(np.int64)]
+    # records are sorted by rank: a running count per rank
+    serial = per_rank_cumsum(nbc.astype(np.int64), np.bincount(rec.rank[coll], minlength=rec.n_ranks).astype(np.int64))
+    return np.where(nbc, serial, 0)
 
 
 def _call_times(rec: TraceRecords, kind: npt.NDArray[np.uint32], mpi_like: npt.NDArray[np.bool_],
@@ -364,13 +385,20 @@ def _p2p_blocks(rec: TraceRecords, kind: npt.NDArray[np.uint32],
     is_blocking[paired] = False
     single = np.flatnonzero(is_blocking)
     parts = []
-    is_send = kind[single] == K["send"]
-    parts.append(_block(single, 1, np.where(is_send, CODE["send"], CODE["recv"]).astype(np.int8), own[single],
-                        value=nbytes[single], peer=world[single], tag=tag[single]))
-    ps = kind[paired] == K["send"]
     enter_of_call = np.zeros(per_call.size, np.int64)
     enters = np.flatnonzero((kind == K["enter"]) & (cls == MPI))
     enter_of_call[call[enters]] = enters
+    # a send in its own MPI_Ssend / MPI_Issend region is synchronous (Score-P records it as MpiSend / MpiIsend)
+    sync = np.array([nm in ("MPI_Ssend", "MPI_Issend") for nm in rec.region_names] + [False])
+
+    def in_sync(rows: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        return sync[np.where(depth[rows] > 0, rec.a[enter_of_call[call[rows]]].astype(np.int64), -1)]
+
+    is_send = kind[single] == K["send"]
+    send_code = np.where(in_sync(single), CODE["ssend"], CODE["send"])
+    parts.append(_block(single, 1, np.where(is_send, send_code, CODE["recv"]).astype(np.int8), own[single],
+                        value=nbytes[single], peer=world[single], tag=tag[single]))
+    ps = kind[paired] == K["send"]
     # the parts carry their call's region (MPI_Sendrecv): the event table's `call` names the call the program made
     region_of = rec.a[enter_of_call[call[paired]]].astype(np.int64)
     parts.append(_block(paired, 1, np.where(ps, CODE["isend"], CODE["irecv"]).astype(np.int8), own[paired],
@@ -379,8 +407,8 @@ def _p2p_blocks(rec: TraceRecords, kind: npt.NDArray[np.uint32],
     parts.append(_block(at, 0, CODE["wait"], own[paired], value2=(~ps).astype(np.float64), peer=world[paired],
                         tag=tag[paired], name=region_of))
     # non-blocking: the isend at its record, the irecv at its request with the completion's partner and size
-    parts.append(_block(isend, 1, CODE["isend"], own[isend], value=nbytes[isend], peer=world[isend],
-                        tag=tag[isend]))
+    parts.append(_block(isend, 1, np.where(in_sync(isend), CODE["issend"], CODE["isend"]).astype(np.int8),
+                        own[isend], value=nbytes[isend], peer=world[isend], tag=tag[isend]))
     comp = recv_of[ireq]
     parts.append(_block(ireq, 1, CODE["irecv"], own[ireq], value=nbytes[comp], peer=world[comp], tag=tag[comp]))
     # completions: a wait per request, or one waitall for an MPI_Waitall that leaves nothing outstanding

@@ -42,11 +42,16 @@ CHUNK_STARTS = (b"\x03B", b"\x03L")
 
 
 def check_archive_files(anchor: Path) -> None:
-    """Refuse an archive whose definition or event files are not OTF2 files before OTF2 opens them: a pipe or
-    device (opening it would block, or never end) or a file that does not begin as every OTF2 file does (a
-    random per-location ``.def`` was read silently)."""
+    """Refuse an archive whose definition or event files are not OTF2 files before OTF2 opens them: a missing global
+    definition file (``traces.def`` beside an OTF2 anchor), a pipe or device (opening it would block, or never end)
+    or a file that does not begin as every OTF2 file does (a random per-location ``.def`` was read silently)."""
     folder = anchor.with_suffix("")
     files = [anchor.with_suffix(".def")]
+    if not files[0].exists() and _head(anchor) in CHUNK_STARTS:  # OTF2 says "no valid global definition reader"
+        raise InputError(str(files[0]), "(file)", f"is missing: it holds the global definitions of the archive "
+                         f"{anchor.name} (regions, ranks, communicators), without which it cannot be read",
+                         f"copy the whole archive: {anchor.name}, {files[0].name} and the folder {folder.name}/ "
+                         "side by side, as Score-P wrote them")
     if folder.is_dir():
         files += sorted(p for p in folder.iterdir() if p.suffix in (".def", ".evt"))
     for p in files:
@@ -65,6 +70,15 @@ def check_archive_files(anchor: Path) -> None:
         if head not in CHUNK_STARTS:
             raise InputError(str(p), "(file)", "is not an OTF2 file (it does not begin with OTF2's chunk "
                              "header)", FIX)
+
+
+def _head(path: Path) -> bytes:
+    """The first two bytes of ``path`` (b"" when it cannot be read)."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(2)
+    except OSError:
+        return b""
 
 
 def _libotf2() -> Path:

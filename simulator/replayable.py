@@ -8,7 +8,7 @@ aborts ("action wait not preceded by any irecv or isend").  :func:`replayable_op
 matching, :func:`waitlab.simulator.matching.completions`).
 
 :func:`unrunnable` finds what a read trace asks that the replay cannot run (sizes past a C int, times past a year,
-unbalanced regions, waits without request, v-collective counts that disagree); :func:`check_replayable` refuses
+unbalanced regions, waits without request, collective counts that disagree); :func:`check_replayable` refuses
 what the TI replay cannot run of a measured program: v-collectives and reduce-scatter on communicators
 other than MPI_COMM_WORLD (in ``src/smpi/internals/smpi_replay.cpp`` of SimGrid 3.32, ``comm_split`` and
 ``comm_dup`` are no-ops and every collective runs on MPI_COMM_WORLD; waitlab's replay extension runs the
@@ -34,6 +34,7 @@ from waitlab.models.vocabulary import (
     SUBCOMM_COLLECTIVES,
     V_ACTIONS,
     VOCABULARY,
+    is_rooted,
     lut,
 )
 from waitlab.simulator.matching import completions, match_messages
@@ -75,10 +76,84 @@ def unrunnable(ops: OpTable, vectors: VectorStore, where: Callable[[int], str], 
     ``None``: a size past a C int or a time past a year (:func:`~waitlab.simulator.ti_args.value_problem`), an
     unbalanced region (:func:`~waitlab.models.regions.region_problem`), a wait without its request
     (:func:`~waitlab.models.analysis.trace_check.wait_problem`), a v-collective whose counts disagree between ranks
-    (:func:`~waitlab.models.analysis.trace_check.v_count_mismatch`).  SMPI would wrap the size, overflow the times,
+    (:func:`~waitlab.models.analysis.trace_check.v_count_mismatch`) or any other collective's
+    (:func:`_count_problem`).  SMPI would wrap the size, overflow the times,
     abort or stop with MPI_ERR_TRUNCATE on them.  ``where`` names a row in a problem (its line)."""
     return value_problem(ops, flops_per_second) or region_problem(ops, where) or _trace_check.wait_problem(ops, where) \
-        or _v_count_problem(ops, vectors, where)
+        or _v_count_problem(ops, vectors, where) or _count_problem(ops, where)
+
+
+#: Collectives of one count per rank (v-collectives: :func:`_v_count_problem`); the exchanges send and receive the
+#: same count, the reductions and bcast give every rank's the root's (or the communicator's rank 0's).
+_FIXED_COUNT = lut(a for a in COLLECTIVE_ACTIONS if a not in V_ACTIONS and a != "barrier")
+_EXCHANGE = lut(("alltoall", "allgather"))
+
+
+def _count_problem(ops: OpTable, where: Callable[[int], str]) -> tuple[int, str, str] | None:
+    """The first collective call (other than a v-collective) whose count disagrees with its peers' (MPI requires
+    matching type signatures; SMPI stops with MPI_ERR_TRUNCATE): an alltoall or allgather that sends another count
+    than it receives, a gather sending other than its root receives from each rank, a scatter receiving other than
+    its root sends to each (the root's own block aside), another collective whose count differs from its root's
+    (bcast, reduce) or from the communicator's first rank's.  An instance is the k-th collective of its members on
+    one communicator; instances whose members call different collectives or roots are left to the collective check
+    (trace_check)."""
+    coll = np.flatnonzero(_IS_COLLECTIVE[ops.code])
+    if not _FIXED_COUNT[ops.code[coll]].any():
+        return None
+    comm, rank = ops.comm[coll].astype(np.int64), ops.rank[coll].astype(np.int64)
+    code, peer = ops.code[coll].astype(np.int64), ops.peer[coll].astype(np.int64)
+    pos = rank.copy()  # rank within the communicator
+    for c in np.unique(comm[comm > 0]).tolist():
+        members = np.asarray(ops.comms[c - 1], np.int64)
+        local = np.full(ops.n_ranks, -1, np.int64)
+        local[members] = np.arange(members.size)
+        pos[comm == c] = local[rank[comm == c]]
+    order = np.lexsort((ops.seq[coll], rank, comm))  # each (communicator, rank)'s collectives in sequence order
+    key = comm[order] * ops.n_ranks + rank[order]
+    start = np.r_[True, key[1:] != key[:-1]]
+    k = np.empty(coll.size, np.int64)
+    k[order] = np.arange(key.size) - np.maximum.accumulate(np.where(start, np.arange(key.size), 0))
+    inst = np.unique(comm * (int(k.max()) + 1) + k, return_inverse=True)[1].ravel()
+    g = np.lexsort((pos, inst))  # instances, their members in communicator-rank order
+    first = np.flatnonzero(np.r_[True, inst[g][1:] != inst[g][:-1]])
+    size = np.diff(np.r_[first, g.size])
+    same = (np.minimum.reduceat(code[g], first) == np.maximum.reduceat(code[g], first)) \
+        & (np.minimum.reduceat(peer[g], first) == np.maximum.reduceat(peer[g], first))
+    rooted = is_rooted(code[g][first])
+    at_root = np.where(rank[g] == peer[g], np.arange(g.size), -1)
+    ref_at = np.where(rooted, np.maximum.reduceat(at_root, first), first)  # the root's row, or the first member's
+    ok = same & (ref_at >= 0) & _FIXED_COUNT[code[g][first]]
+    ref = np.full(coll.size, -1, np.int64)
+    ref[g] = np.repeat(np.where(ok, g[np.maximum(ref_at, 0)], -1), size)
+    rows = np.flatnonzero(ref >= 0)
+    v, v2 = ops.value[coll], ops.value2[coll]
+    r_, c_ = ref[rows], code[rows]
+    own = _EXCHANGE[c_] & (v[rows] != v2[rows])  # sends other than it receives
+    mine = np.where(c_ == CODE["scatter"], v2[rows], v[rows])
+    theirs = np.where(c_ == CODE["gather"], v2[r_], v[r_])
+    # a gather's (scatter's) root copies its own block locally: it may give no count (MPI_IN_PLACE)
+    local = ((c_ == CODE["gather"]) | (c_ == CODE["scatter"])) & (rows == r_)
+    bad = own | ((mine != theirs) & ~local)
+    if not bad.any():
+        return None
+    j = int(np.flatnonzero(bad)[np.argmin(coll[rows[bad]])])
+    i, o = int(rows[j]), int(r_[j])
+    action, r, q = ACTIONS[int(code[i])], int(rank[i]), int(rank[o])
+    on = "" if comm[i] == 0 else " on comm=" + ",".join(map(str, ops.comms[int(comm[i]) - 1]))
+    call = f"rank {r}'s {action} #{int(k[i]) + 1}{on}"
+    tail = ": a collective's counts must match (MPI requires matching type signatures; SMPI would stop with " \
+           "MPI_ERR_TRUNCATE)"
+    if own[j]:
+        return int(coll[i]), f"{call} sends {v[i]:g} bytes to each rank but receives {v2[i]:g} from each{tail}", \
+            f"give rank {r}'s line equal send and receive counts (count x datatype size), as every rank's"
+    if action == "gather":
+        text = f"sends {v[i]:g} bytes but the root, rank {q} ({where(int(coll[o]))}), receives {v2[o]:g} from each rank"
+    elif action == "scatter":
+        text = f"receives {v2[i]:g} bytes but the root, rank {q} ({where(int(coll[o]))}), sends {v[o]:g} to each rank"
+    else:
+        text = f"has a count of {v[i]:g} bytes where rank {q}'s ({where(int(coll[o]))}) has {v[o]:g}"
+    return int(coll[i]), f"{call} {text}{tail}", \
+        f"make the count x datatype size of rank {r}'s line match rank {q}'s ({float(theirs[j]):g} bytes)"
 
 
 #: Instances of a v-collective compared at a time (their counts as (instances, ranks, ranks) arrays) times ranks^2.

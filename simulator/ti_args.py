@@ -39,7 +39,9 @@ MAX_INTEGER = 2**53
 def number(args: list[str], i: int, what: str, *, integer: bool = True, negative: bool = False) -> float:
     if i >= len(args):
         raise BadLine(f"missing argument {i + 1} ({what})")
-    try:
+    try:  # as C's strtod reads it: no digit separators (1_000) nor non-ASCII digits, which Python's float() takes
+        if "_" in args[i] or not args[i].isascii():
+            raise ValueError(args[i])
         x = float(args[i])
     except ValueError:
         raise BadLine(f"argument {i + 1} ({what}) is not a number: {args[i]!r}") from None

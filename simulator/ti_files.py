@@ -83,7 +83,9 @@ def trace_files(path: Path) -> list[Path]:
                 return [path]  # a trace file, not an index
             entries.append((n, line))
     if not entries:
-        raise InputError(str(path), "(file)", "the trace index lists no trace file", "one path per line")
+        raise InputError(str(path), "(file)", "is empty (no line but blanks and # comments): neither a trace nor a "
+                         "trace index", "give the index written by 'waitlab capture' or 'smpirun -trace-ti' (one "
+                         "trace file per line), or a trace file of '<rank> <action> <arguments>' lines")
     files = []
     for n, name in entries:
         p = Path(name)

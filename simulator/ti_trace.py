@@ -141,6 +141,7 @@ def parse_ti_trace(path: Path, *, flops_per_second: float, n_ranks: int | None =
     default_dt: dict[int, int] = {}
     v_seen: dict[tuple[int, int], int] = {}
     ranks_seen: set[int] = set()
+    finalized: dict[int, int] = {}  # rank -> line of its finalize
     posted: dict[tuple[int, int], str] = {}
     if per_rank_files and n_ranks is not None and len(files) != n_ranks:
         raise InputError(str(path), "(ranks)", f"the trace has {len(files)} ranks (one file each in the index) but "
@@ -166,6 +167,11 @@ def parse_ti_trace(path: Path, *, flops_per_second: float, n_ranks: int | None =
             raise bad(f"line of rank {rank} in the file of rank {fi} (index order is rank order)")
         ranks_seen.add(rank)
         action, args = parts[1], parts[2:]
+        if rank in finalized:
+            raise bad(f"{action} of rank {rank} after its finalize (line {finalized[rank]}): an action after finalize "
+                      "cannot be replayed", "end each rank's trace with its finalize (remove the lines after it)")
+        if action == "finalize":
+            finalized[rank] = n
         out.at = n
         try:
             serial = pop_nbc(action, args, rank, posted)  # a nonblocking collective's post or completion: nbc=<k>
@@ -180,7 +186,8 @@ def parse_ti_trace(path: Path, *, flops_per_second: float, n_ranks: int | None =
                 out.code[-1], out.tag[-1] = CODE[action], serial
         except ValueError as exc:
             raise bad(str(exc), getattr(exc, "fix", "see docs/real_programs.md, 'The TI trace format'")) from None
-    if n_ranks is not None and ranks_seen and max(ranks_seen) + 1 != n_ranks:
+    # per-rank files: the index's lines are the ranks (a rank's file may be empty: it made no call)
+    if not per_rank_files and n_ranks is not None and ranks_seen and max(ranks_seen) + 1 != n_ranks:
         raise InputError(str(path), "(ranks)", f"the trace has {max(ranks_seen) + 1} ranks but the scenario "
                          f"asks for {n_ranks}", "set [scenario] ranks to the trace's number of ranks")
     ops, lines = _to_table(out, world)
