@@ -279,3 +279,19 @@ def test_a_simulated_runs_export_reads_back_as_recorded(tmp_path: Path, app: dic
     assert set(recorded) == set(simulated) and sum(simulated.values()) > 0.01
     for key, seconds in simulated.items():
         assert recorded[key] == pytest.approx(seconds, abs=2e-8), key  # a few ns per wait state
+
+
+def test_analyze_interrupted_in_its_diagnosis_keeps_the_run_folder_and_says_so(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    shutil.copytree(CASITA.parent, tmp_path / "casita")
+
+    def stopped(*a: Any, **k: Any) -> Any:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(api, "diagnose", stopped)
+    out = tmp_path / "out"
+    assert main(["analyze", str(tmp_path / "casita" / "traces.otf2"), "-o", str(out), "--no-png", "-q"]) == 130
+    err = capsys.readouterr().err
+    assert "during the diagnosis" in err and f"waitlab diagnose {out} --no-truth" in err
+    assert "nothing partial was kept" not in err
+    assert (out / "events.parquet").is_file() and (out / "run.json").is_file() and not (out / "diagnosis").exists()

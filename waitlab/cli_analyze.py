@@ -10,6 +10,7 @@ trace on a modeled platform (``waitlab import-otf2``, ``kind = "otf2"``).
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 from waitlab import api
 from waitlab.cli_common import dump, json_flag, say
 from waitlab.cli_workbench import model_flag
+from waitlab.errors import Interrupted
 
 
 def replay_text(archive: Path, name: str, ranks: int) -> str:
@@ -45,9 +47,16 @@ def analyze_command(sub: Any) -> None:
         out: Path = args.output or api.default_output(scenario.name)
         result = api.run(scenario, out, force=args.force, png=not args.no_png).result
         models = [*api.diagnosis_models(), *(args.model or [])]
-        diag = api.diagnose(out, truth=False, models=models)
-        api.write_report(diag, out / "diagnosis", png=not args.no_png)
-        api.report(out, out / "diagnosis" / "diagnosis.json")  # report.html gains the models
+        try:
+            diag = api.diagnose(out, truth=False, models=models)
+            api.write_report(diag, out / "diagnosis", png=not args.no_png)
+            api.report(out, out / "diagnosis" / "diagnosis.json")  # report.html gains the models
+        except KeyboardInterrupt as exc:  # the run's folder is complete: keep it, say how to finish
+            shutil.rmtree(out / "diagnosis", ignore_errors=True)
+            raise Interrupted(f"analyze interrupted by {api.signal_name(exc)} during the diagnosis: the results "
+                              f"folder {out}/ of the trace as recorded is complete and kept, without its diagnosis; "
+                              f"finish it with `waitlab diagnose {out} --no-truth` (or start over with --force)",
+                              int(getattr(exc, "signum", 2))) from None
         replay = replay_text(args.archive, scenario.name.removesuffix("-recorded"), scenario.ranks)
         if args.json:
             dump({"output": str(out), "metadata": result.metadata, "summary": result.summary,
