@@ -17,7 +17,8 @@ event table row        OTF2 records (between the row's Enter and Leave)
 ``irecv``              ``MpiIrecvRequest``; ``MpiIrecv`` (with ``recv_bytes``) in the completing
                        ``wait``/``waitall``, else in the rank's ``MPI_Finalize`` (a request only tested)
 collective             ``MpiCollectiveBegin`` and ``MpiCollectiveEnd`` (operation, communicator,
-                       root, bytes sent and received)
+                       root, bytes sent and received), in ``MPI_<Collective>``; a nonblocking
+                       collective's completion (``tag`` > 0) in ``MPI_Wait``, the call that completed it
 =====================  =====================================================================
 
 Around each rank's records is the frame of a measured MPI run, which Scalasca's ``scout.mpi`` relies on
@@ -298,7 +299,10 @@ def write_otf2(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, An
                 last[r] = max(last[r], int(exit_[j]))
                 w.leave(last[r], region(region_name[j], op[j], "region"))
             t0 = max(last[r], int(enter[i]))
-            reg = region(region_name[i], op[i], kind[i])
+            # a nonblocking collective's completion is recorded in the MPI_Wait that completed it, not as a blocking
+            # call whose entry would be its arrival (readers then take it for a rank that arrived late)
+            nbc = op[i] in COLLECTIVES and tag[i] > 0 and kind[i] == "mpi"
+            reg = region(region_name[i], "wait" if nbc else op[i], kind[i])
             w.enter(t0, reg)
             if is_region[i]:
                 stack.append(i)

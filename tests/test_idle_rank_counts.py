@@ -40,3 +40,18 @@ def test_summary_counts_a_rank_without_events(tmp_path: Path):
     assert makespan == pytest.approx(1.0, abs=1e-3)
     # rank 2 idles the whole makespan, rank 0 and 1 almost nothing
     assert s["totals"]["idle"] == pytest.approx(makespan, rel=1e-3)
+
+
+def test_critical_path_of_a_nonblocking_barrier_is_not_longer_than_the_run():
+    # ranks 0, 1 wait in the barrier's completion from 0.011 to 0.201; rank 2 posted it at 0.201 (not in the table),
+    # computed 0.01 more and entered its completion at 0.211. Rank 0 then computes to 0.4: the path is rank 2 up to
+    # its post (0.201) and rank 0 after the barrier (0.199), 0.4 s: the 0.01 s after rank 2's post is not counted
+    ev = make_events(rank=[0, 0, 0, 1, 1, 1, 2, 2, 2], op=["compute", "barrier", "compute"] * 3,
+                     enter=[0.0, 0.011, 0.201, 0.0, 0.011, 0.201, 0.0, 0.211, 0.211],
+                     exit=[0.011, 0.201, 0.4, 0.011, 0.201, 0.25, 0.211, 0.211, 0.212],
+                     match=[-1, 0, -1] * 3)
+    ws = wait_states(ev)
+    assert sorted(ws["wait"].round(9).tolist()) == [0.19, 0.19]  # ranks 0, 1: min(0.211, 0.201) - 0.011
+    cp = critical_path(ev, ws, n_ranks=3)
+    assert cp.makespan == pytest.approx(0.4)
+    assert cp.length == pytest.approx(0.4)

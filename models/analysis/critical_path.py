@@ -138,20 +138,23 @@ def critical_path(events: pd.DataFrame, waits: pd.DataFrame, steps: tuple[int, i
     busy -= wait
     np.maximum(busy, 0.0, out=busy)
     makespan = float(exit_.max() - t0)
-    del prev_exit, wait, exit_  # large temporaries: n floats each
+    # synchronization points: (q,k) -> end of the wait of (p,i), both inside the range.  A nonblocking collective's
+    # completion call (q,k) may be entered after the others were released by its post, which the table does not
+    # hold: the edge then takes back the time (q,k) was entered after the wait ended, so the path does not count
+    # that time twice (it is never longer than the run)
+    pe = pos_of[waits["peer_event"].to_numpy()]
+    sync = ok & (pe >= 0)
+    sp_p, sp_q = w_pos[sync], pe[sync]
+    late = np.minimum(exit_[sp_p] - enter[rows[sp_q]], 0.0)
+    del prev_exit, wait, exit_, pos_of  # large temporaries: n values each
     cum = np.empty(n + 1)  # cum[pos]: busy before position pos (over all ranks, in row order)
     cum[0] = 0.0
     np.cumsum(busy, out=cum[1:])
     starts = np.flatnonzero(first)
     ends = np.r_[starts[1:], n]  # one past the last position of each rank
-    # synchronization points: (q,k) -> end of the wait of (p,i), both inside the range
-    pe = pos_of[waits["peer_event"].to_numpy()]
-    sync = ok & (pe >= 0)
-    sp_p, sp_q = w_pos[sync], pe[sync]
-    del pos_of
     # nodes (rank, x, f): f=0 "before row x" (the start of an operation waited for), f=1 "after the wait of
     # row x"; each rank's start and end are f=0 points.  Consecutive points of a rank are joined by the busy
-    # time between them; a wait adds (q, k, 0) -> (p, i, 1) with weight 0.
+    # time between them; a wait adds (q, k, 0) -> (p, i, 1) with weight 0 (``late`` above: negative).
     x = np.concatenate([starts, ends, sp_q, sp_p])
     f = np.concatenate([np.zeros(starts.size + ends.size + sp_q.size, np.int64), np.ones(sp_p.size, np.int64)])
     r = np.concatenate([rank[starts], rank[ends - 1], rank[sp_q], rank[sp_p]]).astype(np.int64)
@@ -167,7 +170,7 @@ def critical_path(events: pd.DataFrame, waits: pd.DataFrame, steps: tuple[int, i
     src = np.concatenate([chain, np.full(starts.size, source), end_nodes, q_nodes])
     dst = np.concatenate([chain + 1, start_nodes, np.full(ends.size, sink), p_nodes])
     w = np.concatenate([cum[k_x[chain + 1]] - cum[k_x[chain]], enter[rows[starts]] - t0,
-                        np.zeros(ends.size + sp_p.size)])
+                        np.zeros(ends.size), late])
     dist, path = longest_path(k_n + 2, src, dst, w)
     length = float(dist[path[-1]])
     # segments: consecutive points of the path on one rank cover the rows between them
