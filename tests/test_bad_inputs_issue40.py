@@ -87,10 +87,9 @@ def test_integrity_cannot_be_switched_off(good_run: Path, tmp_path: Path,
     assert api.integrity(good_run) == ""
 
     # --trust-edited reads it, and every output says so
-    assert main(["diagnose", str(dest), "--no-truth", "--no-png", "-o", str(tmp_path / "d"), "--trust-edited",
-                 "-q"]) == 0
-    assert ".waitlab" in json.loads((tmp_path / "d" / "diagnosis.json").read_text())["metadata"]["trust_edited"]
-    assert "Made from an edited results folder" in (dest / "report.html").read_text()
+    assert main(["diagnose", str(dest), "--no-truth", "--no-png", "--trust-edited", "-q"]) == 0
+    assert ".waitlab" in json.loads((dest / "diagnosis" / "diagnosis.json").read_text())["metadata"]["trust_edited"]
+    assert "Made from an edited results folder" in (dest / "report.html").read_text()  # the run's page gains it
     assert main(["export", str(dest), "--chrome", "-o", str(tmp_path / "x"), "--trust-edited", "-q"]) == 0
     assert ".waitlab" in json.loads((tmp_path / "x" / "trace.json").read_text())["otherData"]["trust_edited"]
     capsys.readouterr()
