@@ -297,4 +297,14 @@ def preflight(prep: Prepared, *, say: Callable[[str], None] | None = None, check
             say(f"hint: beyond {EXACT_UP_TO:,} ranks SimGrid 3.32 spends its time on small messages that wait for "
                 f'their receive; [simulation.config] "{EAGER_TRANSFER_KEY}" = "<the eager threshold>" sends them at '
                 "once (the eager protocol; docs/performance.md, \"The full machine\")")
-    return est.check() if check else est
+    if not check:
+        return est
+    est.check()
+    # the time limit of an SMPI run ([simulation] timeout) is a budget too: a stage predicted past it would be stopped
+    smpi_seconds, limit = est.seconds - WAITLAB_SECONDS_PER_EVENT * est.events, prep.scenario.simulation.timeout
+    if smpi_seconds > limit:
+        raise EnvironmentProblem(f"this run would not fit: {est.describe()}; its SMPI stage is predicted to take "
+                                 f"{_duration(smpi_seconds)}, over [simulation] timeout = {limit:g} s (raise "
+                                 "[simulation] timeout, or simulate fewer ranks or steps; --no-resource-check runs it "
+                                 "anyway)")
+    return est

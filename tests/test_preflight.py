@@ -89,3 +89,31 @@ def test_eager_small_messages_have_their_own_time_model() -> None:
     e = estimate(prepare(sc))
     per_event = SMPI_SECONDS_PER_EVENT_EAGER + SMPI_SECONDS_PER_EVENT_RANK_EAGER * PREFLIGHT_RANKS
     assert e.seconds == pytest.approx(e.events * (per_event + WAITLAB_SECONDS_PER_EVENT))
+
+
+def test_a_run_predicted_past_its_timeout_is_refused() -> None:
+    sc = _scenario(PREFLIGHT_RANKS)
+    est = preflight(prepare(sc), check=False)
+    assert est is not None
+    smpi = est.seconds - WAITLAB_SECONDS_PER_EVENT * est.events  # the SMPI stage, which [simulation] timeout limits
+    tight = sc.with_values({"simulation.timeout": smpi / 2})
+    with pytest.raises(EnvironmentProblem, match=r"over \[simulation\] timeout = .* s \(raise \[simulation\] timeout"):
+        preflight(prepare(tight))
+    assert preflight(prepare(sc.with_values({"simulation.timeout": smpi * 2}))) is not None  # within it: runs
+
+
+def test_running_out_of_memory_is_one_line(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+                                           tmp_path) -> None:
+    from waitlab import api
+    from waitlab.cli import main
+
+    def no_memory(*a: object, **k: object) -> None:
+        raise MemoryError("Unable to allocate 96.0 GiB for an array with shape (12884901888,) and data type float64")
+
+    monkeypatch.setattr(api, "run", no_memory)
+    (tmp_path / "s.toml").write_text('[scenario]\nname = "m"\nranks = 2\n[platform]\nname = "dawning_5000a"\n'
+                                     '[application]\nkind = "stencil"\n')
+    assert main(["run", str(tmp_path / "s.toml"), "-o", str(tmp_path / "out")]) == 4
+    err = capsys.readouterr().err
+    assert err.startswith("waitlab: error: out of memory (MemoryError: Unable to allocate 96.0 GiB") and \
+        err.count("\n") == 1 and "fewer ranks or steps" in err

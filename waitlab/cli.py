@@ -23,7 +23,7 @@ from waitlab.cli_common import frame as _frame
 from waitlab.cli_common import json_flag as _json_flag
 from waitlab.cli_common import progress_line as _progress_line
 from waitlab.cli_common import say as _say
-from waitlab.errors import InputError, Interrupted, WaitlabError, is_write_failure, write_error
+from waitlab.errors import EnvironmentProblem, InputError, Interrupted, WaitlabError, is_write_failure, write_error
 from waitlab.interrupts import session
 from waitlab.version import __version__
 
@@ -250,7 +250,8 @@ def _check_c(sub: Any) -> None:
                    "violations": _frame(rep.violations.head(args.show)), "kinds": list(kinds),
                    **({"trust_edited": edited} if edited else {})})
         _say(args, f"counted as overhead: event kinds {', '.join(kinds)} (--kinds picks them; e.g. --kinds "
-             "overhead,swap,flush counts only the tracer's own costs, not injected delays)")
+             "swap,flush,delay counts only the spilling: swaps, flushes and the pads (delay) that equalise "
+             "synchronised flushes, without the per-record overhead)")
         _say(args, rep.text())
         if len(rep.violations) and args.show > 0:
             _say(args, rep.violations.head(args.show).to_string(index=False))
@@ -379,6 +380,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"waitlab: error: {write_error(exc, exc.filename or '(output)')}", file=sys.stderr)
         return 2
+    except MemoryError as exc:  # numpy or Python could not allocate: one line, nothing partial (the writers' rule)
+        print(f"waitlab: error: out of memory ({type(exc).__name__}: {str(exc)[:200] or 'no detail'}): the command "
+              "needs more memory than this machine has left (fix: fewer ranks or steps, or a machine with more "
+              "memory; runs of 4,096 ranks or more are estimated first unless --no-resource-check)", file=sys.stderr)
+        return EnvironmentProblem.exit_code
     except KeyboardInterrupt as exc:  # the command's own account (sweep, diagnose), else the generic one
         text = str(exc) or "interrupted; nothing partial was kept (a results folder being written was removed)"
         print(f"waitlab: {text}", file=sys.stderr)
