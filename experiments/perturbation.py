@@ -107,7 +107,7 @@ def _check_resolution(sec: NoiseSection, model: Any, file: str, timing_precision
                          "simulation.timing_precision)", f"use a lower frequency, {fix_p}")
     if isinstance(model, nz.SignatureNoise):
         d = np.asarray(model.duration, float)
-        short = d[(d > 0) & (d < p)]
+        short = d[d < p]  # a detour of 0 s too: it is no detour at all
         if short.size:
             raise InputError(str(sec.file), "(content)", f"{short.size} detour(s) are shorter than the simulation's "
                              f"timing precision ({p:g} s, simulation.timing_precision of {file}), the shortest "
@@ -132,7 +132,7 @@ def noise_config(sec: NoiseSection, file: str, timing_precision: float = TIMING_
         raise InputError(file, "noise", str(exc), "see the perturbation page of the docs") from None
     _check_resolution(sec, model, file, timing_precision)
     return NoiseConfig(model=model, scope=sec.scope, jitter=nz.GaussianJitter(sec.jitter_std, sec.jitter_mean),
-                       horizon_factor=sec.horizon_factor, nodes=tuple(sec.nodes or ()))
+                       horizon_factor=sec.horizon_factor, nodes=tuple(sec.nodes or ()), precision=timing_precision)
 
 
 def tracing_config(sec: TracingSection) -> TracingConfig:

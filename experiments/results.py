@@ -29,7 +29,7 @@ from waitlab.errors import InputError
 from waitlab.experiments.pipeline import Run, RunResult
 from waitlab.experiments.report.notebook import loaded_html
 from waitlab.experiments.report.perturbation_report import buffer_timeline, jsonable, report_text
-from waitlab.experiments.run_folder import PICTURE_MODULES, verify_folder
+from waitlab.experiments.run_folder import MARKER, PICTURE_MODULES, REBUILD, file_digest, read_record, verify_folder
 from waitlab.experiments.scenario import Scenario, from_mapping, read_toml
 from waitlab.lazy import Deferred
 from waitlab.models.analysis.metrics import ledger_frame, ledger_table
@@ -413,6 +413,41 @@ def run_identity(meta: dict[str, Any], events: pd.DataFrame) -> dict[str, Any]:
             "events_digest": events_digest(events)}
 
 
+def is_unperturbed_run(folder: Path) -> bool:
+    """Whether ``folder`` is the ``unperturbed/`` run inside a perturbed run's results folder (it has no
+    ``scenario.toml`` of its own: the scenario is RUN's)."""
+    folder = Path(folder)
+    return (folder.name == "unperturbed" and (folder / MARKER).is_file() and (folder / "run.json").is_file()
+            and (folder.parent / MARKER).is_file() and (folder.parent / "scenario.toml").is_file())
+
+
+def verify_unperturbed(folder: Path, trust_edited: bool = False) -> str:
+    """Check ``RUN/unperturbed`` as :func:`verify_folder` checks a run: RUN itself (its scenario is the one of both
+    runs), then every file the sub-folder's own integrity record lists; ``""`` when intact (with ``trust_edited``
+    the reason it would have been refused)."""
+    folder = Path(folder)
+    why = verify_folder(folder.parent, trust_edited)
+    try:
+        sums = read_record(folder)["sha256"]
+        for name in ("run.json", "events.parquet"):
+            if name not in sums:
+                raise InputError(str(folder / name), "(integrity record)", f"has no SHA-256 in {MARKER} of the "
+                                 "unperturbed run: it was added after the run, or the record was edited", REBUILD)
+        for name, digest in sorted(sums.items()):
+            path = folder / name
+            if not path.is_file():
+                raise InputError(str(path), "(file)", "was deleted after the run wrote the folder", REBUILD)
+            if file_digest(path) != digest:
+                raise InputError(str(path), "(file)", "was changed after the run wrote it (its SHA-256 differs "
+                                 f"from the one recorded in {MARKER}); an edited results folder is not trusted",
+                                 REBUILD)
+    except InputError as exc:
+        if not trust_edited:
+            raise
+        why = why or str(exc).split(" (fix: ")[0]
+    return why
+
+
 def load_events(path: Path, trust_edited: bool = False) -> pd.DataFrame:
     """An event table from ``events.parquet``, ``events.csv`` or a results folder holding one (checked against
     its integrity record unless ``trust_edited``)."""
@@ -422,7 +457,10 @@ def load_events(path: Path, trust_edited: bool = False) -> pd.DataFrame:
         if not found:
             raise InputError(str(path), "(folder)", "holds no events.parquet or events.csv",
                              "pass a results folder written by waitlab run, or the event file itself")
-        verify_folder(path, trust_edited)  # its event table must be the one its run wrote
+        if is_unperturbed_run(path):
+            verify_unperturbed(path, trust_edited)
+        else:
+            verify_folder(path, trust_edited)  # its event table must be the one its run wrote
         path = found[0]
     if not path.exists():
         raise InputError(str(path), "(file)", "does not exist", "check the path")

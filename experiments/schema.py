@@ -34,6 +34,7 @@ from waitlab.models.apps.registry import APPLICATIONS
 from waitlab.models.perturb.noise import DURATION_LAWS
 from waitlab.models.perturb.spill_policies import POLICIES
 from waitlab.models.validation import TYPE_TAGS, dotted
+from waitlab.models.vocabulary import MPI_ACTIONS
 from waitlab.platforms import PLATFORM_ALIASES, list_platforms
 from waitlab.platforms.figures import MIN_BANDWIDTH
 from waitlab.platforms.machine import COMPUTATION_KEY, SOLVER_PRECISION, TIMING_PRECISION
@@ -56,8 +57,9 @@ _CFG_WORD = re.compile(r"^[^\s*?\[\]]+$")
 class FieldProblem(Picklable, ValueError):
     """A cross-field rule broken by one key: raised in model validators so the error names that key."""
 
-    def __init__(self, field: str, message: str) -> None:
+    def __init__(self, field: str, message: str, fix: str = "") -> None:
         self.field = field
+        self.fix = fix  # what to write instead (default: the key's description)
         super().__init__(message)
 
 
@@ -244,19 +246,41 @@ class NoiseSection(BaseModel):
     def _model_keys(self) -> NoiseSection:
         uses = self._USES[self.model]
         for key in sorted(self.model_fields_set - uses - self._COMMON):
+            users = " or ".join(f'"{m}"' for m, keys in self._USES.items() if key in keys)
             raise FieldProblem(key, f"{key} is not used by model = {self.model!r}: remove it, or choose the model that "
-                             "uses it")
+                               "uses it", f"remove {key} from [noise], or set model = {users} (the model that reads "
+                               f"{key})")
         need = {"periodic": ("frequency", "duration"), "poisson": ("rate", "duration"),
                 "signature": ("file",)}.get(self.model, ())
+        example = {"frequency": "1000.0", "duration": "2.5e-5", "rate": "100.0", "file": '"noise.txt"'}
         for key in need:
             if getattr(self, key) is None:
-                raise FieldProblem(key, f"{key} is required for model = {self.model!r}: add {key} = ... to [noise]")
+                raise FieldProblem(key, f"{key} is required for model = {self.model!r}",
+                                   f"add {key} = {example[key]} to [noise] "
+                                   f"({type(self).model_fields[key].description})")
         if self.model == "periodic" and self.frequency and self.duration and self.duration * self.frequency >= 1:
             raise FieldProblem("duration", f"a {self.duration:g} s detour every {1 / self.frequency:g} s leaves "
-                               "no time to compute: make duration shorter than 1 / frequency")
+                               "no time to compute: make duration shorter than 1 / frequency",
+                               f"set duration = {0.1 / self.frequency:g} (a tenth of the {1 / self.frequency:g} s "
+                               f"period), or frequency = {0.1 / self.duration:g} (a detour of {self.duration:g} s "
+                               "every ten times as long)")
         if self.model == "poisson" and self.rate and self.duration and self.rate * self.duration >= 1:
             raise FieldProblem("rate", f"rate x duration = {self.rate * self.duration:g}: the host would always "
-                               "be in a detour; make rate x duration < 1")
+                               "be in a detour; make rate x duration < 1",
+                               f"set rate = {0.1 / self.duration:g} (arrivals per second; rate x duration = 0.1), "
+                               f"or duration = {0.1 / self.rate:g}")
+        for key, period in (("phase", 1 / self.frequency if self.frequency else None), ("offset", self.period)):
+            value = getattr(self, key)
+            if isinstance(value, str) or value >= 0:
+                continue
+            what = "into the period" if key == "phase" else "into the signature"
+            if period is not None and period > 0:
+                same = value % period
+                fix = (f"set {key} = {same:g} (the same instant: {key} is taken modulo the {period:g} s period), or "
+                       f'{key} = "random"')
+            else:
+                fix = f'set {key} = 0.0 or a positive number of seconds {what}, or {key} = "random"'
+            raise FieldProblem(key, f"must be >= 0 seconds ({what}), got {value:g}", fix)
         return self
 
 
@@ -287,6 +311,13 @@ class InstrumentationSection(BaseModel):
             raise FieldProblem("only", "an empty list selects nothing, and waitlab would record every event (as "
                                "without only): name the MPI actions or regions to record, e.g. only = [\"recv\"], "
                                "remove only to record every event, or set events = \"none\" to record none")
+        if self.events == "mpi":  # only MPI calls are recorded: any other name selects nothing
+            other = [n for n in self.only if n not in MPI_ACTIONS]
+            if other:
+                raise FieldProblem("only", f"{other[0]!r} is not an MPI action, and events = \"mpi\" records only "
+                                   "MPI calls: it would select nothing",
+                                   f'set events = "all" (or "regions") to record region {other[0]!r}, or name MPI '
+                                   'actions only, e.g. only = ["recv"]')
         return self
 
 
@@ -313,15 +344,12 @@ class TracingSection(BaseModel):
         "tau": ("swapout_f",), "every": ("swapout_f",), "sync": ("swapout_f",),
         "fill_level": ("vampir_sync", "padded_sync"), "safety": ("predictive_sync",), "window": ("predictive_sync",)}
 
-    @field_validator("every")
-    @classmethod
-    def _every(cls, v: int | str) -> int | str:
-        if isinstance(v, int) and v < 1:
-            raise ValueError("must be an integer >= 1 or \"auto\"")
-        return v
-
     @model_validator(mode="after")
     def _policy_keys(self) -> TracingSection:
+        if isinstance(self.every, int) and self.every < 1:
+            raise FieldProblem("every", f"must be an integer >= 1 or \"auto\", got {self.every}",
+                               'set every = 1 (f after every synchronisation point), or every = "auto" (the largest '
+                               "N for which no buffer overflows between two f calls)")
         # as [noise] refuses keys its model does not read; a resolved scenario (every key listed) keeps the
         # defaults of the other policies' parameters, so a default value is refused only in a hand-written section
         complete = lists_every_key(self)
@@ -331,7 +359,9 @@ class TracingSection(BaseModel):
             if getattr(self, key) != type(self).model_fields[key].default or not complete:
                 users = " or ".join(repr(p) for p in policies)
                 raise FieldProblem(key, f"{key} is not used by policy = {self.policy!r} (only by {users}): remove "
-                                   "it, or choose the policy that uses it")
+                                   "it, or choose the policy that uses it",
+                                   f"remove {key} from [tracing], or set policy = "
+                                   + " or ".join(f'"{p}"' for p in policies))
         return self
 
 
@@ -394,7 +424,8 @@ def raise_validation(exc: ValidationError, file: str, section: str, model: type[
     if "input" in err and err["type"] not in ("missing", "extra_forbidden") and not isinstance(err["input"], dict):
         got = repr(err["input"])
         msg = f"{msg}, got {got[:80]}"
-    raise InputError(file, where, msg, _fix_for(model, field, err)) from None
+    fix = cause.fix if isinstance(cause, FieldProblem) and cause.fix else _fix_for(model, field, err)
+    raise InputError(file, where, msg, fix) from None
 
 
 def validate_section(name: str, table: Any, file: str) -> BaseModel:

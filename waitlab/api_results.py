@@ -20,10 +20,17 @@ from waitlab.experiments.otf2_convert import import_otf2 as _import_otf2
 from waitlab.experiments.pipeline import Run, RunResult
 from waitlab.experiments.recorded import recorded_scenario as _recorded_scenario
 from waitlab.experiments.report.perturbation_report import report_text
-from waitlab.experiments.results import LoadedRun, load_events, load_run, summary_text
+from waitlab.experiments.results import (
+    LoadedRun,
+    is_unperturbed_run,
+    load_events,
+    load_run,
+    summary_text,
+    verify_unperturbed,
+)
 from waitlab.experiments.run_folder import verify_folder
 from waitlab.experiments.scenario import Scenario, as_scenario
-from waitlab.models.perturb.condition_c import ConditionCReport, check_condition_c
+from waitlab.models.perturb.condition_c import ConditionCReport, check_condition_c, kinds_problem
 from waitlab.platforms.calibration import calibration_table
 
 __all__ = [
@@ -57,6 +64,8 @@ def capture(scenario: Scenario | str | Path, out: str | Path, *, via: str = "lay
 def integrity(folder: str | Path) -> str:
     """Why a results folder is not the one its run wrote (its integrity record ``.waitlab`` is missing or
     damaged, or a file changed since), or ``""`` when it is intact."""
+    if is_unperturbed_run(Path(folder)):  # RUN/unperturbed: checked with RUN (whose scenario it shares)
+        return verify_unperturbed(Path(folder), trust_edited=True)
     return verify_folder(Path(folder), trust_edited=True)
 
 
@@ -71,6 +80,9 @@ def check_c(events: str | Path, *, atol: float = 1e-9,
     if not math.isfinite(atol) or atol < 0:
         raise InputError("(command line)", "--atol", f"must be a finite number >= 0 (seconds), got {atol}",
                          "e.g. --atol 1e-9")
+    if kinds_problem(tuple(kinds)):
+        raise InputError("(command line)", "--kinds", kinds_problem(tuple(kinds)),
+                         "e.g. --kinds overhead,swap,flush,delay (all the tracer's time)")
     return check_condition_c(load_events(Path(events), trust_edited), atol=atol, kinds=kinds)
 
 

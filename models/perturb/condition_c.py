@@ -44,10 +44,27 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from waitlab.models.vocabulary import COLLECTIVE_ACTIONS, RECV_ACTIONS, SEND_ACTIONS
+from waitlab.models.vocabulary import COLLECTIVE_ACTIONS, RECV_ACTIONS, SEND_ACTIONS, VOCABULARY
 
 #: Event kinds counted as instrumentation overhead by default.
 TRACER_KINDS: tuple[str, ...] = ("overhead", "swap", "flush", "delay")
+
+#: Every value of the event table's ``kind`` column: regions and the kinds of the actions.
+EVENT_KINDS: tuple[str, ...] = ("region", *dict.fromkeys(a.event_kind for a in VOCABULARY))
+
+
+def kinds_problem(kinds: tuple[str, ...]) -> str:
+    """What is wrong with ``kinds`` as the event kinds counted as overhead ('' when nothing).
+
+    >>> kinds_problem(("overhead", "flush")), kinds_problem(("bogus",))[:30]
+    ('', "'bogus' is not an event kind (")
+    """
+    if not kinds:
+        return f"names no event kind (known: {', '.join(EVENT_KINDS)})"
+    bad = [k for k in kinds if k not in EVENT_KINDS]
+    if bad:
+        return f"{bad[0]!r} is not an event kind (known: {', '.join(EVENT_KINDS)})"
+    return ""
 
 SEND_OPS = SEND_ACTIONS
 RECV_OPS = RECV_ACTIONS
@@ -165,8 +182,11 @@ def check_condition_c(events: pd.DataFrame, overhead: _F | None = None, *, atol:
     atol : float
         Differences up to ``atol`` seconds count as equal.
     kinds : tuple of str
-        Event kinds that are instrumentation overhead (when ``overhead`` is not given).
+        Event kinds that are instrumentation overhead (when ``overhead`` is not given); at least one, each one of
+        :data:`EVENT_KINDS` (``ValueError`` otherwise).
     """
+    if overhead is None and kinds_problem(tuple(kinds)):
+        raise ValueError(f"kinds: {kinds_problem(tuple(kinds))}")
     rank = events["rank"].to_numpy().astype(np.int64)
     o = event_overheads(events, kinds) if overhead is None else np.asarray(overhead, np.float64)
     if o.shape != rank.shape:

@@ -126,7 +126,12 @@ def normalize(n_hosts: int, period: npt.ArrayLike, host: npt.ArrayLike, start: n
     p = per[h]
     if (d >= p).any():
         raise ValueError("a detour at least as long as its period would stop the host for ever")
-    s = np.mod(s, p)
+    # a start that is a whole number of periods (phase = 5.0 with a 0.1 s period) must land on 0, not on the
+    # period minus the rounding error of the remainder (5.0 mod 0.1 = 0.0999999999999997): that left a 3e-16 s
+    # sliver of every detour at the end of the period, which SimGrid cannot resolve and the ledger counted as hits
+    s0 = s
+    s = np.mod(s0, p)
+    s = np.where(p - s <= 4 * np.spacing(np.maximum(np.abs(s0), p)), 0.0, s)
     end = s + d
     cross = end > p
     # split detours that cross the period boundary: [s, p) and [0, end - p)

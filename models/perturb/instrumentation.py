@@ -163,6 +163,13 @@ def select_records(ops: OpTable, inst: Instrumentation) -> Records:
     if unknown:
         raise ValueError(f"instrumentation.only names neither MPI actions nor regions of the application: "
                          f"{', '.join(sorted(unknown))}")
+    # a name the events setting never records selects nothing (as an empty only would select everything)
+    never = {n for n in only if n not in MPI_ACTIONS} if inst.events == "mpi" else \
+        {n for n in only if n not in ops.names} if inst.events == "regions" else set()
+    if never:
+        what = "MPI calls" if inst.events == "mpi" else "region enter and leave"
+        raise ValueError(f"{', '.join(sorted(never))}: events = {inst.events!r} records only {what}, so this "
+                         "selects nothing; set events = 'all' to record both")
     if inst.events in ("mpi", "all"):
         names = (only & set(MPI_ACTIONS)) if only else set(MPI_ACTIONS)
         r = np.flatnonzero(np.isin(ops.code, _action_codes(names)))

@@ -219,6 +219,8 @@ class SignatureNoise:
             raise ValueError(f"the signature ends at {float((s + d).max())} s, after its period {self.period} s")
         if isinstance(self.offset, str) and self.offset not in ("random", "shared"):
             raise ValueError(f"offset must be 'random', 'shared' or seconds, got {self.offset!r}")
+        if not isinstance(self.offset, str) and not self.offset >= 0:
+            raise ValueError(f"offset must be >= 0 seconds, got {self.offset}")
 
     def pattern(self, n_hosts: int, rng: np.random.Generator, horizon: float = 1.0) -> NoisePattern:
         """The signature on every host, shifted by the host's offset."""

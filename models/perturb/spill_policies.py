@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from waitlab.models.perturb.tracebuffer import (
+    BufferOverflow,
     BufferSpec,
     BufferState,
     Flushes,
@@ -69,7 +70,7 @@ class PerRankFlush:
         return fl
 
 
-def _boundaries(stream: Stream, pts: SyncPoints) -> _I:
+def sync_boundaries(stream: Stream, pts: SyncPoints) -> _I:
     """(points, ranks) matrix of the global record index at every sync point."""
     m = pts.matrix()
     ranks = np.broadcast_to(np.arange(pts.n_ranks, dtype=np.int64), m.shape)
@@ -85,8 +86,15 @@ class SwapOutF:
     "steps"``), so every rank calls it equally often (P2 with a fixed
     duration) and, with ``every`` small enough, no buffer outgrows memory (P1).
 
+    f is the only place a rank's buffer is written (Okita et al.: the tracer
+    keeps its records in memory between f calls), so a rank that records more
+    than ``buffer_bytes`` between two f calls (or after the last one) is refused
+    rather than silently overflowing the buffer.
+
     Raises
     ------
+    BufferOverflow
+        If some rank records more than ``buffer_bytes`` between two f calls.
     TauTooShort
         If some flush takes longer than ``tau``.
     """
@@ -110,7 +118,7 @@ class SwapOutF:
         pts = collectives if self.sync == "collectives" else steps
         if pts.n_points == 0:
             return Flushes.empty()
-        bnd = _boundaries(stream, pts)
+        bnd = sync_boundaries(stream, pts)
         m = pts.matrix()
         chosen = np.arange(self.every - 1, pts.n_points, self.every)
         if chosen.size == 0:
@@ -118,6 +126,12 @@ class SwapOutF:
         b = bnd[chosen]
         prev = np.vstack((stream.lo[None, :], b[:-1]))
         nbytes = stream.cum[b] - stream.cum[prev]
+        # what each rank records between two f calls, and after the last one, must fit in its buffer (P1)
+        grow = np.vstack((nbytes, stream.cum[stream.hi] - stream.cum[b[-1]]))
+        if (grow > spec.buffer_bytes).any():
+            i, r = np.unravel_index(int(np.argmax(grow)), grow.shape)
+            at = int(chosen[i]) if i < chosen.size else -1
+            raise BufferOverflow(spec.buffer_bytes, int(r), at, float(grow[i, r]), self.every)
         secs = spec.write_seconds(nbytes)
         if (secs > self.tau).any():
             i, r = np.unravel_index(int(np.argmax(secs)), secs.shape)
@@ -137,7 +151,7 @@ def largest_safe_every(stream: Stream, pts: SyncPoints, cap: float) -> int:
     """
     if pts.n_points == 0:
         return 1
-    bnd = _boundaries(stream, pts)
+    bnd = sync_boundaries(stream, pts)
     full = np.vstack((stream.lo[None, :], bnd, stream.hi[None, :]))
     cum = stream.cum[full]  # (points+2, ranks)
 
@@ -240,7 +254,7 @@ def _sync_plan(stream: Stream, spec: BufferSpec, pts: SyncPoints, *, fill_level:
     if pts.n_points == 0:
         fl, _ = greedy_flushes(stream, base, stream.hi.copy(), cap)
         return fl
-    bnd = _boundaries(stream, pts)
+    bnd = sync_boundaries(stream, pts)
     m = pts.matrix()
     ranks = np.arange(pts.n_ranks, dtype=np.int64)
     growth_hist: list[float] = []

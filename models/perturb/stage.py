@@ -35,8 +35,15 @@ from waitlab.models.perturb.instrumentation import (
     select_records,
     step_points,
 )
-from waitlab.models.perturb.spill_policies import SpillSummary, largest_safe_every, make_policy, summarize_spill
+from waitlab.models.perturb.spill_policies import (
+    SpillSummary,
+    largest_safe_every,
+    make_policy,
+    summarize_spill,
+    sync_boundaries,
+)
 from waitlab.models.perturb.tracebuffer import (
+    BufferOverflow,
     BufferSpec,
     BufferState,
     Flushes,
@@ -68,6 +75,7 @@ class NoiseConfig:
     jitter: nz.GaussianJitter = field(default_factory=lambda: nz.GaussianJitter(0.0))
     horizon_factor: float = 4.0
     nodes: tuple[int, ...] = ()  # nodes whose hosts get detours (empty: every node)
+    precision: float = 1e-9  # the simulation's timing precision: shorter detour hits are not hits
 
     @property
     def has_detours(self) -> bool:
@@ -243,6 +251,14 @@ def perturb_ops(ops: OpTable, cfg: PerturbationConfig, facts: PlatformFacts, see
         if tr.policy == "swapout_f" and pts.n_points == 0:
             raise InputError(file, "tracing.sync", f"the application has no {tr.sync} to place f after",
                              'use sync = "steps"' if tr.sync == "collectives" else "use another policy")
+        if tr.policy != "keep" and len(stream) and float(stream.bytes.max()) > spec.buffer_bytes:
+            i = int(np.argmax(stream.bytes))
+            inst = cfg.instrumentation
+            raise InputError(file, "tracing.buffer_bytes", f"{spec.buffer_bytes:g} bytes is smaller than one "
+                             f"record: rank {int(stream.rank[i])} writes a {float(stream.bytes[i]):g}-byte record "
+                             f"(instrumentation.record_bytes = {inst.record_bytes}"
+                             + (f" + payload {inst.payload:g} x the message bytes" if inst.payload else "") + ")",
+                             f"use buffer_bytes >= {float(stream.bytes.max()):g}") from None
         every = tr.every
         if every == "auto":
             every = largest_safe_every(stream, pts, spec.buffer_bytes)
@@ -250,6 +266,26 @@ def perturb_ops(ops: OpTable, cfg: PerturbationConfig, facts: PlatformFacts, see
                              safety=tr.safety, window=tr.window)
         try:
             flushes = policy.plan(stream, spec, coll, steps)
+        except BufferOverflow as exc:
+            pt = tr.sync[:-1]
+            where = f"before the f call at {pt} point {exc.point}" if exc.point >= 0 else "after the last f call"
+            most = float(np.diff(stream.cum[np.vstack((stream.lo[None, :], sync_boundaries(stream, pts),
+                                                       stream.hi[None, :]))], axis=0).max())
+            if tr.every == "auto":
+                problem = (f'every = "auto" finds no interval: even with f after every {pt}, rank {exc.rank} records '
+                           f"{exc.nbytes:.0f} bytes {where}, more than buffer_bytes = {spec.buffer_bytes:g} "
+                           "(f is the only flush, so the buffer would overflow)")
+            else:
+                problem = (f"rank {exc.rank} records {exc.nbytes:.0f} bytes {where} (f every {exc.every} {pt} "
+                           f"point(s)), more than buffer_bytes = {spec.buffer_bytes:g}: f is the only flush, so the "
+                           "buffer would overflow (P1 does not hold)")
+            safe = largest_safe_every(stream, pts, spec.buffer_bytes)
+            fits = most <= spec.buffer_bytes  # some every works
+            fix = (f'use every = {safe} (or "auto"), or buffer_bytes >= {exc.nbytes:.0f}' if fits else
+                   f"use buffer_bytes >= {most:.0f} (the most a rank records between two {tr.sync}), or a "
+                   "flushing policy such as \"padded_sync\"")
+            raise InputError(file, "tracing.buffer_bytes" if tr.every == "auto" or not fits else "tracing.every",
+                             problem, fix) from None
         except TauTooShort as exc:
             raise InputError(file, "tracing.tau", f"tau = {exc.tau:g} s is shorter than a flush: rank {exc.rank} "
                              f"writes {exc.nbytes:.0f} bytes at {tr.sync[:-1]} point {exc.point} in "
@@ -282,6 +318,7 @@ class NoiseSetup:
     pattern_host_of_rank: npt.NDArray[np.int64]
     speed_profiles: dict[str, str]
     horizon: float
+    precision: float = 1e-9  # the simulation's timing precision (shorter overlaps are no hits)
 
     @property
     def active(self) -> bool:
@@ -344,7 +381,7 @@ def noise_setup(cfg: NoiseConfig, facts: PlatformFacts, seed: int, horizon: floa
         phost = facts.node_of_rank.astype(np.int64)
         n_hosts = int(phost.max()) + 1 if n else 0
     if not cfg.has_detours:
-        return NoiseSetup(dt.empty_pattern(n_hosts), phost, {}, horizon)
+        return NoiseSetup(dt.empty_pattern(n_hosts), phost, {}, horizon, cfg.precision)
     check_detour_count(cfg, horizon, file)
     rng = np.random.default_rng([seed, _NOISE_STREAM])
     pattern = cfg.model.pattern(n_hosts, rng, horizon)
@@ -366,14 +403,15 @@ def noise_setup(cfg: NoiseConfig, facts: PlatformFacts, seed: int, horizon: floa
             texts[ph] = dt.profile_text(pattern, ph)
         if texts[ph]:
             profiles[host] = texts[ph]
-    return NoiseSetup(pattern, phost, profiles, horizon)
+    return NoiseSetup(pattern, phost, profiles, horizon, cfg.precision)
 
 
 def noise_ledger(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: npt.NDArray[np.float64],
                  setup: NoiseSetup, core_speed: float) -> tuple[Ledger, nh.NoiseHits]:
     """Ledger rows (kind noise) for every detour that delayed work in a finished run."""
     rows, a, b = nh.cpu_intervals(ops, t_enter, t_exit, core_speed, setup.pattern, setup.pattern_host_of_rank)
-    hits = nh.noise_hits(setup.pattern, setup.pattern_host_of_rank, ops.rank[rows].astype(np.int64), rows, a, b)
+    hits = nh.noise_hits(setup.pattern, setup.pattern_host_of_rank, ops.rank[rows].astype(np.int64), rows, a, b,
+                         setup.precision)
     region = enclosing_region(ops)
     led = Ledger(rank=hits.rank.astype(np.int32), region=region[hits.row].astype(np.int32),
                  step=ops.step[hits.row].astype(np.int32), seconds=hits.seconds,

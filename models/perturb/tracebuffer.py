@@ -82,6 +82,19 @@ class TauTooShort(Picklable, ValueError):
                          f"({nbytes:.0f} bytes take {seconds:.6g} s)")
 
 
+class BufferOverflow(Picklable, ValueError):
+    """A rank records more than its buffer holds between two calls of the swap-out function f (P1 cannot hold).
+
+    ``point`` is the sync point of the f call that ends the interval (-1: the end of the run).
+    """
+
+    def __init__(self, buffer_bytes: float, rank: int, point: int, nbytes: float, every: int) -> None:
+        self.buffer_bytes, self.rank, self.point, self.nbytes, self.every = buffer_bytes, rank, point, nbytes, every
+        where = f"before the f call at sync point {point}" if point >= 0 else "after the last f call"
+        super().__init__(f"rank {rank} records {nbytes:.0f} bytes {where}, more than its {buffer_bytes:.0f}-byte "
+                         f"buffer (f every {every} point(s))")
+
+
 @dataclass(frozen=True)
 class BufferSpec:
     """Memory, buffer and disk of one rank.
