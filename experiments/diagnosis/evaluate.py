@@ -2,8 +2,9 @@
 
 For each case (:mod:`~waitlab.experiments.diagnosis.suite`):
 
-1. the run is simulated once and kept in waitlab's cache (``suite-runs/<scenario hash>/``, a results
-   folder); a cached run is read back, not simulated;
+1. the run is simulated once and kept in waitlab's cache (``suite-runs/<scenario hash>-<code digest>/``, a
+   results folder; :func:`waitlab.version.code_digest`: a changed waitlab simulates again); a cached run is read
+   back, not simulated;
 2. every model runs on it (:func:`~waitlab.experiments.diagnosis.registry.run_model`; a model that
    fails gets one error line naming it, the others are scored);
 3. the truth (:func:`~waitlab.experiments.diagnosis.groundtruth.ground_truth`, cached re-runs): all
@@ -11,7 +12,8 @@ For each case (:mod:`~waitlab.experiments.diagnosis.suite`):
    seconds, every tied set of them (:func:`~waitlab.models.analysis.suite_scores.tie_sets`) and "balance
    the regions this model blames" per model;
 4. the scores of each model (:func:`case_scores`); a (case, model) row is cached, keyed by the scenario,
-   the model's source and the scoring settings, so a second evaluate re-simulates and re-scores nothing.
+   the model's source, the scoring settings and waitlab's code, so a second evaluate re-simulates and re-scores
+   nothing.
 
 The leaderboard (:mod:`~waitlab.experiments.diagnosis.leaderboard`) aggregates them per model and cause class.
 """
@@ -75,7 +77,7 @@ from waitlab.models.analysis.suite_scores import (
     top_hit,
 )
 from waitlab.models.analysis.ties import tie_counts
-from waitlab.version import __version__
+from waitlab.version import __version__, code_digest
 
 #: Score columns of one (case, model) row, in leaderboard order.
 SCORES = ("top1", "topk", "blame_error", "rank_error", "total_error", "false_blame", "spearman", "predicted",
@@ -140,7 +142,7 @@ def _scoring_digest() -> str:
 
 def run_folder(cache: Path, scenario: Scenario) -> Path:
     """Where the run of a case is kept."""
-    return cache / "suite-runs" / scenario.hash()
+    return cache / "suite-runs" / f"{scenario.hash()}-{code_digest()}"
 
 
 def materialize(scenario: Scenario, folder: str) -> str:
@@ -203,6 +205,8 @@ def case_scores(m: ModelRun, gt: GroundTruth, ledger: pd.DataFrame, ties: dict[t
     true_total = gt.cost_of("all", metric)
     true_reg = gt.cost("region", metric)
     partial = any(lbl.startswith("region:") for lbl in gt.partial_noise)
+    # a (rank, region) whose re-run kept the profile noise (removed only as a whole) has no per-pair truth
+    partial_rr = partial or any(lbl.startswith("rank_region:") for lbl in gt.partial_noise)
     pos = ledger["seconds"] > 0
     causal = {(int(r), str(g)) for r, g in zip(ledger.loc[pos, "rank"], ledger.loc[pos, "region"], strict=True)}
     costed = set(true_rr.index)
@@ -213,7 +217,7 @@ def case_scores(m: ModelRun, gt: GroundTruth, ledger: pd.DataFrame, ties: dict[t
         # per-region truth cannot remove noise injected through speed profiles: n/a then
         "blame_error": math.nan if partial else l1_error(pred_reg, true_reg, true_total),
         # per (rank, region): over the pairs whose truth is known (costed, or without any cause: truth 0)
-        "rank_error": math.nan if partial else l1_error(pred_rr[pred_rr.index.isin(known)], true_rr, true_total),
+        "rank_error": math.nan if partial_rr else l1_error(pred_rr[pred_rr.index.isin(known)], true_rr, true_total),
         "total_error": relative(m.attributed - true_total, true_total),
         "false_blame": share_without_cause(pred_rr, causal),
         "spearman": spearman(pred_rr.reindex(true_rr.index, fill_value=0.0), true_rr) if len(true_rr) > 1
@@ -244,7 +248,7 @@ class CaseOutcome:
 
 
 def _row_path(cache: Path, case: Case, spec: ModelSpec, settings: Settings) -> Path:
-    key = f"{case.scenario.hash()}-{model_digest(spec)}-{settings.key()}-{_scoring_digest()}"
+    key = f"{case.scenario.hash()}-{model_digest(spec)}-{settings.key()}-{_scoring_digest()}-{code_digest()}"
     return cache / "evaluate" / f"{hashlib.sha256(key.encode()).hexdigest()[:40]}.json"
 
 

@@ -42,6 +42,7 @@ from waitlab.experiments.scenario import Scenario
 from waitlab.models.analysis.metrics import METRICS, ledger_frame, metric_value, wait_metrics
 from waitlab.models.ops import CAUSE_KINDS, OpTable
 from waitlab.simulator.build import cache_dir
+from waitlab.version import code_digest
 
 __all__ = ["METRICS", "CauseSet", "Counterfactuals", "GroundTruth", "cache_use", "ledger_frame", "metric_value",
            "wait_metrics"]
@@ -235,7 +236,8 @@ class Counterfactuals:
     def _path(self, digest: str) -> Path | None:
         if not self.use_cache or self.cache_dir is None:
             return None
-        return Path(self.cache_dir) / f"{self.scenario.hash()}-{digest[:32]}.json"
+        # keyed by waitlab's code too: metrics an older waitlab computed (other wait-state rules) are not reused
+        return Path(self.cache_dir) / f"{self.scenario.hash()}-{digest[:32]}-{code_digest()}.json"
 
     def run(self, sets: Sequence[CauseSet]) -> dict[str, dict[str, Any]]:
         """Metrics of the scenario re-run without each set (label -> metrics)."""
