@@ -15,24 +15,22 @@ A sweep file names a base scenario and a grid of dotted keys::
 Every point is a full scenario (any key of the schema can vary, perturbation sections and
 ``application.imbalance[i].*`` included; a key the base scenario cannot take is an error); its
 results go to ``OUT/runs/<scenario hash>/`` through the one pipeline
-(:func:`waitlab.experiments.pipeline.run`, :func:`waitlab.experiments.results.write_run`), which only
-renames a folder into place once it is complete.  A sweep that is interrupted therefore resumes by
-skipping the points whose folder exists, without redoing or corrupting them; ``OUT/sweep.csv`` is
-rebuilt from the finished folders.
+(:func:`waitlab.experiments.pipeline.run`, :func:`waitlab.experiments.results.write_run`); a point's folder is
+written into this run's hidden attempt folder and renamed into place by the sweep itself only once it is
+complete (:mod:`waitlab.experiments.sweep_points`), never by a point that outlives a stopped sweep.  A sweep that
+is interrupted therefore resumes by skipping the points whose folder exists, without redoing or corrupting them;
+``OUT/sweep.csv`` is rebuilt from the finished folders.
 """
 
 from __future__ import annotations
 
 import copy
-import fcntl
 import itertools
 import math
-import os
 import signal
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, Future, as_completed
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -45,12 +43,23 @@ from waitlab.errors import InputError, Interrupted, WaitlabError
 from waitlab.experiments.diagnosis.registry import resolve_all
 from waitlab.experiments.diagnosis.sweep_scores import add_scores
 from waitlab.experiments.executors import check_executor, open_executor
-from waitlab.experiments.pipeline import run
-from waitlab.experiments.results import write_run
-from waitlab.experiments.run_folder import INCOMPLETE, clean_stale_partials, results_folder, write_error
-from waitlab.experiments.scenario import Scenario, from_mapping, load_scenario, read_toml, set_dotted
+from waitlab.experiments.run_folder import INCOMPLETE, clean_stale_partials, write_error
+from waitlab.experiments.scenario import Scenario, from_mapping, load_scenario, read_toml
 from waitlab.experiments.schema import STRICT, FieldProblem, PlainName, freeze, raise_validation
 from waitlab.experiments.sweep_columns import details, figures_note
+from waitlab.experiments.sweep_grid import check_platforms, set_grid_key, shown
+from waitlab.experiments.sweep_lock import sweep_lock
+from waitlab.experiments.sweep_points import (
+    dask_client,
+    discard,
+    discard_stale_attempts,
+    new_attempt,
+    publish,
+    scheduler_of,
+    stop_points,
+    write_point,
+    write_point_isolated,
+)
 from waitlab.readers import read_json
 
 #: Most points of one sweep: each is a results folder and a validated scenario (a 10^6-point grid took minutes
@@ -149,15 +158,16 @@ def load_sweep(path: str | Path) -> Sweep:
     for combo in itertools.product(*(grid[k] for k in keys)):
         scen = copy.deepcopy(base)
         for k, v in zip(keys, combo, strict=True):
-            set_dotted(scen, k, v, file)
+            set_grid_key(scen, k, v, file)
         values = tuple(zip(keys, combo, strict=True))
-        label = ", ".join(f"{k}={v}" for k, v in values)
+        label = ", ".join(f"{k}={shown(v)}" for k, v in values)
         try:
             sc = from_mapping(scen, str(base_path))
         except InputError as exc:
             raise InputError(file, f"grid ({label})", f"makes an invalid scenario: {exc}",
                              "change that grid value") from None
         points.append(SweepPoint(values, sc, scen))
+    check_platforms([(_label(pt), str(pt.scenario.platform.name)) for pt in points], file)
     if len({pt.key for pt in points}) < len(points):
         raise InputError(file, "grid", "two grid points make the same scenario (a value repeats, or a key does not "
                          "change the scenario)", "list each value once")
@@ -172,16 +182,13 @@ def load_sweep(path: str | Path) -> Sweep:
                  path=file)
 
 
-def _run_point(data: dict[str, Any], source: str, out: str) -> dict[str, Any]:
-    """Worker: simulate one point through the pipeline into ``out`` (atomically) and return its summary."""
-    result = run(from_mapping(data, source))
-    with results_folder(Path(out), force=False) as partial:
-        write_run(result, partial, png=False)
-    return dict(result.result.summary)
+def _values(point: SweepPoint) -> dict[str, Any]:
+    """The point's grid values as the tables show them (a table of settings as ``key=value``)."""
+    return {k: shown(v) for k, v in point.values}
 
 
 def _row(point: SweepPoint, summary: Mapping[str, Any]) -> dict[str, Any]:
-    row: dict[str, Any] = {k: v for k, v in point.values}
+    row: dict[str, Any] = _values(point)
     row["scenario_hash"] = point.key
     row["makespan"] = summary["makespan"]
     for k, v in summary["totals"].items():
@@ -191,52 +198,8 @@ def _row(point: SweepPoint, summary: Mapping[str, Any]) -> dict[str, Any]:
     return row
 
 
-LOCK = ".sweep.lock"
 #: The diagnosis models that failed at a point (``[sweep] diagnose``): point, scenario_hash, model, error.
 MODEL_FAILURES = "model_failures.csv"
-
-
-@contextmanager
-def sweep_lock(out: Path) -> Iterator[Path]:
-    """Hold ``out/.sweep.lock`` (an exclusive ``flock``, the file holding this process's PID) while the block runs.
-
-    A second sweep into the same folder is refused with the holder's PID.  The operating system releases the
-    lock when its holder dies however it dies (``kill -9`` included), so a lock file left behind is simply
-    taken over.
-    """
-    lock = out / LOCK
-    while True:
-        try:
-            fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
-        except OSError as exc:
-            raise write_error(exc, out, "sweep folder") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            try:
-                holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
-            finally:
-                os.close(fd)
-            raise InputError(str(out), "(sweep folder)", f"is in use by another sweep (PID {holder})",
-                             f"wait for it to finish, stop it (kill {holder}), or use another -o") from None
-        try:  # the file we locked must still be the one at the path (a finishing holder unlinks it)
-            same = os.fstat(fd).st_ino == os.stat(lock).st_ino
-        except FileNotFoundError:
-            same = False
-        if same:
-            break
-        os.close(fd)
-    try:
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-    except OSError as exc:
-        os.close(fd)
-        raise write_error(exc, out, "sweep folder") from None
-    try:
-        yield lock
-    finally:
-        lock.unlink(missing_ok=True)  # unlinked while still held: a waiting sweep then retries on a new file
-        os.close(fd)
 
 
 def run_sweep(sweep: Sweep, out: Path, *, executor: Executor | None = None,
@@ -271,20 +234,26 @@ def run_sweep(sweep: Sweep, out: Path, *, executor: Executor | None = None,
 
 
 def _label(pt: SweepPoint) -> str:
-    return ", ".join(f"{k}={v}" for k, v in pt.values)
+    return ", ".join(f"{k}={shown(v)}" for k, v in pt.values)
 
 
-def _stop(ex: Executor, futures: Mapping[Future[Any], SweepPoint]) -> None:
-    """Start nothing more; end what runs (the local executor kills its children; others cancel)."""
+def _stop(ex: Executor, futures: Mapping[Future[Any], SweepPoint], attempt: Path) -> int | None:
+    """Start nothing more; end what runs (the local executor kills its children, Dask workers end theirs) and
+    remove the attempt folder, so that no point can land a folder afterwards (:mod:`.sweep_points`).  Returns how
+    many running points Dask workers ended (None when not Dask)."""
     for fut in futures:
         fut.cancel()
+    ended = stop_points(ex, attempt)
     stop = getattr(ex, "stop", None)
     if callable(stop):
         stop()
+    discard(attempt)
+    return ended
 
 
 def _run_locked(sweep: Sweep, out: Path, runs: Path, executor: Executor | None,
                 say: Callable[[str], None], bar: bool = False) -> pd.DataFrame:
+    discard_stale_attempts(runs)
     clean_stale_partials(runs)
     todo = [pt for pt in sweep.points if not (runs / pt.key / "run.json").exists()]
     skipped = len(sweep.points) - len(todo)
@@ -293,8 +262,20 @@ def _run_locked(sweep: Sweep, out: Path, runs: Path, executor: Executor | None,
     ran = 0
     if todo:
         def submit_all(ex: Executor) -> None:
+            try:
+                attempt = new_attempt(runs)
+            except OSError as exc:
+                raise write_error(exc, out, "sweep folder") from None
+            try:
+                _submit_all(ex, attempt)
+            finally:
+                discard(attempt)
+
+        def _submit_all(ex: Executor, attempt: Path) -> None:
             nonlocal ran
-            futures = {ex.submit(_run_point, pt.data, pt.scenario.source, str(runs / pt.key)): pt for pt in todo}
+            # on Dask a point runs in a child process of the worker, so that stopping it ends its SimGrid run
+            fn = write_point_isolated if dask_client(ex) is not None else write_point
+            futures = {ex.submit(fn, pt.data, pt.scenario.source, str(attempt), pt.key): pt for pt in todo}
             pending = set(futures)
             try:
                 for fut in tqdm(as_completed(futures), total=len(futures), desc=f"sweep {sweep.name}",
@@ -302,27 +283,29 @@ def _run_locked(sweep: Sweep, out: Path, runs: Path, executor: Executor | None,
                     pending.discard(fut)
                     pt = futures[fut]
                     try:
-                        fut.result()
+                        draft, _summary = fut.result()
+                        publish(draft, attempt, runs / pt.key)
                         ran += 1
                         say(f"done: {_label(pt)}")
                     except Exception as exc:
                         text = str(exc) if isinstance(exc, WaitlabError) else f"{type(exc).__name__}: {exc}"
-                        failures.append({**dict(pt.values), "scenario_hash": pt.key, "error": one_line(text)})
+                        failures.append({**_values(pt), "scenario_hash": pt.key, "error": one_line(text)})
                         say(f"FAILED: {_label(pt)}: {one_line(text)}")
                         if getattr(exc, "unwritable", False):  # no point can be written: start no more
-                            _stop(ex, {f: futures[f] for f in pending})
+                            _stop(ex, {f: futures[f] for f in pending}, attempt)
                             clean_stale_partials(runs)  # folders of points stopped before they removed them
                             for f in sorted(pending, key=lambda f: sweep.points.index(futures[f])):
                                 p = futures[f]
-                                failures.append({**dict(p.values), "scenario_hash": p.key,
+                                failures.append({**_values(p), "scenario_hash": p.key,
                                                  "error": "not run: " + one_line(text)})
                             say(f"sweep {sweep.name}: stopped: no point can be written ({one_line(text)})")
                             return
             except KeyboardInterrupt as exc:
                 running = sum(1 for f in pending if f.running())
-                _stop(ex, futures)
+                ended = _stop(ex, futures, attempt)
                 clean_stale_partials(runs)  # folders of points killed before they could remove them
-                raise _interrupted(sweep, out, runs, failures, exc, running) from None
+                raise _interrupted(sweep, out, runs, failures, exc, running if ended is None else ended,
+                                   scheduler_of(ex) or sweep.scheduler) from None
 
         if executor is not None:
             submit_all(executor)
@@ -376,20 +359,20 @@ def _write_tables(sweep: Sweep, out: Path, runs: Path, failures: list[dict[str, 
 
 
 def _interrupted(sweep: Sweep, out: Path, runs: Path, failures: list[dict[str, Any]], exc: BaseException,
-                 running: int) -> Interrupted:
-    """Write the table of the finished points, marked incomplete, and the account of what was kept."""
+                 running: int, scheduler: str | None = None) -> Interrupted:
+    """Write the table of the finished points, marked incomplete, and the account of what was kept (the resume
+    command names the ``scheduler`` the points ran on)."""
     signum = int(getattr(exc, "signum", signal.SIGINT))
     name = signal.Signals(signum).name
+    again = f"waitlab sweep {sweep.path or 'SWEEP.toml'} -o {out}" + (f" --scheduler {scheduler}" if scheduler else "")
     try:
         table, _ = _write_tables(sweep, out, runs, failures)
-        again = f"waitlab sweep {sweep.path or 'SWEEP.toml'} -o {out}"
         (out / INCOMPLETE).write_text(
             f"sweep {sweep.name} was interrupted by {name}: {len(table)} of {len(sweep.points)} points finished; "
             f"sweep.csv lists only those.\nRun `{again}` to run the missing points.\n")
         kept = (f"{len(table)} of {len(sweep.points)} points finished and are kept ({runs}/<hash>/), their table "
                 f"is {out / 'sweep.csv'} (marked incomplete: {out / INCOMPLETE})")
     except WaitlabError as err:
-        again = f"waitlab sweep {sweep.path or 'SWEEP.toml'} -o {out}"
         kept = f"the finished points are kept in {runs}/, but their table could not be written ({err})"
     return Interrupted(f"sweep {sweep.name} interrupted by {name}: {kept}; {running} running point"
                        f"{'' if running == 1 else 's'} stopped and removed; rerun `{again}` to run only the missing "

@@ -119,6 +119,65 @@ def core_count(v: float) -> str:
     return "" if v <= MAX_CORES else f"must be <= {MAX_CORES}, got {v!r} (SimGrid reads a host's core count as a C int)"
 
 
+#: Unit prefixes a figure written as text may use (decimal and binary).
+_PREFIXES = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "Ki": 2.0**10, "Mi": 2.0**20,
+             "Gi": 2.0**30, "Ti": 2.0**40, "m": 1e-3, "u": 1e-6, "\u00b5": 1e-6, "n": 1e-9}
+#: Units a figure written as text may use: unit -> (the SI unit of the file, factor to it); longest first.
+_UNITS = {"bit/s": ("bytes/s", 1 / 8), "flop/s": ("flop/s", 1.0), "flops": ("flop/s", 1.0), "B/s": ("bytes/s", 1.0),
+          "b/s": ("bytes/s", 1 / 8), "Bps": ("bytes/s", 1.0), "bps": ("bytes/s", 1 / 8), "B": ("bytes", 1.0),
+          "s": ("s", 1.0)}
+_QUANTITY = re.compile(r"^\s*(?P<n>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(?P<unit>\S*)\s*$")
+
+
+def si_unit(dotted: str, check: Callable[[float], str]) -> str:
+    """The SI unit a figure is written in (``""`` for a count)."""
+    by_check = {bandwidth: "bytes/s", latency: "s", core_speed: "flop/s", core_count: ""}
+    if check in by_check:
+        return by_check[check]
+    key = dotted.rsplit(".", 1)[-1]
+    for word, unit in (("bandwidth", "bytes/s"), ("latency", "s"), ("overhead", "s"), ("speed", "flop/s"),
+                       ("memory", "bytes")):
+        if word in key:
+            return unit
+    return ""
+
+
+def _toml_number(v: float) -> str:
+    """``v`` as a short TOML number that reads back exactly: 1.25e9, 4e-7, 17179869184."""
+    text = re.sub(r"e(-?)0*(\d)", r"e\1\2", f"{v:.6g}".replace("e+", "e"))
+    if float(text) == v:
+        return text
+    return str(int(v)) if v.is_integer() and abs(v) < 1e18 else repr(v)
+
+
+def si_value(text: str, unit: str) -> float | None:
+    """``text`` such as ``"10 Gb/s"`` in ``unit`` (bytes/s: 1.25e9), or None when it is no quantity of that unit."""
+    m = _QUANTITY.match(text)
+    if m is None:
+        return None
+    number, written = float(m.group("n")), m.group("unit")
+    if not written:
+        return number
+    for name, (si, factor) in _UNITS.items():
+        if written.endswith(name) and written[:-len(name)] in _PREFIXES and si == unit:
+            return number * factor * _PREFIXES[written[:-len(name)]]
+    return None
+
+
+def number_hint(key: str, entry: Any, unit: str) -> str:
+    """How to write the figure ``entry`` (text, say ``"10 Gb/s"``) as the plain SI number a platform file holds."""
+    in_unit = f" in {unit}" if unit else ""
+    value = si_value(entry, unit) if isinstance(entry, str) else None
+    if value is None:
+        return (f"write {key} = {{ value = <a plain number{in_unit}>, source = \"...\" }} (a TOML number, no "
+                f"quotes or units), or {{ value = ..., assumed = true, reason = \"...\" }}")
+    num = _toml_number(value)
+    written = _QUANTITY.match(entry) if isinstance(entry, str) else None
+    converted = f" ({entry.strip()!r} is {num} {unit})" if unit and written and written["unit"] else ""
+    return (f"write {key} = {{ value = {num}, source = \"...\" }}: a plain TOML number in SI units{converted}, or "
+            f"{{ value = {num}, assumed = true, reason = \"...\" }}")
+
+
 class FigureReader:
     """Reads sourced figures out of parsed TOML, collecting their provenance.
 
@@ -163,9 +222,11 @@ class FigureReader:
         key = dotted.rsplit(".", 1)[-1]
         example = f'{key} = {{ value = ..., source = "Author et al. §x table y" }}'
         if not isinstance(entry, Mapping):
+            plain = isinstance(entry, int | float) and not isinstance(entry, bool)
             raise InputError(self.file, dotted, f"must be a table with value and source, got {entry!r}",
-                             f"write {key} = {{ value = {entry!r}, source = \"...\" }} "
-                             f"or {{ value = {entry!r}, assumed = true, reason = \"...\" }}")
+                             f"write {key} = {{ value = {entry!r}, source = \"...\" }} or {{ value = {entry!r}, "
+                             "assumed = true, reason = \"...\" }" if plain else
+                             number_hint(key, entry, si_unit(dotted, check)))
         for k in entry:
             if k not in ("value", "source", "assumed", "reason"):
                 raise InputError(self.file, f"{dotted}.{k}", "unknown key",
@@ -174,8 +235,12 @@ class FigureReader:
             raise InputError(self.file, f"{dotted}.value", "is missing", f"write {example}")
         value = entry["value"]
         if isinstance(value, bool) or not isinstance(value, int | float):
+            unit = si_unit(dotted, check)
+            num = si_value(value, unit) if isinstance(value, str) else None
             raise InputError(self.file, f"{dotted}.value", f"must be a number, got {value!r}",
-                             "write a plain TOML number in SI units, e.g. 7.6e9")
+                             f"write value = {_toml_number(num)}: a plain TOML number in SI units"
+                             + (f" ({unit})" if unit else "") if num is not None else
+                             "write a plain TOML number in SI units" + (f" ({unit})" if unit else "") + ", e.g. 7.6e9")
         if not math.isfinite(value):
             raise InputError(self.file, f"{dotted}.value", f"must be finite, got {value!r}", "write a finite number")
         if integer:

@@ -105,8 +105,8 @@ def _sweep(sub: Any) -> None:
                 _say(args, table.to_string(index=False, float_format=lambda x: f"{x:.6g}"))
             _say(args, f"sweep table written to {out}/sweep.csv\nnext: waitlab plot {out}   # each result "
                  "against a swept key, a line per value of the others")
-        if len(table) != len(sw.points):
-            return 3
+        if len(table) != len(sw.points) or table.attrs.get("counts", {}).get("failed"):
+            return 3  # a point is missing, or failed.csv lists one
         failed = table.attrs.get("model_failures") or []
         if failed:  # a model that failed is an error of the command (docs/workbench.md), its table is written
             print(f"waitlab: {len(failed)} diagnosis model run(s) failed, one row per model and point in "
