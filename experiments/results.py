@@ -29,7 +29,7 @@ from waitlab.errors import InputError
 from waitlab.experiments.pipeline import Run, RunResult
 from waitlab.experiments.report.notebook import loaded_html
 from waitlab.experiments.report.perturbation_report import buffer_timeline, jsonable, report_text
-from waitlab.experiments.run_folder import MARKER, PICTURE_MODULES, REBUILD, file_digest, read_record, verify_folder
+from waitlab.experiments.run_folder import MARKER, PICTURE_MODULES, verify_folder
 from waitlab.experiments.scenario import Scenario, from_mapping, read_toml
 from waitlab.lazy import Deferred
 from waitlab.models.analysis.metrics import ledger_frame, ledger_table
@@ -426,26 +426,8 @@ def verify_unperturbed(folder: Path, trust_edited: bool = False) -> str:
     runs), then every file the sub-folder's own integrity record lists; ``""`` when intact (with ``trust_edited``
     the reason it would have been refused)."""
     folder = Path(folder)
-    why = verify_folder(folder.parent, trust_edited)
-    try:
-        sums = read_record(folder)["sha256"]
-        for name in ("run.json", "events.parquet"):
-            if name not in sums:
-                raise InputError(str(folder / name), "(integrity record)", f"has no SHA-256 in {MARKER} of the "
-                                 "unperturbed run: it was added after the run, or the record was edited", REBUILD)
-        for name, digest in sorted(sums.items()):
-            path = folder / name
-            if not path.is_file():
-                raise InputError(str(path), "(file)", "was deleted after the run wrote the folder", REBUILD)
-            if file_digest(path) != digest:
-                raise InputError(str(path), "(file)", "was changed after the run wrote it (its SHA-256 differs "
-                                 f"from the one recorded in {MARKER}); an edited results folder is not trusted",
-                                 REBUILD)
-    except InputError as exc:
-        if not trust_edited:
-            raise
-        why = why or str(exc).split(" (fix: ")[0]
-    return why
+    return verify_folder(folder.parent, trust_edited) or verify_folder(folder, trust_edited, checked=None,
+                                                                         required=("run.json", "events.parquet"))
 
 
 def load_events(path: Path, trust_edited: bool = False) -> pd.DataFrame:

@@ -8,7 +8,7 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -94,19 +94,21 @@ def read_record(folder: Path, what: str = "results folder", fix: str = REBUILD) 
     return data
 
 
-def verify_folder(folder: Path, trust_edited: bool = False) -> str:
+def verify_folder(folder: Path, trust_edited: bool = False, checked: Sequence[str] | None = CHECKED_FILES,
+                  required: Sequence[str] = REQUIRED_SUMS) -> str:
     """Refuse a results folder whose integrity record is missing or damaged, or whose checked files differ from
     the SHA-256 sums its run recorded; ``""`` when it is intact.
 
-    With ``trust_edited`` nothing is refused: the reason it would have been is returned, for the outputs to
+    ``checked``: the files compared (``None``: every file the record lists), ``required`` those the record must
+    list.  With ``trust_edited`` nothing is refused: the reason it would have been is returned, for the outputs to
     say they were made from an edited folder.
     """
     try:
         sums = read_record(folder)["sha256"]
-        for name in CHECKED_FILES:
+        for name in sorted(sums) if checked is None else checked:
             path = folder / name
             if name not in sums:
-                if name in REQUIRED_SUMS or path.exists():
+                if name in required or path.exists():
                     raise InputError(str(path), "(integrity record)", f"has no SHA-256 in {MARKER}: it was added "
                                      "after the run, or the record was edited", REBUILD)
                 continue

@@ -152,27 +152,62 @@ def params_to_toml(params: Any) -> dict[str, Any]:
 
 
 _INDEX = re.compile(r"^(?P<key>[A-Za-z_][A-Za-z0-9_]*)(?:\[(?P<i>\d+)\])?$")
+#: A bare key part beyond names: a free key of a table such as ``simulation.config`` (``smpi/allreduce``).
+_BARE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_/:+-]*$")
+_FIX = ('write keys like "noise.duration", "application.imbalance[0].magnitude" or, for a key holding dots or '
+        "other characters, quote that part: 'simulation.config.\"smpi/allreduce\"'")
+
+
+def split_key(key: str, file: str) -> list[tuple[str, int | None]]:
+    """The parts of a dotted grid key: ``(name, list index or None)``; a part in quotes is taken as it is."""
+    parts: list[tuple[str, int | None]] = []
+    i, n = 0, len(key)
+    while True:
+        if i < n and key[i] in "\"'":
+            end = key.find(key[i], i + 1)
+            if end < 0:
+                raise InputError(file, key, f"the quote opened at character {i + 1} is not closed", _FIX)
+            name = key[i + 1:end]
+            if not name:
+                raise InputError(file, key, "has an empty quoted part", _FIX)
+            parts.append((name, None))
+            i = end + 1
+        else:
+            end = key.find(".", i)
+            end = n if end < 0 else end
+            part = key[i:end].strip()
+            m = _INDEX.match(part)
+            if m is not None:
+                parts.append((m.group("key"), None if m.group("i") is None else int(m.group("i"))))
+            elif _BARE.match(part) and parts:
+                parts.append((part, None))
+            else:
+                raise InputError(file, key, f"cannot read key part {part!r}", _FIX)
+            i = end
+        if i >= n:
+            return parts
+        if key[i] != ".":
+            raise InputError(file, key, f"expected a dot after the quoted part, got {key[i]!r}", _FIX)
+        i += 1
 
 
 def set_dotted(data: dict[str, Any], key: str, value: Any, file: str) -> None:
-    """Set ``data[a][b][c] = value`` for ``key = "a.b.c"``; ``name[i]`` indexes a list of tables.
+    """Set ``data[a][b][c] = value`` for ``key = "a.b.c"`` (:func:`split_key`); ``name[i]`` indexes a list of tables.
 
     >>> d = {"application": {"imbalance": [{"magnitude": 0.1}]}}
     >>> set_dotted(d, "application.imbalance[0].magnitude", 0.5, "s.toml"); d["application"]["imbalance"][0]
     {'magnitude': 0.5}
+    >>> d = {"simulation": {}}
+    >>> set_dotted(d, 'simulation.config."smpi/allreduce"', "rdb", "s.toml"); d
+    {'simulation': {'config': {'smpi/allreduce': 'rdb'}}}
     """
-    node: Any = data
-    parts = key.split(".")
-    if parts[0] not in SECTIONS:
-        raise InputError(file, key, f"{parts[0]!r} is not a scenario section",
+    parts = split_key(key, file)
+    if parts[0][0] not in SECTIONS or parts[0][1] is not None:
+        raise InputError(file, key, f"{parts[0][0]!r} is not a scenario section",
                          f"start the key with one of: {', '.join(SECTIONS)}")
-    for n, part in enumerate(parts):
-        m = _INDEX.match(part)
-        if m is None:
-            raise InputError(file, key, f"cannot read key part {part!r}", 'write keys like "noise.duration" or '
-                             '"application.imbalance[0].magnitude"')
+    node: Any = data
+    for n, (name, idx) in enumerate(parts):
         last = n == len(parts) - 1
-        name, idx = m.group("key"), m.group("i")
         if idx is None:
             if last:
                 node[name] = value
@@ -182,13 +217,13 @@ def set_dotted(data: dict[str, Any], key: str, value: Any, file: str) -> None:
                     raise InputError(file, key, f"{name} is not a table", "check the key")
             continue
         seq = node.get(name)
-        if not isinstance(seq, list) or int(idx) >= len(seq):
+        if not isinstance(seq, list) or idx >= len(seq):
             raise InputError(file, key, f"{name}[{idx}] does not exist in the base scenario",
                              f"the base scenario has {len(seq) if isinstance(seq, list) else 0} entries")
         if last:
-            seq[int(idx)] = value
+            seq[idx] = value
         else:
-            node = seq[int(idx)]
+            node = seq[idx]
 
 
 def from_mapping(data: Mapping[str, Any], file: str = "<scenario>") -> Scenario:

@@ -44,10 +44,10 @@ from waitlab.experiments.diagnosis.registry import resolve_all
 from waitlab.experiments.diagnosis.sweep_scores import add_scores
 from waitlab.experiments.executors import check_executor, open_executor
 from waitlab.experiments.run_folder import INCOMPLETE, clean_stale_partials, write_error
-from waitlab.experiments.scenario import Scenario, from_mapping, load_scenario, read_toml
+from waitlab.experiments.scenario import Scenario, from_mapping, load_scenario, read_toml, set_dotted
 from waitlab.experiments.schema import STRICT, FieldProblem, PlainName, freeze, raise_validation
 from waitlab.experiments.sweep_columns import details, figures_note
-from waitlab.experiments.sweep_grid import check_platforms, set_grid_key, shown
+from waitlab.experiments.sweep_grid import check_platforms, shown
 from waitlab.experiments.sweep_lock import sweep_lock
 from waitlab.experiments.sweep_points import (
     dask_client,
@@ -158,7 +158,7 @@ def load_sweep(path: str | Path) -> Sweep:
     for combo in itertools.product(*(grid[k] for k in keys)):
         scen = copy.deepcopy(base)
         for k, v in zip(keys, combo, strict=True):
-            set_grid_key(scen, k, v, file)
+            set_dotted(scen, k, v, file)
         values = tuple(zip(keys, combo, strict=True))
         label = ", ".join(f"{k}={shown(v)}" for k, v in values)
         try:
