@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from waitlab import api
+from waitlab.cli import main
 from waitlab.errors import EnvironmentProblem
 from waitlab.experiments.estimate import (
     EAGER_TRANSFER_KEY,
@@ -103,10 +107,7 @@ def test_a_run_predicted_past_its_timeout_is_refused() -> None:
 
 
 def test_running_out_of_memory_is_one_line(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-                                           tmp_path) -> None:
-    from waitlab import api
-    from waitlab.cli import main
-
+                                           tmp_path: Path) -> None:
     def no_memory(*a: object, **k: object) -> None:
         raise MemoryError("Unable to allocate 96.0 GiB for an array with shape (12884901888,) and data type float64")
 

@@ -25,6 +25,7 @@ from waitlab.models.perturb.noise_hits import noise_hits
 from waitlab.models.perturb.spill_policies import SwapOutF
 from waitlab.models.perturb.stage import PlatformFacts, perturb_ops
 from waitlab.models.perturb.tracebuffer import BufferOverflow, BufferSpec, Stream, SyncPoints
+from waitlab.simulator.timeline import KINDS
 
 
 def facts(n: int = 2) -> PlatformFacts:
@@ -136,7 +137,6 @@ def test_check_condition_c_refuses_unknown_kinds() -> None:
 
 
 def test_event_kinds_are_the_event_tables() -> None:
-    from waitlab.simulator.timeline import KINDS
 
     assert set(EVENT_KINDS) == set(KINDS)
 
