@@ -162,8 +162,8 @@ def finish(prep: Prepared, ex: Execution) -> RunResult:
         events = _timeline.build_events(ex.ops, *ex.times)
         stages["parse"] = time.perf_counter() - t
     t = time.perf_counter()
-    waits = (_waitstates.wait_states(events) if ex.eager_threshold is None else
-             _waitstates.wait_states(events, ex.eager_threshold))
+    threshold = ex.eager_threshold if ex.eager_threshold is not None else _waitstates.eager_threshold(ex.smpi_config)
+    waits = _waitstates.wait_states(events, threshold)
     stages["wait_states"] = time.perf_counter() - t
     budget = _summary.rank_budget(events, waits, ex.ops.n_ranks)  # ranks without an event too
     summary = _summary.summarize(events, waits, budget)

@@ -1,7 +1,8 @@
 """A measured trace read as it was recorded: the source of kind ``recorded``, whose stage is not SMPI.
 
 ``[application] kind = "recorded"`` names an OTF2 archive (e.g. Score-P's ``traces.otf2``).  Its operations are those
-of ``kind = "otf2"`` (:func:`waitlab.models.otf2_ops.records_to_timed_ops`, the same conversion), and instead of
+of ``kind = "otf2"`` (:func:`waitlab.models.otf2_ops.records_to_timed_ops`, the same conversion, except that its
+v-collectives keep each rank's own recorded bytes where a replay needs equal counts), and instead of
 being replayed on a modeled platform each keeps the times the trace recorded: the pipeline builds the event table,
 wait states, summary and results folder from them (:func:`waitlab.experiments.pipeline.finish`), as it does from a
 real program's measured times.  Nothing is simulated, so nothing can be changed: a recorded run has no platform
@@ -38,7 +39,7 @@ from waitlab.models.otf2_ops import Otf2Unreplayable, records_to_timed_ops
 from waitlab.platforms import RenderedPlatform
 from waitlab.simulator.otf2_import import otf2_version, read_otf2
 
-#: Messages of at most this many bytes never wait for their receive; 0: a recorded trace's timestamps decide.
+#: Messages of fewer bytes never wait for their receive; 0: a recorded trace's timestamps decide at any size.
 RECORDED_EAGER_THRESHOLD = 0
 
 

@@ -67,8 +67,8 @@ class Execution:
     rerun: dict[str, bytes] = field(default_factory=dict)
     #: each operation's enter and exit times when ``events`` is ``None``
     times: tuple[np.ndarray, np.ndarray] | None = None
-    #: messages of at most this many bytes never wait for their receive (``None``: SMPI's,
-    #: :data:`waitlab.models.analysis.waitstates.EAGER_THRESHOLD`; a recorded run's timestamps decide: 0)
+    #: messages of fewer bytes never wait for their receive (``None``: the threshold SMPI ran with,
+    #: :func:`waitlab.models.analysis.waitstates.eager_threshold`; a recorded run's timestamps decide: 0)
     eager_threshold: int | None = None
 
 

@@ -25,13 +25,15 @@ The reader (:mod:`waitlab.simulator.otf2_import`) hands over every location's re
   time counts as compute.
 
 Partner and root ranks are recorded within their communicator; they become world ranks through the
-communicator's members.  v-collectives (``MPI_Gatherv``, ``MPI_Scatterv``, ``MPI_Allgatherv``, ``MPI_Alltoallv``)
-become their equal-count forms and ``MPI_Reduce_scatter`` (``_block``) a ``reducescatter`` split evenly: OTF2 records
-each rank's total bytes, not per-peer counts, so every rank of one instance (the k-th collective of its ranks on
-one communicator) gets the same count, from the bytes the instance moved
+communicator's members.  For a replay (:func:`records_to_ops`), v-collectives (``MPI_Gatherv``, ``MPI_Scatterv``,
+``MPI_Allgatherv``, ``MPI_Alltoallv``) become their equal-count forms and ``MPI_Reduce_scatter`` (``_block``) a
+``reducescatter`` split evenly: OTF2 records each rank's total bytes, not per-peer counts, so every rank of one
+instance (the k-th collective of its ranks on one communicator) gets the same count, from the bytes the instance moved
 (:data:`~waitlab.models.otf2_records.EQUAL_COUNTS`): the replay's ranks agree (a rank's count differing from its
 peers' made SMPI fail with MPI_ERR_TRUNCATE or deadlock) and the instance moves its recorded total, to the
-rounding of one count to whole bytes.  What cannot be replayed raises
+rounding of one count to whole bytes.  Read as recorded (:func:`records_to_timed_ops`, ``waitlab analyze``: nothing
+is replayed), v-collectives keep their v-form and each rank its own recorded bytes (a gatherv rank that sent nothing
+sends nothing, so it is no late sender).  What cannot be replayed raises
 :class:`Otf2Unreplayable` naming the first such record; an inconsistent archive (a request never completed, a region
 never left) raises :class:`Otf2Inconsistent`.
 """
@@ -71,15 +73,19 @@ __all__ = ["Otf2Inconsistent", "Otf2Unreplayable", "TraceRecords", "records_to_o
 #: Collectives read on a sub-communicator: those waitlab's replay runs there, and ``reducescatter`` (a recorded
 #: trace's analysis replays nothing; :func:`records_to_ops`, the conversion for a replay, refuses it).
 _ON_SUBCOMM = frozenset((*SUBCOMM_COLLECTIVES, "reducescatter"))
+#: The v-collectives' own actions, for a trace read as recorded (no replay): each rank keeps its recorded bytes.
+_V_FORM = {"GATHERV": "gatherv", "SCATTERV": "scatterv", "ALLGATHERV": "allgatherv", "ALLTOALLV": "alltoallv"}
 
 
-def _collective_values(rec: TraceRecords, rows: npt.NDArray[np.int64], comms: dict[tuple[int, ...], int]
-                       ) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.float64], npt.NDArray[np.float64],
-                                  npt.NDArray[np.int32], npt.NDArray[np.int32]]:
+def _collective_values(rec: TraceRecords, rows: npt.NDArray[np.int64], comms: dict[tuple[int, ...], int],
+                       equal_counts: bool) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.float64],
+                                                    npt.NDArray[np.float64], npt.NDArray[np.int32],
+                                                    npt.NDArray[np.int32]]:
     """Action code, value, value2, root (world rank, -1) and communicator (0: MPI_COMM_WORLD, else its id in
     ``comms``, which gets the new member lists) of ``MpiCollectiveEnd`` rows: Score-P's byte accounting (module
-    :mod:`waitlab.models.byte_accounting`) solved for the counts; the collectives of
-    :data:`~waitlab.models.otf2_records.EQUAL_COUNTS` get one count per instance (:func:`_instance_counts`)."""
+    :mod:`waitlab.models.byte_accounting`) solved for the counts; with ``equal_counts`` (a replay) the collectives of
+    :data:`~waitlab.models.otf2_records.EQUAL_COUNTS` get one count per instance (:func:`_instance_counts`),
+    without it the v-collectives keep their v-form and each rank its own recorded bytes (:data:`_V_FORM`)."""
     n = rows.size
     code = np.zeros(n, np.int8)
     value, value2 = np.zeros(n), np.zeros(n)
@@ -135,7 +141,11 @@ def _collective_values(rec: TraceRecords, rows: npt.NDArray[np.int64], comms: di
         if action in ("bcast", "reduce", "gather", "scatter"):
             root[sel] = world_root[sel]
         is_root = root[sel] == me_world[sel]
-        if name in EQUAL_COUNTS:  # every rank of the instance: one count from the instance's totals
+        if not equal_counts and name in _V_FORM:  # each rank's own bytes (byte rules all_to_one_v, ...)
+            code[sel] = CODE[_V_FORM[name]]
+            value[sel] = s / nc if name == "ALLGATHERV" else s  # an allgatherv sends its block to N ranks
+            value2[sel] = g
+        elif name in EQUAL_COUNTS:  # every rank of the instance: one count from the instance's totals
             c = per_peer[sel] / nc ** EQUAL_COUNTS[name]
             value[sel] = c
             value2[sel] = 0.0 if action == "reducescatter" else c  # reducescatter: value2 = flops (unknown)
@@ -199,7 +209,7 @@ def records_to_ops(rec: TraceRecords, cpu_ratio: float = 1.0) -> OpTable:
     cpu_ratio : float
         Speed of the traced machine's core over the modeled one's: compute durations are multiplied by it.
     """
-    ops = records_to_timed_ops(rec, cpu_ratio)[0]
+    ops = records_to_timed_ops(rec, cpu_ratio, equal_counts=True)[0]
     _check_replayable(ops)
     # a nonblocking collective's completion replays as its blocking collective (no post: no request serial)
     return ops.replace_columns(tag=np.where(ops.mask(COLLECTIVE_ACTIONS), 0, ops.tag).astype(np.int32))
@@ -220,10 +230,14 @@ def _check_replayable(ops: OpTable) -> None:
                                'program itself (application.kind = "program")')
 
 
-def records_to_timed_ops(rec: TraceRecords, cpu_ratio: float = 1.0
+def records_to_timed_ops(rec: TraceRecords, cpu_ratio: float = 1.0, *, equal_counts: bool = False
                          ) -> tuple[OpTable, npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """The operation table of :func:`records_to_ops` and each operation's recorded enter and exit times (seconds
     since the trace's first timestamp): what the trace measured, for an event table built without a simulation.
+
+    Its v-collectives keep each rank's own recorded bytes sent and received (``gatherv``, ``scatterv``,
+    ``allgatherv``, ``alltoallv``: a rank that sent nothing sends nothing), unless ``equal_counts`` (what
+    :func:`records_to_ops` passes for a replay): then they become their equal-count forms (module docstring).
 
     An MPI call's operations span the call (its region's ``Enter`` and ``Leave``); a call holding several
     (``MPI_Sendrecv``: isend, irecv and their waits; an ``MPI_Waitall`` completing requests one by one) has its last
@@ -289,7 +303,7 @@ def records_to_timed_ops(rec: TraceRecords, cpu_ratio: float = 1.0
     parts += _p2p_blocks(rec, kind, depth, cls)
     coll = np.flatnonzero(kinds_mask(kind, "collective_end", "nonblocking_collective"))
     comms: dict[tuple[int, ...], int] = {}
-    code, value, value2, root, comm = _collective_values(rec, coll, comms)
+    code, value, value2, root, comm = _collective_values(rec, coll, comms, equal_counts)
     parts.append(_block(coll, 1, code, rec.rank[coll], value=value, value2=value2, peer=root, comm=comm,
                         tag=_completion_serials(rec, coll, kind, mpi_like, depth)))
     ops, cols = _assemble(rec, parts, tuple(sorted(comms, key=comms.__getitem__)))

@@ -24,7 +24,8 @@ UNSUPPORTED = 100
 USER, MPI, TRANSPARENT, INIT, FINALIZE = 0, 1, 2, 3, 4
 #: OTF2's undefined 32-bit value (no root).
 UNDEFINED_UINT32 = 0xFFFFFFFF
-#: OTF2 collective operations -> waitlab action (a v-collective becomes its equal-count form: :data:`EQUAL_COUNTS`).
+#: OTF2 collective operations -> waitlab action (for a replay a v-collective becomes its equal-count form:
+#: :data:`EQUAL_COUNTS`; read as recorded it keeps its v-form, :func:`waitlab.models.otf2_ops.records_to_timed_ops`).
 COLLECTIVES: dict[str, str] = {
     "BARRIER": "barrier", "BCAST": "bcast", "GATHER": "gather", "GATHERV": "gather", "SCATTER": "scatter",
     "SCATTERV": "scatter", "ALLGATHER": "allgather", "ALLGATHERV": "allgather", "ALLTOALL": "alltoall",

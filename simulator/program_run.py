@@ -82,6 +82,33 @@ _NOT_PROGRAM = re.compile(r"^(\[|Backtrace|\s+->|Segmentation fault|Execution fa
 _MISSING = re.compile(r"(?P<ranks>ranks? [^()]*?) did not reach MPI_Finalize")
 #: SMPI's refusal of an MPI function it does not have (``Not yet implemented: PMPI_Mprobe``).
 _NOT_IMPLEMENTED = re.compile(_WHO + r".*Not yet implemented: P?(?P<call>MPI_\w+)")
+#: What to use instead of a call SMPI 3.32 does not implement (``src/smpi/bindings/smpi_mpi.cpp``'s unimplemented
+#: calls), by the call's name or its prefix; a call not listed gets no suggestion.
+_INSTEAD: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("MPI_Mprobe", "MPI_Mrecv", "MPI_Message_"), "MPI_Probe then MPI_Recv from the probed source and tag"),
+    (("MPI_Improbe", "MPI_Imrecv"), "MPI_Iprobe then MPI_Recv or MPI_Irecv from the probed source and tag"),
+    (("MPI_Intercomm_", "MPI_Comm_remote_"), "an intracommunicator (MPI_Comm_split of MPI_COMM_WORLD) in which "
+     "the two groups address each other by rank"),
+    (("MPI_Neighbor_", "MPI_Ineighbor_"), "MPI_Isend and MPI_Irecv to each neighbour, then MPI_Waitall"),
+    (("MPI_Comm_idup",), "MPI_Comm_dup"),
+    (("MPI_Dist_graph_", "MPI_Graph"), "MPI_Cart_create, or neighbour lists kept by the program"),
+    (("MPI_Comm_spawn", "MPI_Comm_get_parent", "MPI_Comm_accept", "MPI_Comm_connect", "MPI_Comm_join",
+      "MPI_Open_port", "MPI_Close_port", "MPI_Publish_name", "MPI_Lookup_name", "MPI_Unpublish_name"),
+     "all ranks started at once ([scenario] ranks) instead of spawned or connected processes"),
+)
+
+
+def _not_implemented_fix(call: str) -> str:
+    """The fix for a program stopped by SMPI at ``call``, which it does not implement.
+
+    >>> _not_implemented_fix("MPI_Intercomm_create")
+    'do without MPI_Intercomm_create (use an intracommunicator (MPI_Comm_split of MPI_COMM_WORLD) in which the two \
+groups address each other by rank), or run the program with another MPI'
+    >>> _not_implemented_fix("MPI_Pcontrol")
+    'do without MPI_Pcontrol, or run the program with another MPI'
+    """
+    instead = next((use for names, use in _INSTEAD if call.startswith(names)), None)
+    return f"do without {call}{f' (use {instead})' if instead else ''}, or run the program with another MPI"
 
 
 def explain_failure(output: str, returncode: int | None, missing: str, program: str) -> ProgramError:
@@ -97,8 +124,7 @@ def explain_failure(output: str, returncode: int | None, missing: str, program: 
                             "")
     if m := _NOT_IMPLEMENTED.search(output):
         return ProgramError(program, f"rank {m['rank']} called {m['call']}, which SMPI (SimGrid {simgrid_version()}) "
-                            "does not implement", f"do without {m['call']} (e.g. MPI_Probe and MPI_Recv for "
-                            "MPI_Mprobe and MPI_Mrecv), or run the program with another MPI")
+                            "does not implement", _not_implemented_fix(m["call"]))
     if m := _ABORT_LAYER.search(output):
         return ProgramError(program, f"rank {m['rank']} called MPI_Abort({m['comm']}, {m['code']}) at simulated "
                             f"{float(m['t']):.6g} s{last}", "the program stopped itself: see why in its own output")

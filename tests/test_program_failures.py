@@ -65,7 +65,21 @@ def test_a_deadlock_in_a_simcall_names_its_ranks_and_not_waitlabs_own_line() -> 
 def test_a_call_smpi_does_not_implement_is_named() -> None:
     err = explain_failure(NOT_IMPLEMENTED, 134, " (ranks 0, 1 did not reach MPI_Finalize)", "prog.c")
     assert str(err).startswith("prog.c: (run): rank 1 called MPI_Mprobe, which SMPI (SimGrid 3.")
-    assert "(fix: do without MPI_Mprobe" in str(err) and err.exit_code == 2
+    assert str(err).endswith("(fix: do without MPI_Mprobe (use MPI_Probe then MPI_Recv from the probed source and "
+                             "tag), or run the program with another MPI)") and err.exit_code == 2
+
+
+def test_the_fix_for_an_unimplemented_call_is_about_that_call() -> None:
+    """The suggestion names what replaces the call SMPI stopped at (not MPI_Mprobe's replacement for every call)."""
+    intercomm = NOT_IMPLEMENTED.replace("PMPI_Mprobe", "PMPI_Intercomm_create").replace("[h1:1:(2)", "[h0:0:(1)")
+    err = str(explain_failure(intercomm, 134, "", "prog.c"))
+    assert err.startswith("prog.c: (run): rank 0 called MPI_Intercomm_create, which SMPI (SimGrid 3.")
+    assert err.endswith("(fix: do without MPI_Intercomm_create (use an intracommunicator (MPI_Comm_split of "
+                        "MPI_COMM_WORLD) in which the two groups address each other by rank), or run the program "
+                        "with another MPI)")
+    assert "MPI_Mprobe" not in err and "e.g." not in err
+    other = str(explain_failure(NOT_IMPLEMENTED.replace("PMPI_Mprobe", "PMPI_Pcontrol"), 134, "", "prog.c"))
+    assert other.endswith("(fix: do without MPI_Pcontrol, or run the program with another MPI)")
 
 
 def test_abort_without_the_layer_names_rank_and_time_and_the_last_line() -> None:

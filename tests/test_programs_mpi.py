@@ -320,3 +320,21 @@ def test_waitsome_completes_each_request_it_reports(tmp_path: Path) -> None:
     send2 = float(ev[(ev["rank"] == 0) & (ev["op"] == "send")]["enter"].iloc[1])  # 0.3 s + the first send's cost
     assert float(w["wait"].iloc[1]) == pytest.approx(send2 - float(waits["enter"].iloc[1]), abs=1e-9)
     assert float(w["wait"].iloc[1]) == pytest.approx(0.2, abs=3e-4)
+
+
+@pytest.mark.simgrid
+@needs_smpi
+@pytest.mark.parametrize(("platform", "late"), [("dawning_5000a", [12288, 12289, 20000]),  # [mpi] 12,288 bytes
+                                                ("sunway_taihulight", [])])  # [mpi] 65,536 bytes: all eager
+def test_late_receiver_from_the_eager_threshold_smpi_ran_with(tmp_path: Path, platform: str,
+                                                              late: list[int]) -> None:
+    # SMPI sends fewer bytes than smpi/send-is-detached-thresh eagerly, and from it on by rendezvous: rank 0's
+    # blocking send of those waits the 0.1 s its receiver is late (Scalasca 2.6 books the same on the export)
+    res = simulate(program_scenario(tmp_path, "eager_edge.c", platform=platform))
+    ev, w = res.events, res.waits
+    sends = ev[ev["op"] == "send"]
+    assert sends["bytes"].tolist() == [12272, 12287, 12288, 12289, 20000]
+    waited = w[w["op"] == "send"].merge(ev[["bytes"]], left_on="event", right_index=True)
+    assert waited["pattern"].astype(str).unique().tolist() in ([], ["late_receiver"])
+    assert waited["bytes"].tolist() == late
+    assert waited["wait"].tolist() == pytest.approx([0.1] * len(late), abs=TOL)

@@ -33,6 +33,7 @@ Pure function over the columns of the event table; numpy only, no row loops.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -52,9 +53,13 @@ ONE_TO_N_OPS = names_where(pattern="1xn")
 N_TO_ONE_OPS = names_where(pattern="nx1")
 SCAN_OPS = names_where(pattern="scan")
 
-#: SMPI sends messages up to this many bytes eagerly (``smpi/send-is-detached-thresh``): they never wait
-#: for the receiver, so only larger (rendezvous) messages can cause a late-receiver wait.
+#: SimGrid's default ``smpi/send-is-detached-thresh``: SMPI sends messages of fewer bytes eagerly (they never wait
+#: for the receiver); from this size on a blocking send waits for its receive (rendezvous), so only those messages
+#: can cause a late-receiver wait.  A run uses the threshold SMPI ran with (:func:`eager_threshold`).
 EAGER_THRESHOLD = 65536
+
+#: The SimGrid setting of SMPI's eager threshold.
+EAGER_SETTING = "smpi/send-is-detached-thresh"
 
 #: Waits shorter than this (seconds) are numerical noise of the simulated clock and are dropped.
 EPSILON = 1e-12
@@ -103,7 +108,7 @@ def _p2p(ev: pd.DataFrame, acc: dict[str, list[npt.NDArray[Any]]], eager_thresho
     rcv = recv_of[match[s_rows]]
     # a synchronous send (ssend/issend) waits for its receive at any size; others only above the eager threshold
     sync = _member(op[s_rows], [cats.index(c) for c in SYNC_SEND_ACTIONS if c in cats], len(cats))
-    rendezvous = (exit_[blk] > enter[rcv]) & ((ev["bytes"].to_numpy()[s_rows] > eager_threshold) | sync)
+    rendezvous = (exit_[blk] > enter[rcv]) & ((ev["bytes"].to_numpy()[s_rows] >= eager_threshold) | sync)
     w = np.where(rendezvous, np.minimum(enter[rcv], exit_[blk]) - enter[blk], 0.0)
     _add_max_per_blocker(acc, "late_receiver", blk, w, rcv)
 
@@ -257,6 +262,16 @@ def _prefix_argmax(a: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
     return np.maximum.accumulate(np.where(is_new_max, idx, 0), axis=1).astype(np.int64)
 
 
+def eager_threshold(smpi_config: Mapping[str, str]) -> int:
+    """The eager threshold SMPI ran with: its setting in ``smpi_config`` (the SimGrid settings of a run), else
+    SimGrid's default.
+
+    >>> eager_threshold({"smpi/send-is-detached-thresh": "12288"}), eager_threshold({})
+    (12288, 65536)
+    """
+    return int(float(smpi_config.get(EAGER_SETTING, EAGER_THRESHOLD)))
+
+
 def wait_states(events: pd.DataFrame, eager_threshold: int = EAGER_THRESHOLD) -> pd.DataFrame:
     """All wait states of an event table (docs/event_table.md), one row per waiting activity.
 
@@ -265,7 +280,8 @@ def wait_states(events: pd.DataFrame, eager_threshold: int = EAGER_THRESHOLD) ->
     events : DataFrame
         The event table (columns ``rank, kind, op, enter, exit, peer, bytes, match, done, region, path, step``).
     eager_threshold : int
-        Messages of at most this many bytes are sent eagerly and cannot wait for their receiver.
+        Messages of fewer bytes are sent eagerly and cannot wait for their receiver (SMPI's rule:
+        :func:`eager_threshold` gives the one a run's SimGrid settings hold).
 
     Returns
     -------
