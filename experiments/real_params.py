@@ -20,7 +20,7 @@ from waitlab.errors import InputError
 from waitlab.experiments.schema import RECORDED, STRICT, freeze, raise_validation
 from waitlab.readers import not_a_file, read_bytes
 from waitlab.simulator.programs import COMPILERS, language_of, sources_digest
-from waitlab.simulator.ti_files import trace_files
+from waitlab.simulator.ti_files import ti_kind, trace_files
 
 REAL_KINDS = ("program", "trace", "otf2", "recorded")
 
@@ -205,9 +205,16 @@ def real_params(kind: str, table: Mapping[str, Any], file: str, base: Path
         return Otf2Params(str(anchor), sec.cpu_ratio, sec.description, digest)
     if isinstance(sec, TraceSection):
         path = (base / sec.trace).resolve()
+        if path.is_dir():  # the folder of a trace: its index is the file to give
+            indexes = sorted(p.name for p in path.iterdir() if p.is_file() and ti_kind(p) == "index")
+            raise InputError(file, "application.trace", f"{path} is a folder, not a trace's index file",
+                             "give the index file in it" + (f" ({', '.join(indexes[:3])})" if indexes else
+                                                            ": the one smpirun -trace-ti wrote as NAME.txt beside "
+                                                            "NAME.txt_files/, or waitlab capture's index.txt"))
         if not path.is_file():
             raise InputError(file, "application.trace", f"{path} {not_a_file(path)}",
-                             "record one with 'waitlab capture SCENARIO -o DIR'")
+                             "give the trace's index file (relative to the scenario file), or record one with "
+                             "'waitlab capture SCENARIO -o DIR'")
         files = trace_files(path)
         return TraceParams(str(path), sec.flops_per_second, sec.description, file_digest([path, *files]))
     assert isinstance(sec, ProgramSection)

@@ -48,6 +48,7 @@ from waitlab.models.apps.imbalance import RankSelection
 from waitlab.models.apps.registry import params_from_mapping
 from waitlab.readers import MAX_TOML_BYTES, not_a_file, path_argument
 from waitlab.readers import read_toml as read_toml
+from waitlab.simulator.ti_files import ti_replay_hint
 
 #: Maximum size of a scenario or sweep file read (bytes): larger files are refused before parsing.
 MAX_FILE_BYTES = MAX_TOML_BYTES
@@ -103,8 +104,19 @@ class Scenario:
         return out
 
     def fingerprint(self) -> str:
-        """Digest of what the scenario reads besides itself (program sources, trace files)."""
-        return str(getattr(self.application, "digest", ""))
+        """Digest of what the scenario reads besides itself: program sources, trace files, a platform file and a
+        noise signature file (an edited file is another scenario, whose results a sweep or a cache must not reuse).
+        """
+        files = [self.platform.name] if is_platform_path(self.platform.name) else []
+        if self.noise is not None and self.noise.file is not None:
+            files.append(self.noise.file)
+        digests = [str(getattr(self.application, "digest", ""))]
+        for name in files:
+            try:
+                digests.append(hashlib.sha256(Path(name).read_bytes()).hexdigest())
+            except OSError:  # a file gone since the scenario was loaded: the run that reads it says so
+                digests.append(f"missing {name}")
+        return digests[0] if len(digests) == 1 else json.dumps(digests)
 
     def hash(self) -> str:
         """SHA-256 (first 16 hex digits) of the resolved scenario and its input files' digest."""
@@ -367,4 +379,12 @@ def as_scenario(scenario: Scenario | str | Path) -> Scenario:
 
 def load_scenario(path: str | Path) -> Scenario:
     """Read and validate a scenario TOML file."""
-    return from_mapping(read_toml(path), str(path))
+    try:
+        data = read_toml(path)
+    except InputError as exc:
+        hint = ti_replay_hint(Path(path)) if exc.field == "(syntax)" and str(path) != "-" else None
+        if hint is None:
+            raise
+        raise InputError(str(path), "(syntax)", f"not a scenario TOML file: it looks like {hint[0]}",
+                         hint[1]) from None
+    return from_mapping(data, str(path))

@@ -7,6 +7,7 @@ completes is completed by the next ``waitall`` of its rank.  Everything is vecto
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,10 @@ _IS_SEND = lut(SEND_ACTIONS)
 _IS_RECV = lut(RECV_ACTIONS)
 _IS_NONBLOCKING = lut(a.name for a in VOCABULARY if a.kind in ("send", "recv") and not a.blocking)
 _IS_BLOCKING_P2P = lut(names_where(blocking=True))
+_IS_COMPLETION = lut(("wait", "test"))
+
+#: MPI_ANY_TAG as SMPI's tracer writes it: the tag of a receive of any tag, and of its request's wait and test lines.
+ANY_TAG = -444
 
 
 def group_cumcount(keys: list[npt.NDArray[Any]], order_key: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
@@ -45,6 +50,57 @@ def _channel_keys(src: npt.NDArray[np.int64], dst: npt.NDArray[np.int64], tag: n
     if n_ranks * n_ranks * span < (1 << 62):
         return (src * n_ranks + dst) * span + (tag - t0)
     return np.unique(np.stack([src, dst, tag], axis=1), axis=0, return_inverse=True)[1].ravel().astype(np.int64)
+
+
+def resolve_any_tag(ops: OpTable) -> None:
+    """Give every receive of MPI_ANY_TAG (tag :data:`ANY_TAG`) the tag of the message it matches, in place, and the
+    ``wait`` and ``test`` rows of its request that tag.
+
+    With a known source MPI matches deterministically: a rank's receives from one source, in the order they are
+    posted, each take the first of the source's messages to the rank (in the order they were sent) that no earlier
+    receive took and whose tag it accepts; a receive of MPI_ANY_TAG accepts any tag.  A ``wait`` or ``test`` of
+    MPI_ANY_TAG names the oldest pending wildcard request of its source (SMPI writes the request's tag as posted, and
+    SimGrid's replay keeps requests first in first out under (source, destination, tag); a ``wait`` removes it, a
+    ``test`` does not).  A receive no message is left for keeps MPI_ANY_TAG: :func:`match_messages` names it."""
+    is_recv = _IS_RECV[ops.code]
+    wild = is_recv & (ops.tag == ANY_TAG)
+    if not wild.any():
+        return
+    is_send = _IS_SEND[ops.code]
+    starts = np.concatenate(([0], np.cumsum(ops.per_rank_counts())))
+    completes_recv = _IS_COMPLETION[ops.code] & (ops.value2 != 0) & (ops.tag == ANY_TAG)
+    for src, dst in sorted({(int(ops.peer[i]), int(ops.rank[i])) for i in np.flatnonzero(wild)}):
+        on_src, on_dst = slice(starts[src], starts[src + 1]), slice(starts[dst], starts[dst + 1])
+        sends = starts[src] + np.flatnonzero(is_send[on_src] & (ops.peer[on_src] == dst))
+        taken = np.zeros(sends.size, bool)
+        by_tag: dict[int, deque[int]] = {}
+        for j, t in enumerate(ops.tag[sends].tolist()):
+            by_tag.setdefault(t, deque()).append(j)
+        first = 0  # every send before it is taken
+        requests: deque[int] = deque()  # tags of the pending wildcard irecvs, oldest first
+        rows = starts[dst] + np.flatnonzero((is_recv[on_dst] | completes_recv[on_dst]) & (ops.peer[on_dst] == src))
+        for i in rows.tolist():
+            if completes_recv[i]:
+                if requests:  # a test, like SimGrid's TestAction, puts the request it tested back at the end
+                    ops.tag[i] = requests.popleft()
+                    if ops.code[i] == CODE["test"]:
+                        requests.append(int(ops.tag[i]))
+                continue
+            if wild[i]:
+                while first < sends.size and taken[first]:
+                    first += 1
+                j = first if first < sends.size else -1
+            else:
+                queue = by_tag.get(int(ops.tag[i]), deque())
+                while queue and taken[queue[0]]:
+                    queue.popleft()
+                j = queue[0] if queue else -1
+            if j >= 0:
+                taken[j] = True
+                if wild[i]:
+                    ops.tag[i] = ops.tag[sends[j]]
+            if wild[i] and ops.code[i] == CODE["irecv"]:
+                requests.append(int(ops.tag[i]))
 
 
 def match_messages(ops: OpTable) -> npt.NDArray[np.int64]:
@@ -119,8 +175,9 @@ def _assign_waits(ops: OpTable, match: npt.NDArray[np.int64]) -> None:
 def completions(ops: OpTable, match: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     """Row of the operation that completes each non-blocking request (-1 for other rows).
 
-    A request is completed by its matching ``wait`` or else by the first
-    ``waitall`` after it on the same rank.  Blocking operations complete themselves.
+    A request is completed by its matching ``wait``, else by the last ``test`` of it before the next request of its
+    (direction, peer, tag) and the next ``waitall`` (:func:`_last_tests`), else by the first ``waitall`` after it on
+    the same rank.  Blocking operations complete themselves.
     """
     n = len(ops)
     done = np.full(n, -1, np.int64)
@@ -139,6 +196,10 @@ def completions(ops: OpTable, match: npt.NDArray[np.int64]) -> npt.NDArray[np.in
         hit = wk[o][p] == nk
         done[nb[hit]] = waits[o[p[hit]]]
     pending = nb[done[nb] < 0]
+    tests = np.flatnonzero(stock_tests(ops))
+    if pending.size and tests.size:
+        done[pending] = _last_tests(ops, pending, nb, tests)
+        pending = nb[done[nb] < 0]
     if pending.size:
         wa = np.flatnonzero(ops.code == CODE["waitall"])
         # a waitall named after a call (a program's MPI_Sendrecv: isend, irecv, waitall) completes only that call's
@@ -147,6 +208,38 @@ def completions(ops: OpTable, match: npt.NDArray[np.int64]) -> npt.NDArray[np.in
         for rows, candidates in ((pending[own], wa), (pending[~own], wa[ops.name[wa] < 0])):
             done[rows] = _next_on_rank(ops, rows, candidates)
     return done
+
+
+def stock_tests(ops: OpTable) -> npt.NDArray[np.bool_]:
+    """The ``test`` rows that name a request (a stock trace's ``test src dst tag``; waitlab's layer writes its polls,
+    which complete no request it tracks, with peer -1)."""
+    return (ops.code == CODE["test"]) & (ops.peer >= 0)
+
+
+def _last_tests(ops: OpTable, pending: npt.NDArray[np.int64], nb: npt.NDArray[np.int64],
+                tests: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """The row completing each of the requests ``pending`` (no ``wait`` completes them) among the ``tests`` of its
+    (rank, direction, peer, tag), -1 where none: the last one after it, before the next request of that key and
+    before the rank's next ``waitall``.  In a recording that test succeeded: the program tested until it did, and
+    SMPI records no ``MPI_Wait`` of a request a test completed."""
+    rows = np.concatenate((nb, tests))
+    recv = np.concatenate((ops.code[nb] == CODE["irecv"], ops.value2[tests] != 0)).astype(np.int64)
+    keys = [ops.rank[rows].astype(np.int64), recv, ops.peer[rows].astype(np.int64), ops.tag[rows].astype(np.int64)]
+    order = np.lexsort((rows, *reversed(keys)))
+    sk = [k[order] for k in keys]
+    start = np.ones(order.size, bool)
+    start[1:] = np.logical_or.reduce([k[1:] != k[:-1] for k in sk])
+    group = np.maximum.accumulate(np.where(start, np.arange(order.size), 0))
+    is_req = order < nb.size
+    owner = np.maximum.accumulate(np.where(is_req, np.arange(order.size), -1))  # the request each test follows
+    test = ~is_req & (owner >= group)
+    req_row, test_row = rows[order[owner[test]]], rows[order[test]]
+    wa = np.flatnonzero((ops.code == CODE["waitall"]) & (ops.name < 0))
+    limit = _next_on_rank(ops, req_row, wa)
+    ok = (limit < 0) | (test_row < limit)
+    last = np.full(len(ops), -1, np.int64)
+    np.maximum.at(last, req_row[ok], test_row[ok])
+    return last[pending]
 
 
 def _next_on_rank(ops: OpTable, rows: npt.NDArray[np.int64], candidates: npt.NDArray[np.int64]

@@ -4,8 +4,8 @@ an operation table in two linear C passes (issue 25: waitlab's own work around a
 :func:`links` returns exactly what :func:`waitlab.simulator.matching.match_messages`,
 :func:`waitlab.simulator.matching.completions` and :func:`waitlab.simulator.timeline.collective_instances` return
 (those numpy versions stay the reference, ``tests/test_matching_native.py``).  A table the C pass does not take
-(malformed, or ordered in a way whose numpy result it does not reproduce) goes to the numpy versions, which raise
-their own message when the table is malformed.
+(malformed, ordered in a way whose numpy result it does not reproduce, or with ``test`` rows naming a request) goes to
+the numpy versions, which raise their own message when the table is malformed.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from waitlab.models.vocabulary import (
     names_where,
 )
 from waitlab.simulator.build import NATIVE_DIR, build_native
-from waitlab.simulator.matching import completions, match_messages
+from waitlab.simulator.matching import completions, match_messages, stock_tests
 from waitlab.simulator.native_tables import ptr
 
 MATCHING_SOURCE = NATIVE_DIR / "waitlab_matching.c"
@@ -62,6 +62,9 @@ def links(ops: OpTable, numpy_instances: Callable[[OpTable], npt.NDArray[np.int6
     ``completions(ops, match)`` and ``numpy_instances(ops)`` (:func:`waitlab.simulator.timeline.
     collective_instances`, passed in by its module), in one C pass; the numpy versions for a table it does not take."""
     n = len(ops)
+    if stock_tests(ops).any():  # requests a test completes: the numpy version only
+        m = match_messages(ops)
+        return m, completions(ops, m), numpy_instances(ops)
     n_comms = 1 + len(ops.comms)
     col = {c: np.ascontiguousarray(getattr(ops, c), t) for c, t in (
         ("code", np.int8), ("rank", np.int32), ("seq", np.int32), ("peer", np.int32), ("tag", np.int32),

@@ -22,6 +22,7 @@ import numpy.typing as npt
 
 from waitlab.models.ops import OpTable, seq_within_rank
 from waitlab.models.vocabulary import CODE, NBC_TWIN, NBC_TWINS, lut
+from waitlab.simulator.ti_args import BadLine
 
 #: Columns of the posts the layer recorded: rank, request serial, post enter and exit (simulated seconds).
 POST_DTYPE = np.dtype([("rank", "<i4"), ("serial", "<i8"), ("t0", "<f8"), ("t1", "<f8")])
@@ -40,9 +41,13 @@ def pop_nbc(action: str, args: list[str], rank: int, posted: dict[tuple[int, int
     """Remove and return the serial of a TI line's last argument ``nbc=<k>`` (0 when absent); ``posted`` holds the
     (rank, serial) of the posts read so far.  Raises ValueError naming what is wrong with the line."""
     has = bool(args) and args[-1].startswith(NBC_PREFIX)
-    if action in NBC_TWIN and not has:
-        raise ValueError(f"{action} (a nonblocking collective's post) needs its request serial as last argument "
-                         f"{NBC_PREFIX}<k>")
+    if action in NBC_TWIN and not has:  # a line of SimGrid's own tracer: it records no serial
+        raise BadLine(f"{action} is a nonblocking collective as SimGrid's tracer (smpirun -trace-ti) records it, "
+                      f"which cannot be replayed: SimGrid 3.32's own replay has no {action} action, and the trace "
+                      "does not say which later wait completes it (waitlab's own traces end both lines with "
+                      f"{NBC_PREFIX}<k>, the request's number)",
+                      "record the program with waitlab's layer (waitlab capture --via layer), whose traces replay "
+                      'nonblocking collectives, or run the program itself (application.kind = "program")')
     if not has:
         return 0
     text = args.pop()[len(NBC_PREFIX):]

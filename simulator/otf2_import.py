@@ -29,6 +29,7 @@ from waitlab.models.otf2_records import FINALIZE, INIT, MPI, TRANSPARENT, USER, 
 from waitlab.readers import not_a_file
 from waitlab.simulator.build import NATIVE_DIR, build_native
 from waitlab.simulator.otf2_export import _import_otf2
+from waitlab.simulator.ti_files import ti_replay_hint
 
 READER_SOURCE = NATIVE_DIR / "waitlab_otf2_reader.c"
 #: One record of the C reader (``Rec`` in ``native/waitlab_otf2_reader.c``).
@@ -125,6 +126,10 @@ def _definitions(otf2: Any, anchor: Path) -> tuple[Any, list[Any]]:
             raise InputError(str(anchor.with_suffix(".def")), "(definitions)", "a name (of a region, rank, file or "
                              f"attribute) is not UTF-8 text ({cause[-1]})", "record the run again with names in "
                              "UTF-8 (OTF2 stores UTF-8 strings)") from None
+        hint = ti_replay_hint(anchor)
+        if hint is not None:  # not an OTF2 archive, but a trace waitlab replays
+            raise InputError(str(anchor), "(archive)", f"is not an OTF2 archive: it looks like {hint[0]}, which "
+                             "holds no timestamps to analyze as recorded, but replays on a platform", hint[1]) from None
         msg = reader_library().wl_otf2_last_error().decode(errors="replace") or str(exc)
         raise InputError(str(anchor), "(archive)", f"cannot be read as OTF2 ({type(exc).__name__}: {msg})",
                          FIX) from None

@@ -67,7 +67,8 @@ def trace_files(path: Path) -> list[Path]:
     """The trace files named by an index (one line per rank, or one line for a shared file).
 
     ``path`` may also be a trace file itself (its lines start with a rank number).
-    Relative names in an index are relative to the index's folder.
+    Relative names in an index are relative to the index's folder or, when not found there, to the first folder
+    above it that holds them (SMPI writes them relative to the folder smpirun ran in).
     """
     path = Path(path)
     if not path.is_file():
@@ -86,16 +87,88 @@ def trace_files(path: Path) -> list[Path]:
         raise InputError(str(path), "(file)", "is empty (no line but blanks and # comments): neither a trace nor a "
                          "trace index", "give the index written by 'waitlab capture' or 'smpirun -trace-ti' (one "
                          "trace file per line), or a trace file of '<rank> <action> <arguments>' lines")
-    files = []
-    for n, name in entries:
-        p = Path(name)
-        if not p.is_absolute():
-            p = path.parent / p
-        if not p.is_file():
-            raise InputError(str(path), f"line {n}", f"trace file {name} {not_a_file(p)}",
-                             "keep the per-rank files next to the index (paths are relative to it)")
-        files.append(p)
-    return files
+    return [_listed_file(path, n, name) for n, name in entries]
+
+
+def _find_listed(index: Path, name: str) -> Path | None:
+    """The file an index's line ``name`` names: relative to the index's folder, else relative to the first of that
+    folder's ancestors where it exists (SMPI writes the paths relative to the folder smpirun ran in, so
+    ``--cfg=tracing/filename:deep/dir/t.txt`` lists ``deep/dir/t.txt_files/...``); None when none holds it."""
+    p = Path(name)
+    if p.is_absolute():
+        return p if p.is_file() else None
+    folder = index.parent
+    for base in (folder, *folder.resolve().parents):
+        if (base / p).is_file():
+            return base / p
+    return None
+
+
+def _listed_file(index: Path, n: int, name: str) -> Path:
+    """The file line ``n`` of ``index`` names (:func:`_find_listed`), else an :class:`InputError` saying where it was
+    looked for."""
+    found = _find_listed(index, name)
+    if found is not None:
+        return found
+    p, folder = Path(name), index.parent
+    if p.is_absolute():
+        raise InputError(str(index), f"line {n}", f"trace file {name} {not_a_file(p)}",
+                         "give the per-rank file's path, or keep the per-rank files next to the index")
+    raise InputError(str(index), f"line {n}", f"trace file {name} {not_a_file(folder / p)} next to the index "
+                     f"({folder / p}), and no folder above it holds {name} (SMPI writes the paths relative to the "
+                     "folder smpirun ran in)",
+                     "keep the per-rank files where the index's lines point: relative to the index's folder or to "
+                     "the folder smpirun ran in")
+
+
+_TI_LINE = re.compile(r"\d+\s+[A-Za-z_]\w*(\s.*)?")
+
+
+def _head_lines(path: Path, size: int = 1 << 16) -> list[str]:
+    """The non-blank, non-comment lines in the first ``size`` bytes of ``path`` ([] when it cannot be read)."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(size)
+    except OSError:
+        return []
+    lines = head.decode(errors="replace").split("\n")
+    if len(head) == size:
+        lines.pop()  # cut short
+    return [ln.strip() for ln in lines if ln.strip() and not ln.strip().startswith("#")]
+
+
+def ti_kind(path: Path) -> str | None:
+    """``"trace"`` when ``path`` looks like a time-independent trace file ('<rank> <action> <arguments>' lines),
+    ``"index"`` when it looks like an index of them (its first line names such a file), else None."""
+    lines = _head_lines(path, 4096)
+    if not lines:
+        return None
+    if _TI_LINE.fullmatch(lines[0]):
+        return "trace"
+    listed = _find_listed(path, lines[0])
+    first = _head_lines(listed, 4096) if listed is not None else []
+    return "index" if first and _TI_LINE.fullmatch(first[0]) else None
+
+
+def ti_replay_hint(path: Path) -> tuple[str, str] | None:
+    """What ``path`` is and how to replay it, when it looks like a time-independent trace (:func:`ti_kind`: SMPI's
+    ``-trace-ti`` index, or a trace file), else None: for a command given one instead of the file it reads (a
+    scenario, an OTF2 archive)."""
+    kind = ti_kind(path)
+    if kind is None:
+        return None
+    index, what = path.resolve(), "a SimGrid time-independent trace index (one trace file per line)"
+    if kind == "trace":
+        what = "a SimGrid time-independent trace file ('<rank> <action> <arguments>' lines)"
+        owner = index.parent.with_name(index.parent.name.removesuffix("_files"))
+        if index.parent.name.endswith("_files") and owner.is_file():  # one rank's file of smpirun's index
+            what, index = f"one rank's file of the time-independent trace indexed by {owner}", owner
+    n = len(_head_lines(index)) if ti_kind(index) == "index" else 0
+    ranks = f"{n}" if 1 < n < 1000 else "<number of ranks>"  # one line: one file all ranks share
+    return what, (f"replay it with a scenario of these lines ('|' a new line): [scenario] | name = "
+                  f'"{index.name.split(".")[0] or "trace"}" | ranks = {ranks} | [platform] | name = "dawning_5000a" '
+                  f'| [application] | kind = "trace" | trace = "{index}" (any platform will do), then waitlab run '
+                  "SCENARIO.toml")
 
 
 def iter_lines(files: list[Path]) -> Iterator[tuple[int, Path, int, list[str]]]:

@@ -45,6 +45,7 @@ from waitlab.models.vocabulary import (
     VOCABULARY,
 )
 from waitlab.models.vocabulary import V_ACTIONS as V_ACTIONS
+from waitlab.simulator.matching import ANY_TAG, resolve_any_tag
 from waitlab.simulator.nbc_capture import pop_nbc
 from waitlab.simulator.replayable import unrunnable
 from waitlab.simulator.ti_args import BadLine, counts, datatype_size, number, root_arg
@@ -144,8 +145,9 @@ def parse_ti_trace(path: Path, *, flops_per_second: float, n_ranks: int | None =
     finalized: dict[int, int] = {}  # rank -> line of its finalize
     posted: dict[tuple[int, int], str] = {}
     if per_rank_files and n_ranks is not None and len(files) != n_ranks:
-        raise InputError(str(path), "(ranks)", f"the trace has {len(files)} ranks (one file each in the index) but "
-                         f"the scenario asks for {n_ranks}", "set [scenario] ranks to the trace's number of ranks")
+        raise InputError(str(path), "(ranks)", f"the trace has {len(files)} rank{'s' * (len(files) != 1)} (one "
+                         f"file each in the index) but the scenario asks for {n_ranks}",
+                         "set [scenario] ranks to the trace's number of ranks")
     world = n_ranks if n_ranks is not None else (len(files) if per_rank_files else None)
     if world is None:  # one shared file: count the ranks first
         ranks: set[int] = set()
@@ -188,9 +190,10 @@ def parse_ti_trace(path: Path, *, flops_per_second: float, n_ranks: int | None =
             raise bad(str(exc), getattr(exc, "fix", "see docs/real_programs.md, 'The TI trace format'")) from None
     # per-rank files: the index's lines are the ranks (a rank's file may be empty: it made no call)
     if not per_rank_files and n_ranks is not None and ranks_seen and max(ranks_seen) + 1 != n_ranks:
-        raise InputError(str(path), "(ranks)", f"the trace has {max(ranks_seen) + 1} ranks but the scenario "
-                         f"asks for {n_ranks}", "set [scenario] ranks to the trace's number of ranks")
+        raise InputError(str(path), "(ranks)", f"the trace has {max(ranks_seen) + 1} rank{'s' * (max(ranks_seen) > 0)}"
+                         f" but the scenario asks for {n_ranks}", "set [scenario] ranks to the trace's number of ranks")
     ops, lines = _to_table(out, world)
+    resolve_any_tag(ops)
     _refuse_unrunnable(ops, vectors, lines, files, flops_per_second)
     return ParsedTrace(ops, vectors, tuple(files), flops_per_second)
 
@@ -231,7 +234,9 @@ def _parse_action(out: _Lines, vectors: VectorStore, v_seen: dict[tuple[int, int
         if len(args) > 4:
             raise BadLine(f"{action} takes at most 4 arguments (partner tag count [datatype]), got {len(args)}: "
                            f"{' '.join(args)!r}")
-        peer, tag = number(args, 0, "partner rank"), number(args, 1, "tag")
+        peer = number(args, 0, "partner rank")
+        # a receive of any tag (MPI_ANY_TAG) takes the tag of the message it matches (resolve_any_tag)
+        tag = ANY_TAG if kind in RECV_ACTIONS and args[1:2] == [str(ANY_TAG)] else number(args, 1, "tag")
         count = number(args, 2, "count")
         if peer >= world:
             raise BadLine(f"partner rank {int(peer)} is outside 0..{world - 1}")

@@ -84,7 +84,7 @@ _ARGS: dict[int, tuple[str, ...]] = {
     _EXCHANGE: ("count", "count2"),
     _ROOTED_EXCHANGE: ("count", "count2", "peer"),
     _FLUSH: ("count", "value2_repr"),
-    _TEST: ("minus_one", "minus_one", "zero"),  # test -1 -1 0
+    _TEST: ("test_first", "test_second", "test_tag"),  # test src dst tag; test -1 -1 0 for a poll (peer -1)
 }
 
 
@@ -161,8 +161,12 @@ def _parts(ops: OpTable, rows: npt.NDArray[np.int64], core_speed: float, *, vect
         columns = {"peer": peer, "tag": tag, "count": np.rint(value).astype(np.int64),
                    "count2": np.rint(value2).astype(np.int64), "first": np.where(recv, peer, rank),
                    "second": np.where(recv, rank, peer), "flops_repr": value * core_speed, "value_repr": value,
-                   "value2_repr": value2, "six": np.full(n, 6, np.int64), "minus_one": np.full(n, -1, np.int64),
-                   "zero": np.zeros(n, np.int64)}
+                   "value2_repr": value2, "six": np.full(n, 6, np.int64)}
+        # a test of a request (a stock trace's) names it as a wait does; the polls of waitlab's layer (MPI time of
+        # no request it completes, peer -1) name none, which SimGrid's TestAction ignores
+        polls = peer < 0
+        columns.update(test_first=np.where(polls, -1, columns["first"]), test_second=np.where(polls, -1,
+                       columns["second"]), test_tag=np.where(polls, 0, tag))
         for sh, args in _ARGS.items():
             mask = shape == sh
             if mask.any():

@@ -185,3 +185,22 @@ def test_reference_core_speed_scales_compute_with_the_platform(tmp_path):
         return ev.loc[ev["kind"] == "compute", "exit"].sub(ev.loc[ev["kind"] == "compute", "enter"])
     assert compute(exact).to_numpy() == pytest.approx(0.5, abs=1e-9)
     assert compute(scaled).to_numpy() == pytest.approx(0.25, abs=1e-9)
+
+
+def test_hash_covers_the_platform_file_and_the_noise_signature_file(tmp_path):
+    # an edited input file is another scenario: a sweep's resume and the caches must not reuse its results
+    plat = tmp_path / "plat.toml"
+    plat.write_text((Path(__file__).parents[1] / "platforms" / "data" / "dawning_5000a.toml").read_text())
+    (tmp_path / "sig.txt").write_text("0.001 0.002\n")
+    text = (GOOD.replace('name = "dawning_5000a"', f'name = "{plat}"') +
+            '\n[noise]\nmodel = "signature"\nfile = "sig.txt"\n')
+    assert str(plat) in text
+    before = load_scenario(write(tmp_path, text)).hash()
+    plat.write_text(plat.read_text().replace("[node]", "[node]\n# an edit", 1))
+    edited_platform = load_scenario(tmp_path / "s.toml").hash()
+    (tmp_path / "sig.txt").write_text("0.001 0.005\n")
+    edited_signature = load_scenario(tmp_path / "s.toml").hash()
+    assert len({before, edited_platform, edited_signature}) == 3
+    # a scenario without input files keeps the hash it had (no file digest joins it)
+    sc = load_scenario(write(tmp_path, GOOD, "g.toml"))
+    assert sc.fingerprint() == ""

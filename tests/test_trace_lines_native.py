@@ -43,8 +43,8 @@ def reference_line(ops: OpTable, i: int, core_speed: float) -> str:
         args = f" {count} {count2}"
     elif twin in ("gather", "scatter"):
         args = f" {count} {count2} {peer}"
-    elif twin == "test":
-        args = " -1 -1 0"
+    elif twin == "test":  # a stock trace's test names its request as a wait does; a layer's poll (peer -1) none
+        args = (f" {peer} {rank} {tag}" if v2 else f" {rank} {peer} {tag}") if peer >= 0 else " -1 -1 0"
     elif twin in ("enter", "leave"):
         args = f" {ops.names[ops.name[i]]}"
     else:
@@ -86,7 +86,7 @@ def tables(draw: st.DrawFn) -> OpTable:
         rank = draw(st.integers(0, n_ranks - 1))
         value = draw(st.one_of(st.floats(0, 1e12, allow_nan=False), st.integers(0, 1 << 40).map(float)))
         value2 = draw(st.one_of(st.just(0.0), st.just(1.0), st.floats(0, 1e9, allow_nan=False)))
-        peer = draw(st.integers(0, n_ranks - 1))
+        peer = draw(st.integers(-1 if action == "test" else 0, n_ranks - 1))
         tag = draw(st.integers(-1, 5))
         comm = sub if ACTION[action].kind == "collective" and draw(st.booleans()) else 0
         region = draw(st.sampled_from(["Hydro", "a>b", "x_1"])) if action in ("enter", "leave", "compute") else None

@@ -1,9 +1,11 @@
 """Run summary: makespan and per-rank time budget, wait by pattern, operation and region.
 
 For every rank: ``compute + perturbation + communication + wait + idle = makespan``,
-where *perturbation* is time in injected noise/overhead/flush/swap/delay,
-*communication* is MPI time minus wait, and *idle* is the rest (time after the
-rank finished, or gaps between activities).
+where *perturbation* is time in injected noise/overhead/flush/swap/delay (rows
+carrying a cause of the ledger), *compute* is the application's own time outside
+MPI (its computation, a trace's ``sleep``, and any noise/overhead/... line of a
+trace that no ledger cause injected), *communication* is MPI time minus wait, and
+*idle* is the rest (time after the rank finished, or gaps between activities).
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ import pandas as pd
 
 from waitlab.models.analysis.timeline_check import impossible_collectives
 
-PERTURBATION_KINDS = ("noise", "overhead", "flush", "swap", "delay", "sleep")
+#: Kinds of the rows perturbation models inject (a row of them counts as perturbation when it carries a cause).
+PERTURBATION_KINDS = ("noise", "overhead", "flush", "swap", "delay")
 
 
 def rank_budget(events: pd.DataFrame, waits: pd.DataFrame, n_ranks: int | None = None) -> pd.DataFrame:
@@ -38,6 +41,8 @@ def rank_budget(events: pd.DataFrame, waits: pd.DataFrame, n_ranks: int | None =
     # one pass: each row's class, then every (rank, class) sum in one bincount; each bin adds its rows in row order,
     # as a bincount of the class's rows alone does (the same sums, bit for bit); one index buffer, reused
     cls = _kind_classes(events["kind"], _BUDGET_CLASSES)
+    if "cause" in events.columns:  # only an injected row is perturbation; the trace's own lines are the application's
+        cls[(cls == _PERTURBATION) & (events["cause"].to_numpy() < 0)] = _COMPUTE
     idx = rank.astype(np.intp)
     idx *= _N_CLASSES
     idx += cls
@@ -58,9 +63,10 @@ def rank_budget(events: pd.DataFrame, waits: pd.DataFrame, n_ranks: int | None =
     })  # fmt: skip
 
 
-#: The kinds of each column of :func:`rank_budget` (class 0, 1, 2), regions (3); any other kind is class 4.
-_BUDGET_CLASSES: tuple[tuple[str, ...], ...] = (("compute",), PERTURBATION_KINDS, ("mpi",), ("region",))
-_REGION = 3
+#: The kinds of each column of :func:`rank_budget` (class 0, 1, 2), regions (3); any other kind is class 4.  A
+#: ``sleep`` is the application's (SMPI's tracer writes the program's sleeps; no perturbation model injects one).
+_BUDGET_CLASSES: tuple[tuple[str, ...], ...] = (("compute", "sleep"), PERTURBATION_KINDS, ("mpi",), ("region",))
+_COMPUTE, _PERTURBATION, _REGION = 0, 1, 3
 _N_CLASSES = len(_BUDGET_CLASSES) + 1
 
 
