@@ -1,10 +1,15 @@
 """Values that cannot work physically: sizes beyond any node's memory, rank-steps beyond memory, excess beyond a
-year.  The schema's validators and the scenario loader refuse them with one clear message (issue 10)."""
+year.  The schema's validators and the scenario loader refuse them with one clear message (issue 10); the
+collective buffers of a node's ranks against that node's memory are checked once the platform is rendered
+(:func:`buffer_problem`)."""
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
 
 from waitlab.models.apps.common import process_grid
 from waitlab.platforms import list_platforms, load_platform
@@ -80,3 +85,57 @@ def application_problem(params: Any, ranks: int) -> tuple[str, str, str] | None:
             return (f"application.imbalance[{i}].magnitude", f"{magnitude:g} s per step is more than a year",
                     f"use at most {MAX_EXCESS_SECONDS:g} s")
     return None
+
+
+def collective_buffers(params: Any, ranks: int) -> tuple[str, str, np.ndarray] | None:
+    """``(field, buffers, multiple)`` of the application's collective whose buffers grow with the ranks, else
+    ``None``: rank ``r`` holds ``multiple[r]`` times the ``application.<field>`` bytes during it.
+
+    As SMPI 3.32's replay allocates them (``smpi_replay.cpp``, datatype MPI_BYTE) and an MPI program must: an
+    ``alltoall`` (fft) a send and a receive buffer of ``p x bytes_per_peer`` each on every rank; a ``gather``
+    (stencil) ``p x allreduce_bytes`` at its root besides each rank's own block; an ``allgather`` ``c x
+    allreduce_bytes`` on every rank of a communicator of ``c`` ranks besides its own block.
+
+    >>> from waitlab.models.apps.fft import FftParams
+    >>> collective_buffers(FftParams(bytes_per_peer=8), 4)[2].tolist()
+    [8.0, 8.0, 8.0, 8.0]
+    """
+    kind = getattr(params, "KIND", "")
+    if kind == "fft":
+        return ("bytes_per_peer", f"an alltoall's send and receive buffers ({ranks} x bytes_per_peer each, on every "
+                "rank)", np.full(ranks, 2.0 * ranks))
+    if kind != "stencil" or params.collective not in ("gather", "allgather") or not params.allreduce_every \
+            or params.steps < params.allreduce_every:
+        return None
+    if params.collective == "gather":
+        multiple = np.ones(ranks)
+        multiple[params.root] += ranks
+        return "allreduce_bytes", f"a gather's receive buffer at its root ({ranks} x allreduce_bytes)", multiple
+    px, py = (ranks, 1) if params.dims == 1 else process_grid(ranks, params.grid)
+    members = {"world": ranks, "row": px, "column": py}[params.collective_comm]
+    return ("allreduce_bytes", f"an allgather's receive buffer ({members} x allreduce_bytes, on every rank)",
+            np.full(ranks, 1.0 + members))
+
+
+def buffer_problem(params: Any, node_of_rank: Sequence[int], memory: int, platform: str) -> tuple[str, str, str] | None:
+    """``(field, problem, fix)`` when the collective buffers of the ranks on one node (:func:`collective_buffers`)
+    exceed the node's ``memory`` (bytes, ``node.memory`` of ``platform``), else ``None``.
+
+    The fix names the largest value of the field that fits.  (SMPI's replay allocates these buffers for real, once
+    for all ranks, in the simulating process: a size beyond any node is also beyond this machine, and SimGrid
+    aborted with ``std::bad_alloc``.)
+    """
+    found = collective_buffers(params, len(node_of_rank))
+    if found is None:
+        return None
+    field, buffers, multiple = found
+    nbytes = int(getattr(params, field))
+    per_node = np.bincount(np.asarray(node_of_rank, dtype=np.int64), weights=multiple)
+    node = int(np.argmax(per_node))
+    if nbytes * per_node[node] <= memory:
+        return None
+    on_node = int(np.count_nonzero(np.asarray(node_of_rank) == node))
+    fits = int(memory // per_node[node])
+    return (f"application.{field}", f"{buffers} take {nbytes * per_node[node]:.4g} bytes on node {node} "
+            f"({on_node} ranks), more than its memory ({memory} bytes, node.memory of {platform})",
+            f"use {field} = {fits} or less, or fewer ranks per node (platform.ranks_per_node)")

@@ -41,6 +41,7 @@ from waitlab.experiments.schema import (
     SimulationSection,
     TracingSection,
     check_name,
+    require_key,
     validate_section,
 )
 from waitlab.models.apps.alltoall import check_alltoall_algorithm, check_alltoall_point
@@ -262,8 +263,9 @@ def from_mapping(data: Mapping[str, Any], file: str = "<scenario>") -> Scenario:
             raise InputError(file, "scenario.name", f"is missing and the file name {stem!r} is not a plain name",
                              'add name = "my-run" to [scenario]')
         sc["name"] = stem
-    if isinstance(sc, dict) and "ranks" not in sc:
-        raise InputError(file, "scenario.ranks", "is required", "set ranks = 64 (the number of MPI processes)")
+    if isinstance(sc, dict):
+        require_key(sc, "scenario", "ranks", ScenarioSection.model_fields, file,
+                    "set ranks = 64 (the number of MPI processes)")
     meta = validate_section("scenario", sc, file)
     platform = validate_section("platform", data["platform"], file)
     assert isinstance(meta, ScenarioSection) and isinstance(platform, PlatformSection)

@@ -21,15 +21,17 @@ ValidationError
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
+from collections.abc import Iterable, Mapping
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from waitlab.errors import InputError, Picklable
 from waitlab.experiments.physics_limits import is_platform_path
-from waitlab.models.apps.alltoall import SMPI_ALLTOALL_ALGORITHMS
+from waitlab.models.apps.alltoall import SMPI_ALLTOALL_ALGORITHMS, USABLE_SMPI_ALLTOALL
 from waitlab.models.apps.registry import APPLICATIONS
 from waitlab.models.perturb.noise import DURATION_LAWS
 from waitlab.models.perturb.spill_policies import POLICIES
@@ -161,7 +163,7 @@ class SimulationSection(BaseModel):
     """``[simulation]``: how SMPI runs the scenario."""
 
     model_config = STRICT
-    alltoall: str = Field("default", description="SMPI alltoall algorithm (" + ", ".join(SMPI_ALLTOALL_ALGORITHMS)
+    alltoall: str = Field("default", description="SMPI alltoall algorithm (" + ", ".join(USABLE_SMPI_ALLTOALL)
                           + ")")
     reference_core_speed: float | None = Field(None, gt=0, le=1e18, description="flop/s of the core the "
                                                "application's seconds refer to (machine what-ifs)")
@@ -182,7 +184,7 @@ class SimulationSection(BaseModel):
     def _known_algorithm(cls, v: str) -> str:
         if v != "default" and v not in SMPI_ALLTOALL_ALGORITHMS:
             raise ValueError(f"unknown SMPI alltoall algorithm {v!r}; use one of: "
-                             f"{', '.join(SMPI_ALLTOALL_ALGORITHMS)} (LAM's simple order is "
+                             f"{', '.join(USABLE_SMPI_ALLTOALL)} (LAM's simple order is "
                              "application.alltoall_algorithm = \"lam_simple\")")
         return v
 
@@ -404,8 +406,35 @@ _MESSAGES = {
 }
 
 
+def near_miss(unknown: Iterable[Any], missing: str) -> str | None:
+    """The key among ``unknown`` (keys a table should not have) that looks like a misspelt ``missing`` key.
+
+    >>> near_miss(["rank"], "ranks"), near_miss(["colour"], "ranks")
+    ('rank', None)
+    """
+    close = difflib.get_close_matches(missing, [str(k) for k in unknown], n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
+def require_key(table: Mapping[str, Any], section: str, key: str, allowed: Iterable[str], file: str,
+                fix: str) -> None:
+    """Refuse a ``table`` of ``[section]`` without ``key``: name an unknown key that looks like it first
+    ("unknown key 'rank' (did you mean 'ranks'?)"), else say ``key`` is required (with ``fix``)."""
+    if key in table:
+        return
+    typo = near_miss((k for k in table if k not in set(allowed)), key)
+    if typo is not None:
+        raise InputError(file, f"{section}.{typo}", f"unknown key {typo!r} (did you mean {key!r}?)",
+                         f"rename {typo} to {key}")
+    raise InputError(file, f"{section}.{key}", "is required", fix)
+
+
 def raise_validation(exc: ValidationError, file: str, section: str, model: type[BaseModel] | None) -> None:
-    """Turn the first error of a pydantic :class:`ValidationError` into one :class:`InputError`."""
+    """Turn the first error of a pydantic :class:`ValidationError` into one :class:`InputError`.
+
+    A required key that is missing next to an unknown key that looks like it (``nme`` for ``name``) is reported
+    as that unknown key, with the key it probably means.
+    """
     errors = exc.errors(include_url=False)
     for e in errors:  # union members tag the location with their type: drop the tags
         e["loc"] = tuple(p for p in e["loc"] if not (isinstance(p, str) and (p in TYPE_TAGS or "[" in p)))
@@ -413,6 +442,12 @@ def raise_validation(exc: ValidationError, file: str, section: str, model: type[
     same = [e for e in errors if e["loc"] == err["loc"]]
     err = next((e for e in same if e["type"] == "literal_error"), err)
     loc = tuple(err["loc"])
+    if err["type"] == "missing" and loc:
+        extra = (e["loc"][-1] for e in errors if e["type"] == "extra_forbidden" and e["loc"][:-1] == loc[:-1])
+        typo = near_miss(extra, str(loc[-1]))
+        if typo is not None:
+            raise InputError(file, f"{section}.{dotted((*loc[:-1], typo))}", f"unknown key {typo!r} (did you mean "
+                             f"{loc[-1]!r}?)", f"rename {typo} to {loc[-1]}") from None
     cause = (err.get("ctx") or {}).get("error")
     if isinstance(cause, FieldProblem):
         loc = (*loc, cause.field)

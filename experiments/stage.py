@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from waitlab.errors import InputError
 from waitlab.experiments.perturbation import perturbation_config, platform_facts
+from waitlab.experiments.physics_limits import buffer_problem
 from waitlab.experiments.real_params import RECORDED
 from waitlab.experiments.scenario import Scenario
 from waitlab.experiments.sources import Execution, Source, source_for
@@ -135,8 +136,11 @@ def prepare(scenario: Scenario) -> Prepared:
         return Prepared(scenario, None, _recorded.recorded_platform(source.recording()), source, None)
     check_settings(dict(scenario.simulation.config_pairs()), scenario.source)  # before the run, in one line
     model = load_platform(scenario.platform.name)
-    prep = Prepared(scenario, model, _render(scenario, model), source_for(scenario), perturbation_config(scenario))
-    return prep
+    rendered = _render(scenario, model)
+    problem = buffer_problem(scenario.application, rendered.node_of_rank, model.node.memory, model.name)
+    if problem is not None:  # a collective's buffers beyond a node's memory: SMPI's replay would abort
+        raise InputError(scenario.source, *problem)
+    return Prepared(scenario, model, rendered, source_for(scenario), perturbation_config(scenario))
 
 
 def execute(prep: Prepared, ops: OpTable | None = None, *, speed_profiles: Mapping[str, str] | None = None,

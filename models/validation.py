@@ -28,6 +28,7 @@ steps: must be >= 1, got 0 (fix: set steps to 1 or more)
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, TypeVar, cast, dataclass_transform, get_args, get_origin
 
@@ -150,6 +151,13 @@ def param_error(exc: ValidationError, cls: type | None = None) -> ParamError:
         parent = loc[:-1] if loc and head and loc[-1] == head else loc
         return cause.within(dotted(parent))
     leaf = str(next((p for p in reversed(loc) if isinstance(p, str)), key or "value"))
+    if err["type"] == "missing" and loc:  # a required key missing next to an unknown key like it: name the typo
+        unknown = [str(e["loc"][-1]) for e in errors if e["type"] in ("unexpected_keyword_argument", "extra_forbidden")
+                   and e["loc"][:-1] == loc[:-1] and e["loc"]]
+        typo = difflib.get_close_matches(leaf, unknown, n=1, cutoff=0.6)
+        if typo:
+            return ParamError(dotted((*loc[:-1], typo[0])), f"unknown key {typo[0]!r} (did you mean {leaf!r}?)",
+                              f"rename {typo[0]} to {leaf}")
     if len(same) > 1 and all(e["type"] in _KINDS for e in same) and len({e["type"] for e in same}) > 1:
         kinds = " or ".join(dict.fromkeys(_KINDS[e["type"]] for e in same))
         return ParamError(key, f"expected {kinds}, got {_show(err.get('input'))}", f"see the documentation of {leaf}")

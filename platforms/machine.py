@@ -38,7 +38,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from waitlab.models.apps.alltoall import ALLTOALL_ALGORITHMS, P2P_ALLTOALL_ALGORITHMS
+from waitlab.models.apps.alltoall import ALLTOALL_ALGORITHMS, P2P_ALLTOALL_ALGORITHMS, USABLE_ALLTOALL
 from waitlab.platforms.contention import SETTING, law_record, plugin_rules
 from waitlab.platforms.fat_tree import uses_d_mod_k
 from waitlab.platforms.model import PlatformModel
@@ -124,7 +124,7 @@ def alltoall_settings(algorithm: str) -> dict[str, str]:
     ({'smpi/alltoall': 'ring'}, {})
     """
     if algorithm not in ALLTOALL_ALGORITHMS:
-        raise ValueError(f"unknown alltoall algorithm {algorithm!r}; use one of: {', '.join(ALLTOALL_ALGORITHMS)}")
+        raise ValueError(f"unknown alltoall algorithm {algorithm!r}; use one of: {', '.join(USABLE_ALLTOALL)}")
     return {} if algorithm in P2P_ALLTOALL_ALGORITHMS else {"smpi/alltoall": algorithm}
 
 

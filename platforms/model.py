@@ -78,7 +78,7 @@ from waitlab.platforms.figures import (
     latency,
     positive,
 )
-from waitlab.platforms.mpi_spec import MPI_KEYS, MpiSpec, read_mpi
+from waitlab.platforms.mpi_spec import MPI_KEYS, MpiSpec, check_link_rate, read_mpi
 from waitlab.readers import not_a_file, read_toml
 
 __all__ = [
@@ -396,6 +396,8 @@ def from_mapping(data: Mapping[str, Any], file: str = "<platform>", default_name
                          f"{buffer} bytes is more than the node memory ({memory} bytes, node.memory)",
                          "give at most node.memory bytes")
     mpi = read_mpi(r, file, r.section("mpi")) if "mpi" in data else None
+    if mpi is not None:  # before the contention laws, which compare their port rate with these figures
+        check_link_rate(mpi, inter.bandwidth, file)
     sec = data.get("contention", {})
     if not isinstance(sec, Mapping):
         raise InputError(file, "contention", f"must be a table, got {type(sec).__name__}", "write it as [contention]")

@@ -25,8 +25,8 @@ pre-registered send buffer and, on the receiver, out of it: both overheads then 
 per-byte CPU cost.
 
 A point gives either ``latency`` (the one-way time of a ``size``-byte message: half a round trip) or
-``bandwidth`` (``size`` divided by that one-way time).  Sizes are bytes, at least 1, all different
-within a list.
+``bandwidth`` (``size`` divided by that one-way time).  Sizes are bytes, 1 to 2^31 - 1 (the largest message
+SimGrid 3.32's replay sends), all different within a list.
 
 ``smpi_factors = false`` (optional, default true) says the file's ``inter_node`` link figures are already
 MPI-level (derived from an MPI pingpong of the same machine, as Okita et al.'s Myrinet bandwidth is): SMPI's
@@ -36,20 +36,27 @@ being fitted to the figures; the overheads and the eager threshold still apply.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from waitlab.errors import InputError
-from waitlab.platforms.figures import bandwidth, latency
+from waitlab.platforms.figures import LARGEST_MESSAGE, bandwidth, latency
 
-__all__ = ["MPI_KEYS", "RMA_PROTOCOLS", "MpiPoint", "MpiSpec", "read_mpi", "rma_env"]
+__all__ = ["MAX_BW_FACTOR", "MPI_KEYS", "RMA_PROTOCOLS", "MpiPoint", "MpiSpec", "check_link_rate", "read_mpi",
+           "rma_env"]
 
 MPI_KEYS: tuple[str, ...] = ("eager_threshold", "send_overhead", "recv_overhead", "copy_bandwidth", "inter_node",
                               "intra_node", "rma_protocol", "smpi_factors")
 #: One-sided protocols the measurement layer can add to SMPI's own (docs/rma.md, "MPI library protocol").
 RMA_PROTOCOLS: tuple[str, ...] = ("smpi", "mvapich2")
 PATHS: tuple[str, ...] = ("inter_node", "intra_node")
+#: Largest SMPI bandwidth factor the inter-node figures may imply (:func:`check_link_rate`): a factor above 1 means
+#: bytes crossing the node link faster than its rate.  The 1% margin lets rounded figures pass: published figures
+#: have 2-4 significant digits, and the rate between two of them (the slope of the line through them) magnifies
+#: their rounding (Okita et al.'s assumed 10 us latency and derived 128 KB rate imply 1.008 x its link).
+MAX_BW_FACTOR = 1.01
 
 
 @dataclass(frozen=True)
@@ -145,6 +152,11 @@ def _points(reader: _FigureReader, file: str, sec: Mapping[str, Any], path: str)
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise InputError(file, f"{where}.size", f"must be a whole number of bytes >= 1, got {size!r}",
                              "write size = 8 (bytes, no quotes)")
+        if size > LARGEST_MESSAGE:
+            raise InputError(file, f"{where}.size", f"{size} bytes is more than one message SimGrid 3.32's replay "
+                             f"sends ({LARGEST_MESSAGE} bytes: it reads a size as a C int), so no pingpong can check "
+                             "this figure", f"give the figure of a message of at most {LARGEST_MESSAGE} bytes "
+                             "(check the unit: bytes)")
         kinds = [k for k in ("latency", "bandwidth") if k in entry]
         if len(kinds) != 1:
             raise InputError(file, where, "needs exactly one of latency or bandwidth",
@@ -187,6 +199,31 @@ def read_mpi(reader: _FigureReader, file: str, sec: Mapping[str, Any]) -> MpiSpe
                          "write smpi_factors = false (the link figures are MPI-level) or leave it out")
     return MpiSpec(eager, o_s, o_r, inter, intra, rma_protocol=str(rma), copy_bandwidth=copy_bw,
                    smpi_factors=factors)
+
+
+def check_link_rate(mpi: MpiSpec, link_bandwidth: float, file: str) -> None:
+    """Refuse consecutive inter-node figures whose extra bytes cross the node link faster than its rate.
+
+    The slope of the line through two figures is the time per byte SMPI's bandwidth factor must give the link
+    (``bw_factor = 1 / (b B)``, :func:`waitlab.platforms.smpi_factors.calibrate`): above :data:`MAX_BW_FACTOR`
+    the figures are not physical (a typo, or figures of another network).  The error names the larger message's
+    figure and the largest bandwidth (or shortest time) that stays at the link's rate.
+    """
+    pts = mpi.inter_node
+    for p, nxt in itertools.pairwise(pts):
+        extra, dt = nxt.size - p.size, nxt.seconds - p.seconds
+        if dt > 0 and extra / dt <= MAX_BW_FACTOR * link_bandwidth:
+            continue
+        rate = f"{extra / dt:.4g} B/s, {extra / dt / link_bandwidth:.4g} times" if dt > 0 else \
+            "an unbounded rate, faster than"
+        need = p.seconds + extra / link_bandwidth  # the one-way time of nxt at the link's rate
+        fix = (f"give {nxt.key} more than {need:.4g} s" if nxt.kind == "latency" else
+               f"give {nxt.key} less than {nxt.size / need:.4g} B/s")
+        raise InputError(file, f"{nxt.key}.value", f"implies {nxt.seconds:.4g} s one way for {nxt.size} B against "
+                         f"{p.seconds:.4g} s for {p.size} B ({p.key}): the extra bytes cross at {rate} the node "
+                         f"link's {link_bandwidth:.4g} B/s (inter_node.bandwidth), so SMPI's bandwidth factor would "
+                         f"exceed {MAX_BW_FACTOR:g}: messages faster than the link",
+                         fix + ", or check inter_node.bandwidth (the link's data rate)")
 
 
 def rma_env(mpi: MpiSpec | None) -> dict[str, str]:

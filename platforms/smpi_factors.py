@@ -131,6 +131,8 @@ def check_calibration(model: PlatformModel) -> None:
     * An eager message cannot take less than its CPU overheads: every figure below the eager threshold must
       imply a one-way time above ``o_s + o_r + 2 c S`` (inter- and intra-node).  When every such figure is
       below, the overheads are named instead (they are what is out of scale).
+    * (Consecutive inter-node figures implying a rate above the node link's are refused as the file is read:
+      :func:`waitlab.platforms.mpi_spec.check_link_rate`.)
     * Every eager factor section of the inter-node figures must keep some network latency
       (``lat_factor = (a_k - o - 16 (b_k - 2c)) / L > 0``, :func:`calibrate`): a factor of 0 takes the latency
       out of SMPI's small messages.  (A rendezvous section whose line has no latency left keeps the clamped factor

@@ -285,6 +285,11 @@ PLATFORM_FIELDS = [
     ("eager-negative", "eager_threshold = { value = 12288,", "eager_threshold = { value = -1,", "eager_threshold"),
     ("mpi-size-string", "{ size = 8, latency", "{ size = \"8\", latency", "inter_node"),
     ("node-missing", "[node]", "[nodez]", "node"),
+    # an MPI rate 1000x the 2.5 GB/s link; a figure beyond the largest message SMPI sends (issue r22)
+    ("mpi-faster-than-link", "{ size = 1048576, bandwidth = { value = 1.5e9,",
+     "{ size = 1048576, bandwidth = { value = 1.5e12,", "mpi.inter_node[1].bandwidth.value"),
+    ("mpi-size-over-int", "{ size = 1048576, bandwidth = { value = 1.5e9,",
+     "{ size = 4194304000000, bandwidth = { value = 1.5e9,", "mpi.inter_node[1].size"),
 ]
 for _id, _old, _new, _field in PLATFORM_FIELDS:
     CASES.append(Case("platform", f"platform-{_id}", _plat_edit(_old, _new, _field)))

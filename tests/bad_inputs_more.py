@@ -64,6 +64,16 @@ SCENARIOS: list[tuple[str, str, str]] = [
     ("stencil-halo-3e9", GOOD.replace("steps = 3", "steps = 3\nhalo_bytes = 3000000000"), "application.halo_bytes"),
     ("matmul-1e10", GOOD.replace('kind = "stencil"\nsteps = 3', 'kind = "matmul"\nmatrix_size = 10000000000\n'
                                  'block_columns = 1'), "application.matrix_size"),
+    # a collective's buffers beyond the node: 8 ranks on one node, 2 x 8 x (2^31 - 1) B each (128 GiB), and a
+    # gather root of 32 ranks on a node of 16 (48 x (2^31 - 1) B); a typo next to a missing key is named (issue r22)
+    ("fft-alltoall-buffers", FFT.replace("ranks = 4", "ranks = 8").replace("bytes_per_peer = 1024",
+                                                                           "bytes_per_peer = 2147483647"),
+     "application.bytes_per_peer"),
+    ("stencil-gather-buffers", GOOD.replace("ranks = 4", "ranks = 32").replace(
+        "steps = 3", 'steps = 3\ncollective = "gather"\nallreduce_bytes = 2147483647'), "application.allreduce_bytes"),
+    ("platform-name-typo", GOOD.replace('name = "dawning_5000a"', 'nme = "dawning_5000a"'), "platform.nme"),
+    ("imbalance-region-typo", GOOD + '\n[[application.imbalance]]\nregoin = "Stencil"\nranks = [1]\n'
+     "magnitude = 0.1\n", "application.imbalance[0].regoin"),
     ("matmul-broadcast-too-big", GOOD.replace('kind = "stencil"\nsteps = 3', 'kind = "matmul"\nsteps = 1\n'
                                               'matrix_size = 65536\nblock_columns = 8192'), "application.matrix_size"),
 ]

@@ -31,6 +31,9 @@ ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 def test_the_corpus_is_large_and_covers_every_file_kind():
     assert len({c.id for c in CASES}) == len(CASES), "case ids must be unique"
     assert len(CASES) >= 300
+    # the figure docs/scenarios.md gives
+    docs = (Path(__file__).parents[1] / "docs" / "scenarios.md").read_text()
+    assert f"runs a corpus of {len(CASES)} such inputs" in docs
     assert {f"program-runs-{k}" for k in PROGRAMS} <= {c.id for c in CASES}  # programs that fail while they run
     assert set(KINDS) == {"scenario", "platform", "sweep", "noise", "trace", "program", "run folder", "output folder",
                           "sweep folder", "model"}

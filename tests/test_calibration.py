@@ -18,6 +18,7 @@ from waitlab.platforms.model import PlatformModel, from_mapping
 from waitlab.simulator.replay import replay_ops
 
 DATA = Path(__file__).resolve().parents[1] / "platforms" / "data"
+CALIBRATION_DOC = Path(__file__).resolve().parents[1] / "docs" / "calibration.md"
 needs_simgrid = pytest.mark.skipif(shutil.which("smpirun") is None, reason="SimGrid not installed")
 
 
@@ -138,6 +139,45 @@ def test_bad_mpi_points_are_named(edit, field: str, words: str) -> None:  # type
     assert field in text and words in text, text
 
 
+def _doc_rows(name: str) -> list[list[str]]:
+    """The rows of docs/calibration.md's calibration table for platform ``name`` (cells, with ASCII minus signs)."""
+    rows = []
+    for line in CALIBRATION_DOC.read_text(encoding="utf-8").splitlines():
+        cells = [c.strip().replace("\u2212", "-") for c in line.strip().strip("|").split("|")]
+        if len(cells) == 8 and cells[0] == name:
+            rows.append(cells)
+    return rows
+
+
+@pytest.mark.parametrize("name", list_platforms())
+def test_calibration_doc_table_lists_every_figure_of_the_file(name: str) -> None:
+    # one row per [mpi] figure, in the file's order (inter-node, then intra-node, by size), with the figure as the
+    # file states it (us or GB/s, * when assumed) and the one-way time it implies
+    model = load_platform(name)
+    assert model.mpi is not None
+    want = []
+    for path in ("inter_node", "intra_node"):
+        for p in model.mpi.points(path):
+            shown = f"{p.value * 1e6:.4g} us" if p.kind == "latency" else f"{p.value / 1e9:.4g} GB/s"
+            one_way = p.value if p.kind == "latency" else p.size / p.value
+            want.append([name, path, str(p.size), shown + ("*" if model.figure(p.key).assumed else ""),
+                         f"{one_way * 1e6:.4g}"])
+    assert [row[:5] for row in _doc_rows(name)] == want
+
+
+def _check_doc_rows(name: str, table) -> None:  # type: ignore[no-untyped-def]
+    """docs/calibration.md's rows of ``name`` show ``table``'s simulated and default times (4 digits) and errors."""
+    rows = _doc_rows(name)
+    assert len(rows) == len(table), f"docs/calibration.md has {len(rows)} rows of {name}, the tool {len(table)}"
+    for doc, row in zip(rows, table.itertuples(), strict=True):
+        where = f"docs/calibration.md, {name} {row.path} {row.size} B"
+        assert doc[5] == f"{row.simulated_s * 1e6:.4g}", where
+        assert float(doc[6].rstrip("%")) == pytest.approx(row.rel_error * 100, abs=0.006), where
+        default, percent = doc[7].rstrip("%)").split(" (")
+        assert default == f"{row.default_s * 1e6:.4g}", where
+        assert float(percent) == pytest.approx(row.default_rel_error * 100, abs=0.51), where
+
+
 @needs_simgrid
 @pytest.mark.simgrid
 @pytest.mark.parametrize("name", list_platforms())
@@ -146,6 +186,7 @@ def test_pingpong_meets_every_figure_within_5_percent(name: str) -> None:
     model = load_platform(name)
     assert model.mpi is not None
     assert len(table) == len(model.mpi.inter_node) + len(model.mpi.intra_node)
+    _check_doc_rows(name, table)  # the page's table is this one, so it cannot drift
     if not model.mpi.smpi_factors:  # factors 1: SMPI's own formula on the file's link, by hand
         mpi, link = model.mpi, model.inter_node
         for row in table.itertuples():

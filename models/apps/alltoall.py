@@ -63,6 +63,12 @@ LAM_SIMPLE_TAG = 7001
 #: Selectors SimGrid 3.32 accepts but crashes in when a replay runs them (checked on 16 ranks, 1 and 8 per node:
 #: ``impi`` aborts with "free(): invalid pointer", ``automatic`` with a segmentation fault); refused up front.
 CRASHING_SELECTORS = frozenset({"impi", "automatic"})
+#: The SMPI algorithms a scenario may name (:data:`SMPI_ALLTOALL_ALGORITHMS` without :data:`CRASHING_SELECTORS`):
+#: what error messages list.
+USABLE_SMPI_ALLTOALL: tuple[str, ...] = tuple(a for a in SMPI_ALLTOALL_ALGORITHMS if a not in CRASHING_SELECTORS)
+#: Every value of an application's ``alltoall_algorithm`` that runs (:data:`ALLTOALL_ALGORITHMS` without the crashing
+#: selectors).
+USABLE_ALLTOALL: tuple[str, ...] = USABLE_SMPI_ALLTOALL + P2P_ALLTOALL_ALGORITHMS
 
 _POW2_ONLY = frozenset({"pair", "pair_rma", "pair_light_barrier", "pair_mpi_barrier", "pair_one_barrier"})
 
@@ -85,7 +91,7 @@ def _is_3dmesh(n: int) -> bool:
 def check_alltoall_algorithm(name: str, n_ranks: int) -> None:
     """Raise ValueError if ``name`` is unknown or cannot run on ``n_ranks`` ranks."""
     if name not in ALLTOALL_ALGORITHMS:
-        raise ValueError(f"unknown alltoall algorithm {name!r}; use one of: {', '.join(ALLTOALL_ALGORITHMS)}")
+        raise ValueError(f"unknown alltoall algorithm {name!r}; use one of: {', '.join(USABLE_ALLTOALL)}")
     if name in CRASHING_SELECTORS:
         raise ValueError(f"SimGrid 3.32 crashes in its {name!r} alltoall selector in a replay ("
                          + ("'free(): invalid pointer'" if name == "impi" else "segmentation fault")

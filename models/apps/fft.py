@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from waitlab.models.apps.alltoall import ALLTOALL_ALGORITHMS, check_alltoall_algorithm, emit_alltoall
+from waitlab.models.apps.alltoall import ALLTOALL_ALGORITHMS, USABLE_ALLTOALL, check_alltoall_algorithm, emit_alltoall
 from waitlab.models.apps.common import AppParams, check_imbalance_regions, check_ranks, emit_region, region_excess
 from waitlab.models.ops import OpBuilder, OpTable
 from waitlab.models.validation import ParamError, num, params
@@ -59,7 +59,7 @@ class FftParams(AppParams):
         super().__post_init__()
         if self.alltoall_algorithm not in ALLTOALL_ALGORITHMS:
             raise ParamError("alltoall_algorithm", f"unknown algorithm {self.alltoall_algorithm!r}",
-                             f"use one of: {', '.join(ALLTOALL_ALGORITHMS)}")
+                             f"use one of: {', '.join(USABLE_ALLTOALL)}")
 
 
 def generate(params: FftParams, n_ranks: int, seed: int = 0) -> OpTable:
