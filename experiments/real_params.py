@@ -37,8 +37,9 @@ class ProgramSection(BaseModel):
                                "instead of sources")
     language: Literal["c", "c++", "fortran"] | None = Field(None, description="language of every source "
                                                              "(default: from the suffixes)")
-    args: tuple[str, ...] = Field((), description="program arguments, one word each (no blanks, not empty, not "
-                                  "--cfg=/--log=, which are SimGrid's); {ranks} is replaced by the rank count")
+    args: tuple[str, ...] = Field((), description="program arguments, one word each (no blanks, not empty, no "
+                                  "* ? [, not --cfg=/--log=, which are SimGrid's); {ranks} is replaced by the "
+                                  "rank count")
     compile_flags: tuple[str, ...] = Field((), description="extra compiler flags (paths of -I, -include, ... "
                                            "relative to the scenario file)")
     link_flags: tuple[str, ...] = Field((), description="extra linker flags (paths of -L relative to the scenario "
@@ -61,12 +62,15 @@ class ProgramSection(BaseModel):
     @field_validator("args")
     @classmethod
     def _passable(cls, args: tuple[str, ...]) -> tuple[str, ...]:
-        """What smpirun hands over unchanged: it splits its arguments at blanks, drops empty ones and takes
-        ``--cfg=``/``--log=`` (SimGrid's own options) for itself."""
+        """What smpirun hands over unchanged: it splits its arguments at blanks, drops empty ones, expands the
+        shell's patterns (``* ? [``) and takes ``--cfg=``/``--log=`` (SimGrid's own options) for itself."""
         for i, a in enumerate(args):
             if not a or any(c.isspace() for c in a):
                 raise ValueError(f"args[{i}] would not reach the program: smpirun splits arguments at blanks and "
                                  "drops empty ones")
+            if any(c in a for c in "*?["):
+                raise ValueError(f"args[{i}] would not reach the program: smpirun expands its arguments unquoted, so "
+                                 "* ? [ become the names of the files they match (write the file names themselves)")
             if a.startswith(("--cfg=", "--log=")):
                 raise ValueError(f"args[{i}] would not reach the program: smpirun takes --cfg= and --log= for "
                                  "SimGrid's own options (set those in [simulation.config])")

@@ -118,7 +118,7 @@ def explain_failure(output: str, returncode: int | None, missing: str, program: 
     The first cause wins: an abort, a crash or a rank's exit status leaves the other ranks blocked, and SimGrid then
     reports a deadlock too."""
     said = [ln.strip() for ln in output.splitlines() if ln.strip() and not _NOT_PROGRAM.match(ln)]
-    last = f"; its last output line: {said[-1][:160]!r}" if said else ""
+    last = f"; the program's last output line: {said[-1][:160]!r}" if said else ""  # any rank's
     if m := _LAYER_DIED.search(output):
         return ProgramError(program, f"waitlab's measurement layer stopped rank {m['rank']}: {m['what'].strip()}",
                             "")

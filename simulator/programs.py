@@ -26,6 +26,7 @@ import itertools
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -138,6 +139,9 @@ def layer_object() -> Path:
 _DIAG = re.compile(r"^(?P<file>[^\s:][^:]*):(?P<line>\d+)(?::\d+)?:\s*(?:fatal )?[Ee]rror")
 #: Any diagnostic line (an error, a warning or a note): it ends the chain of includes before it.
 _ANY_DIAG = re.compile(r"^[^\s:][^:]*:\d+(?::\d+)?:\s*(?:fatal error|error|warning|note)\b")
+#: A compiler driver refusing one of its flags (GCC, gfortran: "unrecognized command-line option"; Clang).
+_FLAG_ERROR = re.compile(r"(?m)^\S+: error: (?:unrecognized command[- ]line option|unrecognized argument|"
+                         r"unknown argument)")
 #: A line of the chain of includes GCC and Clang print before a diagnostic in an included file
 #: (``In file included from a.h:3,`` / ``                 from m.c:2:``).
 _INCLUDED = re.compile(r"^(?:In file included from|from)\s+(?P<file>[^\s:][^:]*):(?P<line>\d+)(?::\d+)?[,:]?$")
@@ -262,11 +266,18 @@ def build_program(sources: Sequence[Path], *, language: str | None = None, compi
                    str(src), "-o", str(obj)]
             proc = _run(cmd, work)
             if proc.returncode != 0:
-                out = f"{proc.stdout}{proc.stderr}".rstrip()
+                # smpif90 compiles a copy beside the source (NAME_XXXXXXXXXX.f90, gone now): name the source
+                out = re.sub(re.escape(str(src)) + r"_[A-Za-z0-9]{6,}\.\w+", str(src),
+                             f"{proc.stdout}{proc.stderr}".rstrip())
                 where, hint = _failing_file(out, src, compile_flags)
+                again = shlex.join([COMPILERS[lang], *compile_flags, "-c", str(src)])
+                if _FLAG_ERROR.search(out):  # the compiler refused one of the user's flags, not the program
+                    raise InputError(origin, "application.compile_flags",
+                                     f"{COMPILERS[lang]} refused a flag: {_first_error(out)}",
+                                     f"remove or correct that flag (all messages: {again})")
                 raise InputError(where, "(compile)",
                                  f"{COMPILERS[lang]} could not compile {src.name}: {_first_error(out)}{hint}",
-                                 f"fix the program (all messages: {COMPILERS[lang]} -c {src})")
+                                 f"fix the program (all messages: {again})")
             objects.append(str(obj))
             deps |= _dependencies(obj.with_suffix(".d"), work) if dep_flags else _include_dir_files(compile_flags)
         exe = work / "program"

@@ -59,7 +59,7 @@ Execution failed with code 134.
 def test_a_deadlock_in_a_simcall_names_its_ranks_and_not_waitlabs_own_line() -> None:
     err = str(explain_failure(SIMCALL_DEADLOCK, 0, "", "prog.c"))
     assert err.startswith("prog.c: (run): deadlock at simulated 0.100607 s: ranks 2, 3 blocked ")
-    assert "its last output line: 'rank 2 late'" in err and "contention" not in err
+    assert "the program's last output line: 'rank 2 late'" in err and "contention" not in err
 
 
 def test_a_call_smpi_does_not_implement_is_named() -> None:
@@ -84,7 +84,7 @@ def test_the_fix_for_an_unimplemented_call_is_about_that_call() -> None:
 
 def test_abort_without_the_layer_names_rank_and_time_and_the_last_line() -> None:
     err = explain_failure(ABORT, 0, " (rank 1 did not reach MPI_Finalize)", "prog.c")
-    assert str(err) == ("prog.c: (run): rank 1 called MPI_Abort at simulated 0 s; its last output line: "
+    assert str(err) == ("prog.c: (run): rank 1 called MPI_Abort at simulated 0 s; the program's last output line: "
                         "'rank 1 starting (abort)' (fix: the program stopped itself: see why in its own output)")
     assert err.exit_code == 2
 
@@ -100,7 +100,8 @@ def test_an_exit_status_wins_over_the_deadlock_it_leaves_behind() -> None:
 def test_a_crash_leaves_out_simgrid_lines_from_the_last_output_line() -> None:
     err = explain_failure(SEGV, 139, " (ranks 0, 1 did not reach MPI_Finalize)", "prog.c")
     assert str(err).startswith("prog.c: (run): the program crashed with a segmentation fault (SIGSEGV) (ranks 0, 1 "
-                               "did not reach MPI_Finalize); its last output line: 'rank 0 starting (segv)' (fix: ")
+                               "did not reach MPI_Finalize); the program's last output line: "
+                               "'rank 0 starting (segv)' (fix: ")
     killed = explain_failure("", -9, "", "prog.c")
     assert "the program was killed by SIGKILL" in str(killed)
 

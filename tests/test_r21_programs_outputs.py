@@ -140,7 +140,8 @@ def test_a_program_without_mpi_finalize_is_told_in_one_sentence() -> None:
     assert str(err) == ("m.c: (run): ranks 0, 1, 2, 3 ended without calling MPI_Finalize (fix: call MPI_Finalize on "
                         "every rank before main returns or the program exits)")
     one = explain_failure("hello\n", 0, " (rank 1 did not reach MPI_Finalize)", "m.c")
-    assert str(one).startswith("m.c: (run): rank 1 ended without calling MPI_Finalize; its last output line: 'hello'")
+    assert str(one).startswith("m.c: (run): rank 1 ended without calling MPI_Finalize; "
+                               "the program's last output line: 'hello'")
 
 
 def test_the_kept_output_is_cut_at_line_ends() -> None:
@@ -158,3 +159,29 @@ def test_the_kept_output_is_cut_at_line_ends() -> None:
                          f"here (output.txt keeps {len(head) + len(tail)})]")
     assert len(head) <= 5000 and len(tail) <= 5000
     assert bounded_output(text, 10_000) == out
+
+
+@pytest.mark.simgrid
+@pytest.mark.skipif(not HAVE_SMPI, reason="SimGrid SMPI is not installed")
+def test_a_flag_the_compiler_refuses_is_named_as_a_flag_not_as_the_program(tmp_path: Path) -> None:
+    (tmp_path / "m.c").write_text("#include <mpi.h>\n"
+                                  "int main(int c, char** v) { MPI_Init(&c, &v); MPI_Finalize(); return 0; }\n")
+    with pytest.raises(InputError) as err:
+        build_program([tmp_path / "m.c"], compile_flags=["-fno-such-flag-xyz"], origin="s.toml")
+    text = str(err.value)
+    assert text.startswith("s.toml: application.compile_flags: smpicc refused a flag: "), text
+    assert "-fno-such-flag-xyz" in text
+    assert f"(all messages: smpicc -fno-such-flag-xyz -c {tmp_path / 'm.c'})" in text  # the command that shows it
+
+
+@pytest.mark.simgrid
+@pytest.mark.skipif(shutil.which("smpif90") is None, reason="SimGrid's smpif90 is not installed")
+def test_a_fortran_error_names_the_source_not_the_copy_smpif90_compiled(tmp_path: Path) -> None:
+    src = tmp_path / "f.f90"
+    src.write_text("program f\n  use mpi\n  integer :: x, ierr\n  call MPI_Init(ierr)\n  x = = 3\n"
+                   "  call MPI_Finalize(ierr)\nend program f\n")
+    with pytest.raises(InputError) as err:
+        build_program([src])
+    text = str(err.value)
+    assert text.startswith(f"{src}: (compile): smpif90 could not compile f.f90: {src}:5:"), text
+    assert f"{src}_" not in text

@@ -184,6 +184,8 @@ def test_injection_schedule_places_operations_around_the_programs_computation() 
      "args[0] would not reach the program: smpirun splits"),
     ({"kind": "program", "sources": ["late_sender.c"], "args": ["--cfg=x:1"]},
      "args[0] would not reach the program: smpirun takes --cfg= and --log="),
+    ({"kind": "program", "sources": ["late_sender.c"], "args": ["8", "*.txt"]},  # smpirun: the matching file names
+     "args[1] would not reach the program: smpirun expands its arguments unquoted"),
 ])
 def test_real_application_keys_are_validated(app: dict[str, Any], message: str) -> None:
     data = {"scenario": {"ranks": 2}, "platform": {"name": "dawning_5000a"}, "application": app}

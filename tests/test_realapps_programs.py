@@ -238,7 +238,7 @@ def test_program_failures_are_one_line_naming_the_program(tmp_path: Path, mode: 
         assert w in text, text
     assert err.value.exit_code == 2 and isinstance(err.value, SimulationError)
     if mode in ("abort", "deadlock"):  # the program's own last line (stdout is flushed before both)
-        assert "its last output line: 'rank " in text, text
+        assert "the program's last output line: 'rank " in text, text
     assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out.partial*"))
 
 
