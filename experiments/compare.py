@@ -121,7 +121,7 @@ class Comparison:
                 return
             lines.append(f"{title} (s): " + ", ".join(
                 f"{r[key]} {r['a']:.4g} -> {r['b']:.4g} ({r['delta']:+.4g})"
-                for r in moved.head(top).to_dict("records")))
+                for r in moved.to_dict("records")))  # every one that moved: ``top`` limits the ranks and steps
 
         table("rank-seconds", self.totals, "category")
         table("wait by pattern", self.by_pattern, "pattern")

@@ -201,7 +201,8 @@ def check_replaceable(out: Path, force: bool) -> None:
     if out.is_symlink() or not out.is_dir():
         raise InputError(str(out), "(output folder)", "exists and is not a folder", "choose another -o")
     if not force:
-        raise InputError(str(out), "(output folder)", "already exists", "pass --force to replace it, or use -o NEW")
+        raise InputError(str(out), "(output folder)", "already exists", "replace it with --force (from Python: "
+                         "force=True), or write elsewhere with -o NEW (from Python: another out)")
     check_output_folder(out, why="; --force replaces only a waitlab results folder")
 
 

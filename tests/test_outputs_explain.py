@@ -191,7 +191,7 @@ def test_tutorial_outputs_are_what_the_code_prints(tmp_path: Path):
     tutorial = (ROOT / "docs" / "tutorial.md").read_text(encoding="utf-8")
     quickstart = (ROOT / "docs" / "quickstart.md").read_text(encoding="utf-8")
     for md, command, printed in (
-            (tutorial, ".venv/bin/waitlab run examples/stencil_late_rank.toml -o results/late --png\n", late),
+            (tutorial, ".venv/bin/waitlab run examples/stencil_late_rank.toml -o results/late --png --force\n", late),
             (tutorial, ".venv/bin/waitlab diagnose results/late\n", diagnosis),
             (tutorial, ".venv/bin/waitlab compare results/balanced results/late --png results/compare.png\n", cmp),
             (quickstart, "make demo\n", demo)):
@@ -200,8 +200,7 @@ def test_tutorial_outputs_are_what_the_code_prints(tmp_path: Path):
         for line in shown:
             assert any(p == line or (line.endswith("...") and p.startswith(line[:-3])) for p in printed), line
     # whole blocks where nothing is left out: every line printed is shown, in order
-    assert _text_after(tutorial, ".venv/bin/waitlab run examples/stencil_late_rank.toml -o results/late --png\n") \
-        == late
+    assert _text_after(tutorial, "-o results/late --png --force\n") == late
     assert _text_after(quickstart, "make demo\n") == demo
     assert _text_after(tutorial, "results/late --png results/compare.png\n") == cmp
     # the lines the diagnose block shows appear in the order waitlab prints them

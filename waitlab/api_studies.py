@@ -30,7 +30,7 @@ from waitlab.experiments.exports import export_run
 from waitlab.experiments.report.diagnosis_report import report_dict, to_markdown
 from waitlab.experiments.report.diagnosis_report import write_report as _write_report
 from waitlab.experiments.report.rebuild import rebuild_report
-from waitlab.experiments.report.sweep_plots import plot_sweep_folder
+from waitlab.experiments.report.sweep_plots import plot_sweep_folder, sweep_plot_axes
 from waitlab.experiments.reproduce import he_sunway, okita_spilling, rao_alltoall, spill_policies, wu_lared_s
 from waitlab.experiments.results import LoadedRun, load_run
 from waitlab.experiments.run_folder import RESULTS_ROOT, check_output_folder, default_output, seal
@@ -53,6 +53,7 @@ __all__ = [
     "export",
     "load_sweep",
     "plot",
+    "plot_axes",
     "report",
     "report_dict",
     "sweep",
@@ -168,6 +169,12 @@ def plot(sweep_folder: str | Path, out: str | Path | None = None, results: tuple
     check_picture_path(target, "-o")
     with guarded_output(target, "picture folder", file=True):
         return plot_sweep_folder(Path(sweep_folder), Path(out) if out else None, results, x=x, facet=facet)
+
+
+def plot_axes(sweep_folder: str | Path, results: tuple[str, ...] | None = None, *, x: str | None = None,
+              facet: str | None = None) -> dict[str, Any]:
+    """What :func:`plot` draws with the same arguments: ``{"results": [...], "x": key, "facet": key or None}``."""
+    return sweep_plot_axes(Path(sweep_folder), results, x=x, facet=facet)
 
 
 def write_report(diag: Diagnosis, out: str | Path, png: bool = True) -> list[Path]:

@@ -2,8 +2,8 @@
 
 Sub-commands: run, sweep, diagnose, compare, export, plot, check-c, reproduce, platforms, calibrate, doctor,
 capture, evaluate, report, analyze.  Errors in input files or in SimGrid are printed as one message, without a
-traceback.  Every command takes ``--quiet`` (no progress, no text summary); commands that print a summary take
-``--json``.
+traceback.  Every command takes ``--quiet`` (no progress, no text summary); every one but doctor, capture and
+import-otf2 takes ``--json``.
 Progress bars go to stderr, and only to a terminal.
 """
 
@@ -234,12 +234,15 @@ def _check_c(sub: Any) -> None:
     p.add_argument("--kinds", default="overhead,swap,flush,delay",
                    help="event kinds that count as overhead (comma-separated; default: %(default)s)")
     p.add_argument("--atol", type=float, default=1e-9, help="prefix sums closer than this are equal (s)")
-    p.add_argument("--show", type=int, default=10, metavar="N", help="print the first N violations")
+    p.add_argument("--show", type=int, default=10, metavar="N", help="print the first N violations (default 10; 0: "
+                   "none)")
     p.add_argument("--strict", action="store_true", help=argparse.SUPPRESS)  # the default now; kept for scripts
     trust_flag(p)
     _json_flag(p)
 
     def go(args: argparse.Namespace) -> int:
+        if args.show < 0:
+            raise InputError("(command line)", "--show", f"must be >= 0, got {args.show}", "e.g. --show 10")
         kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
         rep = api.check_c(args.events, atol=args.atol, kinds=kinds, trust_edited=args.trust_edited)
         edited = warn_edited(args, args.events)
@@ -253,7 +256,7 @@ def _check_c(sub: Any) -> None:
              "swap,flush,delay counts only the spilling: swaps, flushes and the pads (delay) that equalise "
              "synchronised flushes, without the per-record overhead)")
         _say(args, rep.text())
-        if len(rep.violations) and args.show > 0:
+        if len(rep.violations) and args.show:
             _say(args, rep.violations.head(args.show).to_string(index=False))
         return 0 if rep.holds else 1
 

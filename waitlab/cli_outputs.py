@@ -16,7 +16,8 @@ def _compare(sub: Any) -> None:
                        "the ranks and steps that moved most")
     p.add_argument("run_a", type=Path, help="results folder of the reference run (A)")
     p.add_argument("run_b", type=Path, help="results folder of the changed run (B)")
-    p.add_argument("--top", type=int, default=5, help="ranks and steps listed (default 5)")
+    p.add_argument("--top", type=int, default=5, help="ranks and steps listed, those that moved most (default 5; "
+                   "0 lists none); every total, wait pattern and region that moved is listed")
     p.add_argument("--png", type=Path, default=None, metavar="FILE", help="also draw the comparison into FILE")
     trust_flag(p)
     json_flag(p)
@@ -42,7 +43,8 @@ def _export(sub: Any) -> None:
     p = sub.add_parser("export", help="export a results folder for other tools: OTF2 (Vampir, Scalasca), "
                        "Chrome/Perfetto trace, wait-propagation graph (GraphML)")
     p.add_argument("run", type=Path, help="results folder of `waitlab run`")
-    for fmt, what in (("otf2", "OTF2 archive otf2/traces.otf2 (otf2-print, Vampir, Scalasca)"),
+    for fmt, what in (("otf2", "OTF2 archive otf2/traces.otf2 (otf2-print, Vampir, Scalasca); the "
+                              "default when no format flag is given"),
                       ("chrome", "Chrome trace trace.json, exact to the ns (ui.perfetto.dev, chrome://tracing)"),
                       ("graphml", "wait-propagation graph propagation.graphml (+ .png when small)")):
         p.add_argument(f"--{fmt}", action="store_true", help=what)
@@ -83,7 +85,7 @@ def _plot(sub: Any) -> None:
         res = tuple(r.strip() for r in args.results.split(",") if r.strip()) if args.results else None
         path = api.plot(args.sweep, args.output, res, x=args.x, facet=args.facet)
         if args.json:
-            dump({"picture": str(path), "results": list(res) if res else None, "x": args.x, "facet": args.facet})
+            dump({"picture": str(path), **api.plot_axes(args.sweep, res, x=args.x, facet=args.facet)})
         say(args, f"sweep picture written to {path}")
         return 0
 

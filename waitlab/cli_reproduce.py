@@ -98,8 +98,10 @@ def reproduce_command(sub: Any) -> None:
     p = sub.add_parser("reproduce", help="reproduce a paper's table or an experiment: "
                        + ", ".join(REPRODUCTIONS))
     p.add_argument("target", choices=sorted([*REPRODUCTIONS, *ALIASES]),
-                   help="; ".join(f"{k}: {v[0]}" for k, v in REPRODUCTIONS.items()))
-    p.add_argument("-o", "--output", type=Path, default=None, help="output folder (default: results/<target>)")
+                   help="; ".join(f"{k}: {v[0]}" for k, v in REPRODUCTIONS.items())
+                   + "; former names, still accepted: " + ", ".join(f"{k} (= {v})" for k, v in ALIASES.items()))
+    p.add_argument("-o", "--output", type=Path, default=None, help="output folder (default: results/<target>; "
+                   "wu-lared-s: results/wu-lared-s-<ranks>)")
     p.add_argument("--no-png", action="store_true", help="skip the plots")
     p.add_argument("--full", action="store_true", help="rao-alltoall: the full grid (hours on 2 cores)")
     p.add_argument("--statements", action="store_true", help="rao-alltoall: the default subset plus the 256-rank "

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -160,7 +161,24 @@ def plot_sweep_folder(folder: Path, out_png: Path | None = None, results: Sequen
     diagnosis scores.
     """
     table = _read_table(folder)
+    keys, res = _keys_and_results(table, results)
+    return plot_sweep(table, keys, Path(out_png) if out_png else Path(folder) / "sweep.png", res, x=x, facet=facet)
+
+
+def _keys_and_results(table: pd.DataFrame, results: Sequence[str] | None) -> tuple[list[str], list[str]]:
+    """The swept keys of a sweep table and the results :func:`plot_sweep_folder` draws (its defaults when none)."""
     keys = list(table.columns[: list(table.columns).index("scenario_hash")])
     extra = [c for c in table.columns if c.endswith("_time") or c.endswith((".blame_error", ".top1"))]
-    res = list(results) if results else [c for c in DEFAULT_RESULTS if c in table.columns] + extra
-    return plot_sweep(table, keys, Path(out_png) if out_png else Path(folder) / "sweep.png", res, x=x, facet=facet)
+    return keys, list(results) if results else [c for c in DEFAULT_RESULTS if c in table.columns] + extra
+
+
+def sweep_plot_axes(folder: Path, results: Sequence[str] | None = None, *, x: str | None = None,
+                    facet: str | None = None) -> dict[str, Any]:
+    """What :func:`plot_sweep_folder` draws with these arguments: ``results`` (a row of panels each), the ``x`` key
+    and the ``facet`` key (``None``: one column of panels)."""
+    table = _read_table(folder)
+    keys, res = _keys_and_results(table, results)
+    if not res:  # as sweep_figure: every numeric column
+        res = [c for c in table.columns if c not in keys and pd.api.types.is_numeric_dtype(table[c])]
+    xkey, fkey = _pick(table, keys, x, facet)
+    return {"results": res, "x": xkey, "facet": fkey}
