@@ -16,6 +16,7 @@ import pytest
 
 from waitlab.experiments.diagnosis import registry
 from waitlab.experiments.diagnosis.diagnose import run_models
+from waitlab.experiments.diagnosis.sandbox import IsolatedModel
 from waitlab.models.analysis.protocol import RunData
 from waitlab.models.analysis.waitstates import make_events, wait_states
 
@@ -84,12 +85,16 @@ def test_a_function_that_calls_sys_exit_is_left_out_and_the_others_kept() -> Non
 
 
 def test_ctrl_c_in_a_function_model_is_not_swallowed() -> None:
-    def interrupted(run: RunData, **options: object) -> pd.DataFrame:
-        raise KeyboardInterrupt
+    def interrupted(run: RunData, **options: object) -> pd.DataFrame:  # in its child: Ctrl-C reaches waitlab
+        os.kill(os.getppid(), signal.SIGINT)
+        time.sleep(60)
+        return pd.DataFrame()
 
     ev = _barrier()
+    t0 = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
         run_models(ev, wait_states(ev), models=[interrupted], errors={}, memory=False)
+    assert time.monotonic() - t0 < 30  # the child was not waited for
 
 
 def test_a_copy_of_a_run_has_tables_of_its_own() -> None:
@@ -116,8 +121,10 @@ def test_the_built_in_models_share_the_run_and_change_none_of_its_tables() -> No
         registry.run_model(spec, run)
     pd.testing.assert_frame_equal(run.events, events)
     pd.testing.assert_frame_equal(run.waits, waits)
-    fn_spec = registry.resolve(_mutate_waits)
-    assert registry.model_input(fn_spec, run) is not run
+    fn_spec = registry.resolve(_mutate_waits)  # a function runs in a forked child, which has a copy of its own
+    assert isinstance(fn_spec.fn, IsolatedModel) and registry.model_input(fn_spec, run) is run
+    raw = registry.ModelSpec("raw", "raw", _mutate_waits)  # not resolved: run here, on a copy
+    assert registry.model_input(raw, run) is not run
 
 
 LEAVER = textwrap.dedent('''

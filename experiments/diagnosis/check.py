@@ -11,8 +11,8 @@ against the case as it was given, so a model that changes its input (inflating t
 Exceptions, ``sys.exit`` included, are reported, not raised (only Ctrl-C goes through).  The cases' event tables
 carry the simulator's truth columns (``cause``, ``excess``) as a run's do; the model gets them as a measured trace
 holds them (:class:`~waitlab.models.analysis.protocol.RunData`), so a model that reads the truth is reported.
-A model named by a spec runs in a child process (:mod:`~waitlab.experiments.diagnosis.sandbox`), as in
-``waitlab diagnose``.
+A model named by a spec, or a function, runs in a child process (:mod:`~waitlab.experiments.diagnosis.sandbox`;
+a function in a forked one), as in ``waitlab diagnose``: one that loops is stopped after the default time limit.
 
 Examples
 --------
@@ -24,7 +24,7 @@ Examples
 >>> def negative(run, **options):
 ...     return pd.DataFrame({"rank": [0], "region": ["A"], "seconds": [-1.0]})
 >>> check_model(negative)[0]
-'barrier, one late rank: has negative blame (-1 s)'
+'barrier, one late rank: returned a table the protocol does not allow: has negative blame (-1 s)'
 """
 
 from __future__ import annotations

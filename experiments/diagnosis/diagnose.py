@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
@@ -45,6 +46,7 @@ from waitlab.experiments.diagnosis.groundtruth import (
     region_set,
     wait_metrics,
 )
+from waitlab.experiments.diagnosis.names import FlagValue
 from waitlab.experiments.diagnosis.registry import (
     DEFAULT_DIAGNOSE,
     DEFAULT_TIMEOUT,
@@ -93,7 +95,8 @@ def run_models(events: pd.DataFrame, waits: pd.DataFrame, *, threshold: float = 
     (:class:`~waitlab.experiments.diagnosis.registry.ModelFailure`) is left out and its message put in
     ``errors`` (model key -> message); without ``errors`` the failure is raised.  The models read the tables as a
     measured trace holds them (:class:`~waitlab.models.analysis.protocol.RunData`): no cause ledger, no injected
-    seconds.  A user's model (a spec, a plug-in) runs in a child process, ``model_timeout`` seconds at most.
+    seconds.  A user's model (a spec, a plug-in, a function) runs in a child process, ``model_timeout`` seconds at
+    most.
     ``tie_relative`` > 0 switches the relative tie rule on in the built-in models that split ties (CWP-DM,
     H-CWP-DM; :mod:`waitlab.models.analysis.ties`).
     """
@@ -238,13 +241,14 @@ def diagnose(events: pd.DataFrame, waits: pd.DataFrame, *, scenario: Scenario | 
     models : sequence, optional
         The models (built-in keys, ``package.module:function`` specs, functions or
         :class:`~waitlab.experiments.diagnosis.registry.ModelSpec`); default CWP-DM and H-CWP-DM.
-        A model that raises or returns what the protocol does not allow is left out, with a note
-        naming it (``Diagnosis.errors``); the others are kept.
+        A model that raises, runs past ``model_timeout`` or returns what the protocol does not allow is left out,
+        with one line on stderr (``waitlab: error: model ...``) and a note naming it (``Diagnosis.errors``); the
+        others are kept.
     placement : DataFrame, optional
         ``rank, node, ...`` of the run (given to the models).
     model_timeout : float
-        Seconds a user's model may take on the run (it runs in a child process,
-        :mod:`~waitlab.experiments.diagnosis.sandbox`).
+        Seconds a user's model (a spec, a plug-in or a Python function) may take on the run: it runs in a child
+        process (a function in a forked one, :mod:`~waitlab.experiments.diagnosis.sandbox`), stopped past them.
     tie_relative : float
         The relative tie rule (0: off, the default): in CWP-DM and H-CWP-DM, culprits that arrived within this
         fraction of a wait of its latest culprit share it (:mod:`waitlab.models.analysis.ties`).  Either way the
@@ -260,6 +264,10 @@ def diagnose(events: pd.DataFrame, waits: pd.DataFrame, *, scenario: Scenario | 
     diag = Diagnosis(scenario=scenario, metadata=dict(metadata or {}), baseline=baseline, models=run_list,
                      truth=None, events=events, waits=waits, errors=errors)
     diag.notes += list(errors.values())
+    flags = {str(m) for m in models or () if isinstance(m, FlagValue)}  # the command line says those itself
+    for key, msg in errors.items():
+        if key not in flags:
+            print(f"waitlab: error: {msg} (left out of the diagnosis: Diagnosis.errors)", file=sys.stderr)
     impossible = impossible_line(impossible_collectives(events))
     if impossible:
         diag.notes.append(impossible)

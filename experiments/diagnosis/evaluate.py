@@ -109,6 +109,8 @@ def model_digest(spec: ModelSpec) -> str:
     """Digest of a model's source (its module's file) and options: a changed model is scored again."""
     h = hashlib.sha256(spec.key.encode())
     for fn in (spec.fn, spec.detail):
+        if isinstance(fn, IsolatedModel) and fn.fn is not None:  # a Python function (in a forked child): its own
+            fn = fn.fn
         if fn is None:
             continue
         if isinstance(fn, IsolatedModel):  # a user's model: its file (or plug-in version), not the proxy

@@ -13,17 +13,19 @@ Models are found, in this order:
 :func:`run_model` runs one model safely: a model that raises or returns garbage gives a
 :class:`ModelFailure` naming the model and what went wrong, never a traceback.  A model named by a spec or
 an entry point is the user's code: it is imported and run in a process of its own
-(:mod:`~waitlab.experiments.diagnosis.sandbox`, with a time limit); the built-in models run in waitlab's.
+(:mod:`~waitlab.experiments.diagnosis.sandbox`, with a time limit), as is a Python function (in a forked process);
+the built-in models run in waitlab's.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
+import inspect
 import math
 import re
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -136,11 +138,14 @@ def resolve(spec: str | Callable[..., pd.DataFrame] | ModelSpec, where: str | No
     dependency at import: the import is tried in a child process, :func:`~.sandbox.probe`), is an
     :class:`~waitlab.errors.InputError` naming ``where`` and ``key_name`` (a file and its key); without ``where``,
     the command line's flag for a spec given there (:class:`~waitlab.experiments.diagnosis.names.FlagValue`), else
-    the Python argument ``python_name`` (and ``model_timeout``).  Specs and plug-ins run in a child process with
-    ``timeout`` seconds per run; a function given here runs in this process.
+    the Python argument ``python_name`` (and ``model_timeout``).  Specs, plug-ins and functions (a
+    :class:`ModelSpec` of one too, unless built in) run in a child process with ``timeout`` seconds per run (a
+    function in a forked one, :class:`~.sandbox.IsolatedModel`).
     """
     if isinstance(spec, ModelSpec):
-        return spec
+        if spec.builtin or isinstance(spec.fn, IsolatedModel):
+            return spec
+        return replace(spec, fn=_forked(spec.key, spec.fn, timeout))
     if where is None:
         where, key_name = argument_label(spec, python_name)
         timeout_name = "--model-timeout" if where == "(command line)" else "model_timeout"
@@ -148,17 +153,17 @@ def resolve(spec: str | Callable[..., pd.DataFrame] | ModelSpec, where: str | No
         key_name, timeout_name = key_name or "--model", "--model-timeout"
     if isinstance(spec, str):
         spec = str(spec)  # a command line's FlagValue: plain text from here on
-    if callable(spec):
-        name = f"{getattr(spec, '__module__', '?')}:{getattr(spec, '__name__', repr(spec))}"
-        return ModelSpec(name, name, spec)
-    if not isinstance(spec, str):
-        raise InputError(where, key_name, f"{spec!r} is not a model name", _FIX_SPEC)
-    if spec in BUILTIN:
+    if isinstance(spec, str) and spec in BUILTIN:
         return BUILTIN[spec]
     if not math.isfinite(timeout) or timeout <= 0:
         raise InputError(where, timeout_name, f"must be a positive number of seconds, got {timeout}",
                          f"e.g. {timeout_name} {DEFAULT_TIMEOUT:g}" if timeout_name.startswith("--") else
                          f"e.g. model_timeout={DEFAULT_TIMEOUT:g}")
+    if callable(spec):
+        name = f"{getattr(spec, '__module__', '?')}:{getattr(spec, '__name__', repr(spec))}"
+        return ModelSpec(name, name, _forked(name, spec, timeout))
+    if not isinstance(spec, str):
+        raise InputError(where, key_name, f"{spec!r} is not a model name", _FIX_SPEC)
     if ":" not in spec:
         eps = entry_point_models(timeout)
         if spec in eps:
@@ -169,9 +174,20 @@ def resolve(spec: str | Callable[..., pd.DataFrame] | ModelSpec, where: str | No
     try:
         source, name = probe(spec, timeout)
     except SandboxError as exc:
+        module = spec.rpartition(":")[0]
+        shows = f"python {module}" if module.endswith(".py") else f"python -c 'import {module}'"
         raise InputError(where, key_name, f"model {spec!r}: {exc}",
-                         "fix the model's file (python -c 'import MODULE' shows the same error)") from None
+                         exc.fix or f"fix the model's file ({shows} shows the same error)") from None
     return ModelSpec(spec, name, IsolatedModel(spec, source, timeout, tuple(sys.path)))
+
+
+def _forked(name: str, fn: Callable[..., pd.DataFrame], timeout: float) -> IsolatedModel:
+    """A Python function as a model run in a forked child (``timeout`` seconds per run), keyed by its file."""
+    try:
+        src = inspect.getsourcefile(fn)
+    except TypeError:
+        src = None
+    return IsolatedModel(name, src, timeout, fn=fn)
 
 
 def resolve_all(specs: Sequence[str | Callable[..., pd.DataFrame] | ModelSpec], where: str | None = None,
@@ -250,8 +266,9 @@ def model_input(spec: ModelSpec, run: RunData) -> RunData:
 def run_model(spec: ModelSpec, run: RunData, *, memory: bool = False, **options: Any) -> ModelRun:
     """Run one model on ``run``; :class:`ModelFailure` (naming the model) if it raises or returns garbage.
 
-    A user's model (:class:`~.sandbox.IsolatedModel`) runs in a child process: its exit, crash, time limit or
-    exception is a :class:`ModelFailure` too (naming the model's file).  A function runs here, on a copy of the
+    A user's model (a spec, a plug-in or a function, as :func:`resolve` makes them: :class:`~.sandbox.IsolatedModel`)
+    runs in a child process: its exit, crash, time limit or exception is a :class:`ModelFailure` too (naming the
+    model's file).  A function of a :class:`ModelSpec` not made by :func:`resolve` runs here, on a copy of the
     tables (:func:`model_input`); its exceptions, ``sys.exit`` included (not Ctrl-C), are a :class:`ModelFailure`.
     Its output is checked against the run as it was given.
     """

@@ -15,9 +15,10 @@ waitlab.experiments.diagnosis.sandbox`` child, in a process group of its own:
 - its result comes back as plain arrays and strings (read with an unpickler that builds nothing else), so no
   object of the user's is ever rebuilt in waitlab's process.
 
-Built-in models stay in waitlab's process (their speed matters and they are waitlab's code).  A Python
-function handed to the API (``waitlab.evaluate(models=[fn])``) runs in the caller's process, which is the
-user's own.
+A Python function handed to the API (``waitlab.diagnose(RUN, models=[fn])``, ``waitlab.evaluate``,
+``waitlab.check_model``) is run the same way in a forked copy of waitlab's process (nothing to import: the child
+has the function and the run's tables already), with the same time limit, output relay and one-line errors.
+Built-in models stay in waitlab's process (their speed matters and they are waitlab's code).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ import traceback
 import tracemalloc
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +60,12 @@ MAX_MESSAGE = 300
 
 
 class SandboxError(Exception):
-    """What went wrong with a user's model, in one line (without the model's name: the caller adds it)."""
+    """What went wrong with a user's model, in one line (without the model's name: the caller adds it), and, when
+    known, how to fix it (``fix``)."""
+
+    def __init__(self, message: str, fix: str = "") -> None:
+        super().__init__(message)
+        self.fix = fix
 
 
 def measure(fn: Callable[[], Any], memory: bool) -> tuple[Any, float, int]:
@@ -92,7 +99,8 @@ class IsolatedModel:
     Attributes
     ----------
     spec : str
-        ``package.module:function`` (an installed plug-in's entry point too) or ``path/file.py:function``.
+        ``package.module:function`` (an installed plug-in's entry point too) or ``path/file.py:function``; for a
+        Python function (``fn``), its ``module:name``.
     source : str or None
         The file defining the function (found by :func:`probe`; its bytes key the evaluate cache).
     timeout : float
@@ -101,6 +109,8 @@ class IsolatedModel:
         The Python path the child imports the model with (waitlab's, at resolve time).
     version : str
         An installed plug-in's entry point and package version (what keys its cached scores).
+    fn : callable or None
+        A Python function handed to the API: run in a forked child instead of being imported.
     """
 
     spec: str
@@ -108,6 +118,7 @@ class IsolatedModel:
     timeout: float = DEFAULT_TIMEOUT
     sys_path: tuple[str, ...] = ()
     version: str = ""
+    fn: Callable[..., Any] | None = None
 
     def __call__(self, run: Any, **options: Any) -> Any:
         return self.measure(run, options, memory=False)[0]
@@ -117,9 +128,11 @@ class IsolatedModel:
         bytes (measured in the child); :class:`SandboxError` when it fails."""
         import pandas as pd
 
+        # what a spec's module printed at import was relayed by its probe (an installed plug-in is not probed)
         payload = {"op": "run", "spec": self.spec, "sys_path": list(self.sys_path), "events": run.events,
-                   "waits": run.waits, "placement": run.placement, "options": options, "memory": memory}
-        cols, attrs, seconds, peak = _call(payload, self.timeout, self.spec)
+                   "waits": run.waits, "placement": run.placement, "options": options, "memory": memory,
+                   "import_shown": not self.version, "source": self.source}
+        cols, attrs, seconds, peak = _call(payload, self.timeout, self.spec, self.fn)
         frame = pd.DataFrame(cols)
         frame.attrs = attrs
         return frame, seconds, peak
@@ -142,26 +155,42 @@ class _PlainUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"{module}.{name} is not allowed in a model's answer")
 
 
-def _call(payload: dict[str, Any], timeout: float, spec: str) -> Any:
-    """Run one request in a fresh child; its answer, or :class:`SandboxError`."""
+def _call(payload: dict[str, Any], timeout: float, spec: str, fn: Callable[..., Any] | None = None) -> Any:
+    """Run one request in a fresh child (``fn``: in a forked one); its answer, or :class:`SandboxError`."""
+    from waitlab.simulator.smpi import die_with_parent
+
     with tempfile.TemporaryDirectory(prefix="waitlab-model-") as tmp:
         folder = Path(tmp)
-        with open(folder / "in.pkl", "wb") as fh:
-            pickle.dump(payload, fh, protocol=pickle.HIGHEST_PROTOCOL)
-        from waitlab.simulator.smpi import die_with_parent
-
-        proc = subprocess.Popen([sys.executable, "-m", "waitlab.experiments.diagnosis.sandbox", tmp],
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                start_new_session=True, preexec_fn=die_with_parent)
+        if fn is None:
+            with open(folder / "in.pkl", "wb") as fh:
+                pickle.dump(payload, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            proc = subprocess.Popen([sys.executable, "-m", "waitlab.experiments.diagnosis.sandbox", tmp],
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                    start_new_session=True, preexec_fn=die_with_parent)
+            pid = proc.pid
+            reap: Callable[[], object] = proc.wait
+        else:
+            for stream in (sys.stdout, sys.stderr):  # what waitlab wrote is not written again by the child
+                stream.flush()
+            pid = os.fork()
+            if pid == 0:  # the child: never returns
+                try:
+                    os.setsid()
+                    die_with_parent()
+                    _redirect(folder)
+                    _serve(folder, fn, payload["source"], payload)
+                finally:
+                    os._exit(0)
+            reap = partial(os.waitpid, pid, 0)
         try:
-            code = _wait(proc, folder / "started", timeout)
-            _kill(proc)  # the model's process has ended: what it left behind in its group goes with it
+            code = _wait(pid, folder / "started", timeout)
+            _kill(pid, reap)  # the model's process has ended: what it left behind in its group goes with it
         except SandboxError:
-            _kill(proc)
+            _kill(pid, reap)
             _relay(folder, spec)
             raise
         except BaseException:  # Ctrl-C, SIGTERM: the model goes with waitlab
-            _kill(proc)
+            _kill(pid, reap)
             raise
         _relay(folder, spec)
         answer = folder / "out.pkl"
@@ -173,7 +202,7 @@ def _call(payload: dict[str, Any], timeout: float, spec: str) -> Any:
                 raise SandboxError(f"sent an answer waitlab cannot read ({_one_line(exc)})") from None
             if status == "ok":
                 return value
-            raise SandboxError(str(value))
+            raise SandboxError(*value) if isinstance(value, tuple) else SandboxError(str(value))
         if code < 0:
             name = signal.Signals(-code).name
             why = {"SIGSEGV": " (a crash in compiled code)", "SIGXFSZ": f" (it wrote more than "
@@ -183,13 +212,13 @@ def _call(payload: dict[str, Any], timeout: float, spec: str) -> Any:
                            "(os._exit, or an extension that exited)")
 
 
-def _wait(proc: subprocess.Popen[bytes], started: Path, timeout: float) -> int:
+def _wait(pid: int, started: Path, timeout: float) -> int:
     """Wait for the child: :data:`IMPORT_TIMEOUT` seconds to import, then ``timeout`` for the model's call
     (the child creates ``started`` when it calls the model)."""
     t0 = time.monotonic()
     called: float | None = None
     while True:
-        code = _ended(proc)
+        code = _ended(pid)
         if code is not None:
             return code
         time.sleep(0.05)
@@ -199,27 +228,27 @@ def _wait(proc: subprocess.Popen[bytes], started: Path, timeout: float) -> int:
         if called is None and now - t0 > IMPORT_TIMEOUT:
             raise SandboxError(f"was still being imported after {IMPORT_TIMEOUT:g} s: stopped")
         if called is not None and now - called > timeout:
-            raise SandboxError(f"did not return within {timeout:g} s (the time limit per run, --model-timeout): "
-                               "stopped")
+            raise SandboxError(f"did not return within {timeout:g} s (the time limit per run, --model-timeout or "
+                               "model_timeout=): stopped")
 
 
-def _ended(proc: subprocess.Popen[bytes]) -> int | None:
+def _ended(pid: int) -> int | None:
     """The child's exit status (negative: the signal that ended it) once it has ended, else None; the child is left
     a zombie (not reaped), so its process group id stays its own until :func:`_kill` has killed the group."""
-    info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
     if info is None or info.si_pid == 0:
         return None
     return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
 
 
-def _kill(proc: subprocess.Popen[bytes]) -> None:
+def _kill(pid: int, reap: Callable[[], object]) -> None:
     """Kill the child's process group (the child, if alive, and every process it left in the group), then reap the
-    child."""
+    child (``reap``)."""
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
+        os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-    proc.wait()
+    reap()
 
 
 def _relay(folder: Path, spec: str) -> None:
@@ -254,11 +283,16 @@ def load(spec: str) -> tuple[Callable[..., Any], str | None]:
         fn = next(iter(eps)).load()
     else:
         module, _, attr = spec.rpartition(":")
-        fn = _import(module)
+        mod = fn = _import(module)
         for part in attr.split("."):  # an entry point may name module:object.attribute
             fn = getattr(fn, part, None)
         if not callable(fn):
-            raise SandboxError(f"{module} has no function {attr!r}")
+            names = [n for n, v in vars(mod).items() if inspect.isfunction(v) and not n.startswith("_")
+                     and v.__module__ == mod.__name__]  # its own functions, not those it imports
+            listed = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "")
+            raise SandboxError(f"{module} has no function {attr!r}",
+                               f"name one of the functions it defines: {listed}" if names else
+                               f"{module} defines no function: add the model to it, or name the file that has it")
     try:
         src = inspect.getsourcefile(fn)
     except TypeError:
@@ -276,13 +310,17 @@ def _import(module: str) -> Any:
         sys.modules[path.stem] = mod
         spec.loader.exec_module(mod)
         return mod
-    try:
-        return importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        if exc.name != module.split(".")[0] or os.getcwd() in sys.path:
-            raise
-    sys.path.insert(0, os.getcwd())  # a model file in the current folder, as `python -m` would find it
-    return importlib.import_module(module)
+    while True:
+        try:
+            return importlib.import_module(module)
+        except ModuleNotFoundError as exc:  # the module itself (or its package), or something it imports?
+            if exc.name is None or not (module + ".").startswith(exc.name + "."):
+                raise
+        if os.getcwd() in sys.path:
+            tried = Path.cwd() / (module.replace(".", os.sep) + ".py")
+            raise SandboxError(f"no module {module}: no file {tried} and no installed module of that name",
+                               "give the model's file as path/to/file.py:function, or run waitlab in its folder")
+        sys.path.insert(0, os.getcwd())  # a model file in the current folder, as `python -m` would find it
 
 
 def _where(exc: BaseException, source: str | None) -> str:
@@ -312,9 +350,8 @@ def describe_exception(exc: BaseException) -> str:
         return f"called sys.exit({exc.code!r})"
     if isinstance(exc, RecursionError):
         return "raised RecursionError (unbounded recursion)"
-    if isinstance(exc, SyntaxError):
-        return f"raised {type(exc).__name__}: {_one_line(exc.msg)}"
-    return f"raised {type(exc).__name__}: {_one_line(exc)}"
+    text = _one_line(exc.msg if isinstance(exc, SyntaxError) else exc)
+    return f"raised {type(exc).__name__}" + (f": {text}" if text else "")
 
 
 def _answer(folder: Path, status: str, value: Any) -> None:
@@ -342,23 +379,28 @@ def _plain_table(frame: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     return cols, attrs
 
 
-def child_main(folder: Path) -> int:
-    """The child: read the request, import the model, run it, write the answer (``out.pkl``)."""
+def _redirect(folder: Path) -> None:
+    """The child's output (``stdout``, ``stderr``, from C too) into ``printed``, its files at most
+    :data:`MAX_FILE_BYTES`."""
     log = os.open(folder / "printed", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.dup2(log, 1)
     os.dup2(log, 2)
     sys.stdout = io.TextIOWrapper(os.fdopen(1, "wb", buffering=0), write_through=True)
     sys.stderr = sys.stdout
     resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_FILE_BYTES, MAX_FILE_BYTES))
+
+
+def child_main(folder: Path) -> int:
+    """The child: read the request, import the model, run it, write the answer (``out.pkl``)."""
+    _redirect(folder)
     sys.dont_write_bytecode = True  # no __pycache__ left beside the user's model file
     with open(folder / "in.pkl", "rb") as fh:
         req = pickle.load(fh)
     sys.path[:0] = [p for p in req["sys_path"] if p not in sys.path]
-    source = None
     try:
         fn, source = load(req["spec"])
     except SandboxError as exc:
-        _answer(folder, "error", str(exc))
+        _answer(folder, "error", (str(exc), exc.fix))
         return 0
     except BaseException as exc:  # SyntaxError, an exception at import, a missing dependency, NUL bytes, ...
         what = f"cannot be imported: {describe_exception(exc)}{_where(exc, None)}"
@@ -367,6 +409,15 @@ def child_main(folder: Path) -> int:
     if req["op"] == "probe":
         _answer(folder, "ok", (source, str(getattr(fn, "waitlab_name", req["spec"]))))
         return 0
+    if req.get("import_shown"):  # its probe relayed what the import printed: not again
+        os.ftruncate(1, 0)
+        os.lseek(1, 0, os.SEEK_SET)  # stdout and stderr share this file position
+    _serve(folder, fn, source, req)
+    return 0
+
+
+def _serve(folder: Path, fn: Callable[..., Any], source: str | None, req: dict[str, Any]) -> None:
+    """Run the model on the request's run and write the answer (the child's side, spawned or forked)."""
     from waitlab.models.analysis.protocol import RunData, blame_problems
 
     run = RunData(req["events"], req["waits"], req["placement"])
@@ -378,18 +429,17 @@ def child_main(folder: Path) -> int:
         frame, seconds, peak = measure(lambda: fn(run, **options), req["memory"])
     except BaseException as exc:  # anything of the model's, sys.exit included
         _answer(folder, "error", describe_exception(exc) + _where(exc, source))
-        return 0
+        return
     problems = blame_problems(frame, before)
     if problems:
         _answer(folder, "error", "returned a table the protocol does not allow: " + "; ".join(problems))
-        return 0
+        return
     try:
         cols, attrs = _plain_table(frame)
     except Exception as exc:  # a table whose cells are objects of the user's that do not convert
         _answer(folder, "error", f"returned a table waitlab cannot read: {describe_exception(exc)}")
-        return 0
+        return
     _answer(folder, "ok", (cols, attrs, float(seconds), int(peak)))
-    return 0
 
 
 if __name__ == "__main__":

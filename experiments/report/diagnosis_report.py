@@ -18,8 +18,8 @@ from waitlab.models.analysis.cwpdm import CwpdmResult
 from waitlab.models.analysis.hcwpdm import HcwpdmResult
 from waitlab.models.analysis.scoring import by_rank_region, by_region
 
-#: Blame below this many seconds (SimGrid's clock precision, ``timing_precision``) is rounding, not a finding: the
-#: tables and the most blamed pairs leave it out, and the report says so.
+#: Blame below this many seconds (SimGrid's clock precision, ``timing_precision``; finer than a recorded trace's timer)
+#: is rounding, not a finding: the tables and the most blamed pairs leave it out, and the report says so.
 BLAME_FLOOR = 1e-9
 
 
@@ -29,6 +29,23 @@ def _pct(x: float) -> str:
 
 def _num(x: float, unit: str = "") -> str:
     return "n/a" if x is None or not math.isfinite(x) else f"{x:.4g}{unit}"
+
+
+def _considered(metric: str, collectives: dict[str, float]) -> str:
+    """What ``considered_wait[:OP+OP]`` counts, in words: the largest wait of each instance of a collective, every
+    wait of a point-to-point operation (``collectives``: the run's collective operations).
+
+    >>> _considered("considered_wait:allreduce+recv", {"allreduce": 2.0})
+    'the largest wait of each instance of MPI_Allreduce, and every wait in MPI_Recv'
+    """
+    if ":" not in metric:
+        return "the largest wait of each collective instance, and every point-to-point wait"
+    ops = [o for o in metric.split(":", 1)[1].split("+") if o]
+    coll = ", ".join("MPI_" + o.capitalize() for o in ops if o in collectives)
+    p2p = ", ".join("MPI_" + o.capitalize() for o in ops if o not in collectives)
+    parts = ([f"the largest wait of each instance of {coll}"] if coll else []) + \
+        ([f"every wait in {p2p}"] if p2p else [])
+    return ", and ".join(parts) or "no operation: the run has no wait"
 
 
 def to_markdown(diag: Diagnosis) -> str:
@@ -43,19 +60,18 @@ def to_markdown(diag: Diagnosis) -> str:
         sc = diag.scenario
         lines += [f"{sc.ranks} ranks, platform `{sc.platform.name}`, application `{sc.application_kind}`, "
                   f"seed {sc.seed}, scenario hash `{sc.hash()}`.", ""]
+    p2p = b.get("considered_wait", b["collective_max_wait"]) - b["collective_max_wait"]  # considered_wait: both
     lines += [f"Total wait {b['total_wait']:.4g} s (makespan {b['makespan']:.4g} s); largest wait per collective "
-              f"instance summed: {b['collective_max_wait']:.4g} s. Wait by operation: "
+              f"instance summed: {b['collective_max_wait']:.4g} s"
+              + (f"; point-to-point wait (every one): {p2p:.4g} s" if p2p > 0 else "") + ". Wait by operation: "
               + ", ".join(f"MPI_{k.capitalize()} {v:.4g} s"  # as the blame and the critical path spell it
                           for k, v in sorted(b["wait_by_op"].items(), key=lambda kv: -kv[1])), ""]
-    lines += ["## What each model blames", "", f"(Blame below {BLAME_FLOOR:g} s, SimGrid's clock precision, is "
-              "not listed.)", ""]
+    lines += ["## What each model blames", "", f"(Blame below {BLAME_FLOOR:g} s is rounding and is not listed.)", ""]
     for m in diag.models:
         reg = by_region(m.blame())
-        what = "total wait" if m.metric == "total_wait" else "the largest wait of each instance of " + \
-            (", ".join("MPI_" + o.capitalize() for o in m.metric.split(":", 1)[1].split("+") if o) or
-             "no operation (the run has no wait)")
+        what = "total wait" if m.metric == "total_wait" else _considered(m.metric, b.get("max_wait_by_op", {}))
         memory = f", peak memory {m.peak_bytes / 2**20:.1f} MiB" if m.peak_bytes else \
-            " (peak memory measured only on request: a second, traced run of the model)"
+            " (peak memory not measured: waitlab.diagnose(RUN, memory=True) measures it, with a second, traced run)"
         lines += [f"### {m.name}", "",
                   f"Explains {m.denominator:.4g} s of wait ({what}); attributed "
                   f"{m.attributed:.4g} s, unexplained {m.unexplained:.4g} s. Diagnosis took "
@@ -96,16 +112,16 @@ def to_markdown(diag: Diagnosis) -> str:
         kinds = gt.cost("kind")
         if len(kinds):
             lines += ["", "By cause kind: " + ", ".join(f"{k} {v:.4g} s" for k, v in kinds.items())]
-        rr_t = gt.cost("rank_region").head(8)
-        if len(rr_t):
-            lines += ["", "Costliest candidate (rank, region): " + ", ".join(f"({r}, `{g}`) {v:.4g} s"
-                                                                            for (r, g), v in rr_t.items())]
-            lines += ["", "(A candidate's true cost is the total wait minus the total wait re-simulated without "
-                      "that rank's injected excess in that region. It is negative when removing the excess made "
-                      "the run wait more: the rank then arrives earlier elsewhere and waits there itself, or its "
-                      "partners' waits line up worse.)" if (rr_t < 0).any() else
-                      "(A candidate's true cost is the total wait minus the total wait re-simulated without that "
-                      "rank's injected excess in that region.)"]
+        rr_all = gt.cost("rank_region")
+        rr_t = rr_all[rr_all > 0].head(8)
+        if len(rr_all):
+            lines += ["", "Costliest candidate (rank, region): " + (", ".join(f"({r}, `{g}`) {v:.4g} s"
+                                                                             for (r, g), v in rr_t.items()) or "none")]
+            lines += ["", "(A candidate's true cost is the total wait minus the total wait re-simulated without that "
+                      "rank's injected excess in that region" + (f"; {int((rr_all < 0).sum())} of the "
+                      f"{len(rr_all)} candidates have a negative true cost and are not listed: removing their excess "
+                      "made the run wait more: the rank then arrives earlier elsewhere and waits there itself, or "
+                      "its partners' waits line up worse" if (rr_all < 0).any() else "") + ".)"]
         lines += ["", "## Scores", "",
                   "| model | top-k region | top-k (rank, region) | Spearman region | Spearman (rank, region) | "
                   "rel. error of total | false blame |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]

@@ -143,7 +143,7 @@ def reproduce(ranks: int = 960, steps: int = 3, seed: int = 0, *, executor: Exec
     run = simulate_ops(prepare(sc))
     ledger = ledger_frame(run.ops)
     diag = diagnose(run.events, run.waits, scenario=sc, ops=run.ops, metadata=dict(run.metadata), executor=executor,
-                    cache_dir=cache_dir, use_cache=use_cache, progress=progress,
+                    cache_dir=cache_dir, use_cache=use_cache, progress=progress, memory=True,  # the paper's cost
                     extra_sets=[region_set(ledger, list(EOS_REGIONS), EOS_SET)])
     base = diag.baseline
     budget = rank_budget(run.events, run.waits, sc.ranks)
