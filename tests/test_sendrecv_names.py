@@ -100,7 +100,7 @@ def test_program_sendrecv_is_named_mpi_sendrecv(tmp_path: Path) -> None:
     js = (out / "diagnosis" / "diagnosis.json").read_text()
     html = (out / "report.html").read_text()
     assert "Wait by operation: MPI_Sendrecv 0.2 s" in md
-    assert "each instance of MPI_Sendrecv" in md  # H-CWP-DM (earliest) looks at the sendrecv's waits
+    assert "every wait in MPI_Sendrecv" in md  # H-CWP-DM (earliest) looks at the sendrecv's waits (point to point)
     assert "Hotspots (>= 1% of the time): `MPI_Sendrecv`" in md
     assert "| `MPI_Sendrecv` |" in md  # the critical path by region
     diag = json.loads(js)
