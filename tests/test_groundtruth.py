@@ -169,3 +169,45 @@ def test_scenario_round_trips_through_run_json(ranks):
     back = from_mapping(json.loads(json.dumps(sc.resolved())))
     assert back.hash() == sc.hash()
     assert np.array_equal(back.application.imbalance[0].selection.ranks, sc.application.imbalance[0].selection.ranks)
+
+
+def test_diagnosis_json_gives_each_model_the_truth_in_its_own_measure(scenario, tmp_path):
+    # 4 ranks; rank 2 is x = 0.4 s late in A before a barrier (ranks 0, 1, 3 wait 0.4 s each: 1.2 s, largest 0.4 s),
+    # then rank 0 is y = 0.05 s late in B before it sends to rank 1 (a late-sender wait of 0.05 s).  The barrier
+    # holds 1.2 / 1.25 = 96% of the wait, so H-CWP-DM (earliest) looks at the barrier only: its measure is the
+    # largest barrier wait.  By hand, true cost per region:
+    #   total wait:                   A 1.2, B 0.05
+    #   largest barrier wait:         A 0.4, B 0     (B's excess changes no barrier wait)
+    #   the generic "considered_wait" (largest collective wait + every point-to-point wait): A 0.4, B 0.05
+    x, y, n = 0.4, 0.05, 4
+    b = OpBuilder(n)
+    b.add("enter", range(n), region="A")
+    b.add("compute", range(n), value=[1.0, 1.0, 1.0 + x, 1.0], excess=[0, 0, x, 0], region="A")
+    b.add("leave", range(n), region="A")
+    b.add("barrier", range(n))
+    b.add("enter", range(n), region="B")
+    b.add("compute", range(n), value=[0.1 + y, 0.1, 0.1, 0.1], excess=[y, 0, 0, 0], region="B")
+    b.add("leave", range(n), region="B")
+    b.add("send", 0, peer=1, value=8)
+    b.add("recv", 1, peer=0, value=8)
+    ops = b.build()
+    ev = ideal_replay(ops)
+    with ThreadPoolExecutor(2) as ex:
+        diag = diagnose(ev, wait_states(ev), scenario=scenario, ops=ops, executor=ex, cache_dir=tmp_path / "cache",
+                        rerun=ideal_rerun, memory=False)
+    write_report(diag, tmp_path / "report", png=False)
+    data = json.loads((tmp_path / "report" / "diagnosis.json").read_text())
+    measure = data["models"]["hcwpdm"]["compared_with"]
+    assert measure == "considered_wait:barrier"
+    assert data["models"]["cwpdm"]["compared_with"] == "total_wait"
+    truth = data["truth"]
+    assert truth["by_region"] == pytest.approx({"A": 3 * x, "B": y})
+    assert truth["by_region_by_measure"][measure] == pytest.approx({"A": x, "B": 0.0}, abs=1e-12)
+    assert truth["by_region_by_measure"]["total_wait"] == pytest.approx({"A": 3 * x, "B": y})
+    assert truth["all_causes_by_measure"] == pytest.approx({measure: x, "total_wait": 3 * x + y})
+    assert "by_region_considered" not in truth  # the generic measure (A 0.4, B 0.05) is no model's
+    # the report's column and the scores use the same figures
+    md = (tmp_path / "report" / "diagnosis.md").read_text()
+    assert "| `B` | 0.05 | 0.05 | 0 |" in md
+    assert diag.scores["hcwpdm"]["relative_error_total"] == pytest.approx(
+        (diag.model("hcwpdm").attributed - x) / x, abs=1e-12)

@@ -188,7 +188,8 @@ class Diagnosis:
         return _plain({
             "scenario": self.scenario.resolved() if self.scenario is not None else None,
             "metadata": self.metadata, "baseline": self.baseline, "models": models,
-            "truth": self.truth.to_dict() if self.truth is not None else None, "notes": self.notes,
+            "truth": self.truth.to_dict([m.metric for m in self.models]) if self.truth is not None else None,
+            "notes": self.notes,
             **({"errors": self.errors} if self.errors else {}),
         })
 

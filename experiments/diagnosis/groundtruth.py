@@ -351,8 +351,13 @@ class GroundTruth:
             return led.groupby("kind")["seconds"].sum().sort_values(ascending=False)
         return led.groupby(["rank", "region"])["seconds"].sum().sort_values(ascending=False)
 
-    def to_dict(self) -> dict[str, Any]:
-        """Plain data for the JSON report."""
+    def to_dict(self, measures: Iterable[str] = ()) -> dict[str, Any]:
+        """Plain data for the JSON report.
+
+        ``by_region`` is the true cost per region in total wait; ``by_region_by_measure`` and
+        ``all_causes_by_measure`` give it in each of ``measures`` (the measures the models are scored against,
+        e.g. ``considered_wait:allreduce`` for H-CWP-DM "earliest"; see :func:`metric_value`), keyed by measure.
+        """
         def series(s: pd.Series) -> dict[str, float]:
             return {(":".join(str(x) for x in k) if isinstance(k, tuple) else str(k)): float(v) for k, v in s.items()}
 
@@ -362,7 +367,9 @@ class GroundTruth:
             "by_region": series(self.cost("region")),
             "by_kind": series(self.cost("kind")),
             "by_rank_region": series(self.cost("rank_region")),
-            "by_region_considered": series(self.cost("region", "considered_wait")),
+            "by_region_by_measure": {m: series(self.cost("region", m)) for m in dict.fromkeys(measures)},
+            "all_causes_by_measure": {m: self.cost_of("all", m) if "all" in self.reruns else float("nan")
+                                      for m in dict.fromkeys(measures)},
             "injected_by_region": series(self.injected("region")),
             "injected_by_kind": series(self.injected("kind")),
             "sets": {s.label: {"group": s.group, "causes": s.n_causes, "rerun": self.reruns.get(s.label),
