@@ -30,10 +30,19 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from waitlab.models.vocabulary import ACTIONS, CODE, COLLECTIVE_ACTIONS, LOCAL_ACTIONS, MPI_ACTIONS
+from waitlab.models.vocabulary import (
+    ACTIONS,
+    CODE,
+    COLLECTIVE_ACTIONS,
+    LOCAL_ACTIONS,
+    MPI_ACTIONS,
+    RECV_ACTIONS,
+    SEND_ACTIONS,
+)
 
 __all__ = [
     "ACTIONS",
+    "ANY_TAG",
     "CAUSE_KINDS",
     "CODE",
     "COLLECTIVE_ACTIONS",
@@ -42,8 +51,14 @@ __all__ = [
     "Ledger",
     "OpBuilder",
     "OpTable",
+    "channel_tags",
     "seq_within_rank",
 ]
+
+#: MPI_ANY_TAG as SMPI's tracer writes it: the tag of a receive of any tag, and of its request's wait and test lines.
+ANY_TAG = -444
+#: Actions whose tag names a point-to-point channel (:func:`channel_tags`).
+_CHANNEL_ACTIONS = (*SEND_ACTIONS, *RECV_ACTIONS, "wait", "test")
 
 #: Kinds of cause in the ledger (DESIGN.md section 8).
 CAUSE_KINDS: tuple[str, ...] = ("imbalance", "noise", "overhead", "swap", "flush", "link")
@@ -376,6 +391,32 @@ def local_ranks(ops: OpTable) -> npt.NDArray[np.int64]:
     for c, m in enumerate(members):
         table[c, m] = np.arange(m.size)
     return table
+
+
+def channel_tags(ops: OpTable) -> npt.NDArray[np.int32]:
+    """The tag of each row as a key of its channel: ``ops.tag`` itself when at most one communicator carries
+    point-to-point traffic, else one distinct tag 0, 1, ... per (communicator, tag) pair of the point-to-point,
+    ``wait`` and ``test`` rows (MPI matches a message only on its own communicator; a duplicate of MPI_COMM_WORLD is
+    another communicator).  MPI_ANY_TAG (:data:`ANY_TAG`) stays.  The trace writer writes these tags, since SimGrid's
+    replay pairs ``send``/``recv`` lines by (source, destination, tag) on one communicator.
+
+    >>> b = OpBuilder(2)
+    >>> b.add("send", 0, peer=1, value=8, tag=5, comm=1)
+    >>> b.add("send", 0, peer=1, value=8, tag=5)
+    >>> b.add("recv", 1, peer=0, value=8, tag=5)
+    >>> b.add("recv", 1, peer=0, value=8, tag=5, comm=1)
+    >>> channel_tags(b.build()).tolist()
+    [1, 0, 0, 1]
+    """
+    p2p = _code_mask(ops.code, _CHANNEL_ACTIONS)
+    comm = ops.comm[p2p]
+    if comm.size == 0 or (comm == comm[0]).all():
+        return ops.tag
+    rows = np.flatnonzero(p2p & (ops.tag != ANY_TAG))
+    key = ops.comm[rows].astype(np.int64) * (1 << 32) + ops.tag[rows].astype(np.int64)
+    out = ops.tag.copy()
+    out[rows] = np.unique(key, return_inverse=True)[1].ravel()
+    return out
 
 
 def ref_dtype(n_rows: int) -> type[np.signedinteger[Any]]:

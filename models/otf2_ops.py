@@ -300,13 +300,14 @@ def records_to_timed_ops(rec: TraceRecords, cpu_ratio: float = 1.0, *, equal_cou
     mark_code = np.where(kind[marks] == K["enter"], CODE["enter"], CODE["leave"]).astype(np.int8)
     parts.append(_block(marks, 1, mark_code, rec.rank[marks], name=rec.a[marks].astype(np.int32),
                         t0=rec.time[marks], t1=rec.time[marks]))
-    parts += _p2p_blocks(rec, kind, depth, cls)
     coll = np.flatnonzero(kinds_mask(kind, "collective_end", "nonblocking_collective"))
     comms: dict[tuple[int, ...], int] = {}
     code, value, value2, root, comm = _collective_values(rec, coll, comms, equal_counts)
     parts.append(_block(coll, 1, code, rec.rank[coll], value=value, value2=value2, peer=root, comm=comm,
                         tag=_completion_serials(rec, coll, kind, mpi_like, depth)))
-    ops, cols = _assemble(rec, parts, tuple(sorted(comms, key=comms.__getitem__)))
+    members = list(sorted(comms, key=comms.__getitem__))
+    parts += _p2p_blocks(rec, kind, depth, cls, members)
+    ops, cols = _assemble(rec, parts, tuple(members))
     t0, t1 = _call_times(rec, kind, mpi_like, depth, cols)
     origin = rec.time.min() if n else 0
     return ops, (t0 - origin) / rec.resolution, (t1 - origin) / rec.resolution
@@ -374,13 +375,44 @@ def _block(rows: npt.NDArray[np.int64], sub: int | npt.NDArray[np.int64], code: 
             "t0": col(t0, np.int64), "t1": col(t1, np.int64)}
 
 
-def _p2p_blocks(rec: TraceRecords, kind: npt.NDArray[np.uint32],
-                depth: npt.NDArray[np.int64], cls: npt.NDArray[np.int8]) -> list[dict[str, npt.NDArray[np.generic]]]:
-    """Point-to-point operations and their completions."""
+def _p2p_comms(rec: TraceRecords, refs: npt.NDArray[np.uint32], members: list[tuple[int, ...]]
+               ) -> npt.NDArray[np.int32]:
+    """Communicator id of point-to-point records on communicators ``refs``: 0 for MPI_COMM_WORLD (the first
+    communicator defined with the world's ranks in order) and MPI_COMM_SELF, else ``k`` with ``members[k - 1]`` its
+    members (appended when new).  A communicator shares the id of the collectives on its member list (collectives
+    are keyed by members) unless another communicator of those members (MPI_COMM_WORLD, an earlier duplicate) took it:
+    then it gets an id of its own, so that MPI matching, per communicator, is kept (a duplicate of MPI_COMM_WORLD is
+    another communicator)."""
+    out = np.zeros(refs.size, np.int32)
+    world = tuple(range(rec.n_ranks))
+    refs_u = np.unique(refs).tolist()
+    world_ref = min((r for r, m in rec.comm_members.items() if m is not None and tuple(m) == world), default=-1)
+    claimed = {world}
+    for ref in refs_u:
+        m = rec.comm_members.get(int(ref), ())
+        if not m or ref == world_ref:  # MPI_COMM_WORLD, MPI_COMM_SELF (peers are the own rank) or unknown
+            continue
+        key = tuple(int(x) for x in m)
+        if key in claimed or key not in members:
+            members.append(key)
+            cid = len(members)
+        else:
+            cid = members.index(key) + 1
+        claimed.add(key)
+        out[refs == ref] = cid
+    return out
+
+
+def _p2p_blocks(rec: TraceRecords, kind: npt.NDArray[np.uint32], depth: npt.NDArray[np.int64],
+                cls: npt.NDArray[np.int8], members: list[tuple[int, ...]]) -> list[dict[str, npt.NDArray[np.generic]]]:
+    """Point-to-point operations and their completions (``members``: the communicators' member lists by id, extended
+    with those of the point-to-point communicators, :func:`_p2p_comms`)."""
     own = rec.rank
     world = np.full(kind.size, -1, np.int32)
     p2p = np.flatnonzero(kinds_mask(kind, "send", "isend", "recv", "irecv"))
     world[p2p] = world_ranks(rec, rec.b[p2p], rec.a[p2p], own[p2p])
+    comm = np.zeros(kind.size, np.int32)
+    comm[p2p] = _p2p_comms(rec, rec.b[p2p], members)
     tag = rec.c.astype(np.int64).astype(np.int32)
     nbytes = rec.d.astype(np.float64)
     isend, done = np.flatnonzero(kind == K["isend"]), np.flatnonzero(kind == K["isend_complete"])
@@ -411,20 +443,22 @@ def _p2p_blocks(rec: TraceRecords, kind: npt.NDArray[np.uint32],
     is_send = kind[single] == K["send"]
     send_code = np.where(in_sync(single), CODE["ssend"], CODE["send"])
     parts.append(_block(single, 1, np.where(is_send, send_code, CODE["recv"]).astype(np.int8), own[single],
-                        value=nbytes[single], peer=world[single], tag=tag[single]))
+                        value=nbytes[single], peer=world[single], tag=tag[single], comm=comm[single]))
     ps = kind[paired] == K["send"]
     # the parts carry their call's region (MPI_Sendrecv): the event table's `call` names the call the program made
     region_of = rec.a[enter_of_call[call[paired]]].astype(np.int64)
     parts.append(_block(paired, 1, np.where(ps, CODE["isend"], CODE["irecv"]).astype(np.int8), own[paired],
-                        value=nbytes[paired], peer=world[paired], tag=tag[paired], name=region_of))
+                        value=nbytes[paired], peer=world[paired], tag=tag[paired], name=region_of,
+                        comm=comm[paired]))
     at = leave_of_call[call[paired]]
     parts.append(_block(at, 0, CODE["wait"], own[paired], value2=(~ps).astype(np.float64), peer=world[paired],
-                        tag=tag[paired], name=region_of))
+                        tag=tag[paired], name=region_of, comm=comm[paired]))
     # non-blocking: the isend at its record, the irecv at its request with the completion's partner and size
     parts.append(_block(isend, 1, np.where(in_sync(isend), CODE["issend"], CODE["isend"]).astype(np.int8),
-                        own[isend], value=nbytes[isend], peer=world[isend], tag=tag[isend]))
+                        own[isend], value=nbytes[isend], peer=world[isend], tag=tag[isend], comm=comm[isend]))
     comp = recv_of[ireq]
-    parts.append(_block(ireq, 1, CODE["irecv"], own[ireq], value=nbytes[comp], peer=world[comp], tag=tag[comp]))
+    parts.append(_block(ireq, 1, CODE["irecv"], own[ireq], value=nbytes[comp], peer=world[comp], tag=tag[comp],
+                        comm=comm[comp]))
     # completions: a wait per request, or one waitall for an MPI_Waitall that leaves nothing outstanding
     req_of = np.full(kind.size, -1, np.int64)
     req_of[send_done[isend]] = isend
@@ -446,7 +480,7 @@ def _p2p_blocks(rec: TraceRecords, kind: npt.NDArray[np.uint32],
     src = req_of[single_c]
     is_recv = kind[single_c] == K["irecv"]
     parts.append(_block(single_c, 1, CODE["wait"], own[single_c], value2=is_recv.astype(np.float64),
-                        peer=world[src], tag=tag[src]))
+                        peer=world[src], tag=tag[src], comm=comm[src]))
     return parts
 
 

@@ -1,8 +1,9 @@
 """Message matching: which send meets which receive, and which call completes each request.
 
-MPI's non-overtaking rule makes the k-th send of a (source, destination, tag) channel meet the k-th receive of
-it; a ``wait`` completes the k-th pending request with its (rank, direction, peer, tag), and a request no ``wait``
-completes is completed by the next ``waitall`` of its rank.  Everything is vectorised over the operation table.
+MPI's non-overtaking rule makes the k-th send of a (source, destination, tag, communicator) channel meet the k-th
+receive of it; a ``wait`` completes the k-th pending request with its (rank, direction, peer, tag, communicator), and a
+request no ``wait`` completes is completed by the next ``waitall`` of its rank.  The communicator enters as part of the
+tag (:func:`channel_tags`).  Everything is vectorised over the operation table.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import numpy as np
 import numpy.typing as npt
 
 from waitlab.errors import SimulationError
-from waitlab.models.ops import OpTable
+from waitlab.models.ops import ANY_TAG as ANY_TAG  # re-exported: the replay reader takes it from here
+from waitlab.models.ops import OpTable, channel_tags
 from waitlab.models.vocabulary import ACTIONS, CODE, RECV_ACTIONS, SEND_ACTIONS, VOCABULARY, lut, names_where
 
 _IS_SEND = lut(SEND_ACTIONS)
@@ -22,9 +24,6 @@ _IS_RECV = lut(RECV_ACTIONS)
 _IS_NONBLOCKING = lut(a.name for a in VOCABULARY if a.kind in ("send", "recv") and not a.blocking)
 _IS_BLOCKING_P2P = lut(names_where(blocking=True))
 _IS_COMPLETION = lut(("wait", "test"))
-
-#: MPI_ANY_TAG as SMPI's tracer writes it: the tag of a receive of any tag, and of its request's wait and test lines.
-ANY_TAG = -444
 
 
 def group_cumcount(keys: list[npt.NDArray[Any]], order_key: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
@@ -69,16 +68,18 @@ def resolve_any_tag(ops: OpTable) -> None:
     is_send = _IS_SEND[ops.code]
     starts = np.concatenate(([0], np.cumsum(ops.per_rank_counts())))
     completes_recv = _IS_COMPLETION[ops.code] & (ops.value2 != 0) & (ops.tag == ANY_TAG)
-    for src, dst in sorted({(int(ops.peer[i]), int(ops.rank[i])) for i in np.flatnonzero(wild)}):
+    channels = {(int(ops.peer[i]), int(ops.rank[i]), int(ops.comm[i])) for i in np.flatnonzero(wild)}
+    for src, dst, comm in sorted(channels):  # a wildcard takes messages of its own communicator only
         on_src, on_dst = slice(starts[src], starts[src + 1]), slice(starts[dst], starts[dst + 1])
-        sends = starts[src] + np.flatnonzero(is_send[on_src] & (ops.peer[on_src] == dst))
+        sends = starts[src] + np.flatnonzero(is_send[on_src] & (ops.peer[on_src] == dst) & (ops.comm[on_src] == comm))
         taken = np.zeros(sends.size, bool)
         by_tag: dict[int, deque[int]] = {}
         for j, t in enumerate(ops.tag[sends].tolist()):
             by_tag.setdefault(t, deque()).append(j)
         first = 0  # every send before it is taken
         requests: deque[int] = deque()  # tags of the pending wildcard irecvs, oldest first
-        rows = starts[dst] + np.flatnonzero((is_recv[on_dst] | completes_recv[on_dst]) & (ops.peer[on_dst] == src))
+        rows = starts[dst] + np.flatnonzero((is_recv[on_dst] | completes_recv[on_dst]) & (ops.peer[on_dst] == src)
+                                            & (ops.comm[on_dst] == comm))
         for i in rows.tolist():
             if completes_recv[i]:
                 if requests:  # a test, like SimGrid's TestAction, puts the request it tested back at the end
@@ -119,9 +120,10 @@ def match_messages(ops: OpTable) -> npt.NDArray[np.int64]:
         raise SimulationError(f"{s_idx.size} sends but {r_idx.size} receives in the trace: unmatched messages")
     if s_idx.size == 0:
         return match
+    tags = channel_tags(ops)
     keys = _channel_keys(np.concatenate((ops.rank[s_idx], ops.peer[r_idx])).astype(np.int64),
                          np.concatenate((ops.peer[s_idx], ops.rank[r_idx])).astype(np.int64),
-                         np.concatenate((ops.tag[s_idx], ops.tag[r_idx])).astype(np.int64), ops.n_ranks)
+                         np.concatenate((tags[s_idx], tags[r_idx])).astype(np.int64), ops.n_ranks)
     s_key, r_key = keys[: s_idx.size], keys[s_idx.size:]
     # Rows are in (rank, seq) order, so a stable sort by (src, dst, tag) keeps each channel's messages in
     # program order on both sides: the k-th send of a channel meets the k-th receive of the same channel.
@@ -140,11 +142,11 @@ def match_messages(ops: OpTable) -> npt.NDArray[np.int64]:
     match[rows[0::2]] = ids
     match[rows[1::2]] = ids
     # A `wait` completes the oldest pending request of its (src, dst, tag) on its rank.
-    _assign_waits(ops, match)
+    _assign_waits(ops, match, tags)
     return match
 
 
-def _assign_waits(ops: OpTable, match: npt.NDArray[np.int64]) -> None:
+def _assign_waits(ops: OpTable, match: npt.NDArray[np.int64], tags: npt.NDArray[np.int32]) -> None:
     is_nb = _IS_NONBLOCKING[ops.code]
     is_wait = ops.code == CODE["wait"]
     if not is_wait.any():
@@ -152,8 +154,8 @@ def _assign_waits(ops: OpTable, match: npt.NDArray[np.int64]) -> None:
     nb, wt = np.flatnonzero(is_nb), np.flatnonzero(is_wait)
     nb_recv = (ops.code[nb] == CODE["irecv"]).astype(np.int64)
     wt_recv = (ops.value2[wt] != 0).astype(np.int64)
-    keys_nb = [ops.rank[nb].astype(np.int64), nb_recv, ops.peer[nb].astype(np.int64), ops.tag[nb].astype(np.int64)]
-    keys_wt = [ops.rank[wt].astype(np.int64), wt_recv, ops.peer[wt].astype(np.int64), ops.tag[wt].astype(np.int64)]
+    keys_nb = [ops.rank[nb].astype(np.int64), nb_recv, ops.peer[nb].astype(np.int64), tags[nb].astype(np.int64)]
+    keys_wt = [ops.rank[wt].astype(np.int64), wt_recv, ops.peer[wt].astype(np.int64), tags[wt].astype(np.int64)]
     k_nb = group_cumcount(keys_nb, ops.seq[nb])
     k_wt = group_cumcount(keys_wt, ops.seq[wt])
     # Join waits to requests on (rank, recv?, peer, tag, k).
@@ -224,7 +226,8 @@ def _last_tests(ops: OpTable, pending: npt.NDArray[np.int64], nb: npt.NDArray[np
     SMPI records no ``MPI_Wait`` of a request a test completed."""
     rows = np.concatenate((nb, tests))
     recv = np.concatenate((ops.code[nb] == CODE["irecv"], ops.value2[tests] != 0)).astype(np.int64)
-    keys = [ops.rank[rows].astype(np.int64), recv, ops.peer[rows].astype(np.int64), ops.tag[rows].astype(np.int64)]
+    keys = [ops.rank[rows].astype(np.int64), recv, ops.peer[rows].astype(np.int64),
+            channel_tags(ops)[rows].astype(np.int64)]
     order = np.lexsort((rows, *reversed(keys)))
     sk = [k[order] for k in keys]
     start = np.ones(order.size, bool)

@@ -30,7 +30,7 @@ from waitlab.models.vocabulary import (
     names_where,
 )
 from waitlab.simulator.build import NATIVE_DIR, build_native
-from waitlab.simulator.matching import completions, match_messages, stock_tests
+from waitlab.simulator.matching import channel_tags, completions, match_messages, stock_tests
 from waitlab.simulator.native_tables import ptr
 
 MATCHING_SOURCE = NATIVE_DIR / "waitlab_matching.c"
@@ -69,6 +69,7 @@ def links(ops: OpTable, numpy_instances: Callable[[OpTable], npt.NDArray[np.int6
     col = {c: np.ascontiguousarray(getattr(ops, c), t) for c, t in (
         ("code", np.int8), ("rank", np.int32), ("seq", np.int32), ("peer", np.int32), ("tag", np.int32),
         ("value2", np.float64), ("comm", np.int32), ("name", np.int32))}
+    col["tag"] = np.ascontiguousarray(channel_tags(ops), np.int32)  # the communicator is part of a channel's key
     match, done, inst = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
     counts = np.empty((n_comms, ops.n_ranks), np.int64)
     lib = matching_library()

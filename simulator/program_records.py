@@ -91,7 +91,7 @@ def read_records(out_dir: Path, n_ranks: int, *, parts: int | None = None, progr
     arg = np.empty(log.size, ARG_DTYPE)
     names: dict[str, int] = {}
     vectors: dict[tuple[int, int], tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = {}
-    comms: dict[tuple[int, ...], int] = {}
+    comms: dict[tuple[tuple[int, ...], int], int] = {}  # (members, ordinal among the communicators of them) -> id
     luts: tuple[list[npt.NDArray[np.int32]], list[npt.NDArray[np.int32]]] = ([], [])  # names, communicators
     for r in range(n_ranks):
         local: dict[int, int] = {}
@@ -107,11 +107,15 @@ def read_records(out_dir: Path, n_ranks: int, *, parts: int | None = None, progr
             op, n = int(words[0]), int(words[1])
             nums = np.array(words[2:], np.int64)
             vectors[(r, op)] = (nums[:n], nums[n:2 * n])
-        # the layer numbers communicators per rank: one global id per member list (MPI_COMM_WORLD's is 0)
+        # the layer numbers communicators per rank: one global id per member list (MPI_COMM_WORLD's is 0) and
+        # ordinal (" #k" ends the line of the k-th other communicator of a member list a rank's point-to-point used:
+        # MPI matches messages per communicator, so a duplicate of MPI_COMM_WORLD is another one)
         comm_lut = {0: 0}
         for line in (out_dir / f"r{r}.comms").read_text().splitlines():
-            ids = [int(x) for x in line.split()]
-            comm_lut[ids[0]] = comms.setdefault(tuple(ids[1:]), len(comms) + 1)
+            words = line.split()
+            ordinal = int(words.pop()[1:]) if words and words[-1].startswith("#") else 0
+            ids = [int(x) for x in words]
+            comm_lut[ids[0]] = comms.setdefault((tuple(ids[1:]), ordinal), len(comms) + 1)
         table = np.zeros(max(comm_lut) + 1, np.int32)
         for local_id, global_id in comm_lut.items():
             table[local_id] = global_id
@@ -153,7 +157,7 @@ def read_records(out_dir: Path, n_ranks: int, *, parts: int | None = None, progr
             raise SimulationError(f"the measurement layer's records of rank {r} use a {col} id that r{r}.{what} "
                                   f"does not list ({out_dir})")
     return Records(n_ranks, log, arg, tuple(sorted(names, key=names.__getitem__)), vectors,
-                   tuple(sorted(comms, key=comms.__getitem__)))
+                   tuple(members for members, _ in sorted(comms, key=comms.__getitem__)))
 
 
 def in_threads(work: Callable[[int], None], parts: int) -> None:

@@ -236,6 +236,7 @@ def replayable_ops(ops: OpTable) -> OpTable:
     cols["code"][k:] = CODE["wait"]
     cols["peer"][k:] = ops.peer[req]
     cols["tag"][k:] = ops.tag[req]
+    cols["comm"][k:] = ops.comm[req]
     cols["value"][k:] = 0.0
     cols["value2"][k:] = (ops.code[req] == CODE["irecv"]).astype(np.float64)  # 1: completes a receive
     # order: original rows by position, each split waitall's waits at its position, in posting order

@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from waitlab.errors import InputError
-from waitlab.models.ops import OpTable
+from waitlab.models.ops import OpTable, channel_tags
 from waitlab.models.vocabulary import (
     ACTION,
     ACTIONS,
@@ -243,7 +243,17 @@ def format_lines(ops: OpTable, core_speed: float) -> list[str]:
         raise InputError("scenario", f"rank {ops.rank[bad]} operation {ops.seq[bad]}",
                          f"negative value {ops.value[bad]} for {ACTIONS[ops.code[bad]]}",
                          "durations and sizes must be >= 0")
-    return _lines(ops, np.arange(len(ops), dtype=np.int64), core_speed)
+    return _lines(replay_tags(ops), np.arange(len(ops), dtype=np.int64), core_speed)
+
+
+def replay_tags(ops: OpTable) -> OpTable:
+    """``ops`` with the tags the trace is written with: a TI ``send``/``recv``/``wait`` line names no communicator
+    (SMPI's replay pairs them by source, destination and tag on one communicator), so when point-to-point traffic
+    uses more than one communicator every (communicator, tag) pair gets a tag of its own
+    (:func:`waitlab.models.ops.channel_tags`) and the replay pairs messages as MPI did; else ``ops`` itself (its
+    tags are written as they are).  The event table keeps the program's tags."""
+    tags = channel_tags(ops)
+    return ops if tags is ops.tag else ops.replace_columns(tag=tags)
 
 
 #: Start of the last argument of a collective line on a sub-communicator (:func:`subcomm_arg`).
@@ -337,6 +347,7 @@ def write_trace(ops: OpTable, core_speed: float, folder: Path, *, rows: npt.NDAr
     folder.mkdir(parents=True, exist_ok=True)
     sel = np.arange(len(ops), dtype=np.int64) if rows is None else np.asarray(rows, np.int64)
     _check_table(ops, sel)
+    ops = replay_tags(ops)
     has_v = vectors is not None or bool(_IS_V[ops.code[sel]].any())
     k = occurrence_of(ops.rank[sel], ops.code[sel], ops.seq[sel]) if has_v else None
     lines = _Lines(ops, core_speed, vectors, k)

@@ -32,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from waitlab.models.ops import OpTable
+from waitlab.models.ops import OpTable, channel_tags
 from waitlab.models.vocabulary import (
     ACTIONS,
     CODE,
@@ -143,10 +143,11 @@ def wait_problem(ops: OpTable, where: Where | None = None) -> Found | None:
         return None
     nb = np.flatnonzero(np.isin(ops.code, _NONBLOCKING_P2P))
     keys = ["rank", "recv", "peer", "tag"]
+    tags = channel_tags(ops)  # a channel is also its communicator
     w = pd.DataFrame({"rank": ops.rank[waits], "recv": ops.value2[waits] != 0, "peer": ops.peer[waits],
-                      "tag": ops.tag[waits], "row": waits})
+                      "tag": tags[waits], "row": waits})
     q = pd.DataFrame({"rank": ops.rank[nb], "recv": np.isin(ops.code[nb], _RECV), "peer": ops.peer[nb],
-                      "tag": ops.tag[nb], "req": nb})
+                      "tag": tags[nb], "req": nb})
     w["k"], q["k"] = w.groupby(keys).cumcount(), q.groupby(keys).cumcount()  # rows are in (rank, seq) order
     m = w.merge(q, on=[*keys, "k"], how="left")
     req = m["req"].fillna(-1).to_numpy(np.int64)
@@ -227,10 +228,10 @@ def v_count_text(action: str, k: int, i: int, j: int, sent: int, expected: int, 
 
 def _numbered(ops: OpTable, codes: np.ndarray, src: np.ndarray, dst: np.ndarray) -> pd.DataFrame:
     sel = np.isin(ops.code, codes)
-    df = pd.DataFrame({"src": src[sel], "dst": dst[sel], "tag": ops.tag[sel], "bytes": ops.value[sel],
-                       "row": np.flatnonzero(sel), "seq": ops.seq[sel]})
-    df = df.sort_values(["src", "dst", "tag", "seq"], kind="stable")
-    df["k"] = df.groupby(["src", "dst", "tag"]).cumcount()
+    df = pd.DataFrame({"src": src[sel], "dst": dst[sel], "tag": ops.tag[sel], "channel": channel_tags(ops)[sel],
+                       "bytes": ops.value[sel], "row": np.flatnonzero(sel), "seq": ops.seq[sel]})
+    df = df.sort_values(["src", "dst", "channel", "seq"], kind="stable")
+    df["k"] = df.groupby(["src", "dst", "channel"]).cumcount()
     return df
 
 
@@ -242,7 +243,8 @@ def message_mismatch(ops: OpTable) -> str | None:
     recvs = _numbered(ops, _RECV, ops.peer, ops.rank)
     if not len(sends) and not len(recvs):
         return None
-    m = sends.merge(recvs, on=["src", "dst", "tag", "k"], how="outer", suffixes=("_s", "_r"), indicator=True)
+    m = sends.merge(recvs, on=["src", "dst", "channel", "k"], how="outer", suffixes=("_s", "_r"), indicator=True)
+    m["tag"] = m["tag_s"].fillna(m["tag_r"])
     bad = m[(m["_merge"] != "both") | (m["bytes_r"] < m["bytes_s"])].copy()
     if not len(bad):
         return None
@@ -270,7 +272,7 @@ def certain_deadlock(ops: OpTable) -> str | None:
     posted: dict[tuple[int, int, int], int] = {}   # sends posted per (src, dst, tag)
     taken: dict[tuple[int, int, int], int] = {}    # of those, matched by receives
     pending: list[deque[tuple[int, int, int]]] = [deque() for _ in range(ops.n_ranks)]  # irecvs not yet waited on
-    code, peer, tag = ops.code[order], ops.peer[order], ops.tag[order]
+    code, peer, tag = ops.code[order], ops.peer[order], channel_tags(ops)[order]  # a channel is also its communicator
     value2 = ops.value2[order]
 
     def matched(key: tuple[int, int, int]) -> bool:
@@ -312,7 +314,8 @@ def certain_deadlock(ops: OpTable) -> str | None:
     for r in stuck[:4]:
         i = pc[r]
         parts.append(f"rank {r} in {ACTIONS[int(code[i])]} (operation {int(ops.seq[order][i])}"
-                     + (f", from rank {int(peer[i])}, tag {int(tag[i])})" if code[i] == CODE["recv"] else ")"))
+                     + (f", from rank {int(peer[i])}, tag {int(ops.tag[order[i]])})" if code[i] == CODE["recv"]
+                        else ")"))
     more = f" and {len(stuck) - 4} more ranks" if len(stuck) > 4 else ""
     return "deadlock even with buffered sends: " + "; ".join(parts) + more
 

@@ -331,7 +331,7 @@ void mpi_recv_(void* buf, int* count, int* dt, int* src, int* tag, int* comm, MP
   MPI_Status* st = wl_fstatus_ignored(status) ? &own : status;
   real(buf, count, dt, src, tag, comm, st, ierr);
   if (wl_on && *ierr == MPI_SUCCESS && *src != MPI_PROC_NULL) {
-    wl_push(WL_RECV, wl_poll_take(t0_), wl_now(), wl_world(c, st->MPI_SOURCE), st->MPI_TAG, wl_comm_id(c),
+    wl_push(WL_RECV, wl_poll_take(t0_), wl_now(), wl_world(c, st->MPI_SOURCE), st->MPI_TAG, wl_p2p_comm_id(c),
             wl_bytes(*count, PMPI_Type_f2c(*dt)), 0.0, -1, wl_site(ra_), 0);
   }
 }
@@ -344,7 +344,7 @@ void mpi_irecv_(void* buf, int* count, int* dt, int* src, int* tag, int* comm, i
   if (wl_on && *ierr == MPI_SUCCESS && *src != MPI_PROC_NULL) {
     MPI_Comm c = PMPI_Comm_f2c(*comm);
     int peer = *src == MPI_ANY_SOURCE ? -1 : wl_world(c, *src);
-    int64_t op = wl_push(WL_IRECV, t0_, wl_now(), peer, *tag, wl_comm_id(c), wl_bytes(*count, PMPI_Type_f2c(*dt)),
+    int64_t op = wl_push(WL_IRECV, t0_, wl_now(), peer, *tag, wl_p2p_comm_id(c), wl_bytes(*count, PMPI_Type_f2c(*dt)),
                          0.0, -1, wl_site(ra_), 0);
     wl_req_add(wl_fkey(*req), op, peer, *tag, 1, *src == MPI_ANY_SOURCE || *tag == MPI_ANY_TAG, c);
   }

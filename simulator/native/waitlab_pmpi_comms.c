@@ -19,25 +19,64 @@ static int wl_world(MPI_Comm comm, int r)
   return out;
 }
 
+/* Per id - 1: the communicator's ordinal among those of its member list (0: the id wl_comm_id gives every
+ * communicator of that list; k >= 1: wl_p2p_comm_id's k-th other one), and how many communicator handles of the list
+ * wl_p2p_comm_id has met (for ordinal-0 entries). */
+static int* wl_comm_ords = NULL;
+static int* wl_comm_handles = NULL;
+static int wl_world_handles = 0; /* handles other than MPI_COMM_WORLD with the world's ranks in order */
+static int wl_p2p_keyval = MPI_KEYVAL_INVALID;
+
+/* A new id for communicator members[0..size-1] (taken over) with ordinal ord; its line in r<rank>.comms is
+ * "id m0 m1 ..." and " #ord" after it when ord > 0. */
+static int wl_comm_new(int* members, int size, int ord)
+{
+  wl_comm_members = realloc(wl_comm_members, sizeof(int*) * (size_t)(wl_n_comms + 1));
+  wl_comm_sizes = realloc(wl_comm_sizes, sizeof(int) * (size_t)(wl_n_comms + 1));
+  wl_comm_ords = realloc(wl_comm_ords, sizeof(int) * (size_t)(wl_n_comms + 1));
+  wl_comm_handles = realloc(wl_comm_handles, sizeof(int) * (size_t)(wl_n_comms + 1));
+  if (wl_comm_members == NULL || wl_comm_sizes == NULL || wl_comm_ords == NULL || wl_comm_handles == NULL)
+    wl_die("out of memory");
+  wl_comm_members[wl_n_comms] = members;
+  wl_comm_sizes[wl_n_comms] = size;
+  wl_comm_ords[wl_n_comms] = ord;
+  wl_comm_handles[wl_n_comms] = 0;
+  wl_n_comms++;
+  wl_text(&wl_comms, &wl_comms_len, &wl_comms_cap, "%d", wl_n_comms);
+  for (int i = 0; i < size; i++)
+    wl_text(&wl_comms, &wl_comms_len, &wl_comms_cap, " %d", members[i]);
+  if (ord > 0)
+    wl_text(&wl_comms, &wl_comms_len, &wl_comms_cap, " #%d", ord);
+  wl_text(&wl_comms, &wl_comms_len, &wl_comms_cap, "\n");
+  return wl_n_comms;
+}
+
+/* World ranks of comm's members, in communicator-rank order (heap; *size: how many). */
+static int* wl_comm_world_ranks(MPI_Comm comm, int* size)
+{
+  PMPI_Comm_size(comm, size);
+  int* members = wl_malloc(sizeof(int) * (size_t)*size);
+  int* idx = wl_malloc(sizeof(int) * (size_t)*size);
+  MPI_Group g, w;
+  PMPI_Comm_group(comm, &g);
+  PMPI_Comm_group(MPI_COMM_WORLD, &w);
+  for (int i = 0; i < *size; i++)
+    idx[i] = i;
+  PMPI_Group_translate_ranks(g, *size, idx, w, members);
+  PMPI_Group_free(&g);
+  PMPI_Group_free(&w);
+  free(idx);
+  return members;
+}
+
 /* 0 for MPI_COMM_WORLD (or a communicator with the same ranks in the same order), else a per-rank id >= 1
- * whose member list is written to r<rank>.comms. */
+ * whose member list is written to r<rank>.comms: the collectives' communicator (one per member list). */
 static int wl_comm_id(MPI_Comm comm)
 {
   if (comm == MPI_COMM_WORLD)
     return 0;
   int size;
-  PMPI_Comm_size(comm, &size);
-  int* members = wl_malloc(sizeof(int) * (size_t)size);
-  int* idx = wl_malloc(sizeof(int) * (size_t)size);
-  MPI_Group g, w;
-  PMPI_Comm_group(comm, &g);
-  PMPI_Comm_group(MPI_COMM_WORLD, &w);
-  for (int i = 0; i < size; i++)
-    idx[i] = i;
-  PMPI_Group_translate_ranks(g, size, idx, w, members);
-  PMPI_Group_free(&g);
-  PMPI_Group_free(&w);
-  free(idx);
+  int* members = wl_comm_world_ranks(comm, &size);
   int identity = size == wl_size;
   for (int i = 0; identity && i < size; i++)
     identity = members[i] == i;
@@ -46,23 +85,42 @@ static int wl_comm_id(MPI_Comm comm)
     return 0;
   }
   for (int c = 0; c < wl_n_comms; c++) {
-    if (wl_comm_sizes[c] == size && memcmp(wl_comm_members[c], members, sizeof(int) * (size_t)size) == 0) {
+    if (wl_comm_ords[c] == 0 && wl_comm_sizes[c] == size &&
+        memcmp(wl_comm_members[c], members, sizeof(int) * (size_t)size) == 0) {
       free(members);
       return c + 1;
     }
   }
-  wl_comm_members = realloc(wl_comm_members, sizeof(int*) * (size_t)(wl_n_comms + 1));
-  wl_comm_sizes = realloc(wl_comm_sizes, sizeof(int) * (size_t)(wl_n_comms + 1));
-  if (wl_comm_members == NULL || wl_comm_sizes == NULL)
-    wl_die("out of memory");
-  wl_comm_members[wl_n_comms] = members;
-  wl_comm_sizes[wl_n_comms] = size;
-  wl_n_comms++;
-  wl_text(&wl_comms, &wl_comms_len, &wl_comms_cap, "%d", wl_n_comms);
-  for (int i = 0; i < size; i++)
-    wl_text(&wl_comms, &wl_comms_len, &wl_comms_cap, " %d", members[i]);
-  wl_text(&wl_comms, &wl_comms_len, &wl_comms_cap, "\n");
-  return wl_n_comms;
+  return wl_comm_new(members, size, 0);
+}
+
+/* The communicator id of a point-to-point record: MPI matches a message on its own communicator only, so two
+ * communicators of one member list (MPI_COMM_WORLD and a duplicate of it, two duplicates of a sub-communicator) get
+ * two ids.  The first handle of a member list this rank uses for point-to-point has wl_comm_id's id (MPI_COMM_WORLD:
+ * 0); the k-th other one (in the order this rank first uses them) an id of ordinal k.  The rank's id of a handle is
+ * kept in an attribute (deleted with the communicator, not copied by MPI_Comm_dup).  Every rank numbers the
+ * communicators of a member list in the order it first uses them: ranks that use two such communicators in
+ * different orders would get them crossed. */
+static int wl_p2p_comm_id(MPI_Comm comm)
+{
+  if (comm == MPI_COMM_WORLD)
+    return 0;
+  if (wl_p2p_keyval == MPI_KEYVAL_INVALID)
+    PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, MPI_COMM_NULL_DELETE_FN, &wl_p2p_keyval, NULL);
+  void* v = NULL;
+  int flag = 0;
+  PMPI_Comm_get_attr(comm, wl_p2p_keyval, &v, &flag);
+  if (flag)
+    return (int)(intptr_t)v - 1;
+  int id = wl_comm_id(comm);
+  int ord = id == 0 ? ++wl_world_handles : wl_comm_handles[id - 1]++;
+  if (ord > 0) {
+    int size;
+    int* members = wl_comm_world_ranks(comm, &size);
+    id = wl_comm_new(members, size, ord);
+  }
+  PMPI_Comm_set_attr(comm, wl_p2p_keyval, (void*)(intptr_t)(id + 1));
+  return id;
 }
 
 static int wl_root(MPI_Comm comm, int root) { return wl_world(comm, root); }
@@ -256,7 +314,8 @@ static void wl_record_completion(int found, wl_req_t* r, double t0, double t1, u
   if (found && r->coll >= 0) /* a nonblocking collective: its wait is the collective's (Scalasca) */
     wl_coll_completed(r, (int)r->serial, t0, t1, site);
   else if (found)
-    wl_push(WL_WAIT, t0, t1, r->peer, r->tag, 0, 0.0, r->is_recv ? 1.0 : 0.0, -1, site, 0);
+    wl_push(WL_WAIT, t0, t1, r->peer, r->tag, r->op >= 0 ? wl_args[r->op].comm : 0, 0.0, r->is_recv ? 1.0 : 0.0,
+            -1, site, 0);
   else /* a request waitlab does not track (persistent, collective, null): kept as a 'test' */
     wl_push(WL_TEST, t0, t1, -1, 0, 0, 0.0, 0.0, -1, site, 0);
 }

@@ -57,7 +57,7 @@ int MPI_Finalize(void)
 static int wl_p2p_send(int code, const void* ra, double t0, int count, MPI_Datatype dt, int dst, int tag,
                        MPI_Comm comm)
 {
-  return (int)wl_push(code, t0, wl_now(), wl_world(comm, dst), tag, wl_comm_id(comm), wl_bytes(count, dt), 0.0, -1,
+  return (int)wl_push(code, t0, wl_now(), wl_world(comm, dst), tag, wl_p2p_comm_id(comm), wl_bytes(count, dt), 0.0, -1,
                       wl_site(ra), 0);
 }
 
@@ -72,7 +72,7 @@ int MPI_Recv(void* buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm c
   if (wl_on && rc == MPI_SUCCESS && src != MPI_PROC_NULL) {
     int got = 0;
     PMPI_Get_count(st, MPI_BYTE, &got);
-    wl_push(WL_RECV, wl_poll_take(t0_), wl_now(), wl_world(comm, st->MPI_SOURCE), st->MPI_TAG, wl_comm_id(comm),
+    wl_push(WL_RECV, wl_poll_take(t0_), wl_now(), wl_world(comm, st->MPI_SOURCE), st->MPI_TAG, wl_p2p_comm_id(comm),
             got != MPI_UNDEFINED && got >= 0 ? (double)got : wl_bytes(count, dt), 0.0, -1, wl_site(ra_), 0);
   }
   return rc;
@@ -85,7 +85,7 @@ int MPI_Irecv(void* buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm 
   if (wl_on && rc == MPI_SUCCESS && src != MPI_PROC_NULL) {
     int peer = src == MPI_ANY_SOURCE ? -1 : wl_world(comm, src);
     int unresolved = src == MPI_ANY_SOURCE || tag == MPI_ANY_TAG;
-    int64_t op = wl_push(WL_IRECV, t0_, wl_now(), peer, tag, wl_comm_id(comm), wl_bytes(count, dt), 0.0, -1,
+    int64_t op = wl_push(WL_IRECV, t0_, wl_now(), peer, tag, wl_p2p_comm_id(comm), wl_bytes(count, dt), 0.0, -1,
                          wl_site(ra_), 0);
     wl_req_add((uintptr_t)*req, op, peer, tag, 1, unresolved, comm);
   }
@@ -101,7 +101,7 @@ static void wl_sendrecv(double t0, const void* ra, int scount, MPI_Datatype styp
                         MPI_Datatype rtype, int src, MPI_Comm comm, MPI_Status* st, int call)
 {
   double t1 = wl_now();
-  int cid = wl_comm_id(comm);
+  int cid = wl_p2p_comm_id(comm);
   uint64_t site = wl_site(ra);
   if (dst != MPI_PROC_NULL)
     wl_push(WL_ISEND, t0, t0, wl_world(comm, dst), stag, cid, wl_bytes(scount, stype), 0.0, call, site, 0);
@@ -426,7 +426,7 @@ static void wl_started(MPI_Request req, double t0, double t1, uint64_t site)
   wl_persist_t* p = wl_persist_find((uintptr_t)req);
   if (p == NULL)
     return;
-  int64_t op = wl_push(p->code, t0, t1, p->peer, p->tag, wl_comm_id(p->comm), p->bytes, 0.0, -1, site, 0);
+  int64_t op = wl_push(p->code, t0, t1, p->peer, p->tag, wl_p2p_comm_id(p->comm), p->bytes, 0.0, -1, site, 0);
   wl_req_add((uintptr_t)req, op, p->peer, p->tag, p->code == WL_IRECV, p->unresolved, p->comm);
 }
 
