@@ -121,10 +121,21 @@ def _begin(w: Wrapper) -> str:
     return "  WL_BEGIN();\n"
 
 
+def _inside(w: Wrapper) -> str:
+    """What a blocking send or rooted collective tells of itself on entry (``WL_IN``: the peer or root a rank killed
+    inside it reports, issue 22); nothing for the other calls."""
+    if w.nonblocking:
+        return ""
+    a = ACTION[w.action]
+    if a.kind == "send":
+        return "  WL_IN(WL_IN_TO, dst, 0, tag, comm);\n"
+    return "  WL_IN(WL_IN_ROOT, root, 0, 0, comm);\n" if a.is_rooted else ""
+
+
 def _c_wrapper(w: Wrapper) -> str:
     params = ", ".join(f"{_C_TYPE[k]} {n}" for n, k in w.params)
     args = ", ".join(n for n, _ in w.params)
-    return (f"int MPI_{w.name}({params})\n{{\n{_begin(w)}  int rc = PMPI_{w.name}({args});\n"
+    return (f"int MPI_{w.name}({params})\n{{\n{_begin(w)}{_inside(w)}  int rc = PMPI_{w.name}({args});\n"
             f"  if (wl_on && rc == MPI_SUCCESS) {{\n    {_record(w, '(uintptr_t)*req')}\n  }}\n  return rc;\n}}\n")
 
 

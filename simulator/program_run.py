@@ -78,6 +78,17 @@ _LAYER_DIED = re.compile(r"waitlab measurement layer \(rank (?P<rank>-?\d+)\): (
 #: Lines that are not the program's own output (SimGrid's log, backtraces, smpirun's summary, the layer's line).
 _NOT_PROGRAM = re.compile(r"^(\[|Backtrace|\s+->|Segmentation fault|Execution failed with code|Aborted|"
                           r"waitlab-layer:|waitlab measurement layer|waitlab contention|\S+ --cfg=)")
+#: The MPI call a rank was in when SimGrid killed it (a deadlock): ``wl_report_inside`` in
+#: native/waitlab_pmpi_abort.c.
+_INSIDE = re.compile(r"^waitlab-layer: rank (?P<rank>\d+) ended inside (?P<call>\w+)(?: from (?P<src>-?\d+|any|none))?"
+                     r"(?: to (?P<dst>-?\d+|any|none))?(?: root (?P<root>-?\d+|any|none))?(?: tag (?P<tag>-?\d+|any))?"
+                     r" site 0x(?P<site>[0-9a-f]+)\s*$", re.MULTILINE)
+_PEER_WORDS = {"any": "any rank", "none": "MPI_PROC_NULL"}
+#: Most blocked ranks a deadlock's message names one by one; beyond, the first few and how many more.
+DEADLOCK_SHOWN = 8
+#: Blocking collectives (and calls that are collective over their communicator), by name without ``MPI_``.
+_COLLECTIVE = re.compile(r"^(I?(Barrier|Bcast|Reduce|Allreduce|Gatherv?|Scatterv?|Allgatherv?|Alltoall[vw]?|Scan|"
+                         r"Exscan|Reduce_scatter(_block)?)|Comm_(split|dup|create)\w*|Cart_create|Win_\w+)$")
 #: The ranks of :func:`_missing`'s words (``" (ranks 0, 1 did not reach MPI_Finalize)"``).
 _MISSING = re.compile(r"(?P<ranks>ranks? [^()]*?) did not reach MPI_Finalize")
 #: SMPI's refusal of an MPI function it does not have (``Not yet implemented: PMPI_Mprobe``).
@@ -111,9 +122,76 @@ groups address each other by rank), or run the program with another MPI'
     return f"do without {call}{f' (use {instead})' if instead else ''}, or run the program with another MPI"
 
 
-def explain_failure(output: str, returncode: int | None, missing: str, program: str) -> ProgramError:
+def _call_name(name: str) -> str:
+    """The MPI name of a wrapper's name (C's as is, Fortran's ``mpi_sendrecv_replace_`` -> ``MPI_Sendrecv_replace``).
+
+    >>> _call_name("MPI_Recv"), _call_name("mpi_sendrecv_replace_")
+    ('MPI_Recv', 'MPI_Sendrecv_replace')
+    """
+    if name.startswith("mpi_"):
+        rest = name[4:].rstrip("_")
+        return "MPI_" + rest[:1].upper() + rest[1:]
+    return name
+
+
+def _blocked_calls(output: str, binary: Path | None) -> dict[int, tuple[str, str]]:
+    """Per rank the layer reported inside a call when SimGrid killed it: the call's name and its words
+    (``"MPI_Recv from rank 1 (dl.c:12)"``); the site as ``file:line`` when ``binary`` has debug information."""
+    found = {int(m["rank"]): m for m in _INSIDE.finditer(output)}
+    if not found:
+        return {}
+    sites: dict[int, str] = {}
+    if binary is not None and binary.exists():
+        from waitlab.simulator.program_records import resolve_sites  # only for a deadlock: addr2line
+
+        offsets = np.array([int(m["site"], 16) for m in found.values()], np.uint64)
+        sites = {k: v for k, v in resolve_sites(binary, offsets).items() if not v.startswith("0x")}
+    out = {}
+    for rank, m in found.items():
+        call = _call_name(m["call"])
+        words = [call]
+        for word, key in (("to", "dst"), ("from", "src")):
+            if (r := m[key]) is not None:
+                words.append(f"{word} {_PEER_WORDS.get(r, f'rank {r}')}")
+        if m["root"] is not None:
+            words.append(f"root {m['root']}")
+        if m["tag"] not in (None, "any", "0"):
+            words.append(f"tag {m['tag']}")
+        site = sites.get(int(m["site"], 16))
+        out[rank] = (call, " ".join(words) + (f" ({site})" if site else ""))
+    return out
+
+
+def _deadlock_fix(calls: Sequence[str]) -> str:
+    """The fix of a deadlock whose ranks are in ``calls`` (their MPI names; "" for a rank the layer did not name)."""
+    smpi = (" (a program that completes under another MPI may have met a limit of SMPI: rerun it with stock smpirun "
+            "to tell)")
+    kinds = {"collective" if _COLLECTIVE.match(c.removeprefix("MPI_")) else
+             "recv" if c in ("MPI_Recv", "MPI_Probe") else
+             "send" if c in ("MPI_Send", "MPI_Ssend", "MPI_Bsend", "MPI_Rsend") else "other" for c in calls if c}
+    if kinds == {"collective"}:
+        return ("every rank of a communicator must call the same collectives in the same order: here ranks wait in "
+                "different collectives, or for a rank that never calls theirs" + smpi)
+    if "collective" in kinds:
+        return ("a rank in a collective waits for every rank of its communicator to call it, while the others wait "
+                "for a point-to-point message: the rank in the collective is the one that should send (or receive) "
+                "it first; post that call before the collective, or use MPI_Irecv/MPI_Isend" + smpi)
+    if kinds == {"send"}:
+        return ("ranks that all send first with a synchronous or large message wait for each other's receive: "
+                "receive first on one side, or use MPI_Sendrecv or MPI_Isend" + smpi)
+    if kinds and kinds <= {"recv", "send"}:
+        return ("every blocking receive needs a matching send: ranks that all receive first wait for each other "
+                "(a cycle of receives): send first on one side, or use MPI_Sendrecv or MPI_Irecv" + smpi)
+    return ("every blocking receive or wait needs a matching send, and every collective all the ranks of its "
+            "communicator: two ranks that both call MPI_Recv first wait for each other: send first on one side, "
+            "or use MPI_Sendrecv or MPI_Irecv" + smpi)
+
+
+def explain_failure(output: str, returncode: int | None, missing: str, program: str,
+                    binary: Path | None = None) -> ProgramError:
     """The one-line error of a failed program run from SimGrid's output, its exit status and the ranks that did
-    not reach ``MPI_Finalize`` (``missing``, e.g. " (rank 1 did not reach MPI_Finalize)").
+    not reach ``MPI_Finalize`` (``missing``, e.g. " (rank 1 did not reach MPI_Finalize)").  ``binary``: the
+    program, to name the source line of the call each rank of a deadlock is in.
 
     The first cause wins: an abort, a crash or a rank's exit status leaves the other ranks blocked, and SimGrid then
     reports a deadlock too."""
@@ -142,14 +220,18 @@ def explain_failure(output: str, returncode: int | None, missing: str, program: 
     dl = parse_deadlock(output)
     if dl is not None:
         ranks = sorted({a.rank if a.rank is not None else a.pid for a in dl[1]})
+        inside = _blocked_calls(output, binary)
+        if inside:
+            ranks = sorted(set(ranks) | set(inside))
+            few = ranks if len(ranks) <= DEADLOCK_SHOWN else ranks[:DEADLOCK_SHOWN - 2]
+            named = ", ".join(f"rank {r} in {inside[r][1]}" if r in inside else f"rank {r} blocked" for r in few)
+            more = f", and {len(ranks) - len(few)} more" if len(few) < len(ranks) else ""
+            return ProgramError(program, f"deadlock at simulated {dl[0]:.6g} s: {named}{more} (SimGrid: Deadlock "
+                                f"detected){last}", _deadlock_fix([inside[r][0] if r in inside else "" for r in ranks]))
         shown = ", ".join(map(str, ranks[:12])) + (" ..." if len(ranks) > 12 else "")
         return ProgramError(program, f"deadlock at simulated {dl[0]:.6g} s: rank{'s' if len(ranks) > 1 else ''} "
                             f"{shown} blocked waiting for communications that can never complete (SimGrid: "
-                            f"Deadlock detected){last}",
-                            "every blocking receive needs a matching send; two ranks that both call MPI_Recv first "
-                            "wait for each other: send first on one side, or use MPI_Sendrecv or MPI_Irecv (a program "
-                            "that completes under another MPI may have met a limit of SMPI: rerun it with stock "
-                            "smpirun to tell)")
+                            f"Deadlock detected){last}", _deadlock_fix([]))
     if returncode is not None and (returncode < 0 or returncode > 128):
         sig = -returncode if returncode < 0 else returncode - 128
         try:
@@ -228,15 +310,15 @@ def run_program(binary: Path, n_ranks: int, platform_xml: Path, hostfile: Path, 
             raise ProgramError(name, f"the program did not finish within the time limit of {timeout:g} s and was "
                                "stopped", "look for an endless loop, or raise [simulation] timeout") from None
         if isinstance(exc, DeadlockError):
-            raise explain_failure(exc.output, None, _missing(out_dir, n_ranks), name) from None
+            raise explain_failure(exc.output, None, _missing(out_dir, n_ranks), name, binary) from None
         if isinstance(exc, SmpiFailed):
-            raise explain_failure(exc.output, exc.returncode, _missing(out_dir, n_ranks), name) from None
+            raise explain_failure(exc.output, exc.returncode, _missing(out_dir, n_ranks), name, binary) from None
         raise
     finally:
         watch.end()
     missing = _missing(out_dir, n_ranks)
     if missing:
-        raise explain_failure(res.output, res.returncode, missing, name)
+        raise explain_failure(res.output, res.returncode, missing, name, binary)
     return res
 
 

@@ -29,7 +29,9 @@ PROGRAMS: dict[str, tuple[str, str]] = {
     "segfault": (_program('  printf("rank %d here\\n", r);\n  if (r == 1) { volatile int *p = NULL; *p = 1; }\n'
                           "  MPI_Barrier(MPI_COMM_WORLD);\n"), "segmentation fault"),
     "deadlock": (_program("  int x = 0;\n  MPI_Recv(&x, 1, MPI_INT, 1 - r, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);\n"
-                          "  MPI_Send(&x, 1, MPI_INT, 1 - r, 0, MPI_COMM_WORLD);\n"), "ranks 0, 1 blocked"),
+                          "  MPI_Send(&x, 1, MPI_INT, 1 - r, 0, MPI_COMM_WORLD);\n"),
+                 # line 9 of m.c is the MPI_Recv (HEAD: 3 lines, MAIN: 4, then "int x = 0;")
+                 "rank 0 in MPI_Recv from rank 1 (m.c:9), rank 1 in MPI_Recv from rank 0 (m.c:9)"),
     "mpi-abort": (_program('  if (r == 1) { printf("input is bad\\n"); fflush(stdout); '
                            "MPI_Abort(MPI_COMM_WORLD, 3); }\n  MPI_Barrier(MPI_COMM_WORLD);\n"),
                   "rank 1 called MPI_Abort(MPI_COMM_WORLD, 3)"),

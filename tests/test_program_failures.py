@@ -10,9 +10,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
+import pytest
+from program_scenarios import needs_smpi, program_scenario
+
+from waitlab.api import run as run_scenario
 from waitlab.simulator.output_reader import OutputReader
-from waitlab.simulator.program_run import explain_failure
+from waitlab.simulator.program_run import ProgramError, explain_failure
 
 ABORT = """rank 0 starting (abort)
 rank 1 starting (abort)
@@ -124,3 +129,45 @@ def test_the_output_reader_keeps_at_most_its_limit() -> None:
     full.wait()
     whole.join()
     assert not whole.over and whole.text() == "a\nb\n"  # newlines as a text-mode pipe reads them
+
+
+#: SimGrid's deadlock report for ``n`` ranks, each followed by the layer's line for the call it is in
+#: (``wl_report_inside``): rank r < n - 1 in MPI_Recv from r + 1, the last in MPI_Barrier.
+def _chain_output(n: int) -> str:
+    head = ("[0.2] ./src/kernel/EngineImpl.cpp:718: [ker_engine/CRITICAL] Oops! Deadlock detected, some activities "
+            "are still around but will never complete.\n")
+    actors = "".join(f"[0.2] [ker_engine/INFO] Actor {r + 1} ({r}@h{r}): waiting for communication activity 0x5 () "
+                     "in state WAITING to finish\n" for r in range(n))
+    inside = "".join(f"waitlab-layer: rank {r} ended inside MPI_Recv from {r + 1} tag {r} site 0x10\n"
+                     for r in range(n - 1))
+    return head + actors + inside + f"waitlab-layer: rank {n - 1} ended inside MPI_Barrier site 0x20\n"
+
+
+def test_a_deadlock_names_the_call_each_rank_is_in_and_fits_the_fix_to_them() -> None:
+    err = explain_failure(_chain_output(3), None, "", "prog.c")
+    assert err.problem == ("deadlock at simulated 0.2 s: rank 0 in MPI_Recv from rank 1, rank 1 in MPI_Recv from "
+                           "rank 2 tag 1, rank 2 in MPI_Barrier (SimGrid: Deadlock detected)")
+    assert "collective" in err.fix and "both call MPI_Recv first" not in err.fix
+    cycle = explain_failure(_chain_output(3).replace("MPI_Barrier site", "MPI_Recv from 0 tag 2 site"), None, "",
+                            "prog.c")
+    assert "rank 2 in MPI_Recv from rank 0 tag 2" in cycle.problem and "cycle of receives" in cycle.fix
+
+
+def test_a_deadlock_of_many_ranks_names_the_first_few_and_counts_the_rest() -> None:
+    err = explain_failure(_chain_output(20), None, "", "prog.c")
+    assert "rank 5 in MPI_Recv from rank 6 tag 5, and 14 more (SimGrid" in err.problem, err.problem
+    assert "rank 6 in" not in err.problem and "\n" not in str(err)
+
+
+@pytest.mark.simgrid
+@needs_smpi
+def test_a_program_deadlock_names_each_ranks_call_peer_and_source_line(tmp_path: Path) -> None:
+    # tests/programs/deadlock_chain.c: line 12 is the MPI_Recv from rank + 1 (tag rank), line 14 the MPI_Barrier.
+    sc = program_scenario(tmp_path, "deadlock_chain.c", ranks=3)
+    with pytest.raises(ProgramError) as err:
+        run_scenario(sc, tmp_path / "out")
+    assert err.value.problem.startswith(
+        "deadlock at simulated 0 s: rank 0 in MPI_Recv from rank 1 (deadlock_chain.c:12), rank 1 in MPI_Recv from "
+        "rank 2 tag 1 (deadlock_chain.c:12), rank 2 in MPI_Barrier (deadlock_chain.c:14) (SimGrid: Deadlock "
+        "detected)"), err.value.problem
+    assert "both call MPI_Recv first" not in err.value.fix

@@ -223,7 +223,8 @@ def test_compile_error_is_shown_verbatim_with_the_file(tmp_path: Path) -> None:
 @needs_smpi
 @pytest.mark.parametrize(("mode", "words"), [
     ("abort", ["rank 1 called MPI_Abort(MPI_COMM_WORLD, 3) at simulated 0 s"]),
-    ("deadlock", ["deadlock at simulated 0 s: ranks 0, 1 blocked", "(SimGrid: Deadlock detected)"]),
+    ("deadlock", ["deadlock at simulated 0 s: rank 0 in MPI_Recv from rank 1 (fail.c:23), rank 1 in MPI_Recv from "
+                  "rank 0 (fail.c:23)", "(SimGrid: Deadlock detected)"]),
     ("segv", ["the program crashed with a segmentation fault (SIGSEGV)", "did not reach MPI_Finalize"]),
     ("exit", ["rank 0 ended with exit status 2 at simulated 0 s", "did not reach MPI_Finalize"]),
 ])

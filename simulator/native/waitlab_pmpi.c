@@ -156,6 +156,29 @@ typedef struct {
 _Static_assert(sizeof(wl_count_t) == 16, "count slot must be 16 bytes");
 static volatile wl_count_t* wl_count = NULL; /* this rank's slot of WAITLAB_OUT/count (NULL: none) */
 
+/* The MPI call the rank is in (issue 22): set on entry by WL_BEGIN (the wrapper's name and return address; kind 0)
+ * and by WL_IN in the wrappers of blocking calls that address a peer or root, cleared by the call's record.  A rank
+ * SimGrid kills inside a call (a deadlock) reports it from its on-exit hook (wl_report_inside, waitlab_pmpi_abort.c). */
+#define WL_IN_FROM 1 /* peer: the source of a receive */
+#define WL_IN_TO 2   /* peer: the destination of a send */
+#define WL_IN_BOTH 3 /* a sendrecv: peer the source, peer2 the destination */
+#define WL_IN_ROOT 4 /* peer: the root of a rooted collective */
+typedef struct {
+  const char* call; /* NULL: not inside a recorded call */
+  const void* ra;
+  int kind, peer, peer2, tag;
+  MPI_Comm comm;
+} wl_in_t;
+static wl_in_t wl_in = {NULL, NULL, 0, 0, 0, 0, MPI_COMM_NULL};
+#define WL_IN(KIND, PEER, PEER2, TAG, COMM)                                                                            \
+  do {                                                                                                                 \
+    wl_in.kind = (KIND);                                                                                               \
+    wl_in.peer = (PEER);                                                                                               \
+    wl_in.peer2 = (PEER2);                                                                                             \
+    wl_in.tag = (TAG);                                                                                                 \
+    wl_in.comm = (COMM);                                                                                               \
+  } while (0)
+
 static void wl_die(const char* what)
 {
   fprintf(stderr, "waitlab measurement layer (rank %d): %s\n", wl_rank, what);
@@ -241,6 +264,7 @@ static int64_t wl_push(int code, double t0, double t1, int peer, int tag, int co
   a->value2 = value2;
   a->site = site;
   int64_t idx = wl_n++;
+  wl_in.call = NULL;
   if (wl_count != NULL) {
     wl_count->records = wl_n;
     wl_count->clock = t1;

@@ -62,6 +62,7 @@ int MPI_Gatherv(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, co
                 MPI_Datatype rtype, int root, MPI_Comm comm)
 {
   WL_BEGIN();
+  WL_IN(WL_IN_ROOT, root, 0, 0, comm);
   int rc = PMPI_Gatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm);
   if (wl_on && rc == MPI_SUCCESS) {
     int me;
@@ -76,6 +77,7 @@ int MPI_Scatterv(const void* sbuf, const int* scounts, const int* displs, MPI_Da
                  MPI_Datatype rtype, int root, MPI_Comm comm)
 {
   WL_BEGIN();
+  WL_IN(WL_IN_ROOT, root, 0, 0, comm);
   int rc = PMPI_Scatterv(sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm);
   if (wl_on && rc == MPI_SUCCESS) {
     int me;
@@ -327,6 +329,7 @@ void mpi_recv_(void* buf, int* count, int* dt, int* src, int* tag, int* comm, MP
   WL_REAL(real, wl_f_recv_t, "mpi_recv_");
   MPI_Comm c = PMPI_Comm_f2c(*comm);
   WL_BEGIN_KEEP(*src != MPI_PROC_NULL && wl_poll_keeps_msg(c, *src, *tag));
+  WL_IN(WL_IN_FROM, *src, 0, *tag, c);
   MPI_Status own;
   MPI_Status* st = wl_fstatus_ignored(status) ? &own : status;
   real(buf, count, dt, src, tag, comm, st, ierr);
@@ -358,6 +361,7 @@ void mpi_sendrecv_(void* sbuf, int* scount, int* stype, int* dst, int* stag, voi
 {
   WL_REAL(real, wl_f_sendrecv_t, "mpi_sendrecv_");
   WL_BEGIN();
+  WL_IN(WL_IN_BOTH, *src, *dst, *rtag, PMPI_Comm_f2c(*comm));
   MPI_Status own;
   MPI_Status* st = wl_fstatus_ignored(status) ? &own : status;
   real(sbuf, scount, stype, dst, stag, rbuf, rcount, rtype, src, rtag, comm, st, ierr);

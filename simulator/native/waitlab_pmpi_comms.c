@@ -357,6 +357,8 @@ static int wl_name_id(const char* name)
 
 /* ---- start and end -------------------------------------------------------------------------------------------- */
 
+static void wl_report_inside(int failed, void* data); /* waitlab_pmpi_abort.c */
+
 static void wl_start(double t0, double t1, const void* ra)
 {
   PMPI_Comm_rank(MPI_COMM_WORLD, &wl_rank);
@@ -372,6 +374,7 @@ static void wl_start(double t0, double t1, const void* ra)
   wl_flops_per_block = counted != NULL ? strtod(counted, NULL) : 0.0;
   wl_blocks_charged = wl_blocks; /* computation before MPI_Init is not charged */
   wl_on = 1;
+  sg_actor_on_exit(wl_report_inside, NULL);
   wl_push(WL_INIT, t0, t1, -1, 0, 0, 0.0, 0.0, -1, wl_site(ra), 0);
   wl_post_hook();
 }

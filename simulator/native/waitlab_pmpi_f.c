@@ -43,6 +43,7 @@ void mpi_sendrecv_replace_(void* buf, int* count, int* dt, int* dst, int* stag, 
 {
   WL_REAL(real, wl_f_sendrecv_replace_t, "mpi_sendrecv_replace_");
   WL_BEGIN();
+  WL_IN(WL_IN_BOTH, *src, *dst, *rtag, PMPI_Comm_f2c(*comm));
   MPI_Status own;
   MPI_Status* st = wl_fstatus_ignored(status) ? &own : status;
   real(buf, count, dt, dst, stag, src, rtag, comm, st, ierr);
@@ -60,6 +61,7 @@ void mpi_probe_(int* src, int* tag, int* comm, MPI_Status* status, int* ierr)
   WL_REAL(real, wl_f_probe_t, "mpi_probe_");
   MPI_Comm c = PMPI_Comm_f2c(*comm);
   WL_BEGIN_KEEP(*src != MPI_PROC_NULL && wl_poll_keeps_msg(c, *src, *tag));
+  WL_IN(WL_IN_FROM, *src, 0, *tag, c);
   MPI_Status own;
   MPI_Status* st = wl_fstatus_ignored(status) ? &own : status;
   real(src, tag, comm, st, ierr);

@@ -21,6 +21,9 @@
       wl_poll_flush();                                                                                                 \
     WL_RUN_ITEMS();                                                                                                    \
   }                                                                                                                    \
+  wl_in.call = __func__;                                                                                               \
+  wl_in.ra = ra_;                                                                                                      \
+  wl_in.kind = 0;                                                                                                      \
   double t0_ = wl_now()
 
 #define WL_BEGIN() WL_BEGIN_KEEP(0)
@@ -66,6 +69,7 @@ static int wl_p2p_send(int code, const void* ra, double t0, int count, MPI_Datat
 int MPI_Recv(void* buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm comm, MPI_Status* status)
 {
   WL_BEGIN_KEEP(src != MPI_PROC_NULL && wl_poll_keeps_msg(comm, src, tag));
+  WL_IN(WL_IN_FROM, src, 0, tag, comm);
   MPI_Status own;
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &own : status;
   int rc = PMPI_Recv(buf, count, dt, src, tag, comm, st);
@@ -129,6 +133,7 @@ int MPI_Sendrecv(const void* sbuf, int scount, MPI_Datatype stype, int dst, int 
                  MPI_Datatype rtype, int src, int rtag, MPI_Comm comm, MPI_Status* status)
 {
   WL_BEGIN();
+  WL_IN(WL_IN_BOTH, src, dst, rtag, comm);
   MPI_Status own;
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &own : status;
   int rc = PMPI_Sendrecv(sbuf, scount, stype, dst, stag, rbuf, rcount, rtype, src, rtag, comm, st);
@@ -143,6 +148,7 @@ int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype dt, int dst, int sta
                          MPI_Status* status)
 {
   WL_BEGIN();
+  WL_IN(WL_IN_BOTH, src, dst, rtag, comm);
   MPI_Status own;
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &own : status;
   int rc = PMPI_Sendrecv_replace(buf, count, dt, dst, stag, src, rtag, comm, st);
@@ -379,6 +385,7 @@ int MPI_Iprobe(int src, int tag, MPI_Comm comm, int* flag, MPI_Status* status)
 int MPI_Probe(int src, int tag, MPI_Comm comm, MPI_Status* status)
 {
   WL_BEGIN_KEEP(src != MPI_PROC_NULL && wl_poll_keeps_msg(comm, src, tag));
+  WL_IN(WL_IN_FROM, src, 0, tag, comm);
   MPI_Status own;
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &own : status;
   int rc = PMPI_Probe(src, tag, comm, st);
