@@ -67,7 +67,7 @@ def perturbation_report(name: str, cfg: PerturbationConfig, base: Any, measured:
         },
         "instrumentation": {"records": len(p.records), "record_bytes": float(p.records.bytes.sum())},
         "spill": dataclasses.asdict(p.spill) if p.spill is not None else None,
-        "buffer": dataclasses.asdict(p.spec) if p.spec is not None else None,
+        "buffer": p.spec.describe() if p.spec is not None else None,
         "condition_c": cc.as_dict(),
         "condition_c_spill": cc_spill.as_dict(),
         "distortion": distortion_summary(dist),

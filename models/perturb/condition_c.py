@@ -15,7 +15,7 @@ checker compares the prefix sums of every matched point-to-point pair (the
 send or isend row and the recv or irecv row sharing a ``match`` id) and of
 every collective instance (rows sharing ``match``), and reports the number
 of violations, the largest difference and where condition C first breaks
-(the violation whose events started earliest).
+(the violation whose named event -- the one with the larger prefix sum -- started earliest).
 
 Distortion
 ----------
@@ -91,7 +91,7 @@ class ConditionCReport:
         Largest absolute prefix-sum difference (seconds).
     first : dict
         Where C first breaks: ``kind`` (p2p/collective), ``rank``, ``seq``, ``op``, ``peer_rank``,
-        ``peer_seq``, ``difference``, ``time`` (enter of the earlier event); empty when C holds.
+        ``peer_seq``, ``difference``, ``time`` (enter of the named event ``rank``/``seq``); empty when C holds.
     violations : DataFrame
         One row per violation: ``kind, rank, seq, op, peer_rank, peer_seq, difference, time``.
     total_overhead : float
@@ -223,7 +223,7 @@ def check_condition_c(events: pd.DataFrame, overhead: _F | None = None, *, atol:
             lead = np.where(d >= 0, s, r)
             other = np.where(d >= 0, r, s)
             viol.append({"kind": np.zeros(s.size, np.int8), "row": lead, "peer_row": other, "difference": np.abs(d),
-                         "time": np.minimum(enter[s], enter[r])})
+                         "time": enter[lead]})
 
     # collectives: rows sharing a match id
     is_c = _codes(op, COLLECTIVE_OPS) & (match >= 0)
@@ -244,18 +244,18 @@ def check_condition_c(events: pd.DataFrame, overhead: _F | None = None, *, atol:
         if bad.any():
             sizes = np.diff(np.append(heads, rows.size))
             grp = np.repeat(np.arange(heads.size), sizes)
-            # argmax/argmin row within each group
-            is_hi = p == hi[grp]
-            is_lo = p == lo[grp]
+            # first row (lowest rank) within atol of the group's max / min prefix
+            is_hi = p >= hi[grp] - atol
+            is_lo = p <= lo[grp] + atol
             first_hi = np.full(heads.size, -1, np.int64)
             first_lo = np.full(heads.size, -1, np.int64)
             idx = np.arange(rows.size)
             first_hi[grp[is_hi][::-1]] = idx[is_hi][::-1]
             first_lo[grp[is_lo][::-1]] = idx[is_lo][::-1]
-            tmin = np.minimum.reduceat(enter[rows], heads)
             b = np.flatnonzero(bad)
-            viol.append({"kind": np.ones(b.size, np.int8), "row": rows[first_hi[b]],
-                         "peer_row": rows[first_lo[b]], "difference": d[b], "time": tmin[b]})
+            lead = rows[first_hi[b]]
+            viol.append({"kind": np.ones(b.size, np.int8), "row": lead,
+                         "peer_row": rows[first_lo[b]], "difference": d[b], "time": enter[lead]})
 
     if viol:
         cols = {k: np.concatenate([v[k] for v in viol]) for k in viol[0]}

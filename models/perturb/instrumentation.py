@@ -46,6 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from waitlab.errors import Picklable
 from waitlab.models.ops import OpTable
 from waitlab.models.perturb.insertion import key
 from waitlab.models.vocabulary import BYTES_ACTIONS, CODE, COLLECTIVE_ACTIONS, MPI_ACTIONS, codes_of
@@ -143,6 +144,14 @@ def _action_codes(names: frozenset[str] | set[str] | tuple[str, ...]) -> npt.NDA
     return codes_of(names)
 
 
+class OnlySelectsNothing(Picklable, ValueError):
+    """``only`` names something the ``events`` setting never records; ``fix`` says what to change."""
+
+    def __init__(self, problem: str, fix: str) -> None:
+        super().__init__(f"{problem}; {fix}")
+        self.problem, self.fix = problem, fix
+
+
 def select_records(ops: OpTable, inst: Instrumentation) -> Records:
     """Every record ``inst`` writes for ``ops`` (vectorised).
 
@@ -168,8 +177,10 @@ def select_records(ops: OpTable, inst: Instrumentation) -> Records:
         {n for n in only if n not in ops.names} if inst.events == "regions" else set()
     if never:
         what = "MPI calls" if inst.events == "mpi" else "region enter and leave"
-        raise ValueError(f"{', '.join(sorted(never))}: events = {inst.events!r} records only {what}, so this "
-                         "selects nothing; set events = 'all' to record both")
+        names_ = ", ".join(sorted(never))
+        other, kind = ('"regions"', "MPI actions such as recv") if inst.events == "mpi" else ('"mpi"', "regions")
+        raise OnlySelectsNothing(f"{names_}: events = {inst.events!r} records only {what}, so this selects nothing",
+                                 f'set events = "all" (or {other}) to record {names_}, or name only {kind} in only')
     if inst.events in ("mpi", "all"):
         names = (only & set(MPI_ACTIONS)) if only else set(MPI_ACTIONS)
         r = np.flatnonzero(np.isin(ops.code, _action_codes(names)))

@@ -128,11 +128,13 @@ class SwapOutF:
         nbytes = stream.cum[b] - stream.cum[prev]
         # what each rank records between two f calls, and after the last one, must fit in its buffer (P1)
         grow = np.vstack((nbytes, stream.cum[stream.hi] - stream.cum[b[-1]]))
-        if (grow > spec.buffer_bytes).any():
-            i, r = np.unravel_index(int(np.argmax(grow)), grow.shape)
+        ranks = np.arange(pts.n_ranks)
+        cap = spec.of("buffer_bytes", ranks)
+        if (grow > cap).any():
+            i, r = np.unravel_index(int(np.argmax(grow - cap)), grow.shape)
             at = int(chosen[i]) if i < chosen.size else -1
-            raise BufferOverflow(spec.buffer_bytes, int(r), at, float(grow[i, r]), self.every)
-        secs = spec.write_seconds(nbytes)
+            raise BufferOverflow(float(cap[r]), int(r), at, float(grow[i, r]), self.every)
+        secs = spec.write_seconds(nbytes, ranks)
         if (secs > self.tau).any():
             i, r = np.unravel_index(int(np.argmax(secs)), secs.shape)
             raise TauTooShort(self.tau, int(r), int(chosen[i]), float(nbytes[i, r]), float(secs[i, r]))
@@ -143,8 +145,9 @@ class SwapOutF:
         return Flushes.concat([fl])
 
 
-def largest_safe_every(stream: Stream, pts: SyncPoints, cap: float) -> int:
-    """Largest ``every`` for which no rank records more than ``cap`` bytes between two f calls (P1).
+def largest_safe_every(stream: Stream, pts: SyncPoints, cap: float | _F) -> int:
+    """Largest ``every`` for which no rank records more than ``cap`` bytes (its buffer, one for all ranks or one
+    per rank) between two f calls (P1).
 
     This is the programmer's static choice of Okita et al. (it knows how much each
     step records); 1 if even every point is not enough.
@@ -272,7 +275,7 @@ def _sync_plan(stream: Stream, spec: BufferSpec, pts: SyncPoints, *, fill_level:
         else:
             fire = bool((fill >= fill_level * cap).any())
         if fire:
-            secs = spec.write_seconds(fill)
+            secs = spec.write_seconds(fill, ranks)
             pads = (secs.max() - secs) if pad else np.zeros(pts.n_ranks)
             parts.append(Flushes(ranks.copy(), b.copy(), m[k].copy(), pads, np.full(pts.n_ranks, k, np.int64)))
             base = b.copy()
@@ -318,7 +321,12 @@ def make_policy(name: str, *, tau: float = 1.0, every: int = 1, sync: str = "col
 
 @dataclass(frozen=True)
 class SpillSummary:
-    """What a policy did (for reports and the policy comparison)."""
+    """What a policy did (for reports and the policy comparison).
+
+    ``flush_seconds`` is the writing alone (``latency + bytes / rate`` of every flush); ``pad_seconds`` the pads
+    (``delay`` rows) that equalise synchronised flushes.  The ledger books both, and any write-back, as kind
+    ``flush``.
+    """
 
     policy: str
     flushes: int
@@ -344,7 +352,7 @@ def summarize_spill(policy: str, stream: Stream, flushes: Flushes, state: Buffer
         synchronized_flushes=int(sync.sum()),
         individual_flushes=int((~sync).sum()),
         flushed_bytes=float(state.flush_bytes.sum()),
-        flush_seconds=float(state.flush_seconds.sum() + flushes.pad.sum()),
+        flush_seconds=float(state.flush_seconds.sum()),
         pad_seconds=float(flushes.pad.sum()),
         swap_bytes=float(state.over.sum()),
         peak_resident=float(state.peak.max()) if state.peak.size else 0.0,

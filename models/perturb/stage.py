@@ -30,6 +30,7 @@ from waitlab.models.perturb.insertion import Insertions, apply_insertions, conca
 from waitlab.models.perturb.instrumentation import (
     SUB_JITTER,
     Instrumentation,
+    OnlySelectsNothing,
     Records,
     collective_points,
     select_records,
@@ -155,11 +156,24 @@ class PlatformFacts:
     disk_latency: float
 
 
+def ranks_on_node(facts: PlatformFacts) -> npt.NDArray[np.int64]:
+    """For every rank, the number of ranks placed on its node (not the platform's ``ranks_per_node``: the last
+    node of 13 ranks at 4 per node holds 1)."""
+    node = np.asarray(facts.node_of_rank, np.int64)
+    return np.bincount(node)[node] if node.size else np.zeros(0, np.int64)
+
+
 def buffer_spec(cfg: TracingConfig, facts: PlatformFacts, file: str = "<scenario>") -> BufferSpec:
-    """Per-rank memory, buffer and disk share from ``[tracing]`` and the platform."""
-    rpn = max(facts.ranks_per_node, 1)
-    memory = (cfg.memory if cfg.memory is not None else facts.node_memory) / rpn
-    bw = (cfg.disk_bandwidth if cfg.disk_bandwidth is not None else facts.disk_bandwidth) / rpn
+    """Per-rank memory, buffer and disk share from ``[tracing]`` and the platform.
+
+    The ranks placed on a node share its trace memory and disk bandwidth equally; the shares are one number when
+    every node holds as many ranks, else one per rank.
+    """
+    count = ranks_on_node(facts)
+    share: float | npt.NDArray[np.float64] = (1.0 / count[0] if count.size and (count == count[0]).all()
+                                              else 1.0 / np.maximum(count, 1))
+    memory = (cfg.memory if cfg.memory is not None else facts.node_memory) * share
+    bw = (cfg.disk_bandwidth if cfg.disk_bandwidth is not None else facts.disk_bandwidth) * share
     lat = cfg.disk_latency if cfg.disk_latency is not None else facts.disk_latency
     buf = cfg.buffer_bytes if cfg.buffer_bytes is not None else memory
     try:
@@ -229,6 +243,8 @@ def perturb_ops(ops: OpTable, cfg: PerturbationConfig, facts: PlatformFacts, see
     t = time.perf_counter()
     try:
         records = select_records(ops, cfg.instrumentation)
+    except OnlySelectsNothing as exc:
+        raise InputError(file, "instrumentation.only", exc.problem, exc.fix) from None
     except ValueError as exc:
         raise InputError(file, "instrumentation.only", str(exc), "use MPI action names such as recv, or region "
                          "names of the application") from None
@@ -251,10 +267,11 @@ def perturb_ops(ops: OpTable, cfg: PerturbationConfig, facts: PlatformFacts, see
         if tr.policy == "swapout_f" and pts.n_points == 0:
             raise InputError(file, "tracing.sync", f"the application has no {tr.sync} to place f after",
                              'use sync = "steps"' if tr.sync == "collectives" else "use another policy")
-        if tr.policy != "keep" and len(stream) and float(stream.bytes.max()) > spec.buffer_bytes:
-            i = int(np.argmax(stream.bytes))
+        cap = spec.of("buffer_bytes", stream.rank)
+        if tr.policy != "keep" and len(stream) and bool((stream.bytes > cap).any()):
+            i = int(np.argmax(stream.bytes - cap))
             inst = cfg.instrumentation
-            raise InputError(file, "tracing.buffer_bytes", f"{spec.buffer_bytes:g} bytes is smaller than one "
+            raise InputError(file, "tracing.buffer_bytes", f"{float(cap[i]):g} bytes is smaller than one "
                              f"record: rank {int(stream.rank[i])} writes a {float(stream.bytes[i]):g}-byte record "
                              f"(instrumentation.record_bytes = {inst.record_bytes}"
                              + (f" + payload {inst.payload:g} x the message bytes" if inst.payload else "") + ")",
@@ -269,18 +286,19 @@ def perturb_ops(ops: OpTable, cfg: PerturbationConfig, facts: PlatformFacts, see
         except BufferOverflow as exc:
             pt = tr.sync[:-1]
             where = f"before the f call at {pt} point {exc.point}" if exc.point >= 0 else "after the last f call"
-            most = float(np.diff(stream.cum[np.vstack((stream.lo[None, :], sync_boundaries(stream, pts),
-                                                       stream.hi[None, :]))], axis=0).max())
+            grow = np.diff(stream.cum[np.vstack((stream.lo[None, :], sync_boundaries(stream, pts),
+                                                 stream.hi[None, :]))], axis=0).max(axis=0)  # per rank
+            most = float(grow.max())
             if tr.every == "auto":
                 problem = (f'every = "auto" finds no interval: even with f after every {pt}, rank {exc.rank} records '
-                           f"{exc.nbytes:.0f} bytes {where}, more than buffer_bytes = {spec.buffer_bytes:g} "
+                           f"{exc.nbytes:.0f} bytes {where}, more than buffer_bytes = {exc.buffer_bytes:g} "
                            "(f is the only flush, so the buffer would overflow)")
             else:
                 problem = (f"rank {exc.rank} records {exc.nbytes:.0f} bytes {where} (f every {exc.every} {pt} "
-                           f"point(s)), more than buffer_bytes = {spec.buffer_bytes:g}: f is the only flush, so the "
+                           f"point(s)), more than buffer_bytes = {exc.buffer_bytes:g}: f is the only flush, so the "
                            "buffer would overflow (P1 does not hold)")
             safe = largest_safe_every(stream, pts, spec.buffer_bytes)
-            fits = most <= spec.buffer_bytes  # some every works
+            fits = bool((grow <= spec.of("buffer_bytes", np.arange(ops.n_ranks))).all())  # some every works
             fix = (f'use every = {safe} (or "auto"), or buffer_bytes >= {exc.nbytes:.0f}' if fits else
                    f"use buffer_bytes >= {most:.0f} (the most a rank records between two {tr.sync}), or a "
                    "flushing policy such as \"padded_sync\"")

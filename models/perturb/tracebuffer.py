@@ -3,7 +3,7 @@
 Memory model (Okita et al. section 2.3, DESIGN.md section 9)
 --------------------------------------------------------
 Every rank appends its records (:mod:`waitlab.models.perturb.instrumentation`) to an
-in-memory buffer.  The ranks of a node share the memory left for trace
+in-memory buffer.  The ranks placed on a node share the memory left for trace
 buffers equally: each may keep ``memory`` bytes resident.  A record copied
 while the rank's resident trace exceeds ``memory`` pays ``swap_factor`` times
 the normal per-byte copy cost for the bytes past the limit (Okita et al. measured
@@ -12,7 +12,7 @@ the per-MB cost rising 74.8x, from 3.26e-3 to 2.44e-1 s/MB); the extra is a
 record's ``overhead``.  Swapping stops when a flush empties the buffer.
 
 A flush writes the buffer to disk in ``latency + bytes / rate`` seconds
-(``rate`` is the node's disk bandwidth divided among its ranks), as a
+(``rate`` is the node's disk bandwidth divided among the ranks placed on it), as a
 ``flush`` operation; policies that equalise flush times add a ``delay`` (the
 pad), and a non-zero ``writeback_cost`` adds CPU time per flushed byte after
 the flush (page-cache write-back; calibrated only for the Okita et al.
@@ -58,6 +58,7 @@ before its third record (global record index 2 and 6), just in front of its key 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -101,13 +102,14 @@ class BufferSpec:
 
     Parameters
     ----------
-    memory : float
+    memory : float or float64 array (one value per rank)
         Bytes of trace one rank may keep resident before it swaps (the node's
-        memory left to trace buffers divided by its ranks).
-    buffer_bytes : float
+        memory left to trace buffers divided by the ranks placed on the node).
+    buffer_bytes : float or float64 array (one value per rank)
         Size of the tracer's buffer: flushing policies flush before it overflows.
-    flush_rate : float
-        Bytes per second of one rank's flush.
+    flush_rate : float or float64 array (one value per rank)
+        Bytes per second of one rank's flush (the node's disk bandwidth divided
+        by the ranks placed on the node).
     flush_latency : float
         Seconds per flush (system call, seek).
     swap_factor : float
@@ -116,16 +118,16 @@ class BufferSpec:
         CPU seconds per flushed byte spent after the flush (default 0).
     """
 
-    memory: float
-    buffer_bytes: float
-    flush_rate: float
+    memory: float | _F
+    buffer_bytes: float | _F
+    flush_rate: float | _F
     flush_latency: float = 0.0
     swap_factor: float = 1.0
     writeback_cost: float = 0.0
 
     def __post_init__(self) -> None:
         for key in ("memory", "buffer_bytes", "flush_rate"):
-            if not getattr(self, key) > 0:
+            if not bool(np.all(np.asarray(getattr(self, key)) > 0)):
                 raise ValueError(f"{key} must be > 0, got {getattr(self, key)!r}")
         if not self.flush_latency >= 0:
             raise ValueError(f"flush_latency must be >= 0, got {self.flush_latency!r}")
@@ -134,10 +136,25 @@ class BufferSpec:
         if not self.writeback_cost >= 0:
             raise ValueError(f"writeback_cost must be >= 0, got {self.writeback_cost!r}")
 
-    def write_seconds(self, nbytes: npt.ArrayLike) -> _F:
-        """Seconds to write ``nbytes`` (0 for an empty buffer)."""
+    def of(self, key: str, rank: npt.ArrayLike) -> _F:
+        """``memory``, ``buffer_bytes`` or ``flush_rate`` of the ranks ``rank`` (same shape)."""
+        v = np.asarray(getattr(self, key), np.float64)
+        r = np.asarray(rank, np.int64)
+        return v[r] if v.ndim else np.full(r.shape, float(v))
+
+    def write_seconds(self, nbytes: npt.ArrayLike, rank: npt.ArrayLike) -> _F:
+        """Seconds for ranks ``rank`` to write ``nbytes`` (0 for an empty buffer); ``rank`` broadcasts against
+        ``nbytes`` (a matrix with one column per rank takes ``rank = arange(n_ranks)``)."""
         b = np.asarray(nbytes, np.float64)
-        return np.where(b > 0, self.flush_latency + b / self.flush_rate, 0.0)
+        return np.where(b > 0, self.flush_latency + b / self.of("flush_rate", rank), 0.0)
+
+    def describe(self) -> dict[str, float | list[float]]:
+        """Plain data for reports: a per-rank value that differs between ranks is listed per rank."""
+        out: dict[str, float | list[float]] = {}
+        for f in dataclasses.fields(self):
+            v = np.asarray(getattr(self, f.name), np.float64)
+            out[f.name] = float(v) if v.ndim == 0 else v.tolist()
+        return out
 
 
 @dataclass(frozen=True)
@@ -309,7 +326,8 @@ def buffer_state(stream: Stream, flushes: Flushes, spec: BufferSpec) -> BufferSt
     base_idx = np.maximum.accumulate(np.where(reset[:n], idx, 0)) if n else idx
     resident = stream.cum[:n] - stream.cum[base_idx]
     after = resident + stream.bytes
-    over = np.maximum(after - spec.memory, 0.0) - np.maximum(resident - spec.memory, 0.0)
+    mem = spec.of("memory", stream.rank)
+    over = np.maximum(after - mem, 0.0) - np.maximum(resident - mem, 0.0)
     # bytes of each flush: records since the previous flush (or the rank's start)
     if len(flushes):
         prev = np.concatenate(([-1], flushes.boundary[:-1]))
@@ -322,10 +340,10 @@ def buffer_state(stream: Stream, flushes: Flushes, spec: BufferSpec) -> BufferSt
     peak = np.zeros(stream.n_ranks)
     if n:
         np.maximum.at(peak, stream.rank, after)
-    return BufferState(resident, over, fb, spec.write_seconds(fb), peak)
+    return BufferState(resident, over, fb, spec.write_seconds(fb, flushes.rank), peak)
 
 
-def _first_overflow(stream: Stream, base: _I, seg_hi: _I, cap: float) -> _I:
+def _first_overflow(stream: Stream, base: _I, seg_hi: _I, cap: float | _F) -> _I:
     """For each rank, the first record in ``[base, seg_hi)`` whose end exceeds ``cap`` bytes since ``base``
     (``seg_hi`` if none)."""
     target = stream.cum[base] + cap
@@ -333,18 +351,21 @@ def _first_overflow(stream: Stream, base: _I, seg_hi: _I, cap: float) -> _I:
     return np.minimum(np.maximum(j, base), seg_hi).astype(np.int64)
 
 
-def greedy_flushes(stream: Stream, base: _I, seg_hi: _I, cap: float) -> tuple[Flushes, _I]:
+def greedy_flushes(stream: Stream, base: _I, seg_hi: _I, cap: float | _F) -> tuple[Flushes, _I]:
     """Per-rank "flush when the next record does not fit" over records ``[base[r], seg_hi[r])``.
+
+    ``cap`` is the buffer size, one for all ranks or one per rank.
 
     Returns the flushes and the new buffer start of every rank.  A record
     larger than the buffer is written alone into an empty buffer.
     """
     base = base.copy()
+    caps = np.broadcast_to(np.asarray(cap, np.float64), (stream.n_ranks,))
     out_rank: list[_I] = []
     out_b: list[_I] = []
     active = np.flatnonzero(base < seg_hi)
     while active.size:
-        j = _first_overflow(stream, base[active], seg_hi[active], cap)
+        j = _first_overflow(stream, base[active], seg_hi[active], caps[active])
         inside = j < seg_hi[active]
         alone = inside & (j == base[active])
         j = np.where(alone, j + 1, j)  # oversized record: flush right after it
