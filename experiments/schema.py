@@ -25,7 +25,7 @@ import difflib
 import math
 import re
 from collections.abc import Iterable, Mapping
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -38,6 +38,7 @@ from waitlab.models.perturb.spill_policies import POLICIES
 from waitlab.models.validation import TYPE_TAGS, dotted
 from waitlab.models.vocabulary import MPI_ACTIONS
 from waitlab.platforms import PLATFORM_ALIASES, list_platforms
+from waitlab.platforms.degraded import MIN_BANDWIDTH_FACTOR
 from waitlab.platforms.figures import MIN_BANDWIDTH
 from waitlab.platforms.machine import COMPUTATION_KEY, SOLVER_PRECISION, TIMING_PRECISION
 from waitlab.platforms.placement import PLACEMENTS, Placement
@@ -105,7 +106,10 @@ class DegradedLink(BaseModel):
 
     model_config = STRICT
     node: int = Field(ge=0, le=MAX_RANKS, description="node whose link to its switch is degraded")
-    bandwidth_factor: float = Field(gt=0, lt=1, description="fraction of the link's bandwidth left (0 < f < 1)")
+    bandwidth_factor: float = Field(ge=MIN_BANDWIDTH_FACTOR, lt=1, description="fraction of the link's bandwidth "
+                                    f"left ({MIN_BANDWIDTH_FACTOR:g} <= f < 1: a link slower than a millionth of its "
+                                    "model is broken, not degraded, and its transfers would soon pass the 9.2e9 s "
+                                    "the outputs' int64 nanoseconds hold)")
 
 
 #: The ``[platform]`` name of a run read as recorded (``[application] kind = "recorded"``): no platform is modeled.
@@ -134,13 +138,18 @@ class PlatformSection(BaseModel):
     def _placement_keys(self) -> PlatformSection:
         nodes = [d.node for d in self.degraded_link or ()]
         if len(set(nodes)) != len(nodes):
-            raise FieldProblem("degraded_link", "a node is listed twice: give each node one [[platform.degraded_link]]")
-        if self.placement_nodes and self.placement != "nodes":
-            raise FieldProblem("placement_nodes", "is only used with placement = \"nodes\": remove it or set "
-                               "placement = \"nodes\"")
+            raise FieldProblem("degraded_link", "a node is listed twice", "give each node one "
+                               "[[platform.degraded_link]]")
+        unused = [("placement_nodes", bool(self.placement_nodes), "nodes"),
+                  ("placement_seed", self.placement_seed != 0, "random"),
+                  ("supernodes", self.supernodes != 1, "supernodes")]
+        for key, given, kind in unused:  # a setting the placement ignores would be silently dropped
+            if given and self.placement != kind:
+                raise FieldProblem(key, f"is only used with placement = \"{kind}\" (placement is "
+                                   f"\"{self.placement}\")", f"remove {key} or set placement = \"{kind}\"")
         if self.placement == "nodes" and not self.placement_nodes:
-            raise FieldProblem("placement_nodes", "placement = \"nodes\" needs a node list: add placement_nodes = "
-                               "[0, 1, ...]")
+            raise FieldProblem("placement_nodes", "placement = \"nodes\" needs a node list",
+                               "add placement_nodes = [0, 1, ...]")
         return self
 
     def placement_rule(self) -> Placement:
@@ -451,7 +460,7 @@ def raise_validation(exc: ValidationError, file: str, section: str, model: type[
     cause = (err.get("ctx") or {}).get("error")
     if isinstance(cause, FieldProblem):
         loc = (*loc, cause.field)
-    field = str(loc[0]) if loc else ""
+    fix_model, field = _innermost(model, loc)
     where = f"{section}.{dotted(loc)}" if loc else section
     ctx = err.get("ctx") or {}
     template = _MESSAGES.get(err["type"])
@@ -459,8 +468,29 @@ def raise_validation(exc: ValidationError, file: str, section: str, model: type[
     if "input" in err and err["type"] not in ("missing", "extra_forbidden") and not isinstance(err["input"], dict):
         got = repr(err["input"])
         msg = f"{msg}, got {got[:80]}"
-    fix = cause.fix if isinstance(cause, FieldProblem) and cause.fix else _fix_for(model, field, err)
+    fix = cause.fix if isinstance(cause, FieldProblem) and cause.fix else _fix_for(fix_model, field, err)
     raise InputError(file, where, msg, fix) from None
+
+
+def _innermost(model: type[BaseModel] | None, loc: tuple[Any, ...]) -> tuple[type[BaseModel] | None, str]:
+    """The model and key an error location ends in: ``degraded_link[0].node`` is ``node`` of the table model of
+    ``degraded_link`` (so the fix names ``node``, not the table)."""
+    field = str(loc[0]) if loc else ""
+    for part in loc[1:]:
+        if isinstance(part, int):
+            continue
+        sub = _table_model(model.model_fields[field].annotation) if model and field in model.model_fields else None
+        if sub is None:
+            break
+        model, field = sub, str(part)
+    return model, field
+
+
+def _table_model(annotation: Any) -> type[BaseModel] | None:
+    """The section model inside a field's type (``tuple[DegradedLink, ...] | None``: DegradedLink), if any."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return next((m for a in get_args(annotation) if (m := _table_model(a)) is not None), None)
 
 
 def validate_section(name: str, table: Any, file: str) -> BaseModel:

@@ -32,7 +32,13 @@ from waitlab.platforms.fat_tree import uses_d_mod_k
 from waitlab.platforms.model import PlatformModel
 from waitlab.platforms.render import RenderedPlatform
 
-__all__ = ["degrade_links"]
+__all__ = ["MIN_BANDWIDTH_FACTOR", "degrade_links"]
+
+#: Smallest bandwidth factor of a degraded link.  A link slower than a millionth of its model is broken, not
+#: degraded; and the outputs keep times as int64 nanoseconds (at most 2**63 ns, about 9.2e9 s), which a factor
+#: of 1e-15 overflows with 22 MB (22 * 2**20 B / (1e-15 * 2.5e9 B/s) = 9.2e12 s).  At 1e-6 a 2.5 GB/s link moves
+#: 2.5 kB/s: it takes 2.3e13 B (23 TB) through that link to pass 9.2e9 s.
+MIN_BANDWIDTH_FACTOR = 1e-6
 
 
 def degrade_links(platform: RenderedPlatform, model: PlatformModel, factors: Mapping[int, float],
@@ -43,7 +49,7 @@ def degrade_links(platform: RenderedPlatform, model: PlatformModel, factors: Map
     ------
     waitlab.errors.InputError
         Not ``split_cores``, a fat-tree (d-mod-k) rendering, a node the platform does not have, or a factor
-        outside (0, 1).
+        outside [MIN_BANDWIDTH_FACTOR, 1).
     """
     if not factors:
         return platform
@@ -56,11 +62,11 @@ def degrade_links(platform: RenderedPlatform, model: PlatformModel, factors: Map
     for node in sorted(factors):
         f = float(factors[node])
         if node < 0 or node >= platform.n_nodes:
-            raise InputError(file, "platform.degraded_link", f"node {node} does not exist: the platform is rendered "
-                             f"with {platform.n_nodes} node(s)", f"use nodes 0..{platform.n_nodes - 1}")
-        if not 0 < f < 1:
-            raise InputError(file, "platform.degraded_link", f"bandwidth_factor {f:g} is not in (0, 1)",
-                             "use a factor between 0 and 1")
+            raise InputError(file, "platform.degraded_link.node", f"node {node} does not exist: the platform is "
+                             f"rendered with {platform.n_nodes} node(s)", f"use nodes 0..{platform.n_nodes - 1}")
+        if not MIN_BANDWIDTH_FACTOR <= f < 1:
+            raise InputError(file, "platform.degraded_link.bandwidth_factor", f"bandwidth_factor {f:g} is not in "
+                             f"[{MIN_BANDWIDTH_FACTOR:g}, 1)", f"use a factor from {MIN_BANDWIDTH_FACTOR:g} to below 1")
         found = re.search(rf'<link id="node-{node}-nic" bandwidth="([^"]+)Bps"', xml)
         if found is None:  # the rendering changed: say so rather than leave the link as it was
             raise InputError(file, "platform.degraded_link", f"the rendered platform has no link node-{node}-nic",

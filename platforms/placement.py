@@ -15,8 +15,9 @@ Rules
     A seeded random choice of ``n_ranks`` slots among the ``n_nodes * ranks_per_node`` slots
     (``numpy.random.default_rng(seed)``): same seed, same mapping.
 ``nodes``
-    An explicit node list.  With ``n_ranks`` entries, entry ``r`` is rank ``r``'s node; otherwise the
-    ranks fill the listed nodes block-wise, ``ranks_per_node`` each, in list order.
+    An explicit node list.  With ``n_ranks`` entries, entry ``r`` is rank ``r``'s node; with exactly the
+    ``ceil(n_ranks / ranks_per_node)`` nodes the job needs, the ranks fill the listed nodes block-wise,
+    ``ranks_per_node`` each, in list order (each node listed once).  Any other length is refused.
 ``supernodes``
     The nodes the job needs (``ceil(n_ranks / ranks_per_node)``) spread as evenly as possible over the
     first ``k`` supernodes (the first ``m % k`` supernodes get one node more), ranks block-wise over
@@ -124,16 +125,18 @@ def place_ranks(placement: Placement, n_ranks: int, ranks_per_node: int, n_nodes
         nodes = np.concatenate([s * leaf_size + np.arange(c, dtype=np.int64) for s, c in enumerate(counts)])
         return nodes[ranks // rpn]
     if kind == "nodes":
-        listed = np.asarray(placement.nodes, dtype=np.int64)
-        if len(listed) == 0:
+        if len(placement.nodes) == 0:
             raise _fail("placement_nodes", "placement = \"nodes\" needs a node list",
                         "add placement_nodes = [0, 1, ...]")
-        if (listed < 0).any() or (listed >= limit).any():
-            raise _fail("placement_nodes", f"node {int(listed[(listed < 0) | (listed >= limit)][0])} is outside the "
-                        f"machine (nodes 0..{limit - 1})", "list existing node numbers")
-        if len(listed) == n_ranks:
+        outside = [n for n in placement.nodes if not 0 <= n < limit]  # before int64: 2**70 must not overflow
+        if outside:
+            raise _fail("placement_nodes", f"node {outside[0]} is outside the machine (nodes 0..{limit - 1})",
+                        "list existing node numbers")
+        listed = np.asarray(placement.nodes, dtype=np.int64)
+        per_rank = len(listed) == n_ranks
+        if per_rank:
             node = listed.copy()
-        elif len(listed) >= needed:
+        elif len(listed) == needed:
             node = listed[ranks // rpn]
         else:
             raise _fail("placement_nodes", f"{len(listed)} nodes listed; {n_ranks} ranks at {rpn} per node need "
@@ -141,7 +144,8 @@ def place_ranks(placement: Placement, n_ranks: int, ranks_per_node: int, n_nodes
         full = np.bincount(node, minlength=1)
         if full.max() > rpn:
             raise _fail("placement_nodes", f"node {int(full.argmax())} gets {int(full.max())} ranks, more than the "
-                        f"{rpn} rank slots per node", "list each node at most ranks_per_node times")
+                        f"{rpn} rank slots per node", "list each node at most ranks_per_node times" if per_rank else
+                        "list each node once (each listed node gets ranks_per_node ranks)")
         return node
     raise _fail("placement", f"unknown placement {kind!r}", f"use one of: {', '.join(PLACEMENTS)}")
 

@@ -273,8 +273,9 @@ def render_platform(model: PlatformModel, n_ranks: int, ranks_per_node: int | No
     ranks_per_node : int, optional
         Rank slots used per node; default ``model.node.cores``.  At most ``model.node.cores``.
     nodes : int, optional
-        Nodes to render; default ``ceil(n_ranks / ranks_per_node)``.  At most
-        ``model.max_nodes``; extra nodes stay idle (ranks are placed block-wise).
+        Nodes to render; default ``ceil(n_ranks / ranks_per_node)`` or up to the highest node the placement
+        uses.  At most ``model.max_nodes``; extra nodes stay idle.  A placement using a node at or above an
+        explicit ``nodes`` is refused.
     split_cores : bool
         Render one single-core host per rank slot instead of one multi-core host per node.
     speed_profiles : Mapping of str to str, optional
@@ -303,7 +304,11 @@ def render_platform(model: PlatformModel, n_ranks: int, ranks_per_node: int | No
     leaf_size = model.topology.leaf_size
     place = placement or Placement()
     node_arr = place_ranks(place, n_ranks, rpn, n_nodes, leaf_size, model.max_nodes)
-    n_nodes = max(n_nodes, int(node_arr.max()) + 1)
+    used = int(node_arr.max()) + 1
+    if nodes is not None and used > n_nodes:  # an explicit node count is the count, not a hint
+        raise InputError(model.name, "nodes", f"{nodes} nodes requested, but placement = \"{place.kind}\" puts "
+                         f"ranks on node {used - 1}", f"use nodes >= {used}, or remove nodes")
+    n_nodes = max(n_nodes, used)
     slot_arr = slot_of_rank(node_arr)
     n_leaves = math.ceil(n_nodes / leaf_size)
     d_mod_k = uses_d_mod_k(model, split, n_leaves)

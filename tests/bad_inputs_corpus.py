@@ -176,6 +176,19 @@ SCENARIO_FIELDS: list[tuple[str, str, str, str, str]] = [
     ("platform-split-string", 'name = "dawning_5000a"', 'name = "dawning_5000a"\nsplit_cores = "yes"',
      "platform.split_cores", ""),
     ("platform-missing-file", 'name = "dawning_5000a"', 'name = "nowhere.toml"', "platform.name", ""),
+    # issue r22 (placement): a node past int64, a factor past int64 nanoseconds, settings the placement ignores
+    ("placement-node-past-int64", 'name = "dawning_5000a"', 'name = "dawning_5000a"\nplacement = "nodes"\n'
+     "placement_nodes = [0, 99999999999999999999, 2, 3]", "platform.placement_nodes", ""),
+    ("placement-nodes-extra", 'name = "dawning_5000a"', 'name = "dawning_5000a"\nranks_per_node = 2\n'
+     'placement = "nodes"\nplacement_nodes = [1, 2, 3]', "platform.placement_nodes", ""),
+    ("placement-nodes-below-list", 'name = "dawning_5000a"', 'name = "dawning_5000a"\nranks_per_node = 2\nnodes = 2\n'
+     'placement = "nodes"\nplacement_nodes = [1, 3]', "platform.nodes", ""),
+    ("placement-seed-with-block", 'name = "dawning_5000a"', 'name = "dawning_5000a"\nplacement_seed = 4',
+     "platform.placement_seed", ""),
+    ("placement-supernodes-with-block", 'name = "dawning_5000a"', 'name = "dawning_5000a"\nsupernodes = 3',
+     "platform.supernodes", ""),
+    ("degraded-factor-tiny", 'name = "dawning_5000a"', 'name = "dawning_5000a"\nsplit_cores = true\n'
+     "[[platform.degraded_link]]\nnode = 1\nbandwidth_factor = 1e-15", "bandwidth_factor", ""),
     ("application-missing", '[application]\nkind = "stencil"\nsteps = 3\n', "", "application", ""),
     ("application-kind-missing", 'kind = "stencil"', "", "application.kind", ""),
     ("application-kind-unknown", 'kind = "stencil"', 'kind = "stencl"', "application.kind", ""),

@@ -21,18 +21,32 @@ from waitlab.platforms.smpi_factors import calibrate
 def test_link_ledger_by_hand() -> None:
     # 3 ranks, node of rank = [0, 1, 1]; node 1 at a quarter of 1 MB/s: 1/(f B) - 1/B = 3e-6 s per byte
     b = OpBuilder(n_ranks=3)
-    b.add("allreduce", [0, 1, 2], step=0, value=10.0)  # all_to_all: sent 3*10, received 3*10 = 60 bytes per rank
+    # all_to_all: sent 3*10, received 3*10 = 60 bytes per rank, one third of them with rank 0 on the other node
+    b.add("allreduce", [0, 1, 2], step=0, value=10.0)
     b.add("send", 2, peer=0, value=100.0, step=1)
     b.add("recv", 0, peer=2, value=100.0, step=1)
     ops = link_ledger(b.build(), [0, 1, 1], {1: 0.25}, bandwidth=1e6)
     led = ops.ledger
     assert led.kind.tolist() == [CAUSE_KINDS.index("link")] * 3
     assert list(zip(led.rank.tolist(), led.step.tolist(), strict=True)) == [(1, 0), (2, 0), (2, 1)]
-    assert led.seconds.tolist() == pytest.approx([60 * 3e-6, 60 * 3e-6, 100 * 3e-6])
+    assert led.seconds.tolist() == pytest.approx([20 * 3e-6, 20 * 3e-6, 100 * 3e-6])
     assert {ops.names[i] for i in led.region} == {"network"}
     assert link_ledger(b.build(), [0, 1, 1], {}, bandwidth=1e6).ledger.rank.size == 0
     with pytest.raises(ValueError, match="in \\(0, 1\\)"):
         link_ledger(b.build(), [0, 1, 1], {1: 1.5}, bandwidth=1e6)
+
+
+def test_link_ledger_counts_only_messages_that_leave_the_node() -> None:
+    # node of rank = [0, 1, 1], node 1 at a quarter of 1 MB/s: 3e-6 s per crossing byte
+    b = OpBuilder(n_ranks=3)
+    b.add("send", 1, peer=2, value=1000.0, step=0)  # ranks 1 and 2 share node 1: never on its link
+    b.add("recv", 2, peer=1, value=1000.0, step=0)
+    assert link_ledger(b.build(), [0, 1, 1], {1: 0.25}, bandwidth=1e6).ledger.rank.size == 0
+    b.add("bcast", [0, 1, 2], peer=0, value=10.0, step=1)  # ranks 1, 2 receive 10 B from root 0 on node 0
+    b.add("bcast", [0, 1, 2], peer=1, value=10.0, step=2)  # root 1 sends 3 x 10 B, 10 to node 0; rank 2: on-node
+    led = link_ledger(b.build(), [0, 1, 1], {1: 0.25}, bandwidth=1e6).ledger
+    assert list(zip(led.rank.tolist(), led.step.tolist(), strict=True)) == [(1, 1), (1, 2), (2, 1)]
+    assert led.seconds.tolist() == pytest.approx([10 * 3e-6, 10 * 3e-6, 10 * 3e-6])
 
 
 def test_render_scales_one_nic_and_refuses_what_it_cannot_name() -> None:
@@ -71,6 +85,31 @@ def test_scenario_validation(tmp_path: Path) -> None:
         load_scenario(f)
 
 
+@pytest.mark.parametrize(("line", "field", "fix"), [
+    # 1e-15 of 2.5 GB/s: 22 x 2**20 B take 9.2e12 s, past the 9.2e9 s of int64 nanoseconds; below 1e-6 is refused
+    ("node = 1\nbandwidth_factor = 1e-15", "bandwidth_factor", "give bandwidth_factor a value that is >= 1e-06"),
+    ("node = 1\nbandwidth_factor = 0.0", "bandwidth_factor", "give bandwidth_factor a value that is >= 1e-06"),
+    ("node = -1\nbandwidth_factor = 0.5", "node", "give node a value that is >= 0"),
+    ("node = 1", "bandwidth_factor", "add bandwidth_factor = ..."),
+])
+def test_degraded_link_errors_name_the_key_and_its_fix(tmp_path: Path, line: str, field: str, fix: str) -> None:
+    f = tmp_path / "bad.toml"
+    f.write_text('[scenario]\nname = "x"\nranks = 2\n[platform]\nname = "dawning_5000a"\nsplit_cores = true\n'
+                 f"[[platform.degraded_link]]\n{line}\n[application]\nkind = \"stencil\"\n")
+    with pytest.raises(InputError) as err:
+        load_scenario(f)
+    assert err.value.field == f"platform.degraded_link[0].{field}" and err.value.fix.startswith(fix)
+
+
+def test_the_smallest_factor_is_accepted() -> None:
+    m = load_platform("dawning_5000a")
+    base = render_platform(m, 2, ranks_per_node=1, split_cores=True)
+    bw = calibrate(m).inter_node.bandwidth
+    assert f'bandwidth="{bw * 1e-6!r}Bps"' in degrade_links(base, m, {1: 1e-6}).xml
+    with pytest.raises(InputError, match=r"bandwidth_factor 9e-07 is not in \[1e-06, 1\)"):
+        degrade_links(base, m, {1: 9e-7})
+
+
 PINGPONG = '[application]\nkind = "pingpong"\nsteps = 10\nmessage_bytes = 4000000\ncompute_seconds = 0.0\n'
 
 
@@ -104,3 +143,14 @@ def test_link_truth_is_the_run_without_the_link(tmp_path: Path) -> None:
     assert gt.cost_of("rank_region:1:network") == pytest.approx(expected, abs=1e-9)
     assert np.isclose(gt.cost_of("all"), expected)
     assert not gt.partial_noise
+
+
+def test_link_ledger_reads_a_sub_communicators_root_as_a_world_rank() -> None:
+    # nodes of ranks [0, 0, 1, 1], node 1 at a quarter of 1 MB/s (3e-6 s per crossing byte); a bcast of 10 B on
+    # the communicator of world ranks (1, 2) rooted at world rank 2 (roots are world ranks on any communicator):
+    # the root's message to rank 1 leaves node 1 (10 B), its message to itself does not
+    b = OpBuilder(n_ranks=4)
+    b.add("bcast", [1, 2], peer=2, value=10.0, step=0, comm=b.comm_id((1, 2)))
+    led = link_ledger(b.build(), [0, 0, 1, 1], {1: 0.25}, bandwidth=1e6).ledger
+    assert list(zip(led.rank.tolist(), led.step.tolist(), strict=True)) == [(2, 0)]
+    assert led.seconds.tolist() == pytest.approx([10 * 3e-6])

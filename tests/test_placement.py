@@ -118,3 +118,54 @@ def test_sweep_point_changes_the_placement() -> None:
            for k in (1, 2, 4)]
     assert [prepare(p).platform.node_of_rank for p in pts] == [(0, 1, 2, 3), (0, 1, 256, 257), (0, 256, 512, 768)]
     assert len({p.hash() for p in pts}) == 3
+
+
+# ---- issue r22 (placement): a tester's findings -------------------------------------------------------------------
+
+def test_a_node_beyond_int64_is_outside_the_machine() -> None:
+    # 10**20 does not fit an int64: it must get the same one-line refusal as any node past the machine's end
+    with pytest.raises(InputError, match=r"node 100000000000000000000 is outside the machine \(nodes 0\.\.49\)"):
+        place_ranks(Placement("nodes", nodes=(4, 10**20, 5)), 7, 3, 3, 4, max_nodes=50)
+
+
+def test_fill_mode_list_must_be_exactly_the_nodes_needed_each_once() -> None:
+    # 7 ranks at 3 per node need ceil(7 / 3) = 3 nodes: 5 entries is neither 3 nor 7 (entries 8 and 9 were dropped)
+    with pytest.raises(InputError, match="5 nodes listed; 7 ranks at 3 per node need 3"):
+        place_ranks(Placement("nodes", nodes=(5, 6, 7, 8, 9)), 7, 3, 3, 4, max_nodes=50)
+    # [5, 5, 7] fills node 5 twice (3 + 3 = 6 ranks > 3 slots): the fix says "once", not "at most ranks_per_node"
+    with pytest.raises(InputError, match="node 5 gets 6 ranks") as err:
+        place_ranks(Placement("nodes", nodes=(5, 5, 7)), 7, 3, 3, 4, max_nodes=50)
+    assert "list each node once" in err.value.fix
+    # one entry per rank: a node may be listed up to ranks_per_node (3) times
+    assert place_ranks(Placement("nodes", nodes=(5, 5, 5, 6, 6, 6, 7)), 7, 3, 3, 4, 50).tolist() == [5, 5, 5, 6, 6,
+                                                                                                       6, 7]
+
+
+@pytest.mark.parametrize(("placement", "used"), [
+    ({"placement": "nodes", "placement_nodes": [4, 7, 9]}, 10),  # highest node 9: 10 nodes
+    ({"placement": "supernodes", "supernodes": 2}, 13),           # 3 nodes over 2 leaves of 12: nodes 0, 1, 12
+])
+def test_an_explicit_node_count_below_the_placement_is_refused(placement: dict[str, object], used: int) -> None:
+    def scenario(nodes: int) -> object:
+        return from_mapping({"scenario": {"name": "pl", "ranks": 7},
+                             "platform": {"name": "deepcomp_7000", "ranks_per_node": 3, "nodes": nodes, **placement},
+                             "application": {"kind": "stencil", "steps": 1}})
+    with pytest.raises(InputError) as err:
+        prepare(scenario(3))
+    assert err.value.field == "platform.nodes" and f"use nodes >= {used}" in err.value.fix
+    assert prepare(scenario(used)).platform.n_nodes == used
+
+
+@pytest.mark.parametrize(("keys", "field", "fix"), [
+    ({"supernodes": 3}, "supernodes", 'remove supernodes or set placement = "supernodes"'),
+    ({"placement_seed": 4}, "placement_seed", 'remove placement_seed or set placement = "random"'),
+    ({"placement": "cyclic", "placement_nodes": [1, 2]}, "placement_nodes",
+     'remove placement_nodes or set placement = "nodes"'),
+    ({"placement": "nodes"}, "placement_nodes", "add placement_nodes = [0, 1, ...]"),
+])
+def test_settings_the_placement_ignores_are_refused(keys: dict[str, object], field: str, fix: str) -> None:
+    with pytest.raises(InputError) as err:
+        from_mapping({"scenario": {"name": "pl", "ranks": 7},
+                      "platform": {"name": "deepcomp_7000", "ranks_per_node": 3, **keys},
+                      "application": {"kind": "stencil", "steps": 1}})
+    assert err.value.field == f"platform.{field}" and err.value.fix == fix
