@@ -243,7 +243,8 @@ def real_params(kind: str, table: Mapping[str, Any], file: str, base: Path
     if len(set(names)) != len(names):
         raise InputError(file, "application.inputs", "two input files have the same name",
                          "the files are copied side by side into the working folder: rename one")
-    digest = sources_digest(src_paths) if src_paths else file_digest([bin_path]) if bin_path else ""
+    digest = (sources_digest(src_paths, resolve_flag_paths(sec.compile_flags, base)) if src_paths else
+              file_digest([bin_path]) if bin_path else "")
     if inputs:
         digest = f"{digest}:{file_digest(inputs)}"
     return ProgramParams(

@@ -61,6 +61,7 @@ from waitlab.experiments.sweep_points import (
     write_point_isolated,
 )
 from waitlab.readers import read_json
+from waitlab.simulator.settings_check import check_settings
 
 #: Most points of one sweep: each is a results folder and a validated scenario (a 10^6-point grid took minutes
 #: to expand before it was refused); larger studies are several sweeps.
@@ -163,9 +164,11 @@ def load_sweep(path: str | Path) -> Sweep:
         label = ", ".join(f"{k}={shown(v)}" for k, v in values)
         try:
             sc = from_mapping(scen, str(base_path))
-        except InputError as exc:
-            raise InputError(file, f"grid ({label})", f"makes an invalid scenario: {exc}",
-                             "change that grid value") from None
+            check_settings(dict(sc.simulation.config_pairs()), str(base_path))  # as waitlab run checks them
+        except InputError as exc:  # the scenario's own words, and its fix or "change that grid value"
+            where = exc.field if exc.file == str(base_path) else f"{exc.file}: {exc.field}"
+            raise InputError(file, f"grid ({label})", f"makes an invalid scenario: {where}: {exc.problem}",
+                             exc.fix or "change that grid value") from None
         points.append(SweepPoint(values, sc, scen))
     check_platforms([(_label(pt), str(pt.scenario.platform.name)) for pt in points], file)
     if len({pt.key for pt in points}) < len(points):
@@ -263,7 +266,7 @@ def _run_locked(sweep: Sweep, out: Path, runs: Path, executor: Executor | None,
     if todo:
         def submit_all(ex: Executor) -> None:
             try:
-                attempt = new_attempt(runs)
+                attempt = new_attempt(runs).absolute()  # what workers are told: each runs in a folder of its own
             except OSError as exc:
                 raise write_error(exc, out, "sweep folder") from None
             try:

@@ -99,8 +99,9 @@ def _digest(*parts: bytes) -> str:
     return h.hexdigest()[:16]
 
 
-def sources_digest(sources: Sequence[Path]) -> str:
-    """Hash of the sources and of the headers next to them (what a rebuild depends on)."""
+def sources_digest(sources: Sequence[Path], compile_flags: Sequence[str] = ()) -> str:
+    """Hash of the sources and of the headers next to them and in the ``-I`` folders of ``compile_flags`` (what a
+    rebuild depends on; a folder under ``/usr`` is the system's, not the user's, and is left out)."""
     parts: list[bytes] = []
     dirs: set[Path] = set()
     for s in sources:
@@ -110,6 +111,10 @@ def sources_digest(sources: Sequence[Path]) -> str:
         for h in sorted(d.iterdir()):
             if h.suffix in _HEADER_SUFFIXES and h.is_file():
                 parts += [h.name.encode(), h.read_bytes()]
+    for name in sorted(_include_dir_files(compile_flags)):
+        h = Path(name)
+        if not h.resolve().is_relative_to("/usr") and h.parent.resolve() not in {d.resolve() for d in dirs}:
+            parts += [name.encode(), h.read_bytes()]
     return _digest(*parts)
 
 

@@ -201,3 +201,15 @@ def test_program_scenario_hash_follows_the_source(tmp_path: Path) -> None:
     h1 = from_mapping(data, str(tmp_path / "s.toml")).hash()
     src.write_text("int main(void) { return 1; }\n")
     assert from_mapping(data, str(tmp_path / "s.toml")).hash() != h1
+
+
+def test_program_scenario_hash_follows_a_header_of_an_include_folder(tmp_path: Path) -> None:
+    # a header found through -I is part of the program: a sweep must not keep a point built with its old text
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "p.c").write_text('#include "w.h"\nint main(void) { return W; }\n')
+    (tmp_path / "inc" / "w.h").write_text("#define W 0\n")
+    data = {"scenario": {"ranks": 2}, "platform": {"name": "dawning_5000a"},
+            "application": {"kind": "program", "sources": ["p.c"], "compile_flags": ["-Iinc"]}}
+    h1 = from_mapping(data, str(tmp_path / "s.toml")).hash()
+    (tmp_path / "inc" / "w.h").write_text("#define W 1\n")
+    assert from_mapping(data, str(tmp_path / "s.toml")).hash() != h1

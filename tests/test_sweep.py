@@ -102,3 +102,24 @@ def test_sweep_on_dask_local_cluster_matches_local(tmp_path):
     for key in local["scenario_hash"]:
         a = (tmp_path / "a" / "runs" / key / "events.parquet").read_bytes()
         assert a == (tmp_path / "b" / "runs" / key / "events.parquet").read_bytes()
+
+
+@pytest.mark.simgrid
+def test_workers_are_told_the_attempt_folder_by_its_absolute_path(tmp_path, monkeypatch):
+    # a Dask worker runs in a folder of its own: with -o given relative, a relative attempt folder was looked for
+    # there, and every point was said "stopped"
+    from concurrent.futures import ThreadPoolExecutor
+
+    told: list[str] = []
+
+    class Recording(ThreadPoolExecutor):
+        def submit(self, fn, /, *args, **kwargs):  # type: ignore[no-untyped-def]
+            told.append(args[2])
+            return super().submit(fn, *args, **kwargs)
+
+    sw = load_sweep(make(tmp_path, '"scenario.seed" = [1]'))
+    monkeypatch.chdir(tmp_path)
+    with Recording(max_workers=1) as ex:
+        run_sweep(sw, Path("out"), executor=ex)
+    assert len(told) == 1 and Path(told[0]).is_absolute() and Path(told[0]).parent == tmp_path / "out" / "runs"
+    assert (tmp_path / "out" / "sweep.csv").is_file()
