@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import warnings
 from collections.abc import Iterator
 from concurrent.futures import Executor
 from contextlib import contextmanager
@@ -71,6 +72,9 @@ def open_executor(kind: str = "local", workers: int | None = None, scheduler: st
         return
     # distributed's own log (a failed task's traceback, workers killed at the end) stays out of the terminal: a
     # point's failure is said once, in one line, by the sweep
-    with LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
-                      silence_logs=logging.CRITICAL) as cluster, Client(cluster) as client:
+    with warnings.catch_warnings():  # another cluster holds port 8787: the scheduler's HTTP port moves, not ours to say
+        warnings.filterwarnings("ignore", message=r"Port \d+ is already in use", category=UserWarning)
+        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
+                               silence_logs=logging.CRITICAL)
+    with cluster, Client(cluster) as client:
         yield client.get_executor()
