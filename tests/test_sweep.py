@@ -129,6 +129,7 @@ def test_workers_are_told_the_attempt_folder_by_its_absolute_path(tmp_path, monk
 def test_a_dask_sweep_beside_another_cluster_prints_no_port_warning(tmp_path, capfd):
     # another cluster (or notebook dashboard) holds 8787: distributed moves its HTTP port and warns; not ours to say
     import socket
+    import warnings
 
     from waitlab.experiments.executors import open_executor
 
@@ -139,8 +140,11 @@ def test_a_dask_sweep_beside_another_cluster_prints_no_port_warning(tmp_path, ca
     except OSError:
         pass  # already held by something else: the same situation
     try:
-        with open_executor("dask", 1) as ex:
-            assert ex.submit(sum, [1, 2]).result() == 3
+        with warnings.catch_warnings(record=True) as seen:  # what a terminal would print
+            warnings.simplefilter("always")
+            with open_executor("dask", 1) as ex:
+                assert ex.submit(sum, [1, 2]).result() == 3
     finally:
         held.close()
+    assert not [w for w in seen if "already in use" in str(w.message)]
     assert "already in use" not in capfd.readouterr().err
