@@ -12,8 +12,9 @@ For each case (:mod:`~waitlab.experiments.diagnosis.suite`):
    seconds, every tied set of them (:func:`~waitlab.models.analysis.suite_scores.tie_sets`) and "balance
    the regions this model blames" per model;
 4. the scores of each model (:func:`case_scores`); a (case, model) row is cached, keyed by the scenario,
-   the model's source, the scoring settings and waitlab's code, so a second evaluate re-simulates and re-scores
-   nothing.
+   the model's source (a Python function: with its captured values, :func:`captured_state`; one whose captured
+   values cannot be pickled is not cached), the scoring settings and waitlab's code, so a second evaluate
+   re-simulates and re-scores nothing.
 
 The leaderboard (:mod:`~waitlab.experiments.diagnosis.leaderboard`) aggregates them per model and cause class.
 """
@@ -22,11 +23,14 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import io
 import json
 import math
 import os
+import pickle
 import shutil
 import sys
+import types
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future, as_completed
 from dataclasses import dataclass
@@ -105,8 +109,35 @@ def all_models(extra: Sequence[str | Callable[..., pd.DataFrame] | ModelSpec] = 
     return resolve_all([*BUILTIN.values(), *entry_point_models(timeout).values(), *extra], timeout=timeout)
 
 
-def model_digest(spec: ModelSpec) -> str:
-    """Digest of a model's source (its module's file) and options: a changed model is scored again."""
+class _StatePickler(pickle.Pickler):
+    """Pickles a function's captured values for a digest: a module by its name (a closure may capture ``np``)."""
+
+    def persistent_id(self, obj: Any) -> str | None:
+        return obj.__name__ if isinstance(obj, types.ModuleType) else None
+
+
+def captured_state(fn: Callable[..., Any]) -> bytes | None:
+    """Digest of what a function's result can depend on beyond its source: its closure's values, its defaults
+    (keyword-only ones too) and, for a bound method, its object; None when they cannot be pickled (then its scores
+    are not cached)."""
+    owner = getattr(fn, "__self__", None)
+    fn = getattr(fn, "__func__", fn)
+    buf = io.BytesIO()
+    try:
+        cells = [c.cell_contents for c in getattr(fn, "__closure__", None) or ()]
+        _StatePickler(buf, protocol=4).dump((owner, cells, getattr(fn, "__defaults__", None),
+                                             getattr(fn, "__kwdefaults__", None)))
+    except Exception:  # an empty cell (ValueError), a lambda or a lock captured: anything unpicklable
+        return None
+    return hashlib.sha256(buf.getvalue()).digest()
+
+
+def model_digest(spec: ModelSpec) -> str | None:
+    """Digest of a model's source (its module's file) and options: a changed model is scored again.
+
+    A Python function's name, first line and captured state (:func:`captured_state`) count too; None when that
+    state cannot be digested (its scores are then not cached).
+    """
     h = hashlib.sha256(spec.key.encode())
     for fn in (spec.fn, spec.detail):
         if isinstance(fn, IsolatedModel) and fn.fn is not None:  # a Python function (in a forked child): its own
@@ -126,6 +157,11 @@ def model_digest(spec: ModelSpec) -> str:
             h.update(Path(src).read_bytes() if src else repr(fn).encode())
         except (TypeError, OSError):
             h.update(repr(fn).encode())
+        state = captured_state(fn)
+        if state is None:
+            return None
+        code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+        h.update(f"{getattr(fn, '__qualname__', '')}@{getattr(code, 'co_firstlineno', '')}".encode() + state)
     h.update(json.dumps(spec.options, sort_keys=True, default=str).encode())
     return h.hexdigest()[:24]
 
@@ -249,8 +285,12 @@ class CaseOutcome:
     notes: list[str]
 
 
-def _row_path(cache: Path, case: Case, spec: ModelSpec, settings: Settings) -> Path:
-    key = f"{case.scenario.hash()}-{model_digest(spec)}-{settings.key()}-{_scoring_digest()}-{code_digest()}"
+def _row_path(cache: Path, case: Case, spec: ModelSpec, settings: Settings) -> Path | None:
+    """Where a (case, model) row is cached; None for a model whose digest cannot be made (:func:`model_digest`)."""
+    digest = model_digest(spec)
+    if digest is None:
+        return None
+    key = f"{case.scenario.hash()}-{digest}-{settings.key()}-{_scoring_digest()}-{code_digest()}"
     return cache / "evaluate" / f"{hashlib.sha256(key.encode()).hexdigest()[:40]}.json"
 
 
@@ -264,7 +304,7 @@ def evaluate_case(case: Case, specs: Sequence[ModelSpec], cache: Path, settings:
     rows: dict[str, dict[str, Any]] = {}
     for spec in specs:
         p = _row_path(cache, case, spec, settings)
-        if use_cache and p.is_file():
+        if use_cache and p is not None and p.is_file():
             try:
                 rows[spec.key] = json.loads(p.read_text())
             except (OSError, ValueError):
@@ -305,7 +345,7 @@ def evaluate_case(case: Case, specs: Sequence[ModelSpec], cache: Path, settings:
                        "exact_ties": tc["exact"], "near_ties": tc["near"]}
         for spec in todo:
             p = _row_path(cache, case, spec, settings)
-            if use_cache and not rows[spec.key].get("error"):
+            if use_cache and p is not None and not rows[spec.key].get("error"):
                 p.parent.mkdir(parents=True, exist_ok=True)
                 p.write_text(json.dumps(rows[spec.key], sort_keys=True) + "\n")
     out = [{"model": s.key, "name": s.name, "case": case.name, "cause": case.cause, "what": case.what,
@@ -358,5 +398,5 @@ def evaluate(suite: str | Path | None = None, *, models: Sequence[str | Callable
     return pd.DataFrame(rows), notes, {"runs_simulated": n_runs, "reruns_simulated": reruns}
 
 
-__all__ = ["SCORES", "Settings", "all_models", "case_scores", "evaluate", "evaluate_case", "materialize",
-           "materialize_all", "model_digest", "run_folder"]
+__all__ = ["SCORES", "Settings", "all_models", "captured_state", "case_scores", "evaluate", "evaluate_case",
+           "materialize", "materialize_all", "model_digest", "run_folder"]

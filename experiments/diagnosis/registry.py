@@ -193,7 +193,11 @@ def _forked(name: str, fn: Callable[..., pd.DataFrame], timeout: float) -> Isola
 def resolve_all(specs: Sequence[str | Callable[..., pd.DataFrame] | ModelSpec], where: str | None = None,
                 key_name: str | None = None, timeout: float = DEFAULT_TIMEOUT,
                 python_name: str = "models") -> list[ModelSpec]:
-    """:func:`resolve` of each spec, duplicates (same key) dropped."""
+    """:func:`resolve` of each spec, duplicates (the same model twice) dropped.
+
+    Two different models with one key (two lambdas, or two closures of one factory: ``module:name`` each) are an
+    :class:`~waitlab.errors.InputError` naming the argument (a row or result per key: one would be dropped).
+    """
     if isinstance(specs, str | bytes) or not isinstance(specs, Sequence):
         label = where if where is not None else "(python call)"
         raise InputError(label, key_name or python_name, f"must be a list of models, got {type(specs).__name__} "
@@ -204,8 +208,22 @@ def resolve_all(specs: Sequence[str | Callable[..., pd.DataFrame] | ModelSpec], 
         if isinstance(s, str) and s in out:
             continue
         m = resolve(s, where, key_name, timeout, python_name)
+        if m.key in out and not _same(out[m.key], m):
+            w, k = (where, key_name or python_name) if where is not None else argument_label(s, python_name)
+            raise InputError(w, k, f"two different models are both named {m.key!r}",
+                             "give each model a distinct name: a def of its own, or a ModelSpec(key, name, fn)")
         out.setdefault(m.key, m)
     return list(out.values())
+
+
+def _same(a: ModelSpec, b: ModelSpec) -> bool:
+    """Whether two specs are the same model: one function (a Python function: the very object) and options."""
+    def fn(m: ModelSpec) -> Any:
+        return m.fn.fn if isinstance(m.fn, IsolatedModel) and m.fn.fn is not None else m.fn
+    try:
+        return bool(fn(a) == fn(b) and a.detail == b.detail and a.options == b.options)
+    except ValueError:  # options holding arrays
+        return False
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,10 @@ waitlab.experiments.diagnosis.sandbox`` child, in a process group of its own:
   object of the user's is ever rebuilt in waitlab's process.
 
 A Python function handed to the API (``waitlab.diagnose(RUN, models=[fn])``, ``waitlab.evaluate``,
-``waitlab.check_model``) is run the same way in a forked copy of waitlab's process (nothing to import: the child
-has the function and the run's tables already), with the same time limit, output relay and one-line errors.
+``waitlab.check_model``) is run the same way in a forked copy of the caller's process (nothing to import), with the
+same time limit, output relay and one-line errors; being a copy, it can see all the caller holds, the truth included.
+Only a model given as a file runs in a fresh interpreter that receives nothing but the events, waits and placement
+(there is no filesystem sandbox: it can read any file the user can, a run folder's ``ledger.parquet`` too).
 Built-in models stay in waitlab's process (their speed matters and they are waitlab's code).
 """
 

@@ -12,7 +12,8 @@ scores compare with (:func:`measured_events`).  The returned table has one row p
 blamed item with at least the columns
 
 * ``rank`` (int): the rank blamed;
-* ``region`` (str): the region (or call path's region) blamed, ``"(top level)"`` outside every region;
+* ``region`` (str): the region (or call path's region) blamed, ``"(top level)"`` outside every region (``""``,
+  as the event table names it, is read as ``"(top level)"``);
 * ``seconds`` (float, >= 0): wait blamed on that (rank, region);
 
 and optionally ``callpath`` (str), ``kind`` (the cause kind the model names: ``imbalance``, ``noise``,
@@ -201,6 +202,10 @@ class DiagnosisModel(Protocol):
     def __call__(self, run: RunData, **options: Any) -> pd.DataFrame: ...  # pragma: no cover
 
 
+#: The region a model's output names for code outside every region (the event table's ``""``).
+TOP_LEVEL = "(top level)"
+
+
 def blame_problems(frame: Any, run: RunData, wait: float | None = None) -> list[str]:
     """What is wrong with a model's output (empty list: nothing).
 
@@ -315,12 +320,16 @@ def explains_problem(attrs: dict[Any, Any], waited_in: Iterable[str] = ()) -> st
 def normalise(frame: pd.DataFrame) -> pd.DataFrame:
     """A valid model output in canonical form: ``rank`` int, ``region``/``callpath`` str, ``seconds`` float.
 
-    ``callpath`` defaults to the region.  Rows keep their order; ``attrs`` are kept.
+    ``callpath`` defaults to the region.  An empty region or call path (``""``, how the event table names code
+    outside every region) is ``"(top level)"``, the name the built-in models and the truth give it.  Rows keep their
+    order; ``attrs`` are kept.
     """
+    region = frame["region"].astype(str).replace("", TOP_LEVEL)
     out = pd.DataFrame({
         "rank": frame["rank"].to_numpy().astype(np.int64),
-        "region": frame["region"].astype(str).to_numpy(),
-        "callpath": (frame["callpath"] if "callpath" in frame else frame["region"]).astype(str).to_numpy(),
+        "region": region.to_numpy(),
+        "callpath": (frame["callpath"].astype(str).replace("", TOP_LEVEL) if "callpath" in frame
+                     else region).to_numpy(),
         "seconds": frame["seconds"].to_numpy(float),
     })  # fmt: skip
     for c in ("kind", "improvement"):
