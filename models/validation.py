@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import json
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, TypeVar, cast, dataclass_transform, get_args, get_origin
 
@@ -231,10 +232,23 @@ def _is_field_name(part: Any) -> bool:
 
 
 def dotted(loc: Sequence[Any]) -> str:
-    """A pydantic error location as a dotted key: ``("imbalance", 2, "magnitude")`` -> ``imbalance[2].magnitude``."""
+    r"""A pydantic error location as a dotted key: ``("imbalance", 2, "magnitude")`` -> ``imbalance[2].magnitude``.
+
+    A key that is not a bare word (blanks, control characters, dots, quotes, brackets, or empty) is quoted as TOML
+    writes it, so the location stays on one line:
+
+    >>> dotted(("config", "smpi/allreduce")), dotted(("config", "\n")), dotted(("config", "a.b"))
+    ('config.smpi/allreduce', 'config."\\n"', 'config."a.b"')
+    """
     out = ""
     for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+        if isinstance(part, int):
+            out += f"[{part}]"
+            continue
+        key = str(part)
+        if not key or any(c.isspace() or not c.isprintable() or c in '."[]' for c in key):
+            key = json.dumps(key)
+        out += f".{key}" if out else key
     return out
 
 

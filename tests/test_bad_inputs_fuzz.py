@@ -5,6 +5,7 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
+import pytest
 import tomli_w
 from bad_inputs_corpus import GOOD
 from hypothesis import HealthCheck, given, settings
@@ -96,3 +97,12 @@ def test_trace_lines_give_input_errors_only(tmp_path_factory, body, newline):
         return
     problem = first_mismatch(parsed.ops)
     assert problem is None or (problem[0] in ("collectives", "messages", "deadlock") and problem[1])
+
+
+def test_a_key_with_a_line_break_is_named_quoted_on_one_line(tmp_path):
+    # found by the fuzz test: a SimGrid setting named "\n" made the location span two lines
+    data = {"scenario": {"name": "tiny", "ranks": 4}, "platform": {"name": "dawning_5000a"},
+            "application": {"kind": "stencil", "steps": 3}, "simulation": {"config": {"\n": None}}}
+    with pytest.raises(InputError) as err:
+        from_mapping(data, str(tmp_path / "s.toml"))
+    assert err.value.field == 'simulation.config."\\n"' and "\n" not in str(err.value)
