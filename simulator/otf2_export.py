@@ -19,6 +19,12 @@ event table row        OTF2 records (between the row's Enter and Leave)
 collective             ``MpiCollectiveBegin`` and ``MpiCollectiveEnd`` (operation, communicator,
                        root, bytes sent and received), in ``MPI_<Collective>``; a nonblocking
                        collective's completion (``tag`` > 0) in ``MPI_Wait``, the call that completed it
+parts of a program's   one region named after the call (``MPI_Sendrecv``: the event table's ``call``),
+call (``call`` set)    from the first part's entry to the last part's exit, as Score-P records it:
+                       ``MpiSend`` at the send's entry and ``MpiRecv`` at the completion of the receive
+                       (requests completed outside the call keep their non-blocking records), and the
+                       parts' metrics; never the ``MPI_Isend``/``MPI_Irecv``/``MPI_Waitall`` the
+                       program did not call
 =====================  =====================================================================
 
 Around each rank's records is the frame of a measured MPI run, which Scalasca's ``scout.mpi`` relies on
@@ -199,6 +205,8 @@ def write_otf2(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, An
     is_region = (events["kind"] == "region").to_numpy()
     region_name = np.where(is_region, events["region"].astype(str).to_numpy(), "")
     kind = events["kind"].astype(str).to_numpy()
+    # the MPI call the program made where waitlab runs it as several rows (``MPI_Sendrecv``: isend, irecv, waitall)
+    call = events["call"].astype(str).to_numpy() if "call" in events else np.full(n, "", dtype=object)
     comm = events["comm"].to_numpy().astype(np.int64) if "comm" in events else np.zeros(n, np.int64)
     peer = _comm_local(events["peer"].to_numpy().astype(np.int64), comm, comms)
     tag = events["tag"].to_numpy().astype(np.int64) if "tag" in events else np.zeros(n, np.int64)
@@ -290,8 +298,56 @@ def write_otf2(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, An
             writers[r].program_begin(t_begin, program.name, [])
             writers[r].enter(t_begin, init)
             writers[r].leave(t_begin, init)
+        def metrics(w: Any, t: int, row: int) -> None:
+            for name, value, label, q in metrics_of.get(row, ()):
+                attrs: dict[Any, Any] = {label_attr[name]: label}
+                if q >= 0:
+                    attrs[peer_attr] = q
+                w.metric(t, metric_defs[name], value, attributes=attrs)
+
+        def write_call(w: Any, t0: int, rows: list[int]) -> int:
+            """The program's call of ``rows`` (its parts, ``call`` = ``MPI_Sendrecv``) as Score-P records it: one
+            region of the call, its send and receive records and its parts' metrics inside; returns its end."""
+            name = call[rows[0]]
+            if "call:" + name not in regions:
+                regions["call:" + name] = defs.region(name, region_role=RegionRole.POINT2POINT, paradigm=Paradigm.MPI,
+                                                      source_file=MPI_SOURCE_FILE)
+            reg = regions["call:" + name]
+            t1 = max(t0, max(int(exit_[j]) for j in rows))
+            inside = set(rows)
+            recs: list[tuple[int, int, Any]] = []  # (time, order, write): records in time order, else as listed
+            for j in rows:
+                o, cm = op[j], comm_defs[int(comm[j])]
+                own = int(done[j]) in inside  # completed within the call: a blocking record, as Score-P's
+                tj = min(max(t0, int(enter[j])), t1)
+                if o in ("isend", "issend"):
+                    if own:
+                        recs.append((tj, len(recs), lambda t, j=j, cm=cm: w.mpi_send(
+                            t, int(peer[j]), cm, int(tag[j]), int(nbytes[j]))))
+                    else:
+                        recs.append((tj, len(recs), lambda t, j=j, cm=cm: w.mpi_isend(
+                            t, int(peer[j]), cm, int(tag[j]), int(nbytes[j]), j)))
+                elif o == "irecv":
+                    if own:  # received when the part completing it returns
+                        td = min(max(t0, int(exit_[int(done[j])])), t1)
+                        recs.append((td, len(recs), lambda t, j=j, cm=cm: w.mpi_recv(
+                            t, int(peer[j]), cm, int(tag[j]), int(rbytes[j]))))
+                    else:
+                        recs.append((tj, len(recs), lambda t, j=j: w.mpi_irecv_request(t, j)))
+                te = min(max(t0, int(exit_[j])), t1)
+                for k in completes.get(j, ()):
+                    if k not in inside:
+                        recs.append((te, len(recs), lambda t, k=k: complete(w, t, k)))
+                recs.append((te, len(recs), lambda t, j=j: metrics(w, t, j)))
+            w.enter(t0, reg)
+            for t, _, write in sorted(recs, key=lambda x: (x[0], x[1])):
+                write(t)
+            w.leave(t1, reg)
+            return t1
+
         last = {r: t_begin for r in ranks.tolist()}
-        for i in range(n):  # one pass in (rank, seq) order: regions open before their children
+        i = 0
+        while i < n:  # one pass in (rank, seq) order: regions open before their children
             r = int(rank[i])
             w, stack = writers[r], stacks[r]
             while stack and stack[-1] != parent[i]:
@@ -299,6 +355,15 @@ def write_otf2(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, An
                 last[r] = max(last[r], int(exit_[j]))
                 w.leave(last[r], region(region_name[j], op[j], "region"))
             t0 = max(last[r], int(enter[i]))
+            if call[i] and kind[i] == "mpi":  # the parts of a program's call (MPI_Sendrecv): that call's region
+                rows = [i]
+                while (i + 1 < n and rank[i + 1] == r and parent[i + 1] == parent[i] and call[i + 1] == call[i]
+                       and kind[i + 1] == "mpi" and not (op[i + 1] in _REQUESTS and op[i] not in _REQUESTS)):
+                    i += 1
+                    rows.append(i)
+                last[r] = write_call(w, t0, rows)
+                i += 1
+                continue
             # a nonblocking collective's completion is recorded in the MPI_Wait that completed it, not as a blocking
             # call whose entry would be its arrival (readers then take it for a rank that arrived late)
             nbc = op[i] in COLLECTIVES and tag[i] > 0 and kind[i] == "mpi"
@@ -307,6 +372,7 @@ def write_otf2(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, An
             if is_region[i]:
                 stack.append(i)
                 last[r] = t0
+                i += 1
                 continue
             t1 = max(t0, int(exit_[i]))
             o = op[i]
@@ -327,13 +393,10 @@ def write_otf2(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, An
                                      int(nbytes[i]), int(rbytes[i]))
             for j in completes.get(i, ()):
                 complete(w, t1, j)
-            for name, value, label, q in metrics_of.get(i, ()):
-                attrs: dict[Any, Any] = {label_attr[name]: label}
-                if q >= 0:
-                    attrs[peer_attr] = q
-                w.metric(t1, metric_defs[name], value, attributes=attrs)
+            metrics(w, t1, i)
             w.leave(t1, reg)
             last[r] = t1
+            i += 1
         for r, stack in stacks.items():
             while stack:
                 j = stack.pop()
