@@ -18,7 +18,7 @@ import numpy.typing as npt
 RECORD_KINDS = ("enter", "leave", "send", "isend", "isend_complete", "irecv_request", "recv", "irecv",
                 "collective_begin", "collective_end", "request_test", "request_cancelled", "nonblocking_collective")
 K = {name: i for i, name in enumerate(RECORD_KINDS)}
-#: Kinds from this value on are records that cannot be replayed (``unsupported[kind - UNSUPPORTED]``).
+#: The kind of a record that cannot be replayed (its type is ``unsupported[a]``).
 UNSUPPORTED = 100
 #: Region classes (:attr:`TraceRecords.region_class`).
 USER, MPI, TRANSPARENT, INIT, FINALIZE = 0, 1, 2, 3, 4
@@ -67,7 +67,7 @@ class TraceRecords:
     time : int64 array
         Timer ticks.
     kind : uint32 array
-        Index into :data:`RECORD_KINDS`, or ``UNSUPPORTED + i`` for record type ``unsupported[i]``.
+        Index into :data:`RECORD_KINDS`, or :data:`UNSUPPORTED` for a record of type ``unsupported[a]``.
     a, b, c : uint32 arrays
         enter/leave: a = region; p2p: a = partner (rank in the communicator), b = communicator, c = tag;
         collective end: a = OTF2 collective op, b = communicator, c = root.
@@ -143,7 +143,7 @@ def check_supported(rec: TraceRecords) -> None:
     bad = np.flatnonzero(rec.kind >= UNSUPPORTED)
     if bad.size:
         i = int(bad[np.argmin(rec.time[bad])])
-        name = rec.unsupported[int(rec.kind[i]) - UNSUPPORTED]
+        name = rec.unsupported[int(rec.a[i])]  # the reader's index of the record type (native/waitlab_otf2_reader.c)
         what = ("threads (OpenMP or Pthreads)" if name.startswith(("Thread", "Omp")) else
                 "one-sided MPI (RMA)" if name.startswith("Rma") else "MPI I/O or POSIX I/O")
         raise Otf2Unreplayable(f"rank {int(rec.rank[i])}", f"record {name} ({what}) cannot be replayed: SimGrid "
