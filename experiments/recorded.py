@@ -53,12 +53,13 @@ class Recording:
     host_of_rank: tuple[str, ...]
     resolution: float
     seconds: float
+    note: str = ""
 
 
 @lru_cache(maxsize=4)
 def _read(path: str, digest: str) -> Recording:
     t = time.perf_counter()
-    rec = read_otf2(path)
+    rec = read_otf2(path, threads=True)
     try:
         ops, t_enter, t_exit = records_to_timed_ops(rec)
     except Otf2Unreplayable as exc:
@@ -68,14 +69,19 @@ def _read(path: str, digest: str) -> Recording:
         raise InputError(path, f"({problem[0]})", problem[1], "the archive is inconsistent (truncated, or a "
                          "communicator or message is missing): record the run again")
     hosts = rec.host_of_rank or tuple(f"rank-{r}" for r in range(rec.n_ranks))
-    return Recording(ops, t_enter, t_exit, hosts, rec.resolution, time.perf_counter() - t)
+    left = [f"{n} {what}" for n, what in ((rec.worker_threads, "worker threads' locations"),
+                                          (rec.thread_records, "OpenMP/thread records")) if n]
+    note = (f"{' and '.join(left)} were not analyzed: waitlab analyzes MPI waits (each rank's MPI calls, on its "
+            "master thread)") if left else ""
+    return Recording(ops, t_enter, t_exit, hosts, rec.resolution, time.perf_counter() - t, note)
 
 
 def recording(path: str | Path) -> Recording:
     """The archive whose anchor file is ``path``, read (cached by its files' sizes and times).
 
     Raises :class:`InputError` (one line naming the archive) as ``waitlab import-otf2`` does: a missing or unreadable
-    archive, records that cannot be read into operations (threads, one-sided MPI, I/O), an inconsistent archive.
+    archive, records that cannot be read into operations (one-sided MPI, I/O; a hybrid trace's worker
+    threads and OpenMP records are left out, said in :attr:`Recording.note`), an inconsistent archive.
     """
     anchor = Path(path)
     if not anchor.is_file():  # read_otf2's own error, before the digest looks for the archive's files
@@ -145,5 +151,7 @@ class RecordedSource:
         meta = {"trace": str(anchor), "archive": archive_record(anchor, rec), "otf2_version": otf2_version(),
                 "simulated": False, "simgrid_version": None, "smpi_config": {}, "contention": None,
                 "eager_threshold": RECORDED_EAGER_THRESHOLD, "seed": None}
+        if rec.note:
+            meta["note"] = rec.note
         return Execution(rec.ops, None, "", {}, {"import": rec.seconds}, meta, times=(rec.t_enter, rec.t_exit),
                          eager_threshold=RECORDED_EAGER_THRESHOLD)

@@ -70,6 +70,8 @@ def summary_text(summary: dict[str, Any], metadata: dict[str, Any]) -> str:
             lines.append(f"{title}: " + ", ".join(f"{k} {v:.4f} s ({100 * v / total:.1f}%)" for k, v in items))
     if summary.get("impossible_collectives"):
         lines.append(impossible_line(summary["impossible_collectives"]))
+    if metadata.get("note"):
+        lines.append(f"note: {metadata['note']}")
     return "\n".join(lines)
 
 

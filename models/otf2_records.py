@@ -89,6 +89,9 @@ class TraceRecords:
     host_of_rank : tuple of str
         The node each rank ran on (its location group's system tree node: Score-P's host name); empty when the
         archive does not say.
+    worker_threads, thread_records : int
+        Read as recorded (``read_otf2(..., threads=True)``): the other threads' locations with events, not read, and
+        the thread records (OmpFork, ThreadFork, ...) left out of the MPI locations' records; 0 otherwise.
     """
 
     n_ranks: int
@@ -107,6 +110,8 @@ class TraceRecords:
     collective_names: Mapping[int, str]
     unsupported: tuple[str, ...] = ()
     host_of_rank: tuple[str, ...] = ()
+    worker_threads: int = 0
+    thread_records: int = 0
 
 
 def region_label(name: str, canonical: str = "") -> str:

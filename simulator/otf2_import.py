@@ -7,7 +7,8 @@ bindings' per-event Python callbacks read about 0.3 M events/s, the C reader sev
 
 Locations are ranks through the MPI location group (``COMM_LOCATIONS`` of paradigm MPI: Score-P lists the
 master thread of every MPI rank there, in rank order).  A process with several threads that recorded
-events is refused (threads cannot be replayed), so is an archive without MPI locations.
+events is refused (threads cannot be replayed; read as recorded, ``threads=True``, only the master threads are read),
+so is an archive without MPI locations.
 """
 
 from __future__ import annotations
@@ -25,7 +26,16 @@ from typing import Any
 import numpy as np
 
 from waitlab.errors import InputError
-from waitlab.models.otf2_records import FINALIZE, INIT, MPI, TRANSPARENT, USER, TraceRecords, region_label
+from waitlab.models.otf2_records import (
+    FINALIZE,
+    INIT,
+    MPI,
+    TRANSPARENT,
+    UNSUPPORTED,
+    USER,
+    TraceRecords,
+    region_label,
+)
 from waitlab.readers import not_a_file
 from waitlab.simulator.build import NATIVE_DIR, build_native
 from waitlab.simulator.otf2_export import _import_otf2
@@ -113,8 +123,10 @@ def _unsupported_names(dll: ctypes.CDLL) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _definitions(otf2: Any, anchor: Path) -> tuple[Any, list[Any]]:
-    """The archive's definition registry and its MPI locations in rank order."""
+def _definitions(otf2: Any, anchor: Path, threads: bool = False) -> tuple[Any, list[Any], int]:
+    """The archive's definition registry, its MPI locations in rank order and how many other threads' locations hold
+    events (refused unless ``threads``: a hybrid MPI+OpenMP rank's MPI calls are on its MPI location, Score-P's master
+    thread, which is what a reading without a replay needs)."""
     enums = otf2.enums
     said = io.StringIO()  # the bindings print a callback's traceback to stderr: kept, and said in one line
     try:
@@ -143,12 +155,16 @@ def _definitions(otf2: Any, anchor: Path) -> tuple[Any, list[Any]]:
                          "record the MPI program with Score-P (scorep mpicc ...)")
     ranks = list(mpi_groups[0].members)
     mpi_refs = {loc._ref for loc in ranks}
+    workers = 0
     for loc in defs.locations:
         if loc._ref not in mpi_refs and loc.type == enums.LocationType.CPU_THREAD and loc.number_of_events:
+            workers += 1
+            if threads:
+                continue
             raise InputError(str(anchor), f"location {loc._ref} ({loc.name!r} of {loc.group.name!r})",
                              "is a second thread of an MPI process: threads (OpenMP, Pthreads) cannot be replayed",
                              "record the run with one thread per rank (OMP_NUM_THREADS=1, no OpenMP instrumentation)")
-    return defs, ranks
+    return defs, ranks, workers
 
 
 def _regions(otf2: Any, defs: Any) -> tuple[tuple[str, ...], np.ndarray]:
@@ -182,11 +198,15 @@ def _comms(otf2: Any, defs: Any, rank_of: dict[int, int]) -> dict[int, tuple[int
     return out
 
 
-def read_otf2(anchor: str | Path) -> TraceRecords:
+def read_otf2(anchor: str | Path, *, threads: bool = False) -> TraceRecords:
     """Every MPI rank's records of the OTF2 archive ``anchor`` (its ``traces.otf2`` file).
 
     Raises :class:`InputError` (one line, naming the archive) for a file that is not a readable OTF2 archive,
-    a truncated one, a trace without MPI locations, or with threads.
+    a truncated one, a trace without MPI locations, or with threads.  With ``threads`` (a reading as recorded,
+    nothing replayed) a hybrid MPI+OpenMP trace is read: each rank's MPI location (Score-P's master thread), without
+    the other threads' locations and without its thread records (OmpFork, ThreadFork, ThreadTeamBegin, ...: not MPI;
+    the master's time in a parallel region is its own work), counted in :attr:`TraceRecords.worker_threads` and
+    :attr:`TraceRecords.thread_records`.
     """
     anchor = Path(anchor)
     if not anchor.is_file():
@@ -197,7 +217,7 @@ def read_otf2(anchor: str | Path) -> TraceRecords:
     check_archive_files(anchor)
     otf2 = _import_otf2()
     dll = reader_library()
-    defs, ranks = _definitions(otf2, anchor)
+    defs, ranks, workers = _definitions(otf2, anchor, threads)
     rank_of = {loc._ref: i for i, loc in enumerate(ranks)}
     names, cls = _regions(otf2, defs)
     clock = defs.clock_properties
@@ -219,13 +239,24 @@ def read_otf2(anchor: str | Path) -> TraceRecords:
         time_ = raw["time"].astype(np.int64)
         rank = lut[raw["loc"]]
         del raw
+    unsupported = _unsupported_names(dll)
+    thread_rows = 0
+    if threads:
+        lut_thread = np.array([n.startswith(("Thread", "Omp")) for n in unsupported] + [False])
+        drop = (cols["kind"] == UNSUPPORTED) & lut_thread[np.minimum(cols["a"], len(unsupported))]
+        thread_rows = int(drop.sum())
+        if thread_rows:
+            keep = ~drop
+            cols = {c: v[keep] for c, v in cols.items()}
+            time_, rank = time_[keep], rank[keep]
     el = cols["kind"] <= 1  # enter / leave
     if (cols["a"][el] >= len(names)).any():
         raise InputError(str(anchor), "(definitions)", "events name a region the definitions do not define", FIX)
     return TraceRecords(
         n_ranks=len(ranks), rank=rank, time=time_, resolution=float(clock.timer_resolution), region_names=names,
         region_class=cls, comm_members=_comms(otf2, defs, rank_of), collective_names=collective_names,
-        unsupported=_unsupported_names(dll), host_of_rank=_hosts(ranks), **cols)
+        unsupported=unsupported, host_of_rank=_hosts(ranks), worker_threads=workers if threads else 0,
+        thread_records=thread_rows, **cols)
 
 
 def _hosts(ranks: list[Any]) -> tuple[str, ...]:
