@@ -203,6 +203,13 @@ def test_tutorial_outputs_are_what_the_code_prints(tmp_path: Path):
     assert _text_after(tutorial, "-o results/late --png --force\n") == late
     assert _text_after(quickstart, "make demo\n") == demo
     assert _text_after(tutorial, "results/late --png results/compare.png\n") == cmp
+    # the prose's figures: 15 ranks x 0.05 s x 10 steps of wait, and removing rank 5's extra work (the balanced run)
+    # saves "a third of the makespan"
+    assert "15 x 0.05 s = 0.75 s per step, 7.5 s in\n10 steps" in tutorial
+    span = {k: json.loads((tmp_path / "results" / k / "summary.json").read_text())["makespan"]
+            for k in ("late", "balanced")}
+    assert "and a third of the makespan" in tutorial
+    assert (span["late"] - span["balanced"]) / span["late"] == pytest.approx(1 / 3, abs=0.01)
     # the lines the diagnose block shows appear in the order waitlab prints them
     at = 0
     for line in (x for x in _text_after(tutorial, ".venv/bin/waitlab diagnose results/late\n") if x != "..."):
