@@ -45,8 +45,10 @@ def measure(mode: str, size: int, work: Path, protocol: str) -> dict[str, float]
     d = delivery_times(ev).iloc[0]
     put = ev.loc[int(d["event"])]
     close = ev[(ev["rank"] == 0) & (ev["op"] == CLOSE[mode])].iloc[-1]
+    lock = ev[(ev["rank"] == 0) & (ev["op"] == "win_lock")]
     return {"put": put["exit"] - put["enter"], "close": close["exit"] - close["enter"],
-            "origin": d["origin_done"] - d["enter"], "target": d["delivered"] - d["enter"]}
+            "origin": d["origin_done"] - d["enter"], "target": d["delivered"] - d["enter"],
+            "lock": float((lock["exit"] - lock["enter"]).iloc[-1]) if len(lock) else float("nan")}
 
 
 def main(argv: list[str]) -> int:

@@ -18,9 +18,10 @@ from waitlab.experiments.pipeline import prepare, simulate
 from waitlab.experiments.programs import Measured, program_args, program_binary, run_real_program
 from waitlab.experiments.run_folder import results_folder
 from waitlab.experiments.scenario import Scenario, from_mapping
-from waitlab.models.analysis.waitstates import eager_threshold, wait_states
+from waitlab.models.analysis.waitstates import wait_states
 from waitlab.models.ops import OpTable
 from waitlab.models.vocabulary import RMA_ACTIONS
+from waitlab.platforms.smpi_factors import eager_threshold
 from waitlab.readers import read_json
 from waitlab.simulator.nbc_capture import read_nbc_posts, with_nbc_posts
 from waitlab.simulator.replayable import check_replayable, replayable_ops

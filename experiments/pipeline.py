@@ -47,7 +47,7 @@ from waitlab.models.perturb.stage import (
     with_ledger_rows,
 )
 from waitlab.platforms.machine import contention_record
-from waitlab.platforms.smpi_factors import calibrate
+from waitlab.platforms.smpi_factors import calibrate, eager_threshold
 from waitlab.simulator.build import simgrid_version
 from waitlab.simulator.smpi import laws_acted
 from waitlab.simulator.spill import release_free_memory
@@ -162,7 +162,7 @@ def finish(prep: Prepared, ex: Execution) -> RunResult:
         events = _timeline.build_events(ex.ops, *ex.times)
         stages["parse"] = time.perf_counter() - t
     t = time.perf_counter()
-    threshold = ex.eager_threshold if ex.eager_threshold is not None else _waitstates.eager_threshold(ex.smpi_config)
+    threshold = ex.eager_threshold if ex.eager_threshold is not None else eager_threshold(ex.smpi_config)
     waits = _waitstates.wait_states(events, threshold)
     stages["wait_states"] = time.perf_counter() - t
     budget = _summary.rank_budget(events, waits, ex.ops.n_ranks)  # ranks without an event too

@@ -186,6 +186,12 @@ TI_ALIASES: dict[str, str] = {"Ssend": "ssend", "bsend": "send", "rsend": "send"
 #: Synchronous sends: late-receiver candidates at any message size.
 SYNC_SEND_ACTIONS = ("ssend", "issend")
 
+#: SimGrid's default ``smpi/send-is-detached-thresh`` (bytes): SMPI sends messages of fewer bytes eagerly (they never
+#: wait for the receiver); from this size on a blocking send waits for its receive (rendezvous), so only those
+#: messages can cause a late-receiver wait.  A run uses the threshold SMPI ran with
+#: (:func:`waitlab.platforms.smpi_factors.eager_threshold`).
+EAGER_THRESHOLD = 65536
+
 
 def names_where(**fields: object) -> tuple[str, ...]:
     """Names of the actions (in code order) whose attributes equal all ``fields``.

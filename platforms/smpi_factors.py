@@ -28,13 +28,28 @@ with real SMPI pingpongs.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 from waitlab.errors import InputError
+from waitlab.models.vocabulary import EAGER_THRESHOLD
 from waitlab.platforms.model import LinkSpec, PlatformModel
 from waitlab.platforms.mpi_spec import MpiPoint, MpiSpec
+
+#: The SimGrid setting of SMPI's eager threshold (the platform's ``[mpi] eager_threshold`` is rendered as it).
+EAGER_SETTING = "smpi/send-is-detached-thresh"
+
+
+def eager_threshold(smpi_config: Mapping[str, str]) -> int:
+    """The eager threshold SMPI ran with: its setting in ``smpi_config`` (the SimGrid settings of a run), else
+    SimGrid's default.
+
+    >>> eager_threshold({"smpi/send-is-detached-thresh": "12288"}), eager_threshold({})
+    (12288, 65536)
+    """
+    return int(float(smpi_config.get(EAGER_SETTING, EAGER_THRESHOLD)))
 
 __all__ = ["ENVELOPE", "Calibration", "calibrate", "check_calibration"]
 
@@ -238,7 +253,7 @@ def calibrate(model: PlatformModel) -> Calibration:
         "smpi/os": _overhead(mpi.send_overhead, c, eager),
         "smpi/ois": _overhead(mpi.send_overhead, c, eager),
         "smpi/or": _overhead(mpi.recv_overhead, c, eager),
-        "smpi/send-is-detached-thresh": str(eager),
+        EAGER_SETTING: str(eager),
     }
     return Calibration(cfg, intra, link, tuple(int(t) for t in thresholds), tuple(float(x) for x in lat_f),
                        tuple(float(x) for x in bw_f), tuple(notes))

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import socket
+import warnings
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -9,6 +12,7 @@ from scenario_files import scenario_toml
 
 from waitlab.errors import InputError
 from waitlab.experiments import sweep as sweep_module
+from waitlab.experiments.executors import open_executor
 from waitlab.experiments.report.sweep_plots import plot_sweep_folder
 from waitlab.experiments.scenario import load_scenario
 from waitlab.experiments.sweep import load_sweep, run_sweep
@@ -108,8 +112,6 @@ def test_sweep_on_dask_local_cluster_matches_local(tmp_path):
 def test_workers_are_told_the_attempt_folder_by_its_absolute_path(tmp_path, monkeypatch):
     # a Dask worker runs in a folder of its own: with -o given relative, a relative attempt folder was looked for
     # there, and every point was said "stopped"
-    from concurrent.futures import ThreadPoolExecutor
-
     told: list[str] = []
 
     class Recording(ThreadPoolExecutor):
@@ -128,11 +130,6 @@ def test_workers_are_told_the_attempt_folder_by_its_absolute_path(tmp_path, monk
 @pytest.mark.simgrid
 def test_a_dask_sweep_beside_another_cluster_prints_no_port_warning(tmp_path, capfd):
     # another cluster (or notebook dashboard) holds 8787: distributed moves its HTTP port and warns; not ours to say
-    import socket
-    import warnings
-
-    from waitlab.experiments.executors import open_executor
-
     held = socket.socket()
     try:
         held.bind(("", 8787))

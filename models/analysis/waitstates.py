@@ -33,7 +33,6 @@ Pure function over the columns of the event table; numpy only, no row loops.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -42,6 +41,7 @@ import pandas as pd
 
 from waitlab.models.analysis.rma_waits import RMA_PATTERNS, rma_wait_states
 from waitlab.models.vocabulary import ACTIONS, MPI_ACTIONS, RECV_ACTIONS, SEND_ACTIONS, SYNC_SEND_ACTIONS, names_where
+from waitlab.models.vocabulary import EAGER_THRESHOLD as EAGER_THRESHOLD
 
 PATTERNS: tuple[str, ...] = ("late_sender", "late_receiver", "wait_at_barrier", "wait_at_nxn", "late_broadcast",
                              "early_reduce", "early_scan", *RMA_PATTERNS)
@@ -52,14 +52,6 @@ NXN_OPS = names_where(pattern="nxn")
 ONE_TO_N_OPS = names_where(pattern="1xn")
 N_TO_ONE_OPS = names_where(pattern="nx1")
 SCAN_OPS = names_where(pattern="scan")
-
-#: SimGrid's default ``smpi/send-is-detached-thresh``: SMPI sends messages of fewer bytes eagerly (they never wait
-#: for the receiver); from this size on a blocking send waits for its receive (rendezvous), so only those messages
-#: can cause a late-receiver wait.  A run uses the threshold SMPI ran with (:func:`eager_threshold`).
-EAGER_THRESHOLD = 65536
-
-#: The SimGrid setting of SMPI's eager threshold.
-EAGER_SETTING = "smpi/send-is-detached-thresh"
 
 #: Waits shorter than this (seconds) are numerical noise of the simulated clock and are dropped.
 EPSILON = 1e-12
@@ -262,16 +254,6 @@ def _prefix_argmax(a: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
     return np.maximum.accumulate(np.where(is_new_max, idx, 0), axis=1).astype(np.int64)
 
 
-def eager_threshold(smpi_config: Mapping[str, str]) -> int:
-    """The eager threshold SMPI ran with: its setting in ``smpi_config`` (the SimGrid settings of a run), else
-    SimGrid's default.
-
-    >>> eager_threshold({"smpi/send-is-detached-thresh": "12288"}), eager_threshold({})
-    (12288, 65536)
-    """
-    return int(float(smpi_config.get(EAGER_SETTING, EAGER_THRESHOLD)))
-
-
 def wait_states(events: pd.DataFrame, eager_threshold: int = EAGER_THRESHOLD) -> pd.DataFrame:
     """All wait states of an event table (docs/event_table.md), one row per waiting activity.
 
@@ -281,7 +263,7 @@ def wait_states(events: pd.DataFrame, eager_threshold: int = EAGER_THRESHOLD) ->
         The event table (columns ``rank, kind, op, enter, exit, peer, bytes, match, done, region, path, step``).
     eager_threshold : int
         Messages of fewer bytes are sent eagerly and cannot wait for their receiver (SMPI's rule:
-        :func:`eager_threshold` gives the one a run's SimGrid settings hold).
+        :func:`waitlab.platforms.smpi_factors.eager_threshold` gives the one a run's SimGrid settings hold).
 
     Returns
     -------
