@@ -70,6 +70,13 @@ def test_import_waitlab_imports_no_api_until_a_name_is_used():
     assert fresh(code) == "False True waitlab.api"
 
 
+def test_import_waitlab_then_a_submodule_by_attribute():
+    # docs/api.md's block: `import waitlab` then `waitlab.api.compare(...)` (an AttributeError from the lazy
+    # __getattr__ when nothing had imported waitlab.api yet)
+    code = "import waitlab\nprint(waitlab.api.compare.__module__, waitlab.api is __import__('waitlab.api').api)"
+    assert fresh(code) == "waitlab.api_studies True"
+
+
 def test_every_exported_name_resolves_and_the_lazy_ones_are_the_tools_and_studies():
     for name in waitlab.__all__:
         assert getattr(waitlab, name) is not None, name

@@ -16,6 +16,7 @@ the first use of one of its attributes (the modules a run needs only after its S
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from collections.abc import Callable, MutableMapping
 from typing import Any
 
@@ -26,14 +27,19 @@ def lazy_attributes(namespace: MutableMapping[str, Any], *sources: str
 
     The names of the module's ``__all__`` that are not in ``namespace`` yet are taken when first used from the first
     of the modules ``sources`` whose ``__all__`` has them (a source is imported only when the sources before it do not
-    have the name), then kept in ``namespace`` (later uses are plain attribute reads).  Any other missing name raises
-    :class:`AttributeError` as usual.
+    have the name), then kept in ``namespace`` (later uses are plain attribute reads).  A missing name that is one of
+    the module's submodules is imported, as ``import waitlab.api`` would (``import waitlab`` then ``waitlab.api``
+    works, as it does for a package without ``__getattr__`` once something imported the submodule).  Any other
+    missing name raises :class:`AttributeError` as usual.
     """
     module = namespace["__name__"]
     lazy = frozenset(namespace["__all__"]) - set(namespace)
 
     def __getattr__(name: str) -> Any:
         if name not in lazy:
+            if ("__path__" in namespace and not name.startswith("__")
+                    and importlib.util.find_spec(f"{module}.{name}") is not None):
+                return importlib.import_module(f"{module}.{name}")  # binds it in namespace too
             raise AttributeError(f"module {module!r} has no attribute {name!r}")
         for source in sources:
             owner = importlib.import_module(source)
