@@ -58,7 +58,8 @@ _CFG_WORD = re.compile(r"^[^\s*?\[\]]+$")
 
 
 class FieldProblem(Picklable, ValueError):
-    """A cross-field rule broken by one key: raised in model validators so the error names that key."""
+    """A rule broken by one key, with its fix: raised in model validators so the error names that key (``field``;
+    "" in a field validator, whose error names its key already)."""
 
     def __init__(self, field: str, message: str, fix: str = "") -> None:
         self.field = field
@@ -192,9 +193,9 @@ class SimulationSection(BaseModel):
     @classmethod
     def _known_algorithm(cls, v: str) -> str:
         if v != "default" and v not in SMPI_ALLTOALL_ALGORITHMS:
-            raise ValueError(f"unknown SMPI alltoall algorithm {v!r}; use one of: "
-                             f"{', '.join(USABLE_SMPI_ALLTOALL)} (LAM's simple order is "
-                             "application.alltoall_algorithm = \"lam_simple\")")
+            raise FieldProblem("", f"unknown SMPI alltoall algorithm {v[:60]!r}", "use one of: "
+                               f"{', '.join(USABLE_SMPI_ALLTOALL)} (LAM's simple order is "
+                               "application.alltoall_algorithm = \"lam_simple\")")
         return v
 
     @field_validator("config")
@@ -458,7 +459,7 @@ def raise_validation(exc: ValidationError, file: str, section: str, model: type[
             raise InputError(file, f"{section}.{dotted((*loc[:-1], typo))}", f"unknown key {typo!r} (did you mean "
                              f"{loc[-1]!r}?)", f"rename {typo} to {loc[-1]}") from None
     cause = (err.get("ctx") or {}).get("error")
-    if isinstance(cause, FieldProblem):
+    if isinstance(cause, FieldProblem) and cause.field:
         loc = (*loc, cause.field)
     fix_model, field = _innermost(model, loc)
     where = f"{section}.{dotted(loc)}" if loc else section
@@ -466,8 +467,8 @@ def raise_validation(exc: ValidationError, file: str, section: str, model: type[
     template = _MESSAGES.get(err["type"])
     msg = template.format(**ctx) if template is not None else err["msg"].removeprefix("Value error, ")
     if "input" in err and err["type"] not in ("missing", "extra_forbidden") and not isinstance(err["input"], dict):
-        got = repr(err["input"])
-        msg = f"{msg}, got {got[:80]}"
+        got = repr(err["input"])[:80]
+        msg = msg if got in msg else f"{msg}, got {got}"  # a message that quotes the value says it once
     fix = cause.fix if isinstance(cause, FieldProblem) and cause.fix else _fix_for(fix_model, field, err)
     raise InputError(file, where, msg, fix) from None
 

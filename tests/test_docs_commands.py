@@ -60,3 +60,22 @@ def test_every_command_block_runs(doc: str, tmp_path: Path):
         proc = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, f"{doc}: `{cmd.strip()}` exited {proc.returncode}:\n{proc.stderr[-2000:]}"
         assert "Traceback" not in proc.stderr, f"{doc}: `{cmd.strip()}`:\n{proc.stderr[-2000:]}"
+
+
+@pytest.mark.simgrid
+def test_the_api_page_block_runs_as_written(tmp_path: Path):
+    """docs/api.md's session, alone in a fresh folder: it makes every folder it reads (13-28 s on two cores)."""
+    if shutil.which("smpirun") is None:
+        pytest.skip("SimGrid SMPI is not installed")
+    shutil.copytree(ROOT / "examples", tmp_path / "examples")
+    blocks = [body for lang, body in command_blocks((ROOT / "docs" / "api.md").read_text(encoding="utf-8"))
+              if lang == "python"]
+    assert len(blocks) == 1, "docs/api.md: expected its one Python session"
+    proc = subprocess.run([sys.executable, "-c", blocks[0]], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, f"docs/api.md's block exited {proc.returncode}:\n{proc.stderr[-2000:]}"
+    assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    # its balanced run, made in Python, is the tutorial's balanced.toml (made with sed): the same comparison
+    tutorial = (ROOT / "docs" / "tutorial.md").read_text(encoding="utf-8")
+    makespan = next(line for line in tutorial.splitlines() if line.startswith("makespan: A "))
+    assert makespan in proc.stdout.splitlines()

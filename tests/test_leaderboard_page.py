@@ -97,12 +97,37 @@ def span(xs: list[float]) -> str:
     return lo if lo == hi else f"{lo}-{hi}"
 
 
+def pct1(x: float) -> str:
+    """Percent to one decimal, as the page prints a small one (``0.2``; ``0`` for 0.0)."""
+    return f"{100 * x:.1f}".removesuffix(".0")
+
+
+def span1(xs: list[float]) -> str:
+    """``lo-hi`` in percent to one decimal (one figure when both ends round alike)."""
+    lo, hi = pct1(min(xs)), pct1(max(xs))
+    return lo if lo == hi else f"{lo}-{hi}"
+
+
+def fence_names(c: Csv) -> str:
+    """Who names the late rank of the fence cases: every model but the profile, or what the page cannot say."""
+    hits = {m: [c.at(k, m, "top1") for k in FENCE] for m in c.models()}
+    ok = all(v == [1.0, 1.0] for m, v in hits.items() if m != PROF) and hits[PROF] == [0.0, 0.0]
+    return "every model but the profile" if ok else f"top-1 {hits}"
+
+
+def graph_fence(c: Csv) -> str:
+    """What graph backtracking's fence error is: blame it leaves out (total short, no false blame), or not."""
+    short = all(c.at(k, GB, "total_error") < 0 and c.at(k, GB, "false_blame") == 0 for k in FENCE)
+    return "it misses that share of the true cost" if short else "not a share it misses"
+
+
 CP, CWP, HE, HEACH, BS, GB, PROF = ("Critical-path imbalance", "CWP-DM", "H-CWP-DM (earliest)", "H-CWP-DM (each)",
                                     "Blame shifting", "Graph backtracking", "Profile (waiter's region)")
 OVERHEADS = ("instrumentation overhead", "trace flushing", "trace swapping")
 EARLY_ROOT = ["collective-early-reduce-16", "collective-gather-16", "collective-early-reduce-256"]
 LINK = ["link-degraded-16", "link-degraded-256"]
 SUBCOMM_NO_HALO = ["subcomm-row-16", "subcomm-two-rows-16", "subcomm-row-256", "subcomm-two-columns-256"]
+FENCE = ["rma-fence-16", "rma-fence-64"]
 
 #: (page, the sentence fragment it must contain, built from the csv as the page rounds it).
 PROSE: list[tuple[str, Callable[[Csv], str]]] = [
@@ -120,6 +145,13 @@ PROSE: list[tuple[str, Callable[[Csv], str]]] = [
     # degraded link
     ("leaderboard.md", lambda c: f"region error {span(c.values(LINK, [CP], 'blame_error'))}% for the critical path, "
                                  f"{span(c.values(LINK, c.models(CP), 'blame_error'))}% per case for the others"),
+    # one-sided fences: every model but the profile, graph backtracking short of the true cost
+    ("leaderboard.md", lambda c: f"{fence_names(c)} names the late rank with a region error of "
+                                 f"{span1(c.values(FENCE, c.models(PROF, GB), 'blame_error'))}% (graph "
+                                 f"{span(c.values(FENCE, [GB], 'blame_error'))}%)"),
+    ("workbench.md", lambda c: "any model but the profile and graph backtracking for one-sided fences ("
+                               f"{span1(c.values(FENCE, c.models(PROF, GB), 'blame_error'))}% region error; graph "
+                               f"backtracking {span(c.values(FENCE, [GB], 'blame_error'))}%: {graph_fence(c)})"),
     # one-sided lock contention
     ("leaderboard.md", lambda c: f"{span(c.values(['rma-lock-16'], [CWP, CP, BS], 'total_error'))}% too high at 16 "
                                  f"ranks and {span(c.values(['rma-lock-64'], [CWP, CP, BS], 'total_error'))}% too high "

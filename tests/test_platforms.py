@@ -239,6 +239,18 @@ def test_docs_table_matches_data_files() -> None:
 
 
 @pytest.mark.skipif(not DOC.exists(), reason="docs/platforms.md not present")
+def test_docs_okita_disk_bandwidth_is_the_platform_files_in_its_units() -> None:
+    # By hand: Okita et al. §4.1, 3.26e-3 s per MB of R for two record copies, their MB being 2^20 bytes (R counts
+    # 128 KB records, 8 to the MB: experiments/reproduce/okita_spilling.py's ROUND_TRIPS_PER_MB).
+    copy = 2 * 2**20 / 3.26e-3  # B/s
+    assert copy == pytest.approx(643.298e6, rel=1e-6)
+    assert load_platform("okita_myrinet").disk.bandwidth == pytest.approx(copy, rel=1e-6)  # the file's figure
+    text = " ".join(DOC.read_text().split())
+    shown = f"{copy:.3e}".replace("e+0", "e")  # 6.433e8, as the page writes powers of ten
+    assert f"2 x 2^20 B / 3.26e-3 s = {shown} B/s ({copy / 1e6:.0f} MB/s, {copy / 2**20:.1f} MiB/s)" in text
+
+
+@pytest.mark.skipif(not DOC.exists(), reason="docs/platforms.md not present")
 def test_docs_example_toml_loads(tmp_path: Path) -> None:
     text = DOC.read_text()
     block = text.split("```toml\n", 1)[1].split("```", 1)[0]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import tomllib
@@ -116,6 +117,29 @@ def test_cli_reports_errors_without_traceback(tmp_path):
     for doc in ("quickstart.md", "scenarios.md", "tutorial.md"):
         text = (Path(__file__).resolve().parents[1] / "docs" / doc).read_text()
         assert line.split(": ", 1)[1] in text, doc
+
+
+#: The scenario each error example of docs/scenarios.md ("## Errors") is made from, by the key its line names.
+PAGE_ERRORS = {
+    "scenario.ranks": GOOD.replace("ranks = 4", "ranks = 0"),
+    "simulation.alltoall": GOOD + '\n[simulation]\nalltoall = "fast"\n',
+    "(syntax)": GOOD.replace("ranks = 4", "ranks 4"),  # line 3, column 7
+}
+
+
+def test_the_error_examples_of_the_scenarios_page_are_what_waitlab_prints(tmp_path):
+    page = (Path(__file__).resolve().parents[1] / "docs" / "scenarios.md").read_text()
+    block = page.split("## Errors", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
+    lines = block.splitlines()
+    assert [line.split(": ")[3] for line in lines] == list(PAGE_ERRORS)
+    for line in lines:
+        (tmp_path / "bad.toml").write_text(PAGE_ERRORS[line.split(": ")[3]])
+        out = subprocess.run([sys.executable, "-m", "waitlab.cli", "run", "bad.toml", "-o", "out"], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=600)
+        assert out.returncode == 2 and not (tmp_path / "out").exists(), out.stderr
+        # the page's "..." leaves out part of the line; the rest is the line as printed
+        pattern = ".*?".join(re.escape(part) for part in line.split("..."))
+        assert re.fullmatch(pattern, out.stderr.removesuffix("\n")), f"page: {line}\nprinted: {out.stderr}"
 
 
 @pytest.mark.simgrid
