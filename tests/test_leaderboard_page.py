@@ -83,7 +83,7 @@ class Csv:
         return [m for m in dict.fromkeys(self.rows["name"]) if m not in exclude]
 
     def median(self, model: str, col: str, cause: str | None = None) -> float:
-        r = self.rows[(self.rows["name"] == model) & (self.rows["error"].fillna("") == "")]
+        r = self.rows[(self.rows["name"] == model) & (self.rows["error"].astype("string").fillna("") == "")]
         return float(r.loc[r["cause"] == cause if cause else slice(None), col].abs().median())
 
 

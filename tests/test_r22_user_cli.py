@@ -109,6 +109,20 @@ def test_the_help_of_reproduce_and_export_says_what_they_do() -> None:
     assert "default when no format flag is given" in _help("export", "--otf2")
 
 
+@pytest.mark.parametrize(("argv", "said"), [
+    (["rao-alltoall", "--seed", "3"], "--seed: is only read by wu-lared-s, not by rao-alltoall"),
+    (["okita-spilling", "--ranks", "64"], "--ranks: is only read by spill-policies and wu-lared-s and he-sunway, "
+                                          "not by okita-spilling"),
+    (["he-sunway", "--full"], "--full: is only read by rao-alltoall, not by he-sunway"),
+    (["wu-lared-s", "--ranks", "64", "128"], "--ranks: wu-lared-s runs one rank count, got 2"),
+])
+def test_reproduce_refuses_an_option_its_target_ignores(argv: list[str], said: str, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    # each was silently ignored: a second --seed of rao-alltoall, or wu-lared-s at 128 ranks, never ran
+    assert cli.main(["reproduce", *argv, "-o", str(tmp_path / "r")]) == 2
+    assert said in capsys.readouterr().err and not (tmp_path / "r").exists()
+
+
 def test_an_existing_folder_is_refused_naming_the_python_argument(tmp_path: Path,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "out").mkdir()

@@ -12,6 +12,7 @@ from waitlab.cli_common import bar as _bar
 from waitlab.cli_common import dump as _dump
 from waitlab.cli_common import json_flag as _json_flag
 from waitlab.cli_common import say as _say
+from waitlab.errors import InputError
 
 
 def _say_written(args: argparse.Namespace, report: str, out: Path) -> None:
@@ -48,7 +49,8 @@ def _reproduce_wu(args: argparse.Namespace) -> int:
     with api.open_executor("local", workers=args.workers) as ex:
         rep = mod.reproduce(ranks=ranks, steps=args.steps or mod.PAPER["steps"], seed=args.seed or 0,
                             executor=ex, progress=_bar(args))
-    out = args.output or api.default_output(f"wu-lared-s-{ranks}")
+    seed = f"-seed{args.seed}" if args.seed else ""  # another seed: another folder, not the seed-0 one replaced
+    out = args.output or api.default_output(f"wu-lared-s-{ranks}{seed}")
     mod.write(rep, out, png=not args.no_png)
     _say_written(args, rep.markdown(), out)
     return 0
@@ -89,6 +91,37 @@ REPRODUCTIONS: dict[str, tuple[str, Callable[[argparse.Namespace], int]]] = {
     "he-sunway": ("He et al.'s Sunway TaihuLight tables 2-4 and the topology-aware alltoall over 12 placements "
                   "(--ranks, default 128, one per node)", _reproduce_he),
 }
+#: The targets that read each target-specific option (its ``dest``): given to another target, it is refused, not
+#: silently ignored.
+OPTION_TARGETS: dict[str, tuple[str, ...]] = {
+    "full": ("rao-alltoall",), "statements": ("rao-alltoall",), "curve": ("okita-spilling",),
+    "ranks": ("spill-policies", "wu-lared-s", "he-sunway"), "steps": ("spill-policies", "wu-lared-s"),
+    "seed": ("wu-lared-s",), "ranks_per_node": ("he-sunway",), "workers": ("wu-lared-s", "rao-alltoall"),
+}
+#: Targets that take one rank count.
+ONE_RANK_COUNT = ("wu-lared-s", "he-sunway")
+
+
+def check_options(target: str, args: argparse.Namespace, defaults: dict[str, Any]) -> None:
+    """Refuse an option ``target`` does not read (given with a value other than its default), and several rank
+    counts for a target that runs one.
+
+    >>> try:
+    ...     check_options("rao-alltoall", argparse.Namespace(seed=3, ranks=None), {"seed": None, "ranks": None})
+    ... except InputError as e:
+    ...     print(e.field, e.problem)
+    --seed is only read by wu-lared-s, not by rao-alltoall
+    """
+    for dest, users in OPTION_TARGETS.items():
+        if target not in users and getattr(args, dest, None) != defaults.get(dest):
+            flag = "--" + dest.replace("_", "-")
+            raise InputError("(command line)", flag, f"is only read by {' and '.join(users)}, not by {target}",
+                             "leave it out")
+    if target in ONE_RANK_COUNT and args.ranks is not None and len(args.ranks) > 1:
+        raise InputError("(command line)", "--ranks", f"{target} runs one rank count, got {len(args.ranks)}",
+                         f"give one, e.g. --ranks {args.ranks[0]}, and run the command once per rank count")
+
+
 #: Former target names, still accepted.
 ALIASES = {"lared-s": "wu-lared-s", "policies": "spill-policies"}
 
@@ -101,7 +134,7 @@ def reproduce_command(sub: Any) -> None:
                    help="; ".join(f"{k}: {v[0]}" for k, v in REPRODUCTIONS.items())
                    + "; former names, still accepted: " + ", ".join(f"{k} (= {v})" for k, v in ALIASES.items()))
     p.add_argument("-o", "--output", type=Path, default=None, help="output folder (default: results/<target>; "
-                   "wu-lared-s: results/wu-lared-s-<ranks>)")
+                   "wu-lared-s: results/wu-lared-s-<ranks>, with -seed<N> for --seed N other than 0)")
     p.add_argument("--no-png", action="store_true", help="skip the plots")
     p.add_argument("--full", action="store_true", help="rao-alltoall: the full grid (hours on 2 cores)")
     p.add_argument("--statements", action="store_true", help="rao-alltoall: the default subset plus the 256-rank "
@@ -122,6 +155,7 @@ def reproduce_command(sub: Any) -> None:
 
     def go(args: argparse.Namespace) -> int:
         target = ALIASES.get(args.target, args.target)
+        check_options(target, args, {dest: p.get_default(dest) for dest in OPTION_TARGETS})
         before = set(Path("results").glob("*")) if args.output is None else set()
         rc = REPRODUCTIONS[target][1](args)
         if args.json:  # the folder the reproduction wrote, its files, its report and its exit status

@@ -59,7 +59,7 @@ MEDIAN = ("blame_error", "rank_error", "total_error")
 def aggregate(rows: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     """Per ``by``: the mean (the :data:`MEDIAN` scores: the median) of every score over the cases (n/a
     skipped), and the number of cases scored."""
-    ok = rows[rows["error"].fillna("") == ""]
+    ok = rows[rows["error"].astype("string").fillna("") == ""]
     g = ok.groupby(by, sort=False)
     parts = [g[[c]].median() if c in MEDIAN else g[[c]].mean() for c in SCORES if c in rows]
     out = pd.concat(parts, axis=1)
@@ -108,7 +108,8 @@ def to_markdown(rows: pd.DataFrame, notes: list[str]) -> str:
     overall = aggregate(_abs_total(rows), ["model"]).set_index("model")
     order = [*overall.sort_values(["top1", "blame_error"], ascending=[False, True], kind="stable").index,
              *[m for m in models if m not in overall.index]]  # a model that failed on every case: last
-    failed = rows[rows["error"].fillna("") != ""].groupby("model").size() if "error" in rows else pd.Series()
+    failed = (rows[rows["error"].astype("string").fillna("") != ""].groupby("model").size() if "error" in rows
+              else pd.Series())
     for m in order:
         pct = {"top1", "topk", "false_blame", "predicted", "realized", "total_error", "blame_error", "rank_error"}
         k = int(failed.get(m, 0))
