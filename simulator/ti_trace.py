@@ -301,9 +301,20 @@ def _parse_action(out: _Lines, vectors: VectorStore, v_seen: dict[tuple[int, int
         raise BadLine(f"action {action!r} is one-sided MPI (RMA): SimGrid 3.32's time-independent replay has no "
                        f"RMA action and waitlab's replay runs only {', '.join(RMA_TI_ACTIONS)}",
                        'run the program itself (application.kind = "program")')
+    elif action.lower() in _UNREPLAYABLE_COMPLETIONS:
+        raise BadLine(f"action {action!r} is {_UNREPLAYABLE_COMPLETIONS[action.lower()]} as stock SMPI's -trace-ti "
+                      "writes it, without the requests it completed: neither waitlab nor stock smpireplaymain can "
+                      "replay it", "record the program with `waitlab capture`, which writes the request each call "
+                      'completed, or run it as application.kind = "program"')
     else:
         known = sorted({*REPLAYABLE_ACTIONS, *TI_ALIASES})
         raise BadLine(f"action {action!r} cannot be replayed by waitlab", f"use one of: {', '.join(known)}")
+
+
+#: Completions stock SMPI's time-independent tracing writes without naming their requests (``waitAny 3``,
+#: ``testall``): SimGrid 3.32's replay has no action for them.
+_UNREPLAYABLE_COMPLETIONS = {"waitany": "MPI_Waitany", "testall": "MPI_Testall", "testany": "MPI_Testany",
+                             "waitsome": "MPI_Waitsome", "testsome": "MPI_Testsome"}
 
 
 def _parse_subcomm(out: _Lines, rank: int, action: str, arg: str, world: int) -> tuple[int, ...]:

@@ -251,6 +251,19 @@ def test_a_stock_nonblocking_collective_is_said_not_replayable(tmp_path: Path) -
     assert "nbc=" not in err.fix and "waitlab capture" in err.fix
 
 
+@pytest.mark.parametrize(("line", "call"), [("waitAny 1", "MPI_Waitany"), ("testall", "MPI_Testall")])
+def test_a_stock_completion_without_its_requests_is_named(tmp_path: Path, line: str, call: str) -> None:
+    # what stock `smpirun -trace-ti` wrote for MPI_Waitany / MPI_Testall (SimGrid 3.32): stock smpireplaymain aborts
+    # on it too ("action waitAny is unknown"); the fix points to the recording that names the completed request
+    index = _per_rank(tmp_path, f"0 init\n0 irecv 1 0 8 0\n0 {line}\n0 finalize\n",
+                      "1 init\n1 send 0 0 8 0\n1 finalize\n")
+    with pytest.raises(InputError) as info:
+        _parse(index)
+    err = info.value
+    assert err.field == "line 3" and err.problem.startswith(f"action {line.split()[0]!r} is {call} as stock SMPI's")
+    assert "waitlab capture" in err.fix
+
+
 def test_one_rank_is_said_in_the_singular(tmp_path: Path) -> None:
     (tmp_path / "t.txt").write_text("0 init\n0 compute 1e9\n0 finalize\n")
     with pytest.raises(InputError, match="the trace has 1 rank but the scenario asks for 2"):
