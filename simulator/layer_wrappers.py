@@ -108,7 +108,7 @@ def _record(w: Wrapper, key: str) -> str:
     root = "wl_root(comm, root)" if a.is_rooted else "-1"
     v, v2 = _values(w)
     if w.nonblocking:
-        return f"wl_coll_add({key}, {code}, {root}, wl_comm_id(comm), {v}, {v2}, tp_, wl_now());"
+        return f"WL_COLL_ADD({key}, {code}, {root}, comm, {v}, {v2});"
     return f"WL_COLL({code}, {root}, comm, {v}, {v2});"
 
 
@@ -160,8 +160,8 @@ def wrappers_source() -> str:
         "/* waitlab_wrappers.inc: GENERATED from waitlab.simulator.layer_wrappers (WRAPPERS) and the action",
         " * vocabulary by wrappers_source(); do not edit.  Regenerate:",
         " *   python -m waitlab.simulator.layer_wrappers > simulator/native/waitlab_wrappers.inc",
-        " * Included at the end of waitlab_pmpi.c (its helpers: WL_BEGIN, WL_COLL, WL_REAL, wl_p2p_send, wl_req_add,",
-        " * wl_coll_add, wl_fkey, wl_root, wl_bytes, wl_comm_id). */",
+        " * Included at the end of waitlab_pmpi.c (its helpers: WL_BEGIN, WL_COLL, WL_COLL_ADD, WL_REAL, wl_p2p_send,",
+        " * wl_req_add, wl_fkey, wl_root, wl_bytes). */",
         "",
         "#define WL_UNUSED __attribute__((unused))",
         "",

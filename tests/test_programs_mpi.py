@@ -301,7 +301,7 @@ def test_generated_wrappers_are_fresh() -> None:
     text = wrappers_source()
     for w in WRAPPERS:  # every row has its C and its Fortran wrapper
         assert f"int MPI_{w.name}(" in text and f"void mpi_{w.name.lower()}_(" in text
-    assert "wl_p2p_send(WL_SSEND," in text and "wl_coll_add((uintptr_t)*req, WL_ALLTOALL," in text
+    assert "wl_p2p_send(WL_SSEND," in text and "WL_COLL_ADD((uintptr_t)*req, WL_ALLTOALL," in text
 
 
 @pytest.mark.simgrid

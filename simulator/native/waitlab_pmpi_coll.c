@@ -4,8 +4,67 @@
 
 /* ---- collectives ---------------------------------------------------------------------------------------------- */
 
+/* ---- MPI_IN_PLACE ------------------------------------------------------------------------------------------------
+ * With MPI_IN_PLACE, MPI ignores the count and datatype that go with that buffer (a program may pass 0 and
+ * MPI_DATATYPE_NULL) and takes the rank's own block from the other buffer.  Every record holds what the same call
+ * without MPI_IN_PLACE would (the byte rules count the rank's block to itself, models/byte_accounting.py; Score-P
+ * leaves it out with MPI_IN_PLACE), so the capture's count checks (simulator/replayable.py, which compare a gatherv or
+ * scatterv root's own block too) and the replay see the counts MPI matched:
+ *   allgather, alltoall   sends: rcount x size(rtype) per rank;  allgatherv: rcounts[me] x size(rtype);
+ *   alltoallv (alltoallw) sends: rcounts[i] x size(rtype) to rank i;
+ *   gather at the root    sends: rcount x size(rtype);  gatherv at the root: rcounts[root] x size(rtype);
+ *   scatter at the root   receives (rbuf in place): scount x size(stype);  scatterv: scounts[root] x size(stype).
+ * The reductions (reduce, allreduce, reduce_scatter(_block), scan, exscan) keep their count and datatype with
+ * MPI_IN_PLACE: their records need nothing.  The ignored datatype never reaches PMPI_Type_size. */
+
+/* Fortran's MPI_IN_PLACE: mpif.h declares it `external`, so a Fortran program passes this symbol's address. */
+extern int mpi_in_place_;
+
+/* Whether buf is MPI_IN_PLACE, from C or Fortran (either sentinel is never a real buffer of the other language). */
+static int wl_in_place(const void* buf) { return buf == MPI_IN_PLACE || buf == (const void*)&mpi_in_place_; }
+
+/* Whether the calling rank is rank root of comm. */
+static int wl_is_root(MPI_Comm comm, int root)
+{
+  int me;
+  PMPI_Comm_rank(comm, &me);
+  return me == root;
+}
+
+/* Bytes of element i of counts (counts[i] elements of dt); 0 without counts. */
+static double wl_count_at(const int* counts, int i, MPI_Datatype dt)
+{
+  return counts == NULL ? 0.0 : wl_bytes(counts[i], dt);
+}
+
+/* The generated wrappers (waitlab_wrappers.inc, from simulator/layer_wrappers.py) record a collective with
+ *   WL_COLL(WL_<ACTION>, peer, comm, wl_bytes(scount, stype), wl_bytes(rcount, rtype))
+ * or, nonblocking, WL_COLL_ADD(key, WL_<ACTION>, root, comm, <the same two bytes>), in a scope holding the
+ * call's arguments by their MPI names (sbuf, scount, stype, rbuf, rcount, rtype, root, comm; Fortran wrappers
+ * convert theirs to those C names first).  WL_IN_PLACE_<code>(v, v2) gives the two bytes to record: the exchanges
+ * and rooted collectives replace, with MPI_IN_PLACE, the side MPI ignores (see above); the others record v, v2.  It
+ * expands to two arguments of wl_push / wl_coll_add (functions).  WL_COLL and WL_COLL_ADD need code spelled as a
+ * WL_<ACTION> name (a code in a variable does not compile: there is no WL_IN_PLACE_<variable>). */
+#define WL_IN_PLACE_WL_BARRIER(v, v2) (v), (v2)
+#define WL_IN_PLACE_WL_BCAST(v, v2) (v), (v2)
+#define WL_IN_PLACE_WL_REDUCE(v, v2) (v), (v2)
+#define WL_IN_PLACE_WL_ALLREDUCE(v, v2) (v), (v2)
+#define WL_IN_PLACE_WL_SCAN(v, v2) (v), (v2)
+#define WL_IN_PLACE_WL_EXSCAN(v, v2) (v), (v2)
+#define WL_IN_PLACE_WL_ALLTOALL(v, v2) (wl_in_place(sbuf) ? wl_bytes(rcount, rtype) : (v)), (v2)
+#define WL_IN_PLACE_WL_ALLGATHER(v, v2) (wl_in_place(sbuf) ? wl_bytes(rcount, rtype) : (v)), (v2)
+#define WL_IN_PLACE_WL_GATHER(v, v2)                                                                                   \
+  (wl_in_place(sbuf) && wl_is_root(comm, root) ? wl_bytes(rcount, rtype) : (v)), (v2)
+#define WL_IN_PLACE_WL_SCATTER(v, v2)                                                                                  \
+  (v), (wl_in_place(rbuf) && wl_is_root(comm, root) ? wl_bytes(scount, stype) : (v2))
+
 #define WL_COLL(code, peer, comm, v, v2)                                                                               \
-  wl_push((code), t0_, wl_now(), (peer), 0, wl_comm_id(comm), (v), (v2), -1, wl_site(ra_), 0)
+  wl_push((code), t0_, wl_now(), (peer), 0, wl_comm_id(comm), WL_IN_PLACE_##code(v, v2), -1, wl_site(ra_), 0)
+
+/* A nonblocking collective's record (wl_coll_add, waitlab_pmpi_comms.c) through the same WL_IN_PLACE_<code>: from its
+ * start (tp_) to now; completed by the wait of its request key. */
+#define WL_COLL_ADD(key, code, peer, comm, v, v2)                                                                      \
+  wl_coll_add((key), (code), (peer), wl_comm_id(comm), WL_IN_PLACE_##code(v, v2), tp_, wl_now())
 
 /* Bytes of counts[i] elements of types[i] (types NULL: of type dt) for i < n, on the heap; NULL counts: NULL. */
 static long long* wl_count_bytes(int n, const int* counts, MPI_Datatype dt, const MPI_Datatype* types)
@@ -48,13 +107,27 @@ static int64_t wl_vcoll(int code, double t0, const void* ra, int peer, MPI_Comm 
   return op;
 }
 
+/* An allgatherv record: its one send (MPI_IN_PLACE: its own block, rcounts[me] x size(rtype)) and the receive
+ * counts of every member. */
+static void wl_allgatherv(double t0, const void* ra, MPI_Comm comm, const void* sbuf, int scount, MPI_Datatype stype,
+                          const int* rcounts, MPI_Datatype rtype)
+{
+  int me;
+  PMPI_Comm_rank(comm, &me);
+  double sent = wl_in_place(sbuf) ? wl_count_at(rcounts, me, rtype) : wl_bytes(scount, stype);
+  wl_vcoll(WL_ALLGATHERV, t0, ra, -1, comm, NULL, stype, rcounts, rtype, sent, 0.0);
+}
+
 int MPI_Alltoallv(const void* sbuf, const int* scounts, const int* sdispls, MPI_Datatype stype, void* rbuf,
                   const int* rcounts, const int* rdispls, MPI_Datatype rtype, MPI_Comm comm)
 {
   WL_BEGIN();
   int rc = PMPI_Alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm);
-  if (wl_on && rc == MPI_SUCCESS)
-    wl_vcoll(WL_ALLTOALLV, t0_, ra_, -1, comm, scounts, stype, rcounts, rtype, 0.0, 0.0);
+  if (wl_on && rc == MPI_SUCCESS) {
+    int in_place = wl_in_place(sbuf); /* sends what it receives */
+    wl_vcoll(WL_ALLTOALLV, t0_, ra_, -1, comm, in_place ? rcounts : scounts, in_place ? rtype : stype, rcounts, rtype,
+             0.0, 0.0);
+  }
   return rc;
 }
 
@@ -65,10 +138,9 @@ int MPI_Gatherv(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, co
   WL_IN(WL_IN_ROOT, root, 0, 0, comm);
   int rc = PMPI_Gatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm);
   if (wl_on && rc == MPI_SUCCESS) {
-    int me;
-    PMPI_Comm_rank(comm, &me);
-    wl_vcoll(WL_GATHERV, t0_, ra_, wl_root(comm, root), comm, NULL, stype, me == root ? rcounts : NULL, rtype,
-             wl_bytes(scount, stype), 0.0);
+    int at_root = wl_is_root(comm, root);
+    double sent = at_root && wl_in_place(sbuf) ? wl_count_at(rcounts, root, rtype) : wl_bytes(scount, stype);
+    wl_vcoll(WL_GATHERV, t0_, ra_, wl_root(comm, root), comm, NULL, stype, at_root ? rcounts : NULL, rtype, sent, 0.0);
   }
   return rc;
 }
@@ -80,10 +152,9 @@ int MPI_Scatterv(const void* sbuf, const int* scounts, const int* displs, MPI_Da
   WL_IN(WL_IN_ROOT, root, 0, 0, comm);
   int rc = PMPI_Scatterv(sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm);
   if (wl_on && rc == MPI_SUCCESS) {
-    int me;
-    PMPI_Comm_rank(comm, &me);
-    wl_vcoll(WL_SCATTERV, t0_, ra_, wl_root(comm, root), comm, me == root ? scounts : NULL, stype, NULL, rtype, 0.0,
-             wl_bytes(rcount, rtype));
+    int at_root = wl_is_root(comm, root);
+    double got = at_root && wl_in_place(rbuf) ? wl_count_at(scounts, root, stype) : wl_bytes(rcount, rtype);
+    wl_vcoll(WL_SCATTERV, t0_, ra_, wl_root(comm, root), comm, at_root ? scounts : NULL, stype, NULL, rtype, 0.0, got);
   }
   return rc;
 }
@@ -94,7 +165,7 @@ int MPI_Allgatherv(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf,
   WL_BEGIN();
   int rc = PMPI_Allgatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm);
   if (wl_on && rc == MPI_SUCCESS)
-    wl_vcoll(WL_ALLGATHERV, t0_, ra_, -1, comm, NULL, stype, rcounts, rtype, wl_bytes(scount, stype), 0.0);
+    wl_allgatherv(t0_, ra_, comm, sbuf, scount, stype, rcounts, rtype);
   return rc;
 }
 
@@ -150,7 +221,7 @@ int MPI_Alltoallw(const void* sbuf, const int* scounts, const int* sdispls, cons
   if (wl_on && rc == MPI_SUCCESS) {
     int n;
     PMPI_Comm_size(comm, &n);
-    int in_place = sbuf == MPI_IN_PLACE;
+    int in_place = wl_in_place(sbuf);
     long long* sb = wl_count_bytes(n, in_place ? rcounts : scounts, MPI_DATATYPE_NULL, in_place ? rtypes : stypes);
     long long* rb = wl_count_bytes(n, rcounts, MPI_DATATYPE_NULL, rtypes);
     wl_vcoll_bytes(WL_ALLTOALLV, t0_, ra_, -1, comm, n, sb, rb, 0.0, 0.0);
@@ -410,8 +481,11 @@ void mpi_alltoallv_(void* sbuf, int* scounts, int* sdispls, int* stype, void* rb
   WL_REAL(real, wl_f_a2av_t, "mpi_alltoallv_");
   WL_BEGIN();
   real(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, ierr);
-  if (wl_on && *ierr == MPI_SUCCESS)
-    wl_vcoll(WL_ALLTOALLV, t0_, ra_, -1, PMPI_Comm_f2c(*comm), scounts, PMPI_Type_f2c(*stype), rcounts,
-             PMPI_Type_f2c(*rtype), 0.0, 0.0);
+  if (wl_on && *ierr == MPI_SUCCESS) {
+    MPI_Datatype rt = PMPI_Type_f2c(*rtype);
+    int in_place = wl_in_place(sbuf); /* sends what it receives */
+    wl_vcoll(WL_ALLTOALLV, t0_, ra_, -1, PMPI_Comm_f2c(*comm), in_place ? rcounts : scounts,
+             in_place ? rt : PMPI_Type_f2c(*stype), rcounts, rt, 0.0, 0.0);
+  }
 }
 

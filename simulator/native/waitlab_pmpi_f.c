@@ -6,8 +6,6 @@
  * Part of waitlab's measurement layer: #included by waitlab_pmpi.c after waitlab_pmpi_coll.c (one translation unit,
  * so the static helpers and state of waitlab_pmpi.c are shared).  Not compiled on its own. */
 
-extern int mpi_in_place_;
-
 /* The keys of Fortran requests reqs[0..count) (heap; a null request's is 0). */
 static uintptr_t* wl_fkeys(int count, const int* reqs)
 {
@@ -240,11 +238,10 @@ void mpi_gatherv_(void* sbuf, int* scount, int* stype, void* rbuf, int* rcounts,
   real(sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm, ierr);
   if (wl_on && *ierr == MPI_SUCCESS) {
     MPI_Comm c = PMPI_Comm_f2c(*comm);
-    int me;
-    PMPI_Comm_rank(c, &me);
-    MPI_Datatype st = PMPI_Type_f2c(*stype);
-    wl_vcoll(WL_GATHERV, t0_, ra_, wl_root(c, *root), c, NULL, st, me == *root ? rcounts : NULL, PMPI_Type_f2c(*rtype),
-             wl_bytes(*scount, st), 0.0);
+    int at_root = wl_is_root(c, *root);
+    MPI_Datatype st = PMPI_Type_f2c(*stype), rt = PMPI_Type_f2c(*rtype);
+    double sent = at_root && wl_in_place(sbuf) ? wl_count_at(rcounts, *root, rt) : wl_bytes(*scount, st);
+    wl_vcoll(WL_GATHERV, t0_, ra_, wl_root(c, *root), c, NULL, st, at_root ? rcounts : NULL, rt, sent, 0.0);
   }
 }
 
@@ -256,11 +253,10 @@ void mpi_scatterv_(void* sbuf, int* scounts, int* displs, int* stype, void* rbuf
   real(sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm, ierr);
   if (wl_on && *ierr == MPI_SUCCESS) {
     MPI_Comm c = PMPI_Comm_f2c(*comm);
-    int me;
-    PMPI_Comm_rank(c, &me);
-    MPI_Datatype rt = PMPI_Type_f2c(*rtype);
-    wl_vcoll(WL_SCATTERV, t0_, ra_, wl_root(c, *root), c, me == *root ? scounts : NULL, PMPI_Type_f2c(*stype), NULL,
-             rt, 0.0, wl_bytes(*rcount, rt));
+    int at_root = wl_is_root(c, *root);
+    MPI_Datatype st = PMPI_Type_f2c(*stype), rt = PMPI_Type_f2c(*rtype);
+    double got = at_root && wl_in_place(rbuf) ? wl_count_at(scounts, *root, st) : wl_bytes(*rcount, rt);
+    wl_vcoll(WL_SCATTERV, t0_, ra_, wl_root(c, *root), c, at_root ? scounts : NULL, st, NULL, rt, 0.0, got);
   }
 }
 
@@ -270,11 +266,9 @@ void mpi_allgatherv_(void* sbuf, int* scount, int* stype, void* rbuf, int* rcoun
   WL_REAL(real, wl_f_allgatherv_t, "mpi_allgatherv_");
   WL_BEGIN();
   real(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm, ierr);
-  if (wl_on && *ierr == MPI_SUCCESS) {
-    MPI_Datatype st = PMPI_Type_f2c(*stype);
-    wl_vcoll(WL_ALLGATHERV, t0_, ra_, -1, PMPI_Comm_f2c(*comm), NULL, st, rcounts, PMPI_Type_f2c(*rtype),
-             wl_bytes(*scount, st), 0.0);
-  }
+  if (wl_on && *ierr == MPI_SUCCESS)
+    wl_allgatherv(t0_, ra_, PMPI_Comm_f2c(*comm), sbuf, *scount, PMPI_Type_f2c(*stype), rcounts,
+                  PMPI_Type_f2c(*rtype));
 }
 
 void mpi_alltoallw_(void* sbuf, int* scounts, int* sdispls, int* stypes, void* rbuf, int* rcounts, int* rdispls,
@@ -287,7 +281,7 @@ void mpi_alltoallw_(void* sbuf, int* scounts, int* sdispls, int* stypes, void* r
     MPI_Comm c = PMPI_Comm_f2c(*comm);
     int n;
     PMPI_Comm_size(c, &n);
-    int in_place = sbuf == (void*)&mpi_in_place_;
+    int in_place = wl_in_place(sbuf);
     MPI_Datatype* st = wl_malloc(sizeof(MPI_Datatype) * (size_t)(n > 0 ? n : 1));
     MPI_Datatype* rt = wl_malloc(sizeof(MPI_Datatype) * (size_t)(n > 0 ? n : 1));
     for (int i = 0; i < n; i++) {
