@@ -71,8 +71,13 @@ def _read(path: str, digest: str) -> Recording:
     hosts = rec.host_of_rank or tuple(f"rank-{r}" for r in range(rec.n_ranks))
     left = [f"{n} {what}" for n, what in ((rec.worker_threads, "worker threads' locations"),
                                           (rec.thread_records, "OpenMP/thread records")) if n]
-    note = (f"{' and '.join(left)} were not analyzed: waitlab analyzes MPI waits (each rank's MPI calls, on its "
-            "master thread)") if left else ""
+    notes = [f"{' and '.join(left)} were not analyzed: waitlab analyzes MPI waits (each rank's MPI calls, on its "
+             "master thread)"] if left else []
+    silent = np.flatnonzero(np.bincount(rec.rank, minlength=rec.n_ranks) == 0).tolist()
+    if silent:  # a rank's event file with no event: usually a trace lost (a rank killed before it flushed)
+        who = f"rank {silent[0]}" if len(silent) == 1 else f"ranks {', '.join(map(str, silent))}"
+        notes.append(f"{who} recorded no events (its trace was probably lost): its whole time counts as idle")
+    note = "; ".join(notes)
     return Recording(ops, t_enter, t_exit, hosts, rec.resolution, time.perf_counter() - t, note)
 
 

@@ -53,6 +53,9 @@ from waitlab.models.otf2_records import (
     FINALIZE,
     INIT,
     MPI,
+    MPI_RECORDS,
+    OTF2_RECORD,
+    RECORD_KINDS,
     TRANSPARENT,
     UNDEFINED_UINT32,
     USER,
@@ -64,6 +67,7 @@ from waitlab.models.otf2_records import (
     kinds_mask,
     per_rank_cumsum,
     request_pairs,
+    without_cancelled,
     world_ranks,
 )
 from waitlab.models.vocabulary import COLLECTIVE_ACTIONS, SUBCOMM_COLLECTIVES
@@ -75,6 +79,14 @@ __all__ = ["Otf2Inconsistent", "Otf2Unreplayable", "TraceRecords", "records_to_o
 _ON_SUBCOMM = frozenset((*SUBCOMM_COLLECTIVES, "reducescatter"))
 #: The v-collectives' own actions, for a trace read as recorded (no replay): each rank keeps its recorded bytes.
 _V_FORM = {"GATHERV": "gatherv", "SCATTERV": "scatterv", "ALLGATHERV": "allgatherv", "ALLTOALLV": "alltoallv"}
+#: Collectives with a root (their record's root is a rank of their communicator).
+_ROOTED = frozenset({"bcast", "reduce", "gather", "scatter"})
+#: The MPI call of an OTF2 collective operation, for messages (``BCAST`` -> ``MPI_Bcast``).
+_CALL = {"BARRIER": "MPI_Barrier", "BCAST": "MPI_Bcast", "GATHER": "MPI_Gather", "GATHERV": "MPI_Gatherv",
+         "SCATTER": "MPI_Scatter", "SCATTERV": "MPI_Scatterv", "ALLGATHER": "MPI_Allgather",
+         "ALLGATHERV": "MPI_Allgatherv", "ALLTOALL": "MPI_Alltoall", "ALLTOALLV": "MPI_Alltoallv",
+         "ALLREDUCE": "MPI_Allreduce", "REDUCE": "MPI_Reduce", "SCAN": "MPI_Scan", "EXSCAN": "MPI_Exscan",
+         "REDUCE_SCATTER": "MPI_Reduce_scatter", "REDUCE_SCATTER_BLOCK": "MPI_Reduce_scatter_block"}
 
 
 def _collective_values(rec: TraceRecords, rows: npt.NDArray[np.int64], comms: dict[tuple[int, ...], int],
@@ -108,30 +120,21 @@ def _collective_values(rec: TraceRecords, rows: npt.NDArray[np.int64], comms: di
         action = COLLECTIVES[name]
         code[sel] = CODE[action]
         comm = rec.b[rows[sel]]
-        r = rec.c[rows[sel]]
-        r = np.where(r == UNDEFINED_UINT32, 0, r).astype(np.int64)
+        r = np.zeros(n, np.int64)
+        r[sel] = np.where(rec.c[rows[sel]] == UNDEFINED_UINT32, 0, rec.c[rows[sel]])
         for ref in np.unique(comm).tolist():
             members = rec.comm_members.get(int(ref), ())
             on = sel[comm == ref]
-            world = members is not None and tuple(members) == tuple(range(rec.n_ranks))
-            # a reduce-scatter on a sub-communicator is read (waitlab analyze needs no replay); records_to_ops,
-            # the conversion for a replay, refuses it (_check_replayable)
-            if members is None or not members or (not world and action not in _ON_SUBCOMM):
+            if not members and members is not None:
                 j = int(rows[on[0]])
-                size = 1 if members is None else len(members)
-                raise Otf2Unreplayable(f"rank {int(rec.rank[j])}", f"{name} on a communicator of {size} of the "
-                                       f"{rec.n_ranks} ranks cannot be replayed: waitlab's trace replay runs only "
-                                       f"{', '.join(SUBCOMM_COLLECTIVES)} on sub-communicators",
-                                       "record a run whose other collectives use MPI_COMM_WORLD, or run the "
-                                       'program itself (application.kind = "program")')
-            lut = np.asarray(members, np.int32)
-            local = np.full(rec.n_ranks, -1, np.int64)
-            local[lut] = np.arange(lut.size)
-            n_comm[on] = lut.size
-            me[on] = local[me_world[on]]
-            world_root[on] = lut[np.minimum(r[comm == ref], lut.size - 1)]  # root: communicator rank -> world rank
-            if not world:
-                comm_id[on] = comms.setdefault(tuple(int(m) for m in members), len(comms) + 1)
+                raise Otf2Inconsistent(f"rank {int(rec.rank[j])}", f"{_CALL.get(name, name)} is on communicator "
+                                       f"{ref}, which the definitions do not define as an MPI communicator of these "
+                                       "ranks", "the archive's definitions are incomplete: record the run again")
+            # MPI_COMM_SELF: each rank's own communicator of one member (one rank: no wait)
+            groups = [(on, tuple(int(m) for m in members))] if members is not None else _per_rank(on, me_world[on])
+            for at, group in groups:
+                _communicator_rows(rec, rows, at, int(ref), group, action, name, r[at], comms, n_comm, me, me_world,
+                                   world_root, comm_id)
     per_peer = _instance_counts(me_world, comm_id, sent, got)
     for op in ops:
         name = names[op]
@@ -168,6 +171,55 @@ def _collective_values(rec: TraceRecords, rows: npt.NDArray[np.int64], comms: di
             m = me[sel]
             value[sel] = np.where(m > 0, g / np.maximum(m, 1), s / np.maximum(nc - m - 1, 1))
     return code, np.rint(value), np.rint(value2), root, comm_id
+
+
+def _per_rank(rows: npt.NDArray[np.int64], rank: npt.NDArray[np.int32]
+              ) -> list[tuple[npt.NDArray[np.int64], tuple[int, ...]]]:
+    """``rows`` split by their ``rank``: (the rows of rank r, ``(r,)``) for each rank r, in rank order.
+
+    >>> [(a.tolist(), m) for a, m in _per_rank(np.array([4, 5, 6]), np.array([1, 0, 1], np.int32))]
+    [([5], (0,)), ([4, 6], (1,))]
+    """
+    order = np.argsort(rank, kind="stable")
+    ranks, starts = np.unique(rank[order], return_index=True)
+    return [(part, (int(r),)) for part, r in zip(np.split(rows[order], starts[1:]), ranks.tolist(), strict=True)]
+
+
+def _communicator_rows(rec: TraceRecords, rows: npt.NDArray[np.int64], at: npt.NDArray[np.int64], ref: int,
+                       members: tuple[int, ...], action: str, name: str, root: npt.NDArray[np.int64],
+                       comms: dict[tuple[int, ...], int], n_comm: npt.NDArray[np.float64], me: npt.NDArray[np.float64],
+                       me_world: npt.NDArray[np.int32], world_root: npt.NDArray[np.int32],
+                       comm_id: npt.NDArray[np.int32]) -> None:
+    """Size, own rank in it, root (a world rank) and communicator id of the collective rows ``at`` (positions in
+    ``rows``), all on the communicator ``ref`` of world ranks ``members`` (in communicator-rank order), filled in
+    place.
+    Raises :class:`Otf2Inconsistent` for a root outside the communicator, :class:`Otf2Unreplayable` for a collective
+    a sub-communicator cannot hold."""
+    world = members == tuple(range(rec.n_ranks))
+    j = int(rows[at[0]])
+    # a reduce-scatter on a sub-communicator is read (waitlab analyze needs no replay); records_to_ops, the
+    # conversion for a replay, refuses it (_check_replayable)
+    if not world and action not in _ON_SUBCOMM:
+        raise Otf2Unreplayable(f"rank {int(rec.rank[j])}", f"{_CALL.get(name, name)} on a communicator of "
+                               f"{len(members)} of the {rec.n_ranks} ranks cannot be read: waitlab runs only "
+                               f"{', '.join(sorted(_ON_SUBCOMM))} on communicators other than MPI_COMM_WORLD",
+                               "record a run whose other collectives use MPI_COMM_WORLD, or run the program itself "
+                               '(application.kind = "program")')
+    lut = np.asarray(members, np.int32)
+    if action in _ROOTED:
+        out = np.flatnonzero(root >= lut.size)
+        if out.size:
+            k = int(rows[at[out[0]]])
+            raise Otf2Inconsistent(f"rank {int(rec.rank[k])}", f"{_CALL.get(name, name)} (record MpiCollectiveEnd) "
+                                   f"names root {int(root[out[0]])}, which is outside its communicator {ref} "
+                                   f"({lut.size} members)", "the archive is inconsistent: record the run again")
+    local = np.full(rec.n_ranks, -1, np.int64)
+    local[lut] = np.arange(lut.size)
+    n_comm[at] = lut.size
+    me[at] = local[me_world[at]]
+    world_root[at] = lut[np.minimum(root, lut.size - 1)]  # root: communicator rank -> world rank (rooted: in range)
+    if not world:
+        comm_id[at] = comms.setdefault(members, len(comms) + 1)
 
 
 def _instance_counts(rank: npt.NDArray[np.int32], comm: npt.NDArray[np.int32], sent: npt.NDArray[np.float64],
@@ -209,7 +261,7 @@ def records_to_ops(rec: TraceRecords, cpu_ratio: float = 1.0) -> OpTable:
     cpu_ratio : float
         Speed of the traced machine's core over the modeled one's: compute durations are multiplied by it.
     """
-    ops = records_to_timed_ops(rec, cpu_ratio, equal_counts=True)[0]
+    ops = _timed_ops(rec, cpu_ratio, equal_counts=True, replay=True)[0]
     _check_replayable(ops)
     # a nonblocking collective's completion replays as its blocking collective (no post: no request serial)
     return ops.replace_columns(tag=np.where(ops.mask(COLLECTIVE_ACTIONS), 0, ops.tag).astype(np.int32))
@@ -244,8 +296,22 @@ def records_to_timed_ops(rec: TraceRecords, cpu_ratio: float = 1.0, *, equal_cou
     operation span it and the others take no time at its start, so a rank's operations never overlap.  A compute
     operation spans the time between its two boundaries; a region marker takes no time.  Time inside MPI calls that
     make no operation (``MPI_Init``, ``MPI_Comm_rank``, ...) is in no operation.
+
+    A request an ``MPI_Test*`` call completes is completed by a ``wait`` that carries the call's region (the event
+    table's ``call``: ``MPI_Test``): a test never blocks, so, as in Scalasca 2.6, no late sender or late receiver is
+    booked in it (:mod:`waitlab.models.analysis.waitstates`).  A cancelled request is left out with its cancellation
+    (:func:`~waitlab.models.otf2_records.without_cancelled`: no message).  An MPI record outside every MPI call (no MPI
+    region entered around it), which no call times, raises :class:`Otf2Inconsistent`.
     """
+    return _timed_ops(rec, cpu_ratio, equal_counts=equal_counts, replay=False)
+
+
+def _timed_ops(rec: TraceRecords, cpu_ratio: float, *, equal_counts: bool, replay: bool
+               ) -> tuple[OpTable, npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """:func:`records_to_timed_ops`; with ``replay`` (:func:`records_to_ops`) a completion in an ``MPI_Test*`` call
+    carries no call name: the replay runs it as a wait, which blocks."""
     check_supported(rec)
+    rec = without_cancelled(rec)
     n = rec.kind.size
     kind = rec.kind
     pos = np.arange(n, dtype=np.int64)
@@ -267,6 +333,7 @@ def records_to_timed_ops(rec: TraceRecords, cpu_ratio: float = 1.0, *, equal_cou
             raise Otf2Inconsistent(f"rank {r}", f"enters {what} it never leaves (or leaves one it never entered)",
                                    "the archive is truncated or inconsistent: record the run again (let it reach "
                                    "MPI_Finalize)")
+    _check_inside_calls(rec, depth)
     # active window: after MPI_Init's leave, before MPI_Finalize's enter
     init_end = np.full(rec.n_ranks, -1, np.int64)
     rows = np.flatnonzero((cls == INIT) & (kind == K["leave"]))
@@ -306,11 +373,40 @@ def records_to_timed_ops(rec: TraceRecords, cpu_ratio: float = 1.0, *, equal_cou
     parts.append(_block(coll, 1, code, rec.rank[coll], value=value, value2=value2, peer=root, comm=comm,
                         tag=_completion_serials(rec, coll, kind, mpi_like, depth)))
     members = list(sorted(comms, key=comms.__getitem__))
-    parts += _p2p_blocks(rec, kind, depth, cls, members)
+    parts += _p2p_blocks(rec, kind, depth, cls, members, name_tests=not replay)
     ops, cols = _assemble(rec, parts, tuple(members))
     t0, t1 = _call_times(rec, kind, mpi_like, depth, cols)
     origin = rec.time.min() if n else 0
     return ops, (t0 - origin) / rec.resolution, (t1 - origin) / rec.resolution
+
+
+def _check_inside_calls(rec: TraceRecords, depth: npt.NDArray[np.int64]) -> None:
+    """Raise :class:`Otf2Inconsistent` for the first MPI record (``MpiSend``, ``MpiCollectiveEnd``, ...) outside
+    every MPI call: an operation's times are its call's (its MPI region's ``Enter`` and ``Leave``), and a record no
+    call frames has none (it would be an operation of no length, which waits for nothing)."""
+    loose = np.flatnonzero(kinds_mask(rec.kind, *MPI_RECORDS) & (depth == 0))
+    if not loose.size:
+        return
+    i = int(loose[np.argmin(rec.time[loose])])
+    r = int(rec.rank[i])
+    seconds = (int(rec.time[i]) - int(rec.time.min())) / rec.resolution
+    # the regions open around it (a user region, or an MPI call's region of another paradigm, says why)
+    mine = np.flatnonzero((rec.rank == r) & (np.arange(rec.kind.size) < i) & (rec.kind <= K["leave"]))
+    stack: list[int] = []
+    for j in mine.tolist():
+        if rec.kind[j] == K["enter"]:
+            stack.append(int(rec.a[j]))
+        elif stack:
+            stack.pop()
+    where = (f" (inside the region {rec.region_names[stack[-1]]}, which is not an MPI region: an MPI call's region "
+             "has the paradigm MPI)" if stack else "")
+    name = OTF2_RECORD[RECORD_KINDS[int(rec.kind[i])]]
+    more = f", and {loose.size - 1} more MPI records are" if loose.size > 1 else ""
+    raise Otf2Inconsistent(f"rank {r}", f"record {name} at {seconds:.9f} s is outside every MPI call{where}{more}: "
+                           "waitlab takes an MPI operation's times from its call (the Enter and Leave of its MPI "
+                           "region), so it cannot time it",
+                           "record the run again with the MPI calls' regions (Score-P's MPI adapter writes an Enter "
+                           "and a Leave of paradigm MPI around each call's records)")
 
 
 def _completion_serials(rec: TraceRecords, coll: npt.NDArray[np.int64], kind: npt.NDArray[np.uint32],
@@ -375,44 +471,52 @@ def _block(rows: npt.NDArray[np.int64], sub: int | npt.NDArray[np.int64], code: 
             "t0": col(t0, np.int64), "t1": col(t1, np.int64)}
 
 
-def _p2p_comms(rec: TraceRecords, refs: npt.NDArray[np.uint32], members: list[tuple[int, ...]]
-               ) -> npt.NDArray[np.int32]:
-    """Communicator id of point-to-point records on communicators ``refs``: 0 for MPI_COMM_WORLD (the first
-    communicator defined with the world's ranks in order) and MPI_COMM_SELF, else ``k`` with ``members[k - 1]`` its
-    members (appended when new).  A communicator shares the id of the collectives on its member list (collectives
-    are keyed by members) unless another communicator of those members (MPI_COMM_WORLD, an earlier duplicate) took it:
-    then it gets an id of its own, so that MPI matching, per communicator, is kept (a duplicate of MPI_COMM_WORLD is
-    another communicator)."""
+def _p2p_comms(rec: TraceRecords, refs: npt.NDArray[np.uint32], own: npt.NDArray[np.int32],
+               members: list[tuple[int, ...]]) -> npt.NDArray[np.int32]:
+    """Communicator id of point-to-point records on communicators ``refs`` (of ranks ``own``): 0 for MPI_COMM_WORLD
+    (the first communicator defined with the world's ranks in order), else ``k`` with ``members[k - 1]`` its members
+    (appended when new); MPI_COMM_SELF is each rank's own communicator of one member (``(rank,)``).  A communicator
+    shares the id of the collectives on its member list (collectives are keyed by members) unless another
+    communicator of those members (MPI_COMM_WORLD, an earlier duplicate) took it: then it gets an id of its own, so
+    that MPI matching, per communicator, is kept (a duplicate of MPI_COMM_WORLD is another communicator, and a
+    message to self on MPI_COMM_SELF never matches one on MPI_COMM_WORLD)."""
     out = np.zeros(refs.size, np.int32)
     world = tuple(range(rec.n_ranks))
     refs_u = np.unique(refs).tolist()
     world_ref = min((r for r, m in rec.comm_members.items() if m is not None and tuple(m) == world), default=-1)
     claimed = {world}
+    index = {key: k + 1 for k, key in reversed(list(enumerate(members)))}  # members -> its first id
     for ref in refs_u:
         m = rec.comm_members.get(int(ref), ())
-        if not m or ref == world_ref:  # MPI_COMM_WORLD, MPI_COMM_SELF (peers are the own rank) or unknown
+        if ref == world_ref or (m is not None and not m):  # MPI_COMM_WORLD, or unknown (world_ranks refuses it)
             continue
-        key = tuple(int(x) for x in m)
-        if key in claimed or key not in members:
-            members.append(key)
-            cid = len(members)
-        else:
-            cid = members.index(key) + 1
-        claimed.add(key)
-        out[refs == ref] = cid
+        on = np.flatnonzero(refs == ref)
+        keys = ([(on, tuple(int(x) for x in m))] if m is not None else  # MPI_COMM_SELF: one per rank
+                _per_rank(on, own[on]))
+        for rows, key in keys:
+            if key in claimed or key not in index:
+                members.append(key)
+                cid = len(members)
+                index.setdefault(key, cid)
+            else:
+                cid = index[key]
+            claimed.add(key)
+            out[rows] = cid
     return out
 
 
 def _p2p_blocks(rec: TraceRecords, kind: npt.NDArray[np.uint32], depth: npt.NDArray[np.int64],
-                cls: npt.NDArray[np.int8], members: list[tuple[int, ...]]) -> list[dict[str, npt.NDArray[np.generic]]]:
+                cls: npt.NDArray[np.int8], members: list[tuple[int, ...]], *, name_tests: bool
+                ) -> list[dict[str, npt.NDArray[np.generic]]]:
     """Point-to-point operations and their completions (``members``: the communicators' member lists by id, extended
-    with those of the point-to-point communicators, :func:`_p2p_comms`)."""
+    with those of the point-to-point communicators, :func:`_p2p_comms`).  With ``name_tests`` a completion in an
+    ``MPI_Test*`` call carries the call's region (the event table's ``call``: no wait state is booked in a test)."""
     own = rec.rank
     world = np.full(kind.size, -1, np.int32)
     p2p = np.flatnonzero(kinds_mask(kind, "send", "isend", "recv", "irecv"))
     world[p2p] = world_ranks(rec, rec.b[p2p], rec.a[p2p], own[p2p])
     comm = np.zeros(kind.size, np.int32)
-    comm[p2p] = _p2p_comms(rec, rec.b[p2p], members)
+    comm[p2p] = _p2p_comms(rec, rec.b[p2p], own[p2p], members)
     tag = rec.c.astype(np.int64).astype(np.int32)
     nbytes = rec.d.astype(np.float64)
     isend, done = np.flatnonzero(kind == K["isend"]), np.flatnonzero(kind == K["isend_complete"])
@@ -479,8 +583,13 @@ def _p2p_blocks(rec: TraceRecords, kind: npt.NDArray[np.uint32], depth: npt.NDAr
     single_c = completions[~whole]
     src = req_of[single_c]
     is_recv = kind[single_c] == K["irecv"]
+    at_enter = enter_of_call[call[single_c]]
+    framed = (depth[single_c] > 0) & (kind[at_enter] == K["enter"]) & (call[at_enter] == call[single_c])
+    call_region = np.where(framed, rec.a[at_enter].astype(np.int64), -1)
+    test_name = np.array([nm.startswith("MPI_Test") for nm in rec.region_names] + [False])
+    in_test = test_name[call_region] & name_tests
     parts.append(_block(single_c, 1, CODE["wait"], own[single_c], value2=is_recv.astype(np.float64),
-                        peer=world[src], tag=tag[src], comm=comm[src]))
+                        peer=world[src], tag=tag[src], comm=comm[src], name=np.where(in_test, call_region, -1)))
     return parts
 
 

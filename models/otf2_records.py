@@ -9,7 +9,7 @@ The reader (:mod:`waitlab.simulator.otf2_import`, with ``simulator/native/waitla
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -18,6 +18,16 @@ import numpy.typing as npt
 RECORD_KINDS = ("enter", "leave", "send", "isend", "isend_complete", "irecv_request", "recv", "irecv",
                 "collective_begin", "collective_end", "request_test", "request_cancelled", "nonblocking_collective")
 K = {name: i for i, name in enumerate(RECORD_KINDS)}
+#: The OTF2 record type of each kind of :data:`RECORD_KINDS` (enter and leave: also ``CallingContextEnter`` and
+#: ``CallingContextLeave``, read as the enter and leave of the calling context's region).
+OTF2_RECORD: dict[str, str] = {
+    "enter": "Enter", "leave": "Leave", "send": "MpiSend", "isend": "MpiIsend", "isend_complete": "MpiIsendComplete",
+    "irecv_request": "MpiIrecvRequest", "recv": "MpiRecv", "irecv": "MpiIrecv",
+    "collective_begin": "MpiCollectiveBegin", "collective_end": "MpiCollectiveEnd", "request_test": "MpiRequestTest",
+    "request_cancelled": "MpiRequestCancelled", "nonblocking_collective": "NonBlockingCollectiveComplete",
+}  # fmt: skip
+#: The kinds of MPI records: each belongs to an MPI call (between its MPI region's enter and leave).
+MPI_RECORDS = tuple(k for k in RECORD_KINDS if k not in ("enter", "leave"))
 #: The kind of a record that cannot be replayed (its type is ``unsupported[a]``).
 UNSUPPORTED = 100
 #: Region classes (:attr:`TraceRecords.region_class`).
@@ -155,10 +165,41 @@ def check_supported(rec: TraceRecords) -> None:
                                "3.32's trace replay has no such action", "record the run again without it (Score-P: "
                                "SCOREP_MPI_ENABLE_GROUPS without rma/io, no OpenMP), or run the program itself "
                                '(application.kind = "program")')
+
+
+def without_cancelled(rec: TraceRecords) -> TraceRecords:
+    """``rec`` without its cancelled requests: each ``MpiRequestCancelled`` (Score-P records it where the call that
+    completes a request, ``MPI_Wait*``/``MPI_Test*``, finds it cancelled) and the request it cancelled (the latest
+    ``MpiIrecvRequest`` or ``MpiIsend`` of that request id on its rank before it) are left out: a cancelled request
+    moved no message (a cancel that fails completes the request as usual, with its ``MpiIrecv`` or
+    ``MpiIsendComplete``).  The calls keep their time (``MPI_Cancel``, the completing ``MPI_Wait``), as every call
+    that makes no operation does.  Raises :class:`Otf2Inconsistent` for a cancellation of no request."""
     cancelled = np.flatnonzero(rec.kind == K["request_cancelled"])
-    if cancelled.size:
-        raise Otf2Unreplayable(f"rank {int(rec.rank[cancelled[0]])}", "record MpiRequestCancelled (a cancelled "
-                               "request) cannot be replayed", "record the run without MPI_Cancel")
+    if not cancelled.size:
+        return rec
+    requests = np.flatnonzero(kinds_mask(rec.kind, "isend", "irecv_request"))
+    rows = np.concatenate((requests, cancelled))
+    req = np.concatenate((np.where(rec.kind[requests] == K["isend"], rec.e[requests], rec.d[requests]),
+                          rec.d[cancelled]))
+    is_cancel = np.r_[np.zeros(requests.size, bool), np.ones(cancelled.size, bool)]
+    order = np.lexsort((rows, req, rec.rank[rows]))  # each (rank, request id)'s records in trace order
+    rows, req, is_cancel = rows[order], req[order], is_cancel[order]
+    at = np.flatnonzero(is_cancel)
+    prev = at - 1  # the record before each cancellation: the request it cancels, if of its rank and request id
+    ok = prev >= 0
+    p, c = prev[ok], at[ok]
+    ok[ok] = ~is_cancel[p] & (req[p] == req[c]) & (rec.rank[rows[p]] == rec.rank[rows[c]])
+    if not ok.all():
+        j = int(rows[at[np.flatnonzero(~ok)[0]]])
+        raise Otf2Inconsistent(f"rank {int(rec.rank[j])}", f"record MpiRequestCancelled cancels request "
+                               f"{int(rec.d[j])}, which no MpiIrecvRequest or MpiIsend before it posted",
+                               "the archive is truncated or inconsistent: record the run again (let it reach "
+                               "MPI_Finalize)")
+    keep = np.ones(rec.kind.size, bool)
+    keep[rows[at]] = False
+    keep[rows[prev]] = False
+    return replace(rec, rank=rec.rank[keep], time=rec.time[keep], kind=rec.kind[keep], a=rec.a[keep],
+                   b=rec.b[keep], c=rec.c[keep], d=rec.d[keep], e=rec.e[keep])
 
 
 def request_pairs(rec: TraceRecords, first: npt.NDArray[np.int64], second: npt.NDArray[np.int64],

@@ -8,7 +8,9 @@ bindings' per-event Python callbacks read about 0.3 M events/s, the C reader sev
 Locations are ranks through the MPI location group (``COMM_LOCATIONS`` of paradigm MPI: Score-P lists the
 master thread of every MPI rank there, in rank order).  A process with several threads that recorded
 events is refused (threads cannot be replayed; read as recorded, ``threads=True``, only the master threads are read),
-so is an archive without MPI locations.
+so is an archive without MPI locations, or with events of a process the MPI location group does not list.
+``CallingContextEnter``/``Leave`` records (Score-P with ``SCOREP_ENABLE_UNWINDING=true``) are read as the enter and
+leave of their calling context's region.
 """
 
 from __future__ import annotations
@@ -68,8 +70,16 @@ def check_archive_files(anchor: Path) -> None:
     for p in files:
         try:
             st = p.stat()
-        except OSError:
-            continue  # a missing file is OTF2's to report
+        except OSError as exc:
+            if not p.is_symlink():
+                continue  # a missing file is OTF2's to report (and read_otf2's: _missing_event_files)
+            raise InputError(str(p), "(file)", f"is a symbolic link that cannot be followed ({exc.strerror})",
+                             "put the file itself in its place (copy the whole archive again)") from None
+        if stat.S_ISDIR(st.st_mode):
+            holds = "the archive's definitions" if p.suffix == ".def" else "a rank's events"
+            raise InputError(str(p), "(file)", f"is a folder, where the file holding {holds} should be",
+                             "put the file Score-P wrote in its place (copy the whole archive again), or record the "
+                             "run again")
         if not stat.S_ISREG(st.st_mode):
             raise InputError(str(p), "(file)", "is not a regular file (a pipe, device or socket): reading it "
                              "would block", "remove it from the archive, or record the run again")
@@ -155,9 +165,16 @@ def _definitions(otf2: Any, anchor: Path, threads: bool = False) -> tuple[Any, l
                          "record the MPI program with Score-P (scorep mpicc ...)")
     ranks = list(mpi_groups[0].members)
     mpi_refs = {loc._ref for loc in ranks}
+    processes = {getattr(loc.group, "_ref", None) for loc in ranks}
     workers = 0
     for loc in defs.locations:
         if loc._ref not in mpi_refs and loc.type == enums.LocationType.CPU_THREAD and loc.number_of_events:
+            group = getattr(loc, "group", None)
+            if getattr(group, "_ref", None) not in processes:  # a process, not a thread of an MPI rank's
+                raise InputError(str(anchor), f"location {loc._ref} ({loc.name!r} of {getattr(group, 'name', '')!r})",
+                                 f"holds events, but its process is none of the {len(ranks)} MPI ranks the archive's "
+                                 "MPI location group lists: the definitions are inconsistent",
+                                 "record the run again (or give the archive Score-P wrote, unedited)")
             workers += 1
             if threads:
                 continue
@@ -231,6 +248,7 @@ def read_otf2(anchor: str | Path, *, threads: bool = False) -> TraceRecords:
         out = Path(tmp) / "records.bin"
         count = dll.wl_otf2_read(str(anchor).encode(), len(ranks), refs, str(out).encode(), err, len(err))
         if count < 0:
+            _missing_event_files(anchor, ranks)
             raise InputError(str(anchor), "(events)", f"cannot be read: {err.value.decode(errors='replace')}", FIX)
         # mapped, not read: each column is copied out of the file once (no whole-record copy beside them)
         raw = np.memmap(out, RECORD_DTYPE, mode="r") if count else np.zeros(0, RECORD_DTYPE)
@@ -250,6 +268,7 @@ def read_otf2(anchor: str | Path, *, threads: bool = False) -> TraceRecords:
             cols = {c: v[keep] for c, v in cols.items()}
             time_, rank = time_[keep], rank[keep]
     el = cols["kind"] <= 1  # enter / leave
+    _calling_contexts_to_regions(anchor, defs, cols, el)
     if (cols["a"][el] >= len(names)).any():
         raise InputError(str(anchor), "(definitions)", "events name a region the definitions do not define", FIX)
     return TraceRecords(
@@ -257,6 +276,43 @@ def read_otf2(anchor: str | Path, *, threads: bool = False) -> TraceRecords:
         region_class=cls, comm_members=_comms(otf2, defs, rank_of), collective_names=collective_names,
         unsupported=unsupported, host_of_rank=_hosts(ranks), worker_threads=workers if threads else 0,
         thread_records=thread_rows, **cols)
+
+
+def _calling_contexts_to_regions(anchor: Path, defs: Any, cols: dict[str, np.ndarray], el: np.ndarray) -> None:
+    """Enter/leave records of a calling context (``b`` = 1: Score-P's ``CallingContextEnter``/``Leave``, written
+    with ``SCOREP_ENABLE_UNWINDING=true``) made enter/leave records of its region (the definition's), in place."""
+    ctx = el & (cols["b"] == 1)
+    if not ctx.any():
+        return
+    contexts = {c._ref: c for c in defs.calling_contexts}
+    region_of = np.full(max(contexts, default=-1) + 2, -1, np.int64)  # the last entry: an undefined context
+    for ref, c in contexts.items():
+        region = getattr(c, "region", None)
+        region_of[ref] = -1 if region is None else region._ref
+    refs = np.minimum(cols["a"][ctx].astype(np.int64), region_of.size - 1)
+    regions = region_of[refs]
+    if (regions < 0).any():
+        bad = int(cols["a"][ctx][np.flatnonzero(regions < 0)[0]])
+        raise InputError(str(anchor), "(definitions)", f"a CallingContextEnter/Leave record names calling context "
+                         f"{bad}, which the definitions do not define (or define without its region)", FIX)
+    cols["a"][ctx] = regions.astype(np.uint32)
+    cols["b"][ctx] = 0
+
+
+def _missing_event_files(anchor: Path, ranks: list[Any]) -> None:
+    """Raise :class:`InputError` naming what is missing when OTF2 could not read the events because the archive's
+    folder (``traces/``) or a rank's event file (``traces/<location>.evt``, Score-P's layout) is not there."""
+    folder = anchor.with_suffix("")
+    fix = (f"copy the whole archive: {anchor.name}, {anchor.with_suffix('.def').name} and the folder "
+           f"{folder.name}/ side by side, as Score-P wrote them")
+    if not folder.is_dir():
+        raise InputError(str(folder), "(folder)", f"is missing: it holds the events of every rank of the archive "
+                         f"{anchor.name}", fix)
+    for rank, loc in enumerate(ranks):
+        evt = folder / f"{loc._ref}.evt"
+        if not evt.exists() and not any(folder.glob(f"{loc._ref}.evt*")):
+            raise InputError(str(evt), "(file)", f"is missing: it holds the events of rank {rank} (location "
+                             f"{loc._ref})", fix)
 
 
 def _hosts(ranks: list[Any]) -> tuple[str, ...]:

@@ -11,6 +11,9 @@ could not complete before activity k of rank q started.  Its wait time is
   ``ssend``/``issend`` of any size) until the receive was posted:
   ``min(E_recv, X_send) - E_send`` when the send ended after E_recv, unless the blocking call is a late
   sender already (a ``waitall`` of an isend and an irecv waits once, as Scalasca books it);
+* neither is booked in a completion whose ``call`` is an ``MPI_Test*`` call (a recorded trace's successful test,
+  :mod:`waitlab.models.otf2_ops`): a test does not block (Scalasca 2.6, ``MPI.pattern``: no Late Sender in
+  ``is_mpi_testx`` calls, Late Receiver only in blocking sends and waits);
 * wait at barrier / wait at NxN: ``min(max_E, X_own) - E_own``;
 * late broadcast (bcast, scatter): non-roots wait ``min(E_root, X_own) - E_own``;
 * early reduce (reduce, gather): the root waits ``min(max_{senders} E, X_root) - E_root``;
@@ -84,9 +87,11 @@ def _p2p(ev: pd.DataFrame, acc: dict[str, list[npt.NDArray[Any]]], eager_thresho
     send_of[match[s_rows]] = s_rows
     recv_of = np.full(int(match.max()) + 1, -1, np.int64)
     recv_of[match[r_rows]] = r_rows
+    tests = _test_calls(ev)  # a completion in an MPI_Test* call blocks no one: no wait state there
     # Late sender: the receiver blocks in done[r] (recv itself, wait or waitall).
     blk = done[r_rows]
     ok = blk >= 0
+    ok[ok] = ~tests[blk[ok]]
     r_rows, blk = r_rows[ok], blk[ok]
     snd = send_of[match[r_rows]]
     w = np.minimum(enter[snd], exit_[blk]) - enter[blk]
@@ -96,6 +101,7 @@ def _p2p(ev: pd.DataFrame, acc: dict[str, list[npt.NDArray[Any]]], eager_thresho
     # wait twice its own length.
     blk = done[s_rows]
     ok = (blk >= 0) & ~np.isin(blk, late_sender)
+    ok[ok] = ~tests[blk[ok]]
     s_rows, blk = s_rows[ok], blk[ok]
     rcv = recv_of[match[s_rows]]
     # a synchronous send (ssend/issend) waits for its receive at any size; others only above the eager threshold
@@ -103,6 +109,16 @@ def _p2p(ev: pd.DataFrame, acc: dict[str, list[npt.NDArray[Any]]], eager_thresho
     rendezvous = (exit_[blk] > enter[rcv]) & ((ev["bytes"].to_numpy()[s_rows] >= eager_threshold) | sync)
     w = np.where(rendezvous, np.minimum(enter[rcv], exit_[blk]) - enter[blk], 0.0)
     _add_max_per_blocker(acc, "late_receiver", blk, w, rcv)
+
+
+def _test_calls(ev: pd.DataFrame) -> npt.NDArray[np.bool_]:
+    """Rows whose ``call`` is an ``MPI_Test*`` call (``MPI_Test``, ``MPI_Testall``, ``MPI_Testany``,
+    ``MPI_Testsome``); none in a table without the column."""
+    if "call" not in ev.columns:
+        return np.zeros(len(ev), bool)
+    call = pd.Categorical(ev["call"])
+    lut = np.array([str(c).startswith("MPI_Test") for c in call.categories] + [False])
+    return lut[call.codes]
 
 
 def _add_max_per_blocker(acc: dict[str, list[npt.NDArray[Any]]], pattern: str, blocker: npt.NDArray[np.int64],

@@ -54,7 +54,8 @@ enum { K_ENTER, K_LEAVE, K_SEND, K_ISEND, K_ISEND_DONE, K_IRECV_REQ, K_RECV, K_I
 
 typedef struct {
     uint64_t loc, time, d, e;  /* d: bytes / request / bytes sent; e: request / bytes received */
-    uint32_t kind, a, b, c;    /* a: region / peer / collective op / unsupported record; b: comm; c: tag / root */
+    uint32_t kind, a, b, c;    /* a: region (b = 1: calling context) / peer / collective op / unsupported record;
+                                * b: comm; c: tag / root */
 } Rec;
 
 typedef struct {
@@ -99,6 +100,16 @@ static OTF2_CallbackCode coll_end(HEAD, uint8_t op, uint32_t comm, uint32_t root
     return put(ud, l, t, K_COLL_END, op, comm, root, sent, got);
 }
 
+/* Score-P with unwinding (SCOREP_ENABLE_UNWINDING=true) writes a region's enter and leave as CallingContextEnter /
+ * CallingContextLeave: the region entered or left is the calling context's own region (its definition's).  They are
+ * enter/leave records with b = 1: a is a calling context, which otf2_import.py maps to its region (the frames the
+ * unwinding found between two instrumented regions are in the context's parents only: no record enters them). */
+static OTF2_CallbackCode cc_enter(HEAD, uint32_t context, uint32_t unwind_distance) {
+    (void)unwind_distance;
+    return put(ud, l, t, K_ENTER, context, 1, 0, 0, 0);
+}
+static OTF2_CallbackCode cc_leave(HEAD, uint32_t context) { return put(ud, l, t, K_LEAVE, context, 1, 0, 0, 0); }
+
 /* A non-blocking collective is booked where it completes (as waitlab's measurement layer does); its request
  * record carries nothing more. */
 static OTF2_CallbackCode nbc_done(HEAD, uint8_t op, uint32_t comm, uint32_t root, uint64_t sent, uint64_t got,
@@ -124,7 +135,7 @@ typedef OTF2_ErrorCode (*Setter)(OTF2_EvtReaderCallbacks*, void*);
     X(Enter, enter) X(Leave, leave) X(MpiSend, send) X(MpiIsend, isend) X(MpiIsendComplete, isend_done)        \
     X(MpiIrecvRequest, irecv_req) X(MpiRecv, recv) X(MpiIrecv, irecv) X(MpiRequestTest, test)                  \
     X(MpiRequestCancelled, cancel) X(MpiCollectiveBegin, coll_begin) X(MpiCollectiveEnd, coll_end)             \
-    X(NonBlockingCollectiveComplete, nbc_done)
+    X(NonBlockingCollectiveComplete, nbc_done) X(CallingContextEnter, cc_enter) X(CallingContextLeave, cc_leave)
 #define KNOWN_SETTER(name, fn) SETTER(name)
 #define KNOWN_SET(name, fn) OTF2_EvtReaderCallbacks_Set##name##Callback(cbs, (void*)fn);
 KNOWN(KNOWN_SETTER)
@@ -222,7 +233,8 @@ int64_t wl_otf2_read(const char* anchor, int64_t n, const uint64_t* locs, const 
     for (int64_t i = 0; i < n; i++) {
         OTF2_EvtReader* er = OTF2_Reader_GetEvtReader(reader, locs[i]);
         if (!er) {
-            snprintf(err, err_len, "location %llu has no event reader", (unsigned long long)locs[i]);
+            snprintf(err, err_len, "OTF2 cannot open the events of location %llu (its event file is missing or "
+                     "unreadable)", (unsigned long long)locs[i]);
             goto done;
         }
         uint64_t read = 0;
