@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -68,14 +70,17 @@ def capture(scenario: Scenario, out: Path, *, via: str = "layer", force: bool = 
             index = write_trace(replayable_ops(ops), platform.core_speed, partial, vectors=m.run.vectors,
                                 header=header, relative=True)
             n_ops = len(m.ops)
-            verdict = replay_check(scenario, index, m) if check else None
+            with _said_of_capture(scenario, partial, out, 'run the program itself (kind = "program") for its figures; '
+                                  "the trace is waitlab's own writing, so please report this as a waitlab problem"):
+                verdict = replay_check(scenario, index, m) if check else None
         else:
             ti = (partial / "trace.txt").resolve()
             flags = ["-trace-ti", "-trace-file", str(ti)]
             m = run_real_program(scenario, platform, work, settings, extra_flags=flags)
             index = _relativize_index(ti)
-            n_ops = len(parse_ti_trace(index, flops_per_second=float(platform.core_speed),
-                                       n_ranks=scenario.ranks).ops)
+            with _said_of_capture(scenario, partial, out):
+                n_ops = len(parse_ti_trace(index, flops_per_second=float(platform.core_speed),
+                                           n_ranks=scenario.ranks).ops)
             verdict = None
         meta = {
             "scenario": scenario.name, "scenario_file": scenario.source, "scenario_hash": scenario.hash(),
@@ -91,6 +96,24 @@ def capture(scenario: Scenario, out: Path, *, via: str = "layer", force: bool = 
         (partial / "capture.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
     out = Path(out)
     return out / index.name
+
+
+@contextmanager
+def _said_of_capture(scenario: Scenario, partial: Path, out: Path, fix: str = "") -> Iterator[None]:
+    """Say a problem found in the trace being assembled (in the hidden folder ``partial``, removed on failure) of what
+    the user gave: the scenario, the capture folder ``out`` it was for and the file's place in it.  ``fix`` replaces
+    the problem's own fix (a trace waitlab wrote: not the user's to edit); else it is kept (SMPI's trace: e.g. one-sided
+    calls, whose fix is to run the program)."""
+    try:
+        yield
+    except InputError as exc:
+        try:
+            rel = Path(exc.file).resolve().relative_to(Path(partial).resolve())
+        except ValueError:
+            raise exc from None
+        raise InputError(scenario.source, "application (capture)",
+                         f"the capture of scenario '{scenario.name}' was not kept (for {out}): its trace's {rel}, "
+                         f"{exc.field}: {exc.problem}", fix or exc.fix) from None
 
 
 def _check_rma_protocol(ops: OpTable, scenario: Scenario, protocol: str) -> None:

@@ -1,7 +1,8 @@
 """Message matching: which send meets which receive, and which call completes each request.
 
 MPI's non-overtaking rule makes the k-th send of a (source, destination, tag, communicator) channel meet the k-th
-receive of it; a ``wait`` completes the k-th pending request with its (rank, direction, peer, tag, communicator), and a
+receive of it; a ``wait`` completes the oldest request of its rank still pending with its (source, destination, tag,
+communicator) (not one a ``waitall``, a ``test`` or MPI_Request_free completed before: :func:`request_pairs`), and a
 request no ``wait`` completes is completed by the next ``waitall`` of its rank.  The communicator enters as part of the
 tag (:func:`channel_tags`).  Everything is vectorised over the operation table.
 """
@@ -141,45 +142,132 @@ def match_messages(ops: OpTable) -> npt.NDArray[np.int64]:
     ids = np.arange(rows.size // 2, dtype=np.int64)
     match[rows[0::2]] = ids
     match[rows[1::2]] = ids
-    # A `wait` completes the oldest pending request of its (src, dst, tag) on its rank.
-    _assign_waits(ops, match, tags)
+    # a wait has the message of the request it completes (request_pairs)
+    cons, reqs = request_pairs(ops, tags)
+    wait = ops.code[cons] == CODE["wait"]
+    match[cons[wait]] = match[reqs[wait]]
     return match
 
 
-def _assign_waits(ops: OpTable, match: npt.NDArray[np.int64], tags: npt.NDArray[np.int32]) -> None:
-    is_nb = _IS_NONBLOCKING[ops.code]
-    is_wait = ops.code == CODE["wait"]
-    if not is_wait.any():
-        return
-    nb, wt = np.flatnonzero(is_nb), np.flatnonzero(is_wait)
-    nb_recv = (ops.code[nb] == CODE["irecv"]).astype(np.int64)
-    wt_recv = (ops.value2[wt] != 0).astype(np.int64)
-    keys_nb = [ops.rank[nb].astype(np.int64), nb_recv, ops.peer[nb].astype(np.int64), tags[nb].astype(np.int64)]
-    keys_wt = [ops.rank[wt].astype(np.int64), wt_recv, ops.peer[wt].astype(np.int64), tags[wt].astype(np.int64)]
-    k_nb = group_cumcount(keys_nb, ops.seq[nb])
-    k_wt = group_cumcount(keys_wt, ops.seq[wt])
-    # Join waits to requests on (rank, recv?, peer, tag, k).
-    nb_key = np.rec.fromarrays([*keys_nb, k_nb])
-    wt_key = np.rec.fromarrays([*keys_wt, k_wt])
-    order = np.argsort(nb_key, order=list(nb_key.dtype.names or ()))
-    pos = np.searchsorted(nb_key[order], wt_key)
-    pos = np.minimum(pos, max(order.size - 1, 0))
-    found = order.size > 0
-    hit = nb_key[order][pos] == wt_key if found else np.zeros(wt.size, bool)
-    if not np.all(hit):
-        bad = wt[int(np.flatnonzero(~hit)[0])]
-        raise SimulationError(f"wait of rank {ops.rank[bad]} operation {ops.seq[bad]} completes no pending request "
-                              f"(no isend or irecv to or from rank {ops.peer[bad]} with tag {ops.tag[bad]} is left for "
-                              "it; fix: a wait completes the oldest request of its partner and tag posted before it)")
-    match[wt] = match[nb[order[pos]]]
+def _segments(keys: list[npt.NDArray[Any]]) -> npt.NDArray[np.bool_]:
+    """Where a run of equal ``keys`` (already sorted) starts."""
+    start = np.ones(keys[0].size, bool)
+    if keys[0].size:
+        start[1:] = np.logical_or.reduce([k[1:] != k[:-1] for k in keys])
+    return start
+
+
+def _completing_tests(typ: npt.NDArray[np.int8], new_key: npt.NDArray[np.bool_], epoch: npt.NDArray[np.int64]
+                      ) -> npt.NDArray[np.bool_]:
+    """Which ``test`` rows (``typ`` 2; requests 0, waits 1; sorted by key, then row) complete a request: the last test
+    of a run of tests of one key that directly follows a request of the key (no waitall between) and that no wait of
+    the key follows (a wait after tests completes the request itself: the tests failed)."""
+    m = typ.size
+    same_next = np.append(~new_key[1:], False)
+    is_test = typ == 2
+    prev_test = np.concatenate(([False], is_test[:-1])) & ~new_key
+    last = is_test & ~(np.append(is_test[1:], False) & same_next)
+    followed_by_wait = np.append(typ[1:] == 1, False) & same_next
+    start = np.maximum.accumulate(np.where(is_test & ~prev_test, np.arange(m), 0))  # each test's run start
+    before = np.maximum(start - 1, 0)
+    after_request = ~new_key[start] & (typ[before] == 0) & (epoch[before] == epoch)
+    return last & ~followed_by_wait & after_request
+
+
+def request_pairs(ops: OpTable, tags: npt.NDArray[np.int32] | None = None
+                  ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """``(consumers, requests)``: rows of the ``wait`` (or ``test``) completing each request one completes, and the
+    request's row, pairwise (sorted by consumer key, then row).
+
+    The rule of SimGrid's replay (``RequestStorage`` of ``smpi_replay.cpp``): a rank's pending requests are kept per
+    (source, destination, tag) in posting order (so a rank's isend to itself and irecv from itself share one list);
+    a ``wait`` completes the oldest pending request of its key; a ``waitall`` (the program's own, not one named
+    after a call such as MPI_Sendrecv, whose requests only it completes) completes the pending requests; a stock
+    trace's ``test`` completes the oldest one when no wait of its key follows (the last of a run of tests right
+    after the request).  A program's waitall may leave some of its rank's requests to a later ``wait``: per key,
+    a waitall leaves pending the oldest requests the key's later waits need (none in a trace SimGrid replays as
+    written: :func:`waitlab.models.analysis.trace_check.wait_problem`).  Vectorised: per (key, epoch), the epoch
+    being the number of the rank's waitalls before the row, the requests and waits are counted, what each epoch
+    needs from earlier ones is a suffix maximum of running sums, and the j-th wait of a key takes its j-th request
+    left to waits.
+    """
+    tags = channel_tags(ops) if tags is None else tags
+    req = np.flatnonzero(_IS_NONBLOCKING[ops.code])
+    wt = np.flatnonzero(ops.code == CODE["wait"])
+    ts = np.flatnonzero(stock_tests(ops))
+    empty = np.zeros(0, np.int64)
+    if wt.size + ts.size == 0 or req.size == 0:
+        if wt.size:
+            _no_request(ops, int(wt[0]))
+        return empty, empty
+    rows = np.concatenate((req, wt, ts)).astype(np.int64)
+    typ = np.concatenate((np.zeros(req.size, np.int8), np.ones(wt.size, np.int8), np.full(ts.size, 2, np.int8)))
+    rank, peer = ops.rank[rows].astype(np.int64), ops.peer[rows].astype(np.int64)
+    recv = np.concatenate((ops.code[req] == CODE["irecv"], ops.value2[rows[req.size:]] != 0))
+    towards = (recv & (peer != rank)).astype(np.int8)  # (source, destination): a self-message's ends share it
+    # requests named after a call (MPI_Sendrecv's parts) are completed by that call, not by the program's waits
+    own = ops.name[req]
+    call = np.concatenate((own, np.where(np.isin(ops.name[rows[req.size:]], own[own >= 0]),
+                                         ops.name[rows[req.size:]], -1))).astype(np.int64)
+    wa = np.flatnonzero((ops.code == CODE["waitall"]) & (ops.name < 0))
+    epoch = np.searchsorted(wa, rows).astype(np.int64)  # the key holds the rank: a count over all ranks serves
+    tag = tags[rows].astype(np.int64)
+    order = np.lexsort((rows, call, tag, towards, peer, rank))
+    keys = [rank[order], peer[order], towards[order], tag[order], call[order]]
+    rows, typ, epoch = rows[order], typ[order], epoch[order]
+    new_key = _segments(keys)
+    keep = (typ != 2) | _completing_tests(typ, new_key, epoch)
+    kid = (np.cumsum(new_key) - 1)[keep]
+    rows, typ, epoch = rows[keep], typ[keep], epoch[keep]
+    m = rows.size
+    new_key = np.ones(m, bool)
+    new_key[1:] = kid[1:] != kid[:-1]
+    cons = typ != 0
+    step = np.where(cons, 1, -1).astype(np.int64)
+    # the key's running balance (consumers - requests): above 0, a wait finds no request posted before it
+    run = np.cumsum(step)
+    key_start = np.flatnonzero(new_key)
+    key_of = np.cumsum(new_key) - 1
+    run -= (run - step)[key_start][key_of]
+    bad = cons & (run > 0)
+    if bad.any():
+        _no_request(ops, int(rows[bad].min()))
+    # per (key, epoch) group: what it needs left pending by the waitall before it, bottom up
+    new_group = new_key.copy()
+    new_group[1:] |= epoch[1:] != epoch[:-1]
+    g0 = np.flatnonzero(new_group)
+    group_of = np.cumsum(new_group) - 1
+    before = run[g0] - step[g0]  # the balance when the group starts
+    need_from = np.maximum(before, np.maximum.reduceat(run, g0))  # its highest balance
+    gkey = key_of[g0]
+    big = m + 2  # balances lie in [-m, 0]: one offset per key keeps the running maximum inside its key
+    shift = (gkey.max() - gkey[::-1]) * big
+    need = (np.maximum.accumulate(need_from[::-1] + shift) - shift)[::-1] - before
+    a = np.add.reduceat((~cons).astype(np.int64), g0)
+    b = np.add.reduceat(cons.astype(np.int64), g0)
+    need_next = np.append(need[1:], 0)
+    need_next[np.append(gkey[1:] != gkey[:-1], True)] = 0
+    removed_n = need + a - b - need_next  # the group's newest requests its waitall completes
+    k_req = np.cumsum(~cons)
+    group_last = np.append(g0[1:], m) - 1
+    from_end = k_req[group_last][group_of] - k_req  # requests of the group after the row
+    left = ~cons & (from_end >= removed_n[group_of])
+    return rows[cons], rows[left]
+
+
+def _no_request(ops: OpTable, i: int) -> None:
+    raise SimulationError(f"wait of rank {ops.rank[i]} operation {ops.seq[i]} completes no pending request (no isend "
+                          f"or irecv to or from rank {ops.peer[i]} with tag {ops.tag[i]} is left for it; fix: a wait "
+                          "completes the oldest request of its partner and tag still pending, and a waitall completes "
+                          "every pending request)")
 
 
 def completions(ops: OpTable, match: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     """Row of the operation that completes each non-blocking request (-1 for other rows).
 
-    A request is completed by its matching ``wait``, else by the last ``test`` of it before the next request of its
-    (direction, peer, tag) and the next ``waitall`` (:func:`_last_tests`), else by the first ``waitall`` after it on
-    the same rank.  Blocking operations complete themselves.
+    A request is completed by the ``wait`` (or stock ``test``) that :func:`request_pairs` gives it, else by the first
+    ``waitall`` after it on its rank.  Blocking operations complete themselves.  (``match``, the message ids of
+    :func:`match_messages`, is not needed: a self-message's two requests share one.)
     """
     n = len(ops)
     done = np.full(n, -1, np.int64)
@@ -188,20 +276,9 @@ def completions(ops: OpTable, match: npt.NDArray[np.int64]) -> npt.NDArray[np.in
     nb = np.flatnonzero(_IS_NONBLOCKING[ops.code])
     if nb.size == 0:
         return done
-    waits = np.flatnonzero(ops.code == CODE["wait"])
-    if waits.size:
-        # (rank, match) of a wait identifies the request it completes
-        wk = ops.rank[waits].astype(np.int64) * (match.max() + 2) + match[waits]
-        nk = ops.rank[nb].astype(np.int64) * (match.max() + 2) + match[nb]
-        o = np.argsort(wk)
-        p = np.minimum(np.searchsorted(wk[o], nk), o.size - 1)
-        hit = wk[o][p] == nk
-        done[nb[hit]] = waits[o[p[hit]]]
+    cons, reqs = request_pairs(ops)
+    done[reqs] = cons
     pending = nb[done[nb] < 0]
-    tests = np.flatnonzero(stock_tests(ops))
-    if pending.size and tests.size:
-        done[pending] = _last_tests(ops, pending, nb, tests)
-        pending = nb[done[nb] < 0]
     if pending.size:
         wa = np.flatnonzero(ops.code == CODE["waitall"])
         # a waitall named after a call (a program's MPI_Sendrecv: isend, irecv, waitall) completes only that call's
@@ -216,33 +293,6 @@ def stock_tests(ops: OpTable) -> npt.NDArray[np.bool_]:
     """The ``test`` rows that name a request (a stock trace's ``test src dst tag``; waitlab's layer writes its polls,
     which complete no request it tracks, with peer -1)."""
     return (ops.code == CODE["test"]) & (ops.peer >= 0)
-
-
-def _last_tests(ops: OpTable, pending: npt.NDArray[np.int64], nb: npt.NDArray[np.int64],
-                tests: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    """The row completing each of the requests ``pending`` (no ``wait`` completes them) among the ``tests`` of its
-    (rank, direction, peer, tag), -1 where none: the last one after it, before the next request of that key and
-    before the rank's next ``waitall``.  In a recording that test succeeded: the program tested until it did, and
-    SMPI records no ``MPI_Wait`` of a request a test completed."""
-    rows = np.concatenate((nb, tests))
-    recv = np.concatenate((ops.code[nb] == CODE["irecv"], ops.value2[tests] != 0)).astype(np.int64)
-    keys = [ops.rank[rows].astype(np.int64), recv, ops.peer[rows].astype(np.int64),
-            channel_tags(ops)[rows].astype(np.int64)]
-    order = np.lexsort((rows, *reversed(keys)))
-    sk = [k[order] for k in keys]
-    start = np.ones(order.size, bool)
-    start[1:] = np.logical_or.reduce([k[1:] != k[:-1] for k in sk])
-    group = np.maximum.accumulate(np.where(start, np.arange(order.size), 0))
-    is_req = order < nb.size
-    owner = np.maximum.accumulate(np.where(is_req, np.arange(order.size), -1))  # the request each test follows
-    test = ~is_req & (owner >= group)
-    req_row, test_row = rows[order[owner[test]]], rows[order[test]]
-    wa = np.flatnonzero((ops.code == CODE["waitall"]) & (ops.name < 0))
-    limit = _next_on_rank(ops, req_row, wa)
-    ok = (limit < 0) | (test_row < limit)
-    last = np.full(len(ops), -1, np.int64)
-    np.maximum.at(last, req_row[ok], test_row[ok])
-    return last[pending]
 
 
 def _next_on_rank(ops: OpTable, rows: npt.NDArray[np.int64], candidates: npt.NDArray[np.int64]

@@ -3,9 +3,10 @@ an operation table in two linear C passes (issue 25: waitlab's own work around a
 
 :func:`links` returns exactly what :func:`waitlab.simulator.matching.match_messages`,
 :func:`waitlab.simulator.matching.completions` and :func:`waitlab.simulator.timeline.collective_instances` return
-(those numpy versions stay the reference, ``tests/test_matching_native.py``).  A table the C pass does not take
-(malformed, ordered in a way whose numpy result it does not reproduce, or with ``test`` rows naming a request) goes to
-the numpy versions, which raise their own message when the table is malformed.
+(those numpy versions stay the reference, ``tests/test_matching_native.py`` and ``tests/test_wait_matching.py``).  A
+table the C pass does not take (malformed, ordered in a way whose numpy result it does not reproduce, with ``test`` rows
+naming a request, or with a ``wait`` named after a call whose requests it completes) goes to the numpy versions, which
+raise their own message when the table is malformed.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ _LUTS = tuple(np.pad(x.astype(np.uint8), (0, 256 - x.size)) for x in (
     lut(SEND_ACTIONS), lut(RECV_ACTIONS),
     lut(a.name for a in VOCABULARY if a.kind in ("send", "recv") and not a.blocking),
     lut(names_where(blocking=True)), lut(COLLECTIVE_ACTIONS)))
+_IS_REQUEST = _LUTS[2].astype(bool)
 _OK, _FALLBACK = 0, 1
 
 Links = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]
@@ -62,7 +64,7 @@ def links(ops: OpTable, numpy_instances: Callable[[OpTable], npt.NDArray[np.int6
     ``completions(ops, match)`` and ``numpy_instances(ops)`` (:func:`waitlab.simulator.timeline.
     collective_instances`, passed in by its module), in one C pass; the numpy versions for a table it does not take."""
     n = len(ops)
-    if stock_tests(ops).any():  # requests a test completes: the numpy version only
+    if stock_tests(ops).any() or _named_waits(ops):  # the numpy version only
         m = match_messages(ops)
         return m, completions(ops, m), numpy_instances(ops)
     n_comms = 1 + len(ops.comms)
@@ -91,6 +93,14 @@ def links(ops: OpTable, numpy_instances: Callable[[OpTable], npt.NDArray[np.int6
     del match, done, inst
     m = match_messages(ops)
     return m, completions(ops, m), numpy_instances(ops)
+
+
+def _named_waits(ops: OpTable) -> bool:
+    """Whether a ``wait`` is named after a call that also names requests (the waits :func:`waitlab.simulator.
+    replayable.replayable_ops` writes for a sendrecv's waitall): it completes those requests, which the C pass keeps
+    apart from the waits."""
+    named = ops.name[(ops.code == CODE["wait"]) & (ops.name >= 0)]
+    return bool(named.size) and bool(np.isin(named, ops.name[_IS_REQUEST[ops.code] & (ops.name >= 0)]).any())
 
 
 def _instances_per_comm(ops: OpTable, counts: npt.NDArray[np.int64]) -> npt.NDArray[np.int64] | None:

@@ -128,51 +128,91 @@ def _operation(ops: OpTable) -> Where:
     return lambda i: f"operation {int(ops.seq[i])} of rank {int(ops.rank[i])}"
 
 
-def wait_problem(ops: OpTable, where: Where | None = None) -> Found | None:
-    """The first ``wait`` that completes no request as the replay and the matcher see it, else ``None``.
+def _completing_tests(typ: npt.NDArray[np.int8], new_key: npt.NDArray[np.bool_], epoch: npt.NDArray[np.int64]
+                      ) -> npt.NDArray[np.bool_]:
+    """Which ``test`` rows (``typ`` 2; requests 0, waits 1; sorted by key, then row) complete a request, as the
+    matcher takes them (:func:`waitlab.simulator.matching.request_pairs`): the last test of a run of tests of one key
+    right after a request of the key (no waitall between) that no wait of the key follows."""
+    m = typ.size
+    same_next = np.append(~new_key[1:], False)
+    is_test = typ == 2
+    prev_test = np.concatenate(([False], is_test[:-1])) & ~new_key
+    last = is_test & ~(np.append(is_test[1:], False) & same_next)
+    followed_by_wait = np.append(typ[1:] == 1, False) & same_next
+    start = np.maximum.accumulate(np.where(is_test & ~prev_test, np.arange(m), 0))
+    before = np.maximum(start - 1, 0)
+    return last & ~followed_by_wait & ~new_key[start] & (typ[before] == 0) & (epoch[before] == epoch)
 
-    The k-th wait of a rank for a (direction, partner, tag) completes the k-th isend/issend (irecv) of the rank to
-    (from) that partner with that tag (:func:`waitlab.simulator.matching.match_messages`); that request must be
-    posted before the wait and not be completed already by a ``waitall`` between them (SimGrid's replay completes
-    every pending request there, and aborts on a wait with none pending).  ``where`` names a row (default: its
-    operation and rank).
+
+def wait_problem(ops: OpTable, where: Where | None = None) -> Found | None:
+    """The first ``wait`` that completes no request as SimGrid's replay sees it, else ``None``.
+
+    SimGrid 3.32's replay (``RequestStorage`` of ``smpi_replay.cpp``) keeps a rank's pending requests per (source,
+    destination, tag) in posting order (a rank's isend to itself and irecv from itself share one list); a ``wait``
+    completes the oldest one of its key, a ``waitall`` every pending request of the rank (a ``waitall`` named after a
+    call, a ``sendRecv`` line's, completes only that call's requests, which no wait completes), and a ``test`` that
+    completes a request (the last of a run right after it that no wait of its key follows) takes it off too.  A wait
+    that finds nothing pending makes the replay abort ("action wait not preceded by any irecv or isend") or do
+    nothing, while the matcher (:func:`waitlab.simulator.matching.request_pairs`) would pair it with an older request
+    or refuse it.  ``where`` names a row (default: its operation and rank).
     """
     name = where or _operation(ops)
     waits = np.flatnonzero(ops.code == CODE["wait"])
     if not waits.size:
         return None
-    nb = np.flatnonzero(np.isin(ops.code, _NONBLOCKING_P2P))
-    keys = ["rank", "recv", "peer", "tag"]
-    tags = channel_tags(ops)  # a channel is also its communicator
-    w = pd.DataFrame({"rank": ops.rank[waits], "recv": ops.value2[waits] != 0, "peer": ops.peer[waits],
-                      "tag": tags[waits], "row": waits})
-    q = pd.DataFrame({"rank": ops.rank[nb], "recv": np.isin(ops.code[nb], _RECV), "peer": ops.peer[nb],
-                      "tag": tags[nb], "req": nb})
-    w["k"], q["k"] = w.groupby(keys).cumcount(), q.groupby(keys).cumcount()  # rows are in (rank, seq) order
-    m = w.merge(q, on=[*keys, "k"], how="left")
-    req = m["req"].fillna(-1).to_numpy(np.int64)
-    row = m["row"].to_numpy(np.int64)
-    waitall = np.flatnonzero(ops.code == CODE["waitall"])
-    last_waitall = np.searchsorted(waitall, row) - 1  # the rank's last waitall before the wait, if any
-    between = np.where(last_waitall >= 0, np.append(waitall, -1)[last_waitall], -1)
-    bad = (req < 0) | (req > row) | ((between > req) & (req >= 0))
+    req = np.flatnonzero(np.isin(ops.code, _NONBLOCKING_P2P) & (ops.name < 0))
+    tests = np.flatnonzero((ops.code == CODE["test"]) & (ops.peer >= 0))
+    rows = np.concatenate((req, waits, tests)).astype(np.int64)
+    typ = np.concatenate((np.zeros(req.size, np.int8), np.ones(waits.size, np.int8),
+                          np.full(tests.size, 2, np.int8)))
+    rank, peer = ops.rank[rows].astype(np.int64), ops.peer[rows].astype(np.int64)
+    recv = np.concatenate((np.isin(ops.code[req], _RECV), ops.value2[rows[req.size:]] != 0))
+    towards = (recv & (peer != rank)).astype(np.int8)  # (source, destination) as seen from the rank
+    tag = channel_tags(ops)[rows].astype(np.int64)  # a channel is also its communicator
+    waitall = np.flatnonzero((ops.code == CODE["waitall"]) & (ops.name < 0))
+    epoch = np.searchsorted(waitall, rows).astype(np.int64)
+    order = np.lexsort((rows, tag, towards, peer, rank))
+    rows, typ, epoch = rows[order], typ[order], epoch[order]
+    key = [rank[order], peer[order], towards[order], tag[order]]
+    new_key = np.ones(rows.size, bool)
+    new_key[1:] = np.logical_or.reduce([k[1:] != k[:-1] for k in key])
+    keep = (typ != 2) | _completing_tests(typ, new_key, epoch)
+    key_id = (np.cumsum(new_key) - 1)[keep]
+    rows, typ, epoch = rows[keep], typ[keep], epoch[keep]
+    step = np.where(typ != 0, 1, -1).astype(np.int64)
+    # the balance (completions - requests) of the key over the whole rank, and within each waitall epoch
+    new_key = np.ones(rows.size, bool)
+    new_key[1:] = key_id[1:] != key_id[:-1]
+    new_epoch = new_key.copy()
+    new_epoch[1:] |= epoch[1:] != epoch[:-1]
+    total, in_epoch = np.cumsum(step), np.cumsum(step)
+    total -= (total - step)[np.flatnonzero(new_key)][np.cumsum(new_key) - 1]
+    in_epoch -= (in_epoch - step)[np.flatnonzero(new_epoch)][np.cumsum(new_epoch) - 1]
+    bad = (typ == 1) & (in_epoch > 0)
     if not bad.any():
         return None
-    j = int(np.flatnonzero(bad)[np.argmin(row[bad])])
-    i, r, p, tag, recv = int(row[j]), int(ops.rank[row[j]]), int(ops.peer[row[j]]), int(ops.tag[row[j]]), \
-        bool(ops.value2[row[j]] != 0)
-    text = f"wait {p if recv else r} {r if recv else p} {tag}"
-    if req[j] < 0:
-        kind = f"irecv from rank {p}" if recv else f"isend to rank {p}"
-        return i, (f"{text} completes no pending request: rank {r} posted no {kind} with tag {tag} for it (the k-th "
-                   f"wait of a partner and tag completes the k-th request to or from it with that tag)"), \
-            f"post the request before the wait, or remove the wait; {_WAIT_FIX}"
-    action = ACTIONS[int(ops.code[req[j]])]
-    if req[j] > i:
-        return i, f"{text} completes the {action} of {name(int(req[j]))}, which is posted after it", \
+    j = int(np.flatnonzero(bad)[np.argmin(rows[bad])])
+    i = int(rows[j])
+    r, p, t, is_recv = int(ops.rank[i]), int(ops.peer[i]), int(ops.tag[i]), bool(ops.value2[i] != 0)
+    text = f"wait {p if is_recv else r} {r if is_recv else p} {t}"
+    same = np.flatnonzero(key_id == key_id[j])
+    later = same[(same > j) & (typ[same] == 0)]
+    if total[j] > 0 and later.size:
+        k = int(rows[later[0]])
+        return i, f"{text} completes the {ACTIONS[int(ops.code[k])]} of {name(k)}, which is posted after it", \
             f"move the wait after its request; {_WAIT_FIX}"
-    return i, (f"{text} completes the {action} of {name(int(req[j]))}, which the waitall of "
-               f"{name(int(between[j]))} already completed"), \
+    if total[j] > 0:
+        kind = ("isend to or irecv from itself" if p == r else f"irecv from rank {p}" if is_recv
+                else f"isend to rank {p}")
+        return i, (f"{text} completes no pending request: rank {r} posted no {kind} with tag {t} that is still "
+                   "pending for it (a wait completes the oldest request of its partner and tag still pending)"), \
+            f"post the request before the wait, or remove the wait; {_WAIT_FIX}"
+    # the matcher would give it an older request, which the replay's waitall completed
+    earlier = same[(same < j) & (typ[same] == 0) & (epoch[same] < epoch[j])]
+    k = int(rows[earlier[-1]])
+    between = int(waitall[np.searchsorted(waitall, i) - 1])
+    return i, (f"{text} completes the {ACTIONS[int(ops.code[k])]} of {name(k)}, which the waitall of "
+               f"{name(between)} already completed"), \
         "remove the wait (a waitall completes every request pending on its rank) or move the waitall after it; " \
         "'waitlab capture' writes the waitall of a measured program as the waits of its requests"
 

@@ -458,10 +458,41 @@ int MPI_Startall(int count, MPI_Request reqs[])
   return rc;
 }
 
+/* Call name id of the records of MPI_Request_free (per rank, as wl_sendrecv_name). */
+static int wl_request_free_name(void)
+{
+  static int id = -1;
+  if (id < 0)
+    id = wl_name_id("MPI_Request_free");
+  return id;
+}
+
+/* A pending point-to-point request the program frees (MPI_Request_free: MPI completes it in the background) is no
+ * longer one a later wait of its partner and tag completes: recorded as a wait of it over the call (no time), named
+ * after the call (the event table's `call`), so the matching takes it off the rank's pending requests and a capture
+ * writes that wait (SMPI's replay has no free).  Other requests (inactive persistent, collective, a receive whose
+ * source is still a wildcard, unknown) record nothing. */
 int MPI_Request_free(MPI_Request* req)
 {
   uintptr_t key = req ? (uintptr_t)*req : 0;
-  int rc = PMPI_Request_free(req);
+  wl_req_t r;
+  int tracked = wl_on && wl_req_take(key, &r);
+  if (tracked && (r.coll >= 0 || r.unresolved || r.op < 0)) {
+    wl_req_insert(&r);
+    tracked = 0;
+  }
+  int rc;
+  if (tracked) {
+    WL_BEGIN();
+    rc = PMPI_Request_free(req);
+    if (rc == MPI_SUCCESS)
+      wl_push(WL_WAIT, t0_, wl_now(), r.peer, r.tag, wl_args[r.op].comm, 0.0, r.is_recv ? 1.0 : 0.0,
+              wl_request_free_name(), wl_site(ra_), 0);
+    else
+      wl_req_insert(&r);
+  } else {
+    rc = PMPI_Request_free(req);
+  }
   wl_persist_t* p = key ? wl_persist_find(key) : NULL;
   if (p != NULL)
     *p = wl_persist[--wl_n_persist];
