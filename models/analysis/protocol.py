@@ -40,6 +40,7 @@ Examples
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
@@ -59,6 +60,10 @@ REQUIRED_COLUMNS = ("rank", "region", "seconds")
 OPTIONAL_COLUMNS = ("callpath", "kind", "improvement")
 #: Relative slack of the "more blame than wait" check (float sums of many shares).
 BLAME_SLACK = 1e-6
+#: Longest region, call path or kind name a model may give (unless the run has it): longer names would flood the
+#: reports (a 10 MB region name printed whole).
+MAX_NAME_CHARS = 4096
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 #: The event-table columns a model reads: those a measured trace holds (a table may lack some of them).
 EVENT_COLUMNS = ("rank", "seq", "kind", "op", "region", "path", "step", "enter", "exit", "peer", "tag", "comm",
@@ -210,7 +215,9 @@ def blame_problems(frame: Any, run: RunData, wait: float | None = None) -> list[
     """What is wrong with a model's output (empty list: nothing).
 
     Checks: a DataFrame; the columns ``rank, region, seconds``; numeric, finite, non-negative seconds;
-    integer ranks that exist in the run; no more blame than ``wait`` (default: the run's total wait).
+    integer ranks (not True or False) that exist in the run; names (region, call path, kind) without control
+    characters and at most :data:`MAX_NAME_CHARS` long, unless the run has them; no more blame than ``wait``
+    (default: the run's total wait).
     """
     if not isinstance(frame, pd.DataFrame):
         return [f"returned {type(frame).__name__}, not a pandas DataFrame"]
@@ -229,11 +236,15 @@ def blame_problems(frame: Any, run: RunData, wait: float | None = None) -> list[
     except (TypeError, ValueError):
         return ["column rank is not numeric"]
     if not pd.api.types.is_numeric_dtype(frame["seconds"]) or pd.api.types.is_bool_dtype(frame["seconds"]):
-        out.append(f"has a seconds column of {frame['seconds'].dtype} values, not numbers")
+        # (its sum, read as numbers, would say nothing true: text "1.0" is no second)
+        return [f"has a seconds column of {frame['seconds'].dtype} values, not numbers"]
+    if _has_bools(frame["rank"]):
+        out.append("has ranks that are True or False, not integers")
     for col in ("region", "callpath"):
         if col in frame.columns and _not_strings(frame[col]):
             out.append(f"has {col} values that are not strings (None, NaN or a number): name every one, "
                        "\"(top level)\" for code outside every region")
+    out += _name_problems(frame, run)
     if not np.isfinite(sec).all():
         out.append("has seconds that are NaN or infinite")
     elif (sec < 0).any():
@@ -276,6 +287,57 @@ def top_level_problem(frame: Any, run: RunData) -> str:
     if "(top)" in {str(v) for v in names} and "(top)" not in run.regions:
         return 'names the region "(top)", which the run does not have: time outside every region is "(top level)"'
     return ""
+
+
+def _has_bools(col: pd.Series) -> bool:
+    """Whether a column holds True or False (a bool column, or bools among the objects of one)."""
+    if pd.api.types.is_bool_dtype(col):
+        return True
+    if col.dtype != object:
+        return False
+    return any(isinstance(v, bool | np.bool_) for v in col.to_numpy())
+
+
+def _control_free(name: str) -> bool:
+    return not _CONTROL.search(name)
+
+
+def _name_problems(frame: pd.DataFrame, run: RunData) -> list[str]:
+    """Names (``region``, ``callpath``, ``kind``) with control characters (a line break, a tab, NUL), or longer than
+    :data:`MAX_NAME_CHARS`, that are not names of the run: they would break the reports' lines and tables."""
+    out: list[str] = []
+    known: set[str] | None = None
+    for col in ("region", "callpath", "kind"):
+        if col not in frame.columns:
+            continue
+        c = frame[col]
+        try:
+            values = c.cat.categories if isinstance(c.dtype, pd.CategoricalDtype) else pd.unique(c.to_numpy())
+        except TypeError:  # unhashable cells: said above (not strings), or a kind the output keeps as text
+            continue
+        names = [v for v in values if isinstance(v, str) and (len(v) > MAX_NAME_CHARS or not _control_free(v))]
+        if names and known is None:
+            known = _run_names(run)
+        names = [v for v in names if v not in (known or set())]
+        ctrl = next((v for v in names if not _control_free(v)), None)
+        if ctrl is not None:
+            shown = repr(ctrl[:40]) + ("..." if len(ctrl) > 40 else "")
+            out.append(f"has {col} names with control characters (a line break, a tab, NUL, ...): {shown}")
+        long = next((v for v in names if len(v) > MAX_NAME_CHARS), None)
+        if long is not None:
+            out.append(f"has a {col} name of {len(long)} characters, more than {MAX_NAME_CHARS}")
+    return out
+
+
+def _run_names(run: RunData) -> set[str]:
+    """The run's region and call-path names (those of a run whose table has what call paths need)."""
+    names = set(run.regions)
+    try:
+        names.update(run.callpaths.names)
+        names.update(run.callpaths.region)
+    except Exception:  # an event table without the columns call paths need (the checks' copy of a run)
+        pass
+    return names
 
 
 def _not_strings(col: pd.Series) -> bool:
