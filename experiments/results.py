@@ -370,12 +370,9 @@ def load_run(folder: str | Path, trust_edited: bool = False) -> LoadedRun:
     if not folder.is_dir() or not run_json.is_file():
         raise InputError(str(folder), "(folder)", "is not a results folder of `waitlab run` (no run.json)",
                          "pass the folder written by `waitlab run`")
-    meta = read_json(run_json, "run.json", MAX_RUN_JSON_BYTES, "re-run `waitlab run`")
-    version = meta.get("schema_version") if isinstance(meta, dict) else None
-    if version != SCHEMA_VERSION:
-        raise InputError(str(run_json), "schema_version", f"is {version!r}; this waitlab reads version "
-                         f"{SCHEMA_VERSION}", "re-run the scenario with this version of waitlab")
-    scenario_path = folder / "scenario.toml"
+    meta = _run_json(run_json)
+    unperturbed = is_unperturbed_run(folder)  # RUN/unperturbed: the scenario is RUN's (its perturbation not applied)
+    scenario_path = (folder.parent if unperturbed else folder) / "scenario.toml"
     if not scenario_path.is_file():
         raise InputError(str(scenario_path), "(file)", "is missing", "re-run `waitlab run` to rewrite the folder")
     scenario = from_mapping(read_toml(scenario_path), str(scenario_path))
@@ -386,10 +383,23 @@ def load_run(folder: str | Path, trust_edited: bool = False) -> LoadedRun:
     waits = _read_parquet(folder / "waits.parquet", "wait states")
     pa.default_memory_pool().release_unused()  # the Parquet decoding's buffers: back to the system now, not later
     # last: a damaged file gets its own error first; a valid but edited one this one
-    edited = verify_folder(folder, trust_edited)
+    edited = verify_unperturbed(folder, trust_edited) if unperturbed else verify_folder(folder, trust_edited)
     if edited:
         meta[EDITED_KEY] = edited
     return LoadedRun(folder, scenario, events, waits, meta, edited)
+
+
+def _run_json(run_json: Path) -> dict[str, Any]:
+    """A results folder's ``run.json``, refused unless waitlab wrote it in the schema this version reads."""
+    meta = read_json(run_json, "run.json", MAX_RUN_JSON_BYTES, "re-run `waitlab run`")
+    if not isinstance(meta, dict) or "schema_version" not in meta:
+        raise InputError(str(run_json), "schema_version", "is missing: this is not the run.json of a waitlab results "
+                         "folder", "pass a folder written by `waitlab run`")
+    version = meta["schema_version"]
+    if version != SCHEMA_VERSION:
+        raise InputError(str(run_json), "schema_version", f"is {version!r}; this waitlab reads version "
+                         f"{SCHEMA_VERSION}", "re-run the scenario with this version of waitlab")
+    return meta
 
 
 def events_digest(events: pd.DataFrame) -> str:
@@ -441,6 +451,8 @@ def load_events(path: Path, trust_edited: bool = False) -> pd.DataFrame:
         if not found:
             raise InputError(str(path), "(folder)", "holds no events.parquet or events.csv",
                              "pass a results folder written by waitlab run, or the event file itself")
+        if (path / "run.json").is_file():  # a results folder: of the schema this version reads
+            _run_json(path / "run.json")
         if is_unperturbed_run(path):
             verify_unperturbed(path, trust_edited)
         else:
