@@ -181,8 +181,9 @@ def compare_runs(a: LoadedRun, b: LoadedRun) -> Comparison:
         steps = steps[~steps["step"].isin([*only["A"], *only["B"]])].reset_index(drop=True)
     if a.scenario.platform.name != b.scenario.platform.name:
         notes.append(f"platforms differ ({a.scenario.platform.name} vs {b.scenario.platform.name})")
-    if a.scenario.seed != b.scenario.seed:
-        notes.append(f"seeds differ ({a.scenario.seed} vs {b.scenario.seed}): random noise differs too")
+    if a.scenario.seed != b.scenario.seed:  # (noise only where a run has [noise]: a recorded run has none)
+        noise = ": random noise differs too" if a.scenario.noise is not None or b.scenario.noise is not None else ""
+        notes.append(f"seeds differ ({a.scenario.seed} vs {b.scenario.seed}){noise}")
     return Comparison(str(a.folder), str(b.folder),
                       (float(a.events["exit"].max()), float(b.events["exit"].max())),
                       totals, by_pattern, by_region, ranks, steps, notes)

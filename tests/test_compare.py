@@ -166,3 +166,14 @@ def test_compare_json_of_an_edited_folder_says_so(two_runs, tmp_path, capsys):
     assert cli.main(["compare", str(a), str(edited), "--json", "--trust-edited"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert list(data["trust_edited"]) == [str(edited)]
+
+
+@pytest.mark.simgrid
+def test_a_seed_note_speaks_of_noise_only_where_a_run_has_noise(two_runs: tuple[Path, Path]) -> None:
+    a, b = two_runs
+    ra, rb = load_run(a), load_run(b)
+    other = replace(rb, scenario=rb.scenario.with_values({"scenario.seed": 7}))  # neither run has [noise]
+    assert "seeds differ (1 vs 7)" in compare_runs(ra, other).notes
+    noisy = replace(rb, scenario=other.scenario.with_values({"noise.model": "periodic", "noise.frequency": 10.0,
+                                                             "noise.duration": 1e-4}))
+    assert "seeds differ (1 vs 7): random noise differs too" in compare_runs(ra, noisy).notes
