@@ -8,7 +8,7 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -60,13 +60,24 @@ def seal(folder: Path, kind: str = "run", sums_of: tuple[str, ...] = CHECKED_FIL
     """Write ``folder``'s integrity record: what waitlab wrote there and the SHA-256 of the files read back
     (``more``: further keys, e.g. the run a diagnosis belongs to).  A sub-folder holding a run of its own
     (``unperturbed/``) gets its own record."""
-    files = sorted(p.name for p in folder.iterdir() if p.name != MARKER)
-    sums = {n: file_digest(folder / n) for n in sums_of if (folder / n).is_file()}
-    for sub in files:
+    for sub in sorted(p.name for p in folder.iterdir() if p.name != MARKER):
         if (folder / sub / "run.json").is_file() and not (folder / sub / MARKER).exists():
             seal(folder / sub, kind)
-    (folder / MARKER).write_text(json.dumps({"kind": kind, "files": files, "sha256": sums, **more}, indent=1)
-                                 + "\n")
+    (folder / MARKER).write_text(record_text(folder, kind, sums_of, **more))
+
+
+def record_text(folder: Path, kind: str, sums_of: Sequence[str] = CHECKED_FILES,
+                staged: Mapping[str, Path] | None = None, **more: Any) -> str:
+    """The text of ``folder``'s integrity record (:func:`seal`).  ``staged``: files about to replace the folder's
+    (final name -> the temporary file written for it, :func:`waitlab.experiments.writer.replaced_files`), listed
+    and summed as if already in place, so that the record can be replaced together with them."""
+    staged = dict(staged or {})
+    temporary = {p.name for p in staged.values()}
+    files = sorted({p.name for p in folder.iterdir() if p.name != MARKER and p.name not in temporary}
+                   | (set(staged) - {MARKER}))
+    where = {n: staged.get(n, folder / n) for n in sums_of}
+    sums = {n: file_digest(path) for n, path in where.items() if path.is_file()}
+    return json.dumps({"kind": kind, "files": files, "sha256": sums, **more}, indent=1) + "\n"
 
 
 def read_record(folder: Path, what: str = "results folder", fix: str = REBUILD) -> dict[str, Any]:

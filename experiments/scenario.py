@@ -22,7 +22,7 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,7 @@ from waitlab.experiments.schema import (
 from waitlab.models.apps.alltoall import check_alltoall_algorithm, check_alltoall_point
 from waitlab.models.apps.imbalance import RankSelection
 from waitlab.models.apps.registry import params_from_mapping
+from waitlab.platforms.model import read_platform_file
 from waitlab.readers import MAX_TOML_BYTES, not_a_file, path_argument
 from waitlab.readers import read_toml as read_toml
 from waitlab.simulator.ti_files import ti_replay_hint
@@ -56,8 +57,55 @@ MAX_FILE_BYTES = MAX_TOML_BYTES
 
 
 @dataclass(frozen=True)
+class InputFiles:
+    """The files a scenario reads besides itself, read once when it is loaded: a platform file's bytes and a noise
+    signature file's SHA-256, by path.
+
+    Its hash (:meth:`Scenario.fingerprint`) and its run (:func:`waitlab.experiments.stage.prepare` parses the
+    platform from these bytes) come from this one reading, so a file edited afterwards (while a sweep runs, say)
+    changes neither: a result's ``scenario_hash`` names what was simulated.  A sweep hands its points' snapshot
+    to its workers (:func:`from_mapping`'s ``inputs``).
+    """
+
+    platforms: tuple[tuple[str, bytes], ...] = ()
+    noise: tuple[tuple[str, str], ...] = ()
+
+    def platform(self, path: str) -> bytes | None:
+        """The bytes of the platform file ``path`` as read, or None when it was not read."""
+        return next((raw for p, raw in self.platforms if p == path), None)
+
+    def noise_digest(self, path: str) -> str | None:
+        """The digest of the noise signature file ``path`` as read, or None when it was not read."""
+        return next((d for p, d in self.noise if p == path), None)
+
+    def merged(self, other: InputFiles) -> InputFiles:
+        """These files and those of ``other`` not among them (the files a sweep has read so far)."""
+        return InputFiles(self.platforms + tuple(e for e in other.platforms if self.platform(e[0]) is None),
+                          self.noise + tuple(e for e in other.noise if self.noise_digest(e[0]) is None))
+
+
+#: Largest noise signature file digested (bytes): the perturbation stage refuses larger ones
+#: (:data:`waitlab.experiments.perturbation.MAX_SIGNATURE_BYTES`).
+MAX_NOISE_FILE_BYTES = 64 << 20
+
+
+def noise_file_digest(path: str) -> str:
+    """SHA-256 (hex) of a noise signature file, or ``missing PATH`` when it is not a regular file that can be read
+    (a device or FIFO would never end or block) or is too large: the run that reads it says why."""
+    p = Path(path)
+    try:
+        if not p.is_file() or p.stat().st_size > MAX_NOISE_FILE_BYTES:
+            return f"missing {path}"
+        with open(p, "rb") as fh:
+            return hashlib.file_digest(fh, "sha256").hexdigest()
+    except OSError:
+        return f"missing {path}"
+
+
+@dataclass(frozen=True)
 class Scenario:
-    """A validated scenario: its sections, its application parameters, and the file it came from."""
+    """A validated scenario: its sections, its application parameters, the file it came from and the files it
+    reads as they were when it was loaded (:class:`InputFiles`)."""
 
     meta: ScenarioSection
     platform: PlatformSection
@@ -68,6 +116,7 @@ class Scenario:
     instrumentation: InstrumentationSection | None = None
     tracing: TracingSection | None = None
     source: str = "<memory>"
+    inputs: InputFiles = field(default=InputFiles(), repr=False)
 
     @property
     def name(self) -> str:
@@ -104,19 +153,38 @@ class Scenario:
             del out["platform"], out["simulation"]
         return out
 
+    def platform_bytes(self) -> bytes | None:
+        """The bytes of the scenario's platform file as read when it was loaded (None: a built-in platform, or a
+        file that could not be read then)."""
+        return self.inputs.platform(self.platform.name) if is_platform_path(self.platform.name) else None
+
+    def noise_digest(self) -> str | None:
+        """SHA-256 of the noise signature file as read when the scenario was loaded (None: no noise file)."""
+        if self.noise is None or self.noise.file is None:
+            return None
+        kept = self.inputs.noise_digest(self.noise.file)
+        return kept if kept is not None else noise_file_digest(self.noise.file)
+
     def fingerprint(self) -> str:
         """Digest of what the scenario reads besides itself: program sources, trace files, a platform file and a
         noise signature file (an edited file is another scenario, whose results a sweep or a cache must not reuse).
+
+        The platform and noise files are those read when the scenario was loaded (:class:`InputFiles`), not
+        read again: the hash names the bytes the run simulates.
         """
-        files = [self.platform.name] if is_platform_path(self.platform.name) else []
-        if self.noise is not None and self.noise.file is not None:
-            files.append(self.noise.file)
         digests = [str(getattr(self.application, "digest", ""))]
-        for name in files:
-            try:
-                digests.append(hashlib.sha256(Path(name).read_bytes()).hexdigest())
-            except OSError:  # a file gone since the scenario was loaded: the run that reads it says so
-                digests.append(f"missing {name}")
+        if is_platform_path(self.platform.name):
+            raw = self.platform_bytes()
+            if raw is None:  # not read at load (unreadable then): as the file is now; the run that reads it says why
+                try:
+                    raw = read_platform_file(self.platform.name)
+                except InputError:
+                    digests.append(f"missing {self.platform.name}")
+            if raw is not None:
+                digests.append(hashlib.sha256(raw).hexdigest())
+        noise = self.noise_digest()
+        if noise is not None:
+            digests.append(noise)
         return digests[0] if len(digests) == 1 else json.dumps(digests)
 
     def hash(self) -> str:
@@ -133,7 +201,12 @@ class Scenario:
         data = self.resolved()
         for key, value in changes.items():
             set_dotted(data, key, value, self.source)
-        return from_mapping(data, self.source)
+        return from_mapping(data, self.source, inputs=self.inputs)
+
+    def with_platform_bytes(self, raw: bytes) -> Scenario:
+        """The scenario with ``raw`` as its platform file's bytes (what a run that read the file itself simulated)."""
+        kept = tuple(e for e in self.inputs.platforms if e[0] != self.platform.name)
+        return dataclasses.replace(self, inputs=InputFiles(((self.platform.name, raw), *kept), self.inputs.noise))
 
 
 def _dump(model: Any) -> dict[str, Any]:
@@ -239,8 +312,13 @@ def set_dotted(data: dict[str, Any], key: str, value: Any, file: str) -> None:
             node = seq[idx]
 
 
-def from_mapping(data: Mapping[str, Any], file: str = "<scenario>") -> Scenario:
-    """Validate parsed TOML into a :class:`Scenario`."""
+def from_mapping(data: Mapping[str, Any], file: str = "<scenario>", inputs: InputFiles | None = None) -> Scenario:
+    """Validate parsed TOML into a :class:`Scenario`.
+
+    Its platform file and noise signature file are read once, here (:class:`InputFiles`), unless ``inputs`` holds
+    them already (files a sweep read for an earlier point, or the snapshot a sweep's worker is handed): those are
+    used as they are.
+    """
     if not isinstance(data, Mapping):
         raise InputError(file, "(content)", "is not a table of sections", "start with [scenario]")
     if "base" in data and ("grid" in data or "sweep" in data) and "scenario" not in data:
@@ -302,8 +380,31 @@ def from_mapping(data: Mapping[str, Any], file: str = "<scenario>") -> Scenario:
     problem = application_problem(params, meta.ranks)
     if problem is not None:
         raise InputError(file, *problem)
+    read = _read_inputs(platform.name, sections.get("noise"), inputs)
     return Scenario(meta=meta, platform=platform, application_kind=kind, application=params,
-                    simulation=simulation, source=file, **sections)
+                    simulation=simulation, source=file, inputs=read, **sections)
+
+
+def _read_inputs(platform: str, noise: Any, known: InputFiles | None) -> InputFiles:
+    """The scenario's platform file (bytes) and noise signature file (digest), taken from ``known`` or read now.
+
+    A platform file that cannot be read is left out: its run reads it and says why (:func:`waitlab.experiments
+    .stage.prepare`)."""
+    known = known if known is not None else InputFiles()
+    platforms: tuple[tuple[str, bytes], ...] = ()
+    if is_platform_path(platform):
+        raw = known.platform(platform)
+        if raw is None:
+            try:
+                raw = read_platform_file(platform)
+            except InputError:
+                raw = None
+        platforms = ((platform, raw),) if raw is not None else ()
+    digests: tuple[tuple[str, str], ...] = ()
+    if isinstance(noise, NoiseSection) and noise.file is not None:
+        digest = known.noise_digest(noise.file)
+        digests = ((noise.file, digest if digest is not None else noise_file_digest(noise.file)),)
+    return InputFiles(platforms, digests)
 
 
 def kind_of(data: Mapping[str, Any]) -> Any:

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING
 
 from waitlab.errors import InputError
 from waitlab.experiments.perturbation import perturbation_config, platform_facts
-from waitlab.experiments.physics_limits import buffer_problem
-from waitlab.experiments.real_params import RECORDED
-from waitlab.experiments.scenario import Scenario
+from waitlab.experiments.physics_limits import buffer_problem, is_platform_path
+from waitlab.experiments.real_params import REAL_KINDS, RECORDED, real_params
+from waitlab.experiments.scenario import Scenario, noise_file_digest, params_to_toml
 from waitlab.experiments.sources import Execution, Source, source_for
 from waitlab.lazy import Deferred
 from waitlab.models.ops import OpTable
@@ -31,6 +31,7 @@ from waitlab.models.perturb.stage import PerturbationConfig, PlatformFacts
 from waitlab.platforms import PlatformModel, RenderedPlatform, load_platform, render_platform
 from waitlab.platforms.degraded import degrade_links
 from waitlab.platforms.machine import alltoall_settings, machine_settings
+from waitlab.platforms.model import read_platform_file
 from waitlab.simulator.settings_check import check_settings
 
 if TYPE_CHECKING:
@@ -130,17 +131,74 @@ def without_links(scenario: Scenario, nodes: Iterable[int]) -> Scenario:
 
 
 def prepare(scenario: Scenario) -> Prepared:
-    """Load and render the platform once, pick the source, build the perturbation stage."""
+    """Load and render the platform once, pick the source, build the perturbation stage.
+
+    A platform file is parsed from the bytes the scenario read when it was loaded (:class:`~waitlab.experiments
+    .scenario.InputFiles`), never read again: the prepared scenario, whose hash the run records, holds exactly the
+    bytes simulated.  A noise signature file, read here by the perturbation stage, must still be the one the
+    scenario's hash names (:func:`check_noise_file`).
+    """
     if scenario.application_kind == RECORDED:  # read, not simulated: where the ranks ran, no platform model
         source = _recorded.RecordedSource(scenario)
         return Prepared(scenario, None, _recorded.recorded_platform(source.recording()), source, None)
     check_settings(dict(scenario.simulation.config_pairs()), scenario.source)  # before the run, in one line
-    model = load_platform(scenario.platform.name)
+    scenario, model = platform_model(scenario)
     rendered = _render(scenario, model)
     problem = buffer_problem(scenario.application, rendered.node_of_rank, model.node.memory, model.name)
     if problem is not None:  # a collective's buffers beyond a node's memory: SMPI's replay would abort
         raise InputError(scenario.source, *problem)
-    return Prepared(scenario, model, rendered, source_for(scenario), perturbation_config(scenario))
+    perturbation = perturbation_config(scenario)
+    check_noise_file(scenario)
+    return Prepared(scenario, model, rendered, source_for(scenario), perturbation)
+
+
+def platform_model(scenario: Scenario) -> tuple[Scenario, PlatformModel]:
+    """The scenario's platform model, parsed from the platform file's bytes the scenario holds; a scenario that
+    holds none (the file could not be read when it was loaded) reads the file once now and is returned with those
+    bytes, so that its hash names them."""
+    name = scenario.platform.name
+    if not is_platform_path(name):
+        return scenario, load_platform(name)
+    raw = scenario.platform_bytes()
+    if raw is None:
+        raw = read_platform_file(name)
+        scenario = scenario.with_platform_bytes(raw)
+    return scenario, load_platform(name, content=raw)
+
+
+#: What a run whose input files changed while it read them says to do.
+_AGAIN = ("run it again once the files are saved (a sweep: run the sweep again; it runs the points whose scenario "
+          "changed)")
+
+
+def check_noise_file(scenario: Scenario) -> None:
+    """Refuse a run whose noise signature file is no longer the one its scenario read when loaded (its hash names
+    that one; the perturbation stage has just read the file)."""
+    noise = scenario.noise
+    if noise is None or noise.file is None:
+        return
+    if noise_file_digest(noise.file) != scenario.noise_digest():
+        raise InputError(noise.file, "(file)", "changed after the scenario was loaded: the run would simulate a "
+                         "noise signature other than the one its scenario hash names", _AGAIN)
+
+
+def check_application_files(scenario: Scenario) -> None:
+    """Refuse a run whose application files (a program's sources, the headers beside them and in its ``-I``
+    folders, its inputs; a trace's files) changed since its scenario was loaded: the result would not be what its
+    scenario hash names.  Called once a stage has read them (built the program, replayed the trace)."""
+    digest = getattr(scenario.application, "digest", "")
+    if scenario.application_kind not in REAL_KINDS or not digest:
+        return
+    base = Path(scenario.source).parent if not scenario.source.startswith("<") else Path.cwd()
+    try:
+        now = real_params(scenario.application_kind, params_to_toml(scenario.application), scenario.source,
+                          base).digest
+    except InputError as exc:  # a file gone or unreadable now
+        now = f"unreadable: {exc}"
+    if now != digest:
+        raise InputError(scenario.source, "application", "its files (sources, headers, inputs or trace files) "
+                         "changed while the run read them: the result would not be what its scenario hash names",
+                         _AGAIN)
 
 
 def execute(prep: Prepared, ops: OpTable | None = None, *, speed_profiles: Mapping[str, str] | None = None,
@@ -150,7 +208,15 @@ def execute(prep: Prepared, ops: OpTable | None = None, *, speed_profiles: Mappi
     :func:`waitlab.experiments.pipeline.simulate_ops`, which finishes what this returns; ``on_start`` is called
     once as soon as SMPI runs (the pipeline imports what it needs after the stage then)."""
     if prep.recorded:  # no SMPI stage: the archive's operations and times (nothing to keep, no scratch)
-        return prep.source.execute(ops, prep.platform, {}, keep_dir or Path(tempfile.gettempdir()), [])
+        ex = prep.source.execute(ops, prep.platform, {}, keep_dir or Path(tempfile.gettempdir()), [])
+    else:
+        ex = _execute(prep, ops, speed_profiles, paje_file, keep_dir, on_start)
+    check_application_files(prep.scenario)
+    return ex
+
+
+def _execute(prep: Prepared, ops: OpTable | None, speed_profiles: Mapping[str, str] | None, paje_file: Path | None,
+             keep_dir: Path | None, on_start: Callable[[], object] | None) -> Execution:
     platform = prep.with_profiles(speed_profiles)
     flags = ["-trace", "-trace-file", str(Path(paje_file).resolve())] if paje_file is not None else []
     if keep_dir is not None:  # the caller keeps the trace, platform and log files: no scratch

@@ -20,6 +20,14 @@ written into this run's hidden attempt folder and renamed into place by the swee
 complete (:mod:`waitlab.experiments.sweep_points`), never by a point that outlives a stopped sweep.  A sweep that
 is interrupted therefore resumes by skipping the points whose folder exists, without redoing or corrupting them;
 ``OUT/sweep.csv`` is rebuilt from the finished folders.
+
+A point's folder is named by its scenario hash, which covers the files the scenario reads (a platform file, a noise
+signature, a program's sources): the sweep reads each of those once, when it is loaded
+(:class:`~waitlab.experiments.scenario.InputFiles`), hands the platform files' bytes to its workers and checks that
+every point's run records the hash it was planned under.  A file edited while the sweep runs therefore changes none
+of its points (the sweep says so at the end), and the next run of the sweep, reading the new file, runs again exactly
+the points whose hash changed.  A finished folder whose ``run.json`` records another hash than its name is not
+taken as done: it is run again.
 """
 
 from __future__ import annotations
@@ -29,9 +37,10 @@ import itertools
 import math
 import signal
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import Executor, Future, as_completed
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
@@ -43,23 +52,35 @@ from waitlab.errors import InputError, Interrupted, WaitlabError
 from waitlab.experiments.diagnosis.registry import resolve_all
 from waitlab.experiments.diagnosis.sweep_scores import add_scores
 from waitlab.experiments.executors import check_executor, open_executor
+from waitlab.experiments.physics_limits import is_platform_path
 from waitlab.experiments.run_folder import INCOMPLETE, clean_stale_partials, write_error
-from waitlab.experiments.scenario import Scenario, from_mapping, load_scenario, read_toml, set_dotted
+from waitlab.experiments.scenario import (
+    Scenario,
+    from_mapping,
+    load_scenario,
+    noise_file_digest,
+    read_toml,
+    set_dotted,
+)
 from waitlab.experiments.schema import STRICT, FieldProblem, PlainName, freeze, raise_validation
 from waitlab.experiments.sweep_columns import details, figures_note
 from waitlab.experiments.sweep_grid import check_platforms, shown
 from waitlab.experiments.sweep_lock import sweep_lock
 from waitlab.experiments.sweep_points import (
+    check_draft,
     dask_client,
     discard,
     discard_stale_attempts,
     new_attempt,
     publish,
+    recorded_hash,
     scheduler_of,
     stop_points,
     write_point,
     write_point_isolated,
 )
+from waitlab.platforms import PlatformModel, load_platform
+from waitlab.platforms.model import read_platform_file
 from waitlab.readers import read_json
 from waitlab.simulator.settings_check import check_settings
 
@@ -102,8 +123,9 @@ class SweepPoint:
     scenario: Scenario
     data: dict[str, Any]
 
-    @property
+    @cached_property
     def key(self) -> str:
+        """The point's scenario hash (its folder's name), of the files as the sweep read them when loaded."""
         return self.scenario.hash()
 
 
@@ -156,6 +178,7 @@ def load_sweep(path: str | Path) -> Sweep:
         raise InputError(file, "grid", f"makes {n_points:,} points ({' x '.join(str(len(v)) for v in grid.values())})"
                          f"; a sweep runs at most {MAX_POINTS:,}", "split it into several sweeps or use fewer values")
     points = []
+    read = base_scenario.inputs  # each platform and noise file is read once, for every point that uses it
     for combo in itertools.product(*(grid[k] for k in keys)):
         scen = copy.deepcopy(base)
         for k, v in zip(keys, combo, strict=True):
@@ -163,14 +186,15 @@ def load_sweep(path: str | Path) -> Sweep:
         values = tuple(zip(keys, combo, strict=True))
         label = ", ".join(f"{k}={shown(v)}" for k, v in values)
         try:
-            sc = from_mapping(scen, str(base_path))
+            sc = from_mapping(scen, str(base_path), inputs=read)
             check_settings(dict(sc.simulation.config_pairs()), str(base_path))  # as waitlab run checks them
         except InputError as exc:  # the scenario's own words, and its fix or "change that grid value"
             where = exc.field if exc.file == str(base_path) else f"{exc.file}: {exc.field}"
             raise InputError(file, f"grid ({label})", f"makes an invalid scenario: {where}: {exc.problem}",
                              exc.fix or "change that grid value") from None
+        read = read.merged(sc.inputs)
         points.append(SweepPoint(values, sc, scen))
-    check_platforms([(_label(pt), str(pt.scenario.platform.name)) for pt in points], file)
+    check_platforms([(_label(pt), str(pt.scenario.platform.name)) for pt in points], file, dict(read.platforms))
     if len({pt.key for pt in points}) < len(points):
         raise InputError(file, "grid", "two grid points make the same scenario (a value repeats, or a key does not "
                          "change the scenario)", "list each value once")
@@ -258,11 +282,11 @@ def _run_locked(sweep: Sweep, out: Path, runs: Path, executor: Executor | None,
                 say: Callable[[str], None], bar: bool = False) -> pd.DataFrame:
     discard_stale_attempts(runs)
     clean_stale_partials(runs)
-    todo = [pt for pt in sweep.points if not (runs / pt.key / "run.json").exists()]
-    skipped = len(sweep.points) - len(todo)
-    say(f"sweep {sweep.name}: {len(sweep.points)} points, {skipped} already done, {len(todo)} to run")
+    todo = _to_run(sweep, runs, say)
+    before = {pt.key for pt in sweep.points} - {pt.key for pt in todo}  # finished by an earlier run of the sweep
+    say(f"sweep {sweep.name}: {len(sweep.points)} points, {len(before)} already done, {len(todo)} to run")
     failures: list[dict[str, Any]] = []
-    ran = 0
+    published: set[str] = set()
     if todo:
         def submit_all(ex: Executor) -> None:
             try:
@@ -275,10 +299,11 @@ def _run_locked(sweep: Sweep, out: Path, runs: Path, executor: Executor | None,
                 discard(attempt)
 
         def _submit_all(ex: Executor, attempt: Path) -> None:
-            nonlocal ran
             # on Dask a point runs in a child process of the worker, so that stopping it ends its SimGrid run
             fn = write_point_isolated if dask_client(ex) is not None else write_point
-            futures = {ex.submit(fn, pt.data, pt.scenario.source, str(attempt), pt.key): pt for pt in todo}
+            # each point is handed the files as the sweep read them: it simulates the bytes its key was hashed from
+            futures = {ex.submit(fn, pt.data, pt.scenario.source, str(attempt), pt.key, pt.scenario.inputs): pt
+                       for pt in todo}
             pending = set(futures)
             try:
                 for fut in tqdm(as_completed(futures), total=len(futures), desc=f"sweep {sweep.name}",
@@ -287,8 +312,9 @@ def _run_locked(sweep: Sweep, out: Path, runs: Path, executor: Executor | None,
                     pt = futures[fut]
                     try:
                         draft, _summary = fut.result()
+                        check_draft(draft, pt.key, pt.scenario.source)  # it ran what its folder's name says
                         publish(draft, attempt, runs / pt.key)
-                        ran += 1
+                        published.add(pt.key)
                         say(f"done: {_label(pt)}")
                     except Exception as exc:
                         text = str(exc) if isinstance(exc, WaitlabError) else f"{type(exc).__name__}: {exc}"
@@ -316,15 +342,80 @@ def _run_locked(sweep: Sweep, out: Path, runs: Path, executor: Executor | None,
             with open_executor(sweep.executor, sweep.workers, sweep.scheduler, source=f"sweep {sweep.name}") as ex:
                 submit_all(ex)
     clean_stale_partials(runs)  # e.g. of a Dask worker killed mid-point (the point ran again elsewhere)
-    table, failed_csv = _write_tables(sweep, out, runs, failures, say)
+    models = _platform_models(sweep)
+    table, failed_csv = _write_tables(sweep, out, runs, failures, say, done=before | published, models=models)
     (out / INCOMPLETE).unlink(missing_ok=True)
+    listed = set(table["scenario_hash"]) if len(table) else set()
+    ran, skipped = len(published & listed), len(before & listed)  # a point whose folder went is a failure
     table.attrs["counts"] = {"done": len(table), "ran": ran, "failed": len(failures), "skipped": skipped}
-    note = figures_note(table, [(pt.key, str(pt.scenario.platform.name)) for pt in sweep.points])
+    changed = changed_files(sweep)
+    table.attrs["changed_files"] = changed
+    note = figures_note(table, [(pt.key, str(pt.scenario.platform.name)) for pt in sweep.points], models)
     say(f"sweep {sweep.name}: {len(table)} of {len(sweep.points)} points done ({ran} this run, {skipped} skipped "
         f"as already done), {len(failures)} failed" + (f" (see {failed_csv}; run the sweep again to retry them)"
                                                        if failures else "")
-        + (f"\n{note}" if note else ""))
+        + (f"\n{changed_note(changed)}" if changed else "") + (f"\n{note}" if note else ""))
     return table
+
+
+def _to_run(sweep: Sweep, runs: Path, say: Callable[[str], None]) -> list[SweepPoint]:
+    """The points without a finished folder of their own: no ``runs/<key>/run.json``, or one recording another
+    scenario hash than the folder's name (a run of another scenario, e.g. written by an older waitlab while its
+    platform file was edited: it is removed and the point runs again)."""
+    todo = []
+    for pt in sweep.points:
+        folder = runs / pt.key
+        if (folder / "run.json").exists():
+            recorded = recorded_hash(folder)
+            if recorded == pt.key:
+                continue
+            say(f"running again: {_label(pt)}: {folder}/run.json records scenario hash {recorded}, not {pt.key}: "
+                "it is the run of another scenario")
+            discard(folder)
+        todo.append(pt)
+    return todo
+
+
+def _platform_models(sweep: Sweep) -> dict[str, PlatformModel]:
+    """The platform model of each platform of the sweep, from the files as the sweep read them (not as they are
+    now: the points ran on those)."""
+    models: dict[str, PlatformModel] = {}
+    for pt in sweep.points:
+        name = str(pt.scenario.platform.name)
+        if name not in models:
+            models[name] = load_platform(name, content=pt.scenario.platform_bytes())
+    return models
+
+
+def changed_files(sweep: Sweep) -> list[str]:
+    """The platform and noise signature files of the sweep that no longer hold what the sweep read when it was
+    loaded (edited while it ran): its points ran on what it read."""
+    platforms: dict[str, bytes | None] = {}
+    noise: dict[str, str | None] = {}
+    for pt in sweep.points:
+        sc = pt.scenario
+        if is_platform_path(sc.platform.name):
+            platforms.setdefault(sc.platform.name, sc.platform_bytes())
+        if sc.noise is not None and sc.noise.file is not None:
+            noise.setdefault(sc.noise.file, sc.noise_digest())
+    changed = []
+    for path, raw in platforms.items():
+        try:
+            now: bytes | None = read_platform_file(path)
+        except InputError:
+            now = None
+        if now != raw:
+            changed.append(path)
+    changed += [path for path, digest in noise.items() if noise_file_digest(path) != digest]
+    return changed
+
+
+def changed_note(changed: list[str]) -> str:
+    """What a sweep says when files it read changed while it ran."""
+    files, them = ("files", "them") if len(changed) > 1 else ("file", "it")
+    return (f"note: {', '.join(changed)} changed while the sweep ran: every point ran with the {files} as the sweep "
+            f"read {them} when it started (the scenario_hash column names that version); run the sweep again to run "
+            f"the points again with the {files} as {them} {'are' if len(changed) > 1 else 'is'} now")
 
 
 def one_line(text: str) -> str:
@@ -334,15 +425,24 @@ def one_line(text: str) -> str:
 
 
 def _write_tables(sweep: Sweep, out: Path, runs: Path, failures: list[dict[str, Any]],
-                  say: Callable[[str], None] | None = None) -> tuple[pd.DataFrame, Path]:
-    """``sweep.csv`` of the finished points (grid order) and ``failed.csv`` (removed when nothing failed)."""
+                  say: Callable[[str], None] | None = None, *, done: Collection[str] = (),
+                  models: Mapping[str, PlatformModel] | None = None) -> tuple[pd.DataFrame, Path]:
+    """``sweep.csv`` of the finished points (grid order) and ``failed.csv`` (removed when nothing failed).
+
+    A point in ``done`` (finished, this run or before) without a finished folder of its own any more is added to
+    ``failures``: the table never leaves out a finished point without saying so.
+    """
     rows = []
-    figures: dict[str, tuple[int, int]] = {}
+    models = models if models is not None else _platform_models(sweep)
+    figures = {name: (len(m.assumed), len(m.figures) - len(m.assumed)) for name, m in models.items()}
     for pt in sweep.points:
         summary_file = runs / pt.key / "summary.json"
-        if summary_file.exists():
+        if summary_file.exists() and recorded_hash(runs / pt.key) == pt.key:
             summary = read_json(summary_file, "summary.json", 16 << 20, "run the sweep again")
             rows.append({**_row(pt, summary), **details(runs / pt.key, figures)})
+        elif pt.key in done:
+            failures.append({**_values(pt), "scenario_hash": pt.key,
+                             "error": f"finished, but its folder {runs / pt.key} is gone or no longer holds its run"})
     # no point finished (interrupted early): the header alone, so the table still reads as the sweep's
     table = pd.DataFrame(rows) if rows else pd.DataFrame(columns=[*(k for k, _ in sweep.points[0].values),
                                                                    "scenario_hash", "makespan"])

@@ -9,7 +9,7 @@ platform file's own marks (``waitlab platforms NAME``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ import pandas as pd
 from waitlab.models.analysis.collective_times import alltoall_shapes, collective_times
 from waitlab.models.apps.alltoall import P2P_ALLTOALL_ALGORITHMS
 from waitlab.models.apps.alltoall_selectors import alltoall_ran
-from waitlab.platforms import load_platform
+from waitlab.platforms import PlatformModel, load_platform
 from waitlab.readers import read_json
 
 __all__ = ["details", "figures_note"]
@@ -66,17 +66,18 @@ def _ranks_per_host(folder: Path) -> int:
     return int(counts.iloc[0]) if counts.nunique() == 1 else 1
 
 
-def figures_note(table: pd.DataFrame, platforms: Sequence[tuple[str, str]]) -> str:
+def figures_note(table: pd.DataFrame, platforms: Sequence[tuple[str, str]],
+                 models: Mapping[str, PlatformModel] | None = None) -> str:
     """One line per platform: how many of the table's points use it, how many of its figures are assumed, and
     where to read them (``platforms``: (scenario hash, platform name) of every point; empty for a table without
-    the figure columns)."""
+    the figure columns; ``models``: the platform models the points ran on, by name, loaded when missing)."""
     if table.empty or "figures_assumed" not in table.columns:
         return ""
     done = set(table["scenario_hash"])
     names = pd.Series([name for key, name in platforms if key in done], dtype=object)
     lines = []
     for name, n in names.value_counts(sort=False).items():
-        model = load_platform(str(name))
+        model = (models or {}).get(str(name)) or load_platform(str(name))
         a = len(model.assumed)
         lines.append(f"  {model.name}: {n} point{'s' if n != 1 else ''} rest on {a} assumed and "
                      f"{len(model.figures) - a} sourced platform figures (columns figures_assumed, figures_sourced; "

@@ -27,16 +27,17 @@ def shown(value: Any) -> Any:
     return value
 
 
-def check_platforms(points: list[tuple[str, str]], file: str) -> None:
+def check_platforms(points: list[tuple[str, str]], file: str, read: Mapping[str, bytes] | None = None) -> None:
     """Load every distinct platform file of the grid (``points``: each point's label and ``platform.name``) once:
-    one that is not valid is refused before anything runs, naming the first point that uses it."""
+    one that is not valid is refused before anything runs, naming the first point that uses it.  ``read``: the
+    files' bytes as the sweep read them (what its points simulate), by path."""
     seen: set[str] = set()
     for label, name in points:
         if name in seen or not is_platform_path(name):
             continue
         seen.add(name)
         try:
-            load_platform(name)
+            load_platform(name, content=(read or {}).get(name))
         except InputError as exc:  # the platform file's own problem and fix
             raise InputError(file, f"grid ({label})", f"makes an invalid scenario: {exc.file}: {exc.field}: "
                              f"{exc.problem}", f"{exc.fix or 'fix that platform file'}, or change that grid value"

@@ -27,15 +27,16 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Any
 
-from waitlab.errors import SimulationError, write_error
+from waitlab.errors import InputError, SimulationError, write_error
 from waitlab.experiments.isolated import PointProcesses
 from waitlab.experiments.pipeline import run
 from waitlab.experiments.results import write_run
 from waitlab.experiments.run_folder import pid_alive, seal
-from waitlab.experiments.scenario import from_mapping
+from waitlab.experiments.scenario import InputFiles, from_mapping
+from waitlab.readers import read_json
 
-__all__ = ["discard", "discard_stale_attempts", "new_attempt", "publish", "scheduler_of", "stop_attempt",
-           "stop_points", "write_point", "write_point_isolated"]
+__all__ = ["check_draft", "discard", "discard_stale_attempts", "new_attempt", "publish", "recorded_hash",
+           "scheduler_of", "stop_attempt", "stop_points", "write_point", "write_point_isolated"]
 
 ATTEMPT = ".attempt-"
 #: Seconds between two looks of a Dask point at its attempt folder (gone: the sweep stopped, end the point).
@@ -77,15 +78,39 @@ def discard_stale_attempts(runs: Path) -> None:
             discard(p)
 
 
-def write_point(data: dict[str, Any], source: str, attempt: str, key: str) -> tuple[str, dict[str, Any]]:
+def recorded_hash(folder: Path) -> str | None:
+    """The scenario hash a point's ``run.json`` records (None: no ``run.json``, or not one waitlab can read)."""
+    try:
+        meta = read_json(Path(folder) / "run.json", "run.json", 16 << 20)
+    except InputError:
+        return None
+    return str(meta.get("scenario_hash")) if isinstance(meta, dict) else None
+
+
+def check_draft(draft: str, key: str, source: str) -> None:
+    """Refuse (and remove) a point's finished ``draft`` whose run records another scenario hash than ``key``, the
+    hash the sweep planned it under and names its folder by: a file the run read itself (a program's sources, a
+    noise signature) changed since the sweep read it, so the folder would name a scenario it did not simulate."""
+    recorded = recorded_hash(Path(draft))
+    if recorded != key:
+        shutil.rmtree(draft, ignore_errors=True)
+        raise InputError(source, "(files)", f"the files this point reads changed since the sweep read them: its "
+                         f"run records scenario hash {recorded}, not {key} as the sweep planned it", "run the sweep "
+                         "again: it runs the points whose scenario changed")
+
+
+def write_point(data: dict[str, Any], source: str, attempt: str, key: str,
+                inputs: InputFiles | None = None) -> tuple[str, dict[str, Any]]:
     """Worker: simulate one point and write its folder into ``attempt``; return that folder and the summary.
 
-    The folder is only a draft: :func:`publish` (the sweep) renames it into place.  When the attempt folder is
-    gone (the sweep stopped), nothing is written.
+    ``inputs`` are the files the sweep read for the point (:class:`~waitlab.experiments.scenario.InputFiles`):
+    the point simulates those bytes, not the files as they are now (the sweep then checks that its run records
+    the hash it planned, :func:`check_draft`).  The folder is only a draft: :func:`publish` (the sweep) renames it
+    into place.  When the attempt folder is gone (the sweep stopped), nothing is written.
     """
     if not Path(attempt).is_dir():
         raise SimulationError(STOPPED)
-    result = run(from_mapping(data, source))
+    result = run(from_mapping(data, source, inputs=inputs))
     folder = Path(attempt) / f"{key}-{uuid.uuid4().hex[:8]}"
     final = Path(attempt).parent / key
     try:
@@ -133,7 +158,8 @@ _RUNNING: dict[str, list[PointProcesses]] = {}  # attempt folder -> the pools ru
 _STOPPED: set[str] = set()  # attempt folders whose sweep asked this process to end its points
 
 
-def write_point_isolated(data: dict[str, Any], source: str, attempt: str, key: str) -> tuple[str, dict[str, Any]]:
+def write_point_isolated(data: dict[str, Any], source: str, attempt: str, key: str,
+                         inputs: InputFiles | None = None) -> tuple[str, dict[str, Any]]:
     """Dask task: :func:`write_point` in a child process of this worker, ended when the sweep stops (it asks,
     :func:`stop_attempt`, or its attempt folder is gone)."""
     with _LOCK:
@@ -141,7 +167,7 @@ def write_point_isolated(data: dict[str, Any], source: str, attempt: str, key: s
         _RUNNING.setdefault(attempt, []).append(pool)
     stopped = False
     try:
-        fut = pool.submit(write_point, data, source, attempt, key)
+        fut = pool.submit(write_point, data, source, attempt, key, inputs)
         while True:
             try:
                 return fut.result(timeout=POLL)

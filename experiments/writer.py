@@ -11,7 +11,9 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import stat
 import tempfile
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -88,3 +90,50 @@ def _nearly_full(folder: Path) -> bool:
         return False
 
 
+class Replacement:
+    """The files of one :func:`replaced_files` block: each final name and the temporary file written for it."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.staged: dict[str, Path] = {}
+        self.current: str | None = None  # the file being written or renamed (named by an error)
+
+    def path(self, name: str) -> Path:
+        """Where to write ``folder/name``: a hidden file beside it (same folder, so the rename is atomic), with the
+        same suffix (matplotlib chooses the format by it)."""
+        final = Path(name)
+        tmp = self.folder / f".{final.stem}.{uuid.uuid4().hex[:8]}.partial-{os.getpid()}{final.suffix}"
+        self.staged[name] = tmp
+        self.current = name
+        return tmp
+
+
+@contextmanager
+def replaced_files(folder: Path, what: str = "file") -> Iterator[Replacement]:
+    """Rewrite files of an existing folder whole or not at all (``report.html``, ``diagnosis.json``, ...).
+
+    Each file is written to the temporary path :meth:`Replacement.path` gives, beside it; when the block ends
+    without an error they are renamed over their final names, in the order they were asked for.  A reader (or a
+    later command) therefore finds each file complete, old or new.  When the block fails (disk full, ``ulimit -f``,
+    a crash of the drawing code), the temporary files are removed and every old file stays as it was; an
+    operating-system write failure becomes one :class:`~waitlab.errors.WriteError` naming the file being written.
+    A file keeps the permissions of the one it replaces.
+    """
+    rep = Replacement(Path(folder))
+    try:
+        yield rep
+        for name, tmp in rep.staged.items():
+            rep.current = name
+            final = rep.folder / name
+            try:
+                os.chmod(tmp, stat.S_IMODE(final.stat().st_mode))
+            except OSError:  # no old file (or not ours to read): the new one's own permissions
+                pass
+            os.replace(tmp, final)
+    except BaseException as exc:
+        for tmp in rep.staged.values():
+            tmp.unlink(missing_ok=True)
+        if is_write_failure(exc):
+            assert isinstance(exc, OSError)
+            raise write_error(exc, rep.folder / rep.current if rep.current else rep.folder, what) from None
+        raise

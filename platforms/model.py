@@ -61,6 +61,7 @@ True
 
 from __future__ import annotations
 
+import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
@@ -79,7 +80,7 @@ from waitlab.platforms.figures import (
     positive,
 )
 from waitlab.platforms.mpi_spec import MPI_KEYS, MpiSpec, check_link_rate, read_mpi
-from waitlab.readers import not_a_file, read_toml
+from waitlab.readers import MAX_DEPTH, MAX_TOML_BYTES, not_a_file, read_bytes, read_toml, toml_depth, toml_text_depth
 
 __all__ = [
     "DiskSpec",
@@ -90,6 +91,7 @@ __all__ = [
     "TopologySpec",
     "list_platforms",
     "load_platform",
+    "read_platform_file",
 ]
 
 TOPOLOGY_KINDS = ("fat_tree", "crossbar")
@@ -269,7 +271,7 @@ def list_platforms() -> list[str]:
     return sorted(p.stem for p in _data_dir().glob("*.toml"))
 
 
-def load_platform(name_or_path: str | Path) -> PlatformModel:
+def load_platform(name_or_path: str | Path, content: bytes | None = None) -> PlatformModel:
     """Load a built-in platform by name, or a platform TOML file by path.
 
     Parameters
@@ -279,6 +281,9 @@ def load_platform(name_or_path: str | Path) -> PlatformModel:
         :data:`PLATFORM_ALIASES`, which loads the current file), or a path to a ``.toml`` file in the
         format described in this module's docstring.  Anything ending in
         ``.toml``, containing a path separator, or naming an existing file is a path.
+    content : bytes, optional
+        The platform file's bytes as already read (:func:`read_platform_file`; a scenario keeps them from when
+        it was loaded): parsed instead of reading the file again, so that what is simulated is what was hashed.
 
     Returns
     -------
@@ -294,20 +299,56 @@ def load_platform(name_or_path: str | Path) -> PlatformModel:
                or Path(text).is_file())
     if is_path:
         path = Path(text)
-        if not path.is_file():
-            raise InputError(text, "file", f"platform file {not_a_file(path)}",
-                             f"give an existing .toml path or a built-in name ({', '.join(list_platforms())})")
-        default_name = path.stem
-    else:
-        text = PLATFORM_ALIASES.get(text, text)
-        known = list_platforms()
-        if text not in known:
-            raise InputError(text, "platform", f"unknown platform {text!r}",
-                             f"use one of: {', '.join(known)}; or a path to a platform .toml file")
-        path = _data_dir() / f"{text}.toml"
-        default_name = text
-    data = read_toml(path, "platform")
-    return from_mapping(data, str(path), default_name=default_name)
+        raw = content if content is not None else read_platform_file(path)
+        return from_mapping(_toml_of(raw, str(path)), str(path), default_name=path.stem)
+    text = PLATFORM_ALIASES.get(text, text)
+    known = list_platforms()
+    if text not in known:
+        raise InputError(text, "platform", f"unknown platform {text!r}",
+                         f"use one of: {', '.join(known)}; or a path to a platform .toml file")
+    return from_mapping(read_toml(_data_dir() / f"{text}.toml", "platform"), str(_data_dir() / f"{text}.toml"),
+                        default_name=text)
+
+
+def read_platform_file(path: str | Path) -> bytes:
+    """The bytes of a platform file, read once (:func:`load_platform` parses them; a scenario hashes them)."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(str(path), "file", f"platform file {not_a_file(path)}",
+                         f"give an existing .toml path or a built-in name ({', '.join(list_platforms())})")
+    return read_bytes(path, "platform", MAX_TOML_BYTES)
+
+
+def _toml_of(raw: bytes, file: str) -> dict[str, Any]:
+    """A platform file's bytes parsed as :func:`waitlab.readers.read_toml` parses a file: the same checks and
+    errors (encoding, NUL bytes, nesting, syntax)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise InputError(file, "(encoding)", f"not UTF-8 text (line {line}, byte {exc.start})",
+                         "save the platform file as UTF-8") from None
+    text = text.removeprefix("\ufeff")
+    if "\0" in text:
+        raise InputError(file, "(syntax)", "holds NUL bytes: not a TOML text file", "give a platform .toml file")
+    if text.count("[") + text.count("{") > MAX_DEPTH and toml_text_depth(text) > MAX_DEPTH:
+        raise InputError(file, "(syntax)", f"nests arrays or inline tables more than {MAX_DEPTH} deep",
+                         "a platform file nests a few levels; flatten it")
+    if text.count(".") > MAX_DEPTH:  # a dotted key of thousands of parts: refused before the parser nests them
+        for no, line_text in enumerate(text.splitlines(), 1):
+            if line_text.split("=", 1)[0].count(".") > MAX_DEPTH:
+                raise InputError(file, f"line {no}", f"a key nests more than {MAX_DEPTH} tables deep (dotted key)",
+                                 "a platform file nests a few levels; flatten it")
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(file, "(syntax)", f"not valid TOML: {exc}", "fix the TOML syntax at that line") from None
+    except RecursionError:
+        raise InputError(file, "(syntax)", "nested too deeply", "flatten the arrays") from None
+    if toml_depth(data) > MAX_DEPTH:
+        raise InputError(file, "(syntax)", f"nests tables, arrays or dotted keys more than {MAX_DEPTH} deep",
+                         "a platform file nests a few levels; flatten it")
+    return data
 
 
 _SECTIONS: dict[str, tuple[str, ...]] = {

@@ -13,7 +13,8 @@ from waitlab.experiments.diagnosis.groundtruth import cache_use
 from waitlab.experiments.report.critical_report import critical_path_dict, critical_path_markdown
 from waitlab.experiments.report.diagnosis_plots import blame_figure, culprit_timeline
 from waitlab.experiments.results import run_identity
-from waitlab.experiments.run_folder import seal
+from waitlab.experiments.run_folder import MARKER, record_text
+from waitlab.experiments.writer import replaced_files
 from waitlab.models.analysis.cwpdm import CwpdmResult
 from waitlab.models.analysis.hcwpdm import HcwpdmResult
 from waitlab.models.analysis.scoring import by_rank_region, by_region
@@ -156,17 +157,24 @@ def report_dict(diag: Diagnosis) -> dict[str, Any]:
 
 def write_report(diag: Diagnosis, out: Path, png: bool = True) -> list[Path]:
     """Write ``diagnosis.json``, ``diagnosis.md`` and the figures into ``out``, and its integrity record
-    (``.waitlab``: the SHA-256 of ``diagnosis.json``); return the files."""
+    (``.waitlab``: the SHA-256 of ``diagnosis.json``); return the files.
+
+    Every file is written beside its final name and the set is renamed into place only once all are written
+    (:func:`~waitlab.experiments.writer.replaced_files`): a diagnosis that fails to write (disk full, ``ulimit -f``)
+    leaves the folder's earlier diagnosis whole, and the error names the file.
+    """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    files = [out / "diagnosis.json", out / "diagnosis.md"]
-    files[0].write_text(json.dumps(report_dict(diag), indent=2, sort_keys=True) + "\n")
-    files[1].write_text(to_markdown(diag))
-    if png:
-        blame_figure(diag, out / "blame_by_region.png")
-        files.append(out / "blame_by_region.png")
-        if diag.events is not None and diag.waits is not None:
-            culprit_timeline(diag.events, diag.waits, diag, out / "culprit_timeline.png")
-            files.append(out / "culprit_timeline.png")
-    seal(out, "diagnosis", ("diagnosis.json",))
-    return files
+    names = ["diagnosis.json", "diagnosis.md"]
+    with replaced_files(out) as files:
+        files.path("diagnosis.json").write_text(json.dumps(report_dict(diag), indent=2, sort_keys=True) + "\n")
+        files.path("diagnosis.md").write_text(to_markdown(diag))
+        if png:
+            blame_figure(diag, files.path("blame_by_region.png"))
+            names.append("blame_by_region.png")
+            if diag.events is not None and diag.waits is not None:
+                culprit_timeline(diag.events, diag.waits, diag, files.path("culprit_timeline.png"))
+                names.append("culprit_timeline.png")
+        record = record_text(out, "diagnosis", ("diagnosis.json",), files.staged)
+        files.path(MARKER).write_text(record)  # renamed last: it holds the new files' sums
+    return [out / n for n in names]

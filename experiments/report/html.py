@@ -40,6 +40,7 @@ import pandas as pd
 from waitlab.experiments.report.html_data import BUDGET_COLUMNS, budget_payload, heatmap_payload, timeline_payload
 from waitlab.experiments.report.html_text import causes_html, detail_note, models_html, summary_html
 from waitlab.experiments.report.palette import CAUSE, INK, KIND_COLOURS, OTHER, PATTERN_COLOURS, SERIES, WAIT
+from waitlab.experiments.writer import replaced_files
 from waitlab.simulator.build import cache_dir
 
 if TYPE_CHECKING:
@@ -314,7 +315,12 @@ def _ids_outside_verbatim(page: str) -> str:
 def write_html_report(folder: Path, meta: dict[str, Any], summary: dict[str, Any], events: pd.DataFrame,
                       waits: pd.DataFrame, budget: pd.DataFrame, ledger: pd.DataFrame | None,
                       diagnosis: dict[str, Any] | None = None) -> Path:
-    """Write ``folder/report.html``; returns its path."""
-    path = Path(folder) / "report.html"
-    path.write_text(build_html(meta, summary, events, waits, budget, ledger, diagnosis), encoding="utf-8")
-    return path
+    """Write ``folder/report.html``; returns its path.
+
+    The page is written beside it and renamed over it once complete (:func:`~waitlab.experiments.writer
+    .replaced_files`): a write that fails (disk full, ``ulimit -f``) leaves the folder's earlier page whole, and the
+    error names the page."""
+    page = build_html(meta, summary, events, waits, budget, ledger, diagnosis)
+    with replaced_files(Path(folder)) as files:
+        files.path("report.html").write_text(page, encoding="utf-8")
+    return Path(folder) / "report.html"
