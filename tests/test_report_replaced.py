@@ -107,3 +107,18 @@ def test_diagnose_past_the_file_size_limit_keeps_the_runs_page_and_names_it(tmp_
     assert not [p.name for p in (tmp_path / "run").rglob(".*partial*")]
     assert waitlab(["diagnose", "run", "--no-truth", "--no-png", "-q"], tmp_path).returncode == 0
     assert page.read_bytes() != old and page.read_text().rstrip().endswith("</html>")
+
+
+@pytest.mark.simgrid
+def test_waitlab_report_rebuilds_the_page_run_wrote_byte_for_byte(tmp_path: Path) -> None:
+    # two wait patterns: the pattern table followed the summary's key order, by wait in the run, alphabetical when
+    # read back from summary.json (written with sorted keys)
+    from waitlab import api, cli
+
+    example = Path(__file__).resolve().parent.parent / "examples" / "noise_only.toml"
+    run = tmp_path / "run"
+    api.run(example, run)
+    assert len(json.loads((run / "summary.json").read_text())["wait_by_pattern"]) >= 2
+    written = (run / "report.html").read_bytes()
+    assert cli.main(["report", str(run), "-q"]) == 0
+    assert (run / "report.html").read_bytes() == written

@@ -46,8 +46,16 @@ def _pack(a: np.ndarray) -> str:
 
 def _codes(values: pd.Series) -> tuple[np.ndarray, list[str]]:
     """Integer codes and names of a column (categorical columns: their own codes, no string conversion;
-    a missing value gets code 65535, which the page shows as top level)."""
+    a missing value gets code 65535, which the page shows as top level).  The names are the used ones, sorted: a
+    run's table in memory and the same table read back from Parquet (whose categories can differ in order and in
+    unused entries) give the same page.
+
+    >>> _codes(pd.Series(pd.Categorical(["b", "a", "b"], categories=["z", "b", "a"])))
+    (array([1, 0, 1], dtype=uint16), ['a', 'b'])
+    """
     cat = values if isinstance(values.dtype, pd.CategoricalDtype) else values.astype(str).astype("category")
+    cat = cat.cat.remove_unused_categories()
+    cat = cat.cat.reorder_categories(sorted(cat.cat.categories, key=str))
     return cat.cat.codes.to_numpy().astype(np.uint16), [str(c) for c in cat.cat.categories]
 
 

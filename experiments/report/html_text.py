@@ -63,8 +63,9 @@ def summary_html(meta: dict[str, Any], summary: dict[str, Any], waits: pd.DataFr
         out.append(f"<p class='note'><b>{html.escape(impossible_line(summary['impossible_collectives']))}</b></p>")
     wbp = summary.get("wait_by_pattern", {})
     wsum = sum(wbp.values()) or 1.0
-    out.append(_table(["wait pattern", "wait (s)", "share"],
-                      [[k, _s(v), f"{100 * v / wsum:.1f}%"] for k, v in wbp.items()]))
+    out.append(_table(["wait pattern", "wait (s)", "share"],  # largest first, whatever the summary's key order
+                      [[k, _s(v), f"{100 * v / wsum:.1f}%"] for k, v in sorted(wbp.items(), key=lambda kv: (-kv[1],
+                                                                                                          kv[0]))]))
     if len(waits):
         reg = sum_by_name(waits["region"], waits["wait"]).sort_values(ascending=False)
         out.append(_table(["region of the waiting operation", "wait (s)", "share"],
