@@ -143,11 +143,18 @@ class Comparison:
         return "\n".join(lines)
 
 
+def _budget(run: LoadedRun, ranks: int) -> pd.DataFrame:
+    """A run's per-rank budget: its ``ranks.parquet`` (which books noise detours as perturbation: the run knew them),
+    else rebuilt from its events and waits."""
+    path = run.folder / "ranks.parquet"
+    return pd.read_parquet(path) if path.is_file() else rank_budget(run.events, run.waits, ranks)
+
+
 def compare_runs(a: LoadedRun, b: LoadedRun) -> Comparison:
     """Compare two loaded results folders (B against A)."""
     notes = [f"{side} was read with --trust-edited: {run.edited}" for side, run in (("A", a), ("B", b)) if run.edited]
     na, nb = int(a.scenario.ranks), int(b.scenario.ranks)
-    ba, bb = rank_budget(a.events, a.waits, na), rank_budget(b.events, b.waits, nb)
+    ba, bb = _budget(a, na), _budget(b, nb)
     totals = _side_by_side(ba[list(CATEGORIES)].sum(), bb[list(CATEGORIES)].sum(), "category")
     by_pattern = _side_by_side(_waits_by(a.waits, "pattern"), _waits_by(b.waits, "pattern"), "pattern")
     by_region = _side_by_side(_waits_by(a.waits, "region"), _waits_by(b.waits, "region"), "region")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from waitlab import api
@@ -25,6 +26,11 @@ def test_the_unperturbed_twin_loads_and_compares(tmp_path: Path) -> None:
     b = json.loads((run / "summary.json").read_text())["makespan"]
     cmp = api.compare(run / "unperturbed", run)
     assert cmp.to_dict()["makespan"]["delta"] == pytest.approx(b - a, abs=1e-12) and b > a  # the noise delayed it
+    # the noise detours are perturbation in both folders' budgets (ranks.csv), not compute
+    totals = cmp.totals.set_index("category")["delta"]
+    noise = pd.read_csv(run / "ranks.csv")["perturbation"].sum()
+    assert noise > 0 and totals["perturbation"] == pytest.approx(noise, rel=1e-9)
+    assert totals["compute"] == pytest.approx(0.0, abs=1e-9)
     (run / "unperturbed" / "events.parquet").write_bytes(b"edited")
     with pytest.raises(api.InputError):
         api.load_run(run / "unperturbed")  # its own integrity record still guards it
