@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -56,3 +57,8 @@ def test_waitlab_plot_reads_a_sweep_folder(tmp_path: Path, capsys):
     assert "sweep.png" in capsys.readouterr().out
     assert cli.main(["plot", str(tmp_path / "nope")]) == 2
     assert "not a sweep folder" in capsys.readouterr().err
+    run = tmp_path / "a-run"  # a folder that is no sweep: refused without a write into it (not even a probe file)
+    run.mkdir()
+    os.utime(run, (1e9, 1e9))
+    assert cli.main(["plot", str(run)]) == 2 and "not a sweep folder" in capsys.readouterr().err
+    assert run.stat().st_mtime == 1e9 and not any(run.iterdir())

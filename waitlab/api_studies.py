@@ -167,6 +167,7 @@ def plot(sweep_folder: str | Path, out: str | Path | None = None, results: tuple
     :func:`waitlab.experiments.report.sweep_plots.sweep_figure` for the defaults."""
     target = Path(out) if out else Path(sweep_folder) / "sweep.png"
     check_picture_path(target, "-o")
+    sweep_plot_axes(Path(sweep_folder), results, x=x, facet=facet)  # not a sweep folder: refused before any write
     with guarded_output(target, "picture folder", file=True):
         return plot_sweep_folder(Path(sweep_folder), Path(out) if out else None, results, x=x, facet=facet)
 
