@@ -24,11 +24,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from waitlab.errors import InputError
 from waitlab.experiments.scenario import Scenario
 from waitlab.experiments.schema import InstrumentationSection, NoiseSection, TracingSection, validate_section
 from waitlab.models.perturb import noise as nz
+from waitlab.models.perturb.detours import uncovered_time
 from waitlab.models.perturb.instrumentation import Instrumentation
 from waitlab.models.perturb.stage import NoiseConfig, PerturbationConfig, PlatformFacts, TracingConfig
 from waitlab.platforms import PlatformModel
@@ -50,7 +52,7 @@ def _count_detours(raw: bytes) -> int:
     return sum(1 for line in raw.splitlines() if line.split(b"#", 1)[0].strip())
 
 
-def _signature(sec: NoiseSection, file: str) -> nz.SignatureNoise:
+def _signature(sec: NoiseSection, file: str, timing_precision: float) -> nz.SignatureNoise:
     assert sec.file is not None
     path = Path(sec.file)
     if not path.exists():
@@ -83,10 +85,32 @@ def _signature(sec: NoiseSection, file: str) -> nz.SignatureNoise:
     if period < end:
         raise InputError(file, "noise.period", f"{period:g} s is shorter than the signature ({end:g} s)",
                          f"use period >= {end:g}")
+    _check_free_time(sec, starts, durs, period, file, timing_precision)
     try:
         return nz.SignatureNoise(tuple(starts.tolist()), tuple(durs.tolist()), period, sec.offset)
     except ValueError as exc:
         raise InputError(str(path), "(content)", str(exc), "fix the noise file") from None
+
+
+def _check_free_time(sec: NoiseSection, starts: npt.NDArray[np.float64], durs: npt.NDArray[np.float64],
+                     period: float, file: str, timing_precision: float) -> None:
+    """Refuse a signature whose detours leave no time to compute: they cover the whole period (back to back or
+    overlapping), or leave less of it than the simulation's timing precision.  SimGrid would replay the host's
+    speed profile for ever, and the run would end only at the time limit."""
+    free = uncovered_time(starts, durs, period)
+    if free >= timing_precision:
+        return
+    period_is = (f"{period:g} s" if sec.period is not None else
+                 f"noise.period absent, so the end of the last detour: {period:g} s")
+    if free == 0.0:
+        problem = (f"the detours of {sec.file} cover the whole period ({period_is}), so the host would never compute "
+                   "and the run would never end")
+    else:
+        problem = (f"the detours of {sec.file} leave {free:g} s of the period ({period_is}) free, less than the "
+                   f"simulation's timing precision ({timing_precision:g} s, simulation.timing_precision), so the "
+                   "host would never compute and the run would never end")
+    raise InputError(file, "noise.period", problem, f"set noise.period above {period:g} s, e.g. period = "
+                     f"{2 * period:g}, or shorten or drop detours in {Path(str(sec.file)).name}")
 
 
 def _check_resolution(sec: NoiseSection, model: Any, file: str, timing_precision: float) -> None:
@@ -127,7 +151,7 @@ def noise_config(sec: NoiseSection, file: str, timing_precision: float = TIMING_
             assert sec.rate is not None and sec.duration is not None
             model = nz.PoissonNoise(sec.rate, sec.duration, sec.law, sec.pareto_shape)
         elif sec.model == "signature":
-            model = _signature(sec, file)
+            model = _signature(sec, file, timing_precision)
     except ValueError as exc:  # a model's own physics check
         raise InputError(file, "noise", str(exc), "see the perturbation page of the docs") from None
     _check_resolution(sec, model, file, timing_precision)

@@ -238,6 +238,10 @@ def run(scenario: Scenario, *, paje_file: Path | None = None, base: RunResult | 
         t_enter[leaves] = t_exit[leaves] = np.nan
         led, hits = noise_ledger(measured.ops, t_enter, t_exit, setup, prep.facts.core_speed)
         measured = replace(measured, ops=with_ledger_rows(measured.ops, led))
+        if len(hits):  # the detours' time is the noise's, not the work it stalled: the budget books it so
+            detour = _summary.detour_seconds(len(ev), rows, hits.row, hits.seconds)
+            budget = _summary.rank_budget(ev, measured.waits, measured.ops.n_ranks, detour)
+            measured = replace(measured, budget=budget, summary=_summary.summarize(ev, measured.waits, budget))
     measured = with_link_ledger(prep, measured)
     cc = _condition_c.check_condition_c(ev)
     cc_spill = _condition_c.check_condition_c(ev, kinds=SPILL_KINDS)

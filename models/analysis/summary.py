@@ -1,11 +1,14 @@
 """Run summary: makespan and per-rank time budget, wait by pattern, operation and region.
 
 For every rank: ``compute + perturbation + communication + wait + idle = makespan``,
-where *perturbation* is time in injected noise/overhead/flush/swap/delay (rows
-carrying a cause of the ledger), *compute* is the application's own time outside
-MPI (its computation, a trace's ``sleep``, and any noise/overhead/... line of a
-trace that no ledger cause injected), *communication* is MPI time minus wait, and
-*idle* is the rest (time after the rank finished, or gaps between activities).
+where *perturbation* is the time perturbation models injected: rows of injected
+noise/overhead/flush/swap/delay (rows carrying a cause of the ledger) and the
+system-noise detours that stalled other rows (the noise ledger's hits, moved out of
+the compute or the reduction they delayed), *compute* is the application's own time
+outside MPI (its computation, a trace's ``sleep``, and any noise/overhead/... line
+of a trace that no ledger cause injected), *communication* is MPI time minus wait
+(minus detours in a reduction's flops), and *idle* is the rest (time after the rank
+finished, or gaps between activities).
 """
 
 from __future__ import annotations
@@ -23,8 +26,15 @@ from waitlab.models.analysis.timeline_check import impossible_collectives
 PERTURBATION_KINDS = ("noise", "overhead", "flush", "swap", "delay")
 
 
-def rank_budget(events: pd.DataFrame, waits: pd.DataFrame, n_ranks: int | None = None) -> pd.DataFrame:
+def rank_budget(events: pd.DataFrame, waits: pd.DataFrame, n_ranks: int | None = None,
+                detour: npt.ArrayLike | None = None) -> pd.DataFrame:
     """Per-rank seconds of compute, perturbation, communication, wait and idle.
+
+    ``detour`` (one value per event row, or ``None``: none) is the seconds of system-noise detours that stalled
+    each row (:func:`detour_seconds` of the noise ledger's hits).  They are time the noise injected, so they move
+    to perturbation from the row's own column: compute (a ``compute``, or a trace's line no cause injected), or
+    communication (the flops of a reduction); a row that is already perturbation (an injected overhead record or
+    jitter) keeps them there.  The columns still add up to the makespan.
 
     Examples
     --------
@@ -33,6 +43,11 @@ def rank_budget(events: pd.DataFrame, waits: pd.DataFrame, n_ranks: int | None =
     ...                  enter=[0.0, 1.0, 0.0, 3.0], exit=[1.0, 3.0, 3.0, 3.0], match=[-1, 0, -1, 0])
     >>> rank_budget(ev, wait_states(ev)).round(6).to_dict("records")[0]
     {'rank': 0, 'compute': 1.0, 'perturbation': 0.0, 'communication': 0.0, 'wait': 2.0, 'idle': 0.0}
+
+    Rank 1's 3 s compute held 2 s of detours: 1 s of its own work, 2 s of noise.
+
+    >>> rank_budget(ev, wait_states(ev), detour=[0.0, 0.0, 2.0, 0.0]).round(6).to_dict("records")[1]
+    {'rank': 1, 'compute': 1.0, 'perturbation': 2.0, 'communication': 0.0, 'wait': 0.0, 'idle': 0.0}
     """
     n = int(n_ranks if n_ranks is not None else (events["rank"].max() + 1 if len(events) else 0))
     rank = events["rank"].to_numpy()
@@ -48,6 +63,15 @@ def rank_budget(events: pd.DataFrame, waits: pd.DataFrame, n_ranks: int | None =
     idx += cls
     sums = np.bincount(idx, weights=dur, minlength=n * _N_CLASSES)
     compute, perturb, mpi = (sums[i::_N_CLASSES].astype(np.float64) for i in range(3))
+    if detour is not None:  # detours inside compute or a reduction move to perturbation
+        stalled = np.asarray(detour, np.float64)
+        if stalled.shape != dur.shape:
+            raise ValueError(f"detour has {stalled.size} values for {dur.size} events")
+        moved = np.bincount(idx, weights=stalled, minlength=n * _N_CLASSES)
+        from_compute, from_mpi = moved[_COMPUTE::_N_CLASSES], moved[_MPI::_N_CLASSES]
+        compute -= from_compute
+        mpi -= from_mpi
+        perturb += from_compute + from_mpi
     # leaves: every row but regions (a region's duration set to 0.0, which leaves a sum unchanged)
     dur[cls == _REGION] = 0.0
     np.copyto(idx, rank, casting="unsafe")
@@ -66,8 +90,28 @@ def rank_budget(events: pd.DataFrame, waits: pd.DataFrame, n_ranks: int | None =
 #: The kinds of each column of :func:`rank_budget` (class 0, 1, 2), regions (3); any other kind is class 4.  A
 #: ``sleep`` is the application's (SMPI's tracer writes the program's sleeps; no perturbation model injects one).
 _BUDGET_CLASSES: tuple[tuple[str, ...], ...] = (("compute", "sleep"), PERTURBATION_KINDS, ("mpi",), ("region",))
-_COMPUTE, _PERTURBATION, _REGION = 0, 1, 3
+_COMPUTE, _PERTURBATION, _MPI, _REGION = 0, 1, 2, 3
 _N_CLASSES = len(_BUDGET_CLASSES) + 1
+
+
+def detour_seconds(n_events: int, event_row: npt.ArrayLike, hit_row: npt.ArrayLike,
+                   hit_seconds: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """Seconds of detour inside every event row: the noise ledger's hits (the operation row each delayed and its
+    seconds) summed per event; ``event_row`` is the operation row behind every event row.
+
+    >>> detour_seconds(3, [10, 11, 12], [12, 10, 12], [0.5, 0.25, 0.5]).tolist()
+    [0.25, 0.0, 1.0]
+    """
+    ev_row = np.asarray(event_row, np.int64)
+    hits = np.asarray(hit_row, np.int64)
+    if hits.size == 0:
+        return np.zeros(n_events)
+    event_of_op = np.full(int(max(ev_row.max(initial=-1), hits.max())) + 1, -1, np.int64)
+    event_of_op[ev_row] = np.arange(ev_row.size)
+    ev = event_of_op[hits]
+    if (ev < 0).any():
+        raise ValueError("a noise hit delayed an operation that has no event")
+    return np.bincount(ev, weights=np.asarray(hit_seconds, np.float64), minlength=n_events).astype(np.float64)
 
 
 def _kind_classes(kind: pd.Series, classes: Sequence[Sequence[str]]) -> npt.NDArray[np.int8]:

@@ -79,6 +79,21 @@ class NoisePattern:
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(np.isfinite(self.period), self.per_period() / self.period, 0.0)
 
+    def free_time(self) -> _F:
+        """Seconds of every host's period outside its detours (``inf`` for a host without detours).
+
+        The detours of a host are merged, so a host whose detours cover its whole period has exactly one, from 0
+        to the period, and a free time of exactly 0: it would never compute (SimGrid would replay its speed
+        profile for ever).
+
+        >>> normalize(2, [0.5, 1.0], [0, 1], [0.0, 0.5], [0.5 - 1e-3, 0.25]).free_time().round(9).tolist()
+        [0.001, 0.75]
+        >>> normalize(1, 0.5, [0, 0], [0.0, 0.25], [0.25, 0.25]).free_time().tolist()
+        [0.0]
+        """
+        with np.errstate(invalid="ignore"):
+            return np.where(np.isfinite(self.period), self.period - self.per_period(), np.inf)
+
 
 def empty_pattern(n_hosts: int) -> NoisePattern:
     """A pattern without detours."""
@@ -156,6 +171,33 @@ def normalize(n_hosts: int, period: npt.ArrayLike, host: npt.ArrayLike, start: n
     hosts = h[new]
     dur = np.where(single, d2[heads], ends - starts)
     return NoisePattern(n_hosts, per, hosts.astype(np.int64), starts, dur)
+
+
+def uncovered_time(start: npt.ArrayLike, duration: npt.ArrayLike, period: float) -> float:
+    """Seconds of ``[0, period)`` that no detour ``[start, start + duration)`` covers (detours inside the period,
+    in any order; overlapping or touching ones handled).  It is exactly 0.0 when the detours cover the whole
+    period, back to back or overlapping: a host with that pattern would never compute.
+
+    Examples
+    --------
+    >>> uncovered_time([0.0, 0.25], [0.25, 0.25], 0.5), uncovered_time([0.0], [0.5], 0.5)
+    (0.0, 0.0)
+    >>> uncovered_time([0.3, 0.0, 0.1], [0.2, 0.2, 0.25], 0.5)  # overlapping and out of order: all covered
+    0.0
+    >>> round(uncovered_time([0.1, 0.3], [0.1, 0.1], 0.5), 12)  # free: [0, 0.1), [0.2, 0.3), [0.4, 0.5)
+    0.3
+    """
+    s = np.asarray(start, np.float64).ravel()
+    e = np.clip(s + np.asarray(duration, np.float64).ravel(), 0.0, period)
+    s = np.clip(s, 0.0, period)
+    if s.size == 0:
+        return float(period)
+    order = np.argsort(s, kind="stable")
+    s, e = s[order], e[order]
+    reach = np.maximum.accumulate(e)  # the furthest end of the detours up to each one
+    # every term is >= 0 and exactly 0 where there is no gap, so the sum is 0.0 only when nothing is free
+    gaps = np.maximum(s[1:] - reach[:-1], 0.0)
+    return float(s[0] + gaps.sum() + max(period - float(reach[-1]), 0.0))
 
 
 def group_running_max(x: _F, group: _I) -> _F:

@@ -59,7 +59,7 @@ import numpy as np
 import numpy.typing as npt
 
 from waitlab.models.ops import CODE, OpTable
-from waitlab.models.perturb.detours import NoisePattern, empty_pattern, normalize, queue_detours
+from waitlab.models.perturb.detours import NoisePattern, empty_pattern, normalize, queue_detours, uncovered_time
 
 #: Duration laws of :class:`PoissonNoise`.
 DURATION_LAWS = ("constant", "exponential", "pareto")
@@ -195,7 +195,8 @@ class SignatureNoise:
     start, duration : tuple of float
         Detour starts (seconds from the beginning of the signature) and lengths.
     period : float
-        The signature repeats every ``period`` seconds (at least its last end).
+        The signature repeats every ``period`` seconds (at least its last end); its detours must leave some of
+        it free (detours covering the whole period, back to back, would stop the host for ever).
     offset : "random", "shared" or float
         Shift of the signature on each host: uniform in ``[0, period)`` per host
         (LogGOPSim's per-process offset), one draw for all hosts, or given seconds.
@@ -217,6 +218,8 @@ class SignatureNoise:
             raise ValueError(f"period must be > 0, got {self.period}")
         if s.size and float((s + d).max()) > self.period:
             raise ValueError(f"the signature ends at {float((s + d).max())} s, after its period {self.period} s")
+        if s.size and uncovered_time(s, d, self.period) == 0.0:
+            raise ValueError(f"the detours cover the whole {self.period:g} s period: the host would never compute")
         if isinstance(self.offset, str) and self.offset not in ("random", "shared"):
             raise ValueError(f"offset must be 'random', 'shared' or seconds, got {self.offset!r}")
         if not isinstance(self.offset, str) and not self.offset >= 0:

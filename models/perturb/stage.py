@@ -376,6 +376,31 @@ def check_detour_count(cfg: NoiseConfig, horizon: float, file: str = "<scenario>
                      "speed changes in SimGrid and, when it delays work, a row of the ledger)", fix)
 
 
+def check_free_time(cfg: NoiseConfig, pattern: dt.NoisePattern, host_is: str = "node",
+                    file: str = "<scenario>") -> None:
+    """Refuse a drawn pattern that leaves a host less than the timing precision of its period outside detours.
+
+    SimGrid would replay that host's speed profile for ever: the run would end only at its time limit.  Periodic
+    noise and signatures are refused when they are read (``duration x frequency >= 1``; detours that cover the
+    signature's period); Poisson detours queue, so a draw can fill a whole horizon even with ``rate x duration < 1``
+    (0.999 often does on a short run, whose horizon holds few detours).
+    """
+    free = pattern.free_time()
+    stuck = np.flatnonzero((free < cfg.precision) | (free <= 0.0))
+    if not stuck.size:
+        return
+    h = int(stuck[0])
+    what = f"{host_is} {h}" + (f" (and {stuck.size - 1} more)" if stuck.size > 1 else "")
+    m = cfg.model
+    if isinstance(m, nz.PoissonNoise):
+        raise InputError(file, "noise.rate", f"rate x duration = {m.rate * m.duration:g}: the detours drawn for "
+                         f"{what} queue back to back over the whole {float(pattern.period[h]):g} s the pattern "
+                         "repeats, so it would never compute and the run would never end",
+                         "lower rate or duration: rate x duration well below 1, e.g. 0.5")
+    raise InputError(file, "noise", f"the detours of {what} cover its whole {float(pattern.period[h]):g} s period, so "
+                     "it would never compute and the run would never end", "use fewer or shorter detours")
+
+
 def noise_setup(cfg: NoiseConfig, facts: PlatformFacts, seed: int, horizon: float,
                 file: str = "<scenario>") -> NoiseSetup:
     """Draw the detours and render one speed profile per host that runs ranks.
@@ -411,6 +436,7 @@ def noise_setup(cfg: NoiseConfig, facts: PlatformFacts, seed: int, horizon: floa
         node_of_phost = np.zeros(n_hosts, np.int64)
         node_of_phost[phost] = facts.node_of_rank.astype(np.int64)
         pattern = dt.only_hosts(pattern, np.isin(node_of_phost, np.asarray(cfg.nodes, np.int64)))
+    check_free_time(cfg, pattern, "node" if cfg.scope != "core" else "rank", file)
     profiles: dict[str, str] = {}
     host_pattern: dict[str, int] = {}
     for r in range(n):
