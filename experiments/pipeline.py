@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from waitlab.errors import InputError
+from waitlab.experiments.physics_limits import makespan_problem
 from waitlab.experiments.report.notebook import run_html
 from waitlab.experiments.run_folder import PICTURE_MODULES
 from waitlab.experiments.scenario import Scenario
@@ -161,6 +163,10 @@ def finish(prep: Prepared, ex: Execution) -> RunResult:
         t = time.perf_counter()
         events = _timeline.build_events(ex.ops, *ex.times)
         stages["parse"] = time.perf_counter() - t
+    problem = makespan_problem(sc, float(events["exit"].max()) if len(events) else 0.0,
+                               None if prep.recorded else prep.platform.core_speed)
+    if problem is not None:  # longer than the simulated time waitlab resolves: refused, nothing written
+        raise InputError(sc.source, *problem)
     t = time.perf_counter()
     threshold = ex.eager_threshold if ex.eager_threshold is not None else eager_threshold(ex.smpi_config)
     waits = _waitstates.wait_states(events, threshold)

@@ -27,7 +27,16 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Annotated, Any, ClassVar, Literal, get_args
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from waitlab.errors import InputError, Picklable
 from waitlab.experiments.physics_limits import is_platform_path
@@ -254,6 +263,19 @@ class NoiseSection(BaseModel):
         """The keys this section's model reads (the others must not be given)."""
         return set(self._USES[self.model]) | set(self._COMMON)
 
+    @field_validator("phase", "offset", mode="before")
+    @classmethod
+    def _phase_value(cls, v: Any, info: ValidationInfo) -> Any:
+        # the union's own errors would name "random" and "shared" only (inf is not a float here): say every choice
+        if v in ("random", "shared") or (isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)):
+            return v
+        key = info.field_name
+        what = "into the period" if key == "phase" else "into the signature"
+        raise FieldProblem("", f'unknown value (allowed: a finite number of seconds >= 0 {what}, "random" or '
+                           '"shared")',
+                           f'set {key} = 0.0 (or another number of seconds {what}), {key} = "random" (a random '
+                           f'offset per host) or {key} = "shared" (one random offset for every host)')
+
     @model_validator(mode="after")
     def _model_keys(self) -> NoiseSection:
         uses = self._USES[self.model]
@@ -288,8 +310,10 @@ class NoiseSection(BaseModel):
             what = "into the period" if key == "phase" else "into the signature"
             if period is not None and period > 0:
                 same = value % period
-                fix = (f"set {key} = {same:g} (the same instant: {key} is taken modulo the {period:g} s period), or "
-                       f'{key} = "random"')
+                if min(same, period - same) <= period * 1e-9:  # a multiple of the period, up to rounding
+                    same = 0.0
+                fix = (f"set {key} = {same:.6g} (the same instant: {key} is taken modulo the {period:g} s period), "
+                       f'or {key} = "random"')
             else:
                 fix = f'set {key} = 0.0 or a positive number of seconds {what}, or {key} = "random"'
             raise FieldProblem(key, f"must be >= 0 seconds ({what}), got {value:g}", fix)
@@ -398,6 +422,10 @@ def _fix_for(model: type[BaseModel] | None, field: str, err: Any) -> str:
         if err["type"] == "missing":
             return f"add {field} = ... ({desc})"
         rule = _MESSAGES.get(err["type"], "")
+        if err["type"] == "too_short" and not model.model_fields[field].is_required():
+            n = ctx.get("min_length", 1)
+            return (f"list at least {n} {'entry' if n == 1 else 'entries'} in {field}, or remove {field}"
+                    + (f" ({desc})" if desc else ""))
         if rule.startswith("must be "):  # a range or type rule: say what to give, then what the key is
             return f"give {field} a value that is {rule.removeprefix('must be ').format(**ctx)}" + \
                 (f" ({desc})" if desc else "")
@@ -466,8 +494,11 @@ def raise_validation(exc: ValidationError, file: str, section: str, model: type[
     ctx = err.get("ctx") or {}
     template = _MESSAGES.get(err["type"])
     msg = template.format(**ctx) if template is not None else err["msg"].removeprefix("Value error, ")
+    if err["type"] == "too_short" and ctx.get("min_length") == 1:
+        msg = "must have at least 1 entry"
     if "input" in err and err["type"] not in ("missing", "extra_forbidden") and not isinstance(err["input"], dict):
-        got = repr(err["input"])[:80]
+        inp = err["input"]
+        got = repr(list(inp) if isinstance(inp, tuple) else inp)[:80]  # a TOML array (frozen to a tuple) as written
         msg = msg if got in msg else f"{msg}, got {got}"  # a message that quotes the value says it once
     fix = cause.fix if isinstance(cause, FieldProblem) and cause.fix else _fix_for(fix_model, field, err)
     raise InputError(file, where, msg, fix) from None

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from waitlab.errors import InputError
 from waitlab.experiments.perturbation import perturbation_config, platform_facts
-from waitlab.experiments.physics_limits import buffer_problem, is_platform_path
+from waitlab.experiments.physics_limits import buffer_problem, is_platform_path, tracing_problem
 from waitlab.experiments.real_params import REAL_KINDS, RECORDED, real_params
 from waitlab.experiments.scenario import Scenario, noise_file_digest, params_to_toml
 from waitlab.experiments.sources import Execution, Source, source_for
@@ -146,6 +146,9 @@ def prepare(scenario: Scenario) -> Prepared:
     rendered = _render(scenario, model)
     problem = buffer_problem(scenario.application, rendered.node_of_rank, model.node.memory, model.name)
     if problem is not None:  # a collective's buffers beyond a node's memory: SMPI's replay would abort
+        raise InputError(scenario.source, *problem)
+    problem = tracing_problem(scenario.tracing, model.node.memory, model.name)
+    if problem is not None:  # trace memory or buffer larger than a node: it would never fill
         raise InputError(scenario.source, *problem)
     perturbation = perturbation_config(scenario)
     check_noise_file(scenario)

@@ -10,7 +10,8 @@ Rules
     Ranks fill nodes in order: rank ``r`` on node ``r // ranks_per_node`` (what smpirun does with a
     hostfile listing every node ``ranks_per_node`` times; the default).
 ``cyclic``
-    Round robin over the nodes: rank ``r`` on node ``r % n_nodes``.
+    Round robin over the nodes: rank ``r`` on node ``r % n_nodes``.  Refused when all ranks are on one node (as
+    without ``ranks_per_node`` or ``nodes`` when a node holds them all): it would be ``block``.
 ``random``
     A seeded random choice of ``n_ranks`` slots among the ``n_nodes * ranks_per_node`` slots
     (``numpy.random.default_rng(seed)``): same seed, same mapping.
@@ -107,6 +108,13 @@ def place_ranks(placement: Placement, n_ranks: int, ranks_per_node: int, n_nodes
     if kind == "block":
         return ranks // rpn
     if kind == "cyclic":
+        if n_nodes == 1 and n_ranks > 1:  # round robin over one node is block: the setting would do nothing
+            spread = (f"set ranks_per_node = {math.ceil(n_ranks / 2)} or nodes = 2 to deal them over 2 nodes (more "
+                      "nodes: fewer ranks per node), or " if limit >= 2 else "")
+            raise _fail("placement", f"placement = \"cyclic\" deals the ranks round robin over the nodes, but the "
+                        f"job has one node, so its {n_ranks} ranks would be placed as block places them (without "
+                        "ranks_per_node or nodes, a job gets as few nodes as hold its ranks)",
+                        f"{spread}remove placement (block)")
         return ranks % n_nodes
     if kind == "random":
         slots = np.random.default_rng(placement.seed).permutation(n_nodes * rpn)[:n_ranks]

@@ -199,9 +199,28 @@ def _layout(model: PlatformModel, n_ranks: int, ranks_per_node: int | None, node
     if n_nodes * rpn < n_ranks:
         raise InputError(model.name, "n_ranks",
                          f"{n_ranks} ranks do not fit on {n_nodes} nodes x {rpn} ranks per node",
-                         f"use nodes >= {math.ceil(n_ranks / rpn)} or ranks_per_node >= "
-                         f"{math.ceil(n_ranks / n_nodes)} (at most {cores})")
+                         _fit_fix(n_ranks, n_nodes, rpn, cores, model.max_nodes))
     return rpn, n_nodes
+
+
+def _fit_fix(n_ranks: int, n_nodes: int, rpn: int, cores: int, max_nodes: int) -> str:
+    """What makes ``n_ranks`` fit when ``n_nodes`` nodes x ``rpn`` ranks do not: more nodes (within the machine),
+    more ranks per node (within a node's ``cores``), or fewer ranks; only the options that exist.
+
+    >>> _fit_fix(40, 2, 16, 16, 1000)
+    'use nodes >= 3, or at most 32 ranks (2 nodes x 16 ranks per node; a node has 16 rank slots)'
+    >>> _fit_fix(10, 2, 4, 16, 1000)
+    'use nodes >= 3, or ranks_per_node >= 5, or at most 8 ranks'
+    """
+    options = []
+    if math.ceil(n_ranks / rpn) <= max_nodes:
+        options.append(f"nodes >= {math.ceil(n_ranks / rpn)}")
+    need = math.ceil(n_ranks / n_nodes)
+    if need <= cores:
+        options.append(f"ranks_per_node >= {need}")
+    options.append(f"at most {n_nodes * rpn} ranks")
+    full = "" if need <= cores else f" ({n_nodes} nodes x {rpn} ranks per node; a node has {cores} rank slots)"
+    return "use " + ", or ".join(options) + full
 
 
 def _check_profile(host: str, text: str) -> list[str]:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 import zlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
@@ -39,6 +40,31 @@ import numpy.typing as npt
 from waitlab.models.apps.imbalance import Imbalance, excess_matrix
 from waitlab.models.ops import OpBuilder
 from waitlab.models.validation import ParamError, num, params
+
+
+@dataclass(frozen=True)
+class WorkTerm:
+    """One part of an application's own compute in one step, from its parameters (:meth:`AppParams.work_terms`).
+
+    Attributes
+    ----------
+    key : str
+        The parameter that scales it (``compute_seconds``).
+    what : str
+        How it is computed, for messages (``"compute_seconds = 0.01 s"``).
+    seconds : ndarray
+        Seconds of every rank in one step.
+    inverse : bool
+        The term scales with ``1 / key`` (a speed) instead of ``key``.
+    also : tuple of str
+        Other keys whose sum scales it too (``if970_visits``, ``if946_visits``).
+    """
+
+    key: str
+    what: str
+    seconds: npt.NDArray[np.float64]
+    inverse: bool = False
+    also: tuple[str, ...] = ()
 
 
 @params
@@ -76,6 +102,14 @@ class AppParams:
     def n_steps(self) -> int:
         """Number of steps the generated trace has (``steps`` unless a subclass derives it)."""
         return self.steps
+
+    def work_terms(self, n_ranks: int) -> list[WorkTerm]:
+        """The application's own compute in one step (s per rank), from its parameters alone, without the
+        ``imbalance`` specs (:meth:`Imbalance.nominal <waitlab.models.apps.imbalance.Imbalance.nominal>`) and
+        without generating the operations: what the scenario loader checks against the simulated time waitlab
+        resolves (``waitlab.experiments.physics_limits.MAX_SIMULATED_SECONDS``).  A random part counts with its
+        mean."""
+        return []
 
     def _check_imbalance(self) -> None:
         names = self.regions()
@@ -138,6 +172,11 @@ def emit_region(builder: OpBuilder, region: str, *, step: int, seconds: npt.Arra
     builder.add("enter", r, step=step, region=region)
     builder.add("compute", r, step=step, value=seconds, excess=excess, region=region)
     builder.add("leave", r, step=step, region=region)
+
+
+def uniform_work(n_ranks: int, key: str, what: str, seconds: float) -> WorkTerm:
+    """A :class:`WorkTerm` of ``seconds`` on every rank."""
+    return WorkTerm(key, what, np.full(n_ranks, float(seconds)))
 
 
 def process_grid(n_ranks: int, grid: Sequence[int] = ()) -> tuple[int, int]:

@@ -26,7 +26,15 @@ from __future__ import annotations
 from typing import ClassVar
 
 from waitlab.models.apps.alltoall import ALLTOALL_ALGORITHMS, USABLE_ALLTOALL, check_alltoall_algorithm, emit_alltoall
-from waitlab.models.apps.common import AppParams, check_imbalance_regions, check_ranks, emit_region, region_excess
+from waitlab.models.apps.common import (
+    AppParams,
+    WorkTerm,
+    check_imbalance_regions,
+    check_ranks,
+    emit_region,
+    region_excess,
+    uniform_work,
+)
 from waitlab.models.ops import OpBuilder, OpTable
 from waitlab.models.validation import ParamError, num, params
 
@@ -60,6 +68,10 @@ class FftParams(AppParams):
         if self.alltoall_algorithm not in ALLTOALL_ALGORITHMS:
             raise ParamError("alltoall_algorithm", f"unknown algorithm {self.alltoall_algorithm!r}",
                              f"use one of: {', '.join(USABLE_ALLTOALL)}")
+
+    def work_terms(self, n_ranks: int) -> list[WorkTerm]:
+        return [uniform_work(n_ranks, "compute_seconds", f"2 x compute_seconds = 2 x {self.compute_seconds:g} s "
+                             "(FFT_x and FFT_y)", 2.0 * self.compute_seconds)]
 
 
 def generate(params: FftParams, n_ranks: int, seed: int = 0) -> OpTable:

@@ -13,14 +13,19 @@ compute (``excess=``) so that it lands in the cause ledger with kind
 - ``uniform``: U(0, 2 * magnitude);
 - ``normal``: max(0, N(magnitude, (spread * magnitude)^2));
 - ``exponential``: Exp(mean = magnitude);
-- ``linear``: rank-proportional, ``2 * magnitude * r / (n_ranks - 1)`` for
-  world rank ``r`` (mean ``magnitude`` over all ranks; rank 0 gets 0, the
-  last rank ``2 * magnitude``); deterministic.
+- ``linear``: proportional to the world rank ``r``, scaled so that the mean over
+  the affected ranks is ``magnitude``: ``magnitude * r / mean(affected ranks)``
+  (all ranks: ``2 * magnitude * r / (n_ranks - 1)``, rank 0 gets 0 and the
+  last rank ``2 * magnitude``; ranks [1, 3] get 0.5 and 1.5 times the
+  magnitude; a single rank, rank 0 included, gets ``magnitude``); deterministic.
 
 With ``redraw = False`` (default) the random draw is made once per rank and
 kept for every selected step (a persistent imbalance, e.g. a bad partition);
 with ``redraw = True`` it is drawn anew for each step (noise-like).  Randomly
 chosen ranks (``{"random": k}``, ``{"fraction": f}``) are chosen once.
+
+An imbalance that selects nothing (``ranks = []``, ``steps = []``) and a ``spread`` with a distribution other than
+``normal`` (the only one that reads it) are refused: they would change nothing without a word.
 
 Examples
 --------
@@ -48,6 +53,10 @@ from waitlab.models.validation import ParamError, StrictBool, StrictInt, num, po
 Distribution = Literal["constant", "uniform", "normal", "exponential", "linear"]
 #: Allowed values of :attr:`Imbalance.distribution`.
 DISTRIBUTIONS: tuple[str, ...] = get_args(Distribution)
+
+#: Default ``spread`` of :class:`Imbalance` (a resolved scenario writes it with every distribution: only another
+#: value is refused with a distribution that does not read it).
+SPREAD_DEFAULT = 0.25
 
 SelectionMode = Literal["all", "list", "random", "fraction", "every"]
 _SELECTOR_KEYS = ("random", "fraction", "every")
@@ -111,6 +120,10 @@ class RankSelection:
                 if isinstance(r, bool) or not isinstance(r, int | np.integer) or r < 0:
                     raise ParamError(f"ranks[{i}]", f"expected a rank (integer >= 0), got {r!r}", _RANKS_FIX)
                 out.append(int(r))
+            if not out:
+                raise ParamError("ranks", "an empty list selects no rank: the imbalance would inject nothing",
+                                 'list the ranks to slow down, e.g. ranks = [0], or ranks = "all"; or remove this '
+                                 "[[application.imbalance]] table")
             if len(set(out)) != len(out):
                 raise ParamError("ranks", f"duplicate ranks in {out}", "list each rank once")
             return cls("list", ranks=tuple(sorted(out)))
@@ -182,7 +195,7 @@ class Imbalance:
     magnitude: float = num(0.0, ge=0.0)
     steps: str | tuple[StrictInt, ...] = "all"
     redraw: StrictBool = False
-    spread: float = num(0.25, ge=0.0)
+    spread: float = num(SPREAD_DEFAULT, ge=0.0)
 
     def __post_init__(self) -> None:
         if not isinstance(self.region, str) or not self.region:
@@ -207,7 +220,16 @@ class Imbalance:
                     raise ParamError(f"steps[{i}]", f"expected a step number (integer >= 0), got {s!r}",
                                      "write steps = [0, 2]")
                 vals.append(int(s))
+            if not vals:
+                raise ParamError("steps", "an empty list selects no step: the imbalance would inject nothing",
+                                 'list the steps, e.g. steps = [0], or steps = "all"; or remove this '
+                                 "[[application.imbalance]] table")
             object.__setattr__(self, "steps", tuple(sorted(set(vals))))
+        if self.distribution != "normal" and self.spread != SPREAD_DEFAULT:
+            raise ParamError("spread", f"spread is read by distribution = \"normal\" only, not by "
+                             f"{self.distribution!r}: it would change nothing",
+                             'remove spread, or set distribution = "normal" (mean magnitude, standard deviation '
+                             "spread x magnitude)")
 
     @property
     def selection(self) -> RankSelection:
@@ -223,6 +245,24 @@ class Imbalance:
             raise ValueError(f"imbalance of region {self.region!r} names step {int(arr.max())}, "
                              f"but the application has {n_steps} steps (0..{n_steps - 1})")
         return arr
+
+    def nominal(self, n_ranks: int) -> npt.NDArray[np.float64]:
+        """Mean excess (s) of every rank in one selected step, from the parameters alone: ``magnitude`` on each
+        affected rank (``linear``: :func:`linear_excess`); a random choice of ``k`` ranks, drawn only at
+        run time, spreads ``k / n_ranks`` of it over every rank.  Zeros when a listed rank does not exist."""
+        out = np.zeros(n_ranks, dtype=np.float64)
+        sel = self.selection
+        if sel.mode in ("random", "fraction"):
+            k = sel.count if sel.mode == "random" else max(1, math.floor(sel.fraction * n_ranks + 0.5))
+            out[:] = self.magnitude * min(k, n_ranks) / n_ranks
+            return out
+        try:
+            ranks = sel.resolve(n_ranks, np.random.default_rng(0))  # all, list, every: no draw
+        except ValueError:
+            return out
+        if ranks.size:
+            out[ranks] = linear_excess(ranks, self.magnitude) if self.distribution == "linear" else self.magnitude
+        return out
 
     def draw(self, n_ranks: int, n_steps: int, rng: np.random.Generator) -> npt.NDArray[np.float64]:
         """This spec's ``[n_steps, n_ranks]`` excess matrix (zeros outside its ranks and steps)."""
@@ -242,10 +282,26 @@ class Imbalance:
         elif self.distribution == "exponential":
             vals = rng.exponential(m, size=shape)
         else:  # linear
-            denom = max(n_ranks - 1, 1)
-            vals = (2.0 * m * ranks / denom)[None, :] if n_ranks > 1 else np.full(shape, m)
+            vals = linear_excess(ranks, m)[None, :]
         out[np.ix_(steps, ranks)] = np.broadcast_to(vals, (steps.size, ranks.size))
         return out
+
+
+def linear_excess(ranks: npt.NDArray[np.int64], magnitude: float) -> npt.NDArray[np.float64]:
+    """Excess (s) the ``linear`` distribution gives the affected ``ranks`` (world ranks): proportional to the rank,
+    mean ``magnitude`` over them, ``2 m r / d`` with ``d = 2 mean(ranks)`` (``n_ranks - 1`` when every rank is
+    affected); a single rank (rank 0 included) gets ``magnitude``.
+
+    >>> linear_excess(np.arange(4), 1.0).tolist(), linear_excess(np.array([1, 3]), 1.0).tolist()
+    ([0.0, 0.6666666666666666, 1.3333333333333333, 2.0], [0.5, 1.5])
+    >>> linear_excess(np.array([0]), 0.1).tolist()
+    [0.1]
+    """
+    r = np.asarray(ranks, dtype=np.int64)
+    denom = 2.0 * float(r.sum()) / r.size if r.size else 0.0  # an integer, exactly, when every rank is affected
+    if denom > 0:
+        return np.asarray(2.0 * magnitude * r / denom, dtype=np.float64)
+    return np.full(r.size, float(magnitude))
 
 
 def excess_matrix(imbalances: Sequence[Imbalance], n_ranks: int, n_steps: int,

@@ -123,12 +123,14 @@ import numpy.typing as npt
 
 from waitlab.models.apps.common import (
     AppParams,
+    WorkTerm,
     check_imbalance_regions,
     check_ranks,
     emit_region,
     process_grid,
     region_excess,
     stream_rng,
+    uniform_work,
 )
 from waitlab.models.apps.halo import emit_halo_exchange
 from waitlab.models.apps.imbalance import Imbalance
@@ -203,9 +205,18 @@ class LaredSParams(AppParams):
         object.__setattr__(self, "grid", tuple(self.grid))
         if self.eos_baseline not in ("mean", "min"):
             raise ParamError("eos_baseline", f"unknown baseline {self.eos_baseline!r}", 'use "mean" or "min"')
-        if self.grid and (len(self.grid) != 2 or min(self.grid) < 1):
-            raise ParamError("grid", f"expected two positive numbers (px, py), got {list(self.grid)}",
-                             "write grid = [32, 30] or leave grid out")
+
+    def work_terms(self, n_ranks: int) -> list[WorkTerm]:
+        terms = [uniform_work(n_ranks, key, f"{key} = {getattr(self, key):g} s", getattr(self, key))
+                 for key in ("hydro_seconds", "diffusion_seconds", "eos_seconds", "update_seconds", "hydro_jitter",
+                             "diffusion_jitter", "update_jitter")]  # a jitter is the mean of its uniform excess
+        # the EOS visits: mean 1 of the load over the ranks unless no rank visits (probability zvf ** n)
+        active = 1.0 - self.zero_visit_fraction ** n_ranks
+        visits = self.if970_visits + self.if946_visits
+        seconds = np.full(n_ranks, self.visit_seconds * visits * active)
+        terms.append(WorkTerm("visit_seconds", f"visit_seconds x (if970_visits + if946_visits) = "
+                              f"{self.visit_seconds:g} s x {visits:g}", seconds, also=("if970_visits", "if946_visits")))
+        return terms
 
 
 def eos_visits(params: LaredSParams, n_ranks: int, seed: int) -> dict[str, npt.NDArray[np.int64]]:

@@ -29,11 +29,19 @@ Examples
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar
 
 import numpy as np
 
-from waitlab.models.apps.common import AppParams, check_imbalance_regions, check_ranks, emit_region, region_excess
+from waitlab.models.apps.common import (
+    AppParams,
+    WorkTerm,
+    check_imbalance_regions,
+    check_ranks,
+    emit_region,
+    region_excess,
+)
 from waitlab.models.ops import OpBuilder, OpTable
 from waitlab.models.validation import ParamError, num, params
 
@@ -68,12 +76,44 @@ class MatmulParams(AppParams):
     def __post_init__(self) -> None:
         if self.block_columns > 0 and self.matrix_size % self.block_columns:
             raise ParamError("block_columns", f"must divide matrix_size = {self.matrix_size}, "
-                             f"got {self.block_columns}", "choose a divisor, e.g. block_columns = 16 for 256")
+                             f"got {self.block_columns}", divisor_fix(self.matrix_size, self.block_columns))
         super().__post_init__()
 
     def n_steps(self) -> int:
         """Broadcast rounds of the trace."""
         return self.steps or self.matrix_size // self.block_columns
+
+    def work_terms(self, n_ranks: int) -> list[WorkTerm]:
+        m, cols = self.matrix_size, self.block_columns
+        rows = partition(m, n_ranks).astype(np.float64)
+        return [WorkTerm("flops_per_second", f"2 x matrix_size x block_columns x rows / flops_per_second = 2 x {m} "
+                         f"x {cols} x {int(rows.max())} / {self.flops_per_second:g} s",
+                         rows * (2.0 * m * cols / self.flops_per_second), inverse=True)]
+
+
+#: Largest ``matrix_size`` whose divisors :func:`divisor_fix` lists (a trial division up to its square root, 16,384
+#: steps); any larger one cannot be broadcast anyway (``matrix_size x 8`` bytes per column pass 2 GiB).
+_DIVISOR_SEARCH = 1 << 28
+
+
+def divisor_fix(size: int, columns: int) -> str:
+    """The fix of a ``block_columns`` that does not divide ``matrix_size``: the divisors of ``size`` nearest
+    ``columns``, below and above.
+
+    >>> print(divisor_fix(100, 16))
+    use a divisor of matrix_size = 100 near 16: block_columns = 10 or 20 (all divisors: 1, 2, 4, 5, 10, 20, 25, 50, 100)
+    >>> divisor_fix(97, 200)
+    'use a divisor of matrix_size = 97 near 200: block_columns = 97 (all divisors: 1, 97)'
+    """
+    if size > _DIVISOR_SEARCH:
+        return f"use a divisor of matrix_size = {size} (block_columns = 1 always divides)"
+    small = [d for d in range(1, math.isqrt(size) + 1) if size % d == 0]
+    divisors = sorted({*small, *(size // d for d in small)})
+    below = [d for d in divisors if d < columns]
+    above = [d for d in divisors if d > columns]
+    near = " or ".join(str(d) for d in (below[-1:] + above[:1]))
+    listed = ", ".join(map(str, divisors[:24])) + (", ..." if len(divisors) > 24 else "")
+    return f"use a divisor of matrix_size = {size} near {columns}: block_columns = {near} (all divisors: {listed})"
 
 
 def partition(total: int, parts: int) -> np.ndarray:

@@ -26,7 +26,15 @@ from typing import ClassVar
 
 import numpy as np
 
-from waitlab.models.apps.common import AppParams, check_imbalance_regions, check_ranks, emit_region, region_excess
+from waitlab.models.apps.common import (
+    AppParams,
+    WorkTerm,
+    check_imbalance_regions,
+    check_ranks,
+    emit_region,
+    region_excess,
+    uniform_work,
+)
 from waitlab.models.ops import OpBuilder, OpTable
 from waitlab.models.validation import num, params
 
@@ -53,6 +61,10 @@ class PingpongParams(AppParams):
     steps: int = num(1024, ge=1, doc="round trips")
     message_bytes: int = num(131072, ge=0)
     compute_seconds: float = num(0.0, ge=0.0)
+
+    def work_terms(self, n_ranks: int) -> list[WorkTerm]:
+        return [uniform_work(n_ranks, "compute_seconds", f"compute_seconds = {self.compute_seconds:g} s",
+                             self.compute_seconds)]
 
 
 def generate(params: PingpongParams, n_ranks: int = 2, seed: int = 0) -> OpTable:

@@ -47,11 +47,13 @@ import numpy.typing as npt
 
 from waitlab.models.apps.common import (
     AppParams,
+    WorkTerm,
     check_imbalance_regions,
     check_ranks,
     emit_region,
     process_grid,
     region_excess,
+    uniform_work,
 )
 from waitlab.models.apps.halo import emit_halo_exchange
 from waitlab.models.ops import OpBuilder, OpTable
@@ -118,9 +120,10 @@ class StencilParams(AppParams):
     def __post_init__(self) -> None:
         super().__post_init__()
         object.__setattr__(self, "grid", tuple(self.grid))
-        if self.grid and (self.dims != 2 or len(self.grid) != 2 or min(self.grid) < 1):
-            raise ParamError("grid", f"expected two positive numbers (px, py) with dims = 2, got {list(self.grid)}",
-                             "write grid = [4, 2] and dims = 2, or leave grid out")
+        if self.grid and self.dims != 2:  # the grid's numbers are checked against the rank count by the loader
+            raise ParamError("grid", f"a process grid is only used with dims = 2, and dims = {self.dims} puts the "
+                             "ranks on a line", "remove grid (dims = 1), or set dims = 2 (the grid's product must "
+                             "then be the rank count)")
         if self.root and self.collective not in ROOTED:
             raise ParamError("root", f"collective {self.collective!r} has no root",
                              f"use collective = one of {sorted(ROOTED)}, or leave root out")
@@ -129,6 +132,10 @@ class StencilParams(AppParams):
                              f"a root (got dims = {self.dims}, collective = {self.collective!r})",
                              'use dims = 2 with collective = "allreduce", "barrier" or "allgather", '
                              'or collective_comm = "world"')
+
+    def work_terms(self, n_ranks: int) -> list[WorkTerm]:
+        return [uniform_work(n_ranks, "compute_seconds", f"compute_seconds = {self.compute_seconds:g} s",
+                             self.compute_seconds)]
 
 
 def generate(params: StencilParams, n_ranks: int, seed: int = 0) -> OpTable:

@@ -30,11 +30,13 @@ import numpy as np
 
 from waitlab.models.apps.common import (
     AppParams,
+    WorkTerm,
     check_imbalance_regions,
     check_ranks,
     emit_region,
     process_grid,
     region_excess,
+    uniform_work,
 )
 from waitlab.models.apps.halo import neighbours
 from waitlab.models.ops import OpBuilder, OpTable
@@ -85,14 +87,15 @@ class WavefrontParams(AppParams):
         super().__post_init__()
         object.__setattr__(self, "grid", tuple(self.grid))
         object.__setattr__(self, "corners", tuple(self.corners))
-        if self.grid and (len(self.grid) != 2 or min(self.grid) < 1):
-            raise ParamError("grid", f"expected two positive numbers (px, py), got {list(self.grid)}",
-                             "write grid = [4, 2] or leave grid out")
         if not self.corners:
             raise ParamError("corners", "needs at least one corner", 'write corners = ["nw"]')
         for i, c in enumerate(self.corners):
             if c not in UPSTREAM:
                 raise ParamError(f"corners[{i}]", f"unknown corner {c!r}", f"use one of: {', '.join(UPSTREAM)}")
+
+    def work_terms(self, n_ranks: int) -> list[WorkTerm]:
+        return [uniform_work(n_ranks, "compute_seconds", f"blocks x compute_seconds = {self.blocks} x "
+                             f"{self.compute_seconds:g} s", self.blocks * self.compute_seconds)]
 
 
 def generate(params: WavefrontParams, n_ranks: int, seed: int = 0) -> OpTable:
