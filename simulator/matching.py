@@ -18,6 +18,7 @@ import numpy.typing as npt
 from waitlab.errors import SimulationError
 from waitlab.models.ops import ANY_TAG as ANY_TAG  # re-exported: the replay reader takes it from here
 from waitlab.models.ops import OpTable, channel_tags
+from waitlab.models.requests import completing_tests
 from waitlab.models.vocabulary import ACTIONS, CODE, RECV_ACTIONS, SEND_ACTIONS, VOCABULARY, lut, names_where
 
 _IS_SEND = lut(SEND_ACTIONS)
@@ -157,23 +158,6 @@ def _segments(keys: list[npt.NDArray[Any]]) -> npt.NDArray[np.bool_]:
     return start
 
 
-def _completing_tests(typ: npt.NDArray[np.int8], new_key: npt.NDArray[np.bool_], epoch: npt.NDArray[np.int64]
-                      ) -> npt.NDArray[np.bool_]:
-    """Which ``test`` rows (``typ`` 2; requests 0, waits 1; sorted by key, then row) complete a request: the last test
-    of a run of tests of one key that directly follows a request of the key (no waitall between) and that no wait of
-    the key follows (a wait after tests completes the request itself: the tests failed)."""
-    m = typ.size
-    same_next = np.append(~new_key[1:], False)
-    is_test = typ == 2
-    prev_test = np.concatenate(([False], is_test[:-1])) & ~new_key
-    last = is_test & ~(np.append(is_test[1:], False) & same_next)
-    followed_by_wait = np.append(typ[1:] == 1, False) & same_next
-    start = np.maximum.accumulate(np.where(is_test & ~prev_test, np.arange(m), 0))  # each test's run start
-    before = np.maximum(start - 1, 0)
-    after_request = ~new_key[start] & (typ[before] == 0) & (epoch[before] == epoch)
-    return last & ~followed_by_wait & after_request
-
-
 def request_pairs(ops: OpTable, tags: npt.NDArray[np.int32] | None = None
                   ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """``(consumers, requests)``: rows of the ``wait`` (or ``test``) completing each request one completes, and the
@@ -216,7 +200,7 @@ def request_pairs(ops: OpTable, tags: npt.NDArray[np.int32] | None = None
     keys = [rank[order], peer[order], towards[order], tag[order], call[order]]
     rows, typ, epoch = rows[order], typ[order], epoch[order]
     new_key = _segments(keys)
-    keep = (typ != 2) | _completing_tests(typ, new_key, epoch)
+    keep = (typ != 2) | completing_tests(typ, new_key, epoch)
     kid = (np.cumsum(new_key) - 1)[keep]
     rows, typ, epoch = rows[keep], typ[keep], epoch[keep]
     m = rows.size

@@ -23,6 +23,7 @@ import pytest
 
 from waitlab.cli import main
 from waitlab.models.ops import CODE
+from waitlab.simulator.scalasca import find_scalasca, read_cubex, run_scout, scalasca_waits
 
 try:
     import otf2
@@ -141,7 +142,6 @@ def _analyze(anchor: Path, out: Path) -> dict[tuple[str, int], float]:
 
 def _scout(anchor: Path, ranks: int, copy: Path) -> dict[tuple[str, int], float]:
     """Scalasca 2.6's waits per (pattern, rank) on a copy of the archive; skips where Scalasca is absent."""
-    from waitlab.simulator.scalasca import find_scalasca, read_cubex, run_scout, scalasca_waits
 
     prefix, reason = find_scalasca()
     if prefix is None:

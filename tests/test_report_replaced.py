@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from scenario_files import TINY
 
+from waitlab import api, cli
 from waitlab.errors import WriteError
 from waitlab.experiments.report import diagnosis_report, html
 from waitlab.experiments.run_folder import MARKER, seal
@@ -113,7 +114,6 @@ def test_diagnose_past_the_file_size_limit_keeps_the_runs_page_and_names_it(tmp_
 def test_waitlab_report_rebuilds_the_page_run_wrote_byte_for_byte(tmp_path: Path) -> None:
     # two wait patterns: the pattern table followed the summary's key order, by wait in the run, alphabetical when
     # read back from summary.json (written with sorted keys)
-    from waitlab import api, cli
 
     example = Path(__file__).resolve().parent.parent / "examples" / "noise_only.toml"
     run = tmp_path / "run"

@@ -21,6 +21,8 @@ import pytest
 from program_scenarios import program_scenario, trace_scenario
 
 from waitlab.errors import InputError, SimulationError
+from waitlab.experiments.capture import _said_of_capture, capture
+from waitlab.experiments.pipeline import simulate
 from waitlab.models.analysis.trace_check import wait_problem
 from waitlab.models.ops import Ledger, OpTable
 from waitlab.models.vocabulary import CODE
@@ -321,7 +323,6 @@ def test_smpis_trace_of_t29_and_a_self_message_trace_are_read(tmp_path: Path) ->
 
 
 def test_a_capture_error_names_the_users_folder_not_the_hidden_one(tmp_path: Path) -> None:
-    from waitlab.experiments.capture import _said_of_capture
     sc = program_scenario(tmp_path, "wait_selfmsg.c")
     partial = tmp_path / ".cap.partial-123"
     fix = 'run it (kind = "program")'  # what capture says of a trace it wrote itself
@@ -337,8 +338,6 @@ def test_a_capture_error_names_the_users_folder_not_the_hidden_one(tmp_path: Pat
 # ---- 4. the tester's programs ------------------------------------------------------------------------------------
 
 def _capture_and_replay(sc: Any, tmp: Path) -> Any:
-    from waitlab.experiments.capture import capture
-    from waitlab.experiments.pipeline import simulate
     index = capture(sc, tmp / "cap")  # raises unless the replay's makespan and waits agree with the run's
     check = json.loads((tmp / "cap" / "capture.json").read_text())["replay_check"]
     assert check["live"] == pytest.approx(check["replay"], rel=1e-3, abs=1e-9)
@@ -355,7 +354,6 @@ def _waits(res: Any) -> dict[tuple[str, int], float]:
 def test_t29_late_senders_of_both_exchanges_and_their_capture(tmp_path: Path) -> None:
     # exchange 1 (waitall): rank 1 enters 0.1 s late, rank 0 waits 0.1 s; exchange 2 (tag 0 again, wait per request):
     # rank 0 enters 0.2 s late, rank 1's wait of its irecv waits 0.2 s.  0.3 s in all (waitlab said 0 before).
-    from waitlab.experiments.pipeline import simulate
     sc = program_scenario(tmp_path, "wait_sametag.c")
     res = simulate(sc)
     got = _waits(res)
@@ -372,7 +370,6 @@ def test_t29_late_senders_of_both_exchanges_and_their_capture(tmp_path: Path) ->
 def test_t37_a_freed_isend_leaves_the_next_wait_its_late_receiver(tmp_path: Path) -> None:
     # rank 0 frees an 8 B isend, then waits for a 512 KiB (rendezvous) isend that rank 1 receives 0.2 s later:
     # Late Receiver 0.2 s at rank 0's wait (waitlab said 0: the wait was paired with the freed isend)
-    from waitlab.experiments.pipeline import simulate
     sc = program_scenario(tmp_path, "wait_reqfree.c")
     res = simulate(sc)
     got = _waits(res)

@@ -33,6 +33,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from waitlab.models.ops import OpTable, channel_tags
+from waitlab.models.requests import completing_tests
 from waitlab.models.vocabulary import (
     ACTIONS,
     CODE,
@@ -128,22 +129,6 @@ def _operation(ops: OpTable) -> Where:
     return lambda i: f"operation {int(ops.seq[i])} of rank {int(ops.rank[i])}"
 
 
-def _completing_tests(typ: npt.NDArray[np.int8], new_key: npt.NDArray[np.bool_], epoch: npt.NDArray[np.int64]
-                      ) -> npt.NDArray[np.bool_]:
-    """Which ``test`` rows (``typ`` 2; requests 0, waits 1; sorted by key, then row) complete a request, as the
-    matcher takes them (:func:`waitlab.simulator.matching.request_pairs`): the last test of a run of tests of one key
-    right after a request of the key (no waitall between) that no wait of the key follows."""
-    m = typ.size
-    same_next = np.append(~new_key[1:], False)
-    is_test = typ == 2
-    prev_test = np.concatenate(([False], is_test[:-1])) & ~new_key
-    last = is_test & ~(np.append(is_test[1:], False) & same_next)
-    followed_by_wait = np.append(typ[1:] == 1, False) & same_next
-    start = np.maximum.accumulate(np.where(is_test & ~prev_test, np.arange(m), 0))
-    before = np.maximum(start - 1, 0)
-    return last & ~followed_by_wait & ~new_key[start] & (typ[before] == 0) & (epoch[before] == epoch)
-
-
 def wait_problem(ops: OpTable, where: Where | None = None) -> Found | None:
     """The first ``wait`` that completes no request as SimGrid's replay sees it, else ``None``.
 
@@ -176,7 +161,7 @@ def wait_problem(ops: OpTable, where: Where | None = None) -> Found | None:
     key = [rank[order], peer[order], towards[order], tag[order]]
     new_key = np.ones(rows.size, bool)
     new_key[1:] = np.logical_or.reduce([k[1:] != k[:-1] for k in key])
-    keep = (typ != 2) | _completing_tests(typ, new_key, epoch)
+    keep = (typ != 2) | completing_tests(typ, new_key, epoch)
     key_id = (np.cumsum(new_key) - 1)[keep]
     rows, typ, epoch = rows[keep], typ[keep], epoch[keep]
     step = np.where(typ != 0, 1, -1).astype(np.int64)
