@@ -68,6 +68,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn
 
+import numpy as np
+import pandas as pd
+
+from waitlab.models.analysis.protocol import RunData, blame_problems, normalise
+from waitlab.simulator.smpi import die_with_parent
+
 #: Seconds a user's model gets per call (one run) before it is stopped; ``--model-timeout`` changes it.
 DEFAULT_TIMEOUT = 600.0
 #: Seconds the child gets to start and import the model's module (a module that loops at import is stopped).
@@ -174,10 +180,6 @@ class IsolatedModel:
         """The model's table on ``run`` (a :class:`~waitlab.models.analysis.protocol.RunData`), its seconds and peak
         bytes (measured in the child); :class:`SandboxError` when it fails, or when its table (rebuilt here from the
         answer's data) breaks the protocol on ``run``."""
-        import pandas as pd
-
-        from waitlab.models.analysis.protocol import blame_problems
-
         cap = row_cap(len(run.events))
         # what a spec's module printed at import was relayed by its probe (an installed plug-in is not probed)
         payload = {"op": "run", "spec": self.spec, "sys_path": list(self.sys_path), "events": run.events,
@@ -204,8 +206,6 @@ def _call(payload: dict[str, Any], timeout: float, spec: str, fn: Callable[..., 
           max_rows: int = 0) -> Any:
     """Run one request in a fresh child (``fn``: in a forked one); its answer (checked: :func:`_read_answer`), or
     :class:`SandboxError`."""
-    from waitlab.simulator.smpi import die_with_parent
-
     folder = Path(tempfile.mkdtemp(prefix="waitlab-model-"))
     try:
         read_end, write_end = os.pipe()  # the child sends b"S" on it when it calls the model
@@ -434,7 +434,6 @@ def _table_answer(folder: Path, meta: dict[str, Any], max_rows: int) -> tuple[di
                                                                                float, int]:
     """A table's answer (``meta.json`` read, ``table.bin`` to read), its shape checked: the columns of the protocol
     with ``rows`` values each, ranks int64, seconds and improvement float64, strings codes into the names."""
-    import numpy as np
 
     got: list[Any] = [meta.get(k) for k in ("rows", "columns", "names", "attrs", "seconds", "peak")]
     rows, columns, n_names, attrs, seconds, peak = got
@@ -621,10 +620,7 @@ def _error(folder: Path, message: str, fix: str = "") -> NoReturn:
 
 def _plain_table(frame: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """A valid model table as plain columns (numpy arrays of numbers, lists of str) and plain attrs."""
-    import numpy as np
-    import pandas as pd
 
-    from waitlab.models.analysis.protocol import normalise
 
     out = normalise(frame)
     cols: dict[str, Any] = {"rank": out["rank"].to_numpy(np.int64), "region": [str(v) for v in out["region"]],
@@ -639,8 +635,6 @@ def _plain_table(frame: Any) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def _pack(cols: dict[str, Any]) -> tuple[int, list[str], int, bytes]:
     """``table.bin`` of plain columns (:func:`_plain_table`): rows, column names, number of names, bytes."""
-    import numpy as np
-    import pandas as pd
 
     rows = len(cols["rank"])
     names: dict[str, int] = {}
@@ -676,11 +670,8 @@ def child_main(folder: Path, started: int) -> NoReturn:
     global _PRELOADED
     _redirect(folder)
     sys.dont_write_bytecode = True  # no __pycache__ left beside the user's model file
-    import numpy  # noqa: F401  (waitlab's modules before the user's: a file of theirs cannot stand in for one)
-    import pandas  # noqa: F401
-
-    import waitlab.models.analysis.protocol  # noqa: F401
-
+    # numpy, pandas and waitlab's modules are imported (at the top of this module) before the user's: a file of
+    # theirs cannot stand in for one
     _PRELOADED = frozenset(m.split(".")[0] for m in sys.modules)
     with open(folder / "in.pkl", "rb") as fh:
         req = pickle.load(fh)
@@ -705,9 +696,7 @@ def child_main(folder: Path, started: int) -> NoReturn:
 
 def _serve(folder: Path, fn: Callable[..., Any], source: str | None, req: dict[str, Any], started: int) -> NoReturn:
     """Run the model on the request's run and write the answer (the child's side, spawned or forked)."""
-    import pandas as pd
 
-    from waitlab.models.analysis.protocol import RunData, blame_problems
 
     run = RunData(req["events"], req["waits"], req["placement"])
     # the checks see the run as it was given (a model may change its copy)
