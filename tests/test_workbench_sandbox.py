@@ -123,10 +123,15 @@ def test_a_model_gets_no_truth_columns_and_no_ledger() -> None:
     assert not set(TRUTH_COLUMNS) & set(run.events.columns)
     assert set(run.events.columns) <= set(EVENT_COLUMNS)
     assert not hasattr(run, "ops")
-    # the inserted noise is work like any other in a trace: no label says it was injected
-    assert run.events["op"].astype(str).tolist() == ["compute", "barrier", "compute", "compute", "barrier", "compute",
-                                                     "barrier"]
+    # the inserted noise is work like any other in a trace: no label says it was injected, and no row of its own
+    # says how long it took (rank 1's compute 0-0.5 s and noise 0.5-1 s are one stretch of work from 0 to 1 s)
+    assert run.events["op"].astype(str).tolist() == ["compute", "barrier", "compute", "barrier", "compute", "barrier"]
+    assert run.events[["rank", "enter", "exit"]].values.tolist()[2] == [1, 0.0, 1.0]
     assert set(run.events["kind"].astype(str)) == {"compute", "mpi"}
+    # the waits point at the same activities in the merged table
+    raw_waits = wait_states(ev)
+    assert (run.events["op"].to_numpy()[run.waits["event"]] == ev["op"].to_numpy()[raw_waits["event"]]).all()
+    assert (run.events["rank"].to_numpy()[run.waits["event"]] == ev["rank"].to_numpy()[raw_waits["event"]]).all()
     # the caller's table is untouched
     assert "excess" in ev and ev["op"].astype(str).tolist()[3] == "noise"
     assert measured_events(run.events).equals(run.events)  # idempotent

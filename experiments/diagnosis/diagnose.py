@@ -272,8 +272,9 @@ def diagnose(events: pd.DataFrame, waits: pd.DataFrame, *, scenario: Scenario | 
     impossible = impossible_line(impossible_collectives(events))
     if impossible:
         diag.notes.append(impossible)
-    ties = tie_counts(events, waits, candidates=run.ties)  # the hidden operations are no candidates: the same
-    near = near_equal_waits(events, waits, NEAR_FRACTION, TIE_TOLERANCE, tie_relative, run.ties)
+    # on the tables the models read (their rows: run.ties'), where the hidden operations are no candidates
+    ties = tie_counts(run.events, run.waits, candidates=run.ties)
+    near = near_equal_waits(run.events, run.waits, NEAR_FRACTION, TIE_TOLERANCE, tie_relative, run.ties)
     del run
     near_seconds = float(waits["wait"].to_numpy()[near].sum()) if len(waits) else 0.0
     total_wait = float(waits["wait"].sum()) if len(waits) else 0.0

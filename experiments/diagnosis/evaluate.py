@@ -324,7 +324,7 @@ def evaluate_case(case: Case, specs: Sequence[ModelSpec], cache: Path, settings:
             except ModelFailure as exc:
                 rows[spec.key] = {"error": str(exc), "seconds": math.nan, **dict.fromkeys(SCORES, math.nan)}
                 notes.append(f"{case.name}: {exc}")
-        tc = tie_counts(src.events, src.waits, candidates=run.ties)  # waits split between tied culprits (TIE_TOLERANCE)
+        tc = tie_counts(run.events, run.waits, candidates=run.ties)  # waits split between tied culprits
         cands = top_candidates(ledger, settings.n_candidates)
         ties = {members: "tie:" + "+".join(f"{r}:{g}" for r, g in members) for members in tie_sets(ledger, cands)}
         pos = (ledger["seconds"] > 0).to_numpy()

@@ -265,14 +265,19 @@ def split_culprits(events: pd.DataFrame, waits: pd.DataFrame, select: npt.NDArra
 
 def tie_counts(events: pd.DataFrame, waits: pd.DataFrame, tolerance: float = TIE_TOLERANCE,
                candidates: TieCandidates | None = None) -> dict[str, int]:
-    """How many wait states have several culprits: ``exact`` (equal Enter times) and ``near`` (tied only
-    within ``tolerance``), and the culprits' count ``culprits`` over all of them.
+    """How many wait states have several culprits: ``exact`` (all of them enter at the same time) and ``near`` (at
+    least one of them is tied only within ``tolerance``: the wait is split among the near-tied culprits), and the
+    culprits' count ``culprits`` over all of them.
 
     >>> from waitlab.models.analysis.waitstates import make_events, wait_states
     >>> ev = make_events(rank=[0, 1, 2], op=["barrier"] * 3, enter=[1.0, 3.0, 3.0 + 4e-7], exit=[3.0 + 4e-7] * 3,
     ...                  match=[0] * 3)
     >>> tie_counts(ev, wait_states(ev))  # rank 0 waits for ranks 1 and 2 (0.4 us apart); rank 1 for rank 2
     {'exact': 0, 'near': 1, 'culprits': 2}
+    >>> ev = make_events(rank=[0, 1, 2, 3], op=["barrier"] * 4, enter=[1.0, 3.0 + 4e-7, 3.0 + 4e-7, 3.0],
+    ...                  exit=[3.0 + 4e-7] * 4, match=[0] * 4)
+    >>> tie_counts(ev, wait_states(ev))  # rank 0 waits for 1 and 2 (exact) and 3 (0.4 us earlier); rank 3 for 1, 2
+    {'exact': 1, 'near': 1, 'culprits': 5}
     """
     if not len(waits):
         return {"exact": 0, "near": 0, "culprits": 0}
@@ -280,6 +285,6 @@ def tie_counts(events: pd.DataFrame, waits: pd.DataFrame, tolerance: float = TIE
     tc = _candidates(events, waits, candidates)
     m_near = np.bincount(tied_culprits(events, waits, tolerance, candidates=tc)[0], minlength=n)
     m_exact = np.bincount(tied_culprits(events, waits, 0.0, candidates=tc)[0], minlength=n)
-    exact = m_exact > 1
+    exact = (m_exact > 1) & (m_exact == m_near)  # a wait with exact and near ties is split among the near ones
     near = (m_near > 1) & ~exact
     return {"exact": int(exact.sum()), "near": int(near.sum()), "culprits": int(m_near[m_near > 1].sum())}
