@@ -138,6 +138,33 @@ def region_label(name: str, canonical: str = "") -> str:
     return "_".join(name.split()) or "unnamed"
 
 
+#: The largest timestamp (ticks) the records hold exactly: the reader's unsigned 64-bit ticks become int64.
+MAX_TICKS = 2**63 - 1
+
+
+def clock_problem(timer_resolution: float) -> str | None:
+    """What is wrong with an archive's timer resolution (``ClockProperties``: ticks per second), or None when
+    it is usable: every time is ticks divided by it, so 0, a negative or a non-finite value gives infinite or
+    meaningless seconds.
+
+    >>> clock_problem(1e9) is None
+    True
+    >>> clock_problem(0)
+    'is 0 ticks per second: every time would be infinite'
+    >>> clock_problem(-5)
+    'is -5 ticks per second: it must be a finite number > 0'
+    """
+    try:
+        value = float(timer_resolution)
+    except (TypeError, ValueError, OverflowError):
+        return f"is {timer_resolution!r}, not a number of ticks per second"
+    if value == 0:
+        return "is 0 ticks per second: every time would be infinite"
+    if not (np.isfinite(value) and value > 0):
+        return f"is {timer_resolution!r} ticks per second: it must be a finite number > 0"
+    return None
+
+
 def per_rank_cumsum(delta: npt.NDArray[np.int64], counts: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     """Running sum of ``delta`` restarting at each rank's first row (``counts``: rows of each rank, in order)."""
     cs = np.cumsum(delta)

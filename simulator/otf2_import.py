@@ -31,11 +31,13 @@ from waitlab.errors import InputError
 from waitlab.models.otf2_records import (
     FINALIZE,
     INIT,
+    MAX_TICKS,
     MPI,
     TRANSPARENT,
     UNSUPPORTED,
     USER,
     TraceRecords,
+    clock_problem,
     region_label,
 )
 from waitlab.readers import not_a_file
@@ -237,7 +239,7 @@ def read_otf2(anchor: str | Path, *, threads: bool = False) -> TraceRecords:
     defs, ranks, workers = _definitions(otf2, anchor, threads)
     rank_of = {loc._ref: i for i, loc in enumerate(ranks)}
     names, cls = _regions(otf2, defs)
-    clock = defs.clock_properties
+    resolution = _timer_resolution(anchor, defs.clock_properties)
     refs = (ctypes.c_uint64 * len(ranks))(*[loc._ref for loc in ranks])
     err = ctypes.create_string_buffer(1024)
     coll = otf2.enums.CollectiveOp
@@ -255,6 +257,11 @@ def read_otf2(anchor: str | Path, *, threads: bool = False) -> TraceRecords:
         # the reader reads the locations in rank order, so the records are sorted by rank already
         cols = {c: np.array(raw[c]) for c in ("kind", "a", "b", "c", "d", "e")}
         time_ = raw["time"].astype(np.int64)
+        late = np.flatnonzero(time_ < 0)  # past 2^63 - 1 ticks: negative as int64, before every other record
+        if late.size:
+            raise InputError(str(anchor.with_suffix("")), "(events)", f"rank {int(lut[raw['loc'][late[0]]])} has a "
+                             f"record at {int(raw['time'][late[0]])} ticks, past the largest timestamp waitlab reads "
+                             f"(2^63 - 1 = {MAX_TICKS} ticks): the timestamps are damaged", FIX)
         rank = lut[raw["loc"]]
         del raw
     unsupported = _unsupported_names(dll)
@@ -272,10 +279,23 @@ def read_otf2(anchor: str | Path, *, threads: bool = False) -> TraceRecords:
     if (cols["a"][el] >= len(names)).any():
         raise InputError(str(anchor), "(definitions)", "events name a region the definitions do not define", FIX)
     return TraceRecords(
-        n_ranks=len(ranks), rank=rank, time=time_, resolution=float(clock.timer_resolution), region_names=names,
+        n_ranks=len(ranks), rank=rank, time=time_, resolution=resolution, region_names=names,
         region_class=cls, comm_members=_comms(otf2, defs, rank_of), collective_names=collective_names,
         unsupported=unsupported, host_of_rank=_hosts(ranks), worker_threads=workers if threads else 0,
         thread_records=thread_rows, **cols)
+
+
+def _timer_resolution(anchor: Path, clock: Any) -> float:
+    """The archive's timer resolution (ticks per second), or an :class:`InputError` naming its definitions file and
+    the field when it is 0, negative or not finite (:func:`~waitlab.models.otf2_records.clock_problem`): every time
+    would be infinite or meaningless."""
+    value: Any = getattr(clock, "timer_resolution", None)
+    problem = clock_problem(value) if value is not None else "is missing: the archive has no ClockProperties"
+    if problem is not None:
+        raise InputError(str(anchor.with_suffix(".def")), "ClockProperties timer resolution", problem,
+                         "record the run again, or have the tool that wrote the archive give its timer's ticks per "
+                         "second there (e.g. 1000000000 for a nanosecond timer)")
+    return float(value)
 
 
 def _calling_contexts_to_regions(anchor: Path, defs: Any, cols: dict[str, np.ndarray], el: np.ndarray) -> None:

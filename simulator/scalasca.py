@@ -136,6 +136,7 @@ def run_scout(archive_anchor: str | Path, ranks: int, *, rootcause: bool = True,
     anchor = Path(archive_anchor)
     if not anchor.is_file():
         raise EnvironmentProblem(f"{anchor}: no such OTF2 anchor file (fix: pass the archive's traces.otf2)")
+    anchor = anchor.resolve()  # scout runs in the archive's folder: a relative path would point elsewhere there
     prefix = prefix if prefix is not None else require_scalasca()
     cubex = anchor.parent / "scout.cubex"
     cubex.unlink(missing_ok=True)

@@ -67,8 +67,9 @@ def trace_files(path: Path) -> list[Path]:
     """The trace files named by an index (one line per rank, or one line for a shared file).
 
     ``path`` may also be a trace file itself (its lines start with a rank number).
-    Relative names in an index are relative to the index's folder or, when not found there, to the first folder
-    above it that holds them (SMPI writes them relative to the folder smpirun ran in).
+    Relative names in an index are relative to the index's folder or, when not found there and the name has a
+    folder part, to the first folder above it that holds them (SMPI writes them relative to the folder smpirun ran
+    in: ``t.txt_files/rank-0.txt``).  A bare file name is looked for beside the index only.
     """
     path = Path(path)
     if not path.is_file():
@@ -91,14 +92,17 @@ def trace_files(path: Path) -> list[Path]:
 
 
 def _find_listed(index: Path, name: str) -> Path | None:
-    """The file an index's line ``name`` names: relative to the index's folder, else relative to the first of that
-    folder's ancestors where it exists (SMPI writes the paths relative to the folder smpirun ran in, so
-    ``--cfg=tracing/filename:deep/dir/t.txt`` lists ``deep/dir/t.txt_files/...``); None when none holds it."""
+    """The file an index's line ``name`` names: relative to the index's folder, else, for a name with a folder part,
+    relative to the first of that folder's ancestors where it exists (SMPI writes the paths relative to the folder
+    smpirun ran in, so ``--cfg=tracing/filename:deep/dir/t.txt`` lists ``deep/dir/t.txt_files/...``); None when
+    none holds it.  A bare file name (no folder part: no smpirun path) is looked for beside the index only: a
+    same-named file above it is another trace's."""
     p = Path(name)
     if p.is_absolute():
         return p if p.is_file() else None
     folder = index.parent
-    for base in (folder, *folder.resolve().parents):
+    bases = (folder, *folder.resolve().parents) if len(p.parts) > 1 else (folder,)
+    for base in bases:
         if (base / p).is_file():
             return base / p
     return None
@@ -114,6 +118,10 @@ def _listed_file(index: Path, n: int, name: str) -> Path:
     if p.is_absolute():
         raise InputError(str(index), f"line {n}", f"trace file {name} {not_a_file(p)}",
                          "give the per-rank file's path, or keep the per-rank files next to the index")
+    if len(p.parts) == 1:  # a bare name: beside the index only (_find_listed)
+        raise InputError(str(index), f"line {n}", f"trace file {name} {not_a_file(folder / p)} next to the index "
+                         f"({folder / p})", "keep the per-rank files next to the index (copy the missing file "
+                         "there), or give its path on this line")
     raise InputError(str(index), f"line {n}", f"trace file {name} {not_a_file(folder / p)} next to the index "
                      f"({folder / p}), and no folder above it holds {name} (SMPI writes the paths relative to the "
                      "folder smpirun ran in)",

@@ -143,6 +143,8 @@ def parse_ti_trace(path: Path, *, flops_per_second: float, n_ranks: int | None =
     v_seen: dict[tuple[int, int], int] = {}
     ranks_seen: set[int] = set()
     finalized: dict[int, int] = {}  # rank -> line of its finalize
+    last_at: dict[int, int] = {}  # rank -> its last line (in files[rank], or in the one shared file)
+    started: set[int] = set()  # ranks with an init line
     posted: dict[tuple[int, int], str] = {}
     if per_rank_files and n_ranks is not None and len(files) != n_ranks:
         raise InputError(str(path), "(ranks)", f"the trace has {len(files)} rank{'s' * (len(files) != 1)} (one "
@@ -161,19 +163,22 @@ def parse_ti_trace(path: Path, *, flops_per_second: float, n_ranks: int | None =
             return InputError(str(_f), f"line {_n}", problem, fix)
 
         if len(parts) < 2 or not parts[0].lstrip("-").isdigit():
-            raise bad(f"expected '<rank> <action> <arguments>', got {' '.join(parts)!r}")
+            raise _truncated(f, n, parts) or bad(f"expected '<rank> <action> <arguments>', got {' '.join(parts)!r}")
         rank = int(parts[0])
         if not 0 <= rank < world:
             raise bad(f"rank {rank} is outside 0..{world - 1}", "the trace and the scenario's ranks must agree")
         if per_rank_files and rank != fi:
             raise bad(f"line of rank {rank} in the file of rank {fi} (index order is rank order)")
         ranks_seen.add(rank)
+        last_at[rank] = n
         action, args = parts[1], parts[2:]
         if rank in finalized:
             raise bad(f"{action} of rank {rank} after its finalize (line {finalized[rank]}): an action after finalize "
                       "cannot be replayed", "end each rank's trace with its finalize (remove the lines after it)")
         if action == "finalize":
             finalized[rank] = n
+        elif action == "init":
+            started.add(rank)
         out.at = n
         try:
             serial = pop_nbc(action, args, rank, posted)  # a nonblocking collective's post or completion: nbc=<k>
@@ -187,7 +192,9 @@ def parse_ti_trace(path: Path, *, flops_per_second: float, n_ranks: int | None =
             if serial:
                 out.code[-1], out.tag[-1] = CODE[action], serial
         except ValueError as exc:
-            raise bad(str(exc), getattr(exc, "fix", "see docs/real_programs.md, 'The TI trace format'")) from None
+            raise _truncated(f, n, parts) or bad(str(exc), getattr(exc, "fix", "see docs/real_programs.md, 'The TI "
+                                                                  "trace format'")) from None
+    _refuse_unfinished(files, started, finalized, last_at)
     # per-rank files: the index's lines are the ranks (a rank's file may be empty: it made no call)
     if not per_rank_files and n_ranks is not None and ranks_seen and max(ranks_seen) + 1 != n_ranks:
         raise InputError(str(path), "(ranks)", f"the trace has {max(ranks_seen) + 1} rank{'s' * (max(ranks_seen) > 0)}"
@@ -196,6 +203,61 @@ def parse_ti_trace(path: Path, *, flops_per_second: float, n_ranks: int | None =
     resolve_any_tag(ops)
     _refuse_unrunnable(ops, vectors, lines, files, flops_per_second)
     return ParsedTrace(ops, vectors, tuple(files), flops_per_second)
+
+
+#: Every action name a trace line may hold (:func:`_truncated`: a last line's action cut short is the beginning of one).
+_KNOWN_ACTIONS = frozenset({*(a.name for a in VOCABULARY), *TI_ALIASES, *_RMA_TI_NAMES})
+_TRUNCATED_FIX = "copy the file again whole, or record the trace again (let the run reach MPI_Finalize)"
+
+
+def _file_end(path: Path, block: int = 1 << 20) -> tuple[int, bool]:
+    """The number of the last non-blank line of ``path`` (0: none) and whether a newline ends it."""
+    newlines, last = 0, 0
+    with path.open("rb") as fh:
+        while chunk := fh.read(block):
+            body = chunk.rstrip()
+            if body:
+                last = newlines + body.count(b"\n") + 1
+            newlines += chunk.count(b"\n")
+    return last, newlines >= last
+
+
+def _truncated(path: Path, n: int, parts: list[str]) -> InputError | None:
+    """The error for line ``n`` of ``path`` (its fields ``parts``), which cannot be read, when the file looks cut
+    short there: the line is the file's last, and its action is the beginning of a known one (``1 final``: of
+    ``finalize``) or no newline ends it; else None (the line's own error says what is wrong)."""
+    last, ended = _file_end(path)
+    if n != last:
+        return None
+    action = parts[1] if len(parts) > 1 else ""
+    longer = sorted(a for a in _KNOWN_ACTIONS if a.startswith(action) and a != action) \
+        if action and action not in _KNOWN_ACTIONS else []
+    if longer:
+        why = f"its action {action!r} is the beginning of {' or '.join(repr(a) for a in longer[:3])}"
+    elif not ended:
+        why = "no newline ends it"
+    else:
+        return None
+    return InputError(str(path), f"line {n}", f"the file looks truncated: its last line {' '.join(parts)!r} is cut "
+                      f"short ({why})", _TRUNCATED_FIX)
+
+
+def _refuse_unfinished(files: list[Path], started: set[int], finalized: dict[int, int],
+                       last_at: dict[int, int]) -> None:
+    """Refuse a rank whose lines begin with init (``started``) but end without a finalize when another rank's end
+    with one (SMPI's tracer and waitlab's write both for every rank): its file lost its last lines, and its missing
+    calls would be blamed on the collectives or the messages of the whole trace.  A rank without an init line (a
+    converter may write neither init nor finalize) is left alone."""
+    unfinished = sorted(started - finalized.keys())
+    if not finalized or not unfinished:
+        return
+    r, k = unfinished[0], min(finalized)
+    per_rank = len(files) > 1  # one file per rank (its lines are the rank's: parse_ti_trace), else one shared file
+    raise InputError(str(files[r] if per_rank else files[0]), f"line {last_at[r]}", f"rank {r}'s lines end here "
+                     f"without a finalize, while rank {k}'s end with one (line {finalized[k]}"
+                     f"{f' of {files[k].name}' if per_rank else ''}"
+                     f"): the file looks truncated", f"{_TRUNCATED_FIX}; if rank {r} really stops here, end its lines "
+                     f"with '{r} finalize'")
 
 
 def _refuse_unrunnable(ops: OpTable, vectors: VectorStore, lines: npt.NDArray[np.int64], files: list[Path],
