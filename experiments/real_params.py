@@ -261,15 +261,34 @@ def real_params(kind: str, table: Mapping[str, Any], file: str, base: Path
 PATH_FLAGS = ("-I", "-L", "-isystem", "-iquote", "-idirafter", "-include")
 
 
-def resolve_flag_paths(flags: Sequence[str], base: Path) -> tuple[str, ...]:
-    """``flags`` with every relative path of :data:`PATH_FLAGS` made absolute against ``base``.
+def split_flag_values(flags: Sequence[str]) -> list[str]:
+    """``flags`` with a flag of :data:`PATH_FLAGS` and its value written in one element, separated by blanks
+    (``"-I include"``, as on a command line), made two elements (``"-I", "include"``): the compiler would take the
+    blanks as the start of the path.
 
-    >>> resolve_flag_paths(("-I../inc", "-O2", "-include", "cfg.h", "-I/abs"), Path("/s/x"))
-    ('-I/s/inc', '-O2', '-include', '/s/x/cfg.h', '-I/abs')
+    >>> split_flag_values(["-I include", "-Iinc", "-include  cfg.h", "-O2"])
+    ['-I', 'include', '-Iinc', '-include', 'cfg.h', '-O2']
+    """
+    out: list[str] = []
+    for f in flags:
+        flag = next((p for p in PATH_FLAGS if f.startswith(p) and f[len(p):len(p) + 1].isspace()), None)
+        if flag is not None and f[len(flag):].strip():
+            out += [flag, f[len(flag):].strip()]
+        else:
+            out.append(f)
+    return out
+
+
+def resolve_flag_paths(flags: Sequence[str], base: Path) -> tuple[str, ...]:
+    """``flags`` with every relative path of :data:`PATH_FLAGS` made absolute against ``base`` (a flag and its value
+    in one element are split first: :func:`split_flag_values`).
+
+    >>> resolve_flag_paths(("-I../inc", "-O2", "-include", "cfg.h", "-I/abs", "-I inc"), Path("/s/x"))
+    ('-I/s/inc', '-O2', '-include', '/s/x/cfg.h', '-I/abs', '-I', '/s/x/inc')
     """
     out: list[str] = []
     take_next = False
-    for f in flags:
+    for f in split_flag_values(flags):
         if take_next:
             out.append(str((base / f).resolve()) if not Path(f).is_absolute() else f)
             take_next = False

@@ -213,6 +213,94 @@ def _failing_file(output: str, default: Path, compile_flags: Sequence[str] = ())
     return str(default), ""
 
 
+#: A Fortran module's definition (``module NAME`` alone on its line: not ``module procedure``/``module function``).
+_F_MODULE = re.compile(r"^[ \t]*module[ \t]+(\w+)[ \t]*(?:!.*)?$", re.I | re.M)
+#: A Fortran ``use`` of a module (group 1: ``, intrinsic`` if given), or a submodule's parent (group 3).
+_F_USE = re.compile(r"^[ \t]*(?:use\b[ \t]*(,[ \t]*(?:non_)?intrinsic[ \t]*)?(?:::)?[ \t]*(\w+)|"
+                    r"submodule[ \t]*\([ \t]*(\w+))", re.I | re.M)
+
+
+def fortran_modules(text: str) -> tuple[set[str], set[str]]:
+    """The modules a Fortran source defines and those it uses (lower case; ``use, intrinsic`` ones left out).
+
+    >>> defined, used = fortran_modules("module m\\n contains\\nend module m\\nprogram p\\n  use m, only: x\\n"
+    ...                                 "  use, intrinsic :: iso_c_binding\\n  USE :: mpi\\n  module procedure f\\nend")
+    >>> sorted(defined), sorted(used)
+    (['m'], ['m', 'mpi'])
+    """
+    defined = {m.group(1).lower() for m in _F_MODULE.finditer(text)}
+    used = {(m.group(2) or m.group(3)).lower() for m in _F_USE.finditer(text)
+            if not (m.group(1) and "non_" not in m.group(1).lower())}
+    return defined, used
+
+
+def compile_order(sources: Sequence[Path], langs: Sequence[str]) -> list[int]:
+    """Indices of ``sources`` in the order to compile them: a Fortran file that defines ``module X`` before the files
+    that ``use X`` (the compiler reads ``x.mod``, written by the file that defines it, from the build folder); else
+    the order given.  Modules no source defines (``mpi``, ``iso_c_binding``, those of ``-I`` folders) do not count;
+    when the sources' modules use each other in a cycle, the order given is kept (the compiler then names the
+    module it missed)."""
+    defines: dict[str, int] = {}
+    uses: list[set[str]] = []
+    for i, (src, lang) in enumerate(zip(sources, langs, strict=True)):
+        defined, used = fortran_modules(src.read_text(errors="replace")) if lang == "fortran" else (set(), set())
+        for name in defined:
+            defines.setdefault(name, i)
+        uses.append(used)
+    needs = [{defines[u] for u in used if u in defines and defines[u] != i} for i, used in enumerate(uses)]
+    order: list[int] = []
+    done: set[int] = set()
+    while len(order) < len(sources):
+        ready = next((i for i in range(len(sources)) if i not in done and needs[i] <= done), None)
+        if ready is None:
+            return list(range(len(sources)))
+        order.append(ready)
+        done.add(ready)
+    return order
+
+
+#: gfortran's ``Cannot open module file 'x.mod'`` (the quotes are the locale's).
+_NO_MODULE = re.compile(r"Cannot open module file [‘'`\"]?([\w.-]+?)\.mod[’'`\"]?")
+#: GCC's and Clang's errors at the C++ bindings (``MPI::Init``), which MPI-3 removed and SMPI never had.
+_CXX_BINDINGS = re.compile(r"[‘'`\"]MPI[’'`\"] (?:has not been declared|was not declared|is not a namespace|"
+                           r"is not a class)|undeclared identifier [‘'`\"]MPI[’'`\"]")
+
+
+def _compile_failure(out: str, src: Path, lang: str, language: str | None, sources: Sequence[Path],
+                     compile_flags: Sequence[str], origin: str) -> InputError:
+    """The error of a failed compile of ``src``: the compiler's first error with the fix that fits its cause (a flag,
+    the ``language`` key, a module, SMPI's missing bindings), else "fix the program"."""
+    where, hint = _failing_file(out, src, compile_flags)
+    again = shlex.join([COMPILERS[lang], *compile_flags, "-c", str(src)])
+    first = _first_error(out)
+    said = f"{COMPILERS[lang]} could not compile {src.name}: {first}"
+    if _FLAG_ERROR.search(out):  # the compiler refused one of the user's flags, not the program
+        return InputError(origin, "application.compile_flags", f"{COMPILERS[lang]} refused a flag: {first}",
+                          f"remove or correct that flag (all messages: {again})")
+    own = SUFFIXES.get(src.suffix) or SUFFIXES.get(src.suffix.lower())
+    if language is not None and own is not None and own != language and {own, language} & {"fortran"}:
+        return InputError(origin, "application.language", f"{said} ({src.name} is {own} by its suffix, compiled as "
+                          f"{language} because of language = \"{language}\")",
+                          f"remove application.language (each source's language then comes from its suffix) or set "
+                          f"language = \"{own}\"")
+    if lang == "fortran" and (m := _NO_MODULE.search(out)):
+        module = m.group(1).lower()
+        if module == "mpi_f08":
+            return InputError(where, "(compile)", said, "SimGrid's SMPI has no mpi_f08 module: write `use mpi` (or "
+                              "`include 'mpif.h'`) instead of `use mpi_f08`, with integer handles (integer :: comm, "
+                              f"not type(MPI_Comm)) (all messages: {again})")
+        if not any(module in fortran_modules(s.read_text(errors="replace"))[0] for s in sources):
+            return InputError(origin, "application.sources", f"{said} (no file of application.sources defines "
+                              f"module {m.group(1)})", f"add the file that defines module {m.group(1)} to "
+                              f"application.sources, or the folder of its {m.group(1)}.mod to compile_flags "
+                              f"(\"-I<folder>\")")
+    if lang == "c++" and _CXX_BINDINGS.search(out):
+        return InputError(where, "(compile)", said, "the C++ bindings (MPI::Init, MPI::COMM_WORLD, ...) were removed "
+                          "in MPI-3 and SMPI has none: call the C API from C++ (MPI_Init(&argc, &argv), "
+                          f"MPI_COMM_WORLD, ...) (all messages: {again})")
+    return InputError(where, "(compile)", f"{said}{hint}", f"fix the program (all messages: {again})")
+
+
 def build_program(sources: Sequence[Path], *, language: str | None = None, compile_flags: Sequence[str] = (),
                   link_flags: Sequence[str] = (), name: str = "program", origin: str = "<scenario>") -> Path:
     """Compile and link a real MPI program with waitlab's layer; return the cached executable.
@@ -262,9 +350,9 @@ def build_program(sources: Sequence[Path], *, language: str | None = None, compi
     deps: set[str] = set()
     with tempfile.TemporaryDirectory(prefix="waitlab-build-", dir=target.parent) as tmp:
         work = Path(tmp)
-        objects: list[str] = []
-        for i, (src, lang) in enumerate(zip(srcs, langs, strict=True)):
-            obj = work / f"{i}_{src.stem}.o"
+        objects = [str(work / f"{i}_{src.stem}.o") for i, src in enumerate(srcs)]
+        for i in compile_order(srcs, langs):  # Fortran modules before their users; linked in the order given
+            src, lang, obj = srcs[i], langs[i], Path(objects[i])
             # C/C++: the compiler lists every file it read (-MD); Fortran: the files of every -I folder
             dep_flags = ["-MD", "-MF", str(obj.with_suffix(".d"))] if lang != "fortran" else []
             cmd = [tools[lang], "-g", "-O2", f"-I{NATIVE_DIR}", f"-I{src.parent}", *compile_flags, *dep_flags, "-c",
@@ -274,16 +362,7 @@ def build_program(sources: Sequence[Path], *, language: str | None = None, compi
                 # smpif90 compiles a copy beside the source (NAME_XXXXXXXXXX.f90, gone now): name the source
                 out = re.sub(re.escape(str(src)) + r"_[A-Za-z0-9]{6,}\.\w+", str(src),
                              f"{proc.stdout}{proc.stderr}".rstrip())
-                where, hint = _failing_file(out, src, compile_flags)
-                again = shlex.join([COMPILERS[lang], *compile_flags, "-c", str(src)])
-                if _FLAG_ERROR.search(out):  # the compiler refused one of the user's flags, not the program
-                    raise InputError(origin, "application.compile_flags",
-                                     f"{COMPILERS[lang]} refused a flag: {_first_error(out)}",
-                                     f"remove or correct that flag (all messages: {again})")
-                raise InputError(where, "(compile)",
-                                 f"{COMPILERS[lang]} could not compile {src.name}: {_first_error(out)}{hint}",
-                                 f"fix the program (all messages: {again})")
-            objects.append(str(obj))
+                raise _compile_failure(out, src, lang, language, srcs, compile_flags, origin)
             deps |= _dependencies(obj.with_suffix(".d"), work) if dep_flags else _include_dir_files(compile_flags)
         exe = work / "program"
         proc = _run([tools[linker_lang], "-g", *objects, str(layer), "-o", str(exe), *link_flags, "-lm"], work)

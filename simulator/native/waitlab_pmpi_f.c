@@ -1,6 +1,7 @@
-/* waitlab_pmpi_f.c: Fortran bindings (mpif.h, use mpi) of completions, polls, probes, MPI_Sendrecv_replace and the
- * v-collectives, recorded as their C wrappers record them.  SMPI's own Fortran bindings call SMPI's C functions inside
- * libsimgrid, out of the layer's reach: each wrapper calls SMPI's binding (dlsym(RTLD_NEXT), WL_REAL), then records.
+/* waitlab_pmpi_f.c: Fortran bindings (mpif.h, use mpi) of persistent requests, completions, polls, probes,
+ * MPI_Sendrecv_replace, MPI_Wtime and the v-collectives, recorded as their C wrappers record them.  SMPI's own
+ * Fortran bindings call SMPI's C functions inside libsimgrid, out of the layer's reach: each wrapper calls SMPI's
+ * binding (dlsym(RTLD_NEXT), WL_REAL), then records.
  * Fortran request handles are integers: their keys are wl_fkey(handle) (MPI_REQUEST_NULL, -1: key 0, no request);
  * indices are 1-based.
  * Part of waitlab's measurement layer: #included by waitlab_pmpi.c after waitlab_pmpi_coll.c (one translation unit,
@@ -78,6 +79,72 @@ void mpi_iprobe_(int* src, int* tag, int* comm, int* flag, MPI_Status* status, i
   if (wl_on && *ierr == MPI_SUCCESS && *src != MPI_PROC_NULL)
     wl_poll_probe(t0_, wl_now(), c, *src, *tag, *flag ? st : NULL, wl_site(ra_));
 }
+
+/* ---- persistent requests (SMPI's Fortran bindings keep a persistent request's handle until MPI_Request_free) ---- */
+
+typedef void (*wl_f_init_req_t)(void*, int*, int*, int*, int*, int*, int*, int*);
+typedef void (*wl_f_start_t)(int*, int*);
+typedef void (*wl_f_startall_t)(int*, int*, int*);
+
+/* MPI_Send_init, ..., MPI_Recv_init: the request's template, as the C wrappers keep it (peer: dst or src). */
+#define WL_F_INIT(FNAME, CODE)                                                                                         \
+  void FNAME(void* buf, int* count, int* dt, int* peer, int* tag, int* comm, int* req, int* ierr)                      \
+  {                                                                                                                    \
+    WL_REAL(real, wl_f_init_req_t, #FNAME);                                                                            \
+    real(buf, count, dt, peer, tag, comm, req, ierr);                                                                  \
+    if (wl_on && *ierr == MPI_SUCCESS && *peer != MPI_PROC_NULL && *req != MPI_FORTRAN_REQUEST_NULL)                   \
+      wl_persist_add(wl_fkey(*req), CODE, *peer, *tag, PMPI_Comm_f2c(*comm), wl_bytes(*count, PMPI_Type_f2c(*dt)));   \
+  }
+WL_F_INIT(mpi_send_init_, WL_ISEND)
+WL_F_INIT(mpi_ssend_init_, WL_ISSEND)
+WL_F_INIT(mpi_rsend_init_, WL_ISEND)
+WL_F_INIT(mpi_bsend_init_, WL_ISEND)
+WL_F_INIT(mpi_recv_init_, WL_IRECV)
+
+void mpi_start_(int* req, int* ierr)
+{
+  WL_REAL(real, wl_f_start_t, "mpi_start_");
+  WL_BEGIN();
+  real(req, ierr);
+  if (wl_on && *ierr == MPI_SUCCESS && *req != MPI_FORTRAN_REQUEST_NULL)
+    wl_started(wl_fkey(*req), t0_, wl_now(), wl_site(ra_));
+}
+
+void mpi_startall_(int* count, int* reqs, int* ierr)
+{
+  WL_REAL(real, wl_f_startall_t, "mpi_startall_");
+  WL_BEGIN();
+  real(count, reqs, ierr);
+  if (wl_on && *ierr == MPI_SUCCESS) {
+    double t1 = wl_now();
+    for (int i = 0; i < *count; i++)
+      if (reqs[i] != MPI_FORTRAN_REQUEST_NULL)
+        wl_started(wl_fkey(reqs[i]), i ? t1 : t0_, t1, wl_site(ra_));
+  }
+}
+
+/* MPI_Request_free, as in C: a pending point-to-point request's free is its wait; a persistent template is gone
+ * (SMPI frees the Fortran handle, which a later request may get again). */
+void mpi_request_free_(int* req, int* ierr)
+{
+  WL_REAL(real, wl_f_start_t, "mpi_request_free_");
+  uintptr_t key = *req == MPI_FORTRAN_REQUEST_NULL ? 0 : wl_fkey(*req);
+  wl_req_t r;
+  if (wl_free_takes(key, &r)) {
+    WL_BEGIN();
+    real(req, ierr);
+    wl_freed(key, 1, *ierr == MPI_SUCCESS, &r, t0_, ra_);
+  } else {
+    real(req, ierr);
+    wl_freed(key, 0, 0, &r, 0.0, NULL);
+  }
+}
+
+/* ---- MPI_Wtime ---------------------------------------------------------------------------------------------------
+ * SMPI's mpi_wtime_ jumps to SMPI's MPI_Wtime inside libsimgrid, out of the layer's reach: the layer's C MPI_Wtime
+ * instead (computation = "counted": the computation before it is charged; "none": the spin guard). */
+
+double mpi_wtime_(void) { return MPI_Wtime(); }
 
 /* ---- completions and polls -------------------------------------------------------------------------------------- */
 

@@ -396,14 +396,15 @@ int MPI_Probe(int src, int tag, MPI_Comm comm, MPI_Status* status)
 
 /* ---- persistent requests -------------------------------------------------------------------------------------- */
 
-static void wl_persist_add(MPI_Request req, int code, int peer, int tag, MPI_Comm comm, double bytes)
+/* A persistent request's template, by key: a C request's handle, a Fortran one's wl_fkey (0: no request). */
+static void wl_persist_add(uintptr_t key, int code, int peer, int tag, MPI_Comm comm, double bytes)
 {
-  if (req == MPI_REQUEST_NULL)
+  if (key == 0)
     return;
   wl_persist = wl_grow(wl_persist, &wl_cap_persist, wl_n_persist + 1, sizeof(wl_persist_t));
   int unresolved = code == WL_IRECV && (peer == MPI_ANY_SOURCE || tag == MPI_ANY_TAG);
   int world = peer == MPI_ANY_SOURCE ? -1 : wl_world(comm, peer);
-  wl_persist[wl_n_persist++] = (wl_persist_t){(uintptr_t)req, code, world, tag, unresolved, comm, bytes};
+  wl_persist[wl_n_persist++] = (wl_persist_t){key, code, world, tag, unresolved, comm, bytes};
 }
 
 #define WL_SEND_INIT(NAME, PNAME, CODE)                                                                                \
@@ -411,7 +412,7 @@ static void wl_persist_add(MPI_Request req, int code, int peer, int tag, MPI_Com
   {                                                                                                                    \
     int rc = PNAME(buf, count, dt, dst, tag, comm, req);                                                               \
     if (wl_on && rc == MPI_SUCCESS && dst != MPI_PROC_NULL)                                                             \
-      wl_persist_add(*req, CODE, dst, tag, comm, wl_bytes(count, dt));                                                 \
+      wl_persist_add((uintptr_t)*req, CODE, dst, tag, comm, wl_bytes(count, dt));                                      \
     return rc;                                                                                                         \
   }
 WL_SEND_INIT(MPI_Send_init, PMPI_Send_init, WL_ISEND)
@@ -423,18 +424,19 @@ int MPI_Recv_init(void* buf, int count, MPI_Datatype dt, int src, int tag, MPI_C
 {
   int rc = PMPI_Recv_init(buf, count, dt, src, tag, comm, req);
   if (wl_on && rc == MPI_SUCCESS && src != MPI_PROC_NULL)
-    wl_persist_add(*req, WL_IRECV, src, tag, comm, wl_bytes(count, dt));
+    wl_persist_add((uintptr_t)*req, WL_IRECV, src, tag, comm, wl_bytes(count, dt));
   return rc;
 }
 
-/* One started persistent request: an isend/issend/irecv record, completed like any other request. */
-static void wl_started(MPI_Request req, double t0, double t1, uint64_t site)
+/* One started persistent request (by key, as wl_persist_add): an isend/issend/irecv record, completed like any
+ * other request. */
+static void wl_started(uintptr_t key, double t0, double t1, uint64_t site)
 {
-  wl_persist_t* p = wl_persist_find((uintptr_t)req);
+  wl_persist_t* p = key ? wl_persist_find(key) : NULL;
   if (p == NULL)
     return;
   int64_t op = wl_push(p->code, t0, t1, p->peer, p->tag, wl_p2p_comm_id(p->comm), p->bytes, 0.0, -1, site, 0);
-  wl_req_add((uintptr_t)req, op, p->peer, p->tag, p->code == WL_IRECV, p->unresolved, p->comm);
+  wl_req_add(key, op, p->peer, p->tag, p->code == WL_IRECV, p->unresolved, p->comm);
 }
 
 int MPI_Start(MPI_Request* req)
@@ -442,7 +444,7 @@ int MPI_Start(MPI_Request* req)
   WL_BEGIN();
   int rc = PMPI_Start(req);
   if (wl_on && rc == MPI_SUCCESS)
-    wl_started(*req, t0_, wl_now(), wl_site(ra_));
+    wl_started((uintptr_t)*req, t0_, wl_now(), wl_site(ra_));
   return rc;
 }
 
@@ -453,7 +455,7 @@ int MPI_Startall(int count, MPI_Request reqs[])
   if (wl_on && rc == MPI_SUCCESS) {
     double t1 = wl_now();
     for (int i = 0; i < count; i++)
-      wl_started(reqs[i], i ? t1 : t0_, t1, wl_site(ra_));
+      wl_started((uintptr_t)reqs[i], i ? t1 : t0_, t1, wl_site(ra_));
   }
   return rc;
 }
@@ -467,6 +469,31 @@ static int wl_request_free_name(void)
   return id;
 }
 
+/* Whether the request of `key` is a pending point-to-point request whose free is recorded (taken into *r). */
+static int wl_free_takes(uintptr_t key, wl_req_t* r)
+{
+  int tracked = wl_on && wl_req_take(key, r);
+  if (tracked && (r->coll >= 0 || r->unresolved || r->op < 0)) {
+    wl_req_insert(r);
+    tracked = 0;
+  }
+  return tracked;
+}
+
+/* After MPI_Request_free (C or Fortran) of the request of `key`: the wait of a tracked request r over [t0, now] (ok:
+ * the call succeeded; else r stays pending), and the persistent template of `key` (if any) is gone. */
+static void wl_freed(uintptr_t key, int tracked, int ok, wl_req_t* r, double t0, const void* ra)
+{
+  if (tracked && ok)
+    wl_push(WL_WAIT, t0, wl_now(), r->peer, r->tag, wl_args[r->op].comm, 0.0, r->is_recv ? 1.0 : 0.0,
+            wl_request_free_name(), wl_site(ra), 0);
+  else if (tracked)
+    wl_req_insert(r);
+  wl_persist_t* p = key ? wl_persist_find(key) : NULL;
+  if (p != NULL)
+    *p = wl_persist[--wl_n_persist];
+}
+
 /* A pending point-to-point request the program frees (MPI_Request_free: MPI completes it in the background) is no
  * longer one a later wait of its partner and tag completes: recorded as a wait of it over the call (no time), named
  * after the call (the event table's `call`), so the matching takes it off the rank's pending requests and a capture
@@ -476,26 +503,15 @@ int MPI_Request_free(MPI_Request* req)
 {
   uintptr_t key = req ? (uintptr_t)*req : 0;
   wl_req_t r;
-  int tracked = wl_on && wl_req_take(key, &r);
-  if (tracked && (r.coll >= 0 || r.unresolved || r.op < 0)) {
-    wl_req_insert(&r);
-    tracked = 0;
-  }
   int rc;
-  if (tracked) {
+  if (wl_free_takes(key, &r)) {
     WL_BEGIN();
     rc = PMPI_Request_free(req);
-    if (rc == MPI_SUCCESS)
-      wl_push(WL_WAIT, t0_, wl_now(), r.peer, r.tag, wl_args[r.op].comm, 0.0, r.is_recv ? 1.0 : 0.0,
-              wl_request_free_name(), wl_site(ra_), 0);
-    else
-      wl_req_insert(&r);
+    wl_freed(key, 1, rc == MPI_SUCCESS, &r, t0_, ra_);
   } else {
     rc = PMPI_Request_free(req);
+    wl_freed(key, 0, 0, &r, 0.0, NULL);
   }
-  wl_persist_t* p = key ? wl_persist_find(key) : NULL;
-  if (p != NULL)
-    *p = wl_persist[--wl_n_persist];
   return rc;
 }
 
