@@ -24,7 +24,8 @@ call (``call`` set)    from the first part's entry to the last part's exit, as S
                        ``MpiSend`` at the send's entry and ``MpiRecv`` at the completion of the receive
                        (requests completed outside the call keep their non-blocking records), and the
                        parts' metrics; never the ``MPI_Isend``/``MPI_Irecv``/``MPI_Waitall`` the
-                       program did not call
+                       program did not call; a ``wait`` of ``MPI_Waitany``/``MPI_Waitsome`` (one per
+                       request completed) is one region of that name, holding its completion record
 =====================  =====================================================================
 
 Around each rank's records is the frame of a measured MPI run, which Scalasca's ``scout.mpi`` relies on
@@ -99,6 +100,10 @@ MEASUREMENT_OPS = frozenset({"overhead", "flush", "swap"})
 #: own MPI_Ssend / MPI_Issend region, as Score-P records it).
 _P2P = {"send": 0, "ssend": 0, "isend": 1, "issend": 1, "recv": 2, "irecv": 3}
 _REQUESTS = ("isend", "issend", "irecv")
+#: Calls recorded as one ``wait`` row per request they complete (the event table's ``call``): each row is one visit
+#: of the call's region, never grouped with the next (two MPI_Waitany in a row are two calls), so Scalasca's late
+#: sender of each is waitlab's.
+_ONE_ROW_CALLS = frozenset({"MPI_Waitany", "MPI_Waitsome"})
 
 
 def mpi_function_name(op: str) -> str:
@@ -357,8 +362,9 @@ def write_otf2(events: pd.DataFrame, waits: pd.DataFrame, metadata: dict[str, An
             t0 = max(last[r], int(enter[i]))
             if call[i] and kind[i] == "mpi":  # the parts of a program's call (MPI_Sendrecv): that call's region
                 rows = [i]
-                while (i + 1 < n and rank[i + 1] == r and parent[i + 1] == parent[i] and call[i + 1] == call[i]
-                       and kind[i + 1] == "mpi" and not (op[i + 1] in _REQUESTS and op[i] not in _REQUESTS)):
+                while (call[i] not in _ONE_ROW_CALLS and i + 1 < n and rank[i + 1] == r
+                       and parent[i + 1] == parent[i] and call[i + 1] == call[i] and kind[i + 1] == "mpi"
+                       and not (op[i + 1] in _REQUESTS and op[i] not in _REQUESTS)):
                     i += 1
                     rows.append(i)
                 last[r] = write_call(w, t0, rows)

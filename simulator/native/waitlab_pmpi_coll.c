@@ -453,7 +453,7 @@ void mpi_wait_(int* req, MPI_Status* status, int* ierr)
   MPI_Status* st = wl_fstatus_ignored(status) ? &own : status;
   real(req, st, ierr);
   if (wl_on && *ierr == MPI_SUCCESS)
-    wl_completed_one(key, st, wl_poll_take(t0_), ra_);
+    wl_completed_one(key, st, wl_poll_take(t0_), ra_, -1);
 }
 
 void mpi_waitall_(int* count, int* reqs, MPI_Status* statuses, int* ierr)

@@ -309,13 +309,15 @@ static void wl_coll_completed(wl_req_t* r, int tag, double t0, double t1, uint64
   }
 }
 
-static void wl_record_completion(int found, wl_req_t* r, double t0, double t1, uint64_t site)
+/* call: the name id of the call the `wait` record is named after (MPI_Waitany, MPI_Waitsome: the event table's
+ * `call`), -1 for none (MPI_Wait, and the MPI_Test* calls, whose completions are exported differently). */
+static void wl_record_completion(int found, wl_req_t* r, double t0, double t1, uint64_t site, int call)
 {
   if (found && r->coll >= 0) /* a nonblocking collective: its wait is the collective's (Scalasca) */
     wl_coll_completed(r, (int)r->serial, t0, t1, site);
   else if (found)
     wl_push(WL_WAIT, t0, t1, r->peer, r->tag, r->op >= 0 ? wl_args[r->op].comm : 0, 0.0, r->is_recv ? 1.0 : 0.0,
-            -1, site, 0);
+            call, site, 0);
   else /* a request waitlab does not track (persistent, collective, null): kept as a 'test' */
     wl_push(WL_TEST, t0, t1, -1, 0, 0, 0.0, 0.0, -1, site, 0);
 }

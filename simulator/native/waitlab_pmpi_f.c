@@ -164,7 +164,7 @@ void mpi_test_(int* req, int* flag, MPI_Status* status, int* ierr)
   real(req, flag, st, ierr);
   if (wl_on && *ierr == MPI_SUCCESS && key != 0) {
     if (*flag)
-      wl_completed_one(key, st, wl_poll_take(t0_), ra_);
+      wl_completed_one(key, st, wl_poll_take(t0_), ra_, -1);
     else
       wl_poll_reqs(t0_, wl_now(), 1, &key, wl_site(ra_));
   }
@@ -180,7 +180,7 @@ void mpi_testany_(int* count, int* reqs, int* index, int* flag, MPI_Status* stat
   real(count, reqs, index, flag, st, ierr);
   if (wl_on && *ierr == MPI_SUCCESS) {
     if (*flag && *index != MPI_UNDEFINED && *index >= 1 && *index <= *count)
-      wl_completed_one(keys[*index - 1], st, wl_poll_take(t0_), ra_);
+      wl_completed_one(keys[*index - 1], st, wl_poll_take(t0_), ra_, -1);
     else if (!*flag)
       wl_poll_reqs(t0_, wl_now(), *count, keys, wl_site(ra_));
   }
@@ -205,7 +205,8 @@ void mpi_testall_(int* count, int* reqs, int* flag, MPI_Status* statuses, int* i
   free(own);
 }
 
-/* The rest of MPI_Testsome (test = 1) and MPI_Waitsome (test = 0) after the wrapper's WL_BEGIN_KEEP; frees keys. */
+/* The rest of MPI_Testsome (test = 1) and MPI_Waitsome (test = 0: its waits named MPI_Waitsome) after the wrapper's
+ * WL_BEGIN_KEEP; frees keys. */
 static void wl_f_some(wl_f_some_t real, int test, int* incount, int* reqs, int* outcount, int* indices,
                       MPI_Status* statuses, int* ierr, uintptr_t* keys, double t0, const void* ra)
 {
@@ -215,7 +216,7 @@ static void wl_f_some(wl_f_some_t real, int test, int* incount, int* reqs, int* 
   if (wl_on && *ierr == MPI_SUCCESS && *outcount != MPI_UNDEFINED) {
     if (*outcount > 0) {
       int* idx = wl_findices(*outcount, indices);
-      wl_completed_each(*outcount, keys, idx, st, wl_poll_take(t0), ra);
+      wl_completed_each(*outcount, keys, idx, st, wl_poll_take(t0), ra, test ? -1 : wl_waitsome_name());
       free(idx);
     } else if (test) {
       wl_poll_reqs(t0, wl_now(), *incount, keys, wl_site(ra));
@@ -250,7 +251,7 @@ void mpi_waitany_(int* count, int* reqs, int* index, MPI_Status* status, int* ie
   MPI_Status* st = wl_fstatus_ignored(status) ? &own : status;
   real(count, reqs, index, st, ierr);
   if (wl_on && *ierr == MPI_SUCCESS && *index != MPI_UNDEFINED && *index >= 1 && *index <= *count)
-    wl_completed_one(keys[*index - 1], st, wl_poll_take(t0_), ra_);
+    wl_completed_one(keys[*index - 1], st, wl_poll_take(t0_), ra_, wl_waitany_name());
   free(keys);
 }
 

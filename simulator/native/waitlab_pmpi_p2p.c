@@ -170,14 +170,33 @@ static uintptr_t* wl_keys(int count, const MPI_Request* reqs)
   return keys;
 }
 
-/* One request completed by a call (Wait, Waitany, Test, Testany): its completion record over [t0, now]. */
-static void wl_completed_one(uintptr_t key, MPI_Status* st, double t0, const void* ra)
+/* Call name ids of MPI_Waitany and MPI_Waitsome (per rank, as wl_sendrecv_name): their `wait` records carry them,
+ * so the outputs name the call the program made (the event table's `call`), not MPI_Wait. */
+static int wl_waitany_name(void)
+{
+  static int id = -1;
+  if (id < 0)
+    id = wl_name_id("MPI_Waitany");
+  return id;
+}
+
+static int wl_waitsome_name(void)
+{
+  static int id = -1;
+  if (id < 0)
+    id = wl_name_id("MPI_Waitsome");
+  return id;
+}
+
+/* One request completed by a call (Wait, Waitany, Test, Testany): its completion record over [t0, now], its `wait`
+ * named `call` (wl_record_completion). */
+static void wl_completed_one(uintptr_t key, MPI_Status* st, double t0, const void* ra, int call)
 {
   wl_req_t r;
   int found = wl_req_take(key, &r);
   if (found)
     wl_resolve(&r, st, MPI_COMM_WORLD);
-  wl_record_completion(found, &r, t0, wl_now(), wl_site(ra));
+  wl_record_completion(found, &r, t0, wl_now(), wl_site(ra), call);
 }
 
 int MPI_Wait(MPI_Request* req, MPI_Status* status)
@@ -188,7 +207,7 @@ int MPI_Wait(MPI_Request* req, MPI_Status* status)
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &own : status;
   int rc = PMPI_Wait(req, st);
   if (wl_on && rc == MPI_SUCCESS)
-    wl_completed_one(key, st, wl_poll_take(t0_), ra_);
+    wl_completed_one(key, st, wl_poll_take(t0_), ra_, -1);
   return rc;
 }
 
@@ -200,7 +219,7 @@ int MPI_Waitany(int count, MPI_Request reqs[], int* index, MPI_Status* status)
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &own : status;
   int rc = PMPI_Waitany(count, reqs, index, st);
   if (wl_on && rc == MPI_SUCCESS && *index != MPI_UNDEFINED)
-    wl_completed_one(keys[*index], st, wl_poll_take(t0_), ra_);
+    wl_completed_one(keys[*index], st, wl_poll_take(t0_), ra_, wl_waitany_name());
   free(keys);
   return rc;
 }
@@ -237,8 +256,10 @@ static void wl_completed(int n, const uintptr_t* keys, const int* idx, MPI_Statu
 }
 
 /* Requests completed by a call that may complete only some of them (Waitsome, Testsome): one completion record per
- * request, the first with the call's times, the others at its exit, so each is matched to its own request. */
-static void wl_completed_each(int n, const uintptr_t* keys, const int* idx, MPI_Status* st, double t0, const void* ra)
+ * request, the first with the call's times, the others at its exit, so each is matched to its own request; their
+ * `wait` records named `call` (wl_record_completion). */
+static void wl_completed_each(int n, const uintptr_t* keys, const int* idx, MPI_Status* st, double t0, const void* ra,
+                              int call)
 {
   double t1 = wl_now();
   uint64_t site = wl_site(ra);
@@ -249,7 +270,7 @@ static void wl_completed_each(int n, const uintptr_t* keys, const int* idx, MPI_
       continue;
     if (r.coll < 0)
       wl_resolve(&r, st ? &st[j] : NULL, MPI_COMM_WORLD);
-    wl_record_completion(1, &r, first ? t0 : t1, t1, site);
+    wl_record_completion(1, &r, first ? t0 : t1, t1, site, call);
     first = 0;
   }
   if (first) /* only requests waitlab does not track */
@@ -279,7 +300,7 @@ int MPI_Waitsome(int incount, MPI_Request reqs[], int* outcount, int indices[], 
   MPI_Status* st = own ? own : statuses;
   int rc = PMPI_Waitsome(incount, reqs, outcount, indices, st);
   if (wl_on && rc == MPI_SUCCESS && *outcount != MPI_UNDEFINED)
-    wl_completed_each(*outcount, keys, indices, st, wl_poll_take(t0_), ra_);
+    wl_completed_each(*outcount, keys, indices, st, wl_poll_take(t0_), ra_, wl_waitsome_name());
   free(keys);
   free(own);
   return rc;
@@ -296,7 +317,7 @@ int MPI_Test(MPI_Request* req, int* flag, MPI_Status* status)
   int rc = PMPI_Test(req, flag, st);
   if (wl_on && rc == MPI_SUCCESS && key != 0) {
     if (*flag)
-      wl_completed_one(key, st, wl_poll_take(t0_), ra_);
+      wl_completed_one(key, st, wl_poll_take(t0_), ra_, -1);
     else
       wl_poll_reqs(t0_, wl_now(), 1, &key, wl_site(ra_));
   }
@@ -312,7 +333,7 @@ int MPI_Testany(int count, MPI_Request reqs[], int* index, int* flag, MPI_Status
   int rc = PMPI_Testany(count, reqs, index, flag, st);
   if (wl_on && rc == MPI_SUCCESS) {
     if (*flag && *index != MPI_UNDEFINED)
-      wl_completed_one(keys[*index], st, wl_poll_take(t0_), ra_);
+      wl_completed_one(keys[*index], st, wl_poll_take(t0_), ra_, -1);
     else if (!*flag)
       wl_poll_reqs(t0_, wl_now(), count, keys, wl_site(ra_));
   }
@@ -348,7 +369,7 @@ int MPI_Testsome(int incount, MPI_Request reqs[], int* outcount, int indices[], 
   int rc = PMPI_Testsome(incount, reqs, outcount, indices, st);
   if (wl_on && rc == MPI_SUCCESS && *outcount != MPI_UNDEFINED) {
     if (*outcount > 0)
-      wl_completed_each(*outcount, keys, indices, st, wl_poll_take(t0_), ra_);
+      wl_completed_each(*outcount, keys, indices, st, wl_poll_take(t0_), ra_, -1);
     else
       wl_poll_reqs(t0_, wl_now(), incount, keys, wl_site(ra_));
   }
