@@ -118,7 +118,12 @@ def _check_resolution(sec: NoiseSection, model: Any, file: str, timing_precision
     than that between two periodic detours (events closer than the precision are handled together)."""
     p = timing_precision
     fix_p = f"or a finer [simulation] timing_precision (now {p:g} s)"
-    if isinstance(model, nz.PeriodicNoise | nz.PoissonNoise) and 0 < model.duration < p:
+    if isinstance(model, nz.PeriodicNoise | nz.PoissonNoise) and model.duration < p:
+        if model.duration == 0:  # a detour of 0 s is no detour: the run would have no noise, whatever the rate
+            raise InputError(file, "noise.duration", f"0 s is shorter than the simulation's timing precision ({p:g} "
+                             "s, simulation.timing_precision): a detour of 0 s is no detour, so this noise would "
+                             "delay nothing", f'use duration >= {p:g} s, or model = "none" (or remove [noise]) '
+                             "for a run without noise")
         raise InputError(file, "noise.duration", f"{model.duration:g} s is shorter than the simulation's timing "
                          f"precision ({p:g} s, simulation.timing_precision): SimGrid handles events closer than that "
                          "together, so the detours would not be simulated as written",

@@ -347,6 +347,11 @@ class InstrumentationSection(BaseModel):
             raise FieldProblem("only", "an empty list selects nothing, and waitlab would record every event (as "
                                "without only): name the MPI actions or regions to record, e.g. only = [\"recv\"], "
                                "remove only to record every event, or set events = \"none\" to record none")
+        if self.events == "none" and self.only:  # nothing is recorded: any name selects nothing
+            names = ", ".join(repr(n) for n in self.only[:3]) + (", ..." if len(self.only) > 3 else "")
+            raise FieldProblem("only", f"{names}: events = \"none\" records nothing, so only selects nothing",
+                               'remove only to record nothing, or set events = "mpi" (MPI calls), "regions" or '
+                               '"all" to record what only names')
         if self.events == "mpi":  # only MPI calls are recorded: any other name selects nothing
             other = [n for n in self.only if n not in MPI_ACTIONS]
             if other:
@@ -379,6 +384,17 @@ class TracingSection(BaseModel):
     _USES: ClassVar[dict[str, tuple[str, ...]]] = {
         "tau": ("swapout_f",), "every": ("swapout_f",), "sync": ("swapout_f",),
         "fill_level": ("vampir_sync", "padded_sync"), "safety": ("predictive_sync",), "window": ("predictive_sync",)}
+
+    @field_validator("memory", "buffer_bytes")
+    @classmethod
+    def _whole_bytes(cls, v: float | None, info: ValidationInfo) -> float | None:
+        # a buffer holds whole bytes: 100.5 would be compared with whole-byte records as if half a byte fitted
+        if v is not None and math.isfinite(v) and v != math.floor(v):
+            key = info.field_name
+            per = "per rank" if key == "buffer_bytes" else "per node"
+            raise FieldProblem("", f"{v!r} bytes is not a whole number of bytes",
+                               f"set {key} = {max(math.floor(v), 1):.0f} (bytes {per})")
+        return v
 
     @model_validator(mode="after")
     def _policy_keys(self) -> TracingSection:

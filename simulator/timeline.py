@@ -18,7 +18,7 @@ import pandas as pd
 from waitlab.errors import SimulationError
 from waitlab.models.analysis.rma_epochs import annotate_rma
 from waitlab.models.byte_accounting import bytes_moved
-from waitlab.models.ops import OpTable, comm_members, local_ranks, ref_dtype
+from waitlab.models.ops import CAUSE_KINDS, OpTable, comm_members, local_ranks, ref_dtype
 from waitlab.models.vocabulary import (
     ACTIONS,
     CODE,
@@ -221,10 +221,49 @@ def build_events(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: npt.NDA
         path_names = reg.path_names
         del reg
     out = event_frame(cols, ops.names, path_names)
+    flush_rows = flush_overhead_rows(ops)
+    if flush_rows.size:
+        kind = out["kind"].cat.codes.to_numpy().copy()
+        kind[flush_rows] = KINDS.index("flush")
+        out["kind"] = pd.Categorical.from_codes(kind, categories=list(KINDS))
     call = call_column(ops)
     if call is not None:
         out["call"] = call
     return out
+
+
+def flush_overhead_rows(ops: OpTable) -> npt.NDArray[np.int64]:
+    """Event-table rows of the ``overhead`` operations that the ledger books as a flush's (the page-cache write-back
+    a tracer's flush costs after it, ``[tracing] writeback_cost``): their ``kind`` is ``flush``, the ledger's, so
+    every reader of the event table (condition C's spilling-only check, ``trace.json``, the time budget) counts them
+    with the flush they belong to.  Other ``overhead`` rows keep kind ``overhead``.
+
+    >>> from waitlab.models.ops import OpBuilder
+    >>> from waitlab.models.perturb.insertion import Insertions, apply_insertions, concat, key
+    >>> b = OpBuilder(1)
+    >>> b.add("compute", 0, value=1.0)
+    >>> b.add("barrier", 0)
+    >>> record = Insertions.make(rank=[0], key=[key(1, 0)], action="overhead", value=[0.5], kind="overhead",
+    ...                          ref_row=[0])
+    >>> write_back = Insertions.make(rank=[0], key=[key(1, 1)], action="overhead", value=[0.1], kind="flush",
+    ...                              ref_row=[0])
+    >>> new, _ = apply_insertions(b.build(), concat([record, write_back]))
+    >>> flush_overhead_rows(new).tolist()  # compute, the record, the write-back, barrier
+    [2]
+    """
+    flush = CAUSE_KINDS.index("flush")
+    led = ops.ledger
+    if not len(led) or not bool((led.kind == flush).any()):
+        return np.zeros(0, np.int64)
+    cause = ops.cause
+    booked = np.zeros(len(ops), bool)
+    has = cause >= 0
+    booked[has] = led.kind[cause[has]] == flush
+    booked &= ops.code == CODE["overhead"]
+    if not booked.any():
+        return np.zeros(0, np.int64)
+    src = ops.code != CODE["leave"]  # the event rows' operations, in their order
+    return np.flatnonzero(booked[src]).astype(np.int64)
 
 
 def call_column(ops: OpTable) -> pd.Categorical | None:

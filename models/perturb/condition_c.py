@@ -11,11 +11,22 @@ communicating events ``e(p, j)``, ``e(q, k)``::
     sum_{l < j} o(p, l) = sum_{l < k} o(q, l)                      (Okita et al., formula 3)
 
 and, for a collective, the prefix sums of all participants are equal.  The
-checker compares the prefix sums of every matched point-to-point pair (the
-send or isend row and the recv or irecv row sharing a ``match`` id) and of
+checker compares the prefix sums of every matched point-to-point pair and of
 every collective instance (rows sharing ``match``), and reports the number
 of violations, the largest difference and where condition C first breaks
 (the violation whose named event -- the one with the larger prefix sum -- started earliest).
+
+A message's two events are where it leaves and where it is consumed: the send's
+post (the ``send``/``isend`` row; the message leaves when it is posted) and the
+receive's completion (the row in the ``done`` column of the ``recv``/``irecv``
+row sharing the ``match`` id: a blocking ``recv`` itself, the ``wait`` or
+``waitall`` that completes an ``irecv``), where the receiver waits for it.  The
+post of an ``irecv`` never waits, so its prefix sum says nothing about the
+wait.  A nonblocking exchange posts its sends before it waits, so a tracer
+that records every call breaks formula 3 even when every rank records the same
+calls: the receiver's ``waitall`` follows the records of all its receives and
+sends, the sender's ``isend`` only those before it (the receiver is delayed
+more than the sender, which can only shorten a late-sender wait).
 
 Distortion
 ----------
@@ -84,7 +95,8 @@ class ConditionCReport:
     Attributes
     ----------
     pairs, violating_pairs : int
-        Matched point-to-point pairs checked, and those whose prefix sums differ by more than ``atol``.
+        Matched point-to-point pairs (a send's post and its receive's completion) checked, and those whose
+        prefix sums differ by more than ``atol``.
     collectives, violating_collectives : int
         Collective instances checked and violating (max minus min prefix sum > ``atol``).
     max_difference : float
@@ -169,6 +181,27 @@ def prefix_sums(rank: _I, overhead: _F, n_ranks: int | None = None) -> _F:
     return cs - np.repeat(cs[starts[counts > 0]], counts[counts > 0])
 
 
+def completion_rows(events: pd.DataFrame, rows: _I, rank: _I | None = None) -> _I:
+    """The rows completing the operations at ``rows``: the event table's ``done`` (the ``wait``/``waitall``/``test``
+    that completes an ``irecv``; a blocking ``recv`` is its own), or the row itself where ``done`` is -1, points
+    outside the table or at another rank's row, or the table has no ``done`` column.
+
+    >>> from waitlab.models.analysis.waitstates import make_events
+    >>> ev = make_events(rank=[1, 1, 1], op=["irecv", "compute", "wait"], enter=[0.0, 0.0, 1.0],
+    ...                  exit=[0.0, 1.0, 1.0], done=[2, -1, -1])
+    >>> completion_rows(ev, np.array([0, 1])).tolist()
+    [2, 1]
+    """
+    rows = np.asarray(rows, np.int64)
+    if "done" not in events or not rows.size:
+        return rows
+    rank = events["rank"].to_numpy().astype(np.int64) if rank is None else rank
+    done = events["done"].to_numpy()[rows].astype(np.int64)
+    ok = (done >= 0) & (done < len(events))
+    ok[ok] = rank[done[ok]] == rank[rows[ok]]
+    return np.where(ok, done, rows)
+
+
 def check_condition_c(events: pd.DataFrame, overhead: _F | None = None, *, atol: float = ATOL,
                       kinds: tuple[str, ...] = TRACER_KINDS) -> ConditionCReport:
     """Check condition C (Okita et al. formula 3) on an event table.
@@ -176,7 +209,8 @@ def check_condition_c(events: pd.DataFrame, overhead: _F | None = None, *, atol:
     Parameters
     ----------
     events : DataFrame
-        Event table sorted by ``(rank, seq)`` with ``rank, kind, op, enter, match`` (and ``seq``).
+        Event table sorted by ``(rank, seq)`` with ``rank, kind, op, enter, match`` (and ``seq``, and ``done``:
+        a receive is paired at the row completing it, :func:`completion_rows`).
     overhead : float array, optional
         Per-row overhead ``o(p, l)``; default :func:`event_overheads` with ``kinds``.
     atol : float
@@ -198,7 +232,7 @@ def check_condition_c(events: pd.DataFrame, overhead: _F | None = None, *, atol:
     op = events["op"]
     viol: list[dict[str, npt.NDArray[Any]]] = []
 
-    # point-to-point: send/isend vs recv/irecv of one message
+    # point-to-point: the send's post (the message leaves) vs the receive's completion (the receiver consumes it)
     is_s = _codes(op, SEND_OPS) & (match >= 0)
     is_r = _codes(op, RECV_OPS) & (match >= 0)
     s_rows, r_rows = np.flatnonzero(is_s), np.flatnonzero(is_r)
@@ -209,7 +243,7 @@ def check_condition_c(events: pd.DataFrame, overhead: _F | None = None, *, atol:
         send_of = np.full(size, -1, np.int64)
         recv_of = np.full(size, -1, np.int64)
         send_of[match[s_rows]] = s_rows
-        recv_of[match[r_rows]] = r_rows
+        recv_of[match[r_rows]] = completion_rows(events, r_rows, rank)
         both = (send_of >= 0) & (recv_of >= 0)
         s, r = send_of[both], recv_of[both]
         n_pairs = int(s.size)
