@@ -16,6 +16,7 @@ from concurrent.futures import Executor
 from contextlib import contextmanager
 
 from waitlab.errors import InputError
+from waitlab.experiments.dask_connect import check_address, open_client
 from waitlab.experiments.isolated import PointProcesses
 
 EXECUTORS = ("local", "dask")
@@ -26,19 +27,23 @@ def default_workers() -> int:
     return max(1, os.cpu_count() or 1)
 
 
-def check_executor(kind: str, workers: int | None, scheduler: str | None, source: str = "command line") -> None:
-    """Refuse executor settings that cannot work, before anything is created."""
+def check_executor(kind: str, workers: int | None, scheduler: str | None, source: str = "command line",
+                   option: str = "scheduler") -> None:
+    """Refuse executor settings that cannot work, before anything is created (a scheduler address that is empty
+    or not one included: :func:`~waitlab.experiments.dask_connect.check_address`)."""
     if kind not in EXECUTORS:
         raise InputError(source, "executor", f"unknown executor {kind!r}", f"use one of: {', '.join(EXECUTORS)}")
     if workers is not None and workers < 1:
         raise InputError(source, "workers", f"must be >= 1, got {workers}", "use workers = 2")
-    if kind == "local" and scheduler:
-        raise InputError(source, "scheduler", "only used with the dask executor", 'set executor = "dask"')
+    if scheduler is not None:
+        check_address(scheduler, source, option)
+        if kind == "local":
+            raise InputError(source, option, "only used with the dask executor", 'set executor = "dask"')
 
 
 @contextmanager
 def open_executor(kind: str = "local", workers: int | None = None, scheduler: str | None = None,
-                  source: str = "command line") -> Iterator[Executor]:
+                  source: str = "command line", option: str = "scheduler") -> Iterator[Executor]:
     """Yield an executor of the given kind and shut it down afterwards.
 
     Parameters
@@ -47,11 +52,15 @@ def open_executor(kind: str = "local", workers: int | None = None, scheduler: st
     workers : int, optional
         Processes (local) or workers of a new Dask ``LocalCluster``; default: the number of cores.
     scheduler : str, optional
-        Address of an existing Dask scheduler (``kind = "dask"`` only); no cluster is started then.
-    source : str
-        Where the settings came from, for error messages.
+        Address of an existing Dask scheduler (``kind = "dask"`` only); no cluster is started then.  It is
+        checked, then asked whether it is a Dask scheduler, within
+        :data:`~waitlab.experiments.dask_connect.CONNECT_TIMEOUT` seconds: an address that is not one, where
+        nothing answers or where something else answers is one
+        :class:`~waitlab.experiments.dask_connect.SchedulerProblem` (exit status 2).
+    source, option : str
+        Where the settings came from and the scheduler's option there, for error messages.
     """
-    check_executor(kind, workers, scheduler, source)
+    check_executor(kind, workers, scheduler, source, option)
     n = workers or default_workers()
     if kind == "local":
         # one child process per call, in its own process group; its SimGrid runs die with it
@@ -66,8 +75,8 @@ def open_executor(kind: str = "local", workers: int | None = None, scheduler: st
         return
     from dask.distributed import Client, LocalCluster  # only when chosen: importing it costs about a second
 
-    if scheduler:
-        with Client(scheduler) as client:
+    if scheduler is not None:
+        with open_client(scheduler, source, option) as client:
             yield client.get_executor()
         return
     # distributed's own log (a failed task's traceback, workers killed at the end) stays out of the terminal: a

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from waitlab.errors import InputError, write_error
+from waitlab.errors import InputError, note_removed, write_error
 from waitlab.readers import parse_json, read_text
 
 #: The writers of ``report.html`` and ``timeline.png``, which :mod:`waitlab.experiments.results` imports when it first
@@ -247,6 +247,7 @@ def results_folder(out: Path, force: bool = False, kind: str = "run") -> Iterato
     except OSError as exc:
         shutil.rmtree(partial, ignore_errors=True)
         raise write_error(exc, out) from None
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(partial, ignore_errors=True)
+        note_removed(exc, out)  # an interruption's account names the folder it removed
         raise

@@ -37,18 +37,20 @@ import itertools
 import math
 import signal
 import sys
+import threading
 from collections.abc import Callable, Collection, Mapping
-from concurrent.futures import Executor, Future, as_completed
+from concurrent.futures import CancelledError, Executor, Future, as_completed, wait
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
 import pandas as pd
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 from tqdm import tqdm
 
 from waitlab.errors import InputError, Interrupted, WaitlabError
+from waitlab.experiments.dask_connect import address_problem
 from waitlab.experiments.diagnosis.registry import resolve_all
 from waitlab.experiments.diagnosis.sweep_scores import add_scores
 from waitlab.experiments.executors import check_executor, open_executor
@@ -67,6 +69,7 @@ from waitlab.experiments.sweep_columns import details, figures_note
 from waitlab.experiments.sweep_grid import check_platforms, shown
 from waitlab.experiments.sweep_lock import sweep_lock
 from waitlab.experiments.sweep_points import (
+    STOP_WAIT,
     check_draft,
     dask_client,
     discard,
@@ -107,6 +110,16 @@ class SweepSection(BaseModel):
         if isinstance(data, Mapping) and data.get("scheduler") is not None and "executor" not in data:
             return {**data, "executor": "dask"}
         return data
+
+    @field_validator("scheduler")
+    @classmethod
+    def _scheduler_address(cls, value: str | None) -> str | None:
+        """An address Dask can reach: ``tcp://``, ``tls://`` or no scheme, a host and a port (not the dashboard's
+        web address)."""
+        problem = address_problem(value) if value is not None else None
+        if problem is not None:
+            raise FieldProblem("", *problem)
+        return value
 
     @model_validator(mode="after")
     def _scheduler_needs_dask(self) -> SweepSection:
@@ -195,9 +208,7 @@ def load_sweep(path: str | Path) -> Sweep:
         read = read.merged(sc.inputs)
         points.append(SweepPoint(values, sc, scen))
     check_platforms([(_label(pt), str(pt.scenario.platform.name)) for pt in points], file, dict(read.platforms))
-    if len({pt.key for pt in points}) < len(points):
-        raise InputError(file, "grid", "two grid points make the same scenario (a value repeats, or a key does not "
-                         "change the scenario)", "list each value once")
+    _check_distinct(points, grid, file)
     try:
         opts_model = SweepSection.model_validate({"name": p.stem, **freeze(opts)})
     except ValidationError as exc:
@@ -207,6 +218,23 @@ def load_sweep(path: str | Path) -> Sweep:
     return Sweep(name=opts_model.name, points=tuple(points), executor=opts_model.executor,
                  workers=opts_model.workers, scheduler=opts_model.scheduler, diagnose=opts_model.diagnose,
                  path=file)
+
+
+def _check_distinct(points: list[SweepPoint], grid: Mapping[str, list[Any]], file: str) -> None:
+    """Refuse a grid two of whose points make the same scenario, naming the value listed twice, or else the two
+    points (a key that does not change the scenario, or values that mean the same)."""
+    for key, values in grid.items():
+        for i, v in enumerate(values):
+            if any(type(v) is type(w) and v == w for w in values[:i]):
+                raise InputError(file, f"grid.{key}", f"lists the value {shown(v)!r} twice: two grid points would make "
+                                 "the same scenario", "list each value once")
+    first: dict[str, SweepPoint] = {}
+    for pt in points:
+        other = first.setdefault(pt.key, pt)
+        if other is not pt:
+            raise InputError(file, "grid", f"the points ({_label(other)}) and ({_label(pt)}) make the same scenario "
+                             "(a key that does not change it, or two values that mean the same)",
+                             "drop that key or one of those values")
 
 
 def _values(point: SweepPoint) -> dict[str, Any]:
@@ -264,12 +292,32 @@ def _label(pt: SweepPoint) -> str:
     return ", ".join(f"{k}={shown(v)}" for k, v in pt.values)
 
 
-def _stop(ex: Executor, futures: Mapping[Future[Any], SweepPoint], attempt: Path) -> int | None:
+#: Seconds the sweep gives the Dask scheduler to cancel its queued points when it stops (closing the client ends
+#: them anyway): a scheduler that went away, or one slowed by a frozen worker, is not waited for.
+CANCEL_WAIT = 3.0
+#: Seconds the sweep waits, once the scheduler is lost, for the results of points that had finished to arrive.
+LOST_DRAIN = 2.0
+
+
+def _cancel(ex: Executor, futures: Collection[Future[Any]]) -> None:
+    """Cancel ``futures``: at once for the local executor; on Dask (each cancel asks the scheduler) in a thread of
+    its own, waited for at most :data:`CANCEL_WAIT` seconds."""
+    if dask_client(ex) is None:
+        for fut in futures:
+            fut.cancel()
+        return
+    asking = threading.Thread(target=lambda: [fut.cancel() for fut in futures], name="waitlab-cancel", daemon=True)
+    asking.start()
+    asking.join(CANCEL_WAIT)
+
+
+def _stop(ex: Executor, futures: Mapping[Future[Any], SweepPoint], attempt: Path) -> tuple[int | None, int]:
     """Start nothing more; end what runs (the local executor kills its children, Dask workers end theirs) and
     remove the attempt folder, so that no point can land a folder afterwards (:mod:`.sweep_points`).  Returns how
-    many running points Dask workers ended (None when not Dask)."""
-    for fut in futures:
-        fut.cancel()
+    many running points Dask workers ended (None when not Dask) and how many workers did not answer.  On Dask
+    nothing here waits for a worker or a scheduler that does not answer (:data:`CANCEL_WAIT`,
+    :data:`~.sweep_points.STOP_WAIT`)."""
+    _cancel(ex, list(futures))
     ended = stop_points(ex, attempt)
     stop = getattr(ex, "stop", None)
     if callable(stop):
@@ -305,36 +353,60 @@ def _run_locked(sweep: Sweep, out: Path, runs: Path, executor: Executor | None,
             futures = {ex.submit(fn, pt.data, pt.scenario.source, str(attempt), pt.key, pt.scenario.inputs): pt
                        for pt in todo}
             pending = set(futures)
+            address = scheduler_of(ex) or sweep.scheduler  # named in the resume command
+
+            def take(fut: Future[Any]) -> bool:
+                """Publish a point that came back, or record its failure; False: no point can be written."""
+                pt = futures[fut]
+                try:
+                    draft, _summary = fut.result()
+                    check_draft(draft, pt.key, pt.scenario.source)  # it ran what its folder's name says
+                    publish(draft, attempt, runs / pt.key)
+                    published.add(pt.key)
+                    say(f"done: {_label(pt)}")
+                except Exception as exc:
+                    text = str(exc) if isinstance(exc, WaitlabError) else f"{type(exc).__name__}: {exc}"
+                    if isinstance(exc, CancelledError):  # not by this sweep, and the scheduler still answers
+                        text = "cancelled on the Dask cluster, not by this sweep (another client?)"
+                    failures.append({**_values(pt), "scenario_hash": pt.key, "error": one_line(text)})
+                    say(f"FAILED: {_label(pt)}: {one_line(text)}")
+                    if getattr(exc, "unwritable", False):  # no point can be written: start no more
+                        _stop(ex, {f: futures[f] for f in pending}, attempt)
+                        clean_stale_partials(runs)  # folders of points stopped before they removed them
+                        for f in sorted(pending, key=lambda f: sweep.points.index(futures[f])):
+                            p = futures[f]
+                            failures.append({**_values(p), "scenario_hash": p.key,
+                                             "error": "not run: " + one_line(text)})
+                        say(f"sweep {sweep.name}: stopped: no point can be written ({one_line(text)})")
+                        return False
+                return True
+
             try:
                 for fut in tqdm(as_completed(futures), total=len(futures), desc=f"sweep {sweep.name}",
                                 unit="point", disable=not bar, file=sys.stderr):
                     pending.discard(fut)
-                    pt = futures[fut]
-                    try:
-                        draft, _summary = fut.result()
-                        check_draft(draft, pt.key, pt.scenario.source)  # it ran what its folder's name says
-                        publish(draft, attempt, runs / pt.key)
-                        published.add(pt.key)
-                        say(f"done: {_label(pt)}")
-                    except Exception as exc:
-                        text = str(exc) if isinstance(exc, WaitlabError) else f"{type(exc).__name__}: {exc}"
-                        failures.append({**_values(pt), "scenario_hash": pt.key, "error": one_line(text)})
-                        say(f"FAILED: {_label(pt)}: {one_line(text)}")
-                        if getattr(exc, "unwritable", False):  # no point can be written: start no more
-                            _stop(ex, {f: futures[f] for f in pending}, attempt)
-                            clean_stale_partials(runs)  # folders of points stopped before they removed them
-                            for f in sorted(pending, key=lambda f: sweep.points.index(futures[f])):
-                                p = futures[f]
-                                failures.append({**_values(p), "scenario_hash": p.key,
-                                                 "error": "not run: " + one_line(text)})
-                            say(f"sweep {sweep.name}: stopped: no point can be written ({one_line(text)})")
-                            return
+                    if scheduler_lost(ex, fut):  # every point not back yet is lost with it: none of them failed
+                        pending.add(fut)
+                        break
+                    if not take(fut):
+                        return
+                else:
+                    return
             except KeyboardInterrupt as exc:
                 running = sum(1 for f in pending if f.running())
-                ended = _stop(ex, futures, attempt)
+                ended, silent = _stop(ex, futures, attempt)
                 clean_stale_partials(runs)  # folders of points killed before they could remove them
                 raise _interrupted(sweep, out, runs, failures, exc, running if ended is None else ended,
-                                   scheduler_of(ex) or sweep.scheduler) from None
+                                   address, silent=silent) from None
+            # the connection to the scheduler is lost: the points that had come back are kept, the rest are missing
+            wait(pending, timeout=LOST_DRAIN)
+            for f in sorted(pending, key=lambda f: sweep.points.index(futures[f])):
+                if f.done() and not f.cancelled():
+                    pending.discard(f)
+                    take(f)
+            discard(attempt)  # a point still running anywhere ends on seeing it gone
+            clean_stale_partials(runs)
+            raise _scheduler_lost(sweep, out, runs, failures, len(pending), address)
 
         if executor is not None:
             submit_all(executor)
@@ -461,25 +533,67 @@ def _write_tables(sweep: Sweep, out: Path, runs: Path, failures: list[dict[str, 
     return table, failed_csv
 
 
-def _interrupted(sweep: Sweep, out: Path, runs: Path, failures: list[dict[str, Any]], exc: BaseException,
-                 running: int, scheduler: str | None = None) -> Interrupted:
-    """Write the table of the finished points, marked incomplete, and the account of what was kept (the resume
-    command names the ``scheduler`` the points ran on)."""
-    signum = int(getattr(exc, "signum", signal.SIGINT))
-    name = signal.Signals(signum).name
-    again = f"waitlab sweep {sweep.path or 'SWEEP.toml'} -o {out}" + (f" --scheduler {scheduler}" if scheduler else "")
+class SchedulerLost(WaitlabError):
+    """The sweep lost the connection to its Dask scheduler (it stopped, or the network failed): the finished points
+    are kept, the others are missing, not failed, and running the same command again runs them (exit status 3,
+    as for any sweep that leaves a point missing)."""
+
+    exit_code = 3
+
+
+def scheduler_lost(ex: Executor, fut: Future[Any]) -> bool:
+    """Whether a point's future came back cancelled because the Dask client lost its scheduler (Dask then cancels
+    every future of the client; the sweep cancels none while it waits for them)."""
+    client = dask_client(ex)
+    return client is not None and fut.cancelled() and getattr(client, "status", "running") != "running"
+
+
+def _resume_command(sweep: Sweep, out: Path, scheduler: str | None) -> str:
+    return f"waitlab sweep {sweep.path or 'SWEEP.toml'} -o {out}" + (f" --scheduler {scheduler}" if scheduler else "")
+
+
+def _keep_finished(sweep: Sweep, out: Path, runs: Path, failures: list[dict[str, Any]], why: str, again: str) -> str:
+    """Write the table of the finished points, marked incomplete (``incomplete.txt`` says the sweep ``why`` and how
+    to resume); return the account of what was kept."""
     try:
         table, _ = _write_tables(sweep, out, runs, failures)
         (out / INCOMPLETE).write_text(
-            f"sweep {sweep.name} was interrupted by {name}: {len(table)} of {len(sweep.points)} points finished; "
+            f"sweep {sweep.name} {why}: {len(table)} of {len(sweep.points)} points finished; "
             f"sweep.csv lists only those.\nRun `{again}` to run the missing points.\n")
-        kept = (f"{len(table)} of {len(sweep.points)} points finished and are kept ({runs}/<hash>/), their table "
+        return (f"{len(table)} of {len(sweep.points)} points finished and are kept ({runs}/<hash>/), their table "
                 f"is {out / 'sweep.csv'} (marked incomplete: {out / INCOMPLETE})")
     except WaitlabError as err:
-        kept = f"the finished points are kept in {runs}/, but their table could not be written ({err})"
+        return f"the finished points are kept in {runs}/, but their table could not be written ({err})"
+
+
+def _interrupted(sweep: Sweep, out: Path, runs: Path, failures: list[dict[str, Any]], exc: BaseException,
+                 running: int, scheduler: str | None = None, *, silent: int = 0) -> Interrupted:
+    """Write the table of the finished points, marked incomplete, and the account of what was kept (the resume
+    command names the ``scheduler`` the points ran on; ``silent``: Dask workers that did not answer the stop)."""
+    signum = int(getattr(exc, "signum", signal.SIGINT))
+    name = signal.Signals(signum).name
+    again = _resume_command(sweep, out, scheduler)
+    kept = _keep_finished(sweep, out, runs, failures, f"was interrupted by {name}", again)
+    unanswered = (f" ({silent} Dask worker{' did' if silent == 1 else 's did'} not answer within {STOP_WAIT:g} s and "
+                  f"{'was' if silent == 1 else 'were'} not waited for: {'its' if silent == 1 else 'their'} points end "
+                  "on seeing their folder gone)") if silent else ""
     return Interrupted(f"sweep {sweep.name} interrupted by {name}: {kept}; {running} running point"
-                       f"{'' if running == 1 else 's'} stopped and removed; rerun `{again}` to run only the missing "
-                       "points", signum)
+                       f"{'' if running == 1 else 's'} stopped and removed{unanswered}; rerun `{again}` to run only "
+                       "the missing points", signum)
+
+
+def _scheduler_lost(sweep: Sweep, out: Path, runs: Path, failures: list[dict[str, Any]], missing: int,
+                    scheduler: str | None) -> SchedulerLost:
+    """Write the table of the finished points, marked incomplete, and say in one line that the connection to the
+    scheduler was lost, what was kept and that the same command resumes."""
+    where = scheduler or "(the LocalCluster started here)"
+    again = _resume_command(sweep, out, scheduler)
+    kept = _keep_finished(sweep, out, runs, failures, f"lost the connection to the Dask scheduler {where}", again)
+    failed = f"; {len(failures)} failed (see {out / 'failed.csv'})" if failures else ""
+    return SchedulerLost(f"sweep {sweep.name}: the connection to the Dask scheduler {where} was lost (it stopped, or "
+                         f"the network failed): {kept}{failed}; {missing} unfinished point"
+                         f"{' was' if missing == 1 else 's were'} not recorded as failed (fix: once the scheduler and "
+                         f"its workers run again, rerun `{again}`: it runs only the missing points)")
 
 
 def _write_csv(table: pd.DataFrame, path: Path) -> None:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from waitlab.errors import InputError, SimulationError, write_error
-from waitlab.experiments.isolated import PointProcesses
+from waitlab.experiments.isolated import GRACE, PointProcesses
 from waitlab.experiments.pipeline import run
 from waitlab.experiments.results import write_run
 from waitlab.experiments.run_folder import pid_alive, seal
@@ -223,14 +223,35 @@ def scheduler_of(ex: Executor | None) -> str | None:
         return None
 
 
-def stop_points(ex: Executor, attempt: Path) -> int | None:
-    """Ask every Dask worker to end its running points of ``attempt``; how many they ended (None: not Dask, or
-    the cluster did not answer; the workers then end them on seeing the attempt folder gone)."""
+#: Seconds a Dask worker gets to answer the request to end its points (they get :data:`GRACE` after SIGTERM): one
+#: that does not answer (frozen, swapping, cut off) is not waited for; its points end on seeing their folder gone.
+STOP_WAIT = GRACE + 2.0
+
+
+def stop_points(ex: Executor, attempt: Path, wait: float = STOP_WAIT) -> tuple[int | None, int]:
+    """Ask every Dask worker, each on its own, to end its running points of ``attempt``; return how many the
+    workers that answered within ``wait`` seconds ended (None: not Dask, or no worker answered) and how many
+    workers did not answer (their points end on seeing the attempt folder gone)."""
     client = dask_client(ex)
     if client is None:
-        return None
+        return None, 0
+
+    async def ask_all() -> list[int | None]:
+        async def ask(worker: str) -> int | None:
+            try:  # Client.run from within the client's loop: awaitable
+                answers = await asyncio.wait_for(client.run(stop_attempt, str(attempt), workers=[worker],
+                                                            on_error="return"), wait)
+            except Exception:  # a worker that did not answer in time, or left
+                return None
+            n = answers.get(worker) if isinstance(answers, dict) else None
+            return n if isinstance(n, int) else None
+
+        workers = await asyncio.wait_for(client.nthreads(), wait)
+        return list(await asyncio.gather(*(ask(w) for w in workers)))
+
     try:
-        answers = client.run(stop_attempt, str(attempt), on_error="return")
-    except Exception:
-        return None
-    return sum(n for n in answers.values() if isinstance(n, int))
+        counts = client.sync(ask_all, callback_timeout=2 * wait + 1.0)  # the list of workers, then their answers
+    except Exception:  # the scheduler did not answer: every worker ends its points on seeing the folder gone
+        return None, 0
+    answered = [n for n in counts if n is not None]
+    return (sum(answered) if answered else None), len(counts) - len(answered)

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from waitlab.errors import InputError, WaitlabError, is_write_failure, write_error
+from waitlab.errors import InputError, WaitlabError, is_write_failure, note_removed, write_error
 
 #: File types matplotlib writes that waitlab offers for pictures.
 PICTURE_SUFFIXES = (".png", ".svg", ".pdf")
@@ -74,6 +74,7 @@ def guarded_output(target: Path, what: str = "output folder", *, file: bool = Fa
             for p in folder.iterdir():
                 if p.name not in before:
                     shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+        note_removed(exc, target)  # an interruption's account names what it removed
         if is_write_failure(exc):
             assert isinstance(exc, OSError)
             raise write_error(exc, folder, what) from None

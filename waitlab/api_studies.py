@@ -72,8 +72,9 @@ def sweep(sweep_file: str | Path | Sweep, out: str | Path | None = None, *, exec
     """
     sw = sweep_file if isinstance(sweep_file, Sweep) else load_sweep(sweep_file)
     target = Path(out) if out is not None else default_output(sw.name)
-    kind = executor or ("dask" if scheduler else sw.executor)
-    with open_executor(kind, workers or sw.workers, scheduler or sw.scheduler, source=f"sweep {sw.name}") as ex:
+    kind = executor or ("dask" if scheduler is not None else sw.executor)
+    address = scheduler if scheduler is not None else sw.scheduler  # "" is refused, not taken for "none"
+    with open_executor(kind, workers or sw.workers, address, source=f"sweep {sw.name}") as ex:
         return run_sweep(sw, target, executor=ex, progress=progress, bar=bar)
 
 

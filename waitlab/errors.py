@@ -109,6 +109,24 @@ class Interrupted(Picklable, KeyboardInterrupt):
         super().__init__(message)
 
 
+def note_removed(exc: BaseException, folder: object) -> None:
+    """Record on an interruption (a :class:`KeyboardInterrupt`) the unfinished results folder it stopped and that
+    was removed, so that the command line's account names it, and names none when none was (:func:`removed_by`)."""
+    if isinstance(exc, KeyboardInterrupt):
+        exc.__dict__.setdefault("removed_folder", str(folder))
+
+
+def removed_by(exc: BaseException) -> str | None:
+    """The unfinished results folder an interruption removed (:func:`note_removed`), or None.
+
+    >>> exc = Interrupted("", 2)
+    >>> removed_by(exc), (note_removed(exc, "out/run"), removed_by(exc))[1]
+    (None, 'out/run')
+    """
+    folder = exc.__dict__.get("removed_folder")
+    return str(folder) if folder is not None else None
+
+
 class WriteError(InputError):
     """A file or folder could not be written (disk full, quota, permissions, read-only file system, ...).
 
