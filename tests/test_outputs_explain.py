@@ -138,10 +138,12 @@ def test_calibration_table_fits_120_columns_and_explains_them():
     text = api.calibration_text(table)
     lines = text.splitlines()
     assert max(map(len, lines)) <= 120
-    header = lines[0].split()
+    assert lines[0].startswith("fit check, not a validation")  # the rows are the figures the factors are fitted to
+    header = lines[1].split()
     assert header == list(api.CALIBRATION_COLUMNS)
     assert all(f"  {c}: " in text for c in header)  # every column explained
-    assert "+0.6%" in lines[1] and "+100.0%" in lines[1] and lines[3].rstrip().endswith("ASSUMED")
+    assert "+0.6%" in lines[2] and "+100.0%" in lines[2] and lines[4].split()[-3] == "ASSUMED"
+    assert lines[4].rstrip().endswith("fit target")
 
 
 @pytest.mark.simgrid

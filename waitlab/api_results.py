@@ -8,6 +8,7 @@ imports while its SMPI stage goes on (docs/performance.md).
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 
 import pandas as pd
@@ -87,7 +88,10 @@ def check_c(events: str | Path, *, atol: float = 1e-9,
 
 
 def calibrate(platform: str, *, timeout: float = 60.0) -> pd.DataFrame:
-    """Every MPI-level figure of a platform against a simulated SMPI pingpong (size, source, simulated, error)."""
+    """Every MPI-level figure of a platform against a simulated SMPI pingpong (size, source, simulated, error,
+    role): a check of the fit, since SMPI's factors are fitted to these figures (role ``fit target``), not a
+    validation; ``attrs["held_out"]`` holds the platform's sourced figures the fit did not use, simulated the same
+    way (:data:`waitlab.platforms.calibration.HELD_OUT`)."""
     return calibration_table(platform, timeout=timeout)
 
 
@@ -102,27 +106,53 @@ CALIBRATION_COLUMNS = {
     "default_s": "the same pingpong with SMPI's default factors instead (s), for comparison",
     "default_error": "default_s / source_s - 1",
     "provenance": "sourced (a paper or public figure) or ASSUMED (reason in `waitlab platforms NAME`)",
+    "role": "fit target (SMPI's factors fitted to it) or model input (link rendered from it): checks the fit only",
 }
+
+#: First line of ``waitlab calibrate``: what its rows are.
+CALIBRATION_TITLE = ("fit check, not a validation: every row is a figure the SMPI factors were fitted to (role "
+                     "\"fit target\")")
+#: First line of ``waitlab calibrate`` on a platform with ``[mpi] smpi_factors = false`` (no factor fitted).
+INPUT_TITLE = ("fit check, not a validation: every row is a figure the platform's links were rendered from (role "
+               "\"model input\"; smpi_factors = false, no factor fitted)")
+
+
+def _columns(head: list[str], rows: list[list[str]], left: tuple[int, ...]) -> list[str]:
+    """``head`` and ``rows`` as aligned text columns (the ``left`` ones left-justified)."""
+    width = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
+    return [" ".join(c.ljust(w) if i in left else c.rjust(w) for i, (c, w) in enumerate(zip(r, width, strict=True)))
+            for r in [head, *rows]]
 
 
 def calibration_text(table: pd.DataFrame) -> str:
-    """The calibration table in at most 120 columns, each column explained below it (``--json``: all of it)."""
+    """The calibration table in at most 120 columns, each column explained below it (``--json``: all of it).
+
+    The first line says that the rows are fit targets; the platform's sourced figures the fit did not use
+    (``table.attrs["held_out"]``, :data:`waitlab.platforms.calibration.HELD_OUT`) follow as held-out checks, or a
+    line says there are none."""
     if not len(table):
         return "no MPI-level figure to calibrate against"
     rows = [[str(r["path"]), f"{int(r['size']):,}", str(r["kind"]), f"{r['source_s']:.4g}", f"{r['simulated_s']:.4g}",
              f"{100 * r['rel_error']:+.1f}%", f"{r['default_s']:.4g}", f"{100 * r['default_rel_error']:+.1f}%",
-             "ASSUMED" if "assum" in str(r["provenance"]).lower() else "sourced"]
+             "ASSUMED" if "assum" in str(r["provenance"]).lower() else "sourced", str(r.get("role", "fit target"))]
             for r in table.to_dict("records")]
-    head = list(CALIBRATION_COLUMNS)
-    width = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
-    line = [" ".join(h.ljust(w) if i in (0, 2, 8) else h.rjust(w) for i, (h, w) in enumerate(zip(head, width,
-                                                                                                    strict=True)))]
-    line += [" ".join(c.ljust(w) if i in (0, 2, 8) else c.rjust(w) for i, (c, w) in enumerate(zip(r, width,
-                                                                                                    strict=True)))
-             for r in rows]
+    title = CALIBRATION_TITLE if any(r[-1] == "fit target" for r in rows) else INPUT_TITLE
+    line = [title, *_columns(list(CALIBRATION_COLUMNS), rows, (0, 2, 8, 9))]
     line += ["", *(f"  {k}: {v}" for k, v in CALIBRATION_COLUMNS.items()),
              "  (--json prints every column, with the source text of each figure)",
              *(f"note: {n}" for n in table.attrs.get("not_measured", ()))]
+    held = list(table.attrs.get("held_out", ()))
+    if held:
+        line += ["", "held-out checks (role \"held-out check\"): sourced figures of this machine the fit did not use,",
+                 "the same calibrated pingpong:",
+                 *_columns(["path", "size", "kind", "source_s", "simulated_s", "error", "figure"],
+                           [[str(h["path"]), f"{int(h['size']):,}", str(h["kind"]), f"{h['source_s']:.4g}",
+                             f"{h['simulated_s']:.4g}", f"{100 * h['rel_error']:+.1f}%", str(h["label"])]
+                            for h in held], (0, 2, 6)),
+                 *textwrap.wrap(f"sources: {'; '.join(dict.fromkeys(str(h['provenance']) for h in held))}", 118,
+                                initial_indent="  ", subsequent_indent="  ")]
+    else:
+        line += ["no held-out check: the platform has no sourced MPI-level figure outside the fit"]
     return "\n".join(line)
 
 

@@ -23,7 +23,15 @@ from waitlab.cli_common import frame as _frame
 from waitlab.cli_common import json_flag as _json_flag
 from waitlab.cli_common import progress_line as _progress_line
 from waitlab.cli_common import say as _say
-from waitlab.errors import EnvironmentProblem, InputError, Interrupted, WaitlabError, is_write_failure, write_error
+from waitlab.errors import (
+    EnvironmentProblem,
+    InputError,
+    Interrupted,
+    WaitlabError,
+    is_write_failure,
+    removed_by,
+    write_error,
+)
 from waitlab.interrupts import session
 from waitlab.version import __version__
 
@@ -121,10 +129,19 @@ def _sweep(sub: Any) -> None:
 def _platforms(sub: Any) -> None:
     p = sub.add_parser("platforms", help="list the platform models, or show one")
     p.add_argument("name", nargs="?", help="platform to show (built-in name or .toml path)")
+    p.add_argument("extra", nargs="?", help=argparse.SUPPRESS)  # `platforms show NAME`: an alias of `platforms NAME`
     p.add_argument("--xml", type=int, metavar="RANKS", help="print the SimGrid XML rendered for RANKS ranks")
     _json_flag(p)
 
     def go(args: argparse.Namespace) -> int:
+        if args.extra is not None:
+            if args.name != "show":
+                raise InputError("(command line)", args.extra, "`waitlab platforms` shows one platform: "
+                                 f"got {args.name!r} and {args.extra!r}", f"waitlab platforms {args.name}")
+            args.name = args.extra  # `waitlab platforms show NAME` = `waitlab platforms NAME`
+        elif args.name == "show" and not Path("show").exists():
+            raise InputError("(command line)", "show", "names no platform: `waitlab platforms NAME` shows one",
+                             "e.g. waitlab platforms dawning_5000a (or waitlab platforms to list them)")
         if args.name is None and args.xml is not None:
             raise InputError("(command line)", "--xml", "renders one platform: name it", "e.g. waitlab platforms "
                              "dawning_5000a --xml 16")
@@ -151,14 +168,15 @@ def _platforms(sub: Any) -> None:
 
 @subcommand
 def _calibrate(sub: Any) -> None:
-    p = sub.add_parser("calibrate", help="simulated pingpong vs every MPI-level figure of a platform")
+    p = sub.add_parser("calibrate", help="fit check: simulated pingpong vs the MPI-level figures SMPI's factors "
+                       "are fitted to (and a platform's sourced figures left out of the fit)")
     p.add_argument("platform", help="built-in platform name or a platform .toml")
     _json_flag(p)
 
     def go(args: argparse.Namespace) -> int:
         table = api.calibrate(args.platform)
-        if args.json:
-            _dump(_frame(table))
+        if args.json:  # the fit targets, then the held-out checks (each row says which: "role")
+            _dump(_frame(table) + list(table.attrs.get("held_out", ())))
         _say(args, api.calibration_text(table))
         return 0
 
@@ -368,6 +386,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _named(exc: WaitlabError, args: argparse.Namespace) -> WaitlabError:
+    """A problem with the scheduler address given as ``--scheduler``, said of that option (the API names the sweep
+    or the Python argument)."""
+    address = getattr(exc, "address", None)
+    named = getattr(exc, "named", None)
+    if callable(named) and address is not None and address == getattr(args, "scheduler", None):
+        renamed = named("(command line)", "--scheduler")
+        return renamed if isinstance(renamed, WaitlabError) else exc
+    return exc
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``waitlab`` console script."""
     parser = build_parser()
@@ -376,7 +405,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with session():  # own scratch folder; first Ctrl-C stops cleanly, a second at once
             return int(args.func(args))
     except WaitlabError as exc:
-        print(f"waitlab: error: {exc}", file=sys.stderr)
+        print(f"waitlab: error: {_named(exc, args)}", file=sys.stderr)
         return exc.exit_code
     except OSError as exc:  # a write deep in a library that no writer path caught: the same one-line mapping
         if not is_write_failure(exc):
@@ -389,7 +418,9 @@ def main(argv: Sequence[str] | None = None) -> int:
               "memory; runs of 4,096 ranks or more are estimated first unless --no-resource-check)", file=sys.stderr)
         return EnvironmentProblem.exit_code
     except KeyboardInterrupt as exc:  # the command's own account (sweep, diagnose), else the generic one
-        text = str(exc) or "interrupted; nothing partial was kept (a results folder being written was removed)"
+        removed = removed_by(exc)  # the folder being written, when there was one
+        text = str(exc) or "interrupted; nothing partial was kept" + (
+            f" ({removed}, being written, was removed)" if removed else "")
         print(f"waitlab: {text}", file=sys.stderr)
         return 128 + int(getattr(exc, "signum", 2))
 
