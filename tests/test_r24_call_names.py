@@ -26,8 +26,10 @@ from program_scenarios import PROGRAMS, needs_smpi, program_scenario
 
 import waitlab
 from waitlab.cli import main
+from waitlab.experiments.scalasca_check import compare_waits, scout_run_folder
 from waitlab.models.analysis.callpaths import call_paths
 from waitlab.models.analysis.waitstates import make_events
+from waitlab.simulator.scalasca import find_scalasca, read_cubex
 
 try:
     import otf2
@@ -152,8 +154,6 @@ def test_otf2_export_names_the_regions_and_analyzes_to_the_same_waits(c_run: Pat
 @needs_smpi
 @needs_otf2
 def test_scalasca_books_the_late_senders_in_mpi_waitany_and_mpi_waitsome(c_run: Path, tmp_path: Path) -> None:
-    from waitlab.experiments.scalasca_check import compare_waits, scout_run_folder
-    from waitlab.simulator.scalasca import find_scalasca, read_cubex
 
     prefix, reason = find_scalasca()
     if prefix is None or importlib.util.find_spec("pycubexr") is None:

@@ -37,8 +37,12 @@ from scenario_files import scenario_toml
 from waitlab import api
 from waitlab.cli import main
 from waitlab.errors import InputError, Interrupted, SimulationError, WaitlabError
+from waitlab.experiments import dask_connect
+from waitlab.experiments.dask_connect import address_problem, check_address
+from waitlab.experiments.executors import open_executor
 from waitlab.experiments.run_folder import results_folder
-from waitlab.experiments.sweep import load_sweep, run_sweep
+from waitlab.experiments.sweep import SchedulerLost, load_sweep, run_sweep
+from waitlab.experiments.sweep_points import dask_client, stop_points
 
 # imported where used, so that the command-line tests fail on their own account before the fix (not at import)
 
@@ -68,10 +72,6 @@ def one_error_line(err: str) -> str:
 
 @pytest.fixture
 def fast_connect(monkeypatch: pytest.MonkeyPatch) -> float:
-    try:
-        from waitlab.experiments import dask_connect
-    except ImportError:  # before the fix: Dask's own 30 s
-        return 1.5
     monkeypatch.setattr(dask_connect, "CONNECT_TIMEOUT", 1.5)
     return 1.5
 
@@ -94,7 +94,6 @@ def fast_connect(monkeypatch: pytest.MonkeyPatch) -> float:
     ("tcp://bad host:8786", "'bad host' is not a host name", PORTS),
 ])
 def test_a_scheduler_address_that_is_not_one_is_refused_with_its_fix(address: str, problem: str, fix: str) -> None:
-    from waitlab.experiments.dask_connect import address_problem
 
     found = address_problem(address)
     assert found is not None, address
@@ -104,7 +103,6 @@ def test_a_scheduler_address_that_is_not_one_is_refused_with_its_fix(address: st
 @pytest.mark.parametrize("address", ["tcp://127.0.0.1:8786", "tls://sched.example.org:8786", "127.0.0.1:8786",
                                      "host-1.cluster:9000", "tcp://[::1]:8786", "[fe80::1]:1", "TCP://h:65535"])
 def test_a_scheduler_address_is_accepted(address: str) -> None:
-    from waitlab.experiments.dask_connect import address_problem, check_address
 
     assert address_problem(address) is None
     assert check_address(address, "x", "scheduler").port in (8786, 9000, 1, 65535)
@@ -210,7 +208,6 @@ def test_nothing_listening_is_one_line_naming_the_timeout_and_the_fix(
 
 
 def test_the_connect_timeout_is_short_and_documented() -> None:
-    from waitlab.experiments import dask_connect
 
     assert dask_connect.CONNECT_TIMEOUT <= 10
     docs = (Path(__file__).parents[1] / "docs" / "sweeps.md").read_text()
@@ -233,7 +230,6 @@ class Counting:
 @pytest.mark.parametrize("workers", [0, 1])
 def test_a_scheduler_without_workers_is_said_once_and_the_sweep_waits_on(monkeypatch: pytest.MonkeyPatch,
                                                                          workers: int) -> None:
-    from waitlab.experiments import dask_connect
 
     monkeypatch.setattr(dask_connect, "NO_WORKERS_AFTER", 0.2)
     said: list[str] = []
@@ -318,7 +314,6 @@ def test_a_lost_scheduler_keeps_the_finished_points_and_records_no_lost_point_as
 
 def test_the_command_line_says_a_lost_scheduler_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                             capsys: pytest.CaptureFixture[str]) -> None:
-    from waitlab.experiments.sweep import SchedulerLost
 
     def lost(*args: Any, **kwargs: Any) -> Any:
         raise SchedulerLost("sweep s: the connection to the Dask scheduler tcp://h:8786 was lost")
@@ -372,9 +367,6 @@ def test_a_duplicate_grid_value_is_named(tmp_path: Path) -> None:
 def test_on_a_real_scheduler_no_workers_is_said_and_a_frozen_worker_is_not_waited_for(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("distributed")
-    from waitlab.experiments import dask_connect
-    from waitlab.experiments.executors import open_executor
-    from waitlab.experiments.sweep_points import dask_client, stop_points
 
     monkeypatch.setattr(dask_connect, "NO_WORKERS_AFTER", 1.0)
     port = free_port()

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import waitlab
 from waitlab.errors import InputError
 from waitlab.experiments.perturbation import parse_perturbation
 from waitlab.experiments.schema import validate_section
@@ -134,8 +135,6 @@ compute_seconds = 0.001
 
 
 def _run(tmp_path: Path, name: str, text: str) -> Path:
-    import waitlab
-
     (tmp_path / f"{name}.toml").write_text(text)
     out = tmp_path / f"r_{name}"
     waitlab.run(tmp_path / f"{name}.toml", out)
