@@ -25,7 +25,8 @@ from waitlab.experiments.diagnosis.check import check_model
 from waitlab.experiments.diagnosis.diagnose import run_models
 from waitlab.experiments.diagnosis.evaluate import SCORES
 from waitlab.experiments.diagnosis.leaderboard import to_markdown
-from waitlab.models.analysis.protocol import EVENT_COLUMNS, TRUTH_COLUMNS, RunData, measured_events
+from waitlab.models.analysis.measured import EVENT_COLUMNS, TRUTH_COLUMNS, measured_events
+from waitlab.models.analysis.protocol import RunData
 from waitlab.models.analysis.waitstates import make_events, wait_states
 
 HOSTILE = textwrap.dedent('''

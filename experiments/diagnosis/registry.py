@@ -43,8 +43,9 @@ from waitlab.experiments.diagnosis.sandbox import (
     probe,
 )
 from waitlab.models.analysis import baselines, blame_models, graph_blame
+from waitlab.models.analysis.measured import TRUTH_COLUMNS
 from waitlab.models.analysis.metrics import metric_value, wait_metrics
-from waitlab.models.analysis.protocol import TRUTH_COLUMNS, RunData, as_blame, blame_problems, normalise
+from waitlab.models.analysis.protocol import RunData, as_blame, blame_problems, normalise
 
 Detail = Callable[..., Any]
 Frame = Callable[[Any, RunData, dict[str, Any]], pd.DataFrame]
