@@ -86,6 +86,11 @@ class Csv:
         r = self.rows[(self.rows["name"] == model) & (self.rows["error"].astype("string").fillna("") == "")]
         return float(r.loc[r["cause"] == cause if cause else slice(None), col].abs().median())
 
+    def mean(self, model: str, col: str) -> float:
+        """The mean over the cases scored (the overall table's figure for scores other than the errors)."""
+        r = self.rows[(self.rows["name"] == model) & (self.rows["error"].astype("string").fillna("") == "")]
+        return float(r[col].mean())
+
 
 def pct(x: float) -> str:
     return f"{100 * x:.0f}"
@@ -201,6 +206,16 @@ PROSE: list[tuple[str, Callable[[Csv], str]]] = [
     ("workbench.md", lambda c: "blame shifting puts "
                                f"{span(c.values(SUBCOMM_NO_HALO, [BS], 'false_blame'))}% of "
                                "its blame on the other groups"),
+    ("leaderboard.md", lambda c: "(total error "
+                                 f"{pct(c.at('subcomm-column-halo-16', CWP, 'total_error'))}% and "
+                                 f"{pct(c.at('subcomm-column-halo-16', GB, 'total_error'))}%), H-CWP-DM a third to a "
+                                 f"half ({pct(c.at('subcomm-column-halo-16', HE, 'total_error'))}% earliest, "
+                                 f"{pct(c.at('subcomm-column-halo-16', HEACH, 'total_error'))}% each) with "
+                                 f"{pct(c.at('subcomm-column-halo-16', HE, 'false_blame'))}% and "
+                                 f"{pct(c.at('subcomm-column-halo-16', HEACH, 'false_blame'))}% of its blame false"),
+    # the predicted / realized gap (the overall table's means)
+    ("leaderboard.md", lambda c: f"LARED-S shows here as {pct(c.mean(CWP, 'predicted'))}% / "
+                                 f"{pct(c.mean(CWP, 'realized'))}% for CWP-DM"),
     # one-sided, as the workbench page sums it up
     ("workbench.md", lambda c: f"(CWP-DM's total +{pct(c.at('rma-lock-16', CWP, 'total_error'))}% at 16 ranks, "
                                f"+{pct(c.at('rma-lock-64', CWP, 'total_error'))}% at 64, i.e. "

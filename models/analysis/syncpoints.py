@@ -6,13 +6,17 @@ A wait state ``(p,i)`` waiting for ``(q,k)`` is a synchronization point
 *delimiter* on ``q`` before ``k`` whose partners include ``p``, and ``i'`` the
 last one on ``p`` before ``i`` whose partners include ``q``.
 
-Delimiters are the operations that complete a communication:
+Delimiters are the operations that complete a communication, each placed where the two ranks synchronized:
 
-* point-to-point: the blocking ``send``/``recv`` itself, or the ``wait`` /
-  ``waitall`` that completes an ``isend``/``irecv`` (the ``done`` column);
-  the partner is the message's peer (a ``waitall`` has one partner per request);
-* collectives (all on ``MPI_COMM_WORLD``): every collective operation, with
-  every rank as partner.
+* point-to-point: on the receiving side the completion of the receive (the blocking ``recv`` itself, or the
+  ``wait`` / ``waitall`` in the ``done`` column of an ``irecv``), where the message reached it; on the sending
+  side the send's post (``send`` / ``isend``), where the message left: an ``isend`` completed by a ``waitall``
+  that also waited for another rank synchronized its receiver before that wait (as in Scalasca's analysis, whose
+  sending-side synchronization point is the send).  A delimiter counts before row ``r`` once its message is
+  complete there (its ``done`` row is before ``r``): the send a wait state's own ``waitall`` completes is not a
+  delimiter of that wait state;
+* collectives: every collective operation, with every member of its communicator (the ``comm`` column: 0 is
+  ``MPI_COMM_WORLD``) as partner: a row's or column's collective does not synchronize ranks outside it.
 
 The interval on a rank ``x`` between delimiters ``a`` and ``b`` holds the leaf
 activities strictly between them in ``x``'s operation order.  The time of call
@@ -66,7 +70,7 @@ from waitlab.models.analysis.callpaths import (
 )
 from waitlab.models.analysis.ties import TIE_TOLERANCE, TieCandidates, split_culprits, tie_candidates
 from waitlab.models.analysis.waitstates import EPSILON, PATTERNS
-from waitlab.models.vocabulary import COLLECTIVE_ACTIONS, P2P_ACTIONS
+from waitlab.models.vocabulary import COLLECTIVE_ACTIONS, P2P_ACTIONS, SEND_ACTIONS
 
 #: Pairwise wait-state patterns: one waiter, one culprit (its peer); all other patterns are collective.
 #: The one-sided ones (Scalasca's MPI_RMA patterns, :mod:`~waitlab.models.analysis.rma_waits`): Late Post
@@ -78,6 +82,7 @@ P2P_PATTERNS = ("late_sender", "late_receiver", "rma_late_post", "rma_early_wait
 _P2P_TABLE = np.array([p in P2P_PATTERNS for p in PATTERNS], bool)
 _COLLECTIVE_OPS = tuple(sorted(COLLECTIVE_ACTIONS))
 _P2P_OPS = P2P_ACTIONS
+_SEND_OPS = SEND_ACTIONS
 
 
 @dataclass(frozen=True)
@@ -88,8 +93,13 @@ class Delimiters:
     n_ranks: int
     rank: npt.NDArray[np.int32]
     first_row: IntArray  # first event row of each rank
-    p2p_key: IntArray  # sorted ((rank * n_ranks + partner) * n_rows + row), may repeat
-    coll_rows: IntArray  # sorted rows of collective operations
+    p2p_key: IntArray  # sorted ((rank * n_ranks + partner) * n_rows + completion row), may repeat
+    p2p_start: IntArray  # over p2p_key: running max of (group * n_rows + where the rank synchronized)
+    coll_rows: IntArray  # sorted rows of MPI_COMM_WORLD's collectives (every rank a partner)
+    n_comms: int
+    sub_key: IntArray  # sorted ((rank * n_comms + comm) * n_rows + row) of other communicators' collectives
+    members: IntArray  # sorted (comm * n_ranks + rank) of those communicators' members
+    comms_of: IntArray  # [rank, slot]: the communicators (other than the world) of each rank, -1 beyond
 
     @classmethod
     def build(cls, events: pd.DataFrame) -> Delimiters:
@@ -99,30 +109,62 @@ class Delimiters:
         if n_ranks * n_ranks * (n + 1) >= 2**62:
             raise ValueError(f"event table too large for delimiter keys ({n_ranks} ranks, {n} rows)")
         op, op_names = native_codes(events["op"])
-        done = events["done"].to_numpy()
+        done = events["done"].to_numpy().astype(np.int64, copy=False)
         peer = events["peer"].to_numpy()
         p2p = np.flatnonzero(isin_names(op, op_names, _P2P_OPS) & (done >= 0) & (peer >= 0))
-        key = (rank[p2p].astype(np.int64) * n_ranks + peer[p2p].astype(np.int64)) * n + done[p2p].astype(np.int64)
+        group = rank[p2p].astype(np.int64) * n_ranks + peer[p2p].astype(np.int64)
+        sent = np.where(isin_names(op[p2p], op_names, _SEND_OPS), p2p, done[p2p])  # the send's post
+        order = np.argsort(group * n + done[p2p], kind="stable")
+        key = (group * n + done[p2p])[order]
+        # the latest synchronization among the messages of a pair complete so far (a group's values exceed every
+        # earlier group's: the running max never crosses pairs)
+        start = np.maximum.accumulate((group * n + sent)[order]) if p2p.size else np.zeros(0, np.int64)
         match = events["match"].to_numpy()
-        coll = np.flatnonzero(isin_names(op, op_names, _COLLECTIVE_OPS) & (match >= 0))
+        comm = (events["comm"].to_numpy().astype(np.int64) if "comm" in events.columns
+                else np.zeros(n, np.int64))
+        coll = isin_names(op, op_names, _COLLECTIVE_OPS) & (match >= 0)
+        world = np.flatnonzero(coll & (comm <= 0))
+        sub = np.flatnonzero(coll & (comm > 0))
+        n_comms = int(comm[sub].max()) + 1 if sub.size else 0
+        if n_ranks * max(n_comms, 1) * (n + 1) >= 2**62:
+            raise ValueError(f"event table too large for delimiter keys ({n_comms} communicators, {n} rows)")
+        pairs = np.unique(rank[sub].astype(np.int64) * max(n_comms, 1) + comm[sub])  # (rank, communicator)
+        slot_rank, slot_comm = pairs // max(n_comms, 1), pairs % max(n_comms, 1)
+        per_rank = np.bincount(slot_rank, minlength=n_ranks)
+        comms_of = np.full((n_ranks, int(per_rank.max()) if pairs.size else 0), -1, np.int64)
+        comms_of[slot_rank, np.arange(pairs.size) - np.repeat(np.cumsum(per_rank) - per_rank, per_rank)] = slot_comm
+        sub_key = np.sort((rank[sub].astype(np.int64) * n_comms + comm[sub]) * n + sub)
         counts = np.bincount(rank, minlength=n_ranks)
         first = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
-        return cls(n, n_ranks, rank, first, np.sort(key), coll.astype(np.int64))  # duplicates are harmless
+        return cls(n, n_ranks, rank, first, key, start, world.astype(np.int64), n_comms, sub_key,
+                   np.sort(slot_comm * n_ranks + slot_rank), comms_of)
 
     def last_before(self, x: IntArray, row: IntArray, partner: IntArray) -> IntArray:
-        """Last delimiter row on rank ``x`` strictly before ``row`` with ``partner``; ``first_row[x] - 1`` if none."""
+        """Last delimiter on rank ``x`` before ``row`` with ``partner`` (the row where ``x`` synchronized with it:
+        a send's post, a receive's completion, a collective); ``first_row[x] - 1`` if none."""
         out = self.first_row[x] - 1
+        n = self.n_rows
         if self.p2p_key.size:
             group = x * self.n_ranks + partner
-            j = searchsorted_many(self.p2p_key, group * self.n_rows + row) - 1
+            j = searchsorted_many(self.p2p_key, group * n + row) - 1
             jc = np.maximum(j, 0)
-            ok = (j >= 0) & (self.p2p_key[jc] // self.n_rows == group)
-            out = np.where(ok, np.maximum(out, self.p2p_key[jc] % self.n_rows), out)
+            ok = (j >= 0) & (self.p2p_key[jc] // n == group)
+            out = np.where(ok, np.maximum(out, self.p2p_start[jc] - group * n), out)
         if self.coll_rows.size:
             j = searchsorted_many(self.coll_rows, row) - 1
             jc = np.maximum(j, 0)
             ok = (j >= 0) & (self.rank[self.coll_rows[jc]] == x)
             out = np.where(ok, np.maximum(out, self.coll_rows[jc]), out)
+        for slot in range(self.comms_of.shape[1]):  # the communicators x and its partner share
+            c = self.comms_of[x, slot]
+            want = c * self.n_ranks + partner
+            m = np.minimum(np.searchsorted(self.members, want), self.members.size - 1)
+            shared = (c >= 0) & (self.members[m] == want)
+            group = x * self.n_comms + c
+            j = searchsorted_many(self.sub_key, group * n + row) - 1
+            jc = np.maximum(j, 0)
+            ok = shared & (j >= 0) & (self.sub_key[jc] // n == group)
+            out = np.where(ok, np.maximum(out, self.sub_key[jc] % n), out)
         return out
 
 
