@@ -70,6 +70,9 @@ def summary_text(summary: dict[str, Any], metadata: dict[str, Any]) -> str:
             lines.append(f"{title}: " + ", ".join(f"{k} {v:.4f} s ({100 * v / total:.1f}%)" for k, v in items))
     if summary.get("impossible_collectives"):
         lines.append(impossible_line(summary["impossible_collectives"]))
+    if metadata.get("exit_statuses"):  # accepted by [application] exit_codes
+        lines.append("exit statuses accepted by [application] exit_codes: " + ", ".join(
+            f"rank {r} returned {c}" for r, c in metadata["exit_statuses"].items()))
     if metadata.get("note"):
         lines.append(f"note: {metadata['note']}")
     return "\n".join(lines)

@@ -32,6 +32,7 @@ from waitlab.experiments.scenario import Scenario
 from waitlab.lazy import Deferred
 from waitlab.models.ops import OpTable
 from waitlab.platforms import RenderedPlatform
+from waitlab.simulator.program_run import exit_statuses
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -137,10 +138,12 @@ class ProgramSource:
                 _PROGRAM_OPS.pop(next(iter(_PROGRAM_OPS)))
             _PROGRAM_OPS[sc.hash()] = m.ops
         p: ProgramParams = sc.application
+        statuses = exit_statuses(m.output)  # accepted by [application] exit_codes: said in the results
         return Execution(m.ops, None, m.output, program_config(sc, platform, settings),
                          {"build": built, "smpi": m.wall_seconds},
-                         {"program": str(binary), "computation": p.computation}, m.files, m.rerun,
-                         (m.t_enter, m.t_exit))
+                         {"program": str(binary), "computation": p.computation,
+                          **({"exit_statuses": {str(r): c for r, c in sorted(statuses.items())}} if statuses else {})},
+                         m.files, m.rerun, (m.t_enter, m.t_exit))
 
 
 def source_for(scenario: Scenario) -> Source:

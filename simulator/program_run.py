@@ -413,3 +413,14 @@ def _missing(out_dir: Path, n_ranks: int) -> str:
         return ""
     shown = ", ".join(map(str, missing[:10])) + (" ..." if len(missing) > 10 else "")
     return f" (rank{'s' if len(missing) > 1 else ''} {shown} did not reach MPI_Finalize)"
+
+
+def exit_statuses(output: str) -> dict[int, int]:
+    """The ranks whose ``main`` returned a status other than 0 and that status, from SMPI's warning in the run's
+    ``output`` (a run that ends so is one whose statuses ``[application] exit_codes`` accepts).
+
+    >>> exit_statuses("[node-0:2:(3) 0.090006] smpi_global.cpp:308: [smpi_kernel/WARNING] SMPI process did not "
+    ...               "return 0. Return value : 3")
+    {2: 3}
+    """
+    return {int(m["rank"]): int(m["code"]) for m in _EXIT_STATUS.finditer(output)}
