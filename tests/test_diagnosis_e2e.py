@@ -100,7 +100,7 @@ def test_cli_run_then_diagnose_folder(tmp_path, monkeypatch, capsys):
     assert main(["diagnose", str(tmp_path / "out"), "--workers", "1", "--candidates", "2"]) == 0
     report = tmp_path / "out" / "diagnosis"
     assert {p.name for p in report.iterdir()} == {"diagnosis.json", "diagnosis.md", "blame_by_region.png",
-                                                 "culprit_timeline.png", ".waitlab"}  # .waitlab: its record
+                                                 "culprit_timeline.png", "timing.json", ".waitlab"}  # .waitlab: record
     data = json.loads((report / "diagnosis.json").read_text())
     assert set(data["models"]) == {"cwpdm", "hcwpdm", "hcwpdm_each"}
     assert data["truth"]["all_causes"] > 0

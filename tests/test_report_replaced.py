@@ -79,7 +79,7 @@ def test_a_diagnosis_that_cannot_be_written_leaves_the_old_one_whole(tmp_path: P
     assert json.loads((out / "diagnosis.json").read_text()) == {"new": True}
     assert (out / "blame_by_region.png").read_bytes() == b"new png"
     record = json.loads((out / MARKER).read_text())  # the record holds the new files, not the temporary ones
-    assert record["files"] == ["blame_by_region.png", "diagnosis.json", "diagnosis.md"]
+    assert record["files"] == ["blame_by_region.png", "diagnosis.json", "diagnosis.md", "timing.json"]
     seal(out, "diagnosis", ("diagnosis.json",))  # the same record as a seal of the folder written in place
     assert json.loads((out / MARKER).read_text()) == record
 

@@ -14,8 +14,10 @@ per region, per cause kind, of all causes, of candidate (rank, region) pairs
 regions this model blames" for the predicted-vs-realized comparison.
 
 Report (folder): ``diagnosis.json`` (everything), ``diagnosis.md`` (readable
-report), ``blame_by_region.png`` (models and truth side by side) and
-``culprit_timeline.png`` (a timeline with the culprit regions highlighted).
+report), ``blame_by_region.png`` (models and truth side by side),
+``culprit_timeline.png`` (a timeline with the culprit regions highlighted) and
+``timing.json`` (each model's wall-clock seconds and peak memory, the re-runs read
+from the cache: the one file of the report whose bytes change from one diagnosis to the next).
 Each model is compared with the truth in its own terms: CWP-DM and H-CWP-DM
 "each" explain the total wait; H-CWP-DM "earliest" explains the largest wait of
 each collective instance (plus point-to-point waits), as the paper's 41.6 s.
@@ -158,7 +160,9 @@ class Diagnosis:
         return diagnosis_html(self)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain data (``diagnosis.json``)."""
+        """Plain data (``diagnosis.json``): the same bytes for the same run.  What changes from one diagnosis to
+        the next (each model's wall-clock ``seconds`` and ``peak_bytes``, the re-runs simulated rather than read from
+        the cache) is left out: ``waitlab diagnose`` writes it into ``timing.json`` beside the report."""
         models: dict[str, Any] = {}
         for m in self.models:
             reg = by_region(m.blame())
@@ -166,7 +170,6 @@ class Diagnosis:
             d: dict[str, Any] = {
                 "name": m.name, "compared_with": m.metric, "explains_wait": m.denominator,
                 "attributed": m.attributed, "unexplained": m.unexplained,
-                "seconds": m.seconds, "peak_bytes": m.peak_bytes,
                 "by_region": {str(k): float(v) for k, v in reg.items()},
                 "top_rank_region": [{"rank": int(r), "region": str(g), "cost": float(v)}
                                     for (r, g), v in rr.head(20).items()],
@@ -188,10 +191,15 @@ class Diagnosis:
         return _plain({
             "scenario": self.scenario.resolved() if self.scenario is not None else None,
             "metadata": self.metadata, "baseline": self.baseline, "models": models,
-            "truth": self.truth.to_dict([m.metric for m in self.models]) if self.truth is not None else None,
+            "truth": _without(self.truth.to_dict([m.metric for m in self.models]), "simulated_reruns")
+            if self.truth is not None else None,
             "notes": self.notes,
             **({"errors": self.errors} if self.errors else {}),
         })
+
+
+def _without(d: dict[str, Any], key: str) -> dict[str, Any]:
+    return {k: v for k, v in d.items() if k != key}
 
 
 def _plain(x: Any) -> Any:
@@ -393,6 +401,8 @@ def _run_source(run: LoadedRun, truth: bool) -> Source:
     placement = pd.read_csv(run.folder / "placement.csv") if (run.folder / "placement.csv").is_file() else None
     if not truth:  # the operations (0.6 GB at 9 M) and the noise profiles are the ground truth's
         return Source(run.events, run.waits, run.scenario, None, dict(run.metadata), None, placement)
+    if run.changed is not None:  # the truth simulates the run again: not with files it did not read
+        raise run.changed
     return Source(run.events, run.waits, run.scenario, run.ops, dict(run.metadata),
                   noise_profiles(run.scenario, run.metadata.get("noise_horizon")), placement)
 

@@ -1,4 +1,6 @@
-"""The diagnosis report: ``diagnosis.md`` (tables of blame, scores and improvements), ``diagnosis.json``, figures."""
+"""The diagnosis report: ``diagnosis.md`` (tables of blame, scores and improvements), ``diagnosis.json``, figures,
+and ``timing.json`` beside them (what a diagnosis measures of itself: the one file whose bytes change from one
+diagnosis of a run to the next)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,6 @@ from typing import Any
 
 from waitlab.errors import InputError
 from waitlab.experiments.diagnosis.diagnose import Diagnosis
-from waitlab.experiments.diagnosis.groundtruth import cache_use
 from waitlab.experiments.report.critical_report import critical_path_dict, critical_path_markdown
 from waitlab.experiments.report.diagnosis_plots import blame_figure, culprit_timeline
 from waitlab.experiments.results import run_identity
@@ -60,7 +61,8 @@ def to_markdown(diag: Diagnosis) -> str:
     if diag.scenario is not None:
         sc = diag.scenario
         lines += [f"{sc.ranks} ranks, platform `{sc.platform.name}`, application `{sc.application_kind}`, "
-                  f"seed {sc.seed}, scenario hash `{sc.hash()}`.", ""]
+                  f"seed {sc.seed}, scenario hash `{diag.metadata.get('scenario_hash') or sc.hash()}`.", ""]
+        # (the run's hash, as run.json records it: the files its scenario reads may have changed since)
     p2p = b.get("considered_wait", b["collective_max_wait"]) - b["collective_max_wait"]  # considered_wait: both
     lines += [f"Total wait {b['total_wait']:.4g} s (makespan {b['makespan']:.4g} s); largest wait per collective "
               f"instance summed: {b['collective_max_wait']:.4g} s"
@@ -68,15 +70,20 @@ def to_markdown(diag: Diagnosis) -> str:
               + ", ".join(f"MPI_{k.capitalize()} {v:.4g} s"  # as the blame and the critical path spell it
                           for k, v in sorted(b["wait_by_op"].items(), key=lambda kv: -kv[1])), ""]
     lines += ["## What each model blames", "", f"(Blame below {BLAME_FLOOR:g} s is rounding and is not listed.)", ""]
+    if diag.models:  # the same report for the same run: what a diagnosis measures of itself is in timing.json
+        measured = any(m.peak_bytes for m in diag.models)
+        lines += [f"Each model's wall-clock seconds{' and peak memory' if measured else ''}"
+                  + (" and how many counterfactual runs came from the cache" if diag.truth is not None else "")
+                  + " are in `timing.json` beside this report, not in it: they change from one diagnosis to the "
+                  "next, the report does not" + ("." if measured else " (peak memory not measured: "
+                                                  "waitlab.diagnose(RUN, memory=True) measures it, with a second, "
+                                                  "traced run)."), ""]
     for m in diag.models:
         reg = by_region(m.blame())
         what = "total wait" if m.metric == "total_wait" else _considered(m.metric, b.get("max_wait_by_op", {}))
-        memory = f", peak memory {m.peak_bytes / 2**20:.1f} MiB" if m.peak_bytes else \
-            " (peak memory not measured: waitlab.diagnose(RUN, memory=True) measures it, with a second, traced run)"
         lines += [f"### {m.name}", "",
                   f"Explains {m.denominator:.4g} s of wait ({what}); attributed "
-                  f"{m.attributed:.4g} s, unexplained {m.unexplained:.4g} s. Diagnosis took "
-                  f"{m.seconds:.3f} s{memory}.", ""]
+                  f"{m.attributed:.4g} s, unexplained {m.unexplained:.4g} s.", ""]
         if isinstance(m.result, CwpdmResult):
             w = m.result.waits
             lines += [f"Short-term cost {m.result.short_total:.4g} s, long-term {m.result.long_total:.4g} s; "
@@ -101,7 +108,7 @@ def to_markdown(diag: Diagnosis) -> str:
     if gt is not None:
         lines += ["## Ground truth (counterfactual re-runs)", "",
                   f"Removing every injected cause removes {gt.all_causes:.4g} s of the {b['total_wait']:.4g} s "
-                  f"of wait ({cache_use(gt)}).", "",
+                  f"of wait ({gt.distinct} counterfactual {'run' if gt.distinct == 1 else 'runs'}).", "",
                   "| region | injected (s) | true cost, total wait (s) | true cost, H-CWP-DM (earliest)'s "
                   "measure (s) |", "| --- | ---: | ---: | ---: |"]
         inj = gt.injected("region")
@@ -155,9 +162,22 @@ def report_dict(diag: Diagnosis) -> dict[str, Any]:
     return {**diag.to_dict(), "critical_path": critical_path_dict(cp) if cp is not None else None, "run": ident}
 
 
+def timing_dict(diag: Diagnosis) -> dict[str, Any]:
+    """``timing.json``: what a diagnosis measures of itself, kept out of ``diagnosis.json`` and ``diagnosis.md`` so
+    that those give the same bytes for the same run (as ``waitlab evaluate`` keeps ``cost.csv`` apart): each model's
+    wall-clock ``seconds`` and ``peak_bytes`` (0: not measured; ``waitlab.diagnose(RUN, memory=True)`` measures
+    it) and the counterfactual runs simulated or read from the cache (``None`` without a ground truth)."""
+    gt = getattr(diag, "truth", None)
+    return {"models": {m.key: {"name": m.name, "seconds": float(m.seconds), "peak_bytes": int(m.peak_bytes)}
+                       for m in getattr(diag, "models", ())},
+            "counterfactual_runs": None if gt is None else
+            {"total": gt.distinct, "simulated": gt.simulated, "from_cache": gt.distinct - gt.simulated}}
+
+
 def write_report(diag: Diagnosis, out: Path, png: bool = True) -> list[Path]:
-    """Write ``diagnosis.json``, ``diagnosis.md`` and the figures into ``out``, and its integrity record
-    (``.waitlab``: the SHA-256 of ``diagnosis.json``); return the files.
+    """Write ``diagnosis.json``, ``diagnosis.md`` and the figures into ``out``, ``timing.json`` beside them
+    (:func:`timing_dict`) and the folder's integrity record (``.waitlab``: the SHA-256 of ``diagnosis.json``);
+    return the report's files (``timing.json`` is not one of them: it changes with every diagnosis).
 
     Every file is written beside its final name and the set is renamed into place only once all are written
     (:func:`~waitlab.experiments.writer.replaced_files`): a diagnosis that fails to write (disk full, ``ulimit -f``)
@@ -169,6 +189,7 @@ def write_report(diag: Diagnosis, out: Path, png: bool = True) -> list[Path]:
     with replaced_files(out) as files:
         files.path("diagnosis.json").write_text(json.dumps(report_dict(diag), indent=2, sort_keys=True) + "\n")
         files.path("diagnosis.md").write_text(to_markdown(diag))
+        files.path("timing.json").write_text(json.dumps(timing_dict(diag), indent=2, sort_keys=True) + "\n")
         if png:
             blame_figure(diag, files.path("blame_by_region.png"))
             names.append("blame_by_region.png")
