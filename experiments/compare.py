@@ -206,25 +206,36 @@ def _pair_bars(ax: Any, df: pd.DataFrame, key: str, title: str) -> None:
     ax.legend(fontsize=8, frameon=False)
 
 
+def rank_panel(ax: Any, cmp: Comparison) -> None:
+    """The per-rank panel: each rank's change of own work and of wait; when the runs have different rank counts, no
+    bars but the reason (an empty frame would read as "nothing moved")."""
+    ax.set_title("per rank: change", fontsize=10)
+    if not len(cmp.ranks):
+        why = next((n for n in cmp.notes if n.startswith("rank counts differ")), "no per-rank comparison")
+        ax.text(0.5, 0.5, why.replace(": ", ":\n", 1), ha="center", va="center", fontsize=9, color=INK,
+                transform=ax.transAxes, wrap=True)
+        ax.set_xticks([])
+        ax.set_yticks([])
+        return
+    r = cmp.ranks["rank"].to_numpy()
+    ax.bar(r - 0.2, cmp.ranks["own_work_delta"], 0.4, color=KIND_COLOURS["compute"],
+           label="own work (compute + perturbation)")
+    ax.bar(r + 0.2, cmp.ranks["wait_delta"], 0.4, color=WAIT, label="wait")
+    ax.axhline(0, color=INK, lw=0.6)
+    lo, hi = ax.get_ylim()
+    ax.set_ylim(lo, hi + 0.3 * (hi - lo))  # room for the legend above the bars
+    ax.legend(fontsize=8, frameon=False, loc="upper right", ncol=2)
+    ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+    ax.set_xlabel("rank")
+    ax.set_ylabel("B - A (s)")
+
+
 def compare_png(cmp: Comparison, path: Path) -> Path:
     """Four panels: budget A vs B, wait by pattern A vs B, per-rank change, per-step change."""
     fig, axes = subplots(2, 2, figsize=(12, 7))
     _pair_bars(axes[0, 0], cmp.totals.sort_values("category"), "category", "rank-seconds by activity")
     _pair_bars(axes[0, 1], cmp.by_pattern.sort_values("pattern"), "pattern", "wait by pattern")
-    ax = axes[1, 0]
-    if len(cmp.ranks):
-        r = cmp.ranks["rank"].to_numpy()
-        ax.bar(r - 0.2, cmp.ranks["own_work_delta"], 0.4, color=KIND_COLOURS["compute"],
-               label="own work (compute + perturbation)")
-        ax.bar(r + 0.2, cmp.ranks["wait_delta"], 0.4, color=WAIT, label="wait")
-        ax.axhline(0, color=INK, lw=0.6)
-        lo, hi = ax.get_ylim()
-        ax.set_ylim(lo, hi + 0.3 * (hi - lo))  # room for the legend above the bars
-        ax.legend(fontsize=8, frameon=False, loc="upper right", ncol=2)
-        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
-    ax.set_xlabel("rank")
-    ax.set_ylabel("B - A (s)")
-    ax.set_title("per rank: change", fontsize=10)
+    rank_panel(axes[1, 0], cmp)
     ax = axes[1, 1]
     ax.bar(cmp.steps["step"], cmp.steps["delta"], color=RUN_B)
     ax.axhline(0, color=INK, lw=0.6)

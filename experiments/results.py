@@ -26,11 +26,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from waitlab.errors import InputError
+from waitlab.experiments.physics_limits import is_platform_path
 from waitlab.experiments.pipeline import Run, RunResult
+from waitlab.experiments.real_params import REAL_KINDS
 from waitlab.experiments.report.notebook import loaded_html
 from waitlab.experiments.report.perturbation_report import buffer_timeline, jsonable, report_text
 from waitlab.experiments.run_folder import MARKER, PICTURE_MODULES, verify_folder
-from waitlab.experiments.scenario import Scenario, from_mapping, read_toml
+from waitlab.experiments.scenario import Scenario, from_mapping, read_toml, scenario_hash
 from waitlab.lazy import Deferred
 from waitlab.models.analysis.metrics import ledger_frame, ledger_table
 from waitlab.models.analysis.summary import placement_text, rank_budget
@@ -221,6 +223,16 @@ class LoadedRun:
     #: Why the folder is not the one its run wrote, when read with ``trust_edited`` ("" when intact); the same
     #: words are in ``metadata["trust_edited"]``, so every output made from it says so.
     edited: str = ""
+    #: Why its scenario cannot be simulated again as the run (None when it can): a file the scenario reads (platform
+    #: file, noise signature file, program sources or trace files) changed since the run, so re-resolving the
+    #: scenario gives another scenario hash than run.json's.  The folder's tables are read all the same (report,
+    #: compare, export, ``diagnose --no-truth``); a diagnosis's ground truth, which simulates the run again, raises it.
+    changed: InputError | None = None
+
+    @property
+    def inputs_changed(self) -> str:
+        """:attr:`changed` in words ("" when the scenario's files are those the run read)."""
+        return "" if self.changed is None else str(self.changed)
 
     @property
     def perturbed(self) -> bool:
@@ -367,6 +379,9 @@ def load_run(folder: str | Path, trust_edited: bool = False) -> LoadedRun:
 
     ``trust_edited`` reads a folder whose record is missing or whose files changed anyway; the reason is then
     in ``edited`` and in ``metadata["trust_edited"]``, which every output made from the run carries.
+
+    A file the scenario reads that changed since the run (:func:`inputs_changed`) does not stop the reading: it is
+    kept in ``changed``, which a diagnosis's ground truth (simulating the run again) raises.
     """
     folder = path_argument(folder, "folder", "results folder")
     run_json = folder / "run.json"
@@ -379,6 +394,7 @@ def load_run(folder: str | Path, trust_edited: bool = False) -> LoadedRun:
     if not scenario_path.is_file():
         raise InputError(str(scenario_path), "(file)", "is missing", "re-run `waitlab run` to rewrite the folder")
     scenario = from_mapping(read_toml(scenario_path), str(scenario_path))
+    changed = inputs_changed(scenario, meta, folder, scenario_path)  # read as it is; simulated again: refused
     ops_path = folder / "ops.parquet"  # the operations are read when first used (LoadedRun.ops); checked here
     _ops_meta(ops_path, _parquet_schema(ops_path, "operation table"))
     _parquet_schema(folder / "ledger.parquet", "cause ledger")
@@ -389,7 +405,56 @@ def load_run(folder: str | Path, trust_edited: bool = False) -> LoadedRun:
     edited = verify_unperturbed(folder, trust_edited) if unperturbed else verify_folder(folder, trust_edited)
     if edited:
         meta[EDITED_KEY] = edited
-    return LoadedRun(folder, scenario, events, waits, meta, edited)
+    return LoadedRun(folder, scenario, events, waits, meta, edited, changed)
+
+
+def input_files(scenario: Scenario) -> list[str]:
+    """What the scenario reads besides itself, as a refusal names it: its platform file, noise signature file and
+    application files (a program's sources, a trace)."""
+    named = [f"platform file {scenario.platform.name}"] if is_platform_path(scenario.platform.name) else []
+    if scenario.noise is not None and scenario.noise.file is not None:
+        named.append(f"noise signature file {scenario.noise.file}")
+    app = scenario.application
+    if scenario.application_kind in REAL_KINDS and getattr(app, "digest", False):
+        files = [*getattr(app, "sources", ()), *filter(None, [getattr(app, "binary", None)]),
+                 *getattr(app, "inputs", ()), *filter(None, [getattr(app, "trace", None)])]
+        shown = ", ".join(map(str, files[:3])) + (", ..." if len(files) > 3 else "")
+        named.append(f"the application's sources and inputs ({shown})" if scenario.application_kind == "program"
+                     else f"the application's trace files ({shown}; known by their sizes and modification times)")
+    return named
+
+
+def inputs_changed(scenario: Scenario, meta: dict[str, Any], folder: Path, scenario_path: Path) -> InputError | None:
+    """Whether a file ``scenario`` (re-resolved from a results folder) reads changed since the run: its hash, over
+    the files as they are now, is not run.json's ``scenario_hash``.  None when unchanged, else the one-line refusal
+    of simulating it again, naming the file when the scenario reads one.
+
+    The hash is also taken over run.json's ``resolved_scenario`` (the scenario as the run's waitlab resolved it: a
+    later waitlab may fill in more defaults) and, for folders written before the hash covered the platform and noise
+    files, with the application's digest alone (such a folder cannot tell an edited file: it is read as it is).
+    """
+    recorded = meta.get("scenario_hash")
+    fingerprint = scenario.fingerprint()
+    now = scenario_hash(scenario.resolved(), fingerprint)
+    if not isinstance(recorded, str) or now == recorded:
+        return None
+    resolved = meta.get("resolved_scenario")
+    if isinstance(resolved, dict) and recorded in (scenario_hash(resolved, fingerprint), scenario_hash(
+            resolved, str(getattr(scenario.application, "digest", "")))):
+        return None
+    named = input_files(scenario)
+    hashes = f"scenario hash now {now}, the run's {recorded}"
+    harm = "simulating that run again (a diagnosis's ground truth) would simulate another scenario under its name"
+    fix = (f"restore the file as the run read it, or run `waitlab run {scenario_path} -o NEW` to simulate the "
+           "file as it is now (a sweep's point: run the sweep again)")
+    if len(named) == 1 and named[0].startswith(("platform file ", "noise signature file ")):
+        return InputError(named[0].split(" file ", 1)[1], "(file)",
+                          f"changed since the run of results folder {folder} ({hashes}): {harm}", fix)
+    if named:
+        what = named[0] if len(named) == 1 else f"one of the files its scenario reads ({'; '.join(named)})"
+        return InputError(str(folder), "(input files)", f"{what} changed since the run ({hashes}): {harm}", fix)
+    return InputError(str(folder / "run.json"), "scenario_hash", f"is {recorded}, but the folder's scenario.toml "
+                      f"gives {now}: {harm}", "re-run `waitlab run` to rewrite the folder")
 
 
 def _run_json(run_json: Path) -> dict[str, Any]:

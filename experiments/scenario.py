@@ -189,24 +189,43 @@ class Scenario:
 
     def hash(self) -> str:
         """SHA-256 (first 16 hex digits) of the resolved scenario and its input files' digest."""
-        text = json.dumps([self.resolved(), self.fingerprint()], sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        return scenario_hash(self.resolved(), self.fingerprint())
 
     def to_toml(self) -> str:
         """The resolved scenario as TOML text."""
         return tomli_w.dumps(self.resolved())
 
     def with_values(self, changes: Mapping[str, Any]) -> Scenario:
-        """A new scenario with dotted keys changed (``"noise.duration"``, ``"application.imbalance[0].magnitude"``)."""
+        """A new scenario with dotted keys changed (``"noise.duration"``, ``"application.imbalance[0].magnitude"``).
+
+        An error about a key of ``changes`` names the call, not the scenario's file the value did not come from
+        (``(python call): scenario.ranks: must be an integer, got '16'``); ``changes`` must be a dict.
+        """
+        if not isinstance(changes, Mapping) or not all(isinstance(k, str) for k in changes):
+            raise InputError("(python call)", "changes", "must be a dict of dotted keys (text) to values, got "
+                             f"{type(changes).__name__} {str(changes)[:80]}", 'e.g. with_values({"scenario.ranks": 4})')
         data = self.resolved()
         for key, value in changes.items():
-            set_dotted(data, key, value, self.source)
-        return from_mapping(data, self.source, inputs=self.inputs)
+            set_dotted(data, key, value, "(python call)")
+        try:
+            return from_mapping(data, self.source, inputs=self.inputs)
+        except InputError as exc:
+            if type(exc) is not InputError or exc.file != self.source or not any(
+                    exc.field == k or exc.field.startswith((f"{k}.", f"{k}[")) for k in changes):
+                raise
+            raise InputError("(python call)", exc.field, exc.problem, exc.fix) from None
 
     def with_platform_bytes(self, raw: bytes) -> Scenario:
         """The scenario with ``raw`` as its platform file's bytes (what a run that read the file itself simulated)."""
         kept = tuple(e for e in self.inputs.platforms if e[0] != self.platform.name)
         return dataclasses.replace(self, inputs=InputFiles(((self.platform.name, raw), *kept), self.inputs.noise))
+
+
+def scenario_hash(resolved: Mapping[str, Any], fingerprint: str) -> str:
+    """:meth:`Scenario.hash` of a resolved scenario (plain data, as ``run.json`` records it) and the digest of its
+    input files (:meth:`Scenario.fingerprint`)."""
+    text = json.dumps([resolved, fingerprint], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _dump(model: Any) -> dict[str, Any]:
@@ -481,7 +500,8 @@ def as_scenario(scenario: Scenario | str | Path) -> Scenario:
 
 
 def load_scenario(path: str | Path) -> Scenario:
-    """Read and validate a scenario TOML file."""
+    """Read and validate a scenario TOML file (anything but a path is refused, naming the argument ``path``)."""
+    path = path_argument(path, "path", "scenario TOML file")
     try:
         data = read_toml(path)
     except InputError as exc:

@@ -47,10 +47,10 @@ from typing import Any, Literal
 
 import pandas as pd
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
-from tqdm import tqdm
 
 from waitlab.errors import InputError, Interrupted, WaitlabError
 from waitlab.experiments.dask_connect import address_problem
+from waitlab.experiments.diagnosis.groundtruth import Bar
 from waitlab.experiments.diagnosis.registry import resolve_all
 from waitlab.experiments.diagnosis.sweep_scores import add_scores
 from waitlab.experiments.executors import check_executor, open_executor
@@ -66,7 +66,7 @@ from waitlab.experiments.scenario import (
 )
 from waitlab.experiments.schema import STRICT, FieldProblem, PlainName, freeze, raise_validation
 from waitlab.experiments.sweep_columns import details, figures_note
-from waitlab.experiments.sweep_grid import check_platforms, shown
+from waitlab.experiments.sweep_grid import builtin_file, check_keys, check_platforms, label, shown, spelled
 from waitlab.experiments.sweep_lock import sweep_lock
 from waitlab.experiments.sweep_points import (
     STOP_WAIT,
@@ -178,6 +178,7 @@ def load_sweep(path: str | Path) -> Sweep:
     for key, values in grid.items():
         if not isinstance(values, list) or not values:
             raise InputError(file, f"grid.{key}", "must be a non-empty list of values", f'"{key}" = [1, 2]')
+    check_keys(grid, file)
     opts = data.get("sweep", {})
     if not isinstance(opts, dict):
         raise InputError(file, "sweep", "must be a table", "write it as [sweep] with name, executor, workers")
@@ -197,13 +198,13 @@ def load_sweep(path: str | Path) -> Sweep:
         for k, v in zip(keys, combo, strict=True):
             set_dotted(scen, k, v, file)
         values = tuple(zip(keys, combo, strict=True))
-        label = ", ".join(f"{k}={shown(v)}" for k, v in values)
+        named = label(values)
         try:
             sc = from_mapping(scen, str(base_path), inputs=read)
             check_settings(dict(sc.simulation.config_pairs()), str(base_path))  # as waitlab run checks them
         except InputError as exc:  # the scenario's own words, and its fix or "change that grid value"
             where = exc.field if exc.file == str(base_path) else f"{exc.file}: {exc.field}"
-            raise InputError(file, f"grid ({label})", f"makes an invalid scenario: {where}: {exc.problem}",
+            raise InputError(file, f"grid ({named})", f"makes an invalid scenario: {where}: {exc.problem}",
                              exc.fix or "change that grid value") from None
         read = read.merged(sc.inputs)
         points.append(SweepPoint(values, sc, scen))
@@ -226,15 +227,26 @@ def _check_distinct(points: list[SweepPoint], grid: Mapping[str, list[Any]], fil
     for key, values in grid.items():
         for i, v in enumerate(values):
             if any(type(v) is type(w) and v == w for w in values[:i]):
-                raise InputError(file, f"grid.{key}", f"lists the value {shown(v)!r} twice: two grid points would make "
-                                 "the same scenario", "list each value once")
+                raise InputError(file, f"grid.{key}", f"lists the value {spelled(v)!r} twice: two grid points would "
+                                 "make the same scenario", "list each value once")
     first: dict[str, SweepPoint] = {}
     for pt in points:
-        other = first.setdefault(pt.key, pt)
+        other = first.setdefault(_meaning(pt), pt)
         if other is not pt:
             raise InputError(file, "grid", f"the points ({_label(other)}) and ({_label(pt)}) make the same scenario "
                              "(a key that does not change it, or two values that mean the same)",
                              "drop that key or one of those values")
+
+
+def _meaning(pt: SweepPoint) -> str:
+    """What tells the point's scenario from another: its hash, taken with a built-in platform's own data file named
+    as that built-in platform, which is what it simulates."""
+    builtin = builtin_file(pt.scenario.platform.name)
+    if builtin is None:
+        return pt.key
+    data = copy.deepcopy(pt.data)
+    data["platform"]["name"] = builtin
+    return from_mapping(data, pt.scenario.source).hash()
 
 
 def _values(point: SweepPoint) -> dict[str, Any]:
@@ -289,7 +301,7 @@ def run_sweep(sweep: Sweep, out: Path, *, executor: Executor | None = None,
 
 
 def _label(pt: SweepPoint) -> str:
-    return ", ".join(f"{k}={shown(v)}" for k, v in pt.values)
+    return label(pt.values)
 
 
 #: Seconds the sweep gives the Dask scheduler to cancel its queued points when it stops (closing the client ends
@@ -382,7 +394,7 @@ def _run_locked(sweep: Sweep, out: Path, runs: Path, executor: Executor | None,
                 return True
 
             try:
-                for fut in tqdm(as_completed(futures), total=len(futures), desc=f"sweep {sweep.name}",
+                for fut in Bar(as_completed(futures), total=len(futures), desc=f"sweep {sweep.name}",
                                 unit="point", disable=not bar, file=sys.stderr):
                     pending.discard(fut)
                     if scheduler_lost(ex, fut):  # every point not back yet is lost with it: none of them failed

@@ -182,7 +182,7 @@ def _layout(model: PlatformModel, n_ranks: int, ranks_per_node: int | None, node
         if rpn > cores:
             raise InputError(model.name, "ranks_per_node",
                              f"{rpn} ranks per node, but a {model.name} node has {cores} rank slots (node.cores)",
-                             f"use ranks_per_node <= {cores}, or more nodes")
+                             f"use ranks_per_node <= {cores}")
     if nodes is None:
         n_nodes = math.ceil(n_ranks / rpn)
     else:
@@ -193,8 +193,9 @@ def _layout(model: PlatformModel, n_ranks: int, ranks_per_node: int | None, node
                          f"{model.max_nodes} (machine.max_nodes)" if nodes is None else
                          f"{n_nodes} nodes requested, but {model.name} has only {model.max_nodes} "
                          "(machine.max_nodes)",
-                         f"use at most {model.max_nodes * rpn} ranks at {rpn} per node "
-                         f"(at most {model.max_nodes * cores} with {cores} per node)" if nodes is None else
+                         f"use at most {_ranks(model.max_nodes * rpn)} at {rpn} per node"
+                         + (f" (at most {model.max_nodes * cores} with {cores} per node)" if rpn != cores else "")
+                         if nodes is None else
                          f"use nodes <= {model.max_nodes}")
     if n_nodes * rpn < n_ranks:
         raise InputError(model.name, "n_ranks",
@@ -421,3 +422,8 @@ def render_platform(model: PlatformModel, n_ranks: int, ranks_per_node: int | No
         node_of_rank=node_of_rank, hosts=hosts, split_cores=split, smpi_config=dict(calibration.smpi_config),
         placement=place, leaf_size=leaf_size, program_env=rma_env(model.mpi),
     )
+
+
+def _ranks(n: int) -> str:
+    """``n`` ranks, spelled for a message (``1 rank``, ``2 ranks``)."""
+    return f"{n} rank" if n == 1 else f"{n} ranks"
