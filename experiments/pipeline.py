@@ -27,7 +27,7 @@ import numpy as np
 
 from waitlab.errors import InputError
 from waitlab.experiments.physics_limits import makespan_problem
-from waitlab.experiments.report.notebook import run_html
+from waitlab.experiments.report.notebook import run_html, summary_html
 from waitlab.experiments.run_folder import PICTURE_MODULES
 from waitlab.experiments.scenario import Scenario
 from waitlab.experiments.sources import Execution
@@ -110,6 +110,16 @@ class RunResult:
     def ledger(self) -> pd.DataFrame:
         """The cause ledger as a table (rank, region, step, seconds, kind)."""
         return _metrics.ledger_frame(self.ops)
+
+    def __repr__(self) -> str:  # one line, not the tables (a dataclass's repr prints them: 100 KB at 32 ranks)
+        s = self.summary
+        wait = float(self.waits["wait"].sum()) if "wait" in self.waits else 0.0
+        return (f"RunResult(scenario {self.scenario.name!r}: {s.get('ranks', self.scenario.ranks)} ranks on "
+                f"{self.scenario.platform.name}, makespan {float(s.get('makespan', float('nan'))):.6g} s, "
+                f"{len(self.events):,} events, {len(self.waits):,} wait states, total wait {wait:.6g} s)")
+
+    def _repr_html_(self) -> str:  # a notebook shows the summary, as for a Run
+        return summary_html(f"run of {self.scenario.name}", self.summary, self.metadata)
 
 
 def with_link_ledger(prep: Prepared, res: RunResult) -> RunResult:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import signal
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +18,7 @@ from waitlab.experiments.diagnosis.names import BUILTIN_NAMES, DEFAULT_DIAGNOSE,
 from waitlab.experiments.estimate import preflight, remember
 from waitlab.experiments.executors import open_executor
 from waitlab.experiments.run_folder import RESULTS_ROOT, default_output, results_folder
-from waitlab.experiments.scenario import Scenario, as_scenario, load_scenario
+from waitlab.experiments.scenario import Scenario, as_scenario, from_mapping, load_scenario
 from waitlab.experiments.stage import prepare
 from waitlab.lazy import Deferred, lazy_attributes
 from waitlab.platforms import PLATFORM_ALIASES, describe_platform, list_platforms, load_platform, render_platform
@@ -121,6 +122,7 @@ __all__ = [
     "report_dict",
     "report_text",
     "run",
+    "scenario_from_dict",
     "signal_name",
     "summary_text",
     "sweep",
@@ -153,6 +155,11 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, force
         raise InputError("(python call)", "force", f"must be True or False, got {force!r}", "pass force=True to "
                          "replace a results folder of waitlab's, else leave it out")
     folder = path_argument(out, "out", "results folder") if out is not None else None
+    if folder is not None:
+        _check_parents(folder)
+    if isinstance(scenario, Mapping):  # a dict: build the Scenario first, the one way its errors name its keys
+        raise InputError("(python call)", "scenario", "must be a Scenario or the path of a scenario TOML file, got "
+                         f"{type(scenario).__name__}", "build it with waitlab.scenario_from_dict(data) and pass that")
     sc = as_scenario(scenario)
     prep = prepare(sc)  # once: the estimate and the run share it
     est = preflight(prep, say=say, check=check_resources)
@@ -165,6 +172,52 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, force
             _results.write_run(result, partial, png=png)
     remember(est, prep, result.result.stage_seconds.get("smpi"))  # the estimate learns from this run
     return result
+
+
+def _check_parents(folder: Path) -> None:
+    """Refuse an output folder below a file (``late.toml/sub``), naming the folder given and that file.
+
+    >>> import tempfile
+    >>> with tempfile.NamedTemporaryFile(suffix=".toml") as f:
+    ...     try:
+    ...         _check_parents(Path(f.name) / "sub")
+    ...     except InputError as exc:
+    ...         print(exc.field, exc.problem.endswith("is a file, not a folder"))
+    (output folder) True
+    """
+    for parent in folder.absolute().parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise InputError(str(folder), "(output folder)", f"lies inside {parent}, which is a file, not a "
+                                 "folder", "choose an output folder whose parents are folders")
+            return
+
+
+def scenario_from_dict(data: Mapping[str, Any]) -> Scenario:
+    """A :class:`Scenario` from a dict of the sections and keys a scenario TOML file holds (validated as a file is,
+    relative paths from the current folder); run it with :func:`run`.  The same data as a file gives the same
+    scenario: its :meth:`~Scenario.hash`, run and results folder are those of the file's.  An error names the key
+    (``(python call): scenario.ranks: ...``).
+
+    >>> sc = scenario_from_dict({"scenario": {"name": "tiny", "ranks": 4}, "platform": {"name": "dawning_5000a"},
+    ...                          "application": {"kind": "stencil", "steps": 2}})
+    >>> sc.name, sc.ranks
+    ('tiny', 4)
+    """
+    if not isinstance(data, Mapping):
+        raise InputError("(python call)", "data", f"must be a dict of scenario sections, got {type(data).__name__}",
+                         'e.g. {"scenario": {"ranks": 16}, "platform": {"name": "dawning_5000a"}, "application": '
+                         '{"kind": "stencil"}}')
+    try:
+        return from_mapping(data, _DICT)
+    except InputError as exc:
+        if exc.file != _DICT:
+            raise
+        raise InputError("(python call)", exc.field, exc.problem, exc.fix) from None
+
+
+#: The source label of a scenario built from a dict (``<...>``: no file, paths relative to the current folder).
+_DICT = "<python dict>"
 
 
 def platforms() -> list[str]:

@@ -7,6 +7,7 @@ the first use of one of its names: these rooms bring Bokeh, matplotlib and netwo
 
 from __future__ import annotations
 
+import numbers
 from concurrent.futures import Executor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -19,11 +20,12 @@ from waitlab.experiments.compare import Comparison, compare_runs
 from waitlab.experiments.compare import compare_png as _compare_png
 from waitlab.experiments.diagnosis.check import check_model
 from waitlab.experiments.diagnosis.diagnose import Diagnosis, check_options, diagnose_path
+from waitlab.experiments.diagnosis.evaluate import cache_notes
 from waitlab.experiments.diagnosis.evaluate import evaluate as _evaluate
 from waitlab.experiments.diagnosis.groundtruth import default_cache_dir
 from waitlab.experiments.diagnosis.leaderboard import LEADERBOARD_FILES, write_leaderboard
-from waitlab.experiments.diagnosis.registry import DEFAULT_TIMEOUT, resolve_all
-from waitlab.experiments.diagnosis.suite import BUILTIN_SUITE
+from waitlab.experiments.diagnosis.registry import DEFAULT_TIMEOUT, check_model_list, resolve_all
+from waitlab.experiments.diagnosis.suite import check_only, suite_index
 from waitlab.experiments.executors import open_executor
 from waitlab.experiments.exports import FORMATS as EXPORT_FORMATS
 from waitlab.experiments.exports import export_run
@@ -78,25 +80,54 @@ def sweep(sweep_file: str | Path | Sweep, out: str | Path | None = None, *, exec
         return run_sweep(sw, target, executor=ex, progress=progress, bar=bar)
 
 
+#: The shares :func:`diagnose` takes: name -> (test, valid range, example).
+_SHARES = {
+    "culprit_share": (lambda v: 0 <= v <= 1, "a share in [0, 1]", "culprit_share=0.1 (10% of a model's blame)"),
+    "focus_share": (lambda v: 0 < v <= 1, "a share in (0, 1]", "focus_share=0.9 (90% of the wait)"),
+}
+
+
+def _check_bool(name: str, value: object) -> None:
+    """Refuse a flag of a Python call that is not True or False (``truth="no"`` is true), naming the argument.
+
+    >>> _check_bool("truth", "no")
+    Traceback (most recent call last):
+    ...
+    waitlab.errors.InputError: (python call): truth: must be True or False, got 'no' (fix: e.g. truth=False)
+    """
+    if not isinstance(value, bool):
+        raise InputError("(python call)", name, f"must be True or False, got {value!r}", f"e.g. {name}=False")
+
+
 def diagnose(source: str | Path | LoadedRun, *, executor: Executor | None = None, **kwargs: Any) -> Diagnosis:
     """CWP-DM, H-CWP-DM, the counterfactual ground truth and the scores of a results folder or scenario.
 
     A results folder is read back as it is (only counterfactuals are simulated), checked against its integrity
     record unless ``trust_edited=True``; see
     :func:`waitlab.experiments.diagnosis.diagnose.diagnose` for the keyword arguments.  ``threshold``, ``tie_relative``
-    (in [0, 1)), ``top_k`` (>= 1), ``n_candidates`` (>= 0) and ``model_timeout`` (> 0) out of range are refused
-    before anything is read or simulated, as are ``models`` that are not a list; an error names the Python argument
+    (in [0, 1)), ``top_k`` (>= 1), ``n_candidates`` (>= 0), ``model_timeout`` (> 0), ``culprit_share`` (in [0, 1])
+    and ``focus_share`` (in (0, 1]) out of range are refused before anything is read or simulated, as are ``models``
+    that are not a list, ``truth``, ``memory``, ``use_cache`` or ``trust_edited`` that are not True or False
+    (``truth="no"`` would compute the truth) and a ``cache_dir`` that is a file; an error names the Python argument
     (``models``, ``top_k``).
     """
     check_options(**{k: kwargs[k] for k in ("threshold", "tie_relative", "top_k", "n_candidates", "model_timeout")
                      if k in kwargs})
+    for name, (test, valid, example) in _SHARES.items():
+        if name in kwargs:
+            value = kwargs[name]
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not test(value):  # NaN fails too
+                raise InputError("(python call)", name, f"must be {valid}, got {value!r}", f"e.g. {example}")
+    for name in ("truth", "memory", "use_cache", "trust_edited"):
+        if name in kwargs:
+            _check_bool(name, kwargs[name])
     models = kwargs.get("models")
     if isinstance(models, str):
         raise InputError("(python call)", "models", f"must be a list of models, got the text {models!r}",
                          f"e.g. models=[{models!r}]")
     cache = kwargs.get("cache_dir")
     if cache is not None and Path(cache).exists() and not Path(cache).is_dir():
-        raise InputError(str(cache), "--cache", "is a file, not a folder", "pass a folder for the counterfactual "
+        raise InputError(str(cache), "cache_dir", "is a file, not a folder", "pass a folder for the counterfactual "
                          "cache (it is created when missing)")
     src = source if isinstance(source, LoadedRun) else path_argument(source, "source", "results folder or scenario")
     if executor is not None:
@@ -189,15 +220,25 @@ def write_report(diag: Diagnosis, out: str | Path, png: bool = True) -> list[Pat
 
 
 def compare_png(cmp: Comparison, path: str | Path) -> Path:
-    """Draw a comparison (:func:`compare`) into ``path`` (``.png``, ``.svg`` or ``.pdf``)."""
-    check_picture_path(Path(path))
-    with guarded_output(Path(path), "picture folder", file=True):
-        return _compare_png(cmp, Path(path))
+    """Draw a comparison (:func:`compare`) into ``path`` (``.png``, ``.svg`` or ``.pdf``); another suffix, or a
+    folder, is refused naming the argument ``path``."""
+    target = path_argument(path, "path", "picture file")
+    try:
+        check_picture_path(target, "path")
+    except InputError as exc:  # said of the Python argument, not of a flag
+        raise InputError("(python call)", "path", exc.problem, exc.fix) from None
+    with guarded_output(target, "picture folder", file=True):
+        return _compare_png(cmp, target)
 
 
 @dataclass(frozen=True)
 class Evaluation:
-    """What ``waitlab evaluate`` produced: one row per (case, model), failures, what was simulated, the files."""
+    """What ``waitlab evaluate`` produced: one row per (case, model), failures, what was simulated, the files.
+
+    ``notes`` holds one line per model failure (as the leaderboard lists them) and, after them, one line per Python
+    function whose scores are not cached, and why (:func:`~waitlab.experiments.diagnosis.evaluate.cache_notes`: a
+    function of a notebook cell, or one reading a value that cannot be pickled, is run and scored again every time).
+    """
 
     rows: pd.DataFrame
     notes: list[str]
@@ -216,8 +257,13 @@ def evaluate(suite: str | Path | None = None, out: str | Path | None = None, *, 
 
     ``out`` is refused up front (:func:`~waitlab.experiments.run_folder.check_output_folder`) when it is the root,
     home or current folder, the suite's or the cache's folder, or holds files waitlab did not write."""
+    check_options(model_timeout=model_timeout)  # the arguments first, then the suite, then the output folder
+    check_model_list(models)
+    only = check_only(only)
+    for name, value in (("use_cache", use_cache), ("png", png), ("scalasca", scalasca)):
+        _check_bool(name, value)
+    suite_dir = suite_index(suite).parent  # a suite that does not exist is named before the output folder
     target = Path(out) if out is not None else RESULTS_ROOT / "leaderboard"
-    suite_dir = BUILTIN_SUITE if suite is None else Path(suite) if Path(suite).is_dir() else Path(suite).parent
     inputs = (suite_dir, Path(cache_dir) if cache_dir is not None else default_cache_dir().parent)
     check_output_folder(target, "leaderboard folder", inputs=inputs, own=LEADERBOARD_FILES)
     with open_executor(executor, workers, scheduler, source="evaluate") as ex:
@@ -229,7 +275,7 @@ def evaluate(suite: str | Path | None = None, out: str | Path | None = None, *, 
     with guarded_output(target, "leaderboard folder"):
         files = write_leaderboard(rows, target, notes, png=png)
         seal(target, "leaderboard", sums_of=())
-    return Evaluation(rows, notes, counts, files)
+    return Evaluation(rows, notes + (cache_notes(models, model_timeout) if use_cache else []), counts, files)
 
 
 def with_models(sw: Sweep, models: tuple[str, ...] | list[str]) -> Sweep:

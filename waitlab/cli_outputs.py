@@ -28,7 +28,12 @@ def _compare(sub: Any) -> None:
         cmp = api.compare(args.run_a, args.run_b, trust_edited=args.trust_edited)
         edited = warn_edited(args, args.run_a, args.run_b)
         if args.png is not None:
-            api.compare_png(cmp, args.png)
+            try:
+                api.compare_png(cmp, args.png)
+            except InputError as exc:  # said of the flag the command line gave, not of the Python argument
+                if exc.file != "(python call)":
+                    raise
+                raise InputError("(command line)", "--png", exc.problem, exc.fix) from None
         if args.json:
             dump({**cmp.to_dict(args.top), **({"trust_edited": edited} if edited else {})})
         say(args, cmp.text(args.top))

@@ -12,7 +12,8 @@ Exceptions, ``sys.exit`` included, are reported, not raised (only Ctrl-C goes th
 carry the simulator's truth columns (``cause``, ``excess``) as a run's do; the model gets them as a measured trace
 holds them (:class:`~waitlab.models.analysis.protocol.RunData`), so a model that reads the truth is reported.
 A model named by a spec, or a function, runs in a child process (:mod:`~waitlab.experiments.diagnosis.sandbox`;
-a function in a forked one), as in ``waitlab diagnose``: one that loops is stopped after the default time limit.
+a function in a forked one), as in ``waitlab diagnose``: one that loops is stopped after ``model_timeout`` seconds
+(default 600) and the check ends there, in one line.
 
 Examples
 --------
@@ -36,9 +37,13 @@ import numpy as np
 import pandas as pd
 
 from waitlab.experiments.diagnosis.registry import ModelSpec, hint, model_input, resolve
-from waitlab.experiments.diagnosis.sandbox import SandboxError, describe_exception
+from waitlab.experiments.diagnosis.sandbox import DEFAULT_TIMEOUT, SandboxError, describe_exception
 from waitlab.models.analysis.protocol import RunData, blame_problems, top_level_problem
 from waitlab.models.analysis.waitstates import make_events, wait_states
+
+#: How a :class:`~waitlab.experiments.diagnosis.sandbox.SandboxError` of a model stopped at its time limit (or
+#: stuck importing) begins: :func:`check_model` ends there.
+_TIMED_OUT = ("did not return within", "was still being imported after")
 
 
 def tiny_cases() -> dict[str, RunData]:
@@ -84,13 +89,18 @@ def _window(ev: pd.DataFrame) -> pd.DataFrame:
     return ev
 
 
-def check_model(model: str | Callable[..., pd.DataFrame] | ModelSpec, **options: Any) -> list[str]:
+def check_model(model: str | Callable[..., pd.DataFrame] | ModelSpec, *, model_timeout: float = DEFAULT_TIMEOUT,
+                **options: Any) -> list[str]:
     """Everything wrong with a model's outputs on :func:`tiny_cases` (empty: it keeps the protocol).
 
     Parameters
     ----------
     model : callable, str or ModelSpec
         The model function, or a spec (``package.module:function``, a built-in key, a plug-in name).
+    model_timeout : float
+        Seconds the model may take on one tiny case (a user's model runs in a child process, stopped past them);
+        the first case it runs past them ends the check, with one line saying so (every case is tiny: a model
+        that loops on one would on the others).  Not passed to the model.
     **options
         Keyword options passed to the model.
 
@@ -99,12 +109,18 @@ def check_model(model: str | Callable[..., pd.DataFrame] | ModelSpec, **options:
     list of str
         One line per problem, each naming the case: ``"<case>: <problem>"``.
     """
-    spec = resolve(model, python_name="model")
+    spec = resolve(model, timeout=model_timeout, python_name="model")
     out: list[str] = []
-    for name, run in tiny_cases().items():
+    cases = tiny_cases()
+    for i, (name, run) in enumerate(cases.items()):
         try:  # the model gets tables of its own; its output is checked against the untouched case
             frame = spec.fn(model_input(spec, run), **{**spec.options, **options})
         except SandboxError as exc:  # a user's model in its process: it failed, said in one line
+            if str(exc).startswith(_TIMED_OUT):  # a tiny case: the model loops or hangs, stop here
+                left = len(cases) - i - 1
+                out.append(f"{name}: {hint(str(exc))}; the check stopped here"
+                           + (f" ({left} more case{'s' if left != 1 else ''} not run)" if left else ""))
+                break
             out.append(f"{name}: {hint(str(exc))}")
             continue
         except KeyboardInterrupt:

@@ -12,8 +12,9 @@ For each case (:mod:`~waitlab.experiments.diagnosis.suite`):
    seconds, every tied set of them (:func:`~waitlab.models.analysis.suite_scores.tie_sets`) and "balance
    the regions this model blames" per model;
 4. the scores of each model (:func:`case_scores`); a (case, model) row is cached, keyed by the scenario,
-   the model's source (a Python function: with its captured values, :func:`captured_state`; one whose captured
-   values cannot be pickled is not cached), the scoring settings and waitlab's code, so a second evaluate
+   the model's source (a Python function: with its captured values and the module-level values it reads,
+   :func:`function_state`; one without a source file, as in a notebook, or reading a value that cannot be pickled
+   is not cached, :func:`cache_notes`), the scoring settings and waitlab's code, so a second evaluate
    re-simulates and re-scores nothing.
 
 The leaderboard (:mod:`~waitlab.experiments.diagnosis.leaderboard`) aggregates them per model and cause class.
@@ -38,10 +39,10 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from tqdm import tqdm
 
 from waitlab.experiments.diagnosis.diagnose import load_source
 from waitlab.experiments.diagnosis.groundtruth import (
+    Bar,
     CauseSet,
     GroundTruth,
     default_cache_dir,
@@ -58,6 +59,7 @@ from waitlab.experiments.diagnosis.registry import (
     ModelFailure,
     ModelRun,
     ModelSpec,
+    check_model_list,
     entry_point_models,
     resolve_all,
     run_model,
@@ -67,7 +69,7 @@ from waitlab.experiments.diagnosis.scalasca_models import scalasca_specs
 from waitlab.experiments.diagnosis.suite import Case, load_suite
 from waitlab.experiments.pipeline import run as run_pipeline
 from waitlab.experiments.results import write_run
-from waitlab.experiments.run_folder import MARKER, seal
+from waitlab.experiments.run_folder import MARKER, clean_stale_tmp, seal, temporary_name
 from waitlab.experiments.scenario import Scenario
 from waitlab.models.analysis import suite_scores
 from waitlab.models.analysis.protocol import RunData
@@ -105,7 +107,8 @@ class Settings:
 def all_models(extra: Sequence[str | Callable[..., pd.DataFrame] | ModelSpec] = (),
                timeout: float = DEFAULT_TIMEOUT) -> list[ModelSpec]:
     """The built-in models, every installed plug-in (entry points) and ``extra`` (the users' models get
-    ``timeout`` seconds per run)."""
+    ``timeout`` seconds per run); ``extra`` must be a list (one text is refused, naming the argument ``models``)."""
+    check_model_list(extra)
     return resolve_all([*BUILTIN.values(), *entry_point_models(timeout).values(), *extra], timeout=timeout)
 
 
@@ -132,12 +135,77 @@ def captured_state(fn: Callable[..., Any]) -> bytes | None:
     return hashlib.sha256(buf.getvalue()).digest()
 
 
-def model_digest(spec: ModelSpec) -> str | None:
-    """Digest of a model's source (its module's file) and options: a changed model is scored again.
+def _global_names(code: types.CodeType) -> set[str]:
+    """The names a code object (and the functions, classes and comprehensions defined in it) looks up: its globals,
+    and attribute names, which are skipped when the module holds no global of that name."""
+    out = set(code.co_names)
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            out |= _global_names(c)
+    return out
 
-    A Python function's name, first line and captured state (:func:`captured_state`) count too; None when that
-    state cannot be digested (its scores are then not cached).
+
+def function_state(fn: Callable[..., Any]) -> tuple[bytes | None, str]:
+    """Digest of what a Python function given as a model computes with, or ``(None, why)`` when it cannot be made
+    (its scores are then not cached).
+
+    It is the function's source file (``None`` when there is none: a notebook cell, code typed in or made by
+    ``exec``), its name and first line, what it captured (:func:`captured_state`) and the module-level names its
+    code reads, each by value (pickled: ``SCALE = 0.5`` in a notebook or script is another model than
+    ``SCALE = 1.0``); the functions of its own module it calls are followed the same way, modules are taken by
+    name, and functions and classes of other modules by their module and name.  A value that cannot be pickled, or
+    a callable that is not a function (a ``functools.partial``, an object with ``__call__``), is not digested.
     """
+    if not isinstance(getattr(fn, "__func__", fn), types.FunctionType):
+        return None, f"it is a {type(fn).__name__}, not a function: what it computes with cannot be read"
+    h = hashlib.sha256()
+    files: set[str] = set()
+    seen: set[int] = set()
+    todo: list[Callable[..., Any]] = [fn]
+    while todo:
+        f = todo.pop()
+        func = getattr(f, "__func__", f)
+        if id(func) in seen:
+            continue
+        seen.add(id(func))
+        try:
+            src = inspect.getsourcefile(func)
+        except TypeError:
+            src = None
+        if src is None or not Path(src).is_file():
+            return None, (f"the source of {func.__qualname__} is not a file (a notebook cell or code typed in), so "
+                          "an edit of it could not be told")
+        if src not in files:
+            files.add(src)
+            h.update(Path(src).read_bytes())
+        state = captured_state(f)
+        if state is None:
+            return None, f"what {func.__qualname__} captured (its closure, defaults or object) cannot be pickled"
+        h.update(f"{func.__module__}:{func.__qualname__}@{func.__code__.co_firstlineno}".encode() + state)
+        module = func.__globals__
+        for name in sorted(_global_names(func.__code__)):
+            if name not in module:
+                continue  # a builtin, or an attribute's name
+            v = module[name]
+            if isinstance(v, types.ModuleType):
+                h.update(f"{name}=module {v.__name__};".encode())
+            elif isinstance(v, types.FunctionType) and v.__module__ == func.__module__:
+                h.update(f"{name}=function;".encode())
+                todo.append(v)
+            elif isinstance(v, type | types.FunctionType | types.BuiltinFunctionType):
+                h.update(f"{name}={getattr(v, '__module__', '')}:{getattr(v, '__qualname__', '')};".encode())
+            else:
+                buf = io.BytesIO()
+                try:
+                    _StatePickler(buf, protocol=4).dump(v)
+                except Exception:  # a lock, an open file, a generator: anything unpicklable
+                    return None, f"{func.__qualname__} reads the global {name!r}, whose value cannot be pickled"
+                h.update(f"{name}=".encode() + hashlib.sha256(buf.getvalue()).digest())
+    return h.digest(), ""
+
+
+def _digest(spec: ModelSpec) -> tuple[str | None, str]:
+    """:func:`model_digest` and, when it is None, why."""
     h = hashlib.sha256(spec.key.encode())
     for fn in (spec.fn, spec.detail):
         if isinstance(fn, IsolatedModel) and fn.fn is not None:  # a Python function (in a forked child): its own
@@ -152,18 +220,49 @@ def model_digest(spec: ModelSpec) -> str | None:
                 except OSError:
                     h.update(fn.source.encode())
             continue
-        try:
+        if not spec.builtin:  # a user's function: what it computes with, globals included
+            state, why = function_state(fn)
+            if state is None:
+                return None, why
+            h.update(state)
+            continue
+        try:  # waitlab's own code (its digest is part of every row's key)
             src = inspect.getsourcefile(fn)
             h.update(Path(src).read_bytes() if src else repr(fn).encode())
         except (TypeError, OSError):
             h.update(repr(fn).encode())
-        state = captured_state(fn)
-        if state is None:
-            return None
+        builtin_state = captured_state(fn)
+        if builtin_state is None:
+            return None, "what it captured cannot be pickled"
         code = getattr(getattr(fn, "__func__", fn), "__code__", None)
-        h.update(f"{getattr(fn, '__qualname__', '')}@{getattr(code, 'co_firstlineno', '')}".encode() + state)
+        h.update(f"{getattr(fn, '__qualname__', '')}@{getattr(code, 'co_firstlineno', '')}".encode() + builtin_state)
     h.update(json.dumps(spec.options, sort_keys=True, default=str).encode())
-    return h.hexdigest()[:24]
+    return h.hexdigest()[:24], ""
+
+
+def model_digest(spec: ModelSpec) -> str | None:
+    """Digest of a model's source (its module's file) and options: a changed model is scored again.
+
+    A Python function given as a model is digested with what it computes with (:func:`function_state`: its
+    source file, name, first line, captured values and the module-level values it reads); None when that cannot be
+    made (its scores are then not cached: :func:`cache_notes` says why).
+    """
+    return _digest(spec)[0]
+
+
+def cache_notes(models: Sequence[Any], timeout: float = DEFAULT_TIMEOUT) -> list[str]:
+    """One line per Python function (or :class:`ModelSpec` of one) in ``models`` whose scores are not cached, and
+    why (:func:`function_state`); specs given as text (files, plug-ins) are keyed by their file and always cached."""
+    out: list[str] = []
+    for m in models:
+        if isinstance(m, str) or not (callable(m) or isinstance(m, ModelSpec)):
+            continue
+        spec = resolve_all([m], timeout=timeout)[0]
+        digest, why = _digest(spec)
+        if digest is None:
+            out.append(f"model {spec.key!r}: its scores are not cached ({why}): it is run and scored again on "
+                       "every evaluate")
+    return out
 
 
 def _scoring_digest() -> str:
@@ -184,16 +283,21 @@ def run_folder(cache: Path, scenario: Scenario) -> Path:
 
 
 def materialize(scenario: Scenario, folder: str) -> str:
-    """Simulate a case and write its results folder (atomically); picklable for executors."""
+    """Simulate a case and write its results folder (atomically: into ``NAME.tmpPID-HOST`` beside it, removed when
+    the run fails, renamed when complete); picklable for executors."""
     dest = Path(folder)
     if (dest / MARKER).is_file():
         return folder
     shutil.rmtree(dest, ignore_errors=True)  # a run cached before runs carried their integrity record
-    tmp = dest.with_name(f"{dest.name}.tmp{os.getpid()}")
+    tmp = dest.with_name(temporary_name(dest.name))
     shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    write_run(run_pipeline(scenario), tmp, png=False)
-    seal(tmp)
+    try:
+        tmp.mkdir(parents=True)
+        write_run(run_pipeline(scenario), tmp, png=False)
+        seal(tmp)
+    except BaseException:  # a failed or interrupted run leaves nothing in the cache (a killed one: clean_stale_tmp)
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     try:
         os.replace(tmp, dest)
     except OSError:  # another process wrote it first
@@ -202,7 +306,9 @@ def materialize(scenario: Scenario, folder: str) -> str:
 
 
 def materialize_all(cases: Sequence[Case], cache: Path, executor: Executor | None, progress: bool) -> int:
-    """Simulate the cases not in the cache; the number simulated."""
+    """Simulate the cases not in the cache; the number simulated (suite runs that a killed ``evaluate`` was writing
+    are removed first)."""
+    clean_stale_tmp(cache / "suite-runs")
     todo = [c for c in cases if not (run_folder(cache, c.scenario) / MARKER).is_file()]
     if not todo:
         return 0
@@ -212,7 +318,7 @@ def materialize_all(cases: Sequence[Case], cache: Path, executor: Executor | Non
     try:
         futs: dict[Future[str], Case] = {ex.submit(materialize, c.scenario, str(run_folder(cache, c.scenario))): c
                                          for c in todo}
-        for f in tqdm(as_completed(futs), total=len(futs), desc="suite runs", unit="run", disable=not progress,
+        for f in Bar(as_completed(futs), total=len(futs), desc="suite runs", unit="run", disable=not progress,
                       file=sys.stderr):
             f.result()
     finally:
@@ -390,7 +496,7 @@ def evaluate(suite: str | Path | None = None, *, models: Sequence[str | Callable
     rows: list[dict[str, Any]] = []
     notes: list[str] = []
     reruns = 0
-    for case in tqdm(cases, desc="cases", unit="case", disable=not progress, file=sys.stderr):
+    for case in Bar(cases, desc="cases", unit="case", disable=not progress, file=sys.stderr):
         oc = evaluate_case(case, specs, cache, st, executor=executor, use_cache=use_cache, progress=False)
         rows += oc.rows
         notes += oc.notes
@@ -398,5 +504,5 @@ def evaluate(suite: str | Path | None = None, *, models: Sequence[str | Callable
     return pd.DataFrame(rows), notes, {"runs_simulated": n_runs, "reruns_simulated": reruns}
 
 
-__all__ = ["SCORES", "Settings", "all_models", "captured_state", "case_scores", "evaluate", "evaluate_case",
-           "materialize", "materialize_all", "model_digest", "run_folder"]
+__all__ = ["SCORES", "Settings", "all_models", "cache_notes", "captured_state", "case_scores", "evaluate",
+           "evaluate_case", "function_state", "materialize", "materialize_all", "model_digest", "run_folder"]

@@ -38,6 +38,7 @@ from tqdm import tqdm
 
 from waitlab.experiments.pipeline import link_factors, prepare, without_links
 from waitlab.experiments.pipeline import rerun as pipeline_rerun
+from waitlab.experiments.run_folder import clean_stale_tmp, temporary_name
 from waitlab.experiments.scenario import Scenario
 from waitlab.models.analysis.metrics import METRICS, ledger_frame, metric_value, wait_metrics
 from waitlab.models.ops import CAUSE_KINDS, OpTable
@@ -46,6 +47,14 @@ from waitlab.version import code_digest
 
 __all__ = ["METRICS", "CauseSet", "Counterfactuals", "GroundTruth", "cache_use", "ledger_frame", "metric_value",
            "wait_metrics"]
+
+
+class Bar(tqdm):
+    """A tqdm progress bar without tqdm's monitor thread (``TMonitor``, which every bar starts, even a disabled one,
+    and which outlives the call): a call of waitlab leaves no thread behind.  Only this class's bars go without it;
+    the setting of the caller's own ``tqdm`` bars is left as it is."""
+
+    monitor_interval = 0
 
 
 def default_cache_dir() -> Path:
@@ -277,7 +286,7 @@ class Counterfactuals:
             futures: dict[Future[dict[str, Any]], str] = {
                 ex.submit(self.rerun, without_links(self.scenario, links) if links else self.scenario, cf, prof): d
                 for d, (cf, prof, links) in todo.items()}
-            for fut in tqdm(as_completed(futures), total=len(futures), desc="counterfactual re-runs",
+            for fut in Bar(as_completed(futures), total=len(futures), desc="counterfactual re-runs",
                             unit="run", disable=not self.progress, file=sys.stderr):
                 d = futures[fut]
                 out[d] = fut.result()
@@ -285,10 +294,16 @@ class Counterfactuals:
                 path = self._path(d)
                 if path is not None:
                     path.parent.mkdir(parents=True, exist_ok=True)
-                    tmp = path.with_suffix(f".tmp{os.getpid()}")
-                    tmp.write_text(json.dumps({"scenario_hash": self.scenario.hash(), "ops_digest": d,
-                                               "metrics": out[d]}, sort_keys=True) + "\n")
-                    os.replace(tmp, path)
+                    if self.simulated == 1:  # cache entries a killed process was writing
+                        clean_stale_tmp(path.parent)
+                    tmp = path.with_name(temporary_name(path.stem))
+                    try:
+                        tmp.write_text(json.dumps({"scenario_hash": self.scenario.hash(), "ops_digest": d,
+                                                   "metrics": out[d]}, sort_keys=True) + "\n")
+                        os.replace(tmp, path)
+                    except BaseException:  # a full disk, an interruption: no half entry stays
+                        tmp.unlink(missing_ok=True)
+                        raise
         finally:
             if own:
                 ex.shutdown(wait=True, cancel_futures=True)

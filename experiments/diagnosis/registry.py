@@ -22,6 +22,7 @@ from __future__ import annotations
 import importlib.metadata
 import inspect
 import math
+import numbers
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -143,23 +144,24 @@ def resolve(spec: str | Callable[..., pd.DataFrame] | ModelSpec, where: str | No
     :class:`ModelSpec` of one too, unless built in) run in a child process with ``timeout`` seconds per run (a
     function in a forked one, :class:`~.sandbox.IsolatedModel`).
     """
-    if isinstance(spec, ModelSpec):
-        if spec.builtin or isinstance(spec.fn, IsolatedModel):
-            return spec
-        return replace(spec, fn=_forked(spec.key, spec.fn, timeout))
     if where is None:
         where, key_name = argument_label(spec, python_name)
         timeout_name = "--model-timeout" if where == "(command line)" else "model_timeout"
     else:
         key_name, timeout_name = key_name or "--model", "--model-timeout"
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not math.isfinite(timeout) \
+            or timeout <= 0:  # checked for a built-in model too: a wrong time limit is wrong whatever it limits
+        raise InputError(where, timeout_name, f"must be a positive number of seconds, got {timeout!r}",
+                         f"e.g. {timeout_name} {DEFAULT_TIMEOUT:g}" if timeout_name.startswith("--") else
+                         f"e.g. model_timeout={DEFAULT_TIMEOUT:g}")
+    if isinstance(spec, ModelSpec):
+        if spec.builtin or isinstance(spec.fn, IsolatedModel):
+            return spec
+        return replace(spec, fn=_forked(spec.key, spec.fn, timeout))
     if isinstance(spec, str):
         spec = str(spec)  # a command line's FlagValue: plain text from here on
     if isinstance(spec, str) and spec in BUILTIN:
         return BUILTIN[spec]
-    if not math.isfinite(timeout) or timeout <= 0:
-        raise InputError(where, timeout_name, f"must be a positive number of seconds, got {timeout}",
-                         f"e.g. {timeout_name} {DEFAULT_TIMEOUT:g}" if timeout_name.startswith("--") else
-                         f"e.g. model_timeout={DEFAULT_TIMEOUT:g}")
     if callable(spec):
         name = f"{getattr(spec, '__module__', '?')}:{getattr(spec, '__name__', repr(spec))}"
         return ModelSpec(name, name, _forked(name, spec, timeout))
@@ -199,11 +201,7 @@ def resolve_all(specs: Sequence[str | Callable[..., pd.DataFrame] | ModelSpec], 
     Two different models with one key (two lambdas, or two closures of one factory: ``module:name`` each) are an
     :class:`~waitlab.errors.InputError` naming the argument (a row or result per key: one would be dropped).
     """
-    if isinstance(specs, str | bytes) or not isinstance(specs, Sequence):
-        label = where if where is not None else "(python call)"
-        raise InputError(label, key_name or python_name, f"must be a list of models, got {type(specs).__name__} "
-                         f"{str(specs)[:80]!r}", f"e.g. {python_name}=[{str(specs)[:40]!r}]"
-                         if isinstance(specs, str) else f"e.g. {python_name}=['cwpdm', 'mymodels:blame_zero']")
+    check_model_list(specs, where, key_name, python_name)
     out: dict[str, ModelSpec] = {}
     for s in specs:
         if isinstance(s, str) and s in out:
@@ -215,6 +213,25 @@ def resolve_all(specs: Sequence[str | Callable[..., pd.DataFrame] | ModelSpec], 
                              "give each model a distinct name: a def of its own, or a ModelSpec(key, name, fn)")
         out.setdefault(m.key, m)
     return list(out.values())
+
+
+def check_model_list(specs: object, where: str | None = None, key_name: str | None = None,
+                     python_name: str = "models") -> None:
+    """Refuse ``specs`` that are not a list of models (one text would be read letter by letter): an
+    :class:`~waitlab.errors.InputError` naming ``where`` and ``key_name``, else the Python argument ``python_name``.
+
+    >>> check_model_list(["cwpdm"])
+    >>> check_model_list("cwpdm")
+    Traceback (most recent call last):
+    ...
+    waitlab.errors.InputError: (python call): models: must be a list of models, got str 'cwpdm' (fix: e.g. \
+models=['cwpdm'])
+    """
+    if isinstance(specs, str | bytes) or not isinstance(specs, Sequence):
+        label = where if where is not None else "(python call)"
+        raise InputError(label, key_name or python_name, f"must be a list of models, got {type(specs).__name__} "
+                         f"{str(specs)[:80]!r}", f"e.g. {python_name}=[{str(specs)[:40]!r}]"
+                         if isinstance(specs, str) else f"e.g. {python_name}=['cwpdm', 'mymodels:blame_zero']")
 
 
 def _same(a: ModelSpec, b: ModelSpec) -> bool:
@@ -325,4 +342,5 @@ def run_model(spec: ModelSpec, run: RunData, *, memory: bool = False, **options:
 
 
 __all__ = ["BUILTIN", "DEFAULT_DIAGNOSE", "DEFAULT_TIMEOUT", "ENTRY_POINT_GROUP", "ModelFailure", "ModelRun",
-           "ModelSpec", "entry_point_models", "hint", "model_input", "resolve", "resolve_all", "run_model"]
+           "ModelSpec", "check_model_list", "entry_point_models", "hint", "model_input", "resolve", "resolve_all",
+           "run_model"]

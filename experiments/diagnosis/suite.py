@@ -43,6 +43,47 @@ def builtin_suite() -> Path:
     return BUILTIN_SUITE
 
 
+def suite_index(suite: str | Path | None = None) -> Path:
+    """The ``suite.toml`` of a suite (its folder or the file itself; default the built-in suite), or one
+    :class:`~waitlab.errors.InputError` naming the suite when there is none.
+
+    >>> suite_index().name
+    'suite.toml'
+    >>> suite_index("/nonexistent")
+    Traceback (most recent call last):
+    ...
+    waitlab.errors.InputError: /nonexistent: (suite): has no suite.toml (fix: pass a suite folder holding \
+suite.toml ([[case]] tables with file, cause, what), or nothing for the built-in suite)
+    """
+    path = Path(suite) if suite is not None else BUILTIN_SUITE
+    index = path / INDEX if path.is_dir() else path
+    if not index.is_file():
+        raise InputError(str(path), "(suite)", f"has no {INDEX}", "pass a suite folder holding suite.toml "
+                         "([[case]] tables with file, cause, what), or nothing for the built-in suite")
+    return index
+
+
+def check_only(only: object) -> tuple[str, ...]:
+    """``only`` of :func:`load_suite` as a tuple of texts, or one :class:`~waitlab.errors.InputError` naming the
+    Python argument: one text is refused (it would be read letter by letter, and every case name holds an ``i``).
+
+    >>> check_only(["late-16"])
+    ('late-16',)
+    >>> check_only("late-16")
+    Traceback (most recent call last):
+    ...
+    waitlab.errors.InputError: (python call): only: must be a list of texts, got the text 'late-16' (fix: e.g. \
+only=['late-16'])
+    """
+    if isinstance(only, str | bytes):
+        raise InputError("(python call)", "only", f"must be a list of texts, got the text {only!r}",
+                         f"e.g. only=[{only!r}]")
+    if not isinstance(only, Sequence | set | frozenset) or not all(isinstance(o, str) for o in only):
+        raise InputError("(python call)", "only", f"must be a list of texts (parts of case names), got {only!r}",
+                         "e.g. only=['imbalance-one-late-16']")
+    return tuple(only)
+
+
 def load_suite(suite: str | Path | None = None, only: Sequence[str] = ()) -> list[Case]:
     """The cases of a suite folder (or its ``suite.toml``); default the built-in suite.
 
@@ -50,13 +91,11 @@ def load_suite(suite: str | Path | None = None, only: Sequence[str] = ()) -> lis
     ----------
     suite : path, optional
     only : sequence of str
-        Keep the cases whose name contains one of these strings (all when empty).
+        Keep the cases whose name contains one of these strings (all when empty); one text, not in a list, is
+        refused (:func:`check_only`).
     """
-    path = Path(suite) if suite is not None else BUILTIN_SUITE
-    index = path / INDEX if path.is_dir() else path
-    if not index.is_file():
-        raise InputError(str(path), "(suite)", f"has no {INDEX}", "pass a suite folder holding suite.toml "
-                         "([[case]] tables with file, cause, what), or nothing for the built-in suite")
+    only = check_only(only)
+    index = suite_index(suite)
     data = read_toml(index, "suite")
     entries = data.get("case")
     if not isinstance(entries, list) or not entries:
@@ -85,4 +124,4 @@ def load_suite(suite: str | Path | None = None, only: Sequence[str] = ()) -> lis
     return cases
 
 
-__all__ = ["BUILTIN_SUITE", "Case", "builtin_suite", "load_suite"]
+__all__ = ["BUILTIN_SUITE", "Case", "builtin_suite", "check_only", "load_suite", "suite_index"]

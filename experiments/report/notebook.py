@@ -61,7 +61,7 @@ def diagnosis_html(diag: Any) -> str:
         s = diag.scores.get(m.key, {})
         colour = model_colour(m.key, len(rows))
         rows.append([f"<span style='color:{colour}'>&#9632;</span> {html.escape(m.name)}",
-                     _g(m.result.attributed), _g(m.result.unexplained),
+                     _g(m.attributed), _g(m.unexplained),
                      html.escape(", ".join(diag.culprits.get(m.key, []))), _g(s.get("spearman_region")),
                      _g(s.get("top_k_region"))])
     head = "".join(f"<th>{h}</th>" for h in ("model", "attributed (s)", "unexplained (s)", "culprit regions",
