@@ -78,9 +78,12 @@ class AddressError(ValueError):
     """A scheduler address that is not one: ``problem`` (it starts with the address as given) and ``fix``."""
 
     def __init__(self, problem: str, fix: str) -> None:
-        super().__init__(problem)
+        super().__init__(problem, fix)  # both in args: the error survives pickling (a Dask worker, a sandbox)
         self.problem = problem
         self.fix = fix
+
+    def __str__(self) -> str:
+        return self.problem
 
 
 def address_problem(text: str) -> tuple[str, str] | None:

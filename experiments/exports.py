@@ -5,7 +5,8 @@
 * the wait-propagation graph (GraphML for Gephi, yEd, Cytoscape, networkx) and its picture for small runs.
 
 Files written into a results folder are added to its ``.waitlab`` list, so ``--force`` can still
-replace the folder later.
+replace the folder later.  An export replaces an earlier one whole or not at all
+(:func:`~waitlab.experiments.writer.replaced_files`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from waitlab.errors import InputError
 from waitlab.experiments.report.graph_plots import draw_propagation
 from waitlab.experiments.results import load_run
 from waitlab.experiments.run_folder import MARKER, read_record
+from waitlab.experiments.writer import replaced_files
 from waitlab.models.analysis.propagation import propagation_graph, write_graphml
 from waitlab.simulator.chrome_trace import CHROME_MAX_EVENTS, write_chrome_trace
 from waitlab.simulator.otf2_export import write_otf2
@@ -82,27 +84,37 @@ def export_run(folder: str | Path, formats: tuple[str, ...], out: str | Path | N
     target = Path(out) if out is not None else run.folder
     target.mkdir(parents=True, exist_ok=True)
     meta = run.metadata
+    if "chrome" in formats and len(run.events) > CHROME_MAX_EVENTS:  # refused before anything is written
+        raise InputError(str(run.folder), "events", f"has {len(run.events)} events, more than the "
+                         f"{CHROME_MAX_EVENTS} a Chrome trace holds", "use --otf2 for large runs")
     written: dict[str, Path] = {}
-    if "otf2" in formats:
-        placement = pd.read_csv(run.folder / "placement.csv") if (run.folder / "placement.csv").is_file() else None
-        written["otf2"] = write_otf2(run.events, run.waits, meta, target / "otf2", placement=placement,
-                                     comms=run.ops.comms, ledger_kinds=run.ledger()["kind"].astype(str).tolist(),
-                                     n_ranks=_run_ranks(run.folder, meta, run.events, run.scenario.ranks))
-    if "chrome" in formats:
-        path = target / "trace.json"
-        if not write_chrome_trace(run.events, run.waits, meta, path):
-            raise InputError(str(run.folder), "events", f"has {len(run.events)} events, more than the "
-                             f"{CHROME_MAX_EVENTS} a Chrome trace holds", "use --otf2 for large runs")
-        written["chrome"] = path
-    if "graphml" in formats:
-        graph = propagation_graph(run.events, run.waits)
-        if run.edited:
-            graph.graph["trust_edited"] = run.edited
-        written["graphml"] = target / "propagation.graphml"
-        write_graphml(graph, written["graphml"])
-        png = target / "propagation.png"
-        if draw_propagation(graph, png, title=f"{run.scenario.name}: wait propagation (arrow: caused by)"):
-            written["graph picture"] = png
+    # each export is written beside its final name and renamed over it at the end: an export that fails or is
+    # interrupted leaves the earlier one whole (or none), never a truncated archive or trace.json
+    with replaced_files(target, "export file") as files:
+        if "otf2" in formats:
+            placement = (pd.read_csv(run.folder / "placement.csv") if (run.folder / "placement.csv").is_file()
+                         else None)
+            n_ranks = _run_ranks(run.folder, meta, run.events, run.scenario.ranks)
+            anchor = write_otf2(run.events, run.waits, meta, files.path("otf2"), placement=placement,
+                                comms=run.ops.comms, ledger_kinds=run.ledger()["kind"].astype(str).tolist(),
+                                n_ranks=n_ranks)
+            written["otf2"] = target / "otf2" / anchor.name
+        if "chrome" in formats:
+            if not write_chrome_trace(run.events, run.waits, meta, files.path("trace.json")):
+                raise InputError(str(run.folder), "events", f"has {len(run.events)} events, more than the "
+                                 f"{CHROME_MAX_EVENTS} a Chrome trace holds", "use --otf2 for large runs")
+            written["chrome"] = target / "trace.json"
+        if "graphml" in formats:
+            graph = propagation_graph(run.events, run.waits)
+            if run.edited:
+                graph.graph["trust_edited"] = run.edited
+            write_graphml(graph, files.path("propagation.graphml"))
+            written["graphml"] = target / "propagation.graphml"
+            if draw_propagation(graph, files.path("propagation.png"),
+                                title=f"{run.scenario.name}: wait propagation (arrow: caused by)"):
+                written["graph picture"] = target / "propagation.png"
+            else:  # too large to draw: no picture (an earlier one stays)
+                files.discard("propagation.png")
     for path in written.values():
         _register(run.folder, path)
     return written

@@ -4,16 +4,22 @@ waitlab's own, and refused when edited after the run."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
+import re
 import shutil
+import signal
+import socket
+import tempfile
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from waitlab.errors import InputError, note_removed, write_error
+from waitlab.errors import PATH_CAUSES, WRITE_CAUSES, InputError, WriteError, note_removed, write_error
 from waitlab.readers import parse_json, read_text
 
 #: The writers of ``report.html`` and ``timeline.png``, which :mod:`waitlab.experiments.results` imports when it first
@@ -72,6 +78,7 @@ def record_text(folder: Path, kind: str, sums_of: Sequence[str] = CHECKED_FILES,
     (final name -> the temporary file written for it, :func:`waitlab.experiments.writer.replaced_files`), listed
     and summed as if already in place, so that the record can be replaced together with them."""
     staged = dict(staged or {})
+    clean_stale_partials(folder)  # files of a rewrite killed earlier are not the folder's
     temporary = {p.name for p in staged.values()}
     files = sorted({p.name for p in folder.iterdir() if p.name != MARKER and p.name not in temporary}
                    | (set(staged) - {MARKER}))
@@ -144,30 +151,159 @@ def pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
+    except (OverflowError, ValueError):  # no process has such a number
+        return False
     return True
 
 
-def clean_stale_partials(parent: Path) -> list[Path]:
-    """Remove ``.NAME.partial-PID`` folders of processes that no longer run; return what was removed."""
+#: Hidden names of what waitlab writes before renaming it into place, all ending in the writer's process id:
+#: a results folder being written (``.NAME.partial-PID``, also a sweep's ``.attempt-HEX.partial-PID``) and a file
+#: (or folder) of a rewrite (:class:`waitlab.experiments.writer.Replacement`: ``.STEM.HEX8.partial-PID.SUFFIX``, e.g.
+#: ``.report.97092e08.partial-32554.html``).
+PARTIAL_NAMES = (re.compile(r"\..+\.partial-(?P<pid>\d+)"),
+                 re.compile(r"\..+\.[0-9a-f]{8}\.partial-(?P<pid>\d+)\.[^./]+"))
+#: The hidden names of a results folder being replaced (:func:`results_folder`): the previous folder, renamed
+#: aside before the new one is renamed in (``old``), and once the new one is in place (``replaced``).
+SWAP_NAME = re.compile(r"\.(?P<name>.+)\.(?P<stage>old|replaced)-(?P<pid>\d+)")
+
+
+def temporary_name(name: str) -> str:
+    """``NAME.tmpPID-HOST``: the name of a cache entry being written by this process (:func:`clean_stale_tmp`).
+
+    The host is part of it because a cache may be shared with processes of other machines (Dask workers), whose
+    process ids say nothing here."""
+    return f"{name}.tmp{os.getpid()}-{_host()}"
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", socket.gethostname()) or "localhost"
+
+
+TMP_NAME = re.compile(r".+\.tmp(?P<pid>\d+)(?:-(?P<host>[A-Za-z0-9_.-]+))?")
+
+
+def clean_stale_tmp(folder: Path) -> list[Path]:
+    """Remove the entries of ``folder`` that a process of this machine that no longer runs was writing
+    (:func:`temporary_name`; ``NAME.tmpPID`` of older waitlabs too, e.g. a suite run whose ``evaluate`` was killed);
+    return what was removed."""
     removed: list[Path] = []
-    if not parent.is_dir():
+    try:
+        entries = list(Path(folder).iterdir())
+    except OSError:
         return removed
-    for p in parent.glob(".*.partial-*"):
-        pid = p.name.rsplit("-", 1)[-1]
-        if pid.isdigit() and not pid_alive(int(pid)) and p.is_dir():
-            shutil.rmtree(p, ignore_errors=True)
+    for p in entries:
+        m = TMP_NAME.fullmatch(p.name)
+        if m and m["host"] in (None, _host()) and not pid_alive(int(m["pid"])):
+            _remove(p)
             removed.append(p)
     return removed
 
 
+def stale_partial(path: Path) -> bool:
+    """Whether ``path`` is a hidden partial file or folder of waitlab's (:data:`PARTIAL_NAMES`) whose process no
+    longer runs."""
+    if SWAP_NAME.fullmatch(path.name):  # a previous results folder: finished or put back, never just removed
+        return False
+    m = next((m for p in PARTIAL_NAMES if (m := p.fullmatch(path.name))), None)
+    return m is not None and not pid_alive(int(m["pid"]))
+
+
+def _remove(path: Path) -> None:
+    """Remove a file or a folder (not what a symbolic link points to)."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        try:
+            path.unlink(missing_ok=True)
+        except OSError:
+            pass
+
+
+def finish_swap(aside: Path) -> Path | None:
+    """Finish or undo the replacement of a results folder that a process stopped (``kill -9``, a crash) between
+    its renames (:func:`results_folder`); ``aside`` is the previous folder's hidden name, its process no longer runs.
+
+    When the new folder is in place (it is renamed in complete, with its record), the previous one is removed;
+    when it is not, the previous folder is renamed back and the new one, never put in place, removed.  Returns
+    what was removed (``None``: the previous folder was put back).
+    """
+    m = SWAP_NAME.fullmatch(aside.name)
+    assert m is not None
+    out = aside.parent / m["name"]
+    if m["stage"] == "old" and not os.path.lexists(out):
+        os.replace(aside, out)  # the previous folder goes back, whole: the new one was never renamed in
+        partial = aside.parent / f".{m['name']}.partial-{m['pid']}"
+        _remove(partial)
+        return None
+    _remove(aside)
+    return aside
+
+
+def clean_stale_partials(parent: Path) -> list[Path]:
+    """Remove what processes that no longer run (``kill -9``, a crash, a closed terminal) left in ``parent``: hidden
+    partial results folders (``.NAME.partial-PID``) and files of rewrites (``.report.HEX.partial-PID.html``), and
+    finish or undo an interrupted replacement of a results folder (:func:`finish_swap`: the previous folder is
+    put back unless the new one is in place, complete).  Returns what was removed."""
+    removed: list[Path] = []
+    try:
+        entries = sorted(parent.iterdir()) if parent.is_dir() else []
+    except OSError:
+        return removed
+    for p in entries:  # the swaps first: a previous folder goes back before the new one is removed
+        m = SWAP_NAME.fullmatch(p.name)
+        if m and not pid_alive(int(m["pid"])):
+            try:
+                gone = finish_swap(p)
+            except OSError:  # e.g. a folder created under the old name since: the previous one stays, hidden
+                continue
+            removed += [gone] if gone is not None else []
+    for p in entries:
+        if os.path.lexists(p) and stale_partial(p):
+            _remove(p)
+            removed.append(p)
+    return removed
+
+
+def clean_stale_inside(folder: Path) -> list[Path]:
+    """:func:`clean_stale_partials` in a results folder and its sub-folders (``diagnosis/``); a sub-folder that held
+    nothing but such partial files (a first ``diagnose`` killed while writing) is removed as well."""
+    removed = clean_stale_partials(folder)
+    try:
+        subs = [p for p in folder.iterdir() if p.is_dir() and not p.is_symlink()]
+    except OSError:
+        return removed
+    for sub in subs:
+        gone = clean_stale_partials(sub)
+        removed += gone
+        try:
+            if gone and not any(sub.iterdir()):
+                sub.rmdir()
+                removed.append(sub)
+        except OSError:
+            pass
+    return removed
+
+
 def foreign_entries(folder: Path) -> list[str]:
-    """Entries of ``folder`` that waitlab's marker does not list (all of them when there is no marker)."""
-    entries = sorted(p.name for p in folder.iterdir())
+    """Entries of ``folder`` that waitlab's marker does not list (all of them when there is no marker); partial
+    files waitlab's processes that no longer run left (:func:`stale_partial`) are not counted, nor, in a folder
+    holding waitlab's record, a folder holding nothing else (``diagnosis/`` of a first ``diagnose`` stopped)."""
+    entries = sorted(p.name for p in folder.iterdir() if not stale_partial(p))
     try:
         listed = set(read_record(folder)["files"])
     except (InputError, KeyError, TypeError):
         return entries
-    return [e for e in entries if e != MARKER and e not in listed and not _own_folder(folder / e)]
+    return [e for e in entries if e != MARKER and e not in listed and not _own_folder(folder / e)
+            and not _empty_folder(folder / e)]
+
+
+def _empty_folder(path: Path) -> bool:
+    """A folder holding nothing, or only partial files of waitlab's processes that no longer run (``diagnosis/`` of
+    a first ``diagnose`` that was killed)."""
+    try:
+        return path.is_dir() and not path.is_symlink() and all(stale_partial(p) for p in path.iterdir())
+    except OSError:
+        return False
 
 
 def _own_folder(path: Path) -> bool:
@@ -198,6 +334,8 @@ def check_output_folder(out: Path, what: str = "output folder", *, inputs: tuple
                              "write results into a folder of their own")
     if not out.exists():
         return
+    if (out / MARKER).is_file():
+        clean_stale_inside(out)  # waitlab's own hidden files of a report or diagnosis that was killed
     foreign = [e for e in foreign_entries(out) if e not in own]
     if foreign:
         raise InputError(str(out), f"({what})", f"holds {len(foreign)} entr{'y' if len(foreign) == 1 else 'ies'}"
@@ -221,33 +359,192 @@ def check_replaceable(out: Path, force: bool) -> None:
 def results_folder(out: Path, force: bool = False, kind: str = "run") -> Iterator[Path]:
     """Yield a hidden sibling folder to fill; rename it to ``out`` only if the block completes.
 
-    A failure or interruption removes it, so no folder is ever left that looks complete.
+    A failure or interruption removes it, so no folder is ever left that looks complete.  An existing ``out``
+    (``force``) is replaced by two renames: it is first renamed to a hidden sibling (``.NAME.old-PID``), then the
+    new folder to ``out``, and only then is the previous one removed; a signal arriving over the renames is acted
+    on once they are done, and a process killed between them (``kill -9``) leaves what the next command's
+    :func:`clean_stale_partials` finishes or undoes.  So ``out`` is always the previous folder whole or the new one
+    whole, and an interruption's account says which.
     """
     out = Path(out)
+    clean_stale_partials(out.parent)  # a replacement of out that a killed process left half done: finished or undone
     check_replaceable(out, force)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise write_error(exc, out.parent) from None
-    clean_stale_partials(out.parent)
-    partial = out.parent / f".{out.name}.partial-{os.getpid()}"
+    pid = os.getpid()
+    partial = out.parent / f".{out.name}.partial-{pid}"
+    old, gone = (out.parent / f".{out.name}.{stage}-{pid}" for stage in ("old", "replaced"))
     if partial.exists():
         shutil.rmtree(partial)
     try:
         partial.mkdir()
     except OSError as exc:
         raise write_error(exc, out.parent) from None
+    placed = replaced = False
     try:
         yield partial
         seal(partial, kind)
-        if out.exists():
+        if os.path.lexists(out):
             check_replaceable(out, force)
-            shutil.rmtree(out)
-        os.replace(partial, out)
-    except OSError as exc:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise write_error(exc, out) from None
+        _remove(gone)
+        with _signals_deferred():  # no Python code runs a signal's handler between these renames
+            if os.path.lexists(out):
+                os.replace(out, old)
+                try:
+                    os.replace(partial, out)
+                except OSError:
+                    if not os.path.lexists(out):
+                        os.replace(old, out)
+                    raise
+                replaced = True
+                try:
+                    os.replace(old, gone)  # from here on, the previous folder is only to be removed
+                except OSError:
+                    pass
+            else:
+                os.replace(partial, out)
+            placed = True
+        _remove(gone)
+        _remove(old)
     except BaseException as exc:
+        if placed:  # interrupted once the new folder was in place: it is complete (the previous one goes)
+            _remove(gone)
+            _remove(old)
+            _account(exc, f"interrupted; {out} was {'replaced' if replaced else 'written'}: the new results are "
+                          "complete" + (" (the previous folder was removed)" if replaced else ""))
+            raise
         shutil.rmtree(partial, ignore_errors=True)
-        note_removed(exc, out)  # an interruption's account names the folder it removed
+        if isinstance(exc, OSError):
+            raise _write_failure(exc, out, partial) from None
+        if os.path.lexists(out):
+            note_removed(exc, f"the new {out}")
+            _account(exc, f"interrupted; {out} was not replaced: the previous folder is kept (the new results, "
+                          "being written, were removed)")
+        else:
+            note_removed(exc, out)  # an interruption's account names the folder it removed
         raise
+
+
+def _account(exc: BaseException, text: str) -> None:
+    """Say what an interruption (a :class:`KeyboardInterrupt` with no account yet) left of a results folder."""
+    if isinstance(exc, KeyboardInterrupt) and not str(exc):
+        exc.args = (text,)
+
+
+#: The signals that stop a command (:mod:`waitlab.interrupts`), held over the renames of :func:`results_folder`.
+HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Hold SIGINT, SIGTERM and SIGHUP over a few renames: one that arrives meanwhile is acted on (its handler
+    runs, or its default action) right after them.  Only the main thread runs signal handlers: in another thread
+    there is nothing to hold."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+
+    def hold(signum: int, frame: object) -> None:
+        caught.append(signum)
+
+    previous = {}
+    for s in HELD_SIGNALS:
+        handler = signal.getsignal(s)
+        if handler is not None and handler != signal.SIG_IGN:  # an ignored signal (nohup) stays ignored
+            previous[s] = signal.signal(s, hold)
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        if caught:
+            signal.raise_signal(caught[0])
+
+
+def _write_failure(exc: OSError, out: Path, partial: Path) -> WriteError:
+    """The error of a failed write while a results folder was made: about ``out`` when the operating system names
+    a path of the output folder (or none), else about the path it names (waitlab's cache, ``TMPDIR``, ...), with a
+    fix that fits it."""
+    named = os.fsdecode(exc.filename) if isinstance(exc.filename, str | bytes) else _file_being_written(exc)
+    number = exc.errno or 0
+    if named is None and number in (errno.ENOSPC, errno.EDQUOT):  # a full disk, no path said: the output's or TMPDIR's
+        tmp = _user_tmp()
+        if _free(tmp) < FULL <= _free(out.parent):
+            named = str(tmp)
+    own = (out, partial, out.parent / f".{out.name}.old-{os.getpid()}")
+    if named is None or _inside(Path(named), own) or os.path.abspath(named) == os.path.abspath(out.parent):
+        return write_error(exc, out)
+    path = Path(named)
+    meaning = (WRITE_CAUSES.get(number) or PATH_CAUSES.get(number) or ("",))[0]
+    space = number in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+    cache = _cache_root()
+    if cache is not None and (_inside(path, (cache,)) or _inside(cache, (path,))):
+        what = "cache folder"
+        value = os.environ.get("WAITLAB_CACHE")
+        fix = ("free disk space there, or " if space else "") + (
+            f"set WAITLAB_CACHE (now {value!r}) to a folder you can write" if value else
+            f"make {cache} writable, or set WAITLAB_CACHE to a folder you can write")
+    elif _inside(path, (_user_tmp(),)):
+        what = "temporary folder, TMPDIR"
+        fix = ("free disk space there, or " if space else "") + ("set TMPDIR to a folder with room that you can "
+                                                                 "write")
+    else:
+        what = "folder" if path.is_dir() else "file"
+        fix = ("free disk space there, or " if space else "") + f"make {path} writable, or move what is in the way"
+    words = exc.strerror or str(exc) or type(exc).__name__
+    return WriteError(named, f"({what})", f"writing failed: {words}" + (f": {meaning}" if meaning else ""), fix,
+                      number)
+
+
+#: Free bytes below which a disk counts as full (:func:`_write_failure`).
+FULL = 1 << 20
+
+
+def _file_being_written(exc: BaseException) -> str | None:
+    """The path of the open file the code that raised ``exc`` was writing (``fh.write(...)`` fails with the
+    operating system's error but no file name), None when none is seen."""
+    tb = exc.__traceback__
+    frames = []
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    for frame in reversed(frames[-2:]):  # the failing call, then its caller
+        for value in list(frame.f_locals.values()):
+            name = getattr(value, "name", None)
+            if isinstance(name, str) and callable(getattr(value, "write", None)) and hasattr(value, "mode"):
+                return name
+    return None
+
+
+def _inside(path: Path, folders: Sequence[Path]) -> bool:
+    """Whether ``path`` is one of ``folders`` or lies inside one (as written, and with links resolved)."""
+    for f in folders:
+        for p, q in ((os.path.abspath(path), os.path.abspath(f)), (os.path.realpath(path), os.path.realpath(f))):
+            if Path(p).is_relative_to(q):
+                return True
+    return False
+
+
+def _free(folder: Path) -> int:
+    try:
+        return shutil.disk_usage(folder).free
+    except OSError:
+        return FULL
+
+
+def _user_tmp() -> Path:
+    """The user's temporary folder (``TMPDIR``): the one holding a command's ``waitlab-scratch-PID``."""
+    tmp = Path(tempfile.gettempdir())
+    return tmp.parent if tmp.name.startswith("waitlab-scratch-") else tmp
+
+
+def _cache_root() -> Path | None:
+    """waitlab's cache folder (:func:`waitlab.simulator.build.cache_dir`), None when there is none."""
+    try:
+        from waitlab.simulator.build import cache_dir
+        return cache_dir()
+    except Exception:  # no cache folder can be named (no home folder): the error is not about it
+        return None

@@ -70,11 +70,13 @@ def guarded_output(target: Path, what: str = "output folder", *, file: bool = Fa
     except BaseException as exc:
         if created:
             shutil.rmtree(folder, ignore_errors=True)
+            note_removed(exc, folder)  # an interruption's account names what it removed, and only that
         else:
-            for p in folder.iterdir():
-                if p.name not in before:
-                    shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
-        note_removed(exc, target)  # an interruption's account names what it removed
+            new = [p for p in folder.iterdir() if p.name not in before]
+            for p in new:
+                _remove(p)
+            if new:
+                note_removed(exc, ", ".join(map(str, new)))
         if is_write_failure(exc):
             assert isinstance(exc, OSError)
             raise write_error(exc, folder, what) from None
@@ -91,6 +93,21 @@ def _nearly_full(folder: Path) -> bool:
         return False
 
 
+def _remove(path: Path) -> None:
+    """Remove a file or a folder (not what a symbolic link points to); what cannot be removed stays."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        try:
+            path.unlink(missing_ok=True)
+        except OSError:
+            pass
+
+
+def _is_folder(path: Path) -> bool:
+    return path.is_dir() and not path.is_symlink()
+
+
 class Replacement:
     """The files of one :func:`replaced_files` block: each final name and the temporary file written for it."""
 
@@ -99,28 +116,55 @@ class Replacement:
         self.staged: dict[str, Path] = {}
         self.current: str | None = None  # the file being written or renamed (named by an error)
 
-    def path(self, name: str) -> Path:
-        """Where to write ``folder/name``: a hidden file beside it (same folder, so the rename is atomic), with the
-        same suffix (matplotlib chooses the format by it)."""
+    def hidden(self, name: str) -> Path:
+        """A new hidden name beside ``folder/name`` (same folder, so a rename is atomic), with the same suffix."""
         final = Path(name)
-        tmp = self.folder / f".{final.stem}.{uuid.uuid4().hex[:8]}.partial-{os.getpid()}{final.suffix}"
+        return self.folder / f".{final.stem}.{uuid.uuid4().hex[:8]}.partial-{os.getpid()}{final.suffix}"
+
+    def path(self, name: str) -> Path:
+        """Where to write ``folder/name`` (a file, or a folder such as an OTF2 archive): a hidden path beside it,
+        with the same suffix (matplotlib chooses the format by it)."""
+        tmp = self.hidden(name)
         self.staged[name] = tmp
         self.current = name
         return tmp
 
+    def discard(self, name: str) -> None:
+        """Leave ``folder/name`` as it is after all: the block wrote nothing for it (what it began is removed)."""
+        tmp = self.staged.pop(name, None)
+        if tmp is not None:
+            _remove(tmp)
+
+
+def _described(folder: Path, names: list[str]) -> str:
+    """What an interrupted :func:`replaced_files` block removed, said after "new" when an older one stays.
+
+    >>> _described(Path("out/run"), ["otf2"]), _described(Path("out/board"), ["a.md", "a.csv"])
+    ('out/run/otf2', 'the output in out/board (a.md, a.csv)')
+    """
+    new = "new " if any(os.path.lexists(folder / n) for n in names) else ""
+    if len(names) == 1:
+        return f"the {new}{folder / names[0]}" if new else str(folder / names[0])
+    return f"the {new}output in {folder} ({', '.join(names)})"
+
 
 @contextmanager
 def replaced_files(folder: Path, what: str = "file") -> Iterator[Replacement]:
-    """Rewrite files of an existing folder whole or not at all (``report.html``, ``diagnosis.json``, ...).
+    """Rewrite files of an existing folder whole or not at all (``report.html``, ``diagnosis.json``, an export's
+    ``trace.json`` and ``otf2/`` archive, ...).
 
-    Each file is written to the temporary path :meth:`Replacement.path` gives, beside it; when the block ends
-    without an error they are renamed over their final names, in the order they were asked for.  A reader (or a
-    later command) therefore finds each file complete, old or new.  When the block fails (disk full, ``ulimit -f``,
-    a crash of the drawing code), the temporary files are removed and every old file stays as it was; an
+    Each file (or folder) is written to the temporary path :meth:`Replacement.path` gives, beside it; when the block
+    ends without an error they are renamed over their final names, in the order they were asked for (an old folder
+    is first renamed aside, and removed once the new one is in place).  A reader (or a later command) therefore
+    finds each file complete, old or new.  When the block fails or is interrupted (disk full, ``ulimit -f``, a crash
+    of the drawing code, Ctrl-C), the temporary files are removed and every old file stays as it was; an
+    interruption's account names the new files it removed (:func:`~waitlab.errors.note_removed`), and an
     operating-system write failure becomes one :class:`~waitlab.errors.WriteError` naming the file being written.
     A file keeps the permissions of the one it replaces.
     """
     rep = Replacement(Path(folder))
+    done: set[str] = set()
+    aside: dict[str, Path] = {}  # an old folder being replaced by a new one: where it waits until the new one is in
     try:
         yield rep
         for name, tmp in rep.staged.items():
@@ -130,11 +174,29 @@ def replaced_files(folder: Path, what: str = "file") -> Iterator[Replacement]:
                 os.chmod(tmp, stat.S_IMODE(final.stat().st_mode))
             except OSError:  # no old file (or not ours to read): the new one's own permissions
                 pass
+            if _is_folder(tmp) and _is_folder(final):  # rename(2) does not replace a folder that holds files
+                aside[name] = rep.hidden(name)
+                os.replace(final, aside[name])
             os.replace(tmp, final)
+            done.add(name)
     except BaseException as exc:
-        for tmp in rep.staged.values():
-            tmp.unlink(missing_ok=True)
+        for name, old in aside.items():  # stopped between the two renames: the old folder goes back
+            if name not in done and not os.path.lexists(rep.folder / name):
+                try:
+                    os.replace(old, rep.folder / name)
+                except OSError:  # it stays where it is, hidden, rather than being lost
+                    pass
+        removed = [n for n, tmp in rep.staged.items() if n not in done and os.path.lexists(tmp)]
+        for name, tmp in rep.staged.items():
+            if name not in done:
+                _remove(tmp)
+        if removed:
+            note_removed(exc, _described(rep.folder, removed))
         if is_write_failure(exc):
             assert isinstance(exc, OSError)
             raise write_error(exc, rep.folder / rep.current if rep.current else rep.folder, what) from None
         raise
+    finally:
+        for name, old in aside.items():  # the old folders the new ones replaced
+            if name in done:
+                _remove(old)

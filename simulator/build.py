@@ -43,19 +43,43 @@ INSTALL_HINT = "sudo apt-get install -y libsimgrid-dev python3-simgrid   (or run
 
 
 def cache_dir() -> Path:
-    """waitlab's one cache: ``$WAITLAB_CACHE``, else ``$XDG_CACHE_HOME/waitlab``, else ``~/.cache/waitlab``.
+    """waitlab's one cache: ``$WAITLAB_CACHE``, else ``$XDG_CACHE_HOME/waitlab``, else ``~/.cache/waitlab``; always
+    an absolute path (a relative ``WAITLAB_CACHE`` is taken from the current folder: SimGrid runs in another one).
 
-    It holds built native parts, compiled programs and ``counterfactuals/`` (diagnosis re-runs).
+    It holds built native parts, compiled programs and ``counterfactuals/`` (diagnosis re-runs).  A user without a
+    home folder (no ``HOME`` and no entry in the password database, e.g. ``docker run -u 12345``) and without
+    ``WAITLAB_CACHE`` gets one :class:`EnvironmentProblem` saying to set it.
     """
-    root = os.environ.get("WAITLAB_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "waitlab")
-    return Path(root)
+    root = os.environ.get("WAITLAB_CACHE")
+    if not root:
+        xdg = os.environ.get("XDG_CACHE_HOME")
+        if xdg and os.path.isabs(xdg):  # the XDG rule: a relative value is ignored
+            root = os.path.join(xdg, "waitlab")
+        else:
+            home = os.path.expanduser("~")
+            if home.startswith("~"):  # neither HOME nor a password entry: expanduser leaves "~" as it is
+                raise EnvironmentProblem("cannot determine a cache folder: there is no home folder (HOME is unset and "
+                                         f"user id {os.getuid()} has no entry in the password database) (fix: set "
+                                         "WAITLAB_CACHE to a folder you can write, e.g. export "
+                                         "WAITLAB_CACHE=/tmp/waitlab-cache)")
+            root = os.path.join(home, ".cache", "waitlab")
+    return Path(os.path.abspath(root))
+
+
+#: Where Debian's SimGrid puts its tools: a tool found there but not on ``PATH`` is said to be off ``PATH``.
+TOOL_FOLDERS = ("/usr/bin", "/usr/local/bin")
 
 
 def require_tool(name: str) -> str:
-    """Absolute path of a SimGrid tool, or an :class:`EnvironmentProblem` with the install command."""
+    """Absolute path of a SimGrid tool, or an :class:`EnvironmentProblem` with the install command (or, when the
+    tool is installed in :data:`TOOL_FOLDERS` but ``PATH`` misses that folder, with that folder)."""
     path = shutil.which(name)
     if path is None:
+        for folder in TOOL_FOLDERS:
+            found = shutil.which(name, path=folder)
+            if found is not None:
+                raise EnvironmentProblem(f"{name} was not found on PATH, but it is installed as {found}: PATH "
+                                         f"misses {folder} (fix: export PATH=\"$PATH:{folder}\")")
         raise EnvironmentProblem(f"{name} was not found on PATH; SimGrid SMPI is not installed. Install it with: "
                                  f"{INSTALL_HINT}")
     return path
@@ -110,6 +134,9 @@ def build_native(source: Path, output_name: str, compiler: str = "smpicxx",
     if target.exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
+    if not os.access(target.parent, os.W_OK | os.X_OK):  # else the linker's own words: "cannot open output file"
+        raise EnvironmentProblem(f"{target.parent}: (cache folder): you may not write there, so {compiler} cannot "
+                                 f"build {source.name} into it (fix: set WAITLAB_CACHE to a folder you can write)")
     tmp = target.with_name(target.name + f".tmp{os.getpid()}")
     proc = subprocess.run([cc, *flags, "-o", str(tmp), str(source), *map(str, extra_sources)], capture_output=True,
                           text=True)

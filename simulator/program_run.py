@@ -90,7 +90,9 @@ DEADLOCK_SHOWN = 8
 _COLLECTIVE = re.compile(r"^(I?(Barrier|Bcast|Reduce|Allreduce|Gatherv?|Scatterv?|Allgatherv?|Alltoall[vw]?|Scan|"
                          r"Exscan|Reduce_scatter(_block)?)|Comm_(split|dup|create)\w*|Cart_create|Win_\w+)$")
 #: The ranks of :func:`_missing`'s words (``" (ranks 0, 1 did not reach MPI_Finalize)"``).
-_MISSING = re.compile(r"(?P<ranks>ranks? [^()]*?) did not reach MPI_Finalize")
+_MISSING = re.compile(r"(?P<ranks>ranks? [^();]*?) did not reach MPI_Finalize")
+#: The ranks of :func:`_missing`'s words that never called ``MPI_Init`` (``" (ranks 0, 1 never called MPI_Init)"``).
+_NO_INIT = re.compile(r"(?P<ranks>ranks? [^();]*?) never called MPI_Init")
 #: SMPI's refusal of an MPI function it does not have (``Not yet implemented: PMPI_Mprobe``).
 _NOT_IMPLEMENTED = re.compile(_WHO + r".*Not yet implemented: P?(?P<call>MPI_\w+)")
 #: What to use instead of a call SMPI 3.32 does not implement (``src/smpi/bindings/smpi_mpi.cpp``'s unimplemented
@@ -242,6 +244,11 @@ def explain_failure(output: str, returncode: int | None, missing: str, program: 
         said_simgrid = f"; SimGrid said: {words[:200]!r}" if words and "Aborted" not in words else ""
         return ProgramError(program, f"the program was killed by {name}{missing}{said_simgrid}{last}",
                             "run it outside waitlab to see why (smpirun -wrapper gdb)")
+    if m := _NO_INIT.search(missing):  # nothing else went wrong: ranks ran without MPI at all
+        others = f"; {o['ranks']} did not reach MPI_Finalize" if (o := _MISSING.search(missing)) else ""
+        return ProgramError(program, f"{m['ranks']} ended without calling MPI_Init (nor MPI_Finalize){others}{last}",
+                            "call MPI_Init at the start of main and MPI_Finalize before it returns, on every rank: "
+                            "waitlab records the MPI calls a program makes between them")
     if m := _MISSING.search(missing):  # nothing else went wrong: the ranks ended without MPI_Finalize
         return ProgramError(program, f"{m['ranks']} ended without calling MPI_Finalize{last}",
                             "call MPI_Finalize on every rank before main returns or the program exits")
@@ -408,11 +415,37 @@ def rerun_files(command: Sequence[str], binary: Path, platform_xml: Path, hostfi
 
 
 def _missing(out_dir: Path, n_ranks: int) -> str:
+    """The ranks that did not reach ``MPI_Finalize`` (no ``r<rank>.done``), in words: those that never called
+    ``MPI_Init`` apart (their slot of the layer's count file, which ``MPI_Init`` opens, holds no record; no rank
+    did when there is no count file), e.g. ``" (ranks 0, 1 never called MPI_Init; rank 2 did not reach
+    MPI_Finalize)"``; '' when every rank did."""
     missing = [r for r in range(n_ranks) if not (out_dir / f"r{r}.done").exists()]
     if not missing:
         return ""
-    shown = ", ".join(map(str, missing[:10])) + (" ..." if len(missing) > 10 else "")
-    return f" (rank{'s' if len(missing) > 1 else ''} {shown} did not reach MPI_Finalize)"
+    never = [r for r in missing if r not in _started(out_dir, n_ranks)]
+    rest = [r for r in missing if r not in never]
+    parts = [f"{_ranks_text(never)} never called MPI_Init"] if never else []
+    parts += [f"{_ranks_text(rest)} did not reach MPI_Finalize"] if rest else []
+    return f" ({'; '.join(parts)})"
+
+
+def _ranks_text(ranks: list[int]) -> str:
+    shown = ", ".join(map(str, ranks[:10])) + (" ..." if len(ranks) > 10 else "")
+    return f"rank{'s' if len(ranks) > 1 else ''} {shown}"
+
+
+def _started(out_dir: Path, n_ranks: int) -> set[int]:
+    """The ranks that called ``MPI_Init``: those with a record in the layer's count file; every rank when the file
+    cannot be read (other than missing: then none did), as nothing can be said of them."""
+    path = out_dir / progress.LAYER_COUNT_FILE
+    try:
+        raw = np.fromfile(path, np.uint8)
+    except FileNotFoundError:
+        return set()
+    except (OSError, ValueError):
+        return set(range(n_ranks))
+    slots = raw[: raw.size - raw.size % progress.LAYER_COUNT_DTYPE.itemsize].view(progress.LAYER_COUNT_DTYPE)
+    return {int(r) for r in np.flatnonzero(slots["records"] > 0)}
 
 
 def exit_statuses(output: str) -> dict[int, int]:

@@ -54,6 +54,9 @@ _LIMIT_HINTS = {
                                "raise 'ulimit -n' or replay one shared trace file (a one-line index)",
     "Failed to protect stack": "vm.max_map_count is too low for the stack guard pages of this many ranks: "
                                "pass --cfg=contexts/guard-size:0 or 'sudo sysctl -w vm.max_map_count=262144'",
+    "Failed to allocate stack": "the simulator could not allocate a stack for every rank: a virtual-memory limit "
+                                "('ulimit -v') or too little memory; raise the limit, use fewer ranks, or smaller "
+                                "stacks (--cfg=contexts/stack-size:KiB)",
 }
 
 
@@ -185,6 +188,11 @@ def failure(what: str, returncode: int, output: str) -> SimulationError:
         reason += "; a file grew past the file-size limit (ulimit -f): raise the limit or write elsewhere"
     elif "No space left on device" in output:
         reason += "; the disk is full: free space or set TMPDIR to a larger disk"
+    elif returncode in (-signal.SIGXCPU, 128 + signal.SIGXCPU):
+        reason += "; the CPU time limit ('ulimit -t') was reached: raise it"
+    elif returncode in (-signal.SIGKILL, 128 + signal.SIGKILL):
+        reason += ("; something killed it: the kernel when memory ran out, or a CPU time limit ('ulimit -t') past "
+                   "its hard limit")
     first = f" SimGrid said: {words}." if words else ""
     return SmpiFailed(f"{what} failed in SimGrid ({reason}).{first} Last lines of its output:\n{_tail(output)}"
                       f"{limit_hint(output)}", output, returncode)

@@ -158,8 +158,11 @@ def _parts(ops: OpTable, rows: npt.NDArray[np.int64], core_speed: float, *, vect
         value, value2, peer = col(ops.value), col(ops.value2), col(ops.peer)
         recv = value2 != 0  # a wait that completes a receive: its peer is the source
         rank = col(ops.rank)
+        # count2 is a count only where an exchange writes it; elsewhere value2 may be a reduction's flops (1e19 of
+        # them: beyond int64, a cast warning and a meaningless number that no line writes)
+        count2 = np.where(np.isin(shape, (_EXCHANGE, _ROOTED_EXCHANGE)), value2, 0.0)
         columns = {"peer": peer, "tag": tag, "count": np.rint(value).astype(np.int64),
-                   "count2": np.rint(value2).astype(np.int64), "first": np.where(recv, peer, rank),
+                   "count2": np.rint(count2).astype(np.int64), "first": np.where(recv, peer, rank),
                    "second": np.where(recv, rank, peer), "flops_repr": value * core_speed, "value_repr": value,
                    "value2_repr": value2, "six": np.full(n, 6, np.int64)}
         # a test of a request (a stock trace's) names it as a wait does; the polls of waitlab's layer (MPI time of

@@ -7,11 +7,13 @@ import subprocess
 import pytest
 
 from waitlab.errors import EnvironmentProblem, SimulationError
+from waitlab.simulator import build
 from waitlab.simulator.build import build_native
 
 
 def test_missing_compiler_names_the_install_command(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))  # nothing on PATH
+    monkeypatch.setattr(build, "TOOL_FOLDERS", ())  # nor in the usual folders (else: "PATH misses /usr/bin")
     src = tmp_path / "x.cpp"
     src.write_text("int main() { return 0; }\n")
     with pytest.raises(EnvironmentProblem, match=r"smpicxx was not found.*apt-get install -y libsimgrid-dev"):

@@ -29,6 +29,8 @@ from waitlab.errors import (
     Interrupted,
     WaitlabError,
     is_write_failure,
+    out_of_memory,
+    out_of_memory_text,
     removed_by,
     write_error,
 )
@@ -321,6 +323,9 @@ def _diagnose(sub: Any) -> None:
         if args.top_k < 1 or args.candidates < 0:
             raise InputError("(command line)", "--top-k" if args.top_k < 1 else "--candidates",
                              f"must be >= {1 if args.top_k < 1 else 0}", "e.g. --top-k 5 --candidates 8")
+        if args.cache is not None and args.cache.exists() and not args.cache.is_dir():
+            raise InputError(str(args.cache), "--cache", "is a file, not a folder",
+                             "pass a folder for the counterfactual cache (it is created when missing)")
         models = [*api.DEFAULT_MODELS, *(args.model or [])]
         # a results folder is read once, for the diagnosis and for its report.html
         run = api.load_run(args.source, args.trust_edited) if args.source.is_dir() else None
@@ -412,10 +417,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"waitlab: error: {write_error(exc, exc.filename or '(output)')}", file=sys.stderr)
         return 2
-    except MemoryError as exc:  # numpy or Python could not allocate: one line, nothing partial (the writers' rule)
-        print(f"waitlab: error: out of memory ({type(exc).__name__}: {str(exc)[:200] or 'no detail'}): the command "
-              "needs more memory than this machine has left (fix: fewer ranks or steps, or a machine with more "
-              "memory; runs of 4,096 ranks or more are estimated first unless --no-resource-check)", file=sys.stderr)
+    except (MemoryError, ImportError, RuntimeError) as exc:  # numpy or Python could not allocate, the loader could
+        # not map a lazily imported extension (pandas, pyarrow, Bokeh) or a thread not start under 'ulimit -v': one
+        # line, nothing partial
+        if not out_of_memory(exc):
+            raise
+        print(f"waitlab: error: {out_of_memory_text(exc)}", file=sys.stderr)
         return EnvironmentProblem.exit_code
     except KeyboardInterrupt as exc:  # the command's own account (sweep, diagnose), else the generic one
         removed = removed_by(exc)  # the folder being written, when there was one

@@ -9,8 +9,14 @@ plugin, so it sets pydantic's documented switch ``PYDANTIC_DISABLE_PLUGINS=__all
 leaves the environment alone.
 
 Before and after a command's session (:func:`waitlab.interrupts.session`: its first Ctrl-C stops the command cleanly),
-a SIGINT or SIGTERM ends the process at once with status 128 + signal: there is nothing to clean up then, and a second
-Ctrl-C while the command ends after its first one is not turned into a traceback or a death by the signal.
+a SIGINT, SIGTERM or SIGHUP (the terminal closed, the ssh connection dropped) ends the process at once with status
+128 + signal: there is nothing to clean up then, and a second Ctrl-C while the command ends after its first one is not
+turned into a traceback or a death by the signal.  A SIGHUP the command was started ignoring (``nohup``) stays
+ignored.
+
+A command that cannot even import its modules for lack of memory (the loader cannot map an extension module under a
+tight ``ulimit -v``: ``failed to map segment from shared object``) says so in the one line of an out-of-memory error
+(status 4), not with a traceback.
 
 A command whose output's reader went away (``waitlab ... | head``) ends quietly with 128 + SIGPIPE, as shell tools
 do, not with a traceback.  A command that returns ends the process without the interpreter's teardown: the exit
@@ -30,9 +36,21 @@ from types import FrameType
 
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")  # before waitlab.cli imports pydantic
 
-from waitlab import cli  # after the environment above
+from waitlab.errors import EnvironmentProblem, out_of_memory, out_of_memory_text
+
+_IMPORT_FAILURE: ImportError | MemoryError | None = None
+try:
+    from waitlab import cli  # after the environment above
+except (ImportError, MemoryError) as exc:  # an extension module the loader could not map, or no memory left for the
+    # modules themselves: said by main() in one line
+    if not out_of_memory(exc):
+        raise
+    _IMPORT_FAILURE = exc
 
 __all__ = ["main"]
+
+#: The signals that end a command: its session (:func:`waitlab.interrupts.session`) handles the same ones.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def _exit_at_once(signum: int, frame: FrameType | None) -> None:
@@ -42,8 +60,13 @@ def _exit_at_once(signum: int, frame: FrameType | None) -> None:
 def main() -> int:
     """The command: :func:`waitlab.cli.main`, then the exit described above (returns only if the output cannot be
     flushed, to let the interpreter report it)."""
-    for s in (signal.SIGINT, signal.SIGTERM):
+    for s in STOP_SIGNALS:
+        if s == signal.SIGHUP and signal.getsignal(s) == signal.SIG_IGN:  # started by nohup: it stays ignored
+            continue
         signal.signal(s, _exit_at_once)
+    if _IMPORT_FAILURE is not None:
+        print(f"waitlab: error: {out_of_memory_text(_IMPORT_FAILURE)}", file=sys.stderr)
+        return EnvironmentProblem.exit_code
     try:
         code = cli.main()
     except BrokenPipeError:  # the reader of the output went away (`waitlab ... | head`): end as a shell tool does

@@ -93,10 +93,10 @@ class EnvironmentProblem(WaitlabError):
 
 
 class Interrupted(Picklable, KeyboardInterrupt):
-    """A command stopped by SIGINT or SIGTERM; the message says what was kept and how to resume.
+    """A command stopped by SIGINT, SIGTERM or SIGHUP; the message says what was kept and how to resume.
 
     It is a :class:`KeyboardInterrupt`, so code that stops on Ctrl-C stops on it too; the command line exits
-    with ``128 + signum`` (130 for SIGINT, 143 for SIGTERM).
+    with ``128 + signum`` (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP).
 
     >>> err = Interrupted("sweep s: 3 of 12 points kept", 15)
     >>> err.exit_code, str(err)
@@ -110,8 +110,10 @@ class Interrupted(Picklable, KeyboardInterrupt):
 
 
 def note_removed(exc: BaseException, folder: object) -> None:
-    """Record on an interruption (a :class:`KeyboardInterrupt`) the unfinished results folder it stopped and that
-    was removed, so that the command line's account names it, and names none when none was (:func:`removed_by`)."""
+    """Record on an interruption (a :class:`KeyboardInterrupt`) what unfinished output it stopped and that was
+    removed (a results folder, or the new files of a rewrite: ``the new out/run/otf2``), so that the command line's
+    account names it, and names none when none was (:func:`removed_by`); the first record (the innermost writer's)
+    is kept."""
     if isinstance(exc, KeyboardInterrupt):
         exc.__dict__.setdefault("removed_folder", str(folder))
 
@@ -149,10 +151,23 @@ WRITE_CAUSES: dict[int, tuple[str, str]] = {
     errno.EPERM: ("you may not write there", "choose a folder you can write (-o) or fix its permissions"),
     errno.EROFS: ("it is on a read-only file system", "write to a writable disk (-o)"),
     errno.EFBIG: ("a file grew past the file-size limit (ulimit -f)", "raise the limit or write elsewhere"),
-    errno.ENAMETOOLONG: ("a path is too long", "use a shorter output path (-o)"),
+    errno.ENAMETOOLONG: ("a name or the path is too long for the file system (a name holds at most 255 bytes, and "
+                         "waitlab first writes under a hidden name up to 30 characters longer)",
+                         "use a shorter output name or path (-o)"),
     errno.EMFILE: ("too many open files", "raise 'ulimit -n'"),
     errno.EIO: ("the disk reported an input/output error", "check the disk or write elsewhere (-o)"),
     errno.ENOTDIR: ("a part of the path is a file, not a folder", "choose another output path (-o)"),
+    errno.EEXIST: ("something that is not a folder (a file, or a symbolic link to nothing or to itself) is in the "
+                   "path where a folder is needed", "move it away, or choose another output path (-o)"),
+    errno.ELOOP: ("the path goes through a loop of symbolic links", "fix or remove the link, or choose another "
+                  "output path (-o)"),
+}
+
+#: Causes :func:`write_error` knows for errors that are not always a failed write (:func:`is_write_failure` leaves
+#: them out: a missing input file raises the same error).
+PATH_CAUSES: dict[int, tuple[str, str]] = {
+    errno.ENOENT: ("a folder of the path is missing, or was removed while waitlab wrote into it (by another command "
+                   "writing the same output?)", "run the command again, and one command at a time per output folder"),
 }
 
 
@@ -163,7 +178,8 @@ def write_error(exc: OSError, folder: object, what: str = "output folder") -> Wr
     'out: (output folder): writing failed: No space left on device: the disk is full (fix: free disk space or \
 write to another disk (-o))'
     """
-    meaning, fix = WRITE_CAUSES.get(exc.errno or 0, ("", "free disk space or choose another location (-o)"))
+    meaning, fix = WRITE_CAUSES.get(exc.errno or 0) or PATH_CAUSES.get(exc.errno or 0) or (
+        "", "free disk space or choose another location (-o)")
     words = exc.strerror or str(exc) or type(exc).__name__
     return WriteError(str(folder), f"({what})", f"writing failed: {words}" + (f": {meaning}" if meaning else ""),
                       fix, exc.errno or 0)
@@ -172,3 +188,48 @@ write to another disk (-o))'
 def is_write_failure(exc: BaseException) -> bool:
     """Whether ``exc`` is an operating-system write failure :func:`write_error` knows (disk full, permissions...)."""
     return isinstance(exc, OSError) and (exc.errno or 0) in WRITE_CAUSES
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` says the process ran out of memory: a :class:`MemoryError`, an :class:`ImportError` of an
+    extension module the loader could not map (``failed to map segment from shared object`` under ``ulimit -v``),
+    or a thread that could not start (its stack) under a virtual-memory limit.
+
+    >>> out_of_memory(ImportError("/x/_core.so: failed to map segment from shared object"))
+    True
+    >>> out_of_memory(ImportError("No module named 'otf2'")), out_of_memory(MemoryError())
+    (False, True)
+    """
+    if isinstance(exc, MemoryError):
+        return True
+    text = str(exc).lower()
+    if isinstance(exc, ImportError):
+        return "failed to map segment" in text or ("cannot allocate memory" in text and "static tls" not in text)
+    return isinstance(exc, RuntimeError) and "can't start new thread" in text and _memory_limit() is not None
+
+
+def _memory_limit() -> int | None:
+    """The process's virtual-memory limit in bytes (``ulimit -v``), None when there is none."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    except (ImportError, OSError, ValueError):
+        return None
+    return None if soft == resource.RLIM_INFINITY else int(soft)
+
+
+def out_of_memory_text(exc: BaseException) -> str:
+    """The one line of a command that ran out of memory (:func:`out_of_memory`); a virtual-memory limit
+    (``ulimit -v``) in force is named, as the likely cause.
+
+    >>> out_of_memory_text(MemoryError())[:60]
+    'out of memory (MemoryError: no detail): the command needs mo'
+    """
+    limit = _memory_limit()
+    where = (f"than the virtual-memory limit allows ('ulimit -v' {limit >> 10}: {limit / 2**20:,.0f} MiB)"
+             if limit is not None else "than this machine has left")
+    fix = "raise or lift 'ulimit -v', or run fewer ranks or steps" if limit is not None else \
+        "fewer ranks or steps, or a machine with more memory"
+    return (f"out of memory ({type(exc).__name__}: {str(exc)[:200] or 'no detail'}): the command needs more memory "
+            f"{where} (fix: {fix}; runs of 4,096 ranks or more are estimated first unless --no-resource-check)")

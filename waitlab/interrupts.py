@@ -3,11 +3,12 @@
 - Scratch: every temporary file of the command (and of its worker processes and SimGrid runs, through
   ``TMPDIR``) goes to ``$TMPDIR/waitlab-scratch-<pid>/``, removed when the command ends, however it ends.  A
   folder left by a process that was killed (``kill -9``) is removed by the next waitlab command.
-- Signals: the first Ctrl-C (or SIGTERM) raises :class:`~waitlab.errors.Interrupted` (a
-  :class:`KeyboardInterrupt` carrying the signal), so results folders being written are removed, no more work
-  is dispatched and SimGrid runs are stopped; a second signal exits at once (status 128 + signal: 130 for
-  SIGINT, 143 for SIGTERM), killing the worker processes; SimGrid runs die with their parent
-  (``PR_SET_PDEATHSIG``, see :mod:`waitlab.simulator.smpi`).  Outside the session, the ``waitlab`` command
+- Signals: the first Ctrl-C (or SIGTERM, or SIGHUP: the terminal closed, the ssh connection dropped) raises
+  :class:`~waitlab.errors.Interrupted` (a :class:`KeyboardInterrupt` carrying the signal), so results folders
+  being written are removed, no more work is dispatched and SimGrid runs are stopped; a second signal exits at
+  once (status 128 + signal: 130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP), killing the worker processes;
+  SimGrid runs die with their parent (``PR_SET_PDEATHSIG``, see :mod:`waitlab.simulator.smpi`).  A SIGHUP the
+  command was started ignoring (``nohup``) stays ignored.  Outside the session, the ``waitlab`` command
   (:mod:`waitlab.entry`) ends at once on a signal, with the same status.
 """
 
@@ -47,6 +48,12 @@ def clean_stale_scratch(base: Path) -> list[Path]:
     return removed
 
 
+def stop_signals() -> tuple[int, ...]:
+    """The signals that stop a command cleanly: SIGINT, SIGTERM, and SIGHUP unless it is ignored (``nohup``)."""
+    hup = () if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN else (signal.SIGHUP,)
+    return (signal.SIGINT, signal.SIGTERM, *hup)
+
+
 def _stop_now(scratch: Path, signum: int) -> None:
     print("waitlab: interrupted twice: stopping now", file=sys.stderr, flush=True)
     kill_children()
@@ -80,7 +87,7 @@ def session() -> Iterator[Path]:
         raise Interrupted("", signum)  # empty: the command's own message, or the CLI's generic one
 
     main = threading.current_thread() is threading.main_thread()
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)} if main else {}
+    previous = {s: signal.signal(s, on_signal) for s in stop_signals()} if main else {}
     try:
         yield scratch
     finally:

@@ -28,6 +28,7 @@ import pandas as pd
 
 from waitlab.experiments.diagnosis.evaluate import SCORES
 from waitlab.experiments.report.canvas import subplots
+from waitlab.experiments.writer import replaced_files
 
 #: Column titles of the scores.
 TITLES = {"top1": "top-1 hit", "topk": "top-k hit", "blame_error": "blame error (L1)",
@@ -166,21 +167,27 @@ LEADERBOARD_FILES = ("leaderboard.md", "leaderboard.csv", "leaderboard.json", "l
 
 
 def write_leaderboard(rows: pd.DataFrame, out: Path, notes: list[str], png: bool = True) -> list[Path]:
-    """Write the leaderboard files into ``out``; return them."""
+    """Write the leaderboard files into ``out``; return them.
+
+    Over an earlier leaderboard, each file is replaced whole or not at all
+    (:func:`~waitlab.experiments.writer.replaced_files`): a write that fails or is interrupted leaves the earlier
+    files as they were, never a truncated one."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    files = [out / "leaderboard.md", out / "leaderboard.csv", out / "leaderboard.json", out / "cost.csv"]
-    files[0].write_text(to_markdown(rows, notes))
+    names = ["leaderboard.md", "leaderboard.csv", "leaderboard.json", "cost.csv", *(["leaderboard.png"] if png else [])]
     cols = ["model", "name", "case", "cause", "what", "ranks", "platform", *SCORES, "exact_ties", "near_ties",
             "error"]
-    rows = rows.reindex(columns=list(dict.fromkeys([*rows.columns, *cols])))
-    rows[cols].to_csv(files[1], index=False, float_format="%.6g", lineterminator="\n")
-    files[2].write_text(json.dumps(leaderboard_dict(rows, notes), indent=2, sort_keys=True) + "\n")
-    rows[["model", "case", "seconds"]].to_csv(files[3], index=False, float_format="%.6g", lineterminator="\n")
-    if png:
-        figure(rows, out / "leaderboard.png")
-        files.append(out / "leaderboard.png")
-    return files
+    with replaced_files(out, "leaderboard file") as files:
+        files.path("leaderboard.md").write_text(to_markdown(rows, notes))
+        rows = rows.reindex(columns=list(dict.fromkeys([*rows.columns, *cols])))
+        rows[cols].to_csv(files.path("leaderboard.csv"), index=False, float_format="%.6g", lineterminator="\n")
+        files.path("leaderboard.json").write_text(json.dumps(leaderboard_dict(rows, notes), indent=2,
+                                                             sort_keys=True) + "\n")
+        rows[["model", "case", "seconds"]].to_csv(files.path("cost.csv"), index=False, float_format="%.6g",
+                                                  lineterminator="\n")
+        if png:
+            figure(rows, files.path("leaderboard.png"))
+    return [out / n for n in names]
 
 
 __all__ = ["LEADERBOARD_FILES", "aggregate", "figure", "leaderboard_dict", "to_markdown", "write_leaderboard"]

@@ -28,6 +28,7 @@ import html
 import json
 import os
 import re
+import sys
 import tempfile
 from dataclasses import dataclass
 from importlib.metadata import version
@@ -37,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from waitlab.errors import EnvironmentProblem
 from waitlab.experiments.report.html_data import BUDGET_COLUMNS, budget_payload, heatmap_payload, timeline_payload
 from waitlab.experiments.report.html_text import causes_html, detail_note, models_html, summary_html
 from waitlab.experiments.report.palette import CAUSE, INK, KIND_COLOURS, OTHER, PATTERN_COLOURS, SERIES, WAIT
@@ -124,6 +126,7 @@ def report_document(shape: PageShape, events: pd.DataFrame | None = None, waits:
     """The page's Bokeh document and its parts in order (``("html", text)``, ``("root", name)``); text that holds the
     run's data is a slot (:func:`fill_page`).  ``diagnosis`` with ``events``, ``waits`` and ``n_ranks`` draws the
     diagnosis's figures; a page without a diagnosis needs none of them."""
+    _import_bokeh_settings()
     from bokeh.document import Document
     from bokeh.events import DocumentReady
     from bokeh.models import CustomJS
@@ -187,6 +190,29 @@ def report_document(shape: PageShape, events: pd.DataFrame | None = None, waits:
     return doc, parts
 
 
+def _import_bokeh_settings() -> None:
+    """Import Bokeh's settings, also for a user without a home folder.
+
+    ``bokeh.settings`` reads ``Path.home()`` when it is imported (the user's ``~/.bokeh/bokeh.yaml``), which raises
+    ``RuntimeError: Could not determine home directory`` when there is neither ``HOME`` nor an entry in the password
+    database (``docker run -u 12345``); every Bokeh import goes through it.  Bokeh has no setting for that file, so
+    for that import only ``HOME`` names a folder that does not exist (Bokeh then reads no user configuration, as for a
+    user who has none) and is unset again right after.  Anyone else imports Bokeh as it is.
+    """
+    if "bokeh.settings" in sys.modules:
+        return
+    try:
+        Path.home()
+        return
+    except RuntimeError:
+        pass
+    os.environ["HOME"] = "/nonexistent"
+    try:
+        import bokeh.settings  # noqa: F401
+    finally:
+        os.environ.pop("HOME", None)
+
+
 def page_skeleton(shape: PageShape, events: pd.DataFrame | None = None, waits: pd.DataFrame | None = None,
                   diagnosis: dict[str, Any] | None = None, n_ranks: int = 0) -> str:
     """The page with a slot for each part that holds the run's data (:func:`report_document`'s arguments).
@@ -195,6 +221,7 @@ def page_skeleton(shape: PageShape, events: pd.DataFrame | None = None, waits: p
     every page: it took a quarter of Bokeh's time here, the figures are the same code for every run, and
     ``tests/test_report_html_parts.py`` validates a document with every figure instead.
     """
+    _import_bokeh_settings()
     from bokeh.embed import file_html
     from bokeh.resources import Resources
     from bokeh.settings import settings
@@ -236,7 +263,10 @@ def run_page_skeleton(shape: PageShape) -> str:
     with Bokeh the first time, read from the cache after.  A kept file without every slot (edited, or damaged) is made
     again; skeletons kept for other code are removed when a new one is written; a cache that cannot be written is
     only not used."""
-    path = skeleton_file(shape)
+    try:
+        path = skeleton_file(shape)
+    except EnvironmentProblem:  # no cache folder can be determined (no home folder): made without the cache
+        return page_skeleton(shape)
     try:
         kept = path.read_text(encoding="utf-8")
         if sorted(_SLOT.findall(kept)) == sorted(SLOTS):
