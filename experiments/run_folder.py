@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from waitlab.errors import PATH_CAUSES, WRITE_CAUSES, InputError, WriteError, note_removed, write_error
+from waitlab.experiments.writer import remove_path
 from waitlab.readers import parse_json, read_text
 
 #: The writers of ``report.html`` and ``timeline.png``, which :mod:`waitlab.experiments.results` imports when it first
@@ -194,7 +195,7 @@ def clean_stale_tmp(folder: Path) -> list[Path]:
     for p in entries:
         m = TMP_NAME.fullmatch(p.name)
         if m and m["host"] in (None, _host()) and not pid_alive(int(m["pid"])):
-            _remove(p)
+            remove_path(p)
             removed.append(p)
     return removed
 
@@ -206,17 +207,6 @@ def stale_partial(path: Path) -> bool:
         return False
     m = next((m for p in PARTIAL_NAMES if (m := p.fullmatch(path.name))), None)
     return m is not None and not pid_alive(int(m["pid"]))
-
-
-def _remove(path: Path) -> None:
-    """Remove a file or a folder (not what a symbolic link points to)."""
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        try:
-            path.unlink(missing_ok=True)
-        except OSError:
-            pass
 
 
 def finish_swap(aside: Path) -> Path | None:
@@ -233,9 +223,9 @@ def finish_swap(aside: Path) -> Path | None:
     if m["stage"] == "old" and not os.path.lexists(out):
         os.replace(aside, out)  # the previous folder goes back, whole: the new one was never renamed in
         partial = aside.parent / f".{m['name']}.partial-{m['pid']}"
-        _remove(partial)
+        remove_path(partial)
         return None
-    _remove(aside)
+    remove_path(aside)
     return aside
 
 
@@ -259,7 +249,7 @@ def clean_stale_partials(parent: Path) -> list[Path]:
             removed += [gone] if gone is not None else []
     for p in entries:
         if os.path.lexists(p) and stale_partial(p):
-            _remove(p)
+            remove_path(p)
             removed.append(p)
     return removed
 
@@ -388,7 +378,7 @@ def results_folder(out: Path, force: bool = False, kind: str = "run") -> Iterato
         seal(partial, kind)
         if os.path.lexists(out):
             check_replaceable(out, force)
-        _remove(gone)
+        remove_path(gone)
         with _signals_deferred():  # no Python code runs a signal's handler between these renames
             if os.path.lexists(out):
                 os.replace(out, old)
@@ -406,12 +396,12 @@ def results_folder(out: Path, force: bool = False, kind: str = "run") -> Iterato
             else:
                 os.replace(partial, out)
             placed = True
-        _remove(gone)
-        _remove(old)
+        remove_path(gone)
+        remove_path(old)
     except BaseException as exc:
         if placed:  # interrupted once the new folder was in place: it is complete (the previous one goes)
-            _remove(gone)
-            _remove(old)
+            remove_path(gone)
+            remove_path(old)
             _account(exc, f"interrupted; {out} was {'replaced' if replaced else 'written'}: the new results are "
                           "complete" + (" (the previous folder was removed)" if replaced else ""))
             raise

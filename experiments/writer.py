@@ -74,7 +74,7 @@ def guarded_output(target: Path, what: str = "output folder", *, file: bool = Fa
         else:
             new = [p for p in folder.iterdir() if p.name not in before]
             for p in new:
-                _remove(p)
+                remove_path(p)
             if new:
                 note_removed(exc, ", ".join(map(str, new)))
         if is_write_failure(exc):
@@ -93,7 +93,7 @@ def _nearly_full(folder: Path) -> bool:
         return False
 
 
-def _remove(path: Path) -> None:
+def remove_path(path: Path) -> None:
     """Remove a file or a folder (not what a symbolic link points to); what cannot be removed stays."""
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path, ignore_errors=True)
@@ -133,7 +133,7 @@ class Replacement:
         """Leave ``folder/name`` as it is after all: the block wrote nothing for it (what it began is removed)."""
         tmp = self.staged.pop(name, None)
         if tmp is not None:
-            _remove(tmp)
+            remove_path(tmp)
 
 
 def _described(folder: Path, names: list[str]) -> str:
@@ -189,7 +189,7 @@ def replaced_files(folder: Path, what: str = "file") -> Iterator[Replacement]:
         removed = [n for n, tmp in rep.staged.items() if n not in done and os.path.lexists(tmp)]
         for name, tmp in rep.staged.items():
             if name not in done:
-                _remove(tmp)
+                remove_path(tmp)
         if removed:
             note_removed(exc, _described(rep.folder, removed))
         if is_write_failure(exc):
@@ -199,4 +199,4 @@ def replaced_files(folder: Path, what: str = "file") -> Iterator[Replacement]:
     finally:
         for name, old in aside.items():  # the old folders the new ones replaced
             if name in done:
-                _remove(old)
+                remove_path(old)
