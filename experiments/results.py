@@ -31,7 +31,7 @@ from waitlab.experiments.pipeline import Run, RunResult
 from waitlab.experiments.real_params import REAL_KINDS
 from waitlab.experiments.report.notebook import loaded_html
 from waitlab.experiments.report.perturbation_report import buffer_timeline, jsonable, report_text
-from waitlab.experiments.run_folder import MARKER, PICTURE_MODULES, verify_folder
+from waitlab.experiments.run_folder import MARKER, PICTURE_MODULES, clean_stale_partials, verify_folder
 from waitlab.experiments.scenario import Scenario, from_mapping, read_toml, scenario_hash
 from waitlab.lazy import Deferred
 from waitlab.models.analysis.metrics import ledger_frame, ledger_table
@@ -385,6 +385,8 @@ def load_run(folder: str | Path, trust_edited: bool = False) -> LoadedRun:
     """
     folder = path_argument(folder, "folder", "results folder")
     run_json = folder / "run.json"
+    if not run_json.is_file():  # a `run --force` killed between its renames: the previous folder is put back
+        clean_stale_partials(folder.parent, folder.name)
     if not folder.is_dir() or not run_json.is_file():
         raise InputError(str(folder), "(folder)", "is not a results folder of `waitlab run` (no run.json)",
                          "pass the folder written by `waitlab run`")

@@ -229,16 +229,24 @@ def finish_swap(aside: Path) -> Path | None:
     return aside
 
 
-def clean_stale_partials(parent: Path) -> list[Path]:
+def clean_stale_partials(parent: Path, name: str | None = None) -> list[Path]:
     """Remove what processes that no longer run (``kill -9``, a crash, a closed terminal) left in ``parent``: hidden
     partial results folders (``.NAME.partial-PID``) and files of rewrites (``.report.HEX.partial-PID.html``), and
     finish or undo an interrupted replacement of a results folder (:func:`finish_swap`: the previous folder is
-    put back unless the new one is in place, complete).  Returns what was removed."""
+    put back unless the new one is in place, complete).  Returns what was removed.
+
+    ``name``: only what belongs to the results folder ``parent / name`` (its partial folder and the previous folder
+    of a swap), for a ``parent`` that is not waitlab's own (a user's folder holds hidden files of its own whose
+    names may look alike: ``.notes.old-2023``); without it, everything of that kind (a folder waitlab made: a
+    sweep's ``runs/``, a results folder)."""
     removed: list[Path] = []
     try:
         entries = sorted(parent.iterdir()) if parent.is_dir() else []
     except OSError:
         return removed
+    if name is not None:
+        mine = {f".{name}.partial-", f".{name}.old-", f".{name}.replaced-"}
+        entries = [p for p in entries if any(p.name.startswith(m) and p.name[len(m):].isdigit() for m in mine)]
     for p in entries:  # the swaps first: a previous folder goes back before the new one is removed
         m = SWAP_NAME.fullmatch(p.name)
         if m and not pid_alive(int(m["pid"])):
@@ -357,7 +365,7 @@ def results_folder(out: Path, force: bool = False, kind: str = "run") -> Iterato
     whole, and an interruption's account says which.
     """
     out = Path(out)
-    clean_stale_partials(out.parent)  # a replacement of out that a killed process left half done: finished or undone
+    clean_stale_partials(out.parent, out.name)  # a replacement of out a killed process left: finished or undone
     check_replaceable(out, force)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -37,6 +37,7 @@ from waitlab.cli import main
 from waitlab.errors import InputError, Interrupted, WriteError
 from waitlab.experiments.diagnosis import evaluate as ev
 from waitlab.experiments.diagnosis.groundtruth import Counterfactuals, ledger_frame, standard_sets, wait_metrics
+from waitlab.experiments.results import load_run
 from waitlab.experiments.run_folder import (
     MARKER,
     check_replaceable,
@@ -394,3 +395,33 @@ def test_ground_truth_cache_files_are_written_whole(tmp_path: Path, monkeypatch:
     assert list(tmp_path.iterdir()) == []  # neither the stale entry nor the one that failed
     monkeypatch.setattr(os, "replace", real)
     assert clean_stale_tmp(tmp_path) == []
+
+
+def test_a_users_own_hidden_names_alike_are_left_alone(tmp_path: Path) -> None:
+    """Only what belongs to the results folder being written is cleaned in its parent (tester t6 of session 25: a
+    run into a user's folder removed `.bashrc.replaced-77`, `.essay.partial-4242`, `.photos.old-31337/` and renamed
+    `.notes.old-2023` to `notes`: names alike, process ids no longer running)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    for f in (".bashrc.replaced-77", ".essay.partial-4242"):
+        (home / f).write_text("mine\n")
+    (home / ".photos.old-31337").mkdir()
+    (home / ".photos.old-31337" / "a.jpg").write_text("x")
+    (home / ".notes.old-2023").write_text("notes\n")
+    before = sorted(p.relative_to(home).as_posix() for p in home.rglob("*"))
+    assert clean_stale_partials(home, "late") == []
+    assert sorted(p.relative_to(home).as_posix() for p in home.rglob("*")) == before
+    stale = home / ".late.partial-999999"  # the output's own partial folder of a process that no longer runs
+    stale.mkdir()
+    assert clean_stale_partials(home, "late") == [stale] and not stale.exists()
+
+
+def test_a_reader_finishes_a_swap_cut_short(tmp_path: Path) -> None:
+    """`run --force` killed between its two renames leaves the previous folder aside: the next command that reads
+    the folder (report, diagnose, export) puts it back instead of saying it is no results folder."""
+    aside = tmp_path / ".good.old-999999"
+    aside.mkdir()
+    (aside / "run.json").write_text("{}")
+    with pytest.raises(InputError, match="schema_version"):  # read: the previous folder is back (its run.json)
+        load_run(tmp_path / "good")
+    assert (tmp_path / "good" / "run.json").is_file() and not aside.exists()
