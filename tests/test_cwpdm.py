@@ -101,10 +101,10 @@ def test_long_term_cost_kept_per_wait_type():
     assert res.attributed == pytest.approx(res.total_wait)
 
 
-def test_cap_binds_when_partner_interval_starts_later():
+def test_a_message_that_arrived_without_a_wait_is_no_synchronization_point():
     """Rank 1 sends m1 to rank 0 at t=0, then waits for m2; rank 0 computes 2 s, receives m1, computes 1 s,
-    sends m2 at t=3.  The interval of rank 0 (from receiving m1) only holds 1 s of delay, so s = 1 caps and
-    2 s of rank 1's 3 s wait stay unattributed ("capped")."""
+    sends m2 at t=3.  m1 caused no wait: not a synchronization point, so rank 0's interval reaches back to its
+    start and holds both regions (early 2 s, late 1 s): the 3 s wait is explained, nothing capped."""
     b = OpBuilder(2)
     b.add("send", 1, peer=0, tag=1, value=8)
     work(b, 0, 2.0, "early")
@@ -115,14 +115,39 @@ def test_cap_binds_when_partner_interval_starts_later():
     ev, ws = run(b.build())
     assert ws["wait"].tolist() == pytest.approx([3.0])
     res = cwpdm(ev, ws)
-    assert res.costs[["rank", "region", "short"]].values.tolist() == [[0, "late", pytest.approx(1.0)]]
-    assert res.waits["capped"].tolist() == pytest.approx([2.0])
-    assert res.attributed + res.unexplained == pytest.approx(3.0)
+    assert sorted(res.costs[["rank", "region", "short"]].values.tolist()) == [
+        [0, "early", pytest.approx(2.0)], [0, "late", pytest.approx(1.0)]]
+    assert res.waits["capped"].tolist() == pytest.approx([0.0])
+    assert res.attributed == pytest.approx(3.0)
+
+
+def test_a_message_that_caused_a_wait_is_a_synchronization_point():
+    """As above, but m1 is late: rank 1 works 0.5 s in "first" before sending it, and rank 0, at its receive
+    since t=0.25, waits 0.25 s for it there (a synchronization point of both ranks); rank 0 then works 1 s in
+    "late" and sends m2 at t=1.5, which rank 1, waiting since t=0.5, receives 1 s late.  That wait's intervals
+    start at m1 (rank 0 after its receive: late; rank 1 after its send: nothing), so "early", before m1, is not
+    blamed for it: first 0.25 s (capped at its wait), late 1 s."""
+    b = OpBuilder(2)
+    work(b, 1, 0.5, "first")
+    b.add("send", 1, peer=0, tag=1, value=8)
+    work(b, 0, 0.25, "early")
+    b.add("recv", 0, peer=1, tag=1, value=8)
+    work(b, 0, 1.0, "late")
+    b.add("send", 0, peer=1, tag=2, value=8)
+    b.add("recv", 1, peer=0, tag=2, value=8)
+    ev, ws = run(b.build())
+    assert sorted(ws["wait"].tolist()) == pytest.approx([0.25, 1.0])
+    res = cwpdm(ev, ws)
+    got = {(r, reg): v for r, reg, v in res.costs[["rank", "region", "cost"]].values.tolist()}
+    # rank 0's 0.25 s: first's 0.5 s excess over rank 0's interval, capped at the wait (s = 0.25 / 0.5)
+    assert got == {(1, "first"): pytest.approx(0.25), (0, "late"): pytest.approx(1.0)}
+    assert res.attributed == pytest.approx(1.25)
 
 
 def test_sync_intervals_use_last_delimiter_with_the_partner():
-    """Ring halo exchange (isend/irecv/waitall) between allreduces: the interval of a waitall wait starts at
-    the previous waitall, whose partners include the neighbour."""
+    """Ring halo exchange (isend/irecv/waitall): in step 0 no message waits, so no synchronization point; the
+    interval of rank 0's step-1 waitall wait (0.5 s for rank 2) starts at each rank's first row, and compares both
+    steps' work: 2.5 s on rank 2 against 2 s on rank 0."""
     n = 3
     b = OpBuilder(n)
     r = np.arange(n)
@@ -135,9 +160,9 @@ def test_sync_intervals_use_last_delimiter_with_the_partner():
     # step 1: rank 2 is 0.5 s late, so rank 0 (its right neighbour) waits 0.5 s in its second waitall
     assert ws["rank"].tolist() == [0] and ws["wait"].tolist() == pytest.approx([0.5])
     sp = sync_points(ev, ws)
-    first_waitall_0 = int(ev.index[(ev["rank"] == 0) & (ev["op"] == "waitall")][0])
-    assert sp.p_start.tolist() == [first_waitall_0]
-    assert sp.interval_times(int(sp.q_interval[0]))["w"] == pytest.approx(1.5)
+    assert sp.p_start.tolist() == [-1]  # before rank 0's first row
+    assert sp.interval_times(int(sp.q_interval[0]))["w"] == pytest.approx(2.5)
+    assert sp.interval_times(int(sp.p_interval[0]))["w"] == pytest.approx(2.0)
     res = cwpdm(ev, ws)
     assert res.costs[["rank", "region"]].values.tolist() == [[2, "w"]]
     assert res.costs["cost"].iloc[0] == pytest.approx(0.5)

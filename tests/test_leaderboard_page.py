@@ -134,6 +134,14 @@ LINK = ["link-degraded-16", "link-degraded-256"]
 SUBCOMM_NO_HALO = ["subcomm-row-16", "subcomm-two-rows-16", "subcomm-row-256", "subcomm-two-columns-256"]
 FENCE = ["rma-fence-16", "rma-fence-64"]
 
+def scalasca_blame_error() -> str:
+    """Scalasca's median blame error as its row in ``docs/_leaderboard/scalasca.md`` gives it (written by a run with
+    ``--scalasca``, which no test re-runs)."""
+    row = next(line for line in (ROOT / "docs" / "_leaderboard" / "scalasca.md").read_text().splitlines()
+               if line.startswith("| Scalasca delay costs"))
+    return row.split("|")[4].strip()
+
+
 #: (page, the sentence fragment it must contain, built from the csv as the page rounds it).
 PROSE: list[tuple[str, Callable[[Csv], str]]] = [
     # ties
@@ -146,7 +154,8 @@ PROSE: list[tuple[str, Callable[[Csv], str]]] = [
     ("leaderboard.md", lambda c: f"{pct(c.at('tie-exact-16', CP, 'rank_error'))}% error at 16 ranks, "
                                  f"{pct(c.at('tie-exact-256', CP, 'rank_error'))}% at 256"),
     # Scalasca section (Scalasca's own figure: see the test)
-    ("leaderboard.md", lambda c: f"median blame error {pct(c.median(CWP, 'blame_error'))}% in both"),
+    ("leaderboard.md", lambda c: f"median blame error {pct(c.median(CWP, 'blame_error'))}% for CWP-DM, "
+                                 f"{scalasca_blame_error()} for Scalasca"),
     # degraded link
     ("leaderboard.md", lambda c: f"region error {span(c.values(LINK, [CP], 'blame_error'))}% for the critical path, "
                                  f"{span(c.values(LINK, c.models(CP), 'blame_error'))}% per case for the others"),
@@ -208,8 +217,8 @@ PROSE: list[tuple[str, Callable[[Csv], str]]] = [
                                "its blame on the other groups"),
     ("leaderboard.md", lambda c: "(total error "
                                  f"{pct(c.at('subcomm-column-halo-16', CWP, 'total_error'))}% and "
-                                 f"{pct(c.at('subcomm-column-halo-16', GB, 'total_error'))}%), H-CWP-DM a third to a "
-                                 f"half ({pct(c.at('subcomm-column-halo-16', HE, 'total_error'))}% earliest, "
+                                 f"{pct(c.at('subcomm-column-halo-16', GB, 'total_error'))}%), H-CWP-DM nearly all "
+                                 f"of it ({pct(c.at('subcomm-column-halo-16', HE, 'total_error'))}% earliest, "
                                  f"{pct(c.at('subcomm-column-halo-16', HEACH, 'total_error'))}% each) with "
                                  f"{pct(c.at('subcomm-column-halo-16', HE, 'false_blame'))}% and "
                                  f"{pct(c.at('subcomm-column-halo-16', HEACH, 'false_blame'))}% of its blame false"),
@@ -235,8 +244,3 @@ def prose_mismatches(folder: Path) -> list[str]:
 @pytest.mark.slow
 def test_the_figures_in_the_prose_are_what_waitlab_evaluate_writes(evaluated: Path) -> None:
     assert prose_mismatches(evaluated) == [], "the page's text quotes figures evaluate no longer writes"
-    # Scalasca's median blame error is quoted as CWP-DM's ("1% in both"): its row in scalasca.md
-    c = Csv(pd.read_csv(evaluated / "leaderboard.csv"))
-    row = next(line for line in (ROOT / "docs" / "_leaderboard" / "scalasca.md").read_text().splitlines()
-               if line.startswith("| Scalasca delay costs"))
-    assert row.split("|")[4].strip() == f"{pct(c.median(CWP, 'blame_error'))}%"

@@ -6,15 +6,13 @@ A wait state ``(p,i)`` waiting for ``(q,k)`` is a synchronization point
 *delimiter* on ``q`` before ``k`` whose partners include ``p``, and ``i'`` the
 last one on ``p`` before ``i`` whose partners include ``q``.
 
-Delimiters are the operations that complete a communication, each placed where the two ranks synchronized:
+Delimiters are the synchronization points of two ranks:
 
-* point-to-point: on the receiving side the completion of the receive (the blocking ``recv`` itself, or the
-  ``wait`` / ``waitall`` in the ``done`` column of an ``irecv``), where the message reached it; on the sending
-  side the send's post (``send`` / ``isend``), where the message left: an ``isend`` completed by a ``waitall``
-  that also waited for another rank synchronized its receiver before that wait (as in Scalasca's analysis, whose
-  sending-side synchronization point is the send).  A delimiter counts before row ``r`` once its message is
-  complete there (its ``done`` row is before ``r``): the send a wait state's own ``waitall`` completes is not a
-  delimiter of that wait state;
+* point-to-point: the wait states themselves, as Wu et al. define a synchronization point (the completion of
+  ``(p,i)`` depends on ``(q,k)``, entered later) and as Scalasca records them (``SynchpointHandler.cpp``: late
+  senders and late receivers): a late sender's receive completion on the receiver and its send on the sender, a
+  late receiver's send completion and the receive's post.  A message that arrived without a wait synchronized
+  nothing: an interval reaches back past it (past a ``waitall`` that completed it, too);
 * collectives: every collective operation, with every member of its communicator (the ``comm`` column: 0 is
   ``MPI_COMM_WORLD``) as partner: a row's or column's collective does not synchronize ranks outside it.
 
@@ -70,7 +68,7 @@ from waitlab.models.analysis.callpaths import (
 )
 from waitlab.models.analysis.ties import TIE_TOLERANCE, TieCandidates, split_culprits, tie_candidates
 from waitlab.models.analysis.waitstates import EPSILON, PATTERNS
-from waitlab.models.vocabulary import COLLECTIVE_ACTIONS, P2P_ACTIONS, SEND_ACTIONS
+from waitlab.models.vocabulary import COLLECTIVE_ACTIONS
 
 #: Pairwise wait-state patterns: one waiter, one culprit (its peer); all other patterns are collective.
 #: The one-sided ones (Scalasca's MPI_RMA patterns, :mod:`~waitlab.models.analysis.rma_waits`): Late Post
@@ -81,8 +79,8 @@ P2P_PATTERNS = ("late_sender", "late_receiver", "rma_late_post", "rma_early_wait
                 "rma_lock_contention")
 _P2P_TABLE = np.array([p in P2P_PATTERNS for p in PATTERNS], bool)
 _COLLECTIVE_OPS = tuple(sorted(COLLECTIVE_ACTIONS))
-_P2P_OPS = P2P_ACTIONS
-_SEND_OPS = SEND_ACTIONS
+#: The pairwise wait states that are synchronization points between two ranks (the one-sided ones are not).
+_P2P_SYNC = ("late_sender", "late_receiver")
 
 
 @dataclass(frozen=True)
@@ -93,8 +91,8 @@ class Delimiters:
     n_ranks: int
     rank: npt.NDArray[np.int32]
     first_row: IntArray  # first event row of each rank
-    p2p_key: IntArray  # sorted ((rank * n_ranks + partner) * n_rows + completion row), may repeat
-    p2p_start: IntArray  # over p2p_key: running max of (group * n_rows + where the rank synchronized)
+    p2p_key: IntArray  # sorted ((rank * n_ranks + partner) * n_rows + row) of point-to-point wait states, may repeat
+    p2p_start: IntArray  # over p2p_key: (group * n_rows + the row where the rank synchronized)
     coll_rows: IntArray  # sorted rows of MPI_COMM_WORLD's collectives (every rank a partner)
     n_comms: int
     sub_key: IntArray  # sorted ((rank * n_comms + comm) * n_rows + row) of other communicators' collectives
@@ -109,16 +107,6 @@ class Delimiters:
         if n_ranks * n_ranks * (n + 1) >= 2**62:
             raise ValueError(f"event table too large for delimiter keys ({n_ranks} ranks, {n} rows)")
         op, op_names = native_codes(events["op"])
-        done = events["done"].to_numpy().astype(np.int64, copy=False)
-        peer = events["peer"].to_numpy()
-        p2p = np.flatnonzero(isin_names(op, op_names, _P2P_OPS) & (done >= 0) & (peer >= 0))
-        group = rank[p2p].astype(np.int64) * n_ranks + peer[p2p].astype(np.int64)
-        sent = np.where(isin_names(op[p2p], op_names, _SEND_OPS), p2p, done[p2p])  # the send's post
-        order = np.argsort(group * n + done[p2p], kind="stable")
-        key = (group * n + done[p2p])[order]
-        # the latest synchronization among the messages of a pair complete so far (a group's values exceed every
-        # earlier group's: the running max never crosses pairs)
-        start = np.maximum.accumulate((group * n + sent)[order]) if p2p.size else np.zeros(0, np.int64)
         match = events["match"].to_numpy()
         comm = (events["comm"].to_numpy().astype(np.int64) if "comm" in events.columns
                 else np.zeros(n, np.int64))
@@ -136,8 +124,23 @@ class Delimiters:
         sub_key = np.sort((rank[sub].astype(np.int64) * n_comms + comm[sub]) * n + sub)
         counts = np.bincount(rank, minlength=n_ranks)
         first = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
-        return cls(n, n_ranks, rank, first, key, start, world.astype(np.int64), n_comms, sub_key,
+        empty = np.zeros(0, np.int64)  # the point-to-point ones are the wait states (:meth:`with_waits`)
+        return cls(n, n_ranks, rank, first, empty, empty, world.astype(np.int64), n_comms, sub_key,
                    np.sort(slot_comm * n_ranks + slot_rank), comms_of)
+
+    def with_waits(self, waits: pd.DataFrame) -> Delimiters:
+        """These delimiters and the point-to-point synchronization points of ``waits``: each late-sender or
+        late-receiver wait state, on the waiting rank at its event and on its peer at the peer's event."""
+        p2p = np.flatnonzero(isin_names(*native_codes(waits["pattern"]), _P2P_SYNC))
+        if not p2p.size or not self.n_rows:
+            return self
+        n, nr = self.n_rows, self.n_ranks
+        p2p = p2p[(waits["peer_event"].to_numpy()[p2p] >= 0) & (waits["peer_rank"].to_numpy()[p2p] >= 0)]
+        rank = waits["rank"].to_numpy()[p2p].astype(np.int64)
+        peer = waits["peer_rank"].to_numpy()[p2p].astype(np.int64)
+        key = np.sort(np.concatenate(((rank * nr + peer) * n + waits["event"].to_numpy()[p2p].astype(np.int64),
+                                      (peer * nr + rank) * n + waits["peer_event"].to_numpy()[p2p].astype(np.int64))))
+        return replace(self, p2p_key=key, p2p_start=key)
 
     def last_before(self, x: IntArray, row: IntArray, partner: IntArray) -> IntArray:
         """Last delimiter on rank ``x`` before ``row`` with ``partner`` (the row where ``x`` synchronized with it:
@@ -378,7 +381,7 @@ def sync_points(events: pd.DataFrame, waits: pd.DataFrame, select: npt.NDArray[n
     n_w = event.size
     sel = np.ones(n_w, bool) if select is None else np.asarray(select, bool)[src]
 
-    delim = index.delimiters if index is not None else Delimiters.build(events)
+    delim = (index.delimiters if index is not None else Delimiters.build(events)).with_waits(waits)
     rows = np.flatnonzero(sel)
     p_start = np.full(n_w, -1, np.int64)
     q_start = np.full(n_w, -1, np.int64)
