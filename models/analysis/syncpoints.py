@@ -92,7 +92,6 @@ class Delimiters:
     rank: npt.NDArray[np.int32]
     first_row: IntArray  # first event row of each rank
     p2p_key: IntArray  # sorted ((rank * n_ranks + partner) * n_rows + row) of point-to-point wait states, may repeat
-    p2p_start: IntArray  # over p2p_key: (group * n_rows + the row where the rank synchronized)
     coll_rows: IntArray  # sorted rows of MPI_COMM_WORLD's collectives (every rank a partner)
     n_comms: int
     sub_key: IntArray  # sorted ((rank * n_comms + comm) * n_rows + row) of other communicators' collectives
@@ -125,7 +124,7 @@ class Delimiters:
         counts = np.bincount(rank, minlength=n_ranks)
         first = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
         empty = np.zeros(0, np.int64)  # the point-to-point ones are the wait states (:meth:`with_waits`)
-        return cls(n, n_ranks, rank, first, empty, empty, world.astype(np.int64), n_comms, sub_key,
+        return cls(n, n_ranks, rank, first, empty, world.astype(np.int64), n_comms, sub_key,
                    np.sort(slot_comm * n_ranks + slot_rank), comms_of)
 
     def with_waits(self, waits: pd.DataFrame) -> Delimiters:
@@ -140,11 +139,11 @@ class Delimiters:
         peer = waits["peer_rank"].to_numpy()[p2p].astype(np.int64)
         key = np.sort(np.concatenate(((rank * nr + peer) * n + waits["event"].to_numpy()[p2p].astype(np.int64),
                                       (peer * nr + rank) * n + waits["peer_event"].to_numpy()[p2p].astype(np.int64))))
-        return replace(self, p2p_key=key, p2p_start=key)
+        return replace(self, p2p_key=key)
 
     def last_before(self, x: IntArray, row: IntArray, partner: IntArray) -> IntArray:
-        """Last delimiter on rank ``x`` before ``row`` with ``partner`` (the row where ``x`` synchronized with it:
-        a send's post, a receive's completion, a collective); ``first_row[x] - 1`` if none."""
+        """Last delimiter on rank ``x`` strictly before ``row`` with ``partner`` (a point-to-point wait state of
+        the two, or a collective of a communicator holding both); ``first_row[x] - 1`` if none."""
         out = self.first_row[x] - 1
         n = self.n_rows
         if self.p2p_key.size:
@@ -152,7 +151,7 @@ class Delimiters:
             j = searchsorted_many(self.p2p_key, group * n + row) - 1
             jc = np.maximum(j, 0)
             ok = (j >= 0) & (self.p2p_key[jc] // n == group)
-            out = np.where(ok, np.maximum(out, self.p2p_start[jc] - group * n), out)
+            out = np.where(ok, np.maximum(out, self.p2p_key[jc] % n), out)
         if self.coll_rows.size:
             j = searchsorted_many(self.coll_rows, row) - 1
             jc = np.maximum(j, 0)
