@@ -22,6 +22,7 @@ from typing import Any
 from waitlab.errors import PATH_CAUSES, WRITE_CAUSES, InputError, WriteError, note_removed, write_error
 from waitlab.experiments.writer import remove_path
 from waitlab.readers import parse_json, read_text
+from waitlab.simulator.build import cache_dir
 
 #: The writers of ``report.html`` and ``timeline.png``, which :mod:`waitlab.experiments.results` imports when it first
 #: uses them (:class:`waitlab.lazy.Deferred`): they bring Bokeh and matplotlib (1-1.5 s of imports), which the way
@@ -542,7 +543,6 @@ def _user_tmp() -> Path:
 def _cache_root() -> Path | None:
     """waitlab's cache folder (:func:`waitlab.simulator.build.cache_dir`), None when there is none."""
     try:
-        from waitlab.simulator.build import cache_dir
         return cache_dir()
     except Exception:  # no cache folder can be named (no home folder): the error is not about it
         return None

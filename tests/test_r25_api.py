@@ -19,6 +19,7 @@ import tqdm
 from scenario_files import TINY, imbalance_toml, scenario_toml
 
 import waitlab
+from waitlab.cli import main
 from waitlab.errors import InputError
 from waitlab.experiments.diagnosis import evaluate as ev_module
 from waitlab.experiments.diagnosis.check import tiny_cases
@@ -115,7 +116,6 @@ def test_one_model_as_text_is_refused_by_evaluate(tmp_path: Path, suite: Path) -
 
 
 def test_the_command_line_s_cases_are_a_list(tmp_path: Path, suite: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from waitlab.cli import main
     assert main(["evaluate", str(suite), "-o", str(tmp_path / "lb"), "--case", "nosuch", "-q"]) == 2
     err = capsys.readouterr().err
     assert "no case matches nosuch" in err and "only" not in err

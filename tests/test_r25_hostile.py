@@ -42,6 +42,7 @@ from waitlab.cli import main
 from waitlab.errors import EnvironmentProblem, Interrupted, is_write_failure, removed_by, write_error
 from waitlab.experiments.diagnosis.evaluate import SCORES
 from waitlab.simulator import build
+from waitlab.simulator.smpi import failure
 
 WAITLAB = Path(sys.executable).parent / "waitlab"
 HAVE_SMPI = shutil.which("smpirun") is not None
@@ -417,8 +418,6 @@ def test_a_program_that_never_called_mpi_init_is_told_so(tmp_path: Path,
 
 def test_simgrid_deaths_under_a_limit_say_which_limit() -> None:
     """SimGrid killed by a limit (tester t5, F6): SimGrid's words are quoted and the limit is named."""
-    from waitlab.simulator.smpi import failure
-
     stack = str(failure("replay", 134, "[root/CRITICAL] Failed to allocate stack."))
     assert "Failed to allocate stack" in stack and "ulimit -v" in stack
     assert "ulimit -t" in str(failure("replay", 137, "Killed"))

@@ -16,6 +16,8 @@ import pandas as pd
 import pytest
 
 import waitlab
+import waitlab.experiments.compare as compare
+from waitlab.cli import main
 from waitlab.errors import InputError
 from waitlab.experiments.compare import Comparison, compare_png
 from waitlab.experiments.results import load_run
@@ -227,7 +229,6 @@ def test_a_grid_value_true_is_named_true(tmp_path: Path) -> None:
 
 def test_the_compare_picture_of_different_rank_counts_says_why_the_rank_panel_is_empty(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import waitlab.experiments.compare as compare
 
     empty = pd.DataFrame({"category": [], "a": [], "b": [], "delta": []})
     cmp = Comparison("a", "b", (1.0, 2.0), empty, empty.rename(columns={"category": "pattern"}),
@@ -329,3 +330,28 @@ def test_a_program_edited_since_the_run_refuses_the_ground_truth(tmp_path: Path)
     with pytest.raises(InputError, match="changed since the run"):
         waitlab.diagnose(folder, cache_dir=tmp_path / "cache", use_cache=False)
     assert waitlab.diagnose(folder, truth=False).truth is None
+
+
+@pytest.mark.simgrid
+def test_the_network_what_if_alltoall_figures_are_what_a_run_gives(tmp_path: Path) -> None:
+    """The alltoall times docs/platforms.md and docs/sweeps.md quote for their network what-ifs (DeepComp 7000,
+    64 ranks on nodes of 8 cores, basic_linear, 64 KiB per pair): the link doubled alone changes nothing, the `[mpi]`
+    figures doubled halve it (nearly), the latency halved alone makes it slower."""
+    link = ("bandwidth = { value = 2.5e9", "bandwidth = { value = 5.0e9")
+    lat = ("latency = { value = 1.5e-6", "latency = { value = 7.5e-7")
+
+    (tmp_path / "base.toml").write_text('[scenario]\nname = "net"\nranks = 64\nseed = 1\n[platform]\n'
+                                        'name = "deepcomp_7000"\n[application]\nkind = "fft"\nsteps = 3\n'
+                                        'bytes_per_peer = 65536\n[simulation]\nalltoall = "basic_linear"\n')
+    plats = ["deepcomp_7000", _variant(tmp_path, "link2x", link), _variant(tmp_path, "lathalf", lat)]
+    (tmp_path / "sweep.toml").write_text('base = "base.toml"\n[grid]\n"platform.name" = ['
+                                         + ", ".join(json.dumps(p) for p in plats) + "]\n")
+    assert main(["sweep", str(tmp_path / "sweep.toml"), "-o", str(tmp_path / "sw"), "-q"]) == 0
+    rows = pd.read_csv(tmp_path / "sw" / "sweep.csv")
+    base, link2x, lathalf = (1e3 * float(rows.loc[rows["platform.name"] == p, "alltoall_time"].item()) for p in plats)
+    assert link2x == pytest.approx(base, rel=1e-12)  # the same time, to rounding
+    assert lathalf > base
+    pages = " ".join((ROOT / "docs" / "platforms.md").read_text().split() + (ROOT / "docs" / "sweeps.md").read_text()
+                     .split())
+    for figure in (f"{base:.4f} ms", f"{base:.4f} to {lathalf:.4f} ms", f"{base:.4f} -> {lathalf:.4f} ms"):
+        assert figure in pages, figure

@@ -8,6 +8,7 @@ The CLI prints ``str(error)`` and exits with status 2 (bad input) or 3
 from __future__ import annotations
 
 import errno
+import resource
 from typing import Any
 
 
@@ -211,10 +212,8 @@ def out_of_memory(exc: BaseException) -> bool:
 def _memory_limit() -> int | None:
     """The process's virtual-memory limit in bytes (``ulimit -v``), None when there is none."""
     try:
-        import resource
-
         soft = resource.getrlimit(resource.RLIMIT_AS)[0]
-    except (ImportError, OSError, ValueError):
+    except (OSError, ValueError):
         return None
     return None if soft == resource.RLIM_INFINITY else int(soft)
 
