@@ -18,8 +18,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from bad_inputs_corpus import GOOD, write
+from bad_inputs_corpus import write
 from process_watch import wait_for
+from scenario_files import scenario_toml
 
 from waitlab.cli import main
 
@@ -27,6 +28,9 @@ pytest.importorskip("distributed")
 pytestmark = [pytest.mark.simgrid, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc")]
 
 POINTS = 8
+#: 256 ranks, so that each point's SMPI stage lasts 0.3-0.5 s: the killer polls /proc every 50 ms, and
+#: with the 4-rank scenario of the bad-input tests (an 80 ms stage) it once never caught the worker simulating.
+POINT = scenario_toml("dask", 256, 'kind = "stencil"\nsteps = 3', seed=7)
 
 
 def free_port() -> int:
@@ -102,7 +106,7 @@ def test_sweep_on_a_dask_cluster_survives_a_killed_worker(tmp_path: Path,
                                                           cluster: tuple[str, list[subprocess.Popen[bytes]]],
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     address, workers = cluster
-    write(tmp_path / "g.toml", GOOD)
+    write(tmp_path / "g.toml", POINT)
     steps = ", ".join(str(s) for s in range(3, 3 + POINTS))
     sw = write(tmp_path / "sw.toml", f'base = "g.toml"\n[grid]\n"application.steps" = [{steps}]\n'
                f'[sweep]\nname = "dask"\nexecutor = "dask"\nscheduler = "{address}"\n')
