@@ -420,14 +420,21 @@ def _run_locked(sweep: Sweep, out: Path, runs: Path, executor: Executor | None,
             clean_stale_partials(runs)
             raise _scheduler_lost(sweep, out, runs, failures, len(pending), address)
 
-        if executor is not None:
+    try:
+        if todo and executor is not None:
             submit_all(executor)
-        else:
+        elif todo:
             with open_executor(sweep.executor, sweep.workers, sweep.scheduler, source=f"sweep {sweep.name}") as ex:
                 submit_all(ex)
-    clean_stale_partials(runs)  # e.g. of a Dask worker killed mid-point (the point ran again elsewhere)
-    models = _platform_models(sweep)
-    table, failed_csv = _write_tables(sweep, out, runs, failures, say, done=before | published, models=models)
+        clean_stale_partials(runs)  # e.g. of a Dask worker killed mid-point (the point ran again elsewhere)
+        models = _platform_models(sweep)
+        table, failed_csv = _write_tables(sweep, out, runs, failures, say, done=before | published, models=models)
+    except Interrupted:  # said by the loop over the points: what was kept, what was stopped
+        raise
+    except KeyboardInterrupt as exc:  # every point had come back: the executor was closing or the table being written
+        clean_stale_partials(runs)
+        raise _interrupted(sweep, out, runs, failures, exc, 0,
+                           scheduler_of(executor) or sweep.scheduler) from None
     (out / INCOMPLETE).unlink(missing_ok=True)
     listed = set(table["scenario_hash"]) if len(table) else set()
     ran, skipped = len(published & listed), len(before & listed)  # a point whose folder went is a failure
@@ -589,8 +596,9 @@ def _interrupted(sweep: Sweep, out: Path, runs: Path, failures: list[dict[str, A
     unanswered = (f" ({silent} Dask worker{' did' if silent == 1 else 's did'} not answer within {STOP_WAIT:g} s and "
                   f"{'was' if silent == 1 else 'were'} not waited for: {'its' if silent == 1 else 'their'} points end "
                   "on seeing their folder gone)") if silent else ""
-    return Interrupted(f"sweep {sweep.name} interrupted by {name}: {kept}; {running} running point"
-                       f"{'' if running == 1 else 's'} stopped and removed{unanswered}; rerun `{again}` to run only "
+    stopped = (f"; {running} running point{'' if running == 1 else 's'} stopped and removed{unanswered}"
+               if running or unanswered else "")
+    return Interrupted(f"sweep {sweep.name} interrupted by {name}: {kept}{stopped}; rerun `{again}` to run only "
                        "the missing points", signum)
 
 

@@ -193,3 +193,29 @@ def test_a_command_whose_output_reader_went_away_ends_quietly():
     proc.stdout.close()  # before the command's first line: it takes half a second to start
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 128 + signal.SIGPIPE and "Traceback" not in err, err
+
+
+INTERRUPT_WHILE_IMPORTING = """
+import importlib.abc, os, signal, sys
+
+class Interrupt(importlib.abc.MetaPathFinder):  # a Ctrl-C while the command imports its modules
+    def find_spec(self, name, path, target=None):
+        if name == "waitlab.cli":
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+
+sys.meta_path.insert(0, Interrupt())
+sys.argv = ["waitlab", "platforms"]
+from waitlab.entry import main
+print("not reached")
+main()
+"""
+
+
+def test_a_ctrl_c_while_the_command_imports_its_modules_ends_it_without_a_traceback():
+    """Tester t5 of session 26: a Ctrl-C in the first 0.3 s of any command printed a 45-line traceback (the signal
+    arrived while ``waitlab.entry`` imported the command's modules, before any handler); it now ends the process at
+    once with 128 + SIGINT, as before and after a command's session."""
+    out = subprocess.run([sys.executable, "-c", INTERRUPT_WHILE_IMPORTING], capture_output=True, text=True,
+                         timeout=120)
+    assert (out.returncode, out.stdout, out.stderr) == (128 + signal.SIGINT, "", ""), out

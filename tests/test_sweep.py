@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from scenario_files import scenario_toml
 
-from waitlab.errors import InputError
+from waitlab.errors import InputError, Interrupted
 from waitlab.experiments import sweep as sweep_module
 from waitlab.experiments.executors import open_executor
 from waitlab.experiments.report.sweep_plots import plot_sweep_folder
@@ -53,6 +53,35 @@ def test_a_sweep_interrupted_before_any_point_keeps_the_tables_header(tmp_path):
     assert (out / "sweep.csv").read_text().splitlines() == ["scenario.seed,scenario_hash,makespan"]
     with pytest.raises(InputError, match=r"no point finished: the sweep was interrupted before the first"):
         plot_sweep_folder(out)
+
+
+def test_a_ctrl_c_after_the_last_point_keeps_every_point_and_says_so(tmp_path, monkeypatch):
+    """Tester t5 of session 26: a Ctrl-C after the last point had come back, while the table was being written, said
+    "interrupted; nothing partial was kept" and left neither sweep.csv nor incomplete.txt; it is now the account of
+    an interrupted sweep, as between points (all points kept, no point running), and the rerun completes the table."""
+    sw = load_sweep(make(tmp_path, '"scenario.seed" = [1, 2]'))
+    out = tmp_path / "out"
+    write_tables = sweep_module._write_tables
+    calls: list[int] = []
+
+    def ctrl_c_once(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        return write_tables(*args, **kwargs)
+
+    monkeypatch.setattr(sweep_module, "_write_tables", ctrl_c_once)
+    with pytest.raises(Interrupted) as info:
+        run_sweep(sw, out)
+    text = str(info.value)
+    assert text.startswith("sweep sweep interrupted by SIGINT: 2 of 2 points finished and are kept"), text
+    assert "running point" not in text and text.endswith("to run only the missing points"), text
+    assert len((out / "sweep.csv").read_text().splitlines()) == 3 and (out / "incomplete.txt").is_file()
+    monkeypatch.setattr(sweep_module, "_write_tables", write_tables)
+    messages: list[str] = []
+    run_sweep(sw, out, progress=messages.append)
+    assert "2 of 2 points done (0 this run, 2 skipped as already done)" in messages[-1], messages
+    assert not (out / "incomplete.txt").exists()
 
 
 def test_a_scheduler_implies_the_dask_executor(tmp_path):
