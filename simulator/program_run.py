@@ -13,7 +13,7 @@ import re
 import shlex
 import signal
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -190,10 +190,10 @@ def _deadlock_fix(calls: Sequence[str]) -> str:
 
 
 def explain_failure(output: str, returncode: int | None, missing: str, program: str,
-                    binary: Path | None = None) -> ProgramError:
+                    binary: Path | None = None, unfinished: Collection[int] = ()) -> ProgramError:
     """The one-line error of a failed program run from SimGrid's output, its exit status and the ranks that did
-    not reach ``MPI_Finalize`` (``missing``, e.g. " (rank 1 did not reach MPI_Finalize)").  ``binary``: the
-    program, to name the source line of the call each rank of a deadlock is in.
+    not reach ``MPI_Finalize`` (``missing``, e.g. " (rank 1 did not reach MPI_Finalize)"; ``unfinished``: their
+    numbers).  ``binary``: the program, to name the source line of the call each rank of a deadlock is in.
 
     The first cause wins: an abort, a crash or a rank's exit status leaves the other ranks blocked, and SimGrid then
     reports a deadlock too."""
@@ -215,25 +215,32 @@ def explain_failure(output: str, returncode: int | None, missing: str, program: 
         return ProgramError(program, f"the program crashed with a segmentation fault (SIGSEGV){missing}{last}",
                             "find the bad memory access outside waitlab, e.g. smpirun -wrapper valgrind or gdb")
     if m := _EXIT_STATUS.search(output):
-        return ProgramError(program, f"rank {m['rank']} ended with exit status {m['code']} at simulated "
-                            f"{float(m['t']):.6g} s{missing}{last}",
-                            "every rank must return 0 after MPI_Finalize, or list the status in [application] "
-                            "exit_codes")
+        code = int(m["code"])
+        status = code % 256  # what the OS reports (-1 -> 255), the only form [application] exit_codes accepts
+        ended = f"ended with exit status {code}" if code == status else f"returned {code} (exit status {status})"
+        return ProgramError(program, f"rank {m['rank']} {ended} at simulated {float(m['t']):.6g} s{missing}{last}",
+                            "every rank must return 0 after MPI_Finalize, or list the status"
+                            f"{'' if code == status else f', {status},'} in [application] exit_codes")
     dl = parse_deadlock(output)
     if dl is not None:
         ranks = sorted({a.rank if a.rank is not None else a.pid for a in dl[1]})
         inside = _blocked_calls(output, binary)
+        # a rank neither at MPI_Finalize nor blocked ended early (exit(0), or main returned 0): it is the cause
+        gone = sorted(set(unfinished) - {a.rank for a in dl[1]} - set(inside))
+        cause = f"{_ranks_text(gone)} ended without calling MPI_Finalize, leaving the others in a " if gone else ""
+        fix = "call MPI_Finalize on every rank before main returns or the program exits" if gone else ""
         if inside:
             ranks = sorted(set(ranks) | set(inside))
             few = ranks if len(ranks) <= DEADLOCK_SHOWN else ranks[:DEADLOCK_SHOWN - 2]
             named = ", ".join(f"rank {r} in {inside[r][1]}" if r in inside else f"rank {r} blocked" for r in few)
             more = f", and {len(ranks) - len(few)} more" if len(few) < len(ranks) else ""
-            return ProgramError(program, f"deadlock at simulated {dl[0]:.6g} s: {named}{more} (SimGrid: Deadlock "
-                                f"detected){last}", _deadlock_fix([inside[r][0] if r in inside else "" for r in ranks]))
+            return ProgramError(program, f"{cause}deadlock at simulated {dl[0]:.6g} s: {named}{more} (SimGrid: "
+                                f"Deadlock detected){last}",
+                                fix or _deadlock_fix([inside[r][0] if r in inside else "" for r in ranks]))
         shown = ", ".join(map(str, ranks[:12])) + (" ..." if len(ranks) > 12 else "")
-        return ProgramError(program, f"deadlock at simulated {dl[0]:.6g} s: rank{'s' if len(ranks) > 1 else ''} "
+        return ProgramError(program, f"{cause}deadlock at simulated {dl[0]:.6g} s: rank{'s' if len(ranks) > 1 else ''} "
                             f"{shown} blocked waiting for communications that can never complete (SimGrid: "
-                            f"Deadlock detected){last}", _deadlock_fix([]))
+                            f"Deadlock detected){last}", fix or _deadlock_fix([]))
     if returncode is not None and (returncode < 0 or returncode > 128):
         sig = -returncode if returncode < 0 else returncode - 128
         try:
@@ -317,15 +324,17 @@ def run_program(binary: Path, n_ranks: int, platform_xml: Path, hostfile: Path, 
             raise ProgramError(name, f"the program did not finish within the time limit of {timeout:g} s and was "
                                "stopped", "look for an endless loop, or raise [simulation] timeout") from None
         if isinstance(exc, DeadlockError):
-            raise explain_failure(exc.output, None, _missing(out_dir, n_ranks), name, binary) from None
+            raise explain_failure(exc.output, None, _missing(out_dir, n_ranks), name, binary,
+                                  _unfinished(out_dir, n_ranks)) from None
         if isinstance(exc, SmpiFailed):
-            raise explain_failure(exc.output, exc.returncode, _missing(out_dir, n_ranks), name, binary) from None
+            raise explain_failure(exc.output, exc.returncode, _missing(out_dir, n_ranks), name, binary,
+                                  _unfinished(out_dir, n_ranks)) from None
         raise
     finally:
         watch.end()
     missing = _missing(out_dir, n_ranks)
     if missing:
-        raise explain_failure(res.output, res.returncode, missing, name, binary)
+        raise explain_failure(res.output, res.returncode, missing, name, binary, _unfinished(out_dir, n_ranks))
     return res
 
 
@@ -419,7 +428,7 @@ def _missing(out_dir: Path, n_ranks: int) -> str:
     ``MPI_Init`` apart (their slot of the layer's count file, which ``MPI_Init`` opens, holds no record; no rank
     did when there is no count file), e.g. ``" (ranks 0, 1 never called MPI_Init; rank 2 did not reach
     MPI_Finalize)"``; '' when every rank did."""
-    missing = [r for r in range(n_ranks) if not (out_dir / f"r{r}.done").exists()]
+    missing = _unfinished(out_dir, n_ranks)
     if not missing:
         return ""
     never = [r for r in missing if r not in _started(out_dir, n_ranks)]
@@ -427,6 +436,11 @@ def _missing(out_dir: Path, n_ranks: int) -> str:
     parts = [f"{_ranks_text(never)} never called MPI_Init"] if never else []
     parts += [f"{_ranks_text(rest)} did not reach MPI_Finalize"] if rest else []
     return f" ({'; '.join(parts)})"
+
+
+def _unfinished(out_dir: Path, n_ranks: int) -> list[int]:
+    """The ranks that did not reach ``MPI_Finalize``: no ``r<rank>.done`` from the layer."""
+    return [r for r in range(n_ranks) if not (out_dir / f"r{r}.done").exists()]
 
 
 def _ranks_text(ranks: list[int]) -> str:

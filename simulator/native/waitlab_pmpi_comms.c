@@ -293,18 +293,18 @@ static void wl_resolve(wl_req_t* r, const MPI_Status* st, MPI_Comm comm)
   r->unresolved = 0;
 }
 
-/* The record of a completed nonblocking collective over [t0, t1] (tag: its serial, or 0), and the post it had (tag >
- * 0: r<rank>.nbc, so a capture posts it where the program did) or its per-member counts (a reduce-scatter: the
- * replay has no nonblocking form of it, so a capture replays it blocking at this completion). */
-static void wl_coll_completed(wl_req_t* r, int tag, double t0, double t1, uint64_t site)
+/* The record of a completed nonblocking collective over [t0, t1] (tag: its serial), and the post it had
+ * (r<rank>.nbc, so a capture posts it where the program did) or its per-member counts (a reduce-scatter: the replay
+ * has no nonblocking form of it, so a capture replays it blocking at this completion). */
+static void wl_coll_completed(wl_req_t* r, double t0, double t1, uint64_t site)
 {
-  int64_t op = wl_push(r->coll, t0, t1, r->peer, tag, r->cid, r->value, r->value2, -1, site, 0);
+  int64_t op = wl_push(r->coll, t0, t1, r->peer, (int)r->serial, r->cid, r->value, r->value2, -1, site, 0);
   if (r->vec != NULL) {
     double ssum, rsum;
     wl_vector_bytes(op, r->n_vec, NULL, r->vec, &ssum, &rsum);
     free(r->vec);
     r->vec = NULL;
-  } else if (tag > 0) {
+  } else {
     wl_text(&wl_nbc, &wl_nbc_len, &wl_nbc_cap, "%lld %.17g %.17g\n", (long long)r->serial, r->t_post0, r->t_post1);
   }
 }
@@ -314,7 +314,7 @@ static void wl_coll_completed(wl_req_t* r, int tag, double t0, double t1, uint64
 static void wl_record_completion(int found, wl_req_t* r, double t0, double t1, uint64_t site, int call)
 {
   if (found && r->coll >= 0) /* a nonblocking collective: its wait is the collective's (Scalasca) */
-    wl_coll_completed(r, (int)r->serial, t0, t1, site);
+    wl_coll_completed(r, t0, t1, site);
   else if (found)
     wl_push(WL_WAIT, t0, t1, r->peer, r->tag, r->op >= 0 ? wl_args[r->op].comm : 0, 0.0, r->is_recv ? 1.0 : 0.0,
             call, site, 0);

@@ -196,10 +196,18 @@ void mpi_testall_(int* count, int* reqs, int* flag, MPI_Status* statuses, int* i
   MPI_Status* st = wl_fstatuses(statuses, *count, &own);
   real(count, reqs, flag, st, ierr);
   if (wl_on && *ierr == MPI_SUCCESS) {
-    if (*flag)
+    if (*flag) {
       wl_completed(*count, keys, NULL, st, wl_poll_take(t0_), ra_);
-    else
-      wl_poll_reqs(t0_, wl_now(), *count, keys, wl_site(ra_));
+    } else { /* the requests SMPI completed all the same (wl_nulled): Fortran's null handle */
+      int* done = NULL;
+      for (int j = 0; j < *count; j++)
+        if (keys[j] != 0 && reqs[j] == MPI_FORTRAN_REQUEST_NULL) {
+          if (done == NULL)
+            done = wl_zeros(*count);
+          done[j] = 1;
+        }
+      wl_testall_partial(*count, keys, done, st, t0_, ra_);
+    }
   }
   free(keys);
   free(own);

@@ -226,9 +226,10 @@ int MPI_Waitany(int count, MPI_Request reqs[], int* index, MPI_Status* status)
 
 /* Requests `keys[idx[j]]` (j < n; idx NULL: all) completed by one call: one waitall record for the point-to-point
  * ones (which requests it completed is known from the event table: every request not completed by its own wait),
- * then one record of each nonblocking collective it completed.  A call that completed no request waitlab tracks
- * (null or untracked requests only) is a `test`: a waitall of no request would complete the rank's pending requests
- * in the matching. */
+ * then one record of each nonblocking collective it completed, with its serial (wl_record_completion).  The call's
+ * times go to the first record only, the others are zero-length at its exit (as wl_completed_each), so no second
+ * of the call is booked twice.  A call that completed no request waitlab tracks (null or untracked requests only)
+ * is a `test`: a waitall of no request would complete the rank's pending requests in the matching. */
 static void wl_completed(int n, const uintptr_t* keys, const int* idx, MPI_Status* st, double t0, const void* ra)
 {
   int p2p = 0, colls = 0;
@@ -251,7 +252,7 @@ static void wl_completed(int n, const uintptr_t* keys, const int* idx, MPI_Statu
   if (p2p || !colls)
     wl_push(p2p ? WL_WAITALL : WL_TEST, t0, t1, -1, 0, 0, 0.0, 0.0, -1, site, 0);
   for (int c = 0; c < colls; c++)
-    wl_coll_completed(&coll[c], 0, t0, t1, site);
+    wl_coll_completed(&coll[c], p2p || c > 0 ? t1 : t0, t1, site);
   free(coll);
 }
 
@@ -275,6 +276,50 @@ static void wl_completed_each(int n, const uintptr_t* keys, const int* idx, MPI_
   }
   if (first) /* only requests waitlab does not track */
     wl_push(WL_TEST, t0, t1, -1, 0, 0, 0.0, 0.0, -1, site, 0);
+}
+
+/* count zeroed ints (heap). */
+static int* wl_zeros(int count)
+{
+  int* z = wl_malloc(sizeof(int) * (size_t)count);
+  for (int j = 0; j < count; j++)
+    z[j] = 0;
+  return z;
+}
+
+/* Which of the count requests an MPI_Testall that returned flag = 0 completed all the same (heap, or NULL if none):
+ * SMPI 3.32 completes and nulls the requests that are done even then, which the MPI standard does not. */
+static int* wl_nulled(int count, const uintptr_t* keys, const MPI_Request* reqs)
+{
+  int* done = NULL;
+  for (int j = 0; j < count; j++)
+    if (keys[j] != 0 && reqs[j] == MPI_REQUEST_NULL) {
+      if (done == NULL)
+        done = wl_zeros(count);
+      done[j] = 1;
+    }
+  return done;
+}
+
+/* An MPI_Testall (C or Fortran) that returned flag = 0: the requests it completed all the same (done[j], taken over)
+ * as MPI_Testsome's completions (their statuses at their own index), or a poll when it completed none. */
+static void wl_testall_partial(int count, const uintptr_t* keys, int* done, MPI_Status* st, double t0, const void* ra)
+{
+  if (done == NULL) {
+    wl_poll_reqs(t0, wl_now(), count, keys, wl_site(ra));
+    return;
+  }
+  int n = 0;
+  MPI_Status* each = st ? wl_malloc(sizeof(MPI_Status) * (size_t)count) : NULL;
+  for (int j = 0; j < count; j++)
+    if (done[j]) {
+      if (each)
+        each[n] = st[j];
+      done[n++] = j;
+    }
+  wl_completed_each(n, keys, done, each, wl_poll_take(t0), ra, -1);
+  free(each);
+  free(done);
 }
 
 int MPI_Waitall(int count, MPI_Request reqs[], MPI_Status statuses[])
@@ -347,12 +392,13 @@ int MPI_Testall(int count, MPI_Request reqs[], int* flag, MPI_Status statuses[])
   WL_BEGIN_KEEP(wl_poll_keeps_reqs(count, keys));
   size_t n = (size_t)(count > 0 ? count : 1);
   MPI_Status* own = statuses == MPI_STATUSES_IGNORE ? wl_malloc(sizeof(MPI_Status) * n) : NULL;
-  int rc = PMPI_Testall(count, reqs, flag, own ? own : statuses);
+  MPI_Status* st = own ? own : statuses;
+  int rc = PMPI_Testall(count, reqs, flag, st);
   if (wl_on && rc == MPI_SUCCESS) {
     if (*flag)
-      wl_completed(count, keys, NULL, own ? own : statuses, wl_poll_take(t0_), ra_);
+      wl_completed(count, keys, NULL, st, wl_poll_take(t0_), ra_);
     else
-      wl_poll_reqs(t0_, wl_now(), count, keys, wl_site(ra_));
+      wl_testall_partial(count, keys, reqs == NULL ? NULL : wl_nulled(count, keys, reqs), st, t0_, ra_);
   }
   free(keys);
   free(own);
