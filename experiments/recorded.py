@@ -70,7 +70,8 @@ def _read(path: str, digest: str) -> Recording:
                          "communicator or message is missing): record the run again")
     hosts = rec.host_of_rank or tuple(f"rank-{r}" for r in range(rec.n_ranks))
     left = [f"{n} {what}" for n, what in ((rec.worker_threads, "worker threads' locations"),
-                                          (rec.thread_records, "OpenMP/thread records")) if n]
+                                          (rec.thread_records, "OpenMP/thread records"),
+                                          (rec.accelerator_streams, "GPU/accelerator-stream locations")) if n]
     notes = [f"{' and '.join(left)} were not analyzed: waitlab analyzes MPI waits (each rank's MPI calls, on its "
              "master thread)"] if left else []
     silent = np.flatnonzero(np.bincount(rec.rank, minlength=rec.n_ranks) == 0).tolist()

@@ -152,8 +152,8 @@ def _collective_values(rec: TraceRecords, rows: npt.NDArray[np.int64], comms: di
             c = per_peer[sel] / nc ** EQUAL_COUNTS[name]
             value[sel] = c
             value2[sel] = 0.0 if action == "reducescatter" else c  # reducescatter: value2 = flops (unknown)
-        elif action == "bcast":  # one_to_all: every rank receives the buffer
-            value[sel] = g
+        elif action == "bcast":  # one_to_all: the root sends N buffers (Scalasca decides on them), others get one
+            value[sel] = np.where(is_root, s / nc, g)
         elif action == "reduce":  # all_to_one: every rank sends its buffer
             value[sel] = s
         elif action in ("allreduce", "alltoall", "allgather"):  # all_to_all: N messages each way
@@ -193,10 +193,24 @@ def _communicator_rows(rec: TraceRecords, rows: npt.NDArray[np.int64], at: npt.N
     """Size, own rank in it, root (a world rank) and communicator id of the collective rows ``at`` (positions in
     ``rows``), all on the communicator ``ref`` of world ranks ``members`` (in communicator-rank order), filled in
     place.
-    Raises :class:`Otf2Inconsistent` for a root outside the communicator, :class:`Otf2Unreplayable` for a collective
-    a sub-communicator cannot hold."""
+    Raises :class:`Otf2Inconsistent` for a communicator listing a rank twice, a caller or a root outside the
+    communicator, :class:`Otf2Unreplayable` for a collective a sub-communicator cannot hold."""
     world = members == tuple(range(rec.n_ranks))
     j = int(rows[at[0]])
+    lut = np.asarray(members, np.int32)
+    twice = np.flatnonzero(np.bincount(lut, minlength=rec.n_ranks) > 1)
+    if twice.size:
+        raise Otf2Inconsistent(f"rank {int(rec.rank[j])}", f"{_CALL.get(name, name)} is on communicator {ref}, "
+                               f"whose definition lists rank {int(twice[0])} twice (members {list(members)[:16]}): "
+                               "a communicator's members are distinct ranks", "the archive's definitions are "
+                               "inconsistent: record the run again")
+    outside = np.flatnonzero(~np.isin(me_world[at], lut))
+    if outside.size:
+        k = int(rows[at[outside[0]]])
+        raise Otf2Inconsistent(f"rank {int(rec.rank[k])}", f"records {_CALL.get(name, name)} (record "
+                               f"MpiCollectiveEnd) on communicator {ref}, whose members (world ranks "
+                               f"{list(members)[:16]}) do not include rank {int(rec.rank[k])}: only a communicator's "
+                               "members call its collectives", "the archive is inconsistent: record the run again")
     # a reduce-scatter on a sub-communicator is read (waitlab analyze needs no replay); records_to_ops, the
     # conversion for a replay, refuses it (_check_replayable)
     if not world and action not in _ON_SUBCOMM:
@@ -205,7 +219,6 @@ def _communicator_rows(rec: TraceRecords, rows: npt.NDArray[np.int64], at: npt.N
                                f"{', '.join(sorted(_ON_SUBCOMM))} on communicators other than MPI_COMM_WORLD",
                                "record a run whose other collectives use MPI_COMM_WORLD, or run the program itself "
                                '(application.kind = "program")')
-    lut = np.asarray(members, np.int32)
     if action in _ROOTED:
         out = np.flatnonzero(root >= lut.size)
         if out.size:
@@ -333,6 +346,7 @@ def _timed_ops(rec: TraceRecords, cpu_ratio: float, *, equal_counts: bool, repla
             raise Otf2Inconsistent(f"rank {r}", f"enters {what} it never leaves (or leaves one it never entered)",
                                    "the archive is truncated or inconsistent: record the run again (let it reach "
                                    "MPI_Finalize)")
+    _check_nesting(rec, np.flatnonzero(is_el & (cls != TRANSPARENT)), sign)
     _check_inside_calls(rec, depth)
     # active window: after MPI_Init's leave, before MPI_Finalize's enter
     init_end = np.full(rec.n_ranks, -1, np.int64)
@@ -378,6 +392,31 @@ def _timed_ops(rec: TraceRecords, cpu_ratio: float, *, equal_counts: bool, repla
     t0, t1 = _call_times(rec, kind, mpi_like, depth, cols)
     origin = rec.time.min() if n else 0
     return ops, (t0 - origin) / rec.resolution, (t1 - origin) / rec.resolution
+
+
+def _check_nesting(rec: TraceRecords, rows: npt.NDArray[np.int64], sign: npt.NDArray[np.int64]) -> None:
+    """Raise :class:`Otf2Inconsistent` for the first ``Leave`` (of the enter/leave records ``rows``, balanced per
+    rank) that leaves a region other than the innermost open one: regions that cross (enter A, enter B, leave A),
+    which OTF2 forbids.  Each leave pairs with the last enter at its depth on its rank (numpy, no stack)."""
+    if not rows.size:
+        return
+    depth = per_rank_cumsum(sign[rows], np.bincount(rec.rank[rows], minlength=rec.n_ranks).astype(np.int64))
+    level = np.where(sign[rows] > 0, depth, depth + 1)  # an enter's depth after it, a leave's before it
+    order = np.lexsort((rows, level, rec.rank[rows]))  # per (rank, depth): enter, leave, enter, leave, ...
+    enter, leave = rows[order[0::2]], rows[order[1::2]]
+    names = np.asarray(rec.region_names, dtype=object)
+    crossed = np.flatnonzero(names[rec.a[enter].astype(np.int64)] != names[rec.a[leave].astype(np.int64)])
+    if not crossed.size:
+        return
+    k = crossed[np.argmin(leave[crossed])]
+    e, lv = int(enter[k]), int(leave[k])
+    t0 = int(rec.time.min())
+    left, open_ = rec.region_names[int(rec.a[lv])], rec.region_names[int(rec.a[e])]
+    raise Otf2Inconsistent(f"rank {int(rec.rank[lv])}", f"regions cross: the Leave of {left} at "
+                           f"{(int(rec.time[lv]) - t0) / rec.resolution:.9f} s comes while {open_}, the innermost "
+                           f"region open (entered at {(int(rec.time[e]) - t0) / rec.resolution:.9f} s), is not left "
+                           "yet: regions must nest", "the archive is inconsistent: record the run again (a tool that "
+                           "writes an archive must leave regions in the reverse order of entering them)")
 
 
 def _check_inside_calls(rec: TraceRecords, depth: npt.NDArray[np.int64]) -> None:

@@ -102,6 +102,8 @@ class TraceRecords:
     worker_threads, thread_records : int
         Read as recorded (``read_otf2(..., threads=True)``): the other threads' locations with events, not read, and
         the thread records (OmpFork, ThreadFork, ...) left out of the MPI locations' records; 0 otherwise.
+    accelerator_streams : int
+        The accelerator-stream (GPU) locations with events, not read (their kernels and copies are not MPI).
     """
 
     n_ranks: int
@@ -122,6 +124,7 @@ class TraceRecords:
     host_of_rank: tuple[str, ...] = ()
     worker_threads: int = 0
     thread_records: int = 0
+    accelerator_streams: int = 0
 
 
 def region_label(name: str, canonical: str = "") -> str:

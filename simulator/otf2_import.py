@@ -33,9 +33,12 @@ from waitlab.models.otf2_records import (
     INIT,
     MAX_TICKS,
     MPI,
+    OTF2_RECORD,
+    RECORD_KINDS,
     TRANSPARENT,
     UNSUPPORTED,
     USER,
+    K,
     TraceRecords,
     clock_problem,
     region_label,
@@ -135,10 +138,11 @@ def _unsupported_names(dll: ctypes.CDLL) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _definitions(otf2: Any, anchor: Path, threads: bool = False) -> tuple[Any, list[Any], int]:
-    """The archive's definition registry, its MPI locations in rank order and how many other threads' locations hold
+def _definitions(otf2: Any, anchor: Path, threads: bool = False) -> tuple[Any, list[Any], int, int]:
+    """The archive's definition registry, its MPI locations in rank order, how many other threads' locations hold
     events (refused unless ``threads``: a hybrid MPI+OpenMP rank's MPI calls are on its MPI location, Score-P's master
-    thread, which is what a reading without a replay needs)."""
+    thread, which is what a reading without a replay needs) and how many accelerator-stream (GPU) locations do (not
+    MPI: left out, and said)."""
     enums = otf2.enums
     said = io.StringIO()  # the bindings print a callback's traceback to stderr: kept, and said in one line
     try:
@@ -168,6 +172,8 @@ def _definitions(otf2: Any, anchor: Path, threads: bool = False) -> tuple[Any, l
     ranks = list(mpi_groups[0].members)
     mpi_refs = {loc._ref for loc in ranks}
     processes = {getattr(loc.group, "_ref", None) for loc in ranks}
+    streams = sum(1 for loc in defs.locations if loc.type == enums.LocationType.ACCELERATOR_STREAM
+                  and loc.number_of_events)
     workers = 0
     for loc in defs.locations:
         if loc._ref not in mpi_refs and loc.type == enums.LocationType.CPU_THREAD and loc.number_of_events:
@@ -183,7 +189,7 @@ def _definitions(otf2: Any, anchor: Path, threads: bool = False) -> tuple[Any, l
             raise InputError(str(anchor), f"location {loc._ref} ({loc.name!r} of {loc.group.name!r})",
                              "is a second thread of an MPI process: threads (OpenMP, Pthreads) cannot be replayed",
                              "record the run with one thread per rank (OMP_NUM_THREADS=1, no OpenMP instrumentation)")
-    return defs, ranks, workers
+    return defs, ranks, workers, streams
 
 
 def _regions(otf2: Any, defs: Any) -> tuple[tuple[str, ...], np.ndarray]:
@@ -221,11 +227,11 @@ def read_otf2(anchor: str | Path, *, threads: bool = False) -> TraceRecords:
     """Every MPI rank's records of the OTF2 archive ``anchor`` (its ``traces.otf2`` file).
 
     Raises :class:`InputError` (one line, naming the archive) for a file that is not a readable OTF2 archive,
-    a truncated one, a trace without MPI locations, or with threads.  With ``threads`` (a reading as recorded,
-    nothing replayed) a hybrid MPI+OpenMP trace is read: each rank's MPI location (Score-P's master thread), without
-    the other threads' locations and without its thread records (OmpFork, ThreadFork, ThreadTeamBegin, ...: not MPI;
-    the master's time in a parallel region is its own work), counted in :attr:`TraceRecords.worker_threads` and
-    :attr:`TraceRecords.thread_records`.
+    a truncated one, a trace without MPI locations, or with threads, a location whose events go back in time.
+    With ``threads`` (a reading as recorded, nothing replayed) a hybrid MPI+OpenMP trace is read: each rank's MPI
+    location (Score-P's master thread), without the other threads' locations and without its thread records (OmpFork,
+    ThreadFork, ThreadTeamBegin, ...: not MPI; the master's time in a parallel region is its own work), counted in
+    :attr:`TraceRecords.worker_threads` and :attr:`TraceRecords.thread_records`.
     """
     anchor = Path(anchor)
     if not anchor.is_file():
@@ -236,7 +242,7 @@ def read_otf2(anchor: str | Path, *, threads: bool = False) -> TraceRecords:
     check_archive_files(anchor)
     otf2 = _import_otf2()
     dll = reader_library()
-    defs, ranks, workers = _definitions(otf2, anchor, threads)
+    defs, ranks, workers, streams = _definitions(otf2, anchor, threads)
     rank_of = {loc._ref: i for i, loc in enumerate(ranks)}
     names, cls = _regions(otf2, defs)
     resolution = _timer_resolution(anchor, defs.clock_properties)
@@ -265,6 +271,7 @@ def read_otf2(anchor: str | Path, *, threads: bool = False) -> TraceRecords:
         rank = lut[raw["loc"]]
         del raw
     unsupported = _unsupported_names(dll)
+    _check_time_order(anchor, [loc._ref for loc in ranks], time_, rank, cols, names, unsupported, resolution)
     thread_rows = 0
     if threads:
         lut_thread = np.array([n.startswith(("Thread", "Omp")) for n in unsupported] + [False])
@@ -282,7 +289,40 @@ def read_otf2(anchor: str | Path, *, threads: bool = False) -> TraceRecords:
         n_ranks=len(ranks), rank=rank, time=time_, resolution=resolution, region_names=names,
         region_class=cls, comm_members=_comms(otf2, defs, rank_of), collective_names=collective_names,
         unsupported=unsupported, host_of_rank=_hosts(ranks), worker_threads=workers if threads else 0,
-        thread_records=thread_rows, **cols)
+        thread_records=thread_rows, accelerator_streams=streams, **cols)
+
+
+def _check_time_order(anchor: Path, locations: list[int], time_: np.ndarray, rank: np.ndarray,
+                      cols: dict[str, np.ndarray], names: tuple[str, ...], unsupported: tuple[str, ...],
+                      resolution: float) -> None:
+    """Raise :class:`InputError` naming the event file, the rank and the first record whose time is earlier than the
+    record before it on its location (``locations``: each rank's; records sorted by rank): OTF2 requires each
+    location's events in time order (its writer refuses others), and a clock that runs backwards gives negative
+    durations, a wrong makespan and waits from bad data."""
+    back = np.flatnonzero((time_[1:] < time_[:-1]) & (rank[1:] == rank[:-1])) + 1
+    if not back.size:
+        return
+    i, t0 = int(back[0]), int(time_.min())
+
+    def record(j: int) -> str:
+        kind, ref = int(cols["kind"][j]), int(cols["a"][j])
+        if kind >= UNSUPPORTED:
+            what = unsupported[ref] if ref < len(unsupported) else "a record"
+        elif kind <= K["leave"]:  # Enter / Leave of a region, or (b = 1) of a calling context
+            what = OTF2_RECORD[RECORD_KINDS[kind]]
+            what = (f"CallingContext{what} of calling context {ref}" if cols["b"][j] == 1 else
+                    f"{what} of {names[ref] if ref < len(names) else f'region {ref}'}")
+        else:
+            what = OTF2_RECORD[RECORD_KINDS[kind]]
+        return f"{what} at {(int(time_[j]) - t0) / resolution:.9f} s"
+
+    loc = locations[int(rank[i])]
+    more = f" ({back.size - 1} more records go back in time)" if back.size > 1 else ""
+    raise InputError(str(anchor.with_suffix("") / f"{loc}.evt"), f"rank {int(rank[i])} (location {loc})",
+                     f"record {record(i)} comes before the record preceding it ({record(i - 1)}): "
+                     f"time goes backwards{more}, where OTF2 requires each location's events in time order",
+                     "record the run again (a tool that writes or rewrites an archive must keep each location's "
+                     "events in time order)")
 
 
 def _timer_resolution(anchor: Path, clock: Any) -> float:

@@ -174,10 +174,19 @@ def collective_instances(ops: OpTable) -> npt.NDArray[np.int64]:
     for c, m in enumerate(members):
         got = counts[c]
         if not np.all(got[m] == got[m[0]]) or got.sum() != got[m[0]] * m.size:
-            r = int(m[np.argmin(got[m])]) if np.any(got[m] != got[m[0]]) else int(np.flatnonzero(got)[0])
             where = "MPI_COMM_WORLD" if c == 0 else f"the communicator of world ranks {m.tolist()[:16]}"
-            raise SimulationError(f"rank {r} calls {got[r]} collectives on {where} but rank {int(m[0])} calls "
-                                  f"{got[m[0]]}: every member must call the same collectives")
+            if np.any(got[m] != got[m[0]]):
+                r = int(m[np.argmin(got[m])])
+                raise SimulationError(f"rank {r} calls {got[r]} collectives on {where} but rank {int(m[0])} calls "
+                                      f"{got[m[0]]}: every member must call the same collectives")
+            outside = np.setdiff1d(np.flatnonzero(got), m)
+            if outside.size:
+                r = int(outside[0])
+                raise SimulationError(f"rank {r} calls {got[r]} collectives on {where}, of which it is not a member: "
+                                      "only a communicator's members call its collectives")
+            twice = np.flatnonzero(np.bincount(m, minlength=ops.n_ranks) > 1)
+            raise SimulationError(f"{where} lists rank {int(twice[0])} twice: a communicator's members are distinct "
+                                  "ranks")
         per_comm[c] = got[m[0]]
     k = group_cumcount([comm, rank], ops.seq[idx])
     offset = np.concatenate(([0], np.cumsum(per_comm)[:-1]))

@@ -7,8 +7,10 @@ are not checked (Scalasca 2.6's rule: no payload, no synchronization point), nor
 exchange may legally let a rank leave before an unrelated one entered).  A simulator fault (SMPI 3.32's own
 ``MPI_Ibarrier`` released ranks early: docs/real_programs.md) or a broken trace breaks that, and then the wait
 states of the instance are wrong (a rank that left early waited less than the barrier implies).
-:func:`impossible_collectives` finds such instances, per collective operation; :func:`impossible_line` says it in
-one line.
+:func:`impossible_collectives` finds such instances, per collective operation, and the messages whose receive
+completed before their send was entered (a point-to-point clock-condition violation, which Scalasca 2.6 warns of: a
+skewed trace's late senders are then wrong), as one entry of ``op`` ``"message"``; :func:`impossible_line` says
+it in one line.
 
 A nonblocking collective is booked at its completion call (``tag`` > 0: the rank's request serial), whose entry
 is not when the rank joined the collective (it posted earlier): such a member's exit is checked against the others'
@@ -35,8 +37,9 @@ import numpy as np
 import pandas as pd
 
 from waitlab.models.analysis.waitstates import BARRIER_OPS, NXN_OPS, payload
+from waitlab.models.vocabulary import RECV_ACTIONS, SEND_ACTIONS
 
-__all__ = ["CHECKED_OPS", "GAP_TOLERANCE", "impossible_collectives", "impossible_line"]
+__all__ = ["CHECKED_OPS", "GAP_TOLERANCE", "impossible_collectives", "impossible_line", "impossible_messages"]
 
 #: Collectives whose every receiving member needs every sending member's contribution before it can leave.
 CHECKED_OPS: tuple[str, ...] = (*BARRIER_OPS, *(o for o in NXN_OPS if o != "alltoallv"))
@@ -47,9 +50,49 @@ GAP_TOLERANCE = 1e-6
 def impossible_collectives(events: pd.DataFrame, tolerance: float = GAP_TOLERANCE) -> list[dict[str, Any]]:
     """Per collective operation (in name order) with at least one impossible instance: how many of its instances
     have a member leaving more than ``tolerance`` seconds before the last member entered (``instances`` of
-    ``of``), the worst gap (seconds) and the instance (``match`` id) it is in; ``[]`` when none."""
+    ``of``), the worst gap (seconds) and the instance (``match`` id) it is in; then, if any, the entry of
+    :func:`impossible_messages`; ``[]`` when none."""
     if not len(events):
         return []
+    return _collectives(events, tolerance) + impossible_messages(events, tolerance)
+
+
+def impossible_messages(events: pd.DataFrame, tolerance: float = GAP_TOLERANCE) -> list[dict[str, Any]]:
+    """``[entry]`` when some message's receive completed (its row's exit, or that of the wait ``done`` names) more
+    than ``tolerance`` seconds before its send was entered: ``op`` ``"message"``, how many (``instances`` of the
+    ``of`` messages), the worst gap, its message (``match`` id) and its ``sender`` and ``receiver``; else ``[]``.
+
+    >>> from waitlab.models.analysis.waitstates import make_events
+    >>> ev = make_events(rank=[0, 1], op=["send", "recv"], enter=[0.5, 0.1], exit=[0.51, 0.3], match=[0, 0],
+    ...                  done=[0, 1], peer=[1, 0])
+    >>> print(impossible_line(impossible_messages(ev)))  # doctest: +NORMALIZE_WHITESPACE
+    impossible timeline: message: 1 of 1 message has its receive done before its send was entered
+    (worst gap 0.2 s, message 0 from rank 0 to rank 1)
+    """
+    op, match = events["op"], events["match"].to_numpy()
+    sends = np.flatnonzero(op.isin(SEND_ACTIONS).to_numpy() & (match >= 0))
+    recvs = np.flatnonzero(op.isin(RECV_ACTIONS).to_numpy() & (match >= 0))
+    if not sends.size or not recvs.size:
+        return []
+    sends = sends[np.argsort(match[sends], kind="stable")]
+    at = np.minimum(np.searchsorted(match[sends], match[recvs]), sends.size - 1)
+    paired = match[sends][at] == match[recvs]
+    send, recv = sends[at[paired]], recvs[paired]
+    done = events["done"].to_numpy()[recv]
+    finish = events["exit"].to_numpy()[np.where(done >= 0, done, recv)]
+    gap = events["enter"].to_numpy()[send] - finish
+    bad = np.flatnonzero(gap > tolerance)
+    if not bad.size:
+        return []
+    worst = bad[np.argmax(gap[bad])]
+    rank = events["rank"].to_numpy()
+    return [{"op": "message", "instances": int(bad.size), "of": int(recv.size), "worst_gap": float(gap[worst]),
+             "worst_instance": int(match[recv[worst]]), "sender": int(rank[send[worst]]),
+             "receiver": int(rank[recv[worst]])}]
+
+
+def _collectives(events: pd.DataFrame, tolerance: float) -> list[dict[str, Any]]:
+    """The collective entries of :func:`impossible_collectives`."""
     op = events["op"]
     sel = op.isin(CHECKED_OPS).to_numpy()
     match = events["match"].to_numpy()
@@ -89,5 +132,11 @@ def impossible_line(found: list[dict[str, Any]]) -> str:
         return ""
     parts = [f"{f['op']}: {f['instances']} of {f['of']} instance{'s' if f['of'] > 1 else ''} "
              f"{'has' if f['instances'] == 1 else 'have'} a rank leaving before the last entered (worst gap "
-             f"{f['worst_gap']:.6g} s, instance {f['worst_instance']})" for f in found]
+             f"{f['worst_gap']:.6g} s, instance {f['worst_instance']})" for f in found if f["op"] != "message"]
+    for f in found:
+        if f["op"] == "message":
+            its = "has its" if f["instances"] == 1 else "have their"
+            parts.append(f"message: {f['instances']} of {f['of']} message{'s' if f['of'] > 1 else ''} {its} receive "
+                         f"done before {its.split()[1]} send was entered (worst gap {f['worst_gap']:.6g} s, message "
+                         f"{f['worst_instance']} from rank {f['sender']} to rank {f['receiver']})")
     return "impossible timeline: " + "; ".join(parts)
