@@ -28,7 +28,7 @@ from typing import Any
 
 import tomli_w
 
-from waitlab.errors import InputError
+from waitlab.errors import InputError, unknown_name
 from waitlab.experiments.physics_limits import application_problem, is_platform_path
 from waitlab.experiments.real_params import REAL_KINDS, real_params, real_params_to_toml
 from waitlab.experiments.schema import (
@@ -45,8 +45,8 @@ from waitlab.experiments.schema import (
     validate_section,
 )
 from waitlab.models.apps.alltoall import check_alltoall_algorithm, check_alltoall_point
-from waitlab.models.apps.imbalance import RankSelection
-from waitlab.models.apps.registry import params_from_mapping
+from waitlab.models.apps.imbalance import Imbalance, RankSelection
+from waitlab.models.apps.registry import APPLICATIONS, params_from_mapping
 from waitlab.platforms.model import read_platform_file
 from waitlab.readers import MAX_TOML_BYTES, not_a_file, path_argument
 from waitlab.readers import read_toml as read_toml
@@ -54,6 +54,9 @@ from waitlab.simulator.ti_files import ti_replay_hint
 
 #: Maximum size of a scenario or sweep file read (bytes): larger files are refused before parsing.
 MAX_FILE_BYTES = MAX_TOML_BYTES
+
+#: The sections every scenario has, with what an example of each holds.
+_REQUIRED = {"scenario": "ranks = 64", "platform": 'name = "dawning_5000a"', "application": 'kind = "stencil"'}
 
 
 @dataclass(frozen=True)
@@ -345,14 +348,17 @@ def from_mapping(data: Mapping[str, Any], file: str = "<scenario>", inputs: Inpu
                          f"run it with `waitlab sweep {file}`, or give the scenario it names as base")
     for key in data:
         if key not in SECTIONS:
-            raise InputError(file, key, "unknown section", f"allowed sections: {', '.join(SECTIONS)}")
+            raise unknown_name(file, key, key, SECTIONS, f"allowed sections: {', '.join(SECTIONS)}", "section")
     if kind_of(data) == RECORDED:
         _check_recorded(data, file)
         data = {**data, "platform": {"name": RECORDED}}
-    for sec in ("platform", "application"):
-        if sec not in data:
-            example = 'name = "dawning_5000a"' if sec == "platform" else 'kind = "stencil"'
-            raise InputError(file, sec, "section is missing", f"add [{sec}] with {example}")
+    missing = [sec for sec in _REQUIRED if sec not in data]  # [scenario] alone: its name and ranks say what is
+    if len(missing) == 1 and missing != ["scenario"]:
+        raise InputError(file, missing[0], "section is missing", f"add [{missing[0]}] with {_REQUIRED[missing[0]]}")
+    if len(missing) > 1:  # every one in one line (an empty file)
+        names = [f"[{s}]" for s in missing]
+        raise InputError(file, "(file)", f"sections {', '.join(names[:-1])} and {names[-1]} are missing",
+                         "add " + ", ".join(f"[{s}] with {_REQUIRED[s]}" for s in missing))
     sc = dict(data.get("scenario", {})) if isinstance(data.get("scenario", {}), Mapping) else data["scenario"]
     if isinstance(sc, dict) and "name" not in sc:
         stem = Path(file).stem if not file.startswith("<") else "scenario"
@@ -370,7 +376,7 @@ def from_mapping(data: Mapping[str, Any], file: str = "<scenario>", inputs: Inpu
         platform = platform.model_copy(update={"name": str((Path(file).parent / platform.name).resolve())})
     if is_platform_path(platform.name) and not Path(platform.name).is_file():
         raise InputError(file, "platform.name", f"platform file {platform.name} {not_a_file(Path(platform.name))}",
-                         "paths are relative to the scenario file; or use a built-in name (waitlab platforms)")
+                         f"{relative_paths(file)}; or use a built-in name (waitlab platforms)")
     if platform.name == RECORDED and kind_of(data) != RECORDED:
         raise InputError(file, "platform.name", f"{RECORDED!r} is the platform of a recorded run only "
                          '([application] kind = "recorded")', "name a platform to simulate on (waitlab platforms)")
@@ -381,6 +387,12 @@ def from_mapping(data: Mapping[str, Any], file: str = "<scenario>", inputs: Inpu
     if not isinstance(kind, str):
         raise InputError(file, "application.kind", "is required (a string)", 'e.g. kind = "lared_s"')
     table = {k: v for k, v in app.items() if k != "kind"}
+    if kind in APPLICATIONS:  # an unknown key with the key it looks like (the application's own check lists the
+        # allowed keys only; a program's or a trace's keys are checked by raise_validation, which names it too)
+        imbalance = table.get("imbalance")
+        _check_keys(file, "application", table, APPLICATIONS[kind].__pydantic_fields__)  # type: ignore[attr-defined]
+        for i, spec in enumerate(imbalance if isinstance(imbalance, list | tuple) else ()):
+            _check_keys(file, f"application.imbalance[{i}]", spec, Imbalance.__pydantic_fields__)  # type: ignore[attr-defined]
     base = Path(file).parent if not file.startswith("<") else Path.cwd()
     params: Any = real_params(kind, table, file, base) if kind in REAL_KINDS else \
         params_from_mapping(kind, table, file)
@@ -395,6 +407,10 @@ def from_mapping(data: Mapping[str, Any], file: str = "<scenario>", inputs: Inpu
     if isinstance(noise, NoiseSection) and noise.file is not None and not Path(noise.file).is_absolute() \
             and not file.startswith("<"):
         sections["noise"] = noise.model_copy(update={"file": str((Path(file).parent / noise.file).resolve())})
+    if isinstance(noise, NoiseSection) and noise.file is not None and _from_current_folder(file) \
+            and not Path(noise.file).is_file():  # (a scenario file's noise file is checked by its run)
+        raise InputError(file, "noise.file", f"noise file {str(Path(noise.file).resolve())!r} "
+                         f"{not_a_file(Path(noise.file))}", f"check the path: {relative_paths(file)}")
     _check_imbalance_ranks(params, meta.ranks, file)
     problem = application_problem(params, meta.ranks)
     if problem is not None:
@@ -402,6 +418,35 @@ def from_mapping(data: Mapping[str, Any], file: str = "<scenario>", inputs: Inpu
     read = _read_inputs(platform.name, sections.get("noise"), inputs)
     return Scenario(meta=meta, platform=platform, application_kind=kind, application=params,
                     simulation=simulation, source=file, inputs=read, **sections)
+
+
+def _check_keys(file: str, where: str, table: Any, allowed: Mapping[str, Any]) -> None:
+    """Refuse the first key of ``table`` (the table at ``where``) that is not ``allowed``, naming the key it looks
+    like (:func:`~waitlab.errors.unknown_name`)."""
+    key = next((k for k in table if k not in allowed), None) if isinstance(table, Mapping) else None
+    if key is not None:
+        raise unknown_name(file, f"{where}.{key}", key, allowed, f"allowed keys: {', '.join(allowed)}")
+
+
+def _from_current_folder(file: str) -> bool:
+    """Whether the relative paths of the scenario ``file`` are read from the current folder: a scenario read from
+    standard input (``-``) or given as data (``<...>``)."""
+    return file == "-" or file.startswith("<")
+
+
+def relative_paths(file: str) -> str:
+    """What the relative paths of the scenario ``file`` are relative to, as an error's fix says it.
+
+    >>> relative_paths("s.toml")
+    'relative paths are relative to the scenario file'
+    >>> "current folder" in relative_paths("-")
+    True
+    """
+    if file == "-":
+        return "relative paths of a scenario read from standard input are relative to the current folder"
+    if file.startswith("<"):
+        return "relative paths of a scenario given as data are relative to the current folder"
+    return "relative paths are relative to the scenario file"
 
 
 def _read_inputs(platform: str, noise: Any, known: InputFiles | None) -> InputFiles:

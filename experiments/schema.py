@@ -38,7 +38,7 @@ from pydantic import (
     model_validator,
 )
 
-from waitlab.errors import InputError, Picklable
+from waitlab.errors import InputError, Picklable, unknown_name
 from waitlab.experiments.physics_limits import is_platform_path
 from waitlab.models.apps.alltoall import SMPI_ALLTOALL_ALGORITHMS, USABLE_SMPI_ALLTOALL
 from waitlab.models.apps.registry import APPLICATIONS
@@ -104,8 +104,8 @@ class ScenarioSection(BaseModel):
     """``[scenario]``: what the run is called, its seed and its number of MPI ranks."""
 
     model_config = STRICT
-    name: PlainName = Field(description="plain name of the run; names the results folder (default: the file's "
-                            "stem)")
+    name: PlainName = Field(description="plain name of the run; names the results folder", json_schema_extra={
+                            "default_text": "the file's stem"})  # filled in by the loader (scenario.from_mapping)
     seed: int = Field(0, ge=0, lt=2**63, description="seed of every random draw (imbalance, noise, jitter)")
     ranks: int = Field(ge=1, le=MAX_RANKS, description="number of MPI processes")
     description: str = Field("", description="free text")
@@ -507,6 +507,8 @@ def raise_validation(exc: ValidationError, file: str, section: str, model: type[
         loc = (*loc, cause.field)
     fix_model, field = _innermost(model, loc)
     where = f"{section}.{dotted(loc)}" if loc else section
+    if err["type"] == "extra_forbidden" and fix_model is not None:  # with the allowed key it looks like
+        raise unknown_name(file, where, field, fix_model.model_fields, _fix_for(fix_model, field, err)) from None
     ctx = err.get("ctx") or {}
     template = _MESSAGES.get(err["type"])
     msg = template.format(**ctx) if template is not None else err["msg"].removeprefix("Value error, ")

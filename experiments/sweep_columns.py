@@ -79,7 +79,7 @@ def figures_note(table: pd.DataFrame, platforms: Sequence[tuple[str, str]],
     for name, n in names.value_counts(sort=False).items():
         model = (models or {}).get(str(name)) or load_platform(str(name))
         a = len(model.assumed)
-        lines.append(f"  {model.name}: {n} point{'s' if n != 1 else ''} rest on {a} assumed and "
+        lines.append(f"  {model.name}: {n} point{'s rest' if n != 1 else ' rests'} on {a} assumed and "
                      f"{len(model.figures) - a} sourced platform figures (columns figures_assumed, figures_sourced; "
                      f"`waitlab platforms {name}` lists them)")
     return "figures behind the answers:\n" + "\n".join(lines)

@@ -41,8 +41,8 @@ factor, which SMPI applies to every flow: the figure is MPI-level).
 The laws reach SimGrid through waitlab's contention plugin (``simulator/native/waitlab_contention.cpp``, a shared
 object loaded into every SMPI run that has rules: replays and real programs alike) as the setting
 ``waitlab/contention`` (rules, see :func:`plugin_rules`), which the simulator hands to the plugin in the
-``WAITLAB_CONTENTION`` environment variable; it is recorded with every other setting in run.json, and the links each
-law acted on in ``contention.acted``.
+``WAITLAB_CONTENTION`` environment variable; it is recorded with every other setting in run.json, and how many links
+each law was installed on (every rendered link it applies to, crossed by a message or not) in ``contention.acted``.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from waitlab.errors import InputError
+from waitlab.errors import InputError, unknown_name
 from waitlab.models.contention import LIMIT, hol_factors
 from waitlab.platforms.figures import bandwidth
 from waitlab.platforms.mpi_spec import MpiSpec
@@ -101,7 +101,8 @@ def read_contention(section: Mapping[str, Any], file: str, reader: _FigureReader
     """
     for key in section:
         if key not in CONTENTION_KEYS:
-            raise InputError(file, f"contention.{key}", "unknown key", f"allowed keys: {', '.join(CONTENTION_KEYS)}")
+            raise unknown_name(file, f"contention.{key}", key, CONTENTION_KEYS,
+                               f"allowed keys: {', '.join(CONTENTION_KEYS)}")
     law = section.get("law", "none")
     if law not in CONTENTION_LAWS:
         raise InputError(file, "contention.law", f"unknown law {law!r}",

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from waitlab.errors import InputError
+from waitlab.errors import InputError, unknown_name
 
 __all__ = ["MAX_CORES", "MAX_LATENCY", "MIN_BANDWIDTH", "MIN_CORE_SPEED", "Figure", "FigureReader", "bandwidth",
            "core_count", "core_speed", "latency", "non_negative", "positive"]
@@ -200,8 +200,8 @@ class FigureReader:
         allowed = self.sections[name]
         for key in sec:
             if key not in allowed:
-                raise InputError(self.file, f"{name}.{key}", "unknown key",
-                                 f"allowed keys in [{name}]: {', '.join(allowed)}")
+                raise unknown_name(self.file, f"{name}.{key}", key, allowed,
+                                   f"allowed keys in [{name}]: {', '.join(allowed)}")
         return sec
 
     def number(self, section: str, key: str, *, integer: bool = False,
@@ -229,8 +229,8 @@ class FigureReader:
                              number_hint(key, entry, si_unit(dotted, check)))
         for k in entry:
             if k not in ("value", "source", "assumed", "reason"):
-                raise InputError(self.file, f"{dotted}.{k}", "unknown key",
-                                 "a figure has only: value, source, assumed, reason")
+                raise unknown_name(self.file, f"{dotted}.{k}", k, ("value", "source", "assumed", "reason"),
+                                   "a figure has only: value, source, assumed, reason")
         if "value" not in entry:
             raise InputError(self.file, f"{dotted}.value", "is missing", f"write {example}")
         value = entry["value"]

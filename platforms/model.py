@@ -61,6 +61,7 @@ True
 
 from __future__ import annotations
 
+import dataclasses
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -78,6 +79,7 @@ from waitlab.platforms.figures import (
     core_speed,
     latency,
     positive,
+    unknown_name,
 )
 from waitlab.platforms.mpi_spec import MPI_KEYS, MpiSpec, check_link_rate, read_mpi
 from waitlab.readers import MAX_DEPTH, MAX_TOML_BYTES, not_a_file, read_bytes, read_toml, toml_depth, toml_text_depth
@@ -300,7 +302,7 @@ def load_platform(name_or_path: str | Path, content: bytes | None = None) -> Pla
     if is_path:
         path = Path(text)
         raw = content if content is not None else read_platform_file(path)
-        return from_mapping(_toml_of(raw, str(path)), str(path), default_name=path.stem)
+        return _own_name(from_mapping(_toml_of(raw, str(path)), str(path), default_name=path.stem), path)
     text = PLATFORM_ALIASES.get(text, text)
     known = list_platforms()
     if text not in known:
@@ -308,6 +310,21 @@ def load_platform(name_or_path: str | Path, content: bytes | None = None) -> Pla
                          f"use one of: {', '.join(known)}; or a path to a platform .toml file")
     return from_mapping(read_toml(_data_dir() / f"{text}.toml", "platform"), str(_data_dir() / f"{text}.toml"),
                         default_name=text)
+
+
+def _own_name(model: PlatformModel, path: Path) -> PlatformModel:
+    """``model`` loaded from ``path``, named with that path too when its name is a built-in platform's but the file
+    is not that platform's own data file (a copy, edited or not, keeps the built-in's ``name`` line): runs, sweeps
+    and calibrations would otherwise label it as the built-in one."""
+    builtin = PLATFORM_ALIASES.get(model.name, model.name)
+    if builtin not in list_platforms():
+        return model
+    try:
+        if path.resolve() == (_data_dir() / f"{builtin}.toml").resolve():
+            return model
+    except (OSError, RuntimeError):
+        pass
+    return dataclasses.replace(model, name=f"{model.name} ({path})")
 
 
 def read_platform_file(path: str | Path) -> bytes:
@@ -383,7 +400,7 @@ def from_mapping(data: Mapping[str, Any], file: str = "<platform>", default_name
     """
     for key in data:
         if key not in _TOP_KEYS:
-            raise InputError(file, key, "unknown key", f"allowed top-level keys: {', '.join(_TOP_KEYS)}")
+            raise unknown_name(file, key, key, _TOP_KEYS, f"allowed top-level keys: {', '.join(_TOP_KEYS)}")
     r = FigureReader(data, file, _SECTIONS)
     name = r.string(None, "name", default=default_name)
     if not name.strip() or any(c.isspace() for c in name):

@@ -1,8 +1,9 @@
 """The ``[mpi]`` section of a platform file: MPI-level pingpong figures and per-message overheads.
 
-Published latencies and bandwidths are MPI-level, end-to-end figures (DESIGN.md section 10): what a
-pingpong between two ranks measures, not what a link is rated.  This section states them, each with a
-source or marked assumed, and :mod:`waitlab.platforms.calibration` derives SMPI's factors from them::
+Published latencies and bandwidths are MPI-level, end-to-end figures (Rao et al. §4.1's "MPI latency 1.6 us",
+He et al. tables 2-3, measured by programs): what a pingpong between two ranks measures, not what a link is
+rated.  This section states them, each with a source or marked assumed, and
+:mod:`waitlab.platforms.calibration` derives SMPI's factors from them::
 
     [mpi]
     eager_threshold = { value = 12288, assumed = true, reason = "..." }   # bytes; rendezvous from here on
@@ -41,7 +42,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from waitlab.errors import InputError
+from waitlab.errors import InputError, unknown_name
 from waitlab.platforms.figures import LARGEST_MESSAGE, bandwidth, latency
 
 __all__ = ["MAX_BW_FACTOR", "MPI_KEYS", "RMA_PROTOCOLS", "MpiPoint", "MpiSpec", "check_link_rate", "read_mpi",
@@ -147,7 +148,8 @@ def _points(reader: _FigureReader, file: str, sec: Mapping[str, Any], path: str)
             raise InputError(file, where, f"must be a table with size and latency or bandwidth, got {entry!r}", fix)
         extra = sorted(set(entry) - {"size", "latency", "bandwidth"})
         if extra:
-            raise InputError(file, f"{where}.{extra[0]}", "unknown key", "a point has only: size, latency or bandwidth")
+            raise unknown_name(file, f"{where}.{extra[0]}", extra[0], ("size", "latency", "bandwidth"),
+                               "a point has only: size, latency or bandwidth")
         size = entry.get("size")
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise InputError(file, f"{where}.size", f"must be a whole number of bytes >= 1, got {size!r}",

@@ -28,6 +28,7 @@ with real SMPI pingpongs.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -152,6 +153,13 @@ def check_calibration(model: PlatformModel) -> None:
       (``lat_factor = (a_k - o - 16 (b_k - 2c)) / L > 0``, :func:`calibrate`): a factor of 0 takes the latency
       out of SMPI's small messages.  (A rendezvous section whose line has no latency left keeps the clamped factor
       0 and a note: large messages are bandwidth-bound.)
+    * The node link's latency (``inter_node.latency``, the wire) is at most the shortest one-way time of the
+      inter-node figures: an MPI message cannot beat the wire it crosses.  (SimGrid also bounds every message's
+      rate by ``network/TCP-gamma / (2 x route latency)`` with the link's own latency, before SMPI's latency
+      factor: a link latency in the wrong unit, 1.5e-3 for 1.5 us, slowed 1 MiB messages by 79% unnoticed.)
+      With fitted factors it is also above 0: the latency factor scales it, so a link latency of 0 loses the
+      figures' MPI latency.  (The file's ``intra_node.latency`` has no such role: intra-node figures replace it
+      with a fitted loopback latency, :func:`calibrate`.)
     """
     mpi = model.mpi
     if mpi is None:
@@ -177,8 +185,15 @@ def check_calibration(model: PlatformModel) -> None:
                          f"{p.size} B, not more than its CPU overheads o_s + o_r"
                          f"{' + 2 S / copy_bandwidth' if c else ''} = {need:.4g} s: SMPI's latency would be zeroed",
                          _above(p, need) + ", or lower mpi.send_overhead / mpi.recv_overhead")
-    if not mpi.smpi_factors or model.inter_node.latency <= 0:
-        return  # factors 1 (or no link latency to scale): nothing is zeroed
+    if mpi.smpi_factors:  # factors 1: nothing is zeroed
+        _check_latency_left(model, mpi)
+    _check_wire_latency(model, mpi)
+
+
+def _check_latency_left(model: PlatformModel, mpi: MpiSpec) -> None:
+    """Refuse an eager factor section of the inter-node figures that leaves no network latency (see
+    :func:`check_calibration`)."""
+    file = model.file
     sec = _sections(model, mpi)
     bad = np.flatnonzero((sec.lat_part <= 0) & (sec.first < mpi.eager_threshold))  # rendezvous: clamped, noted
     if bad.size == 0:
@@ -202,6 +217,27 @@ def check_calibration(model: PlatformModel) -> None:
                      f"eager messages of {int(sec.first[k])} B and more (after o_s + o_r = {o_k:.4g} s and the "
                      "16-byte envelope): SMPI's latency factor would be 0 there",
                      _above(p, need) + ", or lower mpi.send_overhead / mpi.recv_overhead")
+
+
+def _check_wire_latency(model: PlatformModel, mpi: MpiSpec) -> None:
+    """Refuse an ``inter_node.latency`` above the shortest inter-node figure, or of 0 with fitted factors."""
+    fastest = min(mpi.inter_node, key=lambda p: p.seconds)
+    wire = model.inter_node.latency
+    at_most = f"{fastest.seconds:.4g}"
+    if float(at_most) > fastest.seconds:  # rounded up (a bandwidth figure's S / B): 4 digits rounded down
+        unit = 10.0 ** (math.floor(math.log10(fastest.seconds)) - 3)
+        at_most = f"{math.floor(fastest.seconds / unit) * unit:.4g}"
+    if wire > fastest.seconds:
+        raise InputError(model.file, "inter_node.latency.value",
+                         f"{wire:.4g} s is more than the {fastest.seconds:.4g} s one way of {fastest.size} B that "
+                         f"{fastest.key} gives: the wire latency cannot exceed the MPI latency measured over it",
+                         f"give a value of at most {at_most} s (check the units: seconds), or check {fastest.key}")
+    if wire <= 0 and mpi.smpi_factors:
+        raise InputError(model.file, "inter_node.latency.value",
+                         "is 0, but SMPI's latency factor, fitted to the [mpi] figures, scales it: the MPI latency "
+                         f"of {fastest.key} would be lost",
+                         f"give the wire's latency, above 0 and at most {at_most} s (the MPI latency measured over "
+                         "it)")
 
 
 def _above(p: MpiPoint, seconds: float) -> str:

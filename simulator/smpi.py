@@ -266,8 +266,8 @@ _LAW_LINE = re.compile(r"^waitlab contention: (?P<kind>\w+) law on (?P<links>\d+
 
 
 def laws_acted(output: str) -> dict[str, int]:
-    """Links each contention law of the plugin acted on in a run, from the plugin's own lines in ``output``
-    (``{}``: the plugin set no link's sharing policy, or was not loaded).
+    """Links each contention law of the plugin was installed on in a run (crossed by a message or not), from the
+    plugin's own lines in ``output`` (``{}``: the plugin set no link's sharing policy, or was not loaded).
 
     >>> laws_acted("waitlab contention: hol law on 8 links\\nwaitlab contention: mem law on 4 links\\n")
     {'hol': 8, 'mem': 4}

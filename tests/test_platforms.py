@@ -148,7 +148,8 @@ def test_unsourced_and_malformed_figures(tmp_path: Path) -> None:
                                                               "machine.max_nodes: has neither a source nor assumed"),
         r"cores = \{ value = 16,": ("cores = { value = 16.5,", "node.cores.value: must be a whole number, got 16.5"),
         r"^\[node\]\n": ('[node]\nspeed = { value = 1, source = "x" }\n',
-                         "node.speed: unknown key (fix: allowed keys in [node]: cores, core_speed, memory"),
+                         "node.speed: unknown key 'speed' (did you mean 'core_speed'?) "
+                         "(fix: rename speed to core_speed)"),
         r'kind = "fat_tree"': ('kind = "torus"', "topology.kind: unknown topology 'torus'"),
         r'^kind = "fat_tree"\n': ('kind = "fat_tree"\nrouting = "ecmp"\n',
                                   "topology.routing: unknown routing 'ecmp' (fix: use one of: 'balanced', 'd_mod_k')"),

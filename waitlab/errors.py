@@ -7,8 +7,10 @@ The CLI prints ``str(error)`` and exits with status 2 (bad input) or 3
 
 from __future__ import annotations
 
+import difflib
 import errno
 import resource
+from collections.abc import Iterable
 from typing import Any
 
 
@@ -79,6 +81,23 @@ class InputError(WaitlabError):
         self.problem = problem
         self.fix = fix
         super().__init__(problem_text(f"{self.file}: {field}", problem, fix))
+
+
+def unknown_name(file: str, field: str, name: object, allowed: Iterable[object], fix: str,
+                 what: str = "key") -> InputError:
+    """The error of an unknown key (or section, ``what``) ``name`` of a file: with the allowed name it looks like
+    (difflib), else ``fix`` (which lists what is allowed).  Every reader of waitlab's TOML files says it this way.
+
+    >>> str(unknown_name("p.toml", "topology.tapper", "tapper", ["kind", "taper"], "allowed keys: kind, taper"))
+    "p.toml: topology.tapper: unknown key 'tapper' (did you mean 'taper'?) (fix: rename tapper to taper)"
+    >>> str(unknown_name("p.toml", "colour", "colour", ["kind", "taper"], "allowed keys: kind, taper"))
+    'p.toml: colour: unknown key (fix: allowed keys: kind, taper)'
+    """
+    close = difflib.get_close_matches(str(name), [str(a) for a in allowed], n=1, cutoff=0.6)
+    if close:
+        return InputError(file, field, f"unknown {what} {str(name)!r} (did you mean {close[0]!r}?)",
+                          f"rename {name} to {close[0]}")
+    return InputError(file, field, f"unknown {what}", fix)
 
 
 class SimulationError(WaitlabError):

@@ -179,6 +179,9 @@ class Imbalance:
         ``"all"``, explicit ranks, ``{"random": k}``, ``{"fraction": f}`` or
         ``{"every": n}`` (ranks 0, n, 2n, ...).  Stored as a :class:`RankSelection`.
     distribution : {"constant", "uniform", "normal", "exponential", "linear"}
+        How an affected rank's excess is drawn, with mean ``magnitude``: the
+        same for every rank, U(0, 2 x magnitude), normal (``spread``),
+        exponential, or in proportion to the rank (``linear``).
     magnitude : float
         Mean excess seconds per affected rank and step (see the module doc).
     steps : "all" or tuple of int

@@ -149,20 +149,43 @@ class LaredSParams(AppParams):
     ----------
     steps : int
         Time steps (Wu et al. measured 3).
-    hydro_seconds, diffusion_seconds, eos_seconds, update_seconds : float
-        Balanced time per rank and step of ``Hydro``, ``Diffusion``,
-        ``EOS_Match`` (exclusive part) and ``Update``.
-    hydro_jitter, diffusion_jitter, update_jitter : float
-        Mean of the uniform per-rank, per-step excess of those regions.
+    hydro_seconds : float
+        Balanced time per rank and step of ``Hydro``.
+    diffusion_seconds : float
+        Balanced time per rank and step of ``Diffusion``.
+    eos_seconds : float
+        Balanced time per rank and step of ``EOS_Match``'s exclusive part (without
+        its segments ``EOS_Match>If_970`` and ``EOS_Match>If_946``).
+    update_seconds : float
+        Balanced time per rank and step of ``Update``.
+    hydro_jitter : float
+        Mean of the excess of ``Hydro`` drawn per rank and step, uniform on 0 to
+        twice this (recorded as imbalance).
+    diffusion_jitter : float
+        Mean of the excess of ``Diffusion`` drawn per rank and step, uniform on 0
+        to twice this (recorded as imbalance).
+    update_jitter : float
+        Mean of the excess of ``Update`` drawn per rank and step, uniform on 0 to
+        twice this (recorded as imbalance).
     visit_seconds : float
         Time of one visit of an EOS segment.
-    if970_visits, if946_visits : float
-        Mean visits per rank and step of the two segments.
+    if970_visits : float
+        Mean visits of ``EOS_Match>If_970`` per rank and step, over all ranks
+        (the zero-visit ranks included).
+    if946_visits : float
+        Mean visits of ``EOS_Match>If_946`` per rank and step, over all ranks
+        (the zero-visit ranks included).
     zero_visit_fraction : float
         Fraction of ranks that never visit the segments.
-    visit_sigma, step_sigma, region_sigma : float
-        Log-normal shapes of the per-rank load, its per-step drift, and the
-        per-segment variation.
+    visit_sigma : float
+        Log-normal shape of each visiting rank's load, drawn once per run (the
+        heavy tail of the visit counts).
+    step_sigma : float
+        Log-normal shape of a per-rank factor on the load, drawn anew every step
+        (the drift between steps).
+    region_sigma : float
+        Log-normal shape of a per-rank, per-step factor drawn for each segment
+        apart (how If_970's and If_946's visits of one rank differ).
     max_load : float
         Cap of the per-rank load as a multiple of the mean (0: no cap).
     eos_baseline : {"mean", "min"}
@@ -172,7 +195,9 @@ class LaredSParams(AppParams):
     grid : tuple of int
         Process grid of the halo; empty = most square.
     allreduce_bytes : int
+        Bytes each rank reduces in the allreduce that ends every step.
     allreduce_flops : float
+        Flops of that reduction (SMPI ``allreduce`` second argument).
     """
 
     KIND: ClassVar[str] = "lared_s"

@@ -86,8 +86,11 @@ class StencilParams(AppParams):
     compute_seconds : float
         Balanced compute time of ``Stencil`` per rank and step.
     allreduce_bytes : int
+        Bytes per rank of the closing collective: the vector of ``allreduce`` and
+        ``reduce``, the buffer of ``bcast``, each rank's block of ``gather`` and
+        ``allgather`` (``barrier`` carries none).
     allreduce_flops : float
-        Flops of the reduction (SMPI ``allreduce`` second argument).
+        Flops of the reduction of ``allreduce`` and ``reduce`` (SMPI's second argument).
     allreduce_every : int
         Closing collective after every n-th step (0: never).
     collective : {"allreduce", "barrier", "reduce", "gather", "bcast", "allgather"}
