@@ -32,6 +32,8 @@ from waitlab.simulator.timeline import build_events
 from waitlab.simulator.trace import write_trace
 
 CAPTURE_VIA = ("layer", "smpi")
+#: The scenario that replays a trace folder, written into it by ``waitlab capture`` and ``waitlab import-otf2``.
+REPLAY_NAME = "replay.toml"
 
 
 def capture(scenario: Scenario, out: Path, *, via: str = "layer", force: bool = False, check: bool = True) -> Path:
@@ -41,8 +43,8 @@ def capture(scenario: Scenario, out: Path, *, via: str = "layer", force: bool = 
     regions as ``enter``/``leave`` lines, exact per-peer counts, compute in flops
     of the platform's core speed).  ``via="smpi"`` uses SMPI's own tracer
     (``smpirun -trace-ti``): stock TI actions only, no regions.  The folder also
-    gets ``capture.json`` (what was recorded, on which platform).  The folder is
-    assembled aside and renamed into place only when complete.
+    gets ``capture.json`` (what was recorded, on which platform) and ``replay.toml``, the scenario that replays the
+    trace (:func:`trace_scenario_text`).  The folder is assembled aside and renamed into place only when complete.
 
     With ``check`` (the default), the trace is replayed at once and compared with the live run
     (:func:`replay_check`): the end time and the waits of every pattern must agree within
@@ -96,6 +98,8 @@ def capture(scenario: Scenario, out: Path, *, via: str = "layer", force: bool = 
                           "rule": scenario.platform.placement, "node_of_rank": [int(k) for k in platform.node_of_rank]},
         }  # fmt: skip
         (partial / "capture.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+        final = (Path(out) / index.name).resolve()  # where the index is once the folder is renamed into place
+        (partial / REPLAY_NAME).write_text(_replay_text(final, scenario, meta["placement"]))
     out = Path(out)
     return out / index.name
 
@@ -190,13 +194,17 @@ def trace_scenario_text(index: Path, scenario: Scenario) -> str:
 
     The ``[platform]`` and ``[simulation]`` tables are the captured scenario's (resolved), with the node and
     rank-per-node counts the capture ran on (``capture.json`` beside the index): 16 ranks captured on 4 nodes
-    replay on 4 nodes.
+    replay on 4 nodes.  :func:`capture` writes it into the trace folder as :data:`REPLAY_NAME`.
     """
-    data = scenario.resolved()
-    platform = dict(data["platform"])
     meta_path = Path(index).parent / "capture.json"
     meta = read_json(meta_path, "capture.json", 1 << 20, "capture the program again") if meta_path.is_file() else {}
-    placed = meta.get("placement") if isinstance(meta, dict) else None
+    return _replay_text(index, scenario, meta.get("placement") if isinstance(meta, dict) else None)
+
+
+def _replay_text(index: Path, scenario: Scenario, placed: object) -> str:
+    """:func:`trace_scenario_text` with the placement the capture ran on (``capture.json``'s ``placement``)."""
+    data = scenario.resolved()
+    platform = dict(data["platform"])
     if isinstance(placed, dict) and platform.get("placement", "block") in ("block", "cyclic"):
         platform["nodes"] = int(placed["nodes"])
         platform["ranks_per_node"] = int(placed["ranks_per_node"])

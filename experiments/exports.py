@@ -6,7 +6,9 @@
 
 Files written into a results folder are added to its ``.waitlab`` list, so ``--force`` can still
 replace the folder later.  An export replaces an earlier one whole or not at all
-(:func:`~waitlab.experiments.writer.replaced_files`).
+(:func:`~waitlab.experiments.writer.replaced_files`).  Another folder (``-o``) must hold nothing waitlab did not
+write (:func:`~waitlab.experiments.run_folder.check_output_folder`); it gets a record of its own (kind ``export``)
+when it has none, so that the next export into it replaces its files.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import pandas as pd
 from waitlab.errors import InputError
 from waitlab.experiments.report.graph_plots import draw_propagation
 from waitlab.experiments.results import load_run
-from waitlab.experiments.run_folder import MARKER, read_record
+from waitlab.experiments.run_folder import MARKER, check_output_folder, read_record, seal
 from waitlab.experiments.writer import replaced_files
 from waitlab.models.analysis.propagation import propagation_graph, write_graphml
 from waitlab.simulator.chrome_trace import CHROME_MAX_EVENTS, write_chrome_trace
@@ -82,6 +84,9 @@ def export_run(folder: str | Path, formats: tuple[str, ...], out: str | Path | N
                          f"choose among: {', '.join('--' + f for f in FORMATS)}")
     run = load_run(folder, trust_edited)
     target = Path(out) if out is not None else run.folder
+    other = target.resolve() != run.folder.resolve()  # -o: not the results folder, whose files the exports join
+    if other:
+        check_output_folder(target, "export folder")
     target.mkdir(parents=True, exist_ok=True)
     meta = run.metadata
     if "chrome" in formats and len(run.events) > CHROME_MAX_EVENTS:  # refused before anything is written
@@ -117,4 +122,8 @@ def export_run(folder: str | Path, formats: tuple[str, ...], out: str | Path | N
                 files.discard("propagation.png")
     for path in written.values():
         _register(run.folder, path)
+        if other:
+            _register(target, path)
+    if other and not (target / MARKER).exists():  # a new export folder: the next export's check finds it waitlab's
+        seal(target, "export", sums_of=())
     return written

@@ -22,6 +22,7 @@ from typing import Any
 import tomli_w
 
 from waitlab.errors import InputError
+from waitlab.experiments.capture import REPLAY_NAME
 from waitlab.experiments.pipeline import prepare
 from waitlab.experiments.run_folder import results_folder
 from waitlab.experiments.scenario import from_mapping
@@ -48,7 +49,7 @@ def import_otf2(archive: str | Path, out: str | Path, *, platform: str = "dawnin
 
     Returns the trace's index and a scenario TOML that replays it on ``platform``.  The folder also gets
     ``import.json`` (the archive and its SHA-256, ``cpu_ratio``, platform and flops per second, ranks, operations)
-    and is renamed into place only when complete.
+    and that scenario as ``replay.toml``, and is renamed into place only when complete.
 
     Raises
     ------
@@ -86,8 +87,9 @@ def import_otf2(archive: str | Path, out: str | Path, *, platform: str = "dawnin
             "index": index.name, "regions": list(ops.names),
         }  # fmt: skip
         (partial / META_NAME).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
-    final = out / index.name
-    text = tomli_w.dumps({"scenario": {"name": f"{name}-replay", "ranks": ops.n_ranks},
-                          "platform": {"name": platform},
-                          "application": {"kind": "trace", "trace": str(final.resolve())}})
+        final = out / index.name
+        text = tomli_w.dumps({"scenario": {"name": f"{name}-replay", "ranks": ops.n_ranks},
+                              "platform": {"name": platform},
+                              "application": {"kind": "trace", "trace": str(final.resolve())}})
+        (partial / REPLAY_NAME).write_text(text)
     return final, text

@@ -5,6 +5,7 @@ waitlab's own, and refused when edited after the run."""
 from __future__ import annotations
 
 import errno
+import fnmatch
 import hashlib
 import json
 import os
@@ -34,6 +35,10 @@ MARKER = ".waitlab"
 #: Written next to a sweep's ``sweep.csv`` when the sweep was interrupted: that table then lists only the finished
 #: points.
 INCOMPLETE = "incomplete.txt"
+#: What every sweep makes first in its folder (which has no ``.waitlab`` record): a folder holding one of them is a
+#: sweep's, resumed whatever else is there (a sweep writes only its own names); any other existing folder must hold
+#: nothing (:func:`check_output_folder`), so that a user's ``sweep.csv`` or ``failed.csv`` is never replaced.
+SWEEP_STARTED = ("runs", ".sweep.lock")
 #: Folder default outputs go under (``results/<scenario name>``).
 RESULTS_ROOT = Path("results")
 #: Files of a results folder that later commands read back; their SHA-256 goes into the marker (the folder's
@@ -316,7 +321,7 @@ def check_output_folder(out: Path, what: str = "output folder", *, inputs: tuple
     """The one check of every command's output folder: refuse the root or home folder, a folder holding the
     current one (``.``), a folder that is, holds or lies inside one of the command's ``inputs`` folders, and an
     existing folder with entries waitlab did not write (not in its ``.waitlab`` record, nor among ``own``: names
-    the command writes).
+    the command writes, or patterns of them such as ``*``).
 
     ``why`` is said after the foreign entries (e.g. what ``--force`` replaces).
     """
@@ -335,7 +340,7 @@ def check_output_folder(out: Path, what: str = "output folder", *, inputs: tuple
         return
     if (out / MARKER).is_file():
         clean_stale_inside(out)  # waitlab's own hidden files of a report or diagnosis that was killed
-    foreign = [e for e in foreign_entries(out) if e not in own]
+    foreign = [e for e in foreign_entries(out) if not any(fnmatch.fnmatchcase(e, p) for p in own)]
     if foreign:
         raise InputError(str(out), f"({what})", f"holds {len(foreign)} entr{'y' if len(foreign) == 1 else 'ies'}"
                          f" waitlab did not write (e.g. {foreign[0]!r}){why}", "choose another -o, or move those "

@@ -48,14 +48,20 @@ from typing import Any, Literal
 import pandas as pd
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
-from waitlab.errors import InputError, Interrupted, WaitlabError
+from waitlab.errors import InputError, Interrupted, WaitlabError, unknown_name
 from waitlab.experiments.dask_connect import address_problem
 from waitlab.experiments.diagnosis.groundtruth import Bar
 from waitlab.experiments.diagnosis.registry import resolve_all
 from waitlab.experiments.diagnosis.sweep_scores import add_scores
 from waitlab.experiments.executors import check_executor, open_executor
 from waitlab.experiments.physics_limits import is_platform_path
-from waitlab.experiments.run_folder import INCOMPLETE, clean_stale_partials, write_error
+from waitlab.experiments.run_folder import (
+    INCOMPLETE,
+    SWEEP_STARTED,
+    check_output_folder,
+    clean_stale_partials,
+    write_error,
+)
 from waitlab.experiments.scenario import (
     Scenario,
     from_mapping,
@@ -182,10 +188,10 @@ def load_sweep(path: str | Path) -> Sweep:
     opts = data.get("sweep", {})
     if not isinstance(opts, dict):
         raise InputError(file, "sweep", "must be a table", "write it as [sweep] with name, executor, workers")
+    allowed = ("name", "executor", "workers", "scheduler", "diagnose")
     for key in opts:
-        if key not in ("name", "executor", "workers", "scheduler", "diagnose"):
-            raise InputError(file, f"sweep.{key}", "unknown key",
-                             "allowed: name, executor, workers, scheduler, diagnose")
+        if key not in allowed:
+            raise unknown_name(file, f"sweep.{key}", key, allowed, f"allowed: {', '.join(allowed)}")
     keys = list(grid)
     n_points = math.prod(len(v) for v in grid.values())
     if n_points > MAX_POINTS:
@@ -290,6 +296,8 @@ def run_sweep(sweep: Sweep, out: Path, *, executor: Executor | None = None,
     runs = out / "runs"
     if executor is None:  # settings first: a refused setting leaves nothing behind
         check_executor(sweep.executor, sweep.workers, sweep.scheduler, f"sweep {sweep.name}")
+    # a sweep's folder is resumed whatever else it holds; any other folder must be new or empty (SWEEP_STARTED)
+    check_output_folder(out, "sweep folder", own=("*",) if any((out / n).exists() for n in SWEEP_STARTED) else ())
     if out.exists() and not out.is_dir():
         raise InputError(str(out), "(sweep folder)", "exists and is not a folder", "choose another -o")
     try:

@@ -10,6 +10,7 @@ Progress bars go to stderr, and only to a terminal.
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -211,8 +212,7 @@ def _capture(sub: Any) -> None:
         scenario = api.load_scenario(args.scenario)
         out = args.output or api.default_output(scenario.name, root=Path("traces"))
         index = api.capture(scenario, out, via=args.via, force=args.force, check=not args.no_check)
-        _say_trace(args, f"trace of {scenario.ranks} ranks written to {out}/ (index {index.name})",
-                   api.trace_scenario_text(index.resolve(), scenario))
+        _say_trace(args, f"trace of {scenario.ranks} ranks written to {out}/ (index {index.name})", index)
         return 0
 
     p.set_defaults(func=go)
@@ -231,19 +231,22 @@ def _import_otf2(sub: Any) -> None:
     p.add_argument("--force", action="store_true", help="replace an existing trace folder")
 
     def go(args: argparse.Namespace) -> int:
-        index, text = api.import_otf2(args.archive, args.output, platform=args.platform, cpu_ratio=args.cpu_ratio,
-                                      force=args.force)
-        _say_trace(args, f"trace written to {args.output}/ (index {index.name})", text)
+        index, _ = api.import_otf2(args.archive, args.output, platform=args.platform, cpu_ratio=args.cpu_ratio,
+                                   force=args.force)
+        _say_trace(args, f"trace written to {args.output}/ (index {index.name})", index)
         return 0
 
     p.set_defaults(func=go)
 
 
-def _say_trace(args: argparse.Namespace, written: str, scenario_text: str) -> None:
-    """Where a trace was written, then a scenario that replays it (``capture``, ``import-otf2``)."""
+def _say_trace(args: argparse.Namespace, written: str, index: Path) -> None:
+    """Where a trace was written, then the scenario that replays it, ``replay.toml`` beside its index
+    (``capture``, ``import-otf2``)."""
+    replay = index.with_name("replay.toml")
     _say(args, written)
-    _say(args, "replay it with a scenario such as:\n")
-    _say(args, scenario_text)
+    _say(args, f"its replay scenario: {replay} (run it: waitlab run {replay}; copy it and change [platform] to "
+         "replay elsewhere):\n")
+    _say(args, replay.read_text())
 
 
 @subcommand
@@ -378,10 +381,30 @@ subcommand(cli_reproduce.reproduce_command)
 
 
 
+class _Parser(argparse.ArgumentParser):
+    """The parser of ``waitlab`` and of each sub-command: an option is taken only as written (``--otf`` is not
+    ``--otf2``: an abbreviation could come to mean another option), and an argument the command does not know is
+    refused with that command's usage line and the option it looks like."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extra = super().parse_known_args(args, namespace)
+        if extra:  # a sub-command's own (argparse would say it with the top-level usage line)
+            options = [o for action in self._actions for o in action.option_strings]
+            close = [m for a in extra if a.startswith("-") for m in
+                     difflib.get_close_matches(a.split("=", 1)[0], options, n=1, cutoff=0.6)]
+            self.error(f"unrecognized arguments: {' '.join(extra)}"
+                       + (f" (did you mean {close[0]}?)" if close else ""))
+        return parsed, extra
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser with every registered sub-command."""
-    parser = argparse.ArgumentParser(prog="waitlab", description="Simulate wait propagation in BSP MPI programs "
-                                     "with SimGrid SMPI.")
+    parser = _Parser(prog="waitlab", description="Simulate wait propagation in BSP MPI programs with SimGrid SMPI.")
     parser.add_argument("--version", action="version", version=f"waitlab {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in _REGISTRY:

@@ -25,7 +25,8 @@ def replay_text(archive: Path, name: str, ranks: int) -> str:
     """How to replay the trace on a modeled platform: ``waitlab import-otf2``, or a ``kind = "otf2"`` scenario."""
     anchor = str(archive.resolve()).replace("\\", "\\\\").replace('"', '\\"')
     return (f"what if it ran elsewhere? replay the same trace on a modeled platform (a simulation):\n"
-            f"  waitlab import-otf2 {archive} -o traces/{name} --platform dawning_5000a   # prints a scenario\n"
+            f"  waitlab import-otf2 {archive} -o traces/{name} --platform dawning_5000a   "
+            f"# writes traces/{name}/replay.toml\n"
             f"or run a scenario that reads the archive each time:\n\n"
             f'[scenario]\nname = "{name}-replay"\nranks = {ranks}\n\n[platform]\nname = "dawning_5000a"\n\n'
             f'[application]\nkind = "otf2"\ntrace = "{anchor}"\ncpu_ratio = 1.0\n')

@@ -416,6 +416,9 @@ def load_source(path: Path | LoadedRun, trust_edited: bool = False, truth: bool 
     path = Path(path)
     if path.is_dir():
         return _run_source(load_run(path, trust_edited), truth)
+    if not path.exists():  # as `waitlab run` says of a missing scenario
+        raise InputError(str(path), "(path)", "does not exist",
+                         "check the path: a results folder written by `waitlab run`, or a scenario file")
     if path.suffix == ".toml":
         scenario = load_scenario(path)
         r = run_pipeline(scenario)

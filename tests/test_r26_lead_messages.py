@@ -1,0 +1,36 @@
+"""Messages of session 26's testers that the lead mended: a missing diagnose path says it does not exist (it said
+"is neither a results folder nor a .toml scenario"); a misspelt ``[sweep]`` key gets the key it looks like, as the
+scenario and platform files' keys do (``waitlab.errors.unknown_name``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from scenario_files import TINY
+
+from waitlab.cli import main
+from waitlab.errors import InputError
+from waitlab.experiments.sweep import load_sweep
+
+
+def test_diagnose_of_a_missing_path_says_it_does_not_exist(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "results" / "nonexist"
+    assert main(["diagnose", str(missing), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"waitlab: error: {missing}: (path): does not exist (fix: check the path: a results folder written "
+                   "by `waitlab run`, or a scenario file)\n")
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_misspelt_sweep_key_gets_the_key_it_looks_like(tmp_path: Path) -> None:
+    (tmp_path / "base.toml").write_text(TINY)
+    sw = tmp_path / "sw.toml"
+    sw.write_text('base = "base.toml"\n[grid]\n"scenario.seed" = [1, 2]\n[sweep]\nworker = 2\n')
+    with pytest.raises(InputError) as info:
+        load_sweep(sw)
+    assert str(info.value) == (f"{sw}: sweep.worker: unknown key 'worker' (did you mean 'workers'?) "
+                               "(fix: rename worker to workers)")
+    sw.write_text('base = "base.toml"\n[grid]\n"scenario.seed" = [1, 2]\n[sweep]\ncolour = 2\n')
+    with pytest.raises(InputError, match=r"sweep.colour: unknown key \(fix: allowed: name, executor, workers, "):
+        load_sweep(sw)
