@@ -58,9 +58,9 @@ def test_a_model_naming_the_top_level_top_is_told() -> None:
     def top(run: RunData, **o: object) -> pd.DataFrame:
         return pd.DataFrame({"rank": [0], "region": ["(top)"], "seconds": [run.total_wait]})
 
-    problems = waitlab.check_model(top)
-    assert problems[0] == ('barrier, one late rank: names the region "(top)", which the run does not have: time '
-                           'outside every region is "(top level)"')
+    problems = waitlab.check_model(top)  # (the check diagnose and evaluate apply too: round 26)
+    assert problems[0] == ('barrier, one late rank: returned a table the protocol does not allow: names the region '
+                           '"(top)", which the run does not have: time outside every region is "(top level)"')
 
 
 def test_the_docs_blame_zero_keeps_the_protocol_and_names_the_top_level() -> None:

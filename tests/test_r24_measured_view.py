@@ -73,13 +73,14 @@ def test_the_model_reads_what_analyze_reads_from_the_runs_otf2_export(tmp_path: 
     view = RunData(events, waits)
     traced = pd.read_parquet(an_dir / "events.parquet")
     assert len(view.events) == len(traced) < len(events)
-    for c in ("rank", "seq", "kind", "op", "region", "path", "peer", "tag", "comm", "bytes", "recv_bytes", "match",
-              "done", "parent", "depth"):
+    for c in ("rank", "seq", "kind", "op", "region", "path", "step", "peer", "tag", "comm", "bytes", "recv_bytes",
+              "match", "done", "parent", "depth"):  # step: -1, a trace holds none (the run's own is 0..1)
         assert view.events[c].astype(str).tolist() == traced[c].astype(str).tolist(), c
     for c in ("enter", "exit"):
         np.testing.assert_allclose(view.events[c].to_numpy(), traced[c].to_numpy(), rtol=0, atol=1e-9)
     traced_waits = pd.read_parquet(an_dir / "waits.parquet")
-    for c in ("event", "peer_event", "rank", "peer_rank"):
+    assert {0, 1} <= set(events["step"]) and set(traced["step"]) == {-1}
+    for c in ("event", "peer_event", "rank", "peer_rank", "step"):
         assert view.waits[c].tolist() == traced_waits[c].tolist(), c
     np.testing.assert_allclose(view.waits["wait"].to_numpy(), traced_waits["wait"].to_numpy(), rtol=0, atol=1e-9)
 

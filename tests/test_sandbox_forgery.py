@@ -286,7 +286,9 @@ def test_more_rows_than_the_run_has_events_are_refused_in_one_line(forgers: Path
     assert row_cap(6) == MIN_ROW_CAP and row_cap(10**7) == 10**7
     errors = _errors(["too_many_rows", "attrs_not_copied"])
     msg = errors["too_many_rows"]
-    assert "\n" not in msg and "returned a table of 10007 rows, more than the run has events (6)" in msg, msg
+    # the rule applied: the cap is 10,000 rows on this 6-event run, not its 6 events
+    assert "\n" not in msg and ("returned a table of 10007 rows, more than the 10000 a table of this run may have (one "
+                                "per event of the run, 6 events, and at least 10000)") in msg, msg
     msg = errors["attrs_not_copied"]
     assert "\n" not in msg and "attrs cannot be copied (raised RuntimeError: no copy of me)" in msg, msg
 

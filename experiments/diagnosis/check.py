@@ -3,10 +3,10 @@
 
 The model runs on tiny hand-made runs (:func:`tiny_cases`: a barrier one rank is late to, a chain of
 late senders, a run without any wait, an exact tie, a barrier on a sub-communicator, one-sided fence and lock
-waits) and every output is checked with
-:func:`~waitlab.models.analysis.protocol.blame_problems`: a DataFrame, the columns ``rank, region,
-seconds``, finite non-negative blame, ranks that exist, no more blame than wait (and a region named ``"(top)"``
-where the protocol says ``"(top level)"``).  The model gets a copy of each case's tables and its output is checked
+waits) and every output is checked with :func:`~waitlab.models.analysis.protocol.blame_problems`, the check
+``waitlab diagnose`` and ``evaluate`` apply: a DataFrame, the columns ``rank, region, seconds``, finite non-negative
+blame, ranks that exist, no more blame than wait, no region named ``"(top)"`` where the protocol says
+``"(top level)"``, improvements a run can have.  The model gets a copy of each case's tables and its output is checked
 against the case as it was given, so a model that changes its input (inflating the waits it then blames) is caught.
 Exceptions, ``sys.exit`` included, are reported, not raised (only Ctrl-C goes through).  The cases' event tables
 carry the simulator's truth columns (``cause``, ``excess``) as a run's do; the model gets them as a measured trace
@@ -38,7 +38,7 @@ import pandas as pd
 
 from waitlab.experiments.diagnosis.registry import ModelSpec, hint, model_input, resolve
 from waitlab.experiments.diagnosis.sandbox import DEFAULT_TIMEOUT, SandboxError, describe_exception
-from waitlab.models.analysis.protocol import RunData, blame_problems, top_level_problem
+from waitlab.models.analysis.protocol import RunData, blame_problems
 from waitlab.models.analysis.waitstates import make_events, wait_states
 
 #: How a :class:`~waitlab.experiments.diagnosis.sandbox.SandboxError` of a model stopped at its time limit (or
@@ -128,9 +128,7 @@ def check_model(model: str | Callable[..., pd.DataFrame] | ModelSpec, *, model_t
         except BaseException as exc:  # any exception (sys.exit too) is a finding, not the end of the checker
             out.append(f"{name}: {hint(describe_exception(exc))}")
             continue
-        problems = blame_problems(frame, run)
-        top = top_level_problem(frame, run)
-        out += [f"{name}: {p}" for p in [*problems, *([top] if top else [])]]
+        out += [f"{name}: {p}" for p in blame_problems(frame, run)]  # the check diagnose and evaluate apply
     return out
 
 

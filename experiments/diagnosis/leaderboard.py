@@ -102,15 +102,21 @@ def to_markdown(rows: pd.DataFrame, notes: list[str]) -> str:
              "Spearman and improvements are means over the cases; the three errors (blame, (rank, region), total "
              "= |attributed - true| / true) are medians. n/a: undefined (a true total near zero, noise the "
              "per-region truth cannot remove). The model costs in seconds are in `cost.csv` (wall clock, not "
-             "reproducible).", "",
-             "## Overall", "",
-             "| model | " + " | ".join(TITLES[c] for c in SCORES) + " | cases |",
-             "| --- |" + " ---: |" * (len(SCORES) + 1)]
-    overall = aggregate(_abs_total(rows), ["model"]).set_index("model")
-    order = [*overall.sort_values(["top1", "blame_error"], ascending=[False, True], kind="stable").index,
-             *[m for m in models if m not in overall.index]]  # a model that failed on every case: last
+             "reproducible).", ""]
     failed = (rows[rows["error"].astype("string").fillna("") != ""].groupby("model").size() if "error" in rows
               else pd.Series())
+    if len(failed):
+        lines += ["Models that failed on some cases are listed after every model that answered all of them, the "
+                  "fewest failures first: their scores are over the cases they answered, so a case a model did not "
+                  "answer must not help it (as a scikit-learn search ranks a candidate with a failed fold last).", ""]
+    lines += ["## Overall", "",
+              "| model | " + " | ".join(TITLES[c] for c in SCORES) + " | cases |",
+              "| --- |" + " ---: |" * (len(SCORES) + 1)]
+    overall = aggregate(_abs_total(rows), ["model"]).set_index("model")
+    overall["failed"] = [int(failed.get(m, 0)) for m in overall.index]
+    order = [*overall.sort_values(["failed", "top1", "blame_error"], ascending=[True, False, True],
+                                  kind="stable").index,
+             *[m for m in models if m not in overall.index]]  # a model that failed on every case: last
     for m in order:
         pct = {"top1", "topk", "false_blame", "predicted", "realized", "total_error", "blame_error", "rank_error"}
         k = int(failed.get(m, 0))
@@ -171,7 +177,8 @@ def write_leaderboard(rows: pd.DataFrame, out: Path, notes: list[str], png: bool
 
     Over an earlier leaderboard, each file is replaced whole or not at all
     (:func:`~waitlab.experiments.writer.replaced_files`): a write that fails or is interrupted leaves the earlier
-    files as they were, never a truncated one."""
+    files as they were, never a truncated one.  Without ``png``, an earlier ``leaderboard.png`` is removed once the
+    new files are in place: it showed another leaderboard."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     names = ["leaderboard.md", "leaderboard.csv", "leaderboard.json", "cost.csv", *(["leaderboard.png"] if png else [])]
@@ -187,6 +194,9 @@ def write_leaderboard(rows: pd.DataFrame, out: Path, notes: list[str], png: bool
                                                   lineterminator="\n")
         if png:
             figure(rows, files.path("leaderboard.png"))
+    stale = out / "leaderboard.png"
+    if not png and (stale.is_file() or stale.is_symlink()):
+        stale.unlink()
     return [out / n for n in names]
 
 

@@ -35,6 +35,11 @@ same time limit, output relay, answer checks and one-line errors; being a copy, 
 truth included.  Only a model given as a file runs in a fresh interpreter that receives nothing but the events, waits
 and placement (there is no filesystem sandbox: it can read any file the user can, a run folder's ``ledger.parquet``
 too).  Built-in models stay in waitlab's process (their speed matters and they are waitlab's code).
+
+What the child can still do, as a process of the user's (docs/workbench.md, "Known gaps"): signal waitlab (a
+Python signal handler is not told the sender, so a SIGTERM from the model reads as the user's), leave a process that
+called ``setsid()`` running after waitlab ends, and use any amount of memory (no limit is set: a fixed one would
+refuse honest models of large runs).
 """
 
 from __future__ import annotations
@@ -700,7 +705,8 @@ def _serve(folder: Path, fn: Callable[..., Any], source: str | None, req: dict[s
 
     run = RunData(req["events"], req["waits"], req["placement"])
     # the checks see the run as it was given (a model may change its copy)
-    before = RunData(run.events[[c for c in ("rank", "region") if c in run.events]].copy(), run.waits[["wait"]].copy())
+    before = RunData(run.events[[c for c in ("rank", "region", "enter", "exit") if c in run.events]].copy(),
+                     run.waits[["wait"]].copy())
     options = req["options"]
     try:  # the time limit starts now (waitlab's clock); the model cannot take this back
         os.write(started, b"S")
@@ -713,8 +719,9 @@ def _serve(folder: Path, fn: Callable[..., Any], source: str | None, req: dict[s
         _error(folder, describe_exception(exc) + _where(exc, source))
     try:  # a DataFrame subclass's methods, attrs that cannot be copied: the model's code still
         if isinstance(frame, pd.DataFrame) and len(frame) > req["max_rows"]:
-            _error(folder, f"returned a table of {len(frame)} rows, more than the run has events "
-                   f"({req['n_events']}): a blame table has at most one row per rank and call path")
+            _error(folder, f"returned a table of {len(frame)} rows, more than the {req['max_rows']} a table of this "
+                   f"run may have (one per event of the run, {req['n_events']} events, and at least {MIN_ROW_CAP}): a "
+                   "blame table has at most one row per rank and call path")
         if isinstance(frame, pd.DataFrame):
             try:
                 copy.deepcopy(frame.attrs)

@@ -1,8 +1,9 @@
 """What a measured trace holds of a run: the tables a diagnosis model reads (:class:`~.protocol.RunData`).
 
 A tracer records the columns :data:`EVENT_COLUMNS` of the calls and regions a rank enters; what only the simulator
-knows (:data:`TRUTH_COLUMNS`, the perturbations it inserted, :data:`HIDDEN_OPS`, as rows of their own) is the answer
-the scores compare with, so :func:`measured_tables` takes it out.
+knows (:data:`TRUTH_COLUMNS`, the perturbations it inserted, :data:`HIDDEN_OPS`, as rows of their own, and the
+application's step of each activity: ``step`` is -1, as ``waitlab analyze`` reads it from a trace) is the answer the
+scores compare with, or not in a trace, so :func:`measured_tables` takes it out.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ import pandas as pd
 
 from waitlab.models.vocabulary import RMA_ACTIONS
 
-#: The event-table columns a model reads: those a measured trace holds (a table may lack some of them).
+#: The event-table columns a model reads: those a measured trace holds (a table may lack some of them; ``step`` is
+#: there, -1 on every row, as in a table read from a trace: :func:`measured_tables`).
 EVENT_COLUMNS = ("rank", "seq", "kind", "op", "region", "path", "step", "enter", "exit", "peer", "tag", "comm",
                  "bytes", "recv_bytes", "match", "done", "parent", "depth", "call")
-#: The wait-state columns a model reads.
+#: The wait-state columns a model reads (``step`` -1, as :data:`EVENT_COLUMNS`).
 WAIT_COLUMNS = ("event", "rank", "pattern", "op", "wait", "peer_rank", "peer_event", "region", "path", "step")
 #: Event columns only the simulator knows (the cause-ledger row and injected seconds of each activity): never
 #: given to a model.
@@ -68,10 +70,12 @@ def measured_tables(events: pd.DataFrame,
     boundary to the next is one stretch of work, however the simulator made it (an application's compute, then
     the instrumentation overhead, noise or swap stall a perturbation inserted after it).  So, besides keeping the
     columns :data:`EVENT_COLUMNS` and labelling :data:`HIDDEN_OPS` ``compute``, back-to-back ``compute`` rows of
-    a rank (consecutive in ``seq``, in the same region and step) become one row from the first one's ``enter`` to
+    a rank (consecutive in ``seq``, in the same region) become one row from the first one's ``enter`` to
     the last one's ``exit``.  Otherwise the rows a perturbation inserted would still show, and how long they took:
     the injected excess, to the last digit.  The row references (``done``, ``parent``, an RMA row's ``match``, the
-    waits' ``event`` and ``peer_event``) and ``seq`` are renumbered to the merged table.
+    waits' ``event`` and ``peer_event``) and ``seq`` are renumbered to the merged table.  A trace holds no step
+    index either (the simulator's iteration count of each activity): ``step`` is -1 in both tables, as in the
+    tables ``waitlab analyze`` reads from a trace, and work across a step boundary is one stretch too.
 
     >>> import pandas as pd
     >>> from waitlab.models.analysis.waitstates import make_events
@@ -82,6 +86,10 @@ def measured_tables(events: pd.DataFrame,
     [[0, 'compute', 0.0, 1.5], [0, 'barrier', 1.5, 1.5], [1, 'barrier', 0.0, 1.5]]
     """
     out = events[[c for c in EVENT_COLUMNS if c in events.columns]]
+    if "step" in out.columns:  # the simulator's step index: a trace holds none
+        out = out.assign(step=np.full(len(out), -1, out["step"].dtype))
+    if waits is not None and "step" in waits.columns:
+        waits = waits.assign(step=np.full(len(waits), -1, waits["step"].dtype))
     for c in ("op", "kind"):
         if c in out.columns:
             col = out[c]
@@ -146,14 +154,14 @@ def _is_rma(op: pd.Series) -> npt.NDArray[np.bool_]:
 
 def _merged_into(ev: pd.DataFrame) -> npt.NDArray[np.int64] | None:
     """For each row of ``ev``, the row it merges into (itself for a row that stays): ``compute`` rows right after a
-    ``compute`` row of the same rank, region (``parent``) and step.  ``None`` when nothing merges, or when the
+    ``compute`` row of the same rank and region (``parent``, ``depth``).  ``None`` when nothing merges, or when the
     rows are not in rank and ``seq`` order (a hand-made table: left as it is)."""
     rank = ev["rank"].to_numpy()
     work = _codes_equal(ev["op"], "compute")
     if "kind" in ev.columns:
         work &= _codes_equal(ev["kind"], "compute")
     follows = work[1:] & work[:-1] & (rank[1:] == rank[:-1])
-    for c in ("parent", "step", "depth"):
+    for c in ("parent", "depth"):
         if c in ev.columns:
             v = ev[c].to_numpy()
             follows &= v[1:] == v[:-1]

@@ -171,8 +171,12 @@ def blame_problems(frame: Any, run: RunData, wait: float | None = None) -> list[
 
     Checks: a DataFrame; the columns ``rank, region, seconds``; numeric, finite, non-negative seconds;
     integer ranks (not True or False) that exist in the run; names (region, call path, kind) without control
-    characters and at most :data:`MAX_NAME_CHARS` long, unless the run has them; no more blame than ``wait``
-    (default: the run's total wait).
+    characters and at most :data:`MAX_NAME_CHARS` long, unless the run has them; no region ``"(top)"`` the run does
+    not have (:func:`top_level_problem`); no more blame than ``wait`` (default: the run's total wait); predicted
+    improvements that are finite and physically possible (:func:`improvement_problem`).
+
+    A region the run's event table does not name is allowed: a model that reads the platform may blame the region
+    ``"network"`` of a degraded link, which is where the truth puts it and in no event.
     """
     if not isinstance(frame, pd.DataFrame):
         return [f"returned {type(frame).__name__}, not a pandas DataFrame"]
@@ -200,6 +204,9 @@ def blame_problems(frame: Any, run: RunData, wait: float | None = None) -> list[
             out.append(f"has {col} values that are not strings (None, NaN or a number): name every one, "
                        "\"(top level)\" for code outside every region")
     out += _name_problems(frame, run)
+    top = top_level_problem(frame, run)
+    if top:
+        out.append(top)
     if not np.isfinite(sec).all():
         out.append("has seconds that are NaN or infinite")
     elif (sec < 0).any():
@@ -210,18 +217,66 @@ def blame_problems(frame: Any, run: RunData, wait: float | None = None) -> list[
         bad = rank_f[(rank_f < 0) | (rank_f >= run.n_ranks)]
         if bad.size:
             out.append(f"blames rank {int(bad[0])}, which does not exist (the run has ranks 0..{run.n_ranks - 1})")
+    total = run.total_wait if wait is None else wait
     if "improvement" in frame.columns:
-        imp = pd.to_numeric(frame["improvement"], errors="coerce").to_numpy(float)
-        if not np.isfinite(imp).all():
-            out.append("has an improvement column that is not a finite number in every row")
+        improvement = improvement_problem(frame, run, total)
+        if improvement:
+            out.append(improvement)
     explains = explains_problem(frame.attrs, run.waits["op"].astype(str).unique() if "op" in run.waits else ())
     if explains:
         out.append(explains)
-    total = run.total_wait if wait is None else wait
     blamed = float(sec[np.isfinite(sec)].sum())
     if blamed > total * (1 + BLAME_SLACK) + 1e-12:
         out.append(f"blames {blamed:.4g} s, more than the run's {total:.4g} s of wait")
     return out
+
+
+def improvement_problem(frame: pd.DataFrame, run: RunData, wait: float) -> str:
+    """'' unless a model's ``improvement`` column is not a finite number in every row, or predicts what no run can do.
+
+    ``improvement`` is the wait a model predicts removing an item saves (in the measure it explains, at most the run's
+    total wait ``wait`` = W); the leaderboard sums it per region.  Removing work saves W - W', W' being the wait left.
+    W' >= 0, so no item and no region (the sum of its rows) can save more than W.  W' is at most every one of the
+    n ranks waiting for the whole run, n * makespan', and removing work does not lengthen the run (every event ends
+    no later: makespan' <= makespan), so none can save less than W - n * makespan, hence the bound checked,
+    -n * makespan, in any measure of wait: removing work can add wait (a rank freed early now waits), never more
+    than that.  The lower bound needs the events' ``enter`` and ``exit``; without them only the upper bound is
+    checked.
+
+    >>> import pandas as pd
+    >>> from waitlab.models.analysis.waitstates import make_events, wait_states
+    >>> ev = make_events(rank=[0, 1], op=["barrier"] * 2, enter=[0.0, 2.0], exit=[2.0, 2.0], match=[0, 0])
+    >>> run = RunData(ev, wait_states(ev))
+    >>> blame = pd.DataFrame({"rank": [1, 1], "region": ["A", "A"], "seconds": [1.0, 1.0], "improvement": [1.5, 1.5]})
+    >>> improvement_problem(blame, run, run.total_wait)
+    "predicts 3 s of improvement for the region 'A' (the sum of its rows), more than the run's 2 s of wait: \
+removing work cannot save more wait than the run has"
+    """
+    imp = pd.to_numeric(frame["improvement"], errors="coerce").to_numpy(float)
+    if not np.isfinite(imp).all():
+        return "has an improvement column that is not a finite number in every row"
+    high = wait * (1 + BLAME_SLACK) + 1e-12
+    ev = run.events
+    if {"enter", "exit"} <= set(ev.columns) and len(ev):
+        makespan = float(ev["exit"].max() - ev["enter"].min())
+        low = -run.n_ranks * makespan * (1 + BLAME_SLACK) - 1e-12
+    else:
+        makespan, low = math.nan, -math.inf
+    region = frame["region"].astype(str).replace("", TOP_LEVEL).to_numpy()  # the regions the scores sum over
+    bad = np.flatnonzero((imp > high) | (imp < low))  # each row (an item) first: then the sums are finite
+    if bad.size:
+        v, where = float(imp[bad[0]]), f"for an item of the region {region[bad[0]][:80]!r}"
+    else:
+        sums = pd.Series(imp).groupby(region, sort=True).sum()
+        bad = np.flatnonzero((sums.to_numpy() > high) | (sums.to_numpy() < low))
+        if not bad.size:
+            return ""
+        v, where = float(sums.iloc[bad[0]]), f"for the region {str(sums.index[bad[0]])[:80]!r} (the sum of its rows)"
+    if v > high:
+        return (f"predicts {v:.4g} s of improvement {where}, more than the run's {wait:.4g} s of wait: removing work "
+                "cannot save more wait than the run has")
+    return (f"predicts {v:.4g} s of improvement {where}, below -{run.n_ranks} ranks x the {makespan:.4g} s "
+            "makespan: removing work cannot add more wait than every rank waiting for the whole run")
 
 
 def top_level_problem(frame: Any, run: RunData) -> str:
@@ -373,5 +428,5 @@ def from_costs(costs: pd.DataFrame, **attrs: Any) -> pd.DataFrame:
 
 
 __all__ = ["OPTIONAL_COLUMNS", "REQUIRED_COLUMNS",
-           "DiagnosisModel", "RunData", "as_blame", "blame_problems", "from_costs",
+           "DiagnosisModel", "RunData", "as_blame", "blame_problems", "from_costs", "improvement_problem",
            "normalise", "top_level_problem"]
