@@ -15,7 +15,7 @@ import signal
 import socket
 import tempfile
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -80,15 +80,16 @@ def seal(folder: Path, kind: str = "run", sums_of: tuple[str, ...] = CHECKED_FIL
 
 
 def record_text(folder: Path, kind: str, sums_of: Sequence[str] = CHECKED_FILES,
-                staged: Mapping[str, Path] | None = None, **more: Any) -> str:
+                staged: Mapping[str, Path] | None = None, dropped: Collection[str] = (), **more: Any) -> str:
     """The text of ``folder``'s integrity record (:func:`seal`).  ``staged``: files about to replace the folder's
     (final name -> the temporary file written for it, :func:`waitlab.experiments.writer.replaced_files`), listed
-    and summed as if already in place, so that the record can be replaced together with them."""
+    and summed as if already in place, so that the record can be replaced together with them; ``dropped``: files
+    about to be removed, not listed."""
     staged = dict(staged or {})
     clean_stale_partials(folder)  # files of a rewrite killed earlier are not the folder's
     temporary = {p.name for p in staged.values()}
-    files = sorted({p.name for p in folder.iterdir() if p.name != MARKER and p.name not in temporary}
-                   | (set(staged) - {MARKER}))
+    files = sorted({p.name for p in folder.iterdir() if p.name != MARKER and p.name not in temporary
+                    and p.name not in dropped} | (set(staged) - {MARKER}))
     where = {n: staged.get(n, folder / n) for n in sums_of}
     sums = {n: file_digest(path) for n, path in where.items() if path.is_file()}
     return json.dumps({"kind": kind, "files": files, "sha256": sums, **more}, indent=1) + "\n"

@@ -11,6 +11,7 @@ from scenario_files import TINY
 
 from waitlab.cli import main
 from waitlab.errors import InputError
+from waitlab.experiments.run_folder import read_record
 from waitlab.experiments.sweep import load_sweep
 
 
@@ -34,3 +35,20 @@ def test_a_misspelt_sweep_key_gets_the_key_it_looks_like(tmp_path: Path) -> None
     sw.write_text('base = "base.toml"\n[grid]\n"scenario.seed" = [1, 2]\n[sweep]\ncolour = 2\n')
     with pytest.raises(InputError, match=r"sweep.colour: unknown key \(fix: allowed: name, executor, workers, "):
         load_sweep(sw)
+
+
+@pytest.mark.simgrid
+def test_diagnose_no_png_over_an_earlier_report_removes_its_figures(tmp_path: Path) -> None:
+    """Tester t3 of session 26: ``diagnose --no-png`` over an earlier report kept its PNGs (of other models) beside the
+    new tables, and the folder's record listed them; they are removed once the new report is in place."""
+    (tmp_path / "s.toml").write_text(TINY)
+    run = tmp_path / "run"
+    assert main(["run", str(tmp_path / "s.toml"), "-o", str(run), "-q", "--no-png"]) == 0
+    report = tmp_path / "report"
+    assert main(["diagnose", str(run), "-o", str(report), "--no-truth", "-q"]) == 0
+    figures = {"blame_by_region.png", "culprit_timeline.png"}
+    assert figures <= {p.name for p in report.iterdir()}
+    assert main(["diagnose", str(run), "-o", str(report), "--no-truth", "--no-png", "-q"]) == 0
+    assert not figures & {p.name for p in report.iterdir()}
+    assert not figures & set(read_record(report)["files"])
+    assert main(["report", str(run), "--diagnosis", str(report / "diagnosis.json"), "-q"]) == 0  # still its report

@@ -174,6 +174,11 @@ def timing_dict(diag: Diagnosis) -> dict[str, Any]:
             {"total": gt.distinct, "simulated": gt.simulated, "from_cache": gt.distinct - gt.simulated}}
 
 
+#: The figures a report may hold; one this diagnosis does not draw (``png=False``, or no event table for the culprit
+#: timeline) is removed from the folder once the new report is in place.
+FIGURES = ("blame_by_region.png", "culprit_timeline.png")
+
+
 def write_report(diag: Diagnosis, out: Path, png: bool = True) -> list[Path]:
     """Write ``diagnosis.json``, ``diagnosis.md`` and the figures into ``out``, ``timing.json`` beside them
     (:func:`timing_dict`) and the folder's integrity record (``.waitlab``: the SHA-256 of ``diagnosis.json``);
@@ -201,8 +206,11 @@ def write_report(diag: Diagnosis, out: Path, png: bool = True) -> list[Path]:
             if diag.events is not None and diag.waits is not None:
                 culprit_timeline(diag.events, diag.waits, diag, files.path("culprit_timeline.png"))
                 names.append("culprit_timeline.png")
-        record = record_text(out, "diagnosis", ("diagnosis.json",), files.staged)
+        stale = [n for n in FIGURES if n not in names and (out / n).is_file()]  # of an earlier diagnosis
+        record = record_text(out, "diagnosis", ("diagnosis.json",), files.staged, dropped=stale)
         files.path(MARKER).write_text(record)  # renamed last: it holds the new files' sums
+    for name in stale:  # once the new report is in place: a figure of another diagnosis beside it would mislead
+        (out / name).unlink()
     return [out / n for n in names]
 
 
