@@ -226,10 +226,12 @@ int MPI_Waitany(int count, MPI_Request reqs[], int* index, MPI_Status* status)
 
 /* Requests `keys[idx[j]]` (j < n; idx NULL: all) completed by one call: one waitall record for the point-to-point
  * ones (which requests it completed is known from the event table: every request not completed by its own wait),
- * then one record of each nonblocking collective it completed, with its serial (wl_record_completion).  The call's
- * times go to the first record only, the others are zero-length at its exit (as wl_completed_each), so no second
- * of the call is booked twice.  A call that completed no request waitlab tracks (null or untracked requests only)
- * is a `test`: a waitall of no request would complete the rank's pending requests in the matching. */
+ * and one record of each nonblocking collective it completed, with its serial (wl_record_completion).  The call's
+ * times go to one record only, the others are zero-length at its exit (as wl_completed_each), so no second of the
+ * call is booked twice: to the first collective when there is one (a halo exchange overlapped with an
+ * MPI_Iallreduce, completed by one Waitall, waits for the reduction: its messages came early), else to the waitall
+ * record.  A call that completed no request waitlab tracks (null or untracked requests only) is a `test`: a waitall
+ * of no request would complete the rank's pending requests in the matching. */
 static void wl_completed(int n, const uintptr_t* keys, const int* idx, MPI_Status* st, double t0, const void* ra)
 {
   int p2p = 0, colls = 0;
@@ -249,10 +251,12 @@ static void wl_completed(int n, const uintptr_t* keys, const int* idx, MPI_Statu
   }
   double t1 = wl_now();
   uint64_t site = wl_site(ra);
+  if (colls) /* the record with the call's time comes first: the rank's time before it is its own work */
+    wl_coll_completed(&coll[0], t0, t1, site);
   if (p2p || !colls)
-    wl_push(p2p ? WL_WAITALL : WL_TEST, t0, t1, -1, 0, 0, 0.0, 0.0, -1, site, 0);
-  for (int c = 0; c < colls; c++)
-    wl_coll_completed(&coll[c], p2p || c > 0 ? t1 : t0, t1, site);
+    wl_push(p2p ? WL_WAITALL : WL_TEST, colls ? t1 : t0, t1, -1, 0, 0, 0.0, 0.0, -1, site, 0);
+  for (int c = 1; c < colls; c++)
+    wl_coll_completed(&coll[c], t1, t1, site);
   free(coll);
 }
 

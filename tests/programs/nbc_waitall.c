@@ -7,6 +7,9 @@
  *     mixed    rank 0 MPI_Irecv from rank 3, rank 3 MPI_Isend to rank 0 (the others a null request), then
  *              MPI_Iallreduce, then MPI_Waitall of the allreduce and the message: rank 0 waits 0.3 s for rank 3's
  *              message, ranks 1 and 2 0.2 and 0.1 s for rank 3 in the allreduce
+ *     halo     each rank posts MPI_Isend/MPI_Irecv to and from its ring neighbours at 0 s, computes, posts
+ *              MPI_Iallreduce and completes the three in one MPI_Waitall: the messages came at once, the rank waits for
+ *              the reduction, 0.3 + 0.2 + 0.1 = 0.6 s at NxN (tester t8 of session 26: it was lost)
  *     late     no compute before: MPI_Ibarrier at 0 s on every rank, rank 0 computes 0.3 s, then MPI_Waitall of the
  *              one request: every rank posted at 0 s, so no rank waits (the barrier completed at once)
  *     late_testall  as late, completed by an MPI_Testall loop (of one request)
@@ -41,6 +44,16 @@ int main(int argc, char** argv)
       smpi_execute_benched(0.1 * rank);
       MPI_Send(&rank, 1, MPI_INT, 0, 7, MPI_COMM_WORLD);
     }
+  } else if (strcmp(mode, "halo") == 0) {
+    int size, out = rank, in = -1;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Request hr[3];
+    MPI_Isend(&out, 1, MPI_INT, (rank + 1) % size, 9, MPI_COMM_WORLD, &hr[0]);
+    MPI_Irecv(&in, 1, MPI_INT, (rank + size - 1) % size, 9, MPI_COMM_WORLD, &hr[1]);
+    if (rank > 0)
+      smpi_execute_benched(0.1 * rank);
+    MPI_Iallreduce(&x, &y, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &hr[2]);
+    MPI_Waitall(3, hr, MPI_STATUSES_IGNORE);
   } else if (strncmp(mode, "late", 4) == 0) {
     MPI_Ibarrier(MPI_COMM_WORLD, &rq[0]);
     if (rank == 0)
