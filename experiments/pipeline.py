@@ -244,6 +244,7 @@ def run(scenario: Scenario, *, paje_file: Path | None = None, base: RunResult | 
     stages["measured_run"] = time.perf_counter() - t
     ev = measured.events
     hits = nh.NoiseHits(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0))
+    detour = np.zeros(len(ev))  # seconds of detour inside every event row: noise, not tracer overhead (condition C)
     if setup.active:  # noise that delayed work -> ledger
         rows = _report.event_op_rows(ev, measured.ops)
         t_enter = np.zeros(len(measured.ops))
@@ -259,8 +260,8 @@ def run(scenario: Scenario, *, paje_file: Path | None = None, base: RunResult | 
             budget = _summary.rank_budget(ev, measured.waits, measured.ops.n_ranks, detour)
             measured = replace(measured, budget=budget, summary=_summary.summarize(ev, measured.waits, budget))
     measured = with_link_ledger(prep, measured)
-    cc = _condition_c.check_condition_c(ev)
-    cc_spill = _condition_c.check_condition_c(ev, kinds=SPILL_KINDS)
+    cc = _condition_c.check_condition_c(ev, noise=detour)
+    cc_spill = _condition_c.check_condition_c(ev, kinds=SPILL_KINDS, noise=detour)
     mkeys = _condition_c.original_keys(ev, p.origin_seq(base.ops)[_report.event_op_rows(ev, measured.ops)])
     dist = _condition_c.wait_distortion(measured.waits, mkeys, base.waits, _condition_c.original_keys(base.events))
     report = _report.perturbation_report(scenario.name, cfg, base, measured, p, setup, hits, cc, cc_spill, dist)

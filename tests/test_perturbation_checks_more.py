@@ -86,20 +86,22 @@ def _facts(n: int = 4, rpn: int = 2) -> PlatformFacts:
 
 
 def test_more_detours_per_host_than_the_bound_are_refused() -> None:
-    # the tester's case with a fine enough precision: 1e9 Hz over a 0.03 s run (horizon 4 x 0.03 s) gives
-    # 1e9 x 0.03 = 3e7 detours per host, 30 x the 1e6 bound; at most 1e6 / 0.03 = 3.33e7 Hz fits
+    # the tester's case with a fine enough precision: 1e9 Hz x 1e-10 s (10 % noise) over a 0.03 s run (horizon
+    # 4 x 0.03 s), which the noise stretches to 0.03 / 0.9 s, gives 1e9 x 0.0333.. = 33,333,334 detours per host
+    # (rounded up); at most 1e6 / (0.03 + 1e6 x 1e-10) = 33,222,591 Hz fits, said rounded down: 3.322e+07
     cfg = NoiseConfig(model=nz.PeriodicNoise(1e9, 1e-10))
     with pytest.raises(InputError) as info:
         noise_setup(cfg, _facts(), seed=1, horizon=4 * 0.03, file="s.toml")
     err = info.value
-    assert err.field == "noise.frequency" and "give 3e+07 detours per host" in err.problem
-    assert "at most 1,000,000 per host" in err.problem and "frequency <= 3.33e+07" in err.fix
+    assert err.field == "noise.frequency" and "give 33,333,334 detours per host" in err.problem
+    assert "at most 1,000,000 per host" in err.problem and "frequency <= 3.322e+07" in err.fix
     assert MAX_DETOURS_PER_HOST == 1_000_000
-    # 1 kHz over 1,000 s: 1e6 detours, the bound itself, is drawn; 1,001 s is refused
+    # 1 kHz x 10 us (1 % noise) over 989 s, stretched to 989 / 0.99 = 998.99 s: 998,990 detours, drawn; 991 s
+    # (1,001.01 s stretched) is refused
     ok = NoiseConfig(model=nz.PeriodicNoise(1e3, 1e-5))
-    assert noise_setup(ok, _facts(), seed=1, horizon=4 * 1000.0).active
+    assert noise_setup(ok, _facts(), seed=1, horizon=4 * 989.0).active
     with pytest.raises(InputError, match=r"noise\.frequency"):
-        noise_setup(ok, _facts(), seed=1, horizon=4 * 1001.0)
+        noise_setup(ok, _facts(), seed=1, horizon=4 * 991.0)
 
 
 def test_poisson_and_signature_detours_are_counted_too() -> None:
@@ -108,11 +110,12 @@ def test_poisson_and_signature_detours_are_counted_too() -> None:
     with pytest.raises(InputError) as info:
         noise_setup(poisson, _facts(), seed=1, horizon=4 * 0.1)
     assert info.value.field == "noise.rate"
-    # 1,000 detours every 1 ms over 2 s: 1,000 x 2 / 1e-3 = 2e6 per host; a period of 2 ms fits exactly
+    # 1,000 detours of 0.1 us every 1 ms (10 % noise) over 2 s, stretched to 2 / 0.9 s: 2.2e6 per host; a
+    # period P fits when 1,000 x 2 / (P - 1e-4) <= 1e6: P >= 0.002 + 0.0001 = 0.0021 s
     sig = NoiseConfig(model=nz.SignatureNoise(tuple(np.arange(1000) * 1e-6), (1e-7,) * 1000, 1e-3, 0.0))
     with pytest.raises(InputError) as info:
         noise_setup(sig, _facts(), seed=1, horizon=4 * 2.0)
-    assert info.value.field == "noise.period" and "a period of at least 0.002 s" in info.value.fix
+    assert info.value.field == "noise.period" and "a period of at least 0.0021 s" in info.value.fix
 
 
 @pytest.mark.simgrid

@@ -50,7 +50,8 @@ def perturbation_report(name: str, cfg: PerturbationConfig, base: Any, measured:
     injected = {k: float(led.seconds[(led.kind == i)].sum()) for i, k in enumerate(CAUSE_KINDS)
                 if k != "imbalance"}
     pattern = setup.pattern
-    per_host = pattern.fraction()
+    noisy = np.isfinite(pattern.period)  # hosts that have detours (``nodes`` leaves the others without)
+    per_host = pattern.fraction()[noisy]
     return {
         "scenario": name,
         "config": cfg.describe(),
@@ -61,7 +62,8 @@ def perturbation_report(name: str, cfg: PerturbationConfig, base: Any, measured:
         "noise": {
             "model": nz.describe(cfg.noise.model), "scope": cfg.noise.scope,
             "hosts_with_profiles": len(setup.speed_profiles),
-            "detour_fraction": float(per_host.mean()) if per_host.size else 0.0,
+            "detour_fraction": float(per_host.mean()) if per_host.size else 0.0,  # over the hosts with detours
+            "hosts_with_detours": int(per_host.size), "hosts": int(pattern.n_hosts),
             "hits": len(hits), "delayed_work_seconds": hits.total(),
             "jitter_std": cfg.noise.jitter.std, "jitter_mean": cfg.noise.jitter.mean,
         },
@@ -84,6 +86,24 @@ def _free_swap(rep: dict[str, Any]) -> str:
     return f" (at no cost: a swap stall is (swap_factor - 1) x copy_cost per swapped byte, and {why})"
 
 
+def mib(nbytes: float) -> str:
+    """Bytes as MiB for the report: three decimals, or three significant digits below 0.001 MiB, so a small amount
+    does not read as none (300 bytes: 0.000286, not 0.000).
+
+    >>> mib(0), mib(300), mib(5 * 2**20 + 2**19), mib(2**10)
+    ('0.000', '0.000286', '5.500', '0.000977')
+    """
+    x = float(nbytes) / 2**20
+    if x == 0 or abs(x) >= 1e-3:
+        return f"{x:.3f}"
+    return np.format_float_positional(x, precision=3, unique=False, fractional=False, trim="-")
+
+
+def _host_word(nzr: dict[str, Any]) -> str:
+    """What a noise pattern belongs to: a node, or a rank (``scope = "core"``)."""
+    return "nodes" if nzr.get("scope") != "core" else "ranks"
+
+
 def report_text(rep: dict[str, Any]) -> str:
     """The perturbation report for humans (``perturbation.txt``)."""
     mk = rep["makespan"]
@@ -97,18 +117,20 @@ def report_text(rep: dict[str, Any]) -> str:
     ]
     nzr = rep["noise"]
     if nzr["hosts_with_profiles"] or nzr["jitter_std"] or nzr["jitter_mean"]:
+        hosts = (f" on the {nzr['hosts_with_detours']} of {nzr['hosts']} {_host_word(nzr)} with noise"
+                 if "hosts" in nzr and nzr["hosts_with_detours"] < nzr["hosts"] else "")
         lines.append(f"noise: {nzr['model']} per {nzr['scope']}, {nzr['hits']} detour hits delayed "
                      f"{nzr['delayed_work_seconds']:.6f} s of work (detours take {100 * nzr['detour_fraction']:.3f}% "
-                     "of the time)")
+                     f"of the time{hosts})")
     if rep["instrumentation"]["records"]:
         lines.append(f"instrumentation: {rep['instrumentation']['records']} records, "
-                     f"{rep['instrumentation']['record_bytes'] / 2**20:.3f} MiB")
+                     f"{mib(rep['instrumentation']['record_bytes'])} MiB")
     sp = rep["spill"]
     if sp:
         lines.append(f"spilling policy {sp['policy']}: {sp['flushes']} flushes ({sp['synchronized_flushes']} "
-                     f"synchronised, {sp['individual_flushes']} individual), {sp['flushed_bytes'] / 2**20:.3f} MiB "
+                     f"synchronised, {sp['individual_flushes']} individual), {mib(sp['flushed_bytes'])} MiB "
                      f"written in {sp['flush_seconds']:.6f} s (pads {sp['pad_seconds']:.6f} s), "
-                     f"{sp['swap_bytes'] / 2**20:.3f} MiB swapped; P1 (no swapping) "
+                     f"{mib(sp['swap_bytes'])} MiB swapped; P1 (no swapping) "
                      f"{'holds' if sp['p1_ok'] else 'violated'}{_free_swap(rep)}")
     cc = rep["condition_c"]
     lines.append("condition C (all tracer overhead): " + ("holds" if cc["holds"] else

@@ -4,7 +4,10 @@ Condition C
 -----------
 Let ``o(p, l)`` be the instrumentation overhead of event ``l`` of rank ``p``
 (the time of the tracer's ``overhead``/``swap``/``flush``/``delay`` rows in the
-event table; they sit in front of the events whose records they write).  The
+event table, less the OS-noise detours that landed inside them; they sit in front of
+the events whose records they write).  A detour that stalls a record or a write-back is
+system noise, booked by the ledger as ``noise``: given the run's noise seconds per row
+(``noise=``), it is not counted as overhead, so where a detour falls does not change C.  The
 measured run keeps the waits of the unperturbed run when, for every pair of
 communicating events ``e(p, j)``, ``e(q, k)``::
 
@@ -145,10 +148,23 @@ class ConditionCReport:
                 f"at t = {f['time']:.6g} s")
 
 
-def event_overheads(events: pd.DataFrame, kinds: tuple[str, ...] = TRACER_KINDS) -> _F:
-    """Per-event overhead: the duration of rows whose ``kind`` is in ``kinds``, else 0."""
+def event_overheads(events: pd.DataFrame, kinds: tuple[str, ...] = TRACER_KINDS, noise: _F | None = None) -> _F:
+    """Per-event overhead: the duration of rows whose ``kind`` is in ``kinds``, else 0; ``noise`` (seconds of OS-noise
+    detours inside every row, the run's noise hits summed per event) is taken off: the tracer's own time only.
+
+    >>> from waitlab.models.analysis.waitstates import make_events
+    >>> ev = make_events(rank=[0, 0], op=["overhead", "compute"], enter=[0.0, 1.2], exit=[1.2, 2.2],
+    ...                  kind=["overhead", "compute"])
+    >>> event_overheads(ev).round(12).tolist(), event_overheads(ev, noise=np.array([0.2, 0.0])).round(12).tolist()
+    ([1.2, 0.0], [1.0, 0.0])
+    """
     is_tracer = _codes(events["kind"], kinds)
     dur = events["exit"].to_numpy() - events["enter"].to_numpy()
+    if noise is not None:
+        noise = np.asarray(noise, np.float64)
+        if noise.shape != dur.shape:
+            raise ValueError(f"noise has {noise.size} values for {dur.size} events")
+        dur = np.maximum(dur - noise, 0.0)
     return np.where(is_tracer, dur, 0.0)
 
 
@@ -203,7 +219,7 @@ def completion_rows(events: pd.DataFrame, rows: _I, rank: _I | None = None) -> _
 
 
 def check_condition_c(events: pd.DataFrame, overhead: _F | None = None, *, atol: float = ATOL,
-                      kinds: tuple[str, ...] = TRACER_KINDS) -> ConditionCReport:
+                      kinds: tuple[str, ...] = TRACER_KINDS, noise: _F | None = None) -> ConditionCReport:
     """Check condition C (Okita et al. formula 3) on an event table.
 
     Parameters
@@ -218,11 +234,14 @@ def check_condition_c(events: pd.DataFrame, overhead: _F | None = None, *, atol:
     kinds : tuple of str
         Event kinds that are instrumentation overhead (when ``overhead`` is not given); at least one, each one of
         :data:`EVENT_KINDS` (``ValueError`` otherwise).
+    noise : float array, optional
+        Seconds of OS-noise detours inside every row (when ``overhead`` is not given): taken off the rows of
+        ``kinds``, so a detour that lands in a record or a write-back counts as noise, not as overhead.
     """
     if overhead is None and kinds_problem(tuple(kinds)):
         raise ValueError(f"kinds: {kinds_problem(tuple(kinds))}")
     rank = events["rank"].to_numpy().astype(np.int64)
-    o = event_overheads(events, kinds) if overhead is None else np.asarray(overhead, np.float64)
+    o = event_overheads(events, kinds, noise) if overhead is None else np.asarray(overhead, np.float64)
     if o.shape != rank.shape:
         raise ValueError(f"overhead has {o.size} values for {rank.size} events")
     pre = prefix_sums(rank, o)

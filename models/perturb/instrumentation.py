@@ -158,7 +158,9 @@ def select_records(ops: OpTable, inst: Instrumentation) -> Records:
     Raises
     ------
     ValueError
-        If ``only`` names an action that is not an MPI action.
+        If ``only`` names an action that is not an MPI action; :class:`OnlySelectsNothing` if it names something
+        that would select nothing (a name the ``events`` setting never records, an MPI action the application never
+        calls).
     """
     empty = Records(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0))
     if not inst.active or len(ops) == 0:
@@ -181,6 +183,17 @@ def select_records(ops: OpTable, inst: Instrumentation) -> Records:
         other, kind = ('"regions"', "MPI actions such as recv") if inst.events == "mpi" else ('"mpi"', "regions")
         raise OnlySelectsNothing(f"{names_}: events = {inst.events!r} records only {what}, so this selects nothing",
                                  f'set events = "all" (or {other}) to record {names_}, or name only {kind} in only')
+    # an MPI action the application never calls (and no region of that name) selects nothing too
+    used = np.unique(ops.code)
+    unused = sorted(n for n in only if n in MPI_ACTIONS and n not in ops.names
+                    and not np.isin(_action_codes((n,)), used).any())
+    if unused:
+        called = sorted(n for n in MPI_ACTIONS if np.isin(_action_codes((n,)), used).any())
+        names_ = ", ".join(unused)
+        raise OnlySelectsNothing(f"{names_}: the application never calls {'it' if len(unused) == 1 else 'them'}, "
+                                 "so this selects nothing", "name MPI actions it calls ("
+                                 + (", ".join(called) if called else "none") + ") or its regions, or leave "
+                                 f"{names_} out")
     if inst.events in ("mpi", "all"):
         names = (only & set(MPI_ACTIONS)) if only else set(MPI_ACTIONS)
         r = np.flatnonzero(np.isin(ops.code, _action_codes(names)))

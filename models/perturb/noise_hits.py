@@ -60,6 +60,9 @@ def _cum(pattern: NoisePattern, host: _I, t: _F) -> _F:
 class NoiseHits:
     """Detours that delayed work: one row per (detour occurrence, operation) overlap.
 
+    A detour that crosses its pattern's period boundary (stored as two pieces by
+    :func:`~waitlab.models.perturb.detours.normalize`) is one detour: one row for its overlap with an operation.
+
     Attributes
     ----------
     row : int64 array
@@ -186,7 +189,15 @@ def noise_hits(pattern: NoisePattern, host_of_rank: _I, rank: _I, row: _I, start
         k, i = np.divmod(g, m)
         ds, de = k * p + s[i], k * p + e[i]
         ov0 = np.maximum(ds, a[idx])
-        ov = np.minimum(de, b[idx]) - ov0
+        ov = np.maximum(np.minimum(de, b[idx]) - ov0, 0.0)
+        if m > 1 and s[0] == 0.0 and p - e[-1] <= 4 * np.spacing(p):
+            # a detour that crosses the period boundary is stored as two pieces, [s, p) and [0, end - p): the last
+            # detour of a period and the first of the next are one detour, so they make one hit of their sum
+            joined = np.zeros(g.size, bool)
+            joined[1:] = (idx[1:] == idx[:-1]) & (g[1:] == g[:-1] + 1) & (i[1:] == 0)
+            if joined.any():
+                heads = np.flatnonzero(~joined)
+                idx, ov0, ov = idx[heads], ov0[heads], np.add.reduceat(ov, heads)
         ok = (ov > 0) & (ov >= min_seconds)
         out_row.append(row[sel][idx][ok])
         out_rank.append(rank[sel][idx][ok])

@@ -344,36 +344,69 @@ class NoiseSetup:
         return bool(self.speed_profiles)
 
 
-#: Most detours one host may get over the unperturbed run.  Each is two speed changes SimGrid processes and, when it
-#: delays work, a noise row of the ledger: measured at 1.5 million per host (50 MHz periodic noise on a 0.03 s,
-#: 2-node stencil) about 3 us and 0.4 KB per detour and host, so this bound keeps the noise of one host within a few
-#: seconds and 0.5 GB, and still lets 1 kHz noise run for 1,000 simulated seconds.
+#: Most detours one host may get over the run.  Each is two speed changes SimGrid processes and, when it delays work,
+#: a noise row of the ledger: measured at 1.5 million per host (50 MHz periodic noise on a 0.03 s, 2-node stencil)
+#: about 3 us and 0.4 KB per detour and host, so this bound keeps the noise of one host within a few seconds and
+#: 0.5 GB, and still lets 1 kHz noise run for 1,000 simulated seconds.
 MAX_DETOURS_PER_HOST = 1_000_000
 
 
+def _down(x: float, digits: int = 4) -> float:
+    """``x`` rounded down to ``digits`` significant digits (a limit that still passes: 199998.9 -> 199900)."""
+    if not (x > 0 and np.isfinite(x)):
+        return x
+    step = 10.0 ** (int(np.floor(np.log10(x))) - digits + 1)
+    return float(np.floor(x / step) * step)
+
+
+def _up(x: float, digits: int = 4) -> float:
+    """``x`` rounded up to ``digits`` significant digits."""
+    if not (x > 0 and np.isfinite(x)):
+        return x
+    step = 10.0 ** (int(np.floor(np.log10(x))) - digits + 1)
+    return float(np.ceil(x / step) * step)
+
+
 def check_detour_count(cfg: NoiseConfig, horizon: float, file: str = "<scenario>") -> None:
-    """Refuse a noise model that would give one host more than :data:`MAX_DETOURS_PER_HOST` detours over the run
-    (``horizon / cfg.horizon_factor`` seconds: the unperturbed makespan) with a one-line :class:`InputError`."""
+    """Refuse a noise model that would give one host more than :data:`MAX_DETOURS_PER_HOST` detours over the
+    run with a one-line :class:`InputError`.
+
+    The run is the unperturbed makespan (``horizon / cfg.horizon_factor``) stretched by the noise: the detours
+    take the fraction ``f`` of a host's time (``frequency`` or ``rate`` x ``duration``, a signature's detour
+    seconds per ``period``), so its work takes about ``makespan / (1 - f)`` (89 % noise makes a 5 s run 47 s
+    long, and gives 9 times the detours of the unperturbed 5 s).  The limit in the fix solves
+    ``per_second x makespan / (1 - f) <= MAX`` for the key, rounded so that it passes.
+    """
     m = cfg.model
     run = horizon / cfg.horizon_factor
     if isinstance(m, nz.PeriodicNoise):
-        key, per_second, what = "noise.frequency", m.frequency, "frequency"
+        key, per_second, what, detour = "noise.frequency", m.frequency, "frequency", m.duration
+        seconds = m.frequency * m.duration
     elif isinstance(m, nz.PoissonNoise):
-        key, per_second, what = "noise.rate", m.rate, "rate"
+        key, per_second, what, detour = "noise.rate", m.rate, "rate", m.duration
+        seconds = m.rate * m.duration
     elif isinstance(m, nz.SignatureNoise):
-        key, per_second, what = "noise.period", len(m.start) / m.period, "signature"
+        key, per_second, what, detour = "noise.period", len(m.start) / m.period, "signature", 0.0
+        covered = m.period - dt.uncovered_time(m.start, m.duration, m.period)  # detour seconds per period
+        seconds = covered / m.period
     else:
         return
-    count = per_second * run
+    fraction = min(max(seconds, 0.0), 1.0)
+    stretched = run / (1.0 - fraction) if fraction < 1.0 else float("inf")
+    count = per_second * stretched
     if count <= MAX_DETOURS_PER_HOST:
         return
-    most = MAX_DETOURS_PER_HOST / run
-    fix = (f"use {what} <= {most:.3g} per second for this run (fewer, longer detours give the same noise fraction)"
-           if what != "signature" else f"use a period of at least {len(m.start) / most:.3g} s, or keep fewer detours "
-           "in the signature")
-    raise InputError(file, key, f"{per_second:.3g} detours per second over the {run:.3g} s run give {count:.3g} "
-                     f"detours per host; waitlab simulates at most {MAX_DETOURS_PER_HOST:,} per host (each is two "
-                     "speed changes in SimGrid and, when it delays work, a row of the ledger)", fix)
+    n = MAX_DETOURS_PER_HOST
+    if what != "signature":  # per_second x run / (1 - per_second x detour) <= n
+        fix = (f"use {what} <= {_down(n / (run + n * detour)):.6g} per second for this run (fewer, longer detours "
+               "give the same noise fraction)")
+    else:  # len x run / (period - detour seconds per period) <= n
+        fix = (f"use a period of at least {_up(len(m.start) * run / n + covered):.6g} s, or keep fewer detours in "
+               "the signature")
+    raise InputError(file, key, f"{per_second:.6g} detours per second over the {run:.6g} s run, which the noise "
+                     f"({100 * fraction:.3g}% of the time) stretches to about {stretched:.6g} s, give "
+                     f"{int(np.ceil(count)):,} detours per host; waitlab simulates at most {n:,} per host (each is "
+                     "two speed changes in SimGrid and, when it delays work, a row of the ledger)", fix)
 
 
 def check_free_time(cfg: NoiseConfig, pattern: dt.NoisePattern, host_is: str = "node",
