@@ -7,7 +7,8 @@
 Files written into a results folder are added to its ``.waitlab`` list, so ``--force`` can still
 replace the folder later.  An export replaces an earlier one whole or not at all
 (:func:`~waitlab.experiments.writer.replaced_files`).  Another folder (``-o``) must hold nothing waitlab did not
-write (:func:`~waitlab.experiments.run_folder.check_output_folder`); it gets a record of its own (kind ``export``)
+write, and no record of another kind than an export's: another run's results folder or a report folder is refused
+(:func:`~waitlab.experiments.run_folder.check_output_folder`); it gets a record of its own (kind ``export``)
 when it has none, so that the next export into it replaces its files.
 """
 
@@ -86,7 +87,7 @@ def export_run(folder: str | Path, formats: tuple[str, ...], out: str | Path | N
     target = Path(out) if out is not None else run.folder
     other = target.resolve() != run.folder.resolve()  # -o: not the results folder, whose files the exports join
     if other:
-        check_output_folder(target, "export folder")
+        check_output_folder(target, "export folder", kind="export")  # not another run's folder, nor a report's
     target.mkdir(parents=True, exist_ok=True)
     meta = run.metadata
     if "chrome" in formats and len(run.events) > CHROME_MAX_EVENTS:  # refused before anything is written

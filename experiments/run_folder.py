@@ -35,10 +35,16 @@ MARKER = ".waitlab"
 #: Written next to a sweep's ``sweep.csv`` when the sweep was interrupted: that table then lists only the finished
 #: points.
 INCOMPLETE = "incomplete.txt"
-#: What every sweep makes first in its folder (which has no ``.waitlab`` record): a folder holding one of them is a
-#: sweep's, resumed whatever else is there (a sweep writes only its own names); any other existing folder must hold
-#: nothing (:func:`check_output_folder`), so that a user's ``sweep.csv`` or ``failed.csv`` is never replaced.
-SWEEP_STARTED = ("runs", ".sweep.lock")
+#: What only a sweep makes in its folder (which has no ``.waitlab`` record): ``.sweep.lock`` (there while a sweep runs,
+#: and after one was killed), a point's results folder in ``runs/`` (named by its scenario hash, 16 hex digits, with
+#: waitlab's record), or a ``sweep.csv`` whose header names ``scenario_hash`` (a sweep whose points all failed, or
+#: that was stopped before one finished, leaves its tables beside an empty ``runs/``).  A folder holding one of them
+#: is a sweep's (:func:`sweep_started`), resumed whatever else is there (a sweep writes only its own names); any other
+#: existing folder must hold nothing (:func:`check_output_folder`): a ``runs/`` alone is a common name, and a user's
+#: ``sweep.csv`` or ``failed.csv`` beside it is never replaced.
+SWEEP_STARTED = (".sweep.lock", "runs", "sweep.csv")
+#: A sweep point's folder name in ``runs/``: its scenario hash (:meth:`waitlab.experiments.scenario.Scenario.hash`).
+POINT_NAME = re.compile(r"[0-9a-f]{16}")
 #: Folder default outputs go under (``results/<scenario name>``).
 RESULTS_ROOT = Path("results")
 #: Files of a results folder that later commands read back; their SHA-256 goes into the marker (the folder's
@@ -86,10 +92,10 @@ def record_text(folder: Path, kind: str, sums_of: Sequence[str] = CHECKED_FILES,
     and summed as if already in place, so that the record can be replaced together with them; ``dropped``: files
     about to be removed, not listed."""
     staged = dict(staged or {})
-    clean_stale_partials(folder)  # files of a rewrite killed earlier are not the folder's
-    temporary = {p.name for p in staged.values()}
-    files = sorted({p.name for p in folder.iterdir() if p.name != MARKER and p.name not in temporary
-                    and p.name not in dropped} | (set(staged) - {MARKER}))
+    clean_stale_partials(folder)  # files of a rewrite killed earlier are not the folder's, nor those being written
+    files = sorted({p.name for p in folder.iterdir()  # (these, or another export's into the same folder)
+                    if p.name != MARKER and not partial_name(p.name) and p.name not in dropped}
+                   | (set(staged) - {MARKER}))
     where = {n: staged.get(n, folder / n) for n in sums_of}
     sums = {n: file_digest(path) for n, path in where.items() if path.is_file()}
     return json.dumps({"kind": kind, "files": files, "sha256": sums, **more}, indent=1) + "\n"
@@ -173,6 +179,11 @@ PARTIAL_NAMES = (re.compile(r"\..+\.partial-(?P<pid>\d+)"),
 #: The hidden names of a results folder being replaced (:func:`results_folder`): the previous folder, renamed
 #: aside before the new one is renamed in (``old``), and once the new one is in place (``replaced``).
 SWAP_NAME = re.compile(r"\.(?P<name>.+)\.(?P<stage>old|replaced)-(?P<pid>\d+)")
+
+
+def partial_name(name: str) -> bool:
+    """Whether ``name`` is one of waitlab's hidden partial names (:data:`PARTIAL_NAMES`), of a live process or not."""
+    return any(p.fullmatch(name) for p in PARTIAL_NAMES)
 
 
 def temporary_name(name: str) -> str:
@@ -289,16 +300,19 @@ def clean_stale_inside(folder: Path) -> list[Path]:
     return removed
 
 
-def foreign_entries(folder: Path) -> list[str]:
-    """Entries of ``folder`` that waitlab's marker does not list (all of them when there is no marker); partial
-    files waitlab's processes that no longer run left (:func:`stale_partial`) are not counted, nor, in a folder
-    holding waitlab's record, a folder holding nothing else (``diagnosis/`` of a first ``diagnose`` stopped)."""
-    entries = sorted(p.name for p in folder.iterdir() if not stale_partial(p))
+def foreign_entries(folder: Path, whole: bool = False) -> list[str]:
+    """Entries of ``folder`` that waitlab's marker does not list (all of them when there is no marker); waitlab's
+    hidden partial files (:data:`PARTIAL_NAMES`) are not counted: those processes that no longer run left
+    (:func:`stale_partial`) and, unless the folder is to be replaced ``whole`` (``run --force``, which would lose
+    them), those a running waitlab is writing (a second export into the same folder writes beside them).  Nor is,
+    in a folder holding waitlab's record, a folder holding nothing else (``diagnosis/`` of a first ``diagnose``
+    stopped)."""
+    entries = sorted(p.name for p in folder.iterdir() if not (stale_partial(p) if whole else partial_name(p.name)))
     try:
         listed = set(read_record(folder)["files"])
     except (InputError, KeyError, TypeError):
         return entries
-    return [e for e in entries if e != MARKER and e not in listed and not _own_folder(folder / e)
+    return [e for e in entries if e != MARKER and e not in listed and not _own_folder(folder / e, whole)
             and not _empty_folder(folder / e)]
 
 
@@ -311,24 +325,50 @@ def _empty_folder(path: Path) -> bool:
         return False
 
 
-def _own_folder(path: Path) -> bool:
+def _own_folder(path: Path, whole: bool = False) -> bool:
     """A folder waitlab wrote into a results folder later (``diagnose``'s ``diagnosis/``): it holds its own record
     and nothing that record does not list."""
-    return path.is_dir() and not path.is_symlink() and (path / MARKER).is_file() and not foreign_entries(path)
+    return path.is_dir() and not path.is_symlink() and (path / MARKER).is_file() and not foreign_entries(path, whole)
+
+
+def sweep_started(out: Path) -> bool:
+    """Whether ``out`` is a sweep's folder: it holds what only a sweep makes (:data:`SWEEP_STARTED`)."""
+    lock, runs, table = (Path(out) / name for name in SWEEP_STARTED)
+    try:
+        if lock.exists() or (runs.is_dir() and any(POINT_NAME.fullmatch(p.name) and (p / MARKER).is_file()
+                                                   for p in runs.iterdir())):
+            return True
+        with open(table, encoding="utf-8", errors="replace") as fh:
+            return "scenario_hash" in fh.readline(1 << 16).rstrip("\r\n").split(",")
+    except OSError:
+        return False
+
+
+def not_a_folder(out: Path, what: str) -> InputError:
+    """The refusal of an output folder ``out`` that exists and is not a folder: a symbolic link (to a folder or not)
+    is said to be one, with the folder it points to."""
+    if out.is_symlink():
+        return InputError(str(out), f"({what})", f"is a symbolic link (to {os.readlink(out)}), not a folder",
+                          f"give -o the folder itself ({out.resolve()}), or choose another -o")
+    return InputError(str(out), f"({what})", "exists and is not a folder", "choose another -o")
 
 
 def check_output_folder(out: Path, what: str = "output folder", *, inputs: tuple[Path, ...] = (),
-                        own: tuple[str, ...] = (), why: str = "") -> None:
+                        own: tuple[str, ...] = (), why: str = "", kind: str | None = None,
+                        whole: bool = False) -> None:
     """The one check of every command's output folder: refuse the root or home folder, a folder holding the
-    current one (``.``), a folder that is, holds or lies inside one of the command's ``inputs`` folders, and an
+    current one (``.``), a folder that is, holds or lies inside one of the command's ``inputs`` folders, an
     existing folder with entries waitlab did not write (not in its ``.waitlab`` record, nor among ``own``: names
-    the command writes, or patterns of them such as ``*``).
+    the command writes, or patterns of them such as ``*``), and, given the ``kind`` of record the command writes
+    (``export``, ``diagnosis``; ``sweep`` for one that writes none), a folder whose record is of another kind
+    (another run's results folder, whose files and record the command would replace).
 
-    ``why`` is said after the foreign entries (e.g. what ``--force`` replaces).
+    ``why`` is said after the foreign entries (e.g. what ``--force`` replaces); ``whole``: the command replaces the
+    folder whole, so a file a running waitlab is writing there counts too (:func:`foreign_entries`).
     """
     out = Path(out)
     if out.is_symlink() or (out.exists() and not out.is_dir()):
-        raise InputError(str(out), f"({what})", "exists and is not a folder", "choose another -o")
+        raise not_a_folder(out, what)
     real = out.resolve()
     if real in (Path("/"), Path.home().resolve()) or Path.cwd().resolve().is_relative_to(real):
         raise InputError(str(out), f"({what})", "is the current, home or root folder (or holds the "
@@ -339,9 +379,18 @@ def check_output_folder(out: Path, what: str = "output folder", *, inputs: tuple
                              "write results into a folder of their own")
     if not out.exists():
         return
+    if kind is not None:
+        try:
+            theirs = str(read_record(out).get("kind", "run"))
+        except InputError:  # no record (or a damaged one): every entry is the user's, refused below
+            theirs = kind
+        if theirs != kind:
+            raise InputError(str(out), f"({what})", f"is a waitlab {theirs} folder (its {MARKER} record says so), "
+                             f"not {'an' if what[0] in 'aeiou' else 'a'} {what}",
+                             "choose another -o: a new folder, or one this command wrote before")
     if (out / MARKER).is_file():
         clean_stale_inside(out)  # waitlab's own hidden files of a report or diagnosis that was killed
-    foreign = [e for e in foreign_entries(out) if not any(fnmatch.fnmatchcase(e, p) for p in own)]
+    foreign = [e for e in foreign_entries(out, whole) if not any(fnmatch.fnmatchcase(e, p) for p in own)]
     if foreign:
         raise InputError(str(out), f"({what})", f"holds {len(foreign)} entr{'y' if len(foreign) == 1 else 'ies'}"
                          f" waitlab did not write (e.g. {foreign[0]!r}){why}", "choose another -o, or move those "
@@ -353,11 +402,11 @@ def check_replaceable(out: Path, force: bool) -> None:
     if not out.exists() and not out.is_symlink():
         return
     if out.is_symlink() or not out.is_dir():
-        raise InputError(str(out), "(output folder)", "exists and is not a folder", "choose another -o")
+        raise not_a_folder(out, "output folder")
     if not force:
         raise InputError(str(out), "(output folder)", "already exists", "replace it with --force (from Python: "
                          "force=True), or write elsewhere with -o NEW (from Python: another out)")
-    check_output_folder(out, why="; --force replaces only a waitlab results folder")
+    check_output_folder(out, why="; --force replaces only a waitlab results folder", whole=True)
 
 
 @contextmanager

@@ -57,9 +57,9 @@ from waitlab.experiments.executors import check_executor, open_executor
 from waitlab.experiments.physics_limits import is_platform_path
 from waitlab.experiments.run_folder import (
     INCOMPLETE,
-    SWEEP_STARTED,
     check_output_folder,
     clean_stale_partials,
+    sweep_started,
     write_error,
 )
 from waitlab.experiments.scenario import (
@@ -296,8 +296,9 @@ def run_sweep(sweep: Sweep, out: Path, *, executor: Executor | None = None,
     runs = out / "runs"
     if executor is None:  # settings first: a refused setting leaves nothing behind
         check_executor(sweep.executor, sweep.workers, sweep.scheduler, f"sweep {sweep.name}")
-    # a sweep's folder is resumed whatever else it holds; any other folder must be new or empty (SWEEP_STARTED)
-    check_output_folder(out, "sweep folder", own=("*",) if any((out / n).exists() for n in SWEEP_STARTED) else ())
+    # a sweep's folder is resumed whatever else it holds; any other folder must be new or empty (SWEEP_STARTED),
+    # and one holding a waitlab record (a run's, an export's, a report's) is not a sweep's
+    check_output_folder(out, "sweep folder", own=("*",) if sweep_started(out) else (), kind="sweep")
     if out.exists() and not out.is_dir():
         raise InputError(str(out), "(sweep folder)", "exists and is not a folder", "choose another -o")
     try:

@@ -227,10 +227,12 @@ def _check_wire_latency(model: PlatformModel, mpi: MpiSpec) -> None:
     if float(at_most) > fastest.seconds:  # rounded up (a bandwidth figure's S / B): 4 digits rounded down
         unit = 10.0 ** (math.floor(math.log10(fastest.seconds)) - 3)
         at_most = f"{math.floor(fastest.seconds / unit) * unit:.4g}"
-    if wire > fastest.seconds:
+    if wire > fastest.seconds:  # as many digits as show the difference (1.5000001e-06 is more than 1.5e-06)
+        digits = next(d for d in range(4, 18) if f"{wire:.{d}g}" != f"{fastest.seconds:.{d}g}")
         raise InputError(model.file, "inter_node.latency.value",
-                         f"{wire:.4g} s is more than the {fastest.seconds:.4g} s one way of {fastest.size} B that "
-                         f"{fastest.key} gives: the wire latency cannot exceed the MPI latency measured over it",
+                         f"{wire:.{digits}g} s is more than the {fastest.seconds:.{digits}g} s one way of "
+                         f"{fastest.size} B that {fastest.key} gives: the wire latency cannot exceed the MPI latency "
+                         "measured over it",
                          f"give a value of at most {at_most} s (check the units: seconds), or check {fastest.key}")
     if wire <= 0 and mpi.smpi_factors:
         raise InputError(model.file, "inter_node.latency.value",

@@ -52,3 +52,22 @@ def test_diagnose_no_png_over_an_earlier_report_removes_its_figures(tmp_path: Pa
     assert not figures & {p.name for p in report.iterdir()}
     assert not figures & set(read_record(report)["files"])
     assert main(["report", str(run), "--diagnosis", str(report / "diagnosis.json"), "-q"]) == 0  # still its report
+
+
+@pytest.mark.simgrid
+def test_diagnose_refuses_a_users_report_folder_before_any_rerun(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Tester t8 of session 26: ``diagnose RUN -o FOLDER`` refused a folder holding a user's file only after the whole
+    diagnosis (its counterfactual re-runs); the command now checks it first: no re-run is simulated or cached."""
+    (tmp_path / "s.toml").write_text(TINY)
+    run = tmp_path / "run"
+    assert main(["run", str(tmp_path / "s.toml"), "-o", str(run), "-q", "--no-png"]) == 0
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep\n")
+    cache = tmp_path / "cache"
+    capsys.readouterr()
+    assert main(["diagnose", str(run), "-o", str(mine), "--cache", str(cache), "-q"]) == 2
+    assert "mine: (report folder): holds 1 entry waitlab did not write (e.g. 'notes.txt')" in capsys.readouterr().err
+    assert not cache.exists() or not any(cache.rglob("*")), "re-runs were simulated before the refusal"
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"]

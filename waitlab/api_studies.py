@@ -29,7 +29,7 @@ from waitlab.experiments.diagnosis.suite import check_only, suite_index
 from waitlab.experiments.executors import open_executor
 from waitlab.experiments.exports import FORMATS as EXPORT_FORMATS
 from waitlab.experiments.exports import export_run
-from waitlab.experiments.report.diagnosis_report import report_dict, to_markdown
+from waitlab.experiments.report.diagnosis_report import check_report_folder, report_dict, to_markdown
 from waitlab.experiments.report.diagnosis_report import write_report as _write_report
 from waitlab.experiments.report.rebuild import rebuild_report
 from waitlab.experiments.report.sweep_plots import plot_sweep_folder, sweep_plot_axes
@@ -99,8 +99,13 @@ def _check_bool(name: str, value: object) -> None:
         raise InputError("(python call)", name, f"must be True or False, got {value!r}", f"e.g. {name}=False")
 
 
-def diagnose(source: str | Path | LoadedRun, *, executor: Executor | None = None, **kwargs: Any) -> Diagnosis:
+def diagnose(source: str | Path | LoadedRun, *, executor: Executor | None = None, out: str | Path | None = None,
+             **kwargs: Any) -> Diagnosis:
     """CWP-DM, H-CWP-DM, the counterfactual ground truth and the scores of a results folder or scenario.
+
+    ``out``: the report folder the diagnosis is to be written to (:func:`write_report`), refused before anything is
+    read or simulated when :func:`write_report` would refuse it (a folder holding files waitlab did not write, or
+    another run's folder: :func:`~waitlab.experiments.report.diagnosis_report.check_report_folder`).
 
     A results folder is read back as it is (only counterfactuals are simulated), checked against its integrity
     record unless ``trust_edited=True``; see
@@ -130,6 +135,8 @@ def diagnose(source: str | Path | LoadedRun, *, executor: Executor | None = None
         raise InputError(str(cache), "cache_dir", "is a file, not a folder", "pass a folder for the counterfactual "
                          "cache (it is created when missing)")
     src = source if isinstance(source, LoadedRun) else path_argument(source, "source", "results folder or scenario")
+    if out is not None:  # before the diagnosis: a refused report folder would waste its simulations
+        check_report_folder(path_argument(out, "out", "report folder"))
     if executor is not None:
         return diagnose_path(src, executor=executor, **kwargs)
     # waitlab's own worker processes: no __main__ guard needed (scripts, stdin, notebooks), Ctrl-C stops them

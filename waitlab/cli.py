@@ -332,13 +332,15 @@ def _diagnose(sub: Any) -> None:
         models = [*api.DEFAULT_MODELS, *(args.model or [])]
         # a results folder is read once, for the diagnosis and for its report.html
         run = api.load_run(args.source, args.trust_edited) if args.source.is_dir() else None
+        # the report folder is checked before any work (that of a scenario file is named after the run)
+        given = args.output if args.output is not None else args.source / "diagnosis" if run is not None else None
         try:
             with api.open_executor(args.executor, workers=args.workers, scheduler=args.scheduler) as ex:
                 diag = api.diagnose(run or args.source, threshold=args.threshold, tie_relative=args.tie_relative,
                                     top_k=args.top_k,
                                     n_candidates=args.candidates, truth=not args.no_truth, executor=ex,
                                     cache_dir=args.cache, use_cache=not args.no_cache, progress=_bar(args),
-                                    models=models, trust_edited=args.trust_edited,
+                                    models=models, trust_edited=args.trust_edited, out=given,
                                     model_timeout=cli_workbench.model_timeout(args))
         except KeyboardInterrupt as exc:  # the re-runs were stopped by open_executor; say what stays
             kept = ("nothing was kept (--no-cache)" if args.no_cache else "the counterfactual re-runs that "
@@ -392,14 +394,25 @@ class _Parser(argparse.ArgumentParser):
 
     def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
                          namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+        options = [o for action in self._actions for o in action.option_strings]
+        if self._subparsers is not None:  # waitlab's own options, before the command: one it does not know is said
+            before = []  # as such (argparse would first say that COMMAND is missing: `waitlab --vers`)
+            for a in sys.argv[1:] if args is None else args:
+                if not a.startswith("-") or a == "--":
+                    break
+                before.append(a)
+            self._refuse([a for a in before if a.split("=", 1)[0] not in options], options)
         parsed, extra = super().parse_known_args(args, namespace)
-        if extra:  # a sub-command's own (argparse would say it with the top-level usage line)
-            options = [o for action in self._actions for o in action.option_strings]
+        self._refuse(extra, options)  # a sub-command's own (argparse would say it with the top-level usage line)
+        return parsed, extra
+
+    def _refuse(self, extra: list[str], options: list[str]) -> None:
+        """Refuse the arguments ``extra`` with this parser's usage line and the option the first looks like."""
+        if extra:
             close = [m for a in extra if a.startswith("-") for m in
                      difflib.get_close_matches(a.split("=", 1)[0], options, n=1, cutoff=0.6)]
             self.error(f"unrecognized arguments: {' '.join(extra)}"
                        + (f" (did you mean {close[0]}?)" if close else ""))
-        return parsed, extra
 
 
 def build_parser() -> argparse.ArgumentParser:

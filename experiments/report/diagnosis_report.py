@@ -14,7 +14,7 @@ from waitlab.experiments.diagnosis.diagnose import Diagnosis
 from waitlab.experiments.report.critical_report import critical_path_dict, critical_path_markdown
 from waitlab.experiments.report.diagnosis_plots import blame_figure, culprit_timeline
 from waitlab.experiments.results import run_identity
-from waitlab.experiments.run_folder import MARKER, check_output_folder, read_record, record_text
+from waitlab.experiments.run_folder import MARKER, check_output_folder, record_text
 from waitlab.experiments.writer import replaced_files
 from waitlab.models.analysis.cwpdm import CwpdmResult
 from waitlab.models.analysis.hcwpdm import HcwpdmResult
@@ -193,7 +193,7 @@ def write_report(diag: Diagnosis, out: Path, png: bool = True) -> list[Path]:
     of waitlab's (a run, whose record the report's would replace), is refused in one line before anything is written.
     """
     out = Path(out)
-    _check_report_folder(out)
+    check_report_folder(out)
     out.mkdir(parents=True, exist_ok=True)
     names = ["diagnosis.json", "diagnosis.md"]
     with replaced_files(out) as files:
@@ -214,17 +214,8 @@ def write_report(diag: Diagnosis, out: Path, png: bool = True) -> list[Path]:
     return [out / n for n in names]
 
 
-def _check_report_folder(out: Path) -> None:
+def check_report_folder(out: Path) -> None:
     """Refuse ``out`` as a report folder unless it is new, empty, or holds the record of an earlier diagnosis (whose
-    report a diagnosis rewrites: docs/outputs.md)."""
-    try:
-        kind = read_record(out).get("kind")
-    except InputError:  # no record (or a damaged one): every entry is the user's
-        kind = None
-    if kind == "diagnosis":
-        return
-    if kind is not None:
-        raise InputError(str(out), "(report folder)", f"is a waitlab {kind} folder (its {MARKER} record says so), "
-                         "not a diagnosis report folder: the report's record would replace that folder's",
-                         "choose another -o: a new folder, or the report folder of an earlier diagnose")
-    check_output_folder(out, "report folder")
+    report a diagnosis rewrites: docs/outputs.md); :func:`write_report` checks it, and ``waitlab.api.diagnose(...,
+    out=...)`` before the diagnosis runs."""
+    check_output_folder(Path(out), "report folder", kind="diagnosis")
