@@ -191,9 +191,19 @@ def compare_runs(a: LoadedRun, b: LoadedRun) -> Comparison:
     if a.scenario.seed != b.scenario.seed:  # (noise only where a run has [noise]: a recorded run has none)
         noise = ": random noise differs too" if a.scenario.noise is not None or b.scenario.noise is not None else ""
         notes.append(f"seeds differ ({a.scenario.seed} vs {b.scenario.seed}){noise}")
-    return Comparison(str(a.folder), str(b.folder),
+    return Comparison(_shown(a.folder), _shown(b.folder),
                       (float(a.events["exit"].max()), float(b.events["exit"].max())),
                       totals, by_pattern, by_region, ranks, steps, notes)
+
+
+def _shown(folder: Path) -> str:
+    """A run's folder as the comparison names it: relative to the current folder when inside it (as typed, e.g.
+    ``results/balanced``), else absolute (a loaded run holds its folder absolute).
+
+    >>> _shown(Path.cwd() / "results" / "a"), _shown(Path("/elsewhere/b"))
+    ('results/a', '/elsewhere/b')
+    """
+    return str(folder.relative_to(Path.cwd())) if folder.is_relative_to(Path.cwd()) else str(folder)
 
 
 def _pair_bars(ax: Any, df: pd.DataFrame, key: str, title: str) -> None:

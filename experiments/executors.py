@@ -9,6 +9,7 @@ re-runs do not care which one runs them.
 from __future__ import annotations
 
 import logging
+import numbers
 import os
 import warnings
 from collections.abc import Iterator
@@ -33,8 +34,9 @@ def check_executor(kind: str, workers: int | None, scheduler: str | None, source
     or not one included: :func:`~waitlab.experiments.dask_connect.check_address`)."""
     if kind not in EXECUTORS:
         raise InputError(source, "executor", f"unknown executor {kind!r}", f"use one of: {', '.join(EXECUTORS)}")
-    if workers is not None and workers < 1:
-        raise InputError(source, "workers", f"must be >= 1, got {workers}", "use workers = 2")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, numbers.Integral)
+                                or workers < 1):  # workers="2": refused, not compared with 1
+        raise InputError(source, "workers", f"must be an integer >= 1, got {workers!r}", "use workers = 2")
     if scheduler is not None:
         check_address(scheduler, source, option)
         if kind == "local":

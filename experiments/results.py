@@ -15,7 +15,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,7 +38,7 @@ from waitlab.models.analysis.metrics import ledger_frame, ledger_table
 from waitlab.models.analysis.summary import placement_text, rank_budget
 from waitlab.models.analysis.timeline_check import impossible_line
 from waitlab.models.ops import CAUSE_KINDS, Ledger, OpTable
-from waitlab.readers import path_argument, read_json
+from waitlab.readers import check_bool, path_argument, read_json
 from waitlab.simulator.chrome_trace import CHROME_SUMMARY_EVENTS, write_chrome_trace
 from waitlab.simulator.export import ROW_GROUP_ROWS, parquet_options, read_table, repeating_columns, write_table
 from waitlab.simulator.timeline import ROW_REFERENCES, SCHEMA_VERSION
@@ -228,6 +228,19 @@ class LoadedRun:
     #: scenario gives another scenario hash than run.json's.  The folder's tables are read all the same (report,
     #: compare, export, ``diagnose --no-truth``); a diagnosis's ground truth, which simulates the run again, raises it.
     changed: InputError | None = None
+    #: The identity (device, inode, size, modification time) of each file read when first used (``ops.parquet``,
+    #: ``ledger.parquet``) as it was when the folder was loaded: a file replaced since (``run --force`` into the
+    #: folder) is another run's, refused by :meth:`check_unchanged`.
+    stamps: tuple[tuple[str, tuple[int, ...]], ...] = field(default=(), repr=False, compare=False)
+
+    def check_unchanged(self) -> None:
+        """Refuse, in one line naming the folder, to read a file of the folder lazily when it changed since
+        :func:`load_run` (it may be another run's: its ledger would be taken for this run's)."""
+        for name, stamp in self.stamps:
+            if _file_stamp(self.folder / name) != stamp:
+                raise InputError(str(self.folder), name, "changed since the folder was loaded (it may be another "
+                                 "run's now), so it cannot be read as this run's", "load the folder again: "
+                                 "waitlab.load_run(folder)")
 
     @property
     def inputs_changed(self) -> str:
@@ -242,12 +255,14 @@ class LoadedRun:
     def ops(self) -> OpTable:
         """The operations the run replayed, with the cause ledger: read when first used (the ground truth needs
         them, the models and ``diagnose --no-truth`` do not; 9 M operations take 0.6 GB)."""
+        self.check_unchanged()
         return read_ops(self.folder / "ops.parquet")
 
     def ledger(self) -> pd.DataFrame:
         """The cause ledger (rank, region, step, seconds, kind), without reading the operations."""
         if "ops" in self.__dict__:
             return ledger_frame(self.ops)
+        self.check_unchanged()
         path = self.folder / "ops.parquet"
         names = _ops_meta(path, _parquet_schema(path, "operation table"))[1]
         return ledger_table(read_ledger(self.folder / "ledger.parquet", names), names)
@@ -262,6 +277,19 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
     "ledger.parquet": ("rank", "region", "step", "seconds", "kind"),
     "waits.parquet": ("event", "rank", "pattern", "op", "wait"),
 }
+
+
+#: Files of a results folder a :class:`LoadedRun` reads when first used (checked by :meth:`~LoadedRun.check_unchanged`).
+LAZY_FILES = ("ops.parquet", "ledger.parquet")
+
+
+def _file_stamp(path: Path) -> tuple[int, ...] | None:
+    """A file's identity and version (device, inode, size, modification time in ns), None when it cannot be read."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def _parquet_schema(path: Path, what: str = "") -> pa.Schema:
@@ -383,7 +411,8 @@ def load_run(folder: str | Path, trust_edited: bool = False) -> LoadedRun:
     A file the scenario reads that changed since the run (:func:`inputs_changed`) does not stop the reading: it is
     kept in ``changed``, which a diagnosis's ground truth (simulating the run again) raises.
     """
-    folder = path_argument(folder, "folder", "results folder")
+    check_bool("trust_edited", trust_edited)
+    folder = path_argument(folder, "folder", "results folder").absolute()  # a later chdir reads the same folder
     run_json = folder / "run.json"
     if not run_json.is_file():  # a `run --force` killed between its renames: the previous folder is put back
         clean_stale_partials(folder.parent, folder.name)
@@ -397,6 +426,7 @@ def load_run(folder: str | Path, trust_edited: bool = False) -> LoadedRun:
         raise InputError(str(scenario_path), "(file)", "is missing", "re-run `waitlab run` to rewrite the folder")
     scenario = from_mapping(read_toml(scenario_path), str(scenario_path))
     changed = inputs_changed(scenario, meta, folder, scenario_path)  # read as it is; simulated again: refused
+    stamps = tuple((name, _file_stamp(folder / name)) for name in LAZY_FILES)  # before reading: a later change shows
     ops_path = folder / "ops.parquet"  # the operations are read when first used (LoadedRun.ops); checked here
     _ops_meta(ops_path, _parquet_schema(ops_path, "operation table"))
     _parquet_schema(folder / "ledger.parquet", "cause ledger")
@@ -407,7 +437,8 @@ def load_run(folder: str | Path, trust_edited: bool = False) -> LoadedRun:
     edited = verify_unperturbed(folder, trust_edited) if unperturbed else verify_folder(folder, trust_edited)
     if edited:
         meta[EDITED_KEY] = edited
-    return LoadedRun(folder, scenario, events, waits, meta, edited, changed)
+    return LoadedRun(folder, scenario, events, waits, meta, edited, changed,
+                     tuple((n, st) for n, st in stamps if st is not None))
 
 
 def input_files(scenario: Scenario) -> list[str]:
@@ -515,7 +546,8 @@ def verify_unperturbed(folder: Path, trust_edited: bool = False) -> str:
 def load_events(path: Path, trust_edited: bool = False) -> pd.DataFrame:
     """An event table from ``events.parquet``, ``events.csv`` or a results folder holding one (checked against
     its integrity record unless ``trust_edited``)."""
-    path = Path(path)
+    check_bool("trust_edited", trust_edited)
+    path = path_argument(path, "path", "event table or results folder")
     if path.is_dir():
         found = [c for c in (path / "events.parquet", path / "events.csv") if c.exists()]
         if not found:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import numbers
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -334,6 +335,23 @@ def set_dotted(data: dict[str, Any], key: str, value: Any, file: str) -> None:
             node = seq[idx]
 
 
+def python_numbers(x: Any) -> Any:
+    """``x`` with every integer that is not a Python ``int`` (``numpy.int64``; not a bool) made one, through dicts
+    and lists; a copy, the caller's data unchanged.
+
+    >>> import numpy as np
+    >>> python_numbers({"scenario": {"ranks": np.int64(8), "x": [np.int32(1), True]}})
+    {'scenario': {'ranks': 8, 'x': [1, True]}}
+    """
+    if isinstance(x, Mapping):
+        return {k: python_numbers(v) for k, v in x.items()}
+    if type(x) in (list, tuple):  # (not a named tuple: its constructor takes its fields)
+        return type(x)(python_numbers(v) for v in x)
+    if isinstance(x, numbers.Integral) and not isinstance(x, bool | int):
+        return int(x)
+    return x
+
+
 def from_mapping(data: Mapping[str, Any], file: str = "<scenario>", inputs: InputFiles | None = None) -> Scenario:
     """Validate parsed TOML into a :class:`Scenario`.
 
@@ -343,6 +361,7 @@ def from_mapping(data: Mapping[str, Any], file: str = "<scenario>", inputs: Inpu
     """
     if not isinstance(data, Mapping):
         raise InputError(file, "(content)", "is not a table of sections", "start with [scenario]")
+    data = python_numbers(data)  # ranks = np.int64(8) from a notebook's loop: an integer
     if "base" in data and ("grid" in data or "sweep" in data) and "scenario" not in data:
         raise InputError(file, "(file)", "is a sweep file (base, [grid], [sweep]), not a scenario",
                          f"run it with `waitlab sweep {file}`, or give the scenario it names as base")

@@ -7,6 +7,7 @@ True
 
 from __future__ import annotations
 
+import numbers
 import re
 import signal
 from collections.abc import Mapping
@@ -22,7 +23,7 @@ from waitlab.experiments.scenario import Scenario, as_scenario, from_mapping, lo
 from waitlab.experiments.stage import prepare
 from waitlab.lazy import Deferred, lazy_attributes
 from waitlab.platforms import PLATFORM_ALIASES, describe_platform, list_platforms, load_platform, render_platform
-from waitlab.readers import path_argument
+from waitlab.readers import check_bool, path_argument
 from waitlab.simulator.doctor import doctor
 from waitlab.simulator.progress import reporting
 
@@ -154,6 +155,8 @@ def run(scenario: Scenario | str | Path, out: str | Path | None = None, *, force
     if not isinstance(force, bool):  # force="no" must not replace a folder
         raise InputError("(python call)", "force", f"must be True or False, got {force!r}", "pass force=True to "
                          "replace a results folder of waitlab's, else leave it out")
+    check_bool("png", png)  # png="no" would draw
+    check_bool("check_resources", check_resources)
     folder = path_argument(out, "out", "results folder") if out is not None else None
     if folder is not None:
         _check_parents(folder)
@@ -251,6 +254,10 @@ def platform_aliases() -> dict[str, str]:
 
 def describe(name: str, short: bool = False, xml_ranks: int | None = None) -> str:
     """A platform model with the source of every figure (or its SimGrid XML for ``xml_ranks`` ranks, >= 1)."""
+    if xml_ranks is not None and (isinstance(xml_ranks, bool) or not isinstance(xml_ranks, numbers.Integral)):
+        raise InputError("(python call)", "xml_ranks", f"must be a number of ranks >= 1, got {xml_ranks!r}",
+                         "e.g. xml_ranks=16")
+    xml_ranks = None if xml_ranks is None else int(xml_ranks)  # np.int64(16) too
     if xml_ranks is not None and xml_ranks < 1:
         raise InputError("(command line)", "--xml", f"must be a number of ranks >= 1, got {xml_ranks}",
                          "e.g. --xml 16")

@@ -8,14 +8,15 @@ imports while its SMPI stage goes on (docs/performance.md).
 from __future__ import annotations
 
 import math
+import numbers
 import textwrap
 from pathlib import Path
 
 import pandas as pd
 
 from waitlab.errors import InputError
+from waitlab.experiments.capture import CAPTURE_VIA, trace_scenario_text
 from waitlab.experiments.capture import capture as _capture
-from waitlab.experiments.capture import trace_scenario_text
 from waitlab.experiments.diagnosis.groundtruth import cache_use
 from waitlab.experiments.otf2_convert import import_otf2 as _import_otf2
 from waitlab.experiments.pipeline import Run, RunResult
@@ -33,6 +34,7 @@ from waitlab.experiments.run_folder import verify_folder
 from waitlab.experiments.scenario import Scenario, as_scenario
 from waitlab.models.perturb.condition_c import ConditionCReport, check_condition_c, kinds_problem
 from waitlab.platforms.calibration import calibration_table
+from waitlab.readers import check_bool, path_argument
 
 __all__ = [
     "CALIBRATION_COLUMNS",
@@ -59,7 +61,13 @@ def capture(scenario: Scenario | str | Path, out: str | Path, *, via: str = "lay
             check: bool = True) -> Path:
     """Record a program scenario once as a TI trace (replayed at once and compared with the live run unless
     ``check=False``); returns the index file."""
-    return _capture(as_scenario(scenario), Path(out), via=via, force=force, check=check)
+    check_bool("force", force)  # force="no" must not replace a trace folder
+    check_bool("check", check)
+    if via not in CAPTURE_VIA:  # (the command line offers only these)
+        raise InputError("(python call)", "via", f"must be one of {', '.join(map(repr, CAPTURE_VIA))}, got {via!r}",
+                         "e.g. via='layer'")
+    return _capture(as_scenario(scenario), path_argument(out, "out", "trace folder"), via=via, force=force,
+                    check=check)
 
 
 def integrity(folder: str | Path) -> str:
@@ -78,21 +86,35 @@ def check_c(events: str | Path, *, atol: float = 1e-9,
     ``atol`` (seconds) must be finite and >= 0: a negative one would call equal sums different, NaN would call
     every pair equal.  A results folder is checked against its integrity record unless ``trust_edited``.
     """
+    check_bool("trust_edited", trust_edited)
+    if isinstance(atol, bool) or not isinstance(atol, numbers.Real):  # (the command line gives a float)
+        raise InputError("(python call)", "atol", f"must be a number of seconds, got {atol!r}", "e.g. atol=1e-9")
+    if isinstance(kinds, str) or not isinstance(kinds, tuple | list) or not all(isinstance(k, str) for k in kinds):
+        raise InputError("(python call)", "kinds", f"must be a tuple of event kinds, got {kinds!r}",
+                         "e.g. kinds=('overhead', 'swap', 'flush', 'delay')")
+    events = path_argument(events, "events", "event table or results folder")
     if not math.isfinite(atol) or atol < 0:
         raise InputError("(command line)", "--atol", f"must be a finite number >= 0 (seconds), got {atol}",
                          "e.g. --atol 1e-9")
     if kinds_problem(tuple(kinds)):
         raise InputError("(command line)", "--kinds", kinds_problem(tuple(kinds)),
                          "e.g. --kinds overhead,swap,flush,delay (all the tracer's time)")
-    return check_condition_c(load_events(Path(events), trust_edited), atol=atol, kinds=kinds)
+    return check_condition_c(load_events(events, trust_edited), atol=atol, kinds=tuple(kinds))
 
 
 def calibrate(platform: str, *, timeout: float = 60.0) -> pd.DataFrame:
     """Every MPI-level figure of a platform against a simulated SMPI pingpong (size, source, simulated, error,
     role): a check of the fit, since SMPI's factors are fitted to these figures (role ``fit target``), not a
     validation; ``attrs["held_out"]`` holds the platform's sourced figures the fit did not use, simulated the same
-    way (:data:`waitlab.platforms.calibration.HELD_OUT`)."""
-    return calibration_table(platform, timeout=timeout)
+    way (:data:`waitlab.platforms.calibration.HELD_OUT`).  ``timeout`` (seconds per pingpong) must be > 0."""
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not math.isfinite(timeout) \
+            or timeout <= 0:
+        raise InputError("(python call)", "timeout", f"must be a positive number of seconds, got {timeout!r}",
+                         "e.g. timeout=60")
+    if not isinstance(platform, str | Path):
+        raise InputError("(python call)", "platform", f"must be a platform name or file, got "
+                         f"{type(platform).__name__}", "e.g. platform='dawning_5000a' (waitlab.platforms())")
+    return calibration_table(str(platform), timeout=timeout)
 
 
 #: Meaning of each column of ``waitlab calibrate`` (printed under the table).
@@ -160,7 +182,15 @@ def import_otf2(archive: str | Path, out: str | Path, *, platform: str = "dawnin
                 force: bool = False) -> tuple[Path, str]:
     """Convert an OTF2 archive (Score-P's ``traces.otf2``) once into a TI trace folder (``kind = "trace"``);
     returns its index and a scenario TOML that replays it (:mod:`waitlab.experiments.otf2_convert`)."""
-    return _import_otf2(archive, out, platform=platform, cpu_ratio=cpu_ratio, force=force)
+    check_bool("force", force)  # force="no" must not replace a trace folder
+    if isinstance(cpu_ratio, bool) or not isinstance(cpu_ratio, numbers.Real):  # (the command line gives a float)
+        raise InputError("(python call)", "cpu_ratio", f"must be a finite number > 0, got {cpu_ratio!r}",
+                         "the traced machine's core speed over the modeled one's, e.g. cpu_ratio=1.0")
+    if not isinstance(platform, str):
+        raise InputError("(python call)", "platform", f"must be a platform name or file, got "
+                         f"{type(platform).__name__}", "e.g. platform='dawning_5000a' (waitlab.platforms())")
+    return _import_otf2(path_argument(archive, "archive", "OTF2 archive"), path_argument(out, "out", "trace folder"),
+                        platform=platform, cpu_ratio=float(cpu_ratio), force=force)
 
 
 def recorded_scenario(archive: str | Path, name: str | None = None) -> Scenario:

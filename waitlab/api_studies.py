@@ -38,7 +38,7 @@ from waitlab.experiments.results import LoadedRun, load_run
 from waitlab.experiments.run_folder import RESULTS_ROOT, check_output_folder, default_output, seal
 from waitlab.experiments.sweep import Sweep, load_sweep, run_sweep
 from waitlab.experiments.writer import check_picture_path, guarded_output
-from waitlab.readers import path_argument
+from waitlab.readers import check_bool, path_argument
 
 __all__ = [
     "EXPORT_FORMATS",
@@ -72,11 +72,12 @@ def sweep(sweep_file: str | Path | Sweep, out: str | Path | None = None, *, exec
 
     ``progress`` receives one message per point; ``bar`` shows a progress bar (k/N, ETA) on stderr.
     """
-    sw = sweep_file if isinstance(sweep_file, Sweep) else load_sweep(sweep_file)
-    target = Path(out) if out is not None else default_output(sw.name)
+    check_bool("bar", bar)
+    sw = sweep_file if isinstance(sweep_file, Sweep) else load_sweep(path_argument(sweep_file, "sweep_file", "sweep"))
+    target = path_argument(out, "out", "sweep folder") if out is not None else default_output(sw.name)
     kind = executor or ("dask" if scheduler is not None else sw.executor)
     address = scheduler if scheduler is not None else sw.scheduler  # "" is refused, not taken for "none"
-    with open_executor(kind, workers or sw.workers, address, source=f"sweep {sw.name}") as ex:
+    with open_executor(kind, sw.workers if workers is None else workers, address, source=f"sweep {sw.name}") as ex:
         return run_sweep(sw, target, executor=ex, progress=progress, bar=bar)
 
 
@@ -85,18 +86,6 @@ _SHARES = {
     "culprit_share": (lambda v: 0 <= v <= 1, "a share in [0, 1]", "culprit_share=0.1 (10% of a model's blame)"),
     "focus_share": (lambda v: 0 < v <= 1, "a share in (0, 1]", "focus_share=0.9 (90% of the wait)"),
 }
-
-
-def _check_bool(name: str, value: object) -> None:
-    """Refuse a flag of a Python call that is not True or False (``truth="no"`` is true), naming the argument.
-
-    >>> _check_bool("truth", "no")
-    Traceback (most recent call last):
-    ...
-    waitlab.errors.InputError: (python call): truth: must be True or False, got 'no' (fix: e.g. truth=False)
-    """
-    if not isinstance(value, bool):
-        raise InputError("(python call)", name, f"must be True or False, got {value!r}", f"e.g. {name}=False")
 
 
 def diagnose(source: str | Path | LoadedRun, *, executor: Executor | None = None, out: str | Path | None = None,
@@ -125,13 +114,15 @@ def diagnose(source: str | Path | LoadedRun, *, executor: Executor | None = None
                 raise InputError("(python call)", name, f"must be {valid}, got {value!r}", f"e.g. {example}")
     for name in ("truth", "memory", "use_cache", "trust_edited"):
         if name in kwargs:
-            _check_bool(name, kwargs[name])
+            check_bool(name, kwargs[name])
     models = kwargs.get("models")
     if isinstance(models, str):
         raise InputError("(python call)", "models", f"must be a list of models, got the text {models!r}",
                          f"e.g. models=[{models!r}]")
     cache = kwargs.get("cache_dir")
-    if cache is not None and Path(cache).exists() and not Path(cache).is_dir():
+    if cache is not None:
+        cache = kwargs["cache_dir"] = path_argument(cache, "cache_dir", "cache folder")
+    if cache is not None and cache.exists() and not cache.is_dir():
         raise InputError(str(cache), "cache_dir", "is a file, not a folder", "pass a folder for the counterfactual "
                          "cache (it is created when missing)")
     src = source if isinstance(source, LoadedRun) else path_argument(source, "source", "results folder or scenario")
@@ -222,8 +213,13 @@ def write_report(diag: Diagnosis, out: str | Path, png: bool = True) -> list[Pat
 
     A folder that cannot be written is refused with the real cause; a failed write leaves no partial files.
     """
-    with guarded_output(Path(out), "report folder"):
-        return _write_report(diag, Path(out), png=png)
+    if not isinstance(diag, Diagnosis):
+        raise InputError("(python call)", "diag", f"must be a Diagnosis (what waitlab.diagnose returns), got "
+                         f"{type(diag).__name__}", "diag = waitlab.diagnose(...); waitlab.write_report(diag, out)")
+    check_bool("png", png)
+    target = path_argument(out, "out", "report folder")
+    with guarded_output(target, "report folder"):
+        return _write_report(diag, target, png=png)
 
 
 def compare_png(cmp: Comparison, path: str | Path) -> Path:
@@ -268,7 +264,7 @@ def evaluate(suite: str | Path | None = None, out: str | Path | None = None, *, 
     check_model_list(models)
     only = check_only(only)
     for name, value in (("use_cache", use_cache), ("png", png), ("scalasca", scalasca)):
-        _check_bool(name, value)
+        check_bool(name, value)
     suite_dir = suite_index(suite).parent  # a suite that does not exist is named before the output folder
     target = Path(out) if out is not None else RESULTS_ROOT / "leaderboard"
     inputs = (suite_dir, Path(cache_dir) if cache_dir is not None else default_cache_dir().parent)

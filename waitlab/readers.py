@@ -48,6 +48,19 @@ got int (fix: pass the results folder's path)
     return Path(value)
 
 
+def check_bool(name: str, value: object) -> None:
+    """Refuse a flag of a Python call that is not True or False (``force="no"`` is true), naming the argument.
+
+    >>> check_bool("force", True)
+    >>> check_bool("force", "no")
+    Traceback (most recent call last):
+    ...
+    waitlab.errors.InputError: (python call): force: must be True or False, got 'no' (fix: e.g. force=False)
+    """
+    if not isinstance(value, bool):
+        raise InputError("(python call)", name, f"must be True or False, got {value!r}", f"e.g. {name}=False")
+
+
 def not_a_file(path: Path) -> str:
     """What ``path`` is when it is not a regular file, said the way an error says it.
 

@@ -163,7 +163,10 @@ def resolve(spec: str | Callable[..., pd.DataFrame] | ModelSpec, where: str | No
     if isinstance(spec, str) and spec in BUILTIN:
         return BUILTIN[spec]
     if callable(spec):
-        name = f"{getattr(spec, '__module__', '?')}:{getattr(spec, '__name__', repr(spec))}"
+        if hasattr(spec, "__name__"):
+            name = f"{getattr(spec, '__module__', '?')}:{spec.__name__}"
+        else:  # an object with __call__ (a functools.partial): by its class, not its address (the same every run)
+            name = f"{type(spec).__module__}:{type(spec).__qualname__}"
         return ModelSpec(name, name, _forked(name, spec, timeout))
     if not isinstance(spec, str):
         raise InputError(where, key_name, f"{spec!r} is not a model name", _FIX_SPEC)
