@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 import waitlab
+from waitlab import api
 from waitlab.errors import InputError
 from waitlab.experiments.diagnosis.registry import resolve, resolve_all
 from waitlab.experiments.executors import check_executor
@@ -137,8 +138,6 @@ def test_numpy_integers_are_integers() -> None:
 
 
 def test_describe_takes_a_numpy_integer() -> None:
-    import waitlab.api as api
-
     assert api.describe("dawning_5000a", xml_ranks=np.int64(2)) == api.describe("dawning_5000a", xml_ranks=2)
     with pytest.raises(InputError, match=r"^\(python call\): xml_ranks: "):
         api.describe("dawning_5000a", xml_ranks="2")
