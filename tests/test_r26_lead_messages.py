@@ -71,3 +71,19 @@ def test_diagnose_refuses_a_users_report_folder_before_any_rerun(tmp_path: Path,
     assert "mine: (report folder): holds 1 entry waitlab did not write (e.g. 'notes.txt')" in capsys.readouterr().err
     assert not cache.exists() or not any(cache.rglob("*")), "re-runs were simulated before the refusal"
     assert [p.name for p in mine.iterdir()] == ["notes.txt"]
+
+
+@pytest.mark.simgrid
+def test_evaluate_refuses_a_run_folder_as_its_leaderboard_folder(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """As export and sweep (tester t8 of session 26): a leaderboard written into a run's folder replaced its record,
+    after which the run could no longer be read; it is refused before any case runs."""
+    (tmp_path / "s.toml").write_text(TINY)
+    run = tmp_path / "run"
+    assert main(["run", str(tmp_path / "s.toml"), "-o", str(run), "-q", "--no-png"]) == 0
+    before = sorted(p.name for p in run.iterdir())
+    capsys.readouterr()
+    assert main(["evaluate", "-o", str(run), "-q"]) == 2
+    assert "(leaderboard folder): is a waitlab run folder" in capsys.readouterr().err
+    assert sorted(p.name for p in run.iterdir()) == before
+    assert main(["report", str(run), "-q"]) == 0  # still a run folder waitlab reads

@@ -259,7 +259,8 @@ def evaluate(suite: str | Path | None = None, out: str | Path | None = None, *, 
     See :func:`waitlab.experiments.diagnosis.evaluate.evaluate`.
 
     ``out`` is refused up front (:func:`~waitlab.experiments.run_folder.check_output_folder`) when it is the root,
-    home or current folder, the suite's or the cache's folder, or holds files waitlab did not write."""
+    home or current folder, the suite's or the cache's folder, holds files waitlab did not write, or is another kind
+    of waitlab folder (a run's, whose record the leaderboard's would replace)."""
     check_options(model_timeout=model_timeout)  # the arguments first, then the suite, then the output folder
     check_model_list(models)
     only = check_only(only)
@@ -268,13 +269,13 @@ def evaluate(suite: str | Path | None = None, out: str | Path | None = None, *, 
     suite_dir = suite_index(suite).parent  # a suite that does not exist is named before the output folder
     target = Path(out) if out is not None else RESULTS_ROOT / "leaderboard"
     inputs = (suite_dir, Path(cache_dir) if cache_dir is not None else default_cache_dir().parent)
-    check_output_folder(target, "leaderboard folder", inputs=inputs, own=LEADERBOARD_FILES)
+    check_output_folder(target, "leaderboard folder", inputs=inputs, own=LEADERBOARD_FILES, kind="leaderboard")
     with open_executor(executor, workers, scheduler, source="evaluate") as ex:
         rows, notes, counts = _evaluate(suite, models=models, only=only, executor=ex,
                                         cache_dir=Path(cache_dir) if cache_dir is not None else None,
                                         use_cache=use_cache, progress=progress, model_timeout=model_timeout,
                                         scalasca=scalasca)
-    check_output_folder(target, "leaderboard folder", inputs=inputs, own=LEADERBOARD_FILES)
+    check_output_folder(target, "leaderboard folder", inputs=inputs, own=LEADERBOARD_FILES, kind="leaderboard")
     with guarded_output(target, "leaderboard folder"):
         files = write_leaderboard(rows, target, notes, png=png)
         seal(target, "leaderboard", sums_of=())
