@@ -26,12 +26,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from waitlab.errors import InputError
+from waitlab.experiments.leftovers import clean_stale_partials
 from waitlab.experiments.physics_limits import is_platform_path
 from waitlab.experiments.pipeline import Run, RunResult
 from waitlab.experiments.real_params import REAL_KINDS
 from waitlab.experiments.report.notebook import loaded_html
 from waitlab.experiments.report.perturbation_report import buffer_timeline, jsonable, report_text
-from waitlab.experiments.run_folder import MARKER, PICTURE_MODULES, clean_stale_partials, verify_folder
+from waitlab.experiments.run_folder import MARKER, PICTURE_MODULES, verify_folder
 from waitlab.experiments.scenario import Scenario, from_mapping, read_toml, scenario_hash
 from waitlab.lazy import Deferred
 from waitlab.models.analysis.metrics import ledger_frame, ledger_table

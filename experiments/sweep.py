@@ -54,14 +54,9 @@ from waitlab.experiments.diagnosis.groundtruth import Bar
 from waitlab.experiments.diagnosis.registry import resolve_all
 from waitlab.experiments.diagnosis.sweep_scores import add_scores
 from waitlab.experiments.executors import check_executor, open_executor
+from waitlab.experiments.leftovers import clean_stale_partials
 from waitlab.experiments.physics_limits import is_platform_path
-from waitlab.experiments.run_folder import (
-    INCOMPLETE,
-    check_output_folder,
-    clean_stale_partials,
-    sweep_started,
-    write_error,
-)
+from waitlab.experiments.run_folder import INCOMPLETE, check_output_folder, sweep_started, write_error
 from waitlab.experiments.scenario import (
     Scenario,
     from_mapping,

@@ -29,9 +29,10 @@ from typing import Any
 
 from waitlab.errors import InputError, SimulationError, write_error
 from waitlab.experiments.isolated import GRACE, PointProcesses
+from waitlab.experiments.leftovers import pid_alive
 from waitlab.experiments.pipeline import run
 from waitlab.experiments.results import write_run
-from waitlab.experiments.run_folder import pid_alive, seal
+from waitlab.experiments.run_folder import seal
 from waitlab.experiments.scenario import InputFiles, from_mapping
 from waitlab.readers import read_json
 

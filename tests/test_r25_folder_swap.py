@@ -37,15 +37,13 @@ from waitlab.cli import main
 from waitlab.errors import InputError, Interrupted, WriteError
 from waitlab.experiments.diagnosis import evaluate as ev
 from waitlab.experiments.diagnosis.groundtruth import Counterfactuals, ledger_frame, standard_sets, wait_metrics
+from waitlab.experiments.leftovers import clean_stale_partials, clean_stale_tmp, temporary_name
 from waitlab.experiments.results import load_run
 from waitlab.experiments.run_folder import (
     MARKER,
     check_replaceable,
-    clean_stale_partials,
-    clean_stale_tmp,
     record_text,
     results_folder,
-    temporary_name,
     verify_folder,
 )
 from waitlab.experiments.scenario import Scenario, from_mapping

@@ -28,7 +28,7 @@ from types import FrameType
 
 from waitlab.errors import Interrupted
 from waitlab.experiments.isolated import kill_children
-from waitlab.experiments.run_folder import pid_alive
+from waitlab.experiments.leftovers import pid_alive
 
 PREFIX = "waitlab-scratch-"
 

@@ -67,9 +67,10 @@ from waitlab.experiments.diagnosis.registry import (
 from waitlab.experiments.diagnosis.sandbox import DEFAULT_TIMEOUT, IsolatedModel
 from waitlab.experiments.diagnosis.scalasca_models import scalasca_specs
 from waitlab.experiments.diagnosis.suite import Case, load_suite
+from waitlab.experiments.leftovers import clean_stale_tmp, temporary_name
 from waitlab.experiments.pipeline import run as run_pipeline
 from waitlab.experiments.results import write_run
-from waitlab.experiments.run_folder import MARKER, clean_stale_tmp, seal, temporary_name
+from waitlab.experiments.run_folder import MARKER, seal
 from waitlab.experiments.scenario import Scenario
 from waitlab.models.analysis import suite_scores
 from waitlab.models.analysis.protocol import RunData

@@ -36,9 +36,9 @@ import numpy.typing as npt
 import pandas as pd
 from tqdm import tqdm
 
+from waitlab.experiments.leftovers import clean_stale_tmp, temporary_name
 from waitlab.experiments.pipeline import link_factors, prepare, without_links
 from waitlab.experiments.pipeline import rerun as pipeline_rerun
-from waitlab.experiments.run_folder import clean_stale_tmp, temporary_name
 from waitlab.experiments.scenario import Scenario
 from waitlab.models.analysis.metrics import METRICS, ledger_frame, metric_value, wait_metrics
 from waitlab.models.ops import CAUSE_KINDS, OpTable
