@@ -21,6 +21,7 @@ from waitlab.experiments.programs import Measured, program_args, program_binary,
 from waitlab.experiments.run_folder import results_folder
 from waitlab.experiments.scenario import Scenario, from_mapping
 from waitlab.models.analysis.waitstates import wait_states
+from waitlab.models.columns import frame
 from waitlab.models.ops import OpTable
 from waitlab.models.vocabulary import RMA_ACTIONS
 from waitlab.platforms.smpi_factors import eager_threshold
@@ -154,7 +155,7 @@ def replay_check(scenario: Scenario, index: Path, live: Measured, other_fix: str
     except SimulationError as exc:
         raise SimulationError(f"the capture of scenario '{scenario.name}' was not kept: SimGrid cannot replay it. "
                               f"{exc}") from None
-    events = build_events(live.ops, live.t_enter, live.t_exit)
+    events = frame(build_events(live.ops, live.t_enter, live.t_exit))
     waits = wait_states(events, eager_threshold(rep.metadata["smpi_config"]))  # the settings both ran with
     got = {"makespan": (float(live.t_exit.max()) if live.t_exit.size else 0.0,
                         float(rep.events["exit"].max()) if len(rep.events) else 0.0)}

@@ -19,8 +19,8 @@ import pandas as pd
 from waitlab.experiments.report.canvas import subplots
 from waitlab.experiments.report.notebook import comparison_html
 from waitlab.experiments.report.palette import INK, KIND_COLOURS, RUN_A, RUN_B, WAIT
-from waitlab.experiments.report.perturbation_report import jsonable
 from waitlab.experiments.results import LoadedRun
+from waitlab.experiments.writer import jsonable
 from waitlab.models.analysis.summary import rank_budget
 
 #: Budget categories of a rank (rank-seconds), as in ``summary.json``.

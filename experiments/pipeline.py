@@ -20,6 +20,7 @@ import importlib
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -60,13 +61,16 @@ if TYPE_CHECKING:
 
     from waitlab.experiments.report import perturbation_report as _report
     from waitlab.experiments.report.perturbation_report import PerturbationResult
+    from waitlab.models import columns as _columns
     from waitlab.models.analysis import metrics as _metrics
     from waitlab.models.analysis import summary as _summary
     from waitlab.models.analysis import waitstates as _waitstates
+    from waitlab.models.columns import Table
     from waitlab.models.perturb import condition_c as _condition_c
     from waitlab.platforms import placement_table as _placement
     from waitlab.simulator import timeline as _timeline
-else:  # pandas and the analysis: imported while the first SMPI stage runs (import_after_stage)
+else:  # the analysis: imported while the first SMPI stage runs (import_after_stage)
+    _columns = Deferred("waitlab.models.columns")
     _report = Deferred("waitlab.experiments.report.perturbation_report")
     _metrics = Deferred("waitlab.models.analysis.metrics")
     _summary = Deferred("waitlab.models.analysis.summary")
@@ -75,9 +79,10 @@ else:  # pandas and the analysis: imported while the first SMPI stage runs (impo
     _placement = Deferred("waitlab.platforms.placement_table")
     _timeline = Deferred("waitlab.simulator.timeline")
 
-#: What a run needs after its SMPI stage, imported while the stage runs (:func:`import_after_stage`): the modules
-#: above (pandas among them: 0.2-0.3 s) and the results folder's writer with its page.
-AFTER_STAGE = (*(m.__name__ for m in (_timeline, _waitstates, _summary, _placement, _metrics, _condition_c, _report)),
+#: What a run needs after its SMPI stage, imported while the stage runs (:func:`import_after_stage`): the analysis
+#: above (pyarrow, not pandas: a run's tables are Arrow tables) and the results folder's writer with its page.  A
+#: perturbed run's condition C and report (pandas code) are imported when first used.
+AFTER_STAGE = (*(m.__name__ for m in (_columns, _timeline, _waitstates, _summary, _placement, _metrics)),
                "waitlab.experiments.results", PICTURE_MODULES["report.html"])
 
 
@@ -89,34 +94,59 @@ def import_after_stage() -> None:
 
 @dataclass(frozen=True)
 class RunResult:
-    """Everything one SMPI run produced."""
+    """Everything one SMPI run produced.
+
+    Its tables are held as they were made (:data:`waitlab.models.columns.Table`: Arrow tables in a run, so a command
+    that only writes them never imports pandas); :attr:`events`, :attr:`waits`, :attr:`budget` and
+    :attr:`placement` are their pandas DataFrames, made on first use.
+    """
 
     scenario: Scenario
     ops: OpTable
-    events: pd.DataFrame
-    waits: pd.DataFrame
+    event_table: Table
+    wait_table: Table
     summary: dict[str, Any]
     metadata: dict[str, Any]
     stage_seconds: dict[str, float] = field(default_factory=dict)
     smpi_output: str = ""
-    placement: pd.DataFrame | None = None  # rank -> node, supernode, host (platforms.placement.placement_table)
+    placement_table: Table | None = None  # rank -> node, supernode, host (platforms.placement_table)
     #: files a real program wrote into its working folder (relative path -> content)
     files: dict[str, bytes] = field(default_factory=dict)
     #: what re-runs a real program's run with stock SimGrid (file name -> content), kept in ``program/rerun/``
     rerun: dict[str, bytes] = field(default_factory=dict)
-    #: the per-rank budget of ``events`` and ``waits`` (:func:`~waitlab.models.analysis.summary.rank_budget`)
-    budget: pd.DataFrame | None = field(default=None, repr=False, compare=False)
+    #: the per-rank budget of the events and waits (:func:`~waitlab.models.analysis.summary.rank_budget`)
+    budget_table: Table | None = field(default=None, repr=False, compare=False)
+
+    @cached_property
+    def events(self) -> pd.DataFrame:
+        """The event table (docs/event_table.md) as a pandas DataFrame."""
+        return _columns.frame(self.event_table)
+
+    @cached_property
+    def waits(self) -> pd.DataFrame:
+        """The wait states as a pandas DataFrame."""
+        return _columns.frame(self.wait_table)
+
+    @cached_property
+    def budget(self) -> pd.DataFrame | None:
+        """The per-rank time budget as a pandas DataFrame (None when not made)."""
+        return None if self.budget_table is None else _columns.frame(self.budget_table)
+
+    @cached_property
+    def placement(self) -> pd.DataFrame | None:
+        """rank -> node, supernode, host as a pandas DataFrame (None when not recorded)."""
+        return None if self.placement_table is None else _columns.frame(self.placement_table)
 
     def ledger(self) -> pd.DataFrame:
         """The cause ledger as a table (rank, region, step, seconds, kind)."""
         return _metrics.ledger_frame(self.ops)
 
     def __repr__(self) -> str:  # one line, not the tables (a dataclass's repr prints them: 100 KB at 32 ranks)
-        s = self.summary
-        wait = float(self.waits["wait"].sum()) if "wait" in self.waits else 0.0
+        s, w = self.summary, self.wait_table
+        wait = float(_columns.values(w, "wait").sum()) if _columns.has(w, "wait") else 0.0
         return (f"RunResult(scenario {self.scenario.name!r}: {s.get('ranks', self.scenario.ranks)} ranks on "
                 f"{self.scenario.platform.name}, makespan {float(s.get('makespan', float('nan'))):.6g} s, "
-                f"{len(self.events):,} events, {len(self.waits):,} wait states, total wait {wait:.6g} s)")
+                f"{len(self.event_table):,} events, {len(w):,} wait states, total wait {wait:.6g} s)")
 
     def _repr_html_(self) -> str:  # a notebook shows the summary, as for a Run
         return summary_html(f"run of {self.scenario.name}", self.summary, self.metadata)
@@ -173,8 +203,8 @@ def finish(prep: Prepared, ex: Execution) -> RunResult:
         t = time.perf_counter()
         events = _timeline.build_events(ex.ops, *ex.times)
         stages["parse"] = time.perf_counter() - t
-    problem = makespan_problem(sc, float(events["exit"].max()) if len(events) else 0.0,
-                               None if prep.recorded else prep.platform.core_speed)
+    makespan = float(_columns.values(events, "exit").max()) if len(events) else 0.0
+    problem = makespan_problem(sc, makespan, None if prep.recorded else prep.platform.core_speed)
     if problem is not None:  # longer than the simulated time waitlab resolves: refused, nothing written
         raise InputError(sc.source, *problem)
     t = time.perf_counter()
@@ -184,7 +214,7 @@ def finish(prep: Prepared, ex: Execution) -> RunResult:
     budget = _summary.rank_budget(events, waits, ex.ops.n_ranks)  # ranks without an event too
     summary = _summary.summarize(events, waits, budget)
     plat = prep.platform
-    placement = _placement.placement_table(plat.node_of_rank, plat.host_of_rank, plat.leaf_size)
+    placement = _placement.placement_table(plat.node_of_rank, plat.host_of_rank, plat.leaf_size, arrow=True)
     release_free_memory()  # the wait states' intermediates, before the results folder is written
     return RunResult(sc, ex.ops, events, waits, summary, metadata, stages, ex.output, placement, ex.files,
                      ex.rerun, budget)
@@ -258,7 +288,8 @@ def run(scenario: Scenario, *, paje_file: Path | None = None, base: RunResult | 
         if len(hits):  # the detours' time is the noise's, not the work it stalled: the budget books it so
             detour = _summary.detour_seconds(len(ev), rows, hits.row, hits.seconds)
             budget = _summary.rank_budget(ev, measured.waits, measured.ops.n_ranks, detour)
-            measured = replace(measured, budget=budget, summary=_summary.summarize(ev, measured.waits, budget))
+            measured = replace(measured, budget_table=budget,
+                               summary=_summary.summarize(ev, measured.waits, budget))
     measured = with_link_ledger(prep, measured)
     cc = _condition_c.check_condition_c(ev, noise=detour)
     cc_spill = _condition_c.check_condition_c(ev, kinds=SPILL_KINDS, noise=detour)

@@ -11,7 +11,9 @@ what it wrote: ``--force`` replaces only such a folder with nothing foreign insi
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
 import json
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -21,7 +23,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -31,13 +32,14 @@ from waitlab.experiments.physics_limits import is_platform_path
 from waitlab.experiments.pipeline import Run, RunResult
 from waitlab.experiments.real_params import REAL_KINDS
 from waitlab.experiments.report.notebook import loaded_html
-from waitlab.experiments.report.perturbation_report import buffer_timeline, jsonable, report_text
 from waitlab.experiments.run_folder import MARKER, PICTURE_MODULES, verify_folder
 from waitlab.experiments.scenario import Scenario, from_mapping, read_toml, scenario_hash
+from waitlab.experiments.writer import jsonable
 from waitlab.lazy import Deferred
 from waitlab.models.analysis.metrics import ledger_frame, ledger_table
 from waitlab.models.analysis.summary import placement_text, rank_budget
 from waitlab.models.analysis.timeline_check import impossible_line
+from waitlab.models.columns import Table, arrow_array, names, values
 from waitlab.models.ops import CAUSE_KINDS, Ledger, OpTable
 from waitlab.readers import check_bool, path_argument, read_json
 from waitlab.simulator.chrome_trace import CHROME_SUMMARY_EVENTS, write_chrome_trace
@@ -45,11 +47,15 @@ from waitlab.simulator.export import ROW_GROUP_ROWS, parquet_options, read_table
 from waitlab.simulator.timeline import ROW_REFERENCES, SCHEMA_VERSION
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from waitlab.experiments.report import html as _html
+    from waitlab.experiments.report import perturbation_report as _report
     from waitlab.experiments.report import plots as _plots
-else:  # the pictures' writers (Bokeh, matplotlib): imported when first used
+else:  # the pictures' writers (Bokeh, matplotlib) and a perturbed run's report (pandas): imported when first used
     _html = Deferred(PICTURE_MODULES["report.html"])
     _plots = Deferred(PICTURE_MODULES["timeline.png"])
+    _report = Deferred("waitlab.experiments.report.perturbation_report")
 
 
 def summary_text(summary: dict[str, Any], metadata: dict[str, Any]) -> str:
@@ -91,9 +97,27 @@ def write_ops(ops: OpTable, path: Path, metadata: dict[str, Any]) -> None:
     repeating = repeating_columns({c: getattr(ops, c) for c in OpTable.COLUMNS})
     with pq.ParquetWriter(path, schema, **parquet_options(schema, repeating)) as writer:  # a row group at a time
         for start in range(0, max(len(ops), 1), ROW_GROUP_ROWS):
-            part = pa.table({c: getattr(ops, c)[start:start + ROW_GROUP_ROWS] for c in OpTable.COLUMNS},
-                            schema=schema)
+            part = pa.Table.from_arrays([arrow_array(getattr(ops, c)[start:start + ROW_GROUP_ROWS])
+                                         for c in OpTable.COLUMNS], schema=schema)
             writer.write_table(part, row_group_size=ROW_GROUP_ROWS)
+
+
+def placement_csv(placement: Table) -> str:
+    """``placement.csv``: the placement table as CSV text (a header, then one line per rank, as pandas writes it).
+
+    >>> from waitlab.platforms.placement_table import placement_table
+    >>> print(placement_csv(placement_table((0, 0, 300), ("node-0", "node-0", "node-300"), 256, arrow=True)), end="")
+    rank,node,supernode,host
+    0,0,0,node-0
+    1,0,0,node-0
+    2,300,1,node-300
+    """
+    out = io.StringIO()
+    cols = names(placement)
+    writer = csv.writer(out, lineterminator="\n")  # quoted only where needed, as pandas' to_csv
+    writer.writerow(cols)
+    writer.writerows(zip(*(values(placement, c).tolist() for c in cols), strict=True))
+    return out.getvalue()
 
 
 def write_result(result: RunResult, folder: Path, *, png: bool = True, scenario_file: bool = True,
@@ -105,24 +129,25 @@ def write_result(result: RunResult, folder: Path, *, png: bool = True, scenario_
     matplotlib mostly with it): each file is written by one thread, so its bytes do not change.
     """
     meta = result.metadata
-    budget = result.budget  # made with the summary, unless a rank has no event
+    events, waits = result.event_table, result.wait_table
+    budget = result.budget_table  # made with the summary, unless a rank has no event
     if budget is None or len(budget) != result.scenario.ranks:
-        budget = rank_budget(result.events, result.waits, result.scenario.ranks)
-    ledger = ledger_frame(result.ops)
+        budget = rank_budget(events, waits, result.scenario.ranks)
+    ledger = ledger_frame(result.ops, arrow=True)
     with ThreadPoolExecutor(max_workers=2) as pool:
         # a summary (the first steps) beyond CHROME_SUMMARY_EVENTS: `waitlab export --chrome` writes the whole run
-        chrome = pool.submit(lambda: write_chrome_trace(result.events, result.waits, meta, folder / "trace.json",
+        chrome = pool.submit(lambda: write_chrome_trace(events, waits, meta, folder / "trace.json",
                                                         max_events=CHROME_SUMMARY_EVENTS))
         # offline, interactive; rewritten by `waitlab diagnose` and `waitlab report`
-        page = pool.submit(_html.write_html_report, folder, jsonable(meta), jsonable(result.summary), result.events,
-                           result.waits, budget, ledger) if html else None
+        page = pool.submit(_html.write_html_report, folder, jsonable(meta), jsonable(result.summary), events,
+                           waits, budget, ledger) if html else None
         tables: list[Future[Any]] = [pool.submit(write_table, ledger, folder / "ledger.parquet", meta),
                   pool.submit(write_table, budget, folder / "ranks.parquet", meta),
                   pool.submit(write_ops, result.ops, folder / "ops.parquet", meta),
-                  pool.submit(write_table, result.waits, folder / "waits.parquet", meta),
-                  pool.submit(write_table, result.events, folder / "events.parquet", meta, int64=ROW_REFERENCES)]
-        if result.placement is not None:  # rank -> node, supernode (platform.placement)
-            result.placement.to_csv(folder / "placement.csv", index=False)
+                  pool.submit(write_table, waits, folder / "waits.parquet", meta),
+                  pool.submit(write_table, events, folder / "events.parquet", meta, int64=ROW_REFERENCES)]
+        if result.placement_table is not None:  # rank -> node, supernode (platform.placement)
+            (folder / "placement.csv").write_text(placement_csv(result.placement_table))
         if png:
             _plots.timeline_png(result.events, result.waits, folder / "timeline.png", title=result.scenario.name)
         if scenario_file:
@@ -202,11 +227,11 @@ def write_run(run: Run, folder: Path, *, png: bool = True) -> None:
         write_table(pres.distortion, folder / "distortion.parquet", meta)
         if len(pres.condition_c.violations):
             write_table(pres.condition_c.violations, folder / "condition_c_violations.parquet", meta)
-        buf = buffer_timeline(pres)
+        buf = _report.buffer_timeline(pres)
         if len(buf):
             write_table(buf, folder / "buffer.parquet", meta)
         (folder / "perturbation.json").write_text(json.dumps(jsonable(pres.report), indent=2, sort_keys=True) + "\n")
-        (folder / "perturbation.txt").write_text(report_text(pres.report) + "\n")
+        (folder / "perturbation.txt").write_text(_report.report_text(pres.report) + "\n")
         timing["perturbation_stage_seconds"] = pres.perturbed.seconds
     (folder / "timing.json").write_text(json.dumps(jsonable(timing), indent=2, sort_keys=True) + "\n")
     write_result(res, folder, png=png)
@@ -563,6 +588,8 @@ def load_events(path: Path, trust_edited: bool = False) -> pd.DataFrame:
         path = found[0]
     if not path.exists():
         raise InputError(str(path), "(file)", "does not exist", "check the path")
+    import pandas as pd  # an event table file of any origin, read into pandas: its one reader here
+
     try:
         ev = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
     except Exception as exc:  # pyarrow/pandas raise many kinds

@@ -35,11 +35,10 @@ from waitlab.platforms import RenderedPlatform
 from waitlab.simulator.program_run import exit_statuses
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from waitlab.experiments import recorded as _recorded
     from waitlab.experiments import replay_sources as _replay_sources
-else:  # the replayed kinds build the replay's event table (pandas), which a program run imports while its SMPI stage
+    from waitlab.models.columns import Table
+else:  # the replayed kinds build the replay's event table (pyarrow), which a program run imports while its SMPI stage
     # goes on (waitlab.experiments.stage): imported for those kinds only, when first used
     _replay_sources = Deferred("waitlab.experiments.replay_sources")
     _recorded = Deferred("waitlab.experiments.recorded")  # it imports this module (Execution)
@@ -52,12 +51,12 @@ class Execution:
     A real program's run leaves its event table to the pipeline (``events`` is ``None``): ``times`` holds each
     operation's enter and exit times, from which :func:`waitlab.experiments.pipeline.finish` builds it
     (:func:`waitlab.simulator.timeline.build_events`) while its operation table is encoded for the results folder.
-    This module imports no pandas (a program run's way to its SMPI stage, :mod:`waitlab.experiments.stage`): the
+    This module imports no pyarrow (a program run's way to its SMPI stage, :mod:`waitlab.experiments.stage`): the
     table's type is named for type checkers only.
     """
 
     ops: OpTable
-    events: pd.DataFrame | None
+    events: Table | None
     output: str
     smpi_config: dict[str, str]
     stage_seconds: dict[str, float] = field(default_factory=dict)

@@ -9,6 +9,7 @@ Results folders of runs and sweep points have their own atomic path
 from __future__ import annotations
 
 import errno
+import math
 import os
 import shutil
 import stat
@@ -17,6 +18,9 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from waitlab.errors import InputError, WaitlabError, is_write_failure, note_removed, write_error
 
@@ -200,3 +204,21 @@ def replaced_files(folder: Path, what: str = "file") -> Iterator[Replacement]:
         for name, old in aside.items():  # the old folders the new ones replaced
             if name in done:
                 remove_path(old)
+
+
+def jsonable(x: Any) -> Any:
+    """``x`` with what JSON cannot hold made plain: numpy scalars as Python numbers, keys as text, tuples as lists,
+    NaN as null and infinities as ``"inf"`` / ``"-inf"`` (the results folder's JSON files).
+
+    >>> jsonable({1: (np.float64(0.5), float("nan"), float("-inf"))})
+    {'1': [0.5, None, '-inf']}
+    """
+    if isinstance(x, dict):
+        return {str(k): jsonable(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [jsonable(v) for v in x]
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        return None if math.isnan(x) else ("inf" if x > 0 else "-inf")
+    return x

@@ -20,6 +20,7 @@ import pandas as pd
 
 from waitlab.errors import InputError
 from waitlab.models.apps.pingpong import PingpongParams, generate
+from waitlab.models.columns import values
 from waitlab.platforms.machine import machine_settings
 from waitlab.platforms.model import PlatformModel, load_platform
 from waitlab.platforms.render import render_platform
@@ -116,7 +117,7 @@ def pingpong_time(model: PlatformModel, size: int, path: str = "inter_node", *, 
         xml, hostfile = rp.write(Path(tmp))
         rep = replay_ops(ops, xml, hostfile, rp.core_speed, config=config, timeout=timeout,
                          what=f"pingpong of {size} B on {model.name} ({path})")
-    return float(rep.events["exit"].max()) / (2 * steps)
+    return float(values(rep.events, "exit").max()) / (2 * steps)
 
 
 #: The two paths a pingpong measures.

@@ -1,17 +1,27 @@
-"""Tables as files: Parquet (with the run's metadata) and CSV (the Chrome/Perfetto trace: :mod:`.chrome_trace`)."""
+"""Tables as files: Parquet (with the run's metadata) and CSV (the Chrome/Perfetto trace: :mod:`.chrome_trace`).
+
+A table is written from an Arrow table (a run's, without pandas) or from a pandas DataFrame (its pandas schema is
+kept in the file); the same columns give the same file contents either way.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
+
+from waitlab.models import columns
+from waitlab.models.columns import Table, is_arrow
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: Event tables larger than this are written as Parquet only (no CSV copy).
 CSV_MAX_ROWS = 200_000
@@ -112,6 +122,8 @@ def _arrow_rows(df: pd.DataFrame, start: int, stop: int, schema: pa.Schema, int6
     """Rows ``start:stop`` of ``df`` as an Arrow table of ``schema``: numpy and categorical columns are converted
     column by column (what ``pa.Table.from_pandas`` gives, without its inference on every call: a third of its
     time), any other column type through ``from_pandas``."""
+    import pandas as pd  # ``df`` is pandas': pandas is loaded
+
     arrays = []
     for f in schema:
         col = df[f.name]
@@ -128,40 +140,79 @@ def _arrow_rows(df: pd.DataFrame, start: int, stop: int, schema: pa.Schema, int6
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def write_table(df: pd.DataFrame, path: Path, metadata: dict[str, Any], csv: bool = True,
+def _as_written(table: pa.Table, int64: Sequence[str]) -> pa.Table:
+    """An Arrow table's columns as a pandas DataFrame of the same columns is written (``pa.Table.from_pandas``):
+    the integer columns named in ``int64`` as int64, a floating-point NaN as a missing value, text as
+    ``large_string`` (pandas' string columns); other columns shared, not copied.
+
+    >>> t = _as_written(pa.table({"n": pa.array([1], pa.int32()), "x": [float("nan")], "s": ["a"]}), ["n"])
+    >>> [str(f.type) for f in t.schema], t.column("x").null_count
+    (['int64', 'double', 'large_string'], 1)
+    """
+    for i, f in enumerate(table.schema):
+        col = table.column(i)
+        if f.name in int64 and pa.types.is_integer(f.type) and f.type != pa.int64():
+            col = col.cast(pa.int64())
+        elif pa.types.is_floating(f.type) and col.null_count < len(col) and pc.any(pc.is_nan(col)).as_py():
+            col = pc.if_else(pc.is_nan(col), pa.nulls(len(col), f.type), col)  # (pa.scalar imports pandas)
+        elif pa.types.is_string(f.type):
+            col = col.cast(pa.large_string())
+        else:
+            continue
+        table = table.set_column(i, f.name, col)
+    return table
+
+
+def _csv_columns(table: pa.Table) -> pa.Table:
+    """``table`` with its dictionary (categorical) columns as their labels, as the CSV holds them."""
+    return table.cast(pa.schema([pa.field(f.name, f.type.value_type if pa.types.is_dictionary(f.type) else f.type)
+                                 for f in table.schema]))
+
+
+def write_table(df: Table, path: Path, metadata: dict[str, Any], csv: bool = True,
                 row_group_rows: int = ROW_GROUP_ROWS, int64: Sequence[str] = ()) -> None:
-    """Write ``df`` as Parquet (metadata under the key ``waitlab``) and, optionally, CSV beside it.
+    """Write ``df`` (an Arrow table or a pandas DataFrame) as Parquet (metadata under the key ``waitlab``) and,
+    optionally, CSV beside it.
 
     The Parquet file is written one row group of ``row_group_rows`` rows at a time, each converted from
     its slice of ``df`` just before it is written, so no Arrow copy of the whole table is held; the bytes
     are those of ``pyarrow.parquet.write_table`` with the same row group size and :func:`parquet_options`.  Columns
     named in ``int64`` are written as int64 whatever their type in memory (the event table's row references).
+    An Arrow table is written as the DataFrame of the same columns (:func:`_as_written`), without its pandas
+    schema; the CSV's bytes are the same.
     """
     write_parquet(df, path, metadata, row_group_rows, int64)
     if csv and len(df) <= CSV_MAX_ROWS:
         # pyarrow's C++ writer: ~10x faster than pandas; categoricals are written as their labels
-        table = pa.Table.from_pandas(_widened(df, int64), preserve_index=False)
-        plain = table.cast(pa.schema([pa.field(f.name, f.type.value_type if pa.types.is_dictionary(f.type)
-                                               else f.type) for f in table.schema]))
-        pacsv.write_csv(plain, path.with_suffix(".csv"), pacsv.WriteOptions(batch_size=CSV_BATCH_ROWS))
+        table = _as_written(df, int64) if is_arrow(df) else pa.Table.from_pandas(_widened(df, int64),
+                                                                                 preserve_index=False)
+        pacsv.write_csv(_csv_columns(table), path.with_suffix(".csv"),
+                        pacsv.WriteOptions(batch_size=CSV_BATCH_ROWS))
 
 
-def write_parquet(df: pd.DataFrame, where: Path | pa.NativeFile, metadata: dict[str, Any],
+def write_parquet(df: Table, where: Path | pa.NativeFile, metadata: dict[str, Any],
                   row_group_rows: int = ROW_GROUP_ROWS, int64: Sequence[str] = ()) -> None:
     """The Parquet part of :func:`write_table`, into a file or an Arrow output stream (the same bytes)."""
-    if len(df) <= row_group_rows:
+    if is_arrow(df):
+        table = _as_written(df, int64)
+        schema = required(table.schema, {f.name for f in table.schema if table.column(f.name).null_count})
+        schema = schema.with_metadata(_with_waitlab(schema, metadata))
+        parts: Iterator[pa.Table] = (table.slice(start, row_group_rows).cast(schema)
+                                     for start in range(0, max(len(table), 1), row_group_rows))
+    elif len(df) <= row_group_rows:
         table = pa.Table.from_pandas(_widened(df, int64), preserve_index=False)
         schema = required(table.schema, {f.name for f in table.schema if table.column(f.name).null_count})
         table = table.cast(schema).replace_schema_metadata(_with_waitlab(schema, metadata))
-        pq.write_table(table, where, row_group_size=row_group_rows,
-                       **parquet_options(table.schema, _repeating(df)))
-        return
-    schema = pa.Schema.from_pandas(_widened(df.iloc[:1], int64), preserve_index=False)
-    schema = required(schema, {c for c in schema.names if df[c].hasnans})
-    schema = schema.with_metadata(_with_waitlab(schema, metadata))
+        schema = table.schema
+        parts = iter([table])
+    else:
+        schema = pa.Schema.from_pandas(_widened(df.iloc[:1], int64), preserve_index=False)
+        schema = required(schema, {c for c in schema.names if df[c].hasnans})
+        schema = schema.with_metadata(_with_waitlab(schema, metadata))
+        parts = (_arrow_rows(df, start, start + row_group_rows, schema, int64)
+                 for start in range(0, len(df), row_group_rows))
     with pq.ParquetWriter(where, schema, **parquet_options(schema, _repeating(df))) as writer:
-        for start in range(0, len(df), row_group_rows):
-            part = _arrow_rows(df, start, start + row_group_rows, schema, int64)
+        for part in parts:
             writer.write_table(part, row_group_size=row_group_rows)
             del part
 
@@ -183,7 +234,10 @@ def read_table(path: Path, int32: Collection[str] = ()) -> tuple[pd.DataFrame, d
     return table.to_pandas(split_blocks=True, self_destruct=True), meta
 
 
-def _repeating(df: pd.DataFrame) -> list[str]:
-    """:func:`repeating_columns` of ``df``'s numpy floating-point columns."""
+def _repeating(df: Table) -> list[str]:
+    """:func:`repeating_columns` of ``df``'s floating-point columns (numpy ones of a DataFrame)."""
+    if is_arrow(df):
+        return repeating_columns({c: columns.values(df, c) for c in columns.names(df)
+                                  if pa.types.is_floating(df.schema.field(c).type)})
     return repeating_columns({c: df[c].to_numpy() for c in df.columns
                               if isinstance(df[c].dtype, np.dtype) and df[c].dtype.kind == "f"})

@@ -22,10 +22,10 @@ from waitlab.simulator.ti_vectors import VectorStore
 from waitlab.simulator.trace import write_trace
 
 if TYPE_CHECKING:
-    import pandas as pd
+    import pyarrow as pa
 
     from waitlab.simulator import timeline as _timeline
-else:  # the event table (pandas): imported when first used, after the SMPI stage or while it runs (``on_start``)
+else:  # the event table (pyarrow): imported when first used, after the SMPI stage or while it runs (``on_start``)
     _timeline = Deferred("waitlab.simulator.timeline")
 
 
@@ -33,7 +33,7 @@ else:  # the event table (pandas): imported when first used, after the SMPI stag
 class Replay:
     """Result of one replay: the event table, SimGrid's output and stage timings."""
 
-    events: pd.DataFrame
+    events: pa.Table
     output: str
     stage_seconds: dict[str, float]
 

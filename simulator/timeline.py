@@ -13,11 +13,12 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
+import pyarrow as pa
 
 from waitlab.errors import SimulationError
 from waitlab.models.analysis.rma_epochs import annotate_rma
 from waitlab.models.byte_accounting import bytes_moved
+from waitlab.models.columns import Coded, table
 from waitlab.models.ops import CAUSE_KINDS, OpTable, comm_members, local_ranks, ref_dtype
 from waitlab.models.vocabulary import (
     ACTIONS,
@@ -205,8 +206,9 @@ def collective_instances(ops: OpTable) -> npt.NDArray[np.int64]:
     return inst
 
 
-def build_events(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: npt.NDArray[np.float64]) -> pd.DataFrame:
-    """The event table of docs/event_table.md from operations and their simulated times.
+def build_events(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: npt.NDArray[np.float64]) -> pa.Table:
+    """The event table of docs/event_table.md from operations and their simulated times, as an Arrow table
+    (categorical columns as dictionaries; :func:`waitlab.models.columns.frame` gives the pandas one).
 
     Two C passes over the operations: links (:func:`waitlab.simulator.native_matching.links`), then the region
     structure and every column of the table (:func:`waitlab.simulator.native_events.event_columns`);
@@ -229,16 +231,11 @@ def build_events(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: npt.NDA
         cols = event_columns_numpy(ops, t_enter, t_exit, reg, _links(ops, collective_instances))
         path_names = reg.path_names
         del reg
-    out = event_frame(cols, ops.names, path_names)
     flush_rows = flush_overhead_rows(ops)
     if flush_rows.size:
-        kind = out["kind"].cat.codes.to_numpy().copy()
-        kind[flush_rows] = KINDS.index("flush")
-        out["kind"] = pd.Categorical.from_codes(kind, categories=list(KINDS))
-    call = call_column(ops)
-    if call is not None:
-        out["call"] = call
-    return out
+        cols["kind"] = cols["kind"].copy()
+        cols["kind"][flush_rows] = KINDS.index("flush")
+    return event_frame(cols, ops.names, path_names, call_column(ops))
 
 
 def flush_overhead_rows(ops: OpTable) -> npt.NDArray[np.int64]:
@@ -275,7 +272,7 @@ def flush_overhead_rows(ops: OpTable) -> npt.NDArray[np.int64]:
     return np.flatnonzero(booked[src]).astype(np.int64)
 
 
-def call_column(ops: OpTable) -> pd.Categorical | None:
+def call_column(ops: OpTable) -> Coded | None:
     """The ``call`` column of the event table: the MPI call the program made (``MPI_Sendrecv``) on the rows of an
     MPI operation that carry a name (waitlab runs such a call as several operations: isend, irecv, waitall), ``""``
     on every other row; None (no column) when no operation carries one, so other tables keep their bytes."""
@@ -289,19 +286,23 @@ def call_column(ops: OpTable) -> pd.Categorical | None:
     used = np.unique(name[name >= 0])
     lut_ = np.full(len(ops.names) + 1, len(used), np.int64)  # last entry (-1): ""
     lut_[used] = np.arange(used.size)
-    return pd.Categorical.from_codes(lut_[name], categories=[*(ops.names[i] for i in used.tolist()), ""])
+    return Coded(lut_[name], [*(ops.names[i] for i in used.tolist()), ""])
 
 
-def event_frame(cols: dict[str, npt.NDArray[Any]], names: tuple[str, ...], path_names: list[str]) -> pd.DataFrame:
+def event_frame(cols: dict[str, npt.NDArray[Any]], names: tuple[str, ...], path_names: list[str],
+                call: Coded | None = None) -> pa.Table:
     """The event table from its columns (``kind``, ``op``, ``region`` and ``path`` as category codes; ``region``
-    code ``len(names)`` is the empty region), RMA rows annotated."""
+    code ``len(names)`` is the empty region; ``call``: the ``call`` column, when any row has one), RMA rows
+    annotated."""
     out: dict[str, Any] = dict(cols)
-    out["kind"] = pd.Categorical.from_codes(cols["kind"], categories=list(KINDS))
-    out["op"] = pd.Categorical.from_codes(cols["op"], categories=list(OPS))
-    out["region"] = pd.Categorical.from_codes(cols["region"], categories=[*names, ""])
-    out["path"] = pd.Categorical.from_codes(cols["path"], categories=path_names)
+    out["kind"] = Coded(cols["kind"], KINDS)
+    out["op"] = Coded(cols["op"], OPS)
+    out["region"] = Coded(cols["region"], [*names, ""])
+    out["path"] = Coded(cols["path"], path_names)
+    if call is not None:
+        out["call"] = call
     cols.clear()
-    return annotate_rma(pd.DataFrame(out, copy=False))  # RMA rows: match = epoch, done = closing call
+    return annotate_rma(table(out))  # RMA rows: match = epoch, done = closing call
 
 
 def event_columns_numpy(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: npt.NDArray[np.float64],

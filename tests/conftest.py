@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from waitlab.models.analysis.waitstates import wait_states
+from waitlab.models.columns import frame
 from waitlab.models.ops import OpTable
 from waitlab.simulator.replay import replay_ops
 from waitlab.simulator.ti_vectors import VectorStore
@@ -47,7 +48,8 @@ def replay(tmp_path: Path) -> Replayer:
         xml, hostfile = star_platform(tmp_path, ops.n_ranks)
         rep = replay_ops(ops, xml, hostfile, SPEED, config=config or None, timeout=300, work=tmp_path / "work",
                          vectors=vectors)
-        return rep.events, wait_states(rep.events)
+        events = frame(rep.events)  # the replay's Arrow table as the DataFrame the tests read
+        return events, wait_states(events)
 
     return run
 

@@ -15,6 +15,7 @@ import pandas as pd
 
 from waitlab.experiments.diagnosis.groundtruth import wait_metrics
 from waitlab.models.analysis.waitstates import wait_states
+from waitlab.models.columns import frame
 from waitlab.models.ops import ACTIONS, COLLECTIVE_ACTIONS, LOCAL_ACTIONS, OpBuilder, OpTable
 from waitlab.simulator.matching import completions, match_messages
 from waitlab.simulator.timeline import build_events, collective_instances
@@ -74,7 +75,7 @@ def ideal_replay(ops: OpTable) -> pd.DataFrame:
                 progressed = True
         if not progressed:
             raise RuntimeError("deadlock in ideal replay")
-    return build_events(ops, te, tx)
+    return frame(build_events(ops, te, tx))
 
 
 def work(b: OpBuilder, ranks: object, seconds: object, region: str) -> None:

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from waitlab.errors import InputError
+from waitlab.models.columns import values
 from waitlab.models.ops import OpBuilder
 from waitlab.platforms import calibrate, list_platforms, load_platform, render_platform
 from waitlab.platforms.calibration import calibration_table, pingpong_time
@@ -227,7 +228,7 @@ def _ring_of_messages(rp, n_msgs: int, size: int) -> float:  # type: ignore[no-u
     with tempfile.TemporaryDirectory() as tmp:
         xml, hostfile = rp.write(Path(tmp))
         rep = replay_ops(b.build(), xml, hostfile, rp.core_speed, config=rp.smpi_config, timeout=60)
-    return float(rep.events["exit"].max())
+    return float(values(rep.events, "exit").max())
 
 
 @needs_simgrid

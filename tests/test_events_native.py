@@ -11,6 +11,7 @@ import pytest
 from region_cases import MALFORMED_REGIONS, malformed_region_ops
 
 from waitlab.errors import SimulationError
+from waitlab.models.columns import frame
 from waitlab.models.ops import Ledger, OpTable
 from waitlab.models.regions import region_structure
 from waitlab.models.vocabulary import CODE
@@ -130,9 +131,9 @@ def test_world_only_table_is_numpys() -> None:
 
 def test_event_table_is_the_numpy_one(monkeypatch: pytest.MonkeyPatch) -> None:
     ops, te, tx, _, _ = _inputs(_random_table(5))
-    got = build_events(ops, te, tx)
+    got = frame(build_events(ops, te, tx))
     monkeypatch.setattr(timeline, "_native_columns", lambda *a: None)  # the numpy columns
-    want = build_events(ops, te, tx)
+    want = frame(build_events(ops, te, tx))
     assert list(got.columns) == list(want.columns)
     for c in want.columns:
         pd.testing.assert_series_equal(got[c], want[c], check_exact=True)

@@ -123,10 +123,10 @@ def test_a_fresh_process_writes_the_same_folder_as_a_warm_one(tmp_path: Path, pn
 @pytest.mark.simgrid
 @pytest.mark.parametrize("kind", ["program", "replay"])
 def test_smpirun_starts_before_pandas_and_the_reports_are_imported(tmp_path: Path, kind: str):
-    """From a shell, a run's ``smpirun`` (a program's, a synthetic model's replay) is launched before pandas, pyarrow,
-    the results writer or a report library is imported: the pipeline's end and the writer are imported while SMPI
-    runs (:data:`waitlab.experiments.pipeline.AFTER_STAGE`), and by the time it ends; the results folder is complete;
-    matplotlib is never imported without ``--png``."""
+    """From a shell, a run's ``smpirun`` (a program's, a synthetic model's replay) is launched before pyarrow, the
+    results writer or a report library is imported: the pipeline's end and the writer are imported while SMPI runs
+    (:data:`waitlab.experiments.pipeline.AFTER_STAGE`), and by the time it ends; the results folder is complete;
+    matplotlib is never imported without ``--png``, and pandas never (a run's tables are Arrow tables)."""
     (tmp_path / "bsp.toml").write_text('[scenario]\nname = "bsp"\nranks = 4\n[platform]\nname = "dawning_5000a"\n'
                                        f'[application]\nkind = "program"\nsources = ["{BSP}"]\nargs = ["20"]\n')
     scenario = tmp_path / "bsp.toml" if kind == "program" else EXAMPLE
@@ -143,8 +143,9 @@ def test_smpirun_starts_before_pandas_and_the_reports_are_imported(tmp_path: Pat
             "        return super().wait(*a, **k)\n"
             "subprocess.Popen = Spy\nfrom waitlab.cli import main\n"
             f"rc = main(['run', {str(scenario)!r}, '-o', {str(tmp_path / 'out')!r}, '--quiet'])\n"
-            "print(json.dumps({'rc': rc, **seen, 'matplotlib': 'matplotlib' in sys.modules}))")
-    assert json.loads(fresh(code)) == {"rc": 0, "heavy": [], "after": True, "matplotlib": False}
+            "print(json.dumps({'rc': rc, **seen, 'matplotlib': 'matplotlib' in sys.modules, "
+            "'pandas': 'pandas' in sys.modules}))")
+    assert json.loads(fresh(code)) == {"rc": 0, "heavy": [], "after": True, "matplotlib": False, "pandas": False}
     written = {p.name for p in (tmp_path / "out").iterdir()}
     assert {"report.html", "events.parquet", "run.json"} <= written
     assert "timeline.png" not in written  # not asked for (--png)

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from waitlab.errors import SimulationError
+from waitlab.models.columns import frame
 from waitlab.models.ops import Ledger, OpTable
 from waitlab.models.vocabulary import CODE
 from waitlab.simulator import native_matching, timeline
@@ -177,9 +178,9 @@ def test_event_table_is_the_numpy_one(monkeypatch: pytest.MonkeyPatch, seed: int
     ops = _random_table(seed, steps=120)
     t_enter = np.arange(len(ops), dtype=np.float64) * 1e-3
     t_exit = t_enter + 5e-4
-    got = build_events(ops, t_enter, t_exit)
+    got = frame(build_events(ops, t_enter, t_exit))
     monkeypatch.setattr(timeline, "_links", lambda o, inst: _numpy_links(o))
-    want = build_events(ops, t_enter, t_exit)
+    want = frame(build_events(ops, t_enter, t_exit))
     assert list(got.columns) == list(want.columns)
     for c in want.columns:
         assert got[c].dtype == want[c].dtype, c

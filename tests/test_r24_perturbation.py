@@ -21,6 +21,7 @@ from waitlab.errors import InputError
 from waitlab.experiments.perturbation import parse_perturbation
 from waitlab.experiments.schema import validate_section
 from waitlab.models.analysis.waitstates import make_events
+from waitlab.models.columns import frame
 from waitlab.models.ops import CAUSE_KINDS, OpBuilder
 from waitlab.models.perturb.condition_c import check_condition_c
 from waitlab.models.perturb.insertion import Insertions, apply_insertions, concat, key
@@ -163,7 +164,7 @@ def test_write_back_rows_are_kind_flush_in_the_event_table() -> None:
     # times by hand: compute [0, 1], record [1, 1.5], flush 100 B at 1000 B/s [1.5, 1.6], write-back [1.6, 1.85]
     t_enter = np.array([0.0, 1.0, 1.5, 1.6, 1.85, 0.0, 1.85])
     t_exit = np.array([1.0, 1.5, 1.6, 1.85, 1.85, 1.0, 1.85])
-    ev = build_events(new, t_enter, t_exit)
+    ev = frame(build_events(new, t_enter, t_exit))
     got = list(zip(ev["op"].astype(str), ev["kind"].astype(str), strict=True))
     assert got[:5] == [("compute", "compute"), ("overhead", "overhead"), ("flush", "flush"),
                        ("overhead", "flush"), ("barrier", "mpi")]

@@ -20,6 +20,7 @@ from waitlab.experiments.reproduce.alltoall_points import alltoall_point
 from waitlab.experiments.reproduce.rao_statements import STATEMENTS, judge
 from waitlab.experiments.scenario import from_mapping
 from waitlab.models.apps.alltoall import check_alltoall_point, mesh_shape
+from waitlab.models.columns import frame
 from waitlab.models.ops import OpBuilder
 from waitlab.platforms import load_platform, render_platform
 from waitlab.simulator.replay import replay_ops
@@ -140,7 +141,7 @@ def test_one_nic_per_node_carries_the_mpi_level_bandwidth_in_aggregate(tmp_path:
     xml, hostfile = rp.write(str(tmp_path))
     rep = replay_ops(b.build(), xml, hostfile, rp.core_speed, config={**rp.smpi_config, **points.SOLVER_CONFIG},
                      timeout=60, what="NIC aggregate")
-    ev = rep.events
+    ev = frame(rep.events)
     elapsed = float(ev["exit"].max()) - float(ev.loc[ev["op"] == "barrier", "exit"].max())
     assert elapsed == pytest.approx(8 * (2**20 + 16) / 1.5e9, rel=0.03)
 

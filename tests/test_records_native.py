@@ -14,6 +14,7 @@ from records_reference import reference_paths, reference_records_to_ops
 from region_cases import MALFORMED_REGIONS, malformed_region_ops
 
 from waitlab.errors import SimulationError
+from waitlab.models.columns import frame
 from waitlab.models.ops import OpTable
 from waitlab.models.regions import region_structure as numpy_regions
 from waitlab.models.vocabulary import CODE
@@ -224,7 +225,7 @@ def test_call_paths_and_depths_are_numpys(seed: int) -> None:
     rec = _records(seed, body=("compute",))  # no messages or collectives: any order is a valid program
     rec = Records(rec.n_ranks, rec.log, rec.arg, ("a>b", "a", "b"), {}, ())
     run = prog.records_to_ops(rec, None, callsite_regions="always")
-    ev = build_events(run.ops, run.t_enter, run.t_exit)
+    ev = frame(build_events(run.ops, run.t_enter, run.t_exit))
     src = run.ops.code != CODE["leave"]
     depth = np.zeros(len(ev), np.int16)
     path, names = reference_paths(len(ev), ev["parent"].to_numpy(), (ev["kind"] == "region").to_numpy(),

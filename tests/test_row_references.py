@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
+from waitlab.models.columns import frame
 from waitlab.models.ops import OpBuilder
 from waitlab.simulator.export import read_table, write_table
 from waitlab.simulator.timeline import ROW_REFERENCES, build_events
@@ -24,7 +25,9 @@ def _events() -> pd.DataFrame:
     ops = b.build()
     # times: every operation one second, back to back on each rank
     t = np.concatenate([np.arange(n, dtype=float) for n in ops.per_rank_counts()])
-    return build_events(ops, t, t + 1.0)
+    events = build_events(ops, t, t + 1.0)  # an Arrow table: its row references int32 too
+    assert all(events.schema.field(c).type == "int32" for c in ROW_REFERENCES)
+    return frame(events)
 
 
 def test_row_references_are_int32_in_memory_and_int64_in_files(tmp_path: Path) -> None:

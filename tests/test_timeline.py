@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from waitlab.errors import SimulationError
+from waitlab.models.columns import frame
 from waitlab.models.ops import CODE, OpBuilder, OpTable
 from waitlab.simulator.timeline import LOG_DTYPE, build_events, read_log
 
@@ -65,7 +66,7 @@ def test_missing_log_is_an_error(tmp_path):
 def test_matching_and_completion():
     ops = _two_rank_ops()
     t = np.arange(len(ops), dtype=float)
-    ev = build_events(ops, t, t + 0.25)
+    ev = frame(build_events(ops, t, t + 0.25))
     isend = ev[(ev["op"] == "isend")].iloc[0]
     irecv = ev[(ev["op"] == "irecv")].iloc[0]
     assert isend["match"] == irecv["match"] >= 0
@@ -86,7 +87,7 @@ def test_kth_send_matches_kth_receive_per_tag():
         b.add("recv", 1, peer=0, tag=tag, value=8)
     ops = b.build()
     t = np.arange(len(ops), dtype=float)
-    ev = build_events(ops, t, t)
+    ev = frame(build_events(ops, t, t))
     sends = ev[ev["rank"] == 0]
     recvs = ev[ev["rank"] == 1]
     pair = {int(s.match): int(s.seq) for s in sends.itertuples()}
@@ -102,7 +103,7 @@ def test_waitall_completes_all_pending_requests():
     b.add("waitall", [0, 1, 2])
     ops = b.build()
     t = np.arange(len(ops), dtype=float)
-    ev = build_events(ops, t, t)
+    ev = frame(build_events(ops, t, t))
     waitall0 = ev.index[(ev["rank"] == 0) & (ev["op"] == "waitall")][0]
     assert (ev.loc[(ev["rank"] == 0) & (ev["op"] == "irecv"), "done"] == waitall0).all()
 
@@ -143,6 +144,6 @@ def test_region_names_containing_path_separator_stay_distinct():
     b.add("enter", 0, region="EOS_Match>If_970")
     b.add("leave", 0, region="EOS_Match>If_970")
     ops = b.build()
-    ev = build_events(ops, np.zeros(len(ops)), np.zeros(len(ops)))
+    ev = frame(build_events(ops, np.zeros(len(ops)), np.zeros(len(ops))))
     assert ev["path"].tolist() == ["EOS_Match", "EOS_Match>If_970", "EOS_Match>If_970"]
     assert ev["region"].tolist() == ["EOS_Match", "If_970", "EOS_Match>If_970"]

@@ -12,6 +12,7 @@ import pytest
 from waitlab.errors import InputError
 from waitlab.models.analysis.waitstates import BARRIER_OPS, N_TO_ONE_OPS, NXN_OPS, ONE_TO_N_OPS, SCAN_OPS
 from waitlab.models.byte_accounting import bytes_moved
+from waitlab.models.columns import frame
 from waitlab.models.ops import OpBuilder
 from waitlab.models.vocabulary import (
     ACTION,
@@ -123,7 +124,7 @@ def _rooted_ops(root: int):  # type: ignore[no-untyped-def]
 def test_event_table_keeps_the_root_of_every_rooted_collective() -> None:
     ops = _rooted_ops(root=2)
     t = np.arange(len(ops), dtype=float)
-    ev = build_events(ops, t, t + 0.5)
+    ev = frame(build_events(ops, t, t + 0.5))
     for action in ("bcast", "reduce", "gather", "scatter", "gatherv", "scatterv"):
         assert ev.loc[ev["op"] == action, "peer"].tolist() == [2] * 4, action
     assert ev.loc[ev["op"] == "allreduce", "peer"].tolist() == [-1] * 4

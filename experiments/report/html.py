@@ -36,13 +36,12 @@ from itertools import count
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
 from waitlab.errors import EnvironmentProblem
 from waitlab.experiments.report.html_data import BUDGET_COLUMNS, budget_payload, heatmap_payload, timeline_payload
 from waitlab.experiments.report.html_text import causes_html, detail_note, models_html, summary_html
 from waitlab.experiments.report.palette import CAUSE, INK, KIND_COLOURS, OTHER, PATTERN_COLOURS, SERIES, WAIT
 from waitlab.experiments.writer import replaced_files
+from waitlab.models.columns import Table, has, values
 from waitlab.simulator.build import cache_dir
 
 if TYPE_CHECKING:
@@ -107,20 +106,21 @@ class PageShape:
         return cls(BUDGET_COLUMNS if ranks else (), ranks > DIRECT_RANKS)
 
 
-def page_shape(n_ranks: int, budget: pd.DataFrame) -> PageShape:
+def page_shape(n_ranks: int, budget: Table) -> PageShape:
     """The shape of the page of a run of ``n_ranks`` ranks whose time budget is ``budget``."""
-    return PageShape(tuple(c for c in BUDGET_COLUMNS if c in budget) if len(budget) else (), n_ranks > DIRECT_RANKS)
+    return PageShape(tuple(c for c in BUDGET_COLUMNS if has(budget, c)) if len(budget) else (),
+                     n_ranks > DIRECT_RANKS)
 
 
-def _run_ranks(meta: dict[str, Any], events: pd.DataFrame) -> int:
-    return int(meta.get("ranks") or (int(events["rank"].max()) + 1 if len(events) else 0))
+def _run_ranks(meta: dict[str, Any], events: Table) -> int:
+    return int(meta.get("ranks") or (int(values(events, "rank").max()) + 1 if len(events) else 0))
 
 
 def _initial_ranks(n_ranks: int) -> list[int]:
     return [0, min(n_ranks, DIRECT_RANKS if n_ranks <= DIRECT_RANKS else WINDOW)]
 
 
-def report_document(shape: PageShape, events: pd.DataFrame | None = None, waits: pd.DataFrame | None = None,
+def report_document(shape: PageShape, events: Table | None = None, waits: Table | None = None,
                     diagnosis: dict[str, Any] | None = None, n_ranks: int = 0
                     ) -> tuple[Document, list[tuple[str, str]]]:
     """The page's Bokeh document and its parts in order (``("html", text)``, ``("root", name)``); text that holds the
@@ -213,7 +213,7 @@ def _import_bokeh_settings() -> None:
         os.environ.pop("HOME", None)
 
 
-def page_skeleton(shape: PageShape, events: pd.DataFrame | None = None, waits: pd.DataFrame | None = None,
+def page_skeleton(shape: PageShape, events: Table | None = None, waits: Table | None = None,
                   diagnosis: dict[str, Any] | None = None, n_ranks: int = 0) -> str:
     """The page with a slot for each part that holds the run's data (:func:`report_document`'s arguments).
 
@@ -303,10 +303,11 @@ def fill_page(skeleton: str, slots: dict[str, str]) -> str:
     return page
 
 
-def build_html(meta: dict[str, Any], summary: dict[str, Any], events: pd.DataFrame, waits: pd.DataFrame,
-               budget: pd.DataFrame, ledger: pd.DataFrame | None, diagnosis: dict[str, Any] | None = None) -> str:
+def build_html(meta: dict[str, Any], summary: dict[str, Any], events: Table, waits: Table, budget: Table,
+               ledger: Table | None, diagnosis: dict[str, Any] | None = None) -> str:
     """The page, as text (see the module docstring): its skeleton (kept for a page without a diagnosis), then the
-    slots."""
+    slots.  The tables are Arrow tables or pandas DataFrames (the same page from either); a diagnosis's figures
+    (:func:`report_document`) take pandas DataFrames."""
     n_ranks = _run_ranks(meta, events)
     shape = page_shape(n_ranks, budget)
     payload = timeline_payload(events, waits, ledger, n_ranks)
@@ -342,9 +343,8 @@ def _ids_outside_verbatim(page: str) -> str:
     return "".join([renumbered[0], pieces[1], renumbered[1], pieces[3], renumbered[2]])
 
 
-def write_html_report(folder: Path, meta: dict[str, Any], summary: dict[str, Any], events: pd.DataFrame,
-                      waits: pd.DataFrame, budget: pd.DataFrame, ledger: pd.DataFrame | None,
-                      diagnosis: dict[str, Any] | None = None) -> Path:
+def write_html_report(folder: Path, meta: dict[str, Any], summary: dict[str, Any], events: Table, waits: Table,
+                      budget: Table, ledger: Table | None, diagnosis: dict[str, Any] | None = None) -> Path:
     """Write ``folder/report.html``; returns its path.
 
     The page is written beside it and renamed over it once complete (:func:`~waitlab.experiments.writer

@@ -4,19 +4,26 @@ Writing the timeline as Plotly traces from Python would repeat a hover text per 
 each: a 100,000-event run would need 10 MB for the hover texts alone); instead the event table travels as
 typed columns (``float32`` times, ``int32`` ranks, ``uint16`` name codes: 24 bytes per event before
 compression) and ``report_timeline.js`` builds the traces of the rank range on screen.  Runs above
-:data:`DETAIL_CAP` leaf events carry the detail of their first ranks only (the heatmap covers them all).
+:data:`DETAIL_CAP` leaf events carry the detail of their first ranks only (the heatmap covers them all).  The tables
+are Arrow tables (a run's) or pandas DataFrames (a folder read back), read as numpy columns
+(:mod:`waitlab.models.columns`): the same payload from either.
 """
 
 from __future__ import annotations
 
 import base64
 import gzip
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
+import numpy.typing as npt
+import pyarrow as pa
 
 from waitlab.models.analysis.waitstates import call_ops
+from waitlab.models.columns import Table, codes, has, numpy_array, values
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: Most leaf events whose detail goes into one report (the first ranks up to this count).
 DETAIL_CAP = 250_000
@@ -44,19 +51,42 @@ def _pack(a: np.ndarray) -> str:
     return base64.b64encode(gzip.compress(planes.tobytes(), compresslevel=1, mtime=0)).decode("ascii")
 
 
-def _codes(values: pd.Series) -> tuple[np.ndarray, list[str]]:
-    """Integer codes and names of a column (categorical columns: their own codes, no string conversion;
-    a missing value gets code 65535, which the page shows as top level).  The names are the used ones, sorted: a
-    run's table in memory and the same table read back from Parquet (whose categories can differ in order and in
-    unused entries) give the same page.
+def _used_codes(coded: npt.NDArray[np.integer[Any]], categories: list[str]) -> tuple[np.ndarray, list[str]]:
+    """Codes into the used ``categories``, sorted (a missing value, code -1, gets 65535, which the page shows as
+    top level): a run's table in memory and the same table read back from Parquet (whose categories can differ in
+    order and in unused entries) give the same page.
 
-    >>> _codes(pd.Series(pd.Categorical(["b", "a", "b"], categories=["z", "b", "a"])))
+    >>> _used_codes(np.array([1, 2, 1, -1]), ["z", "b", "a"])
+    (array([    1,     0,     1, 65535], dtype=uint16), ['a', 'b'])
+    """
+    c = np.asarray(coded, np.int64)
+    used = np.flatnonzero(np.bincount(c[c >= 0], minlength=len(categories)))
+    names = [categories[u] for u in used]
+    order = sorted(range(len(names)), key=names.__getitem__)
+    new = np.full(len(categories) + 1, -1, np.int64)  # the last entry: a missing value's (-1)
+    new[used[order]] = np.arange(len(order))
+    return new[c].astype(np.uint16), [names[i] for i in order]
+
+
+def _codes(t: Table, name: str, rows: npt.NDArray[Any] | slice = slice(None)) -> tuple[np.ndarray, list[str]]:
+    """Integer codes and names of the column ``name`` at ``rows`` (:func:`_used_codes`; a categorical column by its
+    own codes, no string per row).
+
+    >>> _codes(pa.table({"p": pa.array(["b", "a", "z", "b"]).dictionary_encode()}), "p", np.array([0, 1, 3]))
     (array([1, 0, 1], dtype=uint16), ['a', 'b'])
     """
-    cat = values if isinstance(values.dtype, pd.CategoricalDtype) else values.astype(str).astype("category")
-    cat = cat.cat.remove_unused_categories()
-    cat = cat.cat.reorder_categories(sorted(cat.cat.categories, key=str))
-    return cat.cat.codes.to_numpy().astype(np.uint16), [str(c) for c in cat.cat.categories]
+    c, cats = codes(t, name)
+    return _used_codes(c[rows], cats)
+
+
+def _call_codes(events: Table, rows: npt.NDArray[np.int64]) -> tuple[np.ndarray, list[str]]:
+    """:func:`_used_codes` of the operation of ``rows`` as the program called it (:func:`call_ops`)."""
+    ops = call_ops(events, rows)
+    if isinstance(ops, pa.Array):  # an Arrow table's: a dictionary array (a missing code: NaN)
+        idx = numpy_array(ops.indices)
+        return _used_codes(np.where(np.isnan(idx), -1, idx) if idx.dtype.kind == "f" else idx,
+                           [str(c) for c in ops.dictionary.to_pylist()])
+    return _used_codes(np.asarray(ops.codes), [str(c) for c in ops.categories])
 
 
 def bincount_chunked(values: np.ndarray, minlength: int) -> np.ndarray:
@@ -72,8 +102,7 @@ def bincount_chunked(values: np.ndarray, minlength: int) -> np.ndarray:
     return out
 
 
-def timeline_payload(events: pd.DataFrame, waits: pd.DataFrame, ledger: pd.DataFrame | None,
-                     n_ranks: int) -> dict[str, Any]:
+def timeline_payload(events: Table, waits: Table, ledger: Table | None, n_ranks: int) -> dict[str, Any]:
     """The JSON object of the page's timeline: names, per-rank offsets and packed columns.
 
     Leaf events (not region rows) of ranks ``0 .. detail_ranks - 1`` (when rank 0 alone has more than
@@ -82,7 +111,7 @@ def timeline_payload(events: pd.DataFrame, waits: pd.DataFrame, ledger: pd.DataF
     first rows (events are sorted by rank) are looked at beyond :data:`DETAIL_CAP`, so a huge run costs
     one pass over its rank column.
     """
-    all_rank = events["rank"].to_numpy()
+    all_rank = values(events, "rank")
     counts = bincount_chunked(all_rank, n_ranks)
     cum = np.cumsum(counts)
     detail_ranks = int(np.searchsorted(cum, DETAIL_CAP, side="right")) if cum.size and cum[-1] > DETAIL_CAP \
@@ -91,69 +120,74 @@ def timeline_payload(events: pd.DataFrame, waits: pd.DataFrame, ledger: pd.DataF
     until: float | None = None  # rank 0 alone beyond the cap: its first DETAIL_CAP rows (events in time order)
     if detail_ranks == 0 and cum.size and cum[0] > 0:
         detail_ranks, end = 1, DETAIL_CAP
-        until = float(events["exit"].iloc[:end].max())
-    head = events.iloc[:end]
-    rows = np.flatnonzero((head["kind"] != "region").to_numpy())  # event-table rows, sorted by (rank, seq)
-    ev = head.iloc[rows]
+        until = float(values(events, "exit")[:end].max())
+    # event-table rows of the leaf events, sorted by (rank, seq)
+    rows = np.flatnonzero(~_is_one_of(events, "kind", ("region",), slice(0, end)))
+
+    def col(name: str, dtype: Any) -> np.ndarray:
+        return values(events, name)[rows].astype(dtype)
+
     new_row = np.full(end, -1, np.int64)
     new_row[rows] = np.arange(rows.size)
-    rank = ev["rank"].to_numpy(np.int32)
-    region, region_names = _codes(ev["region"])
+    rank = col("rank", np.int32)
+    region, region_names = _codes(events, "region", rows)
     # the operation as the program called it (sendRecv for the isend, irecv and waitall of an MPI_Sendrecv)
-    op, op_names = _codes(pd.Series(call_ops(ev, np.arange(len(ev)))) if "call" in ev else ev["op"])
-    kind, kind_names = _codes(ev["kind"])
+    op, op_names = _call_codes(events, rows) if has(events, "call") else _codes(events, "op", rows)
+    kind, kind_names = _codes(events, "kind", rows)
     offsets = np.concatenate([[0], np.cumsum(np.bincount(rank, minlength=detail_ranks))]).astype(np.int32)
     cols: dict[str, str] = {
-        "rank": _pack(rank), "enter": _pack(ev["enter"].to_numpy(np.float32)),
-        "exit": _pack(ev["exit"].to_numpy(np.float32)), "peer": _pack(ev["peer"].to_numpy(np.int32)),
-        "region": _pack(region), "op": _pack(op), "kind": _pack(kind),
-        "bytes": _pack(ev["bytes"].to_numpy(np.float32)),
+        "rank": _pack(rank), "enter": _pack(col("enter", np.float32)), "exit": _pack(col("exit", np.float32)),
+        "peer": _pack(col("peer", np.int32)), "region": _pack(region), "op": _pack(op), "kind": _pack(kind),
+        "bytes": _pack(col("bytes", np.float32)),
     }
     # waits: sparse, pointing at the waiting event
-    w_ev = waits["event"].to_numpy(np.int64) if len(waits) else np.zeros(0, np.int64)
+    n_waits = len(waits)
+    w_ev = values(waits, "event").astype(np.int64) if n_waits else np.zeros(0, np.int64)
     w_ok = w_ev < end
     w_rows = new_row[w_ev[w_ok]]
     w_ok[w_ok] = w_rows >= 0
     w_rows = w_rows[w_rows >= 0]
-    w_pat, pattern_names = _codes(waits["pattern"][w_ok]) if len(waits) else (np.zeros(0, np.uint16), [])
+    w_pat, pattern_names = _codes(waits, "pattern", w_ok) if n_waits else (np.zeros(0, np.uint16), [])
     cols.update(w_event=_pack(w_rows.astype(np.int32)),
-                w_wait=_pack(waits["wait"].to_numpy(np.float32)[w_ok] if len(waits) else np.zeros(0, np.float32)),
+                w_wait=_pack(values(waits, "wait").astype(np.float32)[w_ok] if n_waits else np.zeros(0, np.float32)),
                 w_pattern=_pack(w_pat),
-                w_peer=_pack(waits["peer_rank"].to_numpy(np.int32)[w_ok] if len(waits) else np.zeros(0, np.int32)))
+                w_peer=_pack(values(waits, "peer_rank").astype(np.int32)[w_ok] if n_waits else np.zeros(0, np.int32)))
     # injected causes: events carrying excess, with the ledger's kind
-    excess = ev["excess"].to_numpy(np.float64) if "excess" in ev else np.zeros(len(ev))
+    excess = col("excess", np.float64) if has(events, "excess") else np.zeros(rows.size)
     c_rows = np.flatnonzero(excess > 0)
     cause_kind_names: list[str] = []
     c_kind = np.zeros(c_rows.size, np.uint16)
-    if c_rows.size and ledger is not None and len(ledger) and "cause" in ev:
-        led_kind, cause_kind_names = _codes(ledger["kind"])
-        cause = ev["cause"].to_numpy(np.int64)[c_rows]
+    if c_rows.size and ledger is not None and len(ledger) and has(events, "cause"):
+        led_kind, cause_kind_names = _codes(ledger, "kind")
+        cause = col("cause", np.int64)[c_rows]
         c_kind = np.where(cause >= 0, led_kind[np.clip(cause, 0, len(ledger) - 1)], 0).astype(np.uint16)
     cols.update(c_event=_pack(c_rows.astype(np.int32)), c_excess=_pack(excess[c_rows].astype(np.float32)),
                 c_kind=_pack(c_kind))
-    cols.update(zip(("m_send", "m_recv"), map(_pack, _messages(ev)), strict=True))
+    cols.update(zip(("m_send", "m_recv"), map(_pack, _messages(events, rows)), strict=True))
     return {"n_ranks": n_ranks, "detail_ranks": detail_ranks, "events": int(rows.size), "until": until,
             "regions": region_names, "ops": op_names, "kinds": kind_names, "patterns": pattern_names,
             "cause_kinds": cause_kind_names or ["cause"], "offsets": _pack(offsets), "cols": cols}
 
 
-def _is_one_of(values: pd.Series, names: tuple[str, ...]) -> np.ndarray:
-    """Whether each value, as text, is one of ``names``: a categorical column by its codes (no string per row).
+def _is_one_of(t: Table, name: str, names: tuple[str, ...], rows: npt.NDArray[Any] | slice = slice(None)
+               ) -> np.ndarray:
+    """Whether each value of the column ``name`` at ``rows``, as text, is one of ``names``: a categorical column by
+    its codes (no string per row).
 
-    >>> _is_one_of(pd.Series(pd.Categorical(["recv", "send", None, "irecv"])), ("recv", "irecv")).tolist()
+    >>> _is_one_of(pa.table({"op": pa.array(["recv", "send", None, "irecv"]).dictionary_encode()}), "op",
+    ...            ("recv", "irecv")).tolist()
     [True, False, False, True]
     """
-    if isinstance(values.dtype, pd.CategoricalDtype):
-        wanted = [i for i, c in enumerate(values.cat.categories) if str(c) in names]
-        return np.isin(values.cat.codes.to_numpy(), wanted)
-    return np.isin(values.astype(str).to_numpy(), names)
+    c, cats = codes(t, name)
+    return np.isin(c[rows], [i for i, x in enumerate(cats) if x in names])
 
 
-def _messages(ev: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """(send row, receive row) of each point-to-point message among ``ev``'s rows (matched by ``match``)."""
-    match = ev["match"].to_numpy(np.int64)
-    is_send = _is_one_of(ev["op"], ("send", "isend", "ssend", "issend")) & (match >= 0)
-    is_recv = _is_one_of(ev["op"], ("recv", "irecv")) & (match >= 0)
+def _messages(events: Table, rows: npt.NDArray[np.int64]) -> tuple[np.ndarray, np.ndarray]:
+    """(send row, receive row) of each point-to-point message among the event-table rows ``rows`` (matched by
+    ``match``), numbered as positions in ``rows``."""
+    match = values(events, "match")[rows].astype(np.int64)
+    is_send = _is_one_of(events, "op", ("send", "isend", "ssend", "issend"), rows) & (match >= 0)
+    is_recv = _is_one_of(events, "op", ("recv", "irecv"), rows) & (match >= 0)
     s_rows, r_rows = np.flatnonzero(is_send), np.flatnonzero(is_recv)
     s_order = np.argsort(match[s_rows], kind="stable")
     s_sorted = match[s_rows][s_order]
@@ -181,45 +215,91 @@ def budget_bins(n_ranks: int) -> int:
     return max(1, -(-n_ranks // BUDGET_MAX_BARS))
 
 
-def budget_payload(budget: pd.DataFrame) -> dict[str, Any]:
-    """The time budget's bars for the page, whose script fills the figure's ``wl-budget-src`` with ``bars`` (the first
-    rank of each bar and each column's mean per rank over the bar's ranks) and sets its height to ``top`` (the
-    highest stack) and its bars' width to ``per`` ranks (:func:`budget_bins`).
+def bin_means(columns: list[npt.NDArray[Any]], per: int) -> list[np.ndarray]:
+    """The mean of each bin of ``per`` consecutive values of each column (the last bin: those left), as pandas' (3.1)
+    ``groupby().mean()`` of the columns' table, so the same floats: with no missing value (NaN) in any column, each
+    bin's sum by ``np.add.reduceat`` over its size; else each bin's values added in order with compensation (Kahan),
+    a missing value left out (NaN: a bin without a value; vectorised over the bins: ``per`` steps).
 
-    >>> b = pd.DataFrame({"rank": [0, 1], "compute": [1.0, 2.0], "wait": [0.5, 0.0]})
+    >>> [m.tolist() for m in bin_means([np.array([1.0, 2.0, 4.0, np.nan, np.nan])], 2)]
+    [[1.5, 4.0, nan]]
+    """
+    cols = [np.asarray(c, np.float64) for c in columns]
+    n = cols[0].size if cols else 0
+    bins = -(-n // per)
+    if n and not any(np.isnan(c).any() for c in cols):
+        starts = np.arange(bins) * per
+        sizes = np.diff(starts, append=n).astype(np.float64)
+        return [np.add.reduceat(c, starts) / sizes for c in cols]
+    out = []
+    for v in cols:
+        padded = np.full(bins * per, np.nan)
+        padded[:v.size] = v
+        by_bin = padded.reshape(bins, per)
+        total, comp, count = np.zeros(bins), np.zeros(bins), np.zeros(bins, np.int64)
+        for k in range(per):
+            x = by_bin[:, k]
+            ok = ~np.isnan(x)
+            with np.errstate(invalid="ignore"):
+                y = x - comp
+                t = total + y
+                c = (t - total) - y
+            comp = np.where(ok, np.where(np.isfinite(c), c, 0.0), comp)  # an infinite value: no compensation
+            total = np.where(ok, t, total)
+            count += ok
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out.append(np.where(count > 0, total / np.maximum(count, 1), np.nan))
+    return out
+
+
+def budget_payload(budget: Table) -> dict[str, Any]:
+    """The time budget's bars for the page, whose script fills the figure's ``wl-budget-src`` with ``bars`` (the first
+    rank of each bar and each column's mean per rank over the bar's ranks: :func:`bin_means`) and sets its height to
+    ``top`` (the highest stack; missing values count as 0) and its bars' width to ``per`` ranks
+    (:func:`budget_bins`).
+
+    >>> b = pa.table({"rank": [0, 1], "compute": [1.0, 2.0], "wait": [0.5, 0.0]})
     >>> budget_payload(b)
     {'bars': {'rank': [0, 1], 'compute': [1.0, 2.0], 'wait': [0.5, 0.0]}, 'top': 2.0, 'per': 1}
     """
-    cols = [c for c in BUDGET_COLUMNS if c in budget]
+    cols = [c for c in BUDGET_COLUMNS if has(budget, c)]
     per = budget_bins(len(budget))
-    grp = budget[cols].groupby(np.arange(len(budget)) // per).mean()
-    top = float(grp.clip(lower=0.0).sum(axis=1).max()) if len(grp) else 0.0
-    return {"bars": {"rank": (np.arange(len(grp)) * per).tolist(), **{c: grp[c].tolist() for c in cols}}, "top": top,
-            "per": per}
+    means = dict(zip(cols, bin_means([values(budget, c) for c in cols], per), strict=True))
+    n_bars = -(-len(budget) // per)
+    top = 0.0
+    if n_bars and cols:  # the stack's height: the columns added in order, as pandas' sum over a row
+        clipped = [np.where(np.isnan(m), 0.0, np.where(m < 0.0, 0.0, m)) for m in means.values()]
+        stack = clipped[0]
+        for m in clipped[1:]:
+            stack = stack + m
+        top = float(stack.max())
+    return {"bars": {"rank": (np.arange(n_bars) * per).tolist(), **{c: m.tolist() for c, m in means.items()}},
+            "top": top, "per": per}
 
 
-def rank_step_wait(waits: pd.DataFrame, n_ranks: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def rank_step_wait(waits: Table, n_ranks: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Seconds of wait per (rank bin, step): ``(z[bins, steps], first rank of each bin, steps)``.
 
     Ranks are summed into at most :data:`HEATMAP_MAX_ROWS` equal bins; step -1 (outside steps) is a column.
     """
     per_bin = max(1, -(-n_ranks // HEATMAP_MAX_ROWS))
     n_bins = -(-n_ranks // per_bin) if n_ranks else 0
-    steps = np.unique(waits["step"].to_numpy(np.int64)) if len(waits) else np.zeros(0, np.int64)
+    step = values(waits, "step").astype(np.int64) if len(waits) else np.zeros(0, np.int64)
+    steps = np.unique(step)
     z: np.ndarray = np.zeros((n_bins, steps.size))
     if len(waits):
-        b = waits["rank"].to_numpy(np.int64) // per_bin
-        s = np.searchsorted(steps, waits["step"].to_numpy(np.int64))
-        z = np.bincount(b * steps.size + s, weights=waits["wait"].to_numpy(np.float64),
+        b = values(waits, "rank").astype(np.int64) // per_bin
+        s = np.searchsorted(steps, step)
+        z = np.bincount(b * steps.size + s, weights=values(waits, "wait").astype(np.float64),
                         minlength=n_bins * steps.size).reshape(n_bins, steps.size)
     return z, np.arange(n_bins) * per_bin, steps
 
 
-def heatmap_payload(waits: pd.DataFrame, n_ranks: int) -> dict[str, Any]:
+def heatmap_payload(waits: Table, n_ranks: int) -> dict[str, Any]:
     """The heatmap's image for the page (:func:`rank_step_wait`): ``z`` packed (float64, row-major: one row per bin of
     ``per`` ranks, one column per step), its shape, the ranks, and whether column 0 holds the waits outside steps.
 
-    >>> h = heatmap_payload(pd.DataFrame({"rank": [0, 2], "step": [-1, 0], "wait": [1.0, 2.0]}), 3)
+    >>> h = heatmap_payload(pa.table({"rank": [0, 2], "step": [-1, 0], "wait": [1.0, 2.0]}), 3)
     >>> h["rows"], h["cols"], h["per"], h["outside"], h["high"]
     (3, 2, 1, True, 2.0)
     """
@@ -240,6 +320,10 @@ def comm_matrix(events: pd.DataFrame, waits: pd.DataFrame) -> pd.DataFrame:
     waits for the sender and the sender's ``late_receiver`` waits for the receiver.  Columns ``sender,
     receiver, bytes, messages, wait``, one row per pair that exchanged a message, ordered by sender and receiver.
 
+    A diagnosis's figure (:func:`~waitlab.experiments.report.html_figures.matrix_figure`): the tables of a run
+    read back, pandas DataFrames.
+
+    >>> import pandas as pd
     >>> ev = pd.DataFrame({"rank": [0, 0, 1, 1], "op": ["send", "isend", "recv", "send"], "peer": [1, 1, 0, 0],
     ...                    "bytes": [8, 4, 0, 2]})
     >>> w = pd.DataFrame({"rank": [1, 1], "pattern": ["late_sender", "wait_at_nxn"], "peer_rank": [0, 0],
@@ -248,7 +332,9 @@ def comm_matrix(events: pd.DataFrame, waits: pd.DataFrame) -> pd.DataFrame:
     [{'sender': 0, 'receiver': 1, 'bytes': 12, 'messages': 2, 'wait': 0.5},
      {'sender': 1, 'receiver': 0, 'bytes': 2, 'messages': 1, 'wait': 0.0}]
     """
-    send = _is_one_of(events["op"], SENDS) & (events["peer"].to_numpy() >= 0)
+    import pandas as pd  # a diagnosis's tables: read back into pandas, which is loaded
+
+    send = _is_one_of(events, "op", SENDS) & (events["peer"].to_numpy() >= 0)
     pairs = pd.DataFrame({"sender": events["rank"].to_numpy(np.int64)[send],
                           "receiver": events["peer"].to_numpy(np.int64)[send],
                           "bytes": events["bytes"].to_numpy(np.int64)[send]})

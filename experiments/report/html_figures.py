@@ -8,10 +8,9 @@ range on screen from the packed columns of :mod:`waitlab.experiments.report.html
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 from bokeh.models import ColumnDataSource, CustomJS, FactorRange, HoverTool, LinearColorMapper, Range1d
 from bokeh.models.annotations import ColorBar
 from bokeh.models.annotations.arrows import Arrow, VeeHead
@@ -31,6 +30,9 @@ from waitlab.experiments.report.palette import (
     WAIT,
     model_colour,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: Most waits whose propagation graph is built; most waits and causes drawn (as propagation.png:
 #: :data:`waitlab.experiments.report.graph_plots.DRAW_MAX_NODES`, not imported: it would bring matplotlib).

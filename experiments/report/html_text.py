@@ -1,17 +1,23 @@
 """The text of ``report.html``'s sections made from a run's data: its summary, its injected causes, the models'
 table of a diagnosis, and what of the run the timeline carries (:mod:`waitlab.experiments.report.html` puts them
-into the page's slots)."""
+into the page's slots).  The tables are Arrow tables (a run's) or pandas DataFrames (a folder read back), read as
+numpy columns (:mod:`waitlab.models.columns`): the same text from either."""
 
 from __future__ import annotations
 
 import html
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+import numpy as np
+import numpy.typing as npt
 
 from waitlab.models.analysis.summary import placement_text
 from waitlab.models.analysis.timeline_check import impossible_line
+from waitlab.models.columns import Table, codes, values
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 _ORDER = {k: (i, k) for i, k in enumerate(("compute", "perturbation", "communication", "wait", "idle"))}
 
@@ -31,18 +37,123 @@ def sum_by_name(key: pd.Series, values: pd.Series) -> pd.Series:
     only its categories become text (``astype(str)`` made a string per row: 0.1 s for 500,000 wait states); each
     group adds its rows in row order either way, so the sums are the same floats.
 
-    A missing key is left out, as ``astype(str)`` leaves it missing:
+    A missing key is left out, as ``astype(str)`` leaves it missing.  The page's tables use :func:`sums_by_name`,
+    which takes Arrow tables too.
 
+    >>> import pandas as pd
     >>> sum_by_name(pd.Series(pd.Categorical(["b", "a", None, "b"])), pd.Series([1.0, 2.0, 4.0, 8.0])).to_dict()
     {'a': 2.0, 'b': 9.0}
     """
+    import pandas as pd  # the columns are pandas': pandas is loaded
+
     if not isinstance(key.dtype, pd.CategoricalDtype):
         return values.groupby(key.astype(str)).sum()
     sums = values.groupby(key, observed=True).sum()
     return pd.Series(sums.to_numpy(), index=[str(k) for k in sums.index], name=values.name).sort_index()
 
 
-def summary_html(meta: dict[str, Any], summary: dict[str, Any], waits: pd.DataFrame) -> str:
+def _sorted_codes(t: Table, name: str) -> tuple[npt.NDArray[np.int64], list[str]]:
+    """The column ``name`` as codes into its categories sorted as text (-1: missing), and those categories."""
+    c, cats = codes(t, name)
+    order = sorted(range(len(cats)), key=cats.__getitem__)
+    pos = np.empty(len(cats) + 1, np.int64)
+    pos[order] = np.arange(len(cats))
+    pos[-1] = -1  # a missing value (-1) stays missing
+    return pos[np.asarray(c, np.int64)], [cats[i] for i in order]
+
+
+#: :func:`group_sums` adds the values of this many groups or more at once (numpy); fewer: each group's own loop.
+_VECTOR_GROUPS = 32
+
+
+def group_sums(group: npt.NDArray[np.integer[Any]], column: npt.NDArray[Any], n_groups: int) -> np.ndarray:
+    """The values of ``column`` summed per ``group`` (0 .. ``n_groups - 1``; -1: left out), as pandas' (3.1)
+    ``groupby().sum()`` adds them, so the same floats (a page made from a DataFrame by pandas and from an Arrow
+    table says the same, ties and last digits included): groups in row order (``group`` not decreasing) without a
+    missing value (NaN) by ``np.add.reduceat``, else each group's values in row order with compensation (Kahan), a
+    missing value left out.
+
+    The Kahan sums add the groups' k-th values at once (numpy) while at least :data:`_VECTOR_GROUPS` groups have
+    one; the few longer groups' values left are added one by one.
+
+    >>> group_sums(np.array([0, 1, 0, 0]), np.array([0.1, 5.0, 0.2, np.nan]), 3).tolist()
+    [0.30000000000000004, 5.0, 0.0]
+    """
+    g = np.asarray(group, np.int64)
+    x = np.asarray(column, np.float64)
+    if g.size and (np.diff(g) >= 0).all() and not np.isnan(x).any():
+        keep = g >= 0  # the rows left out come first
+        g, x = g[keep], x[keep]
+        out = np.zeros(n_groups)
+        if g.size:
+            starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+            out[g[starts]] = np.add.reduceat(x, starts)
+        return out
+    keep = g >= 0
+    g, x = g[keep], x[keep]
+    order = np.argsort(g, kind="stable")
+    x = x[order]
+    starts = np.searchsorted(g[order], np.arange(n_groups))
+    lengths = np.searchsorted(g[order], np.arange(n_groups), side="right") - starts
+    by_length = np.argsort(-lengths, kind="stable")  # the groups longer than k: the first ones of this order
+    neg_sorted = -lengths[by_length]
+    total, comp = np.zeros(n_groups), np.zeros(n_groups)
+    k, active = 0, int(np.searchsorted(neg_sorted, 0))
+    while active >= _VECTOR_GROUPS:
+        gs = by_length[:active]
+        val = x[starts[gs] + k]
+        ok = ~np.isnan(val)
+        with np.errstate(invalid="ignore"):
+            y = val - comp[gs]
+            t = total[gs] + y
+            c = (t - total[gs]) - y
+        comp[gs] = np.where(ok, np.where(np.isfinite(c), c, 0.0), comp[gs])  # an infinite value: none
+        total[gs] = np.where(ok, t, total[gs])
+        k += 1
+        active = int(np.searchsorted(neg_sorted, -k))
+    for gi in by_length[:active].tolist():
+        s, cc = float(total[gi]), float(comp[gi])
+        for v in x[starts[gi] + k:starts[gi] + lengths[gi]].tolist():
+            if v == v:
+                y = v - cc
+                t = s + y
+                cc = (t - s) - y
+                if not math.isfinite(cc):
+                    cc = 0.0
+                s = t
+        total[gi] = s
+    return total
+
+
+def sums_by_name(t: Table, key: str, value: str) -> tuple[list[str], npt.NDArray[np.float64]]:
+    """The column ``value`` of ``t`` summed per name of the column ``key`` (its text), names in text order; a missing
+    key is left out, and a name without a row; the sums are :func:`group_sums`' (pandas' own).
+
+    >>> import pyarrow as pa
+    >>> sums_by_name(pa.table({"r": pa.array(["b", "a", None, "b"]).dictionary_encode(), "w": [1.0, 2.0, 4.0, 8.0]}),
+    ...              "r", "w")
+    (['a', 'b'], array([2., 9.]))
+    """
+    c, cats = _sorted_codes(t, key)
+    sums = group_sums(c, values(t, value), len(cats))
+    used = np.flatnonzero(np.bincount(c[c >= 0], minlength=len(cats)))
+    return [cats[i] for i in used], sums[used]
+
+
+def descending(v: npt.NDArray[np.float64]) -> npt.NDArray[np.intp]:
+    """The order of ``v`` from the largest value, NaN last: pandas' ``sort_values(ascending=False)`` (its reversed
+    quicksort, so equal values come in the same order).
+
+    >>> descending(np.array([1.0, np.nan, 3.0, 1.0])).tolist()
+    [2, 0, 3, 1]
+    """
+    mask = np.isnan(v)
+    idx = np.flatnonzero(~mask)[::-1]
+    order = idx[v[idx].argsort(kind="quicksort")][::-1]
+    return np.concatenate([order, np.flatnonzero(mask)])
+
+
+def summary_html(meta: dict[str, Any], summary: dict[str, Any], waits: Table) -> str:
     t = summary.get("totals", {})
     edited = meta.get("trust_edited")  # read with --trust-edited from a folder that is not its run's
     out = [f"<p class='note'><b>Made from an edited results folder (--trust-edited)</b>: "
@@ -67,18 +178,31 @@ def summary_html(meta: dict[str, Any], summary: dict[str, Any], waits: pd.DataFr
                       [[k, _s(v), f"{100 * v / wsum:.1f}%"] for k, v in sorted(wbp.items(), key=lambda kv: (-kv[1],
                                                                                                           kv[0]))]))
     if len(waits):
-        reg = sum_by_name(waits["region"], waits["wait"]).sort_values(ascending=False)
+        names, sums = sums_by_name(waits, "region", "wait")
+        top = descending(sums)[:12]
         out.append(_table(["region of the waiting operation", "wait (s)", "share"],
-                          [[k or "(top level)", _s(v), f"{100 * v / wsum:.1f}%"] for k, v in reg.head(12).items()]))
+                          [[names[i] or "(top level)", _s(sums[i]), f"{100 * sums[i] / wsum:.1f}%"] for i in top]))
     return "\n".join(out)
 
 
-def causes_html(ledger: pd.DataFrame | None) -> str:
+def causes_html(ledger: Table | None) -> str:
+    """The injected causes' section: the twelve largest (rank, region, kind) groups of the ledger by seconds
+    (:func:`group_sums`; a row without a region or kind left out)."""
     if ledger is None or not len(ledger):
         return "<p>No injected cause: the scenario injects no imbalance, noise or instrumentation.</p>"
-    g = ledger.groupby(["rank", ledger["region"].astype(str), ledger["kind"].astype(str)], observed=True)[
-        "seconds"].agg(["sum", "count"]).sort_values("sum", ascending=False).head(12)
-    rows = [[int(r), reg or "(top level)", k, _s(v["sum"]), int(v["count"])] for (r, reg, k), v in g.iterrows()]
+    region, regions = _sorted_codes(ledger, "region")
+    kind, kinds = _sorted_codes(ledger, "kind")
+    ok = (region >= 0) & (kind >= 0)
+    keys = np.stack([values(ledger, "rank").astype(np.int64)[ok], region[ok], kind[ok]], axis=1)
+    groups, group = np.unique(keys, axis=0, return_inverse=True)  # in (rank, region, kind) order
+    group = group.ravel()
+    seconds = values(ledger, "seconds").astype(np.float64)
+    ids = np.full(ok.size, -1, np.int64)  # each row's group (-1: left out)
+    ids[ok] = group
+    sums = group_sums(ids, seconds, len(groups))
+    counts = np.bincount(group[~np.isnan(seconds[ok])], minlength=len(groups))
+    rows = [[int(groups[i, 0]), regions[groups[i, 1]] or "(top level)", kinds[groups[i, 2]], _s(sums[i]),
+             int(counts[i])] for i in descending(sums)[:12]]
     top = rows[0]
     return (f"<p class='cause' id='wl-top-cause'>Largest injected cause: rank {top[0]}, region {html.escape(top[1])}"
             f" ({top[2]}, {top[3]} s in total).</p>"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -185,15 +184,3 @@ def buffer_timeline(res: PerturbationResult) -> pd.DataFrame:
     return pd.DataFrame({"rank": rank.astype(np.int32), "time": time_, "resident": resident,
                          "event": pd.Categorical.from_codes(event, categories=["record", "flush"]),
                          "swapped": swapped})
-
-
-def jsonable(x: Any) -> Any:
-    if isinstance(x, dict):
-        return {str(k): jsonable(v) for k, v in x.items()}
-    if isinstance(x, list | tuple):
-        return [jsonable(v) for v in x]
-    if isinstance(x, np.generic):
-        return x.item()
-    if isinstance(x, float) and not math.isfinite(x):
-        return None if math.isnan(x) else ("inf" if x > 0 else "-inf")
-    return x

@@ -32,6 +32,7 @@ from waitlab.errors import SimulationError
 from waitlab.experiments.pipeline import prepare, simulate_ops
 from waitlab.experiments.scenario import Scenario, from_mapping
 from waitlab.models.apps.alltoall import check_alltoall_point, emit_alltoall
+from waitlab.models.columns import frame
 from waitlab.models.ops import OpBuilder
 from waitlab.platforms import load_platform, render_platform
 from waitlab.platforms.machine import alltoall_settings, replay_settings, send_order_config, solver_settings
@@ -143,7 +144,7 @@ def alltoall_point(platform: str, algorithm: str, ranks: int, size: int, *, rank
         rep = replay_ops(ops, xml, hostfile, speed, config=replay_settings(config), timeout=timeout,
                          what=f"{algorithm} alltoall of {size} B on {ranks} ranks of {platform}")
     wall = time.perf_counter() - t0
-    ev = rep.events
+    ev = frame(rep.events)
     start = float(ev.loc[ev["op"] == "barrier", "exit"].max()) if "op" in ev else 0.0
     return _point(platform, algorithm, ranks, size, model, float(ev["exit"].max()) - start, wall)
 

@@ -1,30 +1,38 @@
-"""Wait figures of one run and the cause ledger as a table: what ground truth and scores compare."""
+"""Wait figures of one run and the cause ledger as a table: what ground truth and scores compare.
+
+The event and wait-state tables are pandas DataFrames or Arrow tables (read by :mod:`waitlab.models.columns`); the
+ledger is a pandas DataFrame, or an Arrow table (``arrow=True``) made without pandas.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
+import pyarrow as pa
 
-from waitlab.models.analysis.callpaths import pattern_codes
-from waitlab.models.analysis.waitstates import PATTERNS
+from waitlab.models import columns
+from waitlab.models.columns import Coded, Table
 from waitlab.models.ops import CAUSE_KINDS, Ledger, OpTable
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: Wait metrics recorded for every run (see :func:`wait_metrics`).
 METRICS = ("total_wait", "makespan", "considered_wait", "collective_max_wait")
-_P2P = {PATTERNS.index("late_sender"), PATTERNS.index("late_receiver")}
+#: The point-to-point patterns (:data:`~waitlab.models.analysis.waitstates.PATTERNS`); every other is a collective's.
+_P2P = ("late_sender", "late_receiver")
 
 
-def wait_metrics(events: pd.DataFrame, waits: pd.DataFrame) -> dict[str, Any]:
+def wait_metrics(events: Table, waits: Table) -> dict[str, Any]:
     """Wait figures of one run (plain JSON data).
 
     ``total_wait``; ``makespan``; ``collective_max_wait`` = sum over collective
     instances of their largest wait; ``considered_wait`` = that plus all
     point-to-point waits (what H-CWP-DM with the "earliest" pairing explains);
-    ``wait_by_op`` and ``max_wait_by_op`` (sum over instances of the largest wait, per collective).
+    ``wait_by_op`` and ``max_wait_by_op`` (sum over instances of the largest wait, per collective), in name order.
 
     Examples
     --------
@@ -34,22 +42,41 @@ def wait_metrics(events: pd.DataFrame, waits: pd.DataFrame) -> dict[str, Any]:
     >>> m["total_wait"], m["collective_max_wait"], m["max_wait_by_op"]
     (5.0, 3.0, {'barrier': 3.0})
     """
-    w = waits["wait"].to_numpy(float)
-    ops = waits["op"].astype(str).to_numpy() if len(waits) else np.array([], dtype=object)
-    coll = ~np.isin(pattern_codes(waits), list(_P2P)) if len(waits) else np.zeros(0, bool)
-    inst = events["match"].to_numpy()[waits["event"].to_numpy()] if len(waits) else np.zeros(0, np.int64)
-    frame = pd.DataFrame({"op": ops[coll], "inst": inst[coll], "wait": w[coll]})
-    per_inst = frame.groupby(["op", "inst"])["wait"].max() if len(frame) else pd.Series(dtype=float)
-    max_by_op = per_inst.groupby(level=0).sum() if len(per_inst) else pd.Series(dtype=float)
-    by_op = pd.Series(w).groupby(ops).sum() if len(w) else pd.Series(dtype=float)
-    coll_max = float(per_inst.sum()) if len(per_inst) else 0.0
+    w = columns.values(waits, "wait").astype(float)
+    exit_ = columns.values(events, "exit")
+    by_op: dict[str, float] = {}
+    max_by_op: dict[str, float] = {}
+    coll_max = 0.0
+    coll = np.zeros(w.size, bool)
+    if w.size:
+        code, cats = columns.codes(waits, "op")
+        # every row's op among the distinct op names in name order (a missing one is "nan", as pandas writes it)
+        names, of_cat = np.unique(np.array([*cats, "nan"], dtype=str), return_inverse=True)
+        op = of_cat.reshape(-1)[code]
+        p_code, p_cats = columns.codes(waits, "pattern")
+        coll = ~np.array([c in _P2P for c in p_cats] + [False])[p_code]
+        total = np.bincount(op, weights=w, minlength=names.size)
+        by_op = {str(names[i]): float(total[i]) for i in np.flatnonzero(np.bincount(op, minlength=names.size))}
+        # the largest wait of every collective instance (op, match id), in (op, instance) order
+        c_op, c_wait = op[coll], w[coll]
+        inst = columns.values(events, "match")[columns.values(waits, "event")[coll]]
+        order = np.lexsort((inst, c_op))
+        c_op, inst, c_wait = c_op[order], inst[order], c_wait[order]
+        if c_op.size:
+            start = np.flatnonzero(np.r_[True, (c_op[1:] != c_op[:-1]) | (inst[1:] != inst[:-1])])
+            per_inst = np.maximum.reduceat(c_wait, start)
+            coll_max = float(per_inst.sum())
+            inst_op = c_op[start]
+            summed = np.bincount(inst_op, weights=per_inst, minlength=names.size)
+            max_by_op = {str(names[i]): float(summed[i])
+                         for i in np.flatnonzero(np.bincount(inst_op, minlength=names.size))}
     return {
         "total_wait": float(w.sum()),
-        "makespan": float(events["exit"].max()) if len(events) else 0.0,
+        "makespan": float(exit_.max()) if exit_.size else 0.0,
         "collective_max_wait": coll_max,
         "considered_wait": coll_max + float(w[~coll].sum()),
-        "wait_by_op": {str(k): float(v) for k, v in by_op.items()},
-        "max_wait_by_op": {str(k): float(v) for k, v in max_by_op.items()},
+        "wait_by_op": by_op,
+        "max_wait_by_op": max_by_op,
     }
 
 
@@ -70,17 +97,37 @@ def metric_value(metrics: Mapping[str, Any], metric: str) -> float:
     return float(metrics[metric])
 
 
-def ledger_frame(ops: OpTable) -> pd.DataFrame:
-    """The cause ledger of ``ops`` as a table (``rank, region, step, seconds, kind``); ``(top level)`` = no region."""
-    return ledger_table(ops.ledger, ops.names)
+def ledger_frame(ops: OpTable, *, arrow: bool = False) -> pd.DataFrame | pa.Table:
+    """The cause ledger of ``ops`` as a table (``rank, region, step, seconds, kind``); ``(top level)`` = no region.
+
+    A pandas DataFrame, or with ``arrow=True`` an Arrow table (made without pandas) of the same columns: ``rank``
+    and ``step`` int64, ``seconds`` float64, ``region`` and ``kind`` text.
+    """
+    return ledger_table(ops.ledger, ops.names, arrow=arrow)
 
 
-def ledger_table(led: Ledger, region_names: Sequence[str]) -> pd.DataFrame:
-    """:func:`ledger_frame` of a ledger whose ``region`` indexes ``region_names`` (an operation table's names)."""
+def ledger_table(led: Ledger, region_names: Sequence[str], *, arrow: bool = False) -> pd.DataFrame | pa.Table:
+    """:func:`ledger_frame` of a ledger whose ``region`` indexes ``region_names`` (an operation table's names).
+
+    >>> led = Ledger(rank=np.array([1], np.int32), region=np.array([-1], np.int32), step=np.array([2], np.int32),
+    ...              seconds=np.array([0.5]), kind=np.array([0], np.int8))
+    >>> ledger_table(led, ["Stencil"], arrow=True).to_pylist() == ledger_table(led, ["Stencil"]).to_dict("records")
+    True
+    """
     region = np.where(led.region >= 0, led.region, len(region_names))  # outside regions: "(top level)", as models say
+    names = [*region_names, "(top level)"]
+    rank, step, seconds = led.rank.astype(np.int64), led.step.astype(np.int64), led.seconds.astype(np.float64)
+    if arrow:  # the texts as categoricals, then plain text (Arrow makes it of the names made text once)
+        t = columns.table({"rank": rank, "region": Coded(region, names), "step": step, "seconds": seconds,
+                           "kind": Coded(led.kind, CAUSE_KINDS)})
+        for c in ("region", "kind"):
+            t = t.set_column(t.schema.get_field_index(c), c, t.column(c).cast(pa.string()))
+        return t
+    import pandas as pd  # a pandas table asked for
+
     return pd.DataFrame({
-        "rank": led.rank.astype(int), "region": _texts([*region_names, "(top level)"], region),
-        "step": led.step.astype(int), "seconds": led.seconds, "kind": _texts(list(CAUSE_KINDS), led.kind),
+        "rank": rank, "region": _texts(names, region), "step": step, "seconds": seconds,
+        "kind": _texts(list(CAUSE_KINDS), led.kind),
     })  # fmt: skip
 
 
@@ -88,7 +135,10 @@ def _texts(names: list[str], codes: npt.NDArray[np.integer]) -> Any:
     """``names[codes]`` as a text column, taken from the names made text once (the column pandas makes of a string
     per row, without them: 0.05 instead of 0.2 s for 1.3 M rows); an empty one stays of objects, as pandas leaves it.
 
+    >>> import pandas as pd
     >>> pd.Series(_texts(["a", "b"], np.array([1, 1, 0]))).tolist(), _texts(["a"], np.zeros(0, np.int8)).dtype
     (['b', 'b', 'a'], dtype('O'))
     """
+    import pandas as pd  # a pandas column asked for
+
     return pd.array(names, dtype="str").take(codes.astype(np.intp)) if codes.size else np.array([], dtype=object)

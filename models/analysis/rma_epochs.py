@@ -16,15 +16,17 @@ the event table's ``tag``; ``win_group`` rows (one per group member, right after
 group.  :func:`annotate_rma` writes the epoch into the event table's ``match`` column and the call that closes
 it at the origin (fence, complete, wait, unlock, unlock_all) into ``done``.
 
-Pure numpy over the columns; no row loops.
+Pure numpy over the columns (:mod:`waitlab.models.columns`: a pandas DataFrame or an Arrow table, and a table of
+the same kind back); no row loops.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
+from waitlab.models import columns
+from waitlab.models.columns import Coded, Table
 from waitlab.models.vocabulary import ACTION, ACTIONS, CODE, RMA_ACTIONS, lut
 
 #: RMA operations (they move data); the others are synchronization and window management.
@@ -38,11 +40,12 @@ _IS_RMA = lut(RMA_ACTIONS)
 IS_RMA_OP = lut(RMA_OPS)
 
 
-def vocabulary_codes(op: pd.Series) -> npt.NDArray[np.int64]:
-    """Action code (:data:`~waitlab.models.vocabulary.CODE`) of every row of a categorical ``op`` column
-    (-1 for ``region`` and names outside the vocabulary)."""
-    cat_code = np.array([CODE.get(str(c), -1) for c in op.cat.categories] + [-1], np.int64)
-    return cat_code[op.cat.codes.to_numpy()]
+def vocabulary_codes(events: Table, name: str = "op") -> npt.NDArray[np.int64]:
+    """Action code (:data:`~waitlab.models.vocabulary.CODE`) of every row of the ``op`` column (column ``name``)
+    of ``events`` (-1 for ``region``, names outside the vocabulary and missing values)."""
+    code, cats = columns.codes(events, name)
+    cat_code = np.array([CODE.get(c, -1) for c in cats] + [-1], np.int64)
+    return cat_code[code]
 
 Int = npt.NDArray[np.int64]
 
@@ -92,24 +95,25 @@ def _lookup(keys: Int, values: Int, q: Int) -> Int:
     return np.where(ks[i] == q, values[order][i], -1)
 
 
-def rma_epochs(events: pd.DataFrame) -> pd.DataFrame:
+def rma_epochs(events: Table) -> Table:
     """One row per RMA event: window, epoch mode, epoch, target and the target's epoch (module docstring).
 
     Returns
     -------
-    DataFrame
-        Columns ``event, rank, op, code, win, mode, epoch, closer, peer, target, target_epoch``; ``epoch`` and
-        ``target_epoch`` are event rows of the opening calls (-1 when none), ``closer`` the row of the call
-        that closes the epoch on this rank (-1 if it never closed).
+    DataFrame or pyarrow.Table
+        Of the kind of ``events``: columns ``event, rank, op, code, win, mode, epoch, closer, peer, target,
+        target_epoch``; ``epoch`` and ``target_epoch`` are event rows of the opening calls (-1 when none),
+        ``closer`` the row of the call that closes the epoch on this rank (-1 if it never closed).
     """
-    code_all = vocabulary_codes(events["op"])
+    code_all = vocabulary_codes(events)
     rows = np.flatnonzero((code_all >= 0) & _IS_RMA[np.maximum(code_all, 0)]).astype(np.int64)
     n = len(events)
     op = code_all[rows]
-    rank = events["rank"].to_numpy()[rows].astype(np.int64)
-    win = events["tag"].to_numpy()[rows].astype(np.int64)
-    peer = events["peer"].to_numpy()[rows].astype(np.int64)
-    n_ranks = int(events["rank"].max()) + 1 if n else 0
+    rank_all = columns.values(events, "rank")
+    rank = rank_all[rows].astype(np.int64)
+    win = columns.values(events, "tag")[rows].astype(np.int64)
+    peer = columns.values(events, "peer")[rows].astype(np.int64)
+    n_ranks = int(rank_all.max()) + 1 if n else 0
     g = rank * (int(win.max()) + 1 if win.size else 1) + win  # (rank, window)
     gp = g * (n_ranks + 1) + (peer + 1)  # (rank, window, target)
 
@@ -165,13 +169,13 @@ def rma_epochs(events: pd.DataFrame) -> pd.DataFrame:
         mm = has & (mode == MODES.index(m))
         closer[mm] = _lookup(epoch[c], rows[c], epoch[mm])
     target_epoch = _target_epochs(rows, op, rank, win, peer, epoch, mode, is_fence, grp, n_ranks)
-    return pd.DataFrame({
-        "event": rows, "rank": rank.astype(np.int32), "op": pd.Categorical.from_codes(op, categories=list(ACTIONS)),
+    return columns.table({
+        "event": rows, "rank": rank.astype(np.int32), "op": Coded(op, ACTIONS),
         "code": op.astype(np.int16), "win": win.astype(np.int32),
-        "mode": pd.Categorical.from_codes(mode, categories=list(MODES)), "epoch": epoch, "closer": closer,
+        "mode": Coded(mode, MODES), "epoch": epoch, "closer": closer,
         "peer": peer.astype(np.int32), "target": np.where(IS_RMA_OP[op], peer, -1).astype(np.int32),
         "target_epoch": target_epoch,
-    })  # fmt: skip
+    }, like=events)  # fmt: skip
 
 
 def _target_epochs(rows: Int, op: Int, rank: Int, win: Int, peer: Int, epoch: Int,
@@ -210,20 +214,19 @@ def _target_epochs(rows: Int, op: Int, rank: Int, win: Int, peer: Int, epoch: In
     return out
 
 
-def gats_pairs(table: pd.DataFrame) -> pd.DataFrame:
+def gats_pairs(table: Table) -> Table:
     """Matched (access epoch, exposure epoch) pairs of a :func:`rma_epochs` table.
 
-    Returns columns ``start, post, origin, target``: event rows of the win_start and the matching win_post
-    (-1 if the target never posted) and their ranks.
+    Returns columns ``start, post, origin, target`` (a table of the kind of ``table``): event rows of the win_start
+    and the matching win_post (-1 if the target never posted) and their ranks.
     """
     t = table
-    ev, op, ep = t["event"].to_numpy(), t["code"].to_numpy(), t["epoch"].to_numpy()
+    ev, op, ep = (columns.values(t, c) for c in ("event", "code", "epoch"))
     grp = (op == CODE["win_group"]) & (ep >= 0)
     is_start = np.zeros(int(ev.max()) + 1 if ev.size else 1, bool)
     is_start[ev[op == CODE["win_start"]]] = True
     ep = ep[grp]
-    rank, member = t["rank"].to_numpy()[grp].astype(np.int64), t["peer"].to_numpy()[grp].astype(np.int64)
-    win = t["win"].to_numpy()[grp].astype(np.int64)
+    rank, member, win = (columns.values(t, c)[grp].astype(np.int64) for c in ("rank", "peer", "win"))
     access = is_start[ep]
     n_ranks = int(max(rank.max(initial=0), member.max(initial=0))) + 1
     origin = np.where(access, rank, member)
@@ -232,29 +235,43 @@ def gats_pairs(table: pd.DataFrame) -> pd.DataFrame:
     c = _cumcount(pair * 2 + access)
     key = pair * (len(t) + 1) + c
     post = _lookup(key[~access], ep[~access], key[access])
-    return pd.DataFrame({"start": ep[access], "post": post, "origin": origin[access], "target": target[access]})
+    return columns.table({"start": ep[access], "post": post, "origin": origin[access], "target": target[access]},
+                         like=t)
 
 
-def has_rma(events: pd.DataFrame) -> bool:
-    """Whether the event table holds any RMA event (a lookup over the op categories: cheap on large tables)."""
+def has_rma(events: Table) -> bool:
+    """Whether the event table holds any RMA event (a lookup over the op categories: cheap on large tables).
+
+    >>> from waitlab.models.columns import table
+    >>> has_rma(table({"op": Coded(np.array([0, 1]), ["send", "win_fence"])})), has_rma(table({"op": Coded(
+    ...     np.array([0, 0]), ["send", "win_fence"])}))
+    (True, False)
+    """
     if not len(events):
         return False
-    op = events["op"]
-    cat_code = np.array([CODE.get(str(c), -1) for c in op.cat.categories], np.int64)
+    code, cats = columns.codes(events, "op")
+    cat_code = np.array([CODE.get(c, -1) for c in cats], np.int64)
     is_rma = np.append(np.where(cat_code >= 0, _IS_RMA[np.maximum(cat_code, 0)], False), False)  # last: code -1
     if not is_rma.any():  # no RMA label among the categories: no pass over the rows
         return False
-    return bool(is_rma[op.cat.codes.to_numpy()].any())
+    return bool(is_rma[code].any())
 
 
-def annotate_rma(events: pd.DataFrame) -> pd.DataFrame:
-    """The event table with RMA rows' ``match`` = epoch and ``done`` = the call closing it (in place, returned)."""
+def annotate_rma(events: Table) -> Table:
+    """The event table with RMA rows' ``match`` = epoch and ``done`` = the call closing it: a DataFrame in place
+    (returned), an Arrow table as a new table with those two columns replaced (an Arrow table is immutable)."""
     if not has_rma(events):
         return events
     t = rma_epochs(events)
-    ev = t["event"].to_numpy()
-    match, done = events["match"].to_numpy().copy(), events["done"].to_numpy().copy()
-    match[ev] = t["epoch"].to_numpy()
-    done[ev] = t["closer"].to_numpy()
-    events["match"], events["done"] = match, done
+    ev = columns.values(t, "event")
+    match, done = columns.values(events, "match").copy(), columns.values(events, "done").copy()
+    match[ev] = columns.values(t, "epoch")
+    done[ev] = columns.values(t, "closer")
+    if not columns.is_arrow(events):
+        events["match"], events["done"] = match, done
+        return events
+    new = columns.table({"match": match, "done": done})
+    for name in ("match", "done"):
+        i = events.schema.get_field_index(name)
+        events = events.set_column(i, events.schema.field(i), new.column(name).cast(events.schema.field(i).type))
     return events

@@ -29,11 +29,14 @@ the waits of one event still add up to the time it waited.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
+from waitlab.models import columns
 from waitlab.models.analysis.rma_epochs import IS_RMA_OP, MODES, RMA_OPS, gats_pairs, has_rma, rma_epochs
+from waitlab.models.columns import Table
 from waitlab.models.vocabulary import CODE, lut
 
 #: RMA wait-state patterns (rows of the wait-state table).
@@ -64,16 +67,17 @@ def _containing(cand_rows: Int, cand_epoch: Int, t_of_epoch: Float, who_of_epoch
     return cand_rows[hold], (t - e)[hold], who_of_epoch[cand_epoch][hold]
 
 
-def rma_wait_states(events: pd.DataFrame) -> Waits:
-    """Every RMA wait state: a list of (pattern, event rows, waits, rows waited for) (module docstring)."""
+def rma_wait_states(events: Table) -> Waits:
+    """Every RMA wait state: a list of (pattern, event rows, waits, rows waited for) (module docstring); ``events``
+    a pandas DataFrame or an Arrow table."""
     if not has_rma(events):
         return []
     t = rma_epochs(events)
-    enter, exit_ = events["enter"].to_numpy(), events["exit"].to_numpy()
+    enter, exit_ = columns.values(events, "enter"), columns.values(events, "exit")
     n = len(events)
-    ev, op = t["event"].to_numpy(), t["code"].to_numpy().astype(np.int64)
-    epoch, closer = t["epoch"].to_numpy(), t["closer"].to_numpy()
-    mode = t["mode"].cat.codes.to_numpy()
+    ev, op = columns.values(t, "event"), columns.values(t, "code").astype(np.int64)
+    epoch, closer = columns.values(t, "epoch"), columns.values(t, "closer")
+    mode = columns.codes(t, "mode")[0]
     out: Waits = []
     pairs = gats_pairs(t)
     _late_post(pairs, ev, op, epoch, mode, enter, exit_, n, out)
@@ -83,10 +87,11 @@ def rma_wait_states(events: pd.DataFrame) -> Waits:
     return out
 
 
-def _late_post(pairs: pd.DataFrame, ev: Int, op: Int, epoch: Int, mode: npt.NDArray[np.int8],
+def _late_post(pairs: Table, ev: Int, op: Int, epoch: Int, mode: npt.NDArray[np.integer[Any]],
                enter: Float, exit_: Float, n: int, out: Waits) -> None:
-    ok = pairs["post"].to_numpy() >= 0
-    start, post = pairs["start"].to_numpy()[ok], pairs["post"].to_numpy()[ok]
+    post, start = columns.values(pairs, "post"), columns.values(pairs, "start")
+    ok = post >= 0
+    start, post = start[ok], post[ok]
     if start.size == 0:
         return
     t_post, who = _segment_max(start, enter[post], post, n)
@@ -96,10 +101,11 @@ def _late_post(pairs: pd.DataFrame, ev: Int, op: Int, epoch: Int, mode: npt.NDAr
     out.append(("rma_late_post", rows, w, peer))
 
 
-def _early_wait(t: pd.DataFrame, pairs: pd.DataFrame, ev: Int, op: Int, epoch: Int, closer: Int, enter: Float,
+def _early_wait(t: Table, pairs: Table, ev: Int, op: Int, epoch: Int, closer: Int, enter: Float,
                 exit_: Float, n: int, out: Waits) -> None:
-    ok = pairs["post"].to_numpy() >= 0
-    start, post = pairs["start"].to_numpy()[ok], pairs["post"].to_numpy()[ok]
+    post, start = columns.values(pairs, "post"), columns.values(pairs, "start")
+    ok = post >= 0
+    start, post = start[ok], post[ok]
     complete_of = np.full(n, -1, np.int64)
     is_start = op == CODE["win_start"]
     complete_of[ev[is_start]] = closer[is_start]
@@ -109,7 +115,7 @@ def _early_wait(t: pd.DataFrame, pairs: pd.DataFrame, ev: Int, op: Int, epoch: I
         return
     t_comp, who = _segment_max(post[ok], enter[comp[ok]], comp[ok], n)
     # last RMA operation into each exposure epoch (its Exit at the origin)
-    te = t["target_epoch"].to_numpy()
+    te = columns.values(t, "target_epoch")
     into = IS_RMA_OP[op] & (te >= 0)
     last_op = np.full(n, -np.inf)
     np.maximum.at(last_op, te[into], exit_[ev[into]])
@@ -123,12 +129,12 @@ def _early_wait(t: pd.DataFrame, pairs: pd.DataFrame, ev: Int, op: Int, epoch: I
     out.append(("rma_late_complete", w_ev, late, who[p]))
 
 
-def _window_collective(t: pd.DataFrame, ev: Int, op: Int, enter: Float, exit_: Float, name: str
+def _window_collective(t: Table, ev: Int, op: Int, enter: Float, exit_: Float, name: str
                        ) -> tuple[Int, npt.NDArray[np.bool_], Float, Float, Int]:
     """Instances of a window-collective call (the k-th ``name`` of a window on every rank): its rows in
     (window, rank, program) order, whether each is a rank's first, and Scalasca's wait with the row waited for."""
     f = np.flatnonzero(op == CODE[name])
-    rank, win = t["rank"].to_numpy()[f].astype(np.int64), t["win"].to_numpy()[f].astype(np.int64)
+    rank, win = columns.values(t, "rank")[f].astype(np.int64), columns.values(t, "win")[f].astype(np.int64)
     n_w = int(win.max()) + 1
     order = np.lexsort((ev[f], rank, win))
     fr, fw, frank = ev[f][order], win[order], rank[order]
@@ -145,7 +151,7 @@ def _window_collective(t: pd.DataFrame, ev: Int, op: Int, enter: Float, exit_: F
     return fr, first, total, e, who[inst]
 
 
-def _fence(t: pd.DataFrame, ev: Int, op: Int, epoch: Int, enter: Float, exit_: Float, n: int,
+def _fence(t: Table, ev: Int, op: Int, epoch: Int, enter: Float, exit_: Float, n: int,
            out: Waits) -> None:
     for name, pattern in (("win_create", "rma_wait_at_create"), ("win_free", "rma_wait_at_free")):
         if (op == CODE[name]).any():
@@ -157,7 +163,7 @@ def _fence(t: pd.DataFrame, ev: Int, op: Int, epoch: Int, enter: Float, exit_: F
     x = exit_[fr]
     # Early Fence: an operation into the closing epoch (epoch = this rank's previous fence) entered meanwhile.
     prev = np.where(first, -1, np.r_[-1, fr[:-1]])
-    te = t["target_epoch"].to_numpy()
+    te = columns.values(t, "target_epoch")
     into = IS_RMA_OP[op] & (te >= 0)
     last_in, last_who = _segment_max(te[into], enter[ev[into]], ev[into], n)
     t_op = np.where(prev >= 0, last_in[np.maximum(prev, 0)], -np.inf)
@@ -166,9 +172,9 @@ def _fence(t: pd.DataFrame, ev: Int, op: Int, epoch: Int, enter: Float, exit_: F
     out.append(("rma_early_fence", fr, early, np.where(prev >= 0, last_who[np.maximum(prev, 0)], -1)))
 
 
-def _locks(t: pd.DataFrame, ev: Int, op: Int, epoch: Int, closer: Int,
-           mode: npt.NDArray[np.int8], enter: Float, exit_: Float, n: int, out: Waits) -> None:
-    rank, win, peer = (t[c].to_numpy().astype(np.int64) for c in ("rank", "win", "peer"))
+def _locks(t: Table, ev: Int, op: Int, epoch: Int, closer: Int,
+           mode: npt.NDArray[np.integer[Any]], enter: Float, exit_: Float, n: int, out: Waits) -> None:
+    rank, win, peer = (columns.values(t, c).astype(np.int64) for c in ("rank", "win", "peer"))
     n_ranks = int(max(rank.max(initial=0), peer.max(initial=0))) + 1
     single = np.flatnonzero(lut(("win_lock", "win_lock_shared"))[op] & (closer >= 0))
     every = np.flatnonzero((op == CODE["win_lock_all"]) & (closer >= 0))

@@ -9,6 +9,9 @@ outside MPI (its computation, a trace's ``sleep``, and any noise/overhead/... li
 of a trace that no ledger cause injected), *communication* is MPI time minus wait
 (minus detours in a reduction's flops), and *idle* is the rest (time after the rank
 finished, or gaps between activities).
+
+The tables are pandas DataFrames or Arrow tables (read by :mod:`waitlab.models.columns`; the budget comes back in
+the kind of the event table).
 """
 
 from __future__ import annotations
@@ -18,17 +21,19 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
+from waitlab.models import columns
 from waitlab.models.analysis.timeline_check import impossible_collectives
+from waitlab.models.columns import Table
 
 #: Kinds of the rows perturbation models inject (a row of them counts as perturbation when it carries a cause).
 PERTURBATION_KINDS = ("noise", "overhead", "flush", "swap", "delay")
 
 
-def rank_budget(events: pd.DataFrame, waits: pd.DataFrame, n_ranks: int | None = None,
-                detour: npt.ArrayLike | None = None) -> pd.DataFrame:
-    """Per-rank seconds of compute, perturbation, communication, wait and idle.
+def rank_budget(events: Table, waits: Table, n_ranks: int | None = None,
+                detour: npt.ArrayLike | None = None) -> Table:
+    """Per-rank seconds of compute, perturbation, communication, wait and idle (a table of the kind of ``events``:
+    columns ``rank, compute, perturbation, communication, wait, idle``).
 
     ``detour`` (one value per event row, or ``None``: none) is the seconds of system-noise detours that stalled
     each row (:func:`detour_seconds` of the noise ledger's hits).  They are time the noise injected, so they move
@@ -49,15 +54,16 @@ def rank_budget(events: pd.DataFrame, waits: pd.DataFrame, n_ranks: int | None =
     >>> rank_budget(ev, wait_states(ev), detour=[0.0, 0.0, 2.0, 0.0]).round(6).to_dict("records")[1]
     {'rank': 1, 'compute': 1.0, 'perturbation': 2.0, 'communication': 0.0, 'wait': 0.0, 'idle': 0.0}
     """
-    n = int(n_ranks if n_ranks is not None else (events["rank"].max() + 1 if len(events) else 0))
-    rank = events["rank"].to_numpy()
-    dur = events["exit"].to_numpy() - events["enter"].to_numpy()
-    makespan = float(events["exit"].max()) if len(events) else 0.0
+    rank = columns.values(events, "rank")
+    n = int(n_ranks if n_ranks is not None else (rank.max() + 1 if len(events) else 0))
+    exit_ = columns.values(events, "exit")
+    dur = exit_ - columns.values(events, "enter")
+    makespan = float(exit_.max()) if len(events) else 0.0
     # one pass: each row's class, then every (rank, class) sum in one bincount; each bin adds its rows in row order,
     # as a bincount of the class's rows alone does (the same sums, bit for bit); one index buffer, reused
-    cls = _kind_classes(events["kind"], _BUDGET_CLASSES)
-    if "cause" in events.columns:  # only an injected row is perturbation; the trace's own lines are the application's
-        cls[(cls == _PERTURBATION) & (events["cause"].to_numpy() < 0)] = _COMPUTE
+    cls = _kind_classes(events, _BUDGET_CLASSES)
+    if columns.has(events, "cause"):  # only an injected row is perturbation; a trace's own lines are the application's
+        cls[(cls == _PERTURBATION) & (columns.values(events, "cause") < 0)] = _COMPUTE
     idx = rank.astype(np.intp)
     idx *= _N_CLASSES
     idx += cls
@@ -76,15 +82,15 @@ def rank_budget(events: pd.DataFrame, waits: pd.DataFrame, n_ranks: int | None =
     dur[cls == _REGION] = 0.0
     np.copyto(idx, rank, casting="unsafe")
     leaf = np.bincount(idx, weights=dur, minlength=n).astype(np.float64)
-    wait = np.bincount(waits["rank"].to_numpy(), weights=waits["wait"].to_numpy(), minlength=n)
-    return pd.DataFrame({
+    wait = np.bincount(columns.values(waits, "rank"), weights=columns.values(waits, "wait"), minlength=n)
+    return columns.table({
         "rank": np.arange(n, dtype=np.int32),
         "compute": compute,
         "perturbation": perturb,
         "communication": mpi - wait,
         "wait": wait,
         "idle": makespan - leaf,
-    })  # fmt: skip
+    }, like=events)  # fmt: skip
 
 
 #: The kinds of each column of :func:`rank_budget` (class 0, 1, 2), regions (3); any other kind is class 4.  A
@@ -114,42 +120,63 @@ def detour_seconds(n_events: int, event_row: npt.ArrayLike, hit_row: npt.ArrayLi
     return np.bincount(ev, weights=np.asarray(hit_seconds, np.float64), minlength=n_events).astype(np.float64)
 
 
-def _kind_classes(kind: pd.Series, classes: Sequence[Sequence[str]]) -> npt.NDArray[np.int8]:
-    """Each row's class: the index of the first group of ``classes`` holding its kind, else ``len(classes)``."""
-    if isinstance(kind.dtype, pd.CategoricalDtype):
-        labels = np.asarray(kind.cat.categories.astype(str))
+def _kind_classes(events: Table, classes: Sequence[Sequence[str]], name: str = "kind") -> npt.NDArray[np.int8]:
+    """Each row's class: the index of the first group of ``classes`` holding its kind (column ``name``), else
+    ``len(classes)``.
+
+    >>> from waitlab.models.columns import Coded, table
+    >>> _kind_classes(table({"kind": Coded(np.array([2, 0, 1, -1]), ["mpi", "noise", "x"])}), [["noise"], ["mpi"]])
+    array([2, 1, 0, 2], dtype=int8)
+    """
+    if columns.is_coded(events, name):
+        code, labels = columns.codes(events, name)
         of_label = np.full(len(labels) + 1, len(classes), np.int8)  # the last: code -1 (missing)
         for i, group in reversed(list(enumerate(classes))):
-            of_label[:-1][np.isin(labels, group)] = i
-        return of_label[kind.cat.codes.to_numpy()]
-    as_str = kind.to_numpy().astype(str)
+            of_label[:-1][np.isin(np.array(labels, dtype=str), group)] = i
+        return of_label[code]
+    as_str = columns.values(events, name).astype(str)
     out = np.full(len(as_str), len(classes), np.int8)
     for i, group in reversed(list(enumerate(classes))):
         out[np.isin(as_str, group)] = i
     return out
 
 
-def summarize(events: pd.DataFrame, waits: pd.DataFrame, budget: pd.DataFrame | None = None) -> dict[str, Any]:
+def summarize(events: Table, waits: Table, budget: Table | None = None) -> dict[str, Any]:
     """Makespan, totals, and wait broken down by pattern, MPI operation and call path (``budget``: the tables'
-    :func:`rank_budget`, when already made)."""
+    :func:`rank_budget`, when already made); the same for pandas DataFrames and Arrow tables.
+
+    A breakdown holds every label with a positive wait, the largest first (ties in category order); the call path
+    ``""`` (outside every region) is ``(top level)``.
+
+    >>> from waitlab.models.analysis.waitstates import make_events, wait_states
+    >>> ev = make_events(rank=[0, 1, 2], op=["barrier"] * 3, enter=[0.0, 1.0, 3.0], exit=[3.0] * 3, match=[0] * 3)
+    >>> s = summarize(ev, wait_states(ev))
+    >>> s["wait_by_pattern"], s["wait_by_path"], s["totals"]["wait"]
+    ({'wait_at_barrier': 5.0}, {'(top level)': 5.0}, 5.0)
+    """
     budget = rank_budget(events, waits) if budget is None else budget
+    wait = columns.values(waits, "wait")
 
     def breakdown(col: str) -> dict[str, float]:
         if not len(waits):
             return {}
-        s = waits.groupby(col, observed=True)["wait"].sum().sort_values(ascending=False)
-        return {(str(k) or "(top level)"): float(v) for k, v in s.items() if v > 0}
+        code, cats = columns.codes(waits, col)
+        known = code >= 0  # a missing label is in no group
+        total = np.bincount(code[known], weights=wait[known], minlength=len(cats))
+        order = np.argsort(-total, kind="stable")  # the largest first; ties in category order
+        return {(cats[i] or "(top level)"): float(total[i]) for i in order.tolist() if total[i] > 0}
 
     return {
-        "makespan": float(events["exit"].max()) if len(events) else 0.0,
+        "makespan": float(columns.values(events, "exit").max()) if len(events) else 0.0,
         "ranks": len(budget),
         "events": len(events),
         "wait_states": len(waits),
-        "totals": {c: float(budget[c].sum()) for c in ("compute", "perturbation", "communication", "wait", "idle")},
+        "totals": {c: float(columns.values(budget, c).sum())
+                   for c in ("compute", "perturbation", "communication", "wait", "idle")},
         "wait_by_pattern": breakdown("pattern"),
         "wait_by_op": breakdown("op"),
         "wait_by_path": breakdown("path"),
-        "max_rank_wait": float(budget["wait"].max()) if len(budget) else 0.0,
+        "max_rank_wait": float(columns.values(budget, "wait").max()) if len(budget) else 0.0,
         # collective instances with a rank leaving before the last one entered ([] when the timeline is possible)
         "impossible_collectives": impossible_collectives(events),
     }

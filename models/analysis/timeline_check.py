@@ -16,7 +16,8 @@ A nonblocking collective is booked at its completion call (``tag`` > 0: the rank
 is not when the rank joined the collective (it posted earlier): such a member's exit is checked against the others'
 entries, but its own entry is not taken as its arrival.
 
-Pure functions over the event table's columns (numpy, no row loops).
+Pure functions over the event table's columns (numpy, no row loops), of a pandas DataFrame or an Arrow table
+(:mod:`waitlab.models.columns`).
 
 Examples
 --------
@@ -34,9 +35,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pandas as pd
+import numpy.typing as npt
 
+from waitlab.models import columns
 from waitlab.models.analysis.waitstates import BARRIER_OPS, NXN_OPS, payload
+from waitlab.models.columns import Table
 from waitlab.models.vocabulary import RECV_ACTIONS, SEND_ACTIONS
 
 __all__ = ["CHECKED_OPS", "GAP_TOLERANCE", "impossible_collectives", "impossible_line", "impossible_messages"]
@@ -47,7 +50,7 @@ CHECKED_OPS: tuple[str, ...] = (*BARRIER_OPS, *(o for o in NXN_OPS if o != "allt
 GAP_TOLERANCE = 1e-6
 
 
-def impossible_collectives(events: pd.DataFrame, tolerance: float = GAP_TOLERANCE) -> list[dict[str, Any]]:
+def impossible_collectives(events: Table, tolerance: float = GAP_TOLERANCE) -> list[dict[str, Any]]:
     """Per collective operation (in name order) with at least one impossible instance: how many of its instances
     have a member leaving more than ``tolerance`` seconds before the last member entered (``instances`` of
     ``of``), the worst gap (seconds) and the instance (``match`` id) it is in; then, if any, the entry of
@@ -57,7 +60,7 @@ def impossible_collectives(events: pd.DataFrame, tolerance: float = GAP_TOLERANC
     return _collectives(events, tolerance) + impossible_messages(events, tolerance)
 
 
-def impossible_messages(events: pd.DataFrame, tolerance: float = GAP_TOLERANCE) -> list[dict[str, Any]]:
+def impossible_messages(events: Table, tolerance: float = GAP_TOLERANCE) -> list[dict[str, Any]]:
     """``[entry]`` when some message's receive completed (its row's exit, or that of the wait ``done`` names) more
     than ``tolerance`` seconds before its send was entered: ``op`` ``"message"``, how many (``instances`` of the
     ``of`` messages), the worst gap, its message (``match`` id) and its ``sender`` and ``receiver``; else ``[]``.
@@ -69,45 +72,52 @@ def impossible_messages(events: pd.DataFrame, tolerance: float = GAP_TOLERANCE) 
     impossible timeline: message: 1 of 1 message has its receive done before its send was entered
     (worst gap 0.2 s, message 0 from rank 0 to rank 1)
     """
-    op, match = events["op"], events["match"].to_numpy()
-    sends = np.flatnonzero(op.isin(SEND_ACTIONS).to_numpy() & (match >= 0))
-    recvs = np.flatnonzero(op.isin(RECV_ACTIONS).to_numpy() & (match >= 0))
+    op, match = columns.codes(events, "op"), columns.values(events, "match")
+    sends = np.flatnonzero(_isin(op, SEND_ACTIONS) & (match >= 0))
+    recvs = np.flatnonzero(_isin(op, RECV_ACTIONS) & (match >= 0))
     if not sends.size or not recvs.size:
         return []
     sends = sends[np.argsort(match[sends], kind="stable")]
     at = np.minimum(np.searchsorted(match[sends], match[recvs]), sends.size - 1)
     paired = match[sends][at] == match[recvs]
     send, recv = sends[at[paired]], recvs[paired]
-    done = events["done"].to_numpy()[recv]
-    finish = events["exit"].to_numpy()[np.where(done >= 0, done, recv)]
-    gap = events["enter"].to_numpy()[send] - finish
+    done = columns.values(events, "done")[recv]
+    finish = columns.values(events, "exit")[np.where(done >= 0, done, recv)]
+    gap = columns.values(events, "enter")[send] - finish
     bad = np.flatnonzero(gap > tolerance)
     if not bad.size:
         return []
     worst = bad[np.argmax(gap[bad])]
-    rank = events["rank"].to_numpy()
+    rank = columns.values(events, "rank")
     return [{"op": "message", "instances": int(bad.size), "of": int(recv.size), "worst_gap": float(gap[worst]),
              "worst_instance": int(match[recv[worst]]), "sender": int(rank[send[worst]]),
              "receiver": int(rank[recv[worst]])}]
 
 
-def _collectives(events: pd.DataFrame, tolerance: float) -> list[dict[str, Any]]:
+def _isin(op: tuple[npt.NDArray[np.integer[Any]], list[str]], wanted: tuple[str, ...]) -> npt.NDArray[np.bool_]:
+    """Rows of a categorical column (codes, categories: :func:`waitlab.models.columns.codes`) whose label is one of
+    ``wanted`` (a missing label is none)."""
+    code, cats = op
+    return np.array([c in wanted for c in cats] + [False])[code]
+
+
+def _collectives(events: Table, tolerance: float) -> list[dict[str, Any]]:
     """The collective entries of :func:`impossible_collectives`."""
-    op = events["op"]
-    sel = op.isin(CHECKED_OPS).to_numpy()
-    match = events["match"].to_numpy()
+    op = columns.codes(events, "op")
+    sel = _isin(op, CHECKED_OPS)
+    match = columns.values(events, "match")
     rows = np.flatnonzero(sel & (match >= 0))
     if rows.size == 0:
         return []
     rows = rows[np.argsort(match[rows], kind="stable")]
     inst = match[rows]
     start = np.flatnonzero(np.r_[True, inst[1:] != inst[:-1]])
-    enter = events["enter"].to_numpy()[rows]
-    exit_ = events["exit"].to_numpy()[rows]
-    tag = events["tag"].to_numpy()[rows] if "tag" in events else np.zeros(rows.size, np.int32)
+    enter = columns.values(events, "enter")[rows]
+    exit_ = columns.values(events, "exit")[rows]
+    tag = columns.values(events, "tag")[rows] if columns.has(events, "tag") else np.zeros(rows.size, np.int32)
     blocking = tag <= 0  # a nonblocking completion's entry is not its arrival
     sends, receives = payload(events)
-    barrier = op.isin(BARRIER_OPS).to_numpy()[rows]
+    barrier = _isin(op, BARRIER_OPS)[rows]
     sent, got = sends[rows] | barrier, receives[rows] | barrier  # a barrier's members all synchronize
     last_enter = np.maximum.reduceat(np.where(blocking & sent, enter, -np.inf), start)
     first_exit = np.minimum.reduceat(np.where(got, exit_, np.inf), start)
@@ -115,7 +125,7 @@ def _collectives(events: pd.DataFrame, tolerance: float) -> list[dict[str, Any]]
     bad = gap > tolerance
     if not bad.any():
         return []
-    inst_op = np.asarray(op.iloc[rows[start]].astype(str))
+    inst_op = np.array(op[1], dtype=str)[op[0][rows[start]]]  # every row's op is a checked one: none missing
     out = []
     for name in sorted(set(inst_op[bad].tolist())):
         mine = inst_op == name

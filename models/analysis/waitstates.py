@@ -31,20 +31,27 @@ overlap books none (its totals do not say who receives from whom: Scalasca ignor
 When several ranks are exactly equally late, ``peer_rank`` names the lowest-numbered of them; the
 diagnosis models split the wait among all of them (:mod:`waitlab.models.analysis.ties`).
 
-Pure function over the columns of the event table; numpy only, no row loops.
+Pure function over the columns of the event table, a pandas DataFrame or an Arrow table (read by
+:mod:`waitlab.models.columns`; the wait states come back in the same kind); numpy only, no row loops.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
+import pyarrow as pa
 
+from waitlab.models import columns
 from waitlab.models.analysis.rma_waits import RMA_PATTERNS, rma_wait_states
+from waitlab.models.columns import Coded, Table
 from waitlab.models.vocabulary import ACTIONS, MPI_ACTIONS, RECV_ACTIONS, SEND_ACTIONS, SYNC_SEND_ACTIONS, names_where
 from waitlab.models.vocabulary import EAGER_THRESHOLD as EAGER_THRESHOLD
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 PATTERNS: tuple[str, ...] = ("late_sender", "late_receiver", "wait_at_barrier", "wait_at_nxn", "late_broadcast",
                              "early_reduce", "early_scan", *RMA_PATTERNS)
@@ -73,11 +80,10 @@ def _add(acc: dict[str, list[npt.NDArray[Any]]], pattern: str, event: npt.NDArra
     acc["peer_event"].append(peer_event[keep])
 
 
-def _p2p(ev: pd.DataFrame, acc: dict[str, list[npt.NDArray[Any]]], eager_threshold: int) -> None:
-    op = ev["op"].cat.codes.to_numpy()
-    cats = list(ev["op"].cat.categories)
-    enter, exit_ = ev["enter"].to_numpy(), ev["exit"].to_numpy()
-    match, done = ev["match"].to_numpy(), ev["done"].to_numpy()
+def _p2p(ev: Table, acc: dict[str, list[npt.NDArray[Any]]], eager_threshold: int) -> None:
+    op, cats = columns.codes(ev, "op")
+    enter, exit_ = columns.values(ev, "enter"), columns.values(ev, "exit")
+    match, done = columns.values(ev, "match"), columns.values(ev, "done")
     is_send = _member(op, [cats.index(c) for c in SEND_ACTIONS if c in cats], len(cats))
     is_recv = _member(op, [cats.index(c) for c in RECV_ACTIONS if c in cats], len(cats))
     s_rows, r_rows = np.flatnonzero(is_send), np.flatnonzero(is_recv)
@@ -106,19 +112,19 @@ def _p2p(ev: pd.DataFrame, acc: dict[str, list[npt.NDArray[Any]]], eager_thresho
     rcv = recv_of[match[s_rows]]
     # a synchronous send (ssend/issend) waits for its receive at any size; others only above the eager threshold
     sync = _member(op[s_rows], [cats.index(c) for c in SYNC_SEND_ACTIONS if c in cats], len(cats))
-    rendezvous = (exit_[blk] > enter[rcv]) & ((ev["bytes"].to_numpy()[s_rows] >= eager_threshold) | sync)
+    rendezvous = (exit_[blk] > enter[rcv]) & ((columns.values(ev, "bytes")[s_rows] >= eager_threshold) | sync)
     w = np.where(rendezvous, np.minimum(enter[rcv], exit_[blk]) - enter[blk], 0.0)
     _add_max_per_blocker(acc, "late_receiver", blk, w, rcv)
 
 
-def _test_calls(ev: pd.DataFrame) -> npt.NDArray[np.bool_]:
+def _test_calls(ev: Table) -> npt.NDArray[np.bool_]:
     """Rows whose ``call`` is an ``MPI_Test*`` call (``MPI_Test``, ``MPI_Testall``, ``MPI_Testany``,
     ``MPI_Testsome``); none in a table without the column."""
-    if "call" not in ev.columns:
+    if not columns.has(ev, "call"):
         return np.zeros(len(ev), bool)
-    call = pd.Categorical(ev["call"])
-    lut = np.array([str(c).startswith("MPI_Test") for c in call.categories] + [False])
-    return lut[call.codes]
+    call, cats = columns.codes(ev, "call")
+    lut = np.array([c.startswith("MPI_Test") for c in cats] + [False])
+    return lut[call]
 
 
 def _add_max_per_blocker(acc: dict[str, list[npt.NDArray[Any]]], pattern: str, blocker: npt.NDArray[np.int64],
@@ -147,31 +153,31 @@ def _member(codes: npt.NDArray[Any], wanted: list[int], n_categories: int) -> np
     return table[codes]
 
 
-def _codes_of(col: pd.Series, names: tuple[str, ...] | list[str]) -> list[int]:
-    """Category codes of ``names`` present in a categorical column."""
-    cats = {c: i for i, c in enumerate(col.cat.categories)}
+def _codes_of(categories: Sequence[str], names: tuple[str, ...] | list[str]) -> list[int]:
+    """Category codes of ``names`` present among a categorical column's ``categories``
+    (:func:`waitlab.models.columns.codes`)."""
+    cats = {c: i for i, c in enumerate(categories)}
     return [cats[n] for n in names if n in cats]
 
 
-def _collectives(ev: pd.DataFrame, acc: dict[str, list[npt.NDArray[Any]]]) -> None:
+def _collectives(ev: Table, acc: dict[str, list[npt.NDArray[Any]]]) -> None:
     """Collective wait states, instance by instance; an instance holds the members of its communicator (any
     number of ranks), found by its ``match`` id (docs/event_table.md)."""
-    op_col = ev["op"]
-    ops = op_col.cat.codes.to_numpy()
-    match = ev["match"].to_numpy()
+    ops, op_cats = columns.codes(ev, "op")
+    match = columns.values(ev, "match")
     groups = {"wait_at_barrier": BARRIER_OPS, "wait_at_nxn": NXN_OPS, "late_broadcast": ONE_TO_N_OPS,
               "early_reduce": N_TO_ONE_OPS, "early_scan": SCAN_OPS}
-    rank_col = ev["rank"].to_numpy()
-    enter_col, exit_col, peer_col = ev["enter"].to_numpy(), ev["exit"].to_numpy(), ev["peer"].to_numpy()
+    rank_col = columns.values(ev, "rank")
+    enter_col, exit_col, peer_col = (columns.values(ev, c) for c in ("enter", "exit", "peer"))
     sends, receives = payload(ev)
-    alltoallv = _member(ops, _codes_of(op_col, ["alltoallv"]), len(op_col.cat.categories))
-    n_cats = len(op_col.cat.categories)
+    n_cats = len(op_cats)
+    alltoallv = _member(ops, _codes_of(op_cats, ["alltoallv"]), n_cats)
     # one pass over the table for the rows of every pattern family, then each family's rows among those
-    coll_rows = np.flatnonzero(_member(ops, _codes_of(op_col, [c for g in groups.values() for c in g]), n_cats)
+    coll_rows = np.flatnonzero(_member(ops, _codes_of(op_cats, [c for g in groups.values() for c in g]), n_cats)
                                & (match >= 0))
     coll_ops = ops[coll_rows]
     for pattern, names in groups.items():
-        codes = _codes_of(op_col, names)
+        codes = _codes_of(op_cats, names)
         if not codes:
             continue
         rows = coll_rows[_member(coll_ops, codes, n_cats)]
@@ -215,11 +221,11 @@ def _collectives(ev: pd.DataFrame, acc: dict[str, list[npt.NDArray[Any]]]) -> No
         _add(acc, pattern, rows, w, peer)
 
 
-def payload(ev: pd.DataFrame) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+def payload(ev: Table) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
     """Whether each row sends (``bytes`` > 0) and receives (``recv_bytes`` > 0, or ``bytes`` in a table without
     that column) any data: a collective member without either has no synchronization point (Scalasca 2.6)."""
-    sent = ev["bytes"].to_numpy() > 0
-    return sent, (ev["recv_bytes"].to_numpy() > 0 if "recv_bytes" in ev else sent)
+    sent = columns.values(ev, "bytes") > 0
+    return sent, (columns.values(ev, "recv_bytes") > 0 if columns.has(ev, "recv_bytes") else sent)
 
 
 def _segment_argmax(a: npt.NDArray[np.float64], start: npt.NDArray[np.int64], seg: npt.NDArray[np.int64]
@@ -270,21 +276,23 @@ def _prefix_argmax(a: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
     return np.maximum.accumulate(np.where(is_new_max, idx, 0), axis=1).astype(np.int64)
 
 
-def wait_states(events: pd.DataFrame, eager_threshold: int = EAGER_THRESHOLD) -> pd.DataFrame:
+def wait_states(events: Table, eager_threshold: int = EAGER_THRESHOLD) -> Table:
     """All wait states of an event table (docs/event_table.md), one row per waiting activity.
 
     Parameters
     ----------
-    events : DataFrame
-        The event table (columns ``rank, kind, op, enter, exit, peer, bytes, match, done, region, path, step``).
+    events : DataFrame or pyarrow.Table
+        The event table (columns ``rank, kind, op, enter, exit, peer, bytes, match, done, region, path, step``;
+        ``kind, op, region, path`` categorical: pandas ``Categorical``, Arrow dictionary).
     eager_threshold : int
         Messages of fewer bytes are sent eagerly and cannot wait for their receiver (SMPI's rule:
         :func:`waitlab.platforms.smpi_factors.eager_threshold` gives the one a run's SimGrid settings hold).
 
     Returns
     -------
-    DataFrame
-        Columns ``event, rank, pattern, op, wait, peer_rank, peer_event, region, path, step``.
+    DataFrame or pyarrow.Table
+        Of the kind of ``events``: columns ``event, rank, pattern, op, wait, peer_rank, peer_event, region, path,
+        step`` (``pattern, op, region, path`` categorical).
 
     Examples
     --------
@@ -293,6 +301,12 @@ def wait_states(events: pd.DataFrame, eager_threshold: int = EAGER_THRESHOLD) ->
     >>> ev = make_events(rank=[0, 1], op=["barrier", "barrier"], enter=[1.0, 3.0], exit=[3.0, 3.0], match=[0, 0])
     >>> ws = wait_states(ev)
     >>> ws[["rank", "pattern", "wait", "peer_rank"]].to_dict("records")
+    [{'rank': 0, 'pattern': 'wait_at_barrier', 'wait': 2.0, 'peer_rank': 1}]
+
+    The same of an Arrow table, an Arrow table:
+
+    >>> import pyarrow as pa
+    >>> wait_states(pa.Table.from_pandas(ev)).select(["rank", "pattern", "wait", "peer_rank"]).to_pylist()
     [{'rank': 0, 'pattern': 'wait_at_barrier', 'wait': 2.0, 'peer_rank': 1}]
     """
     acc = _empty()
@@ -310,47 +324,66 @@ def wait_states(events: pd.DataFrame, eager_threshold: int = EAGER_THRESHOLD) ->
         pattern, wait = np.zeros(0, np.int8), np.zeros(0)
     order = np.argsort(event, kind="stable")
     event, pattern, wait, peer_event = event[order], pattern[order], wait[order], peer_event[order]
-    rank = events["rank"].to_numpy()
-
-    def take(col: str) -> pd.Categorical:
-        c = events[col]
-        if isinstance(c.dtype, pd.CategoricalDtype):
-            return pd.Categorical.from_codes(c.cat.codes.to_numpy()[event], dtype=c.dtype)
-        return pd.Categorical(c.to_numpy()[event])
-
-    return pd.DataFrame({
+    rank = columns.values(events, "rank")
+    out = columns.table({
         "event": event.astype(np.int64),
         "rank": rank[event].astype(np.int32),
-        "pattern": pd.Categorical.from_codes(pattern, categories=list(PATTERNS)),
-        "op": call_ops(events, event) if "call" in events.columns else take("op"),
+        "pattern": Coded(pattern, PATTERNS),
+        "op": _call_codes(events, event) if columns.has(events, "call") else _coded_rows(events, "op", event),
         "wait": wait,
         "peer_rank": rank[peer_event].astype(np.int32),
         "peer_event": peer_event.astype(np.int64),
-        "region": take("region"),
-        "path": take("path"),
-        "step": events["step"].to_numpy()[event].astype(np.int32),
-    })  # fmt: skip
+        "region": _coded_rows(events, "region", event),
+        "path": _coded_rows(events, "path", event),
+        "step": columns.values(events, "step")[event].astype(np.int32),
+    }, like=events)  # fmt: skip
+    if not event.size and columns.has(events, "call") and not columns.is_arrow(out):
+        out["op"] = call_ops(events, event)  # no categories: of strings (pandas makes an empty list objects)
+    return out
 
 
-def call_ops(events: pd.DataFrame, rows: npt.NDArray[np.int64]) -> pd.Categorical:
-    """The waiting MPI operation of ``rows`` as the program called it: the action of the event's ``call``
-    (``MPI_Sendrecv`` -> ``sendRecv``, which waitlab runs as isend, irecv and waitall), else the event's ``op``.
+def _coded_rows(events: Table, name: str, rows: npt.NDArray[np.int64]) -> Coded:
+    """The column ``name`` at ``rows`` as a categorical: a categorical column keeps its categories, any other is
+    made one of the distinct values at ``rows`` (sorted, as text)."""
+    if columns.is_coded(events, name):
+        code, cats = columns.codes(events, name)
+        return Coded(code[rows], cats)
+    labels, inverse = np.unique(columns.values(events, name)[rows].astype(str), return_inverse=True)
+    return Coded(inverse.reshape(-1), [str(c) for c in labels])
 
-    >>> ev = pd.DataFrame({"op": pd.Categorical(["waitall", "recv"]), "call": pd.Categorical(["MPI_Sendrecv", ""])})
-    >>> call_ops(ev, np.array([0, 1])).tolist()
-    ['sendRecv', 'recv']
-    """
+
+def _call_codes(events: Table, rows: npt.NDArray[np.int64]) -> Coded:
+    """:func:`call_ops` as codes into its distinct names (sorted)."""
     if rows.size == 0:  # no wait: an empty column of strings, as the op column's (Arrow has no type for nothing)
-        return pd.Categorical.from_codes(np.zeros(0, np.int8), categories=pd.Index([], dtype=str))
+        return Coded(np.zeros(0, np.int8), [])
     spelled = {a.lower(): a for a in ACTIONS}
-    op = pd.Categorical(events["op"].to_numpy()[rows])
-    call = pd.Categorical(events["call"].to_numpy()[rows])
-    ops, calls = [str(c) for c in op.categories], [str(c) for c in call.categories]
+    op_code, ops = columns.codes(events, "op")
+    call_code, calls = columns.codes(events, "call")
+    op_code, call_code = op_code[rows], call_code[rows]
     names = ops + [spelled.get(c[4:].lower(), c[4:].lower()) for c in calls]  # one look-up per distinct call
-    named = np.array([c != "" for c in calls] + [False])[call.codes]
-    codes = np.where(named, len(ops) + call.codes, op.codes)
-    used = np.unique(codes)
-    return pd.Categorical(np.array(names, dtype=object)[used][np.searchsorted(used, codes)])
+    named = np.array([c != "" for c in calls] + [False])[call_code]
+    code = np.where(named, len(ops) + call_code.astype(np.int64), op_code)
+    used = np.unique(code)
+    cats, inverse = np.unique(np.array(names, dtype=str)[used], return_inverse=True)  # the distinct names, sorted
+    return Coded(inverse.reshape(-1)[np.searchsorted(used, code)], [str(c) for c in cats])
+
+
+def call_ops(events: Table, rows: npt.NDArray[np.int64]) -> pd.Categorical | pa.DictionaryArray:
+    """The waiting MPI operation of ``rows`` as the program called it: the action of the event's ``call``
+    (``MPI_Sendrecv`` -> ``sendRecv``, which waitlab runs as isend, irecv and waitall), else the event's ``op``;
+    a pandas ``Categorical`` of a DataFrame's rows, an Arrow dictionary array of an Arrow table's.
+
+    >>> import pandas as pd
+    >>> ev = pd.DataFrame({"op": pd.Categorical(["waitall", "recv"]), "call": pd.Categorical(["MPI_Sendrecv", ""])})
+    >>> call_ops(ev, np.array([0, 1])).tolist(), call_ops(pa.Table.from_pandas(ev), np.array([0, 1])).to_pylist()
+    (['sendRecv', 'recv'], ['sendRecv', 'recv'])
+    """
+    coded = _call_codes(events, rows)
+    if columns.is_arrow(events):
+        return columns.coded_array(coded)
+    import pandas as pd  # the table is pandas': pandas is loaded
+
+    return pd.Categorical.from_codes(np.asarray(coded.codes), categories=pd.Index(list(coded.categories), dtype=str))
 
 
 def make_events(*, rank: list[int], op: list[str], enter: list[float], exit: list[float],
@@ -360,7 +393,10 @@ def make_events(*, rank: list[int], op: list[str], enter: list[float], exit: lis
     """A minimal event table for examples and hand-computed tests (no regions).
 
     ``nbytes`` (the ``bytes`` column) defaults to 0 for point-to-point operations and to 8 (one double) for
-    collectives but the barrier; ``recv_bytes`` (bytes received) to ``nbytes``."""
+    collectives but the barrier; ``recv_bytes`` (bytes received) to ``nbytes``.  A pandas table (the Arrow one:
+    ``pyarrow.Table.from_pandas(make_events(...), preserve_index=False)``)."""
+    import pandas as pd  # a pandas helper, for tests and examples
+
     n = len(rank)
     collective = set(BARRIER_OPS + NXN_OPS + ONE_TO_N_OPS + N_TO_ONE_OPS + SCAN_OPS) - set(BARRIER_OPS)
     sent = nbytes if nbytes is not None else [8 if o in collective else 0 for o in op]

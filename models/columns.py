@@ -1,0 +1,219 @@
+"""The columns of a table, held by pyarrow or by pandas: what the run path reads and builds without pandas.
+
+``waitlab run`` keeps its tables (events, wait states, the rank budget, the placement, the ledger) as
+``pyarrow.Table``: pyarrow writes them (Parquet, CSV) and is loaded anyway, where importing pandas alone costs
+0.2-0.3 s of every command (docs/performance.md).  The same analyses take a pandas ``DataFrame`` (a results folder
+read back, a table a user made, the tests' hand-made tables) and give one back: a function reads its input's
+columns here as numpy arrays, builds its output with :func:`table` and returns it in its input's kind
+(``like=``).  A categorical column (pandas ``Categorical``, Arrow dictionary) is its integer codes (-1: missing) and
+its categories, in their order; :func:`frame` gives the pandas view users know (``RunResult.events``).
+
+pyarrow's own conversions between numpy and Arrow (``pa.array``, ``Array.to_numpy``, ``np.asarray`` of an array,
+``fill_null``) import pandas when it is installed (pyarrow's pandas shim checks every object against pandas' types),
+so the columns cross here through their buffers (:func:`arrow_array`, :func:`numpy_array`: Arrow's columnar format,
+the same bytes without a copy for numbers); code reached with Arrow tables on a run's path uses these and never
+those.
+
+>>> t = table({"rank": np.array([0, 1], np.int32), "op": Coded(np.array([1, 0]), ["send", "recv"])})
+>>> t.num_rows, has(t, "op"), has(t, "peer")
+(2, True, False)
+>>> codes(t, "op")[0].tolist(), codes(t, "op")[1]
+([1, 0], ['send', 'recv'])
+>>> values(t, "rank").tolist()
+[0, 1]
+>>> f = frame(t)
+>>> list(f["op"]), str(f["rank"].dtype)
+(['recv', 'send'], 'int32')
+>>> codes(f, "op")[1], values(table({"x": np.zeros(1)}, like=f), "x").tolist()
+(['send', 'recv'], [0.0])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, Union
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+#: A table of named columns: an Arrow table (the run path) or a pandas DataFrame (everything read back or hand-made).
+Table = Union[pa.Table, "pd.DataFrame"]
+
+
+class Coded(NamedTuple):
+    """A categorical column: each row's code into ``categories`` (-1: missing)."""
+
+    codes: npt.NDArray[np.integer[Any]]
+    categories: Sequence[str]
+
+
+def is_arrow(t: Table) -> bool:
+    """Whether ``t`` is an Arrow table (else a pandas DataFrame)."""
+    return isinstance(t, pa.Table)
+
+
+def names(t: Table) -> list[str]:
+    """The column names, in order."""
+    return list(t.column_names) if is_arrow(t) else [str(c) for c in t.columns]
+
+
+def has(t: Table, name: str) -> bool:
+    """Whether ``t`` has the column ``name``."""
+    return name in (t.column_names if is_arrow(t) else t.columns)
+
+
+def _array(t: pa.Table, name: str) -> pa.Array:
+    col = t.column(name)
+    return col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
+
+
+#: numpy's name of each Arrow number type whose name differs (the others are spelt alike: ``int32``, ``uint8``).
+_NUMPY_NAME = {"double": "float64", "float": "float32", "halffloat": "float16"}
+
+
+def _valid(arr: pa.Array) -> npt.NDArray[np.bool_]:
+    """Each value's validity (Arrow's bitmap, least significant bit first)."""
+    bits = np.frombuffer(arr.buffers()[0], np.uint8)
+    return np.unpackbits(bits, bitorder="little")[arr.offset:arr.offset + len(arr)].astype(bool)
+
+
+def _texts(arr: pa.Array) -> list[str]:
+    """A string array's values (null: ``""``)."""
+    return ["" if v is None else str(v) for v in arr.to_pylist()]
+
+
+def numpy_array(arr: pa.Array) -> npt.NDArray[Any]:
+    """An Arrow array as numpy, from its buffers: numbers as a read-only view (a number column with missing values:
+    float64 with NaN there, as pyarrow and pandas give it), booleans unpacked, text as an object array, a dictionary
+    array as its labels.
+
+    >>> numpy_array(arrow_array(np.array([1.5, 2.0]))).tolist(), numpy_array(arrow_array(np.array([True, False])))
+    ([1.5, 2.0], array([ True, False]))
+    >>> numpy_array(arrow_array(np.array(["a", "bc"], dtype=object))).tolist()
+    ['a', 'bc']
+    """
+    t = arr.type
+    if pa.types.is_dictionary(t):
+        labels = np.array([*_texts(arr.dictionary), None], dtype=object)  # the last: a missing label
+        idx = numpy_array(arr.indices)
+        return labels[np.where(np.isnan(idx), -1, idx).astype(np.intp) if idx.dtype.kind == "f" else idx]
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return np.array(arr.to_pylist(), dtype=object)
+    if pa.types.is_boolean(t):
+        bits = np.frombuffer(arr.buffers()[1], np.uint8)
+        return np.unpackbits(bits, bitorder="little")[arr.offset:arr.offset + len(arr)].astype(bool)
+    if not (pa.types.is_integer(t) or pa.types.is_floating(t)):
+        raise TypeError(f"no numpy view of an Arrow {t} column here")
+    dtype = np.dtype(_NUMPY_NAME.get(str(t), str(t)))
+    buf = arr.buffers()[1]
+    out = np.frombuffer(buf, dtype, count=len(arr), offset=arr.offset * dtype.itemsize) if len(arr) else np.zeros(
+        0, dtype)
+    if arr.null_count:
+        out = out.astype(np.float64)
+        out[~_valid(arr)] = np.nan
+    return out
+
+
+def arrow_array(values: npt.ArrayLike, type: pa.DataType | None = None,
+                missing: npt.NDArray[np.bool_] | None = None) -> pa.Array:
+    """A numpy array (numbers, booleans, text) as an Arrow array through its buffers (numbers without a copy);
+    ``type``: a number type to cast to; ``missing``: rows to mark null."""
+    v = np.asarray(values)
+    if v.dtype.kind in "OUS":
+        texts = [str(x) for x in v.tolist()]
+        data = [x.encode() for x in texts]
+        offsets = np.zeros(len(data) + 1, np.int64)
+        np.cumsum([len(b) for b in data], out=offsets[1:])
+        big = offsets[-1] >= 1 << 31
+        arr: pa.Array = (pa.LargeStringArray if big else pa.StringArray).from_buffers(
+            len(data), pa.py_buffer(offsets if big else offsets.astype(np.int32)), pa.py_buffer(b"".join(data)))
+        return arr
+    validity = None
+    if missing is not None and missing.any():
+        validity = pa.py_buffer(np.packbits(~np.asarray(missing, bool), bitorder="little"))
+    n_null = int(np.count_nonzero(missing)) if validity is not None and missing is not None else 0
+    if v.dtype.kind == "b":
+        return pa.Array.from_buffers(pa.bool_(), len(v), [validity, pa.py_buffer(np.packbits(v, bitorder="little"))],
+                                     null_count=n_null)
+    if type is not None:
+        v = v.astype(np.dtype(_NUMPY_NAME.get(str(type), str(type))), copy=False)
+    v = np.ascontiguousarray(v)
+    return pa.Array.from_buffers(pa.from_numpy_dtype(v.dtype), len(v), [validity, pa.py_buffer(v)],
+                                 null_count=n_null)
+
+
+def is_coded(t: Table, name: str) -> bool:
+    """Whether the column ``name`` is categorical (Arrow dictionary, pandas ``Categorical``)."""
+    if is_arrow(t):
+        return pa.types.is_dictionary(t.schema.field(name).type)
+    import pandas as pd  # the table is pandas': pandas is loaded
+
+    return isinstance(t[name].dtype, pd.CategoricalDtype)
+
+
+def values(t: Table, name: str) -> npt.NDArray[Any]:
+    """The column ``name`` as a numpy array (a view where the library allows: copy before writing into it); a
+    categorical column gives its labels (object array: prefer :func:`codes`)."""
+    if not is_arrow(t):
+        return np.asarray(t[name].to_numpy())
+    return numpy_array(_array(t, name))
+
+
+def codes(t: Table, name: str) -> tuple[npt.NDArray[np.integer[Any]], list[str]]:
+    """A categorical column's codes (-1: missing) and categories; any other column is made categorical here
+    (its distinct values, sorted, as text)."""
+    if is_arrow(t):
+        arr = _array(t, name)
+        if not pa.types.is_dictionary(arr.type):
+            cats, inverse = np.unique(numpy_array(arr).astype(str), return_inverse=True)
+            return inverse.astype(np.int64), [str(c) for c in cats]
+        idx = numpy_array(arr.indices)
+        if idx.dtype.kind == "f":  # missing codes
+            idx = np.where(np.isnan(idx), -1, idx).astype(np.int64)
+        return idx, _texts(arr.dictionary)
+    import pandas as pd  # the table is pandas': pandas is loaded
+
+    col = t[name]
+    cat = col.array if isinstance(col.dtype, pd.CategoricalDtype) else pd.Categorical(col)
+    return np.asarray(cat.codes), [str(c) for c in cat.categories]
+
+
+def _index_type(n: int) -> pa.DataType:
+    return pa.int8() if n < 1 << 7 else pa.int16() if n < 1 << 15 else pa.int32()
+
+
+def coded_array(c: Coded) -> pa.DictionaryArray:
+    """A categorical column as an Arrow dictionary array (missing where the code is negative)."""
+    cats = list(c.categories)
+    idx = np.asarray(c.codes)
+    missing = idx < 0
+    return pa.DictionaryArray.from_arrays(arrow_array(np.where(missing, 0, idx), _index_type(len(cats)), missing),
+                                          arrow_array(np.array(cats, dtype=object)))
+
+
+def table(cols: Mapping[str, npt.NDArray[Any] | Coded], like: Table | None = None) -> Table:
+    """A table of ``cols`` (numpy arrays, :class:`Coded` categoricals): a pandas DataFrame when ``like`` is one,
+    else an Arrow table."""
+    if like is not None and not is_arrow(like):
+        import pandas as pd  # ``like`` is pandas': pandas is loaded
+
+        return pd.DataFrame({k: pd.Categorical.from_codes(np.asarray(v.codes), categories=list(v.categories))
+                             if isinstance(v, Coded) else v for k, v in cols.items()})
+    return pa.table({k: coded_array(v) if isinstance(v, Coded) else arrow_array(v) for k, v in cols.items()})
+
+
+def frame(t: Table) -> pd.DataFrame:
+    """``t`` as a pandas DataFrame (categoricals as ``Categorical``; a DataFrame is returned as is)."""
+    return t.to_pandas() if is_arrow(t) else t
+
+
+def take(t: Table, name: str, rows: npt.NDArray[np.integer[Any]]) -> npt.NDArray[Any] | Coded:
+    """The column ``name`` at ``rows``, categorical columns as :class:`Coded` (their categories kept)."""
+    if is_coded(t, name):
+        c, cats = codes(t, name)
+        return Coded(c[rows], cats)
+    return values(t, name)[rows]
