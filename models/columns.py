@@ -146,6 +146,61 @@ def arrow_array(values: npt.ArrayLike, type: pa.DataType | None = None,
                                  null_count=n_null)
 
 
+def text_array(arr: pa.Array, large: bool = False) -> pa.Array:
+    """A dictionary or text array as plain text (``large``: Arrow's ``large_string``), made from its buffers: what
+    ``arr.cast(pa.string())`` gives without pyarrow's compute module (0.07 s to import on every run).
+
+    >>> a = coded_array(Coded(np.array([1, -1, 0, 1]), ["x", "long"]))
+    >>> text_array(a).to_pylist(), str(text_array(a, large=True).type)
+    (['long', None, 'x', 'long'], 'large_string')
+    """
+    if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
+        if pa.types.is_large_string(arr.type) == large:
+            return arr
+        offsets, data = _text_buffers(arr)
+        n_null, valid = arr.null_count, _valid(arr) if arr.null_count else None
+        rows = np.arange(len(arr))
+    else:
+        if not pa.types.is_dictionary(arr.type):
+            raise TypeError(f"no text of an Arrow {arr.type} column")
+        offsets, data = _text_buffers(arr.dictionary)
+        idx = numpy_array(arr.indices)
+        valid = ~np.isnan(idx) if idx.dtype.kind == "f" else None
+        rows = np.where(valid, idx, 0).astype(np.int64) if valid is not None else idx.astype(np.int64)
+        n_null = 0 if valid is None else int(np.count_nonzero(~valid))
+    lengths = (offsets[1:] - offsets[:-1])[rows]
+    if valid is not None:
+        lengths[~valid] = 0
+    out_offsets = np.zeros(len(rows) + 1, np.int64)
+    np.cumsum(lengths, out=out_offsets[1:])
+    gather = np.repeat(offsets[:-1][rows] - out_offsets[:-1], lengths) + np.arange(out_offsets[-1])
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if valid is not None and n_null else None
+    big = large or out_offsets[-1] >= 1 << 31
+    return (pa.LargeStringArray if big else pa.StringArray).from_buffers(
+        len(rows), pa.py_buffer(out_offsets if big else out_offsets.astype(np.int32)), pa.py_buffer(data[gather]),
+        bitmap, n_null)
+
+
+def _text_buffers(arr: pa.Array) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint8]]:
+    """A text array's value offsets (int64) and bytes."""
+    wide = pa.types.is_large_string(arr.type)
+    _, off, data = arr.buffers()
+    offsets = np.frombuffer(off, np.int64 if wide else np.int32, count=len(arr) + 1, offset=arr.offset * (
+        8 if wide else 4)).astype(np.int64) if off is not None else np.zeros(len(arr) + 1, np.int64)
+    return offsets, np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
+
+
+def widened(arr: pa.Array, type: pa.DataType) -> pa.Array:
+    """An integer array as the wider integer ``type`` (nulls kept), from its buffers (no compute module).
+
+    >>> widened(arrow_array(np.array([1, 2], np.int32)), pa.int64()).type
+    DataType(int64)
+    """
+    v = numpy_array(arr)
+    missing = np.isnan(v) if v.dtype.kind == "f" else None
+    return arrow_array(np.where(missing, 0, v) if missing is not None else v, type, missing)
+
+
 def is_coded(t: Table, name: str) -> bool:
     """Whether the column ``name`` is categorical (Arrow dictionary, pandas ``Categorical``)."""
     if is_arrow(t):

@@ -121,7 +121,7 @@ def ledger_table(led: Ledger, region_names: Sequence[str], *, arrow: bool = Fals
         t = columns.table({"rank": rank, "region": Coded(region, names), "step": step, "seconds": seconds,
                            "kind": Coded(led.kind, CAUSE_KINDS)})
         for c in ("region", "kind"):
-            t = t.set_column(t.schema.get_field_index(c), c, t.column(c).cast(pa.string()))
+            t = t.set_column(t.schema.get_field_index(c), c, columns.text_array(t.column(c).chunk(0)))
         return t
     import pandas as pd  # a pandas table asked for
 
