@@ -39,7 +39,7 @@ from waitlab.lazy import Deferred
 from waitlab.models.analysis.metrics import ledger_frame, ledger_table
 from waitlab.models.analysis.summary import placement_text, rank_budget
 from waitlab.models.analysis.timeline_check import impossible_line
-from waitlab.models.columns import Table, arrow_array, names, values
+from waitlab.models.columns import Table, arrow_array, names, text_columns, values
 from waitlab.models.ops import CAUSE_KINDS, Ledger, OpTable
 from waitlab.readers import check_bool, path_argument, read_json
 from waitlab.simulator.chrome_trace import CHROME_SUMMARY_EVENTS, write_chrome_trace
@@ -141,7 +141,7 @@ def write_result(result: RunResult, folder: Path, *, png: bool = True, scenario_
         # offline, interactive; rewritten by `waitlab diagnose` and `waitlab report`
         page = pool.submit(_html.write_html_report, folder, jsonable(meta), jsonable(result.summary), events,
                            waits, budget, ledger) if html else None
-        tables: list[Future[Any]] = [pool.submit(write_table, ledger, folder / "ledger.parquet", meta),
+        tables: list[Future[Any]] = [pool.submit(write_table, text_columns(ledger), folder / "ledger.parquet", meta),
                   pool.submit(write_table, budget, folder / "ranks.parquet", meta),
                   pool.submit(write_ops, result.ops, folder / "ops.parquet", meta),
                   pool.submit(write_table, waits, folder / "waits.parquet", meta),

@@ -272,3 +272,31 @@ def take(t: Table, name: str, rows: npt.NDArray[np.integer[Any]]) -> npt.NDArray
         c, cats = codes(t, name)
         return Coded(c[rows], cats)
     return values(t, name)[rows]
+
+
+def take_rows(t: pa.Table, rows: npt.NDArray[np.integer[Any]] | npt.NDArray[np.bool_]) -> pa.Table:
+    """The rows ``rows`` (indices, or a mask) of an Arrow table, column by column through numpy (pyarrow's
+    ``filter`` and ``take`` load its compute module: 0.07 s a run); categorical columns keep their categories.
+
+    >>> t = table({"x": np.array([1.0, 2.0, 3.0]), "k": Coded(np.array([0, 1, 0]), ["a", "b"])})
+    >>> take_rows(t, np.array([True, False, True])).to_pydict()
+    {'x': [1.0, 3.0], 'k': ['a', 'a']}
+    """
+    idx = np.flatnonzero(rows) if np.asarray(rows).dtype == np.bool_ else np.asarray(rows, np.int64)
+    out = {}
+    for name in t.column_names:
+        col = take(t, name, idx)
+        if not isinstance(col, Coded) and t.schema.field(name).type != pa.string() and col.dtype.kind in "iufb":
+            out[name] = arrow_array(col, t.schema.field(name).type if col.dtype.kind != "b" else None)
+        else:
+            out[name] = coded_array(col) if isinstance(col, Coded) else arrow_array(col)
+    return pa.table(out)
+
+
+def text_columns(t: Table) -> Table:
+    """``t`` with its categorical columns as plain text (an Arrow table's dictionary columns; a DataFrame as is)."""
+    if not is_arrow(t):
+        return t
+    return pa.Table.from_arrays([pa.chunked_array([text_array(c) for c in t.column(i).chunks], f.type.value_type)
+                                 if pa.types.is_dictionary(f.type) else t.column(i)
+                                 for i, f in enumerate(t.schema)], names=t.column_names)

@@ -20,7 +20,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from waitlab.models.analysis.waitstates import call_ops
-from waitlab.models.columns import Table, arrow_array, codes, has, is_arrow, is_coded, numpy_array, values
+from waitlab.models.columns import Table, arrow_array, codes, has, is_arrow, is_coded, numpy_array, take_rows, values
 from waitlab.models.vocabulary import RECV_ACTIONS, SEND_ACTIONS
 from waitlab.simulator.native_text import IfInt, Int, Label, Lit, Part, Text, Us, text_bytes
 
@@ -56,7 +56,7 @@ def _head(t: Table, n: int) -> Table:
 
 def _where(t: Table, keep: npt.NDArray[np.bool_]) -> Table:
     """The rows ``keep`` of ``t`` (a copy, numbered from 0)."""
-    return t.filter(arrow_array(np.asarray(keep, np.bool_))) if is_arrow(t) else t[keep].reset_index(drop=True)
+    return take_rows(t, np.asarray(keep, np.bool_)) if is_arrow(t) else t[keep].reset_index(drop=True)
 
 
 def _with(t: Table, name: str, column: npt.NDArray[Any]) -> Table:

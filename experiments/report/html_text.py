@@ -193,8 +193,11 @@ def causes_html(ledger: Table | None) -> str:
     region, regions = _sorted_codes(ledger, "region")
     kind, kinds = _sorted_codes(ledger, "kind")
     ok = (region >= 0) & (kind >= 0)
-    keys = np.stack([values(ledger, "rank").astype(np.int64)[ok], region[ok], kind[ok]], axis=1)
-    groups, group = np.unique(keys, axis=0, return_inverse=True)  # in (rank, region, kind) order
+    rank = values(ledger, "rank").astype(np.int64)[ok]
+    n_regions, n_kinds = max(len(regions), 1), max(len(kinds), 1)
+    key = (rank * n_regions + region[ok]) * n_kinds + kind[ok]  # one integer: a 1-D sort, not np.unique(axis=0)
+    uniq, group = np.unique(key, return_inverse=True)  # in (rank, region, kind) order
+    groups = np.stack([uniq // (n_regions * n_kinds), uniq // n_kinds % n_regions, uniq % n_kinds], axis=1)
     group = group.ravel()
     seconds = values(ledger, "seconds").astype(np.float64)
     ids = np.full(ok.size, -1, np.int64)  # each row's group (-1: left out)

@@ -101,7 +101,8 @@ def ledger_frame(ops: OpTable, *, arrow: bool = False) -> pd.DataFrame | pa.Tabl
     """The cause ledger of ``ops`` as a table (``rank, region, step, seconds, kind``); ``(top level)`` = no region.
 
     A pandas DataFrame, or with ``arrow=True`` an Arrow table (made without pandas) of the same columns: ``rank``
-    and ``step`` int64, ``seconds`` float64, ``region`` and ``kind`` text.
+    and ``step`` int64, ``seconds`` float64, ``region`` and ``kind`` categorical (the DataFrame's are text:
+    :func:`waitlab.models.columns.text_columns` gives the Arrow table's as text).
     """
     return ledger_table(ops.ledger, ops.names, arrow=arrow)
 
@@ -117,12 +118,9 @@ def ledger_table(led: Ledger, region_names: Sequence[str], *, arrow: bool = Fals
     region = np.where(led.region >= 0, led.region, len(region_names))  # outside regions: "(top level)", as models say
     names = [*region_names, "(top level)"]
     rank, step, seconds = led.rank.astype(np.int64), led.step.astype(np.int64), led.seconds.astype(np.float64)
-    if arrow:  # the texts as categoricals, then plain text (Arrow makes it of the names made text once)
-        t = columns.table({"rank": rank, "region": Coded(region, names), "step": step, "seconds": seconds,
-                           "kind": Coded(led.kind, CAUSE_KINDS)})
-        for c in ("region", "kind"):
-            t = t.set_column(t.schema.get_field_index(c), c, columns.text_array(t.column(c).chunk(0)))
-        return t
+    if arrow:  # the texts as categoricals (waitlab.models.columns.text_columns: plain text, as the files hold them)
+        return columns.table({"rank": rank, "region": Coded(region, names), "step": step, "seconds": seconds,
+                              "kind": Coded(led.kind, CAUSE_KINDS)})
     import pandas as pd  # a pandas table asked for
 
     return pd.DataFrame({
