@@ -32,6 +32,7 @@ from waitlab.experiments.perturbation import parse_perturbation
 from waitlab.experiments.pipeline import prepare, simulate
 from waitlab.experiments.scenario import from_mapping
 from waitlab.models.apps.registry import generate
+from waitlab.models.columns import frame
 from waitlab.models.ops import CODE
 from waitlab.models.perturb import noise_hits as nh
 from waitlab.models.perturb.condition_c import check_condition_c, original_keys, wait_distortion
@@ -107,7 +108,7 @@ def stages(ranks: int, steps: int) -> dict[str, Any]:
     out["noise_profiles_s"] = t
     # event tables with synthetic times
     te, tx = synthetic_times(pops)
-    t, ev = timed(lambda: build_events(pops, te, tx))
+    t, ev = timed(lambda: frame(build_events(pops, te, tx)))  # condition C reads pandas
     out["events"] = len(ev)
     out["build_events_s"] = t
     t, (led_rows) = timed(lambda: nh.noise_hits(setup.pattern, setup.pattern_host_of_rank,
@@ -119,7 +120,7 @@ def stages(ranks: int, steps: int) -> dict[str, Any]:
     out["condition_c_events_per_s"] = len(ev) / t
     out["condition_c_holds"] = rep.holds
     te0, tx0 = synthetic_times(ops)
-    ev0 = build_events(ops, te0, tx0)
+    ev0 = frame(build_events(ops, te0, tx0))
     # synthetic times have no waits: give every MPI event of both tables a wait state to join
     w0, w1 = synthetic_waits(ev0, 1), synthetic_waits(ev, 2)
     counts = pops.per_rank_counts()

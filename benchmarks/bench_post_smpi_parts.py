@@ -29,6 +29,7 @@ from waitlab.experiments.programs import program_binary
 from waitlab.experiments.scenario import load_scenario
 from waitlab.models.analysis.summary import summarize
 from waitlab.models.analysis.waitstates import wait_states
+from waitlab.models.columns import frame
 from waitlab.simulator import program_records as prog
 from waitlab.simulator.timeline import build_events
 
@@ -80,7 +81,7 @@ def main() -> int:
         summary = timed(t, "summary", summarize, events, waits)
         passes.append(t)
         ops = pd.DataFrame({c: getattr(run.ops, c) for c in run.ops.COLUMNS})
-        digests = {"operations": digest(ops), "events": digest(events), "waits": digest(waits),
+        digests = {"operations": digest(ops), "events": digest(frame(events)), "waits": digest(frame(waits)),
                    "summary": hashlib.sha256(json.dumps(summary, sort_keys=True).encode()).hexdigest()[:16]}
         del run, events, waits, ops
     print(f"bsp.c, 16 ranks x {args.steps} steps: CPU s (wall s) of each part; first pass, then the best of "

@@ -121,16 +121,26 @@ def numpy_array(arr: pa.Array) -> npt.NDArray[Any]:
 def arrow_array(values: npt.ArrayLike, type: pa.DataType | None = None,
                 missing: npt.NDArray[np.bool_] | None = None) -> pa.Array:
     """A numpy array (numbers, booleans, text) as an Arrow array through its buffers (numbers without a copy);
-    ``type``: a number type to cast to; ``missing``: rows to mark null."""
+    ``type``: a number type to cast to; ``missing``: rows to mark null (text: ``None`` is missing too).
+
+    >>> arrow_array(np.array(["a", None], dtype=object)).to_pylist(), arrow_array(np.array([1, 2]), pa.int32(),
+    ...                                                                           np.array([False, True])).to_pylist()
+    (['a', None], [1, None])
+    """
     v = np.asarray(values)
     if v.dtype.kind in "OUS":
-        texts = [str(x) for x in v.tolist()]
-        data = [x.encode() for x in texts]
+        items = v.tolist()
+        none = np.array([x is None for x in items], bool) if v.dtype.kind == "O" else np.zeros(len(items), bool)
+        if missing is not None:
+            none |= np.asarray(missing, bool)
+        data = [b"" if gone else str(x).encode() for x, gone in zip(items, none.tolist(), strict=True)]
         offsets = np.zeros(len(data) + 1, np.int64)
         np.cumsum([len(b) for b in data], out=offsets[1:])
         big = offsets[-1] >= 1 << 31
+        n_none = int(np.count_nonzero(none))
         arr: pa.Array = (pa.LargeStringArray if big else pa.StringArray).from_buffers(
-            len(data), pa.py_buffer(offsets if big else offsets.astype(np.int32)), pa.py_buffer(b"".join(data)))
+            len(data), pa.py_buffer(offsets if big else offsets.astype(np.int32)), pa.py_buffer(b"".join(data)),
+            pa.py_buffer(np.packbits(~none, bitorder="little")) if n_none else None, n_none)
         return arr
     validity = None
     if missing is not None and missing.any():
@@ -223,9 +233,14 @@ def codes(t: Table, name: str) -> tuple[npt.NDArray[np.integer[Any]], list[str]]
     (its distinct values, sorted, as text)."""
     if is_arrow(t):
         arr = _array(t, name)
-        if not pa.types.is_dictionary(arr.type):
-            cats, inverse = np.unique(numpy_array(arr).astype(str), return_inverse=True)
-            return inverse.astype(np.int64), [str(c) for c in cats]
+        if not pa.types.is_dictionary(arr.type):  # as pandas.Categorical makes it: sorted values, missing -1
+            v = numpy_array(arr)
+            gone = np.array([x is None for x in v.tolist()], bool) if v.dtype.kind == "O" else np.isnan(v) \
+                if v.dtype.kind == "f" else np.zeros(len(v), bool)
+            out = np.full(len(v), -1, np.int64)
+            cats, inverse = np.unique(v[~gone].astype(str) if v.dtype.kind == "O" else v[~gone], return_inverse=True)
+            out[~gone] = inverse.reshape(-1)
+            return out, [str(c) for c in cats.tolist()]
         idx = numpy_array(arr.indices)
         if idx.dtype.kind == "f":  # missing codes
             idx = np.where(np.isnan(idx), -1, idx).astype(np.int64)
@@ -286,10 +301,15 @@ def take_rows(t: pa.Table, rows: npt.NDArray[np.integer[Any]] | npt.NDArray[np.b
     out = {}
     for name in t.column_names:
         col = take(t, name, idx)
-        if not isinstance(col, Coded) and t.schema.field(name).type != pa.string() and col.dtype.kind in "iufb":
-            out[name] = arrow_array(col, t.schema.field(name).type if col.dtype.kind != "b" else None)
+        kind = t.schema.field(name).type
+        arr = _array(t, name)
+        missing = ~_valid(arr)[idx] if arr.null_count and not isinstance(col, Coded) else None
+        if isinstance(col, Coded):
+            out[name] = coded_array(col)
+        elif col.dtype.kind in "iufb" and (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
+            out[name] = arrow_array(np.where(missing, 0, col) if missing is not None else col, kind, missing)
         else:
-            out[name] = coded_array(col) if isinstance(col, Coded) else arrow_array(col)
+            out[name] = arrow_array(col, missing=missing)
     return pa.table(out)
 
 
@@ -297,6 +317,7 @@ def text_columns(t: Table) -> Table:
     """``t`` with its categorical columns as plain text (an Arrow table's dictionary columns; a DataFrame as is)."""
     if not is_arrow(t):
         return t
-    return pa.Table.from_arrays([pa.chunked_array([text_array(c) for c in t.column(i).chunks], f.type.value_type)
+    return pa.Table.from_arrays([pa.chunked_array([text_array(c, pa.types.is_large_string(f.type.value_type))
+                                                   for c in t.column(i).chunks], f.type.value_type)
                                  if pa.types.is_dictionary(f.type) else t.column(i)
                                  for i, f in enumerate(t.schema)], names=t.column_names)

@@ -14,6 +14,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from waitlab.models import columns
+from waitlab.models.analysis.grouped import group_sums
 from waitlab.models.columns import Coded, Table
 from waitlab.models.ops import CAUSE_KINDS, Ledger, OpTable
 
@@ -55,7 +56,7 @@ def wait_metrics(events: Table, waits: Table) -> dict[str, Any]:
         op = of_cat.reshape(-1)[code]
         p_code, p_cats = columns.codes(waits, "pattern")
         coll = ~np.array([c in _P2P for c in p_cats] + [False])[p_code]
-        total = np.bincount(op, weights=w, minlength=names.size)
+        total = group_sums(op, w, names.size)  # as pandas adds them
         by_op = {str(names[i]): float(total[i]) for i in np.flatnonzero(np.bincount(op, minlength=names.size))}
         # the largest wait of every collective instance (op, match id), in (op, instance) order
         c_op, c_wait = op[coll], w[coll]
@@ -67,7 +68,7 @@ def wait_metrics(events: Table, waits: Table) -> dict[str, Any]:
             per_inst = np.maximum.reduceat(c_wait, start)
             coll_max = float(per_inst.sum())
             inst_op = c_op[start]
-            summed = np.bincount(inst_op, weights=per_inst, minlength=names.size)
+            summed = group_sums(inst_op, per_inst, names.size)
             max_by_op = {str(names[i]): float(summed[i])
                          for i in np.flatnonzero(np.bincount(inst_op, minlength=names.size))}
     return {

@@ -270,8 +270,7 @@ def annotate_rma(events: Table) -> Table:
     if not columns.is_arrow(events):
         events["match"], events["done"] = match, done
         return events
-    new = columns.table({"match": match, "done": done})
-    for name in ("match", "done"):
-        i = events.schema.get_field_index(name)
-        events = events.set_column(i, events.schema.field(i), new.column(name).cast(events.schema.field(i).type))
+    for name, col in (("match", match), ("done", done)):
+        i = events.schema.get_field_index(name)  # the column's own type (a cast would load pyarrow.compute)
+        events = events.set_column(i, events.schema.field(i), columns.arrow_array(col, events.schema.field(i).type))
     return events

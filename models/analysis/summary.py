@@ -23,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from waitlab.models import columns
+from waitlab.models.analysis.grouped import descending, group_sums
 from waitlab.models.analysis.timeline_check import impossible_collectives
 from waitlab.models.columns import Table
 
@@ -161,10 +162,11 @@ def summarize(events: Table, waits: Table, budget: Table | None = None) -> dict[
         if not len(waits):
             return {}
         code, cats = columns.codes(waits, col)
-        known = code >= 0  # a missing label is in no group
-        total = np.bincount(code[known], weights=wait[known], minlength=len(cats))
-        order = np.argsort(-total, kind="stable")  # the largest first; ties in category order
-        return {(cats[i] or "(top level)"): float(total[i]) for i in order.tolist() if total[i] > 0}
+        seen = np.flatnonzero(np.bincount(code[code >= 0], minlength=len(cats)))  # the groups with a row
+        total = group_sums(code, wait, len(cats))[seen]  # as pandas adds them (a missing label: no group)
+        order = descending(total)  # the largest first, equal ones as pandas' sort puts them
+        return {(cats[i] or "(top level)"): v for i, v in zip(seen[order].tolist(), total[order].tolist(),
+                                                               strict=True) if v > 0}
 
     return {
         "makespan": float(columns.values(events, "exit").max()) if len(events) else 0.0,
