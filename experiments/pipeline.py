@@ -10,8 +10,9 @@ delayed work booked into the ledger, condition C and the wait distortion.
 
 The part up to the end of an SMPI stage (:func:`prepare`, the stage itself) is :mod:`waitlab.experiments.stage`,
 which imports no pandas, and neither does this module when imported: the analysis a run needs after its stage
-(pandas, the event table, wait states, summary, condition C) is imported while its first SMPI stage runs
-(:data:`AFTER_STAGE`), so a command's imports and SimGrid's simulation overlap instead of adding up.
+(pyarrow, the event table, wait states, summary) is imported while its first SMPI stage runs (:data:`AFTER_STAGE`),
+so a command's imports and SimGrid's simulation overlap instead of adding up.  An unperturbed run's tables are Arrow
+tables and it never imports pandas; a perturbed run's study (condition C, its report) does.
 """
 
 from __future__ import annotations
