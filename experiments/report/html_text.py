@@ -18,7 +18,7 @@ from waitlab.models.analysis.timeline_check import impossible_line
 from waitlab.models.columns import Table, codes, values
 
 if TYPE_CHECKING:
-    import pandas as pd
+    pass
 
 _ORDER = {k: (i, k) for i, k in enumerate(("compute", "perturbation", "communication", "wait", "idle"))}
 
@@ -31,26 +31,6 @@ def _table(header: list[str], rows: list[list[Any]]) -> str:
 
 def _s(x: float) -> str:
     return "n/a" if x is None or not math.isfinite(float(x)) else f"{float(x):.4g}"
-
-
-def sum_by_name(key: pd.Series, values: pd.Series) -> pd.Series:
-    """``values`` summed per ``key.astype(str)``, in that text's order: a categorical key is grouped by its codes and
-    only its categories become text (``astype(str)`` made a string per row: 0.1 s for 500,000 wait states); each
-    group adds its rows in row order either way, so the sums are the same floats.
-
-    A missing key is left out, as ``astype(str)`` leaves it missing.  The page's tables use :func:`sums_by_name`,
-    which takes Arrow tables too.
-
-    >>> import pandas as pd
-    >>> sum_by_name(pd.Series(pd.Categorical(["b", "a", None, "b"])), pd.Series([1.0, 2.0, 4.0, 8.0])).to_dict()
-    {'a': 2.0, 'b': 9.0}
-    """
-    import pandas as pd  # the columns are pandas': pandas is loaded
-
-    if not isinstance(key.dtype, pd.CategoricalDtype):
-        return values.groupby(key.astype(str)).sum()
-    sums = values.groupby(key, observed=True).sum()
-    return pd.Series(sums.to_numpy(), index=[str(k) for k in sums.index], name=values.name).sort_index()
 
 
 def _sorted_codes(t: Table, name: str) -> tuple[npt.NDArray[np.int64], list[str]]:
