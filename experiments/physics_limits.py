@@ -89,7 +89,8 @@ def application_problem(params: Any, ranks: int) -> tuple[str, str, str] | None:
         value = getattr(params, name, None)
         if not isinstance(value, int | float) or isinstance(value, bool):
             continue
-        if "bytes" in name and value > largest_node_memory():
+        # every node holds more than MAX_MESSAGE_BYTES: the platforms are loaded only for a size above it
+        if "bytes" in name and value > MAX_MESSAGE_BYTES and value > largest_node_memory():
             return (f"application.{name}", f"{value:g} bytes is larger than the memory of any platform's node "
                     f"({largest_node_memory():g} bytes)", "use a message size that fits in memory")
         if "bytes" in name and value > MAX_MESSAGE_BYTES:

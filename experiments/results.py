@@ -121,8 +121,9 @@ def placement_csv(placement: Table) -> str:
 
 
 def write_result(result: RunResult, folder: Path, *, png: bool = True, scenario_file: bool = True,
-                 html: bool = True) -> None:
-    """Write every output file of one SMPI run into ``folder`` (``report.html`` too unless ``html=False``).
+                 html: bool = True, chrome: bool = False) -> None:
+    """Write every output file of one SMPI run into ``folder`` (``report.html`` too unless ``html=False``,
+    ``trace.json`` only when ``chrome``).
 
     ``trace.json`` and ``report.html`` are made by two background threads, then the Parquet tables, while this one
     draws the timeline (the trace's C formatter, the page's gzip and pyarrow's encoder run without Python's lock,
@@ -136,8 +137,8 @@ def write_result(result: RunResult, folder: Path, *, png: bool = True, scenario_
     ledger = ledger_frame(result.ops, arrow=True)
     with ThreadPoolExecutor(max_workers=2) as pool:
         # a summary (the first steps) beyond CHROME_SUMMARY_EVENTS: `waitlab export --chrome` writes the whole run
-        chrome = pool.submit(lambda: write_chrome_trace(events, waits, meta, folder / "trace.json",
-                                                        max_events=CHROME_SUMMARY_EVENTS))
+        trace = pool.submit(lambda: write_chrome_trace(events, waits, meta, folder / "trace.json",
+                                                       max_events=CHROME_SUMMARY_EVENTS)) if chrome else None
         # offline, interactive; rewritten by `waitlab diagnose` and `waitlab report`
         page = pool.submit(_html.write_html_report, folder, jsonable(meta), jsonable(result.summary), events,
                            waits, budget, ledger) if html else None
@@ -159,7 +160,9 @@ def write_result(result: RunResult, folder: Path, *, png: bool = True, scenario_
         (folder / "summary.txt").write_text(summary_text(result.summary, meta) + "\n")
         for written in tables if page is None else [*tables, page]:
             written.result()  # a writer's error is raised here
-    run = {**meta, "resolved_scenario": result.scenario.resolved(), "chrome_trace": chrome.result()}
+    run = {**meta, "resolved_scenario": result.scenario.resolved()}
+    if trace is not None:  # trace.json was written (False: a table too large for one, not written)
+        run["chrome_trace"] = trace.result()
     run["files"] = sorted([*(p.name for p in folder.iterdir()), "run.json"])
     (folder / "run.json").write_text(json.dumps(jsonable(run), indent=2, sort_keys=True) + "\n")
 
@@ -214,15 +217,16 @@ def write_program_output(result: RunResult, folder: Path) -> None:
             path.chmod(0o755)
 
 
-def write_run(run: Run, folder: Path, *, png: bool = True) -> None:
-    """The whole results folder of ``waitlab run`` (perturbed runs: the unperturbed run and the report too)."""
+def write_run(run: Run, folder: Path, *, png: bool = True, chrome: bool = False) -> None:
+    """The whole results folder of ``waitlab run`` (perturbed runs: the unperturbed run and the report too;
+    ``timeline.png`` when ``png``, ``trace.json`` when ``chrome``)."""
     res = run.result
     timing: dict[str, Any] = {"stage_seconds": res.stage_seconds}
     pres = run.perturbation
     if pres is not None:
         sub = folder / "unperturbed"
         sub.mkdir()
-        write_result(pres.unperturbed, sub, png=False, scenario_file=False, html=False)
+        write_result(pres.unperturbed, sub, png=False, scenario_file=False, html=False, chrome=chrome)
         meta = res.metadata
         write_table(pres.distortion, folder / "distortion.parquet", meta)
         if len(pres.condition_c.violations):
@@ -234,7 +238,7 @@ def write_run(run: Run, folder: Path, *, png: bool = True) -> None:
         (folder / "perturbation.txt").write_text(_report.report_text(pres.report) + "\n")
         timing["perturbation_stage_seconds"] = pres.perturbed.seconds
     (folder / "timing.json").write_text(json.dumps(jsonable(timing), indent=2, sort_keys=True) + "\n")
-    write_result(res, folder, png=png)
+    write_result(res, folder, png=png, chrome=chrome)
 
 
 @dataclass(frozen=True)

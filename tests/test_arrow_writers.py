@@ -89,7 +89,7 @@ def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         if scenario.startswith("[scenario]"):
             path = base / f"{name}.toml"
             path.write_text(scenario)
-        waitlab.run(path, base / name, png=False)
+        waitlab.run(path, base / name, png=False, chrome=True)
         out[name] = base / name
     return out
 

@@ -130,7 +130,8 @@ def test_example_traces_drop_no_slice(name, tmp_path):
         pytest.skip("SimGrid SMPI is not installed (run: make setup)")
     scenario = _small(EXAMPLES / name, tmp_path)
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "waitlab.cli", "run", str(scenario), "-o", str(out), "--no-png"],
+    proc = subprocess.run([sys.executable, "-m", "waitlab.cli", "run", str(scenario), "-o", str(out), "--no-png",
+                           "--chrome"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     traces = sorted(out.rglob("trace.json"))

@@ -149,7 +149,7 @@ def test_a_full_disk_while_writing_results_is_one_clear_error(tmp_path: Path, mo
 
     monkeypatch.setattr(results, "write_chrome_trace", disk_full)  # the disk fills up halfway through the folder
     s = write(tmp_path / "s.toml", GOOD)
-    assert main(["run", str(s), "-o", str(tmp_path / "out"), "--no-png"]) == 2
+    assert main(["run", str(s), "-o", str(tmp_path / "out"), "--no-png", "--chrome"]) == 2
     err = capsys.readouterr().err
     assert "writing failed: No space left on device" in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out.partial-*"))

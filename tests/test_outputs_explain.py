@@ -182,7 +182,7 @@ def test_tutorial_outputs_are_what_the_code_prints(tmp_path: Path):
         return subprocess.run([sys.executable, "-m", "waitlab", *args], cwd=tmp_path, capture_output=True, text=True,
                               check=True, timeout=600).stdout.splitlines()
 
-    late = waitlab("run", "examples/stencil_late_rank.toml", "-o", "results/late", "--png")
+    late = waitlab("run", "examples/stencil_late_rank.toml", "-o", "results/late", "--png", "--chrome")
     diagnosis = waitlab("diagnose", "results/late", "--cache", str(tmp_path / "cache"))  # empty: 1 re-run simulated
     text = (ROOT / "examples" / "stencil_late_rank.toml").read_text()
     (tmp_path / "balanced.toml").write_text(text[:text.index("[[application.imbalance]]")]
@@ -193,7 +193,8 @@ def test_tutorial_outputs_are_what_the_code_prints(tmp_path: Path):
     tutorial = (ROOT / "docs" / "tutorial.md").read_text(encoding="utf-8")
     quickstart = (ROOT / "docs" / "quickstart.md").read_text(encoding="utf-8")
     for md, command, printed in (
-            (tutorial, ".venv/bin/waitlab run examples/stencil_late_rank.toml -o results/late --png --force\n", late),
+            (tutorial, ".venv/bin/waitlab run examples/stencil_late_rank.toml -o results/late --png --chrome --force\n",
+             late),
             (tutorial, ".venv/bin/waitlab diagnose results/late\n", diagnosis),
             (tutorial, ".venv/bin/waitlab compare results/balanced results/late --png results/compare.png\n", cmp),
             (quickstart, "make demo\n", demo)):
@@ -202,7 +203,7 @@ def test_tutorial_outputs_are_what_the_code_prints(tmp_path: Path):
         for line in shown:
             assert any(p == line or (line.endswith("...") and p.startswith(line[:-3])) for p in printed), line
     # whole blocks where nothing is left out: every line printed is shown, in order
-    assert _text_after(tutorial, "-o results/late --png --force\n") == late
+    assert _text_after(tutorial, "-o results/late --png --chrome --force\n") == late
     assert _text_after(quickstart, "make demo\n") == demo
     assert _text_after(tutorial, "results/late --png results/compare.png\n") == cmp
     # the prose's figures: 15 ranks x 0.05 s x 10 steps of wait, and removing rank 5's extra work (the balanced run)

@@ -76,7 +76,7 @@ def c_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not shutil.which("smpirun"):
         pytest.skip("SimGrid SMPI (smpirun, smpicc) is not installed")
     out = tmp / "run"
-    waitlab.run(program_scenario(tmp, "waitany_names.c"), out, png=False)
+    waitlab.run(program_scenario(tmp, "waitany_names.c"), out, png=False, chrome=True)
     return out
 
 

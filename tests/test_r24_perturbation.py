@@ -138,7 +138,7 @@ compute_seconds = 0.001
 def _run(tmp_path: Path, name: str, text: str) -> Path:
     (tmp_path / f"{name}.toml").write_text(text)
     out = tmp_path / f"r_{name}"
-    waitlab.run(tmp_path / f"{name}.toml", out)
+    waitlab.run(tmp_path / f"{name}.toml", out, chrome=True)
     return out
 
 

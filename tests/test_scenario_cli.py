@@ -143,10 +143,31 @@ def test_the_error_examples_of_the_scenarios_page_are_what_waitlab_prints(tmp_pa
 
 
 @pytest.mark.simgrid
+def test_trace_json_is_written_only_with_chrome(tmp_path):
+    """``trace.json`` (0.1 s of CPU and 32 MB at 1,024 ranks) is opt-in, as ``timeline.png`` is: ``--chrome``."""
+    import json
+
+    p = write(tmp_path, GOOD)
+    plain = cli("run", str(p), "-o", str(tmp_path / "plain"))
+    assert plain.returncode == 0, plain.stderr
+    run = json.loads((tmp_path / "plain" / "run.json").read_text())
+    assert not (tmp_path / "plain" / "trace.json").exists() and "chrome_trace" not in run
+    assert "trace.json" not in run["files"] and "trace.json" not in plain.stdout
+    chrome = cli("run", str(p), "-o", str(tmp_path / "chrome"), "--chrome")
+    assert chrome.returncode == 0, chrome.stderr
+    run = json.loads((tmp_path / "chrome" / "run.json").read_text())
+    trace = json.loads((tmp_path / "chrome" / "trace.json").read_text())
+    assert "trace.json" in run["files"] and "trace.json" in chrome.stdout
+    assert run["chrome_trace"] is True
+    ranks = {e["tid"] for e in trace["traceEvents"] if e.get("ph") == "X"}  # a track per rank, every rank's slices
+    assert ranks == set(range(4)), ranks
+
+
+@pytest.mark.simgrid
 def test_run_twice_gives_identical_bytes_and_metadata(tmp_path):
     p = write(tmp_path, GOOD)
     for name in ("a", "b"):
-        out = cli("run", str(p), "-o", str(tmp_path / name), "--no-png")
+        out = cli("run", str(p), "-o", str(tmp_path / name), "--no-png", "--chrome")
         assert out.returncode == 0, out.stderr
     for f in ("events.parquet", "events.csv", "waits.parquet", "ledger.parquet", "summary.json", "trace.json"):
         assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes(), f

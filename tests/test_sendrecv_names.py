@@ -79,7 +79,7 @@ def test_program_sendrecv_is_named_mpi_sendrecv(tmp_path: Path) -> None:
     scenario.write_text(f'[scenario]\nname = "sendrecv"\nranks = 4\n[platform]\nname = "dawning_5000a"\n'
                         f'[application]\nkind = "program"\nsources = ["{PROGRAMS / "sendrecv.c"}"]\n')
     out = tmp_path / "run"
-    waitlab.run(scenario, out, png=False)
+    waitlab.run(scenario, out, png=False, chrome=True)
     ev = pd.read_parquet(out / "events.parquet")
     mpi = ev[ev["kind"] == "mpi"]
     # the matching still sees the parts; each part says which call of the program it belongs to

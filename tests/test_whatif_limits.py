@@ -168,3 +168,17 @@ def test_ranks_typo_in_a_scenario_is_named() -> None:
     with pytest.raises(InputError) as exc:
         scenario_from_mapping(data, "t.toml")
     assert "scenario.rank: unknown key 'rank' (did you mean 'ranks'?)" in str(exc.value)
+
+
+def test_every_node_holds_the_largest_message_so_sizes_below_it_skip_the_platforms() -> None:
+    """``application_problem`` loads the built-in platforms (27 ms before SMPI starts) only for a message size above
+    MAX_MESSAGE_BYTES: that is exact while every built-in node holds more bytes than that; and a size between the two
+    is still refused for SimGrid's C int."""
+    from waitlab.experiments.physics_limits import MAX_MESSAGE_BYTES, application_problem, largest_node_memory
+    from waitlab.platforms import list_platforms, load_platform
+
+    assert min(float(load_platform(n).node.memory) for n in list_platforms()) > MAX_MESSAGE_BYTES
+    problem = application_problem(StencilParams(halo_bytes=MAX_MESSAGE_BYTES + 1), 4)
+    assert problem is not None and problem[0] == "application.halo_bytes" and "C int" in problem[1]
+    problem = application_problem(StencilParams(halo_bytes=int(largest_node_memory()) * 2), 4)
+    assert problem is not None and "larger than the memory of any platform's node" in problem[1]
