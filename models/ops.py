@@ -258,6 +258,57 @@ def _defaults(n: int) -> dict[str, npt.NDArray[Any]]:
     }  # fmt: skip
 
 
+#: dtype of every column of an :class:`OpTable`, and of every column of a :class:`Ledger`.
+_DTYPES: dict[str, np.dtype[Any]] = {c: a.dtype for c, a in _defaults(0).items()}
+_LEDGER_DTYPES: dict[str, np.dtype[Any]] = {c: getattr(Ledger.empty(), c).dtype
+                                            for c in ("rank", "region", "step", "seconds", "kind")}
+#: A block's cause and excess when it records none.
+_NO_CAUSE = np.asarray(-1, np.int64)
+_NO_EXCESS = np.asarray(0.0, np.float64)
+
+
+def _column(x: npt.ArrayLike, dtype: type[np.generic], n: int) -> npt.NDArray[Any]:
+    """Argument ``x`` of :meth:`OpBuilder.add` as ``dtype``: a 0-d array for a scalar (one value for the block),
+    else a copy spread to ``n`` rows (numpy's broadcasting rules and errors).
+
+    >>> _column(2, np.int32, 3).shape, _column([1.0], np.float64, 3).tolist()
+    ((), [1.0, 1.0, 1.0])
+    """
+    a = np.array(x, dtype=dtype)
+    if a.ndim == 0 or a.shape == (n,):
+        return a
+    return np.broadcast_to(a, (n,)).copy()
+
+
+def _spread(parts: Sequence[npt.NDArray[Any]], sizes: Sequence[int], dtype: np.dtype[Any]) -> npt.NDArray[Any]:
+    """The concatenation of ``parts``, a 0-d part standing for ``sizes[i]`` copies of its value.
+
+    >>> _spread([np.asarray(7), np.array([1, 2])], [3, 2], np.dtype(np.int64)).tolist()
+    [7, 7, 7, 1, 2]
+    """
+    scalar = [p.ndim == 0 for p in parts]
+    out = np.repeat(np.array([p if s else 0 for p, s in zip(parts, scalar, strict=True)], dtype=dtype), sizes)
+    if not all(scalar):  # then the arrays over their rows
+        end = 0
+        for p, s, k in zip(parts, scalar, sizes, strict=True):
+            end += k
+            if not s:
+                out[end - k:end] = p
+    return out
+
+
+def _seq_of_counts(counts: npt.NDArray[np.int64], n_rows: int) -> npt.NDArray[np.int32]:
+    """``seq`` of ``n_rows`` rows sorted by rank, rank ``r`` holding ``counts[r]`` of them.
+
+    >>> _seq_of_counts(np.array([2, 0, 3]), 5).tolist()
+    [0, 1, 0, 1, 2]
+    """
+    starts = np.cumsum(counts) - counts
+    seq = np.arange(n_rows, dtype=ref_dtype(n_rows))
+    seq -= np.repeat(starts.astype(seq.dtype), counts)
+    return seq.astype(np.int32, copy=False)
+
+
 @dataclass
 class OpBuilder:
     """Accumulates vectorised blocks of operations, then sorts them into an :class:`OpTable`.
@@ -318,32 +369,39 @@ class OpBuilder:
         if r.min() < 0 or r.max() >= self.n_ranks:
             raise ValueError(f"rank out of range 0..{self.n_ranks - 1} in {action}")
         rid = self.name_id(region) if region is not None else -1
-        block: dict[str, npt.NDArray[Any]] = {  # every column but seq, which build() numbers
-            "rank": r, "code": np.full(n, CODE[action], np.int8),
-            "step": np.broadcast_to(np.asarray(step, np.int32), (n,)).copy(),
-            "value": np.broadcast_to(np.asarray(value, np.float64), (n,)).copy(),
-            "value2": np.broadcast_to(np.asarray(value2, np.float64), (n,)).copy(),
-            "peer": np.broadcast_to(np.asarray(peer, np.int32), (n,)).copy(),
-            "tag": np.broadcast_to(np.asarray(tag, np.int32), (n,)).copy(),
-            "name": np.full(n, rid, np.int32), "comm": np.full(n, comm, np.int32),
-            "cause": np.full(n, -1, np.int64), "excess": np.zeros(n, np.float64),
+        # every column but seq, which build() numbers; a scalar argument stays one 0-d value (build() spreads it)
+        block: dict[str, npt.NDArray[Any]] = {
+            "rank": r, "code": np.asarray(CODE[action], np.int8), "step": _column(step, np.int32, n),
+            "value": _column(value, np.float64, n), "value2": _column(value2, np.float64, n),
+            "peer": _column(peer, np.int32, n), "tag": _column(tag, np.int32, n),
+            "name": np.asarray(rid, np.int32), "comm": _column(comm, np.int32, n),
+            "cause": _NO_CAUSE, "excess": _NO_EXCESS,
         }  # fmt: skip
         if excess is not None:
-            ex = np.broadcast_to(np.asarray(excess, np.float64), (n,)).copy()
+            ex = _column(excess, np.float64, n)
             if (ex < 0).any():
                 raise ValueError(f"negative excess in {action} of region {region}")
-            hit = np.flatnonzero(ex > 0)
             block["excess"] = ex
-            ids = np.full(n, -1, np.int64)
-            ids[hit] = self._n_ledger + np.arange(hit.size)
-            block["cause"] = ids
-            if hit.size:
-                self._ledger.append({
-                    "rank": r[hit], "region": np.full(hit.size, rid, np.int32),
-                    "step": block["step"][hit], "seconds": ex[hit],
-                    "kind": np.full(hit.size, CAUSE_KINDS.index(cause_kind), np.int8),
-                })  # fmt: skip
-                self._n_ledger += hit.size
+            hit = ex > 0
+            n_hit = int(np.count_nonzero(hit)) if ex.ndim else n * bool(hit)
+            if n_hit:  # ledger rows: a 0-d column stands for n_hit copies (build() spreads them)
+                first = self._n_ledger
+                row: dict[str, npt.NDArray[Any]] = {
+                    "rank": r, "region": np.asarray(rid, np.int32), "step": block["step"], "seconds": ex,
+                    "kind": np.asarray(CAUSE_KINDS.index(cause_kind), np.int8), "size": np.asarray(n_hit),
+                }  # fmt: skip
+                if n_hit == n:
+                    block["cause"] = np.arange(first, first + n, dtype=np.int64)
+                else:
+                    idx = np.flatnonzero(hit)
+                    block["cause"] = ids = np.full(n, -1, np.int64)
+                    ids[idx] = np.arange(first, first + n_hit, dtype=np.int64)
+                    row.update(rank=r[idx], seconds=ex[idx])
+                    if row["step"].ndim:
+                        row["step"] = row["step"][idx]
+                self._ledger.append(row)
+                self._n_ledger += n_hit
+        block["size"] = np.asarray(n)
         self._blocks.append(block)
 
     def build(self) -> OpTable:
@@ -354,22 +412,37 @@ class OpBuilder:
         if not self._blocks:
             cols = _defaults(0)
         else:
-            # Blocks are in slot order, so a stable sort by rank is the (rank, slot) order.  One column at
-            # a time, each block's copy dropped as soon as it is gathered: the peak stays near one table
-            # (issue 15), not the blocks, their concatenation and the sorted copy at once.
-            rank = np.concatenate([b["rank"] for b in self._blocks])
-            order = np.argsort(rank, kind="stable")
-            cols = {"rank": rank[order]}
+            # Blocks are in slot order, so a stable sort by rank is the (rank, slot) order (a radix sort of 16-bit
+            # keys when the ranks fit).  One column at a time, each block's part dropped as soon as it is gathered:
+            # the peak stays near one table (issue 15), not the blocks, their concatenation and the sorted copy.
+            blocks, self._blocks = self._blocks, []
+            sizes = np.array([int(b.pop("size")) for b in blocks], dtype=np.int64)
+            sizes_list = sizes.tolist()
+            n_rows = int(sizes.sum())
+            rank = np.concatenate([b.pop("rank") for b in blocks])
+            order = np.argsort(rank.astype(np.uint16) if self.n_ranks <= 1 << 16 else rank, kind="stable")
+            counts = np.bincount(rank, minlength=self.n_ranks)
             del rank
-            for c in OpTable.COLUMNS:
-                if c in ("rank", "seq"):
-                    continue
-                cols[c] = np.concatenate([b.pop(c) for b in self._blocks])[order]
-            del order
-            self._blocks = []
-            cols["seq"] = seq_within_rank(cols["rank"], self.n_ranks)
+            cols = {"rank": np.repeat(np.arange(self.n_ranks, dtype=np.int32), counts),
+                    "seq": _seq_of_counts(counts, n_rows)}
+            per_block: dict[str, npt.NDArray[Any]] = {}  # columns of one value in every block: that value
+            for c in OpTable.COLUMNS[2:]:
+                if any(b[c].ndim for b in blocks):
+                    cols[c] = _spread([b.pop(c) for b in blocks], sizes_list, _DTYPES[c])[order]
+                else:
+                    per_block[c] = np.array([b.pop(c) for b in blocks], dtype=_DTYPES[c])
+            for c, v in list(per_block.items()):
+                bits = v.view(f"u{v.itemsize}")
+                if (bits == bits[0]).all():  # the same value, bit for bit, everywhere
+                    cols[c] = np.zeros(n_rows, v.dtype) if bits[0] == 0 else np.full(n_rows, v[0], v.dtype)
+                    del per_block[c]
+            if per_block:  # the others by the block of each sorted row (order dropped first: one of the two is held)
+                slot = np.repeat(np.arange(len(blocks)), sizes)[order]
+                del order
+                cols.update({c: v[slot] for c, v in per_block.items()})
         if self._ledger:
-            led = {k: np.concatenate([x[k] for x in self._ledger]) for k in self._ledger[0]}
+            sizes_l = [int(x["size"]) for x in self._ledger]
+            led = {k: _spread([x[k] for x in self._ledger], sizes_l, dt) for k, dt in _LEDGER_DTYPES.items()}
         else:
             led = {"rank": np.zeros(0, np.int32), "region": np.zeros(0, np.int32), "step": np.zeros(0, np.int32),
                    "seconds": np.zeros(0), "kind": np.zeros(0, np.int8)}  # fmt: skip

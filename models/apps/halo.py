@@ -56,18 +56,25 @@ def neighbours(px: int, py: int, direction: str, *, periodic: bool = False
     return r[ok], nb[ok]
 
 
-def emit_halo_exchange(builder: OpBuilder, px: int, py: int, *, step: int, nbytes: float,
-                       periodic: bool = False) -> None:
+def halo_pairs(px: int, py: int, *, periodic: bool = False
+               ) -> dict[str, tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]]:
+    """:func:`neighbours` of every direction (W, E, N, S): what :func:`emit_halo_exchange` exchanges along, to compute
+    once for all the steps of a run."""
+    return {d: neighbours(px, py, d, periodic=periodic) for d in DIRECTIONS}
+
+
+def emit_halo_exchange(builder: OpBuilder, px: int, py: int, *, step: int, nbytes: float, periodic: bool = False,
+                       pairs: dict[str, tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]] | None = None) -> None:
     """Append irecv from every neighbour (W, E, N, S), isend to every neighbour, then waitall.
 
-    Ranks without any neighbour emit nothing.
+    Ranks without any neighbour emit nothing.  ``pairs`` is :func:`halo_pairs` of the same grid, if already known.
     """
-    for d in DIRECTIONS:
-        owners, peers = neighbours(px, py, d, periodic=periodic)
+    if pairs is None:
+        pairs = halo_pairs(px, py, periodic=periodic)
+    for d, (owners, peers) in pairs.items():
         builder.add("irecv", owners, step=step, value=nbytes, peer=peers, tag=halo_tag(OPPOSITE[d]))
     has_nb = np.zeros(px * py, dtype=bool)
-    for d in DIRECTIONS:
-        owners, peers = neighbours(px, py, d, periodic=periodic)
+    for d, (owners, peers) in pairs.items():
         builder.add("isend", owners, step=step, value=nbytes, peer=peers, tag=halo_tag(d))
         has_nb[owners] = True
     builder.add("waitall", np.flatnonzero(has_nb).astype(np.int32), step=step)

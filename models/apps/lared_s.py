@@ -132,7 +132,7 @@ from waitlab.models.apps.common import (
     stream_rng,
     uniform_work,
 )
-from waitlab.models.apps.halo import emit_halo_exchange
+from waitlab.models.apps.halo import emit_halo_exchange, halo_pairs
 from waitlab.models.apps.imbalance import Imbalance
 from waitlab.models.ops import OpBuilder, OpTable
 from waitlab.models.validation import ParamError, StrictInt, num, params
@@ -290,10 +290,11 @@ def generate(params: LaredSParams, n_ranks: int, seed: int = 0) -> OpTable:
 
     b = OpBuilder(n_ranks=n_ranks)
     everyone = np.arange(n_ranks, dtype=np.int32)
+    pairs = halo_pairs(px, py) if params.halo_bytes > 0 else None
     for s in range(params.steps):
         emit_region(b, "Hydro", step=s, seconds=base["Hydro"] + excess["Hydro"][s], excess=excess["Hydro"][s])
         if params.halo_bytes > 0:
-            emit_halo_exchange(b, px, py, step=s, nbytes=params.halo_bytes)
+            emit_halo_exchange(b, px, py, step=s, nbytes=params.halo_bytes, pairs=pairs)
         emit_region(b, "Diffusion", step=s, seconds=base["Diffusion"] + excess["Diffusion"][s],
                     excess=excess["Diffusion"][s])
         b.add("enter", everyone, step=s, region="EOS_Match")

@@ -55,7 +55,7 @@ from waitlab.models.apps.common import (
     region_excess,
     uniform_work,
 )
-from waitlab.models.apps.halo import emit_halo_exchange
+from waitlab.models.apps.halo import emit_halo_exchange, halo_pairs
 from waitlab.models.ops import OpBuilder, OpTable
 from waitlab.models.validation import ParamError, StrictBool, StrictInt, num, params
 
@@ -154,9 +154,11 @@ def generate(params: StencilParams, n_ranks: int, seed: int = 0) -> OpTable:
     excess = region_excess(params, "Stencil", n_ranks, seed)
     b = OpBuilder(n_ranks=n_ranks)
     groups = _groups(params.collective_comm, px, py)
+    pairs = halo_pairs(px, py, periodic=params.periodic) if params.halo_every else None
     for s in range(params.steps):
         if params.halo_every and s % params.halo_every == 0:
-            emit_halo_exchange(b, px, py, step=s, nbytes=params.halo_bytes, periodic=params.periodic)
+            emit_halo_exchange(b, px, py, step=s, nbytes=params.halo_bytes, periodic=params.periodic,
+                               pairs=pairs)
         emit_region(b, "Stencil", step=s, seconds=params.compute_seconds + excess[s], excess=excess[s])
         if params.allreduce_every and (s + 1) % params.allreduce_every == 0:
             for members in groups:
