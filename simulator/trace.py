@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,7 @@ from waitlab.models.vocabulary import (
     VOCABULARY,
     lut,
 )
-from waitlab.simulator.native_text import IfInt, IfRepr, Int, Label, Lit, Part, Text, text_bytes
+from waitlab.simulator.native_text import IfInt, IfRepr, Int, Label, Part, Text, text_bytes
 from waitlab.simulator.nbc_capture import NBC_PREFIX
 from waitlab.simulator.ti_vectors import VectorStore, occurrence, occurrence_of, v_line
 from waitlab.simulator.trace_rma import RMA_TI_ACTIONS, format_rma
@@ -46,6 +47,8 @@ _IS_V = lut(V_ACTIONS)
 _IS_RMA = lut(RMA_TI_ACTIONS)
 _IS_POST = lut(NBC_TWIN)
 _IS_NBC_TWIN = lut(NBC_TWINS)
+_IS_TEXT = _IS_V | _IS_RMA  # lines formatted one by one
+_IS_NBC_END = _IS_POST | _IS_NBC_TWIN  # lines that end with a nonblocking collective's serial (tag > 0)
 (_NONE, _P2P, _WAIT, _COMPUTE, _SECONDS, _BCAST, _REDUCE, _REDUCTION, _EXCHANGE, _ROOTED_EXCHANGE, _FLUSH, _REGION,
  _TEST, _OTHER) = range(14)
 
@@ -89,9 +92,10 @@ _ARGS: dict[int, tuple[str, ...]] = {
 
 
 def _refuse_unwritable(ops: OpTable, rows: npt.NDArray[np.int64], code: npt.NDArray[np.int64],
-                       v_lines: bool) -> None:
-    """The first action of ``rows`` (by code) that a trace cannot hold, as an :class:`InputError`."""
-    for c in np.unique(code).tolist():
+                       present: npt.NDArray[np.int64], v_lines: bool) -> None:
+    """The first action of ``rows`` (by code; ``present``: their distinct codes, ascending) that a trace cannot hold,
+    as an :class:`InputError`."""
+    for c in present.tolist():
         action = ACTIONS[c]
         if action == "compute" or _IS_RMA[c]:
             continue
@@ -121,74 +125,137 @@ WRITABLE = (*(a.name for a in VOCABULARY
             *RMA_TI_ACTIONS)
 
 
+class _Columns:
+    """The argument columns (:data:`_ARGS`' names) of the rows ``at`` of ``ops``, each made when first asked for: a
+    template needs only those of the line shapes it has."""
+
+    def __init__(self, ops: OpTable, at: npt.NDArray[np.int64], shape: npt.NDArray[np.int8], core_speed: float) -> None:
+        self.ops, self.at, self.shape, self.core_speed = ops, at, shape, core_speed
+
+    @cached_property
+    def peer(self) -> npt.NDArray[np.int32]:
+        return self.ops.peer.take(self.at)
+
+    @cached_property
+    def tag(self) -> npt.NDArray[np.int32]:
+        return self.ops.tag.take(self.at)
+
+    @cached_property
+    def value_repr(self) -> npt.NDArray[np.float64]:
+        return self.ops.value.take(self.at)
+
+    @cached_property
+    def value2_repr(self) -> npt.NDArray[np.float64]:
+        return self.ops.value2.take(self.at)
+
+    @cached_property
+    def flops_repr(self) -> npt.NDArray[np.float64]:
+        return self.value_repr * self.core_speed
+
+    @cached_property
+    def count(self) -> npt.NDArray[np.int64]:
+        return np.rint(self.value_repr).astype(np.int64)
+
+    @cached_property
+    def count2(self) -> npt.NDArray[np.int64]:
+        # a count only where an exchange writes it; elsewhere value2 may be a reduction's flops (1e19 of them:
+        # beyond int64, a cast warning and a meaningless number that no line writes)
+        exchange = (self.shape == _EXCHANGE) | (self.shape == _ROOTED_EXCHANGE)
+        return np.rint(np.where(exchange, self.value2_repr, 0.0)).astype(np.int64)
+
+    @cached_property
+    def _recv(self) -> npt.NDArray[np.bool_]:
+        return self.value2_repr != 0  # a wait that completes a receive: its peer is the source
+
+    @cached_property
+    def first(self) -> npt.NDArray[np.int32]:
+        return np.where(self._recv, self.peer, self.ops.rank.take(self.at))
+
+    @cached_property
+    def second(self) -> npt.NDArray[np.int32]:
+        return np.where(self._recv, self.ops.rank.take(self.at), self.peer)
+
+    @cached_property
+    def six(self) -> npt.NDArray[np.int64]:
+        return np.full(self.at.size, 6, np.int64)
+
+    # a test of a request (a stock trace's) names it as a wait does; the polls of waitlab's layer (MPI time of no
+    # request it completes, peer -1) name none, which SimGrid's TestAction ignores
+    @cached_property
+    def test_first(self) -> npt.NDArray[np.int32]:
+        return np.where(self.peer < 0, -1, self.first)
+
+    @cached_property
+    def test_second(self) -> npt.NDArray[np.int32]:
+        return np.where(self.peer < 0, -1, self.second)
+
+    @cached_property
+    def test_tag(self) -> npt.NDArray[np.int32]:
+        return np.where(self.peer < 0, 0, self.tag)
+
+
 def _parts(ops: OpTable, rows: npt.NDArray[np.int64], core_speed: float, *, vectors: VectorStore | None = None,
            occurrences: npt.NDArray[np.int64] | None = None, v_lines: bool = False, names: Sequence[str] = (),
-           name_of: npt.NDArray[np.int64] | None = None) -> list[Part]:
+           name_of: npt.NDArray[np.int64] | None = None, lead: str = "") -> list[Part]:
     """The template (:mod:`waitlab.simulator.native_text`) of the TI lines, without rank prefix, of ``ops`` rows
-    ``rows`` in that order.  A position where ``rows`` is -1 is the line ``names[name_of[i]]`` alone (the shared
-    trace's ``init`` and ``finalize``).  ``v_lines``: v-collectives are written (:func:`v_line`; exact with
-    ``vectors`` and the rows' ``occurrences``), else refused; one-sided actions by :func:`format_rma`.
+    ``rows`` in that order, each after ``lead``.  A position where ``rows`` is -1 is the line ``names[name_of[i]]``
+    alone (the shared trace's ``init`` and ``finalize``).  ``v_lines``: v-collectives are written (:func:`v_line`;
+    exact with ``vectors`` and the rows' ``occurrences``), else refused; one-sided actions by :func:`format_rma`.
 
     Compute durations are converted to flops with ``core_speed`` and, like every float of a line, written as
     Python's ``repr`` writes them (the shortest text that reads back exactly)."""
     n = rows.size
     op = rows >= 0
-    at = rows[op]
-    code = np.full(n, -1, np.int64)
-    code[op] = ops.code[at]
-    _refuse_unwritable(ops, at, code[op], v_lines)
-
-    def col(values: npt.NDArray[Any], fill: float = 0) -> npt.NDArray[Any]:
-        out = np.full(n, fill, values.dtype)
-        out[op] = values[at]
-        return out
-
-    known = np.maximum(code, 0)  # the lookup tables' index (positions without an operation are masked out)
-    text = op & (_IS_V[known] | _IS_RMA[known])  # formatted one by one
-    plain = op & ~text
-    shape = np.where(plain, _SHAPE[known], _NONE)
-    tag = col(ops.tag)
-    post = plain & _IS_POST[known]
-    name = np.where(op, code, len(ACTIONS) + 1 + (name_of if name_of is not None else np.zeros(n, np.int64)))
-    name[text] = len(ACTIONS)  # the whole line is in the text part
-    unnumbered_post = post & (tag <= 0)  # a post without its serial is written as its twin
-    name[unnumbered_post] = _TWIN_CODE[code[unnumbered_post]]
-    parts: list[Part] = [Label(name, [*ACTIONS, "", *names])]
+    every = bool(op.all())
+    labels = [lead + s for s in (*ACTIONS, "", *names)]
+    # the label of a position without a row
+    others = 0 if every else len(ACTIONS) + 1 + (name_of if name_of is not None else np.zeros(n, np.int64))
+    if not every and not op.any():
+        return [Label(others, labels)]
+    # a position without a row reads the first row's columns: no line writes them (every part is masked to rows),
+    # and its code is one the rows have (the same actions are refused)
+    at = rows if every else np.where(op, rows, rows[np.argmax(op)])
+    code = ops.code.take(at).astype(np.int64)
+    present = np.flatnonzero(np.bincount(code, minlength=len(ACTIONS)))
+    _refuse_unwritable(ops, at, code, present, v_lines)
+    text = (_IS_TEXT.take(code) & op) if _IS_TEXT[present].any() else None  # formatted one by one
+    plain = op if text is None else op & ~text
+    shape = _SHAPE.take(code)
+    if not every or text is not None:
+        shape[~plain] = _NONE
+    cols = _Columns(ops, at, shape, core_speed)
+    posts = bool(_IS_POST[present].any())
+    name = np.where(op, code, others) if not every else code.copy() if text is not None or posts else code
+    if text is not None:
+        name[text] = len(ACTIONS)  # the whole line is in the text part
+    if posts:  # a post without its serial is written as its twin
+        unnumbered_post = plain & _IS_POST.take(code) & (cols.tag <= 0)
+        name[unnumbered_post] = _TWIN_CODE[code[unnumbered_post]]
+    parts: list[Part] = [Label(name, labels)]
     if plain.any():
-        value, value2, peer = col(ops.value), col(ops.value2), col(ops.peer)
-        recv = value2 != 0  # a wait that completes a receive: its peer is the source
-        rank = col(ops.rank)
-        # count2 is a count only where an exchange writes it; elsewhere value2 may be a reduction's flops (1e19 of
-        # them: beyond int64, a cast warning and a meaningless number that no line writes)
-        count2 = np.where(np.isin(shape, (_EXCHANGE, _ROOTED_EXCHANGE)), value2, 0.0)
-        columns = {"peer": peer, "tag": tag, "count": np.rint(value).astype(np.int64),
-                   "count2": np.rint(count2).astype(np.int64), "first": np.where(recv, peer, rank),
-                   "second": np.where(recv, rank, peer), "flops_repr": value * core_speed, "value_repr": value,
-                   "value2_repr": value2, "six": np.full(n, 6, np.int64)}
-        # a test of a request (a stock trace's) names it as a wait does; the polls of waitlab's layer (MPI time of
-        # no request it completes, peer -1) name none, which SimGrid's TestAction ignores
-        polls = peer < 0
-        columns.update(test_first=np.where(polls, -1, columns["first"]), test_second=np.where(polls, -1,
-                       columns["second"]), test_tag=np.where(polls, 0, tag))
+        kinds = set(_SHAPE[present[~_IS_TEXT[present]]].tolist())
         for sh, args in _ARGS.items():
-            mask = shape == sh
-            if mask.any():
-                parts += [IfRepr(" ", columns[a], mask) if a.endswith("_repr") else IfInt(" ", columns[a], mask)
-                          for a in args]
-        region = shape == _REGION
-        if region.any():  # enter / leave: the region's name (-1: none)
-            label = np.where(region, col(ops.name, -1) + 1, 0)
+            if sh in kinds:
+                mask = shape == sh
+                parts += [IfRepr(" ", getattr(cols, a), mask) if a.endswith("_repr") else
+                          IfInt(" ", getattr(cols, a), mask) for a in args]
+        if _REGION in kinds:  # enter / leave: the region's name (-1: none)
+            region = shape == _REGION
+            label = np.where(region, ops.name.take(at) + 1, 0)
             label[region & (label == 0)] = len(ops.names) + 1
             parts.append(Label(label, ["", *(f" {nm}" for nm in ops.names), " "]))
-        nbc = (post | (plain & _IS_NBC_TWIN[known])) & (tag > 0)
-        if nbc.any():  # a nonblocking collective's post and completion end with its serial
-            parts.append(IfInt(f" {NBC_PREFIX}", tag, nbc))
-        if ops.comms:  # a collective on a sub-communicator ends with its members (subcomm_arg)
-            comm = np.where(plain & _IS_COLLECTIVE[known], col(ops.comm), 0)
+        if _IS_NBC_END[present].any():  # a nonblocking collective's post and completion end with its serial
+            nbc = _IS_NBC_END.take(code) & (cols.tag > 0)
+            if not every or text is not None:
+                nbc &= plain
+            if nbc.any():
+                parts.append(IfInt(f" {NBC_PREFIX}", cols.tag, nbc))
+        if ops.comms and _IS_COLLECTIVE[present].any():  # a collective on a sub-communicator ends with its members
+            comm = np.where(plain & _IS_COLLECTIVE.take(code), ops.comm.take(at), 0)
             if comm.any():
                 parts.append(Label(comm, ["", *(f" {subcomm_arg(c)}" for c in ops.comms)]))
-    if text.any():
-        parts.append(Text(np.flatnonzero(text), _one_by_one(ops, rows, code, text, vectors, occurrences)))
+    if text is not None:
+        parts.append(Text(np.flatnonzero(text), _one_by_one(ops, at, code, text, vectors, occurrences)))
     return parts
 
 
@@ -255,6 +322,8 @@ def replay_tags(ops: OpTable) -> OpTable:
     uses more than one communicator every (communicator, tag) pair gets a tag of its own
     (:func:`waitlab.models.ops.channel_tags`) and the replay pairs messages as MPI did; else ``ops`` itself (its
     tags are written as they are).  The event table keeps the program's tags."""
+    if not ops.comm.any():  # one communicator: channel_tags gives the tags themselves
+        return ops
     tags = channel_tags(ops)
     return ops if tags is ops.tag else ops.replace_columns(tag=tags)
 
@@ -285,16 +354,40 @@ def format_ti_lines(ops: OpTable, core_speed: float, vectors: VectorStore | None
                   v_lines=True)
 
 
-def _epochs(rank: npt.NDArray[np.int32], code: npt.NDArray[np.int8], n_ranks: int) -> npt.NDArray[np.int32]:
-    """Per row (rows in (rank, seq) order), how many collectives of its rank came before it (its BSP superstep)."""
-    if rank.size == 0:  # no rank has an operation
-        return np.zeros(0, np.int32)
-    coll = _IS_COLLECTIVE[code].astype(np.int32)
-    counts = np.bincount(rank, minlength=n_ranks)
-    before = np.cumsum(coll, dtype=np.int64) - coll
-    starts = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
-    starts = np.minimum(starts, rank.size - 1)  # a rank without rows repeats its start 0 times (may be past the end)
-    return (before - np.repeat(before[starts], counts)).astype(np.int32)
+def _shared_order(rank: npt.NDArray[np.int32], code: npt.NDArray[np.int8],
+                  n_ranks: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int32]]:
+    """The lines of the shared trace in file order: positions in (``n_ranks`` inits, the written rows, ``n_ranks``
+    finalizes), and the rank of each.
+
+    The written rows (ranks ``rank``, codes ``code``, in (rank, seq) order) are ordered by superstep (collectives of
+    their rank before them), then rank, then sequence; a rank's init comes before superstep 0, its finalize after its
+    last superstep (superstep 1 for a rank without rows).  A rank's rows of one superstep are a run that ends at a
+    collective or at the rank's last row, so the runs, and not the rows, are sorted.
+
+    >>> order, rank = _shared_order(np.array([0, 0, 1], np.int32), np.array([CODE["compute"], CODE["barrier"],
+    ...                             CODE["compute"]], np.int8), 3)
+    >>> order.tolist(), rank.tolist()
+    ([0, 1, 2, 3, 4, 5, 6, 7, 8], [0, 1, 2, 0, 0, 1, 0, 1, 2])
+    """
+    n, m = n_ranks, rank.size
+    cut = np.ones(m, np.bool_)  # a run starts at a row whose rank's previous row is a collective, or at a new rank
+    if m > 1:
+        np.not_equal(rank[1:], rank[:-1], out=cut[1:])
+        cut[1:] |= _IS_COLLECTIVE.take(code[:-1])
+    start = np.flatnonzero(cut)
+    run_rank = rank[start]
+    runs = np.bincount(run_rank, minlength=n)  # of each rank
+    step = np.arange(start.size) - np.repeat(np.cumsum(runs) - runs, runs)
+    ranks = np.arange(n, dtype=np.int32)
+    # (superstep + 1, rank) of the inits, the runs and the finalizes, distinct: one key each
+    key = np.concatenate((ranks, (step + 1) * n + run_rank, (np.maximum(runs, 1) + 1) * n + ranks), dtype=np.int64)
+    first = np.concatenate((ranks, n + start, n + m + ranks), dtype=np.int64)
+    size = np.concatenate((np.ones(n, np.int64), np.diff(start, append=m), np.ones(n, np.int64)))
+    rank_of = np.concatenate((ranks, run_rank, ranks))
+    by = np.argsort(key, kind="stable")
+    first, size = first[by], size[by]
+    order = np.repeat(first - (np.cumsum(size) - size), size) + np.arange(2 * n + m, dtype=np.int64)
+    return order, np.repeat(rank_of[by], size)
 
 
 #: Operations formatted at a time: the trace's text is never held whole (issue 15, waitlab's memory at scale).
@@ -318,12 +411,14 @@ class _Lines:
              names: Sequence[str], name_of: npt.NDArray[np.int64]) -> memoryview:
         """The lines ``"<rank> <line>"`` of ``rows`` (``written``: their positions among the written rows), joined by
         newlines; where ``rows`` is -1 the line is ``"<rank> <names[name_of]>"``."""
-        parts = [Int(ranks), Lit(" "), *_parts(self.ops, rows, self.core_speed, names=names, name_of=name_of,
-                                               **self._kw(written))]
+        parts = [Int(ranks), *_parts(self.ops, rows, self.core_speed, names=names, name_of=name_of, lead=" ",
+                                     **self._kw(written))]
         return text_bytes(parts, rows.size, sep="\n")
 
     def _kw(self, written: npt.NDArray[np.int64]) -> dict[str, Any]:
-        occ = None if self.occurrences is None or not self.occurrences.size else self.occurrences[written]
+        """The arguments of :func:`_parts`; ``written`` may be out of range where ``rows`` is -1 (clipped)."""
+        occ = (None if self.occurrences is None or not self.occurrences.size else
+               self.occurrences.take(written, mode="clip"))
         return {"vectors": self.vectors, "occurrences": occ, "v_lines": True}
 
 
@@ -351,12 +446,13 @@ def write_trace(ops: OpTable, core_speed: float, folder: Path, *, rows: npt.NDAr
     sel = np.arange(len(ops), dtype=np.int64) if rows is None else np.asarray(rows, np.int64)
     _check_table(ops, sel)
     ops = replay_tags(ops)
-    has_v = vectors is not None or bool(_IS_V[ops.code[sel]].any())
-    k = occurrence_of(ops.rank[sel], ops.code[sel], ops.seq[sel]) if has_v else None
+    code = ops.code if rows is None else ops.code[sel]
+    has_v = vectors is not None or bool(_IS_V[np.flatnonzero(np.bincount(code, minlength=len(ACTIONS)))].any())
+    k = occurrence_of(ops.rank[sel], code, ops.seq[sel]) if has_v else None
     lines = _Lines(ops, core_speed, vectors, k)
     head = "".join(f"# {h}\n" for h in header.splitlines()) if header else ""
     if shared:
-        return _write_shared(ops, sel, lines, folder, head, relative)
+        return _write_shared(ops, sel, code, lines, folder, head, relative)
     counts = np.bincount(ops.rank[sel], minlength=ops.n_ranks)
     bounds = np.concatenate(([0], np.cumsum(counts))).tolist()
     index_lines = []
@@ -386,6 +482,8 @@ def _check_table(ops: OpTable, sel: npt.NDArray[np.int64]) -> None:
         if not nm or any(ch.isspace() for ch in nm):
             raise InputError("scenario", f"region name {nm!r}", "region names cannot be empty or contain spaces",
                              "use '_' or '>' instead of spaces")
+    if not (ops.value < 0).any():  # the whole table's first (most tables have no negative value)
+        return
     negative = np.flatnonzero(ops.value[sel] < 0)
     if negative.size:
         bad = int(sel[negative[0]])
@@ -394,36 +492,21 @@ def _check_table(ops: OpTable, sel: npt.NDArray[np.int64]) -> None:
                          "durations and sizes must be >= 0")
 
 
-def _write_shared(ops: OpTable, sel: npt.NDArray[np.int64], lines: _Lines, folder: Path, head: str,
-                  relative: bool) -> Path:
-    """One trace file for every rank, ordered by (superstep, rank, sequence); a one-line index."""
+def _write_shared(ops: OpTable, sel: npt.NDArray[np.int64], code: npt.NDArray[np.int8], lines: _Lines, folder: Path,
+                  head: str, relative: bool) -> Path:
+    """One trace file for every rank, ordered by (superstep, rank, sequence) (:func:`_shared_order`; ``code``: the
+    codes of the rows ``sel``); a one-line index."""
     n, m = ops.n_ranks, sel.size
-    rank = ops.rank[sel]
-    epoch = _epochs(rank, ops.code[sel], n)
-    counts = np.bincount(rank, minlength=n)
-    last = np.zeros(n, np.int32)
-    if m:
-        ends = np.cumsum(counts) - 1
-        has = counts > 0
-        last[has] = epoch[ends[has]]
-    ranks = np.arange(n, dtype=np.int32)
-    # init (epoch -1), the operations, finalize (after the rank's last superstep); position p < n is rank p's
-    # init, n <= p < n + m the written row p - n, then the finalizes
-    key_epoch = np.concatenate((np.full(n, -1, np.int32), epoch, last + 1))
-    del epoch
-    key_rank = np.concatenate((ranks, rank, ranks))
-    order = np.lexsort((key_rank, key_epoch))  # stable: a rank's rows stay in sequence order
-    del key_epoch
+    order, rank_of = _shared_order(ops.rank[sel], code, n)
     path = folder / "trace.txt"
     with path.open("wb") as fh:
         fh.write(head.encode())
         for i in range(0, order.size, TRACE_CHUNK_ROWS):
-            o = order[i:i + TRACE_CHUNK_ROWS]
-            body = (o >= n) & (o < n + m)
-            written = np.where(body, o - n, 0)
-            rows = np.full(o.size, -1, np.int64)
-            rows[body] = sel[written[body]]
-            fh.write(lines.text(rows, written, key_rank[o], ("init", "finalize"), (o >= n + m).astype(np.int64)))
+            written = order[i:i + TRACE_CHUNK_ROWS] - n  # < 0: an init, >= m: a finalize
+            body = (written >= 0) & (written < m)
+            rows = np.where(body, sel.take(written, mode="clip"), -1) if m else np.full(written.size, -1, np.int64)
+            fh.write(lines.text(rows, written, rank_of[i:i + TRACE_CHUNK_ROWS], ("init", "finalize"),
+                                (written >= m).astype(np.int64)))
             fh.write(b"\n")
     index = folder / "index.txt"
     index.write_text((path.name if relative else str(path.resolve())) + "\n")

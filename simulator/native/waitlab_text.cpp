@@ -30,18 +30,7 @@ typedef struct {
 
 static char* put_int(char* out, int64_t v)
 {
-  char tmp[24];
-  int n = 0;
-  uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-  do {
-    tmp[n++] = (char)('0' + (int)(u % 10u));
-    u /= 10u;
-  } while (u);
-  if (v < 0)
-    *out++ = '-';
-  while (n)
-    *out++ = tmp[--n];
-  return out;
+  return std::to_chars(out, out + 24, v).ptr; /* two digits at a time; the same text as Python's str */
 }
 
 static char* put_us(char* out, int64_t ns)
@@ -79,6 +68,12 @@ static char* put_repr(char* out, double x)
   if (x == 0.0) {
     memcpy(out, "0.0", 3);
     return out + 3;
+  }
+  if (x < 1e16 && x == std::floor(x)) { /* a whole number: its shortest digits are its own (no other number within */
+    out = put_int(out, (int64_t)x);    /* half a spacing is a multiple of 10), so repr writes it and ".0" */
+    *out++ = '.';
+    *out++ = '0';
+    return out;
   }
   char sci[40];
   const char* end = std::to_chars(sci, sci + sizeof sci, x, std::chars_format::scientific).ptr;
