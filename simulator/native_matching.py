@@ -31,7 +31,7 @@ from waitlab.models.vocabulary import (
     names_where,
 )
 from waitlab.simulator.build import NATIVE_DIR, build_native
-from waitlab.simulator.matching import channel_tags, completions, match_messages, stock_tests
+from waitlab.simulator.matching import channel_tags, completions, match_messages
 from waitlab.simulator.native_tables import ptr
 
 MATCHING_SOURCE = NATIVE_DIR / "waitlab_matching.c"
@@ -64,14 +64,15 @@ def links(ops: OpTable, numpy_instances: Callable[[OpTable], npt.NDArray[np.int6
     ``completions(ops, match)`` and ``numpy_instances(ops)`` (:func:`waitlab.simulator.timeline.
     collective_instances`, passed in by its module), in one C pass; the numpy versions for a table it does not take."""
     n = len(ops)
-    if stock_tests(ops).any() or _named_waits(ops):  # the numpy version only
+    if _any_stock_test(ops) or _named_waits(ops):  # the numpy version only
         m = match_messages(ops)
         return m, completions(ops, m), numpy_instances(ops)
     n_comms = 1 + len(ops.comms)
     col = {c: np.ascontiguousarray(getattr(ops, c), t) for c, t in (
         ("code", np.int8), ("rank", np.int32), ("seq", np.int32), ("peer", np.int32), ("tag", np.int32),
         ("value2", np.float64), ("comm", np.int32), ("name", np.int32))}
-    col["tag"] = np.ascontiguousarray(channel_tags(ops), np.int32)  # the communicator is part of a channel's key
+    if ops.comms or ops.comm.any():  # the communicator is part of a channel's key
+        col["tag"] = np.ascontiguousarray(channel_tags(ops), np.int32)  # (else channel_tags gives ops.tag)
     match, done, inst = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
     counts = np.empty((n_comms, ops.n_ranks), np.int64)
     lib = matching_library()
@@ -95,11 +96,20 @@ def links(ops: OpTable, numpy_instances: Callable[[OpTable], npt.NDArray[np.int6
     return m, completions(ops, m), numpy_instances(ops)
 
 
+def _any_stock_test(ops: OpTable) -> bool:
+    """``stock_tests(ops).any()``, looking at the peers of the ``test`` rows only (most tables have none)."""
+    is_test = ops.code == CODE["test"]
+    return bool(is_test.any()) and bool((ops.peer[is_test] >= 0).any())
+
+
 def _named_waits(ops: OpTable) -> bool:
     """Whether a ``wait`` is named after a call that also names requests (the waits :func:`waitlab.simulator.
     replayable.replayable_ops` writes for a sendrecv's waitall): it completes those requests, which the C pass keeps
     apart from the waits."""
-    named = ops.name[(ops.code == CODE["wait"]) & (ops.name >= 0)]
+    is_wait = ops.code == CODE["wait"]
+    if not is_wait.any():
+        return False
+    named = ops.name[is_wait & (ops.name >= 0)]
     return bool(named.size) and bool(np.isin(named, ops.name[_IS_REQUEST[ops.code] & (ops.name >= 0)]).any())
 
 
