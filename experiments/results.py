@@ -125,9 +125,10 @@ def write_result(result: RunResult, folder: Path, *, png: bool = True, scenario_
     """Write every output file of one SMPI run into ``folder`` (``report.html`` too unless ``html=False``,
     ``trace.json`` only when ``chrome``).
 
-    ``trace.json`` and ``report.html`` are made by two background threads, then the Parquet tables, while this one
-    draws the timeline (the trace's C formatter, the page's gzip and pyarrow's encoder run without Python's lock,
-    matplotlib mostly with it): each file is written by one thread, so its bytes do not change.
+    The files are made by two background threads, the longest first (``events.parquet``, ``trace.json``,
+    ``report.html``, then the other tables), while this one writes the small ones and draws the timeline (the
+    trace's C formatter, the page's gzip and pyarrow's encoder run without Python's lock, matplotlib mostly with
+    it): each file is written by one thread, so its bytes do not change.
     """
     meta = result.metadata
     events, waits = result.event_table, result.wait_table
@@ -136,17 +137,19 @@ def write_result(result: RunResult, folder: Path, *, png: bool = True, scenario_
         budget = rank_budget(events, waits, result.scenario.ranks)
     ledger = ledger_frame(result.ops, arrow=True)
     with ThreadPoolExecutor(max_workers=2) as pool:
+        # the longest first (the event table's Parquet, then the pages): the last to end ends soonest
+        tables: list[Future[Any]] = [
+            pool.submit(write_table, events, folder / "events.parquet", meta, int64=ROW_REFERENCES)]
         # a summary (the first steps) beyond CHROME_SUMMARY_EVENTS: `waitlab export --chrome` writes the whole run
         trace = pool.submit(lambda: write_chrome_trace(events, waits, meta, folder / "trace.json",
                                                        max_events=CHROME_SUMMARY_EVENTS)) if chrome else None
         # offline, interactive; rewritten by `waitlab diagnose` and `waitlab report`
         page = pool.submit(_html.write_html_report, folder, jsonable(meta), jsonable(result.summary), events,
                            waits, budget, ledger) if html else None
-        tables: list[Future[Any]] = [pool.submit(write_table, text_columns(ledger), folder / "ledger.parquet", meta),
-                  pool.submit(write_table, budget, folder / "ranks.parquet", meta),
-                  pool.submit(write_ops, result.ops, folder / "ops.parquet", meta),
-                  pool.submit(write_table, waits, folder / "waits.parquet", meta),
-                  pool.submit(write_table, events, folder / "events.parquet", meta, int64=ROW_REFERENCES)]
+        tables += [pool.submit(write_ops, result.ops, folder / "ops.parquet", meta),
+                   pool.submit(write_table, text_columns(ledger), folder / "ledger.parquet", meta),
+                   pool.submit(write_table, waits, folder / "waits.parquet", meta),
+                   pool.submit(write_table, budget, folder / "ranks.parquet", meta)]
         if result.placement_table is not None:  # rank -> node, supernode (platform.placement)
             (folder / "placement.csv").write_text(placement_csv(result.placement_table))
         if png:
