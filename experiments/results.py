@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -37,9 +38,10 @@ from waitlab.experiments.scenario import Scenario, from_mapping, read_toml, scen
 from waitlab.experiments.writer import jsonable
 from waitlab.lazy import Deferred
 from waitlab.models.analysis.metrics import ledger_frame, ledger_table
-from waitlab.models.analysis.summary import placement_text, rank_budget
+from waitlab.models.analysis.summary import detour_seconds, placement_text, rank_budget
 from waitlab.models.analysis.timeline_check import impossible_line
 from waitlab.models.columns import Table, arrow_array, names, text_columns, values
+from waitlab.models.columns import table as columns_table
 from waitlab.models.ops import CAUSE_KINDS, Ledger, OpTable
 from waitlab.readers import check_bool, path_argument, read_json
 from waitlab.simulator.chrome_trace import CHROME_SUMMARY_EVENTS, write_chrome_trace
@@ -237,11 +239,48 @@ def write_run(run: Run, folder: Path, *, png: bool = True, chrome: bool = False)
         buf = _report.buffer_timeline(pres)
         if len(buf):
             write_table(buf, folder / "buffer.parquet", meta)
+        if len(pres.noise_hits):  # where noise landed: `waitlab check-c RUN` books it as noise, as the run did
+            write_table(noise_detours(pres), folder / NOISE_DETOURS, meta, csv=False)
         (folder / "perturbation.json").write_text(json.dumps(jsonable(pres.report), indent=2, sort_keys=True) + "\n")
         (folder / "perturbation.txt").write_text(_report.report_text(pres.report) + "\n")
         timing["perturbation_stage_seconds"] = pres.perturbed.seconds
     (folder / "timing.json").write_text(json.dumps(jsonable(timing), indent=2, sort_keys=True) + "\n")
     write_result(res, folder, png=png, chrome=chrome)
+
+
+#: The OS-noise detours inside the measured run's event rows (``event``: row of ``events.parquet``, ``seconds``):
+#: written when noise delayed work, read by :func:`folder_detours`.
+NOISE_DETOURS = "noise_detours.parquet"
+
+
+def noise_detours(pres: Any) -> Table:
+    """The event rows of a perturbation study's measured run that noise detours landed in, and the detours' seconds
+    in each (:func:`waitlab.models.analysis.summary.detour_seconds`), as an Arrow table."""
+    ev, ops, hits = pres.measured.events, pres.measured.ops, pres.noise_hits
+    seconds = detour_seconds(len(ev), _report.event_op_rows(ev, ops), hits.row, hits.seconds)
+    rows = np.flatnonzero(seconds)
+    return columns_table({"event": rows.astype(np.int64), "seconds": seconds[rows]})
+
+
+def folder_detours(folder: Path, n_events: int) -> npt.NDArray[np.float64] | None:
+    """Seconds of OS-noise detour inside every event row of a results folder's ``events.parquet``
+    (:data:`NOISE_DETOURS`; ``None`` for a folder without one: no noise delayed work, or not a perturbed run)."""
+    path = folder / NOISE_DETOURS
+    if not path.is_file():
+        return None
+    try:
+        t = pq.read_table(path, columns=["event", "seconds"])
+    except Exception as exc:  # pyarrow raises many kinds
+        raise InputError(str(path), "(file)", f"cannot be read: {' '.join(str(exc).split())[:300]}",
+                         "re-run `waitlab run` to write the folder again") from None
+    event, seconds = values(t, "event").astype(np.int64), values(t, "seconds").astype(np.float64)
+    if event.size and (event.min() < 0 or event.max() >= n_events):
+        raise InputError(str(path), "column event", f"names rows outside the {n_events} rows of events.parquet",
+                         "re-run `waitlab run` to write the folder again")
+    if not np.isfinite(seconds).all() or (seconds < 0).any():
+        raise InputError(str(path), "column seconds", "holds a negative or non-finite detour",
+                         "re-run `waitlab run` to write the folder again")
+    return np.bincount(event, weights=seconds, minlength=n_events).astype(np.float64)
 
 
 @dataclass(frozen=True)

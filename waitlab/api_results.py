@@ -24,6 +24,7 @@ from waitlab.experiments.recorded import recorded_scenario as _recorded_scenario
 from waitlab.experiments.report.perturbation_report import report_text
 from waitlab.experiments.results import (
     LoadedRun,
+    folder_detours,
     is_unperturbed_run,
     load_events,
     load_run,
@@ -84,7 +85,10 @@ def check_c(events: str | Path, *, atol: float = 1e-9,
     """Check condition C (Okita et al., formula 3) on an event table or results folder.
 
     ``atol`` (seconds) must be finite and >= 0: a negative one would call equal sums different, NaN would call
-    every pair equal.  A results folder is checked against its integrity record unless ``trust_edited``.
+    every pair equal.  A results folder is checked against its integrity record unless ``trust_edited``; the OS-noise
+    detours its run recorded (``noise_detours.parquet``) are noise, not tracer overhead, as in the run's own check
+    (``perturbation.txt``).  An event table alone does not say where noise landed: a detour inside a tracer row
+    counts as overhead.
     """
     check_bool("trust_edited", trust_edited)
     if isinstance(atol, bool) or not isinstance(atol, numbers.Real):  # (the command line gives a float)
@@ -99,7 +103,9 @@ def check_c(events: str | Path, *, atol: float = 1e-9,
     if kinds_problem(tuple(kinds)):
         raise InputError("(command line)", "--kinds", kinds_problem(tuple(kinds)),
                          "e.g. --kinds overhead,swap,flush,delay (all the tracer's time)")
-    return check_condition_c(load_events(events, trust_edited), atol=atol, kinds=tuple(kinds))
+    ev = load_events(events, trust_edited)
+    noise = folder_detours(events, len(ev)) if events.is_dir() else None
+    return check_condition_c(ev, atol=atol, kinds=tuple(kinds), noise=noise)
 
 
 def calibrate(platform: str, *, timeout: float = 60.0) -> pd.DataFrame:
