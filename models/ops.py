@@ -64,15 +64,19 @@ _CHANNEL_ACTIONS = (*SEND_ACTIONS, *RECV_ACTIONS, "wait", "test")
 CAUSE_KINDS: tuple[str, ...] = ("imbalance", "noise", "overhead", "swap", "flush", "link")
 
 
-def seq_within_rank(rank: npt.NDArray[np.int32], n_ranks: int) -> npt.NDArray[np.int32]:
-    """Position of each row within its rank, for rows already sorted by rank.
+def seq_within_rank(rank: npt.NDArray[np.int32], n_ranks: int,
+                    counts: npt.NDArray[np.int64] | None = None) -> npt.NDArray[np.int32]:
+    """Position of each row within its rank, for rows already sorted by rank (``counts``: the rows of each rank,
+    when known).
 
     >>> seq_within_rank(np.array([0, 0, 1, 1, 1], np.int32), 3).tolist()
     [0, 1, 0, 1, 2]
     """
-    counts = np.bincount(rank, minlength=n_ranks)
-    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    return (np.arange(rank.size) - np.repeat(starts, counts)).astype(np.int32)
+    if counts is None:
+        counts = np.bincount(rank, minlength=n_ranks)
+    seq = np.arange(rank.size, dtype=ref_dtype(rank.size))
+    seq -= np.repeat((np.cumsum(counts) - counts).astype(seq.dtype), counts)
+    return seq.astype(np.int32, copy=False)
 
 
 def _code_mask(codes: npt.NDArray[np.int8], names: Sequence[str] | frozenset[str]) -> npt.NDArray[np.bool_]:
@@ -297,18 +301,6 @@ def _spread(parts: Sequence[npt.NDArray[Any]], sizes: Sequence[int], dtype: np.d
     return out
 
 
-def _seq_of_counts(counts: npt.NDArray[np.int64], n_rows: int) -> npt.NDArray[np.int32]:
-    """``seq`` of ``n_rows`` rows sorted by rank, rank ``r`` holding ``counts[r]`` of them.
-
-    >>> _seq_of_counts(np.array([2, 0, 3]), 5).tolist()
-    [0, 1, 0, 1, 2]
-    """
-    starts = np.cumsum(counts) - counts
-    seq = np.arange(n_rows, dtype=ref_dtype(n_rows))
-    seq -= np.repeat(starts.astype(seq.dtype), counts)
-    return seq.astype(np.int32, copy=False)
-
-
 @dataclass
 class OpBuilder:
     """Accumulates vectorised blocks of operations, then sorts them into an :class:`OpTable`.
@@ -362,7 +354,7 @@ class OpBuilder:
         communicator of a collective (:meth:`comm_id`, 0: the world)."""
         if action not in CODE:
             raise ValueError(f"unknown action {action!r}")
-        r = np.atleast_1d(np.asarray(ranks, dtype=np.int32))
+        r = np.array(ranks, dtype=np.int32, ndmin=1)  # a copy: the block and the ledger keep it until build()
         n = r.size
         if n == 0:
             return
@@ -423,8 +415,8 @@ class OpBuilder:
             order = np.argsort(rank.astype(np.uint16) if self.n_ranks <= 1 << 16 else rank, kind="stable")
             counts = np.bincount(rank, minlength=self.n_ranks)
             del rank
-            cols = {"rank": np.repeat(np.arange(self.n_ranks, dtype=np.int32), counts),
-                    "seq": _seq_of_counts(counts, n_rows)}
+            cols = {"rank": np.repeat(np.arange(self.n_ranks, dtype=np.int32), counts)}
+            cols["seq"] = seq_within_rank(cols["rank"], self.n_ranks, counts)
             per_block: dict[str, npt.NDArray[Any]] = {}  # columns of one value in every block: that value
             for c in OpTable.COLUMNS[2:]:
                 if any(b[c].ndim for b in blocks):

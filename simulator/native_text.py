@@ -32,7 +32,6 @@ from waitlab.simulator.native_tables import ptr
 _LIT, _INT, _US, _LABEL, _IFINT, _TEXT, _IFREPR = range(7)  # the part kinds of native/waitlab_text.cpp
 _REPR_CHARS = 24  # the longest repr of a float (-1.7976931348623157e+308)
 _INT_CHARS = 20  # the longest int64 in decimal (-9223372036854775808)
-_SHORT_LABEL = 64  # labels up to this long are bounded by the longest on every row, not summed row by row
 
 
 @dataclass(frozen=True)
@@ -176,14 +175,12 @@ def text_bytes(parts: Sequence[Part], n: int, sep: str = ",\n") -> memoryview:
             row_bytes += _INT_CHARS + 5  # ".rrr2"
         elif isinstance(part, Label):
             encoded = [s.encode() for s in part.labels]
-            t, longest = build.table(encoded)
+            t, _ = build.table(encoded)
             codes = build.columns[build.column(part.codes)]
             plan.append((_LABEL, len(build.columns) - 1, t, 0))
-            if longest <= _SHORT_LABEL:
-                row_bytes += longest
-            else:  # each row's own label (a sub-communicator's member list can be 100 kB long: not n times it)
-                sizes = np.fromiter((len(e) for e in encoded), np.int64, len(encoded))
-                extra += int(sizes[codes[(codes >= 0) & (codes < sizes.size)]].sum())
+            sizes = np.fromiter((len(e) for e in encoded), np.int64, len(encoded))
+            # each row's own label (a sub-communicator's member list can be 100 kB long: not n times the longest)
+            extra += int(sizes[codes[(codes >= 0) & (codes < sizes.size)]].sum())
         elif isinstance(part, IfInt):
             t, longest = build.table([part.text.encode()])
             plan.append((_IFINT, build.column(part.values), build.mask(part.mask), t))

@@ -25,7 +25,6 @@ from waitlab.models.vocabulary import (
     CODE,
     COLLECTIVE_ACTIONS,
     REGION_MARKERS,
-    RMA_ACTIONS,
     VOCABULARY,
     lut,
 )
@@ -57,11 +56,6 @@ REGION_OP = len(ACTIONS)
 _HAS_PEER = lut(a.name for a in VOCABULARY if a.peer_role is not None)
 _IS_COLLECTIVE = lut(COLLECTIVE_ACTIONS)
 _IS_MARKER = lut(REGION_MARKERS)
-_IS_RMA = lut(RMA_ACTIONS)
-_RMA_CODES = np.flatnonzero(_IS_RMA)
-#: The first and last RMA action code when they are all the codes between (else None: a lookup).
-_RMA_RANGE: tuple[int, int] | None = (int(_RMA_CODES[0]), int(_RMA_CODES[-1])) if _RMA_CODES.size and (
-    _RMA_CODES[-1] - _RMA_CODES[0] + 1 == _RMA_CODES.size) else None
 
 
 def read_log(path: Path, ops: OpTable, chunk_records: int = LOG_CHUNK_RECORDS
@@ -240,20 +234,7 @@ def build_events(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: npt.NDA
     if flush_rows.size:
         cols["kind"] = cols["kind"].copy()
         cols["kind"][flush_rows] = KINDS.index("flush")
-    return event_frame(cols, ops.names, path_names, call_column(ops), rma=_has_rma_code(ops.code))
-
-
-def _has_rma_code(code: npt.NDArray[np.int8]) -> bool:
-    """Whether any operation is an RMA one (what :func:`~waitlab.models.analysis.rma_epochs.has_rma` finds among
-    the event rows, which hold every operation's action but the leave markers'): a range check when the RMA codes
-    are consecutive (they are: 10 times faster than a lookup through an 8-byte index per row).
-
-    >>> _has_rma_code(np.array([CODE["send"], CODE["win_fence"]], np.int8)), _has_rma_code(np.zeros(3, np.int8))
-    (True, False)
-    """
-    if _RMA_RANGE is None:
-        return bool(_IS_RMA[code].any())
-    return bool(((code >= _RMA_RANGE[0]) & (code <= _RMA_RANGE[1])).any())
+    return event_frame(cols, ops.names, path_names, call_column(ops))
 
 
 def flush_overhead_rows(ops: OpTable) -> npt.NDArray[np.int64]:
@@ -308,10 +289,10 @@ def call_column(ops: OpTable) -> Coded | None:
 
 
 def event_frame(cols: dict[str, npt.NDArray[Any]], names: tuple[str, ...], path_names: list[str],
-                call: Coded | None = None, rma: bool = True) -> pa.Table:
+                call: Coded | None = None) -> pa.Table:
     """The event table from its columns (``kind``, ``op``, ``region`` and ``path`` as category codes; ``region``
     code ``len(names)`` is the empty region; ``call``: the ``call`` column, when any row has one), RMA rows
-    annotated (``rma``: False when the caller knows there is none: no pass over the rows to find out)."""
+    annotated."""
     out: dict[str, Any] = dict(cols)
     out["kind"] = Coded(cols["kind"], KINDS)
     out["op"] = Coded(cols["op"], OPS)
@@ -320,7 +301,7 @@ def event_frame(cols: dict[str, npt.NDArray[Any]], names: tuple[str, ...], path_
     if call is not None:
         out["call"] = call
     cols.clear()
-    return annotate_rma(table(out)) if rma else table(out)  # RMA rows: match = epoch, done = closing call
+    return annotate_rma(table(out))  # RMA rows: match = epoch, done = closing call
 
 
 def event_columns_numpy(ops: OpTable, t_enter: npt.NDArray[np.float64], t_exit: npt.NDArray[np.float64],

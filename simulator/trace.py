@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +36,7 @@ from waitlab.models.vocabulary import (
     VOCABULARY,
     lut,
 )
-from waitlab.simulator.native_text import IfInt, IfRepr, Int, Label, Part, Text, text_bytes
+from waitlab.simulator.native_text import IfInt, IfRepr, Int, Label, Lit, Part, Text, text_bytes
 from waitlab.simulator.nbc_capture import NBC_PREFIX
 from waitlab.simulator.ti_vectors import VectorStore, occurrence, occurrence_of, v_line
 from waitlab.simulator.trace_rma import RMA_TI_ACTIONS, format_rma
@@ -92,10 +91,9 @@ _ARGS: dict[int, tuple[str, ...]] = {
 
 
 def _refuse_unwritable(ops: OpTable, rows: npt.NDArray[np.int64], code: npt.NDArray[np.int64],
-                       present: npt.NDArray[np.int64], v_lines: bool) -> None:
-    """The first action of ``rows`` (by code; ``present``: their distinct codes, ascending) that a trace cannot hold,
-    as an :class:`InputError`."""
-    for c in present.tolist():
+                       v_lines: bool) -> None:
+    """The first action of ``rows`` (by code) that a trace cannot hold, as an :class:`InputError`."""
+    for c in np.flatnonzero(np.bincount(code, minlength=len(ACTIONS))).tolist():  # the codes present, ascending
         action = ACTIONS[c]
         if action == "compute" or _IS_RMA[c]:
             continue
@@ -125,136 +123,71 @@ WRITABLE = (*(a.name for a in VOCABULARY
             *RMA_TI_ACTIONS)
 
 
-class _Columns:
-    """The argument columns (:data:`_ARGS`' names) of the rows ``at`` of ``ops``, each made when first asked for: a
-    template needs only those of the line shapes it has."""
-
-    def __init__(self, ops: OpTable, at: npt.NDArray[np.int64], shape: npt.NDArray[np.int8], core_speed: float) -> None:
-        self.ops, self.at, self.shape, self.core_speed = ops, at, shape, core_speed
-
-    @cached_property
-    def peer(self) -> npt.NDArray[np.int32]:
-        return self.ops.peer.take(self.at)
-
-    @cached_property
-    def tag(self) -> npt.NDArray[np.int32]:
-        return self.ops.tag.take(self.at)
-
-    @cached_property
-    def value_repr(self) -> npt.NDArray[np.float64]:
-        return self.ops.value.take(self.at)
-
-    @cached_property
-    def value2_repr(self) -> npt.NDArray[np.float64]:
-        return self.ops.value2.take(self.at)
-
-    @cached_property
-    def flops_repr(self) -> npt.NDArray[np.float64]:
-        return self.value_repr * self.core_speed
-
-    @cached_property
-    def count(self) -> npt.NDArray[np.int64]:
-        return np.rint(self.value_repr).astype(np.int64)
-
-    @cached_property
-    def count2(self) -> npt.NDArray[np.int64]:
-        # a count only where an exchange writes it; elsewhere value2 may be a reduction's flops (1e19 of them:
-        # beyond int64, a cast warning and a meaningless number that no line writes)
-        exchange = (self.shape == _EXCHANGE) | (self.shape == _ROOTED_EXCHANGE)
-        return np.rint(np.where(exchange, self.value2_repr, 0.0)).astype(np.int64)
-
-    @cached_property
-    def _recv(self) -> npt.NDArray[np.bool_]:
-        return self.value2_repr != 0  # a wait that completes a receive: its peer is the source
-
-    @cached_property
-    def first(self) -> npt.NDArray[np.int32]:
-        return np.where(self._recv, self.peer, self.ops.rank.take(self.at))
-
-    @cached_property
-    def second(self) -> npt.NDArray[np.int32]:
-        return np.where(self._recv, self.ops.rank.take(self.at), self.peer)
-
-    @cached_property
-    def six(self) -> npt.NDArray[np.int64]:
-        return np.full(self.at.size, 6, np.int64)
-
-    # a test of a request (a stock trace's) names it as a wait does; the polls of waitlab's layer (MPI time of no
-    # request it completes, peer -1) name none, which SimGrid's TestAction ignores
-    @cached_property
-    def test_first(self) -> npt.NDArray[np.int32]:
-        return np.where(self.peer < 0, -1, self.first)
-
-    @cached_property
-    def test_second(self) -> npt.NDArray[np.int32]:
-        return np.where(self.peer < 0, -1, self.second)
-
-    @cached_property
-    def test_tag(self) -> npt.NDArray[np.int32]:
-        return np.where(self.peer < 0, 0, self.tag)
-
-
 def _parts(ops: OpTable, rows: npt.NDArray[np.int64], core_speed: float, *, vectors: VectorStore | None = None,
            occurrences: npt.NDArray[np.int64] | None = None, v_lines: bool = False, names: Sequence[str] = (),
-           name_of: npt.NDArray[np.int64] | None = None, lead: str = "") -> list[Part]:
+           name_of: npt.NDArray[np.int64] | None = None) -> list[Part]:
     """The template (:mod:`waitlab.simulator.native_text`) of the TI lines, without rank prefix, of ``ops`` rows
-    ``rows`` in that order, each after ``lead``.  A position where ``rows`` is -1 is the line ``names[name_of[i]]``
-    alone (the shared trace's ``init`` and ``finalize``).  ``v_lines``: v-collectives are written (:func:`v_line`;
-    exact with ``vectors`` and the rows' ``occurrences``), else refused; one-sided actions by :func:`format_rma`.
+    ``rows`` in that order.  A position where ``rows`` is -1 is the line ``names[name_of[i]]`` alone (the shared
+    trace's ``init`` and ``finalize``).  ``v_lines``: v-collectives are written (:func:`v_line`; exact with
+    ``vectors`` and the rows' ``occurrences``), else refused; one-sided actions by :func:`format_rma`.
 
     Compute durations are converted to flops with ``core_speed`` and, like every float of a line, written as
     Python's ``repr`` writes them (the shortest text that reads back exactly)."""
     n = rows.size
     op = rows >= 0
-    every = bool(op.all())
-    labels = [lead + s for s in (*ACTIONS, "", *names)]
-    # the label of a position without a row
-    others = 0 if every else len(ACTIONS) + 1 + (name_of if name_of is not None else np.zeros(n, np.int64))
-    if not every and not op.any():
+    labels = [*ACTIONS, "", *names]
+    others = len(ACTIONS) + 1 + (name_of if name_of is not None else np.zeros(n, np.int64))  # positions without a row
+    if not op.any():
         return [Label(others, labels)]
     # a position without a row reads the first row's columns: no line writes them (every part is masked to rows),
     # and its code is one the rows have (the same actions are refused)
-    at = rows if every else np.where(op, rows, rows[np.argmax(op)])
+    at = np.where(op, rows, rows[np.argmax(op)])
     code = ops.code.take(at).astype(np.int64)
-    present = np.flatnonzero(np.bincount(code, minlength=len(ACTIONS)))
-    _refuse_unwritable(ops, at, code, present, v_lines)
-    text = (_IS_TEXT.take(code) & op) if _IS_TEXT[present].any() else None  # formatted one by one
-    plain = op if text is None else op & ~text
-    shape = _SHAPE.take(code)
-    if not every or text is not None:
-        shape[~plain] = _NONE
-    cols = _Columns(ops, at, shape, core_speed)
-    posts = bool(_IS_POST[present].any())
-    name = np.where(op, code, others) if not every else code.copy() if text is not None or posts else code
-    if text is not None:
-        name[text] = len(ACTIONS)  # the whole line is in the text part
-    if posts:  # a post without its serial is written as its twin
-        unnumbered_post = plain & _IS_POST.take(code) & (cols.tag <= 0)
-        name[unnumbered_post] = _TWIN_CODE[code[unnumbered_post]]
+    _refuse_unwritable(ops, at, code, v_lines)
+    text = op & _IS_TEXT.take(code)  # formatted one by one
+    plain = op & ~text
+    shape = np.where(plain, _SHAPE.take(code), _NONE)
+    tag = ops.tag.take(at)
+    name = np.where(op, code, others)
+    name[text] = len(ACTIONS)  # the whole line is in the text part
+    unnumbered_post = plain & _IS_POST.take(code) & (tag <= 0)  # a post without its serial is written as its twin
+    name[unnumbered_post] = _TWIN_CODE[code[unnumbered_post]]
     parts: list[Part] = [Label(name, labels)]
     if plain.any():
-        kinds = set(_SHAPE[present[~_IS_TEXT[present]]].tolist())
+        value, value2, peer = ops.value.take(at), ops.value2.take(at), ops.peer.take(at)
+        # count2 is a count only where an exchange writes it; elsewhere value2 may be a reduction's flops (1e19 of
+        # them: beyond int64, a cast warning and a meaningless number that no line writes)
+        count2 = np.where((shape == _EXCHANGE) | (shape == _ROOTED_EXCHANGE), value2, 0.0)
+        columns: dict[str, npt.NDArray[Any]] = {
+            "peer": peer, "tag": tag, "count": np.rint(value).astype(np.int64),
+            "count2": np.rint(count2).astype(np.int64), "flops_repr": value * core_speed, "value_repr": value,
+            "value2_repr": value2, "six": np.full(n, 6, np.int64)}  # fmt: skip
+        if ((shape == _WAIT) | (shape == _TEST)).any():  # the source and destination of a wait's or test's message
+            rank, recv = ops.rank.take(at), value2 != 0  # a wait that completes a receive: its peer is the source
+            first, second = np.where(recv, peer, rank), np.where(recv, rank, peer)
+            # a test of a request (a stock trace's) names it as a wait does; the polls of waitlab's layer (MPI time
+            # of no request it completes, peer -1) name none, which SimGrid's TestAction ignores
+            polls = peer < 0
+            columns.update(first=first, second=second, test_first=np.where(polls, -1, first),
+                           test_second=np.where(polls, -1, second), test_tag=np.where(polls, 0, tag))
         for sh, args in _ARGS.items():
-            if sh in kinds:
-                mask = shape == sh
-                parts += [IfRepr(" ", getattr(cols, a), mask) if a.endswith("_repr") else
-                          IfInt(" ", getattr(cols, a), mask) for a in args]
-        if _REGION in kinds:  # enter / leave: the region's name (-1: none)
-            region = shape == _REGION
+            mask = shape == sh
+            if mask.any():
+                parts += [IfRepr(" ", columns[a], mask) if a.endswith("_repr") else IfInt(" ", columns[a], mask)
+                          for a in args]
+        region = shape == _REGION
+        if region.any():  # enter / leave: the region's name (-1: none)
             label = np.where(region, ops.name.take(at) + 1, 0)
             label[region & (label == 0)] = len(ops.names) + 1
             parts.append(Label(label, ["", *(f" {nm}" for nm in ops.names), " "]))
-        if _IS_NBC_END[present].any():  # a nonblocking collective's post and completion end with its serial
-            nbc = _IS_NBC_END.take(code) & (cols.tag > 0)
-            if not every or text is not None:
-                nbc &= plain
-            if nbc.any():
-                parts.append(IfInt(f" {NBC_PREFIX}", cols.tag, nbc))
-        if ops.comms and _IS_COLLECTIVE[present].any():  # a collective on a sub-communicator ends with its members
+        nbc = plain & _IS_NBC_END.take(code) & (tag > 0)
+        if nbc.any():  # a nonblocking collective's post and completion end with its serial
+            parts.append(IfInt(f" {NBC_PREFIX}", tag, nbc))
+        if ops.comms:  # a collective on a sub-communicator ends with its members (subcomm_arg)
             comm = np.where(plain & _IS_COLLECTIVE.take(code), ops.comm.take(at), 0)
             if comm.any():
                 parts.append(Label(comm, ["", *(f" {subcomm_arg(c)}" for c in ops.comms)]))
-    if text is not None:
+    if text.any():
         parts.append(Text(np.flatnonzero(text), _one_by_one(ops, at, code, text, vectors, occurrences)))
     return parts
 
@@ -411,8 +344,8 @@ class _Lines:
              names: Sequence[str], name_of: npt.NDArray[np.int64]) -> memoryview:
         """The lines ``"<rank> <line>"`` of ``rows`` (``written``: their positions among the written rows), joined by
         newlines; where ``rows`` is -1 the line is ``"<rank> <names[name_of]>"``."""
-        parts = [Int(ranks), *_parts(self.ops, rows, self.core_speed, names=names, name_of=name_of, lead=" ",
-                                     **self._kw(written))]
+        parts = [Int(ranks), Lit(" "), *_parts(self.ops, rows, self.core_speed, names=names, name_of=name_of,
+                                               **self._kw(written))]
         return text_bytes(parts, rows.size, sep="\n")
 
     def _kw(self, written: npt.NDArray[np.int64]) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from waitlab.errors import SimulationError
 from waitlab.experiments.pipeline import prepare, simulate_ops
 from waitlab.experiments.scenario import from_mapping
 from waitlab.models.ops import CODE, OpBuilder, OpTable
-from waitlab.simulator.log_reader import stream_rank_ordered
+from waitlab.simulator.log_reader import stream_times
 from waitlab.simulator.timeline import LOG_DTYPE, read_log
 
 
@@ -74,11 +74,22 @@ def test_chunks_hold_the_logged_times(tmp_path: Path) -> None:
     ops = _ops(n_ranks=4, steps=3)
     log, te, tx = _log(ops, markers=True)
     log.tofile(tmp_path / "log")
-    got = stream_rank_ordered(tmp_path / "log", ops.code, ops.rank, ops.n_ranks, chunk_records=5)
+    got = stream_times(tmp_path / "log", ops.code, ops.rank, ops.n_ranks, chunk_records=5)
     assert got is not None
     np.testing.assert_array_equal(got[0], te)
     np.testing.assert_array_equal(got[1], tx)
-    np.testing.assert_array_equal(got[2], 0.5 + np.arange(4))  # each rank's init exit
+    # markers left out: each rank's first operation (its "enter") takes the rank's init exit
+    log, _, _ = _log(ops, markers=False)
+    log.tofile(tmp_path / "log")
+    marker = np.isin(ops.code, [CODE["enter"], CODE["leave"]])
+    got = stream_times(tmp_path / "log", ops.code, ops.rank, ops.n_ranks, ~marker, chunk_records=5)
+    assert got is not None
+    first = np.searchsorted(ops.rank, np.arange(4))
+    assert marker[first].all()
+    np.testing.assert_array_equal(got[0][first], 0.5 + np.arange(4))
+    np.testing.assert_array_equal(got[1][first], 0.5 + np.arange(4))
+    np.testing.assert_array_equal(got[0][~marker], te[~marker])
+    np.testing.assert_array_equal(got[1][~marker], tx[~marker])
 
 
 def test_markers_take_the_previous_exit(tmp_path: Path) -> None:
@@ -98,7 +109,7 @@ def test_other_orders_are_left_to_the_whole_read(tmp_path: Path) -> None:
     ops = _ops()
     log, _, _ = _log(ops, markers=True, interleave=True)
     log.tofile(tmp_path / "log")
-    assert stream_rank_ordered(tmp_path / "log", ops.code, ops.rank, ops.n_ranks, chunk_records=4) is None
+    assert stream_times(tmp_path / "log", ops.code, ops.rank, ops.n_ranks, chunk_records=4) is None
     te, _ = read_log(tmp_path / "log", ops, chunk_records=4)
     assert te.size == len(ops)
 

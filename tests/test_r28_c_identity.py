@@ -7,6 +7,7 @@ a subprocess on the same replay log and operation table; nothing expected is sto
 
 from __future__ import annotations
 
+import importlib.util
 import pickle
 import subprocess
 import sys
@@ -23,7 +24,7 @@ from waitlab.experiments.scenario import from_mapping
 from waitlab.models.analysis.waitstates import EPSILON, _add_max_per_blocker, _empty, _member
 from waitlab.models.ops import CODE, OpBuilder, OpTable
 from waitlab.platforms.smpi_factors import eager_threshold
-from waitlab.simulator.log_reader import LOG_DTYPE, stream_rank_ordered, stream_times
+from waitlab.simulator.log_reader import LOG_DTYPE, stream_times
 from waitlab.simulator.timeline import _fill_markers, read_log
 
 #: The code before this work (pinned: HEAD moves while others commit).
@@ -216,21 +217,39 @@ def _log(ops: OpTable, markers: bool, seed: int) -> np.ndarray:
     return np.array(rows, dtype=LOG_DTYPE)
 
 
+@pytest.fixture(scope="module")
+def old_stream(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The reference's chunked reader of the logged operations (``stream_rank_ordered``, since deleted), loaded from
+    the reference commit's ``simulator/log_reader.py``."""
+    try:
+        source = subprocess.run(["git", "-C", str(REPO), "show", f"{REFERENCE}:simulator/log_reader.py"],
+                                capture_output=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as exc:
+        pytest.skip(f"the reference commit is not at hand ({exc})")
+    path = tmp_path_factory.mktemp("reference") / "log_reader.py"
+    path.write_bytes(source)
+    spec = importlib.util.spec_from_file_location("r28_reference_log_reader", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.stream_rank_ordered
+
+
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("chunk", [1, 2, 5, 64, 1 << 20])
-def test_streamed_times_are_the_old_reads(tmp_path: Path, seed: int, chunk: int) -> None:
+def test_streamed_times_are_the_old_reads(tmp_path: Path, seed: int, chunk: int, old_stream: Any) -> None:
     ops = _ops(3 + seed, seed)
     marker = (ops.code == CODE["enter"]) | (ops.code == CODE["leave"])
     for markers in (False, True):
         _log(ops, markers, seed).tofile(tmp_path / "log")
         if markers:  # every operation logged: the old stream of all of them
-            want = stream_rank_ordered(tmp_path / "log", ops.code, ops.rank, ops.n_ranks, chunk)
+            want = old_stream(tmp_path / "log", ops.code, ops.rank, ops.n_ranks, chunk)
             assert want is not None
             got = stream_times(tmp_path / "log", ops.code, ops.rank, ops.n_ranks, None, chunk)
             assert stream_times(tmp_path / "log", ops.code, ops.rank, ops.n_ranks, ~marker, chunk) is None
         else:  # markers left out: the old stream of the others, markers filled in after
             keep = np.flatnonzero(~marker)
-            kept = stream_rank_ordered(tmp_path / "log", ops.code[keep], ops.rank[keep], ops.n_ranks, chunk)
+            kept = old_stream(tmp_path / "log", ops.code[keep], ops.rank[keep], ops.n_ranks, chunk)
             assert kept is not None
             want = _fill_markers(kept, keep, ops, marker)
             got = stream_times(tmp_path / "log", ops.code, ops.rank, ops.n_ranks, ~marker, chunk)

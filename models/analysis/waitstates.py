@@ -47,15 +47,7 @@ import pyarrow as pa
 from waitlab.models import columns
 from waitlab.models.analysis.rma_waits import RMA_PATTERNS, rma_wait_states
 from waitlab.models.columns import Coded, Table
-from waitlab.models.vocabulary import (
-    ACTIONS,
-    MPI_ACTIONS,
-    RECV_ACTIONS,
-    RMA_ACTIONS,
-    SEND_ACTIONS,
-    SYNC_SEND_ACTIONS,
-    names_where,
-)
+from waitlab.models.vocabulary import ACTIONS, MPI_ACTIONS, RECV_ACTIONS, SEND_ACTIONS, SYNC_SEND_ACTIONS, names_where
 from waitlab.models.vocabulary import EAGER_THRESHOLD as EAGER_THRESHOLD
 
 if TYPE_CHECKING:
@@ -102,14 +94,11 @@ def _p2p(ev: Table, acc: dict[str, list[npt.NDArray[Any]]], eager_threshold: int
     recv_of = np.full(int(match.max()) + 1, -1, np.int64)
     recv_of[match[r_rows]] = r_rows
     tests = _test_calls(ev)  # a completion in an MPI_Test* call blocks no one: no wait state there
-    any_test = bool(tests.any())
     # Late sender: the receiver blocks in done[r] (recv itself, wait or waitall).
     blk = done[r_rows]
     ok = blk >= 0
-    if any_test:
-        ok[ok] = ~tests[blk[ok]]
-    if not ok.all():
-        r_rows, blk = r_rows[ok], blk[ok]
+    ok[ok] = ~tests[blk[ok]]
+    r_rows, blk = r_rows[ok], blk[ok]
     snd = send_of[match[r_rows]]
     w = np.minimum(enter[snd], exit_[blk]) - enter[blk]
     late_sender = _add_max_per_blocker(acc, "late_sender", blk, w, snd)
@@ -121,10 +110,8 @@ def _p2p(ev: Table, acc: dict[str, list[npt.NDArray[Any]]], eager_threshold: int
     waits_already[late_sender] = True
     ok = (blk >= 0) & ~waits_already[blk]  # (a row -1 reads the last row: not ok anyway)
     del waits_already
-    if any_test:
-        ok[ok] = ~tests[blk[ok]]
-    if not ok.all():
-        s_rows, blk = s_rows[ok], blk[ok]
+    ok[ok] = ~tests[blk[ok]]
+    s_rows, blk = s_rows[ok], blk[ok]
     rcv = recv_of[match[s_rows]]
     # a synchronous send (ssend/issend) waits for its receive at any size; others only above the eager threshold
     sync = _member(op[s_rows], [cats.index(c) for c in SYNC_SEND_ACTIONS if c in cats], len(cats))
@@ -179,9 +166,9 @@ def _add_max_per_blocker(acc: dict[str, list[npt.NDArray[Any]]], pattern: str, b
 
 
 def _member(codes: npt.NDArray[Any], wanted: list[int], n_categories: int) -> npt.NDArray[np.bool_]:
-    """``np.isin`` for small non-negative category codes, by lookup table (several times faster); when the wanted
-    codes make a few runs (``send``, ``isend``; ``ssend``, ``issend``), by comparisons, again 10 times faster on
-    the codes of a large table (a lookup gathers through an index of 8 bytes per row).
+    """``np.isin`` for small category codes: by lookup table (several times faster), or on a large table when the
+    wanted codes make a few runs (``send``, ``isend``; ``ssend``, ``issend``) by comparisons, again 10 times faster
+    (a lookup gathers through an index of 8 bytes per row).
 
     >>> _member(np.array([0, 5, 6, 2, 7], np.int8), [5, 6, 2], 8).tolist()
     [False, True, True, True, False]
@@ -193,10 +180,7 @@ def _member(codes: npt.NDArray[Any], wanted: list[int], n_categories: int) -> np
         return table[codes]
     out = np.zeros(codes.shape, bool)
     for lo, hi in zip(runs[::2].tolist(), runs[1::2].tolist(), strict=True):
-        if hi - lo == 1:
-            out |= codes == lo
-        else:
-            out |= (codes >= lo) & (codes < hi)
+        out |= (codes >= lo) & (codes < hi)
     return out
 
 
@@ -366,11 +350,8 @@ def wait_states(events: Table, eager_threshold: int = EAGER_THRESHOLD) -> Table:
     acc = _empty()
     _p2p(events, acc, eager_threshold)
     _collectives(events, acc)
-    op, op_cats = columns.codes(events, "op")
-    rma = [i for i, c in enumerate(op_cats) if c in RMA_ACTIONS]  # (has_rma's pass over the rows, 10 times faster)
-    if rma and _member(op, rma, len(op_cats)).any():
-        for rma_pattern, ev_rows, wait_s, peer_rows in rma_wait_states(events):  # one-sided: analysis/rma_waits.py
-            _add(acc, rma_pattern, ev_rows, wait_s, peer_rows)
+    for rma_pattern, ev_rows, wait_s, peer_rows in rma_wait_states(events):  # one-sided: analysis/rma_waits.py
+        _add(acc, rma_pattern, ev_rows, wait_s, peer_rows)
     if acc["event"]:
         event = np.concatenate(acc["event"])
         pattern = np.concatenate(acc["pattern"])
