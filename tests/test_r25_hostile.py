@@ -147,7 +147,9 @@ def test_an_interrupted_chrome_re_export_keeps_the_earlier_trace(small_run: Path
                                                                  monkeypatch: pytest.MonkeyPatch,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     run = copied(small_run, tmp_path / "run")
+    assert main(["export", str(run), "--chrome", "-q"]) == 0  # the earlier trace (a run writes none unless asked)
     before = digests(run)
+    assert "trace.json" in before
 
     def cut_short(events: object, waits: object, meta: object, path: Path, *a: object, **k: object) -> bool:
         path.write_bytes(b'{"traceEvents": [{"ph": "X"')
