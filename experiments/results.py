@@ -248,39 +248,75 @@ def write_run(run: Run, folder: Path, *, png: bool = True, chrome: bool = False)
     write_result(res, folder, png=png, chrome=chrome)
 
 
-#: The OS-noise detours inside the measured run's event rows (``event``: row of ``events.parquet``, ``seconds``):
-#: written when noise delayed work, read by :func:`folder_detours`.
+#: The OS-noise detours inside the measured run's events (``rank``, ``seq``: the event; ``seconds``): written when
+#: noise delayed work, summed in the folder's integrity record, read by :func:`folder_detours`.
 NOISE_DETOURS = "noise_detours.parquet"
+#: Said by every refusal of a damaged :data:`NOISE_DETOURS`.
+_REWRITE = "re-run `waitlab run` to write the folder again"
 
 
 def noise_detours(pres: Any) -> Table:
-    """The event rows of a perturbation study's measured run that noise detours landed in, and the detours' seconds
-    in each (:func:`waitlab.models.analysis.summary.detour_seconds`), as an Arrow table."""
+    """The events of a perturbation study's measured run that noise detours landed in (``rank``, ``seq``), and the
+    detours' seconds in each (:func:`waitlab.models.analysis.summary.detour_seconds`), as an Arrow table."""
     ev, ops, hits = pres.measured.events, pres.measured.ops, pres.noise_hits
     seconds = detour_seconds(len(ev), _report.event_op_rows(ev, ops), hits.row, hits.seconds)
     rows = np.flatnonzero(seconds)
-    return columns_table({"event": rows.astype(np.int64), "seconds": seconds[rows]})
+    return columns_table({"rank": ev["rank"].to_numpy()[rows].astype(np.int32),
+                          "seq": ev["seq"].to_numpy()[rows].astype(np.int32), "seconds": seconds[rows]})
 
 
-def folder_detours(folder: Path, n_events: int) -> npt.NDArray[np.float64] | None:
-    """Seconds of OS-noise detour inside every event row of a results folder's ``events.parquet``
-    (:data:`NOISE_DETOURS`; ``None`` for a folder without one: no noise delayed work, or not a perturbed run)."""
+def folder_detours(folder: Path, events: Table) -> npt.NDArray[np.float64] | None:
+    """Seconds of OS-noise detour inside every row of ``events`` (the folder's event table), from the folder's
+    :data:`NOISE_DETOURS`; ``None`` when the folder has none (noise delayed no work, or the run was not perturbed).
+
+    A perturbed run whose noise delayed work and that has no such file (written by a waitlab before it recorded where
+    noise landed) is refused: its check would count the detours inside tracer rows as overhead, unlike the run's."""
     path = folder / NOISE_DETOURS
-    if not path.is_file():
+    if not path.exists():
+        report = folder / "perturbation.json"
+        delayed = read_json(report, "perturbation report").get("noise", {}).get("delayed_work_seconds", 0) \
+            if report.is_file() else 0
+        if isinstance(delayed, int | float) and delayed > 0:
+            raise InputError(str(path), "(file)", f"is missing: noise delayed {delayed:g} s of this run's work, and "
+                             "without the file a detour inside a tracer row would count as overhead (the folder was "
+                             "written before waitlab recorded where noise landed)",
+                             "re-run `waitlab run`, or check events.parquet itself (detours then count as overhead)")
         return None
+    if not path.is_file():
+        raise InputError(str(path), "(file)", "is not a file", _REWRITE)
     try:
-        t = pq.read_table(path, columns=["event", "seconds"])
+        t = pq.read_table(path)
     except Exception as exc:  # pyarrow raises many kinds
         raise InputError(str(path), "(file)", f"cannot be read: {' '.join(str(exc).split())[:300]}",
-                         "re-run `waitlab run` to write the folder again") from None
-    event, seconds = values(t, "event").astype(np.int64), values(t, "seconds").astype(np.float64)
-    if event.size and (event.min() < 0 or event.max() >= n_events):
-        raise InputError(str(path), "column event", f"names rows outside the {n_events} rows of events.parquet",
-                         "re-run `waitlab run` to write the folder again")
+                         _REWRITE) from None
+    for name, kind in (("rank", pa.types.is_integer), ("seq", pa.types.is_integer), ("seconds", pa.types.is_floating)):
+        if name not in t.column_names or not kind(t.schema.field(name).type) or t.column(name).null_count:
+            raise InputError(str(path), f"column {name}", "is missing, not of its type (rank, seq: integers; "
+                             "seconds: a float) or has an empty value", _REWRITE)
+    rank, seq = values(t, "rank").astype(np.int64), values(t, "seq").astype(np.int64)
+    seconds = values(t, "seconds").astype(np.float64)
     if not np.isfinite(seconds).all() or (seconds < 0).any():
-        raise InputError(str(path), "column seconds", "holds a negative or non-finite detour",
-                         "re-run `waitlab run` to write the folder again")
-    return np.bincount(event, weights=seconds, minlength=n_events).astype(np.float64)
+        raise InputError(str(path), "column seconds", "holds a negative or non-finite detour", _REWRITE)
+    ev_rank, ev_seq = values(events, "rank").astype(np.int64), values(events, "seq").astype(np.int64)
+    span = int(max(ev_seq.max(initial=0), seq.max(initial=0), 0)) + 1
+    key, ev_key = rank * span + seq, ev_rank * span + ev_seq
+    order = np.argsort(ev_key, kind="stable")
+    at = np.searchsorted(ev_key[order], key)
+    found = (rank >= 0) & (seq >= 0) & (at < len(order))
+    found[found] = ev_key[order[at[found]]] == key[found]
+    if not found.all():
+        i = int(np.flatnonzero(~found)[0])
+        raise InputError(str(path), "columns rank, seq", f"name event (rank {rank[i]}, seq {seq[i]}), which "
+                         "events.parquet does not hold", _REWRITE)
+    if np.unique(key).size != key.size:
+        raise InputError(str(path), "columns rank, seq", "name an event twice", _REWRITE)
+    row = order[at]
+    length = values(events, "exit")[row] - values(events, "enter")[row]
+    if (seconds > length + 1e-9).any():
+        i = int(np.flatnonzero(seconds > length + 1e-9)[0])
+        raise InputError(str(path), "column seconds", f"holds a detour of {seconds[i]:g} s in event (rank {rank[i]}, "
+                         f"seq {seq[i]}), which lasts {length[i]:g} s", _REWRITE)
+    return np.bincount(row, weights=seconds, minlength=len(events)).astype(np.float64)
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,7 @@ RESULTS_ROOT = Path("results")
 #: integrity record) when the folder is written, and :func:`verify_folder` refuses a folder where one of them
 #: changed, or whose record does not hold it.  Every run writes the first six; the others when present.
 CHECKED_FILES = ("run.json", "scenario.toml", "ops.parquet", "ledger.parquet", "events.parquet", "waits.parquet",
-                 "summary.json", "ranks.parquet", "placement.csv")
+                 "summary.json", "ranks.parquet", "placement.csv", "noise_detours.parquet")
 REQUIRED_SUMS = CHECKED_FILES[:6]
 #: Largest integrity record read (bytes); a record lists a few dozen names and sums.
 MAX_MARKER_BYTES = 1 << 20

@@ -104,7 +104,7 @@ def check_c(events: str | Path, *, atol: float = 1e-9,
         raise InputError("(command line)", "--kinds", kinds_problem(tuple(kinds)),
                          "e.g. --kinds overhead,swap,flush,delay (all the tracer's time)")
     ev = load_events(events, trust_edited)
-    noise = folder_detours(events, len(ev)) if events.is_dir() else None
+    noise = folder_detours(events, ev) if events.is_dir() else None
     return check_condition_c(ev, atol=atol, kinds=tuple(kinds), noise=noise)
 
 

@@ -278,10 +278,14 @@ def _check_c(sub: Any) -> None:
                    "collectives": rep.collectives, "violating_collectives": rep.violating_collectives,
                    "max_difference": rep.max_difference, "first": rep.first, "total_overhead": rep.total_overhead,
                    "violations": _frame(rep.violations.head(args.show)), "kinds": list(kinds),
+                   "noise_booked": rep.noise_booked,
                    **({"trust_edited": edited} if edited else {})})
         _say(args, f"counted as overhead: event kinds {', '.join(kinds)} (--kinds picks them; e.g. --kinds "
              "swap,flush,delay counts only the spilling: swaps, flushes and the pads (delay) that equalise "
              "synchronised flushes, without the per-record overhead)")
+        if rep.noise_booked:  # the run recorded where noise landed (noise_detours.parquet)
+            _say(args, f"booked as noise, not overhead: {rep.noise_booked:.6g} s of OS-noise detour the run recorded "
+                 "inside those events")
         _say(args, rep.text())
         if len(rep.violations) and args.show:
             _say(args, rep.violations.head(args.show).to_string(index=False))

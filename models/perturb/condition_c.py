@@ -111,6 +111,9 @@ class ConditionCReport:
         One row per violation: ``kind, rank, seq, op, peer_rank, peer_seq, difference, time``.
     total_overhead : float
         Sum of all per-event overheads.
+    noise_booked : float
+        Seconds of OS-noise detour inside the counted rows, taken off their overhead (``noise`` of
+        :func:`check_condition_c`; 0 without it).
     """
 
     pairs: int
@@ -121,6 +124,7 @@ class ConditionCReport:
     first: dict[str, Any]
     violations: pd.DataFrame = field(repr=False)
     total_overhead: float = 0.0
+    noise_booked: float = 0.0
 
     @property
     def holds(self) -> bool:
@@ -331,7 +335,9 @@ def check_condition_c(events: pd.DataFrame, overhead: _F | None = None, *, atol:
     n_bad_p2p = int((table["kind"].cat.codes == 0).sum()) if len(table) else 0
     return ConditionCReport(pairs=n_pairs, violating_pairs=n_bad_p2p, collectives=n_coll,
                             violating_collectives=len(table) - n_bad_p2p, max_difference=max_diff, first=first,
-                            violations=table, total_overhead=float(o.sum()))
+                            violations=table, total_overhead=float(o.sum()),
+                            noise_booked=float((event_overheads(events, kinds) - o).sum())
+                            if overhead is None and noise is not None else 0.0)
 
 
 def original_keys(events: pd.DataFrame, origin_seq: npt.NDArray[np.int64] | None = None) -> _I:
