@@ -273,10 +273,11 @@ def folder_detours(folder: Path, events: Table) -> npt.NDArray[np.float64] | Non
     noise landed) is refused: its check would count the detours inside tracer rows as overhead, unlike the run's."""
     path = folder / NOISE_DETOURS
     if not path.exists():
-        report = folder / "perturbation.json"
-        delayed = read_json(report, "perturbation report").get("noise", {}).get("delayed_work_seconds", 0) \
-            if report.is_file() else 0
-        if isinstance(delayed, int | float) and delayed > 0:
+        report = read_json(folder / "perturbation.json", "perturbation report") \
+            if (folder / "perturbation.json").is_file() else {}
+        noise = report.get("noise") if isinstance(report, dict) else None
+        delayed = noise.get("delayed_work_seconds", 0) if isinstance(noise, dict) else 0
+        if isinstance(delayed, int | float) and not isinstance(delayed, bool) and delayed > 0:
             raise InputError(str(path), "(file)", f"is missing: noise delayed {delayed:g} s of this run's work, and "
                              "without the file a detour inside a tracer row would count as overhead (the folder was "
                              "written before waitlab recorded where noise landed)",
