@@ -30,6 +30,15 @@ def test_bench_shell_times_a_program_against_its_stock_rerun():
 
 
 @pytest.mark.simgrid
+def test_bench_shell_times_a_replay_and_waitlab_s_own_work():
+    text = bench("bench_shell.py", "--replay", "4", "--steps", "2", "--pairs", "1")
+    m = re.search(r"4 ranks x 2 steps: waitlab run median ([\d.]+) s .* stock median ([\d.]+) s", text)
+    own = re.search(r"waitlab's own work \(wall less its SMPI stage\): median ([\d.]+) s", text)
+    assert m and own, text
+    assert float(m[1]) > float(own[1]) > 0 and float(m[2]) > 0  # the own work is part of the command's wall time
+
+
+@pytest.mark.simgrid
 def test_bench_cli_overhead_splits_a_command_in_four_parts():
     text = bench("bench_cli_overhead.py", "--program", "pingpong", "--steps", "10", "--repeat", "1")
     m = re.search(r"run 1: imports ([\d.]+) s, before the SMPI stage ([\d.]+) s, SMPI stage ([\d.]+) s, after it "
