@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from test_trace_rma import _pscw_and_fence
 
 from waitlab.errors import InputError
 from waitlab.experiments.scenario import load_scenario
@@ -133,37 +134,6 @@ def _random_table(seed: int) -> tuple[OpTable, VectorStore]:
     return b.build(), vectors
 
 
-def _one_sided() -> OpTable:
-    """tests/test_trace_rma.py's access and exposure epochs."""
-    b = OpBuilder(3)
-    b.add("win_create", [0, 1, 2], value=512, tag=0)
-    b.add("win_start", 0, value=2, tag=0)
-    b.add("win_group", 0, peer=1, tag=0)
-    b.add("win_group", 0, peer=2, tag=0)
-    for r in (1, 2):
-        b.add("win_post", r, value=1, tag=0)
-        b.add("win_group", r, peer=0, tag=0)
-    b.add("put", 0, peer=1, value=64, tag=0)
-    b.add("put", 0, peer=2, value=32, tag=0)
-    b.add("win_complete", 0, tag=0)
-    b.add("win_wait", [1, 2], tag=0)
-    b.add("compute", [0, 1, 2], value=[0.5, 0.25, 1e-9])
-    b.add("win_fence", [0, 1, 2], value2=4, tag=0)
-    b.add("get", 1, peer=2, value=16, tag=0)
-    b.add("win_fence", [0, 1, 2], tag=0)
-    b.add("win_lock_shared", 2, peer=0, tag=0)
-    b.add("put", 2, peer=0, value=8, tag=0)
-    b.add("win_unlock", 2, peer=0, tag=0)
-    b.add("win_lock_all", [0, 1], tag=0)
-    b.add("accumulate", 0, peer=1, value=24, tag=0)
-    b.add("win_flush", 0, peer=1, tag=0)
-    b.add("win_flush_local", 1, peer=-1, tag=0)
-    b.add("win_unlock_all", [0, 1], tag=0)
-    b.add("barrier", [0, 1, 2])
-    b.add("win_free", [0, 1, 2], tag=0)
-    return b.build()
-
-
 def _refused() -> list[dict[str, Any]]:
     """Tables a trace cannot hold: the same error, first row named alike."""
     cases = []
@@ -212,7 +182,7 @@ def _cases(lared: tuple[OpTable, float]) -> list[dict[str, Any]]:
                     cases.append(_case(f"random{seed}-{shared}-{chunk}-{vec is not None}", table, vectors=vec,
                                        shared=shared, chunk=chunk, core_speed=2.5e8 / 3,
                                        rows=_unmarked(table) if seed % 2 else None))
-    rma = with_rma_groups(_one_sided())
+    rma = with_rma_groups(_pscw_and_fence())  # RMA lines: text parts among the plain ones
     cases += [_case(f"rma-{shared}-{chunk}", rma, shared=shared, chunk=chunk) for shared in (True, False)
               for chunk in (3, 1000)]
     cases.append(_case("no-operation", OpBuilder(3).build()))

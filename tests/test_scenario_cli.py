@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -145,8 +146,6 @@ def test_the_error_examples_of_the_scenarios_page_are_what_waitlab_prints(tmp_pa
 @pytest.mark.simgrid
 def test_trace_json_is_written_only_with_chrome(tmp_path):
     """``trace.json`` (0.1 s of CPU and 32 MB at 1,024 ranks) is opt-in, as ``timeline.png`` is: ``--chrome``."""
-    import json
-
     p = write(tmp_path, GOOD)
     plain = cli("run", str(p), "-o", str(tmp_path / "plain"))
     assert plain.returncode == 0, plain.stderr

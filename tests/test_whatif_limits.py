@@ -13,11 +13,17 @@ from scenario_files import scenario_toml
 
 from waitlab.cli import main
 from waitlab.errors import InputError
-from waitlab.experiments.physics_limits import buffer_problem
+from waitlab.experiments.physics_limits import (
+    MAX_MESSAGE_BYTES,
+    application_problem,
+    buffer_problem,
+    largest_node_memory,
+)
 from waitlab.experiments.scenario import from_mapping as scenario_from_mapping
 from waitlab.experiments.schema import require_key
 from waitlab.models.apps.fft import FftParams
 from waitlab.models.apps.stencil import StencilParams
+from waitlab.platforms import list_platforms, load_platform
 from waitlab.platforms.model import from_mapping
 
 DATA = Path(__file__).resolve().parents[1] / "platforms" / "data"
@@ -174,9 +180,6 @@ def test_every_node_holds_the_largest_message_so_sizes_below_it_skip_the_platfor
     """``application_problem`` loads the built-in platforms (27 ms before SMPI starts) only for a message size above
     MAX_MESSAGE_BYTES: that is exact while every built-in node holds more bytes than that; and a size between the two
     is still refused for SimGrid's C int."""
-    from waitlab.experiments.physics_limits import MAX_MESSAGE_BYTES, application_problem, largest_node_memory
-    from waitlab.platforms import list_platforms, load_platform
-
     assert min(float(load_platform(n).node.memory) for n in list_platforms()) > MAX_MESSAGE_BYTES
     problem = application_problem(StencilParams(halo_bytes=MAX_MESSAGE_BYTES + 1), 4)
     assert problem is not None and problem[0] == "application.halo_bytes" and "C int" in problem[1]
